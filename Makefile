@@ -1,0 +1,30 @@
+# Two entry points: `make demo` and `make test`. Both build their own virtualenv.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install bench media clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/cyberjurors demo examples/cases
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/pipeline_latency.py
+
+media: $(STAMP)
+	$(BIN)/python examples/make_media.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,136 @@
+"""Settings: environment variables (prefix ``CYBERJURORS_``) or a TOML file.
+
+A few names follow their ecosystems' conventions and are read without the prefix too:
+``KAFKA_BOOTSTRAP_SERVERS``, ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+Role = Literal["focus", "select", "perceive", "juror", "summary"]
+
+SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
+
+
+def _alias(name: str) -> AliasChoices:
+    return AliasChoices(name, f"CYBERJURORS_{name}")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CYBERJURORS_", extra="forbid", populate_by_name=True)
+
+    # --- Kafka -----------------------------------------------------------------------------
+    kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias=_alias("KAFKA_BOOTSTRAP_SERVERS"))
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
+    topic_prefix: str = ""
+    partitions: int = Field(4, ge=1)
+    replication_factor: int = Field(1, ge=1)
+    app_id: str = "cyberjurors"
+    datadir: Path = Path("data/faust")
+    # Short timeouts suit the embedded broker and tests; raise them on a real cluster.
+    session_timeout_s: float = 10.0
+    heartbeat_interval_s: float = 1.0
+    commit_interval_s: float = 1.0
+    # Faust's exactly-once needs Kafka transactions; the embedded broker has none.
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    stage_concurrency: int = Field(8, ge=1, description="cases each stage agent works on at once")
+    web_port: int | None = Field(None, description="Faust's web server port; off when unset")
+
+    # --- LLM -------------------------------------------------------------------------------
+    llm_backend: Literal["auto", "anthropic", "openai", "offline"] = "auto"
+    anthropic_api_key: str | None = Field(None, validation_alias=_alias("ANTHROPIC_API_KEY"))
+    anthropic_base_url: str | None = None
+    openai_api_key: str | None = Field(None, validation_alias=_alias("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(None, validation_alias=_alias("OPENAI_BASE_URL"))
+    model: str = "claude-sonnet-4-5"
+    model_focus: str | None = None
+    model_select: str | None = None
+    model_perceive: str | None = None
+    model_juror: str | None = None
+    model_summary: str | None = None
+    juror_models: list[str] = Field(default_factory=list, description="spread jurors over these models")
+    max_output_tokens: int = 2048
+    llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")
+    llm_tokens_per_minute: int | None = Field(None, description="input-token rate limit per worker")
+    llm_timeout_s: float = 120.0
+    llm_max_retries: int = 4
+    offline_latency_s: float = Field(0.0, ge=0, description="simulated per-call latency (offline backend)")
+    llm_call_log: Path | None = Field(None, description="append one JSON line per LLM call")
+
+    # --- Method (paper defaults) -----------------------------------------------------------
+    jurors: int = Field(17, ge=1, description="N")
+    rounds: int = Field(3, ge=1, description="T, discussion rounds")
+    max_select_steps: int = Field(3, ge=1, description="T_max, select-perceive steps per party")
+    memory_k: int = Field(3, ge=0, description="K, guidelines per juror memory")
+    early_stop: float = Field(0.8, gt=0.5, le=1.0, description="delta, majority share that ends deliberation")
+    share_case_stages: bool = Field(True, description="run stages I-II once per case for all jurors")
+    graph_out_degree: int = Field(4, ge=0, description="accounts each juror follows")
+    graph_rewire_p: float = Field(0.2, ge=0, le=1)
+    graph_seed: int = 7
+    personas_file: Path | None = None
+
+    # --- Evidence --------------------------------------------------------------------------
+    media_root: Path = Path(".")
+    url_allowlist: list[str] = Field(default_factory=list, description="allowed http(s) hosts")
+    max_text_chars: int = 20_000
+    max_media_items: int = 40
+    max_inline_bytes: int = 512_000
+    max_media_bytes: int = 50_000_000
+    frames_per_video: int = Field(30, ge=1)
+    max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
+
+    @model_validator(mode="after")
+    def _backend(self) -> "Settings":
+        if self.llm_backend == "anthropic" and not self.anthropic_api_key:
+            raise ValueError("llm_backend=anthropic needs ANTHROPIC_API_KEY")
+        if self.llm_backend == "openai" and not self.openai_base_url:
+            raise ValueError("llm_backend=openai needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
+        return self
+
+    @property
+    def backend(self) -> Literal["anthropic", "openai", "offline"]:
+        if self.llm_backend != "auto":
+            return self.llm_backend
+        return "anthropic" if self.anthropic_api_key else "offline"
+
+    def model_for(self, role: Role, juror_index: int | None = None) -> str:
+        if role == "juror" and juror_index is not None and self.juror_models:
+            return self.juror_models[juror_index % len(self.juror_models)]
+        return getattr(self, f"model_{role}") or self.model
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}{name}"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_file = os.environ.get(SETTINGS_FILE_ENV)
+        if toml_file:
+            if not Path(toml_file).is_file():
+                raise FileNotFoundError(f"{SETTINGS_FILE_ENV}={toml_file}: no such settings file")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        return tuple(sources)

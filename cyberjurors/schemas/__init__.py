@@ -1,0 +1,34 @@
+"""Event and domain models (pydantic v2). Everything crossing Kafka is one of these."""
+
+from .case import (
+    JURY_SIZE,
+    SCHEMA_VERSION,
+    CaseMetadata,
+    Category,
+    DisputeCase,
+    EvidenceItem,
+    EvidenceRound,
+    GroundTruthVotes,
+    MediaRef,
+    Party,
+    Votes,
+)
+from .events import CaseOpened, CaseSubmitted, DisputeEvent, EvidenceClosed, EvidenceSubmitted, dispute_event
+from .reasoning import (
+    Ballot,
+    BallotDraft,
+    CaseFile,
+    Clue,
+    ClueChain,
+    DeadLetter,
+    Focus,
+    JuryRound,
+    Perception,
+    RoundSummary,
+    RoundSummaryDraft,
+    Selection,
+    Usage,
+    Verdict,
+)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,134 @@
+"""The dispute case D = {d, e_1^b, e_1^s, ...}: metadata d and evidence rounds per party."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+SCHEMA_VERSION = 1
+JURY_SIZE = 17  # ground-truth votes come from the platform's 17 human jurors
+
+Party = Literal["buyer", "seller"]
+Category = Literal["appliances", "clothing", "food", "digital", "others"]
+EvidenceKind = Literal["text", "image", "video"]
+CaseId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
+EvidenceId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Strict(BaseModel):
+    """Events from outside are parsed strictly: unknown fields are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MediaRef(Strict):
+    """Where a photo or video lives. Exactly one of path, url, data_base64."""
+
+    media_type: str = Field(description="MIME type, e.g. image/jpeg, image/png, video/mp4")
+    path: str | None = Field(None, description="relative to the worker's media root")
+    url: str | None = Field(None, description="http(s) URL on the worker's allow-list")
+    data_base64: str | None = Field(None, description="small inline payload")
+    sha256: Sha256 | None = Field(None, description="content hash, checked when the media is read")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "MediaRef":
+        given = [s for s in (self.path, self.url, self.data_base64) if s is not None]
+        if len(given) != 1:
+            raise ValueError("media needs exactly one of path, url, data_base64")
+        return self
+
+
+class EvidenceItem(Strict):
+    id: EvidenceId
+    kind: EvidenceKind
+    text: str | None = Field(None, description="chat text, or the party's caption for media")
+    media: MediaRef | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> "EvidenceItem":
+        if self.kind == "text":
+            if not self.text or self.media is not None:
+                raise ValueError(f"text evidence {self.id!r} needs text and no media")
+        elif self.media is None:
+            raise ValueError(f"{self.kind} evidence {self.id!r} needs media")
+        return self
+
+
+class EvidenceRound(Strict):
+    party: Party
+    round: int = Field(ge=1)
+    submitted_at: datetime | None = None
+    items: list[EvidenceItem] = Field(min_length=1)
+
+
+class CaseMetadata(Strict):
+    """d: the order and the dispute as the platform records them."""
+
+    category: Category
+    product: str = Field(min_length=1, max_length=500)
+    order_amount: Decimal = Field(ge=0)
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+    ordered_at: datetime
+    delivered_at: datetime | None = None
+    dispute_reason: str = Field(min_length=1, max_length=2000)
+    requested_remedy: str = Field(min_length=1, max_length=500)
+
+
+class Votes(Strict):
+    buyer: int = Field(ge=0)
+    seller: int = Field(ge=0)
+
+    @property
+    def total(self) -> int:
+        return self.buyer + self.seller
+
+    @property
+    def winner(self) -> Party:
+        return "seller" if self.seller > self.buyer else "buyer"
+
+
+class GroundTruthVotes(Votes):
+    @model_validator(mode="after")
+    def _jury_size(self) -> "GroundTruthVotes":
+        if self.total != JURY_SIZE:
+            raise ValueError(f"ground-truth votes must sum to {JURY_SIZE}, got {self.total}")
+        return self
+
+
+class DisputeCase(Strict):
+    case_id: CaseId
+    metadata: CaseMetadata
+    rounds: list[EvidenceRound] = Field(min_length=1)
+    ground_truth: GroundTruthVotes | None = None
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> "DisputeCase":
+        seen: set[str] = set()
+        for item in self.items():
+            if item.id in seen:
+                raise ValueError(f"evidence id {item.id!r} appears twice")
+            seen.add(item.id)
+        return self
+
+    def items(self, party: Party | None = None) -> list[EvidenceItem]:
+        return [i for r in self.rounds if party in (None, r.party) for i in r.items]
+
+    def item(self, evidence_id: str) -> EvidenceItem:
+        for item in self.items():
+            if item.id == evidence_id:
+                return item
+        raise KeyError(evidence_id)
+
+    def party_of(self, evidence_id: str) -> Party:
+        for r in self.rounds:
+            if any(i.id == evidence_id for i in r.items):
+                return r.party
+        raise KeyError(evidence_id)
+
+    def texts(self, party: Party) -> list[tuple[int, EvidenceItem]]:
+        """T^p: the party's text evidence with its round number."""
+        return [(r.round, i) for r in self.rounds if r.party == party for i in r.items if i.kind == "text"]

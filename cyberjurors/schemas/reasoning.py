@@ -1,0 +1,188 @@
+"""What the stages produce, in the paper's notation: O_I, O_II, ballots, S_t, the verdict.
+
+Model outputs (``Focus``, ``Selection``, ``Perception``, ``BallotDraft``, ``RoundSummaryDraft``) are
+what an LLM is asked to return; the rest are records the pipeline assembles around them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .case import SCHEMA_VERSION, DisputeCase, Party, Votes
+
+Leaning = Literal["buyer", "seller", "neutral"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- model outputs -----------------------------------------------------------------------
+
+
+class Focus(Record):
+    """O_I = {F, F^b, F^s}: stage I, focus extraction."""
+
+    focus: str = Field(description="the single question the jury must decide")
+    buyer_claims: list[str] = Field(description="F^b: the buyer's core claims")
+    seller_claims: list[str] = Field(description="F^s: the seller's core claims")
+
+
+class Selection(Record):
+    """F_select: the one unseen evidence item most likely to hold a key clue, or none."""
+
+    evidence_id: str | None = Field(description="id of the chosen item; null when nothing left is relevant")
+    reason: str = Field(description="why this item, given the focus")
+
+
+class Perception(Record):
+    """F_perceive on one item: clue K_t and assessment A_t."""
+
+    clue: str = Field(description="K_t: what the item shows that bears on the focus, concretely")
+    assessment: str = Field(description="A_t: what the clue means for the party's claims")
+    leaning: Leaning = Field(description="which side the clue supports")
+    frames: list[int] = Field(default_factory=list, description="video frame numbers the clue is seen in")
+
+
+class BallotDraft(Record):
+    """Stages III-IV for one juror: conflicts first, then the individual verdict."""
+
+    conflicts: list[str] = Field(description="Delta: conflicts between the parties' claims and the clues")
+    buyer_conflicts: list[str] = Field(description="Delta^b: where the buyer's claims fail against the clues")
+    seller_conflicts: list[str] = Field(description="Delta^s: where the seller's claims fail against the clues")
+    vote: Party
+    justification: str = Field(description="J_k: reasons, citing clue ids like [b1] and guideline ids")
+    cited_clues: list[str] = Field(default_factory=list)
+    cited_guidelines: list[str] = Field(default_factory=list)
+
+
+class RoundSummaryDraft(Record):
+    """F_sum: the collective summary S_t of one round's justifications."""
+
+    summary: str
+    buyer_arguments: list[str]
+    seller_arguments: list[str]
+
+
+# --- records -----------------------------------------------------------------------------
+
+
+class Usage(Record):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    calls: int = 0
+    latency_s: float = 0.0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+class Clue(Record):
+    """One step of the select-perceive chain: focus -> evidence item -> clue."""
+
+    id: str = Field(description="b1, b2, ... for the buyer; s1, ... for the seller")
+    party: Party
+    step: int
+    evidence_id: str
+    evidence_kind: str
+    selection_reason: str
+    clue: str
+    assessment: str
+    leaning: Leaning
+    frames: list[int] = Field(default_factory=list)
+    frame_times_s: list[float] = Field(default_factory=list)
+    problem: str | None = Field(None, description="why the item could not be perceived, if it could not")
+
+
+class ClueChain(Record):
+    """O_II: the recorded focus -> evidence chain for both parties."""
+
+    buyer: list[Clue] = Field(default_factory=list)
+    seller: list[Clue] = Field(default_factory=list)
+
+    def all(self) -> list[Clue]:
+        return [*self.buyer, *self.seller]
+
+
+class Ballot(BallotDraft):
+    juror: int
+    round: int
+    model: str
+
+
+class RoundSummary(RoundSummaryDraft):
+    round: int
+    votes: Votes
+
+
+class JuryRound(Record):
+    round: int
+    ballots: list[Ballot]
+    summary: RoundSummary
+
+    @property
+    def votes(self) -> Votes:
+        return self.summary.votes
+
+
+class CaseFile(Record):
+    """The case as it moves through the pipeline; each stage fills in its part."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    case: DisputeCase
+    received_at: datetime
+    problems: list[str] = Field(default_factory=list, description="input issues noted on the way")
+    focus: Focus | None = None
+    clues: ClueChain | None = None
+    precedents: list[dict] = Field(default_factory=list, description="retrieved precedents (issue 3)")
+    rounds: list[JuryRound] = Field(default_factory=list)
+    usage: dict[str, Usage] = Field(default_factory=dict, description="by stage")
+    backend: str = ""
+
+    @property
+    def case_id(self) -> str:
+        return self.case.case_id
+
+
+class Verdict(Record):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    verdict_id: str = Field(description="derived from the case: the same case always yields the same id")
+    case_id: str
+    category: str
+    winner: Party
+    votes: Votes
+    margin: int
+    rounds_used: int
+    early_stopped: bool
+    justification: str
+    cited_clues: list[Clue]
+    cited_precedents: list[str] = Field(default_factory=list)
+    focus: str
+    problems: list[str] = Field(default_factory=list)
+    tokens: Usage
+    latency_s: float
+    backend: str
+    models: list[str]
+    decided_at: datetime
+
+
+class DeadLetter(Record):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    reason: str = Field(description="short machine-readable cause, e.g. invalid_json")
+    detail: str
+    stage: str
+    topic: str
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    original_base64: str = Field(description="the message value exactly as received")
+    failed_at: datetime
