@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Literal
@@ -113,6 +115,10 @@ class DisputeCase(Strict):
                 raise ValueError(f"evidence id {item.id!r} appears twice")
             seen.add(item.id)
         return self
+
+    def digest(self) -> str:
+        """Content hash: the same case content always gives the same digest."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
 
     def items(self, party: Party | None = None) -> list[EvidenceItem]:
         return [i for r in self.rounds if party in (None, r.party) for i in r.items]

@@ -1,0 +1,172 @@
+"""The ``offline`` backend: a deterministic, labelled stand-in for a model. No network.
+
+It answers every stage with schema-valid output computed from lexical cues in the evidence and
+the juror's persona, so the pipeline, its plumbing and its costs can be exercised without a
+provider. It cannot see pixels and has no judgement: every justification it writes says
+"offline stand-in", and verdicts carry ``backend: offline``. Never read its votes as a model's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+
+from pydantic import BaseModel
+
+from ...schemas import Ballot, BallotDraft, Clue, Focus, Perception, RoundSummaryDraft, Selection, Usage
+from ..llm import LLMError, LLMRequest, LLMResult, T, TextPart
+from ..safety import without_instructions
+from ..tasks import FocusTask, JurorTask, PerceiveTask, SelectTask, SummaryTask
+
+LABEL = "[offline stand-in]"
+BUYER_CUES = (
+    "broken", "damaged", "damage", "defect", "faulty", "crack", "cracked", "torn", "tear", "ripped", "missing",
+    "not received", "never arrived", "never received", "wrong item", "not as described", "counterfeit", "fake",
+    "expired", "mould", "mold", "rotten", "leak", "leaking", "stopped working", "dead", "2%", "dent", "shattered",
+    "smashed", "before shipping", "already damaged", "different from the listing", "doesn't work", "does not work",
+)
+SELLER_CUES = (
+    "delivered", "signed", "intact", "as described", "tested", "working", "worn", "used", "washed", "return window",
+    "after the deadline", "policy", "misuse", "customer damage", "tag removed", "tags removed", "opened",
+    "within specification", "sealed", "in good condition", "photo at dispatch", "proof of delivery", "no defect",
+)
+VISUAL_WEIGHT = {"low": 0.6, "medium": 1.0, "high": 1.5}
+SELLER_EXPERIENCE_PRIOR = {"none": 0.15, "some": 0.0, "runs_shop": -0.35}
+STRICTNESS_PRIOR = {"lenient": 0.2, "moderate": 0.0, "strict": -0.2}
+_WORD = re.compile(r"[a-z0-9%]{3,}")
+_STOP = {"the", "and", "for", "with", "that", "this", "was", "are", "you", "have", "not", "but", "from", "had", "our"}
+
+
+def words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def cues(text: str) -> tuple[int, int]:
+    low = without_instructions(text).lower()
+    return sum(c in low for c in BUYER_CUES), sum(c in low for c in SELLER_CUES)
+
+
+def leaning(text: str) -> str:
+    buyer, seller = cues(text)
+    return "buyer" if buyer > seller else "seller" if seller > buyer else "neutral"
+
+
+def jitter(*key: object) -> float:
+    """A fixed pseudo-random number in [-1, 1) per (case, juror, round): jurors differ, runs repeat."""
+    digest = hashlib.sha256(":".join(map(str, key)).encode()).digest()
+    return int.from_bytes(digest[:4], "big") / 2**31 - 1
+
+
+def first_sentence(text: str) -> str:
+    clean = without_instructions(text).strip()
+    return (re.split(r"(?<=[.!?])\s", clean, maxsplit=1)[0] if clean else "")[:200]
+
+
+class OfflineLLM:
+    backend = "offline"
+
+    def __init__(self, latency_s: float = 0.0):
+        self.latency_s = latency_s
+        self._cached_prefixes: set[str] = set()
+
+    async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        answer = self._answer(request.task)
+        if not isinstance(answer, output_type):
+            raise LLMError("unsupported_task", f"offline backend cannot answer {type(request.task).__name__} "
+                                               f"as {output_type.__name__}")
+        return LLMResult(answer, self._usage(request, answer), model="offline", backend=self.backend)
+
+    def _answer(self, task: object) -> BaseModel:
+        match task:
+            case FocusTask(case=case):
+                d = case.metadata
+                claims = {p: [s for _, i in case.texts(p) if (s := first_sentence(i.text or ""))][:4]
+                          for p in ("buyer", "seller")}
+                return Focus(focus=f"Should the buyer get '{d.requested_remedy}' for the {d.product}? "
+                                   f"Dispute: {d.dispute_reason}",
+                             buyer_claims=claims["buyer"], seller_claims=claims["seller"])
+            case SelectTask():
+                return self._select(task)
+            case PerceiveTask(item=item, frames=frames):
+                text = without_instructions(item.text or "")
+                if item.kind == "text":
+                    clue = text[:280]
+                else:
+                    seen = f"{len(frames)} sampled frames" if frames else "the image"
+                    clue = f"{LABEL} pixels not inspected ({seen}); the party's caption: {text[:240] or '(none)'}"
+                lean = leaning(text)
+                return Perception(clue=clue, assessment=f"{LABEL} lexical cues in this item favour: {lean}.",
+                                  leaning=lean, frames=[])
+            case JurorTask():
+                return self._ballot(task)
+            case SummaryTask(round=round_no, ballots=ballots):
+                return self._summary(round_no, ballots)
+        raise LLMError("unsupported_task", f"offline backend has no answer for {type(task).__name__}")
+
+    def _select(self, task: SelectTask) -> Selection:
+        topic = words(" ".join([task.focus.focus, *task.focus.buyer_claims, *task.focus.seller_claims]))
+
+        def score(item) -> float:
+            text = item.text or ""
+            return len(words(text) & topic) + 2 * sum(cues(text)) + (1.5 if item.kind != "text" else 0)
+
+        best = max(task.candidates, key=lambda i: (score(i), i.id), default=None)
+        if best is None or score(best) < 1:
+            return Selection(evidence_id=None, reason=f"{LABEL} no remaining item shares words with the focus")
+        return Selection(evidence_id=best.id, reason=f"{LABEL} highest lexical overlap with the focus and claims")
+
+    def _ballot(self, task: JurorTask) -> BallotDraft:
+        p = task.persona
+        weight = lambda c: VISUAL_WEIGHT[p.visual_attention] if c.evidence_kind != "text" else 1.0  # noqa: E731
+        sign = {"buyer": 1.0, "seller": -1.0, "neutral": 0.0}
+        evidence = sum(sign[c.leaning] * weight(c) for c in task.clues)
+        prior = SELLER_EXPERIENCE_PRIOR[p.seller_experience] + STRICTNESS_PRIOR[p.rule_strictness]
+        social = 0.0
+        if task.neighbours:
+            social += 0.8 * sum(sign[b.vote] for b in task.neighbours) / len(task.neighbours)
+        if task.summary is not None:
+            v = task.summary.votes
+            social += 0.4 * (v.buyer - v.seller) / max(v.total, 1)
+        score = evidence + prior + social + 0.7 * jitter(task.case.case_id, task.juror, task.round)
+        vote = "buyer" if score > 0 else "seller"
+        support = sorted((c for c in task.clues if c.leaning == vote), key=weight, reverse=True)[:2]
+        against = [c for c in task.clues if c.leaning not in (vote, "neutral")]
+        cite = " ".join(f"[{c.id}]" for c in support) or "no decisive clue"
+        return BallotDraft(
+            conflicts=[f"[{c.id}] supports the {c.leaning}" for c in against][:3],
+            buyer_conflicts=[f"[{c.id}]" for c in task.clues if c.leaning == "seller"][:3],
+            seller_conflicts=[f"[{c.id}]" for c in task.clues if c.leaning == "buyer"][:3],
+            vote=vote,
+            justification=f"{LABEL} {p.name} votes {vote}: lexical evidence score {evidence:+.1f}, "
+                          f"persona prior {prior:+.2f}, peers {social:+.2f}; relies on {cite}.",
+            cited_clues=[c.id for c in support],
+        )
+
+    def _summary(self, round_no: int, ballots: list[Ballot]) -> RoundSummaryDraft:
+        side = lambda party: sorted({c for b in ballots if b.vote == party for c in b.cited_clues})  # noqa: E731
+        buyer, seller = (sum(b.vote == p for b in ballots) for p in ("buyer", "seller"))
+        return RoundSummaryDraft(
+            summary=f"{LABEL} Round {round_no}: {buyer} for the buyer, {seller} for the seller. "
+                    f"Buyer side cites {side('buyer') or 'no clue'}; seller side cites {side('seller') or 'no clue'}.",
+            buyer_arguments=[f"[{c}]" for c in side("buyer")],
+            seller_arguments=[f"[{c}]" for c in side("seller")],
+        )
+
+    def _usage(self, request: LLMRequest, answer: BaseModel) -> Usage:
+        """Token counts a provider would bill, estimated at 4 characters a token; the shared
+        per-case prefix is written to the cache once and read from it afterwards."""
+        shared = "".join(p.text for p in request.shared if isinstance(p, TextPart))
+        prompt = request.system + "".join(p.text for p in request.prompt if isinstance(p, TextPart))
+        images = 800 * len(request.images())
+        key = hashlib.sha256(shared.encode()).hexdigest()
+        cached = key in self._cached_prefixes
+        self._cached_prefixes.add(key)
+        return Usage(
+            input_tokens=len(prompt) // 4 + images,
+            output_tokens=len(answer.model_dump_json()) // 4,
+            cache_read_tokens=len(shared) // 4 if cached else 0,
+            cache_write_tokens=0 if cached else len(shared) // 4,
+        )

@@ -1,0 +1,24 @@
+"""Stage I: focus extraction, O_I = F_extract(d, T^b, T^s)."""
+
+from __future__ import annotations
+
+from ..config import Settings
+from ..schemas import DisputeCase, Focus, Usage
+from . import prompts
+from .llm import LLM, LLMRequest, TextPart
+from .tasks import FocusTask
+
+
+async def extract_focus(case: DisputeCase, llm: LLM, settings: Settings) -> tuple[Focus, Usage]:
+    request = LLMRequest(
+        role="focus",
+        model=settings.model_for("focus"),
+        system=prompts.FOCUS_SYSTEM,
+        shared=[],
+        prompt=[TextPart(prompts.focus_prompt(case))],
+        task=FocusTask(case),
+        case_id=case.case_id,
+        max_output_tokens=settings.max_output_tokens,
+    )
+    result = await llm.generate(request, Focus)
+    return result.output, result.usage

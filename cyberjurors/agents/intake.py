@@ -1,0 +1,142 @@
+"""Admission of dispute events: parse, check limits and media references, fold incremental events.
+
+Everything here either returns something the jury can work on or raises ``Rejected`` with a
+short machine-readable reason; the stream turns a rejection into a dead letter.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..config import Settings
+from ..schemas import (
+    CaseMetadata,
+    CaseOpened,
+    CaseSubmitted,
+    DisputeCase,
+    EvidenceClosed,
+    EvidenceRound,
+    EvidenceSubmitted,
+    GroundTruthVotes,
+    dispute_event,
+)
+from ..schemas.events import DisputeEvent
+from .media import MediaRejected, check_reference
+from .safety import instruction_sentences
+
+
+class Rejected(ValueError):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class Duplicate(Exception):
+    """An event already applied: dropped, and noted on the case."""
+
+
+def _reason(err: ValidationError) -> str:
+    for e in err.errors():
+        loc = [str(x) for x in e["loc"]]
+        if e["type"] == "json_invalid":
+            return "invalid_json"
+        if e["type"] in ("union_tag_invalid", "union_tag_not_found", "model_attributes_type"):
+            return "unknown_event_type"
+        if e["type"] == "missing" and loc and loc[-1] == "case_id":
+            return "missing_case_id"
+        if loc and loc[-1] == "schema_version":
+            return "unsupported_schema_version"
+        if "ground_truth" in loc:
+            return "invalid_votes"
+    return "invalid_event"
+
+
+def parse_event(raw: bytes) -> DisputeEvent:
+    try:
+        return dispute_event.validate_json(raw)
+    except ValidationError as err:
+        raise Rejected(_reason(err), _summary(err)) from err
+
+
+def _summary(err: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in err.errors()[:5])
+
+
+def admit(case: DisputeCase, settings: Settings) -> list[str]:
+    """Check configured limits and media references; return problems worth noting on the verdict."""
+    items = case.items()
+    media = [i for i in items if i.media is not None]
+    if len(media) > settings.max_media_items:
+        raise Rejected("too_many_media", f"{len(media)} media items, limit {settings.max_media_items}")
+    problems = []
+    for round_ in case.rounds:
+        for item in round_.items:
+            if item.text and len(item.text) > settings.max_text_chars:
+                raise Rejected("text_too_long", f"evidence {item.id}: {len(item.text)} characters, "
+                                                f"limit {settings.max_text_chars}")
+            if item.media is not None:
+                try:
+                    check_reference(item.kind, item.media, settings)
+                except MediaRejected as err:
+                    raise Rejected(err.reason, f"evidence {item.id}: {err.detail}") from err
+            if item.text and instruction_sentences(item.text):
+                problems.append(f"evidence {item.id} ({round_.party}) contains text addressed to the jury; "
+                                "it was treated as a party's claim, not as an instruction")
+    return problems
+
+
+class Draft(BaseModel):
+    """A case being assembled from incremental events, kept in the intake table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case_id: str
+    metadata: CaseMetadata
+    ground_truth: GroundTruthVotes | None = None
+    rounds: list[EvidenceRound] = Field(default_factory=list)
+    event_ids: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    closed: bool = False
+
+    def to_case(self) -> DisputeCase:
+        rounds = sorted(self.rounds, key=lambda r: (r.round, r.party != "buyer"))
+        try:
+            return DisputeCase(case_id=self.case_id, metadata=self.metadata, rounds=rounds,
+                               ground_truth=self.ground_truth)
+        except ValidationError as err:
+            raise Rejected("invalid_case", _summary(err)) from err
+
+
+def fold(draft: Draft | None, event: CaseOpened | EvidenceSubmitted | EvidenceClosed) -> Draft:
+    """Apply one incremental event. Raises Duplicate for a repeat, Rejected for one that cannot apply."""
+    if draft is not None and event.event_id and event.event_id in draft.event_ids:
+        raise Duplicate(f"event {event.event_id} already applied")
+    if isinstance(event, CaseOpened):
+        if draft is not None:
+            raise Rejected("case_already_open", f"case {event.case_id} was opened before")
+        draft = Draft(case_id=event.case_id, metadata=event.metadata, ground_truth=event.ground_truth)
+    elif draft is None:
+        raise Rejected("unknown_case", f"{event.type} for case {event.case_id}, which was never opened")
+    elif draft.closed:
+        if isinstance(event, EvidenceClosed):
+            raise Duplicate(f"case {event.case_id} already closed")
+        raise Rejected("case_closed", f"evidence for case {event.case_id} after its evidence was closed")
+    elif isinstance(event, EvidenceSubmitted):
+        if event.evidence in draft.rounds:
+            raise Duplicate(f"the same {event.evidence.party} round {event.evidence.round} was submitted twice")
+        known = {i.id for r in draft.rounds for i in r.items}
+        clash = known & {i.id for i in event.evidence.items}
+        if clash:
+            raise Rejected("duplicate_evidence_id", f"evidence ids {sorted(clash)} already used in case {draft.case_id}")
+        draft = draft.model_copy(update={"rounds": [*draft.rounds, event.evidence]})
+    else:
+        if not draft.rounds:
+            raise Rejected("no_evidence", f"case {event.case_id} closed without any evidence")
+        draft = draft.model_copy(update={"closed": True})
+    if event.event_id:
+        draft = draft.model_copy(update={"event_ids": [*draft.event_ids, event.event_id]})
+    return draft
+
+
+__all__ = ["Draft", "Duplicate", "Rejected", "admit", "fold", "parse_event", "CaseSubmitted"]

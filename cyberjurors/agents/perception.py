@@ -1,0 +1,114 @@
+"""Stage II: clue localisation by select-perceive iteration, O_II.
+
+For each party independently (so one side's evidence never colours the other's selection):
+select the single unseen item most likely to hold a key clue given O_I, perceive it in detail
+(text as text, photos as images, videos as sampled frames), and repeat up to T_max times or
+until the selector says nothing left is relevant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from ..config import Settings
+from ..schemas import Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
+from . import prompts
+from .llm import LLM, LLMRequest, Part, TextPart
+from .media import Frame, MediaUnreadable, load_image, sample_frames
+from .tasks import PerceiveTask, SelectTask
+
+
+@dataclass
+class PartyChain:
+    clues: list[Clue] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    problems: list[str] = field(default_factory=list)
+
+
+async def localize_clues(
+    case: DisputeCase, focus: Focus, llm: LLM, settings: Settings
+) -> tuple[ClueChain, Usage, list[str]]:
+    buyer, seller = await asyncio.gather(
+        _select_perceive(case, focus, "buyer", llm, settings),
+        _select_perceive(case, focus, "seller", llm, settings),
+    )
+    return ClueChain(buyer=buyer.clues, seller=seller.clues), buyer.usage + seller.usage, buyer.problems + seller.problems
+
+
+async def _select_perceive(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings) -> PartyChain:
+    chain = PartyChain()
+    rounds = {i.id: r.round for r in case.rounds if r.party == party for i in r.items}
+    unseen = [i for i in case.items(party)]
+    for step in range(1, settings.max_select_steps + 1):
+        if not unseen:
+            break
+        selection = await llm.generate(_select_request(case, focus, party, unseen, rounds, chain.clues, settings), Selection)
+        chain.usage += selection.usage
+        chosen = next((i for i in unseen if i.id == selection.output.evidence_id), None)
+        if chosen is None:
+            if selection.output.evidence_id is not None:
+                chain.problems.append(
+                    f"selector named {selection.output.evidence_id!r}, not an unseen {party} item; selection stopped"
+                )
+            break
+        unseen.remove(chosen)
+        clue = await _perceive(case, focus, party, step, chosen, rounds[chosen.id], selection.output, chain, llm, settings)
+        chain.clues.append(clue)
+    return chain
+
+
+def _select_request(
+    case: DisputeCase, focus: Focus, party: Party, unseen: list[EvidenceItem], rounds: dict[str, int],
+    chain: list[Clue], settings: Settings,
+) -> LLMRequest:
+    return LLMRequest(
+        role="select",
+        model=settings.model_for("select"),
+        system=prompts.SELECT_SYSTEM,
+        shared=[TextPart(f"{prompts.metadata_block(case)}\n\n{prompts.focus_block(focus)}")],
+        prompt=[TextPart(prompts.select_prompt(party, [(rounds[i.id], i) for i in unseen], chain))],
+        task=SelectTask(case, focus, party, list(unseen), list(chain)),
+        case_id=case.case_id,
+        max_output_tokens=settings.max_output_tokens,
+    )
+
+
+async def _perceive(
+    case: DisputeCase, focus: Focus, party: Party, step: int, item: EvidenceItem, round_no: int,
+    selection: Selection, chain: PartyChain, llm: LLM, settings: Settings,
+) -> Clue:
+    clue_id = f"{party[0]}{step}"
+    base = dict(id=clue_id, party=party, step=step, evidence_id=item.id, evidence_kind=item.kind,
+                selection_reason=selection.reason)
+    try:
+        media, frames = await _media_parts(item, settings)
+    except MediaUnreadable as err:
+        chain.problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
+        return Clue(**base, clue="(unreadable)", assessment=f"The {item.kind} could not be read: {err.reason}.",
+                    leaning="neutral", problem=err.reason)
+    request = LLMRequest(
+        role="perceive",
+        model=settings.model_for("perceive"),
+        system=prompts.PERCEIVE_SYSTEM,
+        shared=[TextPart(f"{prompts.metadata_block(case)}\n\n{prompts.focus_block(focus)}")],
+        prompt=[TextPart(prompts.perceive_prompt(party, round_no, item, chain.clues)), *media],
+        task=PerceiveTask(case, focus, party, item, list(chain.clues), frames),
+        case_id=case.case_id,
+        max_output_tokens=settings.max_output_tokens,
+    )
+    result = await llm.generate(request, Perception)
+    chain.usage += result.usage
+    seen = {f.index: f for f in frames}
+    cited = [n for n in result.output.frames if n in seen]
+    return Clue(**base, clue=result.output.clue, assessment=result.output.assessment, leaning=result.output.leaning,
+                frames=cited, frame_times_s=[round(seen[n].time_s, 3) for n in cited])
+
+
+async def _media_parts(item: EvidenceItem, settings: Settings) -> tuple[list[Part], list[Frame]]:
+    if item.kind == "image" and item.media:
+        return [await load_image(item.media, settings)], []
+    if item.kind == "video" and item.media:
+        frames = await sample_frames(item.media, settings)
+        return [f.image for f in frames], frames
+    return [], []

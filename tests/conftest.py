@@ -1,0 +1,105 @@
+"""Shared fixtures: one embedded broker per session; per test, fresh topics and a fresh group."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import faust
+import pytest
+
+from cyberjurors.config import Settings
+from cyberjurors.streams.broker import embedded_broker
+from cyberjurors.streams.clients import follow
+from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.streams.process import WorkerProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with embedded_broker(log=tmp_path_factory.mktemp("broker") / "tansu.log") as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture
+def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KAFKA_BOOTSTRAP_SERVERS"):
+        monkeypatch.delenv(var, raising=False)
+    run = uuid.uuid4().hex[:8]
+    return Settings(
+        kafka_bootstrap_servers=broker,
+        app_id=f"test-{run}",
+        topic_prefix=f"t{run}.",
+        partitions=2,
+        datadir=tmp_path / "faust",
+        media_root=EXAMPLES,
+        llm_backend="offline",
+        llm_call_log=tmp_path / "llm-calls.jsonl",
+        session_timeout_s=6,
+        heartbeat_interval_s=0.5,
+        commit_interval_s=0.2,
+    )
+
+
+@contextlib.contextmanager
+def worker_process(settings: Settings, log: Path) -> Iterator[WorkerProcess]:
+    asyncio.run(ensure_topics(settings))
+    worker = WorkerProcess(settings, log).start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
+@pytest.fixture
+def worker(settings: Settings, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+    with worker_process(settings, tmp_path / "worker.log") as process:
+        yield process
+    failed = getattr(request.node, "rep_call", None)
+    if failed is not None and failed.failed:
+        print((tmp_path / "worker.log").read_text()[-6000:])
+
+
+@contextlib.asynccontextmanager
+async def running_app(app: faust.App) -> AsyncIterator[faust.App]:
+    """A Faust app started in the test's own event loop (for backends that live in the test)."""
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+async def read_topic(settings: Settings, topic: str, until: int, timeout_s: float = 120,
+                     keys: set[str] | None = None) -> list[tuple[str, bytes]]:
+    """Collect messages from a topic until `until` of them (for `keys`, if given) have arrived."""
+    seen: list[tuple[str, bytes]] = []
+
+    async def read() -> None:
+        async for key, value in follow(settings, topic, idle_timeout_s=0.5):
+            if keys is None or key in keys:
+                seen.append((key, value))
+            if len(seen) >= until:
+                return
+
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(read(), timeout_s)
+    return seen
+
+
+def calls(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

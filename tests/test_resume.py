@@ -1,0 +1,43 @@
+"""Kill the worker (SIGKILL) while the jury deliberates, after stage II's output is on the topic;
+a new worker finishes the case without repeating stages I and II."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from cyberjurors.schemas import Verdict
+from cyberjurors.streams.clients import produce, read_events
+
+from .conftest import EXAMPLES, calls, read_topic, worker_process
+
+pytestmark = pytest.mark.integration
+
+
+async def test_killed_worker_resumes_without_repeating_stages_one_and_two(settings, tmp_path):
+    # a simulated provider latency makes the jury rounds long enough to be killed in
+    settings = settings.model_copy(update={"offline_latency_s": 0.4, "early_stop": 1.0})
+    events = read_events([EXAMPLES / "cases" / sorted(p.name for p in (EXAMPLES / "cases").glob("*.json"))[0]])
+    case_id = events[0].case_id
+
+    with worker_process(settings, tmp_path / "worker-1.log") as first:
+        await produce(settings, events)
+        assert await read_topic(settings, "disputes.clues", until=1, timeout_s=90), "stage II never finished"
+        await asyncio.sleep(4 * settings.commit_interval_s + 0.5)  # its input offset is committed too
+        first.kill()
+    before = Counter(c["role"] for c in calls(settings.llm_call_log) if c["case_id"] == case_id)
+    assert before["juror"] < settings.jurors * settings.rounds, "the case finished before the kill"
+    assert not await read_topic(settings, "disputes.verdicts", until=1, timeout_s=1)
+
+    with worker_process(settings, tmp_path / "worker-2.log"):
+        verdicts = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=180)
+    after = Counter(c["role"] for c in calls(settings.llm_call_log) if c["case_id"] == case_id)
+
+    assert [k for k, _ in verdicts] == [case_id]
+    verdict = Verdict.model_validate_json(verdicts[0][1])
+    assert verdict.votes.total == settings.jurors and verdict.rounds_used == settings.rounds
+    for role in ("focus", "select", "perceive"):
+        assert after[role] == before[role] > 0, f"{role} calls repeated: {before[role]} -> {after[role]}"
+    assert after["juror"] >= settings.jurors * settings.rounds
