@@ -48,19 +48,19 @@ def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Se
     )
 
 
-@contextlib.contextmanager
-def worker_process(settings: Settings, log: Path) -> Iterator[WorkerProcess]:
-    asyncio.run(ensure_topics(settings))
+@contextlib.asynccontextmanager
+async def worker_process(settings: Settings, log: Path) -> AsyncIterator[WorkerProcess]:
+    await ensure_topics(settings)
     worker = WorkerProcess(settings, log).start()
     try:
         yield worker
     finally:
-        worker.stop()
+        await asyncio.to_thread(worker.stop)
 
 
 @pytest.fixture
-def worker(settings: Settings, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
-    with worker_process(settings, tmp_path / "worker.log") as process:
+async def worker(settings: Settings, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[WorkerProcess]:
+    async with worker_process(settings, tmp_path / "worker.log") as process:
         yield process
     failed = getattr(request.node, "rep_call", None)
     if failed is not None and failed.failed:

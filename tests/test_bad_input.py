@@ -119,7 +119,7 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
     outgoing += [Outgoing("inc", v, "inc") for v in inc]
     outgoing += [Outgoing("good", good, "good"), Outgoing("good", good, "good")]  # same case twice: one verdict
 
-    with worker_process(settings, tmp_path / "worker.log") as worker:
+    async with worker_process(settings, tmp_path / "worker.log") as worker:
         await produce(settings, outgoing)
         letters = await read_topic(settings, "disputes.dlq", until=len(DEAD), timeout_s=120)
         expect_verdicts = {"good", "inc", *noted}

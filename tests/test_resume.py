@@ -22,7 +22,7 @@ async def test_killed_worker_resumes_without_repeating_stages_one_and_two(settin
     events = read_events([EXAMPLES / "cases" / sorted(p.name for p in (EXAMPLES / "cases").glob("*.json"))[0]])
     case_id = events[0].case_id
 
-    with worker_process(settings, tmp_path / "worker-1.log") as first:
+    async with worker_process(settings, tmp_path / "worker-1.log") as first:
         await produce(settings, events)
         assert await read_topic(settings, "disputes.clues", until=1, timeout_s=90), "stage II never finished"
         await asyncio.sleep(4 * settings.commit_interval_s + 0.5)  # its input offset is committed too
@@ -31,7 +31,7 @@ async def test_killed_worker_resumes_without_repeating_stages_one_and_two(settin
     assert before["juror"] < settings.jurors * settings.rounds, "the case finished before the kill"
     assert not await read_topic(settings, "disputes.verdicts", until=1, timeout_s=1)
 
-    with worker_process(settings, tmp_path / "worker-2.log"):
+    async with worker_process(settings, tmp_path / "worker-2.log"):
         verdicts = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=180)
     after = Counter(c["role"] for c in calls(settings.llm_call_log) if c["case_id"] == case_id)
 

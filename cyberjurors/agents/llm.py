@@ -121,6 +121,7 @@ class GuardedLLM:
             "at": time.time(),
             "case_id": request.case_id,
             "role": request.role,
+            "party": getattr(request.task, "party", None),
             "backend": result.backend,
             "model": result.model,
             **result.usage.model_dump(exclude={"calls"}),
