@@ -71,10 +71,9 @@ def create_app(settings: Settings, llm: LLM | None = None) -> faust.App:
                               value_serializer="raw", key_serializer="raw")
 
     # case_id -> {"draft": Draft json} while incremental events arrive, {"digest": ...} once submitted
-    intake_state = app.Table("intake", default=None, partitions=settings.partitions, value_serializer="json")
+    intake_state = app.Table("intake", default=None, partitions=settings.partitions)
     # "case_id/stage" -> the CaseFile (or Verdict) json that stage produced
-    stage_results = app.Table("stage-results", default=None, partitions=settings.partitions,
-                              value_serializer="json")
+    stage_results = app.Table("stage-results", default=None, partitions=settings.partitions)
 
     async def dead_letter(event: faust.EventT, stage: str, reason: str, detail: str) -> None:
         message = event.message

@@ -1,0 +1,94 @@
+"""The ``openai`` backend: any OpenAI-compatible chat completions endpoint (vLLM, llama.cpp
+server, Ollama) through the official ``openai`` SDK.
+
+The system prompt is a system message; the user message holds the shared case prefix first and
+then the stage's prompt, so servers with automatic prefix caching (vLLM, llama.cpp) reuse it
+across jurors. Images go as ``image_url`` parts with ``data:`` URLs, each preceded by its label.
+``chat.completions.parse`` sends ``response_format`` = strict ``json_schema`` built from the
+output type and parses the reply; it raises on ``finish_reason`` "length"/"content_filter".
+Retries and timeouts are the SDK's own; failures become ``LLMError`` with the same kinds as the
+``anthropic`` backend.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import openai
+import pydantic
+from openai.types import CompletionUsage
+
+from ...config import Settings
+from ...schemas import Usage
+from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart
+from .anthropic import invalid, status_kind
+
+
+def content_parts(parts: list[Part]) -> list[dict]:
+    out: list[dict] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append({"type": "text", "text": part.text})
+            continue
+        if part.label:
+            out.append({"type": "text", "text": part.label})
+        data = base64.b64encode(part.data).decode("ascii")
+        out.append({"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{data}"}})
+    return out
+
+
+def usage_of(usage: CompletionUsage | None) -> Usage:
+    """``prompt_tokens`` includes cached tokens; ``Usage.input_tokens`` counts the uncached ones."""
+    if usage is None:
+        return Usage()
+    details = usage.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details else 0
+    return Usage(input_tokens=usage.prompt_tokens - cached, output_tokens=usage.completion_tokens,
+                 cache_read_tokens=cached)
+
+
+class OpenAICompatibleLLM:
+    backend = "openai"
+
+    def __init__(self, client: openai.AsyncOpenAI):
+        self.client = client
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "OpenAICompatibleLLM":
+        return cls(openai.AsyncOpenAI(base_url=settings.openai_base_url,
+                                      api_key=settings.openai_api_key or "not-needed",  # local servers need none
+                                      timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries))
+
+    async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        try:
+            completion = await self.client.chat.completions.parse(
+                model=request.model,
+                max_tokens=request.max_output_tokens,
+                messages=[
+                    {"role": "system", "content": request.system},
+                    {"role": "user", "content": content_parts([*request.shared, *request.prompt])},
+                ],
+                response_format=output_type,
+            )
+        except openai.APITimeoutError as e:  # before APIConnectionError: it is a subclass
+            raise LLMError("timeout", f"openai: no reply within the timeout ({e})") from e
+        except openai.APIConnectionError as e:
+            raise LLMError("connection", f"openai: {e}") from e
+        except openai.APIStatusError as e:
+            raise LLMError(status_kind(e.status_code), f"openai: {e.message}"[:500]) from e
+        except openai.LengthFinishReasonError as e:
+            raise LLMError("truncated", "openai: finish_reason length") from e
+        except openai.ContentFilterFinishReasonError as e:
+            raise LLMError("refused", "openai: finish_reason content_filter") from e
+        except pydantic.ValidationError as e:
+            raise LLMError("invalid_output", f"openai: {invalid(output_type, e)}") from e
+
+        message = completion.choices[0].message if completion.choices else None
+        if message is not None and message.refusal:
+            raise LLMError("refused", f"openai: refusal: {message.refusal}"[:500])
+        if message is None or message.parsed is None:
+            raise LLMError("invalid_output", "openai: the reply has no content")
+        return LLMResult(message.parsed, usage_of(completion.usage), model=completion.model, backend=self.backend)
+
+    async def aclose(self) -> None:
+        await self.client.close()
