@@ -75,11 +75,14 @@ def call_log(path: Path) -> dict[str, list[dict]]:
     return by_case
 
 
-def critical_calls(entries: list[dict]) -> int:
-    """Sequential model calls on the case's critical path."""
+def critical_calls(entries: list[dict], warm_cache_first: bool) -> int:
+    """Sequential model calls on the case's critical path: focus, the longer party's
+    select/perceive chain, and per round the jurors (in parallel) then the summary; round 1
+    adds the juror that runs first to warm the prompt cache."""
     roles = Counter(e["role"] for e in entries)
     per_party = Counter(e.get("party") for e in entries if e["role"] in ("select", "perceive"))
-    return roles["focus"] + max(per_party.values(), default=0) + 2 * roles["summary"]
+    warmup = 1 if warm_cache_first and roles["summary"] else 0
+    return roles["focus"] + max(per_party.values(), default=0) + 2 * roles["summary"] + warmup
 
 
 def rss_mb(pid: int) -> float:
@@ -105,7 +108,7 @@ def main(latency: float = 0.5, cases: int = 24, repeat: int = 3, concurrency: in
                 for case in sample_cases(3, f"single{r}"):
                     took, _ = asyncio.run(run_cases(settings, [case]))
                     entries = call_log(settings.llm_call_log)[case.case_id]
-                    bound = critical_calls(entries) * latency
+                    bound = critical_calls(entries, settings.warm_cache_first) * latency
                     singles.append((took[case.case_id], bound))
             burst = sample_cases(cases, "burst")
             _, wall = asyncio.run(run_cases(settings, burst))

@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = None
     openai_api_key: str | None = Field(None, validation_alias=_alias("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(None, validation_alias=_alias("OPENAI_BASE_URL"))
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     model_focus: str | None = None
     model_select: str | None = None
     model_perceive: str | None = None
@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     memory_k: int = Field(3, ge=0, description="K, guidelines per juror memory")
     early_stop: float = Field(0.8, gt=0.5, le=1.0, description="delta, majority share that ends deliberation")
     share_case_stages: bool = Field(True, description="run stages I-II once per case for all jurors")
+    warm_cache_first: bool = Field(
+        True, description="in round 1, one juror runs before the others so they read the cached case prefix"
+    )
     graph_out_degree: int = Field(4, ge=0, description="accounts each juror follows")
     graph_rewire_p: float = Field(0.2, ge=0, le=1)
     graph_seed: int = 7

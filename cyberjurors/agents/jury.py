@@ -8,7 +8,6 @@ the verdict is the final round's majority (seller iff seller votes > buyer votes
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from ..config import Settings
 from ..schemas import Ballot, BallotDraft, CaseFile, JuryRound, RoundSummary, RoundSummaryDraft, Usage, Verdict, Votes
 from . import prompts
 from .graph import SocialGraph, small_world
-from .llm import LLM, LLMRequest, TextPart
+from .llm import LLM, LLMRequest, TextPart, gather_all
 from .personas import Persona, load_personas
 from .tasks import JurorTask, SummaryTask
 
@@ -49,9 +48,11 @@ def memory_for(juror: int, case_file: CaseFile, settings: Settings) -> list[str]
 async def run_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> tuple[JuryRound, Usage]:
     round_no = len(case_file.rounds) + 1
     previous = case_file.rounds[-1] if case_file.rounds else None
-    results = await asyncio.gather(
-        *(_ballot(juror, round_no, previous, case_file, jury, llm, settings) for juror in range(len(jury)))
-    )
+    ballot = lambda juror: _ballot(juror, round_no, previous, case_file, jury, llm, settings)  # noqa: E731
+    # A provider's prompt cache is readable only once the first call that writes it has answered:
+    # 17 simultaneous first-round calls would each pay to write the same case prefix.
+    first = [await ballot(0)] if round_no == 1 and settings.warm_cache_first and len(jury) > 1 else []
+    results = first + await gather_all(*(ballot(j) for j in range(len(first), len(jury))))
     ballots = [b for b, _ in results]
     usage = sum((u for _, u in results), Usage())
     summary, summary_usage = await _summarize(case_file, round_no, ballots, jury, llm, settings)

@@ -14,6 +14,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Awaitable
 from typing import Any, Generic, Protocol, TypeVar
 
 from aiolimiter import AsyncLimiter
@@ -23,6 +24,7 @@ from ..config import Role
 from ..schemas import Usage
 
 T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,18 @@ class LLM(Protocol):
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]: ...
 
 
+async def gather_all(*calls: Awaitable[R]) -> list[R]:
+    """Run calls concurrently; if one fails, cancel the rest (no paying for answers that will be
+    thrown away) and raise that first error itself, not an ExceptionGroup."""
+    tasks: list[asyncio.Task[R]] = []
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(call) for call in calls]  # type: ignore[arg-type]
+    except BaseExceptionGroup as errors:
+        raise errors.exceptions[0] from None
+    return [t.result() for t in tasks]
+
+
 def estimate_tokens(request: LLMRequest) -> int:
     """Rough pre-call estimate for rate limiting (4 characters a token, ~1.5k per image)."""
     return len(request.system + request.text()) // 4 + 1500 * len(request.images()) + 1
@@ -109,22 +123,29 @@ class GuardedLLM:
             await self._rate.acquire(min(estimate_tokens(request), self.tokens_per_minute or 1))
         async with self._slots:
             started = time.perf_counter()
-            result = await self.inner.generate(request, output_type)
+            try:
+                result = await self.inner.generate(request, output_type)
+            except LLMError as err:
+                self._log(request, time.perf_counter() - started, error=err.kind)
+                raise
             elapsed = time.perf_counter() - started
         result.usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
-        if self.call_log is not None:
-            self._log(request, result)
+        self._log(request, elapsed, result=result)
         return result
 
-    def _log(self, request: LLMRequest, result: LLMResult[Any]) -> None:
+    def _log(self, request: LLMRequest, elapsed: float, result: LLMResult[Any] | None = None,
+             error: str | None = None) -> None:
+        if self.call_log is None:
+            return
         line = {
             "at": time.time(),
             "case_id": request.case_id,
             "role": request.role,
             "party": getattr(request.task, "party", None),
-            "backend": result.backend,
-            "model": result.model,
-            **result.usage.model_dump(exclude={"calls"}),
+            "backend": self.backend,
+            "model": result.model if result else request.model,
+            "error": error,
+            **(result.usage.model_dump(exclude={"calls"}) if result else {"latency_s": elapsed}),
         }
         with self.call_log.open("a", encoding="utf-8") as log:  # type: ignore[union-attr]
             log.write(json.dumps(line) + "\n")

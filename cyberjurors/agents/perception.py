@@ -8,13 +8,12 @@ until the selector says nothing left is relevant.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from ..config import Settings
 from ..schemas import Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
 from . import prompts
-from .llm import LLM, LLMRequest, Part, TextPart
+from .llm import LLM, LLMRequest, Part, TextPart, gather_all
 from .media import Frame, MediaUnreadable, load_image, sample_frames
 from .tasks import PerceiveTask, SelectTask
 
@@ -29,7 +28,7 @@ class PartyChain:
 async def localize_clues(
     case: DisputeCase, focus: Focus, llm: LLM, settings: Settings
 ) -> tuple[ClueChain, Usage, list[str]]:
-    buyer, seller = await asyncio.gather(
+    buyer, seller = await gather_all(
         _select_perceive(case, focus, "buyer", llm, settings),
         _select_perceive(case, focus, "seller", llm, settings),
     )
