@@ -90,6 +90,9 @@ async def read_bytes(ref: MediaRef, settings: Settings) -> bytes:
     if ref.path is not None:
         path = _resolve(ref.path, settings)
         try:
+            size = path.stat().st_size
+            if size > settings.max_media_bytes:
+                raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
             data = await asyncio.to_thread(path.read_bytes)
         except OSError as err:
             raise MediaUnreadable("missing_file", f"{ref.path}: {err.strerror}") from err
@@ -165,6 +168,8 @@ async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = N
                         index = len(frames) + 1
                         image = _to_jpeg(frame.to_image(), settings.max_image_side, f"frame {index} at {time_s:.2f}s")
                         frames.append(Frame(index, n, time_s, image))
+            if not frames:
+                raise MediaUnreadable("no_frames", "none of the video's frames could be decoded")
             return frames
         except av.FFmpegError as err:
             raise MediaUnreadable("corrupt_video", f"cannot decode the video: {err}") from err
@@ -173,8 +178,9 @@ async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = N
 
 
 def _count_frames(data: bytes) -> int:
-    # Container headers often omit or misstate the frame count; decoding is the only honest count.
+    # Container headers often omit or misstate the frame count; counting the video packets is
+    # honest and, unlike decoding, cheap (one compressed packet per video frame).
     with av.open(io.BytesIO(data)) as container:
         if not container.streams.video:
             return 0
-        return sum(1 for _ in container.decode(container.streams.video[0]))
+        return sum(1 for packet in container.demux(container.streams.video[0]) if packet.size)

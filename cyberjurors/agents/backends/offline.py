@@ -42,9 +42,17 @@ def words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
+def _phrases(cues: tuple[str, ...]) -> re.Pattern[str]:
+    # whole words only: "deadline" is not "dead", "refused" is not "used", "12%" is not "2%"
+    return re.compile("|".join(rf"(?<![\w%]){re.escape(c)}(?![\w%])" for c in cues))
+
+
+_BUYER, _SELLER = _phrases(BUYER_CUES), _phrases(SELLER_CUES)
+
+
 def cues(text: str) -> tuple[int, int]:
     low = without_instructions(text).lower()
-    return sum(c in low for c in BUYER_CUES), sum(c in low for c in SELLER_CUES)
+    return len(set(_BUYER.findall(low))), len(set(_SELLER.findall(low)))
 
 
 def leaning(text: str) -> str:
