@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/cyberjurors demo examples/cases
+	$(BIN)/cyberjurors demo examples/cases examples/incremental
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -106,7 +106,7 @@ def topics(settings: SettingsOption = None) -> None:
 
 
 @app.command()
-def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases")],  # noqa: B006
+def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"), Path("examples/incremental")],  # noqa: B006
          timeout: float = 600, bootstrap: Optional[str] = None, settings: SettingsOption = None) -> None:
     """Embedded broker + one worker + the sample cases; prints each verdict as it arrives."""
     from .streams.demo import run_demo

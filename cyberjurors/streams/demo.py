@@ -14,7 +14,9 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..config import Settings
 from ..schemas import DeadLetter, Verdict
@@ -32,17 +34,17 @@ def verdict_table(verdict: Verdict) -> Table:
     split = f"buyer {verdict.votes.buyer} : seller {verdict.votes.seller} (of {verdict.votes.total})"
     table.add_row("winner", f"[bold]{verdict.winner}[/]  {split}")
     table.add_row("rounds", f"{verdict.rounds_used}" + (" (early stop)" if verdict.early_stopped else ""))
-    table.add_row("focus", verdict.focus)
-    table.add_row("justification", verdict.justification)
+    table.add_row("focus", Text(verdict.focus))
+    table.add_row("justification", Text(verdict.justification))
     clues = "; ".join(f"[{c.id}] {c.evidence_id}" + (f" frames {c.frames}" if c.frames else "")
                       for c in verdict.cited_clues[:4])
-    table.add_row("clues", clues or "-")
+    table.add_row("clues", Text(clues or "-"))
     t = verdict.tokens
     table.add_row("cost", f"{t.calls} calls, {t.input_tokens:,} in / {t.output_tokens:,} out / "
                           f"{t.cache_read_tokens:,} cache read / {t.cache_write_tokens:,} cache write tokens")
     table.add_row("latency", f"{verdict.latency_s:.2f}s  backend={verdict.backend}")
     if verdict.problems:
-        table.add_row("noted", "\n".join(verdict.problems))
+        table.add_row("noted", Text("\n".join(verdict.problems)))
     return table
 
 
@@ -63,7 +65,7 @@ async def collect(settings: Settings, expected: set[str], console: Console, time
                 if topic.endswith("dlq"):
                     dead += 1
                     letter = DeadLetter.model_validate_json(value)
-                    console.print(f"[red]dead letter[/] {key}: {letter.reason} at {letter.stage}: {letter.detail}")
+                    console.print(f"[red]dead letter[/] {escape(key)}: {letter.reason} at {letter.stage}: {escape(letter.detail)}")
                 else:
                     console.print(verdict_table(Verdict.model_validate_json(value)))
                 progress.update(task, completed=len(done))
@@ -85,6 +87,7 @@ def run_demo(paths: list[Path], settings: Settings, console: Console, timeout_s:
     events = read_events(paths)
     expected = {e.case_id for e in events}
     workdir = Path(settings.datadir).parent
+    workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         if bootstrap is None:
             bootstrap = stack.enter_context(embedded_broker(log=workdir / "broker.log"))

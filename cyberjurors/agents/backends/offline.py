@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import re
 
 from pydantic import BaseModel
@@ -130,7 +131,8 @@ class OfflineLLM:
         p = task.persona
         weight = lambda c: VISUAL_WEIGHT[p.visual_attention] if c.evidence_kind != "text" else 1.0  # noqa: E731
         sign = {"buyer": 1.0, "seller": -1.0, "neutral": 0.0}
-        evidence = sum(sign[c.leaning] * weight(c) for c in task.clues)
+        # squashed so that a pile of clues cannot drown persona and peers: real juries split
+        evidence = math.tanh(sum(sign[c.leaning] * weight(c) for c in task.clues) / 2)
         prior = SELLER_EXPERIENCE_PRIOR[p.seller_experience] + STRICTNESS_PRIOR[p.rule_strictness]
         social = 0.0
         if task.neighbours:
