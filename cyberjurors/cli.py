@@ -82,6 +82,34 @@ def verdicts(follow: Annotated[bool, typer.Option("--follow/--no-follow", help="
 
 
 @app.command()
+def dlq(replay: Annotated[bool, typer.Option(help="send the selected letters back to the topics they came from")] = False,
+        reason: Annotated[Optional[str], typer.Option(help="only letters with this reason")] = None,
+        stage: Annotated[Optional[str], typer.Option(help="only letters from this stage")] = None,
+        case: Annotated[Optional[str], typer.Option(help="only letters for this case_id")] = None,
+        settings: SettingsOption = None) -> None:
+    """List dead letters; with --replay, resend the replayable ones (failed model calls, stage failures).
+
+    Stages are idempotent, so replaying a letter twice costs nothing but a re-sent output."""
+    from rich.markup import escape
+
+    from .streams.clients import dead_letters, replayable
+    from .streams.clients import replay as resend
+
+    config = load_settings(settings)
+    letters = [x for x in asyncio.run(dead_letters(config))
+               if reason in (None, x.reason) and stage in (None, x.stage) and case in (None, x.key)]
+    for x in letters:
+        mark = "[green]replayable[/]" if replayable(x) else "[dim]final[/]"
+        console.print(f"{x.failed_at:%Y-%m-%d %H:%M:%S} {escape(x.key or '-')} {x.stage} {x.reason} {mark}: "
+                      f"{escape(x.detail[:200])}")
+    console.print(f"{len(letters)} dead letters")
+    if replay:
+        chosen = [x for x in letters if replayable(x)]
+        asyncio.run(resend(config, chosen))
+        console.print(f"replayed {len(chosen)}; left {len(letters) - len(chosen)} that would fail the same way")
+
+
+@app.command()
 def broker(port: int = 9092, host: str = "127.0.0.1") -> None:
     """Run the embedded Kafka-protocol broker (Tansu, in memory) in the foreground."""
     from .streams.broker import start_broker

@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     session_timeout_s: float = 10.0
     heartbeat_interval_s: float = 1.0
     commit_interval_s: float = 1.0
+    kafka_fetch_max_wait_ms: int = Field(
+        50, ge=1, description="how long an empty fetch waits at the broker; the embedded broker never answers "
+                              "early, so each topic hop costs up to this. On Apache Kafka 500 saves requests"
+    )
     # Faust's exactly-once needs Kafka transactions; the embedded broker has none.
     processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
     stage_concurrency: int = Field(8, ge=1, description="cases each stage agent works on at once")
@@ -78,9 +82,8 @@ class Settings(BaseSettings):
     jurors: int = Field(17, ge=1, description="N")
     rounds: int = Field(3, ge=1, description="T, discussion rounds")
     max_select_steps: int = Field(3, ge=1, description="T_max, select-perceive steps per party")
-    memory_k: int = Field(3, ge=0, description="K, guidelines per juror memory")
+    memory_k: int = Field(3, ge=0, description="K, guidelines per juror memory (read once precedents land)")
     early_stop: float = Field(0.8, gt=0.5, le=1.0, description="delta, majority share that ends deliberation")
-    share_case_stages: bool = Field(True, description="run stages I-II once per case for all jurors")
     warm_cache_first: bool = Field(
         True, description="in round 1, one juror runs before the others so they read the cached case prefix"
     )

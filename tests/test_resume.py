@@ -8,10 +8,15 @@ from collections import Counter
 
 import pytest
 
-from cyberjurors.schemas import Verdict
-from cyberjurors.streams.clients import produce, read_events
+from cyberjurors.agents.backends.offline import OfflineLLM
+from cyberjurors.agents.backends.scripted import ScriptedLLM
+from cyberjurors.agents.llm import LLMError
+from cyberjurors.schemas import DeadLetter, Verdict
+from cyberjurors.streams.app import create_app
+from cyberjurors.streams.clients import dead_letters, produce, read_events, replay, replayable
+from cyberjurors.streams.kafka import ensure_topics
 
-from .conftest import EXAMPLES, calls, read_topic, worker_process
+from .conftest import EXAMPLES, calls, read_topic, running_app, worker_process
 
 pytestmark = pytest.mark.integration
 
@@ -41,3 +46,36 @@ async def test_killed_worker_resumes_without_repeating_stages_one_and_two(settin
     for role in ("focus", "select", "perceive"):
         assert after[role] == before[role] > 0, f"{role} calls repeated: {before[role]} -> {after[role]}"
     assert after["juror"] >= settings.jurors * settings.rounds
+
+
+async def test_a_failed_model_call_is_dead_lettered_and_its_replay_finishes_the_case(settings):
+    """The provider is down during round 1: the round's input goes to the DLQ as llm_overloaded;
+    once it recovers, `cyberjurors dlq --replay` (the same function) completes the case."""
+    settings = settings.model_copy(update={"jurors": 5})
+    offline = OfflineLLM()
+    provider_down = True
+
+    async def answer(request, output_type):
+        if request.role == "juror" and provider_down:
+            raise LLMError("overloaded", "529 after retries")
+        return (await offline.generate(request, output_type)).output
+
+    scripted = ScriptedLLM(answer)
+    events = read_events([sorted((EXAMPLES / "cases").glob("*.json"))[0]])
+    await ensure_topics(settings)
+    async with running_app(create_app(settings, llm=scripted)):
+        await produce(settings, events)
+        letters = await read_topic(settings, "disputes.dlq", until=1, timeout_s=90)
+        assert letters, "the failed round was not dead-lettered"
+        letter = DeadLetter.model_validate_json(letters[0][1])
+        assert (letter.reason, letter.stage, letter.key) == ("llm_overloaded", "round-1", events[0].case_id)
+        assert letter.topic == settings.topic("disputes.clues") and replayable(letter)
+        before = Counter(c.role for c in scripted.calls)
+
+        provider_down = False
+        await replay(settings, await dead_letters(settings))
+        verdicts = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=90)
+
+    assert [k for k, _ in verdicts] == [events[0].case_id]
+    after = Counter(c.role for c in scripted.calls)
+    assert all(after[r] == before[r] > 0 for r in ("focus", "select", "perceive")), (before, after)

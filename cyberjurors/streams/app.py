@@ -29,6 +29,7 @@ from ..agents.perception import localize_clues
 from ..config import Settings
 from ..schemas import CaseFile, CaseSubmitted, DeadLetter, DisputeCase, Verdict
 from .kafka import faust_broker_url, faust_credentials
+from .transport import use_fetch_wait
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -58,6 +59,7 @@ def create_app(settings: Settings, llm: LLM | None = None) -> faust.App:
         web_port=settings.web_port or 6066,
         autodiscover=False,
     )
+    use_fetch_wait(app, settings.kafka_fetch_max_wait_ms)
 
     def topic(name: str) -> faust.TopicT:
         return app.topic(settings.topic(name), key_type=str, value_serializer="raw", key_serializer="raw",
@@ -129,6 +131,9 @@ def create_app(settings: Settings, llm: LLM | None = None) -> faust.App:
                     await admit(draft.to_case(), draft.notes)
             except intake.Rejected as err:
                 await dead_letter(event, "ingest", err.reason, err.detail)
+            except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
+                log.exception("ingest failed on offset %s", event.message.offset)
+                await dead_letter(event, "ingest", "ingest_failed", f"{type(err).__name__}: {err}")
 
     # --- stages I and II ------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from ..config import Settings
-from ..schemas import CaseSubmitted, DisputeCase, dispute_event
+from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, dispute_event
 from .kafka import client_options
 
 
@@ -19,6 +20,8 @@ class Outgoing:
     case_id: str
     value: bytes
     source: str
+    topic: str | None = None
+    """Full topic name, when not the one ``produce`` was asked for (a dead letter's replay)."""
 
 
 class InputError(ValueError):
@@ -63,9 +66,26 @@ async def produce(settings: Settings, events: list[Outgoing], topic: str = "disp
     await producer.start()
     try:
         for event in events:
-            await producer.send_and_wait(settings.topic(topic), event.value, key=event.case_id.encode())
+            await producer.send_and_wait(event.topic or settings.topic(topic), event.value,
+                                         key=event.case_id.encode())
     finally:
         await producer.stop()
+
+
+async def dead_letters(settings: Settings) -> list[DeadLetter]:
+    return [DeadLetter.model_validate_json(value) async for _, value in follow(settings, "disputes.dlq", follow=False)]
+
+
+def replayable(letter: DeadLetter) -> bool:
+    """Dead letters that can succeed when sent again: model calls that failed after their retries,
+    and stage failures. Rejected input would only be rejected again."""
+    return letter.reason.startswith("llm_") or letter.reason == "stage_failed"
+
+
+async def replay(settings: Settings, letters: list[DeadLetter]) -> None:
+    """Send each dead letter's original bytes back to the topic it came from, with its key."""
+    await produce(settings, [Outgoing(letter.key or "", base64.b64decode(letter.original_base64), "dlq",
+                                      topic=letter.topic) for letter in letters])
 
 
 async def follow(settings: Settings, topic: str = "disputes.verdicts", from_beginning: bool = True,
@@ -75,6 +95,7 @@ async def follow(settings: Settings, topic: str = "disputes.verdicts", from_begi
     With ``follow=False`` it stops once it has caught up with the end of the topic.
     """
     consumer = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False,
+                                fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
                                 auto_offset_reset="earliest" if from_beginning else "latest")
     await consumer.start()
     try:

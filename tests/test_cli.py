@@ -1,0 +1,87 @@
+"""The `cyberjurors` command as an operator runs it: real subprocesses against the embedded broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from cyberjurors.config import Settings
+from cyberjurors.schemas import Verdict
+from cyberjurors.streams.kafka import TOPICS, client_options
+from cyberjurors.streams.process import settings_env
+
+from .conftest import EXAMPLES
+
+pytestmark = pytest.mark.integration
+
+
+def cli(settings: Settings, *args: str, timeout: float = 120, **env_overrides: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CYBERJURORS_")} | settings_env(settings)
+    env |= env_overrides
+    return subprocess.run([sys.executable, "-m", "cyberjurors", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+async def test_topics_are_created_with_the_configured_partitions(settings):
+    settings = settings.model_copy(update={"partitions": 3})
+    first = cli(settings, "topics")
+    assert first.returncode == 0, first.stderr
+    assert "created" in first.stdout
+    again = cli(settings, "topics")
+    assert again.returncode == 0 and "all topics exist" in again.stdout
+
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    await admin.start()
+    try:
+        described = await admin.describe_topics([settings.topic(t) for t in TOPICS])
+    finally:
+        await admin.close()
+    assert {d["topic"]: len(d["partitions"]) for d in described} == {settings.topic(t): 3 for t in TOPICS}
+
+
+async def test_produce_then_read_verdicts_from_the_command_line(settings, worker):
+    case_file = sorted((EXAMPLES / "cases").glob("*.json"))[0]
+    case_id = json.loads(case_file.read_text())["case_id"]
+    sent = cli(settings, "produce", str(case_file))
+    assert sent.returncode == 0, sent.stderr
+    assert "sent 1 events for 1 cases" in " ".join(sent.stdout.split())
+
+    lines: list[str] = []
+    for _ in range(60):  # the verdict takes a few seconds; --no-follow returns once caught up
+        read = cli(settings, "verdicts", "--raw", "--no-follow")
+        assert read.returncode == 0, read.stderr
+        lines = [line for line in read.stdout.splitlines() if line.strip()]
+        if lines:
+            break
+    assert len(lines) == 1, lines
+    verdict = Verdict.model_validate_json(lines[0])
+    assert verdict.case_id == case_id and verdict.votes.total == settings.jurors
+
+
+def test_produce_refuses_an_invalid_file_before_sending(settings, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"case_id": "x", "metadata": {"category": "toys"}, "rounds": []}))
+    result = cli(settings, "produce", str(bad))
+    assert result.returncode == 2
+    assert "not sent" in result.stdout and "bad.json" in result.stdout and "category" in result.stdout
+
+
+def test_invalid_settings_are_reported_not_raised(settings):
+    result = cli(settings, "topics", CYBERJURORS_JURORS="0", CYBERJURORS_LLM_BACKEND="anthropic")
+    assert result.returncode == 2 and "Traceback" not in result.stdout + result.stderr
+    assert "invalid settings" in result.stdout and "jurors" in result.stdout
+
+
+def test_schemas_export_writes_json_schema_for_the_public_events(tmp_path: Path, settings):
+    result = cli(settings, "schemas", "export", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    event = json.loads((tmp_path / "dispute-event.schema.json").read_text())
+    assert set(event["discriminator"]["mapping"]) == {"case", "case_opened", "evidence_submitted", "evidence_closed"}
+    verdict = json.loads((tmp_path / "verdict.schema.json").read_text())
+    assert {"verdict_id", "winner", "votes", "cited_clues", "backend"} <= set(verdict["required"])
