@@ -21,6 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
+	$(BIN)/python bench/broker_hop.py
 	$(BIN)/python bench/pipeline_latency.py
 
 media: $(STAMP)

@@ -42,6 +42,16 @@ class ImagePart:
 Part = TextPart | ImagePart
 
 
+def with_labels(parts: list[Part]) -> list[Part]:
+    """Each labelled image preceded by its label as text ("frame 7 at 3.50s"), so the model can cite it."""
+    out: list[Part] = []
+    for part in parts:
+        if isinstance(part, ImagePart) and part.label:
+            out.append(TextPart(part.label))
+        out.append(part)
+    return out
+
+
 @dataclass
 class LLMRequest:
     role: Role

@@ -26,7 +26,7 @@ from anthropic.types import Message
 
 from ...config import Settings
 from ...schemas import Usage
-from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart
+from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
 
 CACHE = {"type": "ephemeral"}
 STOP_KINDS = {"refusal": "refused", "max_tokens": "truncated", "model_context_window_exceeded": "truncated"}
@@ -46,16 +46,10 @@ def status_kind(status: int) -> str:
 
 
 def blocks(parts: list[Part]) -> list[dict]:
-    out: list[dict] = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            out.append({"type": "text", "text": part.text})
-            continue
-        if part.label:
-            out.append({"type": "text", "text": part.label})
-        out.append({"type": "image", "source": {"type": "base64", "media_type": part.media_type,
-                                                 "data": base64.b64encode(part.data).decode("ascii")}})
-    return out
+    return [{"type": "text", "text": part.text} if isinstance(part, TextPart) else
+            {"type": "image", "source": {"type": "base64", "media_type": part.media_type,
+                                         "data": base64.b64encode(part.data).decode("ascii")}}
+            for part in with_labels(parts)]
 
 
 def user_content(request: LLMRequest) -> list[dict]:

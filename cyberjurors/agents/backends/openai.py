@@ -20,21 +20,15 @@ from openai.types import CompletionUsage
 
 from ...config import Settings
 from ...schemas import Usage
-from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart
+from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
 from .anthropic import invalid, status_kind
 
 
 def content_parts(parts: list[Part]) -> list[dict]:
-    out: list[dict] = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            out.append({"type": "text", "text": part.text})
-            continue
-        if part.label:
-            out.append({"type": "text", "text": part.label})
-        data = base64.b64encode(part.data).decode("ascii")
-        out.append({"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{data}"}})
-    return out
+    return [{"type": "text", "text": part.text} if isinstance(part, TextPart) else
+            {"type": "image_url",
+             "image_url": {"url": f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"}}
+            for part in with_labels(parts)]
 
 
 def usage_of(usage: CompletionUsage | None) -> Usage:
