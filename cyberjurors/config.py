@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-Role = Literal["focus", "select", "perceive", "juror", "summary"]
+Role = Literal["focus", "select", "perceive", "juror", "summary", "distil"]
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
@@ -69,6 +69,7 @@ class Settings(BaseSettings):
     model_perceive: str | None = None
     model_juror: str | None = None
     model_summary: str | None = None
+    model_distil: str | None = None
     juror_models: list[str] = Field(default_factory=list, description="spread jurors over these models")
     max_output_tokens: int = 2048
     llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")

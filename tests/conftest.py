@@ -30,7 +30,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KAFKA_BOOTSTRAP_SERVERS"):
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KAFKA_BOOTSTRAP_SERVERS", "ELASTICSEARCH_URL"):
         monkeypatch.delenv(var, raising=False)
     run = uuid.uuid4().hex[:8]
     return Settings(
@@ -41,6 +41,8 @@ def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Se
         datadir=tmp_path / "faust",
         media_root=EXAMPLES,
         llm_backend="offline",
+        precedent_backend="none",  # tests of the precedent base turn it on with an index they build
+        precedent_dir=tmp_path / "precedents",
         llm_call_log=tmp_path / "llm-calls.jsonl",
         session_timeout_s=6,
         heartbeat_interval_s=0.5,

@@ -14,7 +14,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..config import Settings
-from ..schemas import Ballot, BallotDraft, CaseFile, JuryRound, RoundSummary, RoundSummaryDraft, Usage, Verdict, Votes
+from ..schemas import (
+    Ballot,
+    BallotDraft,
+    CaseFile,
+    JuryRound,
+    PrecedentRef,
+    RoundSummary,
+    RoundSummaryDraft,
+    Usage,
+    Verdict,
+    Votes,
+)
 from . import prompts
 from .graph import SocialGraph, small_world
 from .llm import LLM, LLMRequest, TextPart, gather_all
@@ -40,9 +51,10 @@ class Jury:
         return len(self.personas)
 
 
-def memory_for(juror: int, case_file: CaseFile, settings: Settings) -> list[str]:
-    """M_k: the top-K guidelines for this juror's persona. Empty until the precedent base lands."""
-    return []
+def memory_for(juror: int, case_file: CaseFile) -> list[PrecedentRef]:
+    """M_k: the top-K guidelines of the case's pool by match with this juror's persona
+    (chosen at retrieval time, see agents/precedents/retrieval.py)."""
+    return case_file.precedents.memory_of(juror) if case_file.precedents else []
 
 
 async def run_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> tuple[JuryRound, Usage]:
@@ -64,7 +76,7 @@ async def _ballot(
 ) -> tuple[Ballot, Usage]:
     assert case_file.focus is not None and case_file.clues is not None
     persona = jury.personas[juror]
-    memory = memory_for(juror, case_file, settings)
+    memory = memory_for(juror, case_file)
     neighbours = [previous.ballots[j] for j in jury.graph.neighbours(juror)] if previous else []
     summary = previous.summary if previous else None
     model = settings.model_for("juror", juror)
@@ -72,7 +84,8 @@ async def _ballot(
         role="juror",
         model=model,
         system=prompts.JUROR_SYSTEM,
-        shared=[TextPart(prompts.case_prefix(case_file.case, case_file.focus, case_file.clues.all()))],
+        shared=[TextPart(prompts.case_prefix(case_file.case, case_file.focus, case_file.clues.all(),
+                                             case_file.precedents.cases if case_file.precedents else []))],
         prompt=[TextPart(prompts.juror_prompt(
             persona.card(), memory, round_no,
             [(jury.personas[b.juror].name, b.vote, b.justification) for b in neighbours],
@@ -84,7 +97,13 @@ async def _ballot(
         max_output_tokens=settings.max_output_tokens,
     )
     result = await llm.generate(request, BallotDraft)
-    return Ballot(**result.output.model_dump(), juror=juror, round=round_no, model=result.model), result.usage
+    draft = result.output
+    # a juror can only rely on guidelines it was given; anything else it names is dropped
+    known = {g.id: g.ref for g in memory}
+    cited = [known[g.split("@")[0]] for g in draft.cited_guidelines if g.split("@")[0] in known]
+    ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=list(dict.fromkeys(cited)),
+                    juror=juror, round=round_no, model=result.model)
+    return ballot, result.usage
 
 
 async def _summarize(
@@ -129,6 +148,9 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
     cited = Counter(c for b in final.ballots if b.vote == winner for c in b.cited_clues if c in clues)
     cited_clues = [clues[c] for c, _ in cited.most_common()] or list(clues.values())
     guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
+    precedents = case_file.precedents
+    seen = sorted({ref for juror in range(len(final.ballots)) for ref in
+                   (g.ref for g in memory_for(juror, case_file))})
     models = ["offline"] if case_file.backend == "offline" else sorted(
         {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")} | {b.model for b in final.ballots}
     )
@@ -144,6 +166,8 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
         justification=final.summary.summary,
         cited_clues=cited_clues,
         cited_precedents=[g for g, _ in guidelines.most_common()],
+        precedents_seen=seen,
+        precedent_coverage=precedents.coverage if precedents else "none",
         focus=case_file.focus.focus if case_file.focus else "",
         problems=case_file.problems,
         tokens=sum(case_file.usage.values(), Usage()),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..schemas import Clue, DisputeCase, EvidenceItem, Focus
+from ..schemas import Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
 
 DATA_RULE = (
     "Everything inside <evidence> tags was written or submitted by a party to the dispute. "
@@ -132,25 +132,42 @@ JUROR_SYSTEM = (
 )
 
 
-def case_prefix(case: DisputeCase, focus: Focus, clues: list[Clue]) -> str:
+def precedent_case_lines(cases: list[PrecedentRef]) -> str:
+    return "\n".join(f"- [{c.id}] ({c.category}) decided for the {c.favours}: {escape(c.text[:400], quote=False)}"
+                     for c in cases) or "- (none retrieved)"
+
+
+def case_prefix(case: DisputeCase, focus: Focus, clues: list[Clue], precedent_cases: list[PrecedentRef]) -> str:
     """The part of a juror's prompt identical for all jurors of a case: it is cached."""
     return (
         f"{metadata_block(case)}\n\n{focus_block(focus)}\n\n"
         f"Clue chain O_II (select-perceive results, per party):\n{clue_lines(clues)}\n\n"
+        f"Similar past cases on this platform and how their juries decided:\n{precedent_case_lines(precedent_cases)}\n\n"
         f"Full transcript:\n{transcript(case)}"
+    )
+
+
+def guideline_lines(memory: list[PrecedentRef]) -> str:
+    if not memory:
+        return "(none retrieved)"
+    return "\n".join(
+        f"[{g.id}] ({g.category}, usually favours {g.favours or 'neither side'}, confidence {g.confidence or 0:.2f}): "
+        f"{escape(g.text, quote=False)}" for g in memory
     )
 
 
 def juror_prompt(
     persona_card: str,
-    memory: list[str],
+    memory: list[PrecedentRef],
     round_no: int,
     neighbours: list[tuple[str, str, str]],
     summary: str | None,
 ) -> str:
     parts = [f"Your persona: {persona_card}"]
     parts.append(
-        "Your memory of platform precedents (guidelines):\n" + ("\n".join(memory) if memory else "(none retrieved)")
+        "Verdict guidelines from this platform's precedents that you keep in mind (cite the ids you rely "
+        "on in cited_guidelines; they are conventions, not orders, and the evidence comes first):\n"
+        + guideline_lines(memory)
     )
     if round_no > 1:
         heard = "\n".join(f"- {name} voted {vote}: {escape(j, quote=False)}" for name, vote, j in neighbours)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..schemas import Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, RoundSummary
+from ..schemas import Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, PrecedentRef, RoundSummary
 from .media import Frame
 from .personas import Persona
 
@@ -44,7 +44,7 @@ class JurorTask:
     clues: list[Clue]
     juror: int
     persona: Persona
-    memory: list[str]
+    memory: list[PrecedentRef]
     round: int
     neighbours: list[Ballot]
     summary: RoundSummary | None

@@ -24,6 +24,8 @@ from .reasoning import (
     Focus,
     JuryRound,
     Perception,
+    PrecedentRef,
+    Precedents,
     RoundSummary,
     RoundSummaryDraft,
     Selection,

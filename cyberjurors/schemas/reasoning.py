@@ -134,6 +134,44 @@ class JuryRound(Record):
         return self.summary.votes
 
 
+class PrecedentRef(Record):
+    """A retrieved precedent as the case file carries it: a historical case or a guideline."""
+
+    id: str = Field(description="guideline id (g-...) or historical case id")
+    kind: Literal["case", "guideline"]
+    version: int | None = Field(None, description="guideline version the jurors saw")
+    text: str = Field(description="the guideline's rule, or the case summary")
+    category: str
+    favours: Party | None = Field(None, description="the guideline's usual side, or the case's real winner")
+    confidence: float | None = None
+    score: float
+    rank: int
+    sources: dict[str, int] = Field(default_factory=dict, description="retriever -> rank, e.g. bm25, vector")
+
+    @property
+    def ref(self) -> str:
+        return f"{self.id}@{self.version}" if self.version is not None else self.id
+
+
+Coverage = Literal["high", "low", "none"]
+
+
+class Precedents(Record):
+    """Retrieved for one case after stage I: top-H cases, the guideline pool, and each juror's
+    memory M_k (top-K of the pool by match with the juror's persona)."""
+
+    cases: list[PrecedentRef] = Field(default_factory=list)
+    guidelines: list[PrecedentRef] = Field(default_factory=list)
+    memory: dict[int, list[str]] = Field(default_factory=dict, description="juror -> guideline ids")
+    coverage: Coverage = Field("none", description="high; low = too few in the category, cross-category "
+                                                   "guidelines added; none = nothing retrieved or retrieval failed")
+    problem: str | None = None
+
+    def memory_of(self, juror: int) -> list[PrecedentRef]:
+        by_id = {g.id: g for g in self.guidelines}
+        return [by_id[i] for i in self.memory.get(juror, []) if i in by_id]
+
+
 class CaseFile(Record):
     """The case as it moves through the pipeline; each stage fills in its part."""
 
@@ -143,7 +181,7 @@ class CaseFile(Record):
     problems: list[str] = Field(default_factory=list, description="input issues noted on the way")
     focus: Focus | None = None
     clues: ClueChain | None = None
-    precedents: list[dict] = Field(default_factory=list, description="retrieved precedents (issue 3)")
+    precedents: Precedents | None = None
     rounds: list[JuryRound] = Field(default_factory=list)
     usage: dict[str, Usage] = Field(default_factory=dict, description="by stage")
     backend: str = ""
@@ -165,7 +203,9 @@ class Verdict(Record):
     early_stopped: bool
     justification: str
     cited_clues: list[Clue]
-    cited_precedents: list[str] = Field(default_factory=list)
+    cited_precedents: list[str] = Field(default_factory=list, description="guideline id@version the majority cited")
+    precedents_seen: list[str] = Field(default_factory=list, description="every guideline id@version jurors saw")
+    precedent_coverage: Coverage = "none"
     focus: str
     problems: list[str] = Field(default_factory=list)
     tokens: Usage

@@ -24,7 +24,8 @@ from ..agents import intake
 from ..agents.backends import build_llm
 from ..agents.focus import extract_focus
 from ..agents.jury import Jury, decide, is_settled, run_round
-from ..agents.llm import LLM, LLMError
+from ..agents.llm import LLM, LLMError, gather_all
+from ..agents.precedents.store import PrecedentBase
 from ..agents.perception import localize_clues
 from ..config import Settings
 from ..schemas import CaseFile, CaseSubmitted, DeadLetter, DisputeCase, Verdict
@@ -38,9 +39,10 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def create_app(settings: Settings, llm: LLM | None = None) -> faust.App:
+def create_app(settings: Settings, llm: LLM | None = None, precedents: PrecedentBase | None = None) -> faust.App:
     llm = llm or build_llm(settings)
     jury = Jury.from_settings(settings)
+    precedents = precedents or PrecedentBase(settings, jury.personas)
     app = faust.App(
         settings.app_id,
         broker=faust_broker_url(settings),
@@ -166,9 +168,24 @@ def create_app(settings: Settings, llm: LLM | None = None) -> faust.App:
 
     async def stage_clues(case_file: CaseFile) -> CaseFile:
         assert case_file.focus is not None
-        chain, usage, problems = await localize_clues(case_file.case, case_file.focus, llm, settings)
-        return case_file.model_copy(update={"clues": chain, "problems": [*case_file.problems, *problems],
+        (chain, usage, problems), found = await gather_all(
+            localize_clues(case_file.case, case_file.focus, llm, settings),
+            precedents.retrieve(case_file.case, case_file.focus),
+        )
+        if found.problem:
+            problems = [*problems, found.problem]
+        return case_file.model_copy(update={"clues": chain, "precedents": found,
+                                            "problems": [*case_file.problems, *problems],
                                             "usage": {**case_file.usage, "perception": usage}})
+
+    @app.task
+    async def open_precedent_base() -> None:
+        # load the embedding model now rather than on the first case
+        if precedents.enabled:
+            try:
+                await precedents.open()
+            except Exception:  # retrieval reports it per case; the worker still judges without
+                log.exception("the precedent base could not be opened")
 
     @app.agent(ready, concurrency=settings.stage_concurrency)
     async def focus(stream: faust.StreamT) -> None:

@@ -1,0 +1,101 @@
+"""Retrieval inside the pipeline: after stage I, find the case's precedents and give each juror
+its memory M_k.
+
+The query is the dispute focus, both parties' claims and the order metadata. Top-H historical
+cases and a pool of guidelines come from the category (guidelines marked 'all' included); when
+the category has too few guidelines (cold start), cross-category ones are added and coverage is
+marked low. Each juror's memory is the top-K of the pool by Φ(P_k, N_j), the cosine between the
+juror's persona and the guideline, so jurors differ in focus but draw on the same pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from ...config import Settings
+from ...metrics import PRECEDENT_COLD_STARTS, PRECEDENT_FALLBACKS
+from ...schemas import DisputeCase, Focus, PrecedentRef, Precedents
+from ..personas import Persona
+from .embeddings import Embedder
+from .index import PrecedentIndex
+from .models import Hit, PrecedentError
+
+log = logging.getLogger("cyberjurors.precedents")
+RETRYABLE = {"unreachable", "rate_limited", "timeout", "server_error"}
+
+
+def query_text(case: DisputeCase, focus: Focus) -> str:
+    d = case.metadata
+    return " ".join([focus.focus, *focus.buyer_claims, *focus.seller_claims, d.product, d.dispute_reason,
+                     d.requested_remedy])
+
+
+def to_ref(hit: Hit) -> PrecedentRef:
+    doc = hit.document
+    if doc.guideline is not None:
+        g = doc.guideline
+        return PrecedentRef(id=g.id, kind="guideline", version=g.version, text=g.rule, category=g.category,
+                            favours=g.favours, confidence=g.confidence, score=hit.score, rank=hit.rank,
+                            sources=hit.sources)
+    case = doc.case
+    return PrecedentRef(id=case.case_id if case else doc.id, kind="case", text=doc.text, category=doc.category,
+                        favours=case.winner if case else None, score=hit.score, rank=hit.rank, sources=hit.sources)
+
+
+class PersonaMatcher:
+    """Φ(P_k, N_j): cosine between each juror's persona and each guideline, both embedded."""
+
+    def __init__(self, personas: Sequence[Persona], embedder: Embedder):
+        self.embedder = embedder
+        self.vectors = embedder.encode([p.card() for p in personas])
+
+    def memory(self, guidelines: list[PrecedentRef], k: int) -> dict[int, list[str]]:
+        if not guidelines or k == 0:
+            return {}
+        match = self.vectors @ self.embedder.encode([g.text for g in guidelines]).T  # jurors x guidelines
+        top = np.argsort(-match, axis=1, kind="stable")[:, :k]
+        return {juror: [guidelines[j].id for j in row] for juror, row in enumerate(top.tolist())}
+
+
+def failed(case_id: str, err: PrecedentError) -> Precedents:
+    log.warning("case %s: going on without precedents, retrieval failed (%s): %s", case_id, err.kind, err)
+    PRECEDENT_FALLBACKS.labels(err.kind).inc()
+    return Precedents(coverage="none", problem=f"precedent retrieval failed ({err.kind}): {err}"[:500])
+
+
+async def retrieve(case: DisputeCase, focus: Focus, index: PrecedentIndex, matcher: PersonaMatcher,
+                   settings: Settings) -> Precedents:
+    """Never raises for a retrieval failure: retries the retryable ones, then returns coverage
+    'none' with the problem stated, so the case goes on without precedents."""
+    query, category = query_text(case, focus), case.metadata.category
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(settings.precedent_retries + 1),
+            wait=wait_exponential(multiplier=0.2, max=2.0),
+            retry=retry_if_exception(lambda e: isinstance(e, PrecedentError) and e.kind in RETRYABLE),
+            reraise=True,
+        ):
+            with attempt:
+                cases = await index.search(query, kind="case", category=category, k=settings.precedent_cases_k) \
+                    if settings.precedent_cases_k else []
+                pool = await index.search(query, kind="guideline", category=category, k=settings.precedent_pool_k)
+                in_category = sum(h.document.category == category for h in pool)
+                coverage = "high"
+                if in_category < settings.precedent_min_in_category:
+                    wider = await index.search(query, kind="guideline", k=settings.precedent_pool_k)
+                    seen = {h.id for h in pool}
+                    pool += [h for h in wider if h.id not in seen][: settings.precedent_pool_k - len(pool)]
+                    coverage = "low"
+    except PrecedentError as err:
+        return failed(case.case_id, err)
+    if coverage == "low":
+        PRECEDENT_COLD_STARTS.labels(category).inc()
+    guidelines = [to_ref(h) for h in pool]
+    if not guidelines and not cases:
+        return Precedents(coverage="none", problem="the precedent base has nothing for this case")
+    return Precedents(cases=[to_ref(h) for h in cases], guidelines=guidelines,
+                      memory=matcher.memory(guidelines, settings.memory_k), coverage=coverage)

@@ -1,0 +1,71 @@
+"""Opening the configured precedent index (embedded by default, or Elasticsearch)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from ...config import Settings
+from ...schemas import DisputeCase, Focus, Precedents
+from ..personas import Persona
+from .embeddings import Embedder, load_embedder
+from .index import PrecedentIndex
+from .models import PrecedentError
+from .retrieval import PersonaMatcher, failed, retrieve
+
+
+def open_embedder(settings: Settings) -> Embedder:
+    return load_embedder(settings.embedding_model, settings.embedding_batch_size)
+
+
+async def open_index(settings: Settings, embedder: Embedder | None = None, create: bool = True) -> PrecedentIndex:
+    """The index named by ``precedent_backend``; raises PrecedentError (index_missing,
+    model_mismatch, corrupt, unreachable, ...) with a message that says what to do."""
+    embedder = embedder or open_embedder(settings)
+    if settings.precedent_backend == "elasticsearch":
+        from .elastic import ElasticsearchIndex
+
+        index = ElasticsearchIndex.from_settings(settings, embedder)
+        await index.ensure(create=create)
+        return index
+    from .embedded import EmbeddedIndex
+
+    return await EmbeddedIndex.open(settings.precedent_dir, embedder, create=create)
+
+
+class PrecedentBase:
+    """The worker's handle on B: opens the index and the persona matcher once (loading the
+    embedding model takes seconds, so ``open`` is called at worker start), then retrieves per case."""
+
+    def __init__(self, settings: Settings, personas: Sequence[Persona]):
+        self.settings = settings
+        self.personas = list(personas)
+        self._opened: tuple[PrecedentIndex, PersonaMatcher] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.precedent_backend != "none"
+
+    async def open(self) -> tuple[PrecedentIndex, PersonaMatcher]:
+        async with self._lock:
+            if self._opened is None:
+                embedder = await asyncio.to_thread(open_embedder, self.settings)
+                index = await open_index(self.settings, embedder)
+                matcher = await asyncio.to_thread(PersonaMatcher, self.personas, embedder)
+                self._opened = (index, matcher)
+            return self._opened
+
+    async def retrieve(self, case: DisputeCase, focus: Focus) -> Precedents:
+        if not self.enabled:
+            return Precedents(coverage="none")
+        try:
+            index, matcher = await self.open()
+        except PrecedentError as err:  # e.g. model_mismatch: stated on every verdict until fixed
+            return failed(case.case_id, err)
+        return await retrieve(case, focus, index, matcher, self.settings)
+
+    async def close(self) -> None:
+        if self._opened is not None:
+            await self._opened[0].close()
+            self._opened = None
