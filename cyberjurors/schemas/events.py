@@ -47,6 +47,16 @@ class EvidenceClosed(EventBase):
     case_id: CaseId
 
 
+class OutcomeReported(EventBase):
+    """On ``disputes.outcomes``: how a case was finally decided (the platform's real jury or an
+    appeal). It feeds verdict drift and the precedent base."""
+
+    type: Literal["outcome"] = "outcome"
+    case_id: CaseId
+    votes: GroundTruthVotes
+    decided_at: datetime | None = None
+
+
 DisputeEvent = Annotated[
     Union[CaseSubmitted, CaseOpened, EvidenceSubmitted, EvidenceClosed], Field(discriminator="type")
 ]

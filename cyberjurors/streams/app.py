@@ -25,10 +25,12 @@ from ..agents.backends import build_llm
 from ..agents.focus import extract_focus
 from ..agents.jury import Jury, decide, is_settled, run_round
 from ..agents.llm import LLM, LLMError, gather_all
+from ..agents.precedents import learning
+from ..agents.precedents.models import PrecedentError
 from ..agents.precedents.store import PrecedentBase
 from ..agents.perception import localize_clues
 from ..config import Settings
-from ..schemas import CaseFile, CaseSubmitted, DeadLetter, DisputeCase, Verdict
+from ..schemas import CaseFile, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict
 from .kafka import faust_broker_url, faust_credentials
 from .transport import use_fetch_wait
 
@@ -67,9 +69,9 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         return app.topic(settings.topic(name), key_type=str, value_serializer="raw", key_serializer="raw",
                          partitions=settings.partitions)
 
-    events, ready, focused, clues, rounds, verdicts, dlq = (
+    events, ready, focused, clues, rounds, verdicts, outcomes, dlq = (
         topic(n) for n in ("disputes.events", "disputes.ready", "disputes.focus", "disputes.clues",
-                           "disputes.rounds", "disputes.verdicts", "disputes.dlq")
+                           "disputes.rounds", "disputes.verdicts", "disputes.outcomes", "disputes.dlq")
     )
     deliberations = app.topic(settings.topic("disputes.clues"), settings.topic("disputes.rounds"),
                               value_serializer="raw", key_serializer="raw")
@@ -78,6 +80,8 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     intake_state = app.Table("intake", default=None, partitions=settings.partitions)
     # "case_id/stage" -> the CaseFile (or Verdict) json that stage produced
     stage_results = app.Table("stage-results", default=None, partitions=settings.partitions)
+    # "category/partition" -> case ids confirmed since that category was last re-distilled here
+    confirmed = app.Table("confirmed-outcomes", default=None, partitions=settings.partitions)
 
     async def dead_letter(event: faust.EventT, stage: str, reason: str, detail: str) -> None:
         message = event.message
@@ -228,6 +232,46 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                 await publish_verdict(event)
             else:
                 await run_stage(event, f"round-{len(case_file.rounds) + 1}", rounds, next_round)
+
+    # --- confirmed outcomes feed the precedent base -----------------------------------------
+
+    @app.agent(outcomes, concurrency=1)  # one at a time: guideline versions must not race
+    async def learn_from_outcomes(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            try:
+                outcome = OutcomeReported.model_validate_json(event.value)
+            except ValidationError as err:
+                await dead_letter(event, "outcomes", "invalid_outcome", str(err))
+                continue
+            verdict = stage_results.get(f"{outcome.case_id}/verdict")
+            case_file = stage_results.get(f"{outcome.case_id}/ready")
+            if verdict is None or case_file is None:
+                await dead_letter(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} here")
+                continue
+            if not precedents.enabled:
+                continue
+            try:
+                index, matcher = await precedents.open()
+                decided = Verdict.model_validate(verdict)
+                report = await learning.learn(outcome, decided, CaseFile.model_validate(case_file), index, settings)
+                log.info("case %s: outcome %s our verdict; added %s, raised %s, lowered %s, retired %s",
+                         outcome.case_id, "agrees with" if report.agreed else "differs from", report.case_added,
+                         report.raised, report.lowered, report.retired)
+                if report.case_added:
+                    key = f"{decided.category}/{event.message.partition}"
+                    pending = sorted({*(confirmed.get(key) or []), report.case_added})
+                    if len(pending) >= settings.redistil_after:
+                        fresh = await learning.redistil(decided.category, pending, index, matcher.embedder, llm,
+                                                        settings)
+                        log.info("re-distilled %s from %d confirmed cases: %d guidelines", decided.category,
+                                 len(pending), len(fresh))
+                        pending = []
+                    confirmed[key] = pending
+            except (PrecedentError, LLMError) as err:
+                await dead_letter(event, "outcomes", f"precedents_{err.kind}", str(err))
+            except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
+                log.exception("outcome for case %s failed", outcome.case_id)
+                await dead_letter(event, "outcomes", "stage_failed", f"{type(err).__name__}: {err}")
 
     app.cyberjurors_settings = settings  # type: ignore[attr-defined]
     return app

@@ -77,9 +77,11 @@ async def dead_letters(settings: Settings) -> list[DeadLetter]:
 
 
 def replayable(letter: DeadLetter) -> bool:
-    """Dead letters that can succeed when sent again: model calls that failed after their retries,
-    and stage failures. Rejected input would only be rejected again."""
-    return letter.reason.startswith("llm_") or letter.reason == "stage_failed"
+    """Dead letters that can succeed when sent again: model calls and precedent-base operations
+    that failed after their retries, stage failures, and outcomes that arrived before their
+    verdict. Rejected input would only be rejected again."""
+    return (letter.reason.startswith(("llm_", "precedents_")) or letter.reason == "stage_failed"
+            or (letter.stage == "outcomes" and letter.reason == "unknown_case"))
 
 
 async def replay(settings: Settings, letters: list[DeadLetter]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
 from pathlib import Path
@@ -82,12 +83,54 @@ async def collect(settings: Settings, expected: set[str], console: Console, time
     return len(done) - dead, dead
 
 
+PRECEDENT_SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "precedents"
+
+
+def seed_precedents(settings: Settings, console: Console, source: Path = PRECEDENT_SAMPLES) -> None:
+    """Build the embedded precedent base from the sample decided cases when it is missing or empty, or
+    finish it when an earlier seeding from them was interrupted; otherwise reuse it. One line of output."""
+    if settings.precedent_backend != "embedded":
+        return
+    from ..agents.backends import build_llm
+    from ..agents.precedents.build import STATE_FILE, BuildFailed, build_precedents, read_cases
+    from ..agents.precedents.models import PrecedentError
+    from ..agents.precedents.store import open_embedder, open_index
+
+    async def seed() -> str:
+        embedder = await asyncio.to_thread(open_embedder, settings)
+        index = await open_index(settings, embedder, create=True)
+        try:
+            before = await index.count("case"), await index.count("guideline")
+            state = Path(settings.precedent_dir) / STATE_FILE
+            samples = {c.case_id for _, c in read_cases([source])[0]} if source.is_dir() else set()
+            ours = state.exists() and set(json.loads(state.read_text()).get("cases", {})) <= samples
+            if any(before) and not ours:
+                return f"precedent base: reusing {settings.precedent_dir} ({before[0]} cases, {before[1]} guidelines)"
+            if not samples:
+                return f"precedent base at {settings.precedent_dir} is empty and {source} has no sample cases"
+            report = await build_precedents([source], settings, build_llm(settings), index, embedder)
+            after = await index.count("case"), await index.count("guideline")
+            done = "reusing" if not report.cases_indexed and not report.chunks_distilled else "built"
+            return (f"precedent base: {done} {settings.precedent_dir} ({after[0]} cases, {after[1]} guidelines from "
+                    f"{source.name}; {report.chunks_distilled} distil calls on the {settings.backend} backend, "
+                    f"{report.elapsed_s:.1f}s)")
+        finally:
+            await index.close()
+
+    try:
+        console.print(asyncio.run(seed()), markup=False)
+    except (PrecedentError, BuildFailed, OSError, ValueError) as err:
+        console.print(f"precedent base not ready, verdicts go without precedents: {err}", style="yellow",
+                      markup=False)
+
+
 def run_demo(paths: list[Path], settings: Settings, console: Console, timeout_s: float = 600,
              bootstrap: str | None = None) -> int:
     events = read_events(paths)
     expected = {e.case_id for e in events}
     workdir = Path(settings.datadir).parent
     workdir.mkdir(parents=True, exist_ok=True)
+    seed_precedents(settings, console)
     with contextlib.ExitStack() as stack:
         if bootstrap is None:
             bootstrap = stack.enter_context(embedded_broker(log=workdir / "broker.log"))

@@ -17,6 +17,8 @@ from pydantic import BaseModel
 
 from ...schemas import Ballot, BallotDraft, Clue, Focus, Perception, RoundSummaryDraft, Selection, Usage
 from ..llm import LLMError, LLMRequest, LLMResult, T, TextPart
+from ..precedents.distill import (DISPUTE_TYPES, OTHER, DistillTask, GuidelineDraft, GuidelineDrafts,
+                                  case_dispute_type, party_statements)
 from ..safety import without_instructions
 from ..tasks import FocusTask, JurorTask, PerceiveTask, SelectTask, SummaryTask
 
@@ -113,6 +115,8 @@ class OfflineLLM:
                 return self._ballot(task)
             case SummaryTask(round=round_no, ballots=ballots):
                 return self._summary(round_no, ballots)
+            case DistillTask():
+                return self._distil(task)
         raise LLMError("unsupported_task", f"offline backend has no answer for {type(task).__name__}")
 
     def _select(self, task: SelectTask) -> Selection:
@@ -140,7 +144,11 @@ class OfflineLLM:
         if task.summary is not None:
             v = task.summary.votes
             social += 0.4 * (v.buyer - v.seller) / max(v.total, 1)
-        score = evidence + prior + social + 0.7 * jitter(task.case.case_id, task.juror, task.round)
+        # guidelines in memory that share words with the case pull toward the side they favour
+        case_words = words(" ".join([task.focus.focus, *(c.clue for c in task.clues)]))
+        relied = [g for g in task.memory if g.favours and len(words(g.text) & case_words) >= 2]
+        precedent = sum(0.3 * (g.confidence or 0.5) * sign[g.favours] for g in relied)  # type: ignore[index]
+        score = evidence + prior + social + precedent + 0.7 * jitter(task.case.case_id, task.juror, task.round)
         vote = "buyer" if score > 0 else "seller"
         support = sorted((c for c in task.clues if c.leaning == vote), key=weight, reverse=True)[:2]
         against = [c for c in task.clues if c.leaning not in (vote, "neutral")]
@@ -151,8 +159,10 @@ class OfflineLLM:
             seller_conflicts=[f"[{c.id}]" for c in task.clues if c.leaning == "buyer"][:3],
             vote=vote,
             justification=f"{LABEL} {p.name} votes {vote}: lexical evidence score {evidence:+.1f}, "
-                          f"persona prior {prior:+.2f}, peers {social:+.2f}; relies on {cite}.",
+                          f"persona prior {prior:+.2f}, peers {social:+.2f}, guidelines {precedent:+.2f}; "
+                          f"relies on {cite}.",
             cited_clues=[c.id for c in support],
+            cited_guidelines=[g.id for g in relied if g.favours == vote],
         )
 
     def _summary(self, round_no: int, ballots: list[Ballot]) -> RoundSummaryDraft:
@@ -180,3 +190,34 @@ class OfflineLLM:
             cache_read_tokens=len(shared) // 4 if cached else 0,
             cache_write_tokens=0 if cached else len(shared) // 4,
         )
+
+    def _distil(self, task: DistillTask) -> GuidelineDrafts:
+        """Counts, not judgement: the chunk's cases grouped by a lexical dispute type and by who won,
+        one rule per group quoting the winning side's first claim; confidence grows with the share
+        of similar cases won and with their number."""
+        groups: dict[str, list] = {}
+        for case in sorted(task.cases, key=lambda c: c.case_id):
+            groups.setdefault(case_dispute_type(case), []).append(case)
+        drafts = []
+        for dtype in (*DISPUTE_TYPES, OTHER):
+            similar = groups.get(dtype, [])
+            for winner in ("buyer", "seller"):
+                won = [c for c in similar if c.winner == winner]
+                if not won:
+                    continue
+                n, m = len(won), len(similar)
+                drafts.append(GuidelineDraft(
+                    rule=f"{LABEL} In {task.category} disputes about {dtype.replace('_', ' ')}, the {winner} won "
+                         f"{n} of {m} similar cases: {self._claim(won[0].summary, winner)}",
+                    dispute_type=dtype, favours=winner, supporting_cases=[c.case_id for c in won],
+                    confidence=round(n / m * n / (n + 1), 2)))
+        return GuidelineDrafts(guidelines=drafts)
+
+    @staticmethod
+    def _claim(summary: str, party: str) -> str:
+        said = party_statements(summary, party)  # type: ignore[arg-type]
+        side = 0 if party == "buyer" else 1
+        pointed = [s for s in said if cues(s)[side]] or said
+        claim = first_sentence(pointed[0]).rstrip(" .!?") if pointed else ""
+        return (claim[:160] or "no statement recorded") + "."
+

@@ -40,6 +40,16 @@ class PrecedentCase(Record):
         return f"case:{self.case_id}"
 
 
+class GuidelineChange(Record):
+    """One entry of a guideline's history: what made version ``version``."""
+
+    version: int
+    reason: Literal["created", "merged", "outcome_agreed", "outcome_disagreed", "retired", "redistilled"]
+    confidence: float
+    case_id: str | None = None
+    at: datetime | None = None
+
+
 class Guideline(Record):
     """One verdict guideline of N: a short, testable rule distilled from cases.
 
@@ -58,6 +68,7 @@ class Guideline(Record):
     confidence: float = Field(ge=0.0, le=1.0)
     active: bool = True
     updated_at: datetime | None = None
+    history: list[GuidelineChange] = Field(default_factory=list, description="oldest first")
 
     @property
     def doc_id(self) -> str:

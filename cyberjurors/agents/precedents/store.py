@@ -26,7 +26,11 @@ async def open_index(settings: Settings, embedder: Embedder | None = None, creat
         from .elastic import ElasticsearchIndex
 
         index = ElasticsearchIndex.from_settings(settings, embedder)
-        await index.ensure(create=create)
+        try:
+            await index.ensure(create=create)
+        except BaseException:
+            await index.close()
+            raise
         return index
     from .embedded import EmbeddedIndex
 

