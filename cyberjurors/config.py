@@ -105,13 +105,16 @@ class Settings(BaseSettings):
     elasticsearch_ca_certs: Path | None = None
     elasticsearch_verify_certs: bool = True
     elasticsearch_index_prefix: str = "cyberjurors"
-    elasticsearch_timeout_s: float = 10.0
+    elasticsearch_timeout_s: float = Field(10.0, description="per request attempt")
+    elasticsearch_max_retries: int = Field(2, ge=0, description="the client's retries on 429/502/503/504/timeouts")
     precedent_cases_k: int = Field(5, ge=0, description="top-H historical cases retrieved per case")
     precedent_pool_k: int = Field(12, ge=1, description="guidelines retrieved per case, the pool jurors draw from")
     precedent_min_in_category: int = Field(
         3, ge=0, description="fewer guidelines than this in the category: add cross-category ones, coverage low"
     )
-    precedent_retries: int = Field(2, ge=0, description="retries of a failed retrieval before going on without")
+    precedent_retries: int = Field(
+        1, ge=0, description="retrieval retries (each with the client's own) before a case goes on without"
+    )
     guideline_min_confidence: float = Field(0.2, ge=0, le=1, description="guidelines below this are retired")
     redistil_after: int = Field(20, ge=1, description="confirmed outcomes in a category before it is re-distilled")
 

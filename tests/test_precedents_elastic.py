@@ -499,9 +499,9 @@ async def test_api_key_and_basic_auth_reach_the_server(fake_es, monkeypatch):
 
 
 async def test_from_settings_sets_timeout_and_client_retries(fake_es, monkeypatch):
-    index = ElasticsearchIndex.from_settings(es_settings(fake_es.url, monkeypatch, elasticsearch_timeout_s=3.5),
-                                             HashEmbedder())
-    assert index.client._request_timeout == 3.5 and index.client._max_retries == 3
+    index = ElasticsearchIndex.from_settings(es_settings(fake_es.url, monkeypatch, elasticsearch_timeout_s=3.5,
+                                                         elasticsearch_max_retries=5), HashEmbedder())
+    assert index.client._request_timeout == 3.5 and index.client._max_retries == 5
     assert tuple(index.client._retry_on_status) == (429, 502, 503, 504) and index.client._retry_on_timeout is True
     assert index.prefix == PREFIX and index.embedding_model == "hash-8"
     await index.close()

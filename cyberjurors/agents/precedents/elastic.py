@@ -112,7 +112,6 @@ KINDS: tuple[Kind, ...] = ("case", "guideline")
 PLURAL = {"case": "cases", "guideline": "guidelines"}
 LAYOUT = 1  # bump when the mapping changes incompatibly; stored in _meta
 RETRY_ON_STATUS = (429, 502, 503, 504)
-MAX_RETRIES = 3
 NUM_CANDIDATES_MIN = 100
 KEYWORD_FIELDS = ("outcome", "dispute_type", "tags", "active")
 INACTIVE = {"term": {"keywords.active": "false"}}
@@ -169,7 +168,7 @@ class ElasticsearchIndex:
         client = AsyncElasticsearch(
             url, **auth, **tls,
             request_timeout=settings.elasticsearch_timeout_s,
-            max_retries=MAX_RETRIES, retry_on_status=RETRY_ON_STATUS, retry_on_timeout=True,
+            max_retries=settings.elasticsearch_max_retries, retry_on_status=RETRY_ON_STATUS, retry_on_timeout=True,
             retry_backoff_base=0.2, retry_backoff_cap=2.0,
         )
         return cls(client, embedder, prefix=settings.elasticsearch_index_prefix, **options)
@@ -544,7 +543,7 @@ class ElasticsearchIndex:
         except ApiError as err:
             raise api_error(err, doing, self.where, self.prefix) from err
         except ConnectionTimeout as err:
-            raise PrecedentError("timeout", f"{doing}: {self.where} did not answer in time after {MAX_RETRIES} "
+            raise PrecedentError("timeout", f"{doing}: {self.where} did not answer in time after its "
                                             f"retries ({err}); check the cluster's health and load, or raise "
                                             f"elasticsearch_timeout_s") from err
         except SSLError as err:
@@ -577,7 +576,7 @@ def api_error(err: ApiError, doing: str, where: str, prefix: str) -> PrecedentEr
                                                f"elasticsearch_index_prefix={prefix!r}")
     if status == 429:
         return PrecedentError("rate_limited", f"{doing}: {where} still rejects requests (429) after "
-                                              f"{MAX_RETRIES} retries ({said}); the cluster is overloaded: "
+                                              f"retries ({said}); the cluster is overloaded: "
                                               f"slow down or scale it")
     if status >= 500:
         return PrecedentError("server_error", f"{doing}: {where} failed ({said}); check the cluster's health "
