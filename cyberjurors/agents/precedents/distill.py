@@ -50,7 +50,8 @@ DISPUTE_TYPES: dict[str, tuple[str, ...]] = {
                       "wants to return", "to return", "returned", "after the deadline", "too late", "late return",
                       "window closed", "return deadline", "outside the window", "past the return"),
     "damaged": ("damaged", "damage", "broken", "cracked", "crack", "dented", "dent", "shattered", "smashed",
-                "crushed", "torn", "ripped", "split open", "leaking", "scratched", "bent", "snapped", "thawed", "melted"),
+                "crushed", "torn", "ripped", "split open", "leaking", "scratched", "bent", "snapped", "thawed",
+                "melted"),
     "not_as_described": ("not as described", "different from the listing", "does not match", "doesn't match",
                          "wrong item", "wrong size", "wrong colour", "wrong color", "wrong model", "counterfeit",
                          "fake", "not genuine", "listing", "as listed", "advertised", "description", "missing",
@@ -58,8 +59,8 @@ DISPUTE_TYPES: dict[str, tuple[str, ...]] = {
     "quality": ("stopped working", "stopped charging", "faulty", "fault", "defect", "defective", "stale", "expired",
                 "best before", "best-before", "use by", "quality", "poor", "pilling", "faded", "shrank", "battery",
                 "mould", "mold", "rancid", "taste", "smell", "noisy", "overheat", "doesn't work", "does not work",
-                "not working", "error", "invalid", "already used", "redeemed", "zero balance", "revoked", "banned", "rusted", "rust",
-                "leaks", "sinks", "separated", "came apart"),
+                "not working", "error", "invalid", "already used", "redeemed", "zero balance", "revoked", "banned",
+                "rusted", "rust", "leaks", "sinks", "separated", "came apart"),
 }
 OTHER = "other"
 _TYPE_PATTERNS = {t: re.compile("|".join(rf"(?<!\w){re.escape(k)}(?!\w)" for k in keys))
