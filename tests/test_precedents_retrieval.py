@@ -156,3 +156,25 @@ async def test_outcomes_raise_lower_and_retire_guidelines_with_versions(tmp_path
     assert not retired.active and retired.version == 5 and retired.history[-1].reason == "retired"
     assert not await index.search("torn seam unboxing photo refund", kind="guideline", category="clothing")
     await index.close()
+
+
+async def test_redistilling_a_category_from_confirmed_cases_folds_rules_into_the_base(tmp_path, embedder):
+    from cyberjurors.agents.backends.offline import OfflineLLM
+    from cyberjurors.agents.precedents.distill import summarize_case
+
+    index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
+    confirmed = [summarize_case(DisputeCase.model_validate_json(p.read_text()))
+                 for p in sorted((EXAMPLES / "precedents").glob("hist-clot-*.json"))]
+    await index.upsert([Document.of_case(c) for c in confirmed])
+    ids = [c.case_id for c in confirmed]
+    s = settings(tmp_path)
+
+    first = await learning.redistil("clothing", ids, index, embedder, OfflineLLM(), s)
+    assert first.guidelines_created > 0
+    made = [h.document.guideline for h in await index.search("clothing return refund", kind="guideline",
+                                                             category="clothing", k=50)]
+    assert made and all(set(g.supporting_cases) <= set(ids) for g in made)
+    again = await learning.redistil("clothing", ids, index, embedder, OfflineLLM(), s)
+    assert again.guidelines_created == 0  # the same rules: nothing new
+    assert await index.count("guideline", "clothing") == len(made)
+    await index.close()

@@ -261,10 +261,10 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                     key = f"{decided.category}/{event.message.partition}"
                     pending = sorted({*(confirmed.get(key) or []), report.case_added})
                     if len(pending) >= settings.redistil_after:
-                        fresh = await learning.redistil(decided.category, pending, index, matcher.embedder, llm,
-                                                        settings)
-                        log.info("re-distilled %s from %d confirmed cases: %d guidelines", decided.category,
-                                 len(pending), len(fresh))
+                        done = await learning.redistil(decided.category, pending, index, matcher.embedder, llm,
+                                                       settings)
+                        log.info("re-distilled %s from %d confirmed cases: %d new guidelines, %d merged",
+                                 decided.category, len(pending), done.guidelines_created, done.guidelines_merged)
                         pending = []
                     confirmed[key] = pending
             except (PrecedentError, LLMError) as err:

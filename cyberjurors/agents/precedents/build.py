@@ -306,7 +306,7 @@ async def _distil_all(precedents: list[PrecedentCase], settings: Settings, llm: 
                                   "run the build again to resume", report) from err
             report.usage = report.usage + result.usage.model_copy(update={"calls": max(1, result.usage.calls)})
             report.notes += result.notes
-            ids = await _merge_and_store(category, result.guidelines, index, remembering, threshold, report)
+            ids = await merge_and_store(category, result.guidelines, index, remembering, threshold, report)
             state.chunks[digest] = {"category": category, "cases": [c.case_id for c in chunk], "guidelines": ids,
                                     "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
             state.save()
@@ -334,7 +334,7 @@ class _Remembering:
         return np.stack([self.seen[t] for t in texts]) if texts else np.zeros((0, self.dims), np.float32)
 
 
-async def _merge_and_store(category: str, fresh: list[Guideline], index: PrecedentIndex, embedder: Embedder,
+async def merge_and_store(category: str, fresh: list[Guideline], index: PrecedentIndex, embedder: Embedder,
                            threshold: float, report: BuildReport) -> list[str]:
     """Fold one chunk's guidelines into the index's; returns the ids the chunk's rules ended up as."""
     if not fresh:

@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 from ...config import Settings
 from ...schemas import CaseFile, OutcomeReported, Verdict
 from ..llm import LLM
-from .distill import distil, merge_near_duplicates, summarize_case
+from .build import BuildReport, merge_and_store
+from .distill import MERGE_THRESHOLD, distil, summarize_case
 from .embeddings import Embedder
 from .index import PrecedentIndex
 from .models import Document, Guideline, GuidelineChange, PrecedentCase
@@ -89,23 +90,12 @@ async def learn(outcome: OutcomeReported, verdict: Verdict, case_file: CaseFile,
 
 
 async def redistil(category: str, case_ids: list[str], index: PrecedentIndex, embedder: Embedder, llm: LLM,
-                   settings: Settings) -> list[Guideline]:
-    """Distil a category again from its confirmed cases and merge the rules into N."""
-    docs = await index.get([f"case:{c}" for c in case_ids])
-    cases = [d.case for d in docs if d.case is not None]
-    if not cases:
-        return []
-    fresh = merge_near_duplicates(await distil(category, cases, llm, settings), embedder)
-    existing = {d.guideline.id: d.guideline for d in await index.get([g.doc_id for g in fresh]) if d.guideline}
-    now = datetime.now(timezone.utc)
-    out = []
-    for g in fresh:
-        old = existing.get(g.id)  # the same rule again: a new version of it, its history kept
-        base = old.model_copy(update={
-            "version": old.version + 1, "confidence": g.confidence, "active": True,
-            "supporting_cases": sorted({*old.supporting_cases, *g.supporting_cases}),
-        }) if old else g
-        out.append(base.model_copy(update={"updated_at": now, "history": [*base.history, GuidelineChange(
-            version=base.version, reason="redistilled", confidence=base.confidence, at=now)]}))
-    await index.upsert([Document.of_guideline(g) for g in out])
-    return out
+                   settings: Settings) -> BuildReport:
+    """Distil a category again from its confirmed cases and fold the rules into N exactly as a
+    build does: a rule close to an existing guideline becomes a new version of it."""
+    report = BuildReport()
+    cases = [d.case for d in await index.get([f"case:{c}" for c in case_ids]) if d.case is not None]
+    if cases:
+        fresh = await distil(category, cases, llm, settings)
+        await merge_and_store(category, fresh, index, embedder, MERGE_THRESHOLD, report)
+    return report

@@ -44,7 +44,7 @@ class GuidelineChange(Record):
     """One entry of a guideline's history: what made version ``version``."""
 
     version: int
-    reason: Literal["created", "merged", "outcome_agreed", "outcome_disagreed", "retired", "redistilled"]
+    reason: Literal["created", "merged", "outcome_agreed", "outcome_disagreed", "retired"]
     confidence: float
     case_id: str | None = None
     at: datetime | None = None
