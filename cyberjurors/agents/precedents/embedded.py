@@ -326,11 +326,12 @@ class EmbeddedIndex:
         finally:
             os.close(fd)  # releases the lock
 
-    def _reload(self) -> None:
-        """Load the folder's current state into memory (caller holds the write lock)."""
+    def _reload(self, flocked: bool = False) -> None:
+        """Load the folder's current state into memory (caller holds the write lock, and the
+        exclusive flock if ``flocked``: a second flock from this process would wait on it)."""
         if not self.folder.exists():
             raise PrecedentError("index_missing", f"no precedent index at {self.folder}: the folder does not exist")
-        with self._flock(exclusive=False):
+        with contextlib.nullcontext() if flocked else self._flock(exclusive=False):
             stamp = self._manifest_stamp()
             if stamp is None:
                 raise PrecedentError("index_missing", f"no precedent index at {self.folder}: no {MANIFEST}")
@@ -549,7 +550,7 @@ class EmbeddedIndex:
         lines = [doc.model_dump_json().encode() for doc, _ in encoded]
         with self._write, self._flock(exclusive=True):
             if self._manifest_stamp() != self._loaded_stamp:
-                self._reload()  # another process saved since we loaded: build on its state
+                self._reload(flocked=True)  # another process saved since we loaded: build on its state
             by_kind: dict[Kind, list[int]] = {k: [] for k in KINDS}
             for i, (doc, _) in enumerate(encoded):
                 by_kind[doc.kind].append(i)
@@ -654,7 +655,7 @@ class EmbeddedIndex:
     def _delete(self, ids: list[str]) -> int:
         with self._write, self._flock(exclusive=True):
             if self._manifest_stamp() != self._loaded_stamp:
-                self._reload()
+                self._reload(flocked=True)
             with self._state:
                 removed = sum(any(part.remove(doc_id) for part in self._parts.values()) for doc_id in set(ids))
             if removed:
