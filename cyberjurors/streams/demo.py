@@ -40,6 +40,8 @@ def verdict_table(verdict: Verdict) -> Table:
     clues = "; ".join(f"[{c.id}] {c.evidence_id}" + (f" frames {c.frames}" if c.frames else "")
                       for c in verdict.cited_clues[:4])
     table.add_row("clues", Text(clues or "-"))
+    table.add_row("precedents", Text(f"coverage {verdict.precedent_coverage}; "
+                                     f"cited {', '.join(verdict.cited_precedents[:3]) or 'none'}"))
     t = verdict.tokens
     table.add_row("cost", f"{t.calls} calls, {t.input_tokens:,} in / {t.output_tokens:,} out / "
                           f"{t.cache_read_tokens:,} cache read / {t.cache_write_tokens:,} cache write tokens")

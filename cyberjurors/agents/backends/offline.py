@@ -166,13 +166,14 @@ class OfflineLLM:
         )
 
     def _summary(self, round_no: int, ballots: list[Ballot]) -> RoundSummaryDraft:
-        side = lambda party: sorted({c for b in ballots if b.vote == party for c in b.cited_clues})  # noqa: E731
+        side = lambda party: " ".join(f"[{c}]" for c in sorted({c for b in ballots if b.vote == party  # noqa: E731
+                                                                  for c in b.cited_clues}))
         buyer, seller = (sum(b.vote == p for b in ballots) for p in ("buyer", "seller"))
         return RoundSummaryDraft(
             summary=f"{LABEL} Round {round_no}: {buyer} for the buyer, {seller} for the seller. "
                     f"Buyer side cites {side('buyer') or 'no clue'}; seller side cites {side('seller') or 'no clue'}.",
-            buyer_arguments=[f"[{c}]" for c in side("buyer")],
-            seller_arguments=[f"[{c}]" for c in side("seller")],
+            buyer_arguments=side("buyer").split(),
+            seller_arguments=side("seller").split(),
         )
 
     def _usage(self, request: LLMRequest, answer: BaseModel) -> Usage:
