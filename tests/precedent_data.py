@@ -226,7 +226,8 @@ def _summary(rng: random.Random, category: str, dispute: str) -> str:
     days = rng.choice([3, 5, 7, 10, 14, 21, 30, 45])
     amount = rng.choice([9.99, 19.5, 35, 49.9, 89, 120, 249, 399, 650, 1200])
     article = "an" if product[0] in "aeiou" else "a"
-    parts = [f"Order of {article} {product} for {amount} EUR" + (f" ({_code(rng)})" if rng.random() < 0.3 else "") + "."]
+    code = f" ({_code(rng)})" if rng.random() < 0.3 else ""
+    parts = [f"Order of {article} {product} for {amount} EUR{code}."]
     parts.append(rng.choice(buyer_claims).format(product=product, days=days).capitalize() + ";")
     parts.append(rng.choice(seller_replies).format(days=days) + ".")
     items = rng.sample(evidence, k=min(len(evidence), rng.choice([1, 2])))

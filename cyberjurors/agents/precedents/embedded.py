@@ -6,18 +6,22 @@ Retrieval
     over a float32 numpy matrix (the embeddings are normalised, so a dot product). Hybrid takes the
     top ``max(4k, 50)`` of each side and fuses them with ``index.fuse`` (reciprocal rank); a side
     only contributes documents it actually matched (BM25 score > 0). Filters are applied before the
-    top-n of each side, so a filtered search is not starved by other categories.
+    top-n of each side, so a filtered search is not starved by other categories. Plain RRF has
+    a known blind spot: a document only one retriever finds, even at rank 1 (an exact product
+    code), scores 1/61 and falls below everything both retrievers rank in their top ~60.
 
     Cases and guidelines live in separate parts (``kind`` is always a filter); inactive guidelines
     stay stored (``get`` returns them) but are never searched or counted.
 
-Cost
-    Exact vector search is one matrix-vector product: ~0.3 ms at 10k x 384, ~8 ms at 100k on a
-    2-core machine (memory-bound, ~150 MB of vectors). bm25s cannot add documents to a built
-    index, so each upsert/delete marks its part dirty and the next search of that part rebuilds
-    the BM25 matrix from cached token ids (tokenising happens once per document, at upsert or
-    open): roughly 1.5 s per 100k documents, 0.1 s per 10k. A steady trickle of single upserts
-    between searches therefore pays that rebuild on the next search; batch writes when you can.
+Cost (measured by bench/precedent_search.py on a 2-core machine; 90% cases, 10% guidelines)
+    Exact vector search is one matrix-vector product over the part's rows (~150 MB of vectors
+    at 100k). Case search, k=10, retrieval only: hybrid p95 ~3 ms at 1k, ~8 ms at 10k, ~14-16 ms
+    at 100k (with or without a category filter); the query embedding adds ~22 ms (p50) on top.
+    bm25s cannot add documents to a built index, so an upsert/delete marks its part dirty and
+    the next search of that part rebuilds the BM25 matrix from cached token ids (tokenising
+    happens once per document, at upsert or open): ~0.06 s at 1k, ~0.25 s at 10k, ~2.8 s at
+    100k documents. A steady trickle of single upserts between searches pays that on the next
+    search each time; batch writes when you can.
 
 Files (all under the folder)
     manifest.json                 format, embedding model and dims, generation, per part: count,
@@ -29,10 +33,12 @@ Files (all under the folder)
     Every upsert/delete batch rewrites the changed part's two files under a new generation number
     (temp file, fsync, os.replace) and then replaces the manifest, so a crash leaves either the
     old or the new index, never a mix; files of the previous generation are deleted afterwards.
-    The rewrite is O(part size): ~10 ms at 1k, ~0.1 s at 10k, ~1 s at 100k documents.
+    The rewrite is O(part size): ~15 ms at 1k, ~0.1 s at 10k, ~1 s at 100k documents; on disk
+    ~2.2 KB per document (vectors 1.5 KB, JSON the rest).
 
-    The BM25 part is not persisted: it is rebuilt from the documents on open (tokenising 100k
-    documents takes a few seconds), so a stemmer or bm25s upgrade never meets a stale index.
+    The BM25 part is not persisted: it is rebuilt from the documents on open (open takes ~0.9 s
+    at 10k, ~8.5 s at 100k: checksums, parsing, tokenising, BM25), so a stemmer or bm25s upgrade
+    never meets a stale index. In memory: ~5 KB per document (+490 MB RSS at 100k).
 
 Concurrency
     Within a process: CPU work runs in ``asyncio.to_thread``; a state lock guards the in-memory
@@ -52,7 +58,6 @@ import io
 import json
 import logging
 import os
-import re
 import threading
 import uuid
 from array import array
@@ -77,6 +82,7 @@ except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("cyberjurors.precedents.embedded")
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import: a line per BM25 build
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -88,7 +94,6 @@ STOPWORDS = "en"
 MIN_CANDIDATES = 50  # per retriever in hybrid mode: max(4k, MIN_CANDIDATES)
 ENCODE_CHUNK = 256  # texts per embedder call at upsert (failures are reported per chunk)
 QUERY_CACHE = 256  # recent query embeddings kept (the pipeline searches cases, then guidelines)
-_GEN_FILE = re.compile(r"^(case|guideline)\.(\d+)\.(jsonl|npy)$")
 
 
 def _stemmer() -> Any | None:
@@ -270,6 +275,7 @@ class EmbeddedIndex:
         self._parts: dict[Kind, _Part] = {k: _Part(k, self.dims) for k in KINDS}
         self._generation = 0
         self._loaded_stamp: tuple[int, int, int] | None = None  # manifest (inode, mtime_ns, size) as loaded
+        self._unloadable: tuple[int, int, int] | None = None  # a newer manifest that failed to load
         self._state = threading.RLock()
         self._write = threading.Lock()
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -433,12 +439,23 @@ class EmbeddedIndex:
         return part
 
     def _refresh_if_stale(self) -> None:
-        """Reload when another process saved since this one loaded (one stat per call)."""
-        if self._manifest_stamp() != self._loaded_stamp:
-            with self._write:
-                if self._manifest_stamp() != self._loaded_stamp:
-                    log.info("precedent index %s changed on disk; reloading", self.folder)
-                    self._reload()
+        """Reload when another process saved since this one loaded (one stat per call). If what
+        it saved cannot be loaded, keep answering from memory (a writer would refuse to write
+        over it) and say so once per bad version."""
+        stamp = self._manifest_stamp()
+        if stamp == self._loaded_stamp or stamp == self._unloadable:
+            return
+        with self._write:
+            stamp = self._manifest_stamp()
+            if stamp == self._loaded_stamp or stamp == self._unloadable:
+                return
+            log.info("precedent index %s changed on disk; reloading", self.folder)
+            try:
+                self._reload()
+            except PrecedentError as err:
+                self._unloadable = stamp
+                log.warning("precedent index %s changed on disk but cannot be loaded (%s: %s); "
+                            "searching the version loaded before", self.folder, err.kind, err)
 
     # --- saving --------------------------------------------------------------------------------
 
