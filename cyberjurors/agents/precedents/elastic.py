@@ -237,7 +237,7 @@ class ElasticsearchIndex:
                 if not await self._current(alias):
                     if not create:
                         raise PrecedentError("index_missing", f"{self.where} has no precedent index {alias}; "
-                                                              f"create it (open the index with create=True) or "
+                                                              f"create it with: cyberjurors precedents build FILE|DIR, or "
                                                               f"check elasticsearch_index_prefix={self.prefix!r}")
                     if put_template:
                         await self.client.indices.put_index_template(name=self.template_name, **self.template())
@@ -373,7 +373,7 @@ class ElasticsearchIndex:
             if all(s == 429 for s, _ in statuses.values()):
                 kind, hint = "rate_limited", "the cluster kept rejecting writes (429) after retries: it is overloaded"
             elif all(t == "index_not_found_exception" for _, t in statuses.values()):
-                kind, hint = "index_missing", "the alias does not exist: open the index with create=True first"
+                kind, hint = "index_missing", "the alias does not exist: create it with cyberjurors precedents build FILE|DIR"
             else:
                 kind, hint = "bulk_failed", "see the reasons"
             err = PrecedentError(kind, f"{doing} on {self.where}: none of {len(failed)} documents was indexed; "
@@ -572,7 +572,7 @@ def api_error(err: ApiError, doing: str, where: str, prefix: str) -> PrecedentEr
                                       f"and the cluster privilege manage_index_templates")
     if status == 404:
         return PrecedentError("index_missing", f"{doing}: not found on {where} ({said}); create the precedent "
-                                               f"indexes (open the index with create=True) or check "
+                                               f"indexes (cyberjurors precedents build FILE|DIR) or check "
                                                f"elasticsearch_index_prefix={prefix!r}")
     if status == 429:
         return PrecedentError("rate_limited", f"{doing}: {where} still rejects requests (429) after "

@@ -299,7 +299,7 @@ class EmbeddedIndex:
             if not create:
                 why = "does not exist" if not self.folder.exists() else f"has no {MANIFEST}"
                 raise PrecedentError("index_missing", f"no precedent index at {self.folder}: the folder {why}. "
-                                                      "Build it first (or open with create=True)")
+                                                      "Build it first: cyberjurors precedents build FILE|DIR")
             self.folder.mkdir(parents=True, exist_ok=True)
             with self._flock(exclusive=True):
                 if not manifest.exists():  # another process may have created it meanwhile

@@ -10,6 +10,7 @@ juror's persona and the guideline, so jurors differ in focus but draw on the sam
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -97,5 +98,5 @@ async def retrieve(case: DisputeCase, focus: Focus, index: PrecedentIndex, match
     guidelines = [to_ref(h) for h in pool]
     if not guidelines and not cases:
         return Precedents(coverage="none", problem="the precedent base has nothing for this case")
-    return Precedents(cases=[to_ref(h) for h in cases], guidelines=guidelines,
-                      memory=matcher.memory(guidelines, settings.memory_k), coverage=coverage)
+    memory = await asyncio.to_thread(matcher.memory, guidelines, settings.memory_k)  # encoding is CPU work
+    return Precedents(cases=[to_ref(h) for h in cases], guidelines=guidelines, memory=memory, coverage=coverage)
