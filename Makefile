@@ -25,6 +25,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/broker_hop.py
 	$(BIN)/python bench/pipeline_latency.py
+	$(BIN)/python bench/precedent_search.py
 
 media: $(STAMP)
 	$(BIN)/python examples/make_media.py

@@ -8,6 +8,9 @@ figures measure what the pipeline adds (Kafka hops, Faust scheduling, serialisat
 * sustained: cases/minute for a burst of cases against the bound the LLM concurrency cap
   sets, C / (calls per case x L).
 
+The worker retrieves precedents from an embedded base built from examples/precedents, beside
+select-perceive, as it does in production.
+
 Run: .venv/bin/python bench/pipeline_latency.py [--latency 0.5] [--cases 24] [--repeat 3]
 """
 
@@ -25,6 +28,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cyberjurors.agents.backends.offline import OfflineLLM
+from cyberjurors.agents.precedents.build import build_precedents
+from cyberjurors.agents.precedents.embedded import EmbeddedIndex
+from cyberjurors.agents.precedents.embeddings import load_embedder
 from cyberjurors.config import Settings
 from cyberjurors.schemas import CaseSubmitted, DisputeCase, Verdict
 from cyberjurors.streams.broker import embedded_broker
@@ -85,6 +92,14 @@ def critical_calls(entries: list[dict], warm_cache_first: bool) -> int:
     return roles["focus"] + max(per_party.values(), default=0) + 2 * roles["summary"] + warmup
 
 
+async def seed_precedents(settings: Settings) -> None:
+    embedder = load_embedder(settings.embedding_model)
+    index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
+    report = await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
+    await index.close()
+    console.print(f"precedent base: {report.cases_indexed} cases, {report.guidelines_created} guidelines")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -96,7 +111,9 @@ def main(latency: float = 0.5, cases: int = 24, repeat: int = 3, concurrency: in
     work = Path(tempfile.mkdtemp(prefix="cj-bench-"))
     settings = Settings(llm_backend="offline", offline_latency_s=latency, llm_concurrency=concurrency,
                         media_root=EXAMPLES, datadir=work / "faust", llm_call_log=work / "calls.jsonl",
-                        app_id="bench", partitions=4, stage_concurrency=16, commit_interval_s=1.0)
+                        app_id="bench", partitions=4, stage_concurrency=16, commit_interval_s=1.0,
+                        precedent_dir=work / "precedents")
+    asyncio.run(seed_precedents(settings))  # retrieval runs beside select-perceive, as in production
     with embedded_broker(log=work / "broker.log") as bootstrap:
         settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
         asyncio.run(ensure_topics(settings))
