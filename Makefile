@@ -20,6 +20,9 @@ demo: $(STAMP)
 	$(BIN)/cyberjurors demo examples/cases examples/incremental
 
 test: $(STAMP)
+	# Prometheus 2.42 (server + promtool) from Debian for the alert-rule and live Prometheus tests;
+	# apt-get needs root, and the package starts no service
+	command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -25,6 +25,24 @@ SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
 def _alias(name: str) -> AliasChoices:
     return AliasChoices(name, f"CYBERJURORS_{name}")
+
+
+class TokenPrices(BaseModel):
+    """USD per million tokens of each kind, for one model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(0.0, ge=0, description="uncached input tokens")
+    output: float = Field(0.0, ge=0)
+    cache_read: float = Field(0.0, ge=0, description="input tokens read from the prompt cache")
+    cache_write: float = Field(0.0, ge=0, description="input tokens written to the prompt cache")
+
+
+# Assumed Sonnet-tier list prices (input 3, output 15, cache read 0.30 = 0.1x input, 5-minute cache
+# write 3.75 = 1.25x input); check them against the provider's price list before trusting the totals.
+DEFAULT_LLM_PRICES = {
+    "claude-sonnet-5-5": TokenPrices(input=3.0, output=15.0, cache_read=0.30, cache_write=3.75),
+}
 
 
 class Settings(BaseSettings):
@@ -79,6 +97,24 @@ class Settings(BaseSettings):
     offline_latency_s: float = Field(0.0, ge=0, description="simulated per-call latency (offline backend)")
     llm_call_log: Path | None = Field(None, description="append one JSON line per LLM call")
 
+    # --- Metrics ---------------------------------------------------------------------------
+    metrics_port: int = Field(
+        9464, ge=0, le=65535, description="each worker serves Prometheus metrics on http://host:port/metrics; "
+                                          "0 (or None) = off"
+    )
+    metrics_host: str = Field("0.0.0.0", description="address the metrics endpoint listens on")
+    llm_prices: dict[str, TokenPrices] = Field(
+        default_factory=lambda: dict(DEFAULT_LLM_PRICES),
+        description="USD per million tokens by model (exact name, or a prefix of it) and kind: "
+                    "input, output, cache_read, cache_write. Setting it replaces the whole table. "
+                    "Unlisted models cost 0 (counted in cyberjurors_llm_unpriced_calls_total); "
+                    "the offline backend always costs 0",
+    )
+    drift_window: int = Field(200, ge=1, description="verdicts / outcomes in the rolling drift windows")
+    drift_reference_seller_share: float = Field(
+        0.626, ge=0, le=1, description="the seller-win share verdicts are expected to show (the paper's data: 62.6%)"
+    )
+
     # --- Method (paper defaults) -----------------------------------------------------------
     jurors: int = Field(17, ge=1, description="N")
     rounds: int = Field(3, ge=1, description="T, discussion rounds")
@@ -127,6 +163,13 @@ class Settings(BaseSettings):
     max_media_bytes: int = 50_000_000
     frames_per_video: int = Field(30, ge=1)
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
+
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _metrics_off(cls, port: object) -> object:
+        # stored as 0, not None: a child worker gets settings as env vars, where None would be left
+        # out and the default port come back
+        return 0 if port is None or port == "" else port
 
     @model_validator(mode="after")
     def _backend(self) -> "Settings":

@@ -1,9 +1,130 @@
-"""Prometheus metrics, defined in one place (the full set and the endpoint come with issue 4)."""
+"""Prometheus metrics, defined in one place, and the worker's HTTP endpoint.
+
+Everything here is process-wide (prometheus-client's default registry), so one scrape of a
+worker shows the pipeline's metrics and Faust's own sensor (``cyberjurors_faust_*``) together.
+Labels are small closed sets: backend, model, role, stage, category, winner, kind, reason, side.
+Never a case id.
+
+What counts, and when:
+
+* LLM metrics are recorded once per model call by ``GuardedLLM`` (agents/llm.py), whatever the
+  backend. ``model`` is the model the call asked for (the offline and scripted backends report
+  their own name), so calls and errors share labels and error rates divide cleanly.
+  ``cyberjurors_llm_calls_total`` counts completed calls, answered or failed, as the call log
+  does; cancelled calls (a sibling failed) are not counted.
+* Verdict metrics are recorded when a verdict is first decided. A replayed case re-sends the
+  verdict stored in ``stage_results`` and is not counted again.
+* Drift gauges are computed in the stream over the last ``drift_window`` verdicts and outcomes
+  decided on this worker; with several workers, average them (weighted by
+  ``cyberjurors_drift_samples``). They are NaN until the window has an entry, so alerts
+  comparing them with a threshold stay quiet on a fresh worker.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+
+if TYPE_CHECKING:
+    import faust
+
+    from .config import TokenPrices
+    from .schemas import Usage
+
+log = logging.getLogger("cyberjurors.metrics")
+
+# Seconds-to-minutes LLM work: a case is a few dozen model calls, partly in parallel.
+CASE_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800)
+STAGE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+RETRIEVAL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+STAGES = ("focus", "clues", "round", "verdict")
+CATEGORIES = ("appliances", "clothing", "food", "digital", "others")
+SIDES = ("buyer", "seller")
+TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
+FREE_BACKENDS = {"offline", "scripted"}  # they bill nothing, whatever the model name says
+
+# --- latency ---------------------------------------------------------------------------------
+
+CASE_LATENCY = Histogram(
+    "cyberjurors_case_latency_seconds",
+    "From ingest (CaseFile.received_at) to the verdict, for cases first decided here",
+    ["category"], buckets=CASE_BUCKETS,
+)
+STAGE_LATENCY = Histogram(
+    "cyberjurors_stage_latency_seconds",
+    "Time a stage spent working on a case (not the time the case waited in Kafka); every "
+    "deliberation round is stage=round",
+    ["stage"], buckets=STAGE_BUCKETS,
+)
+
+# --- LLM calls -------------------------------------------------------------------------------
+
+LLM_CALLS = Counter(
+    "cyberjurors_llm_calls_total", "Model calls completed (answered or failed), as in the call log",
+    ["backend", "model", "role"],
+)
+LLM_ERRORS = Counter(
+    "cyberjurors_llm_errors_total", "Model calls that failed after the provider SDK's retries, by LLMError kind",
+    ["backend", "model", "role", "kind"],
+)
+LLM_LATENCY = Histogram(
+    "cyberjurors_llm_latency_seconds",
+    "Model call latency including the SDK's retries, failed calls included (excludes waiting for "
+    "a concurrency slot or the token rate limit)",
+    ["backend", "model", "role"], buckets=LLM_BUCKETS,
+)
+LLM_RETRIES = Counter(
+    "cyberjurors_llm_retries_total", "HTTP retries the provider SDK made (429, 5xx, 529, timeouts)",
+    ["backend", "model"],
+)
+LLM_TOKENS = Counter(
+    "cyberjurors_llm_tokens_total",
+    "Tokens the backend reported: input (uncached), output, cache_read, cache_write",
+    ["backend", "model", "role", "kind"],
+)
+LLM_COST = Counter(
+    "cyberjurors_llm_cost_usd_total", "Estimated spend in USD from the llm_prices table",
+    ["backend", "model", "role"],
+)
+LLM_UNPRICED = Counter(
+    "cyberjurors_llm_unpriced_calls_total",
+    "Calls to a model llm_prices has no price for: their cost counted as 0, so spend is under-reported",
+    ["backend", "model"],
+)
+
+# --- cases and verdicts ----------------------------------------------------------------------
+
+CASES_IN_FLIGHT = Gauge(
+    "cyberjurors_cases_in_flight",
+    "Cases admitted and not yet decided or dead-lettered, on this worker's partitions",
+)
+VERDICTS = Counter("cyberjurors_verdicts_total", "Verdicts first decided here", ["winner", "category"])
+VOTE_MARGIN = Histogram(
+    "cyberjurors_vote_margin", "|seller - buyer| votes of a verdict (a narrow split is a weak verdict)",
+    buckets=(1, 3, 5, 7, 9, 11, 13, 15, 17),
+)
+ROUNDS_USED = Histogram("cyberjurors_rounds_used", "Deliberation rounds a verdict took", buckets=(1, 2, 3, 4, 5))
+EARLY_STOPS = Counter(
+    "cyberjurors_early_stops_total", "Verdicts reached before the last round (majority share >= early_stop)"
+)
+DEAD_LETTERS = Counter(
+    "cyberjurors_dead_letters_total", "Messages sent to disputes.dlq; stage round-N is counted as round",
+    ["stage", "reason"],
+)
+
+# --- precedents ------------------------------------------------------------------------------
+
+PRECEDENT_RETRIEVAL = Histogram(
+    "cyberjurors_precedent_retrieval_seconds",
+    "Precedent retrieval per case, retries and fallbacks included", buckets=RETRIEVAL_BUCKETS,
+)
 PRECEDENT_FALLBACKS = Counter(
     "cyberjurors_precedent_fallbacks_total",
     "Cases that went on without precedents because retrieval failed, by error kind",
@@ -14,3 +135,297 @@ PRECEDENT_COLD_STARTS = Counter(
     "Cases whose category had too few guidelines, so cross-category ones were added",
     ["category"],
 )
+
+# --- drift -----------------------------------------------------------------------------------
+
+SELLER_WIN_SHARE = Gauge(
+    "cyberjurors_seller_win_share", "Share of seller wins among the last drift_window verdicts decided here"
+)
+SELLER_WIN_SHARE_REFERENCE = Gauge(
+    "cyberjurors_seller_win_share_reference",
+    "The expected seller-win share (setting drift_reference_seller_share; the paper's data: 0.626)",
+)
+OUTCOME_ACCURACY = Gauge(
+    "cyberjurors_outcome_accuracy",
+    "Share of the last drift_window reported outcomes whose winner our verdict matched",
+)
+OUTCOME_VOTE_MAE = Gauge(
+    "cyberjurors_outcome_vote_mae",
+    "Mean |our seller votes - real seller votes| over the last drift_window outcomes, on the real "
+    "jury's 17-vote scale",
+)
+OUTCOME_RECALL = Gauge(
+    "cyberjurors_outcome_recall",
+    "Per real winner: share of the last drift_window outcomes that side won where we ruled for it too",
+    ["side"],
+)
+OUTCOMES = Counter(
+    "cyberjurors_outcomes_total", "Reported outcomes matched to our verdict, by agreement on the winner",
+    ["agreement"],
+)
+DRIFT_SAMPLES = Gauge(
+    "cyberjurors_drift_samples",
+    "Entries in a drift window (verdicts or outcomes); gate drift alerts on enough samples",
+    ["window"],
+)
+
+
+def _prime() -> None:
+    """Create the series of known label values up front, so they read 0 (or NaN) rather than
+    being absent until the first event, which makes rate() and alerts behave from the start."""
+    for stage in STAGES:
+        STAGE_LATENCY.labels(stage)
+    for category in CATEGORIES:
+        CASE_LATENCY.labels(category)
+        for side in SIDES:
+            VERDICTS.labels(side, category)
+    for agreement in ("agree", "disagree"):
+        OUTCOMES.labels(agreement)
+    for gauge in (SELLER_WIN_SHARE, OUTCOME_ACCURACY, OUTCOME_VOTE_MAE):
+        gauge.set(math.nan)
+    for side in SIDES:
+        OUTCOME_RECALL.labels(side).set(math.nan)
+    for window in ("verdicts", "outcomes"):
+        DRIFT_SAMPLES.labels(window).set(0)
+
+
+_prime()
+
+
+def stage_label(stage: str) -> str:
+    """round-1, round-2, ... -> round: one series per kind of stage, not per round number."""
+    return "round" if stage.startswith("round-") else stage
+
+
+# --- LLM calls -------------------------------------------------------------------------------
+
+
+class PriceTable:
+    """USD per million tokens, by model and token kind (setting ``llm_prices``).
+
+    A model is priced by its exact name, else by the longest table key it starts with (so
+    "claude-sonnet-5-5" also prices a dated "claude-sonnet-5-5-20260101"). The offline and
+    scripted backends cost nothing. A model not in the table costs 0 and is counted in
+    ``cyberjurors_llm_unpriced_calls_total``.
+    """
+
+    def __init__(self, prices: Mapping[str, "TokenPrices"] | None = None):
+        self.prices = dict(prices or {})
+        self._warned: set[str] = set()
+
+    def price(self, model: str) -> "TokenPrices | None":
+        if model in self.prices:
+            return self.prices[model]
+        prefixes = [key for key in self.prices if model.startswith(key)]
+        return self.prices[max(prefixes, key=len)] if prefixes else None
+
+    def cost(self, backend: str, model: str, usage: "Usage") -> float | None:
+        """USD for one call's usage; None when the model has no price."""
+        if backend in FREE_BACKENDS:
+            return 0.0
+        price = self.price(model)
+        if price is None:
+            return None
+        return (usage.input_tokens * price.input + usage.output_tokens * price.output
+                + usage.cache_read_tokens * price.cache_read + usage.cache_write_tokens * price.cache_write) / 1e6
+
+    def warn_once(self, model: str) -> None:
+        if model not in self._warned:
+            self._warned.add(model)
+            log.warning("no price for model %r in llm_prices: its cost is counted as 0", model)
+
+
+def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage: "Usage",
+                    prices: PriceTable | None) -> None:
+    LLM_CALLS.labels(backend, model, role).inc()
+    LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
+    for kind, tokens in zip(TOKEN_KINDS, (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                                          usage.cache_write_tokens)):
+        LLM_TOKENS.labels(backend, model, role, kind).inc(tokens)
+    cost = (prices or PriceTable()).cost(backend, model, usage)
+    if cost is None:
+        LLM_UNPRICED.labels(backend, model).inc()
+        if prices is not None:
+            prices.warn_once(model)
+        cost = 0.0
+    LLM_COST.labels(backend, model, role).inc(cost)
+
+
+def record_llm_error(backend: str, model: str, role: str, elapsed_s: float, kind: str) -> None:
+    LLM_CALLS.labels(backend, model, role).inc()
+    LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
+    LLM_ERRORS.labels(backend, model, role, kind).inc()
+
+
+def record_retry(backend: str, model: str, retries_taken: int) -> None:
+    """Called per HTTP attempt with the SDK's retry count for it: every attempt after the first is a retry."""
+    if retries_taken > 0:
+        LLM_RETRIES.labels(backend, model).inc()
+
+
+# --- verdicts --------------------------------------------------------------------------------
+
+
+def record_verdict(category: str, winner: str, margin: int, rounds_used: int, early_stopped: bool,
+                   latency_s: float) -> None:
+    """Once per case, when its verdict is first decided (never for a replay's re-send)."""
+    VERDICTS.labels(winner, category).inc()
+    VOTE_MARGIN.observe(margin)
+    ROUNDS_USED.observe(rounds_used)
+    if early_stopped:
+        EARLY_STOPS.inc()
+    CASE_LATENCY.labels(category).observe(latency_s)
+
+
+def record_dead_letter(stage: str, reason: str) -> None:
+    DEAD_LETTERS.labels(stage_label(stage), reason).inc()
+
+
+class CasesInFlight:
+    """Derives ``cyberjurors_cases_in_flight`` from the set of case ids this worker is handling,
+    so the gauge cannot go negative, and a replayed case (re-added, then removed by its re-sent
+    verdict) cannot make it drift upward.
+
+    A case is added when admitted and whenever a stage picks it up (so cases already under way
+    when a worker restarts count again), removed by its verdict or its dead letter, and dropped
+    when a rebalance moves its partition to another worker. Every topic of the pipeline has the
+    same partition count and key, so a case has one partition number throughout.
+    """
+
+    def __init__(self, gauge: Gauge = CASES_IN_FLIGHT):
+        self.gauge = gauge
+        self.cases: dict[str, int] = {}
+        self.gauge.set(0)
+
+    def add(self, case_id: str, partition: int) -> None:
+        self.cases[case_id] = partition
+        self.gauge.set(len(self.cases))
+
+    def discard(self, case_id: str) -> None:
+        self.cases.pop(case_id, None)
+        self.gauge.set(len(self.cases))
+
+    def keep_partitions(self, partitions: Collection[int]) -> None:
+        self.cases = {c: p for c, p in self.cases.items() if p in partitions}
+        self.gauge.set(len(self.cases))
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+
+# --- drift -----------------------------------------------------------------------------------
+
+V = TypeVar("V")
+
+
+class RollingWindow(Generic[V]):
+    """The last ``size`` entries, keyed by case id: a case seen again (a replay, a corrected
+    outcome) replaces its entry, at the newest end, instead of counting twice."""
+
+    def __init__(self, size: int):
+        if size < 1:
+            raise ValueError("a rolling window needs size >= 1")
+        self.size = size
+        self._entries: OrderedDict[str, V] = OrderedDict()
+
+    def put(self, key: str, value: V) -> bool:
+        """Add or replace; False when the same key already holds this same value (nothing changed)."""
+        if self._entries.get(key, _MISSING) == value:
+            return False
+        self._entries.pop(key, None)
+        self._entries[key] = value
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return True
+
+    def values(self) -> list[V]:
+        return list(self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_MISSING: Any = object()
+
+
+def share(flags: list[bool]) -> float:
+    return sum(flags) / len(flags) if flags else math.nan
+
+
+class Drift:
+    """Verdict drift over rolling windows: our seller-win share against the reference, and
+    agreement with reported outcomes (accuracy, vote MAE, recall per real winner)."""
+
+    def __init__(self, window: int = 200, reference_seller_share: float = 0.626, jury_size: int = 17):
+        self.verdicts: RollingWindow[str] = RollingWindow(window)  # case_id -> our winner
+        # case_id -> (real winner, our winner, |our seller votes - real seller votes| on the 17 scale)
+        self.outcomes: RollingWindow[tuple[str, str, float]] = RollingWindow(window)
+        self.jury_size = jury_size
+        SELLER_WIN_SHARE_REFERENCE.set(reference_seller_share)
+        self._publish()
+
+    def verdict(self, case_id: str, winner: str) -> None:
+        self.verdicts.put(case_id, winner)
+        self._publish()
+
+    def outcome(self, case_id: str, real_buyer: int, real_seller: int, our_buyer: int, our_seller: int) -> bool:
+        """Record a reported outcome against our verdict; False (nothing counted) when this exact
+        outcome was already recorded for the case, e.g. the outcome message was replayed."""
+        real = "seller" if real_seller > real_buyer else "buyer"
+        ours = "seller" if our_seller > our_buyer else "buyer"
+        # the paper's MAE is on the 17-vote split; a jury of another size is scaled to it
+        ours_scaled = our_seller * self.jury_size / max(our_buyer + our_seller, 1)
+        error = abs(ours_scaled - real_seller * self.jury_size / max(real_buyer + real_seller, 1))
+        if not self.outcomes.put(case_id, (real, ours, round(error, 6))):
+            return False
+        OUTCOMES.labels("agree" if real == ours else "disagree").inc()
+        self._publish()
+        return True
+
+    def _publish(self) -> None:
+        winners = self.verdicts.values()
+        SELLER_WIN_SHARE.set(share([w == "seller" for w in winners]))
+        outcomes = self.outcomes.values()
+        OUTCOME_ACCURACY.set(share([real == ours for real, ours, _ in outcomes]))
+        OUTCOME_VOTE_MAE.set(sum(e for _, _, e in outcomes) / len(outcomes) if outcomes else math.nan)
+        for side in SIDES:
+            OUTCOME_RECALL.labels(side).set(share([ours == side for real, ours, _ in outcomes if real == side]))
+        DRIFT_SAMPLES.labels("verdicts").set(len(winners))
+        DRIFT_SAMPLES.labels("outcomes").set(len(outcomes))
+
+
+# --- the endpoint and Faust's sensor ----------------------------------------------------------
+
+FAUST_PREFIX = "cyberjurors_faust"
+_faust_metrics: Any = None
+
+
+def instrument_faust(app: "faust.App") -> None:
+    """Faust's own Prometheus sensor (consumer, commits, offsets, sends, rebalances, tables) in
+    the default registry, under a fixed prefix (``cyberjurors_faust_*``, not the app id, so
+    dashboards do not depend on it). Call before the app starts.
+
+    Not ``setup_prometheus_sensors``: that also mounts a /metrics page on Faust's web server
+    (which workers run without) and registers its metrics anew on every call, which fails the
+    second time in one process. Its metric set and monitor are used as they are.
+    """
+    from faust.sensors.prometheus import FaustMetrics, PrometheusMonitor
+
+    global _faust_metrics
+    if _faust_metrics is None:
+        _faust_metrics = FaustMetrics.create(REGISTRY, FAUST_PREFIX)
+    app.monitor = PrometheusMonitor(metrics=_faust_metrics)
+
+
+def serve(port: int | None, host: str = "0.0.0.0") -> bool:
+    """Expose the default registry on http://host:port/metrics (a daemon thread). Port 0 or None:
+    off. A port already taken is logged, not fatal: the worker still judges cases."""
+    if not port:
+        return False
+    try:
+        start_http_server(port, addr=host)
+    except OSError as err:
+        log.error("metrics endpoint not started on %s:%s: %s", host, port, err)
+        return False
+    log.info("metrics on http://%s:%s/metrics", host, port)
+    return True

@@ -47,6 +47,7 @@ def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Se
         session_timeout_s=6,
         heartbeat_interval_s=0.5,
         commit_interval_s=0.2,
+        metrics_port=0,  # off: worker processes would all want 9464; tests of metrics pick a free port
     )
 
 

@@ -4,7 +4,8 @@ A stage builds an ``LLMRequest`` (system text, the case prefix every juror share
 stage-specific prompt, and the structured task it was rendered from) and asks for a pydantic
 output type. Backends return the parsed object and the usage of the call. ``GuardedLLM`` wraps
 any backend with the limits every backend needs: a concurrency cap, an input-token rate limit,
-and an append-only call log.
+and an append-only call log; it also records every call's metrics (calls, errors, latency,
+tokens, estimated cost), so no backend has to.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
+from .. import metrics
 from ..config import Role
 from ..schemas import Usage
 
@@ -90,6 +92,8 @@ class LLMError(RuntimeError):
 
 class LLM(Protocol):
     backend: str
+    # A backend that answers every request with one stand-in (offline, scripted) may set
+    # ``model_label`` to its name; metrics then label its calls with that, not the requested model.
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]: ...
 
@@ -117,6 +121,7 @@ class GuardedLLM:
     concurrency: int = 16
     tokens_per_minute: int | None = None
     call_log: Path | None = None
+    prices: metrics.PriceTable | None = None
     _slots: asyncio.Semaphore = field(init=False)
     _rate: AsyncLimiter | None = field(init=False)
 
@@ -128,19 +133,33 @@ class GuardedLLM:
     def backend(self) -> str:
         return self.inner.backend
 
+    def model_label(self, request: LLMRequest) -> str:
+        """The model a call is labelled with in metrics: the one requested, the same for answered
+        and failed calls (a provider may answer with a dated name for an alias)."""
+        return getattr(self.inner, "model_label", None) or request.model
+
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         if self._rate is not None:
             await self._rate.acquire(min(estimate_tokens(request), self.tokens_per_minute or 1))
+        model = self.model_label(request)
         async with self._slots:
             started = time.perf_counter()
             try:
                 result = await self.inner.generate(request, output_type)
             except LLMError as err:
-                self._log(request, time.perf_counter() - started, error=err.kind)
+                elapsed = time.perf_counter() - started
+                self._log(request, elapsed, error=err.kind)
+                metrics.record_llm_error(self.backend, model, request.role, elapsed, err.kind)
+                raise
+            except Exception:  # a backend bug: still a call that failed (cancellation is not)
+                elapsed = time.perf_counter() - started
+                self._log(request, elapsed, error="unexpected")
+                metrics.record_llm_error(self.backend, model, request.role, elapsed, "unexpected")
                 raise
             elapsed = time.perf_counter() - started
         result.usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
         self._log(request, elapsed, result=result)
+        metrics.record_llm_call(self.backend, model, request.role, elapsed, result.usage, self.prices)
         return result
 
     def _log(self, request: LLMRequest, elapsed: float, result: LLMResult[Any] | None = None,

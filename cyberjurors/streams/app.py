@@ -8,18 +8,25 @@ Every message is keyed by case_id, so a case stays on one partition. Each agent 
 one stage from ``cyberjurors.agents``, and encodes; the reasoning lives there, not here.
 A stage's output is stored in ``stage_results`` before it is sent on, so a worker that dies and
 replays its input re-sends the stored output instead of calling the model again.
+
+Metrics (``cyberjurors.metrics``): stage latency is measured where a stage really works, not on
+a replay's re-send; verdict metrics and the seller-share window count a verdict only when it
+is first decided (a replay re-sends the stored verdict uncounted); outcomes are compared with
+our verdict whether or not the precedent base is on.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 
 import faust
 from pydantic import ValidationError
 
+from .. import metrics
 from ..agents import intake
 from ..agents.backends import build_llm
 from ..agents.focus import extract_focus
@@ -75,6 +82,15 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     )
     deliberations = app.topic(settings.topic("disputes.clues"), settings.topic("disputes.rounds"),
                               value_serializer="raw", key_serializer="raw")
+    pipeline_topics = {settings.topic(n) for n in ("disputes.events", "disputes.ready", "disputes.focus",
+                                                   "disputes.clues", "disputes.rounds")}
+    in_flight = metrics.CasesInFlight()
+    drift = metrics.Drift(settings.drift_window, settings.drift_reference_seller_share)
+
+    @app.on_partitions_assigned.connect
+    async def forget_moved_cases(sender: faust.App, assigned: set, **kwargs: object) -> None:
+        # the full new assignment: cases on partitions now owned by another worker are theirs to count
+        in_flight.keep_partitions({tp.partition for tp in assigned if tp.topic in pipeline_topics})
 
     # case_id -> {"draft": Draft json} while incremental events arrive, {"digest": ...} once submitted
     intake_state = app.Table("intake", default=None, partitions=settings.partitions)
@@ -91,6 +107,9 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                             original_base64=base64.b64encode(message.value or b"").decode(), failed_at=now())
         log.warning("dead letter from %s: %s (%s) key=%s offset=%s", stage, reason, detail[:300], key, message.offset)
         await dlq.send(key=(key or "").encode(), value=letter.model_dump_json().encode())
+        metrics.record_dead_letter(stage, reason)
+        if stage not in ("ingest", "outcomes") and key:  # a case that left the pipeline
+            in_flight.discard(key)
 
     async def hand_on(case_file: CaseFile, stage: str, out: faust.TopicT) -> None:
         stage_results[f"{case_file.case_id}/{stage}"] = case_file.model_dump(mode="json")
@@ -98,7 +117,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
 
     # --- ingest ----------------------------------------------------------------------------
 
-    async def admit(case: DisputeCase, notes: list[str]) -> None:
+    async def admit(case: DisputeCase, notes: list[str], partition: int) -> None:
         digest = case.digest()
         state = intake_state.get(case.case_id) or {}
         if state.get("digest") == digest:
@@ -110,7 +129,12 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         problems = [*notes, *intake.admit(case, settings)]
         intake_state[case.case_id] = {"digest": digest}
         case_file = CaseFile(case=case, received_at=now(), problems=problems, backend=llm.backend)
-        await hand_on(case_file, "ready", ready)
+        in_flight.add(case.case_id, partition)  # before the hand-off, which yields to the other stages
+        try:
+            await hand_on(case_file, "ready", ready)
+        except BaseException:
+            in_flight.discard(case.case_id)
+            raise
 
     @app.agent(events, concurrency=settings.stage_concurrency)
     async def ingest(stream: faust.StreamT) -> None:
@@ -118,7 +142,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
             try:
                 parsed = intake.parse_event(event.value)
                 if isinstance(parsed, CaseSubmitted):
-                    await admit(parsed.case, [])
+                    await admit(parsed.case, [], event.message.partition)
                     continue
                 state = intake_state.get(parsed.case_id) or {}
                 if state.get("digest"):
@@ -134,7 +158,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                     continue
                 intake_state[parsed.case_id] = {"draft": draft.model_dump(mode="json")}
                 if draft.closed:
-                    await admit(draft.to_case(), draft.notes)
+                    await admit(draft.to_case(), draft.notes, event.message.partition)
             except intake.Rejected as err:
                 await dead_letter(event, "ingest", err.reason, err.detail)
             except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
@@ -150,11 +174,13 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         except ValidationError as err:
             await dead_letter(event, stage, "invalid_case_file", str(err))
             return
+        in_flight.add(case_file.case_id, event.message.partition)  # again after a restart's replay
         stored = stage_results.get(f"{case_file.case_id}/{stage}")
         if stored is not None:
             log.info("case %s: %s already done, re-sending its output", case_file.case_id, stage)
             await out.send(key=case_file.case_id.encode(), value=CaseFile.model_validate(stored).model_dump_json().encode())
             return
+        started = time.perf_counter()
         try:
             result = await work(case_file)
         except LLMError as err:
@@ -164,6 +190,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
             log.exception("case %s: %s failed", case_file.case_id, stage)
             await dead_letter(event, stage, "stage_failed", f"{type(err).__name__}: {err}")
             return
+        metrics.STAGE_LATENCY.labels(metrics.stage_label(stage)).observe(time.perf_counter() - started)
         await hand_on(result, stage, out)
 
     async def stage_focus(case_file: CaseFile) -> CaseFile:
@@ -213,11 +240,19 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         case_file = CaseFile.model_validate_json(event.value)
         key = f"{case_file.case_id}/verdict"
         verdict = stage_results.get(key)
-        if verdict is None:
+        first = verdict is None  # else a replay: re-sent, not counted again
+        started = time.perf_counter()
+        if first:
             verdict = decide(case_file, settings, now()).model_dump(mode="json")
             stage_results[key] = verdict
         decided = Verdict.model_validate(verdict)
         await verdicts.send(key=case_file.case_id.encode(), value=decided.model_dump_json().encode())
+        in_flight.discard(case_file.case_id)
+        if first:
+            metrics.STAGE_LATENCY.labels("verdict").observe(time.perf_counter() - started)
+            metrics.record_verdict(decided.category, decided.winner, decided.margin, decided.rounds_used,
+                                   decided.early_stopped, decided.latency_s)
+            drift.verdict(decided.case_id, decided.winner)
         log.info("case %s: verdict %s, votes %s", case_file.case_id, decided.winner, decided.votes)
 
     @app.agent(deliberations, concurrency=settings.stage_concurrency)
@@ -248,6 +283,8 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
             if verdict is None or case_file is None:
                 await dead_letter(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} here")
                 continue
+            ours = Verdict.model_validate(verdict).votes
+            drift.outcome(outcome.case_id, outcome.votes.buyer, outcome.votes.seller, ours.buyer, ours.seller)
             if not precedents.enabled:
                 continue
             try:

@@ -7,6 +7,7 @@ import logging
 
 import faust
 
+from .. import metrics
 from ..config import Settings
 from .app import create_app
 from .kafka import ensure_topics
@@ -19,4 +20,8 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     app = create_app(settings)
     if created:
         logging.getLogger("cyberjurors").info("created topics: %s", ", ".join(created))
+    if settings.metrics_port:
+        # one endpoint for both: our metrics and Faust's sensor share the default registry
+        metrics.instrument_faust(app)
+        metrics.serve(settings.metrics_port, settings.metrics_host)
     faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from ...config import Settings
+from ...metrics import PriceTable
 from ..llm import LLM, GuardedLLM
 
 
 def build_llm(settings: Settings) -> GuardedLLM:
-    """The configured backend, wrapped with the concurrency cap, rate limit and call log."""
+    """The configured backend, wrapped with the concurrency cap, rate limit, call log and metrics."""
     backend: LLM
     match settings.backend:
         case "anthropic":
@@ -22,4 +23,5 @@ def build_llm(settings: Settings) -> GuardedLLM:
             from .offline import OfflineLLM
 
             backend = OfflineLLM(latency_s=settings.offline_latency_s)
-    return GuardedLLM(backend, settings.llm_concurrency, settings.llm_tokens_per_minute, settings.llm_call_log)
+    return GuardedLLM(backend, settings.llm_concurrency, settings.llm_tokens_per_minute, settings.llm_call_log,
+                      PriceTable(settings.llm_prices))

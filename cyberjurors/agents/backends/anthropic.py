@@ -7,7 +7,8 @@ frames. The reply is constrained to the output type's JSON schema (``output_conf
 
 Retries with backoff on 408/409/429/5xx/529 (honouring ``retry-after``/``retry-after-ms``) and
 timeouts are the SDK's own, set from ``llm_max_retries`` and ``llm_timeout_s``; what still fails
-becomes an ``LLMError`` with a short kind.
+becomes an ``LLMError`` with a short kind. The SDK's middleware runs once per HTTP attempt with
+the attempt's retry count, which is how ``cyberjurors_llm_retries_total`` counts its retries.
 
 Why ``messages.create`` and not ``messages.parse``: ``parse`` validates the reply inside the HTTP
 call and raises a bare pydantic error, which drops ``stop_reason``, so a refusal or a reply cut
@@ -19,11 +20,13 @@ reply is checked in order: stop reason, then JSON, then the schema.
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import anthropic
 import pydantic
 from anthropic.types import Message
 
+from ... import metrics
 from ...config import Settings
 from ...schemas import Usage
 from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
@@ -72,6 +75,14 @@ def invalid(output_type: type, error: pydantic.ValidationError) -> str:
     return f"reply is not a valid {output_type.__name__}: {where}: {first['msg']} ({error.error_count()} errors)"
 
 
+async def count_retries(request: anthropic.APIRequest, call_next: anthropic.AsyncCallNext) -> Any:
+    """SDK middleware: invoked inside the SDK's retry loop, once per attempt; an attempt with
+    ``retries_taken`` > 0 is a retry (the same number the SDK sends as ``x-stainless-retry-count``)."""
+    body = request.json if isinstance(request.json, dict) else {}
+    metrics.record_retry("anthropic", str(body.get("model", "")), request.retries_taken)
+    return await call_next(request)
+
+
 class AnthropicLLM:
     backend = "anthropic"
 
@@ -81,7 +92,8 @@ class AnthropicLLM:
     @classmethod
     def from_settings(cls, settings: Settings) -> "AnthropicLLM":
         return cls(anthropic.AsyncAnthropic(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url,
-                                            timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries))
+                                            timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries,
+                                            middleware=[count_retries]))
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         try:

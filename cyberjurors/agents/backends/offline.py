@@ -76,6 +76,7 @@ def first_sentence(text: str) -> str:
 
 class OfflineLLM:
     backend = "offline"
+    model_label = "offline"  # whatever model was asked for, this answered (metrics label)
 
     def __init__(self, latency_s: float = 0.0):
         self.latency_s = latency_s

@@ -7,21 +7,29 @@ across jurors. Images go as ``image_url`` parts with ``data:`` URLs, each preced
 ``chat.completions.parse`` sends ``response_format`` = strict ``json_schema`` built from the
 output type and parses the reply; it raises on ``finish_reason`` "length"/"content_filter".
 Retries and timeouts are the SDK's own; failures become ``LLMError`` with the same kinds as the
-``anthropic`` backend.
+``anthropic`` backend. This SDK has no middleware: a request event hook on its HTTP client reads
+the ``x-stainless-retry-count`` header the SDK puts on every attempt, so
+``cyberjurors_llm_retries_total`` counts its retries.
 """
 
 from __future__ import annotations
 
 import base64
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
 import openai
 import pydantic
 from openai.types import CompletionUsage
 
+from ... import metrics
 from ...config import Settings
 from ...schemas import Usage
 from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
 from .anthropic import invalid, status_kind
+
+if TYPE_CHECKING:
+    import httpx2  # the SDK's HTTP client library
 
 
 def content_parts(parts: list[Part]) -> list[dict]:
@@ -41,6 +49,20 @@ def usage_of(usage: CompletionUsage | None) -> Usage:
                  cache_read_tokens=cached)
 
 
+# the model of the call in progress, for the retry hook (the hook sees only the HTTP request)
+_calling: ContextVar[str] = ContextVar("openai_calling_model", default="")
+
+
+async def count_retries(request: httpx2.Request) -> None:
+    """httpx request hook: the SDK numbers its attempts in ``x-stainless-retry-count``; any
+    attempt after the first is a retry."""
+    try:
+        retries_taken = int(request.headers.get("x-stainless-retry-count", "0"))
+    except ValueError:
+        return
+    metrics.record_retry("openai", _calling.get(), retries_taken)
+
+
 class OpenAICompatibleLLM:
     backend = "openai"
 
@@ -51,9 +73,12 @@ class OpenAICompatibleLLM:
     def from_settings(cls, settings: Settings) -> "OpenAICompatibleLLM":
         return cls(openai.AsyncOpenAI(base_url=settings.openai_base_url,
                                       api_key=settings.openai_api_key or "not-needed",  # local servers need none
-                                      timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries))
+                                      timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries,
+                                      http_client=openai.DefaultAsyncHttpxClient(
+                                          event_hooks={"request": [count_retries]})))
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        calling = _calling.set(request.model)
         try:
             completion = await self.client.chat.completions.parse(
                 model=request.model,
@@ -76,6 +101,8 @@ class OpenAICompatibleLLM:
             raise LLMError("refused", "openai: finish_reason content_filter") from e
         except pydantic.ValidationError as e:
             raise LLMError("invalid_output", f"openai: {invalid(output_type, e)}") from e
+        finally:
+            _calling.reset(calling)
 
         message = completion.choices[0].message if completion.choices else None
         if message is not None and message.refusal:

@@ -18,6 +18,7 @@ Answer = Callable[[LLMRequest, type[BaseModel]], BaseModel | Awaitable[BaseModel
 class ScriptedLLM:
     answer: Answer
     backend: str = "scripted"
+    model_label: str = "scripted"
     calls: list[LLMRequest] = field(default_factory=list)
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 from ...config import Settings
+from ...metrics import PRECEDENT_RETRIEVAL
 from ...schemas import DisputeCase, Focus, Precedents
 from ..personas import Persona
 from .embeddings import Embedder, load_embedder
@@ -67,7 +69,11 @@ class PrecedentBase:
             index, matcher = await self.open()
         except PrecedentError as err:  # e.g. model_mismatch: stated on every verdict until fixed
             return failed(case.case_id, err)
-        return await retrieve(case, focus, index, matcher, self.settings)
+        started = time.perf_counter()  # the search itself, not the one-off opening above
+        try:
+            return await retrieve(case, focus, index, matcher, self.settings)
+        finally:
+            PRECEDENT_RETRIEVAL.observe(time.perf_counter() - started)
 
     async def close(self) -> None:
         if self._opened is not None:
