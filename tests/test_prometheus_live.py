@@ -50,8 +50,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("prometheus") is None,
                        reason="prometheus not installed: `make test` installs Debian's prometheus package "
                               "(apt-get install prometheus, as root)"),
-    pytest.mark.skipif("metrics_port" not in Settings.model_fields,
-                       reason="the workers have no metrics endpoint yet (setting metrics_port, issue 4)"),
 ]
 
 # Grafana's variables, as the dashboards would send them for the last few minutes.
@@ -64,7 +62,7 @@ GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__range": "5m", "$__interval": 
 # produce one (say, a future panel on Elasticsearch-only metrics), its query goes here, with why.
 MAY_BE_EMPTY: dict[str, str] = {}
 
-LOCAL_ONLY = {"metrics_host": "127.0.0.1"} if "metrics_host" in Settings.model_fields else {}
+LOCAL_ONLY = {"metrics_host": "127.0.0.1"}
 FAST = {"retry-after-ms": "5"}  # the SDK retries after 5 ms instead of its 0.5 s backoff
 FOCUS = {"focus": "Was the shirt's seam torn when it arrived?", "buyer_claims": ["the seam was torn on arrival"],
          "seller_claims": ["the shirt left the warehouse intact"]}
