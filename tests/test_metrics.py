@@ -23,18 +23,13 @@ from cyberjurors.agents.backends.openai import OpenAICompatibleLLM
 from cyberjurors.agents.llm import GuardedLLM, LLMError, LLMRequest, LLMResult, TextPart
 from cyberjurors.config import Settings, TokenPrices
 from cyberjurors.schemas import BallotDraft, CaseFile, DeadLetter, OutcomeReported, Selection, Usage, Verdict
+from cyberjurors.streams.broker import free_port
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
 from .conftest import EXAMPLES, calls, read_topic, worker_process
 from .messages_server import Reply, ScriptedServer, anthropic_message, chat_completion
 
 Samples = dict[tuple[str, frozenset], float]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port: int) -> Samples:

@@ -85,6 +85,26 @@ async def test_jurors_with_different_personas_get_different_subsets_of_the_same_
     assert len({tuple(sorted(m)) for m in memory.values()}) >= 4  # the jury does not all hold one subset
 
 
+async def test_persona_matcher_embeds_each_rule_once(embedder):
+    encoded: list[str] = []
+
+    class Counting:
+        name, dims = embedder.name, embedder.dims
+
+        def encode(self, texts):
+            encoded.extend(texts)
+            return embedder.encode(texts)
+
+    pool = [PrecedentRef(id=f"g-{i}", kind="guideline", version=1, text=rule, category=cat, favours=fav,
+                         score=1.0, rank=i + 1) for i, (cat, fav, rule) in enumerate(RULES)]
+    matcher = PersonaMatcher(load_personas(5), Counting())
+    encoded.clear()
+    first = matcher.memory(pool[:8], k=3)
+    assert matcher.memory(pool[:8], k=3) == first and len(encoded) == 8  # the next case with the same pool
+    matcher.memory(pool[4:], k=3)
+    assert len(encoded) == 12  # only the four rules not seen before
+
+
 async def test_retrieval_fills_pool_and_memory_and_widens_on_cold_start(tmp_path, embedder, case):
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
     await index.upsert([Document.of_guideline(guideline(i, c, f, r)) for i, (c, f, r) in enumerate(RULES)])

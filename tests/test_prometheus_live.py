@@ -25,7 +25,6 @@ import contextlib
 import json
 import math
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -37,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.streams.broker import free_port
 from cyberjurors.schemas import Verdict
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
@@ -67,12 +67,6 @@ FAST = {"retry-after-ms": "5"}  # the SDK retries after 5 ms instead of its 0.5 
 FOCUS = {"focus": "Was the shirt's seam torn when it arrived?", "buyer_claims": ["the seam was torn on arrival"],
          "seller_claims": ["the shirt left the warehouse intact"]}
 NO_MORE_EVIDENCE = {"evidence_id": None, "reason": "nothing left that bears on the focus"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def substitute(expr: str) -> str:

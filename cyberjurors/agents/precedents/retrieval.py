@@ -50,14 +50,23 @@ def to_ref(hit: Hit) -> PrecedentRef:
 class PersonaMatcher:
     """Φ(P_k, N_j): cosine between each juror's persona and each guideline, both embedded."""
 
-    def __init__(self, personas: Sequence[Persona], embedder: Embedder):
+    def __init__(self, personas: Sequence[Persona], embedder: Embedder, cache_size: int = 10_000):
         self.embedder = embedder
         self.vectors = embedder.encode([p.card() for p in personas])
+        # the same guidelines come back case after case: embed each rule text once, not per case
+        self._rules: dict[str, np.ndarray] = {}
+        self._cache_size = cache_size
 
     def memory(self, guidelines: list[PrecedentRef], k: int) -> dict[int, list[str]]:
         if not guidelines or k == 0:
             return {}
-        match = self.vectors @ self.embedder.encode([g.text for g in guidelines]).T  # jurors x guidelines
+        new = list(dict.fromkeys(g.text for g in guidelines if g.text not in self._rules))
+        if new:
+            if len(self._rules) + len(new) > self._cache_size:
+                self._rules.clear()
+            self._rules.update(zip(new, self.embedder.encode(new)))
+        rules = np.stack([self._rules[g.text] for g in guidelines])
+        match = self.vectors @ rules.T  # jurors x guidelines
         top = np.argsort(-match, axis=1, kind="stable")[:, :k]
         return {juror: [guidelines[j].id for j in row] for juror, row in enumerate(top.tolist())}
 
