@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-Role = Literal["focus", "select", "perceive", "juror", "summary", "distil"]
+Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate"]
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
@@ -88,6 +88,7 @@ class Settings(BaseSettings):
     model_juror: str | None = None
     model_summary: str | None = None
     model_distil: str | None = None
+    model_advocate: str | None = None
     juror_models: list[str] = Field(default_factory=list, description="spread jurors over these models")
     max_output_tokens: int = 2048
     llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")
@@ -118,9 +119,32 @@ class Settings(BaseSettings):
     # --- Method (paper defaults) -----------------------------------------------------------
     jurors: int = Field(17, ge=1, description="N")
     rounds: int = Field(3, ge=1, description="T, discussion rounds")
-    max_select_steps: int = Field(3, ge=1, description="T_max, select-perceive steps per party")
+    focus_stage: bool = Field(True, description="stage I, focus extraction; off = jurors read the raw case")
+    max_select_steps: int = Field(
+        3, ge=0, description="T_max, select-perceive steps per party; 1 = SR-CoT's single-step selection; "
+                             "0 = stage II off: jurors get every item at once, media attached (passive perception)"
+    )
+    passive_frames_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
     memory_k: int = Field(3, ge=0, description="K, guidelines per juror memory (read once precedents land)")
     early_stop: float = Field(0.8, gt=0.5, le=1.0, description="delta, majority share that ends deliberation")
+    early_stopping: bool = Field(True, description="off = always deliberate all T rounds")
+    round_summary: bool = Field(
+        True, description="F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
+                          "and the verdict's justification is the majority's first ballot"
+    )
+    social_graph: Literal["small_world", "complete"] = Field(
+        "small_world", description="who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
+    )
+    verdict_rules: bool = Field(True, description="the platform's verdict rules in the juror prompt (+Rules)")
+    verdict_rules_file: Path | None = Field(None, description="your platform's rules; default: the packaged ones")
+    deliberation: Literal["jury", "court"] = Field(
+        "jury", description="jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
+    )
+    court_rounds: int = Field(2, ge=1, description="debate turns per advocate (deliberation=court)")
+    per_juror_stages: bool = Field(
+        False, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
+    )
+    prompt_caching: bool = Field(True, description="mark the per-case shared prefix cacheable at the provider")
     warm_cache_first: bool = Field(
         True, description="in round 1, one juror runs before the others so they read the cached case prefix"
     )
@@ -186,6 +210,11 @@ class Settings(BaseSettings):
         if self.llm_backend != "auto":
             return self.llm_backend
         return "anthropic" if self.anthropic_api_key else "offline"
+
+    @property
+    def clue_localization(self) -> bool:
+        """Stage II runs (it needs stage I's focus); off, jurors get every item at once, media attached."""
+        return self.focus_stage and self.max_select_steps > 0
 
     def model_for(self, role: Role, juror_index: int | None = None) -> str:
         if role == "juror" and juror_index is not None and self.juror_models:

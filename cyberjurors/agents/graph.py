@@ -33,3 +33,8 @@ def small_world(n: int, out_degree: int = 4, rewire_p: float = 0.2, seed: int = 
                     follows[i] = rng.choice(candidates)
         following[juror] = tuple(sorted(follows))
     return SocialGraph(following)
+
+
+def complete(n: int) -> SocialGraph:
+    """Everyone follows everyone: ChatEval's simultaneous-talk debate."""
+    return SocialGraph({k: tuple(j for j in range(n) if j != k) for k in range(n)})

@@ -18,6 +18,8 @@ from ..schemas import (
     Ballot,
     BallotDraft,
     CaseFile,
+    Clue,
+    Focus,
     JuryRound,
     PrecedentRef,
     RoundSummary,
@@ -27,8 +29,11 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
-from .graph import SocialGraph, small_world
-from .llm import LLM, LLMRequest, TextPart, gather_all
+from .court import run_court
+from .focus import extract_focus
+from .graph import SocialGraph, complete, small_world
+from .llm import LLM, LLMRequest, Part, TextPart, gather_all
+from .perception import localize_clues, passive_evidence
 from .personas import Persona, load_personas
 from .tasks import JurorTask, SummaryTask
 
@@ -44,7 +49,8 @@ class Jury:
     def from_settings(cls, settings: Settings) -> "Jury":
         return cls(
             personas=load_personas(settings.jurors, settings.personas_file, settings.graph_seed),
-            graph=small_world(settings.jurors, settings.graph_out_degree, settings.graph_rewire_p, settings.graph_seed),
+            graph=complete(settings.jurors) if settings.social_graph == "complete" else
+            small_world(settings.jurors, settings.graph_out_degree, settings.graph_rewire_p, settings.graph_seed),
         )
 
     def __len__(self) -> int:
@@ -58,52 +64,91 @@ def memory_for(juror: int, case_file: CaseFile) -> list[PrecedentRef]:
 
 
 async def run_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> tuple[JuryRound, Usage]:
+    if settings.deliberation == "court":
+        return await run_court(case_file, llm, settings)
     round_no = len(case_file.rounds) + 1
     previous = case_file.rounds[-1] if case_file.rounds else None
-    ballot = lambda juror: _ballot(juror, round_no, previous, case_file, jury, llm, settings)  # noqa: E731
+    media = [] if settings.clue_localization else (await passive_evidence(case_file.case, settings))[0]
+    ballot = lambda juror: _ballot(juror, round_no, previous, case_file, media, jury, llm, settings)  # noqa: E731
     # A provider's prompt cache is readable only once the first call that writes it has answered:
     # 17 simultaneous first-round calls would each pay to write the same case prefix.
     first = [await ballot(0)] if round_no == 1 and settings.warm_cache_first and len(jury) > 1 else []
     results = first + await gather_all(*(ballot(j) for j in range(len(first), len(jury))))
     ballots = [b for b, _ in results]
     usage = sum((u for _, u in results), Usage())
-    summary, summary_usage = await _summarize(case_file, round_no, ballots, jury, llm, settings)
+    if settings.round_summary and len(jury) > 1:
+        summary, summary_usage = await _summarize(case_file, round_no, ballots, jury, llm, settings)
+    else:
+        summary, summary_usage = tally(round_no, ballots), Usage()
     return JuryRound(round=round_no, ballots=ballots, summary=summary), usage + summary_usage
 
 
+def case_stages(case_file: CaseFile) -> tuple[Focus | None, list[Clue] | None]:
+    """O_I and O_II as the jurors see them; clues None means stage II was off (media attached)."""
+    return case_file.focus, case_file.clues.all() if case_file.clues is not None else None
+
+
+async def own_stages(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[Focus | None, list[Clue] | None, Usage]:
+    """The naive configuration (``per_juror_stages``): a juror that shares nothing re-runs stages I-II."""
+    focus, usage = await extract_focus(case_file.case, llm, settings) if settings.focus_stage else (None, Usage())
+    if focus is None or not settings.clue_localization:
+        return focus, None, usage
+    chain, clue_usage, _ = await localize_clues(case_file.case, focus, llm, settings)
+    return focus, chain.all(), usage + clue_usage
+
+
 async def _ballot(
-    juror: int, round_no: int, previous: JuryRound | None, case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings
+    juror: int, round_no: int, previous: JuryRound | None, case_file: CaseFile, media: list[Part], jury: Jury,
+    llm: LLM, settings: Settings,
 ) -> tuple[Ballot, Usage]:
-    assert case_file.focus is not None and case_file.clues is not None
+    if settings.per_juror_stages:
+        focus, clues, usage = await own_stages(case_file, llm, settings)
+    else:
+        (focus, clues), usage = case_stages(case_file), Usage()
     persona = jury.personas[juror]
     memory = memory_for(juror, case_file)
     neighbours = [previous.ballots[j] for j in jury.graph.neighbours(juror)] if previous else []
-    summary = previous.summary if previous else None
+    summary = previous.summary if previous and settings.round_summary else None
     model = settings.model_for("juror", juror)
     request = LLMRequest(
         role="juror",
         model=model,
-        system=prompts.JUROR_SYSTEM,
-        shared=[TextPart(prompts.case_prefix(case_file.case, case_file.focus, case_file.clues.all(),
-                                             case_file.precedents.cases if case_file.precedents else []))],
+        system=prompts.with_rules(prompts.JUROR_SYSTEM, rules(settings)),
+        shared=[TextPart(prompts.case_prefix(case_file.case, focus, clues,
+                                             case_file.precedents.cases if case_file.precedents else [])), *media],
         prompt=[TextPart(prompts.juror_prompt(
             persona.card(), memory, round_no,
             [(jury.personas[b.juror].name, b.vote, b.justification) for b in neighbours],
             summary.summary if summary else None,
+            precedents=settings.precedent_backend != "none",
         ))],
-        task=JurorTask(case_file.case, case_file.focus, case_file.clues.all(), juror, persona, memory, round_no,
-                       neighbours, summary),
+        task=JurorTask(case_file.case, focus, clues, juror, persona, memory, round_no, neighbours, summary),
         case_id=case_file.case_id,
         max_output_tokens=settings.max_output_tokens,
     )
     result = await llm.generate(request, BallotDraft)
+    usage += result.usage
     draft = result.output
     # a juror can only rely on guidelines it was given; anything else it names is dropped
     known = {g.id: g.ref for g in memory}
     cited = [known[g.split("@")[0]] for g in draft.cited_guidelines if g.split("@")[0] in known]
     ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=list(dict.fromkeys(cited)),
                     juror=juror, round=round_no, model=result.model)
-    return ballot, result.usage
+    return ballot, usage
+
+
+def rules(settings: Settings) -> str | None:
+    return prompts.verdict_rules(settings.verdict_rules_file) if settings.verdict_rules else None
+
+
+def tally(round_no: int, ballots: list[Ballot]) -> RoundSummary:
+    """A round without F_sum (one juror, or summaries off): the count, and the majority's first reasons."""
+    votes = Votes(buyer=sum(b.vote == "buyer" for b in ballots), seller=sum(b.vote == "seller" for b in ballots))
+    lead = next(b for b in ballots if b.vote == votes.winner)
+    side = lambda party: [b.justification for b in ballots if b.vote == party][:3]  # noqa: E731
+    return RoundSummary(summary=lead.justification if len(ballots) == 1 else
+                        f"{votes.buyer} for the buyer, {votes.seller} for the seller. {lead.justification}",
+                        buyer_arguments=side("buyer"), seller_arguments=side("seller"), round=round_no, votes=votes)
 
 
 async def _summarize(
@@ -132,7 +177,10 @@ def majority_share(votes: Votes) -> float:
 def is_settled(case_file: CaseFile, settings: Settings) -> bool:
     if not case_file.rounds:
         return False
-    return len(case_file.rounds) >= settings.rounds or majority_share(case_file.rounds[-1].votes) >= settings.early_stop
+    if settings.deliberation == "court":  # the judge rules once
+        return True
+    early = settings.early_stopping and majority_share(case_file.rounds[-1].votes) >= settings.early_stop
+    return len(case_file.rounds) >= settings.rounds or early
 
 
 def verdict_id(case_file: CaseFile) -> str:
@@ -162,7 +210,7 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
         votes=votes,
         margin=abs(votes.seller - votes.buyer),
         rounds_used=len(case_file.rounds),
-        early_stopped=len(case_file.rounds) < settings.rounds,
+        early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds,
         justification=final.summary.summary,
         cited_clues=cited_clues,
         cited_precedents=[g for g, _ in guidelines.most_common()],

@@ -8,7 +8,7 @@ until the selector says nothing left is relevant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..config import Settings
 from ..schemas import Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
@@ -111,3 +111,28 @@ async def _media_parts(item: EvidenceItem, settings: Settings) -> tuple[list[Par
         frames = await sample_frames(item.media, settings)
         return [f.image for f in frames], frames
     return [], []
+
+
+async def passive_evidence(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str]]:
+    """Stage II switched off: every photo and a few frames of every video, labelled with their
+    evidence ids, for the jurors to read all at once (one-time passive perception, as a
+    multimodal model given the whole case would). Returns the parts and the items that could
+    not be read."""
+
+    async def one(item: EvidenceItem, party: Party) -> list[Part]:
+        where = f"evidence {item.id} ({party}, {item.kind})"
+        if item.kind == "image":
+            return [replace(await load_image(item.media, settings), label=where)]  # type: ignore[arg-type]
+        frames = await sample_frames(item.media, settings, settings.passive_frames_per_video)  # type: ignore[arg-type]
+        return [replace(f.image, label=f"{where} {f.image.label}") for f in frames]
+
+    parts: list[Part] = []
+    problems: list[str] = []
+    for item in case.items():
+        if item.kind == "text" or item.media is None:
+            continue
+        try:
+            parts += await one(item, case.party_of(item.id))
+        except MediaUnreadable as err:
+            problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
+    return parts, problems

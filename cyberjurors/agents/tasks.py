@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..schemas import Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, PrecedentRef, RoundSummary
+from ..schemas import Argument, Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, PrecedentRef, RoundSummary
 from .media import Frame
 from .personas import Persona
 
@@ -40,8 +40,9 @@ class PerceiveTask:
 @dataclass(frozen=True)
 class JurorTask:
     case: DisputeCase
-    focus: Focus
-    clues: list[Clue]
+    focus: Focus | None
+    clues: list[Clue] | None
+    """None: stage II did not run, the juror saw every item at once."""
     juror: int
     persona: Persona
     memory: list[PrecedentRef]
@@ -55,3 +56,21 @@ class SummaryTask:
     case: DisputeCase
     round: int
     ballots: list[Ballot]
+
+
+@dataclass(frozen=True)
+class AdvocateTask:
+    case: DisputeCase
+    focus: Focus | None
+    clues: list[Clue] | None
+    party: Party
+    turn: int
+    debate: list[Argument]
+
+
+@dataclass(frozen=True)
+class JudgeTask:
+    case: DisputeCase
+    focus: Focus | None
+    clues: list[Clue] | None
+    debate: list[Argument]

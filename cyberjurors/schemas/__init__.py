@@ -23,6 +23,8 @@ from .events import (
     dispute_event,
 )
 from .reasoning import (
+    Argument,
+    ArgumentDraft,
     Ballot,
     BallotDraft,
     CaseFile,

@@ -67,7 +67,19 @@ class RoundSummaryDraft(Record):
     seller_arguments: list[str]
 
 
+class ArgumentDraft(Record):
+    """One advocate's turn in a court debate (the AgentsCourt-style reference baseline)."""
+
+    statement: str = Field(description="the argument for your party, answering the other side's last turn")
+    cited_evidence: list[str] = Field(default_factory=list, description="evidence ids the argument rests on")
+
+
 # --- records -----------------------------------------------------------------------------
+
+
+class Argument(ArgumentDraft):
+    party: Party
+    turn: int
 
 
 class Usage(Record):

@@ -29,13 +29,12 @@ from pydantic import ValidationError
 from .. import metrics
 from ..agents import intake
 from ..agents.backends import build_llm
-from ..agents.focus import extract_focus
-from ..agents.jury import Jury, decide, is_settled, run_round
-from ..agents.llm import LLM, LLMError, gather_all
+from ..agents import stages
+from ..agents.jury import Jury, decide, is_settled
+from ..agents.llm import LLM, LLMError
 from ..agents.precedents import learning
 from ..agents.precedents.models import PrecedentError
 from ..agents.precedents.store import PrecedentBase
-from ..agents.perception import localize_clues
 from ..config import Settings
 from ..schemas import CaseFile, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict
 from .kafka import faust_broker_url, faust_credentials
@@ -194,20 +193,10 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         await hand_on(result, stage, out)
 
     async def stage_focus(case_file: CaseFile) -> CaseFile:
-        focus, usage = await extract_focus(case_file.case, llm, settings)
-        return case_file.model_copy(update={"focus": focus, "usage": {**case_file.usage, "focus": usage}})
+        return await stages.focus_stage(case_file, llm, settings)
 
     async def stage_clues(case_file: CaseFile) -> CaseFile:
-        assert case_file.focus is not None
-        (chain, usage, problems), found = await gather_all(
-            localize_clues(case_file.case, case_file.focus, llm, settings),
-            precedents.retrieve(case_file.case, case_file.focus),
-        )
-        if found.problem:
-            problems = [*problems, found.problem]
-        return case_file.model_copy(update={"clues": chain, "precedents": found,
-                                            "problems": [*case_file.problems, *problems],
-                                            "usage": {**case_file.usage, "perception": usage}})
+        return await stages.clue_stage(case_file, llm, settings, precedents)
 
     @app.task
     async def open_precedent_base() -> None:
@@ -231,10 +220,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     # --- stages III and IV, round by round, then the verdict -----------------------------
 
     async def next_round(case_file: CaseFile) -> CaseFile:
-        jury_round, usage = await run_round(case_file, jury, llm, settings)
-        total = case_file.usage.get("jury")
-        return case_file.model_copy(update={"rounds": [*case_file.rounds, jury_round],
-                                            "usage": {**case_file.usage, "jury": total + usage if total else usage}})
+        return await stages.jury_round(case_file, jury, llm, settings)
 
     async def publish_verdict(event: faust.EventT) -> None:
         case_file = CaseFile.model_validate_json(event.value)

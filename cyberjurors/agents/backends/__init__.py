@@ -22,6 +22,6 @@ def build_llm(settings: Settings) -> GuardedLLM:
         case _:
             from .offline import OfflineLLM
 
-            backend = OfflineLLM(latency_s=settings.offline_latency_s)
+            backend = OfflineLLM(latency_s=settings.offline_latency_s, prompt_caching=settings.prompt_caching)
     return GuardedLLM(backend, settings.llm_concurrency, settings.llm_tokens_per_minute, settings.llm_call_log,
                       PriceTable(settings.llm_prices))

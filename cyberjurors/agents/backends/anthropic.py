@@ -55,9 +55,9 @@ def blocks(parts: list[Part]) -> list[dict]:
             for part in with_labels(parts)]
 
 
-def user_content(request: LLMRequest) -> list[dict]:
+def user_content(request: LLMRequest, cache: bool = True) -> list[dict]:
     shared = blocks(request.shared)
-    if shared:
+    if shared and cache:
         shared[-1]["cache_control"] = CACHE
     return [*shared, *blocks(request.prompt)]
 
@@ -86,14 +86,15 @@ async def count_retries(request: anthropic.APIRequest, call_next: anthropic.Asyn
 class AnthropicLLM:
     backend = "anthropic"
 
-    def __init__(self, client: anthropic.AsyncAnthropic):
+    def __init__(self, client: anthropic.AsyncAnthropic, prompt_caching: bool = True):
         self.client = client
+        self.prompt_caching = prompt_caching
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "AnthropicLLM":
         return cls(anthropic.AsyncAnthropic(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url,
                                             timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries,
-                                            middleware=[count_retries]))
+                                            middleware=[count_retries]), settings.prompt_caching)
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         try:
@@ -101,7 +102,7 @@ class AnthropicLLM:
                 model=request.model,
                 max_tokens=request.max_output_tokens,
                 system=[{"type": "text", "text": request.system}],
-                messages=[{"role": "user", "content": user_content(request)}],
+                messages=[{"role": "user", "content": user_content(request, self.prompt_caching)}],
                 output_config={"format": {"type": "json_schema", "schema": anthropic.transform_schema(output_type)}},
             )
         except anthropic.APITimeoutError as e:  # before APIConnectionError: it is a subclass

@@ -15,12 +15,13 @@ import re
 
 from pydantic import BaseModel
 
-from ...schemas import Ballot, BallotDraft, Clue, Focus, Perception, RoundSummaryDraft, Selection, Usage
+from ...schemas import (ArgumentDraft, Ballot, BallotDraft, Clue, DisputeCase, Focus, Perception, RoundSummaryDraft,
+                         Selection, Usage)
 from ..llm import LLMError, LLMRequest, LLMResult, T, TextPart
 from ..precedents.distill import (DISPUTE_TYPES, OTHER, DistillTask, GuidelineDraft, GuidelineDrafts,
                                   case_dispute_type, party_statements)
 from ..safety import without_instructions
-from ..tasks import FocusTask, JurorTask, PerceiveTask, SelectTask, SummaryTask
+from ..tasks import AdvocateTask, FocusTask, JudgeTask, JurorTask, PerceiveTask, SelectTask, SummaryTask
 
 LABEL = "[offline stand-in]"
 BUYER_CUES = (
@@ -74,12 +75,20 @@ def first_sentence(text: str) -> str:
     return (re.split(r"(?<=[.!?])\s", clean, maxsplit=1)[0] if clean else "")[:200]
 
 
+def read_everything(case: DisputeCase) -> list[Clue]:
+    """Every item as a pseudo-clue with its lexical leaning: the stand-in's passive reading."""
+    return [Clue(id=item.id, party=case.party_of(item.id), step=0, evidence_id=item.id, evidence_kind=item.kind,
+                 selection_reason="read with everything else", clue=(item.text or "")[:200], assessment="",
+                 leaning=leaning(item.text or "")) for item in case.items()]
+
+
 class OfflineLLM:
     backend = "offline"
     model_label = "offline"  # whatever model was asked for, this answered (metrics label)
 
-    def __init__(self, latency_s: float = 0.0):
+    def __init__(self, latency_s: float = 0.0, prompt_caching: bool = True):
         self.latency_s = latency_s
+        self.prompt_caching = prompt_caching
         self._cached_prefixes: set[str] = set()
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
@@ -114,6 +123,10 @@ class OfflineLLM:
                                   leaning=lean, frames=[])
             case JurorTask():
                 return self._ballot(task)
+            case AdvocateTask():
+                return self._argue(task)
+            case JudgeTask():
+                return self._judge(task)
             case SummaryTask(round=round_no, ballots=ballots):
                 return self._summary(round_no, ballots)
             case DistillTask():
@@ -136,8 +149,13 @@ class OfflineLLM:
         p = task.persona
         weight = lambda c: VISUAL_WEIGHT[p.visual_attention] if c.evidence_kind != "text" else 1.0  # noqa: E731
         sign = {"buyer": 1.0, "seller": -1.0, "neutral": 0.0}
-        # squashed so that a pile of clues cannot drown persona and peers: real juries split
-        evidence = math.tanh(sum(sign[c.leaning] * weight(c) for c in task.clues) / 2)
+        if task.clues is None:  # stage II off: every item read at once, and with less care
+            clues = read_everything(task.case)
+            evidence = math.tanh(sum(sign[c.leaning] * weight(c) for c in clues) / 4)
+        else:
+            clues = task.clues
+            # squashed so that a pile of clues cannot drown persona and peers: real juries split
+            evidence = math.tanh(sum(sign[c.leaning] * weight(c) for c in clues) / 2)
         prior = SELLER_EXPERIENCE_PRIOR[p.seller_experience] + STRICTNESS_PRIOR[p.rule_strictness]
         social = 0.0
         if task.neighbours:
@@ -146,25 +164,43 @@ class OfflineLLM:
             v = task.summary.votes
             social += 0.4 * (v.buyer - v.seller) / max(v.total, 1)
         # guidelines in memory that share words with the case pull toward the side they favour
-        case_words = words(" ".join([task.focus.focus, *(c.clue for c in task.clues)]))
+        case_words = words(" ".join([task.focus.focus if task.focus else task.case.metadata.dispute_reason,
+                                     *(c.clue for c in clues)]))
         relied = [g for g in task.memory if g.favours and len(words(g.text) & case_words) >= 2]
         precedent = sum(0.3 * (g.confidence or 0.5) * sign[g.favours] for g in relied)  # type: ignore[index]
         score = evidence + prior + social + precedent + 0.7 * jitter(task.case.case_id, task.juror, task.round)
         vote = "buyer" if score > 0 else "seller"
-        support = sorted((c for c in task.clues if c.leaning == vote), key=weight, reverse=True)[:2]
-        against = [c for c in task.clues if c.leaning not in (vote, "neutral")]
+        support = sorted((c for c in clues if c.leaning == vote), key=weight, reverse=True)[:2]
+        against = [c for c in clues if c.leaning not in (vote, "neutral")]
         cite = " ".join(f"[{c.id}]" for c in support) or "no decisive clue"
         return BallotDraft(
             conflicts=[f"[{c.id}] supports the {c.leaning}" for c in against][:3],
-            buyer_conflicts=[f"[{c.id}]" for c in task.clues if c.leaning == "seller"][:3],
-            seller_conflicts=[f"[{c.id}]" for c in task.clues if c.leaning == "buyer"][:3],
+            buyer_conflicts=[f"[{c.id}]" for c in clues if c.leaning == "seller"][:3],
+            seller_conflicts=[f"[{c.id}]" for c in clues if c.leaning == "buyer"][:3],
             vote=vote,
             justification=f"{LABEL} {p.name} votes {vote}: lexical evidence score {evidence:+.1f}, "
                           f"persona prior {prior:+.2f}, peers {social:+.2f}, guidelines {precedent:+.2f}; "
                           f"relies on {cite}.",
-            cited_clues=[c.id for c in support],
+            cited_clues=[c.id for c in support] if task.clues is not None else [],
             cited_guidelines=[g.id for g in relied if g.favours == vote],
         )
+
+    def _argue(self, task: AdvocateTask) -> ArgumentDraft:
+        """Cites the items whose lexical cues favour its party; answers nothing, invents nothing."""
+        mine = [c for c in read_everything(task.case) if c.leaning == task.party][:3]
+        cited = " ".join(f"[{c.evidence_id}]" for c in mine) or "no item"
+        return ArgumentDraft(statement=f"{LABEL} for the {task.party}, turn {task.turn}: the items whose wording "
+                                       f"favours the {task.party} are {cited}.",
+                             cited_evidence=[c.evidence_id for c in mine])
+
+    def _judge(self, task: JudgeTask) -> BallotDraft:
+        """Counts the evidence each advocate could cite; ties go by a fixed per-case coin."""
+        cited = {p: len({e for a in task.debate if a.party == p for e in a.cited_evidence}) for p in ("buyer", "seller")}
+        score = cited["buyer"] - cited["seller"] + 0.5 * jitter(task.case.case_id, "judge")
+        vote = "buyer" if score > 0 else "seller"
+        return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote,
+                           justification=f"{LABEL} the judge rules for the {vote}: the buyer's advocate cited "
+                                         f"{cited['buyer']} items, the seller's {cited['seller']}.")
 
     def _summary(self, round_no: int, ballots: list[Ballot]) -> RoundSummaryDraft:
         side = lambda party: " ".join(f"[{c}]" for c in sorted({c for b in ballots if b.vote == party  # noqa: E731
@@ -185,6 +221,9 @@ class OfflineLLM:
         images = 800 * len(request.images())
         key = hashlib.sha256(shared.encode()).hexdigest()
         cached = key in self._cached_prefixes
+        if not self.prompt_caching:
+            return Usage(input_tokens=(len(prompt) + len(shared)) // 4 + images,
+                         output_tokens=len(answer.model_dump_json()) // 4)
         self._cached_prefixes.add(key)
         return Usage(
             input_tokens=len(prompt) // 4 + images,

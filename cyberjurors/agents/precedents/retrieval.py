@@ -29,10 +29,12 @@ log = logging.getLogger("cyberjurors.precedents")
 RETRYABLE = {"unreachable", "rate_limited", "timeout", "server_error"}
 
 
-def query_text(case: DisputeCase, focus: Focus) -> str:
+def query_text(case: DisputeCase, focus: Focus | None) -> str:
+    """Without stage I (ablations), the parties' first messages stand in for the focus and claims."""
     d = case.metadata
-    return " ".join([focus.focus, *focus.buyer_claims, *focus.seller_claims, d.product, d.dispute_reason,
-                     d.requested_remedy])
+    claims = ([focus.focus, *focus.buyer_claims, *focus.seller_claims] if focus else
+              [i.text or "" for p in ("buyer", "seller") for _, i in case.texts(p)[:2]])
+    return " ".join([*claims, d.product, d.dispute_reason, d.requested_remedy])
 
 
 def to_ref(hit: Hit) -> PrecedentRef:
@@ -77,7 +79,7 @@ def failed(case_id: str, err: PrecedentError) -> Precedents:
     return Precedents(coverage="none", problem=f"precedent retrieval failed ({err.kind}): {err}"[:500])
 
 
-async def retrieve(case: DisputeCase, focus: Focus, index: PrecedentIndex, matcher: PersonaMatcher,
+async def retrieve(case: DisputeCase, focus: Focus | None, index: PrecedentIndex, matcher: PersonaMatcher,
                    settings: Settings) -> Precedents:
     """Never raises for a retrieval failure: retries the retryable ones, then returns coverage
     'none' with the problem stated, so the case goes on without precedents."""

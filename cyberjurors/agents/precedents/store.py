@@ -62,7 +62,7 @@ class PrecedentBase:
                 self._opened = (index, matcher)
             return self._opened
 
-    async def retrieve(self, case: DisputeCase, focus: Focus) -> Precedents:
+    async def retrieve(self, case: DisputeCase, focus: Focus | None) -> Precedents:
         if not self.enabled:
             return Precedents(coverage="none")
         try:

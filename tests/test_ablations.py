@@ -1,0 +1,137 @@
+"""Each rung of the ablation ladder makes the calls its definition says, through the same stages
+the Faust app runs (``agents.stages``), and the naive cost configuration shares nothing."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cyberjurors.agents.backends.offline import OfflineLLM
+from cyberjurors.agents.backends.scripted import ScriptedLLM
+from cyberjurors.agents.llm import GuardedLLM, ImagePart
+from cyberjurors.agents.prompts import verdict_rules
+from cyberjurors.agents.stages import judge
+from cyberjurors.config import Settings
+from cyberjurors.evaluation.configs import ABLATIONS, LADDER, REFERENCES, select
+from cyberjurors.schemas import DisputeCase
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+RULES_MARK = verdict_rules().splitlines()[1][:60]
+
+
+def case(name: str) -> DisputeCase:
+    return DisputeCase.model_validate(json.loads((EXAMPLES / "cases" / name).read_text()))
+
+
+def base(**overrides) -> Settings:
+    return Settings(**{"llm_backend": "offline", "precedent_backend": "none", "media_root": EXAMPLES,
+                       "metrics_port": 0, **overrides})
+
+
+def recording(prompt_caching: bool = True) -> ScriptedLLM:
+    offline = OfflineLLM(prompt_caching=prompt_caching)
+    return ScriptedLLM(lambda request, output_type: offline._answer(request.task))
+
+
+async def run(key: str, dispute: DisputeCase, **overrides):
+    settings = ABLATIONS[key].settings(base(**overrides))
+    llm = recording()
+    verdict = await judge(dispute, llm, settings)
+    return verdict, llm, Counter(llm.roles())
+
+
+VIDEO_CASE = "digi-002-phone-cracked-screen.json"
+
+
+async def test_baseline_is_one_call_on_the_raw_case_with_the_media_attached():
+    dispute = case(VIDEO_CASE)
+    verdict, llm, roles = await run("baseline", dispute)
+    assert roles == {"juror": 1}
+    (call,) = llm.calls
+    images = [p for p in call.shared if isinstance(p, ImagePart)]
+    media = [i for i in dispute.items() if i.kind != "text"]
+    videos = sum(i.kind == "video" for i in media)
+    assert len(images) == len(media) - videos + 8 * videos  # every photo, 8 frames per video
+    assert all(p.label.startswith("evidence ") for p in images)
+    assert RULES_MARK not in call.system and "Dispute focus" not in call.shared[0].text
+    assert verdict.votes.total == 1 and verdict.rounds_used == 1 and not verdict.early_stopped
+
+
+async def test_rules_rung_adds_only_the_rules():
+    dispute = case(VIDEO_CASE)
+    _, baseline, _ = await run("baseline", dispute)
+    _, ruled, roles = await run("rules", dispute)
+    assert roles == {"juror": 1}
+    assert RULES_MARK in ruled.calls[0].system and RULES_MARK not in baseline.calls[0].system
+    assert ruled.calls[0].shared[0].text == baseline.calls[0].shared[0].text
+
+
+async def test_sr_cot_selects_once_per_party_and_iv_cot_iterates():
+    dispute = case("appl-002-airfryer-heater-fault.json")
+    sr, sr_llm, sr_roles = await run("sr-cot", dispute)
+    iv, iv_llm, iv_roles = await run("iv-cot", dispute)
+    assert sr_roles["focus"] == 1 and sr_roles["select"] == 2 and sr_roles["perceive"] == 2 and sr_roles["juror"] == 1
+    assert iv_roles["select"] > sr_roles["select"] and iv_roles["perceive"] > 2 and iv_roles["juror"] == 1
+    steps = Counter(c.party for c in iv.cited_clues)
+    assert max(c.step for c in iv.cited_clues) <= 3
+    # with stage II on, jurors read clues, not attached media
+    assert not [p for c in iv_llm.calls for p in c.shared if isinstance(p, ImagePart)] and steps
+    assert sr.votes.total == iv.votes.total == 1
+
+
+async def test_jury_rung_runs_seventeen_jurors_per_round_with_summaries():
+    verdict, llm, roles = await run("jury", case("appl-001-kettle-crack.json"))
+    assert verdict.votes.total == 17
+    assert roles["juror"] == 17 * verdict.rounds_used and roles["summary"] == verdict.rounds_used
+    assert verdict.early_stopped == (verdict.rounds_used < 3)
+
+
+async def test_agentscourt_two_advocates_then_one_judge():
+    verdict, llm, roles = await run("agentscourt", case(VIDEO_CASE))
+    assert roles == {"advocate": 4, "juror": 1}
+    parties = [c.task.party for c in llm.calls if c.role == "advocate"]
+    assert parties == ["buyer", "seller", "buyer", "seller"]
+    # each advocate answers the debate so far; the judge reads all four turns
+    assert [len(c.task.debate) for c in llm.calls] == [0, 1, 2, 3, 4]
+    assert verdict.votes.total == 1 and verdict.rounds_used == 1 and not verdict.early_stopped
+
+
+async def test_chateval_three_agents_two_rounds_everyone_reads_everyone_no_summariser():
+    verdict, llm, roles = await run("chateval", case("appl-001-kettle-crack.json"))
+    assert roles == {"juror": 6}  # no summary calls, no early stop
+    second = [c for c in llm.calls if c.task.round == 2]
+    assert len(second) == 3 and all(len(c.task.neighbours) == 2 and c.task.summary is None for c in second)
+    assert all("Summary of the whole jury" not in c.prompt[0].text for c in second)
+    assert verdict.votes.total == 3 and verdict.rounds_used == 2
+
+
+def test_precedent_rung_keeps_the_configured_precedent_backend_and_the_others_turn_it_off():
+    configured = base(precedent_backend="embedded")
+    assert ABLATIONS["precedent"].settings(configured).precedent_backend == "embedded"
+    assert all(a.settings(configured).precedent_backend == "none" for a in [*LADDER[:-1], *REFERENCES])
+
+
+def test_select_names_groups_and_rejects_unknown_keys():
+    assert [a.key for a in select("ladder")] == ["baseline", "rules", "sr-cot", "iv-cot", "jury", "precedent"]
+    assert len(select("all")) == 8 and [a.key for a in select("jury, baseline,jury")] == ["jury", "baseline"]
+    assert select(None)[0].key == "configured"
+    with pytest.raises(ValueError, match="unknown ablation 'judy'"):
+        select("judy")
+
+
+async def test_naive_configuration_reruns_stages_per_juror_and_pays_full_price():
+    dispute = case("appl-001-kettle-crack.json")
+    shared_settings = base(jurors=5, rounds=2, early_stopping=False)
+    naive_settings = base(jurors=5, rounds=2, early_stopping=False, per_juror_stages=True, prompt_caching=False)
+    # GuardedLLM counts the calls, as in the worker
+    shared_llm, naive_llm = GuardedLLM(OfflineLLM()), GuardedLLM(OfflineLLM(prompt_caching=False))
+    shared = await judge(dispute, shared_llm, shared_settings)
+    naive = await judge(dispute, naive_llm, naive_settings)
+    assert shared.winner == naive.winner and shared.votes == naive.votes  # the same judgement...
+    assert shared.tokens.calls and naive.tokens.cache_read_tokens == naive.tokens.cache_write_tokens == 0
+    focus_calls = shared.tokens.calls - 5 * 2 - 2  # minus ballots and summaries
+    assert naive.tokens.calls == 5 * 2 * (focus_calls + 1) + 2  # ...every juror, every round, does stages I-II
+    assert shared.tokens.cache_read_tokens > 0
