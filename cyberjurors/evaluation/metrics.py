@@ -1,0 +1,217 @@
+"""The metrics the paper reports (accuracy, weighted F1, vote MAE/RMSE) and the ones a fairness
+audit needs besides (macro F1, recall per side, seller share, party-swap consistency), written
+out by hand over a confusion matrix so they have no scikit-learn dependency at run time; the
+tests hold them to scikit-learn's numbers.
+
+Conventions: labels are "buyer"/"seller"; a case's truth is the real 17-vote majority. F1 of a
+class that is never predicted, or never true, is 0 (scikit-learn's ``zero_division=0``). A
+metric over no cases is None, never NaN.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..schemas import JURY_SIZE, Party, Votes
+from .dataset import difficulty_band
+from .results import CaseResult
+from .swap import is_swapped
+
+LABELS: tuple[Party, ...] = ("buyer", "seller")
+TOKEN_KINDS = ("input", "output", "cache_read", "cache_write", "total")
+
+
+def _labels(y_true: Sequence[str], y_pred: Sequence[str]) -> list[str]:
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"y_true has {len(y_true)} labels, y_pred {len(y_pred)}")
+    return sorted(set(y_true) | set(y_pred))
+
+
+def confusion(y_true: Sequence[str], y_pred: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+    """Rows: true label; columns: predicted label."""
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = np.zeros((len(labels), len(labels)), dtype=int)
+    for t, p in zip(y_true, y_pred):
+        matrix[index[t], index[p]] += 1
+    return matrix
+
+
+def accuracy(y_true: Sequence[str], y_pred: Sequence[str]) -> float | None:
+    _labels(y_true, y_pred)
+    return sum(t == p for t, p in zip(y_true, y_pred)) / len(y_true) if y_true else None
+
+
+def f1_per_class(y_true: Sequence[str], y_pred: Sequence[str]) -> dict[str, float]:
+    """F1 = 2TP / (2TP + FP + FN): the harmonic mean of precision and recall, 0 when TP is 0."""
+    labels = _labels(y_true, y_pred)
+    m = confusion(y_true, y_pred, labels)
+    tp = np.diag(m)
+    fp = m.sum(axis=0) - tp
+    fn = m.sum(axis=1) - tp
+    return {label: float(2 * tp[i] / (2 * tp[i] + fp[i] + fn[i])) for i, label in enumerate(labels)}
+
+
+def weighted_f1(y_true: Sequence[str], y_pred: Sequence[str]) -> float | None:
+    """Mean of per-class F1 weighted by each class's true count (the paper's F1)."""
+    if not y_true:
+        return None
+    support = Counter(y_true)
+    return sum(f * support[label] for label, f in f1_per_class(y_true, y_pred).items()) / len(y_true)
+
+
+def macro_f1(y_true: Sequence[str], y_pred: Sequence[str]) -> float | None:
+    """Unweighted mean over the labels in y_true or y_pred: a jury that always says "buyer"
+    cannot hide behind a buyer-heavy dataset."""
+    scores = f1_per_class(y_true, y_pred)
+    return sum(scores.values()) / len(scores) if scores else None
+
+
+def recall_by_side(y_true: Sequence[str], y_pred: Sequence[str]) -> dict[str, float | None]:
+    """Share of buyer-won and of seller-won cases the jury got right; None for a side that
+    never won."""
+    _labels(y_true, y_pred)
+    out: dict[str, float | None] = {}
+    for side in LABELS:
+        hits = [p == side for t, p in zip(y_true, y_pred) if t == side]
+        out[side] = sum(hits) / len(hits) if hits else None
+    return out
+
+
+class VoteErrors(NamedTuple):
+    mae: float
+    rmse: float
+    scaled: bool  # some jury had N != 17 jurors; its seller votes were scaled to 17
+
+
+def scaled_seller_votes(votes: Votes) -> float | None:
+    """Seller votes on the real jury's 17-vote scale; None for a single judge (N < 2), whose
+    one vote says nothing about a split."""
+    n = votes.total
+    if n < 2:
+        return None
+    return votes.seller if n == JURY_SIZE else votes.seller / n * JURY_SIZE
+
+
+def vote_errors(true_seller_votes: Sequence[int], pred_votes: Sequence[Votes]) -> VoteErrors | None:
+    """MAE and RMSE of the seller-vote count out of 17. None when there is nothing to compare or
+    any prediction came from a single judge: the paper reports these for juries only."""
+    if len(true_seller_votes) != len(pred_votes):
+        raise ValueError(f"{len(true_seller_votes)} true vote counts, {len(pred_votes)} predictions")
+    scaled = [scaled_seller_votes(v) for v in pred_votes]
+    if not scaled or any(s is None for s in scaled):
+        return None
+    errors = np.asarray(scaled, dtype=float) - np.asarray(true_seller_votes, dtype=float)
+    return VoteErrors(mae=float(np.mean(np.abs(errors))), rmse=float(np.sqrt(np.mean(errors ** 2))),
+                      scaled=any(v.total != JURY_SIZE for v in pred_votes))
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+class Summary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cases: int = Field(description="cases evaluated (swapped twins not counted)")
+    verdicts: int
+    failed: dict[str, int] = Field(default_factory=dict, description="cases without a verdict, by reason")
+    accuracy: float | None = None
+    weighted_f1: float | None = None
+    macro_f1: float | None = None
+    vote_mae: float | None = None
+    vote_rmse: float | None = None
+    votes_scaled: bool = False
+    recall_buyer: float | None = None
+    recall_seller: float | None = None
+    seller_share_predicted: float | None = None
+    seller_share_real: float | None = Field(None, description="over the same cases that have a verdict")
+    swap_pairs: int = Field(0, description="cases whose party-swapped twin was also run")
+    swap_failed: dict[str, int] = Field(default_factory=dict, description="twins without a verdict, by reason")
+    swap_consistency: float | None = None
+    swap_vote_mae: float | None = None
+    tokens_per_case: dict[str, float] | None = None
+    calls_per_case: float | None = None
+    rounds_mean: float | None = None
+    early_stop_share: float | None = None
+    latency_p50_s: float | None = None
+    latency_p95_s: float | None = None
+    by_category: dict[str, Summary] = Field(default_factory=dict)
+    by_band: dict[str, Summary] = Field(default_factory=dict)
+
+
+def _swap_fields(results: Sequence[CaseResult]) -> dict:
+    pairs = [r for r in results if r.swapped is not None or r.swapped_failure is not None]
+    both = [(r.verdict, r.swapped) for r in pairs if r.verdict is not None and r.swapped is not None]
+    consistent = sum(v.winner != s.winner for v, s in both)
+    # the twin's buyer votes should equal the original's seller votes (both on the 17 scale)
+    scaled = [(scaled_seller_votes(v.votes), scaled_seller_votes(s.votes)) for v, s in both]
+    single_judge = any(a is None or b is None for a, b in scaled)
+    return {
+        "swap_pairs": len(pairs),
+        "swap_failed": dict(Counter(r.swapped_failure or "unknown" for r in pairs if r.swapped is None)),
+        "swap_consistency": consistent / len(pairs) if pairs else None,
+        "swap_vote_mae": None if single_judge else _mean([abs(a - (JURY_SIZE - b)) for a, b in scaled]),
+    }
+
+
+def _summary(results: Sequence[CaseResult]) -> Summary:
+    judged = [r for r in results if r.verdict is not None]
+    verdicts = [r.verdict for r in judged]
+    y_true = [r.truth.winner for r in judged]
+    y_pred = [v.winner for v in verdicts]
+    errors = vote_errors([r.truth.seller for r in judged], [v.votes for v in verdicts])
+    recall = recall_by_side(y_true, y_pred)
+    usage = [v.tokens for v in verdicts]
+    tokens = {
+        "input": [u.input_tokens for u in usage], "output": [u.output_tokens for u in usage],
+        "cache_read": [u.cache_read_tokens for u in usage], "cache_write": [u.cache_write_tokens for u in usage],
+        "total": [u.total_tokens for u in usage],
+    }
+    latencies = [v.latency_s for v in verdicts]
+    return Summary(
+        cases=len(results),
+        verdicts=len(verdicts),
+        failed=dict(Counter(r.failure or "unknown" for r in results if r.verdict is None)),
+        accuracy=accuracy(y_true, y_pred),
+        weighted_f1=weighted_f1(y_true, y_pred),
+        macro_f1=macro_f1(y_true, y_pred),
+        vote_mae=errors.mae if errors else None,
+        vote_rmse=errors.rmse if errors else None,
+        votes_scaled=bool(errors and errors.scaled),
+        recall_buyer=recall["buyer"],
+        recall_seller=recall["seller"],
+        seller_share_predicted=_mean([p == "seller" for p in y_pred]),
+        seller_share_real=_mean([t == "seller" for t in y_true]),
+        tokens_per_case={k: _mean(v) for k, v in tokens.items()} if verdicts else None,
+        calls_per_case=_mean([u.calls for u in usage]),
+        rounds_mean=_mean([v.rounds_used for v in verdicts]),
+        early_stop_share=_mean([v.early_stopped for v in verdicts]),
+        latency_p50_s=percentile(latencies, 50),
+        latency_p95_s=percentile(latencies, 95),
+        **_swap_fields(results),
+    )
+
+
+def summarize(results: Sequence[CaseResult]) -> Summary:
+    """Overall, per category and per difficulty band. Results for swapped twins passed as cases
+    of their own (id ending ":swap") are left out: twins count only in the swap fields."""
+    results = [r for r in results if not is_swapped(r.case_id)]
+    by_category: dict[str, list[CaseResult]] = defaultdict(list)
+    by_band: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in results:
+        by_category[r.category].append(r)
+        by_band[difficulty_band(r.truth)].append(r)
+    overall = _summary(results)
+    overall.by_category = {k: _summary(v) for k, v in sorted(by_category.items())}
+    overall.by_band = {b: _summary(by_band[b]) for b in ("hard", "medium", "easy") if b in by_band}
+    return overall
