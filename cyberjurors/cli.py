@@ -355,3 +355,156 @@ def precedents_search(
         if not hits:
             console.print(f"no {kd}s found")
 
+
+
+# --- evaluation ------------------------------------------------------------------------------
+
+dataset_app = typer.Typer(no_args_is_help=True, help="Labelled datasets: split them, convert VerdictBench.")
+app.add_typer(dataset_app, name="dataset")
+
+
+def _dataset(path: Path):  # type: ignore[no-untyped-def]
+    from rich.markup import escape
+
+    from .evaluation.dataset import DatasetError, load_dataset
+
+    try:
+        return load_dataset(path)
+    except (DatasetError, OSError) as err:
+        console.print(f"[red]not a usable dataset:[/] {escape(str(err))}")
+        raise typer.Exit(2) from err
+
+
+@app.command("eval")
+def eval_cmd(
+    dataset: Annotated[Path, typer.Argument(help="cases with ground_truth: a .jsonl file or a folder")],
+    ablation: Annotated[Optional[str], typer.Option(
+        help="ablation rungs to run: all, ladder, references, or keys (baseline, rules, sr-cot, iv-cot, jury, "
+             "precedent, agentscourt, chateval) separated by commas; default: the settings as given")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="results and reports; default reports/eval-<dataset>")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="cases in flight at once")] = 8,
+    party_swap: Annotated[bool, typer.Option(help="also judge every case with buyer and seller swapped")] = True,
+    timeout: Annotated[float, typer.Option(help="seconds without any new verdict before giving up")] = 600,
+    fresh: Annotated[bool, typer.Option(help="discard earlier results in OUT instead of resuming")] = False,
+    bootstrap: Annotated[Optional[str], typer.Option(help="an external Kafka; default: an embedded broker")] = None,
+    precedents_from: Annotated[Optional[Path], typer.Option(
+        help="decided cases to build the precedent base from first (e.g. the train split)")] = None,
+    settings: SettingsOption = None,
+) -> None:
+    """Run a labelled dataset through the pipeline and score it against the real jury votes."""
+    from rich.markup import escape
+
+    from .evaluation import report
+    from .evaluation.configs import select
+    from .evaluation.runner import EvalError, Options, run_eval
+
+    config = load_settings(settings)
+    data = _dataset(dataset)
+    try:
+        chosen = select(ablation)
+    except ValueError as err:
+        console.print(f"[red]{escape(str(err))}[/]")
+        raise typer.Exit(2) from err
+    out = (out or Path("reports") / f"eval-{dataset.stem}").resolve()
+    if "CYBERJURORS_PRECEDENT_DIR" not in os.environ and not (settings and "precedent_dir" in settings.read_text()):
+        config = config.model_copy(update={"precedent_dir": out / "precedents"})
+    if any(a.settings(config).precedent_backend != "none" for a in chosen):
+        _precedents_for_eval(config, data, precedents_from)
+    if config.backend == "offline":
+        console.print("[yellow]backend offline: a labelled lexical stand-in; its scores measure the pipeline, "
+                      "not model judgement[/]")
+    try:
+        reports = run_eval(data, chosen, config, Options(out=out, concurrency=concurrency, party_swap=party_swap,
+                                                         timeout_s=timeout, fresh=fresh), console, bootstrap)
+    except EvalError as err:
+        console.print(f"[red]evaluation stopped:[/] {escape(str(err))}")
+        raise typer.Exit(1) from err
+    for done in reports:
+        console.print(report.render(done))
+    if len(reports) > 1:
+        console.print(report.render_ladder(reports))
+    json_path, md_path = report.write(reports, out)
+    console.print(f"reports: {json_path} and {md_path}")
+
+
+def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:  # type: ignore[no-untyped-def]
+    from .streams.demo import seed_precedents
+
+    if source is not None:
+        seed_precedents(config, console, source.resolve())
+    state = Path(config.precedent_dir) / "build-state.json"
+    if not state.exists() and config.precedent_backend == "embedded":
+        console.print(f"[yellow]no precedent base at {config.precedent_dir}: the precedent rung runs without "
+                      "precedents; pass --precedents-from TRAIN[/]")
+        return
+    built = set(json.loads(state.read_text()).get("cases", {})) if state.exists() else set()
+    leaked = built & {c.case_id for c in data.cases}
+    if leaked:
+        console.print(f"[yellow]{len(leaked)} evaluated cases are in the precedent base itself (e.g. "
+                      f"{sorted(leaked)[0]}): their real outcome can be retrieved; build it from another split[/]")
+
+
+@app.command()
+def synth(
+    out: Annotated[Path, typer.Argument(help="folder for cases.jsonl, media/ and manifest.json")],
+    cases: Annotated[int, typer.Option(min=1)] = 100,
+    seed: int = 0,
+    seller_share: Annotated[float, typer.Option(min=0, max=1, help="share of cases planted for the seller")] = 0.626,
+) -> None:
+    """Generate a SYNTHETIC benchmark: multimodal cases with a planted decisive clue and noisy jury votes."""
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .evaluation.synth import SynthError, generate
+
+    with Progress(TextColumn("[bold]synth"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task("cases", total=cases)
+        try:
+            manifest = generate(out, cases, seed, seller_share=seller_share,
+                                progress=lambda n: progress.update(task, completed=n))
+        except SynthError as err:
+            console.print(f"[red]not generated:[/] {escape(str(err))}")
+            raise typer.Exit(2) from err
+    console.print(f"{len(manifest.cases)} synthetic cases in {out / 'cases.jsonl'} (seed {seed}); "
+                  f"evaluate with: cyberjurors eval {out / 'cases.jsonl'}")
+
+
+@dataset_app.command("split")
+def dataset_split(
+    dataset: Annotated[Path, typer.Argument(help="cases with ground_truth: a .jsonl file or a folder")],
+    out: Annotated[Path, typer.Option(help="folder for train/val/test.jsonl and split.json")],
+    seed: int = 0,
+    ratios: Annotated[str, typer.Option(help="train:val:test")] = "3:1:2",
+) -> None:
+    """Stratified split by category x difficulty band (vote margin), 3:1:2 as in VerdictBench."""
+    from .evaluation.dataset import write_split
+
+    try:
+        parts = tuple(int(r) for r in ratios.split(":"))
+        if len(parts) != 3 or min(parts) < 0 or not sum(parts):
+            raise ValueError
+    except ValueError as err:
+        console.print(f"[red]--ratios must be three non-negative integers like 3:1:2, got {ratios!r}[/]")
+        raise typer.Exit(2) from err
+    data = _dataset(dataset)
+    manifest = write_split(data, out, parts, seed)
+    console.print(f"split {len(data.cases)} cases into {out}: "
+                  + ", ".join(f"{name} {count}" for name, count in manifest["cases"].items()))
+
+
+@dataset_app.command("convert-verdictbench")
+def dataset_convert(source: Annotated[Path, typer.Argument(help="VerdictBench records, .jsonl")],
+                    out: Annotated[Path, typer.Argument(help="our dataset format, .jsonl")]) -> None:
+    """Map VerdictBench records to our case schema (field names in cyberjurors/evaluation/verdictbench.py)."""
+    from rich.markup import escape
+
+    from .evaluation.dataset import DatasetError
+    from .evaluation.verdictbench import convert_verdictbench
+
+    try:
+        counts = convert_verdictbench(source, out)
+    except (DatasetError, OSError) as err:
+        console.print(f"[red]not converted:[/] {escape(str(err))}")
+        raise typer.Exit(2) from err
+    console.print(f"converted {counts} into {out}")

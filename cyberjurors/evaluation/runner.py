@@ -1,0 +1,266 @@
+"""`cyberjurors eval`: a labelled dataset through the real pipeline, scored against the real votes.
+
+For each configuration (the settings as given, or rungs of the ablation ladder) the driver starts
+a Faust worker with that configuration on its own topics, produces the cases with their ground
+truth removed (at most ``concurrency`` in flight), reads the verdicts and dead letters back from
+the topics, and scores them. With the party-swap test each case's swapped twin goes through too.
+
+Resumable: every verdict is appended to ``OUT/results/<configuration>.jsonl`` as it arrives, and a
+run's topics and consumer group are named after a run id kept in ``OUT/run.json``. A second run with
+the same dataset and configuration sends only the cases that have no verdict yet (dead letters and
+timeouts are tried again); a changed configuration is refused rather than mixed into old results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..config import Settings
+from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict
+from ..streams.broker import embedded_broker
+from ..streams.clients import Outgoing, follow, produce
+from ..streams.kafka import ensure_topics
+from ..streams.process import WorkerProcess
+from .configs import Ablation
+from .dataset import Dataset
+from .metrics import summarize
+from .report import DatasetInfo, EvalReport
+from .results import CaseResult
+from .swap import swap_parties, twin_id
+
+SECRETS = {"anthropic_api_key", "openai_api_key", "elasticsearch_api_key", "elasticsearch_password",
+           "kafka_sasl_password"}
+# where and under which names a run happens, not how it judges: left out of the fingerprint
+RUN_PLACES = {"kafka_bootstrap_servers", "app_id", "topic_prefix", "datadir", "metrics_port", "llm_call_log",
+              "media_root", "stage_concurrency", "llm_concurrency"}
+
+
+class EvalError(RuntimeError):
+    pass
+
+
+def public_settings(settings: Settings) -> dict[str, Any]:
+    return settings.model_dump(mode="json", exclude=SECRETS)
+
+
+def fingerprint(settings: Settings) -> str:
+    judged = {k: v for k, v in public_settings(settings).items() if k not in RUN_PLACES}
+    return hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Options:
+    out: Path
+    concurrency: int = 8
+    party_swap: bool = True
+    timeout_s: float = 600.0
+    """Give up on the remaining cases of a configuration when no result has arrived for this long."""
+    fresh: bool = False
+
+
+class RunState:
+    """OUT/run.json and OUT/results/*.jsonl: what has been decided so far, and under which settings."""
+
+    def __init__(self, out: Path, dataset: Dataset, fresh: bool):
+        self.out = out
+        self.path = out / "run.json"
+        (out / "results").mkdir(parents=True, exist_ok=True)
+        state = json.loads(self.path.read_text()) if self.path.exists() and not fresh else {}
+        if state and state.get("dataset_sha256") != dataset.sha256:
+            raise EvalError(f"{out} holds results for another dataset ({state.get('dataset_source')}); "
+                            "use --fresh to discard them, or another --out")
+        if fresh:
+            for old in (out / "results").glob("*.jsonl"):
+                old.unlink()
+        self.state = state or {"run_id": uuid.uuid4().hex[:8], "dataset_sha256": dataset.sha256,
+                               "dataset_source": str(dataset.source), "configurations": {}}
+        self._save()
+
+    @property
+    def run_id(self) -> str:
+        return self.state["run_id"]
+
+    def _save(self) -> None:
+        self.path.write_text(json.dumps(self.state, indent=2))
+
+    def results_path(self, key: str) -> Path:
+        return self.out / "results" / f"{key}.jsonl"
+
+    def claim(self, key: str, settings: Settings) -> None:
+        known = self.state["configurations"].get(key)
+        mark = fingerprint(settings)
+        if known and known != mark:
+            raise EvalError(f"{self.results_path(key)} was produced with different settings for {key!r}; "
+                            "use --fresh to start over, or another --out")
+        self.state["configurations"][key] = mark
+        self._save()
+
+    def decided(self, key: str) -> dict[str, Verdict]:
+        path = self.results_path(key)
+        if not path.exists():
+            return {}
+        verdicts = {}
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("verdict"):
+                verdicts[record["case_id"]] = Verdict.model_validate(record["verdict"])
+        return verdicts
+
+    def record(self, key: str, case_id: str, verdict: Verdict | None = None, failure: str | None = None) -> None:
+        line = {"case_id": case_id, "verdict": verdict.model_dump(mode="json") if verdict else None,
+                "failure": failure}
+        with self.results_path(key).open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+
+def submission(case: DisputeCase) -> Outgoing:
+    """The case as a platform would send it: the real votes stay with the evaluator."""
+    blind = case.model_copy(update={"ground_truth": None})
+    event = CaseSubmitted(case=blind, event_id=f"case:{blind.case_id}:{blind.digest()[:16]}")
+    return Outgoing(blind.case_id, event.model_dump_json().encode(), "eval")
+
+
+def worker_settings(base: Settings, ablation: Ablation, dataset: Dataset, run: RunState, bootstrap: str,
+                    options: Options) -> Settings:
+    return ablation.settings(base).model_copy(update={
+        "kafka_bootstrap_servers": bootstrap,
+        "app_id": f"{base.app_id}-eval-{run.run_id}-{ablation.key}",
+        "topic_prefix": f"{base.topic_prefix}eval-{run.run_id}-{ablation.key}.",
+        "datadir": options.out / "faust" / ablation.key,
+        "media_root": dataset.media_root,
+        "stage_concurrency": options.concurrency,
+        "llm_concurrency": max(base.llm_concurrency, options.concurrency),
+        "metrics_port": 0,
+    })
+
+
+async def _collect(settings: Settings, pending: dict[str, DisputeCase], run: RunState, key: str,
+                   options: Options, worker: WorkerProcess, progress: Progress) -> dict[str, str]:
+    """Produce the pending cases with at most ``concurrency`` in flight and record every verdict and
+    dead letter for them; returns the failures (case id -> reason), timeouts included."""
+    failures: dict[str, str] = {}
+    queue = list(pending.values())
+    arrived: asyncio.Queue[tuple[str, Verdict | None, str | None]] = asyncio.Queue()
+    task = progress.add_task(key, total=len(pending))
+
+    async def watch(topic: str) -> None:
+        async for case_id, value in follow(settings, topic, idle_timeout_s=0.5):
+            if topic.endswith("dlq"):
+                letter = DeadLetter.model_validate_json(value)
+                await arrived.put((case_id, None, f"{letter.stage}:{letter.reason}"))
+            else:
+                await arrived.put((case_id, Verdict.model_validate_json(value), None))
+
+    watchers = [asyncio.create_task(watch(t)) for t in ("disputes.verdicts", "disputes.dlq")]
+    open_cases: set[str] = set()
+    done: set[str] = set()
+    last_result = time.monotonic()
+    try:
+        while len(done) < len(pending):
+            room = options.concurrency - len(open_cases)
+            if room > 0 and queue:
+                batch, queue = queue[:room], queue[room:]
+                await produce(settings, [submission(c) for c in batch])
+                open_cases |= {c.case_id for c in batch}
+            try:
+                case_id, verdict, failure = await asyncio.wait_for(arrived.get(), 1.0)
+            except asyncio.TimeoutError:
+                if not worker.alive():
+                    raise EvalError(f"the {key} worker exited; see {worker.log_path}") from None
+                if time.monotonic() - last_result > options.timeout_s:
+                    for case_id in set(pending) - done:
+                        failures[case_id] = "timeout"
+                        run.record(key, case_id, failure="timeout")
+                    break
+                continue
+            if case_id not in pending or case_id in done:
+                continue  # another run's case on a reused topic, or a replayed verdict
+            last_result = time.monotonic()
+            done.add(case_id)
+            open_cases.discard(case_id)
+            run.record(key, case_id, verdict, failure)
+            if failure:
+                failures[case_id] = failure
+            progress.update(task, completed=len(done))
+    finally:
+        for w in watchers:
+            w.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+    return failures
+
+
+def _results(dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str, str],
+             party_swap: bool) -> list[CaseResult]:
+    results = []
+    for case in dataset.cases:
+        assert case.ground_truth is not None  # load_dataset refuses cases without it
+        twin = twin_id(case.case_id)
+        results.append(CaseResult(
+            case_id=case.case_id, category=case.metadata.category, truth=case.ground_truth,
+            verdict=verdicts.get(case.case_id), failure=failures.get(case.case_id),
+            swapped=verdicts.get(twin) if party_swap else None,
+            swapped_failure=failures.get(twin) if party_swap else None,
+        ))
+    return results
+
+
+def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunState, bootstrap: str,
+                 options: Options, console: Console) -> EvalReport:
+    settings = worker_settings(base, ablation, dataset, run, bootstrap, options)
+    run.claim(ablation.key, settings)
+    cases = {c.case_id: c for c in dataset.cases}
+    if options.party_swap:
+        cases |= {twin_id(c.case_id): swap_parties(c) for c in dataset.cases}
+    verdicts = run.decided(ablation.key)
+    pending = {i: c for i, c in cases.items() if i not in verdicts}
+    started = datetime.now(timezone.utc)
+    clock = time.monotonic()
+    failures: dict[str, str] = {}
+    console.print(f"[bold]{ablation.name}[/]: {ablation.description}; {len(cases) - len(pending)} of {len(cases)} "
+                  f"cases already decided, {len(pending)} to send (backend {settings.backend})")
+    if pending:
+        asyncio.run(ensure_topics(settings))
+        log = options.out / "logs" / f"{ablation.key}.log"
+        worker = WorkerProcess(settings, log).start()
+        try:
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console, transient=True) as progress:
+                failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))
+        finally:
+            worker.stop()
+        verdicts = run.decided(ablation.key)
+    results = _results(dataset, verdicts, failures, options.party_swap)
+    decided = [v for v in verdicts.values()]
+    return EvalReport(
+        name=ablation.name, description=ablation.description,
+        dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
+        backend=settings.backend, models=sorted({m for v in decided for m in v.models}),
+        settings=public_settings(settings), started_at=started, finished_at=datetime.now(timezone.utc),
+        wall_s=round(time.monotonic() - clock, 2), summary=summarize(results),
+    )
+
+
+def run_eval(dataset: Dataset, ablations: list[Ablation], base: Settings, options: Options, console: Console,
+             bootstrap: str | None = None) -> list[EvalReport]:
+    run = RunState(options.out, dataset, options.fresh)
+    (options.out / "logs").mkdir(exist_ok=True)
+    reports = []
+    with contextlib.ExitStack() as stack:
+        if bootstrap is None:
+            bootstrap = stack.enter_context(embedded_broker(log=options.out / "logs" / "broker.log"))
+            console.print(f"embedded broker (Tansu) on {bootstrap}")
+        for ablation in ablations:
+            reports.append(evaluate_one(dataset, ablation, base, run, bootstrap, options, console))
+    return reports
