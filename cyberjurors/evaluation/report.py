@@ -1,0 +1,185 @@
+"""Evaluation reports: one ``EvalReport`` per configuration of the ablation ladder, rendered for
+the terminal (rich) and as Markdown, saved with the exact settings that produced them.
+
+A report from the offline backend measures the pipeline (plumbing, tokens, latency), not model
+judgement; every rendering says so where a reader cannot miss it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from .metrics import Summary
+
+STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
+STAND_IN_WARNING = "offline stand-in: these numbers measure the pipeline, not model judgement"
+DASH = "–"
+
+
+class DatasetInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    sha256: str
+    cases: int
+
+
+class EvalReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="configuration name, e.g. IV-CoT")
+    description: str = ""
+    dataset: DatasetInfo
+    backend: str
+    models: list[str] = Field(default_factory=list)
+    settings: dict[str, Any] = Field(default_factory=dict, description="as passed in; already secret-free")
+    started_at: datetime
+    finished_at: datetime
+    wall_s: float
+    summary: Summary
+    stand_in: bool = Field(False, description="true for the offline (lexical) and scripted backends")
+
+    @model_validator(mode="after")
+    def _stand_in(self) -> "EvalReport":
+        # cannot be switched off for a stand-in backend, even by a hand-edited report.json
+        self.stand_in = self.stand_in or self.backend in STAND_IN_BACKENDS
+        return self
+
+
+# --- cells ---------------------------------------------------------------------------------
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return DASH if value is None else f"{100 * value:.1f}%"
+
+
+def _share(pred: float | None, real: float | None) -> str:
+    return DASH if pred is None and real is None else f"{_pct(pred)} / {_pct(real)}"
+
+
+def _tokens(s: Summary) -> str:
+    return DASH if s.tokens_per_case is None else f"{s.tokens_per_case['total']:,.0f}"
+
+
+def _mae(s: Summary) -> str:
+    return _num(s.vote_mae, 2) + ("*" if s.vote_mae is not None and s.votes_scaled else "")
+
+
+COLUMNS: list[tuple[str, Callable[[Summary], str]]] = [
+    ("Cases", lambda s: f"{s.verdicts}/{s.cases}"),
+    ("Acc", lambda s: _pct(s.accuracy)),
+    ("wF1", lambda s: _pct(s.weighted_f1)),
+    ("mF1", lambda s: _pct(s.macro_f1)),
+    ("MAE", _mae),
+    ("RMSE", lambda s: _num(s.vote_rmse, 2)),
+    ("Buyer recall", lambda s: _pct(s.recall_buyer)),
+    ("Seller recall", lambda s: _pct(s.recall_seller)),
+    ("Seller share pred/real", lambda s: _share(s.seller_share_predicted, s.seller_share_real)),
+    ("Swap consistency", lambda s: _pct(s.swap_consistency)),
+    ("Tokens/case", _tokens),
+    ("Calls/case", lambda s: _num(s.calls_per_case, 1)),
+    ("Rounds", lambda s: _num(s.rounds_mean, 2)),
+    ("p50/p95 s", lambda s: DASH if s.latency_p50_s is None else f"{s.latency_p50_s:.1f} / {s.latency_p95_s:.1f}"),
+]
+NOTES = ("Cases = verdicts/cases; failures are counted apart and left out of the metrics. "
+         "MAE/RMSE: seller votes out of 17; * = a jury of another size, scaled to 17; "
+         "– = not defined (no cases, or a single judge).")
+
+
+def rows(summary: Summary) -> list[tuple[str, Summary]]:
+    return ([("overall", summary)] + [(f"category: {k}", v) for k, v in summary.by_category.items()]
+            + [(f"band: {k}", v) for k, v in summary.by_band.items()])
+
+
+def _table(title: str, first: str, labelled: Sequence[tuple[str, Summary]]) -> Table:
+    table = Table(title=title, caption=NOTES, caption_justify="left")
+    table.add_column(first)
+    for header, _ in COLUMNS:
+        table.add_column(header, justify="right")
+    for label, s in labelled:
+        table.add_row(label, *(cell(s) for _, cell in COLUMNS))
+    return table
+
+
+def _warning() -> Text:
+    return Text(f"⚠ {STAND_IN_WARNING}", style="bold yellow")
+
+
+def render(report: EvalReport) -> Group:
+    parts: list[Any] = [_warning()] if report.stand_in else []
+    title = f"{report.name} — {report.backend} ({', '.join(report.models) or 'no model'})"
+    parts.append(_table(title, "", rows(report.summary)))
+    if report.summary.failed:
+        parts.append(Text(f"failed: {report.summary.failed}", style="red"))
+    return Group(*parts)
+
+
+def render_ladder(reports: Sequence[EvalReport]) -> Table:
+    title = "Ablation ladder" + (f" — {STAND_IN_WARNING}" if any(r.stand_in for r in reports) else "")
+    return _table(title, "Configuration", [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary)
+                                           for r in reports])
+
+
+# --- markdown ------------------------------------------------------------------------------
+
+
+def _md_table(first: str, labelled: Sequence[tuple[str, Summary]]) -> list[str]:
+    lines = ["| " + " | ".join([first, *(h for h, _ in COLUMNS)]) + " |",
+             "|" + "---|" * (len(COLUMNS) + 1)]
+    lines += ["| " + " | ".join([label.replace("|", "\\|"), *(cell(s) for _, cell in COLUMNS)]) + " |"
+              for label, s in labelled]
+    return lines
+
+
+def to_markdown(reports: Sequence[EvalReport]) -> str:
+    lines = ["# CyberJurors evaluation", ""]
+    if any(r.stand_in for r in reports):
+        names = ", ".join(r.name for r in reports if r.stand_in)
+        lines += [f"> **Warning — {STAND_IN_WARNING}.** Stand-in configurations: {names}.", ""]
+    if len(reports) > 1:
+        labelled = [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary) for r in reports]
+        lines += ["## Ladder", "", *_md_table("Configuration", labelled), ""]
+    for r in reports:
+        lines += [f"## {r.name}", ""]
+        if r.stand_in:
+            lines += [f"> **{STAND_IN_WARNING}.**", ""]
+        if r.description:
+            lines += [r.description, ""]
+        lines += [
+            f"- backend: `{r.backend}`; models: {', '.join(f'`{m}`' for m in r.models) or 'none'}",
+            f"- dataset: `{r.dataset.source}` ({r.dataset.cases} cases, sha256 `{r.dataset.sha256}`)",
+            f"- run: {r.started_at.isoformat()} to {r.finished_at.isoformat()} ({r.wall_s:.1f} s)",
+        ]
+        if r.summary.failed:
+            lines.append(f"- failed: {', '.join(f'{k} ×{v}' for k, v in sorted(r.summary.failed.items()))}")
+        if r.summary.swap_pairs:
+            lines.append(f"- party-swap pairs: {r.summary.swap_pairs}; twin vote MAE {_num(r.summary.swap_vote_mae, 2)}")
+        lines += ["", *_md_table("", rows(r.summary)), "", NOTES, "", "Configuration:", "",
+                  "```json", json.dumps(r.settings, indent=2, sort_keys=True, default=str), "```", ""]
+    return "\n".join(lines)
+
+
+def write(reports: Sequence[EvalReport], out_dir: str | Path) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / "report.json", out_dir / "report.md"
+    json_path.write_text(json.dumps([r.model_dump(mode="json") for r in reports], indent=2) + "\n", encoding="utf-8")
+    md_path.write_text(to_markdown(reports), encoding="utf-8")
+    return json_path, md_path
+
+
+def load(path: str | Path) -> list[EvalReport]:
+    return [EvalReport.model_validate(r) for r in json.loads(Path(path).read_text(encoding="utf-8"))]

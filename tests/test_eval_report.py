@@ -1,0 +1,92 @@
+"""Evaluation reports: JSON round-trip, the ladder, and the stand-in warning."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+
+from cyberjurors.evaluation.metrics import summarize
+from cyberjurors.evaluation.report import (STAND_IN_WARNING, DatasetInfo, EvalReport, load, render,
+                                           render_ladder, to_markdown, write)
+
+from .test_eval_metrics import result, worked_example
+
+
+def report(name: str, backend: str = "anthropic", results=None, **over) -> EvalReport:
+    return EvalReport(
+        name=name, description=f"{name} configuration", backend=backend, models=["claude-x"],
+        dataset=DatasetInfo(source="data/test.jsonl", sha256="ab" * 32, cases=6),
+        settings={"jurors": 17, "rounds": 3, "delta": 0.8, "stage_ii": name != "CoT"},
+        started_at=datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc),
+        finished_at=datetime(2026, 5, 1, 12, 5, tzinfo=timezone.utc), wall_s=300.0,
+        summary=summarize(worked_example() if results is None else results), **over,
+    )
+
+
+def text(renderable) -> str:
+    console = Console(width=250, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_json_round_trip(tmp_path: Path) -> None:
+    reports = [report("IV-CoT"), report("CoT", backend="offline")]
+    json_path, md_path = write(reports, tmp_path / "out")
+    assert (json_path.name, md_path.name) == ("report.json", "report.md")
+    raw = json.loads(json_path.read_text())
+    assert [r["name"] for r in raw] == ["IV-CoT", "CoT"] and raw[1]["stand_in"] is True
+    assert raw[0]["summary"]["by_band"]["hard"]["accuracy"] == 0.5
+    assert load(json_path) == reports
+    assert md_path.read_text() == to_markdown(reports)
+
+
+def test_stand_in_follows_the_backend() -> None:
+    assert report("a", backend="offline").stand_in is True
+    assert report("a", backend="anthropic").stand_in is False
+    # a report.json edited to hide it does not hide it
+    assert EvalReport.model_validate(report("a", backend="offline").model_dump() | {"stand_in": False}).stand_in
+
+
+def test_markdown_has_the_ladder_and_the_configuration() -> None:
+    md = to_markdown([report("CoT"), report("IV-CoT"), report("CyberJurors")])
+    assert STAND_IN_WARNING not in md
+    ladder = md.split("## Ladder", 1)[1].split("## CoT", 1)[0]
+    rows = [line for line in ladder.splitlines() if line.startswith("| ") and "Configuration" not in line]
+    assert [r.split("|")[1].strip() for r in rows] == ["CoT", "IV-CoT", "CyberJurors"]
+    assert "| 60.0% | 60.0% | 58.3% | 4.40 | 5.18 |" in rows[0]  # acc, wF1, mF1, MAE, RMSE
+    assert "| band: easy | 1/2 | 0.0% |" in md  # c4 wrong, c6 failed
+    assert md.count('"jurors": 17') == 3 and '"stage_ii": false' in md
+    assert "- failed: timeout ×1" in md
+
+
+def test_single_report_has_no_ladder_and_offline_is_flagged() -> None:
+    md = to_markdown([report("IV-CoT", backend="offline")])
+    assert "## Ladder" not in md
+    assert md.index(STAND_IN_WARNING) < md.index("## IV-CoT")  # at the top
+    mixed = to_markdown([report("a"), report("b", backend="offline")])
+    assert "Stand-in configurations: b." in mixed
+    assert "\n| b (stand-in) | 5/6 |" in mixed and "\n| a | 5/6 |" in mixed
+
+
+def test_rendered_tables() -> None:
+    offline = text(render(report("IV-CoT", backend="offline")))
+    assert STAND_IN_WARNING in offline
+    assert "category: appliances" in offline and "band: medium" in offline and "60.0%" in offline
+    real = text(render(report("IV-CoT")))
+    assert STAND_IN_WARNING not in real
+    ladder = text(render_ladder([report("CoT"), report("IV-CoT", backend="offline")]))
+    assert "IV-CoT (stand-in)" in ladder and "CoT (stand-in)" not in ladder.replace("IV-CoT (stand-in)", "")
+    assert STAND_IN_WARNING in ladder
+    assert STAND_IN_WARNING not in text(render_ladder([report("CoT"), report("IV-CoT")]))
+
+
+def test_none_renders_as_a_dash() -> None:
+    failed_only = report("empty", results=[result("a", (14, 3), None, failure="timeout")])
+    md = to_markdown([failed_only])
+    overall = next(line for line in md.splitlines() if line.startswith("| overall"))
+    assert overall.split("|")[2:5] == [" 0/1 ", " – ", " – "]
+    assert "nan" not in md.lower()
+    assert "–" in text(render(failed_only))
