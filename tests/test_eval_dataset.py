@@ -269,11 +269,14 @@ def test_convert_verdictbench_names_bad_lines(tmp_path: Path) -> None:
         "{not json",
         verdictbench_record(id="vb-3", category="Digital"),
         verdictbench_record(),
+        verdictbench_record(id="vb-4", rounds=["just text"]),
+        verdictbench_record(id="vb-5", votes=[11, 6]),
     ])
     with pytest.raises(DatasetError) as err:
         convert_verdictbench(src, tmp_path / "out.jsonl")
     lines = [p.split(": ", 1)[0] for p in err.value.problems]
-    assert lines == [f"{src}:2", f"{src}:3", f"{src}:5"]
+    assert lines == [f"{src}:2", f"{src}:3", f"{src}:5", f"{src}:6", f"{src}:7"]
+    assert "round must be a JSON object" in err.value.problems[3] and "votes must be" in err.value.problems[4]
     assert "must sum to 17" in err.value.problems[0] and "already used at line 1" in err.value.problems[2]
     assert not (tmp_path / "out.jsonl").exists()
 

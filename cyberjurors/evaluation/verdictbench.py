@@ -100,6 +100,8 @@ def _media_item(entry: Any, kind: str, evidence_id: str, media_root: Path | None
 def _rounds(record: dict, media_root: Path | None) -> list[dict]:
     rounds, seen, count = [], set(), {"buyer": 0, "seller": 0}
     for raw in _as_list(_get(record, "rounds")):
+        if not isinstance(raw, dict):
+            raise ValueError(f"a round must be a JSON object, got {raw!r:.60}")
         party = PARTIES.get(str(_get(raw, "party")).strip().lower())
         if party is None:
             raise ValueError(f"round party must be buyer or seller, got {_get(raw, 'party')!r}")
@@ -121,6 +123,8 @@ def _rounds(record: dict, media_root: Path | None) -> list[dict]:
 
 def _votes(record: dict) -> dict:
     votes = _get(record, "votes", required=False)
+    if votes is not None and not isinstance(votes, dict):
+        raise ValueError(f"votes must be an object with buyer and seller counts, got {votes!r:.60}")
     if isinstance(votes, dict):
         return {"buyer": int(_get(votes, "votes_buyer")), "seller": int(_get(votes, "votes_seller"))}
     seller = _get(record, "seller_votes")
