@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..schemas import JURY_SIZE, DisputeCase
-from .dataset import DatasetError, Problems, describe, write_jsonl
+from .dataset import Problems, describe, write_jsonl
 
 # Our field -> the record's field name(s); the first one present wins.
 FIELDS: dict[str, tuple[str, ...]] = {
