@@ -22,6 +22,8 @@ precedents_app = typer.Typer(no_args_is_help=True,
                              help="The precedent base B = <H, N>: build it from decided cases, search it.")
 app.add_typer(precedents_app, name="precedents")
 console = Console()
+if not console.is_terminal:  # a pipe or a log file: keep wide report tables readable
+    console.width = 160
 SettingsOption = Annotated[Optional[Path], typer.Option("--settings", help="TOML settings file", exists=True)]
 
 
