@@ -30,6 +30,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/broker_hop.py
 	$(BIN)/python bench/pipeline_latency.py
 	$(BIN)/python bench/precedent_search.py
+	$(BIN)/python bench/token_economy.py
+	$(BIN)/python bench/scaling.py
+	$(BIN)/python bench/throughput.py
 
 media: $(STAMP)
 	$(BIN)/python examples/make_media.py

@@ -23,7 +23,7 @@ precedents_app = typer.Typer(no_args_is_help=True,
 app.add_typer(precedents_app, name="precedents")
 console = Console()
 if not console.is_terminal:  # a pipe or a log file: keep wide report tables readable
-    console.width = 160
+    console.width = 180
 SettingsOption = Annotated[Optional[Path], typer.Option("--settings", help="TOML settings file", exists=True)]
 
 
