@@ -1,0 +1,453 @@
+"""Pixels for the synthetic benchmark: photos and short clips of a scene, with or without a clue mark.
+
+A ``Visual`` says what a photo or clip shows: a scene (an appliance on a counter, a shirt's
+fabric, a food pack, a phone's settings screen...), optionally a mark in it (a red banner on the
+display, a crack in the glass, a size label...) and the text the mark carries. Rendering is pure
+and deterministic: the same ``Visual`` always gives the same pixels and, encoded here, the same
+bytes (PNG/JPEG with fixed settings; H.264 via PyAV with libx264 single-threaded and the bitexact
+flags, as ``examples/make_media.py`` does).
+
+Every mark comes with a ``Probe``: a box and a colour, and the share of the box's pixels near that
+colour that the mark reaches. The scenes are drawn so that without the mark the share is ~0, which
+lets tests check that a clue is really in the pixels (and, in a clip, in which frames).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+from typing import Callable, Literal
+
+import av
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+from pydantic import BaseModel, ConfigDict
+
+RGB = tuple[int, int, int]
+W, H = 320, 240  # photos; clips are a (W - 2 * CROP) x (H - 2 * CROP) window that drifts by <= SHAKE px
+CROP, SHAKE = 8, 2
+CLIP_W, CLIP_H = W - 2 * CROP, H - 2 * CROP  # 304 x 224
+
+RED, GREEN, AMBER, DARK = (205, 28, 32), (28, 150, 64), (240, 160, 0), (28, 26, 32)
+LIPSTICK, BLUE, WHITE = (182, 26, 74), (24, 62, 160), (238, 238, 234)
+SKIN, CARDBOARD = (222, 178, 146), (176, 136, 90)
+
+Scene = Literal["appliance", "glassware", "document", "fabric", "pack", "logger", "phone", "store", "door",
+                "slip", "foam", "parcel", "receipt"]
+Mark = Literal["banner", "label", "crack", "tear", "stain", "plate", "part"]
+
+
+class Visual(BaseModel):
+    """What one photo or clip shows. ``label`` is the text in the mark (the clue, for text marks)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scene: Scene
+    mark: Mark | None = None
+    label: str = ""
+    colour: RGB = RED
+    title: str = ""  # neutral scene text: a brand, a page heading
+    seed: int = 0
+
+
+class Probe(BaseModel):
+    """The clue is present when at least ``min_share`` of the box's pixels lie within ``tolerance``
+    (RGB distance) of ``colour``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    box: tuple[int, int, int, int]
+    colour: RGB
+    tolerance: float = 60.0
+    min_share: float
+
+    def share(self, image: Image.Image) -> float:
+        region = np.asarray(image.convert("RGB").crop(self.box), dtype=np.int32)
+        distance = np.sqrt(((region - np.array(self.colour)) ** 2).sum(axis=-1))
+        return float((distance <= self.tolerance).mean())
+
+    def sees(self, image: Image.Image) -> bool:
+        return self.share(image) >= self.min_share
+
+
+# ----------------------------------------------------------------------------------------------
+# drawing helpers
+
+_FONTS: dict[int, ImageFont.FreeTypeFont] = {}
+
+
+def font(size: int) -> ImageFont.FreeTypeFont:
+    if size not in _FONTS:
+        _FONTS[size] = ImageFont.load_default(size=size)
+    return _FONTS[size]
+
+
+def mottled(size: tuple[int, int], dark: RGB, light: RGB, rng: random.Random, grain: int = 4,
+            stretch: tuple[int, int] = (1, 1)) -> Image.Image:
+    w = max(2, size[0] // (grain * stretch[0]) + 1)
+    h = max(2, size[1] // (grain * stretch[1]) + 1)
+    mask = Image.frombytes("L", (w, h), rng.randbytes(w * h)).resize(size, Image.Resampling.BILINEAR)
+    return Image.composite(Image.new("RGB", size, light), Image.new("RGB", size, dark), mask)
+
+
+def fitted_text(d: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: str, fill: RGB,
+                largest: int = 22) -> None:
+    x0, y0, x1, y1 = box
+    size = min(largest, y1 - y0 - 4)
+    while size > 8 and d.textlength(text, font=font(size)) > x1 - x0 - 8:
+        size -= 1
+    d.text(((x0 + x1) / 2, (y0 + y1) / 2), text, font=font(size), fill=fill, anchor="mm")
+
+
+def jagged(rng: random.Random, start: tuple[float, float], end: tuple[float, float], steps: int,
+           wobble: float) -> list[tuple[float, float]]:
+    (x0, y0), (x1, y1) = start, end
+    return [start] + [(x0 + (x1 - x0) * i / steps + rng.uniform(-wobble, wobble),
+                       y0 + (y1 - y0) * i / steps + rng.uniform(-wobble, wobble)) for i in range(1, steps)] + [end]
+
+
+def text_lines(d: ImageDraw.ImageDraw, x: int, y: int, widths: list[int], fill: RGB, step: int = 12) -> None:
+    """Greeked print: bars standing in for lines of small text."""
+    for k, width in enumerate(widths):
+        d.rectangle((x, y + k * step, x + width, y + k * step + 4), fill=fill)
+
+
+def backdrop(rng: random.Random, wall: RGB, top_dark: RGB, top_light: RGB, horizon: int = 170) -> Image.Image:
+    im = Image.new("RGB", (W, H), wall)
+    im.paste(mottled((W, H - horizon), top_dark, top_light, rng, grain=3, stretch=(8, 1)), (0, horizon))
+    return im
+
+
+# ----------------------------------------------------------------------------------------------
+# scenes: each draws the neutral picture and returns the area a mark may occupy
+
+Box = tuple[int, int, int, int]
+
+
+def scene_appliance(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = backdrop(rng, (206, 200, 188), (118, 84, 54), (146, 106, 72))
+    d = ImageDraw.Draw(im)
+    body = rng.choice([(38, 38, 42), (62, 64, 68), (214, 214, 210)])
+    d.rounded_rectangle((78, 36, 244, 196), radius=16, fill=body)
+    d.rounded_rectangle((92, 120, 230, 188), radius=10, fill=tuple(max(0, c - 14) for c in body))
+    d.ellipse((146, 132, 176, 162), fill=(120, 120, 124), outline=(90, 90, 94), width=2)
+    d.rectangle((88, 54, 234, 98), fill=(18, 20, 22))
+    d.text((161, 76), "- -:- -", font=font(14), fill=(70, 72, 76), anchor="mm")
+    d.text((161, 110), title[:18], font=font(10), fill=(150, 150, 150), anchor="mm")
+    d.line((244, 170, 300, 192), fill=(20, 20, 20), width=3)
+    return im, (90, 56, 232, 96)
+
+
+def scene_glassware(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = backdrop(rng, (214, 210, 200), (170, 166, 160), (196, 192, 186), horizon=176)
+    d = ImageDraw.Draw(im)
+    d.polygon([(104, 34), (214, 34), (226, 180), (92, 180)], fill=(198, 214, 224))
+    d.polygon([(112, 40), (124, 40), (116, 176), (104, 176)], fill=(228, 236, 242))  # highlight
+    d.arc((206, 60, 262, 150), 270, 90, fill=(150, 160, 168), width=8)  # handle
+    d.rounded_rectangle((86, 178, 232, 198), radius=6, fill=(44, 44, 48))  # base
+    d.text((160, 188), title[:20], font=font(9), fill=(150, 150, 150), anchor="mm")
+    return im, (126, 52, 204, 160)
+
+
+def scene_document(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = mottled((W, H), (150, 150, 146), (176, 176, 170), rng, grain=5)
+    d = ImageDraw.Draw(im)
+    d.rectangle((36, 20, 284, 232), fill=(248, 246, 240))
+    d.rectangle((36, 20, 284, 40), fill=(34, 34, 36))
+    d.text((44, 24), title[:28] or "DELIVERY RECEIPT", font=font(12), fill=(255, 255, 255))
+    text_lines(d, 48, 52, [rng.randint(90, 200) for _ in range(5)], (90, 90, 92))
+    for k in range(18):  # barcode
+        d.rectangle((52 + k * 7, 196, 52 + k * 7 + rng.randint(1, 4), 222), fill=(20, 20, 20))
+    d.line((190, 216, 270, 210), fill=(40, 40, 120), width=2)  # signature
+    return im, (64, 118, 256, 164)
+
+
+def scene_fabric(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    tint = rng.choice([(176, 198, 226), (222, 210, 186), (206, 206, 210), (232, 206, 206), (196, 220, 200)])
+    light = tuple(min(255, c + 18) for c in tint)
+    im = mottled((W, H), tint, light, rng, grain=2)
+    d = ImageDraw.Draw(im)
+    weave = tuple(c - 10 for c in tint)
+    for y in range(0, H, 3):
+        d.line((0, y, W, y), fill=weave)
+    d.rectangle((150, 0, 176, H), fill=tuple(c - 6 for c in tint))
+    d.line((150, 0, 150, H), fill=tuple(c - 40 for c in tint), width=2)
+    for x in (156, 170):
+        for y in range(0, H, 12):
+            d.line((x, y, x, y + 7), fill=(244, 244, 246), width=2)
+    return im, (96, 40, 232, 172)
+
+
+def scene_pack(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = mottled((W, H), (150, 150, 146), (178, 178, 172), rng, grain=5)
+    d = ImageDraw.Draw(im)
+    colour = rng.choice([(196, 160, 110), (236, 232, 220), (170, 196, 160)])
+    d.polygon([(84, 18), (236, 18), (250, 230), (70, 230)], fill=colour)
+    d.rectangle((84, 18, 236, 34), fill=tuple(c - 30 for c in colour))
+    d.text((160, 62), (title or "ORGANIC")[:16].upper(), font=font(15), fill=(60, 40, 24), anchor="mm")
+    text_lines(d, 108, 84, [100, 80, 94], (110, 90, 70), step=10)
+    text_lines(d, 108, 178, [104, 70, 90, 60], (110, 90, 70), step=10)
+    return im, (92, 124, 228, 164)
+
+
+def scene_logger(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = backdrop(rng, (200, 204, 208), (226, 226, 228), (240, 240, 240), horizon=120)
+    d = ImageDraw.Draw(im)
+    d.rounded_rectangle((80, 40, 240, 190), radius=14, fill=(236, 236, 232), outline=(150, 150, 150), width=2)
+    d.rectangle((100, 60, 220, 116), fill=(168, 178, 158))
+    d.text((160, 88), "LOG", font=font(13), fill=(120, 128, 112), anchor="mm")
+    d.text((160, 134), "TEMP LOGGER  TL-20", font=font(10), fill=(80, 80, 80), anchor="mm")
+    d.ellipse((148, 150, 172, 174), fill=(180, 180, 184))
+    return im, (102, 62, 218, 114)
+
+
+def scene_phone(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = Image.new("RGB", (W, H), (242, 242, 247))
+    d = ImageDraw.Draw(im)
+    d.text((20, 26), "< Settings", font=font(12), fill=(0, 122, 255))
+    d.text((20, 44), title[:24] or "Battery", font=font(20), fill=(0, 0, 0))
+    for y0 in (76, 124, 176):
+        d.rounded_rectangle((14, y0, W - 14, y0 + 40), radius=8, fill=(255, 255, 255))
+    text_lines(d, 28, 86, [120, 180], (150, 150, 156), step=14)
+    text_lines(d, 28, 186, [140, 90], (150, 150, 156), step=14)
+    return im, (24, 128, W - 24, 160)
+
+
+def scene_store(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = Image.new("RGB", (W, H), (252, 252, 252))
+    d = ImageDraw.Draw(im)
+    d.rectangle((0, 0, W, 40), fill=(222, 224, 228))
+    d.rounded_rectangle((40, 24, W - 20, 36), radius=5, fill=(255, 255, 255))
+    d.text((48, 24), "store.example/redeem", font=font(9), fill=(90, 90, 90))
+    d.text((24, 52), (title or "Redeem a code")[:30], font=font(14), fill=(20, 20, 20))
+    d.rectangle((24, 76, 230, 96), outline=(160, 160, 160))
+    text_lines(d, 30, 84, [130], (120, 120, 120))
+    text_lines(d, 24, 170, [220, 180, 200], (190, 190, 194))
+    return im, (24, 112, W - 24, 156)
+
+
+def scene_door(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = mottled((W, H), (206, 196, 176), (222, 214, 196), rng, grain=4)
+    d = ImageDraw.Draw(im)
+    d.rectangle((96, 26, 216, 206), fill=(118, 80, 50), outline=(86, 58, 36), width=3)
+    d.ellipse((194, 116, 204, 126), fill=(200, 190, 140))
+    d.rectangle((84, 206, 228, 222), fill=(62, 56, 50))  # mat
+    d.rectangle((116, 178, 176, 208), fill=CARDBOARD, outline=(140, 104, 64))  # the parcel
+    d.rectangle((0, 222, W, H), fill=(150, 150, 150))
+    return im, (220, 56, 306, 92)
+
+
+def scene_slip(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = mottled((W, H), (150, 112, 72), (176, 136, 90), rng, grain=4)
+    d = ImageDraw.Draw(im)
+    d.rectangle((20, 14, 300, 226), outline=(130, 96, 60), width=6)
+    d.polygon([(62, 30), (262, 24), (268, 190), (58, 196)], fill=(250, 250, 246))
+    d.text((76, 38), "PACKING SLIP", font=font(13), fill=(20, 20, 20))
+    text_lines(d, 78, 60, [150, 120, 160], (80, 80, 80), step=11)
+    text_lines(d, 78, 152, [140, 100], (80, 80, 80), step=11)
+    return im, (76, 98, 250, 138)
+
+
+def scene_foam(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = mottled((W, H), (150, 112, 72), (176, 136, 90), rng, grain=4)
+    d = ImageDraw.Draw(im)
+    d.rectangle((30, 26, 290, 206), fill=(62, 62, 68))
+    d.rounded_rectangle((44, 40, 186, 192), radius=10, fill=(38, 38, 42))
+    d.rounded_rectangle((204, 44, 276, 188), radius=10, fill=(38, 38, 42))
+    item = rng.choice([(196, 32, 36), (40, 40, 120), (230, 160, 30)])
+    d.rounded_rectangle((58, 56, 172, 176), radius=18, fill=item)
+    d.rectangle((80, 90, 150, 130), fill=(30, 30, 40))
+    return im, (208, 48, 272, 184)
+
+
+def scene_parcel(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = backdrop(rng, (196, 196, 200), (120, 120, 124), (140, 140, 144), horizon=180)
+    d = ImageDraw.Draw(im)
+    d.polygon([(70, 80), (230, 64), (262, 96), (104, 114)], fill=(196, 156, 108))  # lid
+    d.polygon([(70, 80), (104, 114), (104, 212), (70, 184)], fill=(150, 112, 72))
+    d.polygon([(104, 114), (262, 96), (262, 196), (104, 212)], fill=CARDBOARD)
+    d.line((150, 72, 184, 106), fill=(200, 180, 140), width=10)  # tape
+    d.rectangle((160, 128, 240, 176), fill=(250, 250, 250))
+    text_lines(d, 166, 134, [60, 40, 52], (40, 40, 40), step=10)
+    return im, (0, 0, 0, 0)
+
+
+def scene_receipt(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
+    im = mottled((W, H), (90, 70, 56), (112, 88, 70), rng, grain=4)
+    d = ImageDraw.Draw(im)
+    d.rectangle((96, 10, 224, 236), fill=(250, 250, 248))
+    d.text((160, 24), (title or "RECEIPT")[:16].upper(), font=font(11), fill=(20, 20, 20), anchor="mm")
+    text_lines(d, 106, 40, [rng.randint(50, 100) for _ in range(12)], (70, 70, 70), step=12)
+    d.rectangle((150, 196, 214, 202), fill=(20, 20, 20))
+    return im, (0, 0, 0, 0)
+
+
+SCENES: dict[str, Callable[[random.Random, str], tuple[Image.Image, Box]]] = {
+    name.removeprefix("scene_"): fn for name, fn in globals().items() if name.startswith("scene_")}
+
+
+# ----------------------------------------------------------------------------------------------
+# marks: each draws into the scene's area and returns the probe for it
+
+
+def mark_banner(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
+    d.rectangle(area, fill=v.colour)
+    ink = (0, 0, 0) if sum(v.colour) > 380 else (255, 255, 255)
+    fitted_text(d, area, v.label, ink)
+    return Probe(box=area, colour=v.colour, min_share=0.35)
+
+
+def mark_label(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
+    """A woven size label sewn next to the seam."""
+    x0, y0, x1, y1 = area
+    box = (x0 + 8, y0 + 30, x0 + 50, y0 + 62)
+    d.rectangle(box, fill=v.colour)
+    fitted_text(d, box, v.label, (255, 255, 255), largest=14)
+    return Probe(box=box, colour=v.colour, min_share=0.35)
+
+
+def mark_plate(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
+    d.rounded_rectangle(area, radius=6, fill=v.colour, outline=(255, 255, 255), width=2)
+    fitted_text(d, area, v.label, (255, 255, 255), largest=26)
+    return Probe(box=area, colour=v.colour, min_share=0.35)
+
+
+def mark_crack(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
+    x0, y0, x1, y1 = area
+    origin = (x0 + rng.uniform(4, 20), y0 + rng.uniform(4, 20))
+    for _ in range(6):
+        end = (rng.uniform(x0 + 20, x1 - 2), rng.uniform(y0 + 30, y1 - 2))
+        d.line(jagged(rng, origin, end, 7, 4), fill=v.colour, width=3)
+    return Probe(box=area, colour=v.colour, min_share=0.03)
+
+
+def mark_tear(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
+    x0, y0, x1, y1 = area
+    seam, top, bottom = (x0 + x1) // 2, y0 + 20, y1 - 20
+    left = jagged(rng, (seam - 4, top), (seam - 6, bottom), 10, 3)
+    right = [(seam + 4 + 16 * math.sin(math.pi * i / 10) + rng.uniform(-2, 2), y)
+             for i, (_, y) in enumerate(jagged(rng, (seam + 4, top), (seam + 6, bottom), 10, 3))]
+    d.polygon(left + right[::-1], fill=v.colour)
+    for x, y in left[1:-1]:  # frayed threads
+        a = rng.uniform(0, 2 * math.pi)
+        d.line((x, y, x + 8 * math.cos(a), y + 8 * math.sin(a)), fill=(236, 236, 240), width=1)
+    return Probe(box=(seam - 8, top + 10, seam + 14, bottom - 10), colour=v.colour, min_share=0.3)
+
+
+def mark_stain(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
+    x0, y0, x1, y1 = area
+    box = (x0 + 10, y0 + 10, x0 + 70, y0 + 60)
+    for _ in range(10):
+        x, y = rng.uniform(box[0], box[2] - 14), rng.uniform(box[1], box[3] - 10)
+        d.ellipse((x, y, x + rng.uniform(12, 24), y + rng.uniform(8, 14)), fill=v.colour)
+    return Probe(box=box, colour=v.colour, min_share=0.15)
+
+
+def mark_part(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
+    x0, y0, x1, y1 = area
+    d.rounded_rectangle((x0 + 4, y0 + 6, x1 - 4, y1 - 6), radius=10, fill=v.colour)
+    cx = (x0 + x1) // 2
+    d.ellipse((cx - 12, y0 + 36, cx + 12, y0 + 60), fill=(150, 150, 156))
+    d.rectangle((cx - 4, y1 - 44, cx + 4, y1 - 20), fill=(150, 150, 156))
+    return Probe(box=(x0 + 8, y0 + 10, x1 - 8, y1 - 10), colour=v.colour, min_share=0.4)
+
+
+MARKS = {name.removeprefix("mark_"): fn for name, fn in globals().items() if name.startswith("mark_")}
+
+
+# ----------------------------------------------------------------------------------------------
+# rendering and encoding
+
+
+def compose(v: Visual) -> tuple[Image.Image, Image.Image, Probe | None]:
+    """(neutral picture, picture with the mark, probe). Without a mark both pictures are the same."""
+    rng = random.Random(v.seed)
+    neutral, area = SCENES[v.scene](rng, v.title)
+    if v.mark is None:
+        return neutral, neutral, None
+    marked = neutral.copy()
+    probe = MARKS[v.mark](ImageDraw.Draw(marked), area, v, random.Random(v.seed + 1))
+    return neutral, marked, probe
+
+
+def render_still(v: Visual, clue: bool = True) -> Image.Image:
+    neutral, marked, _ = compose(v)
+    return marked if clue else neutral
+
+
+def still_probe(v: Visual) -> Probe | None:
+    return compose(v)[2]
+
+
+def clip_probe(v: Visual) -> Probe | None:
+    """The still's probe moved into clip coordinates and shrunk by the camera drift."""
+    probe = still_probe(v)
+    if probe is None:
+        return None
+    x0, y0, x1, y1 = probe.box  # scene x maps to clip x - CROP - dx with |dx| <= SHAKE
+    return probe.model_copy(update={"box": (x0 - CROP + SHAKE, y0 - CROP + SHAKE,
+                                            x1 - CROP - SHAKE, y1 - CROP - SHAKE)})
+
+
+def encode_photo(image: Image.Image, media_type: str) -> bytes:
+    out = io.BytesIO()
+    if media_type == "image/png":
+        image.save(out, "PNG", optimize=True)
+    else:
+        image.save(out, "JPEG", quality=85, optimize=True)
+    return out.getvalue()
+
+
+def drift(i: int, seed: int) -> tuple[int, int]:
+    """Hand-held camera drift, at most SHAKE px each way."""
+    return round(SHAKE * math.sin(i * 0.7 + seed)), round(SHAKE * math.cos(i * 0.45 + 2 * seed))
+
+
+def clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) -> list[Image.Image]:
+    """A hand-held clip of the scene: the mark shows only in the ``clue`` frames (the display
+    flashes, the jug turns, the camera passes the label); a hand moves along the bottom edge."""
+    neutral, marked, _ = compose(v)
+    rng = random.Random(v.seed + 2)
+    hand_from, hand_len = rng.randint(0, frames // 2), rng.randint(8, 16)
+    leftwards = rng.random() < 0.5
+    out = []
+    for i in range(frames):
+        im = (marked if i in clue else neutral).copy()
+        d = ImageDraw.Draw(im)
+        if hand_from <= i < hand_from + hand_len:
+            t = (i - hand_from) / hand_len
+            x = int((W + 10) * (1 - t) - 60) if leftwards else int((W + 10) * t - 60)
+            d.rounded_rectangle((x, 204, x + 70, 230), radius=12, fill=SKIN)
+        dx, dy = drift(i, v.seed % 7)
+        im = im.crop((CROP + dx, CROP + dy, CROP + dx + CLIP_W, CROP + dy + CLIP_H))
+        d = ImageDraw.Draw(im)
+        d.rectangle((0, 0, CLIP_W, 13), fill=(0, 0, 0))
+        d.ellipse((4, 3, 10, 9), fill=(230, 40, 40) if i % 6 < 4 else (60, 0, 0))
+        d.text((16, 1), f"REC {start}", font=font(10), fill=(255, 255, 255))
+        d.text((CLIP_W - 4, 1), f"{i / fps:04.1f}s", font=font(10), fill=(200, 200, 200), anchor="ra")
+        out.append(im)
+    return out
+
+
+def encode_clip(images: list[Image.Image], fps: int) -> bytes:
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4", options={"fflags": "+bitexact"}) as container:
+        codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+        options = {"crf": "24", "preset": "veryfast", "threads": "1"} if codec == "libx264" else {"threads": "1"}
+        stream = container.add_stream(codec, rate=fps, options=options)
+        stream.width, stream.height, stream.pix_fmt = CLIP_W, CLIP_H, "yuv420p"
+        stream.codec_context.flags |= av.codec.context.Flags.bitexact
+        for i, image in enumerate(images):
+            frame = av.VideoFrame.from_image(image).reformat(format="yuv420p")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return out.getvalue()
+
+
+def decode_clip(data: bytes) -> list[Image.Image]:
+    with av.open(io.BytesIO(data)) as container:
+        return [frame.to_image() for frame in container.decode(video=0)]
