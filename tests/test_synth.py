@@ -1,0 +1,251 @@
+"""The synthetic benchmark generator: valid, reproducible cases whose decisive clue is where the
+manifest says it is, and only there (in the pixels for image and video plants). No broker needed."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import av
+import pytest
+from PIL import Image
+
+from cyberjurors.agents.intake import admit
+from cyberjurors.agents.media import sample_frames
+from cyberjurors.config import Settings
+from cyberjurors.evaluation import synth_media
+from cyberjurors.evaluation.synth import (CATEGORIES, JURY_ACCURACY, SynthError, SynthManifest, generate,
+                                          plan_cases)
+from cyberjurors.schemas import JURY_SIZE, DisputeCase
+
+N = 30
+NEUTRAL_CAPTION = re.compile(r"^(photo|picture|image|see photo|here is photo|video|clip|short video|here is video)"
+                             r" \(?\d+\)?( attached)?$")
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    seen: list[int] = []
+    out = tmp_path_factory.mktemp("synth")
+    generate(out, cases=N, seed=11, progress=seen.append)
+    assert seen == list(range(1, N + 1))
+    return out
+
+
+@pytest.fixture(scope="module")
+def manifest(out: Path) -> SynthManifest:
+    return SynthManifest.model_validate_json((out / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def cases(out: Path) -> dict[str, DisputeCase]:
+    lines = (out / "cases.jsonl").read_text().splitlines()
+    assert len(lines) == N
+    return {c.case_id: c for c in (DisputeCase.model_validate_json(line) for line in lines)}
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_same_arguments_give_the_same_bytes(tmp_path: Path) -> None:
+    first, second, other = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    generate(first, cases=6, seed=3, modality_mix={"video": 2, "image": 1})
+    generate(second, cases=6, seed=3, modality_mix={"video": 2, "image": 1})
+    a, b = files(first), files(second)
+    assert sorted(a) == sorted(b) and any(name.endswith(".mp4") for name in a)
+    assert [name for name in a if a[name] != b[name]] == []
+    generate(other, cases=6, seed=4, modality_mix={"video": 2, "image": 1})
+    assert files(other)["cases.jsonl"] != a["cases.jsonl"]
+
+
+def test_cases_are_valid_and_shaped_like_real_disputes(cases: dict[str, DisputeCase], manifest: SynthManifest,
+                                                       out: Path) -> None:
+    settings = Settings(llm_backend="offline", media_root=out)
+    for case in cases.values():
+        assert 10 <= len(case.items()) <= 20, case.case_id
+        for party in ("buyer", "seller"):
+            numbers = [r.round for r in case.rounds if r.party == party]
+            assert numbers == list(range(1, len(numbers) + 1)) and 2 <= len(numbers) <= 4
+        assert [r.party for r in case.rounds][:2] == ["buyer", "seller"]
+        assert case.metadata.delivered_at > case.metadata.ordered_at
+        assert all(r.submitted_at > case.metadata.delivered_at for r in case.rounds)
+        admit(case, settings)  # the pipeline's intake accepts the case and its media references
+    assert Counter(c.metadata.category for c in cases.values()).keys() == set(CATEGORIES)
+    assert len({c.metadata.product for c in cases.values()}) >= 15
+    texts = [i.text for c in cases.values() for i in c.items() if i.kind == "text"]
+    assert len(set(texts)) > 0.6 * len(texts)  # wording varies: not copies of one case
+
+
+def test_every_media_file_decodes_and_matches_its_hash(cases: dict[str, DisputeCase], out: Path) -> None:
+    referenced = set()
+    for case in cases.values():
+        for item in case.items():
+            if item.media is None:
+                continue
+            assert item.media.path and item.media.path.startswith(f"media/{case.case_id}/")
+            data = (out / item.media.path).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == item.media.sha256
+            referenced.add(item.media.path)
+            if item.kind == "image":
+                with Image.open(io.BytesIO(data)) as image:
+                    image.load()
+                    assert image.size == (synth_media.W, synth_media.H)
+                    assert image.format == {"image/png": "PNG", "image/jpeg": "JPEG"}[item.media.media_type]
+            else:
+                with av.open(io.BytesIO(data)) as container:
+                    stream = container.streams.video[0]
+                    assert stream.codec_context.name in ("h264", "mpeg4")
+                    frames = sum(1 for _ in container.decode(stream))
+                assert 30 <= frames <= 45 and frames / float(stream.average_rate) <= 3.0
+    assert referenced == {str(p.relative_to(out)) for p in (out / "media").rglob("*") if p.is_file()}
+
+
+def test_manifest_agrees_with_the_cases_and_the_plan(cases: dict[str, DisputeCase], manifest: SynthManifest,
+                                                     out: Path) -> None:
+    assert manifest.complete and manifest.options.seed == 11 and manifest.options.cases == N
+    assert manifest.cases_sha256 == hashlib.sha256((out / "cases.jsonl").read_bytes()).hexdigest()
+    plans = plan_cases(N, 11)
+    assert [p.planted_side for p in plans] == [p.planted_side for p in manifest.plants]
+    assert [p.modality for p in plans] == [p.modality for p in manifest.plants]
+    for plant in manifest.plants:
+        case = cases[plant.case_id]
+        assert case.ground_truth == plant.votes and plant.votes.total == JURY_SIZE
+        assert plant.label == case.ground_truth.winner
+        assert case.metadata.category == plant.category
+    assert manifest.summary.modalities == {"text": 10, "image": 10, "video": 10}
+
+
+def test_the_clue_sits_in_the_evidence_of_the_party_the_manifest_names(cases: dict[str, DisputeCase],
+                                                                        manifest: SynthManifest) -> None:
+    for plant in manifest.plants:
+        case = cases[plant.case_id]
+        item = case.item(plant.evidence_id)  # KeyError if missing
+        assert item.kind == plant.modality
+        assert case.party_of(plant.evidence_id) == plant.clue_party
+        assert plant.against_interest == (plant.clue_party != plant.planted_side)
+    # both arrangements occur: own proof, and the other side's admission
+    plans = plan_cases(200, 0)
+    against = sum(p.holder != p.planted_side for p in plans)
+    assert 30 < against < 130
+
+
+def test_text_clue_is_in_the_planted_item_only(cases: dict[str, DisputeCase], manifest: SynthManifest) -> None:
+    plants = [p for p in manifest.plants if p.modality == "text"]
+    assert plants
+    for plant in plants:
+        case = cases[plant.case_id]
+        assert plant.clue_words and plant.media_path is None
+        for item in case.items():
+            holds = any(w.lower() in (item.text or "").lower() for w in plant.clue_words)
+            assert holds == (item.id == plant.evidence_id), (plant.case_id, item.id)
+
+
+def test_image_clue_is_in_the_pixels_not_the_words(cases: dict[str, DisputeCase], manifest: SynthManifest,
+                                                   out: Path) -> None:
+    plants = [p for p in manifest.plants if p.modality == "image"]
+    assert plants
+    for plant in plants:
+        case, visual, probe = cases[plant.case_id], plant.visual, plant.probe
+        assert visual is not None and visual.mark is not None and probe is not None
+        with Image.open(out / plant.media_path) as stored:
+            stored.load()
+            assert probe.sees(stored), plant.case_id
+            neutral = synth_media.render_still(visual, clue=False)
+            assert probe.share(neutral) < 0.01  # the clue colour is not in the neutral picture's box
+            marked = synth_media.render_still(visual)
+            assert marked.tobytes() != neutral.tobytes()
+            if stored.format == "PNG":  # lossless: the file is exactly the re-rendered picture
+                assert stored.convert("RGB").tobytes() == marked.tobytes()
+        item = case.item(plant.evidence_id)
+        assert NEUTRAL_CAPTION.match(item.text), item.text
+        texts = " ".join(i.text or "" for i in case.items()).lower()
+        assert not any(w.lower() in texts for w in plant.clue_words)
+
+
+def test_video_clue_is_in_the_listed_frames_only(cases: dict[str, DisputeCase], manifest: SynthManifest,
+                                                 out: Path) -> None:
+    plants = [p for p in manifest.plants if p.modality == "video"]
+    assert plants
+    settings = Settings(llm_backend="offline", media_root=out)
+    for plant in plants:
+        frames = synth_media.decode_clip((out / plant.media_path).read_bytes())
+        assert len(frames) == plant.frame_count
+        assert 2 <= len(plant.frames) <= 4 and plant.frames == list(range(plant.frames[0], plant.frames[-1] + 1))
+        showing = [i for i, frame in enumerate(frames) if plant.probe.sees(frame)]
+        assert showing == plant.frames, plant.case_id
+        case = cases[plant.case_id]
+        item = case.item(plant.evidence_id)
+        assert NEUTRAL_CAPTION.match(item.text), item.text
+        texts = " ".join(i.text or "" for i in case.items()).lower()
+        assert not any(w.lower() in texts for w in plant.clue_words)
+        # the pipeline's default frame sampling reads at least one of the clue frames
+        sampled = asyncio.run(sample_frames(item.media, settings))
+        assert {f.source_index for f in sampled} & set(plant.frames)
+
+
+def test_neutral_clips_never_show_a_clue(cases: dict[str, DisputeCase], manifest: SynthManifest, out: Path) -> None:
+    planted = {(p.case_id, p.evidence_id) for p in manifest.plants}
+    probes = {p.case_id: p.probe for p in manifest.plants if p.modality == "video"}
+    checked = 0
+    for plant in manifest.plants:
+        if plant.case_id not in probes:
+            continue
+        for item in cases[plant.case_id].items():
+            if item.kind == "video" and (plant.case_id, item.id) not in planted:
+                frames = synth_media.decode_clip((out / item.media.path).read_bytes())
+                # a decoy of the same scene: same layout, but the probe box never lights up
+                assert not any(probes[plant.case_id].sees(f) for f in frames)
+                checked += 1
+    assert checked > 0
+
+
+def test_votes_follow_the_noise_model() -> None:
+    plans = plan_cases(200, 0)
+    assert all(p.votes.total == JURY_SIZE for p in plans)
+    assert sum(p.planted_side == "seller" for p in plans) == round(200 * 0.626)
+    label_seller = sum(p.votes.winner == "seller" for p in plans) / 200
+    assert 0.54 < label_seller < 0.70  # 0.626 planted, pulled towards 0.5 by the few flipped labels
+    flipped = sum(p.votes.winner != p.planted_side for p in plans) / 200
+    assert 0 < flipped < 0.2
+    mean_p = sum(p.juror_accuracy for p in plans) / 200
+    assert abs(mean_p - JURY_ACCURACY[0] / sum(JURY_ACCURACY)) < 0.04
+    shares = [p.votes.seller if p.planted_side == "seller" else p.votes.buyer for p in plans]
+    assert len(set(shares)) > 8  # not all unanimous: the split varies from case to case
+
+
+def test_options_shape_the_plan() -> None:
+    assert Counter(p.modality for p in plan_cases(90, 1)) == {"text": 30, "image": 30, "video": 30}
+    assert Counter(p.modality for p in plan_cases(40, 1, modality_mix={"image": 3, "video": 1})) == \
+        {"image": 30, "video": 10}
+    assert all(p.planted_side == "buyer" for p in plan_cases(20, 1, seller_share=0))
+    assert Counter(p.scenario.category for p in plan_cases(25, 2)) == {c: 5 for c in CATEGORIES}
+    with pytest.raises(SynthError):
+        plan_cases(5, 1, modality_mix={"audio": 1})
+
+
+def test_output_folder_rules(tmp_path: Path) -> None:
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(SynthError, match="not empty"):
+        generate(foreign, cases=2)
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+
+    previous = tmp_path / "bench"
+    generate(previous, cases=4, seed=1, modality_mix={"text": 1})
+    (previous / "results.jsonl").write_text("{}\n")  # e.g. an evaluation run beside it
+    old_media = {p.name for p in (previous / "media").iterdir()}
+    manifest = generate(previous, cases=2, seed=2, modality_mix={"text": 1})
+    assert {p.name for p in (previous / "media").iterdir()} == {p.case_id for p in manifest.plants}
+    assert not old_media & {p.case_id for p in manifest.plants}
+    assert len((previous / "cases.jsonl").read_text().splitlines()) == 2
+    assert (previous / "results.jsonl").exists()
+    assert json.loads((previous / "manifest.json").read_text())["options"]["seed"] == 2
+    with pytest.raises(SynthError):
+        generate(tmp_path / "x", cases=2, items=(4, 6))
