@@ -19,6 +19,7 @@ from cyberjurors.agents.intake import admit
 from cyberjurors.agents.media import sample_frames
 from cyberjurors.config import Settings
 from cyberjurors.evaluation import synth_media
+from cyberjurors.evaluation.dataset import load_dataset
 from cyberjurors.evaluation.synth import (CATEGORIES, JURY_ACCURACY, SynthError, SynthManifest, generate,
                                           plan_cases)
 from cyberjurors.schemas import JURY_SIZE, DisputeCase
@@ -80,6 +81,11 @@ def test_cases_are_valid_and_shaped_like_real_disputes(cases: dict[str, DisputeC
     assert len({c.metadata.product for c in cases.values()}) >= 15
     texts = [i.text for c in cases.values() for i in c.items() if i.kind == "text"]
     assert len(set(texts)) > 0.6 * len(texts)  # wording varies: not copies of one case
+
+
+def test_the_evaluation_loads_cases_jsonl_with_out_as_media_root(out: Path) -> None:
+    dataset = load_dataset(out / "cases.jsonl")
+    assert len(dataset.cases) == N and dataset.media_root == out
 
 
 def test_every_media_file_decodes_and_matches_its_hash(cases: dict[str, DisputeCase], out: Path) -> None:

@@ -98,6 +98,7 @@ class SynthManifest(Strict):
     complete: bool = True
     options: SynthOptions
     noise_model: dict[str, float | int | str]
+    environment: dict[str, str] = Field(description="library versions: other versions may encode other bytes")
     cases_sha256: str
     summary: Summary
     plants: list[Plant]
@@ -143,6 +144,8 @@ def plan_cases(cases: int, seed: int, *, seller_share: float = 0.626,
     of its category, a holder variant (the favoured side's own evidence weighs 2, the other
     side's admission 1), p ~ Beta(JURY_ACCURACY) and Binomial(17, p) votes for the
     planted side. Depends on (cases, seed, seller_share, modality_mix) only; no media drawn."""
+    if cases < 1 or seed < 0 or not 0 <= seller_share <= 1:
+        raise SynthError(f"need cases >= 1, seed >= 0 and 0 <= seller_share <= 1; got {cases}, {seed}, {seller_share}")
     mix = _modality_mix(modality_mix)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))
     categories = [CATEGORIES[i % len(CATEGORIES)] for i in range(cases)]
@@ -410,9 +413,9 @@ def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float 
     lo, hi = items
     if not 10 <= lo <= hi <= 40:
         raise SynthError(f"items must satisfy 10 <= min <= max <= 40 (at least 5 per party), got {items}")
+    plans = plan_cases(cases, seed, seller_share=seller_share, modality_mix=modality_mix)
     options = SynthOptions(cases=cases, seed=seed, seller_share=seller_share,
                            modality_mix=_modality_mix(modality_mix), items=(lo, hi))
-    plans = plan_cases(cases, seed, seller_share=seller_share, modality_mix=options.modality_mix)
     _prepare(out)
     (out / "manifest.json").write_text(json.dumps({"generator": GENERATOR, "version": VERSION, "complete": False}))
     lines, plants = [], []
@@ -429,12 +432,21 @@ def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float 
     (out / "cases.jsonl").write_bytes(payload)
     manifest = SynthManifest(
         options=options, cases_sha256=hashlib.sha256(payload).hexdigest(), summary=_summary(plants),
-        plants=plants, noise_model={
+        plants=plants, environment=_environment(), noise_model={
             "jury_size": JURY_SIZE, "accuracy": "Beta(a, b) per case", "beta_a": JURY_ACCURACY[0],
             "beta_b": JURY_ACCURACY[1], "accuracy_mean": round(JURY_ACCURACY[0] / sum(JURY_ACCURACY), 4),
             "votes": "planted side ~ Binomial(jury_size, p); label = majority"})
     (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
     return manifest
+
+
+def _environment() -> dict[str, str]:
+    import av
+    import PIL
+
+    return {"av": av.__version__, "libavcodec": ".".join(map(str, av.library_versions["libavcodec"])),
+            "pillow": PIL.__version__, "numpy": np.__version__,
+            "codec": "libx264" if "libx264" in av.codecs_available else "mpeg4"}
 
 
 def _summary(plants: list[Plant]) -> Summary:
@@ -854,7 +866,7 @@ def case_facts(rng: np.random.Generator, scenario: Scenario, side: Party) -> dic
     ordered = datetime(2026, 1, 5, tzinfo=timezone.utc) + timedelta(
         days=int(rng.integers(0, 300)), hours=int(rng.integers(8, 22)), minutes=15 * int(rng.integers(0, 4)))
     delivered = (ordered + timedelta(days=int(rng.integers(2, 7)))).replace(hour=int(rng.integers(9, 19)), minute=0)
-    door_no = int(rng.integers(2, 60))
+    door_no = int(rng.integers(3, 60))
     door = f"{door_no}{one(('', 'A', 'B'))}"
     wrong_door = f"{door_no + one((-2, 2, 1))}{one(('', 'A', 'B'))}"
     ordered_size = int(one((36, 38, 40, 42, 44)) if product.sizing == "garment" else rng.integers(37, 46))
@@ -872,7 +884,7 @@ def case_facts(rng: np.random.Generator, scenario: Scenario, side: Party) -> dic
         "delivered_iso": delivered.isoformat().replace("+00:00", "Z"),
         "report_date": day(delivered + timedelta(days=int(rng.integers(8, 16)))),
         "early_date": day(delivered - timedelta(days=int(rng.integers(3, 31)))),
-        "clip_stamp": (delivered + timedelta(hours=int(rng.integers(1, 48)))).strftime("%Y-%m-%d %H:%M"),
+        "clip_stamp": (delivered + timedelta(minutes=int(rng.integers(30, 2880)))).strftime("%Y-%m-%d %H:%M"),
         "amount": str(amount), "currency": currency, "pct": int(one((10, 15, 20))),
         "serial": f"{int(rng.integers(10, 99))}S-{int(rng.integers(1000, 9999))}-{int(rng.integers(1000, 9999))}",
         "ref": f"SR-{int(rng.integers(10000, 99999))}", "lot": f"L{int(rng.integers(100, 999))}",
