@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -34,6 +35,7 @@ VERSION = 1
 Modality = Literal["text", "image", "video"]
 Party = Literal["buyer", "seller"]
 MODALITIES: tuple[Modality, ...] = ("text", "image", "video")
+MEDIA_SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "video/mp4": "mp4"}
 
 #: p ~ Beta(a, b): a juror's chance of voting for the planted side (mean 0.78, sd 0.14)
 JURY_ACCURACY = (6.24, 1.76)
@@ -178,7 +180,7 @@ def _modality_mix(mix: Mapping[str, float] | None) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------------------------
-# one case: party decks of items, cut into rounds
+# one case: each party's submissions, then ids, media files and the plant's record
 
 
 @dataclass
@@ -208,8 +210,7 @@ def build_case(plan: CasePlan, seed: int, items: tuple[int, int]) -> Built:
     case_id = f"synth-{seed}-{plan.index:04d}-{scenario.category}-{scenario.kind}"
 
     total = int(rng.integers(items[0], items[1] + 1))
-    n_buyer = (total + int(rng.integers(-1, 2))) // 2 if total % 2 == 0 else (total + int(rng.choice([-1, 1]))) // 2
-    n_buyer = min(max(n_buyer, 5), total - 5)
+    n_buyer = min(max((total + int(rng.integers(-1, 2))) // 2, 5), total - 5)
     counts = {"buyer": n_buyer, "seller": total - n_buyer}
     rounds_buyer = int(rng.integers(2, min(4, counts["buyer"] // 2) + 1))
     rounds = {"buyer": rounds_buyer,
@@ -222,38 +223,32 @@ def build_case(plan: CasePlan, seed: int, items: tuple[int, int]) -> Built:
                    for p in ("buyer", "seller")}
 
     files: dict[str, bytes] = {}
-    rounds_out, plant_info = [], {}
+    plant_info: dict = {}
+    numbers = Counter()  # photos and clips are numbered through the case: "photo 3"
+
+    def evidence(draft: Draft, eid: str) -> dict:
+        item: dict = {"id": eid, "kind": draft.kind, "text": draft.text}
+        if draft.plant:
+            plant_info["evidence_id"] = eid
+        if draft.kind != "text":
+            numbers[draft.kind] += 1
+            path = f"media/{case_id}/{eid}.{MEDIA_SUFFIX[draft.media_type]}"
+            data, info = _render(draft, rng, facts, plant_clip=draft.plant and draft.kind == "video")
+            files[path] = data
+            item["text"] = draft.text.format(n=numbers[draft.kind])
+            item["media"] = {"media_type": draft.media_type, "path": path, "sha256": hashlib.sha256(data).hexdigest()}
+            if draft.plant:
+                plant_info.update(info, media_path=path)
+        return item
+
+    rounds_out = []
     when = datetime.fromisoformat(facts["delivered_iso"]) + timedelta(hours=int(rng.integers(20, 96)))
-    photo_no = clip_no = 0
     for r in range(1, max(rounds.values()) + 1):
         for party in ("buyer", "seller"):
-            if r > rounds[party]:
-                continue
-            items_out = []
-            for k, draft in enumerate(submissions[party][r - 1], start=1):
-                eid = f"{party[0]}{r}-{k}"
-                item: dict = {"id": eid, "kind": draft.kind}
-                text = draft.text
-                if draft.kind == "text":
-                    item["text"] = text
-                else:
-                    photo_no, clip_no = photo_no + (draft.kind == "image"), clip_no + (draft.kind == "video")
-                    ext = {"image/png": "png", "image/jpeg": "jpg", "video/mp4": "mp4"}[draft.media_type]
-                    path = f"media/{case_id}/{eid}.{ext}"
-                    number = photo_no if draft.kind == "image" else clip_no
-                    data, info = _render(draft, rng, facts, plan.modality == "video" and draft.plant)
-                    files[path] = data
-                    item["text"] = text.format(n=number)
-                    item["media"] = {"media_type": draft.media_type, "path": path,
-                                     "sha256": hashlib.sha256(data).hexdigest()}
-                    if draft.plant:
-                        plant_info.update(info, media_path=path)
-                if draft.plant:
-                    plant_info["evidence_id"] = eid
-                items_out.append(item)
-            rounds_out.append({"party": party, "round": r, "submitted_at": when.isoformat().replace("+00:00", "Z"),
-                               "items": items_out})
-            when += timedelta(hours=int(rng.integers(3, 40)), minutes=int(rng.integers(0, 60)))
+            if r <= rounds[party]:
+                items_out = [evidence(d, f"{party[0]}{r}-{k}") for k, d in enumerate(submissions[party][r - 1], 1)]
+                rounds_out.append({"party": party, "round": r, "submitted_at": _iso(when), "items": items_out})
+                when += timedelta(hours=int(rng.integers(3, 40)), minutes=int(rng.integers(0, 60)))
 
     case = DisputeCase.model_validate({
         "case_id": case_id, "metadata": _metadata(scenario, facts, pick), "rounds": rounds_out,
@@ -363,7 +358,7 @@ def _metadata(scenario: Scenario, facts: dict, pick: _Picker) -> dict:
             "requested_remedy": fill(pick.one(scenario.remedies), facts)}
 
 
-def _render(draft: Draft, rng: np.random.Generator, facts: dict, plant_clip: bool) -> tuple[bytes, dict]:
+def _render(draft: Draft, rng: np.random.Generator, facts: dict, *, plant_clip: bool) -> tuple[bytes, dict]:
     visual = draft.visual
     assert visual is not None
     if draft.kind == "image":
@@ -386,6 +381,10 @@ def _clue_frames(frames: int, rng: np.random.Generator) -> range:
     starts = [s for s in range(frames // 5, frames - frames // 5 - length) if sampled & set(range(s, s + length))]
     start = starts[int(rng.integers(len(starts)))]
     return range(start, start + length)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def _check_clue_isolation(case: DisputeCase, plant: Plant) -> None:
@@ -809,7 +808,8 @@ LINES: dict[str, dict[str, list[str]]] = {
     "buyer": {
         "greetings": ["Hello,", "Hi there.", "Good morning.", "Hello, I hope you can help me with this.",
                       "Hi, I am writing about order {order}.", "Dear {shop} team,"],
-        "chatter": ["The parcel came a day earlier than expected.", "Tracking showed it sitting in {city} for two days.",
+        "chatter": ["The parcel came a day earlier than expected.",
+                    "Tracking showed it sitting in {city} for two days.",
                     "The courier was friendly, no complaints there.",
                     "I have bought from {shop} before and was always happy.", "I paid by card on {ordered_date}.",
                     "The box had my name and address printed correctly.", "I am usually at home in the afternoons."],
@@ -823,7 +823,8 @@ LINES: dict[str, dict[str, list[str]]] = {
                      "Thank you, {buyer_first}"],
         "openers": ["That is simply not true.", "To answer your question:", "With respect, that is not what happened.",
                     "I have to disagree.", "Thanks for the reply."],
-        "nudges": ["Is there any update on this?", "I am still waiting for an answer.", "Please see my earlier messages."],
+        "nudges": ["Is there any update on this?", "I am still waiting for an answer.",
+                   "Please see my earlier messages."],
     },
     "seller": {
         "greetings": ["Hello, thank you for contacting {shop}.", "Hi, this is {agent} from {shop}.", "Good afternoon.",
@@ -835,7 +836,8 @@ LINES: dict[str, dict[str, list[str]]] = {
                     "Our customer service team is available on weekdays from 9 to 5.",
                     "We are a family business and take every complaint seriously.",
                     "As a gesture of goodwill we could offer a {pct}% voucher."],
-        "records": ["Dispatch record {order}: 1 x {product}, handed to {courier} on {shipped_date}, tracking {tracking}.",
+        "records": ["Dispatch record {order}: 1 x {product}, handed to {courier} on {shipped_date}, "
+                    "tracking {tracking}.",
                     "Tracking {tracking}: picked up {shipped_date}, sorted in {city}, delivered {delivered_date}."],
         "confident": ["We are confident the order was correct when it left us.", "Our records are clear on this.",
                       "We stand by our product."],
@@ -874,14 +876,14 @@ def case_facts(rng: np.random.Generator, scenario: Scenario, side: Party) -> dic
     buyer_side = side == "buyer"
     facts = {
         "product": product.name, "short": product.short, "part": product.part, "PART": product.part.upper(),
-        "buyer_first": first, "street": street, "initials": f"{first[0]}. {last.upper()}", "agent": one([name for name in FIRST if name != first]),
-        "shop": one(SHOPS[scenario.category]), "courier": one(COURIERS), "city": city, "door": door, "wrong_door": wrong_door,
+        "buyer_first": first, "street": street, "initials": f"{first[0]}. {last.upper()}",
+        "agent": one([name for name in FIRST if name != first]), "shop": one(SHOPS[scenario.category]),
+        "courier": one(COURIERS), "city": city, "door": door, "wrong_door": wrong_door,
         "shown_door": wrong_door if buyer_side else door, "address": f"{street} {door}, {city}",
         "order": f"{int(rng.integers(1000, 9999))}-{int(rng.integers(1000, 9999))}",
         "tracking": f"{one(COURIERS)[:2].upper()} {int(rng.integers(1000, 9999))} {int(rng.integers(1000, 9999))}",
         "ordered_date": day(ordered), "shipped_date": day(ordered + timedelta(days=1)),
-        "delivered_date": day(delivered), "ordered_iso": ordered.isoformat().replace("+00:00", "Z"),
-        "delivered_iso": delivered.isoformat().replace("+00:00", "Z"),
+        "delivered_date": day(delivered), "ordered_iso": _iso(ordered), "delivered_iso": _iso(delivered),
         "report_date": day(delivered + timedelta(days=int(rng.integers(8, 16)))),
         "early_date": day(delivered - timedelta(days=int(rng.integers(3, 31)))),
         "clip_stamp": (delivered + timedelta(minutes=int(rng.integers(30, 2880)))).strftime("%Y-%m-%d %H:%M"),
