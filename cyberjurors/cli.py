@@ -468,8 +468,12 @@ def synth(
         except SynthError as err:
             console.print(f"[red]not generated:[/] {escape(str(err))}")
             raise typer.Exit(2) from err
-    console.print(f"{len(manifest.cases)} synthetic cases in {out / 'cases.jsonl'} (seed {seed}); "
-                  f"evaluate with: cyberjurors eval {out / 'cases.jsonl'}")
+    done = manifest.summary
+    console.print(f"{done.cases} SYNTHETIC cases in {out / 'cases.jsonl'} (seed {seed}): planted for the seller "
+                  f"{done.planted_seller_share:.1%}, labels (vote majorities) for the seller {done.label_seller_share:.1%}, "
+                  f"labels against the planted truth {done.label_disagrees_share:.1%}; clues in "
+                  + ", ".join(f"{k} {v}" for k, v in done.modalities.items())
+                  + f". Evaluate with: cyberjurors eval {out}")
 
 
 @dataset_app.command("split")

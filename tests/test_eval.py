@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 from collections import Counter
 from pathlib import Path
 
@@ -20,13 +19,14 @@ from cyberjurors.agents.stages import judge
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.configs import ABLATIONS, CONFIGURED
-from cyberjurors.evaluation.dataset import load_dataset, write_jsonl
+from cyberjurors.evaluation.dataset import load_dataset
+from cyberjurors.evaluation.synth import generate
 from cyberjurors.evaluation.metrics import summarize
 from cyberjurors.evaluation.results import CaseResult
 from cyberjurors.evaluation.runner import EvalError, Options, RunState, run_eval
 from cyberjurors.evaluation.swap import swap_parties, twin_id
 from cyberjurors.agents.tasks import JurorTask
-from cyberjurors.schemas import BallotDraft, DisputeCase, Verdict
+from cyberjurors.schemas import BallotDraft, Verdict
 from cyberjurors.streams.clients import follow
 
 from .conftest import EXAMPLES
@@ -34,12 +34,12 @@ from .conftest import EXAMPLES
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def dataset(tmp_path: Path):
-    cases = [DisputeCase.model_validate_json(p.read_text()) for p in sorted((EXAMPLES / "precedents").glob("*.json"))]
-    picked = random.Random(3).sample(cases, 6)
-    write_jsonl(picked, tmp_path / "data" / "cases.jsonl")
-    return load_dataset(tmp_path / "data" / "cases.jsonl")
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory):
+    """Six synthetic cases (media included), loaded from the generator's folder."""
+    out = tmp_path_factory.mktemp("synth")
+    generate(out, cases=6, seed=11)
+    return load_dataset(out)
 
 
 async def topic_verdicts(settings: Settings, prefix: str) -> dict[str, Verdict]:
@@ -136,6 +136,7 @@ def test_eval_refuses_a_dataset_without_ground_truth(tmp_path: Path):
 def test_an_out_folder_of_another_dataset_is_refused(dataset, tmp_path: Path):
     RunState(tmp_path / "o", dataset, fresh=False)
     other = type(dataset)(dataset.cases[:3], dataset.media_root, dataset.source, "0" * 64)
+    assert dataset.sha256 != other.sha256
     with pytest.raises(EvalError, match="another dataset"):
         RunState(tmp_path / "o", other, fresh=False)
     RunState(tmp_path / "o", other, fresh=True)  # --fresh starts over
@@ -179,3 +180,18 @@ async def swap_consistency(dataset, vote_for) -> float | None:  # type: ignore[n
 async def test_party_swap_flags_a_biased_jury_and_clears_a_symmetric_one(dataset):
     assert await swap_consistency(dataset, lambda task: "seller") == 0.0
     assert await swap_consistency(dataset, more_evidence) == 1.0
+
+
+def test_synth_then_split_from_the_command_line(tmp_path: Path):
+    runner = CliRunner()
+    made = runner.invoke(cli, ["synth", str(tmp_path / "s"), "--cases", "12", "--seed", "2"])
+    assert made.exit_code == 0, made.output
+    assert "SYNTHETIC" in made.output and len((tmp_path / "s" / "cases.jsonl").read_text().splitlines()) == 12
+    split = runner.invoke(cli, ["dataset", "split", str(tmp_path / "s"), "--out", str(tmp_path / "split")])
+    assert split.exit_code == 0, split.output
+    parts = {name: load_dataset(tmp_path / "split" / f"{name}.jsonl") for name in ("train", "test")}
+    assert sum(len(p.cases) for p in parts.values()) <= 12 and parts["train"].media_root == (tmp_path / "s").resolve()
+    bad = runner.invoke(cli, ["dataset", "split", str(tmp_path / "s"), "--out", str(tmp_path / "x"), "--ratios", "3:1"])
+    assert bad.exit_code == 2 and "three non-negative integers" in bad.output
+    refused = runner.invoke(cli, ["synth", str(tmp_path / "split"), "--cases", "10"])  # not a synth folder
+    assert refused.exit_code == 2 and "not generated" in refused.output

@@ -27,6 +27,7 @@ from ..schemas import DisputeCase, Votes
 MAX_PROBLEMS = 20
 SPLITS = ("train", "val", "test")
 SPLIT_MANIFEST = "split.json"
+SYNTH_MANIFEST = "manifest.json"  # written by `cyberjurors synth` beside its cases.jsonl
 Band = Literal["hard", "medium", "easy"]
 BANDS: tuple[Band, ...] = ("hard", "medium", "easy")
 
@@ -96,7 +97,7 @@ def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")
-                  and p.name != SPLIT_MANIFEST)
+                  and p.name not in (SPLIT_MANIFEST, SYNTH_MANIFEST))
 
 
 def _media_root(path: Path) -> Path:
