@@ -135,3 +135,12 @@ async def test_naive_configuration_reruns_stages_per_juror_and_pays_full_price()
     focus_calls = shared.tokens.calls - 5 * 2 - 2  # minus ballots and summaries
     assert naive.tokens.calls == 5 * 2 * (focus_calls + 1) + 2  # ...every juror, every round, does stages I-II
     assert shared.tokens.cache_read_tokens > 0
+
+
+def test_prompt_caching_off_marks_nothing_cacheable_for_the_provider():
+    from cyberjurors.agents.backends.anthropic import user_content
+    from cyberjurors.agents.llm import LLMRequest, TextPart
+
+    request = LLMRequest(role="juror", model="m", system="s", shared=[TextPart("the case")], prompt=[TextPart("p")])
+    assert user_content(request)[0]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in block for block in user_content(request, cache=False))
