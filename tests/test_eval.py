@@ -195,3 +195,21 @@ def test_synth_then_split_from_the_command_line(tmp_path: Path):
     assert bad.exit_code == 2 and "three non-negative integers" in bad.output
     refused = runner.invoke(cli, ["synth", str(tmp_path / "split"), "--cases", "10"])  # not a synth folder
     assert refused.exit_code == 2 and "not generated" in refused.output
+
+
+def test_precedent_rung_builds_its_base_from_the_train_split(settings: Settings, broker: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    generate(tmp_path / "s", cases=16, seed=5)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["dataset", "split", str(tmp_path / "s"), "--out", str(tmp_path / "split")]).exit_code == 0
+    for name, value in {"LLM_BACKEND": "offline", "METRICS_PORT": "0", "APP_ID": settings.app_id,
+                        "SESSION_TIMEOUT_S": "6", "HEARTBEAT_INTERVAL_S": "0.5"}.items():
+        monkeypatch.setenv(f"CYBERJURORS_{name}", value)
+    out = tmp_path / "eval"
+    result = runner.invoke(cli, ["eval", str(tmp_path / "split" / "test.jsonl"), "--ablation", "precedent", "--out",
+                                 str(out), "--bootstrap", broker, "--no-party-swap", "--timeout", "120",
+                                 "--precedents-from", str(tmp_path / "split" / "train.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert (out / "precedents" / "build-state.json").exists()
+    verdicts = [json.loads(line)["verdict"] for line in (out / "results" / "precedent.jsonl").read_text().splitlines()]
+    assert verdicts and all(v["precedent_coverage"] != "none" and v["precedents_seen"] for v in verdicts)

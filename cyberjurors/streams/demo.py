@@ -104,7 +104,7 @@ def seed_precedents(settings: Settings, console: Console, source: Path = PRECEDE
         try:
             before = await index.count("case"), await index.count("guideline")
             state = Path(settings.precedent_dir) / STATE_FILE
-            samples = {c.case_id for _, c in read_cases([source])[0]} if source.is_dir() else set()
+            samples = {c.case_id for _, c in read_cases([source])[0]} if source.exists() else set()
             ours = state.exists() and set(json.loads(state.read_text()).get("cases", {})) <= samples
             if any(before) and not ours:
                 return f"precedent base: reusing {settings.precedent_dir} ({before[0]} cases, {before[1]} guidelines)"
