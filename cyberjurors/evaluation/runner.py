@@ -235,6 +235,13 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
         log = options.out / "logs" / f"{ablation.key}.log"
         worker = WorkerProcess(settings, log).start()
         try:
+            # cases sent before the worker (and its embedding model) is up would count its start-up
+            # as their latency
+            ready = ["[^Worker]: Ready"]
+            if settings.precedent_backend != "none":
+                ready.append("precedent base open|precedent base could not be opened")
+            if not worker.wait_for(*ready, timeout_s=180):
+                raise EvalError(f"the {ablation.key} worker did not become ready; see {log}")
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console, transient=True) as progress:
                 failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))

@@ -204,6 +204,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         if precedents.enabled:
             try:
                 await precedents.open()
+                log.info("precedent base open")
             except Exception:  # retrieval reports it per case; the worker still judges without
                 log.exception("the precedent base could not be opened")
 

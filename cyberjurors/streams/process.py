@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,15 +32,30 @@ class WorkerProcess:
     settings: Settings
     log_path: Path
     process: subprocess.Popen | None = field(default=None, init=False)
+    _log_start: int = field(default=0, init=False)
 
     def start(self) -> "WorkerProcess":
         env = {k: v for k, v in os.environ.items() if not k.startswith("CYBERJURORS_")}
         env |= settings_env(self.settings)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.process = subprocess.Popen([sys.executable, "-m", "cyberjurors", "worker"], env=env,
                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
+
+    def wait_for(self, *markers: str, timeout_s: float = 120) -> bool:
+        """Until this run's log has shown any one of each group of markers ("a|b" = a or b); False
+        if the worker exits or the time runs out first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.alive():
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start)
+                text = log.read().decode(errors="replace")
+            if all(any(m in text for m in group.split("|")) for group in markers):
+                return True
+            time.sleep(0.2)
+        return False
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
