@@ -24,7 +24,7 @@ app.add_typer(precedents_app, name="precedents")
 console = Console()
 if not console.is_terminal:  # a pipe or a log file: keep wide report tables readable
     console.width = 180
-SettingsOption = Annotated[Optional[Path], typer.Option("--settings", help="TOML settings file", exists=True)]
+SettingsOption = Annotated[Optional[Path], typer.Option("--settings", "--config", help="TOML settings file", exists=True)]
 
 
 def load_settings(path: Path | None, **overrides: object) -> Settings:

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import av
 from PIL import Image, ImageDraw, ImageFont
+
+from cyberjurors.evaluation.synth_media import encode_clip
 
 HERE = Path(__file__).resolve().parent
 RGB = tuple[int, int, int]
@@ -623,21 +624,7 @@ VIDEOS = [
 
 
 def encode_video(spec: VideoSpec) -> bytes:
-    out = io.BytesIO()
-    with av.open(out, "w", format="mp4", options={"fflags": "+bitexact"}) as container:
-        codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
-        options = {"crf": "26", "preset": "medium", "threads": "1"} if codec == "libx264" else {"threads": "1"}
-        stream = container.add_stream(codec, rate=spec.fps, options=options)
-        stream.width, stream.height, stream.pix_fmt = W, H, "yuv420p"
-        stream.codec_context.flags |= av.codec.context.Flags.bitexact
-        for i in range(spec.frames):
-            frame = av.VideoFrame.from_image(spec.draw(i, spec)).reformat(format="yuv420p")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return out.getvalue()
+    return encode_clip([spec.draw(i, spec) for i in range(spec.frames)], spec.fps, crf="26", preset="medium")
 
 
 # ----------------------------------------------------------------------------------------------

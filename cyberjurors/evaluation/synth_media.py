@@ -430,13 +430,16 @@ def clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) -> li
     return out
 
 
-def encode_clip(images: list[Image.Image], fps: int) -> bytes:
+def encode_clip(images: list[Image.Image], fps: int, crf: str = "24", preset: str = "veryfast") -> bytes:
+    """H.264 (bit-exact, one thread, so the same frames give the same bytes) in MP4; the example
+    media (examples/make_media.py) are encoded here too."""
     out = io.BytesIO()
     with av.open(out, "w", format="mp4", options={"fflags": "+bitexact"}) as container:
         codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
-        options = {"crf": "24", "preset": "veryfast", "threads": "1"} if codec == "libx264" else {"threads": "1"}
+        options = {"crf": crf, "preset": preset, "threads": "1"} if codec == "libx264" else {"threads": "1"}
         stream = container.add_stream(codec, rate=fps, options=options)
-        stream.width, stream.height, stream.pix_fmt = CLIP_W, CLIP_H, "yuv420p"
+        stream.width, stream.height = images[0].size
+        stream.pix_fmt = "yuv420p"
         stream.codec_context.flags |= av.codec.context.Flags.bitexact
         for i, image in enumerate(images):
             frame = av.VideoFrame.from_image(image).reformat(format="yuv420p")
