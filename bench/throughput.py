@@ -36,7 +36,6 @@ import platform
 import re
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,7 +55,7 @@ from rich.table import Table
 
 from cyberjurors.config import Settings
 from cyberjurors.schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict
-from cyberjurors.streams.broker import BrokerError, free_port, tansu_binary, wait_for_port
+from cyberjurors.streams.broker import start_broker, stop_broker
 from cyberjurors.streams.clients import Outgoing, produce
 from cyberjurors.streams.kafka import client_options, ensure_topics
 from cyberjurors.streams.process import WorkerProcess
@@ -239,37 +238,6 @@ def stop_all(workers: list[Worker]) -> None:
     """SIGTERM all workers at once (each is SIGKILLed after 20 s if it has not exited)."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
         list(pool.map(lambda w: w.process.stop(), workers))
-
-
-# --- the broker ------------------------------------------------------------------------------
-
-
-def start_own_broker(log: Path) -> tuple[subprocess.Popen, str]:
-    """The embedded Tansu broker, as ``streams.broker.start_broker`` starts it but in its own
-    session: a Ctrl-C in the terminal then reaches only the bench, which stops the workers while
-    the broker still runs (a Faust worker whose broker is gone hangs on shutdown until it is
-    killed) and stops the broker last."""
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen([str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url],
-                               stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for_port("127.0.0.1", port, timeout_s=15)
-        if process.poll() is not None:
-            raise BrokerError(f"tansu exited with code {process.returncode}")
-    except BaseException:
-        process.kill()
-        raise
-    return process, f"127.0.0.1:{port}"
-
-
-def stop_broker(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 # --- produce and collect ----------------------------------------------------------------------
@@ -597,7 +565,7 @@ def main(
     began = time.perf_counter()
     broker = None
     try:
-        broker, bootstrap = start_own_broker(work / "broker.log")
+        broker, bootstrap = start_broker(log=work / "broker.log")
         settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:

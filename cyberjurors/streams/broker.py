@@ -51,21 +51,33 @@ def wait_for_port(host: str, port: int, timeout_s: float) -> None:
 
 
 def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """In its own session: a Ctrl-C in the terminal reaches only its parent, which stops its Faust
+    workers while the broker still runs (a worker whose broker is gone hangs on shutdown until it
+    is killed) and stops the broker last."""
     port = port or free_port()
     url = f"tcp://{host}:{port}"
     out = log.open("ab") if log else subprocess.DEVNULL
     process = subprocess.Popen(
         [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url],
-        stdout=out, stderr=subprocess.STDOUT,
+        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:
         wait_for_port(host, port, timeout_s=15)
-    except BrokerError:
+        if process.poll() is not None:
+            raise BrokerError(f"tansu exited with code {process.returncode}")
+    except BaseException:
         process.kill()
         raise
-    if process.poll() is not None:
-        raise BrokerError(f"tansu exited with code {process.returncode}")
     return process, f"{host}:{port}"
+
+
+def stop_broker(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextmanager
@@ -75,8 +87,4 @@ def embedded_broker(port: int | None = None, log: Path | None = None) -> Iterato
     try:
         yield bootstrap
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_broker(process)
