@@ -144,3 +144,27 @@ def test_prompt_caching_off_marks_nothing_cacheable_for_the_provider():
     request = LLMRequest(role="juror", model="m", system="s", shared=[TextPart("the case")], prompt=[TextPart("p")])
     assert user_content(request)[0]["cache_control"] == {"type": "ephemeral"}
     assert all("cache_control" not in block for block in user_content(request, cache=False))
+
+
+async def test_passive_media_are_decoded_once_per_case_not_once_per_round(monkeypatch: pytest.MonkeyPatch):
+    from cyberjurors.agents import perception
+
+    decoded = Counter()
+    load_image, sample_frames = perception.load_image, perception.sample_frames
+
+    async def counting_image(ref, settings):
+        decoded[ref.path] += 1
+        return await load_image(ref, settings)
+
+    async def counting_frames(ref, settings, count=None):
+        decoded[ref.path] += 1
+        return await sample_frames(ref, settings, count)
+
+    perception._passive.clear()  # earlier tests may have decoded this case already
+    monkeypatch.setattr(perception, "load_image", counting_image)
+    monkeypatch.setattr(perception, "sample_frames", counting_frames)
+    dispute = case(VIDEO_CASE)
+    verdict, _, roles = await run("chateval", dispute)  # the clue stage, then two rounds
+    assert verdict.rounds_used == 2 and roles == {"juror": 6}
+    assert decoded and set(decoded.values()) == {1}
+    assert set(decoded) == {i.media.path for i in dispute.items() if i.media}

@@ -8,6 +8,7 @@ until the selector says nothing left is relevant.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from ..config import Settings
@@ -113,11 +114,26 @@ async def _media_parts(item: EvidenceItem, settings: Settings) -> tuple[list[Par
     return [], []
 
 
+PASSIVE_CASES_KEPT = 16
+_passive: OrderedDict[tuple[str, str, int, int], tuple[list[Part], list[str]]] = OrderedDict()
+
+
 async def passive_evidence(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str]]:
     """Stage II switched off: every photo and a few frames of every video, labelled with their
     evidence ids, for the jurors to read all at once (one-time passive perception, as a
     multimodal model given the whole case would). Returns the parts and the items that could
-    not be read."""
+    not be read. The clue stage and every jury round ask for the same case's media: the last
+    few cases' are kept decoded."""
+    key = (case.digest(), str(settings.media_root), settings.passive_frames_per_video, settings.max_image_side)
+    if key not in _passive:
+        _passive[key] = await _decode_all(case, settings)
+        if len(_passive) > PASSIVE_CASES_KEPT:
+            _passive.popitem(last=False)
+    _passive.move_to_end(key)
+    return _passive[key]
+
+
+async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str]]:
 
     async def one(item: EvidenceItem, party: Party) -> list[Part]:
         where = f"evidence {item.id} ({party}, {item.kind})"
