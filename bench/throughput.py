@@ -55,7 +55,7 @@ from rich.table import Table
 
 from cyberjurors.config import Settings
 from cyberjurors.schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict
-from cyberjurors.streams.broker import start_broker, stop_broker
+from cyberjurors.streams.broker import start_broker, stop_process
 from cyberjurors.streams.clients import Outgoing, produce
 from cyberjurors.streams.kafka import client_options, ensure_topics
 from cyberjurors.streams.process import WorkerProcess
@@ -591,7 +591,7 @@ def main(
         raise typer.Exit(1)
     finally:
         if broker is not None:
-            stop_broker(broker)
+            stop_process(broker)
     report(results, k_list, settings, cases)
     console.print(f"total {time.perf_counter() - began:.0f} s; load average now "
                   f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; logs in {work}")

@@ -408,7 +408,7 @@ def eval_cmd(
         console.print(f"[red]{escape(str(err))}[/]")
         raise typer.Exit(2) from err
     out = (out or Path("reports") / f"eval-{dataset.stem}").resolve()
-    if "CYBERJURORS_PRECEDENT_DIR" not in os.environ and not (settings and "precedent_dir" in settings.read_text()):
+    if "precedent_dir" not in config.model_fields_set:  # not set in the environment or the settings file
         config = config.model_copy(update={"precedent_dir": out / "precedents"})
     if any(a.settings(config).precedent_backend != "none" for a in chosen):
         _precedents_for_eval(config, data, precedents_from)
@@ -430,11 +430,12 @@ def eval_cmd(
 
 
 def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:  # type: ignore[no-untyped-def]
+    from .agents.precedents.build import STATE_FILE
     from .streams.demo import seed_precedents
 
     if source is not None:
         seed_precedents(config, console, source.resolve())
-    state = Path(config.precedent_dir) / "build-state.json"
+    state = Path(config.precedent_dir) / STATE_FILE
     if not state.exists() and config.precedent_backend == "embedded":
         console.print(f"[yellow]no precedent base at {config.precedent_dir}: the precedent rung runs without "
                       "precedents; pass --precedents-from TRAIN[/]")

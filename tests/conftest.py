@@ -18,6 +18,8 @@ from cyberjurors.streams.clients import follow
 from cyberjurors.streams.kafka import ensure_topics
 from cyberjurors.streams.process import WorkerProcess
 
+from .messages_server import ScriptedServer
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
@@ -49,6 +51,15 @@ def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Se
         commit_interval_s=0.2,
         metrics_port=0,  # off: worker processes would all want 9464; tests of metrics pick a free port
     )
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    """A local server speaking the Messages and Chat Completions APIs, answers scripted per test."""
+    s = ScriptedServer()
+    await s.start()
+    yield s
+    await s.stop()
 
 
 @contextlib.asynccontextmanager

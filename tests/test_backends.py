@@ -64,14 +64,6 @@ async def _close_clients() -> AsyncIterator[None]:
         await OPENED.pop().aclose()
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptedServer]:
-    s = ScriptedServer()
-    await s.start()
-    yield s
-    await s.stop()
-
-
 def juror_request() -> LLMRequest:
     return LLMRequest(
         role="juror",

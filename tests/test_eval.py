@@ -189,8 +189,11 @@ def test_synth_then_split_from_the_command_line(tmp_path: Path):
     assert "SYNTHETIC" in made.output and len((tmp_path / "s" / "cases.jsonl").read_text().splitlines()) == 12
     split = runner.invoke(cli, ["dataset", "split", str(tmp_path / "s"), "--out", str(tmp_path / "split")])
     assert split.exit_code == 0, split.output
-    parts = {name: load_dataset(tmp_path / "split" / f"{name}.jsonl") for name in ("train", "test")}
-    assert sum(len(p.cases) for p in parts.values()) <= 12 and parts["train"].media_root == (tmp_path / "s").resolve()
+    sizes = {name: len((tmp_path / "split" / f"{name}.jsonl").read_text().splitlines())
+             for name in ("train", "val", "test")}
+    assert sum(sizes.values()) == 12 and sizes["train"] >= sizes["test"] >= sizes["val"]
+    train = load_dataset(tmp_path / "split" / "train.jsonl")
+    assert train.media_root == (tmp_path / "s").resolve()  # the split still finds the generator's media
     bad = runner.invoke(cli, ["dataset", "split", str(tmp_path / "s"), "--out", str(tmp_path / "x"), "--ratios", "3:1"])
     assert bad.exit_code == 2 and "three non-negative integers" in bad.output
     refused = runner.invoke(cli, ["synth", str(tmp_path / "split"), "--cases", "10"])  # not a synth folder

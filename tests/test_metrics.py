@@ -10,7 +10,6 @@ import socket
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import faust
 import pytest
@@ -322,14 +321,6 @@ async def test_an_unpriced_model_counts_zero_cost_and_is_reported():
 FAST = {"retry-after-ms": "5"}
 BALLOT = {"conflicts": [], "buyer_conflicts": [], "seller_conflicts": [], "vote": "buyer",
           "justification": "[b1]", "cited_clues": ["b1"], "cited_guidelines": []}
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptedServer]:
-    s = ScriptedServer()
-    await s.start()
-    yield s
-    await s.stop()
 
 
 def ballot_request(model: str) -> LLMRequest:

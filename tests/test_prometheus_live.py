@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import Settings
-from cyberjurors.streams.broker import free_port
+from cyberjurors.streams.broker import free_port, stop_process
 from cyberjurors.schemas import Verdict
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
@@ -133,12 +133,7 @@ def prometheus(tmp_path: Path, metrics_ports: tuple[int, int]) -> Iterator[Prome
             time.sleep(0.1)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout_s=10)
         log.close()
 
 

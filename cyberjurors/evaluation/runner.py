@@ -249,11 +249,10 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
             worker.stop()
         verdicts = run.decided(ablation.key)
     results = _results(dataset, verdicts, failures, options.party_swap)
-    decided = [v for v in verdicts.values()]
     return EvalReport(
         name=ablation.name, description=ablation.description,
         dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
-        backend=settings.backend, models=sorted({m for v in decided for m in v.models}),
+        backend=settings.backend, models=sorted({m for v in verdicts.values() for m in v.models}),
         settings=public_settings(settings), started_at=started, finished_at=datetime.now(timezone.utc),
         wall_s=round(time.monotonic() - clock, 2), summary=summarize(results),
     )

@@ -71,10 +71,11 @@ def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | N
     return process, f"{host}:{port}"
 
 
-def stop_broker(process: subprocess.Popen) -> None:
+def stop_process(process: subprocess.Popen, timeout_s: float = 5) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within the timeout."""
     process.terminate()
     try:
-        process.wait(timeout=5)
+        process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
@@ -87,4 +88,4 @@ def embedded_broker(port: int | None = None, log: Path | None = None) -> Iterato
     try:
         yield bootstrap
     finally:
-        stop_broker(process)
+        stop_process(process)
