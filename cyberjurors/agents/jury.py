@@ -8,12 +8,14 @@ the verdict is the final round's majority (seller iff seller votes > buyer votes
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
 from ..config import Settings
+from ..errors import plain
 from ..schemas import (
     Ballot,
     BallotDraft,
@@ -38,6 +40,12 @@ from .personas import Persona, load_personas
 from .tasks import JurorTask, SummaryTask
 
 VERDICT_NAMESPACE = uuid.UUID("5b0c6c1e-3f0e-4d8a-9a57-2f1c0c7e9d11")
+CLUE_LABEL = re.compile(r"\[([bs][1-9][0-9]*)\]")
+
+
+def clue_labels(text: str) -> list[str]:
+    """The clue ids a text names in brackets ("[b1]", "[s2]"), in order, once each."""
+    return list(dict.fromkeys(CLUE_LABEL.findall(text)))
 
 
 @dataclass(frozen=True)
@@ -132,8 +140,11 @@ async def _ballot(
     # a juror can only rely on guidelines it was given; anything else it names is dropped
     known = {g.id: g.ref for g in memory}
     cited = [known[g.split("@")[0]] for g in draft.cited_guidelines if g.split("@")[0] in known]
-    ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=list(dict.fromkeys(cited)),
-                    juror=juror, round=round_no, model=result.model)
+    # what a juror relied on is what it listed and what its justification names, among the clues that exist
+    clue_ids = {c.id for c in clues or []}
+    relied = [c for c in dict.fromkeys([*draft.cited_clues, *clue_labels(draft.justification)]) if c in clue_ids]
+    ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines", "cited_clues"}), cited_clues=relied,
+                    cited_guidelines=list(dict.fromkeys(cited)), juror=juror, round=round_no, model=result.model)
     return ballot, usage
 
 
@@ -192,9 +203,7 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
     final = case_file.rounds[-1]
     votes = final.votes
     winner = votes.winner
-    clues = {c.id: c for c in (case_file.clues.all() if case_file.clues else [])}
-    cited = Counter(c for b in final.ballots if b.vote == winner for c in b.cited_clues if c in clues)
-    cited_clues = [clues[c] for c, _ in cited.most_common()] or list(clues.values())
+    cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner)
     guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
     precedents = case_file.precedents
     seen = sorted({ref for juror in range(len(final.ballots)) for ref in
@@ -213,14 +222,34 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
         early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds,
         justification=final.summary.summary,
         cited_clues=cited_clues,
+        mentioned_clues=mentioned_clues,
         cited_precedents=[g for g, _ in guidelines.most_common()],
         precedents_seen=seen,
         precedent_coverage=precedents.coverage if precedents else "none",
         focus=case_file.focus.focus if case_file.focus else "",
-        problems=case_file.problems,
+        problems=[plain(p, 1000) for p in [*case_file.problems, *notes]],
         tokens=sum(case_file.usage.values(), Usage()),
         latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
         backend=case_file.backend,
         models=models,
         decided_at=decided_at,
     )
+
+
+def verdict_clues(case_file: CaseFile, final: JuryRound, winner: str) -> tuple[list[Clue], list[Clue], list[str]]:
+    """The clues the majority cited (most cited first), the other clues the justification names
+    (the minority's, as the round summary reports them), and notes for a reader: a majority that
+    cited nothing, a label that is no clue of this case."""
+    clues = {c.id: c for c in (case_file.clues.all() if case_file.clues else [])}
+    cited = Counter(c for b in final.ballots if b.vote == winner for c in b.cited_clues if c in clues)
+    cited_clues = [clues[c] for c, _ in cited.most_common()]
+    named = clue_labels(final.summary.summary)
+    mentioned = [clues[c] for c in named if c in clues and c not in cited]
+    notes = []
+    if clues and not cited_clues:
+        notes.append(f"the {winner}'s majority cited no clue of the clue chain")
+    unknown = [c for c in named if c not in clues]
+    if unknown:
+        notes.append("the justification names " + ", ".join(f"[{c}]" for c in unknown)
+                     + ", which " + ("is" if len(unknown) == 1 else "are") + " no clue of this case")
+    return cited_clues, mentioned, notes

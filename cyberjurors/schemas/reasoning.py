@@ -214,7 +214,10 @@ class Verdict(Record):
     rounds_used: int
     early_stopped: bool
     justification: str
-    cited_clues: list[Clue]
+    cited_clues: list[Clue] = Field(description="the clues the majority cited, most cited first; empty (with a "
+                                                "note in problems) when it cited none")
+    mentioned_clues: list[Clue] = Field(default_factory=list, description="other clues the justification names, "
+                                                                          "e.g. the minority's")
     cited_precedents: list[str] = Field(default_factory=list, description="guideline id@version the majority cited")
     precedents_seen: list[str] = Field(default_factory=list, description="every guideline id@version jurors saw")
     precedent_coverage: Coverage = "none"
