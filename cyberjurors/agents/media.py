@@ -67,14 +67,20 @@ def check_reference(kind: str, ref: MediaRef, settings: Settings) -> None:
 
 def _resolve(path: str, settings: Settings) -> Path:
     root = settings.media_root.resolve()
-    full = (root / path).resolve()  # follows symlinks and "..", so neither can escape the root
+    try:
+        full = (root / path).resolve()  # follows symlinks and "..", so neither can escape the root
+    except (OSError, ValueError, RuntimeError) as err:  # a NUL byte, a symlink loop: nothing inside to read
+        raise MediaRejected("path_outside_media_root", f"{path!r} is not a path inside the media root") from err
     if not full.is_relative_to(root):
         raise MediaRejected("path_outside_media_root", f"{path!r} resolves outside the media root")
     return full
 
 
 def _check_url(url: str, settings: Settings) -> None:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as err:  # e.g. an unclosed "[" in the host
+        raise MediaRejected("url_not_allowed", "the URL cannot be parsed") from err
     if parts.scheme not in ("http", "https") or parts.hostname not in settings.url_allowlist:
         raise MediaRejected("url_not_allowed", f"{parts.scheme}://{parts.hostname} is not on the URL allow-list")
 
@@ -87,25 +93,31 @@ def _decode_inline(data: str) -> bytes:
 
 
 async def read_bytes(ref: MediaRef, settings: Settings) -> bytes:
+    try:
+        data = await _read(ref, settings)
+    except MediaRejected as err:  # admitted, but refused now (a symlink moved, the settings changed): noted, not fatal
+        raise MediaUnreadable(err.reason, err.detail) from err
+    if ref.sha256 and hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise MediaUnreadable("hash_mismatch", "content does not match its sha256")
+    if len(data) > settings.max_media_bytes:
+        raise MediaUnreadable("too_large", f"{len(data)} bytes, limit {settings.max_media_bytes}")
+    return data
+
+
+async def _read(ref: MediaRef, settings: Settings) -> bytes:
     if ref.path is not None:
         path = _resolve(ref.path, settings)
         try:
             size = path.stat().st_size
             if size > settings.max_media_bytes:
                 raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
-            data = await asyncio.to_thread(path.read_bytes)
+            return await asyncio.to_thread(path.read_bytes)
         except OSError as err:
             raise MediaUnreadable("missing_file", f"{ref.path}: {err.strerror}") from err
-    elif ref.url is not None:
+    if ref.url is not None:
         _check_url(ref.url, settings)
-        data = await _fetch(ref.url, settings.max_media_bytes, settings.llm_timeout_s)
-    else:
-        data = _decode_inline(ref.data_base64 or "")
-    if ref.sha256 and hashlib.sha256(data).hexdigest() != ref.sha256:
-        raise MediaUnreadable("hash_mismatch", "content does not match its sha256")
-    if len(data) > settings.max_media_bytes:
-        raise MediaUnreadable("too_large", f"{len(data)} bytes, limit {settings.max_media_bytes}")
-    return data
+        return await _fetch(ref.url, settings.max_media_bytes, settings.llm_timeout_s)
+    return _decode_inline(ref.data_base64 or "")
 
 
 async def _fetch(url: str, limit: int, timeout_s: float) -> bytes:
