@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from PIL import Image
+from PIL import Image, ImageStat
 
 from cyberjurors.agents.backends.scripted import ScriptedLLM
 from cyberjurors.agents.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes
@@ -236,3 +236,68 @@ async def test_a_symlink_retargeted_outside_after_admission_is_noted_on_the_clue
     assert photo.problem == "path_outside_media_root"
     assert len(problems) == 1 and "path_outside_media_root" in problems[0]
     assert [c.task.item.id for c in llm.calls if c.role == "perceive"] == ["s-text"]
+
+
+# --- video frames ---------------------------------------------------------------------------
+
+PALETTE = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255),
+           (255, 0, 255), (255, 255, 255), (0, 0, 0), (128, 128, 128), (255, 128, 0)]
+FPS = 5
+
+
+def solid_colour_clip(colours: list[tuple[int, int, int]]) -> bytes:
+    """One frame per colour, each frame a single solid colour, H.264 (or MPEG-4) in MP4."""
+    import av
+
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4") as container:
+        codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+        stream = container.add_stream(codec, rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        for colour in colours:
+            frame = av.VideoFrame.from_image(Image.new("RGB", (64, 64), colour))
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return out.getvalue()
+
+
+def colour_of(jpeg: bytes) -> int:
+    """Index in PALETTE of the decoded frame's mean colour (and it must be unambiguous)."""
+    with Image.open(io.BytesIO(jpeg)) as image:
+        mean = ImageStat.Stat(image.convert("RGB")).mean
+    distances = [sum((m - p) ** 2 for m, p in zip(mean, colour)) ** 0.5 for colour in PALETTE]
+    best = min(range(len(PALETTE)), key=distances.__getitem__)
+    assert distances[best] < 40, f"frame colour {mean} is near no palette colour"
+    return best
+
+
+@pytest.fixture
+def clip(media: Path) -> str:
+    (media / "clip.mp4").write_bytes(solid_colour_clip(PALETTE))
+    return "clip.mp4"
+
+
+@pytest.mark.parametrize("budget", [2, 3, 4, 7, 9])
+async def test_sampled_frames_span_the_video_from_first_to_last(media, clip, budget):
+    from cyberjurors.agents.media import sample_frames
+
+    total = len(PALETTE)
+    frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), settings_for(media), budget)
+    sources = [f.source_index for f in frames]
+    assert len(frames) == budget and sources == sorted(set(sources))
+    assert sources[0] == 0 and sources[-1] == total - 1  # the last frame is there whenever two fit
+    assert [colour_of(f.image.data) for f in frames] == sources  # what was decoded is that frame
+    assert [f.index for f in frames] == list(range(1, budget + 1))
+    assert frames[-1].time_s == pytest.approx((total - 1) / FPS)
+
+
+@pytest.mark.parametrize("budget", [10, 11, 30, None])
+async def test_a_budget_at_least_the_length_samples_every_frame(media, clip, budget):
+    from cyberjurors.agents.media import sample_frames
+
+    s = settings_for(media, frames_per_video=30)  # None: the configured default
+    frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), s, budget)
+    assert [f.source_index for f in frames] == list(range(len(PALETTE)))
+    assert [colour_of(f.image.data) for f in frames] == list(range(len(PALETTE)))
