@@ -11,7 +11,7 @@ import re
 
 from pydantic import ValidationError
 
-_OBJECT_REPR = re.compile(r"<[A-Za-z_][\w.]*(?: object)? at 0x[0-9A-Fa-f]+>")
+_OBJECT_REPR = re.compile(r"<[^<>]{1,200}? at 0x[0-9A-Fa-f]+>")
 _ADDRESS = re.compile(r"\s*\bat 0x[0-9A-Fa-f]+\b|\b0x[0-9A-Fa-f]{6,}\b")
 _SPACES = re.compile(r"\s+")
 MAX_DETAIL = 4000

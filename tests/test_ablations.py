@@ -152,13 +152,13 @@ async def test_passive_media_are_decoded_once_per_case_not_once_per_round(monkey
     decoded = Counter()
     load_image, sample_frames = perception.load_image, perception.sample_frames
 
-    async def counting_image(ref, settings):
+    async def counting_image(ref, settings, **kw):
         decoded[ref.path] += 1
-        return await load_image(ref, settings)
+        return await load_image(ref, settings, **kw)
 
-    async def counting_frames(ref, settings, count=None):
+    async def counting_frames(ref, settings, count=None, **kw):
         decoded[ref.path] += 1
-        return await sample_frames(ref, settings, count)
+        return await sample_frames(ref, settings, count, **kw)
 
     perception._passive.clear()  # earlier tests may have decoded this case already
     monkeypatch.setattr(perception, "load_image", counting_image)

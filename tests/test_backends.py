@@ -71,7 +71,7 @@ def juror_request() -> LLMRequest:
         system="You are juror 3 of 17.",
         shared=[TextPart("<case>vase arrived cracked</case>"), ImagePart(PNG, "image/png", "listing photo")],
         prompt=[TextPart("Cast your ballot."), ImagePart(JPEG, "image/jpeg", "frame 7 at 3.50s"),
-                ImagePart(JPEG, "image/jpeg")],
+                ImagePart(JPEG, "image/jpeg", "frame 8 at 4.00s")],
         case_id="case-42",
         max_output_tokens=900,
     )
@@ -143,6 +143,7 @@ async def test_anthropic_request_body(server: ScriptedServer) -> None:
         {"type": "text", "text": "Cast your ballot."},
         {"type": "text", "text": "frame 7 at 3.50s"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": b64(JPEG)}},
+        {"type": "text", "text": "frame 8 at 4.00s"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": b64(JPEG)}},
     ]
     assert [i for i, b in enumerate(message["content"]) if "cache_control" in b] == [2]
@@ -299,6 +300,7 @@ async def test_openai_request_body(server: ScriptedServer) -> None:
         {"type": "text", "text": "Cast your ballot."},
         {"type": "text", "text": "frame 7 at 3.50s"},
         {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64(JPEG)}"}},
+        {"type": "text", "text": "frame 8 at 4.00s"},
         {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64(JPEG)}"}},
     ]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import Settings
+from ..errors import validation_summary
 from ..schemas import (
     CaseMetadata,
     CaseOpened,
@@ -60,7 +61,7 @@ def parse_event(raw: bytes) -> DisputeEvent:
 
 
 def _summary(err: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in err.errors()[:5])
+    return validation_summary(err)
 
 
 def admit(case: DisputeCase, settings: Settings) -> list[str]:
@@ -70,6 +71,12 @@ def admit(case: DisputeCase, settings: Settings) -> list[str]:
     if len(media) > settings.max_media_items:
         raise Rejected("too_many_media", f"{len(media)} media items, limit {settings.max_media_items}")
     problems = []
+    d = case.metadata
+    for field, text in (("product", d.product), ("dispute reason", d.dispute_reason),
+                        ("requested remedy", d.requested_remedy)):
+        if instruction_sentences(text):
+            problems.append(f"the {field} in the dispute form contains text addressed to the jury; "
+                            "it was treated as a party's claim, not as an instruction")
     for round_ in case.rounds:
         for item in round_.items:
             if item.text and len(item.text) > settings.max_text_chars:

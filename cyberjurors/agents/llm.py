@@ -45,10 +45,11 @@ Part = TextPart | ImagePart
 
 
 def with_labels(parts: list[Part]) -> list[Part]:
-    """Each labelled image preceded by its label as text ("frame 7 at 3.50s"), so the model can cite it."""
+    """Each image preceded by its label as text ("evidence s2 (seller, video) frame 7 at 3.50s"), so
+    the model can cite it."""
     out: list[Part] = []
     for part in parts:
-        if isinstance(part, ImagePart) and part.label:
+        if isinstance(part, ImagePart):
             out.append(TextPart(part.label))
         out.append(part)
     return out
@@ -66,6 +67,11 @@ class LLMRequest:
     """The structured input the prompt was rendered from; read by the offline and scripted backends."""
     case_id: str = ""
     max_output_tokens: int = 2048
+
+    def __post_init__(self) -> None:
+        # a model cannot cite, and a reader cannot trace, a picture that says nothing of where it came from
+        if any(not image.label.strip() for image in self.images()):
+            raise ValueError("every image sent to a model needs its evidence label")
 
     def text(self) -> str:
         return "\n".join(p.text for p in [*self.shared, *self.prompt] if isinstance(p, TextPart))

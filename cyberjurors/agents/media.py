@@ -22,6 +22,7 @@ import av
 from PIL import Image, UnidentifiedImageError
 
 from ..config import Settings
+from ..errors import for_people
 from ..schemas import MediaRef
 from .llm import ImagePart
 
@@ -89,7 +90,7 @@ def _decode_inline(data: str) -> bytes:
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as err:
-        raise MediaRejected("bad_base64", f"inline data is not base64: {err}") from err
+        raise MediaRejected("bad_base64", f"inline data is not base64: {for_people(err)}") from err
 
 
 async def read_bytes(ref: MediaRef, settings: Settings) -> bytes:
@@ -127,7 +128,7 @@ async def _fetch(url: str, limit: int, timeout_s: float) -> bytes:
                 response.raise_for_status()
                 data = await response.content.read(limit + 1)
     except (aiohttp.ClientError, asyncio.TimeoutError) as err:
-        raise MediaUnreadable("fetch_failed", f"{url}: {err!r}") from err
+        raise MediaUnreadable("fetch_failed", f"{url}: {for_people(err) if str(err) else type(err).__name__}") from err
     if len(data) > limit:
         raise MediaUnreadable("too_large", f"{url}: more than {limit} bytes")
     return data
@@ -141,7 +142,9 @@ def _to_jpeg(image: Image.Image, max_side: int, label: str = "") -> ImagePart:
     return ImagePart(out.getvalue(), "image/jpeg", label)
 
 
-async def load_image(ref: MediaRef, settings: Settings) -> ImagePart:
+async def load_image(ref: MediaRef, settings: Settings, *, label: str = "") -> ImagePart:
+    """The photo as a JPEG for the model, labelled with the evidence it belongs to so it can be cited
+    (``LLMRequest`` refuses an image without a label)."""
     data = await read_bytes(ref, settings)
 
     def decode() -> ImagePart:
@@ -150,15 +153,19 @@ async def load_image(ref: MediaRef, settings: Settings) -> ImagePart:
                 probe.verify()  # catches truncation that a lazy open would not
             with Image.open(io.BytesIO(data)) as image:
                 image.load()
-                return _to_jpeg(image, settings.max_image_side)
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-            raise MediaUnreadable("corrupt_image", f"cannot decode the image: {err}") from err
+                return _to_jpeg(image, settings.max_image_side, label)
+        except UnidentifiedImageError as err:
+            raise MediaUnreadable("corrupt_image", f"not an image Pillow can read (declared {ref.media_type})") from err
+        except (OSError, SyntaxError, ValueError) as err:
+            raise MediaUnreadable("corrupt_image", f"cannot decode the image: {for_people(err)}") from err
 
     return await asyncio.to_thread(decode)
 
 
-async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = None) -> list[Frame]:
-    """Uniformly spaced frames over the whole video (all of them if it is shorter)."""
+async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = None, *,
+                        label: str = "") -> list[Frame]:
+    """Uniformly spaced frames over the whole video (all of them if it is shorter), each labelled
+    "<label> frame 7 at 3.50s" so the model can cite the evidence and the frame."""
     data = await read_bytes(ref, settings)
     wanted = count or settings.frames_per_video
 
@@ -178,13 +185,14 @@ async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = N
                     if n in picks:
                         time_s = float(frame.time) if frame.time is not None else n / float(stream.average_rate or 1)
                         index = len(frames) + 1
-                        image = _to_jpeg(frame.to_image(), settings.max_image_side, f"frame {index} at {time_s:.2f}s")
+                        image = _to_jpeg(frame.to_image(), settings.max_image_side,
+                                         f"{label} frame {index} at {time_s:.2f}s".lstrip())
                         frames.append(Frame(index, n, time_s, image))
             if not frames:
                 raise MediaUnreadable("no_frames", "none of the video's frames could be decoded")
             return frames
         except av.FFmpegError as err:
-            raise MediaUnreadable("corrupt_video", f"cannot decode the video: {err}") from err
+            raise MediaUnreadable("corrupt_video", f"cannot decode the video: {for_people(err)}") from err
 
     return await asyncio.to_thread(decode)
 

@@ -9,7 +9,7 @@ until the selector says nothing left is relevant.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..config import Settings
 from ..schemas import Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
@@ -82,7 +82,7 @@ async def _perceive(
     base = dict(id=clue_id, party=party, step=step, evidence_id=item.id, evidence_kind=item.kind,
                 selection_reason=selection.reason)
     try:
-        media, frames = await _media_parts(item, settings)
+        media, frames = await _media_parts(item, party, settings)
     except MediaUnreadable as err:
         chain.problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
         return Clue(**base, clue="(unreadable)", assessment=f"The {item.kind} could not be read: {err.reason}.",
@@ -105,11 +105,12 @@ async def _perceive(
                 frames=cited, frame_times_s=[round(seen[n].time_s, 3) for n in cited])
 
 
-async def _media_parts(item: EvidenceItem, settings: Settings) -> tuple[list[Part], list[Frame]]:
+async def _media_parts(item: EvidenceItem, party: Party, settings: Settings) -> tuple[list[Part], list[Frame]]:
+    label = prompts.evidence_label(item, party)
     if item.kind == "image" and item.media:
-        return [await load_image(item.media, settings)], []
+        return [await load_image(item.media, settings, label=label)], []
     if item.kind == "video" and item.media:
-        frames = await sample_frames(item.media, settings)
+        frames = await sample_frames(item.media, settings, label=label)
         return [f.image for f in frames], frames
     return [], []
 
@@ -136,11 +137,12 @@ async def passive_evidence(case: DisputeCase, settings: Settings) -> tuple[list[
 async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str]]:
 
     async def one(item: EvidenceItem, party: Party) -> list[Part]:
-        where = f"evidence {item.id} ({party}, {item.kind})"
+        label = prompts.evidence_label(item, party)
         if item.kind == "image":
-            return [replace(await load_image(item.media, settings), label=where)]  # type: ignore[arg-type]
-        frames = await sample_frames(item.media, settings, settings.passive_frames_per_video)  # type: ignore[arg-type]
-        return [replace(f.image, label=f"{where} {f.image.label}") for f in frames]
+            return [await load_image(item.media, settings, label=label)]  # type: ignore[arg-type]
+        frames = await sample_frames(item.media, settings, settings.passive_frames_per_video,  # type: ignore[arg-type]
+                                     label=label)
+        return [f.image for f in frames]
 
     parts: list[Part] = []
     problems: list[str] = []

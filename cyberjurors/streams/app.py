@@ -36,6 +36,7 @@ from ..agents.precedents import learning
 from ..agents.precedents.models import PrecedentError
 from ..agents.precedents.store import PrecedentBase
 from ..config import Settings
+from ..errors import for_people, plain
 from ..schemas import CaseFile, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict
 from .kafka import faust_broker_url, faust_credentials
 from .transport import use_fetch_wait
@@ -101,7 +102,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     async def dead_letter(event: faust.EventT, stage: str, reason: str, detail: str) -> None:
         message = event.message
         key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else message.key
-        letter = DeadLetter(reason=reason, detail=detail[:4000], stage=stage, topic=message.topic,
+        letter = DeadLetter(reason=reason, detail=plain(detail), stage=stage, topic=message.topic,
                             partition=message.partition, offset=message.offset, key=key,
                             original_base64=base64.b64encode(message.value or b"").decode(), failed_at=now())
         log.warning("dead letter from %s: %s (%s) key=%s offset=%s", stage, reason, detail[:300], key, message.offset)
@@ -162,7 +163,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                 await dead_letter(event, "ingest", err.reason, err.detail)
             except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
                 log.exception("ingest failed on offset %s", event.message.offset)
-                await dead_letter(event, "ingest", "ingest_failed", f"{type(err).__name__}: {err}")
+                await dead_letter(event, "ingest", "ingest_failed", f"{type(err).__name__}: {for_people(err)}")
 
     # --- stages I and II ------------------------------------------------------------------
 
@@ -171,7 +172,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         try:
             case_file = CaseFile.model_validate_json(event.value)
         except ValidationError as err:
-            await dead_letter(event, stage, "invalid_case_file", str(err))
+            await dead_letter(event, stage, "invalid_case_file", for_people(err))
             return
         in_flight.add(case_file.case_id, event.message.partition)  # again after a restart's replay
         stored = stage_results.get(f"{case_file.case_id}/{stage}")
@@ -183,11 +184,11 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         try:
             result = await work(case_file)
         except LLMError as err:
-            await dead_letter(event, stage, f"llm_{err.kind}", str(err))
+            await dead_letter(event, stage, f"llm_{err.kind}", for_people(err))
             return
         except Exception as err:  # a bug or an unexpected failure must not stop the worker
             log.exception("case %s: %s failed", case_file.case_id, stage)
-            await dead_letter(event, stage, "stage_failed", f"{type(err).__name__}: {err}")
+            await dead_letter(event, stage, "stage_failed", f"{type(err).__name__}: {for_people(err)}")
             return
         metrics.STAGE_LATENCY.labels(metrics.stage_label(stage)).observe(time.perf_counter() - started)
         await hand_on(result, stage, out)
@@ -248,7 +249,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
             try:
                 case_file = CaseFile.model_validate_json(event.value)
             except ValidationError as err:
-                await dead_letter(event, "jury", "invalid_case_file", str(err))
+                await dead_letter(event, "jury", "invalid_case_file", for_people(err))
                 continue
             if is_settled(case_file, settings):
                 await publish_verdict(event)
@@ -263,7 +264,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
             try:
                 outcome = OutcomeReported.model_validate_json(event.value)
             except ValidationError as err:
-                await dead_letter(event, "outcomes", "invalid_outcome", str(err))
+                await dead_letter(event, "outcomes", "invalid_outcome", for_people(err))
                 continue
             verdict = stage_results.get(f"{outcome.case_id}/verdict")
             case_file = stage_results.get(f"{outcome.case_id}/ready")
@@ -292,10 +293,10 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                         pending = []
                     confirmed[key] = pending
             except (PrecedentError, LLMError) as err:
-                await dead_letter(event, "outcomes", f"precedents_{err.kind}", str(err))
+                await dead_letter(event, "outcomes", f"precedents_{err.kind}", for_people(err))
             except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
                 log.exception("outcome for case %s failed", outcome.case_id)
-                await dead_letter(event, "outcomes", "stage_failed", f"{type(err).__name__}: {err}")
+                await dead_letter(event, "outcomes", "stage_failed", f"{type(err).__name__}: {for_people(err)}")
 
     app.cyberjurors_settings = settings  # type: ignore[attr-defined]
     return app

@@ -106,8 +106,9 @@ class OfflineLLM:
                 d = case.metadata
                 claims = {p: [s for _, i in case.texts(p) if (s := first_sentence(i.text or ""))][:4]
                           for p in ("buyer", "seller")}
-                return Focus(focus=f"Should the buyer get '{d.requested_remedy}' for the {d.product}? "
-                                   f"Dispute: {d.dispute_reason}",
+                return Focus(focus=f"Should the buyer get '{without_instructions(d.requested_remedy)}' for the "
+                                   f"{without_instructions(d.product)}? "
+                                   f"Dispute: {without_instructions(d.dispute_reason)}",
                              buyer_claims=claims["buyer"], seller_claims=claims["seller"])
             case SelectTask():
                 return self._select(task)
