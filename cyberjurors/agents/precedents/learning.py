@@ -52,7 +52,7 @@ def adjust(guideline: Guideline, agreed: bool, case_id: str, min_confidence: flo
         return None
     c = guideline.confidence
     confidence = round(c + AGREE_STEP * (1 - c) if agreed else c * DISAGREE_FACTOR, 4)
-    retire = confidence < min_confidence
+    retire = not agreed and confidence < min_confidence  # a confirmed rule gains; only doubt retires
     reason = "retired" if retire else "outcome_agreed" if agreed else "outcome_disagreed"
     version = guideline.version + 1
     return guideline.model_copy(update={
