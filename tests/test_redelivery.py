@@ -1,0 +1,50 @@
+"""A stage whose output is already stored is not run again when its input is redelivered: with a
+real worker, after a case's verdict, the exact ``disputes.ready`` and ``disputes.focus`` messages
+are sent again (what a consumer sees when an offset commit is lost); the worker re-sends the
+stored outputs, calls no model, and the verdict comes out again, the same."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from cyberjurors.schemas import CaseFile, Verdict
+from cyberjurors.streams.clients import Outgoing, produce, read_events
+
+from .conftest import EXAMPLES, calls, read_topic
+
+pytestmark = pytest.mark.integration
+
+
+def roles(settings, case_id: str) -> Counter:
+    return Counter(c["role"] for c in calls(settings.llm_call_log) if c["case_id"] == case_id)
+
+
+async def test_redelivered_stage_inputs_reuse_the_stored_outputs(settings, worker):
+    events = read_events([sorted((EXAMPLES / "cases").glob("*.json"))[0]])
+    case_id = events[0].case_id
+    await produce(settings, events)
+    [(key, first)] = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=120)
+    assert key == case_id
+    decided = Verdict.model_validate_json(first)
+    before = roles(settings, case_id)
+    assert all(before[r] > 0 for r in ("focus", "select", "perceive", "juror")), before
+
+    redelivered = []
+    for topic in ("disputes.ready", "disputes.focus"):
+        [(key, value)] = await read_topic(settings, topic, until=1, keys={case_id}, timeout_s=30)
+        assert CaseFile.model_validate_json(value).case_id == case_id
+        redelivered.append(Outgoing(case_id, value, "redelivery", topic=settings.topic(topic)))
+    await produce(settings, redelivered)
+
+    verdicts = await read_topic(settings, "disputes.verdicts", until=3, timeout_s=120)
+    assert [k for k, _ in verdicts] == [case_id] * 3, "each redelivery should end in the verdict re-sent"
+    assert [Verdict.model_validate_json(v).verdict_id for _, v in verdicts] == [decided.verdict_id] * 3
+    assert all(v == first for _, v in verdicts)  # the stored verdict, not a new decision
+    after = roles(settings, case_id)
+    assert after == before, f"model calls repeated: {before} -> {after}"
+    # each stage re-sent its stored output once per redelivery that reached it: ready -> focus
+    # and focus -> clues, so disputes.clues holds the original and two re-sends
+    clues = await read_topic(settings, "disputes.clues", until=3, keys={case_id}, timeout_s=30)
+    assert len(clues) == 3 and len({v for _, v in clues}) == 1
