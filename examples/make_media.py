@@ -4,9 +4,14 @@
     .venv/bin/python examples/make_media.py --out DIR  # writes somewhere else (tests use this)
 
 Everything is drawn with Pillow (default font, no font files) and encoded with PyAV; nothing is
-downloaded. Output is deterministic: all "randomness" (fabric weave, wall texture, camera shake)
-comes from fixed seeds, PNG/JPEG encoding is deterministic, and the videos are encoded with
-libx264 single-threaded and bit-exact muxer flags, so a rerun writes the same bytes.
+downloaded. The pictures are reproducible: all "randomness" (fabric weave, wall texture, camera
+shake) comes from fixed seeds, so a rerun draws the same frames (another FreeType may anti-alias
+text a little differently). The files' bytes are not: PNG's zlib stream and JPEG depend on the
+library build, and libx264 may encode the same frames to other bytes on another CPU or build,
+or even on a second run. The committed files are therefore the reference. The sha256 and size
+in MANIFEST.json (and the sha256 the cases carry) identify those particular encodes, and a rerun
+writes its own; tests/test_examples.py compares a rerun with them by decoded pixels and probes,
+never by bytes. Rewriting examples/media/ means copying the new sha256 into the cases.
 
 Each file holds a clue a juror who looks at the pixels can find (a battery level, a stamp, a
 date...). In the videos the key clue is visible in only a few consecutive frames; MANIFEST.json

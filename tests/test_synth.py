@@ -50,19 +50,104 @@ def cases(out: Path) -> dict[str, DisputeCase]:
     return {c.case_id: c for c in (DisputeCase.model_validate_json(line) for line in lines)}
 
 
-def files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+LOSSY = {"image/jpeg", "video/mp4"}
+# How close two decoded pictures must be (synth_media.difference: mean absolute difference over
+# the picture, and the worst 16x16 tile, in 0-255 levels). Two encodes of the same frames differ
+# by compression noise only (measured: <= 0.7 mean, <= 7 per tile, PyAV 13 vs 18); one
+# encode differs from the frames it was made from by one round of that noise (<= 3, <= 19). A
+# mark that is missing or in the wrong frame moves some tile by 70 or more.
+TWO_ENCODES = (1.5, 24.0)
+ENCODE_VS_RENDER = (5.0, 40.0)
+OVERLAY = 16  # rows of a clip's REC overlay; its timestamp text is not in the manifest
 
 
-def test_same_arguments_give_the_same_bytes(tmp_path: Path) -> None:
+def alike(a: Image.Image, b: Image.Image, limits: tuple[float, float]) -> bool:
+    mean, tile = synth_media.difference(a, b)
+    return mean <= limits[0] and tile <= limits[1]
+
+
+def below_overlay(image: Image.Image) -> Image.Image:
+    return image.crop((0, OVERLAY, image.width, image.height))
+
+
+def showing(frames: list[Image.Image], probe: synth_media.Probe) -> list[int]:
+    return [i for i, frame in enumerate(frames) if probe.sees(frame)]
+
+
+def media_files(root: Path) -> dict[str, Path]:
+    return {str(p.relative_to(root)): p for p in sorted((root / "media").rglob("*")) if p.is_file()}
+
+
+def json_without_lossy_hashes(out: Path) -> tuple[str, str]:
+    """cases.jsonl and manifest.json exactly as written, except the hashes of lossy media bytes:
+    each JPEG or MP4 item's sha256, and cases_sha256, which covers them, read "<lossy>"."""
+    cases_text = (out / "cases.jsonl").read_text()
+    lossy = [item.media.sha256 for line in cases_text.splitlines()
+             for item in DisputeCase.model_validate_json(line).items()
+             if item.media is not None and item.media.media_type in LOSSY]
+    for digest in lossy:
+        cases_text = cases_text.replace(f'"sha256":"{digest}"', '"sha256":"<lossy>"')
+    assert lossy and cases_text.count('"sha256":"<lossy>"') == len(lossy)
+    manifest_text = (out / "manifest.json").read_text()
+    digest = json.loads(manifest_text)["cases_sha256"]
+    assert manifest_text.count(digest) == 1
+    return cases_text, manifest_text.replace(digest, "<lossy>")
+
+
+def test_same_arguments_give_the_same_case_json_and_equivalent_media(tmp_path: Path) -> None:
+    """The promise: byte-identical case JSON (but for the hashes of lossy bytes) and media that
+    decode to the same pictures: PNG pixel for pixel, JPEG and H.264 within compression noise,
+    with every clue in the same frames. Not the same MP4 bytes: libx264 does not promise them."""
     first, second, other = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    generate(first, cases=6, seed=3, modality_mix={"video": 2, "image": 1})
-    generate(second, cases=6, seed=3, modality_mix={"video": 2, "image": 1})
-    a, b = files(first), files(second)
-    assert sorted(a) == sorted(b) and any(name.endswith(".mp4") for name in a)
-    assert [name for name in a if a[name] != b[name]] == []
-    generate(other, cases=6, seed=4, modality_mix={"video": 2, "image": 1})
-    assert files(other)["cases.jsonl"] != a["cases.jsonl"]
+    options = {"cases": 6, "seed": 4, "modality_mix": {"video": 2, "image": 1}}
+    manifest = generate(first, **options)
+    generate(second, **options)
+    assert json_without_lossy_hashes(first) == json_without_lossy_hashes(second)
+    a, b = media_files(first), media_files(second)
+    assert sorted(a) == sorted(b)
+    assert {Path(name).suffix for name in a} == {".png", ".jpg", ".mp4"}
+    for name in a:
+        if name.endswith(".mp4"):
+            clip_a, clip_b = (synth_media.decode_clip(files[name].read_bytes()) for files in (a, b))
+            assert len(clip_a) == len(clip_b) and clip_a[0].size == clip_b[0].size, name
+            assert all(alike(x, y, TWO_ENCODES) for x, y in zip(clip_a, clip_b)), name
+            continue
+        with Image.open(a[name]) as image_a, Image.open(b[name]) as image_b:
+            assert image_a.format == image_b.format and image_a.size == image_b.size, name
+            if image_a.format == "PNG":  # lossless: the same pixels (not the same zlib stream)
+                assert image_a.convert("RGB").tobytes() == image_b.convert("RGB").tobytes(), name
+            else:
+                assert alike(image_a, image_b, TWO_ENCODES), name
+    videos = [p for p in manifest.plants if p.modality == "video"]
+    assert len(videos) == 4
+    for plant in videos:
+        for root in (first, second):
+            frames = synth_media.decode_clip((root / plant.media_path).read_bytes())
+            assert showing(frames, plant.probe) == plant.frames, (root.name, plant.case_id)
+    generate(other, **{**options, "seed": 5})
+    assert (other / "cases.jsonl").read_text() != (first / "cases.jsonl").read_text()
+
+
+def test_the_equivalence_checks_catch_a_misplaced_or_missing_clue(manifest: SynthManifest, out: Path) -> None:
+    """A clip of the same scene with the clue a few frames later, or not at all, fails both the
+    probe and the comparison with the real clip: the checks above can fail."""
+    plants = [p for p in manifest.plants if p.modality == "video"]
+    assert plants
+    for plant in plants[:3]:
+        real = synth_media.decode_clip((out / plant.media_path).read_bytes())
+        later = range(plant.frames[0] + 5, plant.frames[-1] + 6)
+        for clue in (later, range(0)):
+            images = synth_media.clip_frames(plant.visual, plant.frame_count, plant.fps, clue, "x")
+            wrong = synth_media.decode_clip(synth_media.encode_clip(images, plant.fps))
+            assert showing(wrong, plant.probe) == list(clue) != plant.frames, plant.case_id
+            assert not all(alike(x, y, TWO_ENCODES) for x, y in zip(wrong, real)), plant.case_id
+            assert not all(alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER)
+                           for x, y in zip(real, images)), plant.case_id
+    # and a small patch (a 24 x 16 px label, 0.5 % of the picture) is caught by the tile figure
+    frame = real[plant.frames[0]]
+    patched = frame.copy()
+    patched.paste((40, 40, 200), (100, 100, 124, 116))
+    assert synth_media.difference(frame, patched)[0] < TWO_ENCODES[0] and not alike(frame, patched, TWO_ENCODES)
 
 
 def test_cases_are_valid_and_shaped_like_real_disputes(cases: dict[str, DisputeCase], manifest: SynthManifest,
@@ -161,13 +246,15 @@ def test_image_clue_is_in_the_pixels_not_the_words(cases: dict[str, DisputeCase]
         assert visual is not None and visual.mark is not None and probe is not None
         with Image.open(out / plant.media_path) as stored:
             stored.load()
-            assert probe.sees(stored), plant.case_id
+            assert probe.share(stored) >= 1.5 * probe.min_share, plant.case_id  # by a margin: JPEG noise
             neutral = synth_media.render_still(visual, clue=False)
             assert probe.share(neutral) < 0.01  # the clue colour is not in the neutral picture's box
             marked = synth_media.render_still(visual)
             assert marked.tobytes() != neutral.tobytes()
             if stored.format == "PNG":  # lossless: the file is exactly the re-rendered picture
                 assert stored.convert("RGB").tobytes() == marked.tobytes()
+            else:  # lossy: the re-rendered picture, within compression noise, and not the neutral one
+                assert alike(stored, marked, ENCODE_VS_RENDER) and not alike(stored, neutral, ENCODE_VS_RENDER)
         item = case.item(plant.evidence_id)
         assert NEUTRAL_CAPTION.match(item.text), item.text
         texts = " ".join(i.text or "" for i in case.items()).lower()
@@ -183,8 +270,16 @@ def test_video_clue_is_in_the_listed_frames_only(cases: dict[str, DisputeCase], 
         frames = synth_media.decode_clip((out / plant.media_path).read_bytes())
         assert len(frames) == plant.frame_count
         assert 2 <= len(plant.frames) <= 4 and plant.frames == list(range(plant.frames[0], plant.frames[-1] + 1))
-        showing = [i for i, frame in enumerate(frames) if plant.probe.sees(frame)]
-        assert showing == plant.frames, plant.case_id
+        assert showing(frames, plant.probe) == plant.frames, plant.case_id
+        # by a margin, so that another encoder's noise cannot flip a frame either way
+        shares = [plant.probe.share(frame) for frame in frames]
+        assert min(shares[i] for i in plant.frames) >= 1.5 * plant.probe.min_share, plant.case_id
+        assert max(v for i, v in enumerate(shares) if i not in plant.frames) <= 0.5 * plant.probe.min_share
+        # the manifest describes the clip: re-rendered from visual, frame_count, fps and frames
+        # (all but the overlay's timestamp), the frames match the decoded ones within compression noise
+        clue = range(plant.frames[0], plant.frames[-1] + 1)
+        rendered = synth_media.clip_frames(plant.visual, plant.frame_count, plant.fps, clue, "")
+        assert all(alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER) for x, y in zip(frames, rendered))
         case = cases[plant.case_id]
         item = case.item(plant.evidence_id)
         assert NEUTRAL_CAPTION.match(item.text), item.text

@@ -99,8 +99,10 @@ class SynthManifest(Strict):
     complete: bool = True
     options: SynthOptions
     noise_model: dict[str, float | int | str]
-    environment: dict[str, str] = Field(description="library versions: other versions may encode other bytes")
-    cases_sha256: str
+    environment: dict[str, str] = Field(description="library versions: others may draw text a little differently "
+                                                    "and encode other bytes")
+    cases_sha256: str = Field(description="sha256 of cases.jsonl as written; it covers each media file's sha256, "
+                                          "so it identifies this run's encode, not just the seed and options")
     summary: Summary
     plants: list[Plant]
 
@@ -399,7 +401,14 @@ def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float 
              modality_mix: Mapping[str, float] | None = None, items: tuple[int, int] = (10, 20),
              progress: Callable[[int], None] | None = None) -> SynthManifest:
     """Write ``cases`` synthetic cases to out/cases.jsonl, their media under out/media/ and
-    out/manifest.json; return the manifest. The same arguments give byte-identical files.
+    out/manifest.json; return the manifest.
+
+    The same arguments give byte-identical cases.jsonl and manifest.json, except for the hashes
+    of media bytes: each media item's ``sha256`` hashes the file this run wrote, and
+    ``cases_sha256`` covers those. PNG and JPEG bytes repeat with the same Pillow build, but an
+    H.264 encode may differ in bytes even between two runs on one machine. The media themselves
+    are reproducible as pictures: PNGs decode to the same pixels, JPEGs and clips to the same
+    pictures within compression noise, with each plant's clue where ``probe`` and ``frames`` say.
 
     ``out`` must be empty, missing, or a previous synth output (its cases.jsonl, manifest.json
     and media/ are replaced; other files are left alone)."""

@@ -3,9 +3,15 @@
 A ``Visual`` says what a photo or clip shows: a scene (an appliance on a counter, a shirt's
 fabric, a food pack, a phone's settings screen...), optionally a mark in it (a red banner on the
 display, a crack in the glass, a size label...) and the text the mark carries. Rendering is pure
-and deterministic: the same ``Visual`` always gives the same pixels and, encoded here, the same
-bytes (PNG/JPEG with fixed settings; H.264 via PyAV with libx264 single-threaded and the bitexact
-flags, as ``examples/make_media.py`` does).
+and seeded: the same ``Visual`` always gives the same picture (with the same Pillow: another
+FreeType may anti-alias the text a little differently).
+
+Encoding is where bytes stop being a contract. PNG is lossless, so its decoded pixels are the
+rendered pixels, but its file bytes depend on the zlib build. JPEG and H.264 are lossy, and
+H.264 in particular is not byte-reproducible: libx264 can encode the same frames to different
+bytes on another CPU, with another build, and even twice in one process. What holds everywhere
+is that the decoded picture equals the render to within compression noise, and that each mark's
+``Probe`` sees it in the decoded pixels; that is what the tests check.
 
 Every mark comes with a ``Probe``: a box and a colour, and the share of the box's pixels near that
 colour that the mark reaches. The scenes are drawn so that without the mark the share is ~0, which
@@ -431,16 +437,24 @@ def clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) -> li
 
 
 def encode_clip(images: list[Image.Image], fps: int, crf: str = "24", preset: str = "veryfast") -> bytes:
-    """H.264 (bit-exact, one thread, so the same frames give the same bytes) in MP4; the example
-    media (examples/make_media.py) are encoded here too."""
+    """H.264 (libx264, one thread; MPEG-4 Part 2 where PyAV has no libx264) in MP4. The example
+    media (examples/make_media.py) are encoded here too.
+
+    Lossy, and not byte-reproducible: the same frames can give different bytes on another CPU,
+    with another FFmpeg/x264 build, and even twice in one process (seen with libx264's assembly
+    code and macroblock-tree rate control, one thread and bit-exact flags notwithstanding). What
+    is reproducible is the decoded picture, to within compression noise: tests compare decoded
+    frames and probe their pixels, never the bytes. The bitexact flags only keep FFmpeg's version
+    strings out of the file (the codec's is set as an option: PyAV 13 has no enum member for it)."""
     out = io.BytesIO()
     with av.open(out, "w", format="mp4", options={"fflags": "+bitexact"}) as container:
         codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
-        options = {"crf": crf, "preset": preset, "threads": "1"} if codec == "libx264" else {"threads": "1"}
+        options = {"threads": "1", "flags": "+bitexact"}
+        if codec == "libx264":
+            options.update(crf=crf, preset=preset)
         stream = container.add_stream(codec, rate=fps, options=options)
         stream.width, stream.height = images[0].size
         stream.pix_fmt = "yuv420p"
-        stream.codec_context.flags |= av.codec.context.Flags.bitexact
         for i, image in enumerate(images):
             frame = av.VideoFrame.from_image(image).reformat(format="yuv420p")
             frame.pts = i
@@ -454,3 +468,18 @@ def encode_clip(images: list[Image.Image], fps: int, crf: str = "24", preset: st
 def decode_clip(data: bytes) -> list[Image.Image]:
     with av.open(io.BytesIO(data)) as container:
         return [frame.to_image() for frame in container.decode(video=0)]
+
+
+def difference(a: Image.Image, b: Image.Image, block: int = 16) -> tuple[float, float]:
+    """How far apart two pictures of one size are, in 0-255 levels: the mean absolute difference
+    over all pixels and channels, and the largest such mean over any ``block`` x ``block`` tile
+    (edge tiles may be smaller). The tile figure is what catches a small mark that is missing or
+    has moved, which a whole-picture mean would average away; compression noise stays low in both."""
+    if a.size != b.size:
+        raise ValueError(f"sizes differ: {a.size} != {b.size}")
+    d = np.abs(np.asarray(a.convert("RGB"), dtype=np.int16) - np.asarray(b.convert("RGB"), dtype=np.int16))
+    d = d.sum(axis=-1, dtype=np.int64)
+    rows, cols = np.arange(0, d.shape[0], block), np.arange(0, d.shape[1], block)
+    sums = np.add.reduceat(np.add.reduceat(d, rows, axis=0), cols, axis=1)
+    counts = np.outer(np.diff(np.append(rows, d.shape[0])), np.diff(np.append(cols, d.shape[1]))) * 3
+    return float(d.mean() / 3), float((sums / counts).max())
