@@ -78,9 +78,9 @@ async def dead_letters(settings: Settings) -> list[DeadLetter]:
 
 def replayable(letter: DeadLetter) -> bool:
     """Dead letters that can succeed when sent again: model calls and precedent-base operations
-    that failed after their retries, stage failures, and outcomes that arrived before their
-    verdict. Rejected input would only be rejected again."""
-    return (letter.reason.startswith(("llm_", "precedents_")) or letter.reason == "stage_failed"
+    that failed after their retries, stage failures (ingest's too: a bug, kept until it is fixed),
+    and outcomes that arrived before their verdict. Rejected input would only be rejected again."""
+    return (letter.reason.startswith(("llm_", "precedents_")) or letter.reason in ("stage_failed", "ingest_failed")
             or (letter.stage == "outcomes" and letter.reason == "unknown_case"))
 
 

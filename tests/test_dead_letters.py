@@ -1,0 +1,358 @@
+"""Every dead-letter reason the code can emit, each produced by driving the code that emits it, and
+whether ``cyberjurors dlq --replay`` may resend it (``clients.replayable``).
+
+The table is the contract: rejected input is not replayable (it would be rejected again); what
+failed for a reason outside the input (a model call after its retries, the precedent base, a bug,
+an outcome that came before its verdict) is. A scan of the source finds every reason the code can
+put in a dead letter and must find exactly the table's, so a new reason without a row fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from cyberjurors.agents import intake
+from cyberjurors.agents.backends.offline import OfflineLLM
+from cyberjurors.agents.backends.scripted import ScriptedLLM
+from cyberjurors.agents.llm import LLMError
+from cyberjurors.agents.precedents import learning
+from cyberjurors.agents.precedents.models import PrecedentError
+from cyberjurors.agents.tasks import FocusTask
+from cyberjurors.config import Settings
+from cyberjurors.schemas import DeadLetter, Precedents
+from cyberjurors.streams.app import create_app
+from cyberjurors.streams.clients import Outgoing, produce, replayable
+from cyberjurors.streams.kafka import ensure_topics
+
+from .conftest import read_topic, running_app
+
+PACKAGE = Path(__file__).resolve().parents[1] / "cyberjurors"
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+# LLMError kinds (README "LLM backends", plus the offline backend's unsupported_task) and
+# PrecedentError kinds (precedents/models.py); the outcome path dead-letters both as precedents_<kind>
+LLM_KINDS = {"rate_limited", "overloaded", "server_error", "timeout", "connection", "auth", "bad_request",
+             "refused", "truncated", "invalid_output", "unsupported_task"}
+PRECEDENT_KINDS = {"bad_query", "unknown_category", "index_missing", "model_missing", "model_mismatch", "corrupt",
+                   "unreachable", "auth", "rate_limited", "timeout", "server_error", "bulk_failed", "bad_case"}
+
+# (stage family, reason) -> replayable. Families: ingest; pipeline (focus, clues, round-N, jury); outcomes.
+TABLE: dict[tuple[str, str], bool] = {
+    **{("ingest", reason): False for reason in (
+        "invalid_json", "invalid_event", "unknown_event_type", "missing_case_id", "unsupported_schema_version",
+        "invalid_votes", "too_many_media", "text_too_long", "unsupported_media_type", "kind_mismatch",
+        "inline_too_large", "path_outside_media_root", "url_not_allowed", "bad_base64", "invalid_case",
+        "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
+        "case_already_submitted")},
+    ("ingest", "ingest_failed"): True,  # a bug, like stage_failed: kept to be replayed once it is fixed
+    ("pipeline", "invalid_case_file"): False,
+    ("pipeline", "stage_failed"): True,
+    **{("pipeline", f"llm_{kind}"): True for kind in LLM_KINDS},
+    ("outcomes", "invalid_outcome"): False,
+    ("outcomes", "unknown_case"): True,  # the outcome came before its verdict
+    ("outcomes", "stage_failed"): True,
+    **{("outcomes", f"precedents_{kind}"): True for kind in PRECEDENT_KINDS | LLM_KINDS},
+}
+
+
+def family(stage: str) -> str:
+    return stage if stage in ("ingest", "outcomes") else "pipeline"
+
+
+def letter(stage: str, reason: str, original: bytes = b"{}") -> DeadLetter:
+    return DeadLetter(reason=reason, detail="d", stage=stage, topic="disputes.events", partition=0, offset=0,
+                      key="k", original_base64=base64.b64encode(original).decode(), failed_at=NOW)
+
+
+# --- the source holds exactly the table's reasons -------------------------------------------
+
+
+def _source(path: str) -> ast.Module:
+    return ast.parse((PACKAGE / path).read_text())
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _returns(tree: ast.AST, function: str) -> set[str]:
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
+    return {n.value.value for n in ast.walk(fn) if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)}
+
+
+def _error_kinds(error: str) -> set[str]:
+    """Every kind an ``error(kind, ...)`` call in the package can carry; a kind computed in a way
+    this scan does not know fails the test, so it cannot be missed silently."""
+    kinds: set[str] = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] + [tree]:
+            for call in [n for n in ast.walk(fn) if isinstance(n, ast.Call) and _callee(n) == error and n.args]:
+                arg = call.args[0]
+                if isinstance(arg, ast.Constant):
+                    kinds.add(arg.value)
+                elif isinstance(arg, ast.Call) and _callee(arg) == "status_kind":
+                    kinds |= _returns(_source("agents/backends/anthropic.py"), "status_kind")
+                elif isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) and arg.value.id == "STOP_KINDS":
+                    stop = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                                and any(isinstance(t, ast.Name) and t.id == "STOP_KINDS" for t in n.targets))
+                    kinds |= {v.value for v in stop.values}
+                elif isinstance(arg, ast.Name) and fn is not tree:  # kind, hint = "x", "..." in the function
+                    found = {a.value.elts[0].value for a in ast.walk(fn) if isinstance(a, ast.Assign)
+                             and isinstance(a.targets[0], ast.Tuple) and isinstance(a.value, ast.Tuple)
+                             and isinstance(a.targets[0].elts[0], ast.Name) and a.targets[0].elts[0].id == arg.id
+                             and isinstance(a.value.elts[0], ast.Constant)}
+                    assert found or fn is tree, f"{path}:{call.lineno}: {error}({arg.id}) with no known values"
+                    kinds |= found
+                elif fn is not tree:
+                    raise AssertionError(f"{path}:{call.lineno}: {error} with a kind this scan cannot read")
+    return kinds
+
+
+def reasons_in_source() -> set[tuple[str, str]]:
+    """(family, reason) for every dead letter the code can write."""
+    rejected: set[str] = set()
+    for path in ("agents/intake.py", "agents/media.py", "streams/app.py"):
+        for call in ast.walk(_source(path)):
+            if isinstance(call, ast.Call) and _callee(call) in ("Rejected", "MediaRejected"):
+                arg = call.args[0]
+                if isinstance(arg, ast.Constant):
+                    rejected.add(arg.value)
+                else:  # Rejected(_reason(err)) and Rejected(err.reason) from a MediaRejected
+                    assert ast.unparse(arg) in ("_reason(err)", "err.reason"), ast.unparse(arg)
+    rejected |= _returns(_source("agents/intake.py"), "_reason")
+    found = {("ingest", r) for r in rejected}
+    for call in ast.walk(_source("streams/app.py")):
+        if not (isinstance(call, ast.Call) and _callee(call) == "dead_letter"):
+            continue
+        stage, reason = call.args[1], call.args[2]
+        where = family(stage.value) if isinstance(stage, ast.Constant) else "pipeline"  # run_stage's stage
+        if isinstance(reason, ast.Constant):
+            found.add((where, reason.value))
+        elif isinstance(reason, ast.JoinedStr):  # f"llm_{err.kind}", f"precedents_{err.kind}"
+            prefix = reason.values[0].value
+            kinds = _error_kinds("LLMError") if prefix == "llm_" else _error_kinds("PrecedentError") | _error_kinds("LLMError")
+            found |= {(where, prefix + k) for k in kinds}
+        else:
+            assert ast.unparse(reason) == "err.reason", ast.unparse(reason)  # the Rejected ones above
+    return found
+
+
+def test_the_table_has_a_row_for_every_reason_the_code_can_emit_and_no_other():
+    assert _error_kinds("LLMError") == LLM_KINDS
+    assert _error_kinds("PrecedentError") == PRECEDENT_KINDS
+    found = reasons_in_source()
+    assert found - TABLE.keys() == set(), "reasons the code emits without a row in the table"
+    assert TABLE.keys() - found == set(), "rows for reasons the code no longer emits"
+
+
+def test_replayable_is_decided_by_reason_and_stage_as_the_table_says():
+    stages = {"ingest": ["ingest"], "pipeline": ["focus", "clues", "round-1", "round-3", "jury"],
+              "outcomes": ["outcomes"]}
+    for (where, reason), flag in TABLE.items():
+        for stage in stages[where]:
+            assert replayable(letter(stage, reason)) is flag, (stage, reason)
+
+
+# --- intake reasons, by driving intake ------------------------------------------------------
+
+METADATA = {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
+            "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn on arrival",
+            "requested_remedy": "Refund"}
+
+
+def case(case_id: str = "c-1", buyer_items: list[dict] | None = None, **extra) -> dict:
+    return {"case_id": case_id, "metadata": METADATA, **extra, "rounds": [
+        {"party": "buyer", "round": 1, "items": buyer_items or [{"id": "b1", "kind": "text", "text": "Torn seam."}]},
+        {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]}]}
+
+
+def whole(c: dict, **event) -> bytes:
+    return json.dumps({"type": "case", "case": c, **event}).encode()
+
+
+def photo(**media) -> list[dict]:
+    return [{"id": "b1", "kind": "image", "text": "the seam", "media": media}]
+
+
+def opened(case_id: str = "c-1", **extra) -> bytes:
+    return json.dumps({"type": "case_opened", "case_id": case_id, "metadata": METADATA, **extra}).encode()
+
+
+def evidence(case_id: str = "c-1", item: str = "b1", round_: int = 1, **extra) -> bytes:
+    return json.dumps({"type": "evidence_submitted", "case_id": case_id, **extra, "evidence": {
+        "party": "buyer", "round": round_, "items": [{"id": item, "kind": "text", "text": f"round {round_}"}]}}).encode()
+
+
+def closed(case_id: str = "c-1") -> bytes:
+    return json.dumps({"type": "evidence_closed", "case_id": case_id}).encode()
+
+
+def ingest(settings: Settings, *raws: bytes) -> None:
+    """What the ingest agent does with a sequence of events for one case, without the stream."""
+    draft = None
+    for raw in raws:
+        event = intake.parse_event(raw)
+        if isinstance(event, intake.CaseSubmitted):
+            intake.admit(event.case, settings)
+            continue
+        draft = intake.fold(draft, event)
+        if draft.closed:
+            intake.admit(draft.to_case(), settings)
+
+
+INTAKE = {  # reason -> the events that end in it
+    "invalid_json": [b'{"type": "case", "case": {"case_id": '],
+    "invalid_event": [whole({**case(), "metadata": {**METADATA, "order_amount": "lots"}})],
+    "unknown_event_type": [json.dumps({"type": "case_reopened", "case_id": "c-1"}).encode()],
+    "missing_case_id": [json.dumps({"type": "evidence_closed"}).encode()],
+    "unsupported_schema_version": [whole(case(), schema_version=2)],
+    "invalid_votes": [whole(case(ground_truth={"buyer": 8, "seller": 8}))],
+    "too_many_media": [whole(case(buyer_items=[{"id": f"b{n}", "kind": "image", "text": "x", "media": {
+        "media_type": "image/png", "data_base64": "eA=="}} for n in range(5)]))],
+    "text_too_long": [whole(case(buyer_items=[{"id": "b1", "kind": "text", "text": "torn " * 300}]))],
+    "unsupported_media_type": [whole(case(buyer_items=photo(media_type="application/pdf", data_base64="eA==")))],
+    "kind_mismatch": [whole(case(buyer_items=photo(media_type="video/mp4", data_base64="eA==")))],
+    "inline_too_large": [whole(case(buyer_items=photo(media_type="image/png",
+                                                      data_base64=base64.b64encode(b"x" * 2000).decode())))],
+    "path_outside_media_root": [whole(case(buyer_items=photo(media_type="image/png", path="../../etc/passwd")))],
+    "url_not_allowed": [whole(case(buyer_items=photo(media_type="image/png", url="https://evil.example/x.png")))],
+    "bad_base64": [whole(case(buyer_items=photo(media_type="image/png", data_base64="not base64!")))],
+    "case_already_open": [opened(), opened()],
+    "unknown_case": [evidence()],
+    "case_closed": [opened(), evidence(), closed(), evidence(item="b2", round_=2)],
+    "duplicate_evidence_id": [opened(), evidence(), evidence(round_=2)],
+    "no_evidence": [opened(), closed()],
+}
+APP_INGEST = {"case_already_submitted", "ingest_failed"}  # decided by the ingest agent: driven below
+
+
+@pytest.mark.parametrize("reason", sorted(INTAKE))
+def test_each_intake_reason_is_produced_by_intake_and_is_not_replayable(tmp_path, reason):
+    s = Settings(llm_backend="offline", media_root=tmp_path, max_text_chars=1000, max_media_items=4,
+                 max_inline_bytes=1000)
+    with pytest.raises(intake.Rejected) as err:
+        ingest(s, *INTAKE[reason])
+    assert err.value.reason == reason
+    assert replayable(letter("ingest", err.value.reason, INTAKE[reason][-1])) is TABLE[("ingest", reason)] is False
+
+
+def test_invalid_case_is_produced_by_a_draft_that_does_not_make_a_case():
+    """The intake table's draft is not a case until it validates as one (an id that only the table
+    could hold, since events are checked on arrival)."""
+    draft = intake.fold(None, intake.parse_event(opened()))
+    draft = intake.fold(draft, intake.parse_event(evidence()))
+    bad = draft.model_copy(update={"case_id": "not a valid id!"})
+    with pytest.raises(intake.Rejected) as err:
+        bad.to_case()
+    assert err.value.reason == "invalid_case"
+    assert replayable(letter("ingest", err.value.reason)) is TABLE[("ingest", "invalid_case")] is False
+
+
+def test_every_ingest_row_is_driven():
+    rows = {reason for where, reason in TABLE if where == "ingest"}
+    assert rows == set(INTAKE) | {"invalid_case"} | APP_INGEST
+
+
+# --- the app's own dead letters, from a running app -----------------------------------------
+
+
+class Bug(Exception):
+    """Not any exception the code expects: what a programming error looks like to the app."""
+
+
+class NoPrecedents:
+    """A precedent base that is on (so outcomes reach learning) and finds nothing for a case."""
+
+    enabled = True
+
+    async def open(self):
+        return object(), object()
+
+    async def retrieve(self, case, focus):
+        return Precedents(coverage="none")
+
+
+@pytest.mark.integration
+async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(settings, monkeypatch):
+    settings = settings.model_copy(update={"jurors": 3, "rounds": 1, "precedent_backend": "embedded"})
+    offline = OfflineLLM()
+
+    async def answer(request, output_type):
+        case_id = request.case_id
+        if isinstance(request.task, FocusTask) and case_id.startswith("llm-"):
+            raise LLMError(case_id.removeprefix("llm-"), "failed after the retries")
+        if isinstance(request.task, FocusTask) and case_id == "bug":
+            raise Bug("a bug in a stage")
+        return (await offline.generate(request, output_type)).output
+
+    admit = intake.admit
+
+    def buggy_admit(case, s):
+        if case.case_id == "ingest-bug":
+            raise Bug("a bug in ingest")
+        return admit(case, s)
+
+    async def failing_learn(outcome, *args, **kw):
+        kind, _, name = (outcome.event_id or "").partition(":")
+        if kind == "precedent":
+            raise PrecedentError(name, "the precedent base failed")
+        if kind == "llm":
+            raise LLMError(name, "re-distilling failed")
+        raise Bug("a bug in learning")
+
+    monkeypatch.setattr(intake, "admit", buggy_admit)
+    monkeypatch.setattr(learning, "learn", failing_learn)
+
+    def outcome(case_id: str, event_id: str | None = None) -> bytes:
+        return json.dumps({"type": "outcome", "case_id": case_id, "votes": {"buyer": 12, "seller": 5},
+                           **({"event_id": event_id} if event_id else {})}).encode()
+
+    outcomes = settings.topic("disputes.outcomes")
+    sends = [Outgoing(f"llm-{k}", whole(case(f"llm-{k}")), "test") for k in sorted(LLM_KINDS)]
+    expected = [(f"llm-{k}", "focus", f"llm_{k}") for k in LLM_KINDS]  # (key, stage, reason)
+    sends += [Outgoing("bug", whole(case("bug")), "test"), Outgoing("ingest-bug", whole(case("ingest-bug")), "test"),
+              Outgoing("judged", whole(case("judged")), "test"),
+              Outgoing("judged", whole(case("judged", buyer_items=[{"id": "b1", "kind": "text", "text": "Changed."}])),
+                       "test"),
+              Outgoing("bad-ready", b"not a case file", "test", topic=settings.topic("disputes.ready")),
+              Outgoing("bad-clues", b'{"case": 1}', "test", topic=settings.topic("disputes.clues")),
+              Outgoing("bad-outcome", b'{"type": "outcome"}', "test", topic=outcomes),
+              Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes)]
+    expected += [("bug", "focus", "stage_failed"), ("ingest-bug", "ingest", "ingest_failed"),
+                 ("judged", "ingest", "case_already_submitted"), ("bad-ready", "focus", "invalid_case_file"),
+                 ("bad-clues", "jury", "invalid_case_file"), ("bad-outcome", "outcomes", "invalid_outcome"),
+                 ("never-judged", "outcomes", "unknown_case")]
+    # outcomes for a judged case whose learning fails: the precedent base, a model call, a bug
+    later = [Outgoing("judged", outcome("judged", f"precedent:{k}"), "test", topic=outcomes) for k in PRECEDENT_KINDS]
+    later += [Outgoing("judged", outcome("judged", f"llm:{k}"), "test", topic=outcomes) for k in LLM_KINDS]
+    later += [Outgoing("judged", outcome("judged", "bug"), "test", topic=outcomes)]
+    expected += [("judged", "outcomes", f"precedents_{k}") for k in [*PRECEDENT_KINDS, *LLM_KINDS]]
+    expected += [("judged", "outcomes", "stage_failed")]
+
+    await ensure_topics(settings)
+    llm = ScriptedLLM(answer)
+    async with running_app(create_app(settings, llm=llm, precedents=NoPrecedents())):  # type: ignore[arg-type]
+        await produce(settings, sends)
+        assert await read_topic(settings, "disputes.verdicts", until=1, keys={"judged"}, timeout_s=90)
+        await produce(settings, later)
+        raw = await read_topic(settings, "disputes.dlq", until=len(expected), timeout_s=90)
+
+    letters = [DeadLetter.model_validate_json(v) for _, v in raw]
+    assert Counter((d.key, d.stage, d.reason) for d in letters) == Counter(expected)
+    for d in letters:
+        row = (family(d.stage), d.reason)
+        assert row in TABLE, f"no table row for {row}"
+        assert replayable(d) is TABLE[row], (row, replayable(d))
+
+    # together with the intake reasons driven above, every row of the table was produced
+    driven = {(family(d.stage), d.reason) for d in letters} | {("ingest", r) for r in [*INTAKE, "invalid_case"]}
+    assert driven == set(TABLE)
