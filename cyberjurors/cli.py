@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Optional
 
 import typer
@@ -25,6 +29,37 @@ console = Console()
 if not console.is_terminal:  # a pipe or a log file: keep wide report tables readable
     console.width = 180
 SettingsOption = Annotated[Optional[Path], typer.Option("--settings", "--config", help="TOML settings file", exists=True)]
+
+
+@contextlib.contextmanager
+def stopped_by_signals(resume_hint: str = "") -> Iterator[None]:
+    """For commands that run an embedded broker and workers (demo, eval): SIGTERM does what Ctrl-C
+    does, a KeyboardInterrupt in this process, inside asyncio.run after it has cancelled its task.
+    The command's own clean-up then stops the worker and the broker (both are in their own sessions,
+    so no terminal signal reaches them); a second signal while that waits kills them at once. Exit
+    status 128 + the signal: 143 if a SIGTERM came, else 130."""
+    received: list[int] = []
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        interrupt = signal.getsignal(signal.SIGINT)  # Python's default, or asyncio.run's while it runs
+        if callable(interrupt):
+            interrupt(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    installed = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if installed else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        signum = signal.SIGTERM if received else signal.SIGINT
+        console.print(f"[yellow]stopped by {signum.name}:[/] the worker and any embedded broker were shut down"
+                      + resume_hint)
+        raise typer.Exit(128 + signum) from None
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def load_settings(path: Path | None, **overrides: object) -> Settings:
@@ -141,7 +176,9 @@ def topics(settings: SettingsOption = None) -> None:
 @app.command()
 def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"), Path("examples/incremental")],  # noqa: B006
          timeout: float = 600, bootstrap: Optional[str] = None, settings: SettingsOption = None) -> None:
-    """Embedded broker + one worker + the sample cases; prints each verdict as it arrives."""
+    """Embedded broker + one worker + the sample cases; prints each verdict as it arrives.
+
+    Exit status: 0 when every case has a verdict, 1 otherwise; 130 / 143 on SIGINT / SIGTERM."""
     from .streams.demo import run_demo
 
     config = load_settings(settings)
@@ -151,7 +188,9 @@ def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"
         config = config.model_copy(update={"datadir": Path("data/demo/faust").resolve()})
     if "CYBERJURORS_PRECEDENT_DIR" not in os.environ:
         config = config.model_copy(update={"precedent_dir": Path("data/demo/precedents").resolve()})
-    raise typer.Exit(run_demo(paths, config, console, timeout, bootstrap))
+    with stopped_by_signals():
+        code = run_demo(paths, config, console, timeout, bootstrap)
+    raise typer.Exit(code)
 
 
 @schemas_app.command("export")
@@ -391,9 +430,26 @@ def eval_cmd(
     bootstrap: Annotated[Optional[str], typer.Option(help="an external Kafka; default: an embedded broker")] = None,
     precedents_from: Annotated[Optional[Path], typer.Option(
         help="decided cases to build the precedent base from first (e.g. the train split)")] = None,
+    max_failures: Annotated[int, typer.Option(
+        min=0, help="cases per configuration (party-swap twins included) that may end without a verdict, "
+                    "dead-lettered or timed out, before eval exits 1")] = 0,
     settings: SettingsOption = None,
 ) -> None:
-    """Run a labelled dataset through the pipeline and score it against the real jury votes."""
+    """Run a labelled dataset through the pipeline and score it against the real jury votes.
+
+    Reports: OUT/report.json and .md, or report-2, report-3, ... after earlier runs (never overwritten).
+
+    Exit status: 0; 1 if a configuration has more than --max-failures cases without a verdict (listed;
+    the reports are still written) or the run stopped; 2 for unusable input; 130 / 143 on SIGINT / SIGTERM
+    (the same command resumes)."""
+    with stopped_by_signals("; results so far are kept, the same command resumes"):
+        _eval(dataset, ablation, out, concurrency, party_swap, timeout, fresh, bootstrap, precedents_from,
+              max_failures, settings)
+
+
+def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: int, party_swap: bool,
+          timeout: float, fresh: bool, bootstrap: str | None, precedents_from: Path | None, max_failures: int,
+          settings: Path | None) -> None:
     from rich.markup import escape
 
     from .evaluation import report
@@ -427,6 +483,17 @@ def eval_cmd(
         console.print(report.render_ladder(reports))
     json_path, md_path = report.write(reports, out)
     console.print(f"reports: {json_path} and {md_path}")
+    too_many = False
+    for done in reports:
+        if not done.failed_cases:
+            continue
+        over = len(done.failed_cases) > max_failures
+        too_many |= over
+        console.print(f"[{'red' if over else 'yellow'}]{escape(done.name)}: {len(done.failed_cases)} cases without a "
+                      f"verdict ({'more than' if over else 'tolerated by'} --max-failures {max_failures}):[/] "
+                      + escape(report.failed_list(done.failed_cases, 20)), soft_wrap=True)
+    if too_many:
+        raise typer.Exit(1)
 
 
 def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:  # type: ignore[no-untyped-def]

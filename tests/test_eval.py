@@ -103,25 +103,92 @@ async def test_eval_report_matches_the_verdict_topic_and_resumes(dataset, settin
         run_eval(dataset, [ABLATIONS["jury"]], changed, options, Console(quiet=True), broker)
 
 
+def sample_dataset(folder: Path, names: list[str], edit=None) -> Path:  # type: ignore[no-untyped-def]
+    """Sample cases (they carry ground truth) as ``folder/test.jsonl``, each passed through ``edit``
+    if given; the media root is examples/, recorded in split.json as `cyberjurors dataset split` does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cases = [json.loads((EXAMPLES / "cases" / f"{name}.json").read_text()) for name in names]
+    (folder / "test.jsonl").write_text("".join(json.dumps(edit(c) if edit else c) + "\n" for c in cases))
+    (folder / "split.json").write_text(json.dumps({"media_root": str(EXAMPLES)}))
+    return folder / "test.jsonl"
+
+
+def eval_env(monkeypatch: pytest.MonkeyPatch, settings: Settings, **extra: str) -> None:
+    for name, value in {"LLM_BACKEND": "offline", "PRECEDENT_BACKEND": "none", "METRICS_PORT": "0",
+                        "APP_ID": settings.app_id, "SESSION_TIMEOUT_S": "6", "HEARTBEAT_INTERVAL_S": "0.5",
+                        **extra}.items():
+        monkeypatch.setenv(f"CYBERJURORS_{name}", value)
+
+
 def test_eval_command_writes_json_and_markdown(dataset, settings: Settings, broker: str, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("CYBERJURORS_LLM_BACKEND", "offline")
-    monkeypatch.setenv("CYBERJURORS_PRECEDENT_BACKEND", "none")
-    monkeypatch.setenv("CYBERJURORS_METRICS_PORT", "0")
-    monkeypatch.setenv("CYBERJURORS_APP_ID", settings.app_id)
-    monkeypatch.setenv("CYBERJURORS_SESSION_TIMEOUT_S", "6")
-    monkeypatch.setenv("CYBERJURORS_HEARTBEAT_INTERVAL_S", "0.5")
+    eval_env(monkeypatch, settings)
     out = tmp_path / "cli-eval"
-    result = CliRunner().invoke(cli, ["eval", str(dataset.source), "--ablation", "baseline,agentscourt", "--out",
-                                      str(out), "--bootstrap", broker, "--no-party-swap", "--timeout", "120"])
+    args = ["eval", str(dataset.source), "--ablation", "baseline,agentscourt", "--out", str(out), "--bootstrap",
+            broker, "--no-party-swap", "--timeout", "120"]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     reports = json.loads((out / "report.json").read_text())
     assert [r["name"] for r in reports] == ["Baseline", "AgentsCourt-style"]
     assert all(r["summary"]["verdicts"] == 6 and r["summary"]["swap_pairs"] == 0 for r in reports)
+    assert all(r["failed_cases"] == {} for r in reports)
     assert reports[0]["summary"]["calls_per_case"] == 1.0 and reports[1]["summary"]["calls_per_case"] == 5.0
     markdown = (out / "report.md").read_text()
     assert "| Baseline" in markdown and "| AgentsCourt-style" in markdown and "stand-in" in markdown
     assert "offline stand-in" in result.output
+
+    # a second run (everything decided: it only reports) writes report-2.*, leaving the first as it was
+    first = {name: (out / name).read_bytes() for name in ("report.json", "report.md")}
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert {name: (out / name).read_bytes() for name in first} == first
+    assert [r["name"] for r in json.loads((out / "report-2.json").read_text())] == ["Baseline", "AgentsCourt-style"]
+    assert (out / "report-2.md").exists() and "report-2.json" in again.output.replace("\n", "")
+
+
+def test_eval_exits_1_naming_the_failed_cases_unless_tolerated(settings: Settings, broker: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    """One case is rejected at intake (a text over max_text_chars); with the party swap, its twin too."""
+    too_long = "clot-001-shirt-torn-seam"
+
+    def pad(case: dict) -> dict:
+        if case["case_id"] == too_long:
+            case["rounds"][0]["items"][0]["text"] = "x" * 20_001
+        return case
+
+    data = sample_dataset(tmp_path / "data", ["appl-001-kettle-crack", too_long], pad)
+    eval_env(monkeypatch, settings)
+    out = tmp_path / "eval"
+    args = ["eval", str(data), "--ablation", "baseline", "--out", str(out), "--bootstrap", broker, "--timeout", "120"]
+    failed = {too_long: "ingest:text_too_long", twin_id(too_long): "ingest:text_too_long"}
+
+    strict = CliRunner().invoke(cli, args)
+    said = " ".join(strict.output.split())
+    assert strict.exit_code == 1, strict.output
+    assert "Baseline: 2 cases without a verdict (more than --max-failures 0)" in said
+    assert all(f"{case_id} ({reason})" in said for case_id, reason in failed.items()), said
+    (report,) = json.loads((out / "report.json").read_text())  # written all the same
+    assert report["failed_cases"] == failed and report["summary"]["verdicts"] == 1
+    assert f"`{too_long}` (ingest:text_too_long)" in (out / "report.md").read_text()
+
+    first = (out / "report.json").read_bytes()
+    tolerant = CliRunner().invoke(cli, [*args, "--max-failures", "2"])  # resumes: sends the two again
+    assert tolerant.exit_code == 0, tolerant.output
+    assert "tolerated by --max-failures 2" in " ".join(tolerant.output.split())
+    assert json.loads((out / "report-2.json").read_text())[0]["failed_cases"] == failed
+    assert (out / "report.json").read_bytes() == first
+
+
+def test_eval_exits_1_when_cases_time_out(settings: Settings, broker: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch):
+    data = sample_dataset(tmp_path / "data", ["appl-001-kettle-crack"])
+    eval_env(monkeypatch, settings, OFFLINE_LATENCY_S="15")  # no verdict can come within --timeout 2
+    out = tmp_path / "eval"
+    result = CliRunner().invoke(cli, ["eval", str(data), "--ablation", "baseline", "--out", str(out), "--bootstrap",
+                                      broker, "--timeout", "2", "--no-party-swap"])
+    assert result.exit_code == 1, result.output
+    assert "appl-001-kettle-crack (timeout)" in " ".join(result.output.split())
+    assert json.loads((out / "report.json").read_text())[0]["failed_cases"] == {"appl-001-kettle-crack": "timeout"}
 
 
 def test_eval_refuses_a_dataset_without_ground_truth(tmp_path: Path):

@@ -43,6 +43,37 @@ def test_json_round_trip(tmp_path: Path) -> None:
     assert md_path.read_text() == to_markdown(reports)
 
 
+def test_a_later_run_never_overwrites_an_earlier_report(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = write([report("IV-CoT")], out)
+    kept = {path: path.read_bytes() for path in first}
+    second = write([report("CoT")], out)
+    third = write([report("CyberJurors")], out)
+    assert [p.name for p in (*second, *third)] == ["report-2.json", "report-2.md", "report-3.json", "report-3.md"]
+    assert {path: path.read_bytes() for path in first} == kept
+    assert [r.name for r in load(second[0])] == ["CoT"] and [r.name for r in load(third[0])] == ["CyberJurors"]
+    # the newest has the highest number, even after an older one is deleted
+    second[0].unlink()
+    second[1].unlink()
+    (out / "report-notes.md").write_text("mine")  # not a report
+    assert write([report("a")], out)[0].name == "report-4.json"
+    assert (out / "report-notes.md").read_text() == "mine"
+
+
+def test_failed_cases_are_listed_and_old_reports_still_load(tmp_path: Path) -> None:
+    failed = {f"c{i:02}": "timeout" for i in range(60)} | {"x~swapped": "ingest:text_too_long"}
+    md = to_markdown([report("IV-CoT", failed_cases=failed)])
+    line = next(line for line in md.splitlines() if line.startswith("- cases without a verdict"))
+    assert line.startswith("- cases without a verdict: `c00` (timeout), `c01` (timeout)")
+    assert line.endswith("and 11 more (all in the JSON report)")
+    json_path, _ = write([report("IV-CoT", failed_cases=failed)], tmp_path)
+    assert load(json_path)[0].failed_cases == failed
+    older = json.loads(json_path.read_text())  # a report.json from before failed_cases existed
+    del older[0]["failed_cases"]
+    (tmp_path / "old.json").write_text(json.dumps(older))
+    assert load(tmp_path / "old.json")[0].failed_cases == {}
+
+
 def test_stand_in_follows_the_backend() -> None:
     assert report("a", backend="offline").stand_in is True
     assert report("a", backend="anthropic").stand_in is False

@@ -1,5 +1,6 @@
 """Evaluation reports: one ``EvalReport`` per configuration of the ablation ladder, rendered for
-the terminal (rich) and as Markdown, saved with the exact settings that produced them.
+the terminal (rich) and as Markdown, saved with the exact settings that produced them; a run never
+overwrites an earlier run's report (``write``).
 
 A report from the offline backend measures the pipeline (plumbing, tokens, latency), not model
 judgement; every rendering says so where a reader cannot miss it.
@@ -8,6 +9,7 @@ judgement; every rendering says so where a reader cannot miss it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +23,7 @@ from rich.text import Text
 from .metrics import Summary
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
+MD_FAILED_SHOWN = 50
 STAND_IN_WARNING = "offline stand-in: these numbers measure the pipeline, not model judgement"
 DASH = "–"
 
@@ -46,6 +49,9 @@ class EvalReport(BaseModel):
     finished_at: datetime
     wall_s: float
     summary: Summary
+    failed_cases: dict[str, str] = Field(
+        default_factory=dict, description="every case sent without a verdict, party-swap twins included: case id -> "
+                                          "the dead letter's stage:reason, or timeout")
     stand_in: bool = Field(False, description="true for the offline (lexical) and scripted backends")
 
     @model_validator(mode="after")
@@ -165,6 +171,8 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
         ]
         if r.summary.failed:
             lines.append(f"- failed: {', '.join(f'{k} ×{v}' for k, v in sorted(r.summary.failed.items()))}")
+        if r.failed_cases:
+            lines.append(f"- cases without a verdict: {failed_list(r.failed_cases, MD_FAILED_SHOWN, '`')}")
         if r.summary.swap_pairs:
             lines.append(f"- party-swap pairs: {r.summary.swap_pairs}; twin vote MAE {_num(r.summary.swap_vote_mae, 2)}")
         lines += ["", *_md_table("", rows(r.summary)), "", NOTES, "", "Configuration:", "",
@@ -172,13 +180,36 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
     return "\n".join(lines)
 
 
+REPORT_FILE = re.compile(r"report(?:-([1-9][0-9]*))?\.(?:json|md)")
+
+
 def write(reports: Sequence[EvalReport], out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.md`` without ever overwriting one: the first run in a folder
+    writes ``report.*``, each later one ``report-N.*`` with N one more than the highest there
+    (``report.*`` counting as 1), so the newest run has the highest number."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / "report.json", out_dir / "report.md"
-    json_path.write_text(json.dumps([r.model_dump(mode="json") for r in reports], indent=2) + "\n", encoding="utf-8")
-    md_path.write_text(to_markdown(reports), encoding="utf-8")
-    return json_path, md_path
+    numbers = [int(m.group(1) or 1) for p in out_dir.iterdir() if (m := REPORT_FILE.fullmatch(p.name))]
+    n = max(numbers, default=0) + 1
+    while True:
+        stem = "report" if n == 1 else f"report-{n}"
+        json_path, md_path = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
+        try:  # exclusive creation: a run writing into the same folder at the same moment takes the next number
+            with json_path.open("x", encoding="utf-8") as out:
+                out.write(json.dumps([r.model_dump(mode="json") for r in reports], indent=2) + "\n")
+        except FileExistsError:
+            n += 1
+            continue
+        with md_path.open("x", encoding="utf-8") as out:
+            out.write(to_markdown(reports))
+        return json_path, md_path
+
+
+def failed_list(failed: dict[str, str], shown: int, quote: str = "") -> str:
+    """``id (reason), ...``: the first ``shown`` of them, then how many more."""
+    items = [f"{quote}{case_id}{quote} ({reason})" for case_id, reason in list(failed.items())[:shown]]
+    more = len(failed) - shown
+    return ", ".join(items) + (f" and {more} more (all in the JSON report)" if more > 0 else "")
 
 
 def load(path: str | Path) -> list[EvalReport]:

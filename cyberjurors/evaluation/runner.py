@@ -5,6 +5,9 @@ a Faust worker with that configuration on its own topics, produces the cases wit
 truth removed (at most ``concurrency`` in flight), reads the verdicts and dead letters back from
 the topics, and scores them. With the party-swap test each case's swapped twin goes through too.
 
+Reports are never overwritten (``report.write``), and the command exits 1 when more cases than it
+tolerates have no verdict (``cli.eval_cmd``); every failed case is named in the report.
+
 Resumable: every verdict is appended to ``OUT/results/<configuration>.jsonl`` as it arrives, and a
 run's topics and consumer group are named after a run id kept in ``OUT/run.json``. A second run with
 the same dataset and configuration sends only the cases that have no verdict yet (dead letters and
@@ -216,6 +219,18 @@ def _results(dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str,
     return results
 
 
+def failed_cases(results: list[CaseResult], party_swap: bool) -> dict[str, str]:
+    """Every case sent that has no verdict, party-swap twins included: case id -> why (the dead
+    letter's ``stage:reason``, or ``timeout``)."""
+    failed = {}
+    for r in results:
+        if r.verdict is None:
+            failed[r.case_id] = r.failure or "no verdict"
+        if party_swap and r.swapped is None:
+            failed[twin_id(r.case_id)] = r.swapped_failure or "no verdict"
+    return dict(sorted(failed.items()))
+
+
 def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunState, bootstrap: str,
                  options: Options, console: Console) -> EvalReport:
     settings = worker_settings(base, ablation, dataset, run, bootstrap, options)
@@ -233,8 +248,10 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
     if pending:
         asyncio.run(ensure_topics(settings))
         log = options.out / "logs" / f"{ablation.key}.log"
-        worker = WorkerProcess(settings, log).start()
-        try:
+        with contextlib.ExitStack() as stack:  # the worker stops on the way out, however it is left
+            worker = WorkerProcess(settings, log)
+            stack.push(worker)
+            worker.start()
             # cases sent before the worker (and its embedding model) is up would count its start-up
             # as their latency
             ready = ["[^Worker]: Ready"]
@@ -245,8 +262,6 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console, transient=True) as progress:
                 failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))
-        finally:
-            worker.stop()
         verdicts = run.decided(ablation.key)
     results = _results(dataset, verdicts, failures, options.party_swap)
     return EvalReport(
@@ -255,6 +270,7 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
         backend=settings.backend, models=sorted({m for v in verdicts.values() for m in v.models}),
         settings=public_settings(settings), started_at=started, finished_at=datetime.now(timezone.utc),
         wall_s=round(time.monotonic() - clock, 2), summary=summarize(results),
+        failed_cases=failed_cases(results, options.party_swap),
     )
 
 

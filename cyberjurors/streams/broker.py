@@ -6,6 +6,7 @@ transactions, so workers against it run at-least-once (see README).
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,11 @@ from typing import Iterator
 
 class BrokerError(RuntimeError):
     pass
+
+
+# what Tansu reads from the environment (`tansu broker --help`): an inherited STORAGE_ENGINE (say a
+# postgres:// URL) or SCHEMA_REGISTRY would change what "the embedded, in-memory broker" means
+TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY")
 
 
 def tansu_binary() -> Path:
@@ -57,9 +63,11 @@ def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | N
     port = port or free_port()
     url = f"tcp://{host}:{port}"
     out = log.open("ab") if log else subprocess.DEVNULL
+    env = {k: v for k, v in os.environ.items() if k not in TANSU_ENV}
     process = subprocess.Popen(
-        [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url],
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
     )
     try:
         wait_for_port(host, port, timeout_s=15)
@@ -72,13 +80,18 @@ def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | N
 
 
 def stop_process(process: subprocess.Popen, timeout_s: float = 5) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within the timeout."""
-    process.terminate()
+    """SIGTERM, then SIGKILL if it has not exited within the timeout, or at once if the wait is
+    interrupted (a second Ctrl-C or SIGTERM): the child never outlives this call."""
     try:
+        process.terminate()
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
 
 
 @contextmanager

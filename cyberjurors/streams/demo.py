@@ -142,8 +142,9 @@ def run_demo(paths: list[Path], settings: Settings, console: Console, timeout_s:
             "app_id": f"{settings.app_id}-demo-{uuid.uuid4().hex[:6]}",
         })
         asyncio.run(ensure_topics(settings))
-        worker = WorkerProcess(settings, workdir / "worker.log").start()
-        stack.callback(worker.stop)
+        worker = WorkerProcess(settings, workdir / "worker.log")
+        stack.push(worker)  # stopped on the way out, before the broker; pushed first, so an interrupt
+        worker.start()      # between starting and pushing cannot leave it running
         console.print(f"worker started (backend: [bold]{settings.backend}[/]"
                       + (", a labelled stand-in, not model judgement" if settings.backend == "offline" else "")
                       + f"; log: {worker.log_path})")
