@@ -45,9 +45,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(host: str, port: int, timeout_s: float) -> None:
+def wait_for_port(host: str, port: int, timeout_s: float, process: subprocess.Popen | None = None) -> None:
+    """Until something listens on host:port; a BrokerError after the timeout, or at once if
+    ``process`` (the one meant to listen) exits first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise BrokerError(f"tansu exited with code {process.returncode} before listening on {host}:{port}")
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return
@@ -69,8 +73,10 @@ def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | N
          "--storage-engine", "memory://tansu/"],
         stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
     )
+    if log:
+        out.close()  # the broker has its own descriptor
     try:
-        wait_for_port(host, port, timeout_s=15)
+        wait_for_port(host, port, timeout_s=15, process=process)
         if process.poll() is not None:
             raise BrokerError(f"tansu exited with code {process.returncode}")
     except BaseException:
