@@ -28,16 +28,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.precedents.build import build_precedents
-from cyberjurors.agents.precedents.embedded import EmbeddedIndex
-from cyberjurors.agents.precedents.embeddings import load_embedder
+from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
+from cyberjurors.precedents.build import build_precedents
+from cyberjurors.precedents.embedded import EmbeddedIndex
+from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.schemas import CaseSubmitted, DisputeCase, Verdict
 from cyberjurors.streams.broker import embedded_broker
 from cyberjurors.streams.clients import Outgoing, follow, produce
 from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.process import WorkerProcess
+from cyberjurors.streams.worker_process import WorkerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 console = Console()

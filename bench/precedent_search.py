@@ -31,9 +31,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cyberjurors.agents.precedents.embedded import STEMMER_NAME, EmbeddedIndex  # noqa: E402
-from cyberjurors.agents.precedents.embeddings import load_embedder  # noqa: E402
-from cyberjurors.agents.precedents.models import Document  # noqa: E402
+from cyberjurors.precedents.embedded import STEMMER_NAME, EmbeddedIndex  # noqa: E402
+from cyberjurors.precedents.embeddings import load_embedder  # noqa: E402
+from cyberjurors.precedents.models import Document  # noqa: E402
 from tests import precedent_data  # noqa: E402
 
 console = Console(width=None if sys.stdout.isatty() else 200)

@@ -2,7 +2,7 @@
 (T = 1, 3, 5), with early stopping on and off, measured side by side in one run.
 
 Each configuration judges the same example cases through the stage functions the Faust workers
-run (``agents.stages.judge``), in one process, on the offline backend with a simulated per-call
+run (``jury.stages.judge``), in one process, on the offline backend with a simulated per-call
 latency L (a labelled stand-in: its votes are lexical, its token counts estimates, its latency
 a parameter). All cases of a configuration run at once under one LLM concurrency cap, as they
 would in a worker; wall time is for the whole batch, latency per case.
@@ -21,10 +21,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.llm import GuardedLLM
-from cyberjurors.agents.stages import judge
+from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.stages import judge
+from cyberjurors.llm import GuardedLLM
 from cyberjurors.schemas import DisputeCase, Usage
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

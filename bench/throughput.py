@@ -58,7 +58,7 @@ from cyberjurors.schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict
 from cyberjurors.streams.broker import start_broker, stop_process
 from cyberjurors.streams.clients import Outgoing, produce
 from cyberjurors.streams.kafka import client_options, ensure_topics
-from cyberjurors.streams.process import WorkerProcess
+from cyberjurors.streams.worker_process import WorkerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # wide enough for the tables when the output goes to a file or a pipe

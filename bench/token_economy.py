@@ -1,7 +1,7 @@
 """Token economy: what sharing stages I-II and caching the case prefix save per verdict.
 
 Two configurations judge the same cases side by side, through the same stage functions the
-Faust workers run (``agents.stages.judge``), in one process:
+Faust workers run (``jury.stages.judge``), in one process:
 
 * configured: the defaults. Stages I-II run once per case and are shared by the 17 jurors; the
   case prefix (metadata, focus, clue chain, transcript) is marked cacheable, and round 1 warms
@@ -29,10 +29,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.llm import GuardedLLM
-from cyberjurors.agents.stages import judge
+from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import DEFAULT_LLM_PRICES, Settings
+from cyberjurors.jury.stages import judge
+from cyberjurors.llm import GuardedLLM
 from cyberjurors.schemas import DisputeCase, Usage, Verdict
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -253,10 +253,10 @@ def precedents_build(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from .agents.backends import build_llm
-    from .agents.precedents.build import BuildFailed, BuildInputError, build_precedents, read_cases
-    from .agents.precedents.models import PrecedentError
-    from .agents.precedents.store import open_embedder, open_index
+    from .backends import build_llm
+    from .precedents.build import BuildFailed, BuildInputError, build_precedents, read_cases
+    from .precedents.models import PrecedentError
+    from .precedents.precedent_base import open_embedder, open_index
 
     config = load_settings(settings)
     _precedents_enabled(config)
@@ -341,8 +341,8 @@ def precedents_search(
     from rich.table import Table
     from rich.text import Text
 
-    from .agents.precedents.models import PrecedentError
-    from .agents.precedents.store import open_embedder, open_index
+    from .precedents.models import PrecedentError
+    from .precedents.precedent_base import open_embedder, open_index
 
     if kind not in (None, "case", "guideline"):
         console.print(f"[red]--kind must be case or guideline, not {escape(kind)}[/]")
@@ -453,7 +453,7 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
     from rich.markup import escape
 
     from .evaluation import report
-    from .evaluation.configs import select
+    from .evaluation.ladder import select
     from .evaluation.runner import EvalError, Options, run_eval
 
     config = load_settings(settings)
@@ -497,7 +497,7 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
 
 
 def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:  # type: ignore[no-untyped-def]
-    from .agents.precedents.build import STATE_FILE
+    from .precedents.build import STATE_FILE
     from .streams.demo import seed_precedents
 
     if source is not None:

@@ -240,7 +240,7 @@ class Settings(BaseSettings):
         return "anthropic" if self.anthropic_api_key else "offline"
 
     @property
-    def clue_localization(self) -> bool:
+    def clues_stage(self) -> bool:
         """Stage II runs (it needs stage I's focus); off, jurors get every item at once, media attached."""
         return self.focus_stage and self.max_select_steps > 0
 

@@ -7,7 +7,7 @@ Never a case id.
 
 What counts, and when:
 
-* LLM metrics are recorded once per model call by ``GuardedLLM`` (agents/llm.py), whatever the
+* LLM metrics are recorded once per model call by ``GuardedLLM`` (llm.py), whatever the
   backend. ``model`` is the model the call asked for (the offline and scripted backends report
   their own name), so calls and errors share labels and error rates divide cleanly.
   ``cyberjurors_llm_calls_total`` counts completed calls, answered or failed, as the call log

@@ -16,7 +16,7 @@ from cyberjurors.config import Settings
 from cyberjurors.streams.broker import embedded_broker
 from cyberjurors.streams.clients import follow
 from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.process import WorkerProcess
+from cyberjurors.streams.worker_process import WorkerProcess
 
 from .messages_server import ScriptedServer
 

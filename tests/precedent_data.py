@@ -17,7 +17,7 @@ import random
 import string
 from datetime import datetime, timedelta, timezone
 
-from cyberjurors.agents.precedents.models import Document, Guideline, PrecedentCase
+from cyberjurors.precedents.models import Document, Guideline, PrecedentCase
 from cyberjurors.schemas import Votes
 
 CATEGORY_NAMES = ("appliances", "clothing", "food", "digital", "others")

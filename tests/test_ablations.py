@@ -1,5 +1,5 @@
 """Each rung of the ablation ladder makes the calls its definition says, through the same stages
-the Faust app runs (``agents.stages``), and the naive cost configuration shares nothing."""
+the Faust app runs (``jury.stages``), and the naive cost configuration shares nothing."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.llm import GuardedLLM, ImagePart
-from cyberjurors.agents.prompts import verdict_rules
-from cyberjurors.agents.stages import judge
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
-from cyberjurors.evaluation.configs import ABLATIONS, LADDER, REFERENCES, select
+from cyberjurors.evaluation.ladder import ABLATIONS, LADDER, REFERENCES, select
+from cyberjurors.jury.prompts import verdict_rules
+from cyberjurors.jury.stages import judge
+from cyberjurors.llm import GuardedLLM, ImagePart
 from cyberjurors.schemas import DisputeCase
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -138,8 +138,8 @@ async def test_naive_configuration_reruns_stages_per_juror_and_pays_full_price()
 
 
 def test_prompt_caching_off_marks_nothing_cacheable_for_the_provider():
-    from cyberjurors.agents.backends.anthropic import user_content
-    from cyberjurors.agents.llm import LLMRequest, TextPart
+    from cyberjurors.backends.anthropic import user_content
+    from cyberjurors.llm import LLMRequest, TextPart
 
     request = LLMRequest(role="juror", model="m", system="s", shared=[TextPart("the case")], prompt=[TextPart("p")])
     assert user_content(request)[0]["cache_control"] == {"type": "ephemeral"}
@@ -147,7 +147,7 @@ def test_prompt_caching_off_marks_nothing_cacheable_for_the_provider():
 
 
 async def test_passive_media_are_decoded_once_per_case_not_once_per_round(monkeypatch: pytest.MonkeyPatch):
-    from cyberjurors.agents import perception
+    from cyberjurors.jury import clues as perception
 
     decoded = Counter()
     load_image, sample_frames = perception.load_image, perception.sample_frames

@@ -16,11 +16,11 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from cyberjurors.agents.backends import build_llm
-from cyberjurors.agents.backends.anthropic import AnthropicLLM, user_content
-from cyberjurors.agents.backends.openai import OpenAICompatibleLLM
-from cyberjurors.agents.llm import GuardedLLM, ImagePart, LLMError, LLMRequest, TextPart
+from cyberjurors.backends import build_llm
+from cyberjurors.backends.anthropic import AnthropicLLM, user_content
+from cyberjurors.backends.openai import OpenAICompatibleLLM
 from cyberjurors.config import Settings
+from cyberjurors.llm import GuardedLLM, ImagePart, LLMError, LLMRequest, TextPart
 from cyberjurors.schemas import BallotDraft
 
 from .messages_server import (

@@ -4,7 +4,6 @@ or in the dead-letter topic with its reason, stage and original bytes; the worke
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import re
 

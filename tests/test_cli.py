@@ -13,7 +13,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from cyberjurors.config import Settings
 from cyberjurors.schemas import Verdict
 from cyberjurors.streams.kafka import TOPICS, client_options
-from cyberjurors.streams.process import child_env
+from cyberjurors.streams.worker_process import child_env
 
 from .conftest import EXAMPLES
 

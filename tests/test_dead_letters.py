@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.agents import intake
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.llm import LLMError
-from cyberjurors.agents.precedents import learning
-from cyberjurors.agents.precedents.models import PrecedentError
-from cyberjurors.agents.tasks import FocusTask
+from cyberjurors import intake
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.model_inputs import FocusTask
+from cyberjurors.llm import LLMError
+from cyberjurors.precedents import learning
+from cyberjurors.precedents.models import PrecedentError
 from cyberjurors.schemas import DeadLetter, Precedents
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.clients import Outgoing, produce, replayable
@@ -100,7 +100,7 @@ def _error_kinds(error: str) -> set[str]:
                 if isinstance(arg, ast.Constant):
                     kinds.add(arg.value)
                 elif isinstance(arg, ast.Call) and _callee(arg) == "status_kind":
-                    kinds |= _returns(_source("agents/backends/anthropic.py"), "status_kind")
+                    kinds |= _returns(_source("backends/anthropic.py"), "status_kind")
                 elif isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) and arg.value.id == "STOP_KINDS":
                     stop = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
                                 and any(isinstance(t, ast.Name) and t.id == "STOP_KINDS" for t in n.targets))
@@ -120,7 +120,7 @@ def _error_kinds(error: str) -> set[str]:
 def reasons_in_source() -> set[tuple[str, str]]:
     """(family, reason) for every dead letter the code can write."""
     rejected: set[str] = set()
-    for path in ("agents/intake.py", "agents/media.py", "streams/app.py"):
+    for path in ("intake.py", "media.py", "streams/app.py"):
         for call in ast.walk(_source(path)):
             if isinstance(call, ast.Call) and _callee(call) in ("Rejected", "MediaRejected"):
                 arg = call.args[0]
@@ -128,7 +128,7 @@ def reasons_in_source() -> set[tuple[str, str]]:
                     rejected.add(arg.value)
                 else:  # Rejected(_reason(err)) and Rejected(err.reason) from a MediaRejected
                     assert ast.unparse(arg) in ("_reason(err)", "err.reason"), ast.unparse(arg)
-    rejected |= _returns(_source("agents/intake.py"), "_reason")
+    rejected |= _returns(_source("intake.py"), "_reason")
     found = {("ingest", r) for r in rejected}
     for call in ast.walk(_source("streams/app.py")):
         if not (isinstance(call, ast.Call) and _callee(call) == "dead_letter"):

@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from cyberjurors.agents.media import MediaUnreadable, load_image, sample_frames
 from cyberjurors.config import Settings
 from cyberjurors.errors import for_people, plain
+from cyberjurors.media import MediaUnreadable, load_image, sample_frames
 from cyberjurors.schemas import DisputeCase, MediaRef
 
 INTERNALS = ("0x", "object at", "<_io", "input_value", "errors.pydantic.dev")

@@ -12,20 +12,20 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.llm import GuardedLLM
-from cyberjurors.agents.stages import judge
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
-from cyberjurors.evaluation.configs import ABLATIONS, CONFIGURED
 from cyberjurors.evaluation.dataset import load_dataset
-from cyberjurors.evaluation.synth import generate
-from cyberjurors.evaluation.metrics import summarize
+from cyberjurors.evaluation.ladder import ABLATIONS, CONFIGURED
 from cyberjurors.evaluation.results import CaseResult
 from cyberjurors.evaluation.runner import EvalError, Options, RunState, run_eval
+from cyberjurors.evaluation.scores import summarize
 from cyberjurors.evaluation.swap import swap_parties, twin_id
-from cyberjurors.agents.tasks import JurorTask
+from cyberjurors.evaluation.synth import generate
+from cyberjurors.jury.model_inputs import JurorTask
+from cyberjurors.jury.stages import judge
+from cyberjurors.llm import GuardedLLM
 from cyberjurors.schemas import BallotDraft, Verdict
 from cyberjurors.streams.clients import follow
 

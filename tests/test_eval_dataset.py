@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.evaluation.dataset import (DatasetError, allocate, difficulty, difficulty_band, load_dataset,
-                                            stratified_split, stratum, write_jsonl, write_split)
+from cyberjurors.evaluation.dataset import (
+    DatasetError,
+    allocate,
+    difficulty,
+    difficulty_band,
+    load_dataset,
+    stratified_split,
+    stratum,
+    write_jsonl,
+    write_split,
+)
 from cyberjurors.evaluation.verdictbench import convert_verdictbench, from_verdictbench
 from cyberjurors.schemas import DisputeCase, GroundTruthVotes
 

@@ -7,12 +7,19 @@ import random
 from datetime import datetime, timezone
 
 import pytest
-from sklearn.metrics import (accuracy_score, f1_score, mean_absolute_error, mean_squared_error,
-                             recall_score)
+from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error, recall_score
 
-from cyberjurors.evaluation.metrics import (accuracy, f1_per_class, macro_f1, percentile, recall_by_side,
-                                            summarize, vote_errors, weighted_f1)
 from cyberjurors.evaluation.results import CaseResult
+from cyberjurors.evaluation.scores import (
+    accuracy,
+    f1_per_class,
+    macro_f1,
+    percentile,
+    recall_by_side,
+    summarize,
+    vote_errors,
+    weighted_f1,
+)
 from cyberjurors.schemas import GroundTruthVotes, Usage, Verdict, Votes
 
 

@@ -8,9 +8,17 @@ from pathlib import Path
 
 from rich.console import Console
 
-from cyberjurors.evaluation.metrics import summarize
-from cyberjurors.evaluation.report import (STAND_IN_WARNING, DatasetInfo, EvalReport, load, render,
-                                           render_ladder, to_markdown, write)
+from cyberjurors.evaluation.report import (
+    STAND_IN_WARNING,
+    DatasetInfo,
+    EvalReport,
+    load,
+    render,
+    render_ladder,
+    to_markdown,
+    write,
+)
+from cyberjurors.evaluation.scores import summarize
 
 from .test_eval_metrics import result, worked_example
 

@@ -19,12 +19,19 @@ import av
 import pytest
 from PIL import Image
 
-from cyberjurors.agents.intake import Draft, Duplicate, admit, fold
-from cyberjurors.agents.media import sample_frames
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.synth_media import decode_clip, difference, encode_clip
-from cyberjurors.schemas import JURY_SIZE, CaseOpened, DisputeCase, EvidenceClosed, EvidenceSubmitted, MediaRef
-from cyberjurors.schemas import dispute_event
+from cyberjurors.intake import Draft, Duplicate, admit, fold
+from cyberjurors.media import sample_frames
+from cyberjurors.schemas import (
+    JURY_SIZE,
+    CaseOpened,
+    DisputeCase,
+    EvidenceClosed,
+    EvidenceSubmitted,
+    MediaRef,
+    dispute_event,
+)
 
 from .conftest import EXAMPLES
 

@@ -19,9 +19,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from cyberjurors.agents import intake
+from cyberjurors import intake
 from cyberjurors.config import Settings
 from cyberjurors.schemas import CaseFile, CaseSubmitted, DisputeCase
 

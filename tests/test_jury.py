@@ -6,15 +6,16 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cyberjurors.agents import prompts
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.focus import extract_focus
-from cyberjurors.agents.graph import small_world
-from cyberjurors.agents.jury import Jury, decide, is_settled, run_round
-from cyberjurors.agents.perception import localize_clues
-from cyberjurors.agents.personas import load_personas
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury import prompts
+from cyberjurors.jury.clues import find_clues
+from cyberjurors.jury.focus import extract_focus
+from cyberjurors.jury.graph import small_world
+from cyberjurors.jury.rounds import Jury, is_settled, run_round
+from cyberjurors.jury.verdict import decide
+from cyberjurors.personas import load_personas
 from cyberjurors.schemas import (
     BallotDraft,
     CaseFile,
@@ -92,7 +93,7 @@ async def test_select_perceive_stops_when_selector_says_nothing_is_left(case):
 
     llm = ScriptedLLM(answer)
     focus = Focus(focus="f", buyer_claims=["torn"], seller_claims=["intact"])
-    chain, usage, problems = await localize_clues(case, focus, llm, settings())
+    chain, usage, problems = await find_clues(case, focus, llm, settings())
     assert [c.evidence_id for c in chain.buyer] == ["b1"] and [c.evidence_id for c in chain.seller] == ["s1"]
     assert [c.id for c in chain.all()] == ["b1", "s1"]
     # buyer: select b1, perceive, select -> none; seller: select s1, perceive, nothing unseen is left
@@ -106,14 +107,14 @@ async def test_select_perceive_stops_when_selector_says_nothing_is_left(case):
 async def test_select_perceive_is_capped_at_t_max(case):
     llm = ScriptedLLM(lambda r, t: Selection(evidence_id=r.task.candidates[0].id, reason="r") if t is Selection
                       else Perception(clue="c", assessment="a", leaning="buyer"))
-    chain, _, _ = await localize_clues(case, Focus(focus="f", buyer_claims=[], seller_claims=[]), llm,
+    chain, _, _ = await find_clues(case, Focus(focus="f", buyer_claims=[], seller_claims=[]), llm,
                                        settings(max_select_steps=2))
     assert [c.id for c in chain.buyer] == ["b1", "b2"] and [c.id for c in chain.seller] == ["s1"]
 
 
 async def test_selector_naming_an_unknown_item_is_noted_not_trusted(case):
     llm = ScriptedLLM(lambda r, t: Selection(evidence_id="zz", reason="r"))
-    chain, _, problems = await localize_clues(case, Focus(focus="f", buyer_claims=[], seller_claims=[]), llm,
+    chain, _, problems = await find_clues(case, Focus(focus="f", buyer_claims=[], seller_claims=[]), llm,
                                               settings())
     assert not chain.all() and len(problems) == 2 and "'zz'" in problems[0]
 
@@ -122,7 +123,7 @@ async def jury_case_file(case: DisputeCase) -> CaseFile:
     llm = OfflineLLM()
     s = settings()
     focus, _ = await extract_focus(case, llm, s)
-    clues, _, _ = await localize_clues(case, focus, llm, s)
+    clues, _, _ = await find_clues(case, focus, llm, s)
     return CaseFile(case=case, received_at=NOW, focus=focus, clues=clues, backend="offline")
 
 

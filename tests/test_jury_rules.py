@@ -9,10 +9,11 @@ from fractions import Fraction
 
 import pytest
 
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.jury import Jury, decide, is_settled, majority_share, run_round
-from cyberjurors.agents.tasks import JurorTask
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.model_inputs import JurorTask
+from cyberjurors.jury.rounds import Jury, is_settled, majority_share, run_round
+from cyberjurors.jury.verdict import decide
 from cyberjurors.schemas import (
     Ballot,
     BallotDraft,

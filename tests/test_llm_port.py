@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 import pytest
 from rich.console import Console
 
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.llm import GuardedLLM, LLMError, LLMRequest, TextPart, gather_all
+from cyberjurors.backends.scripted import ScriptedLLM
+from cyberjurors.llm import GuardedLLM, LLMError, LLMRequest, TextPart, gather_all
 from cyberjurors.schemas import Clue, Selection, Usage, Verdict, Votes
 from cyberjurors.streams.demo import verdict_table
 

@@ -20,11 +20,11 @@ import pytest
 from aiohttp import web
 from PIL import Image, ImageStat
 
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes
-from cyberjurors.agents.perception import localize_clues
-from cyberjurors.agents.tasks import PerceiveTask, SelectTask
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.clues import find_clues
+from cyberjurors.jury.model_inputs import PerceiveTask, SelectTask
+from cyberjurors.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes
 from cyberjurors.schemas import DisputeCase, Focus, MediaRef, Perception, Selection
 
 
@@ -108,13 +108,13 @@ async def test_stage_two_records_a_hash_mismatch_on_the_clue_and_goes_on(media):
     data = (media / "inside.png").read_bytes()
 
     good = ScriptedLLM(select_first_then_perceive)
-    chain, _, problems = await localize_clues(one_photo_case("inside.png", sha(data)), FOCUS, good, s)
+    chain, _, problems = await find_clues(one_photo_case("inside.png", sha(data)), FOCUS, good, s)
     [photo] = chain.buyer
     assert photo.problem is None and photo.clue == "looked at b-photo" and not problems
     assert good.roles().count("perceive") == 2  # the photo and the seller's text
 
     bad = ScriptedLLM(select_first_then_perceive)
-    chain, _, problems = await localize_clues(one_photo_case("inside.png", sha(b"something else")), FOCUS, bad, s)
+    chain, _, problems = await find_clues(one_photo_case("inside.png", sha(b"something else")), FOCUS, bad, s)
     [photo] = chain.buyer
     assert photo.evidence_id == "b-photo" and photo.problem == "hash_mismatch"
     assert photo.leaning == "neutral"  # an unread photo supports no one
@@ -231,7 +231,7 @@ async def test_a_symlink_retargeted_outside_after_admission_is_noted_on_the_clue
     link.unlink()
     link.symlink_to(media.parent / "secret.png")
     llm = ScriptedLLM(select_first_then_perceive)
-    chain, _, problems = await asyncio.wait_for(localize_clues(case, FOCUS, llm, s), 30)
+    chain, _, problems = await asyncio.wait_for(find_clues(case, FOCUS, llm, s), 30)
     [photo] = chain.buyer
     assert photo.problem == "path_outside_media_root"
     assert len(problems) == 1 and "path_outside_media_root" in problems[0]
@@ -281,7 +281,7 @@ def clip(media: Path) -> str:
 
 @pytest.mark.parametrize("budget", [2, 3, 4, 7, 9])
 async def test_sampled_frames_span_the_video_from_first_to_last(media, clip, budget):
-    from cyberjurors.agents.media import sample_frames
+    from cyberjurors.media import sample_frames
 
     total = len(PALETTE)
     frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), settings_for(media), budget)
@@ -295,7 +295,7 @@ async def test_sampled_frames_span_the_video_from_first_to_last(media, clip, bud
 
 @pytest.mark.parametrize("budget", [10, 11, 30, None])
 async def test_a_budget_at_least_the_length_samples_every_frame(media, clip, budget):
-    from cyberjurors.agents.media import sample_frames
+    from cyberjurors.media import sample_frames
 
     s = settings_for(media, frames_per_video=30)  # None: the configured default
     frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), s, budget)

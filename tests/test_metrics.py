@@ -17,10 +17,10 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from cyberjurors import metrics
-from cyberjurors.agents.backends.anthropic import AnthropicLLM
-from cyberjurors.agents.backends.openai import OpenAICompatibleLLM
-from cyberjurors.agents.llm import GuardedLLM, LLMError, LLMRequest, LLMResult, TextPart
+from cyberjurors.backends.anthropic import AnthropicLLM
+from cyberjurors.backends.openai import OpenAICompatibleLLM
 from cyberjurors.config import Settings, TokenPrices
+from cyberjurors.llm import GuardedLLM, LLMError, LLMRequest, LLMResult, TextPart
 from cyberjurors.schemas import BallotDraft, CaseFile, DeadLetter, OutcomeReported, Selection, Usage, Verdict
 from cyberjurors.streams.broker import free_port
 from cyberjurors.streams.clients import Outgoing, produce, read_events

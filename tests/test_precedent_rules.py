@@ -9,13 +9,13 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cyberjurors.agents.personas import load_personas
-from cyberjurors.agents.precedents import learning
-from cyberjurors.agents.precedents.embedded import EmbeddedIndex
-from cyberjurors.agents.precedents.embeddings import load_embedder
-from cyberjurors.agents.precedents.models import Document, Guideline, UpsertReport
-from cyberjurors.agents.precedents.retrieval import PersonaMatcher, retrieve
 from cyberjurors.config import Settings
+from cyberjurors.personas import load_personas
+from cyberjurors.precedents import learning
+from cyberjurors.precedents.embedded import EmbeddedIndex
+from cyberjurors.precedents.embeddings import load_embedder
+from cyberjurors.precedents.models import Document, Guideline, UpsertReport
+from cyberjurors.precedents.retrieval import PersonaMatcher, retrieve
 from cyberjurors.schemas import CaseFile, DisputeCase, Focus, OutcomeReported, Usage, Verdict, Votes
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -13,22 +13,22 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.llm import LLMError, LLMRequest, LLMResult
-from cyberjurors.agents.precedents.build import BuildFailed, BuildReport, build_precedents, read_cases
-from cyberjurors.agents.precedents.distill import (
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.backends.scripted import ScriptedLLM
+from cyberjurors.cli import app
+from cyberjurors.config import Settings
+from cyberjurors.llm import LLMError, LLMRequest, LLMResult
+from cyberjurors.precedents.build import BuildFailed, BuildReport, build_precedents, read_cases
+from cyberjurors.precedents.distill import (
     DistillTask,
     GuidelineDrafts,
     guideline_id,
     merge_near_duplicates,
     summarize_case,
 )
-from cyberjurors.agents.precedents.embedded import EmbeddedIndex
-from cyberjurors.agents.precedents.embeddings import load_embedder
-from cyberjurors.agents.precedents.models import CATEGORIES, Guideline, PrecedentError
-from cyberjurors.cli import app
-from cyberjurors.config import Settings
+from cyberjurors.precedents.embedded import EmbeddedIndex
+from cyberjurors.precedents.embeddings import load_embedder
+from cyberjurors.precedents.models import CATEGORIES, Guideline, PrecedentError
 from cyberjurors.schemas import DisputeCase
 
 from .conftest import EXAMPLES
@@ -249,7 +249,7 @@ async def test_cases_without_ground_truth_and_broken_files_are_reported_as_skipp
 
 
 def test_read_cases_refuses_a_missing_path(tmp_path):
-    from cyberjurors.agents.precedents.build import BuildInputError
+    from cyberjurors.precedents.build import BuildInputError
 
     with pytest.raises(BuildInputError, match="no such file"):
         read_cases([tmp_path / "nope"])

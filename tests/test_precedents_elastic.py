@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from elasticsearch import AsyncElasticsearch
 
-from cyberjurors.agents.precedents.elastic import ElasticsearchIndex
-from cyberjurors.agents.precedents.index import RRF_K, fuse
-from cyberjurors.agents.precedents.models import Document, Guideline, PrecedentCase, PrecedentError
-from cyberjurors.agents.precedents.store import open_index
 from cyberjurors.config import Settings
+from cyberjurors.precedents.elastic import ElasticsearchIndex
+from cyberjurors.precedents.index import RRF_K, fuse
+from cyberjurors.precedents.models import Document, Guideline, PrecedentCase, PrecedentError
+from cyberjurors.precedents.precedent_base import open_index
 from cyberjurors.schemas import Votes
 
 from .fake_elasticsearch import (  # noqa: F401  (fake_es is a fixture)

@@ -14,10 +14,10 @@ import uuid
 
 import pytest
 
-from cyberjurors.agents.precedents.elastic import ElasticsearchIndex
-from cyberjurors.agents.precedents.embeddings import load_embedder
-from cyberjurors.agents.precedents.models import Document, Guideline, PrecedentCase, PrecedentError
 from cyberjurors.config import Settings
+from cyberjurors.precedents.elastic import ElasticsearchIndex
+from cyberjurors.precedents.embeddings import load_embedder
+from cyberjurors.precedents.models import Document, Guideline, PrecedentCase, PrecedentError
 from cyberjurors.schemas import Votes
 
 pytestmark = pytest.mark.skipif(not os.environ.get("ELASTICSEARCH_URL"),

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cyberjurors.agents.precedents.embedded import EmbeddedIndex, bm25_terms
-from cyberjurors.agents.precedents.embeddings import load_embedder
-from cyberjurors.agents.precedents.index import MAX_QUERY_CHARS, RRF_K
-from cyberjurors.agents.precedents.models import Document, Guideline, PrecedentError
+from cyberjurors.precedents.embedded import EmbeddedIndex, bm25_terms
+from cyberjurors.precedents.embeddings import load_embedder
+from cyberjurors.precedents.index import MAX_QUERY_CHARS, RRF_K
+from cyberjurors.precedents.models import Document, Guideline, PrecedentError
 
 from . import precedent_data as data
 

@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.precedents.build import build_precedents
-from cyberjurors.agents.precedents.embedded import EmbeddedIndex
-from cyberjurors.agents.precedents.embeddings import load_embedder
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.precedents.build import build_precedents
+from cyberjurors.precedents.embedded import EmbeddedIndex
+from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.schemas import CaseFile, DeadLetter, OutcomeReported, Verdict
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 

@@ -7,16 +7,16 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cyberjurors.agents.jury import Jury
-from cyberjurors.agents.personas import load_personas
-from cyberjurors.agents.precedents import learning
-from cyberjurors.agents.precedents.embedded import EmbeddedIndex
-from cyberjurors.agents.precedents.embeddings import load_embedder
-from cyberjurors.agents.precedents.models import Document, Guideline, PrecedentCase
-from cyberjurors.agents.precedents.retrieval import PersonaMatcher, retrieve
-from cyberjurors.agents.precedents.store import PrecedentBase
 from cyberjurors.config import Settings
+from cyberjurors.jury.rounds import Jury
 from cyberjurors.metrics import PRECEDENT_FALLBACKS
+from cyberjurors.personas import load_personas
+from cyberjurors.precedents import learning
+from cyberjurors.precedents.embedded import EmbeddedIndex
+from cyberjurors.precedents.embeddings import load_embedder
+from cyberjurors.precedents.models import Document, Guideline, PrecedentCase
+from cyberjurors.precedents.precedent_base import PrecedentBase
+from cyberjurors.precedents.retrieval import PersonaMatcher, retrieve
 from cyberjurors.schemas import (
     CaseFile,
     DisputeCase,
@@ -179,8 +179,8 @@ async def test_outcomes_raise_lower_and_retire_guidelines_with_versions(tmp_path
 
 
 async def test_redistilling_a_category_from_confirmed_cases_folds_rules_into_the_base(tmp_path, embedder):
-    from cyberjurors.agents.backends.offline import OfflineLLM
-    from cyberjurors.agents.precedents.distill import summarize_case
+    from cyberjurors.backends.offline import OfflineLLM
+    from cyberjurors.precedents.distill import summarize_case
 
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
     confirmed = [summarize_case(DisputeCase.model_validate_json(p.read_text()))

@@ -36,14 +36,13 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import Settings
-from cyberjurors.streams.broker import free_port, stop_process
 from cyberjurors.schemas import Verdict
+from cyberjurors.streams.broker import free_port, stop_process
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
 from .conftest import EXAMPLES, read_topic, worker_process
 from .messages_server import ScriptedServer, anthropic_error, anthropic_message
-from .test_infra import (INFRA, alert_rules, dashboard_files, load_dashboard, metric_names, panel_queries,
-                         variable_query)
+from .test_infra import INFRA, alert_rules, dashboard_files, load_dashboard, metric_names, panel_queries, variable_query
 
 pytestmark = [
     pytest.mark.integration,

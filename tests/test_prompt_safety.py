@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from cyberjurors.agents import intake, prompts
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.llm import ImagePart, LLMRequest, TextPart, with_labels
-from cyberjurors.agents.stages import judge
+from cyberjurors import intake
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury import prompts
+from cyberjurors.jury.stages import judge
+from cyberjurors.llm import ImagePart, LLMRequest, TextPart, with_labels
 from cyberjurors.schemas import (
     ArgumentDraft,
     BallotDraft,

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from cyberjurors.agents.backends.offline import OfflineLLM
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.llm import LLMError
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.backends.scripted import ScriptedLLM
+from cyberjurors.llm import LLMError
 from cyberjurors.schemas import DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.clients import dead_letters, produce, read_events, replay, replayable

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import ECOSYSTEM_ENV, SETTINGS_FILE_ENV, Settings
-from cyberjurors.streams.process import child_env
+from cyberjurors.streams.worker_process import child_env
 
 from .conftest import EXAMPLES
 from .test_eval import sample_dataset

@@ -7,9 +7,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cyberjurors.agents.backends.scripted import ScriptedLLM
-from cyberjurors.agents.jury import Jury, clue_labels, decide, run_round
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.rounds import Jury, clue_labels, run_round
+from cyberjurors.jury.verdict import decide
 from cyberjurors.schemas import BallotDraft, CaseFile, Clue, ClueChain, DisputeCase, RoundSummaryDraft
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -20,7 +20,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .metrics import Summary
+from .scores import Summary
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
 MD_FAILED_SHOWN = 50

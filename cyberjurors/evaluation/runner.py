@@ -35,12 +35,12 @@ from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict
 from ..streams.broker import embedded_broker
 from ..streams.clients import Outgoing, follow, produce
 from ..streams.kafka import ensure_topics
-from ..streams.process import WorkerProcess
-from .configs import Ablation
+from ..streams.worker_process import WorkerProcess
 from .dataset import Dataset
-from .metrics import summarize
+from .ladder import Ablation
 from .report import DatasetInfo, EvalReport
 from .results import CaseResult
+from .scores import summarize
 from .swap import swap_parties, twin_id
 
 SECRETS = {"anthropic_api_key", "openai_api_key", "elasticsearch_api_key", "elasticsearch_password",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Literal

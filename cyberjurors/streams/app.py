@@ -26,17 +26,17 @@ from datetime import datetime, timezone
 import faust
 from pydantic import ValidationError
 
-from .. import metrics
-from ..agents import intake
-from ..agents.backends import build_llm
-from ..agents import stages
-from ..agents.jury import Jury, decide, is_settled
-from ..agents.llm import LLM, LLMError
-from ..agents.precedents import learning
-from ..agents.precedents.models import PrecedentError
-from ..agents.precedents.store import PrecedentBase
+from .. import intake, metrics
+from ..backends import build_llm
 from ..config import Settings
 from ..errors import for_people, plain
+from ..jury import stages
+from ..jury.rounds import Jury, is_settled
+from ..jury.verdict import decide
+from ..llm import LLM, LLMError
+from ..precedents import learning
+from ..precedents.models import PrecedentError
+from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict
 from .kafka import faust_broker_url, faust_credentials
 from .transport import use_fetch_wait
@@ -197,7 +197,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
         return await stages.focus_stage(case_file, llm, settings)
 
     async def stage_clues(case_file: CaseFile) -> CaseFile:
-        return await stages.clue_stage(case_file, llm, settings, precedents)
+        return await stages.clues_stage(case_file, llm, settings, precedents)
 
     @app.task
     async def open_precedent_base() -> None:
@@ -222,7 +222,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     # --- stages III and IV, round by round, then the verdict -----------------------------
 
     async def next_round(case_file: CaseFile) -> CaseFile:
-        return await stages.jury_round(case_file, jury, llm, settings)
+        return await stages.round_stage(case_file, jury, llm, settings)
 
     async def publish_verdict(event: faust.EventT) -> None:
         case_file = CaseFile.model_validate_json(event.value)

@@ -14,8 +14,8 @@ import uuid
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -24,7 +24,7 @@ from ..schemas import DeadLetter, Verdict
 from .broker import embedded_broker
 from .clients import follow, produce, read_events
 from .kafka import ensure_topics
-from .process import WorkerProcess
+from .worker_process import WorkerProcess
 
 
 def verdict_table(verdict: Verdict) -> Table:
@@ -93,10 +93,10 @@ def seed_precedents(settings: Settings, console: Console, source: Path = PRECEDE
     finish it when an earlier seeding from them was interrupted; otherwise reuse it. One line of output."""
     if settings.precedent_backend != "embedded":
         return
-    from ..agents.backends import build_llm
-    from ..agents.precedents.build import STATE_FILE, BuildFailed, build_precedents, read_cases
-    from ..agents.precedents.models import PrecedentError
-    from ..agents.precedents.store import open_embedder, open_index
+    from ..backends import build_llm
+    from ..precedents.build import STATE_FILE, BuildFailed, build_precedents, read_cases
+    from ..precedents.models import PrecedentError
+    from ..precedents.precedent_base import open_embedder, open_index
 
     async def seed() -> str:
         embedder = await asyncio.to_thread(open_embedder, settings)

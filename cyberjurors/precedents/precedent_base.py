@@ -6,10 +6,10 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from ...config import Settings
-from ...metrics import PRECEDENT_RETRIEVAL
-from ...schemas import DisputeCase, Focus, Precedents
+from ..config import Settings
+from ..metrics import PRECEDENT_RETRIEVAL
 from ..personas import Persona
+from ..schemas import DisputeCase, Focus, Precedents
 from .embeddings import Embedder, load_embedder
 from .index import PrecedentIndex
 from .models import PrecedentError

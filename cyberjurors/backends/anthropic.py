@@ -26,10 +26,10 @@ import anthropic
 import pydantic
 from anthropic.types import Message
 
-from ... import metrics
-from ...config import Settings
-from ...schemas import Usage
+from .. import metrics
+from ..config import Settings
 from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
+from ..schemas import Usage
 
 CACHE = {"type": "ephemeral"}
 STOP_KINDS = {"refusal": "refused", "max_tokens": "truncated", "model_context_window_exceeded": "truncated"}

@@ -3,19 +3,17 @@
 In round t juror k sees the case file (O_I, O_II), its persona P_k, its memory M_k, the
 justifications of the jurors it follows from round t-1 (R_k,t) and the summary S_t of round
 t-1, and runs stages III-IV. Deliberation stops early once the majority share reaches delta;
-the verdict is the final round's majority (seller iff seller votes > buyer votes, as in the paper).
+the verdict (``verdict.py``) is the final round's majority.
 """
 
 from __future__ import annotations
 
 import re
-import uuid
-from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
 
 from ..config import Settings
-from ..errors import plain
+from ..llm import LLM, LLMRequest, Part, TextPart, gather_all
+from ..personas import Persona, load_personas
 from ..schemas import (
     Ballot,
     BallotDraft,
@@ -27,19 +25,15 @@ from ..schemas import (
     RoundSummary,
     RoundSummaryDraft,
     Usage,
-    Verdict,
     Votes,
 )
 from . import prompts
+from .clues import find_clues, passive_evidence
 from .court import run_court
 from .focus import extract_focus
 from .graph import SocialGraph, complete, small_world
-from .llm import LLM, LLMRequest, Part, TextPart, gather_all
-from .perception import localize_clues, passive_evidence
-from .personas import Persona, load_personas
-from .tasks import JurorTask, SummaryTask
+from .model_inputs import JurorTask, SummaryTask
 
-VERDICT_NAMESPACE = uuid.UUID("5b0c6c1e-3f0e-4d8a-9a57-2f1c0c7e9d11")
 CLUE_LABEL = re.compile(r"\[([bs][1-9][0-9]*)\]")
 
 
@@ -67,7 +61,7 @@ class Jury:
 
 def memory_for(juror: int, case_file: CaseFile) -> list[PrecedentRef]:
     """M_k: the top-K guidelines of the case's pool by match with this juror's persona
-    (chosen at retrieval time, see agents/precedents/retrieval.py)."""
+    (chosen at retrieval time, see precedents/retrieval.py)."""
     return case_file.precedents.memory_of(juror) if case_file.precedents else []
 
 
@@ -76,7 +70,7 @@ async def run_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Setting
         return await run_court(case_file, llm, settings)
     round_no = len(case_file.rounds) + 1
     previous = case_file.rounds[-1] if case_file.rounds else None
-    media = [] if settings.clue_localization else (await passive_evidence(case_file.case, settings))[0]
+    media = [] if settings.clues_stage else (await passive_evidence(case_file.case, settings))[0]
     ballot = lambda juror: _ballot(juror, round_no, previous, case_file, media, jury, llm, settings)  # noqa: E731
     # A provider's prompt cache is readable only once the first call that writes it has answered:
     # 17 simultaneous first-round calls would each pay to write the same case prefix.
@@ -99,9 +93,9 @@ def case_stages(case_file: CaseFile) -> tuple[Focus | None, list[Clue] | None]:
 async def own_stages(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[Focus | None, list[Clue] | None, Usage]:
     """The naive configuration (``per_juror_stages``): a juror that shares nothing re-runs stages I-II."""
     focus, usage = await extract_focus(case_file.case, llm, settings) if settings.focus_stage else (None, Usage())
-    if focus is None or not settings.clue_localization:
+    if focus is None or not settings.clues_stage:
         return focus, None, usage
-    chain, clue_usage, _ = await localize_clues(case_file.case, focus, llm, settings)
+    chain, clue_usage, _ = await find_clues(case_file.case, focus, llm, settings)
     return focus, chain.all(), usage + clue_usage
 
 
@@ -192,64 +186,3 @@ def is_settled(case_file: CaseFile, settings: Settings) -> bool:
         return True
     early = settings.early_stopping and majority_share(case_file.rounds[-1].votes) >= settings.early_stop
     return len(case_file.rounds) >= settings.rounds or early
-
-
-def verdict_id(case_file: CaseFile) -> str:
-    """The same case content always gets the same id, so consumers can dedupe replays."""
-    return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.case.digest()}"))
-
-
-def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Verdict:
-    final = case_file.rounds[-1]
-    votes = final.votes
-    winner = votes.winner
-    cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner)
-    guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
-    precedents = case_file.precedents
-    seen = sorted({ref for juror in range(len(final.ballots)) for ref in
-                   (g.ref for g in memory_for(juror, case_file))})
-    models = ["offline"] if case_file.backend == "offline" else sorted(
-        {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")} | {b.model for b in final.ballots}
-    )
-    return Verdict(
-        verdict_id=verdict_id(case_file),
-        case_id=case_file.case_id,
-        category=case_file.case.metadata.category,
-        winner=winner,
-        votes=votes,
-        margin=abs(votes.seller - votes.buyer),
-        rounds_used=len(case_file.rounds),
-        early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds,
-        justification=final.summary.summary,
-        cited_clues=cited_clues,
-        mentioned_clues=mentioned_clues,
-        cited_precedents=[g for g, _ in guidelines.most_common()],
-        precedents_seen=seen,
-        precedent_coverage=precedents.coverage if precedents else "none",
-        focus=case_file.focus.focus if case_file.focus else "",
-        problems=[plain(p, 1000) for p in [*case_file.problems, *notes]],
-        tokens=sum(case_file.usage.values(), Usage()),
-        latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
-        backend=case_file.backend,
-        models=models,
-        decided_at=decided_at,
-    )
-
-
-def verdict_clues(case_file: CaseFile, final: JuryRound, winner: str) -> tuple[list[Clue], list[Clue], list[str]]:
-    """The clues the majority cited (most cited first), the other clues the justification names
-    (the minority's, as the round summary reports them), and notes for a reader: a majority that
-    cited nothing, a label that is no clue of this case."""
-    clues = {c.id: c for c in (case_file.clues.all() if case_file.clues else [])}
-    cited = Counter(c for b in final.ballots if b.vote == winner for c in b.cited_clues if c in clues)
-    cited_clues = [clues[c] for c, _ in cited.most_common()]
-    named = clue_labels(final.summary.summary)
-    mentioned = [clues[c] for c in named if c in clues and c not in cited]
-    notes = []
-    if clues and not cited_clues:
-        notes.append(f"the {winner}'s majority cited no clue of the clue chain")
-    unknown = [c for c in named if c not in clues]
-    if unknown:
-        notes.append("the justification names " + ", ".join(f"[{c}]" for c in unknown)
-                     + ", which " + ("is" if len(unknown) == 1 else "are") + " no clue of this case")
-    return cited_clues, mentioned, notes

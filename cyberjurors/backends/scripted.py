@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from ...schemas import Usage
 from ..llm import LLMRequest, LLMResult, T
+from ..schemas import Usage
 
 Answer = Callable[[LLMRequest, type[BaseModel]], BaseModel | Awaitable[BaseModel]]
 

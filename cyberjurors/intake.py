@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import Settings
-from ..errors import validation_summary
-from ..schemas import (
+from .config import Settings
+from .errors import validation_summary
+from .media import MediaRejected, check_reference
+from .safety import instruction_sentences
+from .schemas import (
     CaseMetadata,
     CaseOpened,
     CaseSubmitted,
@@ -21,9 +23,7 @@ from ..schemas import (
     GroundTruthVotes,
     dispute_event,
 )
-from ..schemas.events import DisputeEvent
-from .media import MediaRejected, check_reference
-from .safety import instruction_sentences
+from .schemas.events import DisputeEvent
 
 
 class Rejected(ValueError):

@@ -101,7 +101,7 @@ from elasticsearch.exceptions import (
 from elasticsearch.helpers import async_bulk
 from pydantic import ValidationError
 
-from ...config import Settings
+from ..config import Settings
 from .embeddings import Embedder
 from .index import RRF_K, category_filter, check_query, fuse
 from .models import Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport

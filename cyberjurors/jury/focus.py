@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..config import Settings
+from ..llm import LLM, LLMRequest, TextPart
 from ..schemas import DisputeCase, Focus, Usage
 from . import prompts
-from .llm import LLM, LLMRequest, TextPart
-from .tasks import FocusTask
+from .model_inputs import FocusTask
 
 
 async def extract_focus(case: DisputeCase, llm: LLM, settings: Settings) -> tuple[Focus, Usage]:

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ...config import Settings
-from ...schemas import CaseFile, OutcomeReported, Verdict
+from ..config import Settings
 from ..llm import LLM
+from ..schemas import CaseFile, OutcomeReported, Verdict
 from .build import BuildReport, merge_and_store
 from .distill import MERGE_THRESHOLD, distil, summarize_case
 from .embeddings import Embedder

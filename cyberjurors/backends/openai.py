@@ -22,10 +22,10 @@ import openai
 import pydantic
 from openai.types import CompletionUsage
 
-from ... import metrics
-from ...config import Settings
-from ...schemas import Usage
+from .. import metrics
+from ..config import Settings
 from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
+from ..schemas import Usage
 from .anthropic import invalid, status_kind
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...schemas import Party, Votes
-from ...schemas.case import Category
+from ..schemas import Party, Votes
+from ..schemas.case import Category
 
 Kind = Literal["case", "guideline"]
 SearchMode = Literal["hybrid", "bm25", "vector"]

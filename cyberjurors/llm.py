@@ -13,17 +13,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Awaitable
 from typing import Any, Generic, Protocol, TypeVar
 
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
-from .. import metrics
-from ..config import Role
-from ..schemas import Usage
+from . import metrics
+from .config import Role
+from .schemas import Usage
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from ...config import Settings
-from ...metrics import PRECEDENT_COLD_STARTS, PRECEDENT_FALLBACKS
-from ...schemas import DisputeCase, Focus, PrecedentRef, Precedents
+from ..config import Settings
+from ..metrics import PRECEDENT_COLD_STARTS, PRECEDENT_FALLBACKS
 from ..personas import Persona
+from ..schemas import DisputeCase, Focus, PrecedentRef, Precedents
 from .embeddings import Embedder
 from .index import PrecedentIndex
 from .models import Hit, PrecedentError

@@ -1,4 +1,5 @@
-"""The pipeline's stages as functions from a case file to the next case file.
+"""The pipeline's stages as functions from a case file to the next case file: focus, clues,
+round (once per jury round) and verdict.
 
 The Faust app runs each on its own topic hop; benchmarks and tests run them back to back in one
 process (``judge``). Both go through these functions, so an ablation that switches a stage off
@@ -8,14 +9,26 @@ behaves the same in either: the case file passes on unchanged and no model is ca
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Protocol
 
 from ..config import Settings
-from ..schemas import CaseFile, ClueChain, DisputeCase, Usage, Verdict
+from ..llm import LLM, gather_all
+from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, Precedents, Usage, Verdict
+from .clues import find_clues, passive_evidence
 from .focus import extract_focus
-from .jury import Jury, decide, is_settled, run_round
-from .llm import LLM, gather_all
-from .perception import localize_clues, passive_evidence
-from .precedents.store import PrecedentBase
+from .rounds import Jury, is_settled, run_round
+from .verdict import decide
+
+
+class Retriever(Protocol):
+    """What the clues stage needs of the precedent base (``cyberjurors.precedents``)."""
+
+    async def retrieve(self, case: DisputeCase, focus: Focus | None) -> Precedents: ...
+
+
+class NoPrecedents:
+    async def retrieve(self, case: DisputeCase, focus: Focus | None) -> Precedents:
+        return Precedents(coverage="none")
 
 
 async def focus_stage(case_file: CaseFile, llm: LLM, settings: Settings) -> CaseFile:
@@ -26,15 +39,15 @@ async def focus_stage(case_file: CaseFile, llm: LLM, settings: Settings) -> Case
 
 
 async def _clue_chain(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[ClueChain | None, Usage, list[str]]:
-    if not settings.clue_localization:
+    if not settings.clues_stage:
         # stage II off: jurors get every item at once; note here what they will not be able to read
         return None, Usage(), (await passive_evidence(case_file.case, settings))[1]
-    if settings.per_juror_stages or case_file.focus is None:  # each juror localises its own clues
+    if settings.per_juror_stages or case_file.focus is None:  # each juror finds its own clues
         return None, Usage(), []
-    return await localize_clues(case_file.case, case_file.focus, llm, settings)
+    return await find_clues(case_file.case, case_file.focus, llm, settings)
 
 
-async def clue_stage(case_file: CaseFile, llm: LLM, settings: Settings, precedents: PrecedentBase) -> CaseFile:
+async def clues_stage(case_file: CaseFile, llm: LLM, settings: Settings, precedents: Retriever) -> CaseFile:
     """Stage II and precedent retrieval, side by side (retrieval needs only the focus)."""
     (chain, usage, problems), found = await gather_all(
         _clue_chain(case_file, llm, settings),
@@ -44,14 +57,14 @@ async def clue_stage(case_file: CaseFile, llm: LLM, settings: Settings, preceden
         problems = [*problems, found.problem]
     return case_file.model_copy(update={"clues": chain, "precedents": found,
                                         "problems": [*case_file.problems, *problems],
-                                        "usage": {**case_file.usage, "perception": usage}})
+                                        "usage": {**case_file.usage, "clues": usage}})
 
 
-async def jury_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> CaseFile:
+async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> CaseFile:
     result, usage = await run_round(case_file, jury, llm, settings)
-    total = case_file.usage.get("jury")
+    total = case_file.usage.get("round")
     return case_file.model_copy(update={"rounds": [*case_file.rounds, result],
-                                        "usage": {**case_file.usage, "jury": total + usage if total else usage}})
+                                        "usage": {**case_file.usage, "round": total + usage if total else usage}})
 
 
 def now() -> datetime:
@@ -59,12 +72,13 @@ def now() -> datetime:
 
 
 async def judge(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury | None = None,
-                precedents: PrecedentBase | None = None) -> Verdict:
-    """One case through every stage in this process, no Kafka: for benchmarks and tests."""
+                precedents: Retriever | None = None) -> Verdict:
+    """One case through every stage in this process, no Kafka: for benchmarks and tests. Without a
+    retriever the jury sees no precedents (open a ``PrecedentBase`` and pass it to have them)."""
     jury = jury or Jury.from_settings(settings)
-    precedents = precedents or PrecedentBase(settings, jury.personas)
     case_file = CaseFile(case=case, received_at=now(), backend=llm.backend)
-    case_file = await clue_stage(await focus_stage(case_file, llm, settings), llm, settings, precedents)
+    case_file = await clues_stage(await focus_stage(case_file, llm, settings), llm, settings,
+                                  precedents or NoPrecedents())
     while not is_settled(case_file, settings):
-        case_file = await jury_round(case_file, jury, llm, settings)
+        case_file = await round_stage(case_file, jury, llm, settings)
     return decide(case_file, settings, now())

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..media import Frame
+from ..personas import Persona
 from ..schemas import Argument, Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, PrecedentRef, RoundSummary
-from .media import Frame
-from .personas import Persona
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,30 @@ import re
 
 from pydantic import BaseModel
 
-from ...schemas import (ArgumentDraft, Ballot, BallotDraft, Clue, DisputeCase, Focus, Perception, RoundSummaryDraft,
-                         Selection, Usage)
+from ..jury.model_inputs import AdvocateTask, FocusTask, JudgeTask, JurorTask, PerceiveTask, SelectTask, SummaryTask
 from ..llm import LLMError, LLMRequest, LLMResult, T, TextPart
-from ..precedents.distill import (DISPUTE_TYPES, OTHER, DistillTask, GuidelineDraft, GuidelineDrafts,
-                                  case_dispute_type, party_statements)
+from ..precedents.distill import (
+    DISPUTE_TYPES,
+    OTHER,
+    DistillTask,
+    GuidelineDraft,
+    GuidelineDrafts,
+    case_dispute_type,
+    party_statements,
+)
 from ..safety import without_instructions
-from ..tasks import AdvocateTask, FocusTask, JudgeTask, JurorTask, PerceiveTask, SelectTask, SummaryTask
+from ..schemas import (
+    ArgumentDraft,
+    Ballot,
+    BallotDraft,
+    Clue,
+    DisputeCase,
+    Focus,
+    Perception,
+    RoundSummaryDraft,
+    Selection,
+    Usage,
+)
 
 LABEL = "[offline stand-in]"
 BUYER_CUES = (

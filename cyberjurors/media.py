@@ -21,10 +21,10 @@ import aiohttp
 import av
 from PIL import Image, UnidentifiedImageError
 
-from ..config import Settings
-from ..errors import for_people
-from ..schemas import MediaRef
+from .config import Settings
+from .errors import for_people
 from .llm import ImagePart
+from .schemas import MediaRef
 
 SUPPORTED_IMAGE_TYPES = {"image/jpeg", "image/png", "image/webp", "image/gif"}
 SUPPORTED_VIDEO_TYPES = {"video/mp4", "video/webm", "video/quicktime", "video/x-matroska"}

@@ -1,10 +1,10 @@
-"""LLM backends behind the port in ``agents/llm.py``."""
+"""LLM backends behind the port in ``llm.py``."""
 
 from __future__ import annotations
 
-from ...config import Settings
-from ...metrics import PriceTable
+from ..config import Settings
 from ..llm import LLM, GuardedLLM
+from ..metrics import PriceTable
 
 
 def build_llm(settings: Settings) -> GuardedLLM:

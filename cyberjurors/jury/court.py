@@ -10,6 +10,7 @@ split", which the metrics treat as no split) and the debate kept in its summary'
 from __future__ import annotations
 
 from ..config import Settings
+from ..llm import LLM, LLMRequest, Part, TextPart
 from ..schemas import (
     Argument,
     ArgumentDraft,
@@ -25,15 +26,14 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
-from .llm import LLM, LLMRequest, Part, TextPart
-from .perception import passive_evidence
-from .tasks import AdvocateTask, JudgeTask
+from .clues import passive_evidence
+from .model_inputs import AdvocateTask, JudgeTask
 
 
 async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[JuryRound, Usage]:
     focus = case_file.focus
-    clues = case_file.clues.all() if case_file.clues is not None and settings.clue_localization else None
-    media = [] if settings.clue_localization else (await passive_evidence(case_file.case, settings))[0]
+    clues = case_file.clues.all() if case_file.clues is not None and settings.clues_stage else None
+    media = [] if settings.clues_stage else (await passive_evidence(case_file.case, settings))[0]
     rules = prompts.verdict_rules(settings.verdict_rules_file) if settings.verdict_rules else None
     shared = [TextPart(prompts.case_prefix(case_file.case, focus, clues, [])), *media]
     debate: list[Argument] = []

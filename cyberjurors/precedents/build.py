@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from ...config import Settings
-from ...schemas import DisputeCase, Usage
+from ..config import Settings
 from ..llm import LLM, LLMError
+from ..schemas import DisputeCase, Usage
 from .distill import CHUNK_SIZE, MERGE_THRESHOLD, ChunkResult, chunks, distil_chunk, plan_merge, summarize_case
 from .embeddings import Embedder
 from .index import PrecedentIndex

@@ -12,11 +12,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..config import Settings
+from ..llm import LLM, LLMRequest, Part, TextPart, gather_all
+from ..media import Frame, MediaUnreadable, load_image, sample_frames
 from ..schemas import Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
 from . import prompts
-from .llm import LLM, LLMRequest, Part, TextPart, gather_all
-from .media import Frame, MediaUnreadable, load_image, sample_frames
-from .tasks import PerceiveTask, SelectTask
+from .model_inputs import PerceiveTask, SelectTask
 
 
 @dataclass
@@ -26,17 +26,17 @@ class PartyChain:
     problems: list[str] = field(default_factory=list)
 
 
-async def localize_clues(
+async def find_clues(
     case: DisputeCase, focus: Focus, llm: LLM, settings: Settings
 ) -> tuple[ClueChain, Usage, list[str]]:
     buyer, seller = await gather_all(
-        _select_perceive(case, focus, "buyer", llm, settings),
-        _select_perceive(case, focus, "seller", llm, settings),
+        _party_clues(case, focus, "buyer", llm, settings),
+        _party_clues(case, focus, "seller", llm, settings),
     )
     return ClueChain(buyer=buyer.clues, seller=seller.clues), buyer.usage + seller.usage, buyer.problems + seller.problems
 
 
-async def _select_perceive(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings) -> PartyChain:
+async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings) -> PartyChain:
     chain = PartyChain()
     rounds = {i.id: r.round for r in case.rounds if r.party == party for i in r.items}
     unseen = [i for i in case.items(party)]

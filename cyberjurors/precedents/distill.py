@@ -23,11 +23,10 @@ from html import escape
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ...config import Settings
-from ...schemas import DisputeCase, Party, Usage, Votes
+from ..config import Settings
 from ..llm import LLM, LLMRequest, TextPart
-from ..prompts import DATA_RULE
-from ..safety import without_instructions
+from ..safety import DATA_RULE, without_instructions
+from ..schemas import DisputeCase, Party, Usage, Votes
 from .embeddings import Embedder
 from .models import Guideline, GuidelineChange, PrecedentCase, PrecedentError
 

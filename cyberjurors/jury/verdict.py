@@ -1,0 +1,76 @@
+"""The verdict: the final round's majority (seller iff seller votes > buyer votes, as in the paper),
+with the clues and guidelines its majority cited and notes for a reader."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from datetime import datetime
+
+from ..config import Settings
+from ..errors import plain
+from ..schemas import CaseFile, Clue, JuryRound, Usage, Verdict
+from .rounds import clue_labels, memory_for
+
+VERDICT_NAMESPACE = uuid.UUID("5b0c6c1e-3f0e-4d8a-9a57-2f1c0c7e9d11")
+
+
+def verdict_id(case_file: CaseFile) -> str:
+    """The same case content always gets the same id, so consumers can dedupe replays."""
+    return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.case.digest()}"))
+
+
+def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Verdict:
+    final = case_file.rounds[-1]
+    votes = final.votes
+    winner = votes.winner
+    cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner)
+    guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
+    precedents = case_file.precedents
+    seen = sorted({ref for juror in range(len(final.ballots)) for ref in
+                   (g.ref for g in memory_for(juror, case_file))})
+    models = ["offline"] if case_file.backend == "offline" else sorted(
+        {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")} | {b.model for b in final.ballots}
+    )
+    return Verdict(
+        verdict_id=verdict_id(case_file),
+        case_id=case_file.case_id,
+        category=case_file.case.metadata.category,
+        winner=winner,
+        votes=votes,
+        margin=abs(votes.seller - votes.buyer),
+        rounds_used=len(case_file.rounds),
+        early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds,
+        justification=final.summary.summary,
+        cited_clues=cited_clues,
+        mentioned_clues=mentioned_clues,
+        cited_precedents=[g for g, _ in guidelines.most_common()],
+        precedents_seen=seen,
+        precedent_coverage=precedents.coverage if precedents else "none",
+        focus=case_file.focus.focus if case_file.focus else "",
+        problems=[plain(p, 1000) for p in [*case_file.problems, *notes]],
+        tokens=sum(case_file.usage.values(), Usage()),
+        latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
+        backend=case_file.backend,
+        models=models,
+        decided_at=decided_at,
+    )
+
+
+def verdict_clues(case_file: CaseFile, final: JuryRound, winner: str) -> tuple[list[Clue], list[Clue], list[str]]:
+    """The clues the majority cited (most cited first), the other clues the justification names
+    (the minority's, as the round summary reports them), and notes for a reader: a majority that
+    cited nothing, a label that is no clue of this case."""
+    clues = {c.id: c for c in (case_file.clues.all() if case_file.clues else [])}
+    cited = Counter(c for b in final.ballots if b.vote == winner for c in b.cited_clues if c in clues)
+    cited_clues = [clues[c] for c, _ in cited.most_common()]
+    named = clue_labels(final.summary.summary)
+    mentioned = [clues[c] for c in named if c in clues and c not in cited]
+    notes = []
+    if clues and not cited_clues:
+        notes.append(f"the {winner}'s majority cited no clue of the clue chain")
+    unknown = [c for c in named if c not in clues]
+    if unknown:
+        notes.append("the justification names " + ", ".join(f"[{c}]" for c in unknown)
+                     + ", which " + ("is" if len(unknown) == 1 else "are") + " no clue of this case")
+    return cited_clues, mentioned, notes
