@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
+from .schemas import CATEGORIES
+
 if TYPE_CHECKING:
     import faust
 
@@ -45,7 +47,6 @@ LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 RETRIEVAL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 STAGES = ("focus", "clues", "round", "verdict")
-CATEGORIES = ("appliances", "clothing", "food", "digital", "others")
 SIDES = ("buyer", "seller")
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 FREE_BACKENDS = {"offline", "scripted"}  # they bill nothing, whatever the model name says

@@ -38,6 +38,7 @@ from ..schemas import (
     RoundSummaryDraft,
     Selection,
     Usage,
+    Votes,
 )
 
 LABEL = "[offline stand-in]"
@@ -223,9 +224,9 @@ class OfflineLLM:
     def _summary(self, round_no: int, ballots: list[Ballot]) -> RoundSummaryDraft:
         side = lambda party: " ".join(f"[{c}]" for c in sorted({c for b in ballots if b.vote == party  # noqa: E731
                                                                   for c in b.cited_clues}))
-        buyer, seller = (sum(b.vote == p for b in ballots) for p in ("buyer", "seller"))
+        votes = Votes.of(ballots)
         return RoundSummaryDraft(
-            summary=f"{LABEL} Round {round_no}: {buyer} for the buyer, {seller} for the seller. "
+            summary=f"{LABEL} Round {round_no}: {votes.buyer} for the buyer, {votes.seller} for the seller. "
                     f"Buyer side cites {side('buyer') or 'no clue'}; seller side cites {side('seller') or 'no clue'}.",
             buyer_arguments=side("buyer").split(),
             seller_arguments=side("seller").split(),

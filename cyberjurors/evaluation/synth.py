@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Callable, Literal, Mapping
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from ..schemas import JURY_SIZE, DisputeCase, GroundTruthVotes
+from ..errors import CyberJurorsError
+from ..schemas import CATEGORIES, JURY_SIZE, DisputeCase, GroundTruthVotes
+from ..schemas.case import Strict
 from . import synth_media as media
-from .synth_templates import CAPTIONS, CATEGORIES, LINES, SCENARIOS, Fact, Scenario, case_facts, fill, iso
+from .synth_templates import CAPTIONS, LINES, SCENARIOS, Fact, Scenario, case_facts, fill, iso
 
 GENERATOR = "cyberjurors.synth"
 VERSION = 1
@@ -43,12 +45,10 @@ JURY_ACCURACY = (6.24, 1.76)
 DEFAULT_FRAMES_PER_VIDEO = 30
 
 
-class SynthError(ValueError):
+class SynthError(CyberJurorsError, ValueError):
     """Bad options, or an output folder that must not be overwritten."""
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind = "bad_synth_options"
 
 
 class SynthOptions(Strict):

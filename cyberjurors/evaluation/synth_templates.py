@@ -21,7 +21,6 @@ from . import synth_media as media
 # evidence may carry the clue: the favoured side's own proof, or the other side's admission (the
 # seller's packing video showing the crack, the buyer's slip "it worked fine for weeks").
 
-CATEGORIES = ("appliances", "clothing", "food", "digital", "others")
 B, S = "buyer", "seller"
 _BRACKETS = re.compile(r"\[([^\]]*)\]")
 

@@ -57,7 +57,7 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
     draft = result.output
     ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=[], juror=0, round=1,
                     model=result.model)
-    votes = Votes(buyer=int(ballot.vote == "buyer"), seller=int(ballot.vote == "seller"))
+    votes = Votes.of([ballot])
     summary = RoundSummary(summary=ballot.justification, round=1, votes=votes,
                            buyer_arguments=[a.statement for a in debate if a.party == "buyer"],
                            seller_arguments=[a.statement for a in debate if a.party == "seller"])

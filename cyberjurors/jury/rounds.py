@@ -148,7 +148,7 @@ def rules(settings: Settings) -> str | None:
 
 def tally(round_no: int, ballots: list[Ballot]) -> RoundSummary:
     """A round without F_sum (one juror, or summaries off): the count, and the majority's first reasons."""
-    votes = Votes(buyer=sum(b.vote == "buyer" for b in ballots), seller=sum(b.vote == "seller" for b in ballots))
+    votes = Votes.of(ballots)
     lead = next(b for b in ballots if b.vote == votes.winner)
     side = lambda party: [b.justification for b in ballots if b.vote == party][:3]  # noqa: E731
     return RoundSummary(summary=lead.justification if len(ballots) == 1 else
@@ -171,7 +171,7 @@ async def _summarize(
         max_output_tokens=settings.max_output_tokens,
     )
     result = await llm.generate(request, RoundSummaryDraft)
-    votes = Votes(buyer=sum(b.vote == "buyer" for b in ballots), seller=sum(b.vote == "seller" for b in ballots))
+    votes = Votes.of(ballots)
     return RoundSummary(**result.output.model_dump(), round=round_no, votes=votes), result.usage
 
 

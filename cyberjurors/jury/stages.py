@@ -8,12 +8,11 @@ behaves the same in either: the case file passes on unchanged and no model is ca
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Protocol
 
 from ..config import Settings
 from ..llm import LLM, gather_all
-from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, Precedents, Usage, Verdict
+from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, Precedents, Usage, Verdict, now
 from .clues import find_clues, passive_evidence
 from .focus import extract_focus
 from .rounds import Jury, is_settled, run_round
@@ -65,10 +64,6 @@ async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Setti
     total = case_file.usage.get("round")
     return case_file.model_copy(update={"rounds": [*case_file.rounds, result],
                                         "usage": {**case_file.usage, "round": total + usage if total else usage}})
-
-
-def now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 async def judge(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury | None = None,

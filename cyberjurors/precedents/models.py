@@ -9,19 +9,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ..errors import CyberJurorsError
+from ..schemas import CATEGORIES as CATEGORIES  # re-exported for the index backends and the build
 from ..schemas import Party, Votes
 from ..schemas.case import Category
+from ..schemas.reasoning import Record
 
 Kind = Literal["case", "guideline"]
 SearchMode = Literal["hybrid", "bm25", "vector"]
-CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
 ANY_CATEGORY = "all"  # a guideline that applies across categories
-
-
-class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class PrecedentCase(Record):
@@ -121,11 +119,12 @@ class UpsertReport(Record):
     failed: dict[str, str] = Field(default_factory=dict, description="document id -> reason")
 
 
-class PrecedentError(RuntimeError):
+class PrecedentError(CyberJurorsError, RuntimeError):
     """Retrieval or indexing failed; ``kind`` is a short bounded label for logs and metrics:
     bad_query, unknown_category, index_missing, model_missing, model_mismatch, corrupt, unreachable, auth,
     rate_limited, timeout, server_error, bulk_failed."""
 
+    replayable = True
+
     def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(message, kind=kind)

@@ -1,6 +1,7 @@
 """Event and domain models (pydantic v2). Everything crossing Kafka is one of these."""
 
 from .case import (
+    CATEGORIES,
     JURY_SIZE,
     SCHEMA_VERSION,
     CaseMetadata,
@@ -12,6 +13,7 @@ from .case import (
     MediaRef,
     Party,
     Votes,
+    now,
 )
 from .events import (
     CaseOpened,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -14,10 +15,16 @@ JURY_SIZE = 17  # ground-truth votes come from the platform's 17 human jurors
 
 Party = Literal["buyer", "seller"]
 Category = Literal["appliances", "clothing", "food", "digital", "others"]
+CATEGORIES: tuple[Category, ...] = get_args(Category)
 EvidenceKind = Literal["text", "image", "video"]
 CaseId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
 EvidenceId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+def now() -> datetime:
+    """The time every record is stamped with: aware, in UTC."""
+    return datetime.now(timezone.utc)
 
 
 class Strict(BaseModel):
@@ -79,9 +86,20 @@ class CaseMetadata(Strict):
     requested_remedy: str = Field(min_length=1, max_length=500)
 
 
+class Voter(Protocol):
+    @property
+    def vote(self) -> Party: ...
+
+
 class Votes(Strict):
     buyer: int = Field(ge=0)
     seller: int = Field(ge=0)
+
+    @classmethod
+    def of(cls, ballots: Iterable[Voter]) -> "Votes":
+        """The split of a round's ballots (anything with a ``vote``)."""
+        sides = [b.vote for b in ballots]
+        return cls(buyer=sides.count("buyer"), seller=sides.count("seller"))
 
     @property
     def total(self) -> int:
