@@ -1,4 +1,10 @@
-"""Errors as people read them: what a verdict note or a dead letter's ``detail`` says.
+"""The project's errors: one root exception, the closed set of dead-letter reasons, and error
+text as people read it (what a verdict note or a dead letter's ``detail`` says).
+
+Every exception the package defines derives from ``CyberJurorsError``: a short bounded ``kind``
+(for logs, metrics and dead letters) and a ``detail`` written for people. ``replayable`` says
+whether the operation that raised it may succeed when tried again with the same input: rejected
+input would fail the same way, a model call or the precedent base may work next time.
 
 Library exceptions often carry Python internals ("cannot identify image file <_io.BytesIO object
 at 0x7f…>", pydantic's ``input_value=…`` and documentation links); an operator reading a dead
@@ -8,6 +14,7 @@ letter, or a party reading a verdict note, needs the cause, not the process's me
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 
 from pydantic import ValidationError
 
@@ -15,6 +22,50 @@ _OBJECT_REPR = re.compile(r"<[^<>]{1,200}? at 0x[0-9A-Fa-f]+>")
 _ADDRESS = re.compile(r"\s*\bat 0x[0-9A-Fa-f]+\b|\b0x[0-9A-Fa-f]{6,}\b")
 _SPACES = re.compile(r"\s+")
 MAX_DETAIL = 4000
+
+
+class CyberJurorsError(Exception):
+    """The root of every exception the package defines: ``kind`` (a short bounded label) and
+    ``detail`` (for people). ``str(err)`` is the detail unless a subclass passes ``message``."""
+
+    kind: str = "error"
+    replayable: bool = False
+
+    def __init__(self, detail: str = "", *, kind: str | None = None, message: str | None = None):
+        super().__init__(detail if message is None else message)
+        self.detail = detail
+        if kind is not None:
+            self.kind = kind
+
+
+# --- dead-letter reasons: a closed set -------------------------------------------------------
+
+# LLMError.kind: what a model call can fail with after the backend's own retries (README "LLM
+# backends"), plus the offline backend's unsupported_task
+LLM_KINDS = ("rate_limited", "overloaded", "server_error", "timeout", "connection", "auth", "bad_request",
+             "refused", "truncated", "invalid_output", "unsupported_task")
+# PrecedentError.kind: retrieval, indexing and learning in the precedent base
+PRECEDENT_KINDS = ("bad_query", "unknown_category", "index_missing", "model_missing", "model_mismatch", "corrupt",
+                   "unreachable", "auth", "rate_limited", "timeout", "server_error", "bulk_failed", "bad_case")
+# intake.Rejected.reason (media.MediaRejected's included): input refused at ingest, never replayable
+REJECTIONS = ("invalid_json", "invalid_event", "unknown_event_type", "missing_case_id", "unsupported_schema_version",
+              "invalid_votes", "too_many_media", "text_too_long", "unsupported_media_type", "kind_mismatch",
+              "inline_too_large", "path_outside_media_root", "url_not_allowed", "bad_base64", "invalid_case",
+              "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
+              "case_already_submitted")
+OTHER_REASONS = (
+    "invalid_case_file",  # a pipeline topic held something that is not a case file: not replayable
+    "invalid_outcome",    # an outcome event that does not parse: not replayable
+    "ingest_failed",      # an exception inside intake (a bug): replayable once it is fixed
+    "stage_failed",       # an exception inside a stage or learning (a bug): likewise
+)
+# unknown_case is also an outcome's reason when it came before its verdict: replayable there, so
+# the flag is decided where the letter is built (streams/dead_letters.py), not from the reason alone
+Reason = StrEnum("Reason", [(r, r) for r in dict.fromkeys((
+    *REJECTIONS, *OTHER_REASONS, *(f"llm_{k}" for k in LLM_KINDS),
+    *(f"precedents_{k}" for k in dict.fromkeys((*PRECEDENT_KINDS, *LLM_KINDS))),
+))])
+Reason.__doc__ = "Why a message went to disputes.dlq: every reason the code can put on a DeadLetter."
 
 
 def plain(text: str, limit: int = MAX_DETAIL) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .config import Settings
-from .errors import validation_summary
+from .errors import CyberJurorsError, Reason, validation_summary
 from .media import MediaRejected, check_reference
 from .safety import instruction_sentences
 from .schemas import (
@@ -26,15 +26,24 @@ from .schemas import (
 from .schemas.events import DisputeEvent
 
 
-class Rejected(ValueError):
+class Rejected(CyberJurorsError, ValueError):
+    """Input refused at intake; ``reason`` (the kind) is one of ``errors.REJECTIONS``. Never
+    replayable: the same input would be refused again."""
+
+    replayable = False
+
     def __init__(self, reason: str, detail: str):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+        super().__init__(detail, kind=Reason(reason), message=f"{reason}: {detail}")
+
+    @property
+    def reason(self) -> Reason:
+        return Reason(self.kind)
 
 
-class Duplicate(Exception):
+class Duplicate(CyberJurorsError):
     """An event already applied: dropped, and noted on the case."""
+
+    kind = "duplicate"
 
 
 def _reason(err: ValidationError) -> str:

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from . import metrics
 from .config import Role
+from .errors import CyberJurorsError
 from .schemas import Usage
 
 T = TypeVar("T", bound=BaseModel)
@@ -88,12 +89,14 @@ class LLMResult(Generic[T]):
     backend: str
 
 
-class LLMError(RuntimeError):
-    """A call failed after the backend's own retries; ``kind`` is a short bounded label."""
+class LLMError(CyberJurorsError, RuntimeError):
+    """A call failed after the backend's own retries; ``kind`` is a short bounded label
+    (``errors.LLM_KINDS``). Replayable: the same call may succeed later."""
+
+    replayable = True
 
     def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(message, kind=kind)
 
 
 class LLM(Protocol):

@@ -22,7 +22,7 @@ import av
 from PIL import Image, UnidentifiedImageError
 
 from .config import Settings
-from .errors import for_people
+from .errors import CyberJurorsError, for_people
 from .llm import ImagePart
 from .schemas import MediaRef
 
@@ -30,16 +30,20 @@ SUPPORTED_IMAGE_TYPES = {"image/jpeg", "image/png", "image/webp", "image/gif"}
 SUPPORTED_VIDEO_TYPES = {"video/mp4", "video/webm", "video/quicktime", "video/x-matroska"}
 
 
-class MediaRejected(ValueError):
+class MediaRejected(CyberJurorsError, ValueError):
+    """A media reference refused at intake; intake turns it into a ``Rejected`` with the same reason."""
+
     def __init__(self, reason: str, detail: str):
-        super().__init__(f"{reason}: {detail}")
-        self.reason, self.detail = reason, detail
+        super().__init__(detail, kind=reason, message=f"{reason}: {detail}")
+        self.reason = reason
 
 
-class MediaUnreadable(RuntimeError):
+class MediaUnreadable(CyberJurorsError, RuntimeError):
+    """Media that could not be read when a stage needed it: noted on the clue, not fatal."""
+
     def __init__(self, reason: str, detail: str):
-        super().__init__(f"{reason}: {detail}")
-        self.reason, self.detail = reason, detail
+        super().__init__(detail, kind=reason, message=f"{reason}: {detail}")
+        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -71,3 +71,47 @@ def test_unreadable_media_is_described_for_people(ref, load):
         asyncio.run(read)
     assert caught.value.reason in {"corrupt_image", "corrupt_video", "no_frames", "fetch_failed"}
     assert caught.value.detail and not any(i in caught.value.detail for i in INTERNALS), caught.value.detail
+
+
+# --- one error tree ------------------------------------------------------------------------
+
+
+def _exception_classes() -> list[type]:
+    """Every class the package defines that is an exception, found by importing each module."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import cyberjurors
+
+    found = []
+    for info in pkgutil.walk_packages(cyberjurors.__path__, "cyberjurors."):
+        if info.name.endswith("__main__"):  # runs the command line
+            continue
+        module = importlib.import_module(info.name)
+        found += [c for _, c in inspect.getmembers(module, inspect.isclass)
+                  if issubclass(c, BaseException) and c.__module__ == module.__name__]
+    return found
+
+
+def test_every_exception_the_package_defines_derives_from_one_root():
+    from cyberjurors.errors import CyberJurorsError
+
+    classes = _exception_classes()
+    assert len(classes) >= 13
+    assert [c.__qualname__ for c in classes if not issubclass(c, CyberJurorsError)] == []
+
+
+def test_the_root_carries_kind_and_detail_and_old_attributes_still_work():
+    from cyberjurors import intake
+    from cyberjurors.llm import LLMError
+    from cyberjurors.precedents.models import PrecedentError
+
+    rejected = intake.Rejected("text_too_long", "evidence b1: 5000 characters")
+    assert (rejected.kind, rejected.reason, rejected.detail) == ("text_too_long",) * 2 + ("evidence b1: 5000 characters",)
+    assert str(rejected) == "text_too_long: evidence b1: 5000 characters" and isinstance(rejected, ValueError)
+    assert not rejected.replayable
+    for err in (LLMError("timeout", "no answer"), PrecedentError("corrupt", "no answer")):
+        assert (err.detail, str(err)) == ("no answer", "no answer") and err.replayable
+    with pytest.raises(ValueError):  # a rejection's reason is one of the closed set
+        intake.Rejected("not_a_reason", "x")

@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from ..errors import CyberJurorsError
 from ..schemas import DisputeCase, Votes
 
 MAX_PROBLEMS = 20
@@ -32,8 +33,10 @@ Band = Literal["hard", "medium", "easy"]
 BANDS: tuple[Band, ...] = ("hard", "medium", "easy")
 
 
-class DatasetError(ValueError):
+class DatasetError(CyberJurorsError, ValueError):
     """All the problems found in a dataset, each as ``file:line: reason``."""
+
+    kind = "bad_dataset"
 
     def __init__(self, problems: Sequence[str], total: int | None = None):
         self.problems = list(problems)

@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..config import Settings
+from ..errors import CyberJurorsError
 from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict
 from ..streams.broker import embedded_broker
 from ..streams.clients import Outgoing, follow, produce
@@ -50,8 +51,8 @@ RUN_PLACES = {"kafka_bootstrap_servers", "app_id", "topic_prefix", "datadir", "m
               "media_root", "stage_concurrency", "llm_concurrency"}
 
 
-class EvalError(RuntimeError):
-    pass
+class EvalError(CyberJurorsError, RuntimeError):
+    kind = "eval_failed"
 
 
 def public_settings(settings: Settings) -> dict[str, Any]:

@@ -38,6 +38,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..config import Settings
+from ..errors import CyberJurorsError
 from ..llm import LLM, LLMError
 from ..schemas import DisputeCase, Usage
 from .distill import CHUNK_SIZE, MERGE_THRESHOLD, ChunkResult, chunks, distil_chunk, plan_merge, summarize_case
@@ -55,13 +56,17 @@ Progress = Callable[[str, int, int], None]
 """progress(stage, done, total) with stage "cases" (indexed into H) or "chunks" (distilled into N)."""
 
 
-class BuildInputError(ValueError):
+class BuildInputError(CyberJurorsError, ValueError):
     """The paths given cannot be read at all (no such file); nothing was built."""
 
+    kind = "build_input"
 
-class BuildFailed(RuntimeError):
+
+class BuildFailed(CyberJurorsError, RuntimeError):
     """The build stopped part-way (e.g. a distil call failed); ``report`` says what was done, and
     a re-run resumes from there."""
+
+    kind = "build_failed"
 
     def __init__(self, message: str, report: "BuildReport"):
         super().__init__(message)

@@ -16,9 +16,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterator
 
+from ..errors import CyberJurorsError
 
-class BrokerError(RuntimeError):
-    pass
+
+class BrokerError(CyberJurorsError, RuntimeError):
+    kind = "broker"
 
 
 # what Tansu reads from the environment (`tansu broker --help`): an inherited STORAGE_ENGINE (say a

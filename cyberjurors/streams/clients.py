@@ -11,6 +11,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from ..config import Settings
+from ..errors import CyberJurorsError
 from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, dispute_event
 from .kafka import client_options
 
@@ -24,8 +25,8 @@ class Outgoing:
     """Full topic name, when not the one ``produce`` was asked for (a dead letter's replay)."""
 
 
-class InputError(ValueError):
-    pass
+class InputError(CyberJurorsError, ValueError):
+    kind = "bad_input"
 
 
 def read_events(paths: Iterable[Path]) -> list[Outgoing]:
