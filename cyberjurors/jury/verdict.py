@@ -16,8 +16,9 @@ VERDICT_NAMESPACE = uuid.UUID("5b0c6c1e-3f0e-4d8a-9a57-2f1c0c7e9d11")
 
 
 def verdict_id(case_file: CaseFile) -> str:
-    """The same case content always gets the same id, so consumers can dedupe replays."""
-    return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.case.digest()}"))
+    """The same case content always gets the same id, so consumers can dedupe replays (the
+    digest is the case's, computed once at intake and carried on the case file)."""
+    return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.digest}"))
 
 
 def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Verdict:

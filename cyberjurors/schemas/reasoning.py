@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .case import SCHEMA_VERSION, DisputeCase, Party, Votes
 
@@ -197,6 +197,15 @@ class CaseFile(Record):
     rounds: list[JuryRound] = Field(default_factory=list)
     usage: dict[str, Usage] = Field(default_factory=dict, description="by stage")
     backend: str = ""
+    digest: str = Field("", description="the case's content hash (DisputeCase.digest), computed once at intake")
+
+    @model_validator(mode="after")
+    def _digest_once(self) -> CaseFile:
+        # set at intake and carried from hop to hop; computed here only for a case file built
+        # without one (the in-process judge, tests, or one written by an older version)
+        if not self.digest:
+            self.digest = self.case.digest()
+        return self
 
     @property
     def case_id(self) -> str:
@@ -232,7 +241,7 @@ class Verdict(Record):
 
 class DeadLetter(Record):
     schema_version: Literal[1] = SCHEMA_VERSION
-    reason: str = Field(description="short machine-readable cause, e.g. invalid_json")
+    reason: str = Field(description="short machine-readable cause, e.g. invalid_json (errors.Reason)")
     detail: str
     stage: str
     topic: str
@@ -241,3 +250,5 @@ class DeadLetter(Record):
     key: str | None = None
     original_base64: str = Field(description="the message value exactly as received")
     failed_at: datetime
+    replayable: bool | None = Field(None, description="whether resending the original may succeed, decided where "
+                                                      "the letter was written; absent from older letters")
