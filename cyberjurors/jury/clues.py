@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..config import Settings
 from ..llm import LLM, LLMRequest, Part, TextPart, gather_all
 from ..media import Frame, MediaUnreadable, load_image, sample_frames
-from ..schemas import Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
+from ..schemas import CaseFile, Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
 from . import prompts
 from .model_inputs import PerceiveTask, SelectTask
 
@@ -119,15 +119,16 @@ PASSIVE_CASES_KEPT = 16
 _passive: OrderedDict[tuple[str, str, int, int], tuple[list[Part], list[str]]] = OrderedDict()
 
 
-async def passive_evidence(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str]]:
+async def passive_evidence(case_file: CaseFile, settings: Settings) -> tuple[list[Part], list[str]]:
     """Stage II switched off: every photo and a few frames of every video, labelled with their
     evidence ids, for the jurors to read all at once (one-time passive perception, as a
     multimodal model given the whole case would). Returns the parts and the items that could
     not be read. The clue stage and every jury round ask for the same case's media: the last
     few cases' are kept decoded."""
-    key = (case.digest(), str(settings.media_root), settings.passive_frames_per_video, settings.max_image_side)
+    # keyed by the digest computed once at intake, not by re-hashing the case on every lookup
+    key = (case_file.digest, str(settings.media_root), settings.passive_frames_per_video, settings.max_image_side)
     if key not in _passive:
-        _passive[key] = await _decode_all(case, settings)
+        _passive[key] = await _decode_all(case_file.case, settings)
         if len(_passive) > PASSIVE_CASES_KEPT:
             _passive.popitem(last=False)
     _passive.move_to_end(key)

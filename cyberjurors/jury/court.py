@@ -33,7 +33,7 @@ from .model_inputs import AdvocateTask, JudgeTask
 async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[JuryRound, Usage]:
     focus = case_file.focus
     clues = case_file.clues.all() if case_file.clues is not None and settings.clues_stage else None
-    media = [] if settings.clues_stage else (await passive_evidence(case_file.case, settings))[0]
+    media = [] if settings.clues_stage else (await passive_evidence(case_file, settings))[0]
     rules = prompts.verdict_rules(settings.verdict_rules_file) if settings.verdict_rules else None
     shared = [TextPart(prompts.case_prefix(case_file.case, focus, clues, [])), *media]
     debate: list[Argument] = []

@@ -70,7 +70,7 @@ async def run_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Setting
         return await run_court(case_file, llm, settings)
     round_no = len(case_file.rounds) + 1
     previous = case_file.rounds[-1] if case_file.rounds else None
-    media = [] if settings.clues_stage else (await passive_evidence(case_file.case, settings))[0]
+    media = [] if settings.clues_stage else (await passive_evidence(case_file, settings))[0]
     ballot = lambda juror: _ballot(juror, round_no, previous, case_file, media, jury, llm, settings)  # noqa: E731
     # A provider's prompt cache is readable only once the first call that writes it has answered:
     # 17 simultaneous first-round calls would each pay to write the same case prefix.

@@ -40,7 +40,7 @@ async def focus_stage(case_file: CaseFile, llm: LLM, settings: Settings) -> Case
 async def _clue_chain(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[ClueChain | None, Usage, list[str]]:
     if not settings.clues_stage:
         # stage II off: jurors get every item at once; note here what they will not be able to read
-        return None, Usage(), (await passive_evidence(case_file.case, settings))[1]
+        return None, Usage(), (await passive_evidence(case_file, settings))[1]
     if settings.per_juror_stages or case_file.focus is None:  # each juror finds its own clues
         return None, Usage(), []
     return await find_clues(case_file.case, case_file.focus, llm, settings)
