@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -22,7 +22,7 @@ from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
 from . import metrics
-from .config import Role
+from .config import Role, Settings
 from .errors import CyberJurorsError
 from .schemas import Usage
 
@@ -79,6 +79,18 @@ class LLMRequest:
 
     def images(self) -> list[ImagePart]:
         return [p for p in [*self.shared, *self.prompt] if isinstance(p, ImagePart)]
+
+
+def stage_request(role: Role, settings: Settings, *, system: str, prompt: Sequence[str | Part], task: Any,
+                  case_id: str, shared: Sequence[str | Part] = (), juror: int | None = None) -> LLMRequest:
+    """The request a stage sends: the model the settings give this role (or this juror) and their
+    output cap, with plain strings taken as text parts."""
+    return LLMRequest(role=role, model=settings.model_for(role, juror), system=system, shared=_parts(shared),
+                      prompt=_parts(prompt), task=task, case_id=case_id, max_output_tokens=settings.max_output_tokens)
+
+
+def _parts(items: Sequence[str | Part]) -> list[Part]:
+    return [TextPart(i) if isinstance(i, str) else i for i in items]
 
 
 @dataclass

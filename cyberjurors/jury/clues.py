@@ -12,7 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..config import Settings
-from ..llm import LLM, LLMRequest, Part, TextPart, gather_all
+from ..llm import LLM, LLMRequest, Part, gather_all, stage_request
 from ..media import Frame, MediaUnreadable, load_image, sample_frames
 from ..schemas import CaseFile, Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
 from . import prompts
@@ -62,16 +62,14 @@ def _select_request(
     case: DisputeCase, focus: Focus, party: Party, unseen: list[EvidenceItem], rounds: dict[str, int],
     chain: list[Clue], settings: Settings,
 ) -> LLMRequest:
-    return LLMRequest(
-        role="select",
-        model=settings.model_for("select"),
-        system=prompts.SELECT_SYSTEM,
-        shared=[TextPart(f"{prompts.metadata_block(case)}\n\n{prompts.focus_block(focus)}")],
-        prompt=[TextPart(prompts.select_prompt(party, [(rounds[i.id], i) for i in unseen], chain))],
-        task=SelectTask(case, focus, party, list(unseen), list(chain)),
-        case_id=case.case_id,
-        max_output_tokens=settings.max_output_tokens,
-    )
+    return stage_request("select", settings, system=prompts.SELECT_SYSTEM, shared=[_clue_prefix(case, focus)],
+                         prompt=[prompts.select_prompt(party, [(rounds[i.id], i) for i in unseen], chain)],
+                         task=SelectTask(case, focus, party, list(unseen), list(chain)), case_id=case.case_id)
+
+
+def _clue_prefix(case: DisputeCase, focus: Focus) -> str:
+    """What both the selector and the perceiver of a case share: its metadata and O_I."""
+    return f"{prompts.metadata_block(case)}\n\n{prompts.focus_block(focus)}"
 
 
 async def _perceive(
@@ -87,16 +85,10 @@ async def _perceive(
         chain.problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
         return Clue(**base, clue="(unreadable)", assessment=f"The {item.kind} could not be read: {err.reason}.",
                     leaning="neutral", problem=err.reason)
-    request = LLMRequest(
-        role="perceive",
-        model=settings.model_for("perceive"),
-        system=prompts.PERCEIVE_SYSTEM,
-        shared=[TextPart(f"{prompts.metadata_block(case)}\n\n{prompts.focus_block(focus)}")],
-        prompt=[TextPart(prompts.perceive_prompt(party, round_no, item, chain.clues)), *media],
-        task=PerceiveTask(case, focus, party, item, list(chain.clues), frames),
-        case_id=case.case_id,
-        max_output_tokens=settings.max_output_tokens,
-    )
+    request = stage_request("perceive", settings, system=prompts.PERCEIVE_SYSTEM, shared=[_clue_prefix(case, focus)],
+                            prompt=[prompts.perceive_prompt(party, round_no, item, chain.clues), *media],
+                            task=PerceiveTask(case, focus, party, item, list(chain.clues), frames),
+                            case_id=case.case_id)
     result = await llm.generate(request, Perception)
     chain.usage += result.usage
     seen = {f.index: f for f in frames}

@@ -10,7 +10,7 @@ split", which the metrics treat as no split) and the debate kept in its summary'
 from __future__ import annotations
 
 from ..config import Settings
-from ..llm import LLM, LLMRequest, Part, TextPart
+from ..llm import LLM, Part, TextPart, stage_request
 from ..schemas import (
     Argument,
     ArgumentDraft,
@@ -43,16 +43,9 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
             argument, spent = await _argue(case_file, focus, clues, party, turn, debate, shared, rules, llm, settings)
             debate.append(argument)
             usage += spent
-    request = LLMRequest(
-        role="juror",
-        model=settings.model_for("juror"),
-        system=prompts.with_rules(prompts.JUDGE_SYSTEM, rules),
-        shared=shared,
-        prompt=[TextPart(prompts.judge_prompt(debate))],
-        task=JudgeTask(case_file.case, focus, clues, list(debate)),
-        case_id=case_file.case_id,
-        max_output_tokens=settings.max_output_tokens,
-    )
+    request = stage_request("juror", settings, system=prompts.with_rules(prompts.JUDGE_SYSTEM, rules), shared=shared,
+                            prompt=[prompts.judge_prompt(debate)],
+                            task=JudgeTask(case_file.case, focus, clues, list(debate)), case_id=case_file.case_id)
     result = await llm.generate(request, BallotDraft)
     draft = result.output
     ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=[], juror=0, round=1,
@@ -67,16 +60,10 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
 async def _argue(case_file: CaseFile, focus: Focus | None, clues: list[Clue] | None, party: Party, turn: int,
                  debate: list[Argument], shared: list[Part], rules: str | None, llm: LLM,
                  settings: Settings) -> tuple[Argument, Usage]:
-    request = LLMRequest(
-        role="advocate",
-        model=settings.model_for("advocate"),
-        system=prompts.with_rules(prompts.advocate_system(party), rules),
-        shared=shared,
-        prompt=[TextPart(prompts.advocate_prompt(party, turn, debate))],
-        task=AdvocateTask(case_file.case, focus, clues, party, turn, list(debate)),
-        case_id=case_file.case_id,
-        max_output_tokens=settings.max_output_tokens,
-    )
+    request = stage_request("advocate", settings, system=prompts.with_rules(prompts.advocate_system(party), rules),
+                            shared=shared, prompt=[prompts.advocate_prompt(party, turn, debate)],
+                            task=AdvocateTask(case_file.case, focus, clues, party, turn, list(debate)),
+                            case_id=case_file.case_id)
     result = await llm.generate(request, ArgumentDraft)
     known = {i.id for i in case_file.case.items()}
     cited = [e for e in result.output.cited_evidence if e in known]  # an advocate cannot cite what is not there

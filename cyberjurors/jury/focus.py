@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 from ..config import Settings
-from ..llm import LLM, LLMRequest, TextPart
+from ..llm import LLM, stage_request
 from ..schemas import DisputeCase, Focus, Usage
 from . import prompts
 from .model_inputs import FocusTask
 
 
 async def extract_focus(case: DisputeCase, llm: LLM, settings: Settings) -> tuple[Focus, Usage]:
-    request = LLMRequest(
-        role="focus",
-        model=settings.model_for("focus"),
-        system=prompts.FOCUS_SYSTEM,
-        shared=[],
-        prompt=[TextPart(prompts.focus_prompt(case))],
-        task=FocusTask(case),
-        case_id=case.case_id,
-        max_output_tokens=settings.max_output_tokens,
-    )
+    request = stage_request("focus", settings, system=prompts.FOCUS_SYSTEM, prompt=[prompts.focus_prompt(case)],
+                            task=FocusTask(case), case_id=case.case_id)
     result = await llm.generate(request, Focus)
     return result.output, result.usage

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from ..config import Settings
-from ..llm import LLM, LLMRequest, Part, TextPart, gather_all
+from ..llm import LLM, Part, gather_all, stage_request
 from ..personas import Persona, load_personas
 from ..schemas import (
     Ballot,
@@ -111,22 +111,19 @@ async def _ballot(
     memory = memory_for(juror, case_file)
     neighbours = [previous.ballots[j] for j in jury.graph.neighbours(juror)] if previous else []
     summary = previous.summary if previous and settings.round_summary else None
-    model = settings.model_for("juror", juror)
-    request = LLMRequest(
-        role="juror",
-        model=model,
+    request = stage_request(
+        "juror", settings, juror=juror,
         system=prompts.with_rules(prompts.JUROR_SYSTEM, rules(settings)),
-        shared=[TextPart(prompts.case_prefix(case_file.case, focus, clues,
-                                             case_file.precedents.cases if case_file.precedents else [])), *media],
-        prompt=[TextPart(prompts.juror_prompt(
+        shared=[prompts.case_prefix(case_file.case, focus, clues,
+                                    case_file.precedents.cases if case_file.precedents else []), *media],
+        prompt=[prompts.juror_prompt(
             persona.card(), memory, round_no,
             [(jury.personas[b.juror].name, b.vote, b.justification) for b in neighbours],
             summary.summary if summary else None,
             precedents=settings.precedent_backend != "none",
-        ))],
+        )],
         task=JurorTask(case_file.case, focus, clues, juror, persona, memory, round_no, neighbours, summary),
         case_id=case_file.case_id,
-        max_output_tokens=settings.max_output_tokens,
     )
     result = await llm.generate(request, BallotDraft)
     usage += result.usage
@@ -159,16 +156,11 @@ def tally(round_no: int, ballots: list[Ballot]) -> RoundSummary:
 async def _summarize(
     case_file: CaseFile, round_no: int, ballots: list[Ballot], jury: Jury, llm: LLM, settings: Settings
 ) -> tuple[RoundSummary, Usage]:
-    request = LLMRequest(
-        role="summary",
-        model=settings.model_for("summary"),
-        system=prompts.SUMMARY_SYSTEM,
-        shared=[TextPart(prompts.metadata_block(case_file.case))],
-        prompt=[TextPart(prompts.summary_prompt(
-            round_no, [(jury.personas[b.juror].name, b.vote, b.justification) for b in ballots]))],
-        task=SummaryTask(case_file.case, round_no, ballots),
-        case_id=case_file.case_id,
-        max_output_tokens=settings.max_output_tokens,
+    request = stage_request(
+        "summary", settings, system=prompts.SUMMARY_SYSTEM, shared=[prompts.metadata_block(case_file.case)],
+        prompt=[prompts.summary_prompt(round_no, [(jury.personas[b.juror].name, b.vote, b.justification)
+                                                  for b in ballots])],
+        task=SummaryTask(case_file.case, round_no, ballots), case_id=case_file.case_id,
     )
     result = await llm.generate(request, RoundSummaryDraft)
     votes = Votes.of(ballots)

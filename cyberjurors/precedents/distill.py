@@ -24,7 +24,7 @@ from html import escape
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..config import Settings
-from ..llm import LLM, LLMRequest, TextPart
+from ..llm import LLM, stage_request
 from ..safety import DATA_RULE, without_instructions
 from ..schemas import DisputeCase, Party, Usage, Votes
 from .embeddings import Embedder
@@ -261,9 +261,8 @@ async def distil_chunk(category: str, cases: Sequence[PrecedentCase], llm: LLM, 
     if len(cases) > CHUNK_SIZE:
         raise ValueError(f"a distil call takes at most {CHUNK_SIZE} cases, got {len(cases)}")
     now = now or datetime.now(timezone.utc)
-    request = LLMRequest(role="distil", model=settings.model_for("distil"), system=DISTIL_SYSTEM, shared=[],
-                         prompt=[TextPart(distil_prompt(category, cases))], task=DistillTask(category, list(cases)),
-                         case_id=case_id or f"distil:{category}", max_output_tokens=settings.max_output_tokens)
+    request = stage_request("distil", settings, system=DISTIL_SYSTEM, prompt=[distil_prompt(category, cases)],
+                            task=DistillTask(category, list(cases)), case_id=case_id or f"distil:{category}")
     result = await llm.generate(request, GuidelineDrafts)
     known = {c.case_id for c in cases}
     notes: list[str] = []
