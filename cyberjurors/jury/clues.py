@@ -127,6 +127,11 @@ async def passive_evidence(case_file: CaseFile, settings: Settings) -> tuple[lis
     return _passive[key]
 
 
+async def attached_media(case_file: CaseFile, settings: Settings) -> list[Part]:
+    """The media a juror (or the court) reads itself: none when stage II read it for them."""
+    return [] if settings.clues_stage else (await passive_evidence(case_file, settings))[0]
+
+
 async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str]]:
 
     async def one(item: EvidenceItem, party: Party) -> list[Part]:

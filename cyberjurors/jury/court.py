@@ -26,15 +26,15 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
-from .clues import passive_evidence
+from .clues import attached_media
 from .model_inputs import AdvocateTask, JudgeTask
 
 
 async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[JuryRound, Usage]:
     focus = case_file.focus
     clues = case_file.clues.all() if case_file.clues is not None and settings.clues_stage else None
-    media = [] if settings.clues_stage else (await passive_evidence(case_file, settings))[0]
-    rules = prompts.verdict_rules(settings.verdict_rules_file) if settings.verdict_rules else None
+    media = await attached_media(case_file, settings)
+    rules = prompts.rules_for(settings)
     shared = [TextPart(prompts.case_prefix(case_file.case, focus, clues, [])), *media]
     debate: list[Argument] = []
     usage = Usage()

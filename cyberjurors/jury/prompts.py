@@ -15,6 +15,7 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
+from ..config import Settings
 from ..safety import DATA_RULE
 from ..schemas import Argument, Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
 
@@ -75,6 +76,11 @@ def verdict_rules(path: Path | None = None) -> str:
     """The platform's verdict rules (+Rules): the packaged conventions, or the platform's own file."""
     return (path.read_text(encoding="utf-8") if path else
             resources.files(__package__).joinpath("verdict_rules.md").read_text(encoding="utf-8")).strip()
+
+
+def rules_for(settings: Settings) -> str | None:
+    """The verdict rules when the settings switch them on (+Rules), else none."""
+    return verdict_rules(settings.verdict_rules_file) if settings.verdict_rules else None
 
 
 def with_rules(system: str, rules: str | None) -> str:

@@ -28,7 +28,7 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
-from .clues import find_clues, passive_evidence
+from .clues import attached_media, find_clues
 from .court import run_court
 from .focus import extract_focus
 from .graph import SocialGraph, complete, small_world
@@ -70,7 +70,7 @@ async def run_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Setting
         return await run_court(case_file, llm, settings)
     round_no = len(case_file.rounds) + 1
     previous = case_file.rounds[-1] if case_file.rounds else None
-    media = [] if settings.clues_stage else (await passive_evidence(case_file, settings))[0]
+    media = await attached_media(case_file, settings)
     ballot = lambda juror: _ballot(juror, round_no, previous, case_file, media, jury, llm, settings)  # noqa: E731
     # A provider's prompt cache is readable only once the first call that writes it has answered:
     # 17 simultaneous first-round calls would each pay to write the same case prefix.
@@ -113,7 +113,7 @@ async def _ballot(
     summary = previous.summary if previous and settings.round_summary else None
     request = stage_request(
         "juror", settings, juror=juror,
-        system=prompts.with_rules(prompts.JUROR_SYSTEM, rules(settings)),
+        system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
         shared=[prompts.case_prefix(case_file.case, focus, clues,
                                     case_file.precedents.cases if case_file.precedents else []), *media],
         prompt=[prompts.juror_prompt(
@@ -137,10 +137,6 @@ async def _ballot(
     ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines", "cited_clues"}), cited_clues=relied,
                     cited_guidelines=list(dict.fromkeys(cited)), juror=juror, round=round_no, model=result.model)
     return ballot, usage
-
-
-def rules(settings: Settings) -> str | None:
-    return prompts.verdict_rules(settings.verdict_rules_file) if settings.verdict_rules else None
 
 
 def tally(round_no: int, ballots: list[Ballot]) -> RoundSummary:
