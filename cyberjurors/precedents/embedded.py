@@ -13,15 +13,13 @@ Retrieval
     Cases and guidelines live in separate parts (``kind`` is always a filter); inactive guidelines
     stay stored (``get`` returns them) but are never searched or counted.
 
-Cost (measured by bench/precedent_search.py on a 2-core machine; 90% cases, 10% guidelines)
-    Exact vector search is one matrix-vector product over the part's rows (~150 MB of vectors
-    at 100k). Case search, k=10, retrieval only: hybrid p95 ~3 ms at 1k, ~8 ms at 10k, ~14-16 ms
-    at 100k (with or without a category filter); the query embedding adds ~22 ms (p50) on top.
-    bm25s cannot add documents to a built index, so an upsert/delete marks its part dirty and
-    the next search of that part rebuilds the BM25 matrix from cached token ids (tokenising
-    happens once per document, at upsert or open): ~0.06 s at 1k, ~0.25 s at 10k, ~2.8 s at
-    100k documents. A steady trickle of single upserts between searches pays that on the next
-    search each time; batch writes when you can.
+Cost (figures in docs/precedents.md)
+    Exact vector search is one matrix-vector product over the part's rows: no approximate index to
+    build or tune, and fast enough at the sizes a platform's precedent base reaches. bm25s cannot
+    add documents to a built index, so an upsert/delete marks its part dirty and the next search
+    of that part rebuilds the BM25 matrix from cached token ids (tokenising happens once per
+    document, at upsert or open). A steady trickle of single upserts between searches pays that
+    rebuild on the next search each time; batch writes when you can.
 
 Files (all under the folder)
     manifest.json                 format, embedding model and dims, generation, per part: count,
@@ -33,12 +31,10 @@ Files (all under the folder)
     Every upsert/delete batch rewrites the changed part's two files under a new generation number
     (temp file, fsync, os.replace) and then replaces the manifest, so a crash leaves either the
     old or the new index, never a mix; files of the previous generation are deleted afterwards.
-    The rewrite is O(part size): ~15 ms at 1k, ~0.1 s at 10k, ~1 s at 100k documents; on disk
-    ~2.2 KB per document (vectors 1.5 KB, JSON the rest).
+    The rewrite is O(part size), the price of never leaving a half-written part.
 
-    The BM25 part is not persisted: it is rebuilt from the documents on open (open takes ~0.9 s
-    at 10k, ~8.5 s at 100k: checksums, parsing, tokenising, BM25), so a stemmer or bm25s upgrade
-    never meets a stale index. In memory: ~5 KB per document (+490 MB RSS at 100k).
+    The BM25 part is not persisted: it is rebuilt from the documents on open (checksums, parsing,
+    tokenising, BM25), so a stemmer or bm25s upgrade never meets a stale index.
 
 Concurrency
     Within a process: CPU work runs in ``asyncio.to_thread``; a state lock guards the in-memory

@@ -67,5 +67,5 @@ def _locate(name: str) -> Path | str:
 
 @cache
 def load_embedder(name: str, batch_size: int = 64) -> SentenceEmbedder:
-    """One model per process: it takes seconds to load and ~100 MB to hold."""
+    """One model per process: it is slow to load and large to hold."""
     return SentenceEmbedder(name, batch_size)
