@@ -18,11 +18,12 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from html import escape
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .. import schemas
 from ..config import Settings
 from ..llm import LLM, stage_request
 from ..safety import DATA_RULE, without_instructions
@@ -260,7 +261,7 @@ async def distil_chunk(category: str, cases: Sequence[PrecedentCase], llm: LLM, 
     """One call: guidelines from at most ``CHUNK_SIZE`` cases, checked against those cases."""
     if len(cases) > CHUNK_SIZE:
         raise ValueError(f"a distil call takes at most {CHUNK_SIZE} cases, got {len(cases)}")
-    now = now or datetime.now(timezone.utc)
+    now = now or schemas.now()
     request = stage_request("distil", settings, system=DISTIL_SYSTEM, prompt=[distil_prompt(category, cases)],
                             task=DistillTask(category, list(cases)), case_id=case_id or f"distil:{category}")
     result = await llm.generate(request, GuidelineDrafts)
@@ -333,7 +334,7 @@ def plan_merge(fresh: Sequence[Guideline], embedder: Embedder, threshold: float 
     union of supporting cases and tags and the higher confidence; a kept guideline that changed gets
     one new version (history reason ``merged``), however many rules it absorbed. Rules favouring
     opposite sides are never merged, however alike their words ("the buyer won" / "the seller won")."""
-    now = now or datetime.now(timezone.utc)
+    now = now or schemas.now()
     existing = list(existing)
     order = sorted(fresh, key=lambda g: (-g.confidence, -len(g.supporting_cases), g.id))
     everything = existing + order

@@ -60,7 +60,6 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +67,7 @@ import bm25s
 import numpy as np
 from pydantic import ValidationError
 
+from ..schemas import now
 from .embeddings import Embedder
 from .index import category_filter, check_query, fuse
 from .models import ANY_CATEGORY, CATEGORIES, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
@@ -481,7 +481,7 @@ class EmbeddedIndex:
             manifest = {
                 "format": FORMAT, "embedding_model": self.embedding_model, "dims": self.dims,
                 "generation": generation, "revision": uuid.uuid4().hex,
-                "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "saved_at": now().isoformat(timespec="seconds"),
                 "bm25": {"library": f"bm25s {bm25s.__version__}", "k1": BM25_K1, "b": BM25_B,
                          "stopwords": STOPWORDS, "stemmer": STEMMER_NAME, "persisted": False},
                 "parts": entries,

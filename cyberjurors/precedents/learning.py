@@ -15,8 +15,9 @@ Every change makes a new guideline version with a history entry naming the case,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 
+from .. import schemas
 from ..config import Settings
 from ..llm import LLM
 from ..schemas import CaseFile, OutcomeReported, Verdict
@@ -64,7 +65,7 @@ def adjust(guideline: Guideline, agreed: bool, case_id: str, min_confidence: flo
 
 async def learn(outcome: OutcomeReported, verdict: Verdict, case_file: CaseFile, index: PrecedentIndex,
                 settings: Settings, now: datetime | None = None) -> LearningReport:
-    now = now or datetime.now(timezone.utc)
+    now = now or schemas.now()
     agreed = outcome.votes.winner == verdict.winner
     report = LearningReport(agreed=agreed)
     if agreed:
