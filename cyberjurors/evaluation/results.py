@@ -6,14 +6,13 @@ why there is none), and, when the party-swap test ran, the verdict on the case's
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..schemas import GroundTruthVotes, Verdict
+from ..schemas.case import Strict
 
 
-class CaseResult(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class CaseResult(Strict):
     case_id: str
     category: str
     truth: GroundTruthVotes = Field(description="the 17 real jurors' votes")

@@ -104,11 +104,10 @@ from pydantic import ValidationError
 from ..config import Settings
 from .embeddings import Embedder
 from .index import RRF_K, category_filter, check_query, fuse
-from .models import Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
+from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
 log = logging.getLogger("cyberjurors.precedents.elastic")
 
-KINDS: tuple[Kind, ...] = ("case", "guideline")
 PLURAL = {"case": "cases", "guideline": "guidelines"}
 LAYOUT = 1  # bump when the mapping changes incompatibly; stored in _meta
 RETRY_ON_STATUS = (429, 502, 503, 504)
@@ -356,10 +355,7 @@ class ElasticsearchIndex:
         if require_alias:
             params["require_alias"] = True
         with self._errors(doing):
-            _, errors = await async_bulk(
-                self.client, actions, chunk_size=self.bulk_chunk_size, raise_on_error=False,
-                raise_on_exception=True, max_retries=self.bulk_max_retries,
-                initial_backoff=self.bulk_initial_backoff, max_backoff=self.bulk_max_backoff, **params)
+            _, errors = await self._send_bulk(actions, **params)
         failed: dict[str, str] = {}
         statuses: dict[str, tuple[int, str]] = {}
         for item in errors:  # type: ignore[union-attr]
@@ -385,16 +381,21 @@ class ElasticsearchIndex:
                         _reasons(failed))
         return report
 
+    async def _send_bulk(self, actions: list[dict[str, Any]], **params: Any) -> tuple[int, Any]:
+        """One bulk request in chunks, 429s retried by the helper; failed items come back, not raised
+        (with ``raise_on_error`` the helper stops at a chunk's first failure before retrying any)."""
+        return await async_bulk(self.client, actions, chunk_size=self.bulk_chunk_size, raise_on_error=False,
+                                raise_on_exception=True, max_retries=self.bulk_max_retries,
+                                initial_backoff=self.bulk_initial_backoff, max_backoff=self.bulk_max_backoff,
+                                **params)
+
     async def delete(self, ids: Sequence[str]) -> int:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return 0
         actions = [{"_op_type": "delete", "_index": alias, "_id": i} for i in wanted for alias in self._aliases_for(i)]
         with self._errors(f"deleting {len(wanted)} documents"):
-            deleted, errors = await async_bulk(
-                self.client, actions, chunk_size=self.bulk_chunk_size, raise_on_error=False,
-                raise_on_exception=True, max_retries=self.bulk_max_retries,
-                initial_backoff=self.bulk_initial_backoff, max_backoff=self.bulk_max_backoff, refresh=self.refresh)
+            deleted, errors = await self._send_bulk(actions, refresh=self.refresh)
         other = {}
         for item in errors:  # type: ignore[union-attr]
             (_, info), = item.items()

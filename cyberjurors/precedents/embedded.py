@@ -70,7 +70,7 @@ from pydantic import ValidationError
 from ..schemas import now
 from .embeddings import Embedder
 from .index import category_filter, check_query, fuse
-from .models import ANY_CATEGORY, CATEGORIES, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
+from .models import ANY_CATEGORY, CATEGORIES, KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
 try:  # advisory file locks; absent on Windows, where a single process per folder is assumed
     import fcntl
@@ -83,7 +83,6 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on impo
 FORMAT = 1
 MANIFEST = "manifest.json"
 LOCK_FILE = ".lock"
-KINDS: tuple[Kind, ...] = ("case", "guideline")
 CATEGORY_CODES = {c: i for i, c in enumerate((*CATEGORIES, ANY_CATEGORY))}
 BM25_K1, BM25_B = 1.2, 0.75  # Elasticsearch's defaults, so both backends rank alike
 STOPWORDS = "en"

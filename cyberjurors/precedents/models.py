@@ -7,7 +7,7 @@ rest of the pipeline never knows which one answered.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -18,6 +18,7 @@ from ..schemas.case import Category
 from ..schemas.reasoning import Record
 
 Kind = Literal["case", "guideline"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
 SearchMode = Literal["hybrid", "bm25", "vector"]
 ANY_CATEGORY = "all"  # a guideline that applies across categories
 
