@@ -58,6 +58,10 @@ class Jury:
     def __len__(self) -> int:
         return len(self.personas)
 
+    def voices(self, ballots: list[Ballot]) -> list[tuple[str, str, str]]:
+        """Ballots as another juror or the summariser reads them: who, which side, why."""
+        return [(self.personas[b.juror].name, b.vote, b.justification) for b in ballots]
+
 
 def memory_for(juror: int, case_file: CaseFile) -> list[PrecedentRef]:
     """M_k: the top-K guidelines of the case's pool by match with this juror's persona
@@ -118,7 +122,7 @@ async def _ballot(
                                     case_file.precedents.cases if case_file.precedents else []), *media],
         prompt=[prompts.juror_prompt(
             persona.card(), memory, round_no,
-            [(jury.personas[b.juror].name, b.vote, b.justification) for b in neighbours],
+            jury.voices(neighbours),
             summary.summary if summary else None,
             precedents=settings.precedent_backend != "none",
         )],
@@ -154,8 +158,7 @@ async def _summarize(
 ) -> tuple[RoundSummary, Usage]:
     request = stage_request(
         "summary", settings, system=prompts.SUMMARY_SYSTEM, shared=[prompts.metadata_block(case_file.case)],
-        prompt=[prompts.summary_prompt(round_no, [(jury.personas[b.juror].name, b.vote, b.justification)
-                                                  for b in ballots])],
+        prompt=[prompts.summary_prompt(round_no, jury.voices(ballots))],
         task=SummaryTask(case_file.case, round_no, ballots), case_id=case_file.case_id,
     )
     result = await llm.generate(request, RoundSummaryDraft)
