@@ -82,3 +82,25 @@ def test_demo_table_prints_party_and_model_text_literally():
     text = console.export_text()
     assert "[offline stand-in] Round 2: [b1] shows [bold]it[/bold]" in text
     assert "[red]f" in text and "[b1] b1-2 frames [7]" in text and "buyer 12 : seller 5 (of 17)" in text
+
+
+def test_stage_request_takes_the_role_s_model_the_output_cap_and_strings_as_text():
+    from cyberjurors.config import Settings
+    from cyberjurors.llm import ImagePart, stage_request
+
+    settings = Settings(llm_backend="offline", model="base", model_summary="summariser", juror_models=["a", "b"],
+                        max_output_tokens=321, metrics_port=0)
+    image = ImagePart(b"x", "image/png", "evidence b1 (buyer, image)")
+    req = stage_request("summary", settings, system="sys", shared=["prefix", image], prompt=["ask"], task=None,
+                        case_id="c1")
+    assert (req.model, req.max_output_tokens, req.case_id, req.system) == ("summariser", 321, "c1", "sys")
+    assert req.shared == [TextPart("prefix"), image] and req.prompt == [TextPart("ask")]
+    assert stage_request("juror", settings, system="s", prompt=[], task=None, case_id="c", juror=3).model == "b"
+    assert stage_request("focus", settings, system="s", prompt=["p"], task=None, case_id="c").shared == []
+
+
+def test_votes_of_counts_ballots():
+    from types import SimpleNamespace
+
+    ballots = [SimpleNamespace(vote=v) for v in ("buyer", "seller", "seller")]
+    assert Votes.of(ballots) == Votes(buyer=1, seller=2) and Votes.of([]) == Votes(buyer=0, seller=0)
