@@ -194,7 +194,8 @@ _prime()
 
 
 def stage_label(stage: str) -> str:
-    """round-1, round-2, ... -> round: one series per kind of stage, not per round number."""
+    """round-1, round-2, ... -> round: one series per kind of stage, not per round number (a case
+    file the deliberation could not read has no round number and is dead-lettered as "round")."""
     return "round" if stage.startswith("round-") else stage
 
 

@@ -1,10 +1,12 @@
 """Every dead-letter reason the code can emit, each produced by driving the code that emits it, and
-whether ``cyberjurors dlq --replay`` may resend it (``clients.replayable``).
+whether ``cyberjurors dlq --replay`` may resend it (the letter's ``replayable`` flag, set by the
+handler that writes it, read by ``clients.replayable``).
 
 The table is the contract: rejected input is not replayable (it would be rejected again); what
 failed for a reason outside the input (a model call after its retries, the precedent base, a bug,
 an outcome that came before its verdict) is. A scan of the source finds every reason the code can
-put in a dead letter and must find exactly the table's, so a new reason without a row fails here.
+put in a dead letter, with the flag it writes, and must find exactly the table's; the table's
+reasons are exactly the closed set ``errors.Reason``. A new reason without a row fails here.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from cyberjurors import intake
 from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.errors import LLM_KINDS as LLM_KIND_LIST
+from cyberjurors.errors import PRECEDENT_KINDS as PRECEDENT_KIND_LIST
+from cyberjurors.errors import Reason
 from cyberjurors.jury.model_inputs import FocusTask
 from cyberjurors.llm import LLMError
 from cyberjurors.precedents import learning
@@ -37,13 +42,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "cyberjurors"
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 # LLMError kinds (README "LLM backends", plus the offline backend's unsupported_task) and
-# PrecedentError kinds (precedents/models.py); the outcome path dead-letters both as precedents_<kind>
-LLM_KINDS = {"rate_limited", "overloaded", "server_error", "timeout", "connection", "auth", "bad_request",
-             "refused", "truncated", "invalid_output", "unsupported_task"}
-PRECEDENT_KINDS = {"bad_query", "unknown_category", "index_missing", "model_missing", "model_mismatch", "corrupt",
-                   "unreachable", "auth", "rate_limited", "timeout", "server_error", "bulk_failed", "bad_case"}
+# PrecedentError kinds (precedents/models.py), as errors.py enumerates them; the outcome path
+# dead-letters both as precedents_<kind>. The scan below checks them against the raising code.
+LLM_KINDS = set(LLM_KIND_LIST)
+PRECEDENT_KINDS = set(PRECEDENT_KIND_LIST)
 
-# (stage family, reason) -> replayable. Families: ingest; pipeline (focus, clues, round-N, jury); outcomes.
+# (stage family, reason) -> replayable. Families: ingest; pipeline (focus, clues, round-N, round); outcomes.
 TABLE: dict[tuple[str, str], bool] = {
     **{("ingest", reason): False for reason in (
         "invalid_json", "invalid_event", "unknown_event_type", "missing_case_id", "unsupported_schema_version",
@@ -66,9 +70,11 @@ def family(stage: str) -> str:
     return stage if stage in ("ingest", "outcomes") else "pipeline"
 
 
-def letter(stage: str, reason: str, original: bytes = b"{}") -> DeadLetter:
+def letter(stage: str, reason: str, original: bytes = b"{}", replayable: bool | None = None) -> DeadLetter:
+    """``replayable=None``: a letter as an older version wrote it, without the flag."""
     return DeadLetter(reason=reason, detail="d", stage=stage, topic="disputes.events", partition=0, offset=0,
-                      key="k", original_base64=base64.b64encode(original).decode(), failed_at=NOW)
+                      key="k", original_base64=base64.b64encode(original).decode(), failed_at=NOW,
+                      replayable=replayable)
 
 
 # --- the source holds exactly the table's reasons -------------------------------------------
@@ -117,10 +123,40 @@ def _error_kinds(error: str) -> set[str]:
     return kinds
 
 
-def reasons_in_source() -> set[tuple[str, str]]:
-    """(family, reason) for every dead letter the code can write."""
+STREAMS = sorted(p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "streams").glob("*.py"))
+# the flag a handler writes as ``replayable=err.replayable``: the class attribute of what it caught
+CAUGHT_FLAG = {"Rejected": intake.Rejected.replayable, "LLMError": LLMError.replayable,
+               "PrecedentError": PrecedentError.replayable}
+
+
+def _letters_written(tree: ast.Module) -> list[tuple[ast.Call, ast.AST]]:
+    """``letters.write(event, stage, reason, detail, replayable=...)`` calls, each with the function around it."""
+    found = []
+    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        for call in ast.walk(fn):
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "write"
+                    and ast.unparse(call.func.value).endswith("letters")):
+                found.append((call, fn))
+    return found
+
+
+def _flag(call: ast.Call, fn: ast.AST) -> bool:
+    """The replayable flag a write call passes: a constant, or ``err.replayable`` of the exception it caught."""
+    (flag,) = [k.value for k in call.keywords if k.arg == "replayable"]
+    if isinstance(flag, ast.Constant):
+        return flag.value
+    assert ast.unparse(flag) == "err.replayable", ast.unparse(flag)
+    handler = next(h for h in ast.walk(fn) if isinstance(h, ast.ExceptHandler) and call in ast.walk(h))
+    names = {ast.unparse(n).split(".")[-1] for n in ast.walk(handler.type) if isinstance(n, (ast.Name, ast.Attribute))}
+    flags = {CAUGHT_FLAG[n] for n in names if n in CAUGHT_FLAG}
+    assert len(flags) == 1, (ast.unparse(handler.type), flags)
+    return flags.pop()
+
+
+def reasons_in_source() -> dict[tuple[str, str], bool]:
+    """(family, reason) -> replayable for every dead letter the code can write."""
     rejected: set[str] = set()
-    for path in ("intake.py", "media.py", "streams/app.py"):
+    for path in ("intake.py", "media.py", *STREAMS):
         for call in ast.walk(_source(path)):
             if isinstance(call, ast.Call) and _callee(call) in ("Rejected", "MediaRejected"):
                 arg = call.args[0]
@@ -129,20 +165,21 @@ def reasons_in_source() -> set[tuple[str, str]]:
                 else:  # Rejected(_reason(err)) and Rejected(err.reason) from a MediaRejected
                     assert ast.unparse(arg) in ("_reason(err)", "err.reason"), ast.unparse(arg)
     rejected |= _returns(_source("intake.py"), "_reason")
-    found = {("ingest", r) for r in rejected}
-    for call in ast.walk(_source("streams/app.py")):
-        if not (isinstance(call, ast.Call) and _callee(call) == "dead_letter"):
-            continue
-        stage, reason = call.args[1], call.args[2]
-        where = family(stage.value) if isinstance(stage, ast.Constant) else "pipeline"  # run_stage's stage
+    found: dict[tuple[str, str], bool] = {}
+    writes = [w for path in STREAMS for w in _letters_written(_source(path))]
+    assert writes, "no dead letters written in streams/: has the handler's write method been renamed?"
+    for call, fn in writes:
+        stage, reason, flag = call.args[1], call.args[2], _flag(call, fn)
+        where = family(stage.value) if isinstance(stage, ast.Constant) else "pipeline"  # a stage hop's stage
         if isinstance(reason, ast.Constant):
-            found.add((where, reason.value))
+            found[(where, reason.value)] = flag
         elif isinstance(reason, ast.JoinedStr):  # f"llm_{err.kind}", f"precedents_{err.kind}"
             prefix = reason.values[0].value
             kinds = _error_kinds("LLMError") if prefix == "llm_" else _error_kinds("PrecedentError") | _error_kinds("LLMError")
-            found |= {(where, prefix + k) for k in kinds}
+            found |= {(where, prefix + k): flag for k in kinds}
         else:
             assert ast.unparse(reason) == "err.reason", ast.unparse(reason)  # the Rejected ones above
+            found |= {("ingest", r): flag for r in rejected}
     return found
 
 
@@ -150,12 +187,23 @@ def test_the_table_has_a_row_for_every_reason_the_code_can_emit_and_no_other():
     assert _error_kinds("LLMError") == LLM_KINDS
     assert _error_kinds("PrecedentError") == PRECEDENT_KINDS
     found = reasons_in_source()
-    assert found - TABLE.keys() == set(), "reasons the code emits without a row in the table"
-    assert TABLE.keys() - found == set(), "rows for reasons the code no longer emits"
+    assert found.keys() - TABLE.keys() == set(), "reasons the code emits without a row in the table"
+    assert TABLE.keys() - found.keys() == set(), "rows for reasons the code no longer emits"
+    assert {row: flag for row, flag in found.items() if flag is not TABLE[row]} == {}, "flags the code writes"
 
 
-def test_replayable_is_decided_by_reason_and_stage_as_the_table_says():
-    stages = {"ingest": ["ingest"], "pipeline": ["focus", "clues", "round-1", "round-3", "jury"],
+def test_the_table_holds_exactly_the_closed_set_of_reasons():
+    assert {reason for _, reason in TABLE} == set(Reason)
+
+
+def test_replayable_reads_the_letters_flag():
+    for (where, reason), flag in TABLE.items():
+        assert replayable(letter(where, reason, replayable=flag)) is flag
+        assert replayable(letter(where, reason, replayable=not flag)) is (not flag)  # the flag, not the reason
+
+
+def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_rule():
+    stages = {"ingest": ["ingest"], "pipeline": ["focus", "clues", "round-1", "round-3", "round", "jury"],
               "outcomes": ["outcomes"]}
     for (where, reason), flag in TABLE.items():
         for stage in stages[where]:
@@ -242,7 +290,7 @@ def test_each_intake_reason_is_produced_by_intake_and_is_not_replayable(tmp_path
     with pytest.raises(intake.Rejected) as err:
         ingest(s, *INTAKE[reason])
     assert err.value.reason == reason
-    assert replayable(letter("ingest", err.value.reason, INTAKE[reason][-1])) is TABLE[("ingest", reason)] is False
+    assert err.value.replayable is TABLE[("ingest", reason)] is False
 
 
 def test_invalid_case_is_produced_by_a_draft_that_does_not_make_a_case():
@@ -254,7 +302,7 @@ def test_invalid_case_is_produced_by_a_draft_that_does_not_make_a_case():
     with pytest.raises(intake.Rejected) as err:
         bad.to_case()
     assert err.value.reason == "invalid_case"
-    assert replayable(letter("ingest", err.value.reason)) is TABLE[("ingest", "invalid_case")] is False
+    assert err.value.replayable is TABLE[("ingest", "invalid_case")] is False
 
 
 def test_every_ingest_row_is_driven():
@@ -329,7 +377,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
               Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes)]
     expected += [("bug", "focus", "stage_failed"), ("ingest-bug", "ingest", "ingest_failed"),
                  ("judged", "ingest", "case_already_submitted"), ("bad-ready", "focus", "invalid_case_file"),
-                 ("bad-clues", "jury", "invalid_case_file"), ("bad-outcome", "outcomes", "invalid_outcome"),
+                 ("bad-clues", "round", "invalid_case_file"), ("bad-outcome", "outcomes", "invalid_outcome"),
                  ("never-judged", "outcomes", "unknown_case")]
     # outcomes for a judged case whose learning fails: the precedent base, a model call, a bug
     later = [Outgoing("judged", outcome("judged", f"precedent:{k}"), "test", topic=outcomes) for k in PRECEDENT_KINDS]
@@ -351,7 +399,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     for d in letters:
         row = (family(d.stage), d.reason)
         assert row in TABLE, f"no table row for {row}"
-        assert replayable(d) is TABLE[row], (row, replayable(d))
+        assert d.replayable is replayable(d) is TABLE[row], (row, d.replayable)
 
     # together with the intake reasons driven above, every row of the table was produced
     driven = {(family(d.stage), d.reason) for d in letters} | {("ingest", r) for r in [*INTAKE, "invalid_case"]}

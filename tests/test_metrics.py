@@ -385,8 +385,8 @@ def test_cases_in_flight_is_derived_from_the_set_of_cases():
 
 
 def test_round_stages_share_one_label():
-    assert [metrics.stage_label(s) for s in ("focus", "clues", "round-1", "round-3", "jury")] == [
-        "focus", "clues", "round", "round", "jury"]
+    assert [metrics.stage_label(s) for s in ("focus", "clues", "round-1", "round-3", "round")] == [
+        "focus", "clues", "round", "round", "round"]
 
 
 def test_the_endpoint_is_off_at_port_zero_and_a_taken_port_is_not_fatal():

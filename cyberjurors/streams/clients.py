@@ -78,9 +78,11 @@ async def dead_letters(settings: Settings) -> list[DeadLetter]:
 
 
 def replayable(letter: DeadLetter) -> bool:
-    """Dead letters that can succeed when sent again: model calls and precedent-base operations
-    that failed after their retries, stage failures (ingest's too: a bug, kept until it is fixed),
-    and outcomes that arrived before their verdict. Rejected input would only be rejected again."""
+    """Whether a dead letter can succeed when sent again: decided by the handler that wrote it
+    (streams/dead_letters.py) and carried on the letter."""
+    if letter.replayable is not None:
+        return letter.replayable
+    # a letter written by an older version, without the flag: the rule that version applied
     return (letter.reason.startswith(("llm_", "precedents_")) or letter.reason in ("stage_failed", "ingest_failed")
             or (letter.stage == "outcomes" and letter.reason == "unknown_case"))
 

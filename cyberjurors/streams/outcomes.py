@@ -1,0 +1,82 @@
+"""disputes.outcomes: how a case was finally decided. Compared with our verdict (drift) whether
+or not the precedent base is on; with it on, learned from, and every ``redistil_after``
+confirmed cases of a category on a partition the category's guidelines are re-distilled.
+
+One outcome at a time (the agent's concurrency is 1): guideline versions must not race.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import MutableMapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from .. import metrics
+from ..config import Settings
+from ..errors import for_people
+from ..llm import LLM, LLMError
+from ..precedents import learning
+from ..precedents.models import PrecedentError
+from ..precedents.precedent_base import PrecedentBase
+from ..schemas import CaseFile, OutcomeReported, Verdict
+from .dead_letters import DeadLetters, bug
+from .stage_hop import StageResults
+
+log = logging.getLogger("cyberjurors.streams")
+
+
+class Outcomes:
+    def __init__(self, settings: Settings, llm: LLM, precedents: PrecedentBase, results: StageResults,
+                 confirmed: MutableMapping[str, Any], drift: metrics.Drift, letters: DeadLetters):
+        self.settings = settings
+        self.llm = llm
+        self.precedents = precedents
+        self.results = results
+        self.confirmed = confirmed  # "category/partition" -> case ids confirmed since the last re-distil here
+        self.drift = drift
+        self.letters = letters
+
+    async def __call__(self, event: Any) -> None:
+        try:
+            outcome = OutcomeReported.model_validate_json(event.value)
+        except ValidationError as err:  # would fail the same way again
+            await self.letters.write(event, "outcomes", "invalid_outcome", for_people(err), replayable=False)
+            return
+        verdict = self.results.stored(outcome.case_id, "verdict")
+        case_file = self.results.stored(outcome.case_id, "ready")
+        if verdict is None or case_file is None:  # it may have come before its verdict: replay it later
+            await self.letters.write(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} here",
+                                     replayable=True)
+            return
+        decided = Verdict.model_validate_json(verdict)
+        ours = decided.votes
+        self.drift.outcome(outcome.case_id, outcome.votes.buyer, outcome.votes.seller, ours.buyer, ours.seller)
+        if not self.precedents.enabled:
+            return
+        try:
+            await self.learn(outcome, decided, CaseFile.model_validate_json(case_file), event.message.partition)
+        except (PrecedentError, LLMError) as err:
+            await self.letters.write(event, "outcomes", f"precedents_{err.kind}", for_people(err),
+                                     replayable=err.replayable)
+        except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
+            log.exception("outcome for case %s failed", outcome.case_id)
+            await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
+
+    async def learn(self, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile, partition: int) -> None:
+        index, matcher = await self.precedents.open()
+        report = await learning.learn(outcome, decided, case_file, index, self.settings)
+        log.info("case %s: outcome %s our verdict; added %s, raised %s, lowered %s, retired %s",
+                 outcome.case_id, "agrees with" if report.agreed else "differs from", report.case_added,
+                 report.raised, report.lowered, report.retired)
+        if not report.case_added:
+            return
+        key = f"{decided.category}/{partition}"
+        pending = sorted({*(self.confirmed.get(key) or []), report.case_added})
+        if len(pending) >= self.settings.redistil_after:
+            done = await learning.redistil(decided.category, pending, index, matcher.embedder, self.llm, self.settings)
+            log.info("re-distilled %s from %d confirmed cases: %d new guidelines, %d merged",
+                     decided.category, len(pending), done.guidelines_created, done.guidelines_merged)
+            pending = []
+        self.confirmed[key] = pending

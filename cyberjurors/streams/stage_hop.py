@@ -1,0 +1,107 @@
+"""One pipeline stage between two topics, and the table of what each stage sent on.
+
+A hop parses the incoming case file once, runs the stage, stores the output's JSON in
+``stage-results`` and sends the same bytes on. A worker that dies and replays its input finds
+the stored output and re-sends it instead of calling the model again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from .. import metrics
+from ..config import Settings
+from ..errors import for_people
+from ..jury import stages
+from ..jury.rounds import Jury
+from ..llm import LLM, LLMError
+from ..precedents.precedent_base import PrecedentBase
+from ..schemas import CaseFile
+from .dead_letters import DeadLetters, Sender, bug
+
+log = logging.getLogger("cyberjurors.streams")
+
+Work = Callable[[CaseFile], Awaitable[CaseFile]]
+
+
+class StageResults:
+    """``stage-results``: "case_id/stage" -> the JSON bytes that stage sent on (a CaseFile, or the
+    Verdict). The Faust table is declared with ``value_type=bytes`` so it stores, and its changelog
+    carries, the very bytes the topic got; an older version's changelog held the same JSON as a
+    json-serialised dict, which reads back as JSON bytes too."""
+
+    def __init__(self, table: MutableMapping[str, Any]):
+        self.table = table
+
+    def stored(self, case_id: str, stage: str) -> bytes | None:
+        return self.table.get(f"{case_id}/{stage}")
+
+    async def hand_on(self, case_id: str, stage: str, value: bytes, out: Sender) -> None:
+        """Store first, then send: a replay after a crash in between re-sends what was stored."""
+        self.table[f"{case_id}/{stage}"] = value
+        await out.send(key=case_id.encode(), value=value)
+
+
+class StageHop:
+    def __init__(self, results: StageResults, letters: DeadLetters, in_flight: metrics.CasesInFlight):
+        self.results = results
+        self.letters = letters
+        self.in_flight = in_flight
+
+    async def __call__(self, event: Any, stage: str, out: Sender, work: Work) -> None:
+        """Parse, then run: what the focus and clues agents do with each event."""
+        case_file = await self.parse(event, stage)
+        if case_file is not None:
+            await self.run(event, case_file, stage, out, work)
+
+    async def parse(self, event: Any, stage: str) -> CaseFile | None:
+        """The event's case file, or None once it is dead-lettered (not replayable: the same
+        bytes would fail to parse again)."""
+        try:
+            return CaseFile.model_validate_json(event.value)
+        except ValidationError as err:
+            await self.letters.write(event, stage, "invalid_case_file", for_people(err), replayable=False)
+            return None
+
+    async def run(self, event: Any, case_file: CaseFile, stage: str, out: Sender, work: Work) -> None:
+        """Run ``stage`` on an already parsed case file; its latency is measured only when it really works."""
+        self.in_flight.add(case_file.case_id, event.message.partition)  # again after a restart's replay
+        stored = self.results.stored(case_file.case_id, stage)
+        if stored is not None:
+            log.info("case %s: %s already done, re-sending its output", case_file.case_id, stage)
+            await out.send(key=case_file.case_id.encode(), value=stored)
+            return
+        started = time.perf_counter()
+        try:
+            result = await work(case_file)
+        except LLMError as err:  # failed after the backend's retries: may work when replayed
+            await self.letters.write(event, stage, f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+            return
+        except Exception as err:  # a bug or an unexpected failure must not stop the worker
+            log.exception("case %s: %s failed", case_file.case_id, stage)
+            await self.letters.write(event, stage, "stage_failed", bug(err), replayable=True)
+            return
+        metrics.STAGE_LATENCY.labels(metrics.stage_label(stage)).observe(time.perf_counter() - started)
+        await self.results.hand_on(result.case_id, stage, result.model_dump_json().encode(), out)
+
+
+class StageWork:
+    """The work of each hop (``cyberjurors.jury.stages``), bound to this worker's model, jury and
+    precedent base."""
+
+    def __init__(self, settings: Settings, llm: LLM, jury: Jury, precedents: PrecedentBase):
+        self.settings, self.llm, self.jury, self.precedents = settings, llm, jury, precedents
+
+    async def focus(self, case_file: CaseFile) -> CaseFile:
+        return await stages.focus_stage(case_file, self.llm, self.settings)
+
+    async def clues(self, case_file: CaseFile) -> CaseFile:
+        return await stages.clues_stage(case_file, self.llm, self.settings, self.precedents)
+
+    async def round(self, case_file: CaseFile) -> CaseFile:
+        return await stages.round_stage(case_file, self.jury, self.llm, self.settings)

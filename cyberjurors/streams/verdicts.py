@@ -1,0 +1,48 @@
+"""The verdict: decided once from the last round, stored, and sent to disputes.verdicts.
+
+Verdict metrics and the seller-share drift window count a verdict only when it is first
+decided; a replay re-sends the stored bytes uncounted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from .. import metrics
+from ..config import Settings
+from ..jury.verdict import decide
+from ..schemas import CaseFile, Verdict, now
+from .dead_letters import Sender
+from .stage_hop import StageResults
+
+log = logging.getLogger("cyberjurors.streams")
+
+
+class Verdicts:
+    def __init__(self, settings: Settings, results: StageResults, out: Sender, in_flight: metrics.CasesInFlight,
+                 drift: metrics.Drift):
+        self.settings = settings
+        self.results = results
+        self.out = out
+        self.in_flight = in_flight
+        self.drift = drift
+
+    async def publish(self, case_file: CaseFile) -> None:
+        case_id = case_file.case_id
+        stored = self.results.stored(case_id, "verdict")
+        if stored is not None:  # a replay: re-sent, not counted again
+            await self.out.send(key=case_id.encode(), value=stored)
+            self.in_flight.discard(case_id)
+            decided = Verdict.model_validate_json(stored)
+            log.info("case %s: verdict %s, votes %s (re-sent)", case_id, decided.winner, decided.votes)
+            return
+        started = time.perf_counter()
+        decided = decide(case_file, self.settings, now())
+        await self.results.hand_on(case_id, "verdict", decided.model_dump_json().encode(), self.out)
+        self.in_flight.discard(case_id)
+        metrics.STAGE_LATENCY.labels("verdict").observe(time.perf_counter() - started)
+        metrics.record_verdict(decided.category, decided.winner, decided.margin, decided.rounds_used,
+                               decided.early_stopped, decided.latency_s)
+        self.drift.verdict(decided.case_id, decided.winner)
+        log.info("case %s: verdict %s, votes %s", case_id, decided.winner, decided.votes)

@@ -1,0 +1,151 @@
+"""The stream handlers alone, without Kafka: dict tables, list-backed topics and fake events.
+
+Each event is parsed once per hop, each hand-off serialised once (the table stores the bytes the
+topic got, and a replay re-sends them), and the case digest is computed once at intake and
+carried to the verdict id.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import pytest
+
+from cyberjurors import metrics
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.config import Settings
+from cyberjurors.jury.rounds import Jury
+from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
+from cyberjurors.jury.verdict import VERDICT_NAMESPACE, verdict_id
+from cyberjurors.llm import LLMError
+from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, Verdict
+from cyberjurors.streams.dead_letters import DeadLetters
+from cyberjurors.streams.ingest import Ingest
+from cyberjurors.streams.stage_hop import StageHop, StageResults
+from cyberjurors.streams.verdicts import Verdicts
+
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+class Topic:
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, bytes]] = []
+
+    async def send(self, *, key: bytes, value: bytes) -> None:
+        self.sent.append((key, value))
+
+
+def event(value: bytes, key: bytes = b"k", partition: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(value=value, message=SimpleNamespace(key=key, value=value, topic="t", partition=partition,
+                                                                offset=7))
+
+
+def text_case(case_id: str = "c-1") -> DisputeCase:
+    return DisputeCase.model_validate({"case_id": case_id, "metadata": {
+        "category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
+        "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn", "requested_remedy": "Refund"},
+        "rounds": [{"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn seam."}]},
+                   {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "Intact."}]}]})
+
+
+@pytest.fixture
+def parts():
+    in_flight = metrics.CasesInFlight()
+    dlq = Topic()
+    table: dict[str, bytes] = {}
+    results = StageResults(table)
+    letters = DeadLetters(dlq, in_flight)
+    return SimpleNamespace(in_flight=in_flight, dlq=dlq, table=table, results=results, letters=letters,
+                           hop=StageHop(results, letters, in_flight))
+
+
+def dead(dlq: Topic) -> list[DeadLetter]:
+    return [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
+
+
+async def test_ingest_admits_once_with_the_digest_and_stores_the_bytes_it_sends(parts):
+    ready = Topic()
+    ingest = Ingest(Settings(llm_backend="offline"), "offline", {}, parts.results, ready, parts.letters,
+                    parts.in_flight)
+    case = text_case()
+    submitted = json.dumps({"type": "case", "case": case.model_dump(mode="json")}).encode()
+    await ingest(event(submitted))
+    await ingest(event(submitted))  # the same content again: ignored
+    [(key, value)] = ready.sent
+    assert key == b"c-1" and parts.table["c-1/ready"] is value
+    assert CaseFile.model_validate_json(value).digest == case.digest()
+
+    changed = json.loads(submitted)
+    changed["case"]["rounds"][0]["items"][0]["text"] = "Changed."
+    await ingest(event(json.dumps(changed).encode()))
+    [letter] = dead(parts.dlq)
+    assert (letter.stage, letter.reason, letter.replayable) == ("ingest", "case_already_submitted", False)
+
+
+async def test_a_hop_parses_once_serialises_once_and_replays_the_stored_bytes(parts, monkeypatch):
+    case_file = CaseFile(case=text_case(), received_at=NOW)
+    parsed = []
+    parse = CaseFile.model_validate_json
+    monkeypatch.setattr(CaseFile, "model_validate_json", lambda raw: parsed.append(raw) or parse(raw))
+    calls = []
+
+    async def work(cf: CaseFile) -> CaseFile:
+        calls.append(cf)
+        return cf.model_copy(update={"problems": ["worked"]})
+
+    out = Topic()
+    incoming = event(case_file.model_dump_json().encode(), b"c-1")
+    await parts.hop(incoming, "focus", out, work)
+    assert len(parsed) == 1 and len(calls) == 1
+    assert parts.table["c-1/focus"] is out.sent[0][1]
+
+    await parts.hop(incoming, "focus", out, work)  # a replay: the stored bytes again, no work
+    assert len(calls) == 1 and out.sent[1] == out.sent[0]
+
+
+async def test_a_result_stored_by_an_older_version_is_resent_and_still_parses(parts):
+    """An older version's table stored the case file as a json-serialised dict; the changelog gives it back as bytes."""
+    case_file = CaseFile(case=text_case(), received_at=NOW, problems=["old"])
+    parts.table["c-1/focus"] = json.dumps(case_file.model_dump(mode="json")).encode()
+    out = Topic()
+
+    async def work(cf: CaseFile) -> CaseFile:
+        raise AssertionError("a stored result must not be recomputed")
+
+    await parts.hop(event(case_file.model_dump_json().encode(), b"c-1"), "focus", out, work)
+    assert CaseFile.model_validate_json(out.sent[0][1]) == case_file
+
+
+async def test_failures_are_dead_lettered_with_their_flag(parts):
+    case_file = CaseFile(case=text_case(), received_at=NOW)
+
+    async def overloaded(cf: CaseFile) -> CaseFile:
+        raise LLMError("overloaded", "try later")
+
+    async def buggy(cf: CaseFile) -> CaseFile:
+        raise KeyError("x")
+
+    raw = case_file.model_dump_json().encode()
+    await parts.hop(event(raw, b"c-1"), "focus", Topic(), overloaded)
+    await parts.hop(event(raw, b"c-1"), "clues", Topic(), buggy)
+    await parts.hop(event(b"not json", b"c-2"), "round", Topic(), buggy)
+    assert [(d.stage, d.reason, d.replayable) for d in dead(parts.dlq)] == [
+        ("focus", "llm_overloaded", True), ("clues", "stage_failed", True), ("round", "invalid_case_file", False)]
+
+
+async def test_the_verdict_is_decided_once_and_its_id_is_the_one_the_case_content_always_had(parts):
+    settings = Settings(llm_backend="offline", jurors=3, rounds=1)
+    llm, jury = OfflineLLM(), Jury.from_settings(settings)
+    case_file = await focus_stage(CaseFile(case=text_case(), received_at=NOW), llm, settings)
+    case_file = await round_stage(await clues_stage(case_file, llm, settings, NoPrecedents()), jury, llm, settings)
+    out = Topic()
+    verdicts = Verdicts(Settings(llm_backend="offline"), parts.results, out, parts.in_flight, metrics.Drift(10, 0.5))
+    await verdicts.publish(case_file)
+    await verdicts.publish(case_file)  # a replay re-sends the stored bytes
+    assert out.sent[0] == out.sent[1] and parts.table[f"{case_file.case_id}/verdict"] is out.sent[0][1]
+    verdict = Verdict.model_validate_json(out.sent[0][1])
+    old_id = str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.case.digest()}"))
+    assert verdict.verdict_id == verdict_id(case_file) == old_id
