@@ -11,26 +11,30 @@ URLs, odd numbers, wrong types.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
-from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Gauge
 
-from cyberjurors import intake
+from cyberjurors import metrics
 from cyberjurors.config import Settings
-from cyberjurors.schemas import CaseFile, CaseSubmitted, DisputeCase
+from cyberjurors.schemas import CaseFile, DeadLetter
+from cyberjurors.streams import ingest as handler
+from cyberjurors.streams.dead_letters import DeadLetters
+from cyberjurors.streams.stage_hop import StageResults
 
 from .test_dead_letters import TABLE
 
 REASONS = {reason for where, reason in TABLE if where == "ingest"} - {"ingest_failed"}
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
 EXAMPLES = hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                              HealthCheck.function_scoped_fixture])
 
@@ -45,41 +49,43 @@ def config(tmp_path: Path) -> Settings:
                     max_text_chars=300, max_media_items=5, max_inline_bytes=64)
 
 
+class Topic:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    async def send(self, *, key: bytes, value: bytes) -> None:
+        self.sent.append(value)
+
+
 class Ingest:
-    """What the ingest agent does with one event (streams/app.py), with a dict for its table."""
+    """The ingest agent's handler (streams/ingest.py) with dicts for its tables and lists for its
+    topics; each call says how one event ended."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self.table: dict[str, dict] = {}
+        self.ready, self.dlq = Topic(), Topic()
+        in_flight = metrics.CasesInFlight(Gauge("test_in_flight", "", registry=CollectorRegistry()))
+        self.handler = handler.Ingest(settings, "offline", self.table, StageResults({}), self.ready,
+                                      DeadLetters(self.dlq, in_flight), in_flight)
         self.admitted: list[str] = []
 
     def __call__(self, raw: bytes) -> str:
-        try:
-            event = intake.parse_event(raw)
-            if isinstance(event, CaseSubmitted):
-                return self.admit(event.case, [])
-            state = self.table.get(event.case_id) or {}
-            if state.get("digest"):
-                raise intake.Rejected("case_closed", "already gone to the jury")
-            draft = intake.Draft.model_validate(state["draft"]) if "draft" in state else None
-            try:
-                draft = intake.fold(draft, event)
-            except intake.Duplicate:
-                return "duplicate"
-            self.table[event.case_id] = {"draft": json.loads(json.dumps(draft.model_dump(mode="json")))}
-            return self.admit(draft.to_case(), draft.notes) if draft.closed else "pending"
-        except intake.Rejected as err:
-            assert err.reason in REASONS, f"rejected with a reason intake does not document: {err.reason}"
-            return err.reason
+        sent, letters = len(self.ready.sent), len(self.dlq.sent)
+        asyncio.run(self.handler(SimpleNamespace(value=raw, message=SimpleNamespace(
+            key=b"k", value=raw, topic="disputes.events", partition=0, offset=0))))
+        if len(self.dlq.sent) > letters:
+            letter = DeadLetter.model_validate_json(self.dlq.sent[-1])
+            # ingest_failed (an exception escaping intake) is not among them
+            assert letter.reason in REASONS, f"rejected with a reason intake does not document: {letter}"
+            return letter.reason
+        if len(self.ready.sent) > sent:
+            return self.admit(CaseFile.model_validate_json(self.ready.sent[-1]))
+        states = list(self.table.values())
+        return "pending" if any("draft" in s for s in states) else "unchanged" if states else "duplicate"
 
-    def admit(self, case: DisputeCase, notes: list[str]) -> str:
-        digest = case.digest()
-        state = self.table.get(case.case_id) or {}
-        if state.get("digest") == digest:
-            return "unchanged"
-        if state.get("digest"):
-            raise intake.Rejected("case_already_submitted", "different content")
-        problems = [*notes, *intake.admit(case, self.settings)]
+    def admit(self, case_file: CaseFile) -> str:
+        case = case_file.case
         for item in case.items():  # admitted means: every reference stays where it may
             if item.media is not None and item.media.path is not None:
                 root = self.settings.media_root.resolve()
@@ -87,10 +93,7 @@ class Ingest:
             if item.media is not None and item.media.url is not None:
                 url = urlsplit(item.media.url)
                 assert url.scheme in ("http", "https") and url.hostname in self.settings.url_allowlist, item.media.url
-        self.table[case.case_id] = {"digest": digest}
-        # what goes on to disputes.ready must be readable by the next stage
-        sent = CaseFile(case=case, received_at=NOW, problems=problems, backend="offline").model_dump_json()
-        assert CaseFile.model_validate_json(sent).case == case
+        assert case_file.digest == case.digest()  # what went on to disputes.ready, read back by the next stage
         self.admitted.append(case.case_id)
         return "admitted"
 
