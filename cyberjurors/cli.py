@@ -250,17 +250,41 @@ def precedents_build(
 
     A re-run skips what is done and finishes an interrupted build."""
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     from .backends import build_llm
-    from .precedents.build import BuildFailed, BuildInputError, build_precedents, read_cases
+    from .precedents.build import BuildFailed
     from .precedents.models import PrecedentError
-    from .precedents.precedent_base import open_embedder, open_index
 
     config = load_settings(settings)
     _precedents_enabled(config)
-    try:  # cheap checks first: no model loading for input that cannot be built
+    _decided_cases(paths)  # cheap checks first: no model loading for input that cannot be built
+    llm = build_llm(config)
+    failure: BuildFailed | None = None
+    try:
+        report, n_cases, n_guidelines = asyncio.run(_build(paths, config, llm))
+    except PrecedentError as err:
+        raise _precedent_failure(err) from err
+    except BuildFailed as err:
+        failure, report, n_cases, n_guidelines = err, err.report, None, None
+    console.print(_build_table(report, config, llm.backend, n_cases, n_guidelines))
+    for source, reason in report.skipped:
+        console.print(f"[yellow]skipped[/] {escape(source)}: {escape(reason)}")
+    for note in report.notes:
+        console.print(f"[yellow]note[/] {escape(note)}")
+    for doc_id, reason in report.failed.items():
+        console.print(f"[red]not indexed[/] {escape(doc_id)}: {escape(reason)}")
+    if failure is not None:
+        console.print(f"[red]build stopped:[/] {escape(str(failure))}")
+        raise typer.Exit(1)
+
+
+def _decided_cases(paths: list[Path]) -> None:
+    """Exit 2 unless the paths hold at least one decided case."""
+    from rich.markup import escape
+
+    from .precedents.build import BuildInputError, read_cases
+
+    try:
         cases, skipped, files = read_cases(paths)
     except BuildInputError as err:
         console.print(f"[red]nothing built:[/] {escape(str(err))}")
@@ -271,30 +295,28 @@ def precedents_build(
             console.print(f"  [yellow]skipped[/] {escape(source)}: {escape(reason)}")
         raise typer.Exit(2)
 
-    llm = build_llm(config)
 
-    async def run():  # type: ignore[no-untyped-def]
-        embedder = await asyncio.to_thread(open_embedder, config)
-        index = await open_index(config, embedder, create=True)
-        try:
-            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console, transient=True) as progress:
-                bars = {"cases": progress.add_task("cases indexed", total=None),
-                        "chunks": progress.add_task("chunks distilled", total=None)}
-                report = await build_precedents(paths, config, llm, index, embedder,
-                                                lambda stage, done, total: progress.update(
-                                                    bars[stage], completed=done, total=total))
-            return report, await index.count("case"), await index.count("guideline")
-        finally:
-            await index.close()
+async def _build(paths: list[Path], config: Settings, llm):  # type: ignore[no-untyped-def]
+    """The build with a progress bar per stage; (report, cases, guidelines in the index afterwards)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    failure: BuildFailed | None = None
-    try:
-        report, n_cases, n_guidelines = asyncio.run(run())
-    except PrecedentError as err:
-        raise _precedent_failure(err) from err
-    except BuildFailed as err:
-        failure, report, n_cases, n_guidelines = err, err.report, None, None
+    from .precedents.build import build_precedents
+    from .precedents.precedent_base import opened_base
+
+    async with opened_base(config) as (index, embedder):
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console, transient=True) as progress:
+            bars = {"cases": progress.add_task("cases indexed", total=None),
+                    "chunks": progress.add_task("chunks distilled", total=None)}
+            report = await build_precedents(paths, config, llm, index, embedder,
+                                            lambda stage, done, total: progress.update(
+                                                bars[stage], completed=done, total=total))
+        return report, await index.count("case"), await index.count("guideline")
+
+
+def _build_table(report, config: Settings, backend: str, n_cases: int | None,  # type: ignore[no-untyped-def]
+                 n_guidelines: int | None):
+    from rich.table import Table
 
     table = Table(title="precedent build", title_justify="left", show_header=False)
     table.add_column(style="bold")
@@ -309,22 +331,13 @@ def precedents_build(
                                    f"{report.guidelines_unchanged} unchanged"
                   + (f"; {n_guidelines} active in the index" if n_guidelines is not None else ""))
     u = report.usage
-    table.add_row("LLM", f"{llm.backend} {config.model_for('distil') if llm.backend != 'offline' else ''}".rstrip()
+    table.add_row("LLM", f"{backend} {config.model_for('distil') if backend != 'offline' else ''}".rstrip()
                   + f": {u.calls} calls, {u.input_tokens:,} in / {u.output_tokens:,} out tokens"
-                  + (" (offline stand-in: lexical counts, not model judgement)" if llm.backend == "offline" else ""))
+                  + (" (offline stand-in: lexical counts, not model judgement)" if backend == "offline" else ""))
     table.add_row("index", f"{config.precedent_backend}"
                   + (f" at {config.precedent_dir}" if config.precedent_backend == "embedded" else ""))
     table.add_row("time", f"{report.elapsed_s:.1f}s")
-    console.print(table)
-    for source, reason in report.skipped:
-        console.print(f"[yellow]skipped[/] {escape(source)}: {escape(reason)}")
-    for note in report.notes:
-        console.print(f"[yellow]note[/] {escape(note)}")
-    for doc_id, reason in report.failed.items():
-        console.print(f"[red]not indexed[/] {escape(doc_id)}: {escape(reason)}")
-    if failure is not None:
-        console.print(f"[red]build stopped:[/] {escape(str(failure))}")
-        raise typer.Exit(1)
+    return table
 
 
 @precedents_app.command("search")
@@ -338,11 +351,9 @@ def precedents_search(
 ) -> None:
     """Search the precedent base the way the jury's retrieval does (hybrid = BM25 + vectors, fused by RRF)."""
     from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
 
     from .precedents.models import PrecedentError
-    from .precedents.precedent_base import open_embedder, open_index
+    from .precedents.precedent_base import opened_base
 
     if kind not in (None, "case", "guideline"):
         console.print(f"[red]--kind must be case or guideline, not {escape(kind)}[/]")
@@ -355,47 +366,48 @@ def precedents_search(
     kinds = [kind] if kind else ["guideline", "case"]
 
     async def run():  # type: ignore[no-untyped-def]
-        embedder = await asyncio.to_thread(open_embedder, config)
-        index = await open_index(config, embedder, create=False)
-        try:
+        async with opened_base(config, create=False) as (index, _):
             return [(kd, await index.search(query, kind=kd, category=category, k=k, mode=mode)) for kd in kinds]
-        finally:
-            await index.close()
 
     try:
         results = asyncio.run(run())
     except PrecedentError as err:
         raise _precedent_failure(err) from err
-    wide = console.width >= 140  # one column per field; narrower, the fields share a cell beside the text
     for kd, hits in results:
-        table = Table(title=f"{kd}s for {query!r} ({mode}{', ' + category if category else ''})",
-                      title_justify="left", expand=True)
-        fields = ("rank", "id@version", "category", "favours/outcome", "confidence", "score", "sources")
-        for column in fields if wide else ("rank", "id@version"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("text", ratio=1, min_width=30)
-        for hit in hits:
-            doc = hit.document
-            sources = " ".join(f"{name}#{rank}" for name, rank in sorted(hit.sources.items()))
-            if doc.guideline is not None:
-                g = doc.guideline
-                ref, side, confidence = g.ref, g.favours or "neither", f"{g.confidence:.2f}"
-            else:
-                c = doc.case
-                ref = c.case_id if c else doc.id
-                side = f"{c.winner} {c.votes.buyer}:{c.votes.seller}" if c else "-"
-                confidence = "-"
-            text = Text(doc.text if len(doc.text) <= 400 else doc.text[:399] + "…")
-            score = f"{hit.score:.4f}"
-            if wide:
-                table.add_row(str(hit.rank), Text(ref), doc.category, side, confidence, score, sources, text)
-            else:
-                table.add_row(str(hit.rank), Text(f"{ref}\n{doc.category} · {side}\nconfidence {confidence}\n"
-                                                  f"score {score}\n{sources}"), text)
-        console.print(table)
+        console.print(_hits_table(f"{kd}s for {query!r} ({mode}{', ' + category if category else ''})", hits))
         if not hits:
             console.print(f"no {kd}s found")
 
+
+def _hits_table(title: str, hits):  # type: ignore[no-untyped-def]
+    from rich.table import Table
+    from rich.text import Text
+
+    wide = console.width >= 140  # one column per field; narrower, the fields share a cell beside the text
+    table = Table(title=title, title_justify="left", expand=True)
+    fields = ("rank", "id@version", "category", "favours/outcome", "confidence", "score", "sources")
+    for column in fields if wide else ("rank", "id@version"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("text", ratio=1, min_width=30)
+    for hit in hits:
+        doc = hit.document
+        sources = " ".join(f"{name}#{rank}" for name, rank in sorted(hit.sources.items()))
+        if doc.guideline is not None:
+            g = doc.guideline
+            ref, side, confidence = g.ref, g.favours or "neither", f"{g.confidence:.2f}"
+        else:
+            c = doc.case
+            ref = c.case_id if c else doc.id
+            side = f"{c.winner} {c.votes.buyer}:{c.votes.seller}" if c else "-"
+            confidence = "-"
+        text = Text(doc.text if len(doc.text) <= 400 else doc.text[:399] + "…")
+        score = f"{hit.score:.4f}"
+        if wide:
+            table.add_row(str(hit.rank), Text(ref), doc.category, side, confidence, score, sources, text)
+        else:
+            table.add_row(str(hit.rank), Text(f"{ref}\n{doc.category} · {side}\nconfidence {confidence}\n"
+                                              f"score {score}\n{sources}"), text)
+    return table
 
 
 # --- evaluation ------------------------------------------------------------------------------
@@ -497,18 +509,17 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
 
 
 def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:  # type: ignore[no-untyped-def]
-    from .precedents.build import STATE_FILE
+    from .precedents.build import built_case_ids
     from .streams.demo import seed_precedents
 
     if source is not None:
         seed_precedents(config, console, source.resolve())
-    state = Path(config.precedent_dir) / STATE_FILE
-    if not state.exists() and config.precedent_backend == "embedded":
+    built = built_case_ids(config)
+    if built is None and config.precedent_backend == "embedded":
         console.print(f"[yellow]no precedent base at {config.precedent_dir}: the precedent rung runs without "
                       "precedents; pass --precedents-from TRAIN[/]")
         return
-    built = set(json.loads(state.read_text()).get("cases", {})) if state.exists() else set()
-    leaked = built & {c.case_id for c in data.cases}
+    leaked = (built or set()) & {c.case_id for c in data.cases}
     if leaked:
         console.print(f"[yellow]{len(leaked)} evaluated cases are in the precedent base itself (e.g. "
                       f"{sorted(leaked)[0]}): their real outcome can be retrieved; build it from another split[/]")

@@ -32,9 +32,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..config import Settings
 from ..errors import CyberJurorsError
-from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict
+from ..schemas import DisputeCase, Verdict
 from ..streams.broker import embedded_broker
-from ..streams.clients import Outgoing, follow, produce
+from ..streams.clients import Outcome, Outcomes, Outgoing, case_event, produce
 from ..streams.kafka import ensure_topics
 from ..streams.worker_process import WorkerProcess
 from .dataset import Dataset
@@ -131,9 +131,7 @@ class RunState:
 
 def submission(case: DisputeCase) -> Outgoing:
     """The case as a platform would send it: the real votes stay with the evaluator."""
-    blind = case.model_copy(update={"ground_truth": None})
-    event = CaseSubmitted(case=blind, event_id=f"case:{blind.case_id}:{blind.digest()[:16]}")
-    return Outgoing(blind.case_id, event.model_dump_json().encode(), "eval")
+    return case_event(case.model_copy(update={"ground_truth": None}), "eval")
 
 
 def worker_settings(base: Settings, ablation: Ablation, dataset: Dataset, run: RunState, bootstrap: str,
@@ -156,52 +154,34 @@ async def _collect(settings: Settings, pending: dict[str, DisputeCase], run: Run
     dead letter for them; returns the failures (case id -> reason), timeouts included."""
     failures: dict[str, str] = {}
     queue = list(pending.values())
-    arrived: asyncio.Queue[tuple[str, Verdict | None, str | None]] = asyncio.Queue()
     task = progress.add_task(key, total=len(pending))
 
-    async def watch(topic: str) -> None:
-        async for case_id, value in follow(settings, topic, idle_timeout_s=0.5):
-            if topic.endswith("dlq"):
-                letter = DeadLetter.model_validate_json(value)
-                await arrived.put((case_id, None, f"{letter.stage}:{letter.reason}"))
-            else:
-                await arrived.put((case_id, Verdict.model_validate_json(value), None))
+    async def send(room: int) -> None:
+        nonlocal queue
+        if room > 0 and queue:
+            batch, queue = queue[:room], queue[room:]
+            await produce(settings, [submission(c) for c in batch])
 
-    watchers = [asyncio.create_task(watch(t)) for t in ("disputes.verdicts", "disputes.dlq")]
-    open_cases: set[str] = set()
-    done: set[str] = set()
-    last_result = time.monotonic()
-    try:
-        while len(done) < len(pending):
-            room = options.concurrency - len(open_cases)
-            if room > 0 and queue:
-                batch, queue = queue[:room], queue[room:]
-                await produce(settings, [submission(c) for c in batch])
-                open_cases |= {c.case_id for c in batch}
-            try:
-                case_id, verdict, failure = await asyncio.wait_for(arrived.get(), 1.0)
-            except asyncio.TimeoutError:
-                if not worker.alive():
-                    raise EvalError(f"the {key} worker exited; see {worker.log_path}") from None
-                if time.monotonic() - last_result > options.timeout_s:
-                    for case_id in set(pending) - done:
-                        failures[case_id] = "timeout"
-                        run.record(key, case_id, failure="timeout")
-                    break
-                continue
-            if case_id not in pending or case_id in done:
-                continue  # another run's case on a reused topic, or a replayed verdict
-            last_result = time.monotonic()
-            done.add(case_id)
-            open_cases.discard(case_id)
-            run.record(key, case_id, verdict, failure)
-            if failure:
-                failures[case_id] = failure
-            progress.update(task, completed=len(done))
-    finally:
-        for w in watchers:
-            w.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
+    async def arrived(outcome: Outcome) -> None:
+        letter = outcome.dead_letter
+        failure = f"{letter.stage}:{letter.reason}" if letter else None
+        run.record(key, outcome.case_id, outcome.verdict, failure)
+        if failure:
+            failures[outcome.case_id] = failure
+        progress.advance(task)
+        await send(1)  # its place in flight is free
+
+    def worker_alive() -> None:
+        if not worker.alive():
+            raise EvalError(f"the {key} worker exited; see {worker.log_path}")
+
+    async with Outcomes(settings) as outcomes:
+        await send(options.concurrency)
+        done = await outcomes.wait(pending, idle_timeout_s=options.timeout_s, on_outcome=arrived,
+                                   on_poll=worker_alive)
+    for case_id in pending.keys() - done.keys():
+        failures[case_id] = "timeout"
+        run.record(key, case_id, failure="timeout")
     return failures
 
 

@@ -176,6 +176,21 @@ def index_identity(settings: Settings, index: PrecedentIndex) -> str:
     return f"{where} model={index.embedding_model}"
 
 
+def _read_state(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def built_case_ids(settings: Settings) -> set[str] | None:
+    """The ids of the cases a build has indexed into the base at ``precedent_dir`` (as its state
+    file records them, whichever index it belongs to); None when no build has run there."""
+    path = Path(settings.precedent_dir) / STATE_FILE
+    return set(_read_state(path).get("cases", {})) if path.exists() else None
+
+
 class BuildState:
     def __init__(self, path: Path, identity: str):
         self.path = path
@@ -183,10 +198,7 @@ class BuildState:
         self.cases: dict[str, str] = {}  # case id -> digest of the indexed PrecedentCase
         self.chunks: dict[str, dict] = {}  # chunk digest -> {category, cases, guidelines, at}
         if path.exists():
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                data = {}
+            data = _read_state(path)
             if data.get("format") == STATE_FORMAT and data.get("index") == identity:
                 self.cases = dict(data.get("cases", {}))
                 self.chunks = dict(data.get("chunks", {}))

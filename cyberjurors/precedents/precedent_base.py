@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from ..config import Settings
 from ..metrics import PRECEDENT_RETRIEVAL
@@ -39,6 +40,23 @@ async def open_index(settings: Settings, embedder: Embedder | None = None, creat
     return await EmbeddedIndex.open(settings.precedent_dir, embedder, create=create)
 
 
+async def open_base(settings: Settings, create: bool = True) -> tuple[PrecedentIndex, Embedder]:
+    """The embedding model (loaded in a thread: it takes seconds) and the index opened with it."""
+    embedder = await asyncio.to_thread(open_embedder, settings)
+    return await open_index(settings, embedder, create=create), embedder
+
+
+@contextlib.asynccontextmanager
+async def opened_base(settings: Settings, create: bool = True) -> AsyncIterator[tuple[PrecedentIndex, Embedder]]:
+    """``async with opened_base(settings) as (index, embedder):`` the configured index for the
+    block, closed after it however the block is left."""
+    index, embedder = await open_base(settings, create)
+    try:
+        yield index, embedder
+    finally:
+        await index.close()
+
+
 class PrecedentBase:
     """The worker's handle on B: opens the index and the persona matcher once (loading the
     embedding model takes seconds, so ``open`` is called at worker start), then retrieves per case."""
@@ -56,8 +74,7 @@ class PrecedentBase:
     async def open(self) -> tuple[PrecedentIndex, PersonaMatcher]:
         async with self._lock:
             if self._opened is None:
-                embedder = await asyncio.to_thread(open_embedder, self.settings)
-                index = await open_index(self.settings, embedder)
+                index, embedder = await open_base(self.settings)
                 matcher = await asyncio.to_thread(PersonaMatcher, self.personas, embedder)
                 self._opened = (index, matcher)
             return self._opened

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import inspect
 import json
-from collections.abc import AsyncIterator, Iterable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from ..config import Settings
 from ..errors import CyberJurorsError
-from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, dispute_event
+from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict, dispute_event
 from .kafka import client_options
 
 
@@ -27,6 +31,13 @@ class Outgoing:
 
 class InputError(CyberJurorsError, ValueError):
     kind = "bad_input"
+
+
+def case_event(case: DisputeCase, source: str) -> Outgoing:
+    """A whole case as the ``CaseSubmitted`` event a platform sends, with an event id derived from its
+    content (``case:<id>:<digest>``), so the same case sent twice is the same event."""
+    event = CaseSubmitted(case=case, event_id=f"case:{case.case_id}:{case.digest()[:16]}")
+    return Outgoing(case.case_id, event.model_dump_json().encode(), source)
 
 
 def read_events(paths: Iterable[Path]) -> list[Outgoing]:
@@ -52,9 +63,7 @@ def _event(text: str, source: str) -> Outgoing:
     try:
         raw = json.loads(text)
         if isinstance(raw, dict) and "type" not in raw:
-            case = DisputeCase.model_validate(raw)
-            event = CaseSubmitted(case=case, event_id=f"case:{case.case_id}:{case.digest()[:16]}")
-            return Outgoing(case.case_id, event.model_dump_json().encode(), source)
+            return case_event(DisputeCase.model_validate(raw), source)
         parsed = dispute_event.validate_python(raw)
     except ValueError as err:  # json and pydantic errors alike
         raise InputError(f"{source}: {err}") from err
@@ -93,26 +102,40 @@ async def replay(settings: Settings, letters: list[DeadLetter]) -> None:
                                       topic=letter.topic) for letter in letters])
 
 
+def _all_partitions(consumer: AIOKafkaConsumer, settings: Settings, names: Iterable[str]) -> list[TopicPartition]:
+    """Every partition of the named topics (the configured count for a topic the metadata does not know yet)."""
+    out = []
+    for name in names:
+        known = consumer.partitions_for_topic(name) or set(range(settings.partitions))
+        out += [TopicPartition(name, p) for p in sorted(known)]
+    return out
+
+
+def _reader(settings: Settings, from_beginning: bool) -> AIOKafkaConsumer:
+    """A consumer outside any group: it reads whole topics and commits nothing."""
+    return AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False,
+                            fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
+                            auto_offset_reset="earliest" if from_beginning else "latest")
+
+
+async def _position(consumer: AIOKafkaConsumer, partitions: list[TopicPartition], from_beginning: bool) -> None:
+    consumer.assign(partitions)
+    if from_beginning:
+        await consumer.seek_to_beginning(*partitions)
+    else:
+        await consumer.seek_to_end(*partitions)
+
+
 async def follow(settings: Settings, topic: str = "disputes.verdicts", from_beginning: bool = True,
                  follow: bool = True, idle_timeout_s: float = 2.0) -> AsyncIterator[tuple[str, bytes]]:
     """Yield (key, value) from a topic without joining a consumer group.
 
     With ``follow=False`` it stops once it has caught up with the end of the topic.
     """
-    consumer = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False,
-                                fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
-                                auto_offset_reset="earliest" if from_beginning else "latest")
+    consumer = _reader(settings, from_beginning)
     await consumer.start()
     try:
-        name = settings.topic(topic)
-        partitions = [TopicPartition(name, p) for p in (consumer.partitions_for_topic(name) or set())]
-        if not partitions:
-            partitions = [TopicPartition(name, p) for p in range(settings.partitions)]
-        consumer.assign(partitions)
-        if from_beginning:
-            await consumer.seek_to_beginning(*partitions)
-        else:
-            await consumer.seek_to_end(*partitions)
+        await _position(consumer, _all_partitions(consumer, settings, [settings.topic(topic)]), from_beginning)
         while True:
             batch = await consumer.getmany(timeout_ms=int(idle_timeout_s * 1000))
             for records in batch.values():
@@ -122,3 +145,107 @@ async def follow(settings: Settings, topic: str = "disputes.verdicts", from_begi
                 return
     finally:
         await consumer.stop()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a case ended, as read back: its verdict or its dead letter."""
+
+    case_id: str
+    verdict: Verdict | None
+    dead_letter: DeadLetter | None
+    partition: int
+    at: float
+    """``time.perf_counter()`` when it was read."""
+
+
+Hook = Callable[..., "Awaitable[None] | None"]
+
+
+async def _call(hook: Hook | None, *args: object) -> None:
+    result = hook(*args) if hook is not None else None
+    if inspect.isawaitable(result):
+        await result
+
+
+class Outcomes:
+    """Waits for the verdicts or dead letters of chosen cases on ``disputes.verdicts`` and
+    ``disputes.dlq`` (one consumer, no group). The first outcome of a case counts; later ones for
+    the same case (a replayed verdict, a verdict after a dead letter) are counted in ``repeats``.
+
+    ``async with Outcomes(settings) as outcomes:`` positions the consumer before anything is sent,
+    so with ``from_beginning=False`` nothing produced after entering can be missed."""
+
+    TOPICS = ("disputes.verdicts", "disputes.dlq")
+
+    def __init__(self, settings: Settings, from_beginning: bool = True, poll_s: float = 0.2):
+        self.settings, self.from_beginning, self.poll_s = settings, from_beginning, poll_s
+        self.repeats = 0
+        self._consumer = _reader(settings, from_beginning)
+        self._dlq = settings.topic("disputes.dlq")
+
+    async def __aenter__(self) -> "Outcomes":
+        await self._consumer.start()
+        try:
+            partitions = _all_partitions(self._consumer, self.settings, [self.settings.topic(t) for t in self.TOPICS])
+            await _position(self._consumer, partitions, self.from_beginning)
+            for tp in partitions:  # resolved now, not at the first fetch
+                await self._consumer.position(tp)
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        with contextlib.suppress(Exception, asyncio.TimeoutError):
+            await asyncio.wait_for(self._consumer.stop(), 5)  # never hang the clean-up
+
+    async def wait(self, case_ids: Collection[str], timeout_s: float | None = None,
+                   idle_timeout_s: float | None = None, on_outcome: Hook | None = None,
+                   on_poll: Hook | None = None) -> dict[str, Outcome]:
+        """Until every case in ``case_ids`` has an outcome, ``timeout_s`` has passed since the call or
+        ``idle_timeout_s`` since the last new outcome; returns those that arrived (what a missing one
+        means is the caller's to say). ``on_outcome(outcome)`` runs for each new outcome, ``on_poll()``
+        after every poll (say, to check that the workers are alive); either may be a coroutine
+        function, and an exception from either ends the wait."""
+        wanted = set(case_ids)
+        got: dict[str, Outcome] = {}
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        last = time.monotonic()
+        while len(got) < len(wanted):
+            now = time.monotonic()
+            if (deadline is not None and now > deadline) or (idle_timeout_s is not None and now - last > idle_timeout_s):
+                break
+            for outcome in await self._poll(wanted):
+                if outcome.case_id in got:
+                    self.repeats += 1
+                    continue
+                got[outcome.case_id] = outcome
+                last = time.monotonic()
+                await _call(on_outcome, outcome)
+            await _call(on_poll)
+        return got
+
+    async def _poll(self, wanted: set[str]) -> list[Outcome]:
+        batch = await self._consumer.getmany(timeout_ms=int(self.poll_s * 1000))
+        at = time.perf_counter()
+        out = []
+        for tp, records in batch.items():
+            for record in records:
+                key = (record.key or b"").decode(errors="replace")
+                if key not in wanted:
+                    continue  # another run's case on a reused topic
+                if tp.topic == self._dlq:
+                    out.append(Outcome(key, None, DeadLetter.model_validate_json(record.value), tp.partition, at))
+                else:
+                    out.append(Outcome(key, Verdict.model_validate_json(record.value), None, tp.partition, at))
+        return out
+
+
+async def await_outcomes(settings: Settings, case_ids: Collection[str], **wait: object) -> dict[str, Outcome]:
+    """``Outcomes.wait`` for cases already sent (read from the beginning of the topics)."""
+    async with Outcomes(settings) as outcomes:
+        return await outcomes.wait(case_ids, **wait)  # type: ignore[arg-type]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 import uuid
 from pathlib import Path
@@ -20,9 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..config import Settings
-from ..schemas import DeadLetter, Verdict
+from ..schemas import Verdict
 from .broker import embedded_broker
-from .clients import follow, produce, read_events
+from .clients import Outcome, await_outcomes, produce, read_events
 from .kafka import ensure_topics
 from .worker_process import WorkerProcess
 
@@ -53,36 +52,22 @@ def verdict_table(verdict: Verdict) -> Table:
 
 async def collect(settings: Settings, expected: set[str], console: Console, timeout_s: float) -> tuple[int, int]:
     """Print verdicts and dead letters for the expected cases until all are in; returns (verdicts, dead)."""
-    done: set[str] = set()
-    dead = 0
     with Progress(TextColumn("[bold]jury"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         task = progress.add_task("verdicts", total=len(expected))
 
-        async def watch(topic: str) -> None:
-            nonlocal dead
-            async for key, value in follow(settings, topic):
-                if key not in expected or key in done:
-                    continue
-                done.add(key)
-                if topic.endswith("dlq"):
-                    dead += 1
-                    letter = DeadLetter.model_validate_json(value)
-                    console.print(f"[red]dead letter[/] {escape(key)}: {letter.reason} at {letter.stage}: {escape(letter.detail)}")
-                else:
-                    console.print(verdict_table(Verdict.model_validate_json(value)))
-                progress.update(task, completed=len(done))
-                if done >= expected:
-                    return
+        def show(outcome: Outcome) -> None:
+            letter = outcome.dead_letter
+            if letter is not None:
+                console.print(f"[red]dead letter[/] {escape(outcome.case_id)}: {letter.reason} at {letter.stage}: "
+                              f"{escape(letter.detail)}")
+            else:
+                console.print(verdict_table(outcome.verdict))  # type: ignore[arg-type]
+            progress.advance(task)
 
-        watchers = [asyncio.create_task(watch(t)) for t in ("disputes.verdicts", "disputes.dlq")]
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)),
-                                   timeout_s)
-        for w in watchers:
-            w.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
-    return len(done) - dead, dead
+        outcomes = await await_outcomes(settings, expected, timeout_s=timeout_s, on_outcome=show)
+    dead = sum(o.dead_letter is not None for o in outcomes.values())
+    return len(outcomes) - dead, dead
 
 
 PRECEDENT_SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "precedents"
@@ -94,30 +79,26 @@ def seed_precedents(settings: Settings, console: Console, source: Path = PRECEDE
     if settings.precedent_backend != "embedded":
         return
     from ..backends import build_llm
-    from ..precedents.build import STATE_FILE, BuildFailed, build_precedents, read_cases
+    from ..precedents.build import BuildFailed, build_precedents, built_case_ids, read_cases
     from ..precedents.models import PrecedentError
-    from ..precedents.precedent_base import open_embedder, open_index
+    from ..precedents.precedent_base import opened_base
 
     async def seed() -> str:
-        embedder = await asyncio.to_thread(open_embedder, settings)
-        index = await open_index(settings, embedder, create=True)
-        try:
+        async with opened_base(settings) as (index, embedder):
             before = await index.count("case"), await index.count("guideline")
-            state = Path(settings.precedent_dir) / STATE_FILE
             samples = {c.case_id for _, c in read_cases([source])[0]} if source.exists() else set()
-            ours = state.exists() and set(json.loads(state.read_text()).get("cases", {})) <= samples
+            built = built_case_ids(settings)
+            ours = built is not None and built <= samples
             if any(before) and not ours:
                 return f"precedent base: reusing {settings.precedent_dir} ({before[0]} cases, {before[1]} guidelines)"
             if not samples:
                 return f"precedent base at {settings.precedent_dir} is empty and {source} has no sample cases"
             report = await build_precedents([source], settings, build_llm(settings), index, embedder)
             after = await index.count("case"), await index.count("guideline")
-            done = "reusing" if not report.cases_indexed and not report.chunks_distilled else "built"
-            return (f"precedent base: {done} {settings.precedent_dir} ({after[0]} cases, {after[1]} guidelines from "
-                    f"{source.name}; {report.chunks_distilled} distil calls on the {settings.backend} backend, "
-                    f"{report.elapsed_s:.1f}s)")
-        finally:
-            await index.close()
+        done = "reusing" if not report.cases_indexed and not report.chunks_distilled else "built"
+        return (f"precedent base: {done} {settings.precedent_dir} ({after[0]} cases, {after[1]} guidelines from "
+                f"{source.name}; {report.chunks_distilled} distil calls on the {settings.backend} backend, "
+                f"{report.elapsed_s:.1f}s)")
 
     try:
         console.print(asyncio.run(seed()), markup=False)

@@ -54,6 +54,8 @@ class WorkerProcess:
 
     settings: Settings
     log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables set beside the settings (a benchmark names each worker's Kafka client this way)."""
     process: subprocess.Popen | None = field(default=None, init=False)
     _log_start: int = field(default=0, init=False)
 
@@ -65,7 +67,7 @@ class WorkerProcess:
         self.stop(self.INTERRUPTED_STOP_TIMEOUT_S if interrupted else self.STOP_TIMEOUT_S)
 
     def start(self) -> "WorkerProcess":
-        env = child_env(self.settings)
+        env = child_env(self.settings) | self.env
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
