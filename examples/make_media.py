@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import math
 import random
@@ -30,62 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
-from cyberjurors.evaluation.synth_media import encode_clip
+from cyberjurors.evaluation.synth_media import RGB, backdrop, encode_clip, encode_photo, font, jagged, mottled
+from cyberjurors.evaluation.synth_media import drift as shake
 
 HERE = Path(__file__).resolve().parent
-RGB = tuple[int, int, int]
 
 
 # ----------------------------------------------------------------------------------------------
 # helpers
 
-_FONTS: dict[int, ImageFont.FreeTypeFont] = {}
-
-
-def font(size: int) -> ImageFont.FreeTypeFont:
-    if size not in _FONTS:
-        _FONTS[size] = ImageFont.load_default(size=size)
-    return _FONTS[size]
-
-
-def mottled(size: tuple[int, int], dark: RGB, light: RGB, seed: int, grain: int = 4,
-            stretch: tuple[int, int] = (1, 1)) -> Image.Image:
-    """A texture between two colours from seeded noise (grain: pixels per noise cell)."""
-    rng = random.Random(seed)
-    w = max(2, size[0] // (grain * stretch[0]) + 1)
-    h = max(2, size[1] // (grain * stretch[1]) + 1)
-    mask = Image.frombytes("L", (w, h), rng.randbytes(w * h)).resize(size, Image.Resampling.BILINEAR)
-    return Image.composite(Image.new("RGB", size, light), Image.new("RGB", size, dark), mask)
-
 
 def text_centered(draw: ImageDraw.ImageDraw, xy: tuple[float, float], text: str, size: int, fill) -> None:
     draw.text(xy, text, font=font(size), fill=fill, anchor="mm")
-
-
-def jagged(rng: random.Random, start: tuple[float, float], end: tuple[float, float], steps: int,
-           wobble: float) -> list[tuple[float, float]]:
-    (x0, y0), (x1, y1) = start, end
-    points = [start]
-    for i in range(1, steps):
-        t = i / steps
-        points.append((x0 + (x1 - x0) * t + rng.uniform(-wobble, wobble),
-                       y0 + (y1 - y0) * t + rng.uniform(-wobble, wobble)))
-    points.append(end)
-    return points
-
-
-def save_png(image: Image.Image) -> bytes:
-    out = io.BytesIO()
-    image.save(out, "PNG", optimize=True)
-    return out.getvalue()
-
-
-def save_jpeg(image: Image.Image) -> bytes:
-    out = io.BytesIO()
-    image.save(out, "JPEG", quality=80, optimize=True)
-    return out.getvalue()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -178,7 +135,7 @@ def shirt_torn_seam() -> Image.Image:
     """Close-up of a blue oxford shirt: the side seam is split open along its stitching."""
     w, h = 560, 420
     rng = random.Random(3)
-    im = mottled((w, h), (118, 150, 196), (150, 180, 222), seed=31, grain=2)
+    im = mottled((w, h), (118, 150, 196), (150, 180, 222), rng=random.Random(31), grain=2)
     d = ImageDraw.Draw(im)
     for y in range(0, h, 3):  # weave
         d.line((0, y, w, y), fill=(128, 160, 205))
@@ -212,7 +169,7 @@ def shirt_torn_seam() -> Image.Image:
 def food_best_before() -> Image.Image:
     """A granola bag whose printed best-before date (14.09.2026) had passed on delivery."""
     w, h = 480, 480
-    im = mottled((w, h), (150, 150, 146), (178, 178, 172), seed=41, grain=5)
+    im = mottled((w, h), (150, 150, 146), (178, 178, 172), rng=random.Random(41), grain=5)
     d = ImageDraw.Draw(im)
     d.polygon([(88, 40), (392, 40), (404, 450), (76, 450)], fill=(246, 236, 214))
     d.rectangle((88, 40, 392, 64), fill=(196, 98, 36))
@@ -240,7 +197,7 @@ def food_best_before() -> Image.Image:
 def courier_door() -> Image.Image:
     """The courier's proof-of-delivery photo: a parcel on the mat in front of door 14B."""
     w, h = 480, 360
-    im = mottled((w, h), (200, 188, 160), (222, 212, 188), seed=51, grain=4)
+    im = mottled((w, h), (200, 188, 160), (222, 212, 188), rng=random.Random(51), grain=4)
     d = ImageDraw.Draw(im)
     d.rectangle((0, 290, w, h), fill=(150, 146, 140))  # landing floor
     d.rectangle((150, 20, 330, 292), fill=(50, 92, 78))  # door
@@ -337,7 +294,7 @@ def kettle_crack() -> Image.Image:
         d.line((x, 0, x, 330), fill=(205, 205, 200), width=2)
     for y in range(0, 330, 60):
         d.line((0, y, w, y), fill=(205, 205, 200), width=2)
-    im.paste(mottled((w, h - 330), (96, 96, 100), (128, 128, 132), seed=81, grain=3), (0, 330))
+    im.paste(mottled((w, h - 330), (96, 96, 100), (128, 128, 132), rng=random.Random(81), grain=3), (0, 330))
     d.ellipse((110, 388, 390, 430), fill=(150, 172, 186))  # puddle
     d.ellipse((150, 394, 330, 420), fill=(176, 196, 208))
     d.rounded_rectangle((140, 360, 340, 400), radius=10, fill=(30, 30, 32))  # base
@@ -367,7 +324,7 @@ def kettle_crack() -> Image.Image:
 def dispatch_photo() -> Image.Image:
     """The seller's dispatch photo: a sealed 1 kg coffee bag, roasted 28.09, packed 30.09.2026."""
     w, h = 480, 360
-    im = mottled((w, h), (150, 110, 70), (180, 140, 96), seed=91, grain=4, stretch=(6, 1))
+    im = mottled((w, h), (150, 110, 70), (180, 140, 96), rng=random.Random(91), grain=4, stretch=(6, 1))
     d = ImageDraw.Draw(im)
     d.polygon([(60, 40), (240, 40), (252, 320), (48, 320)], fill=(176, 138, 92))  # kraft bag
     d.rectangle((60, 40, 240, 62), fill=(150, 114, 72))
@@ -394,7 +351,7 @@ def returned_dress() -> Image.Image:
     """The returned dress as the seller received it: tag cut off, make-up marks on the neckline."""
     w, h = 400, 560
     rng = random.Random(10)
-    im = mottled((w, h), (214, 214, 210), (232, 232, 228), seed=101, grain=6)
+    im = mottled((w, h), (214, 214, 210), (232, 232, 228), rng=random.Random(101), grain=6)
     d = ImageDraw.Draw(im)
     d.arc((176, 20, 224, 70), 180, 360, fill=(90, 90, 90), width=4)  # hanger
     d.line((200, 45, 200, 80), fill=(90, 90, 90), width=4)
@@ -425,7 +382,7 @@ def returned_dress() -> Image.Image:
 def rating_plate() -> Image.Image:
     """The rating plate on the back of a microwave: model MW-25S, capacity 25 L."""
     w, h = 480, 300
-    im = mottled((w, h), (168, 170, 172), (196, 198, 200), seed=111, grain=2, stretch=(8, 1))
+    im = mottled((w, h), (168, 170, 172), (196, 198, 200), rng=random.Random(111), grain=2, stretch=(8, 1))
     d = ImageDraw.Draw(im)
     d.rounded_rectangle((30, 24, 450, 276), radius=8, fill=(214, 216, 218), outline=(110, 110, 112), width=3)
     for x, y in ((44, 38), (436, 38), (44, 262), (436, 262)):
@@ -481,11 +438,6 @@ class VideoSpec:
     description: str
 
 
-def shake(i: int, seed: int) -> tuple[int, int]:
-    """Hand-held camera drift, at most 2 px."""
-    return round(2 * math.sin(i * 0.7 + seed)), round(2 * math.cos(i * 0.45 + 2 * seed))
-
-
 def overlay(im: Image.Image, i: int, spec: VideoSpec) -> None:
     d = ImageDraw.Draw(im)
     hh, mm, ss = (int(p) for p in spec.start.split(" ")[1].split(":"))
@@ -498,9 +450,8 @@ def overlay(im: Image.Image, i: int, spec: VideoSpec) -> None:
 
 
 def table_scene(seed: int, wall: RGB, table_dark: RGB, table_light: RGB) -> Image.Image:
-    im = Image.new("RGB", (W + 8, H + 8), wall)
-    im.paste(mottled((W + 8, 108), table_dark, table_light, seed=seed, grain=3, stretch=(8, 1)), (0, H - 100))
-    return im
+    """The frame with a 4 px margin each way for the camera drift: a wall, and a table from y = H - 100."""
+    return backdrop(random.Random(seed), wall, table_dark, table_light, horizon=H - 100, size=(W + 8, H + 8))
 
 
 def airfryer_frame(i: int, spec: VideoSpec) -> Image.Image:
@@ -677,7 +628,7 @@ def build(out: Path) -> dict[str, dict]:
 
     for name, render, clue in IMAGES:
         image = render()
-        data = save_png(image) if name.endswith(".png") else save_jpeg(image)
+        data = encode_photo(image, MEDIA_TYPES[Path(name).suffix], quality=80)
         write(name, data, {"kind": "image", "width": image.width, "height": image.height, "clue": clue})
     for spec in VIDEOS:
         write(spec.name, encode_video(spec), {

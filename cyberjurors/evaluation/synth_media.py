@@ -119,9 +119,11 @@ def text_lines(d: ImageDraw.ImageDraw, x: int, y: int, widths: list[int], fill: 
         d.rectangle((x, y + k * step, x + width, y + k * step + 4), fill=fill)
 
 
-def backdrop(rng: random.Random, wall: RGB, top_dark: RGB, top_light: RGB, horizon: int = 170) -> Image.Image:
-    im = Image.new("RGB", (W, H), wall)
-    im.paste(mottled((W, H - horizon), top_dark, top_light, rng, grain=3, stretch=(8, 1)), (0, horizon))
+def backdrop(rng: random.Random, wall: RGB, top_dark: RGB, top_light: RGB, horizon: int = 170,
+             size: tuple[int, int] = (W, H)) -> Image.Image:
+    """A plain wall above ``horizon`` and a grained table top below it."""
+    im = Image.new("RGB", size, wall)
+    im.paste(mottled((size[0], size[1] - horizon), top_dark, top_light, rng, grain=3, stretch=(8, 1)), (0, horizon))
     return im
 
 
@@ -396,12 +398,12 @@ def clip_probe(v: Visual) -> Probe | None:
                                             x1 - CROP - SHAKE, y1 - CROP - SHAKE)})
 
 
-def encode_photo(image: Image.Image, media_type: str) -> bytes:
+def encode_photo(image: Image.Image, media_type: str, quality: int = 85) -> bytes:
     out = io.BytesIO()
     if media_type == "image/png":
         image.save(out, "PNG", optimize=True)
     else:
-        image.save(out, "JPEG", quality=85, optimize=True)
+        image.save(out, "JPEG", quality=quality, optimize=True)
     return out.getvalue()
 
 
