@@ -76,6 +76,16 @@ def test_produce_refuses_an_invalid_file_before_sending(settings, tmp_path):
     result = cli(settings, "produce", str(bad))
     assert result.returncode == 2
     assert "not sent" in result.stdout and "bad.json" in result.stdout and "category" in result.stdout
+    assert "errors.pydantic.dev" not in result.stdout and "Traceback" not in result.stdout + result.stderr
+
+
+def test_produce_refuses_a_file_that_is_not_text_in_one_line_for_people(settings, tmp_path):
+    binary = tmp_path / "photo.json"
+    binary.write_bytes(b"\xff\xd8\xff\xe0 not json, not utf-8")
+    result = cli(settings, "produce", str(binary))
+    assert result.returncode == 2
+    assert "not sent" in result.stdout and "photo.json" in result.stdout and "UTF-8" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_invalid_settings_are_reported_not_raised(settings):

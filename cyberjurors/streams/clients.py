@@ -15,7 +15,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from ..config import Settings
-from ..errors import CyberJurorsError
+from ..errors import CyberJurorsError, for_people
 from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict, dispute_event
 from .kafka import client_options
 
@@ -52,7 +52,11 @@ def read_events(paths: Iterable[Path]) -> list[Outgoing]:
             raise InputError(f"{path}: no such file or folder")
     out = []
     for file in files:
-        lines = file.read_text().splitlines() if file.suffix == ".jsonl" else [file.read_text()]
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise InputError(f"{file}: cannot be read as UTF-8 text ({for_people(err)})") from err
+        lines = text.splitlines() if file.suffix == ".jsonl" else [text]
         for n, line in enumerate(lines, 1):
             if line.strip():
                 out.append(_event(line, f"{file}:{n}" if file.suffix == ".jsonl" else str(file)))
@@ -66,7 +70,7 @@ def _event(text: str, source: str) -> Outgoing:
             return case_event(DisputeCase.model_validate(raw), source)
         parsed = dispute_event.validate_python(raw)
     except ValueError as err:  # json and pydantic errors alike
-        raise InputError(f"{source}: {err}") from err
+        raise InputError(f"{source}: {for_people(err)}") from err
     return Outgoing(parsed.case_id, text.strip().encode(), source)
 
 
