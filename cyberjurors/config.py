@@ -216,6 +216,18 @@ class Settings(BaseSettings):
     frames_per_video: int = Field(30, ge=1)
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
 
+    # --- State that expires (issue 11): tables hold cases in flight plus a retention, no more ---
+    state_retention_s: float = Field(
+        7 * 86400, gt=0, description="a case's stored verdict and admitted case file (what outcomes and "
+                                     "redeliveries read) are deleted this long after its last stage result; "
+                                     "keep it >= the pipeline topics' retention.ms (Kafka's default: 7 days)"
+    )
+    state_sweep_interval_s: float = Field(60.0, gt=0, description="how often a worker deletes expired state")
+    table_store: Literal["memory", "rocksdb"] = Field(
+        "memory", description="memory = tables rebuilt from their changelogs at start (the embedded default); "
+                              "rocksdb = on local disk under datadir (production), recovery reads only what is new"
+    )
+
     @field_validator("metrics_port", mode="before")
     @classmethod
     def _metrics_off(cls, port: object) -> object:
