@@ -216,6 +216,16 @@ class Settings(BaseSettings):
     frames_per_video: int = Field(30, ge=1)
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
 
+    # --- Sizes (issue 11): every message a worker sends fits the broker's limit ---------------
+    # Kafka's broker message.max.bytes / topic max.message.bytes default to 1 MiB (1,048,588); keep
+    # max_event_bytes below whatever your cluster sets. The producers allow it plus record overhead.
+    max_event_bytes: int = Field(1_000_000, ge=16_384, description="largest message taken or sent: a bigger event "
+                                 "is dead-lettered (event_too_large), a bigger stage output too (output_too_large)")
+    max_case_bytes: int = Field(400_000, ge=4_096, description="the case file at admission (inline media moved to "
+                                "the media store); the rest of max_event_bytes is room for what the stages add")
+    media_store: str = Field("data/media", description="content-addressed store for inline media and dead-letter "
+                             "originals too large to carry: a folder or file:// URL")
+
     # --- State that expires (issue 11): tables hold cases in flight plus a retention, no more ---
     state_retention_s: float = Field(
         7 * 86400, gt=0, description="a case's stored verdict and admitted case file (what outcomes and "
@@ -243,6 +253,8 @@ class Settings(BaseSettings):
             raise ValueError("precedent_backend=elasticsearch needs ELASTICSEARCH_URL")
         if self.llm_backend == "openai" and not self.openai_base_url:
             raise ValueError("llm_backend=openai needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
+        if self.max_case_bytes >= self.max_event_bytes:
+            raise ValueError("max_case_bytes must be below max_event_bytes: the stages add to the case file")
         return self
 
     @property
