@@ -208,13 +208,29 @@ class Settings(BaseSettings):
 
     # --- Evidence --------------------------------------------------------------------------
     media_root: Path = Path(".")
-    url_allowlist: list[str] = Field(default_factory=list, description="allowed http(s) hosts")
+    url_allowlist: list[str] = Field(
+        default_factory=list, description="allowed origins: host (http on 80, https on 443), host:port, "
+                                          "or scheme://host[:port]"
+    )
     max_text_chars: int = 20_000
     max_media_items: int = 40
     max_inline_bytes: int = 512_000
     max_media_bytes: int = 50_000_000
     frames_per_video: int = Field(30, ge=1)
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
+    # Media within bounds (issue 11): every cap is checked from the header before a full decode; an
+    # item over a cap is noted on that item ("image_too_large", "video_too_long", ...), never fatal.
+    max_image_pixels: int = Field(50_000_000, ge=1, description="width x height an image may declare")
+    max_image_dimension: int = Field(16_384, ge=64, description="longest side an image may declare, in pixels")
+    max_video_pixels: int = Field(4096 * 2160, ge=1, description="width x height of a video's frames (DCI 4K)")
+    max_video_dimension: int = Field(4096, ge=64, description="longest side of a video's frames, in pixels")
+    max_video_duration_s: float = Field(600.0, gt=0, description="longest video, by its header and its timestamps")
+    max_video_frames: int = Field(36_000, ge=1, description="most frames a video may hold (10 min at 60 fps)")
+    media_decode_concurrency: int = Field(2, ge=1, description="image and video decodes at once per process")
+    media_fetch_timeout_s: float = Field(30.0, gt=0, description="one deadline for a URL fetch, body included")
+    max_url_redirects: int = Field(
+        3, ge=0, description="redirects followed by a URL fetch, each target checked against url_allowlist again"
+    )
 
     # --- Sizes (issue 11): every message a worker sends fits the broker's limit ---------------
     # Kafka's broker message.max.bytes / topic max.message.bytes default to 1 MiB (1,048,588); keep
