@@ -254,6 +254,22 @@ class Settings(BaseSettings):
                               "rocksdb = on local disk under datadir (production), recovery reads only what is new"
     )
 
+    # --- Intake that keeps everything (issue 11): early evidence, abandoned drafts, case caps ---
+    early_evidence_wait_s: float = Field(
+        300.0, gt=0, description="evidence (or evidence_closed) for a case not yet opened is held this long after "
+                                 "the case's first such event, then dead-lettered (case_never_opened, replayable); "
+                                 "checked every state_sweep_interval_s"
+    )
+    early_evidence_per_case: int = Field(21, ge=1, description="events held per unopened case; more are dead-lettered "
+                                                              "(early_evidence_overflow, replayable)")
+    early_evidence_total: int = Field(10_000, ge=1, description="events held per worker across unopened cases")
+    intake_draft_ttl_s: float = Field(
+        7 * 86400, gt=0, description="an incremental case whose evidence is not closed this long after its last event "
+                                     "is dead-lettered (draft_expired, with what was received) and forgotten"
+    )
+    max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
+    max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
+
     @field_validator("metrics_port", mode="before")
     @classmethod
     def _metrics_off(cls, port: object) -> object:
