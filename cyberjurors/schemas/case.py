@@ -34,19 +34,21 @@ class Strict(BaseModel):
 
 
 class MediaRef(Strict):
-    """Where a photo or video lives. Exactly one of path, url, data_base64."""
+    """Where a photo or video lives. Exactly one of path, url, data_base64, stored."""
 
     media_type: str = Field(description="MIME type, e.g. image/jpeg, image/png, video/mp4")
     path: str | None = Field(None, description="relative to the worker's media root")
     url: str | None = Field(None, description="http(s) URL on the worker's allow-list")
     data_base64: str | None = Field(None, description="small inline payload")
+    stored: Sha256 | None = Field(None, description="sha256 of the bytes in the media store: what ingest puts in "
+                                                    "place of data_base64 (a claim check)")
     sha256: Sha256 | None = Field(None, description="content hash, checked when the media is read")
 
     @model_validator(mode="after")
     def _one_source(self) -> "MediaRef":
-        given = [s for s in (self.path, self.url, self.data_base64) if s is not None]
+        given = [s for s in (self.path, self.url, self.data_base64, self.stored) if s is not None]
         if len(given) != 1:
-            raise ValueError("media needs exactly one of path, url, data_base64")
+            raise ValueError("media needs exactly one of path, url, data_base64, stored")
         return self
 
 
