@@ -248,7 +248,10 @@ class DeadLetter(Record):
     partition: int | None = None
     offset: int | None = None
     key: str | None = None
-    original_base64: str = Field(description="the message value exactly as received")
+    original_base64: str = Field("", description="the message value exactly as received, when the letter can "
+                                                 "carry it within max_event_bytes")
+    original_ref: str | None = Field(None, description="else the sha256 of the original in the media store")
+    original_bytes: int | None = Field(None, description="the original's size")
     failed_at: datetime
     replayable: bool | None = Field(None, description="whether resending the original may succeed, decided where "
                                                       "the letter was written; absent from older letters")
