@@ -24,6 +24,7 @@ from PIL import Image, UnidentifiedImageError
 from .config import Settings
 from .errors import CyberJurorsError, for_people
 from .llm import ImagePart
+from .media_store import StoreError, open_store
 from .schemas import MediaRef
 
 SUPPORTED_IMAGE_TYPES = {"image/jpeg", "image/png", "image/webp", "image/gif"}
@@ -122,6 +123,12 @@ async def _read(ref: MediaRef, settings: Settings) -> bytes:
     if ref.url is not None:
         _check_url(ref.url, settings)
         return await _fetch(ref.url, settings.max_media_bytes, settings.llm_timeout_s)
+    if ref.stored is not None:  # moved out of the stream at ingest (claim check): read from the media store
+        try:
+            return await open_store(settings).get(ref.stored, settings.max_media_bytes)
+        except StoreError as err:
+            reason = {"corrupt": "hash_mismatch", "too_large": "too_large"}.get(err.kind, "missing_file")
+            raise MediaUnreadable(reason, err.detail) from err
     return _decode_inline(ref.data_base64 or "")
 
 
