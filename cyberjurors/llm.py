@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from . import metrics
 from .config import Role, Settings
-from .errors import CyberJurorsError
+from .errors import FINAL_LLM_KINDS, CyberJurorsError
 from .schemas import Usage
 
 T = TypeVar("T", bound=BaseModel)
@@ -103,12 +103,15 @@ class LLMResult(Generic[T]):
 
 class LLMError(CyberJurorsError, RuntimeError):
     """A call failed after the backend's own retries; ``kind`` is a short bounded label
-    (``errors.LLM_KINDS``). Replayable: the same call may succeed later."""
-
-    replayable = True
+    (``errors.LLM_KINDS``). Replayable unless the kind is one the same input meets again
+    (``errors.FINAL_LLM_KINDS``)."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message, kind=kind)
+
+    @property
+    def replayable(self) -> bool:  # type: ignore[override]
+        return self.kind not in FINAL_LLM_KINDS
 
 
 class LLM(Protocol):

@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from ..errors import CyberJurorsError
+from ..errors import FINAL_PRECEDENT_KINDS, CyberJurorsError
 from ..schemas import CATEGORIES as CATEGORIES  # re-exported for the index backends and the build
 from ..schemas import Party, Votes
 from ..schemas.case import Category
@@ -123,9 +123,12 @@ class UpsertReport(Record):
 class PrecedentError(CyberJurorsError, RuntimeError):
     """Retrieval or indexing failed; ``kind`` is a short bounded label for logs and metrics:
     bad_query, unknown_category, index_missing, model_missing, model_mismatch, corrupt, unreachable, auth,
-    rate_limited, timeout, server_error, bulk_failed."""
-
-    replayable = True
+    rate_limited, timeout, server_error, bulk_failed. Replayable unless the kind is one the same
+    input meets again (``errors.FINAL_PRECEDENT_KINDS``)."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message, kind=kind)
+
+    @property
+    def replayable(self) -> bool:  # type: ignore[override]
+        return self.kind not in FINAL_PRECEDENT_KINDS
