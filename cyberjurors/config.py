@@ -103,6 +103,16 @@ class Settings(BaseSettings):
     stage_concurrency: int = Field(8, ge=1, description="cases each stage agent works on at once")
     web_port: int | None = Field(None, description="Faust's web server port; off when unset")
 
+    # --- Broker faults (issue 11): a worker that lost its broker exits for its supervisor ----------
+    broker_loss_exit_s: float = Field(
+        30.0, gt=0, description="a worker that cannot reach its broker this long exits with status 75; one whose "
+                                "broker lost its topics or answers as another cluster exits at once"
+    )
+    broker_check_interval_s: float = Field(2.0, gt=0, description="how often a worker reads its broker's metadata")
+    stop_deadline_s: float = Field(
+        15.0, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
+    )
+
     # --- LLM -------------------------------------------------------------------------------
     llm_backend: Literal["auto", "anthropic", "openai", "offline"] = "auto"
     anthropic_api_key: str | None = None
