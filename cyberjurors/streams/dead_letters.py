@@ -5,6 +5,11 @@ Replayability is decided here, by the handler that writes the letter (``replayab
 it knows why the message failed: rejected input would fail the same way (not replayable); a
 model call, the precedent base or a bug may succeed later (replayable). ``cyberjurors dlq
 --replay`` only reads the flag.
+
+A letter always fits within ``max_event_bytes``: an original too large to carry as base64 is put
+in the media store and the letter names it (``original_ref``). Every send a handler makes goes
+through ``send_bounded``, so an output over the limit, or one the broker refuses as too large,
+is an ``OutputTooLarge`` the handler dead-letters, never a crash of the worker.
 """
 
 from __future__ import annotations
@@ -13,11 +18,20 @@ import base64
 import logging
 from typing import Any, Protocol
 
+from aiokafka.errors import MessageSizeTooLargeError
+
 from .. import metrics
-from ..errors import Reason, for_people, plain
+from ..errors import CyberJurorsError, Reason, for_people, plain
+from ..media_store import MediaStore, StoreError
 from ..schemas import DeadLetter, now
 
 log = logging.getLogger("cyberjurors.streams")
+
+# room in a message for the record's own framing (headers, lengths, timestamps, the key's length):
+# the producers allow max_event_bytes plus this, so a value checked against max_event_bytes is sent
+RECORD_OVERHEAD = 16_384
+MAX_KEY_CHARS = 1024  # a case id is at most 128; a longer key is not one, and is cut on the letter
+DEFAULT_MAX_BYTES = 1_000_000
 
 
 class Sender(Protocol):
@@ -26,12 +40,33 @@ class Sender(Protocol):
     async def send(self, *, key: bytes, value: bytes) -> Any: ...
 
 
+class OutputTooLarge(CyberJurorsError):
+    """A message over ``max_event_bytes``, or one the broker refused as too large."""
+
+    kind = "output_too_large"
+
+
+async def send_bounded(out: Sender, key: bytes, value: bytes, max_bytes: int | None) -> None:
+    """``out.send`` for a message within ``max_bytes``; OutputTooLarge instead of sending one over it,
+    or when the producer or the broker refuses it as too large (a broker limit below ours)."""
+    if max_bytes is not None and len(key) + len(value) > max_bytes:
+        raise OutputTooLarge(f"{len(key) + len(value)} bytes, limit max_event_bytes={max_bytes}")
+    try:
+        await out.send(key=key, value=value)
+    except MessageSizeTooLargeError as err:
+        raise OutputTooLarge(f"{len(value)} bytes refused as too large by the producer or the broker "
+                             f"({for_people(err)}); is the broker's max.message.bytes below max_event_bytes?") from err
+
+
 def letter_for(message: Any, stage: str, reason: str, detail: str, replayable: bool) -> DeadLetter:
-    """The letter for one Faust message (``key``, ``value``, ``topic``, ``partition``, ``offset``)."""
+    """The letter for one Faust message (``key``, ``value``, ``topic``, ``partition``, ``offset``),
+    carrying the original as base64."""
     key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else message.key
+    value = message.value or b""
     return DeadLetter(reason=reason, detail=plain(detail), stage=stage, topic=message.topic,
-                      partition=message.partition, offset=message.offset, key=key, replayable=replayable,
-                      original_base64=base64.b64encode(message.value or b"").decode(), failed_at=now())
+                      partition=message.partition, offset=message.offset, key=key[:MAX_KEY_CHARS] if key else key,
+                      replayable=replayable, original_base64=base64.b64encode(value).decode(),
+                      original_bytes=len(value), failed_at=now())
 
 
 def bug(err: BaseException) -> str:
@@ -40,9 +75,12 @@ def bug(err: BaseException) -> str:
 
 
 class DeadLetters:
-    def __init__(self, topic: Sender, in_flight: metrics.CasesInFlight):
+    def __init__(self, topic: Sender, in_flight: metrics.CasesInFlight, store: MediaStore | None = None,
+                 max_bytes: int = DEFAULT_MAX_BYTES):
         self.topic = topic
         self.in_flight = in_flight
+        self.store = store
+        self.max_bytes = max_bytes
 
     async def write(self, event: Any, stage: str, reason: str, detail: str, *, replayable: bool) -> None:
         message = event.message
@@ -51,7 +89,31 @@ class DeadLetters:
         letter = letter_for(message, stage, reason, detail, replayable)
         log.warning("dead letter from %s: %s (%s) key=%s offset=%s", stage, reason, detail[:300], letter.key,
                     message.offset)
-        await self.topic.send(key=(letter.key or "").encode(), value=letter.model_dump_json().encode())
+        key = (letter.key or "").encode()
+        value = letter.model_dump_json().encode()
+        try:
+            if len(key) + len(value) > self.max_bytes:
+                raise OutputTooLarge("the original is too large to carry")
+            await send_bounded(self.topic, key, value, self.max_bytes)
+        except OutputTooLarge:  # the original goes to the media store, the letter names it
+            await self._send_by_reference(letter, message.value or b"", key)
         metrics.record_dead_letter(stage, reason)
         if stage not in ("ingest", "outcomes") and letter.key:  # a case that left the pipeline
             self.in_flight.discard(letter.key)
+
+    async def _send_by_reference(self, letter: DeadLetter, original: bytes, key: bytes) -> None:
+        try:
+            if self.store is None:
+                raise StoreError("no media store configured", kind="unavailable")
+            letter = letter.model_copy(update={"original_base64": "", "original_ref": await self.store.put(original)})
+        except StoreError as err:  # the letter still goes out; the original stays only in its source topic
+            log.error("dead letter for %s offset %s: its original (%d bytes) could not be stored: %s",
+                      letter.topic, letter.offset, len(original), err.detail)
+            letter = letter.model_copy(update={
+                "original_base64": "", "detail": plain(f"{letter.detail}; the original ({len(original)} bytes) is "
+                                                       f"too large to carry and could not be stored: {err.detail}")})
+        try:
+            await send_bounded(self.topic, key, letter.model_dump_json().encode(), self.max_bytes)
+        except OutputTooLarge as err:  # cannot happen below a sane broker limit; say so rather than crash
+            log.error("dead letter for %s/%s offset %s could not be sent: %s (original_ref %s)", letter.topic,
+                      letter.partition, letter.offset, err.detail, letter.original_ref)
