@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import bisect
+import functools
 import hashlib
 import io
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import TypeVar
 
 import aiohttp
 import av
 from PIL import Image, UnidentifiedImageError
+from yarl import URL
 
 from .config import Settings
 from .errors import CyberJurorsError, for_people
@@ -29,6 +34,9 @@ from .schemas import MediaRef
 
 SUPPORTED_IMAGE_TYPES = {"image/jpeg", "image/png", "image/webp", "image/gif"}
 SUPPORTED_VIDEO_TYPES = {"video/mp4", "video/webm", "video/quicktime", "video/x-matroska"}
+REDIRECTS = {301, 302, 303, 307, 308}
+DEFAULT_PORTS = {"http": 80, "https": 443}
+T = TypeVar("T")
 
 
 class MediaRejected(CyberJurorsError, ValueError):
@@ -82,13 +90,41 @@ def _resolve(path: str, settings: Settings) -> Path:
     return full
 
 
-def _check_url(url: str, settings: Settings) -> None:
+def _check_url(url: str, settings: Settings, base: URL | None = None) -> URL:
+    """The URL parsed once, by yarl (aiohttp's own URL type), and that same object is what is
+    fetched: a check and a fetcher that parse differently (``http://a\\@b/``) cannot disagree."""
+    if "\\" in url or any(ord(c) < 0x21 or c == "\x7f" for c in url):  # read differently by different parsers
+        raise MediaRejected("url_not_allowed", "the URL holds a backslash, a space or a control character")
     try:
-        parts = urlsplit(url)
-    except ValueError as err:  # e.g. an unclosed "[" in the host
+        parsed = base.join(URL(url)) if base is not None else URL(url)
+        if parsed.scheme not in DEFAULT_PORTS:
+            raise MediaRejected("url_not_allowed", f"{parsed.scheme or 'no'} scheme: only http and https are fetched")
+        origin = (parsed.scheme, parsed.host, parsed.port)  # .port: explicit, else the scheme's default
+    except (ValueError, TypeError) as err:  # an unclosed "[" in the host, a port out of range
         raise MediaRejected("url_not_allowed", "the URL cannot be parsed") from err
-    if parts.scheme not in ("http", "https") or parts.hostname not in settings.url_allowlist:
-        raise MediaRejected("url_not_allowed", f"{parts.scheme}://{parts.hostname} is not on the URL allow-list")
+    if parsed.raw_user is not None or parsed.raw_password is not None:
+        raise MediaRejected("url_not_allowed", "a URL with user information is not fetched")
+    if origin not in _allowed_origins(tuple(settings.url_allowlist)):
+        raise MediaRejected("url_not_allowed", f"{parsed.scheme}://{parsed.host}:{parsed.port} is not on the URL "
+                                               "allow-list (scheme, host and port)")
+    return parsed
+
+
+@functools.lru_cache(maxsize=8)
+def _allowed_origins(allowlist: tuple[str, ...]) -> frozenset[tuple[str, str | None, int | None]]:
+    """(scheme, host, port) triples: "host" allows http on 80 and https on 443, "host:port" both
+    schemes on that port, "scheme://host[:port]" exactly that origin. A bare IPv6 address is a host."""
+    origins = set()
+    for entry in allowlist:
+        entry = entry.strip()
+        bare_ipv6 = entry.count(":") > 1 and not entry.startswith("[") and "://" not in entry
+        try:
+            url = URL(entry if "://" in entry else f"//[{entry}]" if bare_ipv6 else f"//{entry}")
+            schemes = [url.scheme] if url.scheme else list(DEFAULT_PORTS)
+            origins |= {(s, url.host, url.explicit_port or DEFAULT_PORTS[s]) for s in schemes if s in DEFAULT_PORTS}
+        except ValueError:
+            continue  # an entry that is no origin allows nothing
+    return frozenset(origins)
 
 
 def _decode_inline(data: str) -> bytes:
@@ -121,8 +157,7 @@ async def _read(ref: MediaRef, settings: Settings) -> bytes:
         except OSError as err:
             raise MediaUnreadable("missing_file", f"{ref.path}: {err.strerror}") from err
     if ref.url is not None:
-        _check_url(ref.url, settings)
-        return await _fetch(ref.url, settings.max_media_bytes, settings.llm_timeout_s)
+        return await _fetch(_check_url(ref.url, settings), settings)
     if ref.stored is not None:  # moved out of the stream at ingest (claim check): read from the media store
         try:
             return await open_store(settings).get(ref.stored, settings.max_media_bytes)
@@ -132,86 +167,236 @@ async def _read(ref: MediaRef, settings: Settings) -> bytes:
     return _decode_inline(ref.data_base64 or "")
 
 
-async def _fetch(url: str, limit: int, timeout_s: float) -> bytes:
+async def _fetch(url: URL, settings: Settings) -> bytes:
+    """The whole body, up to ``max_media_bytes``, under one deadline for the whole exchange
+    (connecting, redirects, a body that trickles in a byte at a time). Redirects are followed
+    only to targets that pass the allow-list again."""
+    shown = str(url)
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
-            async with session.get(url, allow_redirects=False) as response:
-                response.raise_for_status()
-                data = await response.content.read(limit + 1)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as err:
-        raise MediaUnreadable("fetch_failed", f"{url}: {for_people(err) if str(err) else type(err).__name__}") from err
-    if len(data) > limit:
-        raise MediaUnreadable("too_large", f"{url}: more than {limit} bytes")
-    return data
+        async with asyncio.timeout(settings.media_fetch_timeout_s):
+            async with aiohttp.ClientSession() as session:
+                for _ in range(settings.max_url_redirects + 1):
+                    async with session.get(url, allow_redirects=False) as response:
+                        if response.status not in REDIRECTS:
+                            response.raise_for_status()
+                            return await _body(response, shown, settings.max_media_bytes)
+                        location = response.headers.get("Location", "")
+                    url = _check_url(location, settings, base=url)  # MediaRejected: read_bytes notes it
+                raise MediaUnreadable("fetch_failed", f"{shown}: more than {settings.max_url_redirects} redirects")
+    except TimeoutError as err:
+        raise MediaUnreadable("fetch_timeout", f"{shown}: not fetched within {settings.media_fetch_timeout_s}s") from err
+    except aiohttp.ClientError as err:
+        raise MediaUnreadable("fetch_failed", f"{shown}: {for_people(err)}") from err
+
+
+async def _body(response: aiohttp.ClientResponse, shown: str, limit: int) -> bytes:
+    # content.read(n) returns what has arrived so far, not n bytes: read chunk by chunk to the end
+    if response.content_length is not None and response.content_length > limit:
+        raise MediaUnreadable("too_large", f"{shown}: {response.content_length} bytes, limit {limit}")
+    data = bytearray()
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        data += chunk
+        if len(data) > limit:
+            raise MediaUnreadable("too_large", f"{shown}: more than {limit} bytes")
+    return bytes(data)
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _decoder_pool(size: int) -> ThreadPoolExecutor:
+    # One pool per process (another only if the setting differs, as in tests): at most `size`
+    # decodes run at once however many cases and stages ask; the rest wait in its queue.
+    if size not in _POOLS:
+        _POOLS[size] = ThreadPoolExecutor(size, thread_name_prefix="media-decode")
+    return _POOLS[size]
+
+
+async def _decode(settings: Settings, fn: Callable[..., T], *args: object) -> T:
+    pool = _decoder_pool(settings.media_decode_concurrency)
+    return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args))
+
+
+def _fit(size: tuple[int, int], max_side: int) -> tuple[int, int]:
+    """The size within a max_side square, aspect kept, as ``Image.thumbnail`` computes it."""
+    scale = min(1.0, max_side / max(size))
+    return max(1, round(size[0] * scale)), max(1, round(size[1] * scale))
+
+
+def _check_image_size(size: tuple[int, int], settings: Settings) -> None:
+    width, height = size
+    if max(width, height) > settings.max_image_dimension:
+        raise MediaUnreadable("image_too_large", f"{width}x{height} pixels, longest side limit "
+                                                 f"{settings.max_image_dimension}")
+    if width * height > settings.max_image_pixels:
+        raise MediaUnreadable("image_too_large", f"{width}x{height} pixels, limit {settings.max_image_pixels}")
 
 
 def _to_jpeg(image: Image.Image, max_side: int, label: str = "") -> ImagePart:
-    image = image.convert("RGB")
+    # A JPEG is decoded at 1/2, 1/4 or 1/8 scale straight away (never below the target); other
+    # formats decode at full size, which the pixel cap bounds.
+    image.draft("RGB", _fit(image.size, max_side))
+    if image.mode not in ("RGB", "L", "RGBA", "LA"):  # palette, 1-bit, CMYK, 16-bit: resample in RGB
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
     image.thumbnail((max_side, max_side))
     out = io.BytesIO()
-    image.save(out, "JPEG", quality=85)
+    image.convert("RGB").save(out, "JPEG", quality=85)
     return ImagePart(out.getvalue(), "image/jpeg", label)
+
+
+def _image_part(data: bytes, media_type: str, settings: Settings, label: str) -> ImagePart:
+    try:
+        with Image.open(io.BytesIO(data)) as probe:  # lazy: reads the header only
+            _check_image_size(probe.size, settings)
+            probe.verify()  # catches truncation that a lazy open would not
+        with Image.open(io.BytesIO(data)) as image:
+            return _to_jpeg(image, settings.max_image_side, label)
+    except MediaUnreadable:
+        raise
+    except Image.DecompressionBombError as err:  # beyond Pillow's own limit, refused in Image.open
+        raise MediaUnreadable("image_bomb", for_people(err)) from err
+    except UnidentifiedImageError as err:
+        raise MediaUnreadable("corrupt_image", f"not an image Pillow can read (declared {media_type})") from err
+    except ValueError as err:
+        if "Decompressed data too large" in str(err) or "text chunks" in str(err):  # PNG zTXt/iTXt/iCCP bombs
+            raise MediaUnreadable("image_bomb", for_people(err)) from err
+        raise MediaUnreadable("corrupt_image", f"cannot decode the image: {for_people(err)}") from err
+    except Exception as err:  # noqa: BLE001 - a decoder fed hostile bytes may raise anything: noted, not fatal
+        raise MediaUnreadable("corrupt_image", f"cannot decode the image: {for_people(err)}") from err
 
 
 async def load_image(ref: MediaRef, settings: Settings, *, label: str = "") -> ImagePart:
     """The photo as a JPEG for the model, labelled with the evidence it belongs to so it can be cited
-    (``LLMRequest`` refuses an image without a label)."""
+    (``LLMRequest`` refuses an image without a label). Its declared size is checked against
+    ``max_image_pixels`` and ``max_image_dimension`` before anything is decoded."""
     data = await read_bytes(ref, settings)
-
-    def decode() -> ImagePart:
-        try:
-            with Image.open(io.BytesIO(data)) as probe:
-                probe.verify()  # catches truncation that a lazy open would not
-            with Image.open(io.BytesIO(data)) as image:
-                image.load()
-                return _to_jpeg(image, settings.max_image_side, label)
-        except UnidentifiedImageError as err:
-            raise MediaUnreadable("corrupt_image", f"not an image Pillow can read (declared {ref.media_type})") from err
-        except (OSError, SyntaxError, ValueError) as err:
-            raise MediaUnreadable("corrupt_image", f"cannot decode the image: {for_people(err)}") from err
-
-    return await asyncio.to_thread(decode)
+    return await _decode(settings, _image_part, data, ref.media_type, settings, label)
 
 
 async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = None, *,
                         label: str = "") -> list[Frame]:
     """Uniformly spaced frames over the whole video (all of them if it is shorter), each labelled
-    "<label> frame 7 at 3.50s" so the model can cite the evidence and the frame."""
+    "<label> frame 7 at 3.50s" so the model can cite the evidence and the frame. The video's
+    resolution, duration and frame count are checked before a frame is decoded; the frames are
+    reached by seeking to the keyframe before each and come out downscaled."""
     data = await read_bytes(ref, settings)
     wanted = count or settings.frames_per_video
+    if not data:
+        raise MediaUnreadable("no_frames", "the video file is empty")
+    return await _decode(settings, _sample_video, io.BytesIO(data), wanted, settings, label)
 
-    def decode() -> list[Frame]:
-        if not data:
-            raise MediaUnreadable("no_frames", "the video file is empty")
-        try:
-            total = _count_frames(data)
-            if total == 0:
+
+@dataclass(frozen=True)
+class Timeline:
+    """The video stream's packets as the container lists them, read without decoding any."""
+
+    pts: list[int]  # presentation order: pts[n] is frame n's timestamp
+    keyframes: list[tuple[int, int]]  # (pts, dts) of each keyframe, by pts
+
+
+# asks the probe in av.open not to decode frames: the header gives the size, a decoded 8192x8192
+# frame would be the very allocation the caps exist to prevent
+_PROBE_WITHOUT_DECODING = [{"skip_frame": "all"}] * 16
+
+
+def _sample_video(source: io.RawIOBase | io.BufferedIOBase, wanted: int, settings: Settings,
+                  label: str) -> list[Frame]:
+    try:
+        with av.open(source, stream_options=_PROBE_WITHOUT_DECODING) as container:
+            if not container.streams.video:
+                raise MediaUnreadable("no_frames", "the file holds no video stream")
+            stream = container.streams.video[0]
+            _check_video_header(container, stream, settings)
+            line = _timeline(container, stream, settings)
+            if not line.pts:
                 raise MediaUnreadable("no_frames", "the video has no decodable frames")
-            k = min(wanted, total)
-            picks = sorted({round(i * (total - 1) / (k - 1)) for i in range(k)} if k > 1 else {0})
-            frames = []
-            with av.open(io.BytesIO(data)) as container:
-                stream = container.streams.video[0]
-                for n, frame in enumerate(container.decode(stream)):
-                    if n in picks:
-                        time_s = float(frame.time) if frame.time is not None else n / float(stream.average_rate or 1)
-                        index = len(frames) + 1
-                        image = _to_jpeg(frame.to_image(), settings.max_image_side,
-                                         f"{label} frame {index} at {time_s:.2f}s".lstrip())
-                        frames.append(Frame(index, n, time_s, image))
-            if not frames:
-                raise MediaUnreadable("no_frames", "none of the video's frames could be decoded")
-            return frames
-        except av.FFmpegError as err:
-            raise MediaUnreadable("corrupt_video", f"cannot decode the video: {for_people(err)}") from err
-
-    return await asyncio.to_thread(decode)
+            k = min(wanted, len(line.pts))
+            picks = sorted({round(i * (len(line.pts) - 1) / (k - 1)) for i in range(k)} if k > 1 else {0})
+            frames = _grab(container, stream, line, picks, settings, label)
+    except MediaUnreadable:
+        raise
+    except ValueError as err:  # PyAV: a container without stream headers (MPEG-TS/PS), where the probe would decode
+        raise MediaUnreadable("corrupt_video", f"not a supported video container: {for_people(err)}") from err
+    except av.FFmpegError as err:
+        raise MediaUnreadable("corrupt_video", f"cannot decode the video: {for_people(err)}") from err
+    if not frames:
+        raise MediaUnreadable("no_frames", "none of the video's frames could be decoded")
+    return frames
 
 
-def _count_frames(data: bytes) -> int:
-    # Container headers often omit or misstate the frame count; counting the video packets is
-    # honest and, unlike decoding, cheap (one compressed packet per video frame).
-    with av.open(io.BytesIO(data)) as container:
-        if not container.streams.video:
-            return 0
-        return sum(1 for packet in container.demux(container.streams.video[0]) if packet.size)
+def _check_video_size(width: int, height: int, settings: Settings) -> None:
+    if max(width, height) > settings.max_video_dimension or width * height > settings.max_video_pixels:
+        raise MediaUnreadable("video_too_large", f"{width}x{height} frames, limits {settings.max_video_dimension} "
+                                                 f"a side and {settings.max_video_pixels} pixels")
+
+
+def _check_video_header(container: av.container.InputContainer, stream: av.VideoStream, settings: Settings) -> None:
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if not width or not height:
+        raise MediaUnreadable("corrupt_video", "the container does not state the video's frame size")
+    _check_video_size(width, height, settings)
+    if stream.frames > settings.max_video_frames:
+        raise MediaUnreadable("video_too_long", f"{stream.frames} frames, limit {settings.max_video_frames}")
+    seconds = [container.duration / av.time_base if container.duration else 0.0,
+               float(stream.duration * stream.time_base) if stream.duration and stream.time_base else 0.0]
+    if max(seconds) > settings.max_video_duration_s:
+        raise MediaUnreadable("video_too_long", f"{max(seconds):.1f}s, limit {settings.max_video_duration_s}s")
+
+
+def _timeline(container: av.container.InputContainer, stream: av.VideoStream, settings: Settings) -> Timeline:
+    # Headers often omit or misstate the frame count and duration: the packets are the honest
+    # account, and reading them costs no decoding (one compressed packet per frame).
+    pts: list[int] = []
+    keyframes: list[tuple[int, int]] = []
+    for packet in container.demux(stream):
+        if not packet.size:
+            continue
+        if packet.pts is None:
+            raise MediaUnreadable("corrupt_video", "the video's packets carry no timestamps")
+        pts.append(packet.pts)
+        if packet.is_keyframe:
+            keyframes.append((packet.pts, packet.dts if packet.dts is not None else packet.pts))
+        if len(pts) > settings.max_video_frames:
+            raise MediaUnreadable("video_too_long", f"more than {settings.max_video_frames} frames")
+    pts.sort()
+    if pts and stream.time_base and float((pts[-1] - pts[0]) * stream.time_base) > settings.max_video_duration_s:
+        raise MediaUnreadable("video_too_long", f"{float((pts[-1] - pts[0]) * stream.time_base):.1f}s of frames, "
+                                                f"limit {settings.max_video_duration_s}s")
+    return Timeline(pts, sorted(keyframes) or [(pts[0], pts[0])] if pts else [])
+
+
+def _grab(container: av.container.InputContainer, stream: av.VideoStream, line: Timeline, picks: list[int],
+          settings: Settings, label: str) -> list[Frame]:
+    """Frame ``n`` of each pick: seek to the last keyframe at or before it and decode forward from
+    there; the next pick goes on decoding when no whole group of pictures lies between, so a short
+    clip is decoded once rather than once per pick."""
+    frames: list[Frame] = []
+    decoded = iter(())
+    position: int | None = None  # pts of the frame decoded last
+    for n in picks:
+        target = line.pts[n]
+        at = max(0, bisect.bisect_right(line.keyframes, (target, _MAX)) - 1)
+        key_pts, key_dts = line.keyframes[at]
+        # seek when going on would decode at least one whole group of pictures that is not wanted
+        if position is None or position >= target or (at > 0 and line.keyframes[at - 1][0] > position):
+            # by dts: an index that is kept by dts (MP4) then lands on this keyframe or one before it
+            container.seek(min(key_pts, key_dts), stream=stream, backward=True)
+            decoded = container.decode(stream)
+        frame = next((f for f in decoded if f.pts is not None and f.pts >= target), None)
+        if frame is None:
+            break
+        position = frame.pts
+        source = bisect.bisect_left(line.pts, frame.pts)
+        if frames and source <= frames[-1].source_index:
+            continue
+        _check_video_size(frame.width, frame.height, settings)  # a bitstream larger than its header said
+        time_s = float(frame.time) if frame.time is not None else 0.0
+        index = len(frames) + 1
+        width, height = _fit((frame.width, frame.height), settings.max_image_side)
+        image = frame.to_image(width=width, height=height)  # scaled by swscale, never a full-size RGB copy
+        frames.append(Frame(index, source, time_s, _to_jpeg(image, settings.max_image_side,
+                                                            f"{label} frame {index} at {time_s:.2f}s".lstrip())))
+    return frames
+
+
+_MAX = 2**63

@@ -64,7 +64,7 @@ def png() -> bytes:
     (MediaRef(media_type="image/png", url="http://127.0.0.1:9/x.png"), "image"),  # nothing listens on 9
 ])
 def test_unreadable_media_is_described_for_people(ref, load):
-    settings = Settings(llm_backend="offline", url_allowlist=["127.0.0.1"], llm_timeout_s=5)
+    settings = Settings(llm_backend="offline", url_allowlist=["127.0.0.1:9"], media_fetch_timeout_s=5)
     read = load_image(ref, settings, label="evidence b1") if load == "image" else \
         sample_frames(ref, settings, label="evidence b1")
     with pytest.raises(MediaUnreadable) as caught:
