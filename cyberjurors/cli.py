@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Optional
@@ -121,32 +122,51 @@ def verdicts(follow: Annotated[bool, typer.Option("--follow/--no-follow", help="
         pass
 
 
-@app.command()
-def dlq(replay: Annotated[bool, typer.Option(help="send the selected letters back to the topics they came from")] = False,
-        reason: Annotated[Optional[str], typer.Option(help="only letters with this reason")] = None,
-        stage: Annotated[Optional[str], typer.Option(help="only letters from this stage")] = None,
-        case: Annotated[Optional[str], typer.Option(help="only letters for this case_id")] = None,
-        settings: SettingsOption = None) -> None:
-    """List dead letters; with --replay, resend the replayable ones (failed model calls, stage failures).
+def _when(text: str | None) -> datetime | None:
+    """An ISO date or date-time; without a zone it is UTC."""
+    if text is None:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError as err:
+        raise typer.BadParameter(f"{text!r} is not an ISO date or date-time (2026-11-01, 2026-11-01T12:00Z)") from err
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
-    Stages are idempotent, so replaying a letter twice costs nothing but a re-sent output."""
+
+@app.command()
+def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable letters back, each once")] = False,
+        reason: Annotated[Optional[str], typer.Option(help="only letters with this reason")] = None,
+        stage: Annotated[Optional[str], typer.Option(help="only letters from this stage (round = every round-N)")] = None,
+        case: Annotated[Optional[str], typer.Option(help="only letters for this case_id")] = None,
+        since: Annotated[Optional[str], typer.Option(help="only letters written at or after this ISO time (UTC if no zone)")] = None,
+        until: Annotated[Optional[str], typer.Option(help="only letters written before this ISO time")] = None,
+        settings: SettingsOption = None) -> None:
+    """List dead letters; with --replay, resend the replayable ones not replayed before.
+
+    What was replayed is recorded in disputes.dlq-replayed, so a second --replay, from any machine,
+    does not send a letter again; a replay that fails again writes a new letter, replayable once."""
     from rich.markup import escape
 
-    from .streams.clients import dead_letters, replayable
+    from .streams.clients import LetterFilter, placed_letters, replayable, replayed
     from .streams.clients import replay as resend
 
     config = load_settings(settings)
-    letters = [x for x in asyncio.run(dead_letters(config))
-               if reason in (None, x.reason) and stage in (None, x.stage) and case in (None, x.key)]
+    chosen = LetterFilter(since=_when(since), until=_when(until), reason=reason, stage=stage, case=case)
+    letters = [x for x in asyncio.run(placed_letters(config)) if chosen(x.letter)]
+    done = asyncio.run(replayed(config))
     for x in letters:
-        mark = "[green]replayable[/]" if replayable(x) else "[dim]final[/]"
-        console.print(f"{x.failed_at:%Y-%m-%d %H:%M:%S} {escape(x.key or '-')} {x.stage} {x.reason} {mark}: "
-                      f"{escape(x.detail[:200])}")
+        mark = ("[dim]replayed[/]" if x.id in done else "[green]replayable[/]") if replayable(x.letter) else "[dim]final[/]"
+        kept = "" if x.letter.original_ref is None else f" (original {x.letter.original_ref[:12]}… in the media store)"
+        console.print(f"{x.letter.failed_at:%Y-%m-%d %H:%M:%S} {escape(x.letter.key or '-')} {x.letter.stage} "
+                      f"{x.letter.reason} {mark}: {escape(x.letter.detail[:200])}{kept}")
     console.print(f"{len(letters)} dead letters")
     if replay:
-        chosen = [x for x in letters if replayable(x)]
-        asyncio.run(resend(config, chosen))
-        console.print(f"replayed {len(chosen)}; left {len(letters) - len(chosen)} that would fail the same way")
+        result = asyncio.run(resend(config, letters))
+        for x, why in result.failed:
+            console.print(f"[red]not replayed[/] {escape(x.letter.key or '-')} ({x.id}): {escape(why)}")
+        final = len(letters) - len(result.sent) - len(result.already) - len(result.failed)
+        console.print(f"replayed {len(result.sent)}; {len(result.already)} replayed before; {final} would fail the "
+                      f"same way; {len(result.failed)} could not be read")
 
 
 @app.command()

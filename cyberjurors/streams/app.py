@@ -22,8 +22,9 @@ from ..backends import build_llm
 from ..config import Settings
 from ..jury.rounds import Jury, is_settled
 from ..llm import LLM
+from ..media_store import open_store
 from ..precedents.precedent_base import PrecedentBase
-from .dead_letters import DeadLetters
+from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge
 from .ingest import Ingest
 from .kafka import faust_broker_url, faust_credentials
 from .outcomes import Outcomes
@@ -50,6 +51,8 @@ def faust_app(settings: Settings) -> faust.App:
         broker_heartbeat_interval=settings.heartbeat_interval_s,
         broker_commit_interval=settings.commit_interval_s,
         processing_guarantee=settings.processing_guarantee,
+        # every message we send is checked against max_event_bytes; the producer allows that plus framing
+        producer_max_request_size=settings.max_event_bytes + RECORD_OVERHEAD,
         consumer_auto_offset_reset="earliest",
         web_enabled=settings.web_port is not None,
         web_port=settings.web_port or 6066,
@@ -75,8 +78,9 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
 
     in_flight = metrics.CasesInFlight()
     drift = metrics.Drift(settings.drift_window, settings.drift_reference_seller_share)
-    letters = DeadLetters(topic("disputes.dlq"), in_flight)
-    results = StageResults(table("stage-results", value_type=bytes))  # the JSON bytes each stage sent on
+    letters = DeadLetters(topic("disputes.dlq"), in_flight, open_store(settings), settings.max_event_bytes)
+    # the JSON bytes each stage sent on
+    results = StageResults(table("stage-results", value_type=bytes), settings.max_event_bytes)
     hop = StageHop(results, letters, in_flight)
     ingest = Ingest(settings, llm.backend, table("intake"), results, topic("disputes.ready"), letters, in_flight)
     verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift)
@@ -111,7 +115,10 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
             if case_file is None:
                 continue
             if is_settled(case_file, settings):
-                await verdicts.publish(case_file)
+                try:
+                    await verdicts.publish(case_file)
+                except OutputTooLarge as err:  # the same case would decide the same way
+                    await letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
             else:
                 await hop.run(event, case_file, f"round-{len(case_file.rounds) + 1}", rounds, work.round)
 

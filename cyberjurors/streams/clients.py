@@ -10,14 +10,18 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import ConsumerRecord
 
 from ..config import Settings
-from ..errors import CyberJurorsError, for_people
-from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict, dispute_event
-from .kafka import client_options
+from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
+from ..media_store import StoreError, open_store
+from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict, dispute_event, now
+from .dead_letters import RECORD_OVERHEAD
+from .kafka import REPLAYED, client_options
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,14 @@ def _event(text: str, source: str) -> Outgoing:
     return Outgoing(parsed.case_id, text.strip().encode(), source)
 
 
-async def produce(settings: Settings, events: list[Outgoing], topic: str = "disputes.events") -> None:
+def producer_for(settings: Settings) -> AIOKafkaProducer:
     # The embedded broker has no idempotent producer; acks=all still waits for the write.
-    producer = AIOKafkaProducer(**client_options(settings), acks="all", enable_idempotence=False)
+    return AIOKafkaProducer(**client_options(settings), acks="all", enable_idempotence=False,
+                            max_request_size=settings.max_event_bytes + RECORD_OVERHEAD)
+
+
+async def produce(settings: Settings, events: list[Outgoing], topic: str = "disputes.events") -> None:
+    producer = producer_for(settings)
     await producer.start()
     try:
         for event in events:
@@ -87,7 +96,27 @@ async def produce(settings: Settings, events: list[Outgoing], topic: str = "disp
 
 
 async def dead_letters(settings: Settings) -> list[DeadLetter]:
-    return [DeadLetter.model_validate_json(value) async for _, value in follow(settings, "disputes.dlq", follow=False)]
+    return [placed.letter for placed in await placed_letters(settings)]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A dead letter and where it sits in disputes.dlq: ``id`` (topic/partition/offset) names it
+    from any machine, which is what the replay record is keyed by."""
+
+    letter: DeadLetter
+    topic: str
+    partition: int
+    offset: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+
+async def placed_letters(settings: Settings) -> list[Placed]:
+    return [Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset)
+            async for r in records(settings, "disputes.dlq", follow=False)]
 
 
 def replayable(letter: DeadLetter) -> bool:
@@ -95,15 +124,79 @@ def replayable(letter: DeadLetter) -> bool:
     (streams/dead_letters.py) and carried on the letter."""
     if letter.replayable is not None:
         return letter.replayable
-    # a letter written by an older version, without the flag: the rule that version applied
-    return (letter.reason.startswith(("llm_", "precedents_")) or letter.reason in ("stage_failed", "ingest_failed")
-            or (letter.stage == "outcomes" and letter.reason == "unknown_case"))
+    # a letter written by an older version, without the flag: today's rule for its reason
+    reason = letter.reason
+    if reason.startswith("llm_"):
+        return reason.removeprefix("llm_") not in FINAL_LLM_KINDS
+    if reason.startswith("precedents_"):
+        return reason.removeprefix("precedents_") not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
+    return reason in ("stage_failed", "ingest_failed") or (letter.stage == "outcomes" and reason == "unknown_case")
 
 
-async def replay(settings: Settings, letters: list[DeadLetter]) -> None:
-    """Send each dead letter's original bytes back to the topic it came from, with its key."""
-    await produce(settings, [Outgoing(letter.key or "", base64.b64decode(letter.original_base64), "dlq",
-                                      topic=letter.topic) for letter in letters])
+@dataclass(frozen=True)
+class LetterFilter:
+    """Which letters ``dlq`` lists and replays: failed within [since, until), a reason, a stage
+    ("round" takes every round-N), a case."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    reason: str | None = None
+    stage: str | None = None
+    case: str | None = None
+
+    def __call__(self, letter: DeadLetter) -> bool:
+        return ((self.since is None or letter.failed_at >= self.since)
+                and (self.until is None or letter.failed_at < self.until)
+                and self.reason in (None, letter.reason) and self.case in (None, letter.key)
+                and self.stage in (None, letter.stage, letter.stage.split("-")[0]))
+
+
+async def replayed(settings: Settings) -> dict[str, bytes]:
+    """The replay record: letter id -> what was noted when it was replayed (the last write wins)."""
+    return {key: value async for key, value in follow(settings, REPLAYED, follow=False, idle_timeout_s=1.0)}
+
+
+async def original(settings: Settings, letter: DeadLetter) -> bytes:
+    """The letter's original bytes: carried, or read from the media store."""
+    if letter.original_ref is None:
+        return base64.b64decode(letter.original_base64)
+    return await open_store(settings).get(letter.original_ref, max(settings.max_event_bytes, letter.original_bytes or 0))
+
+
+@dataclass
+class Replay:
+    sent: list[Placed]
+    already: list[Placed]
+    failed: list[tuple[Placed, str]]
+
+
+async def replay(settings: Settings, letters: list[Placed]) -> Replay:
+    """Send each replayable letter's original back to the topic it came from, with its key, once:
+    each one sent is recorded in disputes.dlq-replayed (compacted, keyed by the letter's id) right
+    after, and letters found there are left alone. A crash between the two sends one again; the
+    stages are idempotent and consumers dedupe verdicts on verdict_id."""
+    done = await replayed(settings)
+    result = Replay([], [], [])
+    producer = producer_for(settings)
+    await producer.start()
+    try:
+        for placed in [p for p in letters if replayable(p.letter)]:
+            if placed.id in done:
+                result.already.append(placed)
+                continue
+            letter = placed.letter
+            try:
+                value = await original(settings, letter)
+            except StoreError as err:
+                result.failed.append((placed, err.detail))
+                continue
+            await producer.send_and_wait(letter.topic, value, key=(letter.key or "").encode())
+            note = {"replayed_at": now().isoformat(), "case": letter.key, "reason": letter.reason, "stage": letter.stage}
+            await producer.send_and_wait(settings.topic(REPLAYED), json.dumps(note).encode(), key=placed.id.encode())
+            result.sent.append(placed)
+    finally:
+        await producer.stop()
+    return result
 
 
 def _all_partitions(consumer: AIOKafkaConsumer, settings: Settings, names: Iterable[str]) -> list[TopicPartition]:
@@ -136,15 +229,22 @@ async def follow(settings: Settings, topic: str = "disputes.verdicts", from_begi
 
     With ``follow=False`` it stops once it has caught up with the end of the topic.
     """
+    async for record in records(settings, topic, from_beginning, follow, idle_timeout_s):
+        yield (record.key or b"").decode(errors="replace"), record.value
+
+
+async def records(settings: Settings, topic: str, from_beginning: bool = True, follow: bool = True,
+                  idle_timeout_s: float = 2.0) -> AsyncIterator[ConsumerRecord]:
+    """``follow``, yielding the consumer's records (topic, partition, offset, key, value)."""
     consumer = _reader(settings, from_beginning)
     await consumer.start()
     try:
         await _position(consumer, _all_partitions(consumer, settings, [settings.topic(topic)]), from_beginning)
         while True:
             batch = await consumer.getmany(timeout_ms=int(idle_timeout_s * 1000))
-            for records in batch.values():
-                for record in records:
-                    yield (record.key or b"").decode(errors="replace"), record.value
+            for found in batch.values():
+                for record in found:
+                    yield record
             if not batch and not follow:
                 return
     finally:

@@ -13,8 +13,12 @@ from ..config import Settings
 
 TOPICS = (
     "disputes.events", "disputes.ready", "disputes.focus", "disputes.clues",
-    "disputes.rounds", "disputes.verdicts", "disputes.outcomes", "disputes.dlq",
+    "disputes.rounds", "disputes.verdicts", "disputes.outcomes", "disputes.dlq", "disputes.dlq-replayed",
 )
+# which dead letters `dlq --replay` has sent back, keyed by the letter's topic/partition/offset:
+# compacted, since only the last record per letter matters
+REPLAYED = "disputes.dlq-replayed"
+TOPIC_CONFIGS = {REPLAYED: {"cleanup.policy": "compact"}}
 
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:
@@ -69,7 +73,9 @@ async def ensure_topics(settings: Settings) -> list[str]:
         if missing:
             try:
                 await admin.create_topics(
-                    [NewTopic(t, settings.partitions, settings.replication_factor) for t in missing]
+                    [NewTopic(t, settings.partitions, settings.replication_factor,
+                              topic_configs=TOPIC_CONFIGS.get(t.removeprefix(settings.topic_prefix), {}))
+                     for t in missing]
                 )
             except TopicAlreadyExistsError:
                 pass  # another worker won the race

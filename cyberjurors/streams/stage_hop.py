@@ -22,7 +22,7 @@ from ..jury.rounds import Jury
 from ..llm import LLM, LLMError
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile
-from .dead_letters import DeadLetters, Sender, bug
+from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, send_bounded
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -35,16 +35,19 @@ class StageResults:
     carries, the very bytes the topic got; an older version's changelog held the same JSON as a
     json-serialised dict, which reads back as JSON bytes too."""
 
-    def __init__(self, table: MutableMapping[str, Any]):
+    def __init__(self, table: MutableMapping[str, Any], max_bytes: int | None = None):
         self.table = table
+        self.max_bytes = max_bytes  # max_event_bytes: an output over it is refused before it is stored
 
     def stored(self, case_id: str, stage: str) -> bytes | None:
         return self.table.get(f"{case_id}/{stage}")
 
     async def hand_on(self, case_id: str, stage: str, value: bytes, out: Sender) -> None:
         """Store first, then send: a replay after a crash in between re-sends what was stored."""
+        if self.max_bytes is not None and len(case_id) + len(value) > self.max_bytes:  # before the table's changelog
+            raise OutputTooLarge(f"{stage}: {len(value)} bytes, limit max_event_bytes={self.max_bytes}")
         self.table[f"{case_id}/{stage}"] = value
-        await out.send(key=case_id.encode(), value=value)
+        await send_bounded(out, case_id.encode(), value, self.max_bytes)
 
 
 class StageHop:
@@ -87,7 +90,10 @@ class StageHop:
             await self.letters.write(event, stage, "stage_failed", bug(err), replayable=True)
             return
         metrics.STAGE_LATENCY.labels(metrics.stage_label(stage)).observe(time.perf_counter() - started)
-        await self.results.hand_on(result.case_id, stage, result.model_dump_json().encode(), out)
+        try:
+            await self.results.hand_on(result.case_id, stage, result.model_dump_json().encode(), out)
+        except OutputTooLarge as err:  # the same case would grow the same way
+            await self.letters.write(event, stage, "output_too_large", err.detail, replayable=False)
 
 
 class StageWork:
