@@ -47,11 +47,23 @@ class Duplicate(CyberJurorsError):
     kind = "duplicate"
 
 
+# pydantic error types that have a reason of their own (schemas/case.py raises the custom ones)
+_TYPE_REASONS = {"timezone_aware": "naive_timestamp", "delivered_before_ordered": "delivered_before_ordered",
+                 "unknown_currency": "unknown_currency"}
+_AMOUNT_BOUNDS = ("greater_than_equal", "less_than_equal", "finite_number")
+
+
 def _reason(err: ValidationError) -> str:
     for e in err.errors():
         loc = [str(x) for x in e["loc"]]
         if e["type"] == "json_invalid":
             return "invalid_json"
+        if e["type"] in _TYPE_REASONS:
+            return _TYPE_REASONS[e["type"]]
+        if loc and loc[-1] == "currency":  # "eur", "EURO": not a code at all
+            return "unknown_currency"
+        if loc and loc[-1] == "order_amount" and e["type"] in _AMOUNT_BOUNDS:
+            return "amount_out_of_range"
         if e["type"] in ("union_tag_invalid", "union_tag_not_found", "model_attributes_type"):
             return "unknown_event_type"
         if e["type"] == "missing" and loc and loc[-1] == "case_id":
@@ -74,8 +86,21 @@ def _summary(err: ValidationError) -> str:
     return validation_summary(err)
 
 
+def check_size(rounds: list[EvidenceRound], settings: Settings) -> None:
+    """Rounds per party and the case's text together within their settings (what a jury reads grows with both)."""
+    for party in ("buyer", "seller"):
+        count = sum(r.party == party for r in rounds)
+        if count > settings.max_rounds_per_party:
+            raise Rejected("too_many_rounds", f"{count} {party} rounds, limit {settings.max_rounds_per_party}")
+    chars = sum(len(i.text or "") for r in rounds for i in r.items)
+    if chars > settings.max_case_text_chars:
+        raise Rejected("case_text_too_long", f"{chars} characters of evidence text, limit "
+                                             f"{settings.max_case_text_chars}")
+
+
 def admit(case: DisputeCase, settings: Settings) -> list[str]:
     """Check configured limits and media references; return problems worth noting on the verdict."""
+    check_size(case.rounds, settings)
     items = case.items()
     media = [i for i in items if i.media is not None]
     if len(media) > settings.max_media_items:
@@ -125,8 +150,11 @@ class Draft(BaseModel):
             raise Rejected("invalid_case", _summary(err)) from err
 
 
-def fold(draft: Draft | None, event: CaseOpened | EvidenceSubmitted | EvidenceClosed) -> Draft:
-    """Apply one incremental event. Raises Duplicate for a repeat, Rejected for one that cannot apply."""
+def fold(draft: Draft | None, event: CaseOpened | EvidenceSubmitted | EvidenceClosed,
+         settings: Settings | None = None) -> Draft:
+    """Apply one incremental event. Raises Duplicate for a repeat, Rejected for one that cannot apply.
+    With ``settings``, a round that would take the draft past the case caps is refused on arrival,
+    so a draft never outgrows what admission would take."""
     if draft is not None and event.event_id and event.event_id in draft.event_ids:
         raise Duplicate(f"event {event.event_id} already applied")
     if isinstance(event, CaseOpened):
@@ -140,13 +168,7 @@ def fold(draft: Draft | None, event: CaseOpened | EvidenceSubmitted | EvidenceCl
             raise Duplicate(f"case {event.case_id} already closed")
         raise Rejected("case_closed", f"evidence for case {event.case_id} after its evidence was closed")
     elif isinstance(event, EvidenceSubmitted):
-        if event.evidence in draft.rounds:
-            raise Duplicate(f"the same {event.evidence.party} round {event.evidence.round} was submitted twice")
-        known = {i.id for r in draft.rounds for i in r.items}
-        clash = known & {i.id for i in event.evidence.items}
-        if clash:
-            raise Rejected("duplicate_evidence_id", f"evidence ids {sorted(clash)} already used in case {draft.case_id}")
-        draft = draft.model_copy(update={"rounds": [*draft.rounds, event.evidence]})
+        draft = _add_round(draft, event.evidence, settings)
     else:
         if not draft.rounds:
             raise Rejected("no_evidence", f"case {event.case_id} closed without any evidence")
@@ -156,4 +178,20 @@ def fold(draft: Draft | None, event: CaseOpened | EvidenceSubmitted | EvidenceCl
     return draft
 
 
-__all__ = ["Draft", "Duplicate", "Rejected", "admit", "fold", "parse_event", "CaseSubmitted"]
+def _add_round(draft: Draft, new: EvidenceRound, settings: Settings | None) -> Draft:
+    same = next((r for r in draft.rounds if (r.party, r.round) == (new.party, new.round)), None)
+    if same is not None and same.items == new.items:  # a resend, perhaps restamped
+        raise Duplicate(f"the same {new.party} round {new.round} was submitted twice")
+    if same is not None:
+        # the first version stands: a resend under at-least-once delivery cannot say which is newer
+        raise Rejected("round_changed", f"{new.party} round {new.round} of case {draft.case_id} was already "
+                                        "submitted with other items; the first version stands")
+    clash = {i.id for r in draft.rounds for i in r.items} & {i.id for i in new.items}
+    if clash:
+        raise Rejected("duplicate_evidence_id", f"evidence ids {sorted(clash)} already used in case {draft.case_id}")
+    if settings is not None:
+        check_size([*draft.rounds, new], settings)
+    return draft.model_copy(update={"rounds": [*draft.rounds, new]})
+
+
+__all__ = ["Draft", "Duplicate", "Rejected", "admit", "check_size", "fold", "parse_event", "CaseSubmitted"]

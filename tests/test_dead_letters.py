@@ -54,7 +54,10 @@ TABLE: dict[tuple[str, str], bool] = {
         "invalid_votes", "too_many_media", "text_too_long", "unsupported_media_type", "kind_mismatch",
         "inline_too_large", "path_outside_media_root", "url_not_allowed", "bad_base64", "invalid_case",
         "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
-        "case_already_submitted")},
+        "case_already_submitted", "naive_timestamp", "delivered_before_ordered", "amount_out_of_range",
+        "unknown_currency", "too_many_rounds", "case_text_too_long", "round_changed", "draft_expired")},
+    ("ingest", "case_never_opened"): True,  # held evidence whose case never opened: replay once it is open
+    ("ingest", "early_evidence_overflow"): True,  # likewise, past the holding caps
     ("ingest", "ingest_failed"): True,  # a bug, like stage_failed: kept to be replayed once it is fixed
     ("pipeline", "invalid_case_file"): False,
     ("pipeline", "stage_failed"): True,
@@ -202,10 +205,16 @@ def test_replayable_reads_the_letters_flag():
         assert replayable(letter(where, reason, replayable=not flag)) is (not flag)  # the flag, not the reason
 
 
+# reasons first written after the flag existed: no letter without the flag can carry them
+SINCE_THE_FLAG = {"case_never_opened", "early_evidence_overflow"}
+
+
 def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_rule():
     stages = {"ingest": ["ingest"], "pipeline": ["focus", "clues", "round-1", "round-3", "round", "jury"],
               "outcomes": ["outcomes"]}
     for (where, reason), flag in TABLE.items():
+        if reason in SINCE_THE_FLAG:
+            continue
         for stage in stages[where]:
             assert replayable(letter(stage, reason)) is flag, (stage, reason)
 
@@ -279,8 +288,20 @@ INTAKE = {  # reason -> the events that end in it
     "case_closed": [opened(), evidence(), closed(), evidence(item="b2", round_=2)],
     "duplicate_evidence_id": [opened(), evidence(), evidence(round_=2)],
     "no_evidence": [opened(), closed()],
+    "naive_timestamp": [whole(case(), sent_at="2026-09-01T10:00:00")],
+    "delivered_before_ordered": [whole({**case(), "metadata": {**METADATA, "delivered_at": "2026-08-01T10:00:00Z",
+                                                               "ordered_at": "2026-09-01T10:00:00Z"}})],
+    "amount_out_of_range": [whole({**case(), "metadata": {**METADATA, "order_amount": 1e308}})],
+    "unknown_currency": [whole({**case(), "metadata": {**METADATA, "currency": "XYZ"}})],
+    "too_many_rounds": [whole({**case(), "rounds": [{"party": "seller", "round": n, "items": [
+        {"id": f"s{n}", "kind": "text", "text": "It left intact."}]} for n in range(1, 12)]})],
+    "case_text_too_long": [whole(case(buyer_items=[{"id": f"b{n}", "kind": "text", "text": "t" * 1000}
+                                                   for n in range(61)]))],
+    "round_changed": [opened(), evidence(), evidence(item="b2")],
 }
-APP_INGEST = {"case_already_submitted", "ingest_failed"}  # decided by the ingest agent: driven below
+# decided by the ingest agent: driven below, and the held and expired ones in tests/test_intake_holding.py
+APP_INGEST = {"case_already_submitted", "ingest_failed", "case_never_opened", "early_evidence_overflow",
+              "draft_expired"}
 
 
 @pytest.mark.parametrize("reason", sorted(INTAKE))

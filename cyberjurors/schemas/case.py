@@ -8,7 +8,9 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Annotated, Literal, Protocol, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from iso4217 import Currency
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 
 SCHEMA_VERSION = 1
 JURY_SIZE = 17  # ground-truth votes come from the platform's 17 human jurors
@@ -20,6 +22,23 @@ EvidenceKind = Literal["text", "image", "video"]
 CaseId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
 EvidenceId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+# a sane ceiling whatever the currency (10^12 of the smallest-valued one is still far beyond any order);
+# it keeps 1e308 and the like out of arithmetic and prompts
+MAX_ORDER_AMOUNT = Decimal(10) ** 12
+
+
+def _iso4217(code: str) -> str:
+    # the iso4217 package tracks the published ISO list; codes without a minor unit (metals, XDR,
+    # the testing and no-currency codes XTS and XXX) are never what an order was paid in
+    try:
+        if Currency(code).exponent is not None:
+            return code
+    except ValueError:
+        pass
+    raise PydanticCustomError("unknown_currency", "not an ISO 4217 currency code: {code}", {"code": code})
+
+
+CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$"), AfterValidator(_iso4217)]
 
 
 def now() -> datetime:
@@ -71,7 +90,7 @@ class EvidenceItem(Strict):
 class EvidenceRound(Strict):
     party: Party
     round: int = Field(ge=1)
-    submitted_at: datetime | None = None
+    submitted_at: AwareDatetime | None = None
     items: list[EvidenceItem] = Field(min_length=1)
 
 
@@ -80,12 +99,19 @@ class CaseMetadata(Strict):
 
     category: Category
     product: str = Field(min_length=1, max_length=500)
-    order_amount: Decimal = Field(ge=0)
-    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
-    ordered_at: datetime
-    delivered_at: datetime | None = None
+    # ge=0, not gt: an order paid entirely by voucher can still be disputed
+    order_amount: Decimal = Field(ge=0, le=MAX_ORDER_AMOUNT, allow_inf_nan=False)
+    currency: CurrencyCode
+    ordered_at: AwareDatetime
+    delivered_at: AwareDatetime | None = None
     dispute_reason: str = Field(min_length=1, max_length=2000)
     requested_remedy: str = Field(min_length=1, max_length=500)
+
+    @model_validator(mode="after")
+    def _delivered_after_order(self) -> "CaseMetadata":
+        if self.delivered_at is not None and self.delivered_at < self.ordered_at:
+            raise PydanticCustomError("delivered_before_ordered", "delivered_at is before ordered_at")
+        return self
 
 
 class Voter(Protocol):
@@ -94,8 +120,9 @@ class Voter(Protocol):
 
 
 class Votes(Strict):
-    buyer: int = Field(ge=0)
-    seller: int = Field(ge=0)
+    # strict: a vote count given as a string ("12") is an error, not coerced
+    buyer: int = Field(ge=0, strict=True)
+    seller: int = Field(ge=0, strict=True)
 
     @classmethod
     def of(cls, ballots: Iterable[Voter]) -> "Votes":

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, TypeAdapter
+from pydantic import AwareDatetime, Field, TypeAdapter
 
 from .case import SCHEMA_VERSION, CaseId, CaseMetadata, DisputeCase, EvidenceRound, GroundTruthVotes, Strict
 
@@ -13,7 +12,7 @@ from .case import SCHEMA_VERSION, CaseId, CaseMetadata, DisputeCase, EvidenceRou
 class EventBase(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     event_id: str | None = Field(None, max_length=128, description="producer's id; repeats are ignored")
-    sent_at: datetime | None = None
+    sent_at: AwareDatetime | None = None
 
 
 class CaseSubmitted(EventBase):
@@ -54,7 +53,7 @@ class OutcomeReported(EventBase):
     type: Literal["outcome"] = "outcome"
     case_id: CaseId
     votes: GroundTruthVotes
-    decided_at: datetime | None = None
+    decided_at: AwareDatetime | None = None
 
 
 DisputeEvent = Annotated[

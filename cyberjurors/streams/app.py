@@ -25,7 +25,7 @@ from ..llm import LLM
 from ..media_store import open_store
 from ..precedents.precedent_base import PrecedentBase
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge
-from .ingest import Ingest
+from .ingest import Ingest, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
 from .outcomes import Outcomes
 from .stage_hop import StageHop, StageResults, StageWork
@@ -128,6 +128,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
             await outcomes(event)
 
     housekeeping(app, settings, in_flight, precedents)
+    schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
     return app
 
 

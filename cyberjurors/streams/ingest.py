@@ -4,20 +4,30 @@ until the evidence closes, and refuse what cannot be judged (``intake.Rejected``
 The ``intake`` table holds, per case_id, ``{"draft": Draft json}`` while incremental events
 arrive and ``{"digest": ...}`` once the case has gone to the jury. The digest, computed here
 once, travels on the CaseFile (verdict ids and the passive-evidence cache read it).
+
+Evidence (or its close) for a case not yet opened is held, original bytes and all, as
+``{"held": [...]}`` under the case_id, and folded in with a note when ``case_opened`` arrives; held
+and draft entries carry ``expiry.stamp``'s ``at`` and ``partition``, so a timer (``schedule_expiry``)
+dead-letters what waited too long (``case_never_opened``, ``draft_expired``) and forgets it.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import MutableMapping
+import time
+from collections.abc import Collection, MutableMapping
+from dataclasses import dataclass
 from typing import Any
+
+import faust
 
 from .. import intake, metrics
 from ..config import Settings
 from ..media_store import open_store
-from ..schemas import CaseFile, CaseSubmitted, DisputeCase, now
+from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, now
 from ..schemas.events import DisputeEvent
+from . import expiry
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug
 from .stage_hop import StageResults
 
@@ -26,7 +36,8 @@ log = logging.getLogger("cyberjurors.streams")
 
 class Ingest:
     def __init__(self, settings: Settings, backend: str, state: MutableMapping[str, Any], results: StageResults,
-                 ready: Sender, letters: DeadLetters, in_flight: metrics.CasesInFlight):
+                 ready: Sender, letters: DeadLetters, in_flight: metrics.CasesInFlight,
+                 clock: expiry.Clock = time.time):
         self.settings = settings
         self.backend = backend
         self.state = state
@@ -36,23 +47,25 @@ class Ingest:
         self.in_flight = in_flight
         self.store = open_store(settings)
         self.admitting: dict[str, str] = {}  # case_id -> digest while its hand-off is under way
+        self.clock = clock
+        self.held_total: int | None = None  # events held on this worker; counted from the table when None
 
     async def __call__(self, event: Any) -> None:
         try:
             self.check_size(event)
-            await self.take(intake.parse_event(event.value), event.message.partition)
+            await self.take(intake.parse_event(event.value), event.message.partition, event.message)
         except intake.Rejected as err:  # rejected input: it would be rejected again
             await self.letters.write(event, "ingest", err.reason, err.detail, replayable=err.replayable)
         except Exception as err:  # a bug must cost one event (kept in the DLQ to replay once fixed), not the worker
             log.exception("ingest failed on offset %s", event.message.offset)
             await self.letters.write(event, "ingest", "ingest_failed", bug(err), replayable=True)
 
-    async def take(self, event: DisputeEvent, partition: int) -> None:
+    async def take(self, event: DisputeEvent, partition: int, message: Any) -> None:
         if isinstance(event, CaseSubmitted):
             await self.admit(event.case, [], partition)
             return
         before = self.state.get(event.case_id)
-        draft = self.fold(event)
+        draft = await self.fold(event, partition, message)
         if draft is not None and draft.closed:
             try:
                 await self.admit(draft.to_case(), draft.notes, partition)
@@ -63,22 +76,107 @@ class Ingest:
                     self.state[event.case_id] = before
                 raise
 
-    def fold(self, event: DisputeEvent) -> intake.Draft | None:
-        """Apply an incremental event to its case's draft in the table; None for a repeat (noted on the draft)."""
+    async def fold(self, event: DisputeEvent, partition: int, message: Any) -> intake.Draft | None:
+        """Apply an incremental event to its case's draft in the table; None for a repeat (noted on the
+        draft), for evidence held until its case opens, and for a repeated close of a judged case."""
         state = self.state.get(event.case_id) or {}
         if state.get("digest"):
+            if isinstance(event, EvidenceClosed):  # the producer's retry: the case already went on closed
+                log.info("case %s: evidence_closed repeated after the case went to the jury; ignored", event.case_id)
+                return None
             raise intake.Rejected("case_closed", f"case {event.case_id} has already gone to the jury")
+        if "draft" not in state and not isinstance(event, CaseOpened):
+            await self.hold(event, state, partition, message)
+            return None
         draft = intake.Draft.model_validate(state["draft"]) if "draft" in state else None
         try:
-            draft = intake.fold(draft, event)  # type: ignore[arg-type]  # not a CaseSubmitted here
+            draft = intake.fold(draft, event, self.settings)  # type: ignore[arg-type]  # not a CaseSubmitted here
         except intake.Duplicate as dup:
             log.info("case %s: %s", event.case_id, dup)
             if draft is not None:
                 draft.notes.append(f"duplicate event ignored: {dup}")
-                self.state[event.case_id] = {"draft": draft.model_dump(mode="json")}
+                self.keep(draft, partition)
             return None
-        self.state[event.case_id] = {"draft": draft.model_dump(mode="json")}
+        if "held" in state:
+            draft = await self.release(draft, state["held"])
+        self.keep(draft, partition)
         return draft
+
+    def keep(self, draft: intake.Draft, partition: int) -> None:
+        # stamped with the last event's time: a draft expires intake_draft_ttl_s after it stops changing
+        self.state[draft.case_id] = expiry.stamp(self.clock(), partition, draft=draft.model_dump(mode="json"))
+
+    async def hold(self, event: DisputeEvent, state: dict, partition: int, message: Any) -> None:
+        """Keep an event for a case not yet opened, within the caps; past them, a replayable dead letter."""
+        held = list(state.get("held", []))
+        total = self.count_held()
+        if len(held) >= self.settings.early_evidence_per_case or total >= self.settings.early_evidence_total:
+            limit = (f"{len(held)} held for this case, limit early_evidence_per_case="
+                     f"{self.settings.early_evidence_per_case}") if len(held) >= self.settings.early_evidence_per_case \
+                else f"{total} held on this worker, limit early_evidence_total={self.settings.early_evidence_total}"
+            await self.letters.write(Original.of(message).event(), "ingest", "early_evidence_overflow",
+                                     f"{event.type} for case {event.case_id}, which is not open yet: {limit}; "
+                                     "replay it once the case is open", replayable=True)
+            return
+        at = state.get("at", self.clock())  # the first held event's time: none waits beyond early_evidence_wait_s
+        held.append({"message": Original.of(message).as_json(), "type": event.type, "received_at": self.clock()})
+        self.state[event.case_id] = expiry.stamp(at, partition, held=held)
+        self.held_total = total + 1
+        log.info("case %s: %s held until the case opens", event.case_id, event.type)
+
+    async def release(self, draft: intake.Draft, held: list[dict]) -> intake.Draft:
+        """Fold the events held for a case that just opened, in arrival order; one that cannot apply
+        is dead-lettered by itself with its original bytes, as it would have been on arrival."""
+        for entry in held:
+            original = Original.from_json(entry["message"])
+            try:
+                event = intake.parse_event(original.value)
+                draft = intake.fold(draft, event, self.settings)  # type: ignore[arg-type]
+                waited = max(0.0, self.clock() - entry["received_at"])
+                draft.notes.append(f"{event.type} (event {event.event_id or original.offset}) arrived before the "
+                                   f"case was opened; it was held {waited:.0f} s and folded in")
+            except intake.Duplicate as dup:
+                draft.notes.append(f"duplicate event ignored: {dup}")
+            except intake.Rejected as err:
+                await self.letters.write(original.event(), "ingest", err.reason, err.detail, replayable=err.replayable)
+        self.held_total = None if self.held_total is None else max(0, self.held_total - len(held))
+        return draft
+
+    def count_held(self) -> int:
+        if self.held_total is None:
+            self.held_total = sum(len(v["held"]) for v in list(self.state.values())
+                                  if isinstance(v, dict) and "held" in v)
+        return self.held_total
+
+    async def expire(self, partitions: Collection[int] | None = None) -> int:
+        """Dead-letter and forget held events past early_evidence_wait_s and drafts past
+        intake_draft_ttl_s (on ``partitions``, when given). Returns the number of cases expired."""
+        now_s = self.clock()
+        cases = 0
+        for case_id, entry in expiry.due(self.state, now_s - self.settings.early_evidence_wait_s, partitions):
+            if "held" in entry:
+                for held in entry["held"]:
+                    await self.letters.write(Original.from_json(held["message"]).event(), "ingest", "case_never_opened",
+                                             f"{held['type']} for case {case_id}: the case was not opened within "
+                                             f"early_evidence_wait_s={self.settings.early_evidence_wait_s:g}",
+                                             replayable=True)
+                cases += self.forget(case_id, entry)
+        for case_id, entry in expiry.due(self.state, now_s - self.settings.intake_draft_ttl_s, partitions):
+            if "draft" in entry:
+                draft = intake.Draft.model_validate(entry["draft"])
+                await self.letters.write(Original.of_draft(draft, self.settings, entry.get("partition")), "ingest",
+                                         "draft_expired", expired_detail(draft, self.settings),
+                                         replayable=False)  # the same events would be left open again
+                cases += self.forget(case_id, entry)
+        self.held_total = None  # recounted from the table on the next hold
+        return cases
+
+    def forget(self, case_id: str, entry: dict) -> int:
+        # the letters are out: delete unless an event changed the entry meanwhile (then a later sweep
+        # sees it again, and a letter may be written twice, never lost)
+        if self.state.get(case_id) != entry:
+            return 0
+        return int(expiry.forget(self.state, case_id, entry.get("partition")))
 
     def check_size(self, event: Any) -> None:
         """Before anything is parsed or recorded: an event over max_event_bytes is refused whole (its
@@ -144,3 +242,57 @@ class Ingest:
             if isinstance(err, OutputTooLarge):  # refused by a broker whose limit is below max_event_bytes
                 raise intake.Rejected("case_too_large", err.detail) from err
             raise
+
+
+def expired_detail(draft: intake.Draft, settings: Settings) -> str:
+    rounds = ", ".join(f"{r.party} round {r.round}" for r in draft.rounds) or "no evidence"
+    ids = ", ".join(draft.event_ids) or "none given"
+    return (f"case {draft.case_id}: evidence was never closed within "
+            f"intake_draft_ttl_s={settings.intake_draft_ttl_s:g}; received case_opened and {rounds} "
+            f"(event ids: {ids}); the letter holds them as an intake draft, "
+            "which can be sent again as a whole case")
+
+
+@dataclass(frozen=True)
+class Original:
+    """What a dead letter needs of a message (``DeadLetters.write`` reads ``event.message``), kept
+    in the table for a held event and rebuilt for the letter when the wait is over."""
+
+    key: str | None
+    value: bytes
+    topic: str
+    partition: int | None
+    offset: int | None
+
+    @classmethod
+    def of(cls, message: Any) -> "Original":
+        key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else message.key
+        return cls(key, message.value or b"", message.topic, message.partition, message.offset)
+
+    @classmethod
+    def of_draft(cls, draft: intake.Draft, settings: Settings, partition: int | None) -> "Letter":
+        value = draft.model_dump_json().encode()
+        return Letter(cls(draft.case_id, value, settings.topic("disputes.events"), partition, None))
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Original":
+        return cls(**{**data, "value": base64.b64decode(data["value"])})
+
+    def as_json(self) -> dict:
+        return {"key": self.key, "value": base64.b64encode(self.value).decode(), "topic": self.topic,
+                "partition": self.partition, "offset": self.offset}
+
+    def event(self) -> "Letter":
+        return Letter(self)
+
+
+@dataclass(frozen=True)
+class Letter:
+    message: Original
+
+
+def schedule_expiry(app: faust.App, ingest: Ingest) -> None:
+    """The intake sweep, in a timer every state_sweep_interval_s, over the partitions this worker holds."""
+    events = ingest.settings.topic("disputes.events")
+    expiry.every(app, ingest.settings.state_sweep_interval_s, name="intake",
+                 sweep=lambda: ingest.expire(expiry.active_partitions(app, events)))
