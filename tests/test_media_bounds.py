@@ -148,20 +148,22 @@ async def test_a_bomb_or_an_oversized_photo_is_a_note_on_that_item_and_the_case_
 
 
 async def test_at_most_media_decode_concurrency_decodes_run_at_once(tmp_path, monkeypatch):
-    active, most, lock = 0, 0, threading.Lock()
-    pair = threading.Barrier(2, timeout=20)  # a decode waits for a second one to be running beside it
+    active, most = 0, 0
+    changed = threading.Condition()
     real = media._image_part
 
     def spy(*args):
         nonlocal active, most
-        with lock:
+        with changed:
             active += 1
             most = max(most, active)
+            changed.notify_all()
+            # stay while a third could join (it would if the bound did not hold); never asserted on
+            changed.wait_for(lambda: active > 2, timeout=1.0)
         try:
-            pair.wait()
             return real(*args)
         finally:
-            with lock:
+            with changed:
                 active -= 1
 
     monkeypatch.setattr(media, "_image_part", spy)
