@@ -1,0 +1,287 @@
+"""Intake keeps everything: evidence that comes before its case_opened is held and folded in, or
+dead-lettered with its original bytes when the case never opens; abandoned drafts expire; repeats
+are ignored; a changed round is refused. The real ingest handler (streams/ingest.py) with a dict
+for its table, lists for its topics and a clock the test moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge
+
+from cyberjurors import intake, metrics
+from cyberjurors.config import Settings
+from cyberjurors.schemas import CaseFile, DeadLetter
+from cyberjurors.streams import ingest as handler
+from cyberjurors.streams.dead_letters import DeadLetters
+from cyberjurors.streams.stage_hop import StageResults
+
+METADATA = {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
+            "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn", "requested_remedy": "Refund"}
+
+
+def opened(case_id: str = "c-1", event_id: str = "open") -> bytes:
+    return json.dumps({"type": "case_opened", "case_id": case_id, "metadata": METADATA, "event_id": event_id}).encode()
+
+
+def evidence(case_id: str = "c-1", party: str = "buyer", round_: int = 1, item: str = "b1", text: str = "Torn.",
+             event_id: str | None = None, **extra) -> bytes:
+    return json.dumps({"type": "evidence_submitted", "case_id": case_id, "event_id": event_id or f"{party}-{round_}",
+                       "evidence": {"party": party, "round": round_, "items": [
+                           {"id": item, "kind": "text", "text": text}], **extra}}).encode()
+
+
+def closed(case_id: str = "c-1", event_id: str = "close") -> bytes:
+    return json.dumps({"type": "evidence_closed", "case_id": case_id, "event_id": event_id}).encode()
+
+
+class Topic:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    async def send(self, *, key: bytes, value: bytes) -> None:
+        self.sent.append(value)
+
+
+class Intake:
+    def __init__(self, tmp_path, **settings):
+        self.settings = Settings(llm_backend="offline", media_root=tmp_path, media_store=str(tmp_path / "store"),
+                                 early_evidence_wait_s=300, intake_draft_ttl_s=3600, **settings)
+        self.table: dict[str, dict] = {}
+        self.ready, self.dlq = Topic(), Topic()
+        self.now = 1_000_000.0
+        in_flight = metrics.CasesInFlight(Gauge("test_in_flight", "", registry=CollectorRegistry()))
+        self.handler = handler.Ingest(self.settings, "offline", self.table, StageResults({}), self.ready,
+                                      DeadLetters(self.dlq, in_flight), in_flight, clock=lambda: self.now)
+        self.offset = 0
+
+    def send(self, *raws: bytes, partition: int = 1) -> None:
+        for raw in raws:
+            self.offset += 1
+            message = SimpleNamespace(key=b"c-1", value=raw, topic="disputes.events", partition=partition,
+                                      offset=self.offset)
+            asyncio.run(self.handler(SimpleNamespace(value=raw, message=message)))
+
+    def expire(self, after_s: float) -> int:
+        self.now += after_s
+        return asyncio.run(self.handler.expire())
+
+    @property
+    def letters(self) -> list[DeadLetter]:
+        return [DeadLetter.model_validate_json(v) for v in self.dlq.sent]
+
+    @property
+    def admitted(self) -> list[CaseFile]:
+        return [CaseFile.model_validate_json(v) for v in self.ready.sent]
+
+
+# --- evidence before its case ---------------------------------------------------------------
+
+
+def test_evidence_before_its_case_is_held_and_folded_in_with_a_note(tmp_path):
+    ingest = Intake(tmp_path)
+    early = evidence(party="seller", item="s1")
+    ingest.send(early, evidence(), closed())
+    assert not ingest.letters and not ingest.admitted
+    assert [h["type"] for h in ingest.table["c-1"]["held"]] == ["evidence_submitted", "evidence_submitted",
+                                                                 "evidence_closed"]
+    ingest.now += 42
+    ingest.send(opened())
+    (case_file,) = ingest.admitted  # the held close closed it
+    assert [(r.party, r.round) for r in case_file.case.rounds] == [("buyer", 1), ("seller", 1)]
+    notes = [p for p in case_file.problems if "arrived before the case was opened" in p]
+    assert len(notes) == 3 and all("held 42 s" in p for p in notes)
+    assert not ingest.letters
+    assert "held" not in ingest.table["c-1"]
+
+
+def test_held_evidence_of_a_case_that_never_opens_is_dead_lettered_with_its_bytes_and_replayable(tmp_path):
+    ingest = Intake(tmp_path)
+    raws = [evidence(), evidence(party="seller", item="s1")]
+    ingest.send(raws[0])
+    ingest.now += 200
+    ingest.send(raws[1])
+    assert ingest.expire(99) == 0  # 299 s after the first: still waiting
+    assert len(ingest.table["c-1"]["held"]) == 2 and not ingest.letters
+    assert ingest.expire(2) == 1  # the wait runs from the first held event
+    letters = ingest.letters
+    assert [d.reason for d in letters] == ["case_never_opened"] * 2
+    assert [base64.b64decode(d.original_base64) for d in letters] == raws
+    assert all(d.replayable and d.stage == "ingest" and d.topic == "disputes.events" and d.partition == 1
+               for d in letters)
+    assert [d.offset for d in letters] == [1, 2]
+    assert "c-1" not in ingest.table
+    ingest.send(opened(), *[base64.b64decode(d.original_base64) for d in letters], closed())  # the replay
+    (case_file,) = ingest.admitted
+    assert len(case_file.case.rounds) == 2
+
+
+def test_held_events_are_bounded_per_case_and_per_worker(tmp_path):
+    ingest = Intake(tmp_path, early_evidence_per_case=2, early_evidence_total=3)
+    ingest.send(evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
+    (over,) = ingest.letters
+    assert (over.reason, over.replayable) == ("early_evidence_overflow", True)
+    assert "early_evidence_per_case=2" in over.detail
+    assert base64.b64decode(over.original_base64) == evidence(round_=3, item="b3")
+    ingest.send(evidence("c-2"), evidence("c-3"))
+    assert [d.reason for d in ingest.letters] == ["early_evidence_overflow"] * 2
+    assert "early_evidence_total=3" in ingest.letters[-1].detail and ingest.letters[-1].key == "c-1"
+    assert sorted(ingest.table) == ["c-1", "c-2"]
+
+
+def test_a_held_event_that_cannot_apply_is_dead_lettered_alone_when_the_case_opens(tmp_path):
+    ingest = Intake(tmp_path)
+    clash = evidence(round_=2, item="b1", event_id="again")  # the evidence id b1 a second time
+    ingest.send(evidence(), clash, opened(), closed())
+    (letter,) = ingest.letters
+    assert (letter.reason, letter.replayable) == ("duplicate_evidence_id", False)
+    assert base64.b64decode(letter.original_base64) == clash
+    (case_file,) = ingest.admitted
+    assert [i.id for i in case_file.case.items()] == ["b1"]
+
+
+# --- repeats and changed rounds -------------------------------------------------------------
+
+
+def test_a_repeated_evidence_closed_is_ignored_after_the_case_went_to_the_jury(tmp_path):
+    ingest = Intake(tmp_path)
+    ingest.send(opened(), evidence(), closed(), closed(event_id="close-again"))
+    assert len(ingest.admitted) == 1 and not ingest.letters
+    ingest.send(evidence(round_=2, item="b2"))  # new evidence after the close is still refused
+    assert [d.reason for d in ingest.letters] == ["case_closed"]
+
+
+def test_a_round_resent_with_other_items_is_refused_and_the_first_version_stands(tmp_path):
+    ingest = Intake(tmp_path)
+    changed = evidence(item="b9", text="Something else entirely.", event_id="buyer-1-v2")
+    ingest.send(opened(), evidence(), changed, closed())
+    (letter,) = ingest.letters
+    assert (letter.reason, letter.replayable) == ("round_changed", False)
+    assert base64.b64decode(letter.original_base64) == changed
+    (case_file,) = ingest.admitted
+    assert [(i.id, i.text) for i in case_file.case.items()] == [("b1", "Torn.")]
+
+
+def test_the_same_round_resent_with_a_new_stamp_is_a_duplicate_noted_on_the_case(tmp_path):
+    ingest = Intake(tmp_path)
+    ingest.send(opened(), evidence(), evidence(event_id="buyer-1-retry", submitted_at="2026-09-02T10:00:00Z"),
+                closed())
+    assert not ingest.letters
+    (case_file,) = ingest.admitted
+    assert any("duplicate event ignored" in p and "buyer round 1" in p for p in case_file.problems)
+
+
+# --- abandoned drafts -----------------------------------------------------------------------
+
+
+def test_an_abandoned_draft_expires_into_a_letter_listing_what_was_received(tmp_path):
+    ingest = Intake(tmp_path)
+    ingest.send(opened(), evidence())
+    ingest.now += 3000
+    ingest.send(evidence(party="seller", item="s1"))  # activity: the draft's time starts again
+    assert ingest.expire(3599) == 0 and "draft" in ingest.table["c-1"]
+    assert ingest.expire(2) == 1
+    (letter,) = ingest.letters
+    assert (letter.reason, letter.replayable, letter.key, letter.partition) == ("draft_expired", False, "c-1", 1)
+    assert "buyer round 1, seller round 1" in letter.detail and "open, buyer-1, seller-1" in letter.detail
+    kept = intake.Draft.model_validate_json(base64.b64decode(letter.original_base64))
+    assert [(r.party, r.round) for r in kept.rounds] == [("buyer", 1), ("seller", 1)]
+    assert "c-1" not in ingest.table
+    ingest.send(closed())  # a close after the expiry finds no case: held, not admitted
+    assert not ingest.admitted and "held" in ingest.table["c-1"]
+
+
+def test_expiry_leaves_admitted_cases_alone(tmp_path):
+    ingest = Intake(tmp_path)
+    ingest.send(opened(), evidence(), closed())
+    assert ingest.expire(10 ** 7) == 0
+    assert "c-1" in ingest.table and not ingest.letters
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def case_event(**metadata) -> bytes:
+    return json.dumps({"type": "case", "case": {"case_id": "c-1", "metadata": {**METADATA, **metadata}, "rounds": [
+        {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn."}]}]}}).encode()
+
+
+@pytest.mark.parametrize(("metadata", "reason"), [
+    ({"ordered_at": "2026-09-01T10:00:00"}, "naive_timestamp"),
+    ({"delivered_at": "2026-09-05"}, "naive_timestamp"),
+    ({"delivered_at": "2026-08-31T10:00:00Z"}, "delivered_before_ordered"),
+    ({"delivered_at": "2026-09-01T11:00:00+02:00"}, "delivered_before_ordered"),  # 09:00 UTC, before 10:00
+    ({"order_amount": 1e308}, "amount_out_of_range"),
+    ({"order_amount": "1000000000000.01"}, "amount_out_of_range"),
+    ({"order_amount": "NaN"}, "amount_out_of_range"),
+    ({"order_amount": "Infinity"}, "amount_out_of_range"),
+    ({"order_amount": "-0.01"}, "amount_out_of_range"),
+    ({"currency": "XYZ"}, "unknown_currency"),
+    ({"currency": "XTS"}, "unknown_currency"),  # ISO's testing code: never what an order is paid in
+    ({"currency": "eur"}, "unknown_currency"),
+])
+def test_case_facts_out_of_bounds_are_refused_with_their_reason(metadata, reason):
+    with pytest.raises(intake.Rejected) as err:
+        intake.parse_event(case_event(**metadata))
+    assert err.value.reason == reason and err.value.replayable is False
+
+
+@pytest.mark.parametrize("metadata", [
+    {"delivered_at": "2026-09-01T10:00:00Z"},  # delivered the moment it was ordered (digital goods)
+    {"delivered_at": "2026-09-01T12:30:00+02:00"},
+    {"order_amount": "0"}, {"order_amount": "1000000000000"}, {"currency": "JPY"}, {"currency": "KWD"},
+])
+def test_case_facts_at_the_bounds_are_admitted(metadata):
+    assert intake.parse_event(case_event(**metadata)).case_id == "c-1"
+
+
+def test_votes_are_parsed_strictly():
+    from cyberjurors.schemas import OutcomeReported
+    good = {"type": "outcome", "case_id": "c-1", "votes": {"buyer": 12, "seller": 5}}
+    assert OutcomeReported.model_validate_json(json.dumps(good)).votes.buyer == 12
+    for votes in ({"buyer": "12", "seller": 5}, {"buyer": 12.0, "seller": 5}, {"buyer": True, "seller": 16}):
+        with pytest.raises(ValueError):
+            OutcomeReported.model_validate_json(json.dumps({**good, "votes": votes}))
+    with pytest.raises(intake.Rejected) as err:
+        intake.parse_event(json.dumps({"type": "case_opened", "case_id": "c-1", "metadata": METADATA,
+                                       "ground_truth": {"buyer": "12", "seller": 5}}).encode())
+    assert err.value.reason == "invalid_votes"
+
+
+def test_a_naive_sent_at_or_submitted_at_is_refused():
+    for raw in (evidence(submitted_at="2026-09-02T10:00:00"),
+                json.dumps({"type": "evidence_closed", "case_id": "c-1", "sent_at": "2026-09-02T10:00:00"}).encode()):
+        with pytest.raises(intake.Rejected) as err:
+            intake.parse_event(raw)
+        assert err.value.reason == "naive_timestamp"
+
+
+def test_rounds_per_party_and_case_text_are_capped_as_a_draft_grows(tmp_path):
+    ingest = Intake(tmp_path, max_rounds_per_party=2, max_case_text_chars=30)
+    ingest.send(opened(), evidence(round_=1, item="b1"), evidence(round_=2, item="b2"),
+                evidence(round_=3, item="b3"))
+    assert [d.reason for d in ingest.letters] == ["too_many_rounds"]
+    ingest.send(evidence(party="seller", item="s1", text="x" * 21))  # 5 + 5 + 21 > 30
+    assert [d.reason for d in ingest.letters] == ["too_many_rounds", "case_text_too_long"]
+    ingest.send(evidence(party="seller", item="s1", text="x" * 20), closed())  # exactly 30
+    (case_file,) = ingest.admitted
+    assert len(case_file.case.rounds) == 3
+
+
+def test_a_whole_case_over_the_caps_is_refused(tmp_path):
+    settings = Settings(llm_backend="offline", media_root=tmp_path, max_rounds_per_party=1, max_case_text_chars=10)
+    two = json.loads(case_event())
+    two["case"]["rounds"].append({"party": "buyer", "round": 2, "items": [{"id": "b2", "kind": "text", "text": "x"}]})
+    with pytest.raises(intake.Rejected) as err:
+        intake.admit(intake.parse_event(json.dumps(two).encode()).case, settings)
+    assert err.value.reason == "too_many_rounds"
+    long = json.loads(case_event())
+    long["case"]["rounds"][0]["items"][0]["text"] = "x" * 11
+    with pytest.raises(intake.Rejected) as err:
+        intake.admit(intake.parse_event(json.dumps(long).encode()).case, settings)
+    assert err.value.reason == "case_text_too_long"
