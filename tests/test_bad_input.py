@@ -82,7 +82,8 @@ DEAD = {  # key -> (value, reason)
     "wrong-types": (whole(wrong_types()), "invalid_event"),
     "unknown-type": (json.dumps({"type": "case_reopened", "case_id": "unknown-type"}).encode(), "unknown_event_type"),
     "no-case-id": (json.dumps({"type": "evidence_closed"}).encode(), "missing_case_id"),
-    "ghost": (evidence("ghost", "buyer", 1, "b1", "g-1"), "unknown_case"),
+    # evidence for a case never opened: held early_evidence_wait_s, then dead-lettered with its bytes
+    "ghost": (evidence("ghost", "buyer", 1, "b1", "g-1"), "case_never_opened"),
     "votes-16": (whole(bad_votes()), "invalid_votes"),
     "long-text": (whole(case("long-text", [{"id": "b1", "kind": "text", "text": "torn " * 400}])), "text_too_long"),
     "many-media": (whole(case("many-media", [image(f"b{i}", media_type="image/png", data_base64=b64(b"x"))
@@ -98,7 +99,8 @@ DEAD = {  # key -> (value, reason)
 
 async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(settings, tmp_path):
     settings = settings.model_copy(update={"max_text_chars": 1000, "max_media_items": 4, "media_root": tmp_path,
-                                           "jurors": 5, "rounds": 2})
+                                           "jurors": 5, "rounds": 2, "early_evidence_wait_s": 2,
+                                           "state_sweep_interval_s": 0.5})
     (tmp_path / "empty.mp4").write_bytes(b"")
     (tmp_path / "garbage.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 8)
     noted = {  # key -> what the verdict must note
@@ -116,11 +118,15 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
     # incremental: round 2 arrives before round 1, one event is sent twice, then evidence after closing
     inc = [opened("inc", "i-0"), evidence("inc", "seller", 2, "s2", "i-3"), evidence("inc", "buyer", 1, "b1", "i-1"),
            evidence("inc", "buyer", 1, "b1", "i-1"), evidence("inc", "seller", 1, "s1", "i-2"), closed("inc", "i-4")]
+    # evidence before its case_opened: held, then folded in when the case opens
+    early = [evidence("early", "buyer", 1, "b1", "e-1"), opened("early", "e-0"),
+             evidence("early", "seller", 1, "s1", "e-2"), closed("early", "e-3")]
     late = evidence("inc", "buyer", 2, "b2", "i-5")
     good = whole(case("good"))
     outgoing = [Outgoing(k, v, k) for k, (v, _) in DEAD.items()]
     outgoing += [Outgoing(k, v, k) for k, v in noted.items()]
     outgoing += [Outgoing("inc", v, "inc") for v in inc]
+    outgoing += [Outgoing("early", v, "early") for v in early]
     outgoing += [Outgoing("good", good, "good"), Outgoing("good", good, "good")]  # same case twice: one verdict
     # a stage's input that is no case file (a producer writing to an internal topic by mistake)
     outgoing += [Outgoing("stray", b'{"case": {"case_id": 7}, "received_at": "yesterday"}', "stray",
@@ -129,9 +135,10 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
     async with worker_process(settings, tmp_path / "worker.log") as worker:
         await produce(settings, outgoing)
         letters = await read_topic(settings, "disputes.dlq", until=len(DEAD) + 1, timeout_s=120)
-        expect_verdicts = {"good", "inc", *noted}
+        expect_verdicts = {"good", "inc", "early", *noted}
         found = await read_topic(settings, "disputes.verdicts", until=len(expect_verdicts), timeout_s=180)
-        await produce(settings, [Outgoing("inc", late, "late")])
+        # a repeated close of a judged case is ignored; new evidence after it is refused
+        await produce(settings, [Outgoing("inc", closed("inc", "i-4-again"), "late"), Outgoing("inc", late, "late")])
         late_letters = await read_topic(settings, "disputes.dlq", until=len(DEAD) + 2, timeout_s=60)
         assert worker.alive(), (tmp_path / "worker.log").read_text()[-3000:]
 
@@ -167,6 +174,8 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
         assert not re.search(r"0x[0-9a-f]{4,}|object at|<_io|input_value|errors\.pydantic\.dev|Traceback", text), text
     assert any("duplicate event" in p for p in verdicts["inc"].problems)
     assert not verdicts["good"].problems
+    assert any("arrived before the case was opened" in p for p in verdicts["early"].problems)
+    assert verdicts["early"].case_id == "early" and dead["ghost"].replayable is True
 
     late_reasons = [DeadLetter.model_validate_json(v).reason for k, v in late_letters if k == "inc"]
     assert late_reasons == ["case_closed"]
