@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import inspect
 import json
 from collections import Counter
 from datetime import datetime, timezone
@@ -24,14 +25,14 @@ from cyberjurors import intake
 from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, Reason
 from cyberjurors.errors import LLM_KINDS as LLM_KIND_LIST
 from cyberjurors.errors import PRECEDENT_KINDS as PRECEDENT_KIND_LIST
-from cyberjurors.errors import Reason
 from cyberjurors.jury.model_inputs import FocusTask
 from cyberjurors.llm import LLMError
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.models import PrecedentError
-from cyberjurors.schemas import DeadLetter, Precedents
+from cyberjurors.schemas import DeadLetter, Focus, Precedents
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.clients import Outgoing, produce, replayable
 from cyberjurors.streams.kafka import ensure_topics
@@ -59,13 +60,19 @@ TABLE: dict[tuple[str, str], bool] = {
     ("ingest", "case_never_opened"): True,  # held evidence whose case never opened: replay once it is open
     ("ingest", "early_evidence_overflow"): True,  # likewise, past the holding caps
     ("ingest", "ingest_failed"): True,  # a bug, like stage_failed: kept to be replayed once it is fixed
+    ("ingest", "event_too_large"): False,  # over max_event_bytes: it would be again
+    ("ingest", "case_too_large"): False,  # the case file over max_case_bytes: likewise
     ("pipeline", "invalid_case_file"): False,
+    ("pipeline", "output_too_large"): False,  # the same case grows the same way
     ("pipeline", "stage_failed"): True,
-    **{("pipeline", f"llm_{kind}"): True for kind in LLM_KINDS},
+    # a model failure the same input meets again (errors.FINAL_LLM_KINDS: bad_request, refused, truncated,
+    # unsupported_task) is final; the others may pass by themselves
+    **{("pipeline", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
     ("outcomes", "invalid_outcome"): False,
     ("outcomes", "unknown_case"): True,  # the outcome came before its verdict
     ("outcomes", "stage_failed"): True,
-    **{("outcomes", f"precedents_{kind}"): True for kind in PRECEDENT_KINDS | LLM_KINDS},
+    **{("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
+       for kind in PRECEDENT_KINDS | LLM_KINDS},
 }
 
 
@@ -128,8 +135,22 @@ def _error_kinds(error: str) -> set[str]:
 
 STREAMS = sorted(p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "streams").glob("*.py"))
 # the flag a handler writes as ``replayable=err.replayable``: the class attribute of what it caught
-CAUGHT_FLAG = {"Rejected": intake.Rejected.replayable, "LLMError": LLMError.replayable,
-               "PrecedentError": PrecedentError.replayable}
+CAUGHT = {"Rejected": intake.Rejected, "LLMError": LLMError, "PrecedentError": PrecedentError}
+
+
+def kind_flag(kind: str, caught: tuple[type, ...]) -> bool:
+    """The flag ``err.replayable`` gives for an error of ``kind`` caught as one of ``caught``: a class
+    attribute (Rejected), or decided by the kind (LLMError, PrecedentError); the classes that can
+    raise the kind must agree."""
+    flags = set()
+    for cls in caught:
+        attr = inspect.getattr_static(cls, "replayable")
+        if isinstance(attr, bool):
+            flags.add(attr)
+        elif (cls is LLMError and kind in LLM_KINDS) or (cls is PrecedentError and kind in PRECEDENT_KINDS):
+            flags.add(cls(kind, "x").replayable)
+    assert len(flags) == 1, (kind, caught, flags)
+    return flags.pop()
 
 
 def _letters_written(tree: ast.Module) -> list[tuple[ast.Call, ast.AST]]:
@@ -143,17 +164,17 @@ def _letters_written(tree: ast.Module) -> list[tuple[ast.Call, ast.AST]]:
     return found
 
 
-def _flag(call: ast.Call, fn: ast.AST) -> bool:
-    """The replayable flag a write call passes: a constant, or ``err.replayable`` of the exception it caught."""
+def _flag(call: ast.Call, fn: ast.AST) -> bool | tuple[type, ...]:
+    """The replayable flag a write call passes: a constant, or the classes whose ``err.replayable`` it passes."""
     (flag,) = [k.value for k in call.keywords if k.arg == "replayable"]
     if isinstance(flag, ast.Constant):
         return flag.value
     assert ast.unparse(flag) == "err.replayable", ast.unparse(flag)
     handler = next(h for h in ast.walk(fn) if isinstance(h, ast.ExceptHandler) and call in ast.walk(h))
     names = {ast.unparse(n).split(".")[-1] for n in ast.walk(handler.type) if isinstance(n, (ast.Name, ast.Attribute))}
-    flags = {CAUGHT_FLAG[n] for n in names if n in CAUGHT_FLAG}
-    assert len(flags) == 1, (ast.unparse(handler.type), flags)
-    return flags.pop()
+    caught = tuple(CAUGHT[n] for n in sorted(names) if n in CAUGHT)
+    assert caught, ast.unparse(handler.type)
+    return caught
 
 
 def reasons_in_source() -> dict[tuple[str, str], bool]:
@@ -179,10 +200,12 @@ def reasons_in_source() -> dict[tuple[str, str], bool]:
         elif isinstance(reason, ast.JoinedStr):  # f"llm_{err.kind}", f"precedents_{err.kind}"
             prefix = reason.values[0].value
             kinds = _error_kinds("LLMError") if prefix == "llm_" else _error_kinds("PrecedentError") | _error_kinds("LLMError")
-            found |= {(where, prefix + k): flag for k in kinds}
+            found |= {(where, prefix + k): flag if isinstance(flag, bool) else kind_flag(k, flag) for k in kinds}
         else:
             assert ast.unparse(reason) == "err.reason", ast.unparse(reason)  # the Rejected ones above
-            found |= {("ingest", r): flag for r in rejected}
+            found |= {("ingest", r): flag if isinstance(flag, bool) else kind_flag(r, flag) for r in rejected}
+        if isinstance(reason, ast.Constant) and not isinstance(flag, bool):
+            found[(where, reason.value)] = kind_flag(reason.value, flag)
     return found
 
 
@@ -303,6 +326,8 @@ INTAKE = {  # reason -> the events that end in it
 APP_INGEST = {"case_already_submitted", "ingest_failed", "case_never_opened", "early_evidence_overflow",
               "draft_expired"}
 
+APP_INGEST |= {"event_too_large", "case_too_large"}  # the ingest agent's size checks: driven below
+
 
 @pytest.mark.parametrize("reason", sorted(INTAKE))
 def test_each_intake_reason_is_produced_by_intake_and_is_not_replayable(tmp_path, reason):
@@ -351,8 +376,11 @@ class NoPrecedents:
 
 
 @pytest.mark.integration
-async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(settings, monkeypatch):
-    settings = settings.model_copy(update={"jurors": 3, "rounds": 1, "precedent_backend": "embedded"})
+async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(settings, monkeypatch, tmp_path):
+    # small size limits, so an event, a case file and a stage output can each outgrow them cheaply
+    settings = settings.model_copy(update={"jurors": 3, "rounds": 1, "precedent_backend": "embedded",
+                                           "max_event_bytes": 200_000, "max_case_bytes": 20_000,
+                                           "media_store": str(tmp_path / "store")})
     offline = OfflineLLM()
 
     async def answer(request, output_type):
@@ -361,6 +389,8 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
             raise LLMError(case_id.removeprefix("llm-"), "failed after the retries")
         if isinstance(request.task, FocusTask) and case_id == "bug":
             raise Bug("a bug in a stage")
+        if isinstance(request.task, FocusTask) and case_id == "huge-focus":
+            return Focus(focus="x" * 250_000, buyer_claims=[], seller_claims=[])
         return (await offline.generate(request, output_type)).output
 
     admit = intake.admit
@@ -396,6 +426,13 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
               Outgoing("bad-clues", b'{"case": 1}', "test", topic=settings.topic("disputes.clues")),
               Outgoing("bad-outcome", b'{"type": "outcome"}', "test", topic=outcomes),
               Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes)]
+    sends += [Outgoing("big-case", whole(case("big-case", buyer_items=[
+        {"id": f"b{n}", "kind": "text", "text": "t" * 9000} for n in range(3)])), "test"),
+              Outgoing("huge-focus", whole(case("huge-focus")), "test")]
+    too_big = Outgoing("too-big", whole(case("too-big", buyer_items=[{"id": "b1", "kind": "text", "text": "t" * 250_000}])),
+                       "test")
+    expected += [("too-big", "ingest", "event_too_large"), ("big-case", "ingest", "case_too_large"),
+                 ("huge-focus", "focus", "output_too_large")]
     expected += [("bug", "focus", "stage_failed"), ("ingest-bug", "ingest", "ingest_failed"),
                  ("judged", "ingest", "case_already_submitted"), ("bad-ready", "focus", "invalid_case_file"),
                  ("bad-clues", "round", "invalid_case_file"), ("bad-outcome", "outcomes", "invalid_outcome"),
@@ -411,6 +448,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     llm = ScriptedLLM(answer)
     async with running_app(create_app(settings, llm=llm, precedents=NoPrecedents())):  # type: ignore[arg-type]
         await produce(settings, sends)
+        await produce(settings.model_copy(update={"max_event_bytes": 1_000_000}), [too_big])  # a platform's limit
         assert await read_topic(settings, "disputes.verdicts", until=1, keys={"judged"}, timeout_s=90)
         await produce(settings, later)
         raw = await read_topic(settings, "disputes.dlq", until=len(expected), timeout_s=90)
