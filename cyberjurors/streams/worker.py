@@ -1,27 +1,174 @@
-"""Running a Faust worker for the jury pipeline."""
+"""Running a Faust worker for the jury pipeline, with two bounds a supervisor can rely on.
+
+- SIGTERM or SIGINT starts Faust's clean stop (leave the group, commit offsets, flush the
+  producer). Against a dead broker that stop retries without end, so a timer thread that does not
+  need the event loop ends the process with ``EXIT_STOP_DEADLINE`` after ``stop_deadline_s``.
+- A watch reads the broker's metadata every ``broker_check_interval_s``. A broker that answers as
+  another cluster, or without one of the worker's topics, or with a topic's partition count
+  changed, has lost what the worker's position, group and tables rest on (the embedded broker
+  restarted: it is in-memory); a broker unreachable for ``broker_loss_exit_s`` may never come back.
+  Either way the worker exits with ``EXIT_BROKER_LOST`` for its supervisor to start a fresh one.
+  It exits without a clean stop: that would commit offsets and flush table writes into a broker
+  that no longer holds the worker's history (and hang if it is unreachable). Nothing is lost by
+  it: each stage stores its output before sending it on and offsets are committed after, so a
+  durable broker replays the input and the stored output is re-sent.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import faust
+from aiokafka.admin import AIOKafkaAdminClient
 
 from .. import metrics
 from ..config import Settings
 from .app import create_app
-from .kafka import ensure_topics
+from .kafka import TOPICS, client_options, ensure_topics
+
+log = logging.getLogger("cyberjurors.worker")
+
+EXIT_BROKER_LOST = 75  # EX_TEMPFAIL (sysexits.h): a temporary failure, start me again
+EXIT_STOP_DEADLINE = 124  # as timeout(1): the stop did not finish in time
+
+
+def hard_exit(code: int, message: str) -> None:
+    """Log, flush, and end the process now: no clean-up that could wait on the broker."""
+    log.critical(message)
+    for handler in logging.getLogger().handlers + log.handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    """What the watch compares: the cluster's id and the partition count of each of our topics."""
+
+    cluster_id: str | None
+    partitions: dict[str, int]
+
+
+async def broker_view(settings: Settings, timeout_s: float) -> BrokerView:
+    """One metadata read with a fresh admin client (it cannot carry a stale connection over a
+    broker restart); raises if the broker does not answer within ``timeout_s``."""
+    admin = AIOKafkaAdminClient(**client_options(settings), request_timeout_ms=max(1000, int(timeout_s * 1000)))
+
+    async def read() -> BrokerView:
+        await admin.start()
+        cluster = await admin.describe_cluster()
+        ours = {settings.topic(name) for name in TOPICS}
+        partitions = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics()
+                      if t["topic"] in ours and not t["error_code"]}
+        return BrokerView(cluster.get("cluster_id"), partitions)
+
+    try:
+        return await asyncio.wait_for(read(), timeout_s)
+    finally:
+        try:
+            await asyncio.wait_for(admin.close(), timeout_s)
+        except Exception:  # noqa: BLE001 - closing a client of a dead broker may fail; nothing to keep
+            pass
+
+
+def lost_state(seen: BrokerView, baseline: BrokerView) -> str | None:
+    """Why the broker no longer holds what the worker started on, or None."""
+    if baseline.cluster_id and seen.cluster_id != baseline.cluster_id:
+        return (f"the broker answers as cluster {seen.cluster_id!r}, not {baseline.cluster_id!r}: "
+                "a different or restarted broker, without this worker's offsets, group and changelogs")
+    for topic, count in sorted(baseline.partitions.items()):
+        now = seen.partitions.get(topic)
+        if now is None:
+            return f"topic {topic} is gone from the broker"
+        if now != count:
+            return f"topic {topic} has {now} partitions, not {count}: it was created again"
+    return None
+
+
+@dataclass
+class BrokerWatch:
+    """Reads the broker's metadata every ``broker_check_interval_s`` and ends the worker with
+    ``EXIT_BROKER_LOST`` when the broker lost its state or stayed unreachable too long."""
+
+    settings: Settings
+    baseline: BrokerView
+    clock: Callable[[], float] = time.monotonic
+    unreachable_since: float | None = field(default=None, init=False)
+
+    async def check(self) -> str | None:
+        """One read: the reason to exit, or None."""
+        timeout_s = max(1.0, self.settings.broker_check_interval_s)
+        try:
+            seen = await broker_view(self.settings, timeout_s)
+        except Exception as err:  # noqa: BLE001 - any failure to read the metadata counts as not reaching it
+            now = self.clock()
+            self.unreachable_since = self.unreachable_since if self.unreachable_since is not None else now
+            waited = now - self.unreachable_since
+            if waited >= self.settings.broker_loss_exit_s:
+                return (f"the broker at {self.settings.kafka_bootstrap_servers} has not answered for "
+                        f"{waited:.0f}s (broker_loss_exit_s={self.settings.broker_loss_exit_s:g}): {err!r}")
+            return None
+        self.unreachable_since = None
+        return lost_state(seen, self.baseline)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.broker_check_interval_s)
+            reason = await self.check()
+            if reason:
+                hard_exit(EXIT_BROKER_LOST, f"broker lost: {reason}; exiting with status {EXIT_BROKER_LOST} "
+                                            "for the supervisor to start a fresh worker")
+
+
+class Worker(faust.Worker):
+    """Faust's worker, whose stop on SIGTERM or SIGINT is bounded by ``stop_deadline_s``."""
+
+    def __init__(self, app: faust.App, *, stop_deadline_s: float, **options: object) -> None:
+        super().__init__(app, **options)
+        self.stop_deadline_s = stop_deadline_s
+        self._deadline: threading.Timer | None = None
+
+    def _schedule_shutdown(self, sig: signal.Signals) -> None:
+        if self._deadline is None:
+            message = (f"not stopped {self.stop_deadline_s:g}s after {sig.name} (stop_deadline_s): "
+                       f"exiting with status {EXIT_STOP_DEADLINE}")
+            # a thread, not the event loop: the loop may be what is stuck
+            self._deadline = threading.Timer(self.stop_deadline_s, hard_exit, (EXIT_STOP_DEADLINE, message))
+            self._deadline.daemon = True
+            self._deadline.start()
+        super()._schedule_shutdown(sig)
+
+
+async def prepare(settings: Settings) -> tuple[list[str], BrokerView]:
+    """The topics created, and the broker as the worker starts on it (what the watch compares to)."""
+    created = await ensure_topics(settings)
+    return created, await broker_view(settings, timeout_s=30)
 
 
 def run_worker(settings: Settings, loglevel: str = "info") -> None:
-    created = asyncio.run(ensure_topics(settings))
+    created, baseline = asyncio.run(prepare(settings))
     asyncio.set_event_loop(asyncio.new_event_loop())  # asyncio.run closed its loop; Faust needs one
     settings.datadir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings)
     if created:
-        logging.getLogger("cyberjurors").info("created topics: %s", ", ".join(created))
+        log.info("created topics: %s", ", ".join(created))
+    watch = BrokerWatch(settings, baseline)
+
+    @app.task
+    async def watch_broker() -> None:
+        await watch.run()
+
     if settings.metrics_port:
         # one endpoint for both: our metrics and Faust's sensor share the default registry
         metrics.instrument_faust(app)
         metrics.serve(settings.metrics_port, settings.metrics_host)
-    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    Worker(app, loglevel=loglevel, quiet=True, stop_deadline_s=settings.stop_deadline_s).execute_from_commandline()
