@@ -59,6 +59,7 @@ OTHER_REASONS = (
     "output_too_large",   # a stage's output over max_event_bytes or refused by the broker: the same case grows alike
     "ingest_failed",      # an exception inside intake (a bug): replayable once it is fixed
     "stage_failed",       # an exception inside a stage or learning (a bug): likewise
+    "state_expired",      # a stage input older than state_retention_s whose case has nothing stored: replayable
 )
 # Kinds whose failure the same input under the same settings would meet again, so a letter carrying
 # them is not replayable; every other kind may pass by itself (a fault that clears, a sampled answer

@@ -15,11 +15,13 @@ import ast
 import base64
 import inspect
 import json
+import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from cyberjurors import intake
 from cyberjurors.backends.offline import OfflineLLM
@@ -32,10 +34,10 @@ from cyberjurors.jury.model_inputs import FocusTask
 from cyberjurors.llm import LLMError
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.models import PrecedentError
-from cyberjurors.schemas import DeadLetter, Focus, Precedents
+from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, Focus, Precedents
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.clients import Outgoing, produce, replayable
-from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.streams.kafka import client_options, ensure_topics
 
 from .conftest import read_topic, running_app
 
@@ -65,6 +67,7 @@ TABLE: dict[tuple[str, str], bool] = {
     ("pipeline", "invalid_case_file"): False,
     ("pipeline", "output_too_large"): False,  # the same case grows the same way
     ("pipeline", "stage_failed"): True,
+    ("pipeline", "state_expired"): True,  # older than state_retention_s, nothing stored: a replay is sent anew, runs
     # a model failure the same input meets again (errors.FINAL_LLM_KINDS: bad_request, refused, truncated,
     # unsupported_task) is final; the others may pass by themselves
     **{("pipeline", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
@@ -375,6 +378,18 @@ class NoPrecedents:
         return Precedents(coverage="none")
 
 
+async def send_old_case_file(settings: Settings, case_id: str) -> None:
+    """A case file on disputes.ready stamped 30 days ago: what re-reading old history delivers."""
+    value = CaseFile(case=DisputeCase.model_validate(case(case_id)), received_at=NOW).model_dump_json().encode()
+    producer = AIOKafkaProducer(**client_options(settings))
+    await producer.start()
+    try:
+        await producer.send_and_wait(settings.topic("disputes.ready"), value, key=case_id.encode(),
+                                     timestamp_ms=int((time.time() - 30 * 86400) * 1000))
+    finally:
+        await producer.stop()
+
+
 @pytest.mark.integration
 async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(settings, monkeypatch, tmp_path):
     # small size limits, so an event, a case file and a stage output can each outgrow them cheaply
@@ -443,6 +458,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     later += [Outgoing("judged", outcome("judged", "bug"), "test", topic=outcomes)]
     expected += [("judged", "outcomes", f"precedents_{k}") for k in [*PRECEDENT_KINDS, *LLM_KINDS]]
     expected += [("judged", "outcomes", "stage_failed")]
+    expected += [("expired", "focus", "state_expired")]  # a case file first sent 30 days ago, read again
 
     await ensure_topics(settings)
     llm = ScriptedLLM(answer)
@@ -451,6 +467,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
         await produce(settings.model_copy(update={"max_event_bytes": 1_000_000}), [too_big])  # a platform's limit
         assert await read_topic(settings, "disputes.verdicts", until=1, keys={"judged"}, timeout_s=90)
         await produce(settings, later)
+        await send_old_case_file(settings, "expired")
         raw = await read_topic(settings, "disputes.dlq", until=len(expected), timeout_s=90)
 
     letters = [DeadLetter.model_validate_json(v) for _, v in raw]

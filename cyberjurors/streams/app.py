@@ -13,6 +13,7 @@ events to a handler that takes its dependencies explicitly and can be tested alo
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import faust
@@ -24,6 +25,7 @@ from ..jury.rounds import Jury, is_settled
 from ..llm import LLM
 from ..media_store import open_store
 from ..precedents.precedent_base import PrecedentBase
+from . import expiry
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge
 from .ingest import Ingest, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
@@ -42,7 +44,7 @@ def faust_app(settings: Settings) -> faust.App:
         settings.app_id,
         broker=faust_broker_url(settings),
         broker_credentials=faust_credentials(settings),
-        store="memory://",
+        store="rocksdb://" if settings.table_store == "rocksdb" else "memory://",  # rocksdb: under datadir
         datadir=str(settings.datadir),
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication_factor,
@@ -63,7 +65,9 @@ def faust_app(settings: Settings) -> faust.App:
     return app
 
 
-def create_app(settings: Settings, llm: LLM | None = None, precedents: PrecedentBase | None = None) -> faust.App:
+def create_app(settings: Settings, llm: LLM | None = None, precedents: PrecedentBase | None = None,
+               clock: expiry.Clock = time.time) -> faust.App:
+    """``clock`` (unix seconds) decides when stored state expires; a test moves it instead of waiting."""
     llm = llm or build_llm(settings)
     jury = Jury.from_settings(settings)
     precedents = precedents or PrecedentBase(settings, jury.personas)
@@ -79,11 +83,12 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     in_flight = metrics.CasesInFlight()
     drift = metrics.Drift(settings.drift_window, settings.drift_reference_seller_share)
     letters = DeadLetters(topic("disputes.dlq"), in_flight, open_store(settings), settings.max_event_bytes)
-    # the JSON bytes each stage sent on
-    results = StageResults(table("stage-results", value_type=bytes), settings.max_event_bytes)
-    hop = StageHop(results, letters, in_flight)
+    # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
+    results = StageResults(table("stage-results", value_type=bytes), table("stage-times"), settings.state_retention_s,
+                           clock, max_bytes=settings.max_event_bytes)
     ingest = Ingest(settings, llm.backend, table("intake"), results, topic("disputes.ready"), letters, in_flight)
     verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift)
+    hop = StageHop(results, letters, in_flight, verdicts.resend)
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), drift, letters)
 
     work = StageWork(settings, llm, jury, precedents)
@@ -129,6 +134,8 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
 
     housekeeping(app, settings, in_flight, precedents)
     schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
+    expiry.every(app, settings.state_sweep_interval_s, name="stage-results", sweep=lambda: results.expire(
+        expiry.active_partitions(app, settings.topic("disputes.events"))))
     return app
 
 

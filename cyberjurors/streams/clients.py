@@ -130,7 +130,8 @@ def replayable(letter: DeadLetter) -> bool:
         return reason.removeprefix("llm_") not in FINAL_LLM_KINDS
     if reason.startswith("precedents_"):
         return reason.removeprefix("precedents_") not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
-    return reason in ("stage_failed", "ingest_failed") or (letter.stage == "outcomes" and reason == "unknown_case")
+    return (reason in ("stage_failed", "ingest_failed", "state_expired")
+            or (letter.stage == "outcomes" and reason == "unknown_case"))
 
 
 @dataclass(frozen=True)

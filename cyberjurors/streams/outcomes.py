@@ -34,7 +34,9 @@ class Outcomes:
         self.llm = llm
         self.precedents = precedents
         self.results = results
-        self.confirmed = confirmed  # "category/partition" -> case ids confirmed since the last re-distil here
+        # "category/partition" -> case ids confirmed since the last re-distil here: emptied at redistil_after,
+        # so it never holds more than categories x partitions x redistil_after ids and needs no expiry
+        self.confirmed = confirmed
         self.drift = drift
         self.letters = letters
 
@@ -47,8 +49,8 @@ class Outcomes:
         verdict = self.results.stored(outcome.case_id, "verdict")
         case_file = self.results.stored(outcome.case_id, "ready")
         if verdict is None or case_file is None:  # it may have come before its verdict: replay it later
-            await self.letters.write(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} here",
-                                     replayable=True)
+            await self.letters.write(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} here: "
+                                     "not decided yet, or decided more than state_retention_s ago", replayable=True)
             return
         decided = Verdict.model_validate_json(verdict)
         ours = decided.votes

@@ -7,9 +7,11 @@ the stored output and re-sends it instead of calling the model again.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,6 +24,7 @@ from ..jury.rounds import Jury
 from ..llm import LLM, LLMError
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile
+from . import expiry
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, send_bounded
 
 log = logging.getLogger("cyberjurors.streams")
@@ -33,10 +36,24 @@ class StageResults:
     """``stage-results``: "case_id/stage" -> the JSON bytes that stage sent on (a CaseFile, or the
     Verdict). The Faust table is declared with ``value_type=bytes`` so it stores, and its changelog
     carries, the very bytes the topic got; an older version's changelog held the same JSON as a
-    json-serialised dict, which reads back as JSON bytes too."""
+    json-serialised dict, which reads back as JSON bytes too.
 
-    def __init__(self, table: MutableMapping[str, Any], max_bytes: int | None = None):
+    What is kept, and for how long: a case in flight keeps every stage's output (a redelivered
+    input re-sends it instead of calling the model again). Its verdict deletes the intermediate
+    ones (focus, clues, round-N): ``ready`` and ``verdict`` stay, for outcome learning and to
+    re-send the verdict to a redelivered input, and every key of the case is deleted
+    ``retention_s`` after its last stage result (``times``: case_id -> ``expiry.stamp``), by
+    ``expire``, which a timer calls."""
+
+    KEPT = ("ready", "verdict")
+
+    def __init__(self, table: MutableMapping[str, Any], times: MutableMapping[str, Any] | None = None,
+                 retention_s: float = 7 * 86400, clock: expiry.Clock = time.time,
+                 max_bytes: int | None = None):
         self.table = table
+        self.times: MutableMapping[str, Any] = {} if times is None else times
+        self.retention_s = retention_s
+        self.clock = clock
         self.max_bytes = max_bytes  # max_event_bytes: an output over it is refused before it is stored
 
     def stored(self, case_id: str, stage: str) -> bytes | None:
@@ -47,14 +64,56 @@ class StageResults:
         if self.max_bytes is not None and len(case_id) + len(value) > self.max_bytes:  # before the table's changelog
             raise OutputTooLarge(f"{stage}: {len(value)} bytes, limit max_event_bytes={self.max_bytes}")
         self.table[f"{case_id}/{stage}"] = value
+        self.times[case_id] = expiry.stamp(self.clock(), expiry.current_partition())
         await send_bounded(out, case_id.encode(), value, self.max_bytes)
+
+    def keys(self, case_id: str) -> list[str]:
+        """Every key the case has in the table. Rounds are stored in order, so round-N exists only
+        after round-(N-1): probing stops at the first missing one."""
+        found = [f"{case_id}/{stage}" for stage in ("ready", "focus", "clues", "verdict")]
+        for n in itertools.count(1):
+            key = f"{case_id}/round-{n}"
+            if key not in self.table:
+                break
+            found.append(key)
+        return [key for key in found if key in self.table]
+
+    def finish(self, case_id: str) -> int:
+        """The verdict is stored: delete the case's intermediate results (tombstones in the
+        changelog, on the event's partition). Returns how many were deleted."""
+        kept = {f"{case_id}/{stage}" for stage in self.KEPT}
+        return sum(expiry.forget(self.table, key, None) for key in self.keys(case_id) if key not in kept)
+
+    def older_than_retention(self, at: float | None) -> bool:
+        """Whether something stamped ``at`` (unix seconds) is past the retention: its case's state
+        may have expired."""
+        return at is not None and at < self.clock() - self.retention_s
+
+    async def expire(self, partitions: Collection[int] | None = None) -> int:
+        """Delete every key of the cases whose last stage result is older than the retention (on
+        ``partitions``, when given: the ones this worker holds). Returns the number of cases."""
+        cases = 0
+        for case_id, entry in expiry.due(self.times, self.clock() - self.retention_s, partitions):
+            partition = entry.get("partition")
+            for key in self.keys(case_id):
+                expiry.forget(self.table, key, partition)
+            expiry.forget(self.times, case_id, partition)
+            cases += 1
+            if cases % 500 == 0:
+                await asyncio.sleep(0)  # a long sweep lets the stream agents run
+        return cases
 
 
 class StageHop:
-    def __init__(self, results: StageResults, letters: DeadLetters, in_flight: metrics.CasesInFlight):
+    """``resend_verdict(case_id)`` re-sends a decided case's stored verdict (False if it has none):
+    a redelivered input of a decided case, whose intermediate results are gone, ends there."""
+
+    def __init__(self, results: StageResults, letters: DeadLetters, in_flight: metrics.CasesInFlight,
+                 resend_verdict: Callable[[str], Awaitable[bool]] | None = None):
         self.results = results
         self.letters = letters
         self.in_flight = in_flight
+        self.resend_verdict = resend_verdict
 
     async def __call__(self, event: Any, stage: str, out: Sender, work: Work) -> None:
         """Parse, then run: what the focus and clues agents do with each event."""
@@ -79,6 +138,8 @@ class StageHop:
             log.info("case %s: %s already done, re-sending its output", case_file.case_id, stage)
             await out.send(key=case_file.case_id.encode(), value=stored)
             return
+        if not await self.fresh(event, case_file.case_id, stage):
+            return
         started = time.perf_counter()
         try:
             result = await work(case_file)
@@ -94,6 +155,23 @@ class StageHop:
             await self.results.hand_on(result.case_id, stage, result.model_dump_json().encode(), out)
         except OutputTooLarge as err:  # the same case would grow the same way
             await self.letters.write(event, stage, "output_too_large", err.detail, replayable=False)
+
+    async def fresh(self, event: Any, case_id: str, stage: str) -> bool:
+        """Whether the stage should run: not when its case is decided (the verdict is re-sent), nor
+        when the input is older than the state retention, so its case's state may have expired:
+        a re-read of old history must not re-run the jury unnoticed. That one is dead-lettered as
+        replayable: a replay is sent anew and runs."""
+        if self.resend_verdict is not None and await self.resend_verdict(case_id):
+            return False
+        sent_at = getattr(event.message, "timestamp", None)
+        if self.results.older_than_retention(sent_at):
+            age_h = (self.results.clock() - sent_at) / 3600
+            await self.letters.write(
+                event, stage, "state_expired", f"this input was sent {age_h:.1f} h ago, more than state_retention_s "
+                f"({self.results.retention_s:.0f} s), and nothing is stored for case {case_id} any more; replay "
+                "the letter to judge the case again", replayable=True)
+            return False
+        return True
 
 
 class StageWork:

@@ -28,18 +28,27 @@ class Verdicts:
         self.in_flight = in_flight
         self.drift = drift
 
-    async def publish(self, case_file: CaseFile) -> None:
-        case_id = case_file.case_id
+    async def resend(self, case_id: str) -> bool:
+        """Re-send the case's stored verdict, uncounted; False when it has none (not decided, or expired)."""
         stored = self.results.stored(case_id, "verdict")
-        if stored is not None:  # a replay: re-sent, not counted again
-            await self.out.send(key=case_id.encode(), value=stored)
-            self.in_flight.discard(case_id)
-            decided = Verdict.model_validate_json(stored)
-            log.info("case %s: verdict %s, votes %s (re-sent)", case_id, decided.winner, decided.votes)
+        if stored is None:
+            return False
+        await self.out.send(key=case_id.encode(), value=stored)
+        self.results.finish(case_id)  # left over if a worker died between storing the verdict and this
+        self.in_flight.discard(case_id)
+        decided = Verdict.model_validate_json(stored)
+        log.info("case %s: verdict %s, votes %s (re-sent)", case_id, decided.winner, decided.votes)
+        return True
+
+    async def publish(self, case_file: CaseFile) -> None:
+        """Decide, store and send the verdict, then delete the case's intermediate stage results."""
+        case_id = case_file.case_id
+        if await self.resend(case_id):  # a replay: re-sent, not counted again
             return
         started = time.perf_counter()
         decided = decide(case_file, self.settings, now())
         await self.results.hand_on(case_id, "verdict", decided.model_dump_json().encode(), self.out)
+        self.results.finish(case_id)  # after the verdict is stored: a crash in between re-sends it
         self.in_flight.discard(case_id)
         metrics.STAGE_LATENCY.labels("verdict").observe(time.perf_counter() - started)
         metrics.record_verdict(decided.category, decided.winner, decided.margin, decided.rounds_used,
