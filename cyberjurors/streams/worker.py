@@ -67,6 +67,8 @@ async def broker_view(settings: Settings, timeout_s: float) -> BrokerView:
         await admin.start()
         cluster = await admin.describe_cluster()
         ours = {settings.topic(name) for name in TOPICS}
+        # all topics, not ours by name: a metadata request naming a topic makes the embedded broker
+        # create it, and a topic that is gone must read as gone
         partitions = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics()
                       if t["topic"] in ours and not t["error_code"]}
         return BrokerView(cluster.get("cluster_id"), partitions)

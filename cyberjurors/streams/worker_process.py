@@ -47,7 +47,10 @@ class WorkerProcess:
     leaving the block: given ``STOP_TIMEOUT_S`` to finish in-flight work, or only
     ``INTERRUPTED_STOP_TIMEOUT_S`` when the block is left by an interrupt (KeyboardInterrupt,
     SystemExit). Killing it then loses nothing: each stage stores its output before sending it on,
-    and the replayed input re-sends the stored output."""
+    and the replayed input re-sends the stored output. The worker bounds its own stop too
+    (``stop_deadline_s``, status ``worker.EXIT_STOP_DEADLINE``), and exits by itself with
+    ``worker.EXIT_BROKER_LOST`` when its broker lost its state: ``process.returncode`` says which,
+    and ``start()`` again is what a supervisor does then."""
 
     STOP_TIMEOUT_S = 20.0
     INTERRUPTED_STOP_TIMEOUT_S = 5.0
