@@ -120,6 +120,13 @@ DEAD_LETTERS = Counter(
     ["stage", "reason"],
 )
 
+TABLE_ENTRIES = Gauge(
+    "cyberjurors_table_entries",
+    "Keys in each Faust table on this worker, counted after each expiry sweep (memory store only: "
+    "counting a RocksDB table reads every key)",
+    ["table"],
+)
+
 # --- precedents ------------------------------------------------------------------------------
 
 PRECEDENT_RETRIEVAL = Histogram(

@@ -134,9 +134,22 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
 
     housekeeping(app, settings, in_flight, precedents)
     schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
-    expiry.every(app, settings.state_sweep_interval_s, name="stage-results", sweep=lambda: results.expire(
-        expiry.active_partitions(app, settings.topic("disputes.events"))))
+    expire_state(app, settings, results)
     return app
+
+
+def expire_state(app: faust.App, settings: Settings, results: StageResults) -> None:
+    """Every state_sweep_interval_s: delete the expired cases' stage results on this worker's
+    partitions, then count each table's keys (in memory only, where a count is free)."""
+
+    async def sweep() -> int:
+        removed = await results.expire(expiry.active_partitions(app, settings.topic("disputes.events")))
+        if settings.table_store == "memory":
+            for name, table in app.tables.items():
+                metrics.TABLE_ENTRIES.labels(name).set(len(table.data))
+        return removed
+
+    expiry.every(app, settings.state_sweep_interval_s, sweep, name="stage-results")
 
 
 def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInFlight,

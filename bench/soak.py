@@ -1,0 +1,198 @@
+"""Soak: N cases through one worker on the embedded broker (offline backend, no simulated latency,
+no precedent base), in batches. After each batch the worker is left idle (longer than an expiry
+sweep) and its resident memory (VmRSS) and table entries (``cyberjurors_table_entries``, scraped
+from its metrics endpoint) are sampled. The worker is restarted after ``--restart-after`` cases and
+at the end, and the time from start to Faust's "Worker ready" (table recovery done) is measured.
+
+Figures: idle RSS per batch; the slope of idle RSS per 1,000 cases after the warm-up (the samples
+after the first restart, fitted by least squares); table entries at the end against what the
+retention allows (cases in flight + cases decided within ``state_retention_s``, 3 keys each:
+ready, verdict, stage-times); restart-to-ready after ``--restart-after`` and after all cases.
+Targets (issue 11): slope <= 1 MB per 1,000 cases, entries bounded, recovery independent of history.
+Figures, never assertions.
+
+Run: .venv/bin/python bench/soak.py [--quick] [--cases 5000] [--every 500] [--restart-after 1000]
+     [--retention 30] [--store memory|rocksdb]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import statistics
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from harness import (
+    BenchError,
+    broker,
+    copies,
+    interrupt_on_sigterm,
+    machine,
+    make_console,
+    peak_rss_mb,
+    run_cases,
+    table,
+)
+
+from cyberjurors.config import Settings
+from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.streams.worker_process import WorkerProcess
+
+console = make_console()
+
+
+@dataclass
+class Sample:
+    cases: int
+    rss_mb: float
+    entries: dict[str, float]
+    seconds: float
+
+
+@dataclass
+class Soak:
+    samples: list[Sample] = field(default_factory=list)
+    restarts: list[tuple[int, float]] = field(default_factory=list)  # (cases so far, seconds to ready)
+    restart_at: int | None = None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The table-entry gauges and cases in flight from the worker's metrics endpoint."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("cyberjurors_table_entries{"):
+            out[line.split('table="', 1)[1].split('"', 1)[0]] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("cyberjurors_cases_in_flight "):
+            out["in flight"] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def alive(worker: WorkerProcess) -> None:
+    if not worker.alive():
+        raise BenchError(f"the worker exited; see {worker.log_path}")
+
+
+def start_worker(settings: Settings, log: Path) -> tuple[WorkerProcess, float]:
+    """A worker, and the seconds from its start to Faust's "Worker ready" in its log."""
+    # one record per producer batch: Tansu 0.6 reports a high watermark from a batch's first offset,
+    # which a RocksDB store's recovery refuses (see tests/test_state_expiry.py)
+    worker = WorkerProcess(settings, log, env={"PRODUCER_MAX_BATCH_SIZE": "1"} if settings.table_store == "rocksdb"
+                           else {})
+    started = time.perf_counter()
+    worker.start()
+    while time.perf_counter() - started < 300:
+        if not worker.alive():
+            raise BenchError(f"the worker exited; end of {log}:\n{log.read_text(errors='replace')[-3000:]}")
+        if log.exists() and "Worker ready" in log.read_text(errors="replace"):
+            return worker, time.perf_counter() - started
+        time.sleep(0.1)
+    worker.stop()
+    raise BenchError(f"the worker was not ready within 300 s; see {log}")
+
+
+async def idle_sample(settings: Settings, worker: WorkerProcess, done: int, idle_s: float, began: float) -> Sample:
+    await asyncio.sleep(idle_s)  # longer than an expiry sweep: the gauges are fresh, the worker idle
+    entries = await asyncio.to_thread(scrape, settings.metrics_port)
+    return Sample(done, peak_rss_mb(worker.process.pid, "VmRSS"), entries, time.perf_counter() - began)  # type: ignore[union-attr]
+
+
+async def soak(settings: Settings, folder: Path, cases: int, every: int, restart_after: int, idle_s: float) -> Soak:
+    await ensure_topics(settings)
+    result = Soak()
+    worker, ready_s = await asyncio.to_thread(start_worker, settings, folder / "worker-0.log")
+    console.print(f"worker ready in {ready_s:.1f}s")
+    began, done, life = time.perf_counter(), 0, 0
+    try:
+        for batch in range(0, cases, every):
+            await run_cases(settings, copies(min(every, cases - batch), f"soak{batch}"), from_beginning=False,
+                            on_poll=lambda: alive(worker))
+            done += min(every, cases - batch)
+            sample = await idle_sample(settings, worker, done, idle_s, began)
+            result.samples.append(sample)
+            console.print(f"{done:>6} cases  idle RSS {sample.rss_mb:7.1f} MB  entries {sample.entries}  "
+                          f"{sample.seconds:7.0f}s")
+            if done == restart_after or done == cases:
+                await asyncio.to_thread(worker.stop)
+                life += 1
+                worker, ready_s = await asyncio.to_thread(start_worker, settings, folder / f"worker-{life}.log")
+                result.restarts.append((done, ready_s))
+                result.restart_at = result.restart_at or done
+                console.print(f"restarted after {done} cases: ready in {ready_s:.1f}s")
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+def slope_mb_per_1000(samples: list[Sample]) -> float:
+    if len(samples) < 2:
+        return float("nan")
+    x = np.array([s.cases for s in samples], dtype=float)
+    y = np.array([s.rss_mb for s in samples])
+    return float(np.polyfit(x, y, 1)[0] * 1000)
+
+
+def report(settings: Settings, result: Soak, cases: int) -> None:
+    out = table("Idle worker after each batch", ["cases", "idle RSS MB", "stage-results", "stage-times", "intake",
+                                                   "in flight", "elapsed s"])
+    for s in result.samples:
+        e = s.entries
+        out.add_row(str(s.cases), f"{s.rss_mb:.1f}", *(f"{e.get(k, float('nan')):.0f}" for k in
+                    ("stage-results", "stage-times", "intake", "in flight")), f"{s.seconds:.0f}")
+    console.print(out)
+    warm = [s for s in result.samples if result.restart_at is not None and s.cases > result.restart_at]
+    last = result.samples[-1]
+    rate = cases / last.seconds if last.seconds else float("nan")
+    console.print(f"slope after warm-up ({len(warm)} samples past {result.restart_at} cases): "
+                  f"{slope_mb_per_1000(warm):.2f} MB per 1,000 cases (all samples: "
+                  f"{slope_mb_per_1000(result.samples):.2f})")
+    console.print(f"entries at the end: {last.entries}; at {rate:.1f} cases/s a retention of "
+                  f"{settings.state_retention_s:.0f}s allows ~{rate * settings.state_retention_s:.0f} decided cases "
+                  f"(x2 keys in stage-results, x1 in stage-times) plus those in flight")
+    for done, ready_s in result.restarts:
+        console.print(f"restart-to-ready after {done} cases: {ready_s:.1f}s")
+    batches = [b.seconds - a.seconds for a, b in zip(result.samples, result.samples[1:])]
+    console.print(f"store {settings.table_store}; {machine()}; median batch (with its idle wait) "
+                  f"{statistics.median(batches) if batches else float('nan'):.0f}s")
+
+
+def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50, a restart after 100")] = False,
+         cases: Annotated[int, typer.Option(help="cases in all")] = 5000,
+         every: Annotated[int, typer.Option(help="cases per batch (an idle sample after each)")] = 500,
+         restart_after: Annotated[int, typer.Option(help="restart the worker after this many cases")] = 1000,
+         retention: Annotated[float, typer.Option(help="state_retention_s")] = 30.0,
+         sweep: Annotated[float, typer.Option(help="state_sweep_interval_s")] = 2.0,
+         idle: Annotated[float, typer.Option(help="idle seconds before each sample")] = 5.0,
+         store: Annotated[str, typer.Option(help="table_store: memory or rocksdb")] = "memory",
+         partitions: Annotated[int, typer.Option()] = 4) -> None:
+    if quick:
+        cases, every, restart_after = 300, 50, 100
+    interrupt_on_sigterm()
+    run = uuid.uuid4().hex[:8]
+    with tempfile.TemporaryDirectory(prefix="soak-") as tmp, broker(Path(tmp)) as (bootstrap, _):
+        settings = Settings(kafka_bootstrap_servers=bootstrap, app_id=f"soak-{run}", topic_prefix=f"soak{run}.",
+                            partitions=partitions, datadir=Path(tmp) / "faust", llm_backend="offline",
+                            offline_latency_s=0.0, precedent_backend="none", metrics_port=free_port(),
+                            state_retention_s=retention, state_sweep_interval_s=sweep, table_store=store)  # type: ignore[arg-type]
+        console.print(f"soak: {cases} cases, a sample every {every}, restart after {restart_after}; "
+                      f"retention {retention}s, sweep {sweep}s, store {store}, {partitions} partitions")
+        result = asyncio.run(soak(settings, Path(tmp), cases, every, restart_after, idle))
+        report(settings, result, cases)
+
+
+if __name__ == "__main__":
+    typer.run(main)
