@@ -248,3 +248,22 @@ async def test_a_worker_on_the_rocksdb_store_judges_and_keeps_its_state_on_disk_
         verdicts = await read_topic(settings, "disputes.verdicts", until=2, timeout_s=180)
     assert [v for _, v in verdicts] == [verdict, verdict]  # re-sent from the restored store
     assert len(calls(settings.llm_call_log)) == model_calls
+
+
+def test_the_offline_backends_prompt_cache_keeps_the_last_prefixes_only():
+    from cyberjurors.backends import offline
+    from cyberjurors.llm import LLMRequest, TextPart
+    from cyberjurors.schemas import Focus
+
+    llm = offline.OfflineLLM()
+    answer = Focus(focus="f", buyer_claims=[], seller_claims=[])
+
+    def usage(prefix: str):
+        request = LLMRequest(role="juror", model="m", system="s", shared=[TextPart(prefix)], prompt=[TextPart("p")])
+        return llm._usage(request, answer)
+
+    for n in range(offline.CACHED_PREFIXES_KEPT + 10):
+        usage(f"case {n}")
+    assert len(llm._cached_prefixes) == offline.CACHED_PREFIXES_KEPT
+    assert usage(f"case {offline.CACHED_PREFIXES_KEPT + 9}").cache_read_tokens > 0  # a recent one: still cached
+    assert usage("case 0").cache_read_tokens == 0  # the oldest went first

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import math
 import re
+from collections import OrderedDict
 
 from pydantic import BaseModel
 
@@ -100,6 +101,9 @@ def read_everything(case: DisputeCase) -> list[Clue]:
                  leaning=leaning(item.text or "")) for item in case.items()]
 
 
+CACHED_PREFIXES_KEPT = 1024  # a few hundred cases in flight, each with a handful of shared prefixes
+
+
 class OfflineLLM:
     backend = "offline"
     model_label = "offline"  # whatever model was asked for, this answered (metrics label)
@@ -107,7 +111,9 @@ class OfflineLLM:
     def __init__(self, latency_s: float = 0.0, prompt_caching: bool = True):
         self.latency_s = latency_s
         self.prompt_caching = prompt_caching
-        self._cached_prefixes: set[str] = set()
+        # the shared prefixes "in the provider's cache": the last few only, as a provider's cache
+        # expires in minutes, so the set does not grow with every case a worker ever judged
+        self._cached_prefixes: OrderedDict[str, None] = OrderedDict()
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         if self.latency_s:
@@ -243,7 +249,10 @@ class OfflineLLM:
         if not self.prompt_caching:
             return Usage(input_tokens=(len(prompt) + len(shared)) // 4 + images,
                          output_tokens=len(answer.model_dump_json()) // 4)
-        self._cached_prefixes.add(key)
+        self._cached_prefixes[key] = None
+        self._cached_prefixes.move_to_end(key)
+        if len(self._cached_prefixes) > CACHED_PREFIXES_KEPT:
+            self._cached_prefixes.popitem(last=False)
         return Usage(
             input_tokens=len(prompt) // 4 + images,
             output_tokens=len(answer.model_dump_json()) // 4,
