@@ -267,3 +267,21 @@ def test_the_offline_backends_prompt_cache_keeps_the_last_prefixes_only():
     assert len(llm._cached_prefixes) == offline.CACHED_PREFIXES_KEPT
     assert usage(f"case {offline.CACHED_PREFIXES_KEPT + 9}").cache_read_tokens > 0  # a recent one: still cached
     assert usage("case 0").cache_read_tokens == 0  # the oldest went first
+
+
+async def test_cases_left_without_a_stage_times_entry_are_adopted_and_expire():
+    from cyberjurors.streams import expiry
+
+    clock = Clock()
+    table = {"lost/ready": b"{}", "lost/verdict": b"{}", "kept/ready": b"{}", "other/ready": b"{}"}
+    times = {"kept": expiry.stamp(clock.now - 50, 0)}
+    results = StageResults(table, times, retention_s=100, clock=clock)
+    partitions = 4
+    active = {expiry.key_partition("lost", partitions)}
+    assert expiry.key_partition("other", partitions) not in active  # another worker's: left to it
+    assert results.adopt(partitions, active) == 1
+    assert times["lost"] == expiry.stamp(clock.now, expiry.key_partition("lost", partitions))
+    assert times["kept"]["at"] == clock.now - 50  # its own stamp stays
+    clock.now += 101
+    assert await results.expire() == 2
+    assert set(table) == {"other/ready"}

@@ -142,8 +142,19 @@ def expire_state(app: faust.App, settings: Settings, results: StageResults) -> N
     """Every state_sweep_interval_s: delete the expired cases' stage results on this worker's
     partitions, then count each table's keys (in memory only, where a count is free)."""
 
+    unadopted = [True]  # after each rebalance's recovery: stamp the cases that lost their stage-times entry
+
+    @app.on_partitions_assigned.connect
+    async def adopt_after_recovery(sender: faust.App, assigned: set, **kwargs: object) -> None:
+        unadopted[0] = True
+
     async def sweep() -> int:
-        removed = await results.expire(expiry.active_partitions(app, settings.topic("disputes.events")))
+        active = expiry.active_partitions(app, settings.topic("disputes.events"))
+        if unadopted[0] and app.tables.recovery.completed.is_set() and not (app.rebalancing or app.in_recovery):
+            unadopted[0] = False
+            if adopted := results.adopt(settings.partitions, active):
+                log.info("stage-results: %d cases without a stage-times entry stamped to expire", adopted)
+        removed = await results.expire(active)
         if settings.table_store == "memory":
             for name, table in app.tables.items():
                 metrics.TABLE_ENTRIES.labels(name).set(len(table.data))

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, 
 from typing import Any
 
 import faust
+from aiokafka.partitioner import murmur2
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -64,6 +65,21 @@ def forget(table: MutableMapping[str, Any], key: str, partition: int | None) -> 
     table.data.pop(key, None)  # type: ignore[attr-defined]
     table.send_changelog(partition, key, None, value_serializer="raw")  # type: ignore[attr-defined]
     return True
+
+
+def put(table: MutableMapping[str, Any], key: str, value: Any, partition: int | None) -> None:
+    """Set ``key`` like ``forget`` deletes it: outside a stream event, in the store plus a changelog
+    record on ``partition``."""
+    if partition is None or faust.current_event() is not None or not hasattr(table, "send_changelog"):
+        table[key] = value
+        return
+    table.data[key] = value  # type: ignore[attr-defined]
+    table.send_changelog(partition, key, value)  # type: ignore[attr-defined]
+
+
+def key_partition(key: str, partitions: int) -> int:
+    """The partition the default partitioner (Java's murmur2, as aiokafka's and Faust's) gives a key."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
 
 
 def active_partitions(app: faust.App, topic: str) -> set[int]:

@@ -89,6 +89,21 @@ class StageResults:
         may have expired."""
         return at is not None and at < self.clock() - self.retention_s
 
+    def adopt(self, partitions: int, active: Collection[int] | None = None) -> int:
+        """Stamp now every case that has stage results but no ``times`` entry, so its keys expire
+        too. A times write or a tombstone lost in a crash would leave them for good, and so does the
+        embedded broker: recovery stops at the high watermark Tansu 0.6 reports from a batch's first
+        offset, skipping the rest of a verdict's batch of tombstones. Reads every key: run after
+        recovery, not every sweep. A case's partition is its key's: every topic is keyed by case id."""
+        cases = {key.rsplit("/", 1)[0] for key in list(self.table.keys())} - set(self.times.keys())
+        adopted = 0
+        for case_id in cases:
+            partition = expiry.key_partition(case_id, partitions)
+            if active is None or partition in active:
+                expiry.put(self.times, case_id, expiry.stamp(self.clock(), partition), partition)
+                adopted += 1
+        return adopted
+
     async def expire(self, partitions: Collection[int] | None = None) -> int:
         """Delete every key of the cases whose last stage result is older than the retention (on
         ``partitions``, when given: the ones this worker holds). Returns the number of cases."""
