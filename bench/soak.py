@@ -159,7 +159,8 @@ def report(settings: Settings, result: Soak, cases: int) -> None:
     rate = cases / last.seconds if last.seconds else float("nan")
     console.print(f"slope after warm-up ({len(warm)} samples past {result.restart_at} cases): "
                   f"{slope_mb_per_1000(warm):.2f} MB per 1,000 cases (all samples: "
-                  f"{slope_mb_per_1000(result.samples):.2f})")
+                  f"{slope_mb_per_1000(result.samples):.2f}; the last half, {result.samples[len(result.samples) // 2].cases}"
+                  f" cases on: {slope_mb_per_1000(result.samples[len(result.samples) // 2:]):.2f})")
     console.print(f"entries at the end: {last.entries}; at {rate:.1f} cases/s a retention of "
                   f"{settings.state_retention_s:.0f}s allows ~{rate * settings.state_retention_s:.0f} decided cases "
                   f"(x2 keys in stage-results, x1 in stage-times) plus those in flight")
