@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/token_economy.py
 	$(BIN)/python bench/scaling.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/soak.py
 
 media: $(STAMP)
 	$(BIN)/python examples/make_media.py

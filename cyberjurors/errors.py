@@ -52,7 +52,9 @@ REJECTIONS = ("invalid_json", "invalid_event", "unknown_event_type", "missing_ca
               "invalid_votes", "too_many_media", "text_too_long", "unsupported_media_type", "kind_mismatch",
               "inline_too_large", "path_outside_media_root", "url_not_allowed", "bad_base64", "invalid_case",
               "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
-              "case_already_submitted", "event_too_large", "case_too_large")
+              "case_already_submitted", "event_too_large", "case_too_large", "naive_timestamp",
+              "delivered_before_ordered", "amount_out_of_range", "unknown_currency", "too_many_rounds",
+              "case_text_too_long", "round_changed")
 OTHER_REASONS = (
     "invalid_case_file",  # a pipeline topic held something that is not a case file: not replayable
     "invalid_outcome",    # an outcome event that does not parse: not replayable
@@ -60,6 +62,9 @@ OTHER_REASONS = (
     "ingest_failed",      # an exception inside intake (a bug): replayable once it is fixed
     "stage_failed",       # an exception inside a stage or learning (a bug): likewise
     "state_expired",      # a stage input older than state_retention_s whose case has nothing stored: replayable
+    "case_never_opened",        # evidence held early_evidence_wait_s for a case_opened that never came: replayable
+    "early_evidence_overflow",  # evidence for an unopened case past the holding caps: replayable once it opens
+    "draft_expired",            # an incremental case never closed within intake_draft_ttl_s: not replayable
 )
 # Kinds whose failure the same input under the same settings would meet again, so a letter carrying
 # them is not replayable; every other kind may pass by itself (a fault that clears, a sampled answer
@@ -76,14 +81,6 @@ FINAL_PRECEDENT_KINDS = frozenset({
     "bad_case",          # the case cannot be added to the base
     "model_mismatch",    # the base was built with another embedding model: fails alike until rebuilt
 })
-# intake's checks of a case's content and its incremental events (issue 11): never replayable
-REJECTIONS += ("naive_timestamp", "delivered_before_ordered", "amount_out_of_range", "unknown_currency",
-               "too_many_rounds", "case_text_too_long", "round_changed")
-OTHER_REASONS += (
-    "case_never_opened",        # evidence held early_evidence_wait_s for a case_opened that never came: replayable
-    "early_evidence_overflow",  # evidence for an unopened case past the holding caps: replayable once it opens
-    "draft_expired",            # an incremental case never closed within intake_draft_ttl_s: not replayable
-)
 # unknown_case is also an outcome's reason when it came before its verdict: replayable there, so
 # the flag is decided where the letter is built (streams/dead_letters.py), not from the reason alone
 Reason = StrEnum("Reason", [(r, r) for r in dict.fromkeys((

@@ -196,11 +196,15 @@ def test_an_abandoned_draft_expires_into_a_letter_listing_what_was_received(tmp_
     assert not ingest.admitted and "held" in ingest.table["c-1"]
 
 
-def test_expiry_leaves_admitted_cases_alone(tmp_path):
-    ingest = Intake(tmp_path)
-    ingest.send(opened(), evidence(), closed())
-    assert ingest.expire(10 ** 7) == 0
-    assert "c-1" in ingest.table and not ingest.letters
+def test_an_admitted_case_is_remembered_for_the_retention_then_forgotten_without_a_letter(tmp_path):
+    ingest = Intake(tmp_path, state_retention_s=86_400)
+    ingest.send(case_event())
+    assert ingest.expire(86_000) == 0  # inside the retention: kept, past the draft and held-evidence waits
+    assert "digest" in ingest.table["c-1"] and not ingest.letters
+    ingest.send(case_event())  # the same case again inside the retention: ignored
+    assert len(ingest.admitted) == 1 and not ingest.letters
+    ingest.expire(1_000)  # past the retention: the record goes with the case's other state, quietly
+    assert "c-1" not in ingest.table and not ingest.letters
 
 
 # --- validation -----------------------------------------------------------------------------

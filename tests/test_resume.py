@@ -13,7 +13,7 @@ from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.llm import LLMError
 from cyberjurors.schemas import DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import dead_letters, produce, read_events, replay, replayable
+from cyberjurors.streams.clients import placed_letters, produce, read_events, replay, replayable
 from cyberjurors.streams.kafka import ensure_topics
 
 from .conftest import EXAMPLES, calls, read_topic, running_app, worker_process
@@ -73,7 +73,7 @@ async def test_a_failed_model_call_is_dead_lettered_and_its_replay_finishes_the_
         before = Counter(c.role for c in scripted.calls)
 
         provider_down = False
-        await replay(settings, await dead_letters(settings))
+        await replay(settings, await placed_letters(settings))
         verdicts = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=90)
 
     assert [k for k, _ in verdicts] == [events[0].case_id]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import faust
@@ -91,7 +93,26 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     hop = StageHop(results, letters, in_flight, verdicts.resend)
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), drift, letters)
 
-    work = StageWork(settings, llm, jury, precedents)
+    handlers = Handlers(ingest, hop, StageWork(settings, llm, jury, precedents), verdicts, outcomes, letters)
+    stream_agents(app, settings, topic, handlers)
+    housekeeping(app, settings, in_flight, precedents)
+    schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
+    expire_state(app, settings, results)
+    return app
+
+
+@dataclass
+class Handlers:
+    ingest: Ingest
+    hop: StageHop
+    work: StageWork
+    verdicts: Verdicts
+    outcomes: Outcomes
+    letters: DeadLetters
+
+
+def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], faust.TopicT], h: Handlers) -> None:
+    """One short agent per stage: each hands its events to a handler."""
     concurrency = settings.stage_concurrency
     focused, clues, rounds = topic("disputes.focus"), topic("disputes.clues"), topic("disputes.rounds")
     deliberations = app.topic(settings.topic("disputes.clues"), settings.topic("disputes.rounds"),
@@ -100,42 +121,37 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     @app.agent(topic("disputes.events"), name="ingest", concurrency=concurrency)
     async def ingest_agent(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            await ingest(event)
+            await h.ingest(event)
 
     @app.agent(topic("disputes.ready"), name="focus", concurrency=concurrency)
     async def focus_agent(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            await hop(event, "focus", focused, work.focus)
+            await h.hop(event, "focus", focused, h.work.focus)
 
     @app.agent(focused, name="clues", concurrency=concurrency)
     async def clues_agent(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            await hop(event, "clues", clues, work.clues)
+            await h.hop(event, "clues", clues, h.work.clues)
 
     @app.agent(deliberations, name="deliberate", concurrency=concurrency)
     async def deliberate(stream: faust.StreamT) -> None:
         """Round after round until the jury is settled, then the verdict; the case file is parsed once."""
         async for event in stream.events():
-            case_file = await hop.parse(event, "round")
+            case_file = await h.hop.parse(event, "round")
             if case_file is None:
                 continue
             if is_settled(case_file, settings):
                 try:
-                    await verdicts.publish(case_file)
+                    await h.verdicts.publish(case_file)
                 except OutputTooLarge as err:  # the same case would decide the same way
-                    await letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
+                    await h.letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
             else:
-                await hop.run(event, case_file, f"round-{len(case_file.rounds) + 1}", rounds, work.round)
+                await h.hop.run(event, case_file, f"round-{len(case_file.rounds) + 1}", rounds, h.work.round)
 
     @app.agent(topic("disputes.outcomes"), name="outcomes", concurrency=1)  # guideline versions must not race
     async def outcomes_agent(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            await outcomes(event)
-
-    housekeeping(app, settings, in_flight, precedents)
-    schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
-    expire_state(app, settings, results)
-    return app
+            await h.outcomes(event)
 
 
 def expire_state(app: faust.App, settings: Settings, results: StageResults) -> None:

@@ -95,10 +95,6 @@ async def produce(settings: Settings, events: list[Outgoing], topic: str = "disp
         await producer.stop()
 
 
-async def dead_letters(settings: Settings) -> list[DeadLetter]:
-    return [placed.letter for placed in await placed_letters(settings)]
-
-
 @dataclass(frozen=True)
 class Placed:
     """A dead letter and where it sits in disputes.dlq: ``id`` (topic/partition/offset) names it

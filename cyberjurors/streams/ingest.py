@@ -7,8 +7,9 @@ once, travels on the CaseFile (verdict ids and the passive-evidence cache read i
 
 Evidence (or its close) for a case not yet opened is held, original bytes and all, as
 ``{"held": [...]}`` under the case_id, and folded in with a note when ``case_opened`` arrives; held
-and draft entries carry ``expiry.stamp``'s ``at`` and ``partition``, so a timer (``schedule_expiry``)
-dead-letters what waited too long (``case_never_opened``, ``draft_expired``) and forgets it.
+draft and admitted entries carry ``expiry.stamp``'s ``at`` and ``partition``, so a timer
+(``schedule_expiry``) dead-letters what waited too long (``case_never_opened``, ``draft_expired``)
+and forgets it, and forgets an admitted case after ``state_retention_s`` with its other state.
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ class Ingest:
 
     async def expire(self, partitions: Collection[int] | None = None) -> int:
         """Dead-letter and forget held events past early_evidence_wait_s and drafts past
-        intake_draft_ttl_s (on ``partitions``, when given). Returns the number of cases expired."""
+        intake_draft_ttl_s, and forget admitted cases past state_retention_s (on ``partitions``, when
+        given). Returns the number of held or draft cases expired."""
         now_s = self.clock()
         cases = 0
         for case_id, entry in expiry.due(self.state, now_s - self.settings.early_evidence_wait_s, partitions):
@@ -168,6 +170,9 @@ class Ingest:
                                          "draft_expired", expired_detail(draft, self.settings),
                                          replayable=False)  # the same events would be left open again
                 cases += self.forget(case_id, entry)
+        for case_id, entry in expiry.due(self.state, now_s - self.settings.state_retention_s, partitions):
+            if "digest" in entry:  # an admitted case: nothing to tell anyone, its verdict is long out
+                self.forget(case_id, entry)
         self.held_total = None  # recounted from the table on the next hold
         return cases
 
@@ -204,7 +209,8 @@ class Ingest:
             self.admitting.pop(case.case_id, None)
         # recorded only once the case is on its way: after a failed hand-off a resubmission (or the
         # dead letter's replay) is admitted, not ignored as already submitted
-        self.state[case.case_id] = {"digest": digest}
+        # stamped, so the record expires with the case's other state (state_retention_s)
+        self.state[case.case_id] = expiry.stamp(self.clock(), partition, digest=digest)
 
     async def case_file(self, case: DisputeCase, problems: list[str], digest: str) -> bytes:
         """The case file's JSON with inline media moved to the media store, within max_case_bytes: the
