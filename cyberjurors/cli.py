@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from .config import SETTINGS_FILE_ENV, Settings
+from .errors import for_people
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 schemas_app = typer.Typer(no_args_is_help=True, help="JSON Schema of the public events.")
@@ -69,7 +70,9 @@ def load_settings(path: Path | None, **overrides: object) -> Settings:
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except (ValidationError, ValueError) as err:
-        console.print(f"[red]invalid settings:[/] {err}")
+        from rich.markup import escape
+
+        console.print(f"[red]invalid settings:[/] {escape(for_people(err))}")
         raise typer.Exit(2) from err
 
 
@@ -85,14 +88,20 @@ def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
 def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .json, events .jsonl, or folders")],
                 settings: SettingsOption = None) -> None:
     """Validate and send cases or events to disputes.events (key = case_id)."""
-    from .streams.clients import InputError, produce, read_events
+    from rich.markup import escape
+
+    from .streams.clients import InputError, oversize, produce, read_events
 
     config = load_settings(settings)
     try:
         events = read_events(paths)
     except InputError as err:
-        console.print(f"[red]not sent:[/] {err}")
+        console.print(f"[red]not sent:[/] {escape(str(err))}")
         raise typer.Exit(2) from err
+    problems = oversize(events, config) or ([] if events else [f"no case or event found in {', '.join(map(str, paths))}"])
+    if problems:  # nothing is sent: a folder goes whole or not at all
+        console.print("[red]not sent:[/] " + escape("; ".join(problems)))
+        raise typer.Exit(2)
     asyncio.run(produce(config, events))
     console.print(f"sent {len(events)} events for {len({e.case_id for e in events})} cases "
                   f"to {config.topic('disputes.events')}")
@@ -133,6 +142,13 @@ def _when(text: str | None) -> datetime | None:
     return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """A producer-chosen key or detail as a terminal may print it: control characters (escape codes
+    that clear or recolour the screen) written out, and at most ``limit`` characters."""
+    safe = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    return safe if len(safe) <= limit else safe[: limit - 1] + "…"
+
+
 @app.command()
 def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable letters back, each once")] = False,
         reason: Annotated[Optional[str], typer.Option(help="only letters with this reason")] = None,
@@ -157,13 +173,13 @@ def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable 
     for x in letters:
         mark = ("[dim]replayed[/]" if x.id in done else "[green]replayable[/]") if replayable(x.letter) else "[dim]final[/]"
         kept = "" if x.letter.original_ref is None else f" (original {x.letter.original_ref[:12]}… in the media store)"
-        console.print(f"{x.letter.failed_at:%Y-%m-%d %H:%M:%S} {escape(x.letter.key or '-')} {x.letter.stage} "
-                      f"{x.letter.reason} {mark}: {escape(x.letter.detail[:200])}{kept}")
+        console.print(f"{x.letter.failed_at:%Y-%m-%d %H:%M:%S} {escape(shown(x.letter.key or '-'))} {x.letter.stage} "
+                      f"{x.letter.reason} {mark}: {escape(shown(x.letter.detail, 200))}{kept}")
     console.print(f"{len(letters)} dead letters")
     if replay:
         result = asyncio.run(resend(config, letters))
         for x, why in result.failed:
-            console.print(f"[red]not replayed[/] {escape(x.letter.key or '-')} ({x.id}): {escape(why)}")
+            console.print(f"[red]not replayed[/] {escape(shown(x.letter.key or '-'))} ({x.id}): {escape(why)}")
         final = len(letters) - len(result.sent) - len(result.already) - len(result.failed)
         console.print(f"replayed {len(result.sent)}; {len(result.already)} replayed before; {final} would fail the "
                       f"same way; {len(result.failed)} could not be read")

@@ -101,3 +101,48 @@ def test_schemas_export_writes_json_schema_for_the_public_events(tmp_path: Path,
     assert set(event["discriminator"]["mapping"]) == {"case", "case_opened", "evidence_submitted", "evidence_closed"}
     verdict = json.loads((tmp_path / "verdict.schema.json").read_text())
     assert {"verdict_id", "winner", "votes", "cited_clues", "backend"} <= set(verdict["required"])
+
+
+def test_produce_refuses_what_a_worker_would_dead_letter_and_sends_nothing_of_the_folder(settings, tmp_path):
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    good = json.loads(next((EXAMPLES / "cases").glob("*.json")).read_text())
+    (folder / "a-good.json").write_text(json.dumps(good))
+    big = {**good, "case_id": "too-big"}
+    big["rounds"] = [{**good["rounds"][0], "items": [{"id": "b1", "kind": "text", "text": "t" * 30_000}]}]
+    (folder / "b-big.json").write_text(json.dumps(big))
+    result = cli(settings, "produce", str(folder), CYBERJURORS_MAX_EVENT_BYTES="20000",
+                 CYBERJURORS_MAX_CASE_BYTES="10000", CYBERJURORS_MAX_TEXT_CHARS="50000")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "not sent" in result.stdout and "b-big.json" in result.stdout and "max_event_bytes" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_produce_says_what_is_wrong_with_deep_json_an_empty_file_and_accepts_a_byte_order_mark(settings, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 10_000 + "]" * 10_000)
+    result = cli(settings, "produce", str(deep))
+    assert result.returncode == 2 and "nested too deeply" in result.stdout, result.stdout + result.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    result = cli(settings, "produce", str(empty))
+    assert result.returncode == 2 and "no case or event found" in result.stdout, result.stdout + result.stderr
+    from cyberjurors.streams.clients import read_events
+
+    case = next((EXAMPLES / "cases").glob("*.json"))
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + case.read_bytes())
+    assert [e.case_id for e in read_events([bom])] == [json.loads(case.read_text())["case_id"]]
+
+
+def test_dlq_shows_producer_chosen_keys_without_their_control_characters():
+    from cyberjurors.cli import shown
+
+    assert shown("\x1b[2J\x1b[31mcase") == "\\x1b[2J\\x1b[31mcase"
+    assert "\x1b" not in shown("\x1b]0;title\x07") and len(shown("k" * 5000)) == 80
+
+
+def test_invalid_settings_are_reported_in_one_line_for_people(settings):
+    result = cli(settings, "topics", CYBERJURORS_MAX_EVENT_BYTES="20000", CYBERJURORS_MAX_CASE_BYTES="30000")
+    assert result.returncode == 2 and "invalid settings" in result.stdout and "max_case_bytes" in result.stdout
+    assert "errors.pydantic.dev" not in result.stdout and "Traceback" not in result.stdout + result.stderr

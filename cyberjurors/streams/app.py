@@ -76,7 +76,9 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     app = faust_app(settings)
 
     def topic(name: str) -> faust.TopicT:
-        return app.topic(settings.topic(name), key_type=str, value_serializer="raw", key_serializer="raw",
+        # keys stay bytes: a producer's key that is not UTF-8 must reach a handler (and a dead letter),
+        # not fail Faust's decoding before it
+        return app.topic(settings.topic(name), key_type=bytes, value_serializer="raw", key_serializer="raw",
                          partitions=settings.partitions)
 
     def table(name: str, **options: Any) -> faust.TableT:

@@ -57,7 +57,7 @@ def read_events(paths: Iterable[Path]) -> list[Outgoing]:
     out = []
     for file in files:
         try:
-            text = file.read_text(encoding="utf-8")
+            text = file.read_text(encoding="utf-8-sig")  # a byte-order mark some editors write is not content
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f"{file}: cannot be read as UTF-8 text ({for_people(err)})") from err
         lines = text.splitlines() if file.suffix == ".jsonl" else [text]
@@ -75,7 +75,15 @@ def _event(text: str, source: str) -> Outgoing:
         parsed = dispute_event.validate_python(raw)
     except ValueError as err:  # json and pydantic errors alike
         raise InputError(f"{source}: {for_people(err)}") from err
+    except RecursionError as err:
+        raise InputError(f"{source}: JSON nested too deeply to read") from err
     return Outgoing(parsed.case_id, text.strip().encode(), source)
+
+
+def oversize(events: Iterable[Outgoing], settings: Settings) -> list[str]:
+    """What a worker would dead-letter as event_too_large: refused before anything is sent."""
+    return [f"{e.source}: {len(e.value)} bytes, over max_event_bytes={settings.max_event_bytes} (send large "
+            "media by path or URL)" for e in events if len(e.value) + len(e.case_id.encode()) > settings.max_event_bytes]
 
 
 def producer_for(settings: Settings) -> AIOKafkaProducer:
