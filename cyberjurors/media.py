@@ -315,10 +315,10 @@ def _sample_video(source: io.RawIOBase | io.BufferedIOBase, wanted: int, setting
             frames = _grab(container, stream, line, picks, settings, label)
     except MediaUnreadable:
         raise
+    except av.FFmpegError as err:  # FFmpeg's own words, without its error number and PyAV's '<none>' file name
+        raise MediaUnreadable("corrupt_video", f"cannot decode the video: {err.strerror or for_people(err)}") from err
     except ValueError as err:  # PyAV: a container without stream headers (MPEG-TS/PS), where the probe would decode
         raise MediaUnreadable("corrupt_video", f"not a supported video container: {for_people(err)}") from err
-    except av.FFmpegError as err:
-        raise MediaUnreadable("corrupt_video", f"cannot decode the video: {for_people(err)}") from err
     if not frames:
         raise MediaUnreadable("no_frames", "none of the video's frames could be decoded")
     return frames
