@@ -133,8 +133,12 @@ def stop_and_check(command: subprocess.Popen, sig: signal.Signals, worker_log: P
 
 def start(args: list[str], env: dict[str, str], output: Path, cwd: Path) -> subprocess.Popen:
     with output.open("wb") as out:  # the child keeps its own descriptor
+        # as a terminal starts a foreground command: SIGINT at its default, even when this suite was
+        # started in the background (nohup, `cmd &` in a script), which leaves SIGINT ignored for
+        # every process it starts and so for the command, which then rightly ignores Ctrl-C
         return subprocess.Popen([sys.executable, "-m", "cyberjurors", *args], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+                                stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.mark.parametrize(("sig", "again"), [(signal.SIGTERM, None), (signal.SIGINT, None),
