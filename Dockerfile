@@ -17,7 +17,7 @@ RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 # long description, so setuptools needs it.
 COPY pyproject.toml README.md ./
 COPY cyberjurors ./cyberjurors
-RUN pip install . && python -c "import cyberjurors, torch; print('torch', torch.__version__)"
+RUN pip install '.[s3]' && python -c "import cyberjurors, torch; print('torch', torch.__version__)"
 
 # Sample cases, their media (CYBERJURORS_MEDIA_ROOT=/app/examples) and the decided cases for the
 # precedent base.

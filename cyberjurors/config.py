@@ -250,7 +250,21 @@ class Settings(BaseSettings):
     max_case_bytes: int = Field(400_000, ge=4_096, description="the case file at admission (inline media moved to "
                                 "the media store); the rest of max_event_bytes is room for what the stages add")
     media_store: str = Field("data/media", description="content-addressed store for inline media and dead-letter "
-                             "originals too large to carry: a folder or file:// URL")
+                             "originals too large to carry: a folder or file:// URL, or an object store by URL "
+                             "(s3://bucket/prefix, gs://, az://, memory://) through fsspec")
+    # A stored object must outlive everything that can still name it: the case it came with (its stage
+    # inputs are processed up to state_retention_s after admission) and the dead letters written for
+    # it, which `dlq --replay` may send back for as long as disputes.dlq keeps them.
+    dlq_retention_s: float = Field(
+        7 * 86400, gt=0, description="retention.ms given to disputes.dlq when it is created (Kafka's default, "
+                                     "7 days): how long a dead letter can be replayed"
+    )
+    media_retention_s: float | None = Field(
+        None, gt=0, description="a media store object is deleted this long (at most a day more) after the last "
+                                "put or reference that named it; default state_retention_s + dlq_retention_s; "
+                                "never below either"
+    )
+    media_sweep_interval_s: float = Field(3600.0, gt=0, description="how often a worker deletes expired media")
 
     # --- State that expires (issue 11): tables hold cases in flight plus a retention, no more ---
     state_retention_s: float = Field(
@@ -297,7 +311,18 @@ class Settings(BaseSettings):
             raise ValueError("llm_backend=openai needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
         if self.max_case_bytes >= self.max_event_bytes:
             raise ValueError("max_case_bytes must be below max_event_bytes: the stages add to the case file")
+        if self.media_retention_s is not None and self.media_retention_s < max(self.state_retention_s,
+                                                                               self.dlq_retention_s):
+            raise ValueError("media_retention_s must be at least state_retention_s and dlq_retention_s: a case or "
+                             "a dead letter would name media already deleted")
         return self
+
+    @property
+    def media_retention(self) -> float:
+        """How long a media store object is kept after its last put (``media_retention_s`` or its default)."""
+        if self.media_retention_s is not None:
+            return self.media_retention_s
+        return self.state_retention_s + self.dlq_retention_s
 
     @property
     def backend(self) -> Literal["anthropic", "openai", "offline"]:

@@ -4,44 +4,118 @@ Inline media (``data_base64``) is moved here at ingest and the case carries only
 (``MediaRef.stored``), so every message of an admitted case stays small; a dead letter whose
 original is too large to carry stores the original here and names it (``DeadLetter.original_ref``).
 
-``MediaStore`` is the protocol; ``LocalMediaStore`` (a folder, the default) is the one implemented
-here. ``open_store`` picks by the ``media_store`` setting: a path or ``file://`` URL. An object
-store (``s3://``, ``gs://``, ``https://``) would be a class with the same four methods chosen by
-its scheme; until one is written such a setting fails at start-up rather than at the first case.
-Workers on several machines need a store they all reach (a shared folder or an object store).
+``MediaStore`` is the protocol. ``open_store`` picks the store the ``media_store`` setting names: a
+path or ``file://`` URL is a folder (``LocalMediaStore``, the default); ``s3://bucket/prefix``,
+``gs://``, ``az://`` (``abfs://``) and ``memory://`` are object stores reached through fsspec
+(``FsspecMediaStore``; s3fs, gcsfs or adlfs must be installed, credentials come from that SDK's own
+environment: ``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``AZURE_STORAGE_*``). Workers on several
+machines need a store they all reach (a shared folder or an object store).
+
+Expiry without a race. Objects are filed by the UTC day they were last put:
+``<root>/<YYYY-MM-DD>/<ab>/<sha256>``. A put writes the object into today's folder unless it is
+already there, and a case that names an object already stored (``touch``) copies it there: either
+way an object lives ``retention_s`` after the last put or reference that needed it. The sweep only
+ever deletes whole day folders whose last possible put is older than the retention
+(``day end + retention <= now``). Today's folder, where every put and refresh goes, is never one of
+them, so a sweep can never delete an object refreshed after it looked: there is no time of an object
+to read, compare and race with, only the folder it was written to. This holds for any number of
+workers and CLI sweeps on one store (deleting what another sweep already deleted is fine) and needs
+no conditional delete from the store (S3's ETags cannot tell a re-put of the same bytes). The price:
+an object is kept up to one day longer than the retention, and one put or referenced on several days
+has a copy in each of those days' folders until they expire. Readers look through the folders still
+alive, newest first; machines' clocks must agree to well within the retention (NTP does).
+
+Every write is whole or absent under its name: a folder writes a temporary file and renames it; an
+object store's single PUT (or completed multipart upload) is atomic, which is why only stores with
+that guarantee are accepted. Every read is checked against its sha256, and never reads more than the
+caller's limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import calendar
 import hashlib
+import logging
 import os
+import random
 import re
+import shutil
 import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from . import metrics
 from .config import Settings
 from .errors import CyberJurorsError
 
+log = logging.getLogger("cyberjurors.media_store")
+
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_DAY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+DAY_S = 86_400
+# fsspec protocols whose one write is atomic (whole object or nothing under its name)
+OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"}
+
+Clock = Callable[[], float]
+T = TypeVar("T")
 
 
 class StoreError(CyberJurorsError, RuntimeError):
     """The store cannot give or take an object: ``missing``, ``corrupt``, ``too_large``, ``bad_ref``,
-    ``unavailable`` (a write failed), ``unsupported`` (no store for that URL scheme)."""
+    ``unavailable`` (the store failed or cannot be reached), ``unsupported`` (no store for that URL)."""
 
 
 def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def checked(ref: str) -> str:
+    if not isinstance(ref, str) or not _SHA256.match(ref):
+        raise StoreError(f"{str(ref)[:80]!r} is not a sha256", kind="bad_ref")
+    return ref
+
+
+def day_of(t: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(t))
+
+
+def day_end(name: str) -> float | None:
+    """When the day a folder is named after ends (unix seconds); None for a name that is no day."""
+    if not _DAY_NAME.match(name):
+        return None
+    try:
+        return calendar.timegm(time.strptime(name, "%Y-%m-%d")) + DAY_S
+    except ValueError:
+        return None
+
+
+def alive_days(now: float, retention_s: float) -> Iterator[str]:
+    """Day folders a sweep at ``now`` keeps, newest first: those whose end is within the retention."""
+    start = now - now % DAY_S
+    while start + DAY_S + retention_s > now:
+        yield day_of(start)
+        start -= DAY_S
+
+
+@dataclass
+class SweepReport:
+    deleted: int = 0          # objects removed (or, in a dry run, that would be)
+    bytes: int = 0
+    days: list[str] = field(default_factory=list)  # the expired day folders swept
+    dry_run: bool = False
+
+
 class MediaStore(Protocol):
     url: str
 
     async def put(self, data: bytes) -> str:
-        """Store ``data``; return its sha256 (hex). Storing the same bytes twice is one object."""
+        """Store ``data``; return its sha256 (hex). Storing the same bytes again is the same object, and
+        keeps it another retention."""
         ...
 
     async def get(self, ref: str, limit: int) -> bytes:
@@ -53,32 +127,156 @@ class MediaStore(Protocol):
 
     async def size(self, ref: str) -> int | None: ...
 
+    async def touch(self, ref: str) -> bool:
+        """Keep ``ref`` another retention (a new case names it); False when it is not stored."""
+        ...
 
-class LocalMediaStore:
-    """Objects as files ``<root>/sha256/ab/abcdef…``: written to a temporary file and renamed, so a
-    reader never sees half an object and a crash leaves no partial one under its name."""
+    async def sweep(self, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> SweepReport:
+        """Delete the objects whose retention has passed; ``progress`` hears each batch's count."""
+        ...
 
-    def __init__(self, root: Path):
-        self.root = root
-        self.url = root.resolve().as_uri()
 
-    def path(self, ref: str) -> Path:
-        if not _SHA256.match(ref):
-            raise StoreError(f"{ref[:80]!r} is not a sha256", kind="bad_ref")
-        return self.root / "sha256" / ref[:2] / ref
+class DatedStore:
+    """The layout, lookup, refresh and sweep common to both stores, over a few blocking primitives on
+    keys (``<day>/<ab>/<sha256>``, relative to the store's root) that each store implements."""
+
+    url: str
+
+    def __init__(self, retention_s: float, clock: Clock = time.time):
+        self.retention_s = retention_s
+        self.clock = clock
+
+    # --- primitives (blocking; run in a thread) --------------------------------------------
+    def _size(self, key: str) -> int | None: raise NotImplementedError
+    def _write(self, key: str, data: bytes) -> None: raise NotImplementedError
+    def _read(self, key: str, most: int) -> bytes: raise NotImplementedError
+    def _copy(self, src: str, dst: str) -> None: raise NotImplementedError
+    def _days(self) -> list[str]: raise NotImplementedError
+    def _shards(self, day: str) -> list[str]: raise NotImplementedError
+    def _objects(self, shard: str) -> list[tuple[str, int]]: raise NotImplementedError
+    def _delete(self, keys: list[str]) -> int: raise NotImplementedError
+    def _tidy(self, day: str, shards: list[str]) -> None: ...
+
+    # --- the protocol ------------------------------------------------------------------------
+    @staticmethod
+    def key(day: str, ref: str) -> str:
+        return f"{day}/{ref[:2]}/{ref}"
+
+    async def _run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn`` in a thread; a failure of the store becomes StoreError ``unavailable``."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except StoreError:
+            raise
+        except Exception as err:  # OSError, the SDK's own errors: the store could not do it
+            raise StoreError(f"media store {self.url}: cannot {what}: {reason(err)}", kind="unavailable") from err
+
+    def _find(self, ref: str) -> tuple[str, int] | None:
+        """The newest live copy of ``ref``: its key and size."""
+        for day in alive_days(self.clock(), self.retention_s):
+            key = self.key(day, ref)
+            size = self._size(key)
+            if size is not None:
+                return key, size
+        return None
 
     async def put(self, data: bytes) -> str:
         ref = digest_of(data)
-        try:
-            await asyncio.to_thread(self._write, self.path(ref), data)
-        except OSError as err:
-            raise StoreError(f"cannot write to the media store: {err.strerror}", kind="unavailable") from err
+        key = self.key(day_of(self.clock()), ref)
+        if await self._run("look up an object", self._size, key) is None:  # already put today: it lives on
+            await self._run("write an object", self._write, key, data)
         return ref
 
-    @staticmethod
-    def _write(path: Path, data: bytes) -> None:
-        if path.exists():  # content-addressed: the same name holds the same bytes
-            return
+    async def touch(self, ref: str) -> bool:
+        today = self.key(day_of(self.clock()), checked(ref))
+        found = await self._run("look up an object", self._find, ref)
+        if found is None:
+            return False
+        if found[0] != today:
+            await self._run("refresh an object", self._copy, found[0], today)
+        return True
+
+    async def size(self, ref: str) -> int | None:
+        found = await self._run("look up an object", self._find, checked(ref))
+        return None if found is None else found[1]
+
+    async def has(self, ref: str) -> bool:
+        return await self.size(ref) is not None
+
+    async def get(self, ref: str, limit: int) -> bytes:
+        found = await self._run("look up an object", self._find, checked(ref))
+        if found is None:
+            raise StoreError(f"media {ref[:12]}… is not in the media store", kind="missing")
+        key, size = found
+        if size > limit:  # from the listing, before any byte of the body is read
+            raise StoreError(f"media {ref[:12]}…: {size} bytes, limit {limit}", kind="too_large")
+        try:
+            data = await self._run("read an object", self._read, key, limit + 1)
+        except StoreError as err:
+            if isinstance(err.__cause__, FileNotFoundError):
+                raise StoreError(f"media {ref[:12]}… is not in the media store", kind="missing") from err
+            raise
+        if len(data) > limit:
+            raise StoreError(f"media {ref[:12]}…: over the limit of {limit} bytes", kind="too_large")
+        if digest_of(data) != ref:
+            raise StoreError(f"media {ref[:12]}… does not match its sha256", kind="corrupt")
+        return data
+
+    async def sweep(self, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> SweepReport:
+        """Delete every expired day folder, one shard (``<day>/<ab>``) at a time: memory holds one shard's
+        listing, and a cancelled sweep stops between shards (the next one carries on). Shards are taken
+        in random order, so sweeps running at once on one store mostly share the work out."""
+        now = self.clock()
+        days = sorted(d for d in await self._run("list the store", self._days)
+                      if (end := day_end(d)) is not None and end + self.retention_s <= now)
+        report = SweepReport(days=days, dry_run=dry_run)
+        for day in days:
+            shards = await self._run("list a day", self._shards, day)
+            random.shuffle(shards)
+            for shard in shards:
+                objects = await self._run("list a shard", self._objects, shard)
+                removed = len(objects) if dry_run else await self._run("delete objects", self._delete,
+                                                                       [key for key, _ in objects])
+                report.deleted += removed
+                report.bytes += sum(size for _, size in objects)
+                if not dry_run:
+                    metrics.MEDIA_DELETED.inc(removed)
+                if progress is not None:
+                    progress(removed)
+            if not dry_run:
+                await self._run("remove a day", self._tidy, day, shards)
+        return report
+
+
+def reason(err: BaseException) -> str:
+    """One line about a failure, for people and logs (OSError's own words, else the SDK's message)."""
+    text = getattr(err, "strerror", None) or str(err) or type(err).__name__
+    return " ".join(text.split())[:200]
+
+
+class LocalMediaStore(DatedStore):
+    """Objects as files ``<root>/<day>/ab/abcdef…``: written to a temporary file and renamed, so a
+    reader never sees half an object and a crash leaves no partial one under its name (a leftover
+    temporary file goes with its day). A refresh is a hard link (a copy where links are refused)."""
+
+    def __init__(self, root: Path, retention_s: float = 14 * DAY_S, clock: Clock = time.time):
+        super().__init__(retention_s, clock)
+        self.root = root
+        self.url = root.resolve().as_uri()
+
+    def path(self, ref: str) -> Path | None:
+        """Where the newest live copy of ``ref`` is; None when it is not stored."""
+        found = self._find(checked(ref))
+        return None if found is None else self.root / found[0]
+
+    def _size(self, key: str) -> int | None:
+        try:
+            return (self.root / key).stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def _write(self, key: str, data: bytes) -> None:
+        path = self.root / key
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
         try:
@@ -89,38 +287,163 @@ class LocalMediaStore:
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    async def get(self, ref: str, limit: int) -> bytes:
-        path = self.path(ref)
-        size = await self.size(ref)
-        if size is None:
-            raise StoreError(f"media {ref[:12]}… is not in the media store", kind="missing")
-        if size > limit:
-            raise StoreError(f"media {ref[:12]}…: {size} bytes, limit {limit}", kind="too_large")
-        try:
-            data = await asyncio.to_thread(path.read_bytes)
-        except OSError as err:
-            raise StoreError(f"media {ref[:12]}…: {err.strerror}", kind="missing") from err
-        if digest_of(data) != ref:
-            raise StoreError(f"media {ref[:12]}… does not match its sha256", kind="corrupt")
-        return data
+    def _read(self, key: str, most: int) -> bytes:
+        with open(self.root / key, "rb") as f:
+            return f.read(most)
 
-    async def has(self, ref: str) -> bool:
-        return await self.size(ref) is not None
-
-    async def size(self, ref: str) -> int | None:
+    def _copy(self, src: str, dst: str) -> None:
+        target = self.root / dst
+        target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            return (await asyncio.to_thread(self.path(ref).stat)).st_size
+            os.link(self.root / src, target)  # a whole file under its name at once
+        except FileExistsError:
+            return
+        except OSError:  # a filesystem without hard links: copy aside, then rename
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+            os.close(fd)
+            try:
+                shutil.copyfile(self.root / src, tmp)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+    def _dirs(self, folder: Path) -> list[str]:
+        try:
+            with os.scandir(folder) as entries:
+                return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        except FileNotFoundError:
+            return []
+
+    def _days(self) -> list[str]:
+        return self._dirs(self.root)
+
+    def _shards(self, day: str) -> list[str]:
+        return [f"{day}/{name}" for name in self._dirs(self.root / day)]
+
+    def _objects(self, shard: str) -> list[tuple[str, int]]:
+        found = []
+        try:
+            with os.scandir(self.root / shard) as entries:
+                for entry in entries:
+                    try:
+                        found.append((f"{shard}/{entry.name}", entry.stat(follow_symlinks=False).st_size))
+                    except FileNotFoundError:  # another sweep took it
+                        continue
+        except FileNotFoundError:
+            pass
+        return found
+
+    def _delete(self, keys: list[str]) -> int:
+        removed = 0
+        for key in keys:
+            try:
+                (self.root / key).unlink()
+                removed += 1
+            except FileNotFoundError:  # another sweep took it first
+                continue
+        return removed
+
+    def _tidy(self, day: str, shards: list[str]) -> None:
+        for folder in [*(self.root / s for s in shards), self.root / day]:
+            try:
+                folder.rmdir()
+            except OSError:  # gone already, or not empty (a put still landing): the next sweep retries
+                pass
+
+
+class FsspecMediaStore(DatedStore):
+    """An object store through fsspec: one PUT per object (atomic), HEAD for lookups, a ranged GET of at
+    most the limit, a server-side copy to refresh, bulk deletes. Listings are never cached (a cached
+    listing would hide another worker's puts and keep every listing in memory)."""
+
+    def __init__(self, url: str, retention_s: float = 14 * DAY_S, clock: Clock = time.time):
+        super().__init__(retention_s, clock)
+        import fsspec  # only for object stores
+
+        self.url = shown_url(url)
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url, use_listings_cache=False)
+        except ImportError as err:
+            raise StoreError(f"{self.url}: {reason(err)} (e.g. pip install 'cyberjurors[s3]')",
+                             kind="unsupported") from err
+        except (ValueError, TypeError) as err:
+            raise StoreError(f"{self.url}: {reason(err)}", kind="unsupported") from err
+        self.root = root.rstrip("/")
+
+    def _path(self, key: str) -> str:
+        return f"{self.root}/{key}"
+
+    def _size(self, key: str) -> int | None:
+        try:
+            info = self.fs.info(self._path(key))
         except FileNotFoundError:
             return None
+        return int(info["size"]) if info.get("type") == "file" else None
+
+    def _write(self, key: str, data: bytes) -> None:
+        self.fs.pipe_file(self._path(key), data)
+
+    def _read(self, key: str, most: int) -> bytes:
+        return self.fs.cat_file(self._path(key), start=0, end=most)
+
+    def _copy(self, src: str, dst: str) -> None:
+        self.fs.copy(self._path(src), self._path(dst))
+
+    def _ls(self, path: str, kind: str) -> list[dict[str, Any]]:
+        try:
+            return [e for e in self.fs.ls(path, detail=True) if e.get("type") == kind]
+        except FileNotFoundError:
+            return []
+
+    def _days(self) -> list[str]:
+        return [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in self._ls(self.root, "directory")]
+
+    def _shards(self, day: str) -> list[str]:
+        return [f"{day}/{e['name'].rstrip('/').rsplit('/', 1)[-1]}" for e in self._ls(self._path(day), "directory")]
+
+    def _objects(self, shard: str) -> list[tuple[str, int]]:
+        return [(f"{shard}/{e['name'].rsplit('/', 1)[-1]}", int(e.get("size") or 0))
+                for e in self._ls(self._path(shard), "file")]
+
+    def _delete(self, keys: list[str]) -> int:
+        if not keys:
+            return 0
+        paths = [self._path(k) for k in keys]
+        try:
+            self.fs.rm(paths)  # S3: DeleteObjects, 1,000 keys a request
+            return len(paths)
+        except FileNotFoundError:  # some were gone (another sweep): one by one
+            removed = 0
+            for path in paths:
+                try:
+                    self.fs.rm_file(path)
+                    removed += 1
+                except FileNotFoundError:
+                    continue
+            return removed
 
 
-def open_store(settings: Settings) -> MediaStore:
-    """The store the ``media_store`` setting names: a folder (a path or ``file://`` URL)."""
-    where = settings.media_store
+def shown_url(url: str) -> str:
+    """``url`` fit for logs and messages: no user info, password, query or fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def open_store(settings: Settings, clock: Clock = time.time) -> MediaStore:
+    """The store the ``media_store`` setting names: a folder (a path or ``file://`` URL), or an object
+    store by URL. An unknown scheme fails here, at start-up, rather than at the first case."""
+    where, retention = settings.media_store, settings.media_retention
     parts = urlsplit(where)
     if parts.scheme == "file":
-        return LocalMediaStore(Path(unquote(parts.path)))
-    if parts.scheme and len(parts.scheme) > 1:  # "C:\\…" is a path, "s3://…" a store we do not have
-        raise StoreError(f"no media store for {parts.scheme}:// URLs here; use a folder, or add a MediaStore "
-                         "for it", kind="unsupported")
-    return LocalMediaStore(Path(where))
+        return LocalMediaStore(Path(unquote(parts.path)), retention, clock)
+    if not parts.scheme or len(parts.scheme) == 1:  # "C:\\…" is a path
+        return LocalMediaStore(Path(where), retention, clock)
+    if parts.scheme in OBJECT_STORES:
+        return FsspecMediaStore(where, retention, clock)
+    raise StoreError(f"no media store for {parts.scheme}:// URLs: use a folder, or one of "
+                     f"{', '.join(sorted(s + '://' for s in OBJECT_STORES))} (a write there is whole or absent)",
+                     kind="unsupported")

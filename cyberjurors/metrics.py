@@ -127,6 +127,12 @@ TABLE_ENTRIES = Gauge(
     ["table"],
 )
 
+MEDIA_DELETED = Counter(
+    "cyberjurors_media_objects_deleted_total",
+    "Media store objects this process deleted as expired (a sweep on another worker, or the CLI, "
+    "counts its own; an object two sweeps removed at once may be counted by both)",
+)
+
 # --- precedents ------------------------------------------------------------------------------
 
 PRECEDENT_RETRIEVAL = Histogram(

@@ -316,7 +316,7 @@ def test_dockerfile(services: dict) -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", text, re.M)
     assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in text
-    assert text.index("torch==2.13.0") < text.index("pip install ."), "torch CPU first, then the project"
+    assert text.index("torch==2.13.0") < text.index("pip install '.[s3]'"), "torch CPU first, then the project"
     user = re.findall(r"^USER (\S+)", text, re.M)
     assert user and user[-1] not in ("root", "0")
     assert re.search(r'^ENTRYPOINT \["cyberjurors"\]', text, re.M)

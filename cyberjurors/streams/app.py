@@ -25,7 +25,7 @@ from ..backends import build_llm
 from ..config import Settings
 from ..jury.rounds import Jury, is_settled
 from ..llm import LLM
-from ..media_store import open_store
+from ..media_store import MediaStore, open_store
 from ..precedents.precedent_base import PrecedentBase
 from . import expiry
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge
@@ -86,7 +86,8 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
 
     in_flight = metrics.CasesInFlight()
     drift = metrics.Drift(settings.drift_window, settings.drift_reference_seller_share)
-    letters = DeadLetters(topic("disputes.dlq"), in_flight, open_store(settings), settings.max_event_bytes)
+    store = open_store(settings, clock)
+    letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(table("stage-results", value_type=bytes), table("stage-times"), settings.state_retention_s,
                            clock, max_bytes=settings.max_event_bytes)
@@ -100,6 +101,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     housekeeping(app, settings, in_flight, precedents)
     schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
     expire_state(app, settings, results)
+    expire_media(app, settings, store)
     return app
 
 
@@ -179,6 +181,21 @@ def expire_state(app: faust.App, settings: Settings, results: StageResults) -> N
         return removed
 
     expiry.every(app, settings.state_sweep_interval_s, sweep, name="stage-results")
+
+
+def expire_media(app: faust.App, settings: Settings, store: MediaStore) -> None:
+    """Every media_sweep_interval_s, the worker holding partition 0 of disputes.events deletes the media
+    store's expired objects: one sweeper per group rather than every worker listing the shared store.
+    Two at once (a rebalance, another group, `cyberjurors media sweep`) are safe, only wasteful: the
+    store's sweep never deletes an object put or referenced since it expired (media_store.py)."""
+    events = settings.topic("disputes.events")
+
+    async def sweep() -> int:
+        if 0 not in expiry.active_partitions(app, events):
+            return 0
+        return (await store.sweep()).deleted
+
+    expiry.every(app, settings.media_sweep_interval_s, sweep, name="media")
 
 
 def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInFlight,

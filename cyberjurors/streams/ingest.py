@@ -46,7 +46,7 @@ class Ingest:
         self.ready = ready
         self.letters = letters
         self.in_flight = in_flight
-        self.store = open_store(settings)
+        self.store = open_store(settings, clock)
         self.admitting: dict[str, str] = {}  # case_id -> digest while its hand-off is under way
         self.clock = clock
         self.held_total: int | None = None  # events held on this worker; counted from the table when None
@@ -225,7 +225,8 @@ class Ingest:
 
     async def claim_check(self, case: DisputeCase) -> DisputeCase:
         """Inline media (data_base64) put in the media store and referenced by its sha256 (``stored``);
-        a ``stored`` reference from outside must name an object the store holds."""
+        a ``stored`` reference from outside must name an object the store holds, which this case now
+        keeps alive for another media retention (``touch``), as a put of the same bytes would."""
         data = case.model_dump(mode="json", exclude_none=True)
         moved = False
         for round_ in data["rounds"]:
@@ -234,7 +235,7 @@ class Ingest:
                 if "data_base64" in media:
                     media["stored"] = await self.store.put(base64.b64decode(media.pop("data_base64")))
                     moved = True
-                elif "stored" in media and not await self.store.has(media["stored"]):
+                elif "stored" in media and not await self.store.touch(media["stored"]):
                     raise intake.Rejected("invalid_case", f"evidence {item['id']}: media stored as "
                                           f"{media['stored'][:12]}… is not in the media store")
         return DisputeCase.model_validate(data) if moved else case

@@ -18,7 +18,17 @@ TOPICS = (
 # which dead letters `dlq --replay` has sent back, keyed by the letter's topic/partition/offset:
 # compacted, since only the last record per letter matters
 REPLAYED = "disputes.dlq-replayed"
-TOPIC_CONFIGS = {REPLAYED: {"cleanup.policy": "compact"}}
+
+
+def topic_configs(settings: Settings, name: str) -> dict[str, str]:
+    """Configs a topic is created with (``name`` without the prefix). disputes.dlq keeps its letters
+    ``dlq_retention_s``, which the media store's retention is tied to: a letter's stored original
+    outlives the letter (config.Settings.media_retention)."""
+    if name == REPLAYED:
+        return {"cleanup.policy": "compact"}
+    if name == "disputes.dlq":
+        return {"retention.ms": str(int(settings.dlq_retention_s * 1000))}
+    return {}
 
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:
@@ -74,7 +84,7 @@ async def ensure_topics(settings: Settings) -> list[str]:
             try:
                 await admin.create_topics(
                     [NewTopic(t, settings.partitions, settings.replication_factor,
-                              topic_configs=TOPIC_CONFIGS.get(t.removeprefix(settings.topic_prefix), {}))
+                              topic_configs=topic_configs(settings, t.removeprefix(settings.topic_prefix)))
                      for t in missing]
                 )
             except TopicAlreadyExistsError:
