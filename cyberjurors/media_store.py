@@ -75,7 +75,7 @@ def digest_of(data: bytes) -> str:
 
 
 def checked(ref: str) -> str:
-    if not isinstance(ref, str) or not _SHA256.match(ref):
+    if not isinstance(ref, str) or not _SHA256.fullmatch(ref):
         raise StoreError(f"{str(ref)[:80]!r} is not a sha256", kind="bad_ref")
     return ref
 
