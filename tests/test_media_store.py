@@ -269,6 +269,28 @@ def test_media_outlives_the_state_and_the_dead_letters_that_can_name_it():
     assert topic_configs(settings, "disputes.events") == {}
 
 
+@pytest.mark.integration
+async def test_disputes_dlq_is_created_with_the_letters_retention(settings):
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from cyberjurors.streams.kafka import client_options, ensure_topics
+
+    settings = settings.model_copy(update={"dlq_retention_s": 2.5 * DAY_S})
+    await ensure_topics(settings)
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    await admin.start()
+    try:
+        topics = [settings.topic("disputes.dlq"), settings.topic("disputes.events")]
+        described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+    finally:
+        await admin.close()
+    retention = {name: {e[0]: e[1] for e in entries}.get("retention.ms")
+                 for response in described for *_, name, entries in response.resources}
+    assert retention[settings.topic("disputes.dlq")] == str(int(2.5 * DAY_S * 1000))
+    assert retention[settings.topic("disputes.events")] != retention[settings.topic("disputes.dlq")]
+
+
 # --- expiry, on every backend ---------------------------------------------------------------------
 
 async def test_an_object_goes_once_its_day_is_a_retention_old_not_before(url):
