@@ -14,6 +14,7 @@ import base64
 import io
 import json
 import random
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,7 +25,7 @@ from PIL import Image
 
 from cyberjurors import media, metrics
 from cyberjurors.config import Settings
-from cyberjurors.media_store import LocalMediaStore, digest_of
+from cyberjurors.media_store import LocalMediaStore, day_of, digest_of
 from cyberjurors.schemas import CaseFile, DeadLetter, MediaRef, Verdict
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.dead_letters import DeadLetters
@@ -155,6 +156,18 @@ async def test_a_stored_reference_must_name_an_object_in_the_store(small):
     await p.ingest(event(whole(case("absent", [absent])), b"absent"))
     [letter] = dead(p.dlq)
     assert (letter.reason, letter.replayable) == ("invalid_case", False) and p.ready.sent == []
+
+
+async def test_a_case_naming_an_older_stored_object_keeps_it_for_another_retention(small):
+    root = Path(small.media_store)
+    days_ago = time.time() - 5 * 86400
+    ref = await LocalMediaStore(root, small.media_retention, lambda: days_ago).put(noise_png(20, 3))
+    named = {"id": "b1", "kind": "image", "text": "x", "media": {"media_type": "image/png", "stored": ref}}
+    p = parts(small)
+    await p.ingest(event(whole(case("named", [named])), b"named"))
+    assert dead(p.dlq) == [] and len(p.ready.sent) == 1
+    # refreshed: a copy under today's folder, so the sweep of the older day leaves the case its photo
+    assert (root / day_of(time.time()) / ref[:2] / ref).exists() and (root / day_of(days_ago) / ref[:2] / ref).exists()
 
 
 async def test_reading_a_stored_reference_that_went_missing_or_changed_is_a_note_not_a_crash(small):
