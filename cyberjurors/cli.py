@@ -81,9 +81,26 @@ def load_settings(path: Path | None, **overrides: object) -> Settings:
 @app.command()
 def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
     """Run a Faust worker for the jury pipeline against KAFKA_BOOTSTRAP_SERVERS."""
+    from . import logs
+
+    config = load_settings(settings)
+    logs.configure(config, loglevel)  # before the imports below, so their warnings are formatted too
     from .streams.worker import run_worker
 
-    run_worker(load_settings(settings), loglevel)
+    run_worker(config, loglevel)
+
+
+@contextlib.contextmanager
+def traced(config: Settings, service: str) -> Iterator[None]:
+    """Spans of the command exported when ``otlp_endpoint`` is set (sent before it returns)."""
+    from .tracing import setup
+
+    provider = setup(config, service)
+    try:
+        yield
+    finally:
+        if provider is not None:
+            provider.shutdown()
 
 
 @app.command("produce")
@@ -104,7 +121,8 @@ def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .js
     if problems:  # nothing is sent: a folder goes whole or not at all
         console.print("[red]not sent:[/] " + escape("; ".join(problems)))
         raise typer.Exit(2)
-    asyncio.run(produce(config, events))
+    with traced(config, "cyberjurors-producer"):
+        asyncio.run(produce(config, events))
     console.print(f"sent {len(events)} events for {len({e.case_id for e in events})} cases "
                   f"to {config.topic('disputes.events')}")
 
@@ -113,19 +131,22 @@ def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .js
 def verdicts(follow: Annotated[bool, typer.Option("--follow/--no-follow", help="keep waiting for new ones")] = False,
              raw: Annotated[bool, typer.Option(help="print JSON lines")] = False,
              settings: SettingsOption = None) -> None:
-    """Print the verdict topic from the beginning."""
+    """Print the verdict topic from the beginning, each verdict with its trace id (when traced)."""
     from .schemas import Verdict
-    from .streams.clients import follow as read
+    from .streams.clients import records
     from .streams.demo import verdict_table
+    from .tracing import trace_id_of
 
     config = load_settings(settings)
 
     async def run() -> None:
-        async for _, value in read(config, "disputes.verdicts", follow=follow):
+        async for record in records(config, "disputes.verdicts", follow=follow):
             if raw:
-                print(value.decode())
+                print(record.value.decode())
             else:
-                console.print(verdict_table(Verdict.model_validate_json(value)))
+                console.print(verdict_table(Verdict.model_validate_json(record.value)))
+                if trace_id := trace_id_of(record.headers):
+                    console.print(f"trace {trace_id}")
 
     try:
         asyncio.run(run())
@@ -179,7 +200,8 @@ def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable 
                       f"{x.letter.reason} {mark}: {escape(shown(x.letter.detail, 200))}{kept}")
     console.print(f"{len(letters)} dead letters")
     if replay:
-        result = asyncio.run(resend(config, letters))
+        with traced(config, "cyberjurors-dlq"):
+            result = asyncio.run(resend(config, letters))
         for x, why in result.failed:
             console.print(f"[red]not replayed[/] {escape(shown(x.letter.key or '-'))} ({x.id}): {escape(why)}")
         final = len(letters) - len(result.sent) - len(result.already) - len(result.failed)

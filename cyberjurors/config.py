@@ -39,6 +39,7 @@ ECOSYSTEM_ENV: dict[str, str] = {
     "OPENAI_BASE_URL": "openai_base_url",
     "ELASTICSEARCH_URL": "elasticsearch_url",
     "ELASTICSEARCH_API_KEY": "elasticsearch_api_key",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "otlp_endpoint",
 }
 
 
@@ -153,6 +154,18 @@ class Settings(BaseSettings):
     drift_reference_seller_share: float = Field(
         0.626, ge=0, le=1, description="the seller-win share verdicts are expected to show (the paper's data: 62.6%)"
     )
+
+    # --- Tracing and logs (issue 12) ---------------------------------------------------------
+    otlp_endpoint: str | None = Field(
+        None, description="base URL of an OTLP/HTTP receiver (an OpenTelemetry collector, e.g. "
+                          "http://otel-collector:4318): spans go to <url>/v1/traces. Unset = tracing off (a no-op "
+                          "tracer; trace context a message arrives with is still passed on)"
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="json = one JSON object per line (time, level, logger, message, and case_id, stage, "
+                            "trace_id, span_id where known), Faust's and the Kafka client's lines included"
+    )
+    log_redact_pii: bool = Field(False, description="replace e-mail addresses and phone numbers in log messages")
 
     # --- Method (paper defaults) -----------------------------------------------------------
     jurors: int = Field(17, ge=1, description="N")

@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
-from . import metrics
+from . import metrics, tracing
 from .config import Role, Settings
 from .errors import FINAL_LLM_KINDS, CyberJurorsError
 from .schemas import Usage
@@ -99,6 +99,8 @@ class LLMResult(Generic[T]):
     usage: Usage
     model: str
     backend: str
+    finish_reason: str | None = None
+    """Why the model stopped, as the provider says (Anthropic's stop_reason, OpenAI's finish_reason)."""
 
 
 class LLMError(CyberJurorsError, RuntimeError):
@@ -163,23 +165,28 @@ class GuardedLLM:
         return getattr(self.inner, "model_label", None) or request.model
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        arrived = time.perf_counter()
         if self._rate is not None:
             await self._rate.acquire(min(estimate_tokens(request), self.tokens_per_minute or 1))
         model = self.model_label(request)
         async with self._slots:
             started = time.perf_counter()
-            try:
-                result = await self.inner.generate(request, output_type)
-            except LLMError as err:
-                elapsed = time.perf_counter() - started
-                self._log(request, elapsed, error=err.kind)
-                metrics.record_llm_error(self.backend, model, request.role, elapsed, err.kind)
-                raise
-            except Exception:  # a backend bug: still a call that failed (cancellation is not)
-                elapsed = time.perf_counter() - started
-                self._log(request, elapsed, error="unexpected")
-                metrics.record_llm_error(self.backend, model, request.role, elapsed, "unexpected")
-                raise
+            with tracing.model_call(self.backend, request, queued_s=started - arrived) as span:
+                try:
+                    result = await self.inner.generate(request, output_type)
+                except LLMError as err:
+                    elapsed = time.perf_counter() - started
+                    tracing.failed(span, err.kind)
+                    self._log(request, elapsed, error=err.kind)
+                    metrics.record_llm_error(self.backend, model, request.role, elapsed, err.kind)
+                    raise
+                except Exception:  # a backend bug: still a call that failed (cancellation is not)
+                    elapsed = time.perf_counter() - started
+                    tracing.failed(span, "unexpected")
+                    self._log(request, elapsed, error="unexpected")
+                    metrics.record_llm_error(self.backend, model, request.role, elapsed, "unexpected")
+                    raise
+                tracing.answered(span, result)
             elapsed = time.perf_counter() - started
         result.usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
         self._log(request, elapsed, result=result)

@@ -33,9 +33,11 @@ NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
 class Topic:
     def __init__(self) -> None:
         self.sent: list[tuple[bytes, bytes]] = []
+        self.headers: list[dict[str, bytes]] = []  # of each message sent, in order
 
-    async def send(self, *, key: bytes, value: bytes) -> None:
+    async def send(self, *, key: bytes, value: bytes, headers: dict[str, bytes] | None = None) -> None:
         self.sent.append((key, value))
+        self.headers.append(dict(headers or {}))
 
 
 def event(value: bytes, key: bytes = b"k", partition: int = 0) -> SimpleNamespace:

@@ -53,7 +53,7 @@ class Topic:
     def __init__(self) -> None:
         self.sent: list[bytes] = []
 
-    async def send(self, *, key: bytes, value: bytes) -> None:
+    async def send(self, *, key: bytes, value: bytes, headers: dict | None = None) -> None:
         self.sent.append(value)
 
 

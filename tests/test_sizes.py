@@ -70,11 +70,11 @@ class FailOnce(Topic):
         super().__init__()
         self.error: Exception | None = error
 
-    async def send(self, *, key: bytes, value: bytes) -> None:
+    async def send(self, *, key: bytes, value: bytes, headers: dict | None = None) -> None:
         if self.error is not None:
             error, self.error = self.error, None
             raise error
-        await super().send(key=key, value=value)
+        await super().send(key=key, value=value, headers=headers)
 
 
 @pytest.fixture

@@ -191,7 +191,7 @@ async def test_stage_results_expire_only_on_the_given_partitions_and_keep_fresh_
     results = StageResults(table, times, retention_s=100, clock=clock)
 
     class Out:
-        async def send(self, *, key, value):
+        async def send(self, *, key, value, headers=None):
             pass
 
     for case_id, partition in (("old-0", 0), ("old-1", 1)):

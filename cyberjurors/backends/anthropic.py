@@ -119,7 +119,8 @@ class AnthropicLLM:
             output = output_type.model_validate_json(text)
         except pydantic.ValidationError as e:
             raise LLMError("invalid_output", f"anthropic: {invalid(output_type, e)}") from e
-        return LLMResult(output, usage_of(message), model=message.model, backend=self.backend)
+        return LLMResult(output, usage_of(message), model=message.model, backend=self.backend,
+                         finish_reason=message.stop_reason)
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -122,7 +122,8 @@ class OfflineLLM:
         if not isinstance(answer, output_type):
             raise LLMError("unsupported_task", f"offline backend cannot answer {type(request.task).__name__} "
                                                f"as {output_type.__name__}")
-        return LLMResult(answer, self._usage(request, answer), model="offline", backend=self.backend)
+        return LLMResult(answer, self._usage(request, answer), model="offline", backend=self.backend,
+                         finish_reason="stop")  # the stand-in always answers whole
 
     def _answer(self, task: object) -> BaseModel:
         match task:

@@ -109,7 +109,8 @@ class OpenAICompatibleLLM:
             raise LLMError("refused", f"openai: refusal: {message.refusal}"[:500])
         if message is None or message.parsed is None:
             raise LLMError("invalid_output", "openai: the reply has no content")
-        return LLMResult(message.parsed, usage_of(completion.usage), model=completion.model, backend=self.backend)
+        return LLMResult(message.parsed, usage_of(completion.usage), model=completion.model, backend=self.backend,
+                         finish_reason=completion.choices[0].finish_reason)
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -20,7 +20,7 @@ from typing import Any
 
 import faust
 
-from .. import metrics
+from .. import metrics, tracing
 from ..backends import build_llm
 from ..config import Settings
 from ..jury.rounds import Jury, is_settled
@@ -28,7 +28,7 @@ from ..llm import LLM
 from ..media_store import MediaStore, open_store
 from ..precedents.precedent_base import PrecedentBase
 from . import expiry
-from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge
+from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender
 from .ingest import Ingest, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
 from .outcomes import Outcomes
@@ -138,24 +138,34 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
             await h.hop(event, "clues", clues, h.work.clues)
 
     @app.agent(deliberations, name="deliberate", concurrency=concurrency)
-    async def deliberate(stream: faust.StreamT) -> None:
-        """Round after round until the jury is settled, then the verdict; the case file is parsed once."""
+    async def deliberate_agent(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            case_file = await h.hop.parse(event, "round")
-            if case_file is None:
-                continue
-            if is_settled(case_file, settings):
-                try:
-                    await h.verdicts.publish(case_file)
-                except OutputTooLarge as err:  # the same case would decide the same way
-                    await h.letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
-            else:
-                await h.hop.run(event, case_file, f"round-{len(case_file.rounds) + 1}", rounds, h.work.round)
+            await deliberate(h, settings, event, rounds)
 
     @app.agent(topic("disputes.outcomes"), name="outcomes", concurrency=1)  # guideline versions must not race
     async def outcomes_agent(stream: faust.StreamT) -> None:
         async for event in stream.events():
             await h.outcomes(event)
+
+
+async def deliberate(h: Handlers, settings: Settings, event: Any, rounds: Sender) -> None:
+    """Round after round until the jury is settled, then the verdict; the case file is parsed once.
+    Its span is "round-N" or "verdict", named once the case file says which."""
+    with tracing.consuming(event, "round"):
+        case_file = await h.hop.parse(event, "round")
+        if case_file is None:
+            return
+        tracing.name_case(case_file.case_id)
+        if is_settled(case_file, settings):
+            tracing.name_stage("verdict")
+            try:
+                await h.verdicts.publish(case_file)
+            except OutputTooLarge as err:  # the same case would decide the same way
+                await h.letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
+        else:
+            stage = f"round-{len(case_file.rounds) + 1}"
+            tracing.name_stage(stage)
+            await h.hop.run(event, case_file, stage, rounds, h.work.round)
 
 
 def expire_state(app: faust.App, settings: Settings, results: StageResults) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from .. import tracing
 from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
 from ..media_store import StoreError, open_store
@@ -93,13 +94,21 @@ def producer_for(settings: Settings) -> AIOKafkaProducer:
 
 
 async def produce(settings: Settings, events: list[Outgoing], topic: str = "disputes.events") -> None:
+    """Send the events in order, each with the standard headers; a case's events (an incremental
+    case's opening, rounds and close) under one span, so its trace starts here."""
     producer = producer_for(settings)
     await producer.start()
+    spans: dict[str, tracing.Span] = {}
     try:
         for event in events:
-            await producer.send_and_wait(event.topic or settings.topic(topic), event.value,
-                                         key=event.case_id.encode())
+            target = event.topic or settings.topic(topic)
+            if event.case_id not in spans:
+                spans[event.case_id] = tracing.start_producing(event.case_id, target, "produce")
+            headers = tracing.headers(tracing.in_span(spans[event.case_id]))
+            await producer.send_and_wait(target, event.value, key=event.case_id.encode(), headers=list(headers.items()))
     finally:
+        for span in spans.values():
+            span.end()
         await producer.stop()
 
 
@@ -112,6 +121,8 @@ class Placed:
     topic: str
     partition: int
     offset: int
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """The letter's Kafka headers: its traceparent is the trace of the case that failed."""
 
     @property
     def id(self) -> str:
@@ -119,7 +130,7 @@ class Placed:
 
 
 async def placed_letters(settings: Settings) -> list[Placed]:
-    return [Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset)
+    return [Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset, tuple(r.headers or ()))
             async for r in records(settings, "disputes.dlq", follow=False)]
 
 
@@ -195,7 +206,14 @@ async def replay(settings: Settings, letters: list[Placed]) -> Replay:
             except StoreError as err:
                 result.failed.append((placed, err.detail))
                 continue
-            await producer.send_and_wait(letter.topic, value, key=(letter.key or "").encode())
+            # in the failed case's trace (the letter's headers carry it): what the stages do with it joins it
+            span = tracing.start_producing(letter.key or "", letter.topic, "replay",
+                                           parent=tracing.context_of(placed.headers))
+            try:
+                headers = list(tracing.headers(tracing.in_span(span)).items())
+                await producer.send_and_wait(letter.topic, value, key=(letter.key or "").encode(), headers=headers)
+            finally:
+                span.end()
             note = {"replayed_at": now().isoformat(), "case": letter.key, "reason": letter.reason, "stage": letter.stage}
             await producer.send_and_wait(settings.topic(REPLAYED), json.dumps(note).encode(), key=placed.id.encode())
             result.sent.append(placed)

@@ -9,7 +9,9 @@ model call, the precedent base or a bug may succeed later (replayable). ``cyberj
 A letter always fits within ``max_event_bytes``: an original too large to carry as base64 is put
 in the media store and the letter names it (``original_ref``). Every send a handler makes goes
 through ``send_bounded``, so an output over the limit, or one the broker refuses as too large,
-is an ``OutputTooLarge`` the handler dead-letters, never a crash of the worker.
+is an ``OutputTooLarge`` the handler dead-letters, never a crash of the worker; it also puts on
+the headers every message carries (``tracing.headers``: trace context, content type, schema
+version).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Protocol
 
 from aiokafka.errors import MessageSizeTooLargeError
 
-from .. import metrics
+from .. import metrics, tracing
 from ..errors import CyberJurorsError, Reason, for_people, plain
 from ..media_store import MediaStore, StoreError
 from ..schemas import DeadLetter, now
@@ -37,7 +39,7 @@ DEFAULT_MAX_BYTES = 1_000_000
 class Sender(Protocol):
     """What a handler sends to: a Faust topic, or a list-backed fake in tests."""
 
-    async def send(self, *, key: bytes, value: bytes) -> Any: ...
+    async def send(self, *, key: bytes, value: bytes, headers: tracing.Headers | None = None) -> Any: ...
 
 
 class OutputTooLarge(CyberJurorsError):
@@ -52,7 +54,7 @@ async def send_bounded(out: Sender, key: bytes, value: bytes, max_bytes: int | N
     if max_bytes is not None and len(key) + len(value) > max_bytes:
         raise OutputTooLarge(f"{len(key) + len(value)} bytes, limit max_event_bytes={max_bytes}")
     try:
-        await out.send(key=key, value=value)
+        await out.send(key=key, value=value, headers=tracing.headers())
     except MessageSizeTooLargeError as err:
         raise OutputTooLarge(f"{len(value)} bytes refused as too large by the producer or the broker "
                              f"({for_people(err)}); is the broker's max.message.bytes below max_event_bytes?") from err
@@ -83,6 +85,10 @@ class DeadLetters:
         self.max_bytes = max_bytes
 
     async def write(self, event: Any, stage: str, reason: str, detail: str, *, replayable: bool) -> None:
+        with tracing.dead_letter(stage, reason, replayable):  # the letter's headers carry the case's trace
+            await self._write(event, stage, reason, detail, replayable)
+
+    async def _write(self, event: Any, stage: str, reason: str, detail: str, replayable: bool) -> None:
         message = event.message
         if reason not in Reason.__members__:  # the table test keeps this from happening; never lose the letter
             log.error("dead-letter reason %r is not in errors.Reason", reason)

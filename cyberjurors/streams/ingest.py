@@ -23,7 +23,7 @@ from typing import Any
 
 import faust
 
-from .. import intake, metrics
+from .. import intake, metrics, tracing
 from ..config import Settings
 from ..media_store import open_store
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, now
@@ -52,9 +52,15 @@ class Ingest:
         self.held_total: int | None = None  # events held on this worker; counted from the table when None
 
     async def __call__(self, event: Any) -> None:
+        with tracing.consuming(event, "ingest"):
+            await self.handle(event)
+
+    async def handle(self, event: Any) -> None:
         try:
             self.check_size(event)
-            await self.take(intake.parse_event(event.value), event.message.partition, event.message)
+            parsed = intake.parse_event(event.value)
+            tracing.name_case(parsed.case_id)
+            await self.take(parsed, event.message.partition, event.message)
         except intake.Rejected as err:  # rejected input: it would be rejected again
             await self.letters.write(event, "ingest", err.reason, err.detail, replayable=err.replayable)
         except Exception as err:  # a bug must cost one event (kept in the DLQ to replay once fixed), not the worker

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import metrics
+from .. import metrics, tracing
 from ..config import Settings
 from ..errors import for_people
 from ..llm import LLM, LLMError
@@ -41,11 +41,16 @@ class Outcomes:
         self.letters = letters
 
     async def __call__(self, event: Any) -> None:
+        with tracing.consuming(event, "outcomes"):  # in the trace of whoever reported it
+            await self.handle(event)
+
+    async def handle(self, event: Any) -> None:
         try:
             outcome = OutcomeReported.model_validate_json(event.value)
         except ValidationError as err:  # would fail the same way again
             await self.letters.write(event, "outcomes", "invalid_outcome", for_people(err), replayable=False)
             return
+        tracing.name_case(outcome.case_id)
         verdict = self.results.stored(outcome.case_id, "verdict")
         case_file = self.results.stored(outcome.case_id, "ready")
         if verdict is None or case_file is None:  # it may have come before its verdict: replay it later

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import metrics
+from .. import metrics, tracing
 from ..config import Settings
 from ..errors import for_people
 from ..jury import stages
@@ -131,10 +131,12 @@ class StageHop:
         self.resend_verdict = resend_verdict
 
     async def __call__(self, event: Any, stage: str, out: Sender, work: Work) -> None:
-        """Parse, then run: what the focus and clues agents do with each event."""
-        case_file = await self.parse(event, stage)
-        if case_file is not None:
-            await self.run(event, case_file, stage, out, work)
+        """Parse, then run: what the focus and clues agents do with each event, in the stage's span."""
+        with tracing.consuming(event, stage):
+            case_file = await self.parse(event, stage)
+            if case_file is not None:
+                tracing.name_case(case_file.case_id)
+                await self.run(event, case_file, stage, out, work)
 
     async def parse(self, event: Any, stage: str) -> CaseFile | None:
         """The event's case file, or None once it is dead-lettered (not replayable: the same
@@ -151,7 +153,8 @@ class StageHop:
         stored = self.results.stored(case_file.case_id, stage)
         if stored is not None:
             log.info("case %s: %s already done, re-sending its output", case_file.case_id, stage)
-            await out.send(key=case_file.case_id.encode(), value=stored)
+            tracing.mark(replayed=True)  # under the redelivered input's span: the case's trace
+            await out.send(key=case_file.case_id.encode(), value=stored, headers=tracing.headers())
             return
         if not await self.fresh(event, case_file.case_id, stage):
             return

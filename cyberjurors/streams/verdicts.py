@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from .. import metrics
+from .. import metrics, tracing
 from ..config import Settings
 from ..jury.verdict import decide
 from ..schemas import CaseFile, Verdict, now
@@ -33,10 +33,12 @@ class Verdicts:
         stored = self.results.stored(case_id, "verdict")
         if stored is None:
             return False
-        await self.out.send(key=case_id.encode(), value=stored)
+        tracing.mark(replayed=True)
+        await self.out.send(key=case_id.encode(), value=stored, headers=tracing.headers())
         self.results.finish(case_id)  # left over if a worker died between storing the verdict and this
         self.in_flight.discard(case_id)
         decided = Verdict.model_validate_json(stored)
+        tracing.mark(verdict_id=decided.verdict_id, winner=decided.winner)
         log.info("case %s: verdict %s, votes %s (re-sent)", case_id, decided.winner, decided.votes)
         return True
 
@@ -47,6 +49,7 @@ class Verdicts:
             return
         started = time.perf_counter()
         decided = decide(case_file, self.settings, now())
+        tracing.mark(verdict_id=decided.verdict_id, winner=decided.winner)
         await self.results.hand_on(case_id, "verdict", decided.model_dump_json().encode(), self.out)
         self.results.finish(case_id)  # after the verdict is stored: a crash in between re-sends it
         self.in_flight.discard(case_id)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import faust
 from aiokafka.admin import AIOKafkaAdminClient
 
-from .. import metrics
+from .. import logs, metrics, tracing
 from ..config import Settings
 from .app import create_app
 from .kafka import TOPICS, client_options, ensure_topics
@@ -139,6 +139,10 @@ class Worker(faust.Worker):
         self.stop_deadline_s = stop_deadline_s
         self._deadline: threading.Timer | None = None
 
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        # Faust has just replaced the root logger's handlers with its own: give them our format and filters
+        logs.adopt(logger, self.app.cyberjurors_settings)  # type: ignore[attr-defined]
+
     def _schedule_shutdown(self, sig: signal.Signals) -> None:
         if self._deadline is None:
             message = (f"not stopped {self.stop_deadline_s:g}s after {sig.name} (stop_deadline_s): "
@@ -173,4 +177,9 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
         # one endpoint for both: our metrics and Faust's sensor share the default registry
         metrics.instrument_faust(app)
         metrics.serve(settings.metrics_port, settings.metrics_host)
-    Worker(app, loglevel=loglevel, quiet=True, stop_deadline_s=settings.stop_deadline_s).execute_from_commandline()
+    provider = tracing.setup(settings, "cyberjurors-worker")
+    try:
+        Worker(app, loglevel=loglevel, quiet=True, stop_deadline_s=settings.stop_deadline_s).execute_from_commandline()
+    finally:
+        if provider is not None:
+            provider.shutdown()  # what is still batched goes out

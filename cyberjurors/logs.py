@@ -1,0 +1,143 @@
+"""Log lines: Faust's text, or one JSON object a line, with the case, stage and trace they belong to.
+
+Everything goes through the standard ``logging`` module; this module only chooses the formatter
+and adds two filters to the handlers that write:
+
+* ``CaseContext`` puts ``case_id`` and ``stage`` (context variables the stage handlers set with
+  ``about``) and the current OpenTelemetry span's ``trace_id`` and ``span_id`` on each record, where
+  known, so a JSON line can be found by case or opened as a trace;
+* ``Redact`` (``log_redact_pii``) replaces e-mail addresses and phone numbers in the message and
+  any traceback with ``[email]`` and ``[phone]``.
+
+A worker calls ``configure`` first thing, so lines logged (or warnings issued) while it imports and
+starts are formatted too; Faust then installs its own handler (``mode``'s ``setup_logging``), and
+the worker hands that one to ``adopt``. Secrets are never logged: settings are not logged whole,
+and the API keys are only ever given to the SDK clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import IO, Any
+
+from opentelemetry import trace
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
+
+from .config import Settings
+
+case_id: ContextVar[str | None] = ContextVar("cyberjurors_case_id", default=None)
+stage: ContextVar[str | None] = ContextVar("cyberjurors_stage", default=None)
+
+# best effort, for the shapes people type: name@host.tld; +44 20 7946 0958, (020) 7946 0958, 020-7946-0958.
+# Dates (2026-11-01), times, offsets, sizes and ids (digits without separators, hex, UUIDs) are left alone.
+EMAIL = re.compile(r"[\w.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+PHONE = re.compile(r"(?<![\w+.-])(?:\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]?\d{2,4}){1,4}"
+                   r"|\(\d{2,5}\)[\s.-]?\d{3,4}[\s.-]?\d{3,4}|\d{3,5}[\s.-]\d{3,4}[\s.-]\d{3,4})(?![\w-]|\.\d)")
+
+
+def redact(text: str) -> str:
+    return PHONE.sub("[phone]", EMAIL.sub("[email]", text))
+
+
+@contextlib.contextmanager
+def about(case: str | None = None, stage_name: str | None = None) -> Iterator[None]:
+    """Lines logged inside carry this case and stage (unchanged when None)."""
+    tokens = [(var, var.set(value)) for var, value in ((case_id, case), (stage, stage_name)) if value is not None]
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+class CaseContext(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name, value in (("case_id", case_id.get()), ("stage", stage.get())):
+            if value is not None and not hasattr(record, name):
+                setattr(record, name, value)
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            record.trace_id = trace.format_trace_id(span.trace_id)
+            record.span_id = trace.format_span_id(span.span_id)
+        return True
+
+
+class Redact(logging.Filter):
+    """The message (arguments merged in) and the traceback, redacted once for every handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "_redacted", False):
+            return True
+        record.msg, record.args = redact(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text, record.exc_info = redact(record.exc_text), None
+        record._redacted = True
+        return True
+
+
+class JsonLines(JsonFormatter):
+    """time (ISO 8601, UTC), level, logger, message, then what the filters and ``extra=`` added."""
+
+    def __init__(self) -> None:
+        super().__init__(["levelname", "name", "message"], rename_fields={"levelname": "level", "name": "logger"},
+                         timestamp="time", reserved_attrs=[*RESERVED_ATTRS, "_redacted"])
+
+
+def filters(settings: Settings) -> list[logging.Filter]:
+    return [CaseContext(), *([Redact()] if settings.log_redact_pii else [])]
+
+
+def adopt(root: logging.Logger, settings: Settings) -> None:
+    """Give the handlers someone else installed on ``root`` (Faust's) our filters, and our JSON
+    formatter when ``log_format`` is json."""
+    for handler in root.handlers:
+        for f in filters(settings):
+            if not any(type(existing) is type(f) for existing in handler.filters):
+                handler.addFilter(f)
+        if settings.log_format == "json":
+            handler.setFormatter(JsonLines())
+
+
+def configure(settings: Settings, level: int | str = logging.INFO, stream: IO[str] | None = None) -> None:
+    """One handler on the root logger, to ``stream`` (stderr); warnings and uncaught exceptions
+    logged through it, so with JSON on nothing the process reports is left as plain text."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonLines() if settings.log_format == "json" else
+                         logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level if isinstance(level, int) else level.upper())
+    adopt(root, settings)
+    logging.captureWarnings(True)
+    if settings.log_format == "json":
+        _log_uncaught()
+
+
+def _log_uncaught() -> None:
+    failed = logging.getLogger("cyberjurors.uncaught")
+
+    def on_exception(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        failed.critical("uncaught %s", kind.__name__, exc_info=(kind, error, tb))
+
+    def on_thread_exception(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is not SystemExit:
+            failed.critical("uncaught %s in thread %s", args.exc_type.__name__,
+                            getattr(args.thread, "name", "?"), exc_info=(args.exc_type, args.exc_value,
+                                                                          args.exc_traceback))
+
+    def on_unraisable(info: Any) -> None:
+        failed.error("%s: %s", info.err_msg or "exception ignored", info.object,
+                     exc_info=(info.exc_type, info.exc_value, info.exc_traceback))
+
+    sys.excepthook = on_exception
+    threading.excepthook = on_thread_exception
+    sys.unraisablehook = on_unraisable
