@@ -93,14 +93,13 @@ def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
 @contextlib.contextmanager
 def traced(config: Settings, service: str) -> Iterator[None]:
     """Spans of the command exported when ``otlp_endpoint`` is set (sent before it returns)."""
-    from .tracing import setup
+    from .tracing import setup, shutdown
 
     provider = setup(config, service)
     try:
         yield
     finally:
-        if provider is not None:
-            provider.shutdown()
+        shutdown(provider)
 
 
 @app.command("produce")

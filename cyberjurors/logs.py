@@ -48,8 +48,9 @@ def redact(text: str) -> str:
 
 @contextlib.contextmanager
 def about(case: str | None = None, stage_name: str | None = None) -> Iterator[None]:
-    """Lines logged inside carry this case and stage (unchanged when None)."""
-    tokens = [(var, var.set(value)) for var, value in ((case_id, case), (stage, stage_name)) if value is not None]
+    """Lines logged inside carry this case and stage (none when None). Both are restored on leaving,
+    also when set again inside (a stage learns its case once it has read the message)."""
+    tokens = [(var, var.set(value)) for var, value in ((case_id, case), (stage, stage_name))]
     try:
         yield
     finally:

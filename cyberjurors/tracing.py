@@ -19,7 +19,9 @@ messaging ones (``messaging.*``); our own attributes are ``cyberjurors.*``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +44,8 @@ CASE_ID = "cyberjurors.case_id"
 STAGE = "cyberjurors.stage"
 CONTENT_TYPE = "application/json"
 Headers = dict[str, bytes]
+
+log = logging.getLogger("cyberjurors.tracing")
 
 _tracer: trace.Tracer = trace.get_tracer(SCOPE)  # a proxy: it follows the global provider once set
 
@@ -73,9 +77,23 @@ def setup(settings: Settings, service: str = "cyberjurors") -> TracerProvider | 
     provider = TracerProvider(resource=resource)
     endpoint = settings.otlp_endpoint.rstrip("/") + "/v1/traces"  # the base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    provider.cyberjurors_endpoint = endpoint  # type: ignore[attr-defined]  # for the shutdown warning
     trace.set_tracer_provider(provider)
     install(provider)
     return provider
+
+
+def shutdown(provider: TracerProvider | None, timeout_s: float = 5.0) -> None:
+    """Send what is still batched, waiting at most ``timeout_s``: an unreachable collector (whose
+    exporter retries for up to OTEL_EXPORTER_OTLP_TIMEOUT) must not hold up a worker's stop."""
+    if provider is None:
+        return
+    sending = threading.Thread(target=provider.shutdown, name="otel-shutdown", daemon=True)
+    sending.start()
+    sending.join(timeout_s)
+    if sending.is_alive():
+        log.warning("spans not yet exported after %.0f s at exit are dropped (is the collector at %s up?)",
+                    timeout_s, getattr(provider, "cyberjurors_endpoint", "?"))
 
 
 # --- Kafka headers ------------------------------------------------------------------------------

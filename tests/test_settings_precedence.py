@@ -26,6 +26,7 @@ DEAD = {
     "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
     "ELASTICSEARCH_URL": "http://127.0.0.1:1",
     "ELASTICSEARCH_API_KEY": "dead",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
 }
 
 

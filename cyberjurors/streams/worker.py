@@ -181,5 +181,4 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     try:
         Worker(app, loglevel=loglevel, quiet=True, stop_deadline_s=settings.stop_deadline_s).execute_from_commandline()
     finally:
-        if provider is not None:
-            provider.shutdown()  # what is still batched goes out
+        tracing.shutdown(provider)  # what is still batched goes out
