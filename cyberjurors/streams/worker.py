@@ -141,7 +141,11 @@ class Worker(faust.Worker):
 
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         # Faust has just replaced the root logger's handlers with its own: give them our format and filters
-        logs.adopt(logger, self.app.cyberjurors_settings)  # type: ignore[attr-defined]
+        settings: Settings = self.app.cyberjurors_settings  # type: ignore[attr-defined]
+        if settings.log_format == "json":
+            self.spinner = None  # its terminal escapes are not JSON, even where no terminal is
+        super().on_setup_root_logger(logger, level)
+        logs.adopt(logger, settings)
 
     def _schedule_shutdown(self, sig: signal.Signals) -> None:
         if self._deadline is None:
