@@ -28,7 +28,9 @@ RUN useradd --create-home --uid 10001 --user-group cyberjurors \
     && chown cyberjurors:cyberjurors /data
 USER cyberjurors
 
-ENV CYBERJURORS_MEDIA_ROOT=/app/examples \
+# JSON log lines (one object a line, with case_id, stage and trace_id) for a log pipeline to index
+ENV CYBERJURORS_LOG_FORMAT=json \
+    CYBERJURORS_MEDIA_ROOT=/app/examples \
     CYBERJURORS_DATADIR=/data/faust \
     CYBERJURORS_PRECEDENT_DIR=/data/precedents \
     CYBERJURORS_METRICS_PORT=9464
