@@ -2,7 +2,7 @@
 
 A few names follow their ecosystems' conventions and are read without the prefix too (see
 ``ECOSYSTEM_ENV``): ``KAFKA_BOOTSTRAP_SERVERS``, ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``,
-``OPENAI_BASE_URL``, ``ELASTICSEARCH_URL``, ``ELASTICSEARCH_API_KEY``.
+``OPENAI_BASE_URL``, ``ELASTICSEARCH_URL``, ``ELASTICSEARCH_API_KEY``, ``OTEL_EXPORTER_OTLP_ENDPOINT``.
 
 Precedence, first found wins: values passed in code (a command's options), ``CYBERJURORS_*``
 variables, the settings file, the ecosystem names, the defaults. So anything said to CyberJurors
