@@ -48,7 +48,7 @@ def test_the_cyberjurors_name_beats_the_ecosystem_name(env: str, clean_env: pyte
     field = ECOSYSTEM_ENV[env]
     clean_env.setenv(env, DEAD[env])
     assert getattr(Settings(), field) == DEAD[env]  # read as it is when nothing else says otherwise
-    clean_env.setenv(f"CYBERJURORS_{env}", "chosen")
+    clean_env.setenv(f"CYBERJURORS_{field.upper()}", "chosen")  # the setting's own name
     assert getattr(Settings(), field) == "chosen"
     assert getattr(Settings(**{field: "in code"}), field) == "in code"
 

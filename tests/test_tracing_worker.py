@@ -26,6 +26,7 @@ from cyberjurors.streams.kafka import ensure_topics
 from cyberjurors.streams.worker_process import WorkerProcess
 
 from .conftest import EXAMPLES, calls
+from .test_cli import cli
 from .otlp_collector import Collector, Received
 
 pytestmark = pytest.mark.integration
@@ -133,6 +134,9 @@ async def test_a_case_is_one_exported_trace_and_every_log_line_is_json(settings,
     assert replay.parent_id == traceparent(handed_on)[1] and traceparent(again)[1] == replay.span_id
     check_log(log, trace_id, case_id, secret)
     assert secret not in json.dumps([s.attributes for s in collector.spans], default=str)
+    # the operator's way from a verdict to its trace
+    shown = cli(settings.model_copy(update={"otlp_endpoint": None}), "verdicts", "--no-follow")
+    assert shown.returncode == 0 and f"trace {trace_id}" in shown.stdout, shown.stdout + shown.stderr
 
 
 def check_stage_chain(spans: list[Received], produce_span: str, case_id: str) -> None:
