@@ -215,7 +215,8 @@ async def replay(settings: Settings, letters: list[Placed]) -> Replay:
             finally:
                 span.end()
             note = {"replayed_at": now().isoformat(), "case": letter.key, "reason": letter.reason, "stage": letter.stage}
-            await producer.send_and_wait(settings.topic(REPLAYED), json.dumps(note).encode(), key=placed.id.encode())
+            await producer.send_and_wait(settings.topic(REPLAYED), json.dumps(note).encode(), key=placed.id.encode(),
+                                         headers=list(tracing.headers().items()))
             result.sent.append(placed)
     finally:
         await producer.stop()
