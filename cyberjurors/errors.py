@@ -65,6 +65,7 @@ OTHER_REASONS = (
     "case_never_opened",        # evidence held early_evidence_wait_s for a case_opened that never came: replayable
     "early_evidence_overflow",  # evidence for an unopened case past the holding caps: replayable once it opens
     "draft_expired",            # an incremental case never closed within intake_draft_ttl_s: not replayable
+    "case_expired",             # an outcome for a case whose verdict expired (state_retention_s): not replayable
 )
 # Kinds whose failure the same input under the same settings would meet again, so a letter carrying
 # them is not replayable; every other kind may pass by itself (a fault that clears, a sampled answer
@@ -82,7 +83,8 @@ FINAL_PRECEDENT_KINDS = frozenset({
     "model_mismatch",    # the base was built with another embedding model: fails alike until rebuilt
 })
 # unknown_case is also an outcome's reason when it came before its verdict: replayable there, so
-# the flag is decided where the letter is built (streams/dead_letters.py), not from the reason alone
+# the flag is decided where the letter is built (streams/dead_letters.py), not from the reason alone;
+# an outcome after its verdict expired is case_expired instead, final
 Reason = StrEnum("Reason", [(r, r) for r in dict.fromkeys((
     *REJECTIONS, *OTHER_REASONS, *(f"llm_{k}" for k in LLM_KINDS),
     *(f"precedents_{k}" for k in dict.fromkeys((*PRECEDENT_KINDS, *LLM_KINDS))),

@@ -73,6 +73,7 @@ TABLE: dict[tuple[str, str], bool] = {
     **{("pipeline", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
     ("outcomes", "invalid_outcome"): False,
     ("outcomes", "unknown_case"): True,  # the outcome came before its verdict
+    ("outcomes", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
     ("outcomes", "stage_failed"): True,
     **{("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
        for kind in PRECEDENT_KINDS | LLM_KINDS},
@@ -233,7 +234,7 @@ def test_replayable_reads_the_letters_flag():
 
 
 # reasons first written after the flag existed: no letter without the flag can carry them
-SINCE_THE_FLAG = {"case_never_opened", "early_evidence_overflow"}
+SINCE_THE_FLAG = {"case_never_opened", "early_evidence_overflow", "case_expired"}
 
 
 def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_rule():
@@ -428,9 +429,9 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     monkeypatch.setattr(intake, "admit", buggy_admit)
     monkeypatch.setattr(learning, "learn", failing_learn)
 
-    def outcome(case_id: str, event_id: str | None = None) -> bytes:
+    def outcome(case_id: str, event_id: str | None = None, **extra: str) -> bytes:
         return json.dumps({"type": "outcome", "case_id": case_id, "votes": {"buyer": 12, "seller": 5},
-                           **({"event_id": event_id} if event_id else {})}).encode()
+                           **({"event_id": event_id} if event_id else {}), **extra}).encode()
 
     outcomes = settings.topic("disputes.outcomes")
     sends = [Outgoing(f"llm-{k}", whole(case(f"llm-{k}")), "test") for k in sorted(LLM_KINDS)]
@@ -442,7 +443,10 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
               Outgoing("bad-ready", b"not a case file", "test", topic=settings.topic("disputes.ready")),
               Outgoing("bad-clues", b'{"case": 1}', "test", topic=settings.topic("disputes.clues")),
               Outgoing("bad-outcome", b'{"type": "outcome"}', "test", topic=outcomes),
-              Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes)]
+              Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes),
+              # decided 30 days ago with nothing kept here: its verdict expired (the marker's case is in test_app_handlers)
+              Outgoing("long-ago", outcome("long-ago", decided_at=datetime.fromtimestamp(
+                  time.time() - 30 * 86400, timezone.utc).isoformat()), "test", topic=outcomes)]
     sends += [Outgoing("big-case", whole(case("big-case", buyer_items=[
         {"id": f"b{n}", "kind": "text", "text": "t" * 9000} for n in range(3)])), "test"),
               Outgoing("huge-focus", whole(case("huge-focus")), "test")]
@@ -453,7 +457,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     expected += [("bug", "focus", "stage_failed"), ("ingest-bug", "ingest", "ingest_failed"),
                  ("judged", "ingest", "case_already_submitted"), ("bad-ready", "focus", "invalid_case_file"),
                  ("bad-clues", "round", "invalid_case_file"), ("bad-outcome", "outcomes", "invalid_outcome"),
-                 ("never-judged", "outcomes", "unknown_case")]
+                 ("never-judged", "outcomes", "unknown_case"), ("long-ago", "outcomes", "case_expired")]
     # outcomes for a judged case whose learning fails: the precedent base, a model call, a bug
     later = [Outgoing("judged", outcome("judged", f"precedent:{k}"), "test", topic=outcomes) for k in PRECEDENT_KINDS]
     later += [Outgoing("judged", outcome("judged", f"llm:{k}"), "test", topic=outcomes) for k in LLM_KINDS]
