@@ -89,7 +89,8 @@ def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
 @app.command("produce")
 def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .json, events .jsonl, or folders")],
                 settings: SettingsOption = None) -> None:
-    """Validate and send cases or events to disputes.events (key = case_id)."""
+    """Validate and send cases or events to disputes.events, outcomes ({"type": "outcome", ...}) to
+    disputes.outcomes (key = case_id)."""
     from rich.markup import escape
 
     from .streams.clients import InputError, oversize, produce, read_events
@@ -105,8 +106,12 @@ def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .js
         console.print("[red]not sent:[/] " + escape("; ".join(problems)))
         raise typer.Exit(2)
     asyncio.run(produce(config, events))
-    console.print(f"sent {len(events)} events for {len({e.case_id for e in events})} cases "
-                  f"to {config.topic('disputes.events')}")
+    outcomes = [e for e in events if e.route == "disputes.outcomes"]
+    cases = [e for e in events if e.route is None]
+    said = [f"{len(cases)} events for {len({e.case_id for e in cases})} cases to {config.topic('disputes.events')}"]
+    if outcomes:
+        said.append(f"{len(outcomes)} outcomes to {config.topic('disputes.outcomes')}")
+    console.print("sent " + " and ".join(said))
 
 
 @app.command()

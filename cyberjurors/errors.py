@@ -14,6 +14,7 @@ letter, or a party reading a verdict note, needs the cause, not the process's me
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from enum import StrEnum
 
 from pydantic import ValidationError
@@ -54,7 +55,7 @@ REJECTIONS = ("invalid_json", "invalid_event", "unknown_event_type", "missing_ca
               "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
               "case_already_submitted", "event_too_large", "case_too_large", "naive_timestamp",
               "delivered_before_ordered", "amount_out_of_range", "unknown_currency", "too_many_rounds",
-              "case_text_too_long", "round_changed")
+              "case_text_too_long", "round_changed", "duplicate_json_key", "key_mismatch")
 OTHER_REASONS = (
     "invalid_case_file",  # a pipeline topic held something that is not a case file: not replayable
     "invalid_outcome",    # an outcome event that does not parse: not replayable
@@ -100,11 +101,17 @@ def plain(text: str, limit: int = MAX_DETAIL) -> str:
     return text[:limit]
 
 
-def validation_summary(err: ValidationError, most: int = 5) -> str:
-    """``field.path: message`` for the first few problems; never the offending input itself."""
-    parts = [f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in err.errors()[:most]]
+def validation_summary(err: ValidationError, most: int = 5, tags: Collection[str] = ()) -> str:
+    """``field.path: message`` for the first few problems; never the offending input itself. A
+    path's first element in ``tags`` (a tagged union's tag, which pydantic puts first) is left out:
+    ``case.metadata.currency``, not ``case.case.metadata.currency``."""
+    parts = [f"{'.'.join(map(str, _path(e['loc'], tags))) or '(root)'}: {e['msg']}" for e in err.errors()[:most]]
     more = err.error_count() - most
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _path(loc: tuple, tags: Collection[str]) -> tuple:
+    return loc[1:] if len(loc) > 1 and loc[0] in tags else loc
 
 
 def for_people(err: BaseException, limit: int = MAX_DETAIL) -> str:

@@ -73,15 +73,15 @@ async def test_ingest_admits_once_with_the_digest_and_stores_the_bytes_it_sends(
                     parts.in_flight)
     case = text_case()
     submitted = json.dumps({"type": "case", "case": case.model_dump(mode="json")}).encode()
-    await ingest(event(submitted))
-    await ingest(event(submitted))  # the same content again: ignored
+    await ingest(event(submitted, b"c-1"))
+    await ingest(event(submitted, b"c-1"))  # the same content again: ignored
     [(key, value)] = ready.sent
     assert key == b"c-1" and parts.table["c-1/ready"] is value
     assert CaseFile.model_validate_json(value).digest == case.digest()
 
     changed = json.loads(submitted)
     changed["case"]["rounds"][0]["items"][0]["text"] = "Changed."
-    await ingest(event(json.dumps(changed).encode()))
+    await ingest(event(json.dumps(changed).encode(), b"c-1"))
     [letter] = dead(parts.dlq)
     assert (letter.stage, letter.reason, letter.replayable) == ("ingest", "case_already_submitted", False)
 

@@ -19,7 +19,8 @@ from aiokafka.structs import ConsumerRecord
 from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
 from ..media_store import StoreError, digest_of, open_store
-from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict, dispute_event, now
+from ..intake import checked_json
+from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
 from .dead_letters import RECORD_OVERHEAD
 from .kafka import REPLAYED, client_options
 
@@ -31,6 +32,8 @@ class Outgoing:
     source: str
     topic: str | None = None
     """Full topic name, when not the one ``produce`` was asked for (a dead letter's replay)."""
+    route: str | None = None
+    """A pipeline topic by its unprefixed name, when not the one ``produce`` was asked for (an outcome)."""
 
 
 class InputError(CyberJurorsError, ValueError):
@@ -68,12 +71,17 @@ def read_events(paths: Iterable[Path]) -> list[Outgoing]:
 
 
 def _event(text: str, source: str) -> Outgoing:
+    """A case, an event for disputes.events, or an outcome (``"type": "outcome"``), which goes to
+    disputes.outcomes; checked as a worker would check it, duplicate keys included."""
     try:
-        raw = json.loads(text)
+        raw = json.loads(checked_json(text.encode()))
         if isinstance(raw, dict) and "type" not in raw:
             return case_event(DisputeCase.model_validate(raw), source)
+        if isinstance(raw, dict) and raw.get("type") == "outcome":
+            outcome = OutcomeReported.model_validate_json(text)  # as the worker parses it: votes strictly
+            return Outgoing(outcome.case_id, text.strip().encode(), source, route="disputes.outcomes")
         parsed = dispute_event.validate_python(raw)
-    except ValueError as err:  # json and pydantic errors alike
+    except ValueError as err:  # json and pydantic errors alike, and intake.Rejected
         raise InputError(f"{source}: {for_people(err)}") from err
     except RecursionError as err:
         raise InputError(f"{source}: JSON nested too deeply to read") from err
@@ -97,7 +105,7 @@ async def produce(settings: Settings, events: list[Outgoing], topic: str = "disp
     await producer.start()
     try:
         for event in events:
-            await producer.send_and_wait(event.topic or settings.topic(topic), event.value,
+            await producer.send_and_wait(event.topic or settings.topic(event.route or topic), event.value,
                                          key=event.case_id.encode())
     finally:
         await producer.stop()

@@ -54,7 +54,10 @@ class Ingest:
     async def __call__(self, event: Any) -> None:
         try:
             self.check_size(event)
-            await self.take(intake.parse_event(event.value), event.message.partition, event.message)
+            parsed = intake.parse_event(event.value)
+            if problem := key_problem(event.message.key, parsed.case_id):
+                raise intake.Rejected("key_mismatch", problem)
+            await self.take(parsed, event.message.partition, event.message)
         except intake.Rejected as err:  # rejected input: it would be rejected again
             await self.letters.write(event, "ingest", err.reason, err.detail, replayable=err.replayable)
         except Exception as err:  # a bug must cost one event (kept in the DLQ to replay once fixed), not the worker
@@ -249,6 +252,20 @@ class Ingest:
             if isinstance(err, OutputTooLarge):  # refused by a broker whose limit is below max_event_bytes
                 raise intake.Rejected("case_too_large", err.detail) from err
             raise
+
+
+def key_problem(key: bytes | str | None, case_id: str) -> str | None:
+    """Why a message's Kafka key will not do, or None. The key decides the partition, and every
+    table keeps a case's state on its case id's partition (intake folding, stored stage results,
+    outcomes): a case's events under other keys would be read by other workers, so an event held
+    for a case already open elsewhere, or a case admitted twice, could follow."""
+    if key is None:
+        return f"the message has no Kafka key: key each event by its case_id ({case_id})"
+    shown = key.decode(errors="replace") if isinstance(key, bytes) else key
+    if key != (case_id.encode() if isinstance(key, bytes) else case_id):
+        return (f'the Kafka key "{shown[:80]}" is not the case_id "{case_id}": keys decide partitions, and all '
+                "of a case's events must be on its case_id's partition; send it again keyed by its case_id")
+    return None
 
 
 def expired_detail(draft: intake.Draft, settings: Settings) -> str:

@@ -8,13 +8,13 @@ One outcome at a time (the agent's concurrency is 1): guideline versions must no
 from __future__ import annotations
 
 import logging
-from datetime import timezone
 from collections.abc import MutableMapping
+from datetime import timezone
 from typing import Any
 
 from pydantic import ValidationError
 
-from .. import metrics
+from .. import intake, metrics
 from ..config import Settings
 from ..errors import for_people
 from ..llm import LLM, LLMError
@@ -23,6 +23,7 @@ from ..precedents.models import PrecedentError
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, OutcomeReported, Verdict
 from .dead_letters import DeadLetters, bug
+from .ingest import key_problem
 from .stage_hop import StageResults
 
 log = logging.getLogger("cyberjurors.streams")
@@ -43,9 +44,15 @@ class Outcomes:
 
     async def __call__(self, event: Any) -> None:
         try:
-            outcome = OutcomeReported.model_validate_json(event.value)
+            outcome = OutcomeReported.model_validate_json(intake.checked_json(event.value))
         except ValidationError as err:  # would fail the same way again
             await self.letters.write(event, "outcomes", "invalid_outcome", for_people(err), replayable=False)
+            return
+        except intake.Rejected as err:  # a foreign byte-order mark, a key twice in one object
+            await self.letters.write(event, "outcomes", "invalid_outcome", err.detail, replayable=False)
+            return
+        if problem := key_problem(event.message.key, outcome.case_id):  # its verdict is on its case_id's partition
+            await self.letters.write(event, "outcomes", "key_mismatch", problem, replayable=False)
             return
         verdict = self.results.stored(outcome.case_id, "verdict")
         case_file = self.results.stored(outcome.case_id, "ready")
