@@ -105,7 +105,8 @@ def traced(config: Settings, service: str) -> Iterator[None]:
 @app.command("produce")
 def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .json, events .jsonl, or folders")],
                 settings: SettingsOption = None) -> None:
-    """Validate and send cases or events to disputes.events (key = case_id)."""
+    """Validate and send cases or events to disputes.events, outcomes ({"type": "outcome", ...}) to
+    disputes.outcomes (key = case_id)."""
     from rich.markup import escape
 
     from .streams.clients import InputError, oversize, produce, read_events
@@ -122,8 +123,12 @@ def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .js
         raise typer.Exit(2)
     with traced(config, "cyberjurors-producer"):
         asyncio.run(produce(config, events))
-    console.print(f"sent {len(events)} events for {len({e.case_id for e in events})} cases "
-                  f"to {config.topic('disputes.events')}")
+    outcomes = [e for e in events if e.route == "disputes.outcomes"]
+    cases = [e for e in events if e.route is None]
+    said = [f"{len(cases)} events for {len({e.case_id for e in cases})} cases to {config.topic('disputes.events')}"]
+    if outcomes:
+        said.append(f"{len(outcomes)} outcomes to {config.topic('disputes.outcomes')}")
+    console.print("sent " + " and ".join(said))
 
 
 @app.command()
@@ -173,6 +178,8 @@ def shown(text: str, limit: int = 80) -> str:
 
 @app.command()
 def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable letters back, each once")] = False,
+        again: Annotated[bool, typer.Option(help="with --replay: also send letters whose original failed again "
+                                                 "after an earlier replay (once the cause is fixed)")] = False,
         reason: Annotated[Optional[str], typer.Option(help="only letters with this reason")] = None,
         stage: Annotated[Optional[str], typer.Option(help="only letters from this stage (round = every round-N)")] = None,
         case: Annotated[Optional[str], typer.Option(help="only letters for this case_id")] = None,
@@ -182,30 +189,38 @@ def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable 
     """List dead letters; with --replay, resend the replayable ones not replayed before.
 
     What was replayed is recorded in disputes.dlq-replayed, so a second --replay, from any machine,
-    does not send a letter again; a replay that fails again writes a new letter, replayable once."""
+    does not send a letter again. A replay that fails again writes a new letter with the same
+    original: --replay holds it back ("failed again"); --replay --again sends it, once."""
     from rich.markup import escape
 
-    from .streams.clients import LetterFilter, placed_letters, replayable, replayed
+    from .streams.clients import LetterFilter, placed_letters, replay_state, replayed, replayed_originals
     from .streams.clients import replay as resend
 
+    if again and not replay:
+        console.print("[red]--again goes with --replay[/]")
+        raise typer.Exit(2)
     config = load_settings(settings)
     chosen = LetterFilter(since=_when(since), until=_when(until), reason=reason, stage=stage, case=case)
     letters = [x for x in asyncio.run(placed_letters(config)) if chosen(x.letter)]
     done = asyncio.run(replayed(config))
+    originals = replayed_originals(done)
+    marks = {"final": "[dim]final[/]", "replayed": "[dim]replayed[/]", "replayable": "[green]replayable[/]",
+             "failed_again": "[yellow]failed again after a replay[/]"}
     for x in letters:
-        mark = ("[dim]replayed[/]" if x.id in done else "[green]replayable[/]") if replayable(x.letter) else "[dim]final[/]"
+        mark = marks[replay_state(x, done, originals)]
         kept = "" if x.letter.original_ref is None else f" (original {x.letter.original_ref[:12]}… in the media store)"
         console.print(f"{x.letter.failed_at:%Y-%m-%d %H:%M:%S} {escape(shown(x.letter.key or '-'))} {x.letter.stage} "
                       f"{x.letter.reason} {mark}: {escape(shown(x.letter.detail, 200))}{kept}")
     console.print(f"{len(letters)} dead letters")
     if replay:
         with traced(config, "cyberjurors-dlq"):
-            result = asyncio.run(resend(config, letters))
+            result = asyncio.run(resend(config, letters, again=again))
         for x, why in result.failed:
             console.print(f"[red]not replayed[/] {escape(shown(x.letter.key or '-'))} ({x.id}): {escape(why)}")
-        final = len(letters) - len(result.sent) - len(result.already) - len(result.failed)
-        console.print(f"replayed {len(result.sent)}; {len(result.already)} replayed before; {final} would fail the "
-                      f"same way; {len(result.failed)} could not be read")
+        final = len(letters) - len(result.sent) - len(result.already) - len(result.failed) - len(result.failed_again)
+        held = f"; {len(result.failed_again)} failed again after a replay (--again sends them)" if result.failed_again else ""
+        console.print(f"replayed {len(result.sent)}; {len(result.already)} replayed before{held}; {final} would fail "
+                      f"the same way; {len(result.failed)} could not be read")
 
 
 @app.command()

@@ -14,6 +14,7 @@ letter, or a party reading a verdict note, needs the cause, not the process's me
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from enum import StrEnum
 
 from pydantic import ValidationError
@@ -54,7 +55,7 @@ REJECTIONS = ("invalid_json", "invalid_event", "unknown_event_type", "missing_ca
               "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
               "case_already_submitted", "event_too_large", "case_too_large", "naive_timestamp",
               "delivered_before_ordered", "amount_out_of_range", "unknown_currency", "too_many_rounds",
-              "case_text_too_long", "round_changed")
+              "case_text_too_long", "round_changed", "duplicate_json_key", "key_mismatch")
 OTHER_REASONS = (
     "invalid_case_file",  # a pipeline topic held something that is not a case file: not replayable
     "invalid_outcome",    # an outcome event that does not parse: not replayable
@@ -65,6 +66,7 @@ OTHER_REASONS = (
     "case_never_opened",        # evidence held early_evidence_wait_s for a case_opened that never came: replayable
     "early_evidence_overflow",  # evidence for an unopened case past the holding caps: replayable once it opens
     "draft_expired",            # an incremental case never closed within intake_draft_ttl_s: not replayable
+    "case_expired",             # an outcome for a case whose verdict expired (state_retention_s): not replayable
 )
 # Kinds whose failure the same input under the same settings would meet again, so a letter carrying
 # them is not replayable; every other kind may pass by itself (a fault that clears, a sampled answer
@@ -82,7 +84,8 @@ FINAL_PRECEDENT_KINDS = frozenset({
     "model_mismatch",    # the base was built with another embedding model: fails alike until rebuilt
 })
 # unknown_case is also an outcome's reason when it came before its verdict: replayable there, so
-# the flag is decided where the letter is built (streams/dead_letters.py), not from the reason alone
+# the flag is decided where the letter is built (streams/dead_letters.py), not from the reason alone;
+# an outcome after its verdict expired is case_expired instead, final
 Reason = StrEnum("Reason", [(r, r) for r in dict.fromkeys((
     *REJECTIONS, *OTHER_REASONS, *(f"llm_{k}" for k in LLM_KINDS),
     *(f"precedents_{k}" for k in dict.fromkeys((*PRECEDENT_KINDS, *LLM_KINDS))),
@@ -98,11 +101,17 @@ def plain(text: str, limit: int = MAX_DETAIL) -> str:
     return text[:limit]
 
 
-def validation_summary(err: ValidationError, most: int = 5) -> str:
-    """``field.path: message`` for the first few problems; never the offending input itself."""
-    parts = [f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in err.errors()[:most]]
+def validation_summary(err: ValidationError, most: int = 5, tags: Collection[str] = ()) -> str:
+    """``field.path: message`` for the first few problems; never the offending input itself. A
+    path's first element in ``tags`` (a tagged union's tag, which pydantic puts first) is left out:
+    ``case.metadata.currency``, not ``case.case.metadata.currency``."""
+    parts = [f"{'.'.join(map(str, _path(e['loc'], tags))) or '(root)'}: {e['msg']}" for e in err.errors()[:most]]
     more = err.error_count() - most
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _path(loc: tuple, tags: Collection[str]) -> tuple:
+    return loc[1:] if len(loc) > 1 and loc[0] in tags else loc
 
 
 def for_people(err: BaseException, limit: int = MAX_DETAIL) -> str:

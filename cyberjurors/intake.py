@@ -7,6 +7,9 @@ short machine-readable reason (one of ``errors.REJECTIONS``); the ingest handler
 
 from __future__ import annotations
 
+import codecs
+import json
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .config import Settings
@@ -60,7 +63,7 @@ def _reason(err: ValidationError) -> str:
             return "invalid_json"
         if e["type"] in _TYPE_REASONS:
             return _TYPE_REASONS[e["type"]]
-        if loc and loc[-1] == "currency":  # "eur", "EURO": not a code at all
+        if loc and loc[-1] == "currency" and e["type"] != "missing":  # "eur", "EURO": not a code at all
             return "unknown_currency"
         if loc and loc[-1] == "order_amount" and e["type"] in _AMOUNT_BOUNDS:
             return "amount_out_of_range"
@@ -76,14 +79,59 @@ def _reason(err: ValidationError) -> str:
 
 
 def parse_event(raw: bytes) -> DisputeEvent:
+    raw = checked_json(raw)
     try:
         return dispute_event.validate_json(raw)
     except ValidationError as err:
         raise Rejected(_reason(err), _summary(err)) from err
 
 
+# the events' tags, which pydantic puts first in an error's path ("case.case.metadata" otherwise)
+_TAGS = frozenset(m.model_fields["type"].default for m in (CaseSubmitted, CaseOpened, EvidenceSubmitted, EvidenceClosed))
+_FOREIGN_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+                 (codecs.BOM_UTF16_BE, "UTF-16"))  # UTF-32 LE first: it begins with UTF-16 LE's
+
+
 def _summary(err: ValidationError) -> str:
-    return validation_summary(err)
+    return validation_summary(err, tags=_TAGS)
+
+
+class _DuplicateKey(CyberJurorsError):
+    """Raised out of json's object_pairs_hook, to stop at the first key seen twice."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> None:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen.add(key)
+    # the values are not wanted: only the check
+
+
+def checked_json(raw: bytes) -> bytes:
+    """The JSON bytes an event or outcome is read from: a UTF-8 byte-order mark some editors write
+    is taken off (``cyberjurors produce`` reads files the same way); a UTF-16 or UTF-32 one is
+    refused in words, and so is an object with the same key twice (JSON readers differ on which one
+    counts, so the platform and the jury could read different cases). Anything else wrong is left
+    to the schema's own parse, which says what."""
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
+    for bom, name in _FOREIGN_BOMS:
+        if raw.startswith(bom):
+            raise Rejected("invalid_json", f"the message starts with a {name} byte-order mark: events are UTF-8 JSON")
+    try:
+        json.loads(raw, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        raise Rejected("duplicate_json_key", f'the key "{dup.key[:60]}" appears twice in one JSON object; '
+                                             "readers differ on which one counts") from None
+    except (ValueError, RecursionError):
+        pass  # not JSON, or nested too deeply: the schema's parse says so in its words
+    return raw
 
 
 def check_size(rounds: list[EvidenceRound], settings: Settings) -> None:

@@ -12,10 +12,11 @@ import asyncio
 import base64
 import binascii
 import bisect
+import contextlib
 import functools
 import hashlib
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,12 +246,24 @@ def _to_jpeg(image: Image.Image, max_side: int, label: str = "") -> ImagePart:
 
 
 def _image_part(data: bytes, media_type: str, settings: Settings, label: str) -> ImagePart:
-    try:
-        with Image.open(io.BytesIO(data)) as probe:  # lazy: reads the header only
-            _check_image_size(probe.size, settings)
-            probe.verify()  # catches truncation that a lazy open would not
+    with _image_errors(media_type):
+        _image_header(io.BytesIO(data), settings)
         with Image.open(io.BytesIO(data)) as image:
-            return _to_jpeg(image, settings.max_image_side, label)
+            part = _to_jpeg(image, settings.max_image_side, label)
+    return part
+
+
+def _image_header(source: Path | io.BytesIO, settings: Settings) -> None:
+    with Image.open(source) as probe:  # lazy: reads the header only
+        _check_image_size(probe.size, settings)
+        probe.verify()  # walks the chunks without inflating them: catches truncation a lazy open would not
+
+
+@contextlib.contextmanager
+def _image_errors(media_type: str) -> Iterator[None]:
+    """What Pillow raises on hostile bytes, as MediaUnreadable reasons."""
+    try:
+        yield
     except MediaUnreadable:
         raise
     except Image.DecompressionBombError as err:  # beyond Pillow's own limit, refused in Image.open
@@ -301,27 +314,78 @@ _PROBE_WITHOUT_DECODING = [{"skip_frame": "all"}] * 16
 
 def _sample_video(source: io.RawIOBase | io.BufferedIOBase, wanted: int, settings: Settings,
                   label: str) -> list[Frame]:
+    with _video_errors(), av.open(source, stream_options=_PROBE_WITHOUT_DECODING) as container:
+        stream = _video_stream(container, settings)
+        line = _timeline(container, stream, settings)
+        if not line.pts:
+            raise MediaUnreadable("no_frames", "the video has no decodable frames")
+        k = min(wanted, len(line.pts))
+        picks = sorted({round(i * (len(line.pts) - 1) / (k - 1)) for i in range(k)} if k > 1 else {0})
+        frames = _grab(container, stream, line, picks, settings, label)
+    if not frames:
+        raise MediaUnreadable("no_frames", "none of the video's frames could be decoded")
+    return frames
+
+
+def _video_stream(container: av.container.InputContainer, settings: Settings) -> av.VideoStream:
+    """The first video stream, its header checked against the caps (nothing decoded)."""
+    if not container.streams.video:
+        raise MediaUnreadable("no_frames", "the file holds no video stream")
+    stream = container.streams.video[0]
+    _check_video_header(container, stream, settings)
+    return stream
+
+
+@contextlib.contextmanager
+def _video_errors() -> Iterator[None]:
+    """What PyAV raises on hostile bytes, as MediaUnreadable reasons."""
     try:
-        with av.open(source, stream_options=_PROBE_WITHOUT_DECODING) as container:
-            if not container.streams.video:
-                raise MediaUnreadable("no_frames", "the file holds no video stream")
-            stream = container.streams.video[0]
-            _check_video_header(container, stream, settings)
-            line = _timeline(container, stream, settings)
-            if not line.pts:
-                raise MediaUnreadable("no_frames", "the video has no decodable frames")
-            k = min(wanted, len(line.pts))
-            picks = sorted({round(i * (len(line.pts) - 1) / (k - 1)) for i in range(k)} if k > 1 else {0})
-            frames = _grab(container, stream, line, picks, settings, label)
+        yield
     except MediaUnreadable:
         raise
     except av.FFmpegError as err:  # FFmpeg's own words, without its error number and PyAV's '<none>' file name
         raise MediaUnreadable("corrupt_video", f"cannot decode the video: {err.strerror or for_people(err)}") from err
     except ValueError as err:  # PyAV: a container without stream headers (MPEG-TS/PS), where the probe would decode
         raise MediaUnreadable("corrupt_video", f"not a supported video container: {for_people(err)}") from err
-    if not frames:
-        raise MediaUnreadable("no_frames", "none of the video's frames could be decoded")
-    return frames
+
+
+def _video_header(source: Path | io.BytesIO, settings: Settings) -> None:
+    with _video_errors(), av.open(str(source) if isinstance(source, Path) else source,
+                                  stream_options=_PROBE_WITHOUT_DECODING) as container:
+        _video_stream(container, settings)
+
+
+async def check_header(ref: MediaRef, settings: Settings) -> None:
+    """An item the jury may never look at, checked as cheaply as it can be: its size, and the
+    image's or video's header against the caps (a bomb, a corrupt file), nothing decoded. A file
+    under ``media_root`` is opened where it lies; a stored object (inline media moved at ingest, at
+    most ``max_inline_bytes``) is read from the store. A URL is never fetched for this: it passes
+    unchecked. Raises MediaUnreadable as reading the item would."""
+    if ref.url is not None:
+        return
+    if ref.path is not None:
+        try:
+            source: Path | io.BytesIO = _resolve(ref.path, settings)
+            size = source.stat().st_size
+        except MediaRejected as err:
+            raise MediaUnreadable(err.reason, err.detail) from err
+        except OSError as err:
+            raise MediaUnreadable("missing_file", f"{ref.path}: {err.strerror}") from err
+        if size > settings.max_media_bytes:
+            raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
+    else:
+        data = await _read(ref, settings)
+        size, source = len(data), io.BytesIO(data)
+    if ref.media_type in SUPPORTED_IMAGE_TYPES:
+        def check() -> None:
+            with _image_errors(ref.media_type):
+                _image_header(source, settings)
+    elif not size:
+        raise MediaUnreadable("no_frames", "the video file is empty")
+    else:
+        def check() -> None:
+            _video_header(source, settings)
+    await _decode(settings, check)
 
 
 def _check_video_size(width: int, height: int, settings: Settings) -> None:

@@ -24,6 +24,7 @@ from cyberjurors.llm import LLMError
 from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, Verdict
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.ingest import Ingest
+from cyberjurors.streams.outcomes import Outcomes
 from cyberjurors.streams.stage_hop import StageHop, StageResults
 from cyberjurors.streams.verdicts import Verdicts
 
@@ -74,15 +75,15 @@ async def test_ingest_admits_once_with_the_digest_and_stores_the_bytes_it_sends(
                     parts.in_flight)
     case = text_case()
     submitted = json.dumps({"type": "case", "case": case.model_dump(mode="json")}).encode()
-    await ingest(event(submitted))
-    await ingest(event(submitted))  # the same content again: ignored
+    await ingest(event(submitted, b"c-1"))
+    await ingest(event(submitted, b"c-1"))  # the same content again: ignored
     [(key, value)] = ready.sent
     assert key == b"c-1" and parts.table["c-1/ready"] is value
     assert CaseFile.model_validate_json(value).digest == case.digest()
 
     changed = json.loads(submitted)
     changed["case"]["rounds"][0]["items"][0]["text"] = "Changed."
-    await ingest(event(json.dumps(changed).encode()))
+    await ingest(event(json.dumps(changed).encode(), b"c-1"))
     [letter] = dead(parts.dlq)
     assert (letter.stage, letter.reason, letter.replayable) == ("ingest", "case_already_submitted", False)
 
@@ -151,3 +152,48 @@ async def test_the_verdict_is_decided_once_and_its_id_is_the_one_the_case_conten
     verdict = Verdict.model_validate_json(out.sent[0][1])
     old_id = str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.case.digest()}"))
     assert verdict.verdict_id == verdict_id(case_file) == old_id
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_verdict_is_replayable():
+    """The verdict leaves a marker when it expires: an outcome then is case_expired (no replay can
+    bring the verdict back), while one for a case not decided yet stays unknown_case, replayable. An
+    outcome decided longer than the retention ago for a case with nothing kept is case_expired too;
+    the marker itself goes one retention later."""
+    clock = Clock()
+    table, times = {}, {}
+    results = StageResults(table, times, retention_s=100, clock=clock)
+    dlq = Topic()
+    outcomes = Outcomes(Settings(llm_backend="offline", state_retention_s=100), OfflineLLM(),
+                        SimpleNamespace(enabled=False), results, {}, metrics.Drift(), DeadLetters(dlq, metrics.CasesInFlight()))
+    for stage in ("ready", "verdict"):
+        await results.hand_on("decided", stage, b"{}", Topic())
+    await results.hand_on("in-flight", "ready", b"{}", Topic())
+
+    def outcome(case_id: str, decided_at: str | None = None) -> SimpleNamespace:
+        raw = {"type": "outcome", "case_id": case_id, "votes": {"buyer": 12, "seller": 5}}
+        return event(json.dumps(raw | ({"decided_at": decided_at} if decided_at else {})).encode(), case_id.encode())
+
+    clock.now += 101
+    assert await results.expire() == 2
+    assert set(table) == {"decided/expired"} and set(times) == {"decided"}  # in-flight kept no verdict: gone whole
+    await outcomes(outcome("decided"))
+    await outcomes(outcome("in-flight"))
+    await outcomes(outcome("never-seen"))
+    await outcomes(outcome("never-seen", decided_at="2020-01-01T00:00:00Z"))  # decided long before the retention
+    letters = dead(dlq)
+    assert [(d.key, d.reason, d.replayable) for d in letters] == [
+        ("decided", "case_expired", False), ("in-flight", "unknown_case", True),
+        ("never-seen", "unknown_case", True), ("never-seen", "case_expired", False)]
+    assert "its verdict has expired (state_retention_s=100)" in letters[0].detail
+    assert "decided at 2020-01-01 00:00 UTC" in letters[3].detail
+
+    clock.now += 101  # one retention later the marker goes too: nothing is left of the case
+    assert await results.expire() == 1 and table == {} and times == {}

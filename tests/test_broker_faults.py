@@ -12,7 +12,7 @@ import json
 import signal
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from cyberjurors.streams.worker import (
     BrokerWatch,
     broker_view,
     lost_state,
+    went_back,
 )
 from cyberjurors.streams.worker_process import WorkerProcess
 
@@ -41,15 +42,16 @@ WAIT_S = 180  # a bound on each wait, never a measurement
 
 
 class Broker:
-    """An embedded broker of this test's own, on a fixed port, that the test stops and starts again."""
+    """An embedded broker of this test's own, on a fixed port, that the test stops and starts again;
+    with ``cluster_id``, under that id on every start (as a Tansu started by hand keeps its own)."""
 
-    def __init__(self, log: Path) -> None:
-        self.port, self.log = free_port(), log
+    def __init__(self, log: Path, cluster_id: str | None = None) -> None:
+        self.port, self.log, self.cluster_id = free_port(), log, cluster_id
         self.process: subprocess.Popen | None = None
         self.bootstrap = ""
 
     def start(self) -> "Broker":
-        self.process, self.bootstrap = start_broker(self.port, log=self.log)
+        self.process, self.bootstrap = start_broker(self.port, log=self.log, cluster_id=self.cluster_id)
         return self
 
     def stop(self) -> None:
@@ -114,50 +116,50 @@ async def restart(broker: Broker) -> None:
     await asyncio.to_thread(broker.start)
 
 
-async def test_a_broker_restart_ends_the_worker_and_the_worker_started_again_judges(
-        fault_settings: Settings, own_broker: Broker, tmp_path: Path):
+@pytest.fixture
+async def serving(fault_settings: Settings, tmp_path: Path) -> AsyncIterator[WorkerProcess]:
+    """A worker on the test's own broker, ready and with one case judged: what each fault hits."""
     await ensure_topics(fault_settings)
     with running(WorkerProcess(fault_settings, tmp_path / "worker.log")) as worker:
         assert await asyncio.to_thread(worker.wait_for, READY), log_of(worker)[-3000:]
         await judged(fault_settings)
-        await restart(own_broker)
-        code = await asyncio.to_thread(exit_code, worker)
-        assert code == EXIT_BROKER_LOST, f"exit code {code}:\n{log_of(worker)[-3000:]}"
-        assert "broker lost: the broker answers as cluster" in log_of(worker)
+        yield worker
 
-        worker.start()  # what its supervisor does
-        assert await asyncio.to_thread(worker.wait_for, READY), log_of(worker)[-3000:]
-        await judged(fault_settings)
+
+async def test_a_broker_restart_ends_the_worker_and_the_worker_started_again_judges(
+        fault_settings: Settings, own_broker: Broker, serving: WorkerProcess):
+    await restart(own_broker)
+    code = await asyncio.to_thread(exit_code, serving)
+    assert code == EXIT_BROKER_LOST, f"exit code {code}:\n{log_of(serving)[-3000:]}"
+    assert "broker lost: the broker answers as cluster" in log_of(serving)
+
+    serving.start()  # what its supervisor does
+    assert await asyncio.to_thread(serving.wait_for, READY), log_of(serving)[-3000:]
+    await judged(fault_settings)
 
 
 async def test_a_fresh_worker_started_beside_the_stale_one_becomes_ready_and_judges(
-        fault_settings: Settings, own_broker: Broker, tmp_path: Path):
-    await ensure_topics(fault_settings)
-    with running(WorkerProcess(fault_settings, tmp_path / "stale.log")) as stale:
-        assert await asyncio.to_thread(stale.wait_for, READY), log_of(stale)[-3000:]
+        fault_settings: Settings, own_broker: Broker, serving: WorkerProcess, tmp_path: Path):
+    stale = serving
+    await restart(own_broker)
+    with running(WorkerProcess(fault_settings, tmp_path / "fresh.log")) as fresh:
+        assert await asyncio.to_thread(fresh.wait_for, READY), log_of(fresh)[-3000:]
         await judged(fault_settings)
-        await restart(own_broker)
-        with running(WorkerProcess(fault_settings, tmp_path / "fresh.log")) as fresh:
-            assert await asyncio.to_thread(fresh.wait_for, READY), log_of(fresh)[-3000:]
-            await judged(fault_settings)
-            assert fresh.alive()
-        assert await asyncio.to_thread(exit_code, stale) == EXIT_BROKER_LOST, log_of(stale)[-3000:]
+        assert fresh.alive()
+    assert await asyncio.to_thread(exit_code, stale) == EXIT_BROKER_LOST, log_of(stale)[-3000:]
 
 
 async def test_sigterm_ends_a_worker_whose_broker_is_dead_within_the_stop_deadline(
-        fault_settings: Settings, own_broker: Broker, tmp_path: Path):
-    await ensure_topics(fault_settings)
-    with running(WorkerProcess(fault_settings, tmp_path / "worker.log")) as worker:
-        assert await asyncio.to_thread(worker.wait_for, READY), log_of(worker)[-3000:]
-        await judged(fault_settings)
-        own_broker.stop()
-        assert await asyncio.to_thread(worker.wait_for, "Unable connect to node", timeout_s=60)
-        worker.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-        # the bound the feature promises: the deadline plus room for a loaded machine
-        code = await asyncio.to_thread(exit_code, worker, fault_settings.stop_deadline_s + 25)
-        assert code is not None, "still running long after the stop deadline"
-        assert code == EXIT_STOP_DEADLINE, f"exit code {code}:\n{log_of(worker)[-3000:]}"
-        assert "after SIGTERM (stop_deadline_s)" in log_of(worker)
+        fault_settings: Settings, own_broker: Broker, serving: WorkerProcess):
+    worker = serving
+    own_broker.stop()
+    assert await asyncio.to_thread(worker.wait_for, "Unable connect to node", timeout_s=60)
+    worker.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+    # the bound the feature promises: the deadline plus room for a loaded machine
+    code = await asyncio.to_thread(exit_code, worker, fault_settings.stop_deadline_s + 25)
+    assert code is not None, "still running long after the stop deadline"
+    assert code == EXIT_STOP_DEADLINE, f"exit code {code}:\n{log_of(worker)[-3000:]}"
+    assert "after SIGTERM (stop_deadline_s)" in log_of(worker)
 
 
 # --- the watch's rules, against the real broker ---------------------------------------------------
@@ -189,3 +191,33 @@ async def test_the_watch_gives_an_unreachable_broker_broker_loss_exit_s(fault_se
     now[0] += 1.0
     reason = await watch.check()
     assert reason is not None and "has not answered for 30s" in reason
+
+
+async def test_the_watch_tells_a_restart_under_the_same_cluster_id_by_end_offsets_that_went_back(
+        settings: Settings, tmp_path: Path):
+    """A Tansu started by hand keeps its cluster id, and its topics may be created again (by
+    ``cyberjurors topics``, a starting worker) before the watch sees them gone: only the partitions'
+    end offsets, now below what they were, tell that the broker lost its log."""
+    broker = Broker(tmp_path / "tansu.log", cluster_id="tansu_cluster").start()
+    try:
+        s = settings.model_copy(update={"kafka_bootstrap_servers": broker.bootstrap})
+        await ensure_topics(s)
+        cases = [a_case()[1] for _ in range(6)]  # spread over both partitions of disputes.events
+        await produce(s, cases[:3])
+        watch = BrokerWatch(s, await broker_view(s, timeout_s=30))
+        assert sum(watch.ends.values()) > 0
+        await produce(s, cases[3:])
+        assert await watch.check() is None  # offsets that grow are what a broker does
+        grown = dict(watch.ends)
+        assert sum(grown.values()) > sum(watch.baseline.ends.values())
+
+        await restart(broker)
+        await ensure_topics(s)  # the same topics, the same partition counts, empty
+        await produce(s, cases[:1])
+        seen = await broker_view(s, timeout_s=30)
+        assert seen.cluster_id == watch.baseline.cluster_id and lost_state(seen, watch.baseline) is None
+        reason = await watch.check()
+        assert reason is not None and "below the" in reason and "the broker lost its log" in reason, reason
+        assert went_back(grown, grown) is None  # the control: the same offsets are no loss
+    finally:
+        broker.stop()

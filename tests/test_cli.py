@@ -146,3 +146,25 @@ def test_invalid_settings_are_reported_in_one_line_for_people(settings):
     result = cli(settings, "topics", CYBERJURORS_MAX_EVENT_BYTES="20000", CYBERJURORS_MAX_CASE_BYTES="30000")
     assert result.returncode == 2 and "invalid settings" in result.stdout and "max_case_bytes" in result.stdout
     assert "errors.pydantic.dev" not in result.stdout and "Traceback" not in result.stdout + result.stderr
+
+
+async def test_produce_sends_an_outcome_to_disputes_outcomes_and_refuses_a_key_given_twice(settings, tmp_path):
+    from cyberjurors.streams.kafka import ensure_topics
+
+    from .conftest import read_topic
+
+    await ensure_topics(settings)
+    outcome = tmp_path / "outcome.json"
+    outcome.write_text(json.dumps({"type": "outcome", "case_id": "c-7", "votes": {"buyer": 12, "seller": 5}}))
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"type": "outcome", "case_id": "c-7", "case_id": "c-8", "votes": {"buyer": 12, "seller": 5}}')
+    refused = cli(settings, "produce", str(twice))
+    assert refused.returncode == 2 and "appears twice" in refused.stdout, refused.stdout + refused.stderr
+    strings = tmp_path / "strings.json"  # votes as strings: the worker parses outcomes strictly, so does produce
+    strings.write_text(json.dumps({"type": "outcome", "case_id": "c-7", "votes": {"buyer": "12", "seller": "5"}}))
+    assert cli(settings, "produce", str(strings)).returncode == 2
+    sent = cli(settings, "produce", str(outcome), str(next((EXAMPLES / "cases").glob("*.json"))))
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert "1 outcomes to" in " ".join(sent.stdout.split())
+    assert await read_topic(settings, "disputes.outcomes", until=1, timeout_s=20) == [("c-7", outcome.read_bytes())]
+    assert len(await read_topic(settings, "disputes.events", until=2, timeout_s=5)) == 1

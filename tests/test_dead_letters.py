@@ -58,7 +58,8 @@ TABLE: dict[tuple[str, str], bool] = {
         "inline_too_large", "path_outside_media_root", "url_not_allowed", "bad_base64", "invalid_case",
         "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
         "case_already_submitted", "naive_timestamp", "delivered_before_ordered", "amount_out_of_range",
-        "unknown_currency", "too_many_rounds", "case_text_too_long", "round_changed", "draft_expired")},
+        "unknown_currency", "too_many_rounds", "case_text_too_long", "round_changed", "draft_expired",
+        "duplicate_json_key", "key_mismatch")},
     ("ingest", "case_never_opened"): True,  # held evidence whose case never opened: replay once it is open
     ("ingest", "early_evidence_overflow"): True,  # likewise, past the holding caps
     ("ingest", "ingest_failed"): True,  # a bug, like stage_failed: kept to be replayed once it is fixed
@@ -72,7 +73,9 @@ TABLE: dict[tuple[str, str], bool] = {
     # unsupported_task) is final; the others may pass by themselves
     **{("pipeline", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
     ("outcomes", "invalid_outcome"): False,
+    ("outcomes", "key_mismatch"): False,  # keyed other than by its case_id: it would land on the wrong partition again
     ("outcomes", "unknown_case"): True,  # the outcome came before its verdict
+    ("outcomes", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
     ("outcomes", "stage_failed"): True,
     **{("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
        for kind in PRECEDENT_KINDS | LLM_KINDS},
@@ -233,7 +236,7 @@ def test_replayable_reads_the_letters_flag():
 
 
 # reasons first written after the flag existed: no letter without the flag can carry them
-SINCE_THE_FLAG = {"case_never_opened", "early_evidence_overflow"}
+SINCE_THE_FLAG = {"case_never_opened", "early_evidence_overflow", "case_expired", "key_mismatch"}
 
 
 def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_rule():
@@ -325,13 +328,14 @@ INTAKE = {  # reason -> the events that end in it
     "case_text_too_long": [whole(case(buyer_items=[{"id": f"b{n}", "kind": "text", "text": "t" * 1000}
                                                    for n in range(61)]))],
     "round_changed": [opened(), evidence(), evidence(item="b2")],
+    "duplicate_json_key": [b'{"type": "evidence_closed", "case_id": "c-1", "case_id": "c-2"}'],
 }
 # decided by the ingest agent: driven below, and the held and expired ones (HELD) by the real ingest
 # handler with a clock the test moves, in tests/test_intake_holding.py, flags included
 HELD = {"case_never_opened", "early_evidence_overflow", "draft_expired"}
 APP_INGEST = {"case_already_submitted", "ingest_failed", *HELD}
 
-APP_INGEST |= {"event_too_large", "case_too_large"}  # the ingest agent's size checks: driven below
+APP_INGEST |= {"event_too_large", "case_too_large", "key_mismatch"}  # the ingest agent's own checks: driven below
 
 
 @pytest.mark.parametrize("reason", sorted(INTAKE))
@@ -428,9 +432,9 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     monkeypatch.setattr(intake, "admit", buggy_admit)
     monkeypatch.setattr(learning, "learn", failing_learn)
 
-    def outcome(case_id: str, event_id: str | None = None) -> bytes:
+    def outcome(case_id: str, event_id: str | None = None, **extra: str) -> bytes:
         return json.dumps({"type": "outcome", "case_id": case_id, "votes": {"buyer": 12, "seller": 5},
-                           **({"event_id": event_id} if event_id else {})}).encode()
+                           **({"event_id": event_id} if event_id else {}), **extra}).encode()
 
     outcomes = settings.topic("disputes.outcomes")
     sends = [Outgoing(f"llm-{k}", whole(case(f"llm-{k}")), "test") for k in sorted(LLM_KINDS)]
@@ -442,7 +446,12 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
               Outgoing("bad-ready", b"not a case file", "test", topic=settings.topic("disputes.ready")),
               Outgoing("bad-clues", b'{"case": 1}', "test", topic=settings.topic("disputes.clues")),
               Outgoing("bad-outcome", b'{"type": "outcome"}', "test", topic=outcomes),
-              Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes)]
+              Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes),
+              Outgoing("not-the-id", whole(case("the-id")), "test"),  # keyed other than by its case_id
+              Outgoing("not-judged", outcome("judged"), "test", topic=outcomes),
+              # decided 30 days ago with nothing kept here: its verdict expired (the marker's case is in test_app_handlers)
+              Outgoing("long-ago", outcome("long-ago", decided_at=datetime.fromtimestamp(
+                  time.time() - 30 * 86400, timezone.utc).isoformat()), "test", topic=outcomes)]
     sends += [Outgoing("big-case", whole(case("big-case", buyer_items=[
         {"id": f"b{n}", "kind": "text", "text": "t" * 9000} for n in range(3)])), "test"),
               Outgoing("huge-focus", whole(case("huge-focus")), "test")]
@@ -453,7 +462,8 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     expected += [("bug", "focus", "stage_failed"), ("ingest-bug", "ingest", "ingest_failed"),
                  ("judged", "ingest", "case_already_submitted"), ("bad-ready", "focus", "invalid_case_file"),
                  ("bad-clues", "round", "invalid_case_file"), ("bad-outcome", "outcomes", "invalid_outcome"),
-                 ("never-judged", "outcomes", "unknown_case")]
+                 ("never-judged", "outcomes", "unknown_case"), ("long-ago", "outcomes", "case_expired"),
+                 ("not-the-id", "ingest", "key_mismatch"), ("not-judged", "outcomes", "key_mismatch")]
     # outcomes for a judged case whose learning fails: the precedent base, a model call, a bug
     later = [Outgoing("judged", outcome("judged", f"precedent:{k}"), "test", topic=outcomes) for k in PRECEDENT_KINDS]
     later += [Outgoing("judged", outcome("judged", f"llm:{k}"), "test", topic=outcomes) for k in LLM_KINDS]

@@ -1,7 +1,8 @@
 """``dlq --replay`` on the embedded broker: each replayable letter is sent back once (the record in
 disputes.dlq-replayed is read by any later replay, from any machine), final letters never, an
-original kept in the media store is sent from there, and the filters pick by time, reason, stage
-and case.
+original kept in the media store is sent from there, a replay that fails again is not sent again
+by the next ``--replay`` (only with ``--again``), and the filters pick by time, reason, stage and
+case.
 """
 
 from __future__ import annotations
@@ -9,12 +10,26 @@ from __future__ import annotations
 import base64
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.backends.scripted import ScriptedLLM
+from cyberjurors.llm import LLMError
 from cyberjurors.media_store import LocalMediaStore
 from cyberjurors.schemas import DeadLetter
-from cyberjurors.streams.clients import LetterFilter, Outgoing, placed_letters, produce, replay, replayed
+from cyberjurors.streams.app import create_app
+from cyberjurors.streams.clients import (
+    LetterFilter,
+    Outgoing,
+    placed_letters,
+    produce,
+    read_events,
+    replay,
+    replayed,
+)
 from cyberjurors.streams.kafka import ensure_topics
 
-from .conftest import read_topic
+from .conftest import EXAMPLES, read_topic, running_app
 from .test_cli import cli
 
 T0 = datetime(2026, 11, 1, 12, tzinfo=timezone.utc)
@@ -87,3 +102,66 @@ async def test_the_command_replays_the_chosen_letters_once(settings):
     assert "replayed 1; 1 replayed before" in second.stdout
     sent = await read_topic(settings, "disputes.events", until=3, timeout_s=5)
     assert sorted(sent) == [("a", b"original-a"), ("b", b"original-b")]
+
+
+@pytest.mark.integration
+async def test_a_replay_that_fails_again_is_not_resent_by_the_next_replay_unless_asked(settings):
+    """The provider keeps failing: the first replay's failure writes a new letter with the same
+    original; the next --replay holds it back, --again sends it (once), and a letter for another
+    original in the same run still goes."""
+    settings = settings.model_copy(update={"jurors": 3, "rounds": 1})
+    offline = OfflineLLM()
+    down = {"failing"}
+
+    async def answer(request, output_type):
+        if request.role == "focus" and request.case_id in down:
+            raise LLMError("overloaded", "529 after retries")
+        return (await offline.generate(request, output_type)).output
+
+    source = sorted((EXAMPLES / "cases").glob("*.json"))[0]
+    (event,) = read_events([source])
+    failing = Outgoing("failing", event.value.replace(event.case_id.encode(), b"failing"), "test")
+    other = Outgoing("other", event.value.replace(event.case_id.encode(), b"other"), "test")
+    await ensure_topics(settings)
+    async with running_app(create_app(settings, llm=ScriptedLLM(answer))):
+        await produce(settings, [failing])
+        assert len(await read_topic(settings, "disputes.dlq", until=1, timeout_s=90)) == 1
+        first = await replay(settings, await placed_letters(settings))
+        assert [x.letter.key for x in first.sent] == ["failing"]
+        letters = await read_topic(settings, "disputes.dlq", until=2, timeout_s=90)
+        assert len(letters) == 2, "the replay did not fail again"
+
+        down.add("other")
+        await produce(settings, [other])  # a new failure, never replayed: it goes in the next run
+        assert len(await read_topic(settings, "disputes.dlq", until=3, timeout_s=90)) == 3
+        second = await replay(settings, await placed_letters(settings))
+        assert [x.letter.key for x in second.sent] == ["other"]
+        assert [x.letter.key for x in second.failed_again] == ["failing"] and len(second.already) == 1
+        assert len(await read_topic(settings, "disputes.dlq", until=4, timeout_s=90)) == 4  # other failed again
+
+        down.clear()  # the cause fixed: --again sends the held-back ones, each once
+        third = await replay(settings, await placed_letters(settings), again=True)
+        assert sorted(x.letter.key for x in third.sent) == ["failing", "other"]
+        verdicts = await read_topic(settings, "disputes.verdicts", until=2, timeout_s=90)
+        assert sorted(k for k, _ in verdicts) == ["failing", "other"]
+        fourth = await replay(settings, await placed_letters(settings), again=True)
+        assert fourth.sent == [] and len(fourth.already) == 4
+
+
+def said(result) -> str:
+    """The command's output on one line (rich wraps it at the width of a terminal it does not have)."""
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
+
+
+async def test_the_command_holds_back_a_letter_whose_original_failed_after_a_replay(settings):
+    await ensure_topics(settings)
+    await produce(settings, [letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a")])
+    assert "replayed 1;" in cli(settings, "dlq", "--replay").stdout
+    await produce(settings, [letter(settings, "a", "llm_timeout", "focus", True, 1, b"original-a")])  # failed again
+    assert "failed again after a replay" in said(cli(settings, "dlq"))
+    held = said(cli(settings, "dlq", "--replay"))
+    assert "replayed 0; 1 replayed before; 1 failed again after a replay (--again sends them)" in held, held
+    sent = said(cli(settings, "dlq", "--replay", "--again"))
+    assert "replayed 1; 1 replayed before;" in sent, sent
+    assert len(await read_topic(settings, "disputes.events", until=3, timeout_s=5)) == 2

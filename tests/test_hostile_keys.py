@@ -1,5 +1,6 @@
 """A platform's producer picks the Kafka key: one that is not UTF-8 must end as a dead letter like any
-other bad input, not crash the ingest agent past it (the message was lost before)."""
+other bad input, not crash the ingest agent past it (the message was lost before); a valid case under
+a key other than its case_id is refused (``key_mismatch``), since keys decide partitions."""
 
 from __future__ import annotations
 
@@ -26,13 +27,18 @@ async def test_an_event_whose_key_is_not_utf8_is_dead_lettered_and_the_worker_go
         try:
             events = settings.topic("disputes.events")
             await producer.send_and_wait(events, bad_value, key=bad_key)
+            await producer.send_and_wait(events, whole(case("valid-bad-key")), key=bad_key)
+            await producer.send_and_wait(events, whole(case("valid-other-key")), key=b"another-key")
             await producer.send_and_wait(events, whole(case("after-bad-key")), key=b"after-bad-key")
         finally:
             await producer.stop()
-        letters = await read_topic(settings, "disputes.dlq", until=1, timeout_s=120)
+        letters = await read_topic(settings, "disputes.dlq", until=3, timeout_s=120)
         verdicts = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=180)
         assert worker.alive(), (tmp_path / "worker.log").read_text()[-3000:]
-    (letter,) = [DeadLetter.model_validate_json(v) for _, v in letters]
-    assert (letter.stage, letter.reason, letter.key) == ("ingest", "missing_case_id", "\ufffd\ufffd")
-    assert base64.b64decode(letter.original_base64) == bad_value
+    first, bad_key_letter, other = [DeadLetter.model_validate_json(v) for _, v in letters]
+    assert (first.stage, first.reason, first.key) == ("ingest", "missing_case_id", "\ufffd\ufffd")
+    assert base64.b64decode(first.original_base64) == bad_value
+    assert (bad_key_letter.reason, bad_key_letter.key, bad_key_letter.replayable) == ("key_mismatch", "\ufffd\ufffd", False)
+    assert (other.reason, other.key) == ("key_mismatch", "another-key")
+    assert 'the Kafka key "another-key" is not the case_id "valid-other-key"' in other.detail
     assert [k for k, _ in verdicts] == ["after-bad-key"]

@@ -48,6 +48,11 @@ class Topic:
         self.sent.append(value)
 
 
+def case_key(raw: bytes) -> bytes:
+    event = json.loads(raw)
+    return (event.get("case_id") or event["case"]["case_id"]).encode()
+
+
 class Intake:
     def __init__(self, tmp_path, **settings):
         self.settings = Settings(llm_backend="offline", media_root=tmp_path, media_store=str(tmp_path / "store"),
@@ -60,11 +65,12 @@ class Intake:
                                       DeadLetters(self.dlq, in_flight), in_flight, clock=lambda: self.now)
         self.offset = 0
 
-    def send(self, *raws: bytes, partition: int = 1) -> None:
+    def send(self, *raws: bytes, partition: int = 1, key: bytes | None = None) -> None:
+        """Each event keyed by its case_id, as a platform's producer keys it, unless ``key`` is given."""
         for raw in raws:
             self.offset += 1
-            message = SimpleNamespace(key=b"c-1", value=raw, topic="disputes.events", partition=partition,
-                                      offset=self.offset)
+            message = SimpleNamespace(key=key or case_key(raw), value=raw, topic="disputes.events",
+                                      partition=partition, offset=self.offset)
             asyncio.run(self.handler(SimpleNamespace(value=raw, message=message)))
 
     def expire(self, after_s: float) -> int:
@@ -130,7 +136,7 @@ def test_held_events_are_bounded_per_case_and_per_worker(tmp_path):
     assert base64.b64decode(over.original_base64) == evidence(round_=3, item="b3")
     ingest.send(evidence("c-2"), evidence("c-3"))
     assert [d.reason for d in ingest.letters] == ["early_evidence_overflow"] * 2
-    assert "early_evidence_total=3" in ingest.letters[-1].detail and ingest.letters[-1].key == "c-1"
+    assert "early_evidence_total=3" in ingest.letters[-1].detail and ingest.letters[-1].key == "c-3"
     assert sorted(ingest.table) == ["c-1", "c-2"]
 
 
@@ -289,3 +295,44 @@ def test_a_whole_case_over_the_caps_is_refused(tmp_path):
     with pytest.raises(intake.Rejected) as err:
         intake.admit(intake.parse_event(json.dumps(long).encode()).case, settings)
     assert err.value.reason == "case_text_too_long"
+
+
+# --- what a platform's producer may get wrong, in words ------------------------------------------
+
+
+def test_an_event_keyed_other_than_by_its_case_id_is_refused_with_the_reason(tmp_path):
+    """Keys decide partitions and each table keeps a case on its case_id's partition: a case's event
+    under another key would be folded by another worker. Refused, final, with the key and the id."""
+    ingest = Intake(tmp_path)
+    ingest.send(opened(), key=b"c-2")
+    ingest.send(opened(), key=b"\xff\xfe")
+    ingest.send(opened(), key=None)  # the harness's own key: the case_id, admitted as the control
+    assert [(d.reason, d.replayable) for d in ingest.letters] == [("key_mismatch", False)] * 2
+    assert 'the Kafka key "c-2" is not the case_id "c-1"' in ingest.letters[0].detail
+    assert ingest.letters[1].key == "\ufffd\ufffd" and list(ingest.table) == ["c-1"]
+
+
+def test_a_utf8_byte_order_mark_is_read_past_and_other_ones_are_named():
+    assert intake.parse_event(b"\xef\xbb\xbf" + closed()).case_id == "c-1"  # as cyberjurors produce reads files
+    for raw, name in ((closed().decode().encode("utf-16"), "UTF-16"), (closed().decode().encode("utf-32"), "UTF-32")):
+        with pytest.raises(intake.Rejected) as err:
+            intake.parse_event(raw)
+        assert err.value.reason == "invalid_json" and f"starts with a {name} byte-order mark" in err.value.detail
+
+
+def test_a_key_twice_in_one_object_is_refused_at_any_depth():
+    for raw in (b'{"type": "evidence_closed", "case_id": "c-1", "case_id": "c-2"}',
+                opened().replace(b'"category"', b'"currency": "USD", "category"')):
+        with pytest.raises(intake.Rejected) as err:
+            intake.parse_event(raw)
+        assert err.value.reason == "duplicate_json_key" and "appears twice" in err.value.detail
+    assert intake.parse_event(opened()).case_id == "c-1"  # the control
+
+
+def test_field_paths_name_the_field_once():
+    raw = json.dumps({"type": "case", "case": {"case_id": "c-1", "metadata": {"category": "clothing"},
+                                               "rounds": []}}).encode()
+    with pytest.raises(intake.Rejected) as err:
+        intake.parse_event(raw)
+    assert "case.metadata.currency: Field required" in err.value.detail and "case.case" not in err.value.detail
+    assert err.value.reason == "invalid_event"  # a missing currency is no unknown currency

@@ -57,6 +57,16 @@ class Topic:
         self.sent.append(value)
 
 
+def case_key(raw: bytes) -> bytes:
+    """The key a platform's producer gives an event: its case_id (anything for what has none)."""
+    try:
+        event = json.loads(raw)
+        case_id = event.get("case_id") or event.get("case", {}).get("case_id")
+    except (ValueError, AttributeError, RecursionError):
+        return b"k"
+    return case_id.encode("utf-8", "surrogatepass") if isinstance(case_id, str) else b"k"
+
+
 class Ingest:
     """The ingest agent's handler (streams/ingest.py) with dicts for its tables and lists for its
     topics; each call says how one event ended."""
@@ -74,7 +84,7 @@ class Ingest:
     def __call__(self, raw: bytes) -> str:
         sent, letters = len(self.ready.sent), len(self.dlq.sent)
         asyncio.run(self.handler(SimpleNamespace(value=raw, message=SimpleNamespace(
-            key=b"k", value=raw, topic="disputes.events", partition=0, offset=0))))
+            key=case_key(raw), value=raw, topic="disputes.events", partition=0, offset=0))))
         if len(self.dlq.sent) > letters:
             letter = DeadLetter.model_validate_json(self.dlq.sent[-1])
             # ingest_failed (an exception escaping intake) is not among them

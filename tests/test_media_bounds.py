@@ -28,6 +28,7 @@ from cyberjurors.config import Settings
 from cyberjurors.jury.clues import find_clues, passive_evidence
 from cyberjurors.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes, sample_frames
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
+from cyberjurors.streams.broker import free_port
 
 from .test_media_safety import FOCUS, PALETTE, colour_of, one_photo_case, select_first_then_perceive
 
@@ -314,6 +315,45 @@ async def test_an_oversized_video_is_a_note_on_that_item_and_the_case_goes_on(tm
     [video] = chain.buyer
     assert video.problem == "video_too_large" and len(problems) == 1
     assert [c.evidence_id for c in chain.seller] == ["s-text"]
+
+
+async def test_media_the_selector_passed_over_are_noted_from_their_headers_nothing_decoded_or_fetched(
+        tmp_path, loads, monkeypatch, huge_clip):
+    """Only the text is examined (one selection step): every other item's header is still checked,
+    and each one over a cap, a bomb or corrupt gets its note; a URL is not fetched for it, a fine
+    photo gets none, and no picture or frame is decoded."""
+    import base64
+
+    grabs: list[object] = []
+    monkeypatch.setattr(media, "_grab", lambda *a: grabs.append(a) or [])
+    (tmp_path / "huge.png").write_bytes(png((12_000, 12_000)))
+    (tmp_path / "bomb.png").write_bytes(png((15_000, 15_000)))
+    (tmp_path / "garbage.png").write_bytes(b"not a picture at all")
+    (tmp_path / "huge.mp4").write_bytes(huge_clip)
+    (tmp_path / "fine.png").write_bytes(png((16, 16), "RGB"))
+    photo = {"media_type": "image/png"}
+    items = [{"id": "b-text", "kind": "text", "text": "The seam was torn."},
+             {"id": "b-huge", "kind": "image", "media": {**photo, "path": "huge.png"}},
+             {"id": "b-bomb", "kind": "image", "media": {**photo, "path": "bomb.png"}},
+             {"id": "b-garbage", "kind": "image", "media": {**photo, "path": "garbage.png"}},
+             {"id": "b-gone", "kind": "image", "media": {**photo, "path": "gone.png"}},
+             {"id": "b-inline", "kind": "image", "media": {**photo, "data_base64": base64.b64encode(b"junk").decode()}},
+             {"id": "b-video", "kind": "video", "media": {"media_type": "video/mp4", "path": "huge.mp4"}},
+             {"id": "b-url", "kind": "image", "media": {**photo, "url": f"http://127.0.0.1:{free_port()}/x.png"}},
+             {"id": "b-fine", "kind": "image", "media": {**photo, "path": "fine.png"}}]
+    raw = one_photo_case("fine.png", None).model_dump(mode="json")
+    raw["rounds"][0]["items"] = items
+    s = settings_for(tmp_path, max_select_steps=1, url_allowlist=["127.0.0.1"])
+    chain, _, problems = await find_clues(DisputeCase.model_validate(raw), FOCUS,
+                                          ScriptedLLM(select_first_then_perceive), s)
+    assert [c.evidence_id for c in chain.buyer] == ["b-text"]
+    noted = {p.split()[1]: p for p in problems}
+    assert {k: next(r for r in ("image_too_large", "image_bomb", "corrupt_image", "missing_file", "video_too_large")
+                    if r in p) for k, p in noted.items()} == {
+        "b-huge": "image_too_large", "b-bomb": "image_bomb", "b-garbage": "corrupt_image", "b-gone": "missing_file",
+        "b-inline": "corrupt_image", "b-video": "video_too_large"}
+    assert "(buyer, not selected for examination)" in noted["b-huge"] and "12000x12000" in noted["b-huge"]
+    assert loads == [] and grabs == []  # headers only
 
 
 # --- URLs -----------------------------------------------------------------------------------

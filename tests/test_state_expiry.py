@@ -98,14 +98,17 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
         await asyncio.sleep(4 * settings.state_sweep_interval_s)
         assert case_keys(results, case_id) == {"ready", "verdict"}
 
-        clock.now += 2  # past the retention: the worker's timer deletes the rest
+        clock.now += 2  # past the retention: the worker's timer deletes the rest, leaving a marker
+        assert await until(lambda: case_keys(results, case_id) == {"expired"} and case_id in times), \
+            f"left: {case_keys(results, case_id)}"
+        clock.now += settings.state_retention_s + 1  # the marker goes one retention later
         assert await until(lambda: not case_keys(results, case_id) and case_id not in times), \
             f"left: {case_keys(results, case_id)}"
         await asyncio.sleep(2 * settings.commit_interval_s)
         tombstones = {k.split("/", 1)[1] for k, v in await changelog(settings, app, "stage-results")
                       if v is None and k.startswith(f"{case_id}/")}
     rounds = Verdict.model_validate_json(verdict).rounds_used
-    assert tombstones == {"ready", "focus", "clues", "verdict", *(f"round-{n}" for n in range(1, rounds + 1))}
+    assert tombstones == {"ready", "focus", "clues", "verdict", "expired", *(f"round-{n}" for n in range(1, rounds + 1))}
 
 
 async def test_a_redelivered_input_past_the_retention_is_dead_lettered_with_its_original(settings):
@@ -129,7 +132,7 @@ async def test_a_redelivered_input_past_the_retention_is_dead_lettered_with_its_
         assert len(await read_topic(settings, "disputes.verdicts", until=2, timeout_s=60)) == 2
 
         clock.now += settings.state_retention_s + 1  # the case's state expires; the ready message is old
-        assert await until(lambda: not case_keys(app.tables["stage-results"], case_id))
+        assert await until(lambda: case_keys(app.tables["stage-results"], case_id) == {"expired"})  # a marker only
         # the same message read again (an offset reset): it carries the time it was first sent
         await send_at(settings, "disputes.ready", case_id, ready, clock.now - settings.state_retention_s - 60)
         [(_, raw)] = await read_topic(settings, "disputes.dlq", until=1, timeout_s=60)
@@ -202,9 +205,10 @@ async def test_stage_results_expire_only_on_the_given_partitions_and_keep_fresh_
     clock.now += 101
     await results.hand_on("fresh", "ready", b"{}", Out())
     assert await results.expire(partitions={0}) == 1
-    assert not case_keys(table, "old-0") and "old-0" not in times
+    assert case_keys(table, "old-0") == {"expired"} and times["old-0"]["partition"] == 0  # a decided case's marker
     assert case_keys(table, "old-1") == {"ready", "focus", "clues", "round-1", "round-2", "verdict"}
-    assert await results.expire() == 1 and set(table) == {"fresh/ready"} and set(times) == {"fresh"}
+    assert await results.expire() == 1 and set(table) == {"fresh/ready", "old-0/expired", "old-1/expired"}
+    assert set(times) == {"fresh", "old-0", "old-1"}
 
 
 @contextlib.asynccontextmanager
@@ -284,4 +288,4 @@ async def test_cases_left_without_a_stage_times_entry_are_adopted_and_expire():
     assert times["kept"]["at"] == clock.now - 50  # its own stamp stays
     clock.now += 101
     assert await results.expire() == 2
-    assert set(table) == {"other/ready"}
+    assert set(table) == {"other/ready", "lost/expired"}  # lost was decided: its marker stays a retention

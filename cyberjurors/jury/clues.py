@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..config import Settings
 from ..llm import LLM, LLMRequest, Part, gather_all, stage_request
-from ..media import Frame, MediaUnreadable, load_image, sample_frames
+from ..media import Frame, MediaUnreadable, check_header, load_image, sample_frames
 from ..schemas import CaseFile, Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
 from . import prompts
 from .model_inputs import PerceiveTask, SelectTask
@@ -33,7 +33,27 @@ async def find_clues(
         _party_clues(case, focus, "buyer", llm, settings),
         _party_clues(case, focus, "seller", llm, settings),
     )
-    return ClueChain(buyer=buyer.clues, seller=seller.clues), buyer.usage + seller.usage, buyer.problems + seller.problems
+    examined = {c.evidence_id for c in buyer.clues + seller.clues}
+    unexamined = await screen_media(case, examined, settings)
+    return (ClueChain(buyer=buyer.clues, seller=seller.clues), buyer.usage + seller.usage,
+            buyer.problems + seller.problems + unexamined)
+
+
+async def screen_media(case: DisputeCase, examined: set[str], settings: Settings) -> list[str]:
+    """A note for each media item the selector passed over whose header already shows it cannot be
+    read (over a cap, a bomb, corrupt, missing): a reader of the verdict learns of it although no
+    juror looked. Header only, nothing decoded, no URL fetched (``media.check_header``)."""
+    items = [i for i in case.items() if i.media is not None and i.id not in examined]
+
+    async def note(item: EvidenceItem) -> str | None:
+        try:
+            await check_header(item.media, settings)  # type: ignore[arg-type]  # filtered above
+        except MediaUnreadable as err:
+            return (f"evidence {item.id} ({case.party_of(item.id)}, not selected for examination) could not be "
+                    f"read ({err.reason}): {err.detail}")
+        return None
+
+    return [n for n in await gather_all(*(note(i) for i in items)) if n is not None]
 
 
 async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings) -> PartyChain:

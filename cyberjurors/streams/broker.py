@@ -65,14 +65,16 @@ def wait_for_port(host: str, port: int, timeout_s: float, process: subprocess.Po
     raise BrokerError(f"broker did not listen on {host}:{port} within {timeout_s:.0f}s")
 
 
-def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | None = None) -> tuple[subprocess.Popen, str]:
+def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | None = None,
+                 cluster_id: str | None = None) -> tuple[subprocess.Popen, str]:
     """In its own session: a Ctrl-C in the terminal reaches only its parent, which stops its Faust
     workers while the broker still runs (a worker whose broker is gone hangs on shutdown until it
-    is killed) and stops the broker last."""
+    is killed) and stops the broker last. ``cluster_id``: a fixed one, as a Tansu started by hand
+    keeps (tests of the watch); by default a fresh one per start."""
     port = port or free_port()
     url = f"tcp://{host}:{port}"
     # Tansu's default id is the same on every start; a fresh one marks the state it lost as gone
-    cluster_id = f"cyberjurors-embedded-{uuid.uuid4().hex[:12]}"
+    cluster_id = cluster_id or f"cyberjurors-embedded-{uuid.uuid4().hex[:12]}"
     out = log.open("ab") if log else subprocess.DEVNULL
     env = {k: v for k, v in os.environ.items() if k not in TANSU_ENV}
     process = subprocess.Popen(

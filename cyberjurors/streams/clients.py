@@ -9,7 +9,7 @@ import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -19,8 +19,9 @@ from aiokafka.structs import ConsumerRecord
 from .. import tracing
 from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
-from ..media_store import StoreError, open_store
-from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, Verdict, dispute_event, now
+from ..media_store import StoreError, digest_of, open_store
+from ..intake import checked_json
+from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
 from .dead_letters import RECORD_OVERHEAD
 from .kafka import REPLAYED, client_options
 
@@ -32,6 +33,8 @@ class Outgoing:
     source: str
     topic: str | None = None
     """Full topic name, when not the one ``produce`` was asked for (a dead letter's replay)."""
+    route: str | None = None
+    """A pipeline topic by its unprefixed name, when not the one ``produce`` was asked for (an outcome)."""
 
 
 class InputError(CyberJurorsError, ValueError):
@@ -69,12 +72,17 @@ def read_events(paths: Iterable[Path]) -> list[Outgoing]:
 
 
 def _event(text: str, source: str) -> Outgoing:
+    """A case, an event for disputes.events, or an outcome (``"type": "outcome"``), which goes to
+    disputes.outcomes; checked as a worker would check it, duplicate keys included."""
     try:
-        raw = json.loads(text)
+        raw = json.loads(checked_json(text.encode()))
         if isinstance(raw, dict) and "type" not in raw:
             return case_event(DisputeCase.model_validate(raw), source)
+        if isinstance(raw, dict) and raw.get("type") == "outcome":
+            outcome = OutcomeReported.model_validate_json(text)  # as the worker parses it: votes strictly
+            return Outgoing(outcome.case_id, text.strip().encode(), source, route="disputes.outcomes")
         parsed = dispute_event.validate_python(raw)
-    except ValueError as err:  # json and pydantic errors alike
+    except ValueError as err:  # json and pydantic errors alike, and intake.Rejected
         raise InputError(f"{source}: {for_people(err)}") from err
     except RecursionError as err:
         raise InputError(f"{source}: JSON nested too deeply to read") from err
@@ -101,7 +109,7 @@ async def produce(settings: Settings, events: list[Outgoing], topic: str = "disp
     spans: dict[str, tracing.Span] = {}
     try:
         for event in events:
-            target = event.topic or settings.topic(topic)
+            target = event.topic or settings.topic(event.route or topic)
             if event.case_id not in spans:
                 spans[event.case_id] = tracing.start_producing(event.case_id, target, "produce")
             headers = tracing.headers(tracing.in_span(spans[event.case_id]))
@@ -172,6 +180,36 @@ async def replayed(settings: Settings) -> dict[str, bytes]:
     return {key: value async for key, value in follow(settings, REPLAYED, follow=False, idle_timeout_s=1.0)}
 
 
+def original_digest(letter: DeadLetter) -> str:
+    """The sha256 of the letter's original, without reading the media store (``original_ref`` is it)."""
+    return letter.original_ref or digest_of(base64.b64decode(letter.original_base64))
+
+
+def replayed_originals(done: dict[str, bytes]) -> set[tuple[str, str]]:
+    """(topic, original sha256) of every original a replay sent: a letter with one of these was
+    written after its original had been replayed (it failed again), unless the notes predate the
+    field (then nothing is known and nothing is held back)."""
+    out = set()
+    for value in done.values():
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            note = json.loads(value)
+            if note.get("original") and note.get("topic"):
+                out.add((note["topic"], note["original"]))
+    return out
+
+
+def replay_state(placed: Placed, done: dict[str, bytes], originals: set[tuple[str, str]]) -> str:
+    """How ``dlq`` shows a letter: final, replayed (this letter was sent), failed_again (a letter
+    written when a replay of the same original failed again; sent only with ``--again``), replayable."""
+    if not replayable(placed.letter):
+        return "final"
+    if placed.id in done:
+        return "replayed"
+    if (placed.letter.topic, original_digest(placed.letter)) in originals:
+        return "failed_again"
+    return "replayable"
+
+
 async def original(settings: Settings, letter: DeadLetter) -> bytes:
     """The letter's original bytes: carried, or read from the media store."""
     if letter.original_ref is None:
@@ -184,21 +222,31 @@ class Replay:
     sent: list[Placed]
     already: list[Placed]
     failed: list[tuple[Placed, str]]
+    failed_again: list[Placed] = field(default_factory=list)
+    """Letters held back: their original was replayed before and failed again (``again`` sends them)."""
 
 
-async def replay(settings: Settings, letters: list[Placed]) -> Replay:
+async def replay(settings: Settings, letters: list[Placed], again: bool = False) -> Replay:
     """Send each replayable letter's original back to the topic it came from, with its key, once:
-    each one sent is recorded in disputes.dlq-replayed (compacted, keyed by the letter's id) right
-    after, and letters found there are left alone. A crash between the two sends one again; the
-    stages are idempotent and consumers dedupe verdicts on verdict_id."""
+    each one sent is recorded in disputes.dlq-replayed (compacted, keyed by the letter's id, noting
+    the original's sha256) right after, and letters found there are left alone. A replay that fails
+    again writes a new letter with the same original: it is held back (``failed_again``), since
+    sending it again from a timer would loop, unless ``again`` (after fixing the cause). A crash
+    between the send and its record sends one again; the stages are idempotent and consumers
+    dedupe verdicts on verdict_id."""
     done = await replayed(settings)
+    originals = replayed_originals(done)
     result = Replay([], [], [])
     producer = producer_for(settings)
     await producer.start()
     try:
         for placed in [p for p in letters if replayable(p.letter)]:
-            if placed.id in done:
+            state = replay_state(placed, done, originals)
+            if state == "replayed":
                 result.already.append(placed)
+                continue
+            if state == "failed_again" and not again:
+                result.failed_again.append(placed)
                 continue
             letter = placed.letter
             try:
@@ -214,9 +262,12 @@ async def replay(settings: Settings, letters: list[Placed]) -> Replay:
                 await producer.send_and_wait(letter.topic, value, key=(letter.key or "").encode(), headers=headers)
             finally:
                 span.end()
-            note = {"replayed_at": now().isoformat(), "case": letter.key, "reason": letter.reason, "stage": letter.stage}
+            digest = digest_of(value)
+            note = {"replayed_at": now().isoformat(), "case": letter.key, "reason": letter.reason,
+                    "stage": letter.stage, "topic": letter.topic, "original": digest}
             await producer.send_and_wait(settings.topic(REPLAYED), json.dumps(note).encode(), key=placed.id.encode(),
                                          headers=list(tracing.headers().items()))
+            originals.add((letter.topic, digest))  # a second letter with the same original in this run waits too
             result.sent.append(placed)
     finally:
         await producer.stop()

@@ -60,6 +60,8 @@ class Ingest:
             self.check_size(event)
             parsed = intake.parse_event(event.value)
             tracing.name_case(parsed.case_id)
+            if problem := key_problem(event.message.key, parsed.case_id):
+                raise intake.Rejected("key_mismatch", problem)
             await self.take(parsed, event.message.partition, event.message)
         except intake.Rejected as err:  # rejected input: it would be rejected again
             await self.letters.write(event, "ingest", err.reason, err.detail, replayable=err.replayable)
@@ -255,6 +257,20 @@ class Ingest:
             if isinstance(err, OutputTooLarge):  # refused by a broker whose limit is below max_event_bytes
                 raise intake.Rejected("case_too_large", err.detail) from err
             raise
+
+
+def key_problem(key: bytes | str | None, case_id: str) -> str | None:
+    """Why a message's Kafka key will not do, or None. The key decides the partition, and every
+    table keeps a case's state on its case id's partition (intake folding, stored stage results,
+    outcomes): a case's events under other keys would be read by other workers, so an event held
+    for a case already open elsewhere, or a case admitted twice, could follow."""
+    if key is None:
+        return f"the message has no Kafka key: key each event by its case_id ({case_id})"
+    shown = key.decode(errors="replace") if isinstance(key, bytes) else key
+    if key != (case_id.encode() if isinstance(key, bytes) else case_id):
+        return (f'the Kafka key "{shown[:80]}" is not the case_id "{case_id}": keys decide partitions, and all '
+                "of a case's events must be on its case_id's partition; send it again keyed by its case_id")
+    return None
 
 
 def expired_detail(draft: intake.Draft, settings: Settings) -> str:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
+from datetime import timezone
 from typing import Any
 
 from pydantic import ValidationError
 
-from .. import metrics, tracing
+from .. import intake, metrics, tracing
 from ..config import Settings
 from ..errors import for_people
 from ..llm import LLM, LLMError
@@ -22,6 +23,7 @@ from ..precedents.models import PrecedentError
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, OutcomeReported, Verdict
 from .dead_letters import DeadLetters, bug
+from .ingest import key_problem
 from .stage_hop import StageResults
 
 log = logging.getLogger("cyberjurors.streams")
@@ -46,16 +48,21 @@ class Outcomes:
 
     async def handle(self, event: Any) -> None:
         try:
-            outcome = OutcomeReported.model_validate_json(event.value)
+            outcome = OutcomeReported.model_validate_json(intake.checked_json(event.value))
         except ValidationError as err:  # would fail the same way again
             await self.letters.write(event, "outcomes", "invalid_outcome", for_people(err), replayable=False)
+            return
+        except intake.Rejected as err:  # a foreign byte-order mark, a key twice in one object
+            await self.letters.write(event, "outcomes", "invalid_outcome", err.detail, replayable=False)
+            return
+        if problem := key_problem(event.message.key, outcome.case_id):  # its verdict is on its case_id's partition
+            await self.letters.write(event, "outcomes", "key_mismatch", problem, replayable=False)
             return
         tracing.name_case(outcome.case_id)
         verdict = self.results.stored(outcome.case_id, "verdict")
         case_file = self.results.stored(outcome.case_id, "ready")
-        if verdict is None or case_file is None:  # it may have come before its verdict: replay it later
-            await self.letters.write(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} here: "
-                                     "not decided yet, or decided more than state_retention_s ago", replayable=True)
+        if verdict is None or case_file is None:
+            await self.unmatched(event, outcome)
             return
         decided = Verdict.model_validate_json(verdict)
         ours = decided.votes
@@ -70,6 +77,26 @@ class Outcomes:
         except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
             log.exception("outcome for case %s failed", outcome.case_id)
             await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
+
+    async def unmatched(self, event: Any, outcome: OutcomeReported) -> None:
+        """An outcome with no verdict to compare: final when the case's verdict has expired (its
+        marker is stored, or the outcome was decided longer than the retention ago with nothing kept
+        for the case), since no replay can bring the verdict back; else it may have come before its
+        verdict, and a replay later may find it."""
+        retention = f"state_retention_s={self.settings.state_retention_s:g}"
+        decided_at = outcome.decided_at.timestamp() if outcome.decided_at is not None else None
+        if self.results.stored(outcome.case_id, StageResults.EXPIRED) is not None:
+            await self.letters.write(event, "outcomes", "case_expired", f"case {outcome.case_id} was decided and its "
+                                     f"verdict has expired ({retention}): nothing left to compare or learn from",
+                                     replayable=False)
+        elif self.results.older_than_retention(decided_at) and self.results.stored(outcome.case_id, "ready") is None:
+            await self.letters.write(event, "outcomes", "case_expired", f"case {outcome.case_id} was decided at "
+                                     f"{outcome.decided_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC, longer ago than {retention}, and "
+                                     "nothing is kept for it: its verdict, if it had one, has expired",
+                                     replayable=False)
+        else:
+            await self.letters.write(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} "
+                                     "yet: replay the letter once the case is decided", replayable=True)
 
     async def learn(self, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile, partition: int) -> None:
         index, matcher = await self.precedents.open()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
@@ -43,9 +44,12 @@ class StageResults:
     ones (focus, clues, round-N): ``ready`` and ``verdict`` stay, for outcome learning and to
     re-send the verdict to a redelivered input, and every key of the case is deleted
     ``retention_s`` after its last stage result (``times``: case_id -> ``expiry.stamp``), by
-    ``expire``, which a timer calls."""
+    ``expire``, which a timer calls. A decided case leaves a marker (``case_id/expired``, a few
+    dozen bytes) for one more ``retention_s``, so an outcome that comes after its verdict expired
+    is told from one that came before its verdict."""
 
     KEPT = ("ready", "verdict")
+    EXPIRED = "expired"
 
     def __init__(self, table: MutableMapping[str, Any], times: MutableMapping[str, Any] | None = None,
                  retention_s: float = 7 * 86400, clock: expiry.Clock = time.time,
@@ -70,7 +74,7 @@ class StageResults:
     def keys(self, case_id: str) -> list[str]:
         """Every key the case has in the table. Rounds are stored in order, so round-N exists only
         after round-(N-1): probing stops at the first missing one."""
-        found = [f"{case_id}/{stage}" for stage in ("ready", "focus", "clues", "verdict")]
+        found = [f"{case_id}/{stage}" for stage in ("ready", "focus", "clues", "verdict", self.EXPIRED)]
         for n in itertools.count(1):
             key = f"{case_id}/round-{n}"
             if key not in self.table:
@@ -110,9 +114,15 @@ class StageResults:
         cases = 0
         for case_id, entry in expiry.due(self.times, self.clock() - self.retention_s, partitions):
             partition = entry.get("partition")
+            decided = f"{case_id}/verdict" in self.table
             for key in self.keys(case_id):
                 expiry.forget(self.table, key, partition)
-            expiry.forget(self.times, case_id, partition)
+            if decided:  # the marker, stamped to go one retention later (then nothing is left)
+                marker = json.dumps({"last_stage_at": entry["at"], "expired_at": self.clock()}).encode()
+                expiry.put(self.table, f"{case_id}/{self.EXPIRED}", marker, partition)
+                expiry.put(self.times, case_id, expiry.stamp(self.clock(), partition), partition)
+            else:
+                expiry.forget(self.times, case_id, partition)
             cases += 1
             if cases % 500 == 0:
                 await asyncio.sleep(0)  # a long sweep lets the stream agents run

@@ -5,8 +5,8 @@
   need the event loop ends the process with ``EXIT_STOP_DEADLINE`` after ``stop_deadline_s``.
 - A watch reads the broker's metadata every ``broker_check_interval_s``. A broker that answers as
   another cluster, or without one of the worker's topics, or with a topic's partition count
-  changed, has lost what the worker's position, group and tables rest on (the embedded broker
-  restarted: it is in-memory); a broker unreachable for ``broker_loss_exit_s`` may never come back.
+  changed, or with a partition ending below an offset it had, has lost what the worker's position,
+  group and tables rest on (the embedded broker restarted: it is in-memory); a broker unreachable for ``broker_loss_exit_s`` may never come back.
   Either way the worker exits with ``EXIT_BROKER_LOST`` for its supervisor to start a fresh one.
   It exits without a clean stop: that would commit offsets and flush table writes into a broker
   that no longer holds the worker's history (and hang if it is unreachable). Nothing is lost by
@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import faust
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from .. import logs, metrics, tracing
@@ -52,16 +53,21 @@ def hard_exit(code: int, message: str) -> None:
 
 @dataclass(frozen=True)
 class BrokerView:
-    """What the watch compares: the cluster's id and the partition count of each of our topics."""
+    """What the watch compares: the cluster's id, the partition count of each of our topics and
+    each of their partitions' end offset."""
 
     cluster_id: str | None
     partitions: dict[str, int]
+    ends: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 async def broker_view(settings: Settings, timeout_s: float) -> BrokerView:
-    """One metadata read with a fresh admin client (it cannot carry a stale connection over a
-    broker restart); raises if the broker does not answer within ``timeout_s``."""
-    admin = AIOKafkaAdminClient(**client_options(settings), request_timeout_ms=max(1000, int(timeout_s * 1000)))
+    """One metadata and end-offset read with fresh clients (they cannot carry a stale connection
+    over a broker restart); raises if the broker does not answer within ``timeout_s``."""
+    request_ms = max(1000, int(timeout_s * 1000))
+    admin = AIOKafkaAdminClient(**client_options(settings), request_timeout_ms=request_ms)
+    reader = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False,
+                              request_timeout_ms=request_ms)
 
     async def read() -> BrokerView:
         await admin.start()
@@ -71,15 +77,18 @@ async def broker_view(settings: Settings, timeout_s: float) -> BrokerView:
         # create it, and a topic that is gone must read as gone
         partitions = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics()
                       if t["topic"] in ours and not t["error_code"]}
-        return BrokerView(cluster.get("cluster_id"), partitions)
+        await reader.start()  # end offsets of the topics that exist only: asking for one names it
+        ends = await reader.end_offsets([TopicPartition(t, p) for t, n in sorted(partitions.items()) for p in range(n)])
+        return BrokerView(cluster.get("cluster_id"), partitions, ends)
 
     try:
         return await asyncio.wait_for(read(), timeout_s)
     finally:
-        try:
-            await asyncio.wait_for(admin.close(), timeout_s)
-        except Exception:  # noqa: BLE001 - closing a client of a dead broker may fail; nothing to keep
-            pass
+        for client in (reader.stop, admin.close):
+            try:
+                await asyncio.wait_for(client(), timeout_s)
+            except Exception:  # noqa: BLE001 - closing a client of a dead broker may fail; nothing to keep
+                pass
 
 
 def lost_state(seen: BrokerView, baseline: BrokerView) -> str | None:
@@ -96,15 +105,33 @@ def lost_state(seen: BrokerView, baseline: BrokerView) -> str | None:
     return None
 
 
+def went_back(ends: dict[TopicPartition, int], seen: dict[TopicPartition, int]) -> str | None:
+    """Why the broker lost its log, or None: a partition now ends below an offset seen there before.
+    An end offset never decreases on a broker that keeps its log, so this tells a restart of one
+    whose cluster id is fixed (Tansu run by hand keeps its default id), whose topics were created
+    again with the same partition counts before the watch saw them gone."""
+    for tp, end in sorted(ends.items()):
+        before = seen.get(tp)
+        if before is not None and end < before:
+            return (f"partition {tp.topic}/{tp.partition} ends at offset {end}, below the {before} it had: the "
+                    "broker lost its log (restarted without its data?), and this worker's offsets and tables with it")
+    return None
+
+
 @dataclass
 class BrokerWatch:
     """Reads the broker's metadata every ``broker_check_interval_s`` and ends the worker with
-    ``EXIT_BROKER_LOST`` when the broker lost its state or stayed unreachable too long."""
+    ``EXIT_BROKER_LOST`` when the broker lost its state or stayed unreachable too long. ``ends``:
+    the highest end offset seen on each partition so far."""
 
     settings: Settings
     baseline: BrokerView
     clock: Callable[[], float] = time.monotonic
     unreachable_since: float | None = field(default=None, init=False)
+    ends: dict[TopicPartition, int] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.ends = dict(self.baseline.ends)
 
     async def check(self) -> str | None:
         """One read: the reason to exit, or None."""
@@ -120,7 +147,9 @@ class BrokerWatch:
                         f"{waited:.0f}s (broker_loss_exit_s={self.settings.broker_loss_exit_s:g}): {err!r}")
             return None
         self.unreachable_since = None
-        return lost_state(seen, self.baseline)
+        reason = lost_state(seen, self.baseline) or went_back(seen.ends, self.ends)
+        self.ends |= {tp: max(end, self.ends.get(tp, end)) for tp, end in seen.ends.items()}
+        return reason
 
     async def run(self) -> None:
         while True:
