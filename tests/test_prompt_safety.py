@@ -129,7 +129,7 @@ async def test_every_system_prompt_that_sees_marked_text_says_it_is_data():
         if "<evidence" in call.text() or "<record" in call.text():
             roles.add(call.role)
             assert prompts.DATA_RULE in call.system, call.role
-    assert roles == {"focus", "select", "perceive", "juror", "summary", "advocate"}
+    assert roles == {"focus", "select", "perceive", "juror", "summary", "advocate", "judge"}
 
 
 def test_an_order_in_any_party_authored_field_is_noted_on_the_case():
