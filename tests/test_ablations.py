@@ -142,7 +142,7 @@ def test_prompt_caching_off_marks_nothing_cacheable_for_the_provider():
     from cyberjurors.llm import LLMRequest, TextPart
 
     request = LLMRequest(role="juror", model="m", system="s", shared=[TextPart("the case")], prompt=[TextPart("p")])
-    assert user_content(request)[0]["cache_control"] == {"type": "ephemeral"}
+    assert user_content(request)[0]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
     assert all("cache_control" not in block for block in user_content(request, cache=False))
 
 
