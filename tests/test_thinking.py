@@ -271,3 +271,19 @@ async def test_on_the_sample_cases_only_prefixes_that_can_cache_are_marked(think
     assert all(marked(b) == [{"type": "ephemeral", "ttl": "1h"}] for b in roles["BallotDraft"])
     # the summary's prefix (the case metadata) cannot: no breakpoint that would never cache
     assert all(marked(b) == [] for b in roles["RoundSummaryDraft"])
+
+
+def test_eval_caches_for_an_hour_unless_the_ttl_is_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from cyberjurors.evaluation.ladder import LADDER
+    from cyberjurors.evaluation.runner import Options, worker_settings
+
+    def ttl(base: Settings) -> str:
+        dataset, run = SimpleNamespace(media_root=EXAMPLES), SimpleNamespace(run_id="r1")
+        return worker_settings(base, LADDER[-1], dataset, run, "127.0.0.1:9092", Options(out=tmp_path)).prompt_cache_ttl  # type: ignore[arg-type]
+
+    assert Settings().prompt_cache_ttl == "5m" and ttl(Settings()) == "1h"
+    assert ttl(Settings(prompt_cache_ttl="5m")) == "5m"
+    monkeypatch.setenv("CYBERJURORS_PROMPT_CACHE_TTL", "5m")
+    assert ttl(Settings()) == "5m"
