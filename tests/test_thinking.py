@@ -133,7 +133,7 @@ def request(model: str, **over: object) -> LLMRequest:
     ("claude-sonnet-5-5", "adaptive", {"type": "adaptive"}, "medium", 6144),
     ("claude-sonnet-5-5", "off", {"type": "between_tools"}, "medium", 6144),  # it refuses "disabled"
     ("claude-sonnet-5-5-20260928", "auto", None, "medium", 6144),              # a dated name
-    ("claude-haiku-4-5", "auto", None, None, 6144),                            # no effort parameter
+    ("claude-haiku-4-5", "auto", None, None, 2048),                            # thinks only if asked; no effort
     ("claude-haiku-4-5", "budget", {"type": "enabled", "budget_tokens": 4096}, None, 6144),
     ("claude-haiku-4-5", "off", {"type": "disabled"}, None, 2048),             # no thinking: answer only
     ("claude-sonnet-5", "off", None, "medium", 6144),                          # no known way: keep the room

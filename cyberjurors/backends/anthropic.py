@@ -82,7 +82,8 @@ def thinking_params(request: LLMRequest) -> ThinkingParams:
     """The request's ``thinking``, ``output_config.effort`` and ``max_tokens`` for its model.
 
     auto sends no thinking parameter (the model's default: Sonnet 5.5 thinks adaptively) and keeps
-    the thinking budget in max_tokens; budget sends ``enabled`` with it; off sends the model's own
+    the thinking budget in max_tokens, unless the model is known not to think by default (Haiku
+    4.5); budget sends ``enabled`` with it; off sends the model's own
     way to turn thinking off (none known: nothing) and keeps the budget unless that is "disabled"
     (Sonnet 5.5's between_tools is about thinking before tool calls). Effort goes only to models
     known to take it: an unknown one may refuse it."""
@@ -99,7 +100,8 @@ def thinking_params(request: LLMRequest) -> ThinkingParams:
             way = known.thinking_off if known else "disabled"
             return ThinkingParams({"type": way} if way else None, effort,
                                   request.max_tokens(thinking_off=way == "disabled"))
-    return ThinkingParams(None, effort, request.max_tokens())
+    return ThinkingParams(None, effort, request.max_tokens(thinking_off=known is not None and
+                                                           not known.thinks_by_default))
 
 
 def usage_of(message: Message) -> Usage:
