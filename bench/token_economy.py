@@ -13,8 +13,10 @@ Tokens are the offline backend's estimates (4 characters a token, 800 per image)
 estimator on both sides, and it bills a shared prefix the way a provider's prompt cache does:
 written once at 1.25x, read afterwards at 0.1x. "Billable" tokens weight each kind by its list
 price relative to uncached input (default price table: input 1, cache write 1.25, cache read
-0.1, output 5), so their ratio is the ratio of the bills. Cacheable-prefix share = the part of
-all input-side tokens that sits in the per-case shared prefix.
+0.1, output 5), so their ratio is the ratio of the bills; USD at claude-sonnet-5-5's dated list
+prices (model_catalog.py). A prefix is marked cacheable only where it can reach the model's
+minimum cacheable length (llm.can_cache), as on the provider. Cacheable-prefix share = the part of
+all input-side tokens that sits in a cached prefix; cache read = the part read from the cache.
 
 Run: .venv/bin/python bench/token_economy.py [--cases 13] [--jurors 17] [--rounds 3]
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+from collections import defaultdict
 
 import typer
 from harness import EXAMPLES, example_cases, make_console
@@ -31,7 +34,8 @@ from rich.table import Table
 from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import DEFAULT_LLM_PRICES, Settings
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM
+from cyberjurors.llm import GuardedLLM, LLMRequest, LLMResult, T, prefix_tokens
+from cyberjurors.model_catalog import facts
 from cyberjurors.schemas import DisputeCase, Usage, Verdict
 
 console = make_console(160)
@@ -53,9 +57,41 @@ def cacheable_share(u: Usage) -> float:
     return (u.cache_read_tokens + u.cache_write_tokens) / inputs if inputs else 0.0
 
 
-async def judge_all(cases: list[DisputeCase], settings: Settings, prompt_caching: bool) -> list[Verdict]:
-    llm = GuardedLLM(OfflineLLM(prompt_caching=prompt_caching), concurrency=64)
+def cache_read_share(u: Usage) -> float:
+    """The cache-hit ratio of the dashboards: cache read / input-side tokens."""
+    inputs = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+    return u.cache_read_tokens / inputs if inputs else 0.0
+
+
+class PrefixLog(OfflineLLM):
+    """The offline backend, noting per role each request's estimated prefix and whether it was marked
+    as a cache breakpoint."""
+
+    def __init__(self, prompt_caching: bool):
+        super().__init__(prompt_caching=prompt_caching)
+        self.prefixes: dict[str, list[tuple[int, bool]]] = defaultdict(list)
+
+    async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        size = prefix_tokens(request.system, request.shared) if request.shared else 0  # no shared part: no prefix
+        self.prefixes[request.role].append((size, request.cache_prefix))
+        return await super().generate(request, output_type)
+
+
+async def judge_all(cases: list[DisputeCase], settings: Settings, backend: OfflineLLM) -> list[Verdict]:
+    llm = GuardedLLM(backend, concurrency=64)
     return list(await asyncio.gather(*(judge(case, llm, settings) for case in cases)))
+
+
+def prefix_table(log: PrefixLog, model: str) -> Table:
+    table = Table(title=f"Cached prefixes by role, configured (estimate: system + shared parts, erring high; "
+                        f"{model} caches from {facts(model).min_cacheable_tokens if facts(model) else '?'} tokens)")
+    for column in ("role", "calls", "prefix tokens (min-max)", "marked cacheable"):
+        table.add_column(column, justify="left" if column == "role" else "right")
+    for role, seen in log.prefixes.items():
+        sizes = [size for size, _ in seen if size]
+        table.add_row(role, str(len(seen)), f"{min(sizes):,}-{max(sizes):,}" if sizes else "no shared prefix",
+                      f"{sum(marked for _, marked in seen)} of {len(seen)}")
+    return table
 
 
 def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)"),
@@ -67,12 +103,13 @@ def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)
     chosen = example_cases(cases)
     console.print(f"{len(chosen)} example cases, N = {jurors}, T = {rounds}, early stop at delta = "
                   f"{base.early_stop}; offline backend (a labelled stand-in: token counts are estimates)")
-    configured = asyncio.run(judge_all(chosen, configured_settings, True))
-    naive = asyncio.run(judge_all(chosen, naive_settings, False))
+    log = PrefixLog(prompt_caching=True)
+    configured = asyncio.run(judge_all(chosen, configured_settings, log))
+    naive = asyncio.run(judge_all(chosen, naive_settings, OfflineLLM(prompt_caching=False)))
 
     table = Table(title="Tokens per case (mean)")
     for column in ("configuration", "calls", "input", "cache write", "cache read", "output", "total",
-                   "billable", "USD", "cacheable prefix"):
+                   "billable", "USD", "cacheable prefix", "cache read"):
         table.add_column(column, justify="right" if column != "configuration" else "left")
     summary = {}
     for name, verdicts in (("configured", configured), ("naive", naive)):
@@ -82,8 +119,10 @@ def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)
         table.add_row(name, f"{total.calls / n:.1f}", f"{total.input_tokens / n:,.0f}",
                       f"{total.cache_write_tokens / n:,.0f}", f"{total.cache_read_tokens / n:,.0f}",
                       f"{total.output_tokens / n:,.0f}", f"{total.total_tokens / n:,.0f}",
-                      f"{billable(total) / n:,.0f}", f"{usd(total) / n:.4f}", f"{cacheable_share(total):.1%}")
+                      f"{billable(total) / n:,.0f}", f"{usd(total) / n:.4f}", f"{cacheable_share(total):.1%}",
+                      f"{cache_read_share(total):.1%}")
     console.print(table)
+    console.print(prefix_table(log, base.model))
 
     per_case = [billable(c.tokens) / billable(v.tokens) for c, v in zip(configured, naive)]
     (conf, n), (nav, _) = summary["configured"], summary["naive"]

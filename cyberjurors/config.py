@@ -25,7 +25,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate"]
+from .model_catalog import TokenPrices, facts, list_prices
+
+Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge"]
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
@@ -56,22 +58,43 @@ class EcosystemEnvSource(PydanticBaseSettingsSource):
         return {name: os.environ[env] for env, name in ECOSYSTEM_ENV.items() if os.environ.get(env)}
 
 
-class TokenPrices(BaseModel):
-    """USD per million tokens of each kind, for one model."""
+# Dated, sourced list prices (model_catalog.py); ``llm_prices`` replaces the whole table when set.
+DEFAULT_LLM_PRICES = list_prices()
+
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+Thinking = Literal["auto", "adaptive", "budget", "off"]
+
+
+class RoleCall(BaseModel):
+    """How one role's model calls are made. A field left unset takes the ``llm_*`` setting of the
+    same name when that is set, else the role's built-in value (``ROLE_CALLS``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    input: float = Field(0.0, ge=0, description="uncached input tokens")
-    output: float = Field(0.0, ge=0)
-    cache_read: float = Field(0.0, ge=0, description="input tokens read from the prompt cache")
-    cache_write: float = Field(0.0, ge=0, description="input tokens written to the prompt cache")
+    effort: Effort | None = None
+    thinking: Thinking | None = None
+    thinking_budget: int | None = Field(None, ge=0, le=64_000)
+    max_output_tokens: int | None = Field(None, ge=1, le=64_000)
 
 
-# Assumed Sonnet-tier list prices (input 3, output 15, cache read 0.30 = 0.1x input, 5-minute cache
-# write 3.75 = 1.25x input); check them against the provider's price list before trusting the totals.
-DEFAULT_LLM_PRICES = {
-    "claude-sonnet-5-5": TokenPrices(input=3.0, output=15.0, cache_read=0.30, cache_write=3.75),
-}
+# Thinking tokens count toward a reply's max_tokens, so a call asks for max_output_tokens (the
+# structured answer) + thinking_budget unless thinking is off: 2,048 + 4,096 leaves a reply that
+# thinks 2,000 tokens room for a ballot several times over. Effort follows the work: picking one
+# item or summarising ballots needs little, the judge's single ruling the most; distil's answer is
+# a list of guidelines for up to 8 cases.
+_BASE_CALL = {"effort": "medium", "thinking": "auto", "thinking_budget": 4096, "max_output_tokens": 2048}
+ROLE_CALLS: dict[str, RoleCall] = {role: RoleCall(**(_BASE_CALL | dict(over))) for role, over in {
+    "focus": {},
+    "select": {"effort": "low", "max_output_tokens": 1024},
+    "perceive": {},
+    "juror": {},
+    "summary": {"effort": "low"},
+    "distil": {"max_output_tokens": 4096},
+    "advocate": {},
+    "judge": {"effort": "high"},
+}.items()}
+GLOBAL_CALL = {"effort": "llm_effort", "thinking": "llm_thinking", "thinking_budget": "llm_thinking_budget",
+               "max_output_tokens": "max_output_tokens"}
 
 
 class Settings(BaseSettings):
@@ -128,8 +151,33 @@ class Settings(BaseSettings):
     model_summary: str | None = None
     model_distil: str | None = None
     model_advocate: str | None = None
+    model_judge: str | None = None
     juror_models: list[str] = Field(default_factory=list, description="spread jurors over these models")
-    max_output_tokens: int = 2048
+    # Effort and thinking (issue 13): unset (None), each role takes its own value from ROLE_CALLS.
+    max_output_tokens: int | None = Field(
+        None, ge=1, le=64_000, description="room for the structured answer itself, thinking not included; "
+                                           "unset = 2048 (select 1024, distil 4096)"
+    )
+    llm_effort: Effort | None = Field(
+        None, description="output_config.effort (reasoning_effort on openai) for every role; unset = medium "
+                          "(select and summary low, judge high); sent only to models that take it"
+    )
+    llm_thinking: Thinking | None = Field(
+        None, description="auto (unset) = the model's default, with room kept for it; adaptive; budget = "
+                          "{type: enabled, budget_tokens}; off = the model's way to turn it off"
+    )
+    llm_thinking_budget: int | None = Field(
+        None, ge=0, le=64_000, description="tokens of max_tokens kept for thinking (budget_tokens in budget mode, "
+                                           "at least 1024 there); unset = 4096"
+    )
+    llm_roles: dict[Role, RoleCall] = Field(
+        default_factory=dict, description="per role: effort, thinking, thinking_budget, max_output_tokens"
+    )
+    openai_reasoning_models: list[str] = Field(
+        default_factory=lambda: ["o1", "o3", "o4", "gpt-5"],
+        description="openai backend: models (or name prefixes) that reason: sent max_completion_tokens and "
+                    "reasoning_effort instead of max_tokens",
+    )
     llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")
     llm_tokens_per_minute: int | None = Field(None, description="input-token rate limit per worker")
     llm_timeout_s: float = 120.0
@@ -196,6 +244,10 @@ class Settings(BaseSettings):
         False, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
     )
     prompt_caching: bool = Field(True, description="mark the per-case shared prefix cacheable at the provider")
+    prompt_cache_ttl: Literal["5m", "1h"] = Field(
+        "5m", description="how long a cached prefix lives; 1h where a case's calls may be further apart (eval uses "
+                          "1h unless this is set)"
+    )
     warm_cache_first: bool = Field(
         True, description="in round 1, one juror runs before the others so they read the cached case prefix"
     )
@@ -328,7 +380,23 @@ class Settings(BaseSettings):
                                                                                self.dlq_retention_s):
             raise ValueError("media_retention_s must be at least state_retention_s and dlq_retention_s: a case or "
                              "a dead letter would name media already deleted")
+        self._check_thinking()
         return self
+
+    def _check_thinking(self) -> None:
+        """A thinking type a model refuses would dead-letter every case (400): refuse it here."""
+        for role in ROLE_CALLS:
+            call = self.call_for(role)  # type: ignore[arg-type]
+            if call.thinking == "budget" and (call.thinking_budget or 0) < 1024:
+                raise ValueError(f"thinking=budget for {role} needs a thinking_budget of at least 1024 tokens")
+            if call.thinking not in ("adaptive", "budget"):
+                continue
+            for model in self.models_of(role):  # type: ignore[arg-type]
+                known = facts(model)
+                if known is not None and call.thinking not in known.thinking_types:
+                    takes = ", ".join(sorted(known.thinking_types)) or "no thinking"
+                    raise ValueError(f"thinking={call.thinking} for {role} is refused by {model} (it takes {takes}; "
+                                     "use auto)")
 
     @property
     def media_retention(self) -> float:
@@ -347,6 +415,23 @@ class Settings(BaseSettings):
     def clues_stage(self) -> bool:
         """Stage II runs (it needs stage I's focus); off, jurors get every item at once, media attached."""
         return self.focus_stage and self.max_select_steps > 0
+
+    def call_for(self, role: Role) -> RoleCall:
+        """The role's effort, thinking, thinking budget and answer room, every field resolved: the
+        role's entry in llm_roles, else the llm_* setting, else the role's built-in value."""
+        given = self.llm_roles.get(role, RoleCall())
+        builtin = ROLE_CALLS.get(role, ROLE_CALLS["juror"])
+        resolved = {}
+        for field, setting in GLOBAL_CALL.items():
+            for value in (getattr(given, field), getattr(self, setting), getattr(builtin, field)):
+                if value is not None:
+                    resolved[field] = value
+                    break
+        return RoleCall(**resolved)
+
+    def models_of(self, role: Role) -> list[str]:
+        """Every model a role's calls may go to."""
+        return list(dict.fromkeys([self.model_for(role), *(self.juror_models if role == "juror" else [])]))
 
     def model_for(self, role: Role, juror_index: int | None = None) -> str:
         if role == "juror" and juror_index is not None and self.juror_models:

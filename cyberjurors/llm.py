@@ -16,14 +16,15 @@ import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
 from . import metrics, tracing
-from .config import Role, Settings
+from .config import Effort, Role, Settings, Thinking
 from .errors import FINAL_LLM_KINDS, CyberJurorsError
+from .model_catalog import facts
 from .schemas import Usage
 
 T = TypeVar("T", bound=BaseModel)
@@ -68,6 +69,14 @@ class LLMRequest:
     """The structured input the prompt was rendered from; read by the offline and scripted backends."""
     case_id: str = ""
     max_output_tokens: int = 2048
+    """Room for the structured answer itself."""
+    thinking: Thinking = "auto"
+    thinking_budget: int = 0
+    """Tokens of max_tokens kept for thinking on top of the answer (see ``max_tokens``)."""
+    effort: Effort | None = None
+    cache_prefix: bool = True
+    """Mark the end of ``shared`` as a prompt-cache breakpoint (``stage_request`` decides)."""
+    cache_ttl: Literal["5m", "1h"] = "5m"
 
     def __post_init__(self) -> None:
         # a model cannot cite, and a reader cannot trace, a picture that says nothing of where it came from
@@ -80,13 +89,46 @@ class LLMRequest:
     def images(self) -> list[ImagePart]:
         return [p for p in [*self.shared, *self.prompt] if isinstance(p, ImagePart)]
 
+    def max_tokens(self, thinking_off: bool = False) -> int:
+        """The output cap to send: a provider counts thinking toward it, so it keeps the thinking
+        budget on top of the answer's room unless thinking is known to be off."""
+        return self.max_output_tokens + (0 if thinking_off else self.thinking_budget)
+
 
 def stage_request(role: Role, settings: Settings, *, system: str, prompt: Sequence[str | Part], task: Any,
                   case_id: str, shared: Sequence[str | Part] = (), juror: int | None = None) -> LLMRequest:
-    """The request a stage sends: the model the settings give this role (or this juror) and their
-    output cap, with plain strings taken as text parts."""
-    return LLMRequest(role=role, model=settings.model_for(role, juror), system=system, shared=_parts(shared),
-                      prompt=_parts(prompt), task=task, case_id=case_id, max_output_tokens=settings.max_output_tokens)
+    """The request a stage sends: the model the settings give this role (or this juror), the role's
+    effort, thinking and output room, and a cache breakpoint only where the prefix can be cached;
+    plain strings are taken as text parts."""
+    model, call, shared_parts = settings.model_for(role, juror), settings.call_for(role), _parts(shared)
+    return LLMRequest(role=role, model=model, system=system, shared=shared_parts, prompt=_parts(prompt), task=task,
+                      case_id=case_id, max_output_tokens=call.max_output_tokens or 2048,
+                      thinking=call.thinking or "auto", thinking_budget=call.thinking_budget or 0,
+                      effort=call.effort, cache_ttl=settings.prompt_cache_ttl,
+                      cache_prefix=settings.prompt_caching and can_cache(model, system, shared_parts))
+
+
+# What a prefix may come to, in tokens, erring high: a breakpoint on a prefix below the provider's
+# minimum costs nothing (it just does not cache), one wrongly left out costs every read. Newer
+# Claude tokenizers count ~30% more tokens than the old 4 characters each; an image downscaled to
+# max_image_side (768 px) is about 768 * 768 / 750 ~ 790 tokens.
+CHARS_PER_TOKEN_LOW = 3
+IMAGE_TOKENS_HIGH = 800
+
+
+def prefix_tokens(system: str, shared: Sequence[Part]) -> int:
+    """A generous estimate of a cached prefix's length: the system prompt and the shared parts."""
+    text = system + "".join(p.text for p in shared if isinstance(p, TextPart))
+    return len(text) // CHARS_PER_TOKEN_LOW + IMAGE_TOKENS_HIGH * sum(isinstance(p, ImagePart) for p in shared)
+
+
+def can_cache(model: str, system: str, shared: Sequence[Part]) -> bool:
+    """Whether a breakpoint after ``shared`` can cache anything: there is a prefix, and it may reach
+    the model's minimum cacheable length (model_catalog.py; unknown models: assume it can)."""
+    if not shared:
+        return False
+    known = facts(model)
+    return known is None or prefix_tokens(system, shared) >= known.min_cacheable_tokens
 
 
 def _parts(items: Sequence[str | Part]) -> list[Part]:
@@ -188,9 +230,9 @@ class GuardedLLM:
                     raise
                 tracing.answered(span, result)
             elapsed = time.perf_counter() - started
-        result.usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
+        cost = metrics.record_llm_call(self.backend, model, request.role, elapsed, result.usage, self.prices)
+        result.usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed, "cost_usd": cost})
         self._log(request, elapsed, result=result)
-        metrics.record_llm_call(self.backend, model, request.role, elapsed, result.usage, self.prices)
         return result
 
     def _log(self, request: LLMRequest, elapsed: float, result: LLMResult[Any] | None = None,

@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
+from .model_catalog import find
 from .schemas import CATEGORIES
 
 if TYPE_CHECKING:
     import faust
 
-    from .config import TokenPrices
+    from .model_catalog import TokenPrices
     from .schemas import Usage
 
 log = logging.getLogger("cyberjurors.metrics")
@@ -48,7 +49,9 @@ RETRIEVAL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30
 
 STAGES = ("focus", "clues", "round", "verdict")
 SIDES = ("buyer", "seller")
-TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
+# A partition of a call's tokens, so summing every kind gives its total: output is the answer and
+# thinking the reasoning (Usage.output_tokens holds both, as providers bill them).
+TOKEN_KINDS = ("input", "output", "thinking", "cache_read", "cache_write")
 FREE_BACKENDS = {"offline", "scripted"}  # they bill nothing, whatever the model name says
 
 # --- latency ---------------------------------------------------------------------------------
@@ -87,7 +90,8 @@ LLM_RETRIES = Counter(
 )
 LLM_TOKENS = Counter(
     "cyberjurors_llm_tokens_total",
-    "Tokens the backend reported: input (uncached), output, cache_read, cache_write",
+    "Tokens the backend reported: input (uncached), output (the answer), thinking (reasoning, billed as "
+    "output), cache_read, cache_write; the kinds do not overlap",
     ["backend", "model", "role", "kind"],
 )
 LLM_COST = Counter(
@@ -216,7 +220,8 @@ def stage_label(stage: str) -> str:
 
 
 class PriceTable:
-    """USD per million tokens, by model and token kind (setting ``llm_prices``).
+    """USD per million tokens, by model and token kind (setting ``llm_prices``; by default the dated,
+    sourced list prices of model_catalog.py).
 
     A model is priced by its exact name, else by the longest table key it starts with (so
     "claude-sonnet-5-5" also prices a dated "claude-sonnet-5-5-20260101"). The offline and
@@ -229,20 +234,21 @@ class PriceTable:
         self._warned: set[str] = set()
 
     def price(self, model: str) -> "TokenPrices | None":
-        if model in self.prices:
-            return self.prices[model]
-        prefixes = [key for key in self.prices if model.startswith(key)]
-        return self.prices[max(prefixes, key=len)] if prefixes else None
+        return find(self.prices, model)
 
-    def cost(self, backend: str, model: str, usage: "Usage") -> float | None:
-        """USD for one call's usage; None when the model has no price."""
+    def cost(self, backend: str, model: str, usage: "Usage", batch: bool = False) -> float | None:
+        """USD for one call's usage (or a sum of one model's calls); None when the model has no
+        price. Cache writes are priced by TTL; ``batch``: made through the Message Batches API."""
         if backend in FREE_BACKENDS:
             return 0.0
         price = self.price(model)
         if price is None:
             return None
-        return (usage.input_tokens * price.input + usage.output_tokens * price.output
-                + usage.cache_read_tokens * price.cache_read + usage.cache_write_tokens * price.cache_write) / 1e6
+        write_5m = usage.cache_write_tokens - usage.cache_write_1h_tokens
+        full = (usage.input_tokens * price.input + usage.output_tokens * price.output
+                + usage.cache_read_tokens * price.cache_read + write_5m * price.cache_write
+                + usage.cache_write_1h_tokens * price.write_1h) / 1e6
+        return full * price.batch if batch else full
 
     def warn_once(self, model: str) -> None:
         if model not in self._warned:
@@ -250,12 +256,20 @@ class PriceTable:
             log.warning("no price for model %r in llm_prices: its cost is counted as 0", model)
 
 
+def token_kinds(usage: "Usage") -> dict[str, int]:
+    """A call's tokens by metric kind (``TOKEN_KINDS``): answer and thinking apart."""
+    thinking = min(usage.thinking_tokens, usage.output_tokens)  # a provider's count never exceeds its total
+    return {"input": usage.input_tokens, "output": usage.output_tokens - thinking,
+            "thinking": thinking, "cache_read": usage.cache_read_tokens,
+            "cache_write": usage.cache_write_tokens}
+
+
 def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage: "Usage",
-                    prices: PriceTable | None) -> None:
+                    prices: PriceTable | None) -> float:
+    """Count one answered call; returns its cost in USD (0 when unpriced)."""
     LLM_CALLS.labels(backend, model, role).inc()
     LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
-    for kind, tokens in zip(TOKEN_KINDS, (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
-                                          usage.cache_write_tokens)):
+    for kind, tokens in token_kinds(usage).items():
         LLM_TOKENS.labels(backend, model, role, kind).inc(tokens)
     cost = (prices or PriceTable()).cost(backend, model, usage)
     if cost is None:
@@ -264,6 +278,7 @@ def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage
             prices.warn_once(model)
         cost = 0.0
     LLM_COST.labels(backend, model, role).inc(cost)
+    return cost
 
 
 def record_llm_error(backend: str, model: str, role: str, elapsed_s: float, kind: str) -> None:

@@ -368,8 +368,8 @@ def tokens() -> dict:
     v, calls = "cyberjurors_verdicts_total", "cyberjurors_llm_calls_total"
     return dashboard(
         "cyberjurors-tokens", "CyberJurors / Tokens and cost",
-        "Token use by kind (input, output, prompt-cache read and write), model and role, and the "
-        "estimated spend from the configured price table.",
+        "Token use by kind (input, output, thinking, prompt-cache read and write), model and role, the "
+        "prompt-cache hit ratio per role, and the estimated spend from the configured price table.",
         [
             (4, [
                 (4, stat("Estimated cost", "LLM spend in the selected range",
@@ -392,7 +392,8 @@ def tokens() -> dict:
                          decimals=1)),
             ]),
             (8, [
-                (12, timeseries("Tokens per second by kind", "input, output, cache read, cache write",
+                (12, timeseries("Tokens per second by kind", "input, output (the answer), thinking, cache read, "
+                                "cache write: the kinds do not overlap",
                                 [(f"sum by (kind) (rate({t}{{{W}}}[$__rate_interval]))", "{{kind}}")], "short",
                                 stack=True)),
                 (12, timeseries("Tokens per second by role", "focus, select, perceive, juror, summary",
@@ -425,6 +426,19 @@ def tokens() -> dict:
                                   "read {{model}}"),
                                  (f'sum by (model) (rate({t}{{kind="cache_write", {W}}}[$__rate_interval]))',
                                   "write {{model}}")], "short")),
+            ]),
+            (8, [
+                (12, timeseries("Prompt cache hit ratio by role", "cache read / (input + cache read + cache write) "
+                                "per role: jurors share the case prefix; a prefix below the model's minimum "
+                                "cacheable length gets no breakpoint and stays at 0",
+                                [(f'sum by (role) (rate({t}{{kind="cache_read", {W}}}[$__rate_interval])) / '
+                                  f'sum by (role) (rate({t}{{kind=~"input|cache_read|cache_write", {W}}}'
+                                  f'[$__rate_interval]))', "{{role}}")], "percentunit", max_=1)),
+                (12, timeseries("Thinking share of output by role", "thinking / (output + thinking) tokens per "
+                                "role: what effort and thinking settings spend before the answer",
+                                [(f'sum by (role) (rate({t}{{kind="thinking", {W}}}[$__rate_interval])) / '
+                                  f'sum by (role) (rate({t}{{kind=~"output|thinking", {W}}}[$__rate_interval]))',
+                                  "{{role}}")], "percentunit", max_=1)),
             ]),
         ],
     )

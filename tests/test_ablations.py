@@ -91,7 +91,7 @@ async def test_jury_rung_runs_seventeen_jurors_per_round_with_summaries():
 
 async def test_agentscourt_two_advocates_then_one_judge():
     verdict, llm, roles = await run("agentscourt", case(VIDEO_CASE))
-    assert roles == {"advocate": 4, "juror": 1}
+    assert roles == {"advocate": 4, "judge": 1}
     parties = [c.task.party for c in llm.calls if c.role == "advocate"]
     assert parties == ["buyer", "seller", "buyer", "seller"]
     # each advocate answers the debate so far; the judge reads all four turns
@@ -142,7 +142,7 @@ def test_prompt_caching_off_marks_nothing_cacheable_for_the_provider():
     from cyberjurors.llm import LLMRequest, TextPart
 
     request = LLMRequest(role="juror", model="m", system="s", shared=[TextPart("the case")], prompt=[TextPart("p")])
-    assert user_content(request)[0]["cache_control"] == {"type": "ephemeral"}
+    assert user_content(request)[0]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
     assert all("cache_control" not in block for block in user_content(request, cache=False))
 
 

@@ -125,6 +125,8 @@ async def test_anthropic_request_body(server: ScriptedServer) -> None:
     assert body["model"] == "claude-sonnet-4-6" and body["max_tokens"] == 900
     assert body["system"] == [{"type": "text", "text": "You are juror 3 of 17."}]
     assert "stream" not in body
+    # a model the catalog does not know gets the provider's defaults: no thinking, no effort
+    assert "thinking" not in body and "effort" not in body["output_config"]
 
     fmt = body["output_config"]["format"]
     assert fmt["type"] == "json_schema"
@@ -139,7 +141,7 @@ async def test_anthropic_request_body(server: ScriptedServer) -> None:
         {"type": "text", "text": "<case>vase arrived cracked</case>"},
         {"type": "text", "text": "listing photo"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)},
-         "cache_control": {"type": "ephemeral"}},
+         "cache_control": {"type": "ephemeral", "ttl": "5m"}},
         {"type": "text", "text": "Cast your ballot."},
         {"type": "text", "text": "frame 7 at 3.50s"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": b64(JPEG)}},

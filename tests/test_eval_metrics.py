@@ -64,10 +64,11 @@ def result(case_id: str, truth: tuple[int, int], pred: tuple[int, int] | None, *
 def worked_example() -> list[CaseResult]:
     return [
         result("c1", (14, 3), (12, 5), category="appliances", latency=1, swapped=(5, 12),
-               tokens=Usage(input_tokens=100, output_tokens=10, cache_read_tokens=1000, calls=20), rounds=1,
-               early=True),
+               tokens=Usage(input_tokens=100, output_tokens=10, cache_read_tokens=1000, calls=20, cost_usd=0.25),
+               rounds=1, early=True),
         result("c2", (10, 7), (6, 11), category="appliances", latency=2, swapped=(8, 9),
-               tokens=Usage(input_tokens=300, output_tokens=30, cache_write_tokens=500, calls=40), rounds=3),
+               tokens=Usage(input_tokens=300, output_tokens=30, cache_write_tokens=500, thinking_tokens=20, calls=40,
+                            cost_usd=0.5), rounds=3),
         result("c3", (5, 12), (4, 13), latency=3, swapped_failure="llm_timeout", rounds=2),
         result("c4", (2, 15), (9, 8), latency=4, rounds=3),
         result("c5", (9, 8), (17, 0), latency=10, rounds=1, early=True),
@@ -93,8 +94,9 @@ def test_worked_example_by_hand() -> None:
     assert s.rounds_mean == pytest.approx(10 / 5)
     assert s.early_stop_share == pytest.approx(2 / 5)
     assert s.calls_per_case == pytest.approx(60 / 5)
-    assert s.tokens_per_case == pytest.approx({"input": 80, "output": 8, "cache_read": 200, "cache_write": 100,
-                                               "total": 388})
+    assert s.tokens_per_case == pytest.approx({"input": 80, "output": 8, "thinking": 4, "cache_read": 200,
+                                               "cache_write": 100, "total": 388})  # thinking is part of output
+    assert s.cost_per_case_usd == pytest.approx(0.75 / 5)
     assert (s.swap_pairs, s.swap_failed) == (3, {"llm_timeout": 1})
     assert s.swap_consistency == pytest.approx(1 / 3)
     assert s.swap_vote_mae == pytest.approx(1.5)
@@ -163,7 +165,8 @@ def test_no_verdicts_at_all() -> None:
     assert s.failed == {"llm_error": 1, "timeout": 1, "unknown": 1}
     for field in ("accuracy", "weighted_f1", "macro_f1", "vote_mae", "vote_rmse", "recall_buyer", "recall_seller",
                   "seller_share_predicted", "seller_share_real", "swap_consistency", "swap_vote_mae",
-                  "tokens_per_case", "calls_per_case", "rounds_mean", "early_stop_share", "latency_p50_s",
+                  "tokens_per_case", "cost_per_case_usd", "calls_per_case", "rounds_mean", "early_stop_share",
+                  "latency_p50_s",
                   "latency_p95_s"):
         assert getattr(s, field) is None, field
     empty = summarize([])

@@ -97,6 +97,9 @@ def test_markdown_has_the_ladder_and_the_configuration() -> None:
     assert [r.split("|")[1].strip() for r in rows] == ["CoT", "IV-CoT", "CyberJurors"]
     assert "| 60.0% | 60.0% | 58.3% | 4.40 | 5.18 |" in rows[0]  # acc, wF1, mF1, MAE, RMSE
     assert "| band: easy | 1/2 | 0.0% |" in md  # c4 wrong, c6 failed
+    header = next(line for line in md.splitlines() if line.startswith("| Configuration"))
+    cost_column = [c.strip() for c in header.split("|")].index("USD/case")
+    assert rows[0].split("|")[cost_column].strip() == "0.1500"  # ($0.25 + $0.50) over 5 verdicts
     assert md.count('"jurors": 17') == 3 and '"stage_ii": false' in md
     assert "- failed: timeout ×1" in md
 

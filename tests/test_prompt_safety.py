@@ -114,7 +114,7 @@ async def test_a_model_that_obeys_unmarked_text_never_finds_an_order(method):
     llm = obedient(obeyed)
     s = settings(**method).model_copy(update={"precedent_backend": "embedded"})  # jurors get the guidelines
     verdict = await judge(hostile_case(), llm, s, precedents=PoisonedPrecedents())  # type: ignore[arg-type]
-    assert {c.role for c in llm.calls} >= {"juror"}
+    assert {c.role for c in llm.calls} & {"juror", "judge"}
     assert all(ORDER in c.text() for c in llm.calls if c.role != "summary")  # the order did reach every call
     assert obeyed == [], f"obeyed in {sorted(set(obeyed))}"
     assert verdict.winner == "buyer"
@@ -129,7 +129,7 @@ async def test_every_system_prompt_that_sees_marked_text_says_it_is_data():
         if "<evidence" in call.text() or "<record" in call.text():
             roles.add(call.role)
             assert prompts.DATA_RULE in call.system, call.role
-    assert roles == {"focus", "select", "perceive", "juror", "summary", "advocate"}
+    assert roles == {"focus", "select", "perceive", "juror", "summary", "advocate", "judge"}
 
 
 def test_an_order_in_any_party_authored_field_is_noted_on_the_case():

@@ -1,7 +1,10 @@
 """The ``anthropic`` backend: the Messages API through the official SDK.
 
 One call per request: the system prompt as a text block, then one user turn holding the case
-prefix every juror shares (marked as a prompt-cache breakpoint) followed by the stage's prompt.
+prefix every juror shares (marked as a prompt-cache breakpoint with the configured TTL when it can
+reach the model's minimum cacheable length) followed by the stage's prompt. The role's thinking
+and effort go as ``thinking`` and ``output_config.effort``, with ``max_tokens`` keeping room for
+the thinking as well as the answer; thinking blocks in the reply are not the answer.
 Images go as base64 blocks, each preceded by its label ("frame 7 at 3.50s") so the model can cite
 frames. The reply is constrained to the output type's JSON schema (``output_config.format``).
 
@@ -20,6 +23,7 @@ reply is checked in order: stop reason, then JSON, then the schema.
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from typing import Any
 
 import anthropic
@@ -29,9 +33,9 @@ from anthropic.types import Message
 from .. import metrics
 from ..config import Settings
 from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
+from ..model_catalog import facts
 from ..schemas import Usage
 
-CACHE = {"type": "ephemeral"}
 STOP_KINDS = {"refusal": "refused", "max_tokens": "truncated", "model_context_window_exceeded": "truncated"}
 
 
@@ -56,23 +60,76 @@ def blocks(parts: list[Part]) -> list[dict]:
 
 
 def user_content(request: LLMRequest, cache: bool = True) -> list[dict]:
+    """The case prefix, then the stage prompt; the prefix's last block is a cache breakpoint when
+    the request says it can be cached (``stage_request`` checks the model's minimum length)."""
     shared = blocks(request.shared)
-    if shared and cache:
-        shared[-1]["cache_control"] = CACHE
+    if shared and cache and request.cache_prefix:
+        shared[-1]["cache_control"] = {"type": "ephemeral", "ttl": request.cache_ttl}
     return [*shared, *blocks(request.prompt)]
 
 
+@dataclass(frozen=True)
+class ThinkingParams:
+    thinking: dict[str, Any] | None
+    effort: str | None
+    max_tokens: int
+
+
+MIN_BUDGET_TOKENS = 1024  # the API refuses a smaller budget_tokens
+
+
+def thinking_params(request: LLMRequest) -> ThinkingParams:
+    """The request's ``thinking``, ``output_config.effort`` and ``max_tokens`` for its model.
+
+    auto sends no thinking parameter (the model's default: Sonnet 5.5 thinks adaptively) and keeps
+    the thinking budget in max_tokens, unless the model is known not to think by default (Haiku
+    4.5); budget sends ``enabled`` with it; off sends the model's own
+    way to turn thinking off (none known: nothing) and keeps the budget unless that is "disabled"
+    (Sonnet 5.5's between_tools is about thinking before tool calls). Effort goes only to models
+    known to take it: an unknown one may refuse it."""
+    known = facts(request.model)
+    effort = request.effort if known is not None and known.effort else None
+    match request.thinking:
+        case "adaptive":
+            return ThinkingParams({"type": "adaptive"}, effort, request.max_tokens())
+        case "budget":
+            budget = max(request.thinking_budget, MIN_BUDGET_TOKENS)
+            return ThinkingParams({"type": "enabled", "budget_tokens": budget}, effort,
+                                  request.max_output_tokens + budget)
+        case "off":
+            way = known.thinking_off if known else "disabled"
+            return ThinkingParams({"type": way} if way else None, effort,
+                                  request.max_tokens(thinking_off=way == "disabled"))
+    return ThinkingParams(None, effort, request.max_tokens(thinking_off=known is not None and
+                                                           not known.thinks_by_default))
+
+
 def usage_of(message: Message) -> Usage:
+    """Output tokens include thinking (as billed); the thinking share and the 1-hour share of cache
+    writes are kept apart when the API reports them."""
     u = message.usage
+    details, created = u.output_tokens_details, u.cache_creation
     return Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                  cache_read_tokens=u.cache_read_input_tokens or 0,
-                 cache_write_tokens=u.cache_creation_input_tokens or 0)
+                 cache_write_tokens=u.cache_creation_input_tokens or 0,
+                 thinking_tokens=details.thinking_tokens if details else 0,
+                 cache_write_1h_tokens=created.ephemeral_1h_input_tokens if created else 0)
 
 
 def invalid(output_type: type, error: pydantic.ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(map(str, first["loc"])) or "reply"
     return f"reply is not a valid {output_type.__name__}: {where}: {first['msg']} ({error.error_count()} errors)"
+
+
+def stopped(message: Message, role: str, max_tokens: int) -> str:
+    """Why a reply is unusable, with what to change when thinking ate the room for the answer."""
+    text = f"anthropic: stop_reason {message.stop_reason}"
+    details = message.usage.output_tokens_details
+    if message.stop_reason == "max_tokens" and details is not None and details.thinking_tokens:
+        text += (f" after {details.thinking_tokens} of {max_tokens} tokens spent thinking: raise {role}'s "
+                 "thinking_budget or max_output_tokens, or lower its effort (llm_roles)")
+    return text
 
 
 async def count_retries(request: anthropic.APIRequest, call_next: anthropic.AsyncCallNext) -> Any:
@@ -97,13 +154,19 @@ class AnthropicLLM:
                                             middleware=[count_retries]), settings.prompt_caching)
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        params = thinking_params(request)
+        output_config: dict[str, Any] = {"format": {"type": "json_schema",
+                                                    "schema": anthropic.transform_schema(output_type)}}
+        if params.effort is not None:
+            output_config["effort"] = params.effort
         try:
             message = await self.client.messages.create(
                 model=request.model,
-                max_tokens=request.max_output_tokens,
+                max_tokens=params.max_tokens,
                 system=[{"type": "text", "text": request.system}],
                 messages=[{"role": "user", "content": user_content(request, self.prompt_caching)}],
-                output_config={"format": {"type": "json_schema", "schema": anthropic.transform_schema(output_type)}},
+                output_config=output_config,  # type: ignore[arg-type]
+                **({"thinking": params.thinking} if params.thinking else {}),  # type: ignore[arg-type]
             )
         except anthropic.APITimeoutError as e:  # before APIConnectionError: it is a subclass
             raise LLMError("timeout", f"anthropic: no reply within the timeout ({e})") from e
@@ -113,7 +176,8 @@ class AnthropicLLM:
             raise LLMError(status_kind(e.status_code), f"anthropic: {e.message}"[:500]) from e
 
         if message.stop_reason in STOP_KINDS:
-            raise LLMError(STOP_KINDS[message.stop_reason], f"anthropic: stop_reason {message.stop_reason}")
+            raise LLMError(STOP_KINDS[message.stop_reason], stopped(message, request.role, params.max_tokens))
+        # the answer is the text; thinking blocks (and redacted ones) are the model's own, counted in usage
         text = "".join(block.text for block in message.content if block.type == "text")
         try:
             output = output_type.model_validate_json(text)

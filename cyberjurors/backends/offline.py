@@ -241,13 +241,14 @@ class OfflineLLM:
 
     def _usage(self, request: LLMRequest, answer: BaseModel) -> Usage:
         """Token counts a provider would bill, estimated at 4 characters a token; the shared
-        per-case prefix is written to the cache once and read from it afterwards."""
+        per-case prefix is written to the cache once and read from it afterwards, when the request
+        marks it cacheable (a prefix that cannot reach the model's minimum is not)."""
         shared = "".join(p.text for p in request.shared if isinstance(p, TextPart))
         prompt = request.system + "".join(p.text for p in request.prompt if isinstance(p, TextPart))
         images = 800 * len(request.images())
         key = hashlib.sha256(shared.encode()).hexdigest()
         cached = key in self._cached_prefixes
-        if not self.prompt_caching:
+        if not self.prompt_caching or not request.cache_prefix:
             return Usage(input_tokens=(len(prompt) + len(shared)) // 4 + images,
                          output_tokens=len(answer.model_dump_json()) // 4)
         self._cached_prefixes[key] = None

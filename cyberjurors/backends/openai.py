@@ -6,6 +6,8 @@ then the stage's prompt, so servers with automatic prefix caching (vLLM, llama.c
 across jurors. Images go as ``image_url`` parts with ``data:`` URLs, each preceded by its label.
 ``chat.completions.parse`` sends ``response_format`` = strict ``json_schema`` built from the
 output type and parses the reply; it raises on ``finish_reason`` "length"/"content_filter".
+Reasoning models (``openai_reasoning_models``) get ``max_completion_tokens`` with room for their
+reasoning and ``reasoning_effort``; their reasoning tokens are counted as thinking.
 Retries and timeouts are the SDK's own; failures become ``LLMError`` with the same kinds as the
 ``anthropic`` backend. This SDK has no middleware: a request event hook on its HTTP client reads
 the ``x-stainless-retry-count`` header the SDK puts on every attempt, so
@@ -15,6 +17,7 @@ the ``x-stainless-retry-count`` header the SDK puts on every attempt, so
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -40,13 +43,28 @@ def content_parts(parts: list[Part]) -> list[dict]:
 
 
 def usage_of(usage: CompletionUsage | None) -> Usage:
-    """``prompt_tokens`` includes cached tokens; ``Usage.input_tokens`` counts the uncached ones."""
+    """``prompt_tokens`` includes cached tokens; ``Usage.input_tokens`` counts the uncached ones.
+    ``completion_tokens`` includes reasoning tokens, as Anthropic's output tokens include thinking."""
     if usage is None:
         return Usage()
-    details = usage.prompt_tokens_details
+    details, completion = usage.prompt_tokens_details, usage.completion_tokens_details
     cached = (details.cached_tokens or 0) if details else 0
     return Usage(input_tokens=usage.prompt_tokens - cached, output_tokens=usage.completion_tokens,
-                 cache_read_tokens=cached)
+                 cache_read_tokens=cached,
+                 thinking_tokens=(completion.reasoning_tokens or 0) if completion else 0)
+
+
+def output_limits(request: LLMRequest, reasoning: bool) -> dict[str, object]:
+    """A reasoning model counts its reasoning toward ``max_completion_tokens`` (it refuses
+    ``max_tokens``): room for the thinking budget and the answer, and the role's effort as
+    ``reasoning_effort``. Other models get ``max_tokens`` for the answer alone, as servers of every
+    kind (vLLM, llama.cpp, Ollama) take it: a local model's context may have no room for more."""
+    if not reasoning:
+        return {"max_tokens": request.max_output_tokens}
+    limits: dict[str, object] = {"max_completion_tokens": request.max_tokens()}
+    if request.effort is not None:
+        limits["reasoning_effort"] = request.effort
+    return limits
 
 
 # the model of the call in progress, for the retry hook (the hook sees only the HTTP request)
@@ -66,8 +84,9 @@ async def count_retries(request: httpx2.Request) -> None:
 class OpenAICompatibleLLM:
     backend = "openai"
 
-    def __init__(self, client: openai.AsyncOpenAI):
+    def __init__(self, client: openai.AsyncOpenAI, reasoning_models: Sequence[str] = ()):
         self.client = client
+        self.reasoning_models = tuple(reasoning_models)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "OpenAICompatibleLLM":
@@ -75,19 +94,24 @@ class OpenAICompatibleLLM:
                                       api_key=settings.openai_api_key or "not-needed",  # local servers need none
                                       timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries,
                                       http_client=openai.DefaultAsyncHttpxClient(
-                                          event_hooks={"request": [count_retries]})))
+                                          event_hooks={"request": [count_retries]})),
+                   settings.openai_reasoning_models)
+
+    def reasons(self, model: str) -> bool:
+        """A reasoning model: named in ``openai_reasoning_models`` (exactly or as a prefix)."""
+        return any(model.startswith(name) for name in self.reasoning_models)
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         calling = _calling.set(request.model)
         try:
             completion = await self.client.chat.completions.parse(
                 model=request.model,
-                max_tokens=request.max_output_tokens,
                 messages=[
                     {"role": "system", "content": request.system},
                     {"role": "user", "content": content_parts([*request.shared, *request.prompt])},
                 ],
                 response_format=output_type,
+                **output_limits(request, self.reasons(request.model)),  # type: ignore[arg-type]
             )
         except openai.APITimeoutError as e:  # before APIConnectionError: it is a subclass
             raise LLMError("timeout", f"openai: no reply within the timeout ({e})") from e

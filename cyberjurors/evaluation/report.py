@@ -96,11 +96,13 @@ COLUMNS: list[tuple[str, Callable[[Summary], str]]] = [
     ("Seller share pred/real", lambda s: _share(s.seller_share_predicted, s.seller_share_real)),
     ("Swap consistency", lambda s: _pct(s.swap_consistency)),
     ("Tokens/case", _tokens),
+    ("USD/case", lambda s: DASH if s.cost_per_case_usd is None else f"{s.cost_per_case_usd:.4f}"),
     ("Calls/case", lambda s: _num(s.calls_per_case, 1)),
     ("Rounds", lambda s: _num(s.rounds_mean, 2)),
     ("p50/p95 s", lambda s: DASH if s.latency_p50_s is None else f"{s.latency_p50_s:.1f} / {s.latency_p95_s:.1f}"),
 ]
 NOTES = ("Cases = verdicts/cases; failures are counted apart and left out of the metrics. "
+         "USD/case at llm_prices (the dated list prices of model_catalog.py unless overridden; 0 offline). "
          "MAE/RMSE: seller votes out of 17; * = a jury of another size, scaled to 17; "
          "– = not defined (no cases, or a single judge).")
 

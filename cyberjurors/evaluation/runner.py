@@ -136,7 +136,12 @@ def submission(case: DisputeCase) -> Outgoing:
 
 def worker_settings(base: Settings, ablation: Ablation, dataset: Dataset, run: RunState, bootstrap: str,
                     options: Options) -> Settings:
+    # a case's rounds come back through Kafka and the ladder's cases queue behind each other: calls
+    # of one case may be further apart than 5 minutes, so the case prefix is cached for an hour
+    # unless prompt_cache_ttl was set
+    ttl = base.prompt_cache_ttl if "prompt_cache_ttl" in base.model_fields_set else "1h"
     return ablation.settings(base).model_copy(update={
+        "prompt_cache_ttl": ttl,
         "kafka_bootstrap_servers": bootstrap,
         "app_id": f"{base.app_id}-eval-{run.run_id}-{ablation.key}",
         "topic_prefix": f"{base.topic_prefix}eval-{run.run_id}-{ablation.key}.",

@@ -139,7 +139,9 @@ class Summary(BaseModel):
     swap_failed: dict[str, int] = Field(default_factory=dict, description="twins without a verdict, by reason")
     swap_consistency: float | None = None
     swap_vote_mae: float | None = None
-    tokens_per_case: dict[str, float] | None = None
+    tokens_per_case: dict[str, float] | None = Field(None, description="mean per verdict by kind; thinking is part "
+                                                                     "of output, total is input + output + cache")
+    cost_per_case_usd: float | None = Field(None, description="mean per verdict, at llm_prices (0: offline)")
     calls_per_case: float | None = None
     rounds_mean: float | None = None
     early_stop_share: float | None = None
@@ -174,6 +176,7 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
     usage = [v.tokens for v in verdicts]
     tokens = {
         "input": [u.input_tokens for u in usage], "output": [u.output_tokens for u in usage],
+        "thinking": [u.thinking_tokens for u in usage],
         "cache_read": [u.cache_read_tokens for u in usage], "cache_write": [u.cache_write_tokens for u in usage],
         "total": [u.total_tokens for u in usage],
     }
@@ -193,6 +196,7 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
         seller_share_predicted=_mean([p == "seller" for p in y_pred]),
         seller_share_real=_mean([t == "seller" for t in y_true]),
         tokens_per_case={k: _mean(v) for k, v in tokens.items()} if verdicts else None,
+        cost_per_case_usd=_mean([u.cost_usd for u in usage]),
         calls_per_case=_mean([u.calls for u in usage]),
         rounds_mean=_mean([v.rounds_used for v in verdicts]),
         early_stop_share=_mean([v.early_stopped for v in verdicts]),

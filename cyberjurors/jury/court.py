@@ -43,7 +43,7 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
             argument, spent = await _argue(case_file, focus, clues, party, turn, debate, shared, rules, llm, settings)
             debate.append(argument)
             usage += spent
-    request = stage_request("juror", settings, system=prompts.with_rules(prompts.JUDGE_SYSTEM, rules), shared=shared,
+    request = stage_request("judge", settings, system=prompts.with_rules(prompts.JUDGE_SYSTEM, rules), shared=shared,
                             prompt=[prompts.judge_prompt(debate)],
                             task=JudgeTask(case_file.case, focus, clues, list(debate)), case_id=case_file.case_id)
     result = await llm.generate(request, BallotDraft)

@@ -83,10 +83,13 @@ class Argument(ArgumentDraft):
 
 
 class Usage(Record):
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int = Field(0, description="uncached input tokens")
+    output_tokens: int = Field(0, description="output tokens, thinking included (as providers bill them)")
     cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    cache_write_tokens: int = Field(0, description="written to the prompt cache, either TTL")
+    thinking_tokens: int = Field(0, description="of output_tokens, those spent thinking (reasoning tokens)")
+    cache_write_1h_tokens: int = Field(0, description="of cache_write_tokens, those written with the 1-hour TTL")
+    cost_usd: float = Field(0.0, description="at the llm_prices of the call's model (0 when unpriced or offline)")
     calls: int = 0
     latency_s: float = 0.0
 

@@ -1,0 +1,122 @@
+"""What CyberJurors knows about the models it may call, each fact dated and sourced.
+
+For each model: its list prices (uncached input, output, prompt-cache read, five-minute and
+one-hour cache writes, the Message Batches discount), the shortest prompt prefix the provider
+caches at all, and how thinking and effort are asked for (which ``thinking.type`` values it
+takes, which one turns thinking off, whether it takes ``output_config.effort``).
+
+Provider facts change: every entry says when it was checked and where. A model is found by its
+exact name or, failing that, by the longest name in the table it starts with (so a dated
+"claude-sonnet-5-5-20260928" is a "claude-sonnet-5-5"), as ``llm_prices`` keys are. A model not
+here is called with the provider's defaults (no thinking or effort parameters unless a setting
+asks for them), its cache breakpoints are always placed (one below the provider's minimum costs
+nothing, it simply does not cache), and it is priced only if ``llm_prices`` lists it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ThinkingType = Literal["adaptive", "budget"]
+V = TypeVar("V")
+
+PRICING = "https://platform.claude.com/docs/en/about-claude/pricing"
+PROMPT_CACHING = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
+THINKING = "https://platform.claude.com/docs/en/build-with-claude/thinking-troubleshooting"
+EFFORT = "https://platform.claude.com/docs/en/build-with-claude/effort"
+
+
+class TokenPrices(BaseModel):
+    """USD per million tokens of each kind, for one model. The cache multipliers are Anthropic's
+    (5-minute write 1.25x input, 1-hour write 2x, read 0.1x) but every price is stated, since a
+    model may differ."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(0.0, ge=0, description="uncached input tokens")
+    output: float = Field(0.0, ge=0, description="output tokens, thinking included")
+    cache_read: float = Field(0.0, ge=0, description="input tokens read from the prompt cache")
+    cache_write: float = Field(0.0, ge=0, description="input tokens written to the prompt cache with the 5-minute TTL")
+    cache_write_1h: float | None = Field(None, ge=0, description="written with the 1-hour TTL; unset = 2x input")
+    batch: float = Field(0.5, gt=0, le=1, description="what a Message Batches call pays of each price (50% off)")
+
+    @property
+    def write_1h(self) -> float:
+        return self.cache_write_1h if self.cache_write_1h is not None else 2 * self.input
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    prices: TokenPrices
+    min_cacheable_tokens: int
+    """A cache breakpoint caches only a prefix (tools, system, messages up to it) at least this long."""
+    thinking_types: frozenset[ThinkingType]
+    """What ``llm_thinking`` may ask of it: adaptive (``{"type": "adaptive"}``), budget
+    (``{"type": "enabled", "budget_tokens": N}``)."""
+    thinking_off: str | None
+    """The ``thinking.type`` that turns thinking off ("disabled"; Sonnet 5.5 takes "between_tools"
+    instead), or None when it cannot be turned off (or we do not know how)."""
+    thinks_by_default: bool
+    effort: bool
+    """Takes ``output_config.effort`` (low, medium, high, xhigh, max)."""
+    checked: date
+    sources: tuple[str, ...]
+    note: str = ""
+
+
+CHECKED = date(2026, 11, 25)
+
+MODELS: dict[str, ModelFacts] = {
+    "claude-sonnet-5-5": ModelFacts(
+        prices=TokenPrices(input=2.0, output=10.0, cache_read=0.20, cache_write=2.50, cache_write_1h=4.00),
+        min_cacheable_tokens=512,
+        thinking_types=frozenset({"adaptive"}), thinking_off="between_tools", thinks_by_default=True, effort=True,
+        checked=CHECKED,
+        sources=("https://platform.claude.com/docs/en/models/sonnet-5-5/overview", PROMPT_CACHING, THINKING),
+        note="prices as the model's own page lists them (issue 13); genai-prices 0.2.3 (Nov 2026) lists a "
+             "$0.10 cache read (0.05x input) from 2026-10-07: check the pricing page and override llm_prices "
+             "if it applies to your account",
+    ),
+    "claude-sonnet-5": ModelFacts(
+        prices=TokenPrices(input=2.0, output=10.0, cache_read=0.20, cache_write=2.50, cache_write_1h=4.00),
+        min_cacheable_tokens=1024,
+        thinking_types=frozenset({"adaptive"}), thinking_off=None, thinks_by_default=True, effort=True,
+        checked=CHECKED,
+        sources=("https://platform.claude.com/docs/en/models/sonnet-5/overview", PROMPT_CACHING, THINKING),
+    ),
+    "claude-opus-4-7": ModelFacts(
+        prices=TokenPrices(input=5.0, output=25.0, cache_read=0.50, cache_write=6.25, cache_write_1h=10.00),
+        min_cacheable_tokens=2048,
+        thinking_types=frozenset({"adaptive"}), thinking_off=None, thinks_by_default=True, effort=True,
+        checked=CHECKED, sources=(PRICING, PROMPT_CACHING, THINKING),
+    ),
+    "claude-haiku-4-5": ModelFacts(
+        prices=TokenPrices(input=1.0, output=5.0, cache_read=0.10, cache_write=1.25, cache_write_1h=2.00),
+        min_cacheable_tokens=4096,
+        thinking_types=frozenset({"budget"}), thinking_off="disabled", thinks_by_default=False, effort=False,
+        checked=CHECKED,
+        sources=("https://platform.claude.com/docs/en/models/haiku-4-5/overview", PRICING, PROMPT_CACHING, THINKING),
+    ),
+}
+
+
+def find(table: Mapping[str, V], model: str) -> V | None:
+    """The entry for ``model``: its exact name, else the longest key it starts with."""
+    if model in table:
+        return table[model]
+    prefixes = [key for key in table if model.startswith(key)]
+    return table[max(prefixes, key=len)] if prefixes else None
+
+
+def facts(model: str) -> ModelFacts | None:
+    return find(MODELS, model)
+
+
+def list_prices() -> dict[str, TokenPrices]:
+    """The default ``llm_prices``."""
+    return {name: entry.prices for name, entry in MODELS.items()}
