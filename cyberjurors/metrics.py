@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import faust
 
     from .config import TokenPrices
-    from .schemas import Usage
+    from .schemas import BudgetStop, Usage, Votes
 
 log = logging.getLogger("cyberjurors.metrics")
 
@@ -114,6 +114,18 @@ VOTE_MARGIN = Histogram(
 ROUNDS_USED = Histogram("cyberjurors_rounds_used", "Deliberation rounds a verdict took", buckets=(1, 2, 3, 4, 5))
 EARLY_STOPS = Counter(
     "cyberjurors_early_stops_total", "Verdicts reached before the last round (majority share >= early_stop)"
+)
+BUDGET_STOPS = Counter(
+    "cyberjurors_budget_stops_total",
+    "Verdicts the per-case budget cut short, by the limit reached (tokens, cost) and where: clues = select "
+    "steps skipped, round = deliberation stopped with the last round's majority (a case can count at both)",
+    ["limit", "stage"],
+)
+BALLOTS = Counter(
+    "cyberjurors_ballots_total",
+    "Final-round ballots of verdicts first decided here, by the model the juror seat was given, its vote and the "
+    "verdict's majority (vote share and agreement with the majority per model)",
+    ["model", "vote", "majority"],
 )
 DEAD_LETTERS = Counter(
     "cyberjurors_dead_letters_total", "Messages sent to disputes.dlq; stage round-N is counted as round",
@@ -195,6 +207,9 @@ def _prime() -> None:
             VERDICTS.labels(side, category)
     for agreement in ("agree", "disagree"):
         OUTCOMES.labels(agreement)
+    for limit in ("tokens", "cost"):
+        for stage in ("clues", "round"):
+            BUDGET_STOPS.labels(limit, stage)
     for gauge in (SELLER_WIN_SHARE, OUTCOME_ACCURACY, OUTCOME_VOTE_MAE):
         gauge.set(math.nan)
     for side in SIDES:
@@ -251,7 +266,9 @@ class PriceTable:
 
 
 def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage: "Usage",
-                    prices: PriceTable | None) -> None:
+                    prices: PriceTable | None) -> float:
+    """Count one answered call; returns its estimated cost in USD (0 when unpriced), which the
+    per-case budget adds up."""
     LLM_CALLS.labels(backend, model, role).inc()
     LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
     for kind, tokens in zip(TOKEN_KINDS, (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
@@ -264,6 +281,7 @@ def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage
             prices.warn_once(model)
         cost = 0.0
     LLM_COST.labels(backend, model, role).inc(cost)
+    return cost
 
 
 def record_llm_error(backend: str, model: str, role: str, elapsed_s: float, kind: str) -> None:
@@ -290,6 +308,20 @@ def record_verdict(category: str, winner: str, margin: int, rounds_used: int, ea
     if early_stopped:
         EARLY_STOPS.inc()
     CASE_LATENCY.labels(category).observe(latency_s)
+
+
+def record_budget_stops(stops: "Collection[BudgetStop]") -> None:
+    """Once per verdict first decided, for each place the budget cut it short."""
+    for stop in stops:
+        BUDGET_STOPS.labels(stop.limit, stage_label(stop.stage)).inc()
+
+
+def record_ballots(votes_by_model: "Mapping[str, Votes]", winner: str) -> None:
+    """Once per verdict first decided: its final round's ballots by seat model and vote."""
+    for model, votes in votes_by_model.items():
+        for side in SIDES:
+            if count := getattr(votes, side):
+                BALLOTS.labels(model, side, winner).inc(count)
 
 
 def record_dead_letter(stage: str, reason: str) -> None:
