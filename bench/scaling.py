@@ -59,7 +59,9 @@ def main(latency: float = typer.Option(0.2, help="simulated seconds per LLM call
     for column in ("N", "T", "calls", "calls (off)", "tokens", "tokens (off)", "rounds used", "latency s",
                    "latency s (off)", "saved by early stop"):
         table.add_column(column, justify="right")
-    base = Settings(llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0)
+    # no per-case budget: large N x T is what is measured, not what the default would stop
+    base = Settings(llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0,
+                    case_token_budget=0)
     rows = {}
     for n in JURORS:
         for t in ROUNDS:

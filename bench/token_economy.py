@@ -96,8 +96,9 @@ def prefix_table(log: PrefixLog, model: str) -> Table:
 
 def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)"),
          jurors: int = typer.Option(17, help="N"), rounds: int = typer.Option(3, help="T")) -> None:
+    # no per-case budget: the naive side would reach it (it measures what nothing stops)
     base = Settings(llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0,
-                    jurors=jurors, rounds=rounds)
+                    jurors=jurors, rounds=rounds, case_token_budget=0)
     configured_settings = base
     naive_settings = base.model_copy(update={"per_juror_stages": True, "prompt_caching": False})
     chosen = example_cases(cases)

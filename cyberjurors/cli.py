@@ -534,7 +534,8 @@ def eval_cmd(
     dataset: Annotated[Path, typer.Argument(help="cases with ground_truth: a .jsonl file or a folder")],
     ablation: Annotated[Optional[str], typer.Option(
         help="ablation rungs to run: all, ladder, references, or keys (baseline, rules, sr-cot, iv-cot, jury, "
-             "precedent, agentscourt, chateval) separated by commas; default: the settings as given")] = None,
+             "precedent, mixed-jury, agentscourt, chateval) separated by commas; mixed-jury runs with two or more "
+             "juror_models; default: the settings as given")] = None,
     out: Annotated[Optional[Path], typer.Option(help="results and reports; default reports/eval-<dataset>")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="cases in flight at once")] = 8,
     party_swap: Annotated[bool, typer.Option(help="also judge every case with buyer and seller swapped")] = True,
@@ -572,10 +573,12 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
     config = load_settings(settings)
     data = _dataset(dataset)
     try:
-        chosen = select(ablation)
+        chosen = select(ablation, config)
     except ValueError as err:
         console.print(f"[red]{escape(str(err))}[/]")
         raise typer.Exit(2) from err
+    for left_out in (a for a in select(ablation) if a not in chosen):
+        console.print(f"[yellow]{escape(left_out.name)} left out: {escape(left_out.unavailable(config) or '')}[/]")
     out = (out or Path("reports") / f"eval-{dataset.stem}").resolve()
     if "precedent_dir" not in config.model_fields_set:  # not set in the environment or the settings file
         config = config.model_copy(update={"precedent_dir": out / "precedents"})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -28,6 +28,19 @@ from pydantic_settings import (
 from .model_catalog import TokenPrices, facts, list_prices
 
 Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge"]
+ROLES: tuple[Role, ...] = get_args(Role)
+Provider = Literal["anthropic", "openai", "offline"]
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+
+
+def split_model(spec: str) -> tuple[Provider | None, str]:
+    """``"openai:gpt-5-mini"`` -> ("openai", "gpt-5-mini"); a name without a known provider prefix
+    (``"claude-sonnet-5-5"``, or Ollama's ``"qwen2.5vl:7b"``) -> (None, the name): the default backend's."""
+    provider, sep, name = spec.partition(":")
+    if sep and name and provider in PROVIDERS:
+        return provider, name  # type: ignore[return-value]
+    return None, spec
+
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
@@ -152,7 +165,10 @@ class Settings(BaseSettings):
     model_distil: str | None = None
     model_advocate: str | None = None
     model_judge: str | None = None
-    juror_models: list[str] = Field(default_factory=list, description="spread jurors over these models")
+    juror_models: list[str] = Field(
+        default_factory=list, description="spread jurors over these models, round robin; any model setting may name "
+                                          "its provider: anthropic:NAME, openai:NAME (OPENAI_BASE_URL), offline:NAME"
+    )
     # Effort and thinking (issue 13): unset (None), each role takes its own value from ROLE_CALLS.
     max_output_tokens: int | None = Field(
         None, ge=1, le=64_000, description="room for the structured answer itself, thinking not included; "
@@ -184,6 +200,18 @@ class Settings(BaseSettings):
     llm_max_retries: int = 4
     offline_latency_s: float = Field(0.0, ge=0, description="simulated per-call latency (offline backend)")
     llm_call_log: Path | None = Field(None, description="append one JSON line per LLM call")
+
+    # --- Per-case budget (issue 13): a ceiling checked between steps, never a silent truncation ----
+    # 0 = off (not None: a child worker gets its settings as env vars, where None would be left out
+    # and the default come back)
+    case_token_budget: int = Field(
+        400_000, ge=0, description="tokens of every kind (input, output, cache read and write) one case may use; "
+                                   "once reached, no further select step or jury round starts: the verdict is the "
+                                   "last round's majority, marked budget_reached. 0 = off"
+    )
+    case_cost_budget_usd: float = Field(
+        0.0, ge=0, description="the same ceiling in estimated USD (llm_prices); 0 = off"
+    )
 
     # --- Metrics ---------------------------------------------------------------------------
     metrics_port: int = Field(
@@ -366,6 +394,11 @@ class Settings(BaseSettings):
         # out and the default port come back
         return 0 if port is None or port == "" else port
 
+    @field_validator("case_token_budget", "case_cost_budget_usd", mode="before")
+    @classmethod
+    def _budget_off(cls, value: object) -> object:
+        return 0 if value is None or value == "" else value
+
     @model_validator(mode="after")
     def _backend(self) -> "Settings":
         if self.llm_backend == "anthropic" and not self.anthropic_api_key:
@@ -374,6 +407,11 @@ class Settings(BaseSettings):
             raise ValueError("precedent_backend=elasticsearch needs ELASTICSEARCH_URL")
         if self.llm_backend == "openai" and not self.openai_base_url:
             raise ValueError("llm_backend=openai needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
+        named = self.providers_named()
+        if "anthropic" in named and not self.anthropic_api_key:
+            raise ValueError("a model named anthropic:... needs ANTHROPIC_API_KEY")
+        if "openai" in named and not self.openai_base_url:
+            raise ValueError("a model named openai:... needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
         if self.max_case_bytes >= self.max_event_bytes:
             raise ValueError("max_case_bytes must be below max_event_bytes: the stages add to the case file")
         if self.media_retention_s is not None and self.media_retention_s < max(self.state_retention_s,
@@ -410,6 +448,14 @@ class Settings(BaseSettings):
         if self.llm_backend != "auto":
             return self.llm_backend
         return "anthropic" if self.anthropic_api_key else "offline"
+
+    def model_specs(self) -> set[str]:
+        """Every model some role or juror may be sent to, as configured (provider prefix included)."""
+        return {self.model_for(role) for role in ROLES} | set(self.juror_models)
+
+    def providers_named(self) -> set[Provider]:
+        """The providers model settings name by prefix (``openai:...``); bare names go to ``backend``."""
+        return {p for p in (split_model(m)[0] for m in self.model_specs()) if p is not None}
 
     @property
     def clues_stage(self) -> bool:

@@ -204,38 +204,47 @@ class GuardedLLM:
     def model_label(self, request: LLMRequest) -> str:
         """The model a call is labelled with in metrics: the one requested, the same for answered
         and failed calls (a provider may answer with a dated name for an alias)."""
-        return getattr(self.inner, "model_label", None) or request.model
+        return self.labels(request)[1]
+
+    def labels(self, request: LLMRequest) -> tuple[str, str]:
+        """(backend, model) for a call's metrics and log line; a backend that routes each call to
+        another (``backends.routed``) says which one this call goes to."""
+        routed = getattr(self.inner, "labels", None)
+        if routed is not None:
+            return routed(request)
+        return self.backend, getattr(self.inner, "model_label", None) or request.model
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         arrived = time.perf_counter()
         if self._rate is not None:
             await self._rate.acquire(min(estimate_tokens(request), self.tokens_per_minute or 1))
-        model = self.model_label(request)
+        backend, model = self.labels(request)
         async with self._slots:
             started = time.perf_counter()
-            with tracing.model_call(self.backend, request, queued_s=started - arrived) as span:
+            with tracing.model_call(backend, request, queued_s=started - arrived) as span:
                 try:
                     result = await self.inner.generate(request, output_type)
                 except LLMError as err:
                     elapsed = time.perf_counter() - started
                     tracing.failed(span, err.kind)
-                    self._log(request, elapsed, error=err.kind)
-                    metrics.record_llm_error(self.backend, model, request.role, elapsed, err.kind)
+                    self._log(request, elapsed, backend, error=err.kind)
+                    metrics.record_llm_error(backend, model, request.role, elapsed, err.kind)
                     raise
                 except Exception:  # a backend bug: still a call that failed (cancellation is not)
                     elapsed = time.perf_counter() - started
                     tracing.failed(span, "unexpected")
-                    self._log(request, elapsed, error="unexpected")
-                    metrics.record_llm_error(self.backend, model, request.role, elapsed, "unexpected")
+                    self._log(request, elapsed, backend, error="unexpected")
+                    metrics.record_llm_error(backend, model, request.role, elapsed, "unexpected")
                     raise
                 tracing.answered(span, result)
             elapsed = time.perf_counter() - started
-        cost = metrics.record_llm_call(self.backend, model, request.role, elapsed, result.usage, self.prices)
-        result.usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed, "cost_usd": cost})
-        self._log(request, elapsed, result=result)
+        usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
+        cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self.prices)
+        result.usage = usage.model_copy(update={"cost_usd": cost})  # what the per-case budget adds up
+        self._log(request, elapsed, backend, result=result)
         return result
 
-    def _log(self, request: LLMRequest, elapsed: float, result: LLMResult[Any] | None = None,
+    def _log(self, request: LLMRequest, elapsed: float, backend: str, result: LLMResult[Any] | None = None,
              error: str | None = None) -> None:
         if self.call_log is None:
             return
@@ -244,7 +253,7 @@ class GuardedLLM:
             "case_id": request.case_id,
             "role": request.role,
             "party": getattr(request.task, "party", None),
-            "backend": self.backend,
+            "backend": backend,
             "model": result.model if result else request.model,
             "error": error,
             **(result.usage.model_dump(exclude={"calls"}) if result else {"latency_s": elapsed}),

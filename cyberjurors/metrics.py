@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import faust
 
     from .model_catalog import TokenPrices
-    from .schemas import Usage
+    from .schemas import BudgetStop, Usage, Votes
 
 log = logging.getLogger("cyberjurors.metrics")
 
@@ -119,6 +119,18 @@ ROUNDS_USED = Histogram("cyberjurors_rounds_used", "Deliberation rounds a verdic
 EARLY_STOPS = Counter(
     "cyberjurors_early_stops_total", "Verdicts reached before the last round (majority share >= early_stop)"
 )
+BUDGET_STOPS = Counter(
+    "cyberjurors_budget_stops_total",
+    "Verdicts the per-case budget cut short, by the limit reached (tokens, cost) and where: clues = select "
+    "steps skipped, round = deliberation stopped with the last round's majority (a case can count at both)",
+    ["limit", "stage"],
+)
+BALLOTS = Counter(
+    "cyberjurors_ballots_total",
+    "Final-round ballots of verdicts first decided here, by the model the juror seat was given, its vote and the "
+    "verdict's majority (vote share and agreement with the majority per model)",
+    ["model", "vote", "majority"],
+)
 DEAD_LETTERS = Counter(
     "cyberjurors_dead_letters_total", "Messages sent to disputes.dlq; stage round-N is counted as round",
     ["stage", "reason"],
@@ -199,6 +211,9 @@ def _prime() -> None:
             VERDICTS.labels(side, category)
     for agreement in ("agree", "disagree"):
         OUTCOMES.labels(agreement)
+    for limit in ("tokens", "cost"):
+        for stage in ("clues", "round"):
+            BUDGET_STOPS.labels(limit, stage)
     for gauge in (SELLER_WIN_SHARE, OUTCOME_ACCURACY, OUTCOME_VOTE_MAE):
         gauge.set(math.nan)
     for side in SIDES:
@@ -266,7 +281,8 @@ def token_kinds(usage: "Usage") -> dict[str, int]:
 
 def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage: "Usage",
                     prices: PriceTable | None) -> float:
-    """Count one answered call; returns its cost in USD (0 when unpriced)."""
+    """Count one answered call; returns its estimated cost in USD (0 when unpriced), which the
+    per-case budget adds up."""
     LLM_CALLS.labels(backend, model, role).inc()
     LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
     for kind, tokens in token_kinds(usage).items():
@@ -305,6 +321,20 @@ def record_verdict(category: str, winner: str, margin: int, rounds_used: int, ea
     if early_stopped:
         EARLY_STOPS.inc()
     CASE_LATENCY.labels(category).observe(latency_s)
+
+
+def record_budget_stops(stops: "Collection[BudgetStop]") -> None:
+    """Once per verdict first decided, for each place the budget cut it short."""
+    for stop in stops:
+        BUDGET_STOPS.labels(stop.limit, stage_label(stop.stage)).inc()
+
+
+def record_ballots(votes_by_model: "Mapping[str, Votes]", winner: str) -> None:
+    """Once per verdict first decided: its final round's ballots by seat model and vote."""
+    for model, votes in votes_by_model.items():
+        for side in SIDES:
+            if count := getattr(votes, side):
+                BALLOTS.labels(model, side, winner).inc(count)
 
 
 def record_dead_letter(stage: str, reason: str) -> None:

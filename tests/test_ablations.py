@@ -111,12 +111,15 @@ async def test_chateval_three_agents_two_rounds_everyone_reads_everyone_no_summa
 def test_precedent_rung_keeps_the_configured_precedent_backend_and_the_others_turn_it_off():
     configured = base(precedent_backend="embedded")
     assert ABLATIONS["precedent"].settings(configured).precedent_backend == "embedded"
-    assert all(a.settings(configured).precedent_backend == "none" for a in [*LADDER[:-1], *REFERENCES])
+    assert ABLATIONS["mixed-jury"].settings(configured).precedent_backend == "embedded"  # +Precedent, mixed
+    assert all(a.settings(configured).precedent_backend == "none" for a in [*LADDER[:-2], *REFERENCES])
 
 
 def test_select_names_groups_and_rejects_unknown_keys():
-    assert [a.key for a in select("ladder")] == ["baseline", "rules", "sr-cot", "iv-cot", "jury", "precedent"]
-    assert len(select("all")) == 8 and [a.key for a in select("jury, baseline,jury")] == ["jury", "baseline"]
+    assert [a.key for a in select("ladder")] == ["baseline", "rules", "sr-cot", "iv-cot", "jury", "precedent",
+                                                 "mixed-jury"]
+    assert [a.key for a in select("ladder", base())][-1] == "precedent"  # no juror_models: nothing to mix
+    assert len(select("all")) == 9 and [a.key for a in select("jury, baseline,jury")] == ["jury", "baseline"]
     assert select(None)[0].key == "configured"
     with pytest.raises(ValueError, match="unknown ablation 'judy'"):
         select("judy")

@@ -102,6 +102,15 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             assert value(after, "cyberjurors_rounds_used_count") == len(verdicts)
             assert value(after, "cyberjurors_rounds_used_sum") == sum(v.rounds_used for v in verdicts)
             assert value(after, "cyberjurors_early_stops_total") == sum(v.early_stopped for v in verdicts)
+            # the final round's ballots, by seat model (one here), vote and the verdict's majority
+            assert value(after, "cyberjurors_ballots_total", model=settings.model) == sum(
+                v.votes.total for v in verdicts)
+            for side in ("buyer", "seller"):
+                assert value(after, "cyberjurors_ballots_total", vote=side) == sum(
+                    getattr(v.votes, side) for v in verdicts), side
+                assert value(after, "cyberjurors_ballots_total", majority=side) == sum(
+                    v.votes.total for v in verdicts if v.winner == side), side
+            assert value(after, "cyberjurors_budget_stops_total") == sum(len(v.budget_stops) for v in verdicts)
             assert value(after, "cyberjurors_case_latency_seconds_count") == len(verdicts)
             assert value(after, "cyberjurors_case_latency_seconds_sum") == pytest.approx(
                 sum(v.latency_s for v in verdicts), abs=0.001 * len(verdicts))

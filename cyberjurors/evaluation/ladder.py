@@ -1,7 +1,9 @@
 """The ablation ladder as named configurations: each is the user's settings with a few overrides.
 
 The ladder follows the paper's ablation (each rung keeps the ones before it): Baseline -> +Rules ->
-SR-CoT -> IV-CoT -> +Jury -> +Precedent. Two reference baselines from the literature run on the
+SR-CoT -> IV-CoT -> +Jury -> +Precedent, then +MixedJury: the jurors spread over the configured
+``juror_models`` (the other rungs seat one model, so the mix is the only change; it runs only when
+two or more models are configured). Two reference baselines from the literature run on the
 same inputs as Baseline (the raw case, media attached, no rules, no precedents): an
 AgentsCourt-style court debate and a ChatEval-style multi-agent debate. Every rung runs through
 the same Faust topology; a stage an ablation switches off passes the case on without a model call.
@@ -9,6 +11,7 @@ the same Faust topology; a stage an ablation switches off passes the case on wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +20,14 @@ from ..config import Settings
 SINGLE_JUDGE = dict(jurors=1, rounds=1)
 NO_PRECEDENTS = dict(precedent_backend="none")
 RAW_CASE = dict(focus_stage=False, max_select_steps=0)
+ONE_MODEL = dict(juror_models=[])  # every juror on model_juror (or model): only +MixedJury mixes
+FULL_METHOD = dict(verdict_rules=True, focus_stage=True, max_select_steps=3, jurors=17, rounds=3)
+
+
+def two_models(base: Settings) -> str | None:
+    if len(set(base.juror_models)) < 2:
+        return "+MixedJury needs two or more juror_models (e.g. anthropic:NAME and openai:NAME)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -25,35 +36,45 @@ class Ablation:
     name: str
     description: str
     overrides: dict[str, Any] = field(default_factory=dict)
+    requires: Callable[[Settings], str | None] | None = None
+    """why the rung cannot run on these settings, or None when it can"""
 
     def settings(self, base: Settings) -> Settings:
         return base.model_copy(update=self.overrides)
 
+    def unavailable(self, base: Settings) -> str | None:
+        return self.requires(base) if self.requires else None
+
 
 LADDER = [
     Ablation("baseline", "Baseline", "one direct verdict: one call on the raw case with every photo and frames of "
-             "every video attached, no rules", {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, "verdict_rules": False}),
+             "every video attached, no rules",
+             {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, "verdict_rules": False}),
     Ablation("rules", "+Rules", "Baseline with the platform's verdict rules in the prompt",
-             {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, "verdict_rules": True}),
+             {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, "verdict_rules": True}),
     Ablation("sr-cot", "SR-CoT", "four stages by one juror, single-step selection (T_max = 1)",
-             {**SINGLE_JUDGE, **NO_PRECEDENTS, "verdict_rules": True, "focus_stage": True, "max_select_steps": 1}),
+             {**SINGLE_JUDGE, **NO_PRECEDENTS, **ONE_MODEL, "verdict_rules": True, "focus_stage": True,
+              "max_select_steps": 1}),
     Ablation("iv-cot", "IV-CoT", "four stages by one juror with the select-perceive iteration (T_max = 3)",
-             {**SINGLE_JUDGE, **NO_PRECEDENTS, "verdict_rules": True, "focus_stage": True, "max_select_steps": 3}),
+             {**SINGLE_JUDGE, **NO_PRECEDENTS, **ONE_MODEL, "verdict_rules": True, "focus_stage": True,
+              "max_select_steps": 3}),
     Ablation("jury", "+Jury", "IV-CoT by 17 jurors deliberating up to 3 rounds on the social graph (JCV)",
-             {**NO_PRECEDENTS, "verdict_rules": True, "focus_stage": True, "max_select_steps": 3, "jurors": 17,
-              "rounds": 3}),
+             {**NO_PRECEDENTS, **ONE_MODEL, "verdict_rules": True, "focus_stage": True, "max_select_steps": 3,
+              "jurors": 17, "rounds": 3}),
     Ablation("precedent", "+Precedent", "+Jury with the precedent base: retrieved cases and per-juror guidelines "
              "(the full CyberJurors method; the configured precedent backend)",
-             {"verdict_rules": True, "focus_stage": True, "max_select_steps": 3, "jurors": 17, "rounds": 3}),
+             {**ONE_MODEL, **FULL_METHOD}),
+    Ablation("mixed-jury", "+MixedJury", "+Precedent with the jurors spread over juror_models, round robin, each on "
+             "its provider; the report shows each model's vote share and agreement", FULL_METHOD, two_models),
 ]
 REFERENCES = [
     Ablation("agentscourt", "AgentsCourt-style", "two advocates debate two turns each, then one judge rules; "
              "raw case, media attached, no rules",
-             {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, "verdict_rules": False, "deliberation": "court",
-              "court_rounds": 2}),
+             {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, "verdict_rules": False,
+              "deliberation": "court", "court_rounds": 2}),
     Ablation("chateval", "ChatEval-style", "three agents with different personas debate two rounds, each reading "
              "all the others (simultaneous talk, no summariser), then vote; raw case, media attached, no rules",
-             {**RAW_CASE, **NO_PRECEDENTS, "verdict_rules": False, "jurors": 3, "rounds": 2,
+             {**RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, "verdict_rules": False, "jurors": 3, "rounds": 2,
               "social_graph": "complete", "round_summary": False, "early_stopping": False}),
 ]
 ABLATIONS = {a.key: a for a in [*LADDER, *REFERENCES]}
@@ -61,8 +82,10 @@ GROUPS = {"all": [*LADDER, *REFERENCES], "ladder": LADDER, "references": REFEREN
 CONFIGURED = Ablation("configured", "Configured", "the settings as given, no overrides")
 
 
-def select(spec: str | None) -> list[Ablation]:
-    """``None`` -> the settings as they are; "all", "ladder", "references" or comma-separated keys."""
+def select(spec: str | None, base: Settings | None = None) -> list[Ablation]:
+    """``None`` -> the settings as they are; "all", "ladder", "references" or comma-separated keys.
+    Given the ``base`` settings, a rung they cannot run (+MixedJury without juror_models) is left
+    out of a group, and refused when named."""
     if not spec:
         return [CONFIGURED]
     chosen: list[Ablation] = []
@@ -71,5 +94,8 @@ def select(spec: str | None) -> list[Ablation]:
         if found is None:
             known = ", ".join([*GROUPS, *ABLATIONS])
             raise ValueError(f"unknown ablation {key!r}; choose from {known}")
-        chosen += [a for a in found if a not in chosen]
+        if base is not None and key in ABLATIONS and (why := ABLATIONS[key].unavailable(base)):
+            raise ValueError(why)
+        runnable = [a for a in found if base is None or not a.unavailable(base)]
+        chosen += [a for a in runnable if a not in chosen]
     return chosen

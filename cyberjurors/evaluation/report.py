@@ -20,7 +20,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .scores import Summary
+from .scores import ModelBallots, Summary
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
 MD_FAILED_SHOWN = 50
@@ -107,6 +107,40 @@ NOTES = ("Cases = verdicts/cases; failures are counted apart and left out of the
          "– = not defined (no cases, or a single judge).")
 
 
+MODEL_COLUMNS: list[tuple[str, Callable[[ModelBallots], str]]] = [
+    ("Ballots", lambda m: f"{m.ballots}"),
+    ("Seller share", lambda m: _pct(m.seller_share)),
+    ("With majority", lambda m: _pct(m.majority_agreement)),
+    ("With real jury", lambda m: _pct(m.truth_agreement)),
+]
+MODEL_NOTES = ("Final-round ballots of each model's juror seats (juror_models, round robin) over the cases "
+               "with a verdict: share for the seller, share siding with the verdict's majority, and with the "
+               "real jury's majority.")
+
+
+def mixed(summary: Summary) -> bool:
+    """Whether the jury had seats on more than one model: then its figures are shown per model."""
+    return len(summary.by_model) > 1
+
+
+def _model_table(summary: Summary) -> Table:
+    table = Table(title="Juror seats by model", caption=MODEL_NOTES, caption_justify="left")
+    table.add_column("Model")
+    for header, _ in MODEL_COLUMNS:
+        table.add_column(header, justify="right")
+    for model, m in summary.by_model.items():
+        table.add_row(model, *(cell(m) for _, cell in MODEL_COLUMNS))
+    return table
+
+
+def _md_model_table(summary: Summary) -> list[str]:
+    lines = ["| " + " | ".join(["Model", *(h for h, _ in MODEL_COLUMNS)]) + " |",
+             "|" + "---|" * (len(MODEL_COLUMNS) + 1)]
+    lines += ["| " + " | ".join([f"`{model}`", *(cell(m) for _, cell in MODEL_COLUMNS)]) + " |"
+              for model, m in summary.by_model.items()]
+    return lines
+
+
 def rows(summary: Summary) -> list[tuple[str, Summary]]:
     return ([("overall", summary)] + [(f"category: {k}", v) for k, v in summary.by_category.items()]
             + [(f"band: {k}", v) for k, v in summary.by_band.items()])
@@ -130,6 +164,10 @@ def render(report: EvalReport) -> Group:
     parts: list[Any] = [_warning()] if report.stand_in else []
     title = f"{report.name} — {report.backend} ({', '.join(report.models) or 'no model'})"
     parts.append(_table(title, "", rows(report.summary)))
+    if mixed(report.summary):
+        parts.append(_model_table(report.summary))
+    if report.summary.budget_stops:
+        parts.append(Text(f"per-case budget reached: {report.summary.budget_stops} verdicts cut short", style="yellow"))
     if report.summary.failed:
         parts.append(Text(f"failed: {report.summary.failed}", style="red"))
     return Group(*parts)
@@ -177,7 +215,12 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
             lines.append(f"- cases without a verdict: {failed_list(r.failed_cases, MD_FAILED_SHOWN, '`')}")
         if r.summary.swap_pairs:
             lines.append(f"- party-swap pairs: {r.summary.swap_pairs}; twin vote MAE {_num(r.summary.swap_vote_mae, 2)}")
-        lines += ["", *_md_table("", rows(r.summary)), "", NOTES, "", "Configuration:", "",
+        if r.summary.budget_stops:
+            lines.append(f"- per-case budget reached: {r.summary.budget_stops} verdicts cut short (budget_reached)")
+        lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
+        if mixed(r.summary):
+            lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]
+        lines += ["Configuration:", "",
                   "```json", json.dumps(r.settings, indent=2, sort_keys=True, default=str), "```", ""]
     return "\n".join(lines)
 

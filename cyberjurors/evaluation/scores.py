@@ -119,6 +119,35 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
+class ModelBallots(BaseModel):
+    """One model's juror seats over the evaluated cases (final-round ballots): how they voted and
+    how often they sided with the jury's majority and with the real jury."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ballots: int
+    seller_share: float = Field(description="share of its ballots for the seller")
+    majority_agreement: float = Field(description="share of its ballots for the verdict's winner")
+    truth_agreement: float = Field(description="share of its ballots for the real jury's majority")
+
+
+def by_model(judged: Sequence[CaseResult]) -> dict[str, ModelBallots]:
+    """Per seat model, over every judged case's final round (``Verdict.votes_by_model``)."""
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in judged:
+        assert r.verdict is not None
+        for model, votes in r.verdict.votes_by_model.items():
+            t = tally[model]
+            t["ballots"] += votes.total
+            t["seller"] += votes.seller
+            t["majority"] += getattr(votes, r.verdict.winner)
+            t["truth"] += getattr(votes, r.truth.winner)
+    return {model: ModelBallots(ballots=t["ballots"], seller_share=t["seller"] / t["ballots"],
+                                majority_agreement=t["majority"] / t["ballots"],
+                                truth_agreement=t["truth"] / t["ballots"])
+            for model, t in sorted(tally.items()) if t["ballots"]}
+
+
 class Summary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -147,6 +176,8 @@ class Summary(BaseModel):
     early_stop_share: float | None = None
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
+    budget_stops: int = Field(0, description="verdicts the per-case budget cut short (budget_reached)")
+    by_model: dict[str, ModelBallots] = Field(default_factory=dict, description="juror seats by model")
     by_category: dict[str, Summary] = Field(default_factory=dict)
     by_band: dict[str, Summary] = Field(default_factory=dict)
 
@@ -202,6 +233,8 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
         early_stop_share=_mean([v.early_stopped for v in verdicts]),
         latency_p50_s=percentile(latencies, 50),
         latency_p95_s=percentile(latencies, 95),
+        budget_stops=sum(v.budget_reached for v in verdicts),
+        by_model=by_model(judged),
         **_swap_fields(results),
     )
 

@@ -16,6 +16,7 @@ from ..llm import LLM, LLMRequest, Part, gather_all, stage_request
 from ..media import Frame, MediaUnreadable, check_header, load_image, sample_frames
 from ..schemas import CaseFile, Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
 from . import prompts
+from .budget import CaseBudget, clues_note
 from .model_inputs import PerceiveTask, SelectTask
 
 
@@ -24,19 +25,28 @@ class PartyChain:
     clues: list[Clue] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     problems: list[str] = field(default_factory=list)
+    budget: CaseBudget = field(default_factory=lambda: CaseBudget(0, 0.0))
+
+    def spend(self, usage: Usage) -> None:
+        self.usage += usage
+        self.budget.add(usage)
 
 
 async def find_clues(
-    case: DisputeCase, focus: Focus, llm: LLM, settings: Settings
+    case: DisputeCase, focus: Focus, llm: LLM, settings: Settings, budget: CaseBudget | None = None
 ) -> tuple[ClueChain, Usage, list[str]]:
+    """O_II for both parties. With a ``budget`` (shared by the two parties, which run side by
+    side), no select step starts once it is reached; what was skipped is noted and kept in it."""
+    budget = budget or CaseBudget(0, 0.0)
     buyer, seller = await gather_all(
-        _party_clues(case, focus, "buyer", llm, settings),
-        _party_clues(case, focus, "seller", llm, settings),
+        _party_clues(case, focus, "buyer", llm, settings, budget),
+        _party_clues(case, focus, "seller", llm, settings, budget),
     )
     examined = {c.evidence_id for c in buyer.clues + seller.clues}
-    unexamined = await screen_media(case, examined, settings)
-    return (ClueChain(buyer=buyer.clues, seller=seller.clues), buyer.usage + seller.usage,
-            buyer.problems + seller.problems + unexamined)
+    problems = buyer.problems + seller.problems + await screen_media(case, examined, settings)
+    if budget.stopped is not None:
+        problems.append(clues_note(budget.stopped, budget.skipped, settings))
+    return ClueChain(buyer=buyer.clues, seller=seller.clues), buyer.usage + seller.usage, problems
 
 
 async def screen_media(case: DisputeCase, examined: set[str], settings: Settings) -> list[str]:
@@ -56,15 +66,19 @@ async def screen_media(case: DisputeCase, examined: set[str], settings: Settings
     return [n for n in await gather_all(*(note(i) for i in items)) if n is not None]
 
 
-async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings) -> PartyChain:
-    chain = PartyChain()
+async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings,
+                       budget: CaseBudget) -> PartyChain:
+    chain = PartyChain(budget=budget)
     rounds = {i.id: r.round for r in case.rounds if r.party == party for i in r.items}
     unseen = [i for i in case.items(party)]
     for step in range(1, settings.max_select_steps + 1):
         if not unseen:
             break
+        if budget.reached():
+            budget.skip("clues", min(settings.max_select_steps - step + 1, len(unseen)))
+            break
         selection = await llm.generate(_select_request(case, focus, party, unseen, rounds, chain.clues, settings), Selection)
-        chain.usage += selection.usage
+        chain.spend(selection.usage)
         chosen = next((i for i in unseen if i.id == selection.output.evidence_id), None)
         if chosen is None:
             if selection.output.evidence_id is not None:
@@ -110,7 +124,7 @@ async def _perceive(
                             task=PerceiveTask(case, focus, party, item, list(chain.clues), frames),
                             case_id=case.case_id)
     result = await llm.generate(request, Perception)
-    chain.usage += result.usage
+    chain.spend(result.usage)
     seen = {f.index: f for f in frames}
     cited = [n for n in result.output.frames if n in seen]
     return Clue(**base, clue=result.output.clue, assessment=result.output.assessment, leaning=result.output.leaning,

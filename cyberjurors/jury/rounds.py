@@ -28,6 +28,7 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
+from .budget import round_stop
 from .clues import attached_media, find_clues
 from .court import run_court
 from .focus import extract_focus
@@ -170,10 +171,16 @@ def majority_share(votes: Votes) -> float:
     return max(votes.buyer, votes.seller) / max(votes.total, 1)
 
 
-def is_settled(case_file: CaseFile, settings: Settings) -> bool:
+def deliberation_over(case_file: CaseFile, settings: Settings) -> bool:
+    """Whether the jury is done on its own: T rounds held, or the majority share reached delta."""
     if not case_file.rounds:
         return False
     if settings.deliberation == "court":  # the judge rules once
         return True
     early = settings.early_stopping and majority_share(case_file.rounds[-1].votes) >= settings.early_stop
     return len(case_file.rounds) >= settings.rounds or early
+
+
+def is_settled(case_file: CaseFile, settings: Settings) -> bool:
+    """Done on its own, or stopped by the per-case budget after at least one round (never mid-round)."""
+    return deliberation_over(case_file, settings) or round_stop(case_file, settings) is not None

@@ -13,6 +13,7 @@ from typing import Protocol
 from ..config import Settings
 from ..llm import LLM, gather_all
 from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, Precedents, Usage, Verdict, now
+from .budget import CaseBudget
 from .clues import find_clues, passive_evidence
 from .focus import extract_focus
 from .rounds import Jury, is_settled, run_round
@@ -37,26 +38,30 @@ async def focus_stage(case_file: CaseFile, llm: LLM, settings: Settings) -> Case
     return case_file.model_copy(update={"focus": focus, "usage": {**case_file.usage, "focus": usage}})
 
 
-async def _clue_chain(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[ClueChain | None, Usage, list[str]]:
+async def _clue_chain(case_file: CaseFile, llm: LLM, settings: Settings,
+                      budget: CaseBudget) -> tuple[ClueChain | None, Usage, list[str]]:
     if not settings.clues_stage:
         # stage II off: jurors get every item at once; note here what they will not be able to read
         return None, Usage(), (await passive_evidence(case_file, settings))[1]
     if settings.per_juror_stages or case_file.focus is None:  # each juror finds its own clues
         return None, Usage(), []
-    return await find_clues(case_file.case, case_file.focus, llm, settings)
+    return await find_clues(case_file.case, case_file.focus, llm, settings, budget)
 
 
 async def clues_stage(case_file: CaseFile, llm: LLM, settings: Settings, precedents: Retriever) -> CaseFile:
-    """Stage II and precedent retrieval, side by side (retrieval needs only the focus)."""
+    """Stage II and precedent retrieval, side by side (retrieval needs only the focus). Once the
+    per-case budget is reached no further select step starts: the jury gets what was perceived."""
+    budget = CaseBudget.of(case_file, settings)
     (chain, usage, problems), found = await gather_all(
-        _clue_chain(case_file, llm, settings),
+        _clue_chain(case_file, llm, settings, budget),
         precedents.retrieve(case_file.case, case_file.focus),
     )
     if found.problem:
         problems = [*problems, found.problem]
     return case_file.model_copy(update={"clues": chain, "precedents": found,
                                         "problems": [*case_file.problems, *problems],
-                                        "usage": {**case_file.usage, "clues": usage}})
+                                        "usage": {**case_file.usage, "clues": usage},
+                                        "budget_stop": budget.stopped})
 
 
 async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> CaseFile:

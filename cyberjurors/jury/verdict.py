@@ -9,8 +9,9 @@ from datetime import datetime
 
 from ..config import Settings
 from ..errors import plain
-from ..schemas import CaseFile, Clue, JuryRound, Usage, Verdict
-from .rounds import clue_labels, memory_for
+from ..schemas import Ballot, CaseFile, Clue, JuryRound, Usage, Verdict, Votes
+from .budget import round_note, round_stop
+from .rounds import clue_labels, deliberation_over, memory_for
 
 VERDICT_NAMESPACE = uuid.UUID("5b0c6c1e-3f0e-4d8a-9a57-2f1c0c7e9d11")
 
@@ -33,6 +34,9 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
     models = ["offline"] if case_file.backend == "offline" else sorted(
         {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")} | {b.model for b in final.ballots}
     )
+    # deliberation that ended before it was over on its own ended for the budget
+    stopped = None if deliberation_over(case_file, settings) else round_stop(case_file, settings)
+    stops = [s for s in (case_file.budget_stop, stopped) if s is not None]
     return Verdict(
         verdict_id=verdict_id(case_file),
         case_id=case_file.case_id,
@@ -41,7 +45,7 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
         votes=votes,
         margin=abs(votes.seller - votes.buyer),
         rounds_used=len(case_file.rounds),
-        early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds,
+        early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds and not stopped,
         justification=final.summary.summary,
         cited_clues=cited_clues,
         mentioned_clues=mentioned_clues,
@@ -49,13 +53,29 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
         precedents_seen=seen,
         precedent_coverage=precedents.coverage if precedents else "none",
         focus=case_file.focus.focus if case_file.focus else "",
-        problems=[plain(p, 1000) for p in [*case_file.problems, *notes]],
+        problems=[plain(p, 1000) for p in [*case_file.problems, *notes,
+                                           *([round_note(stopped, settings)] if stopped else [])]],
+        budget_reached=bool(stops),
+        budget_stops=stops,
+        votes_by_model=votes_by_model(final, settings),
         tokens=sum(case_file.usage.values(), Usage()),
         latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
         backend=case_file.backend,
         models=models,
         decided_at=decided_at,
     )
+
+
+def votes_by_model(final: JuryRound, settings: Settings) -> dict[str, Votes]:
+    """The final round's votes by the model each juror seat was given (``juror_models``, round
+    robin; the court's judge has the juror role's model). Keyed by the configured name, so a
+    provider answering with a dated name, or a stand-in answering for every model, still groups by seat."""
+    seat = (lambda b: settings.model_for("juror", b.juror)) if settings.deliberation == "jury" else (  # noqa: E731
+        lambda b: settings.model_for("juror"))
+    by_model: dict[str, list[Ballot]] = {}
+    for ballot in final.ballots:
+        by_model.setdefault(seat(ballot), []).append(ballot)
+    return {model: Votes.of(ballots) for model, ballots in sorted(by_model.items())}
 
 
 def verdict_clues(case_file: CaseFile, final: JuryRound, winner: str) -> tuple[list[Clue], list[Clue], list[str]]:

@@ -29,6 +29,7 @@ from .reasoning import (
     ArgumentDraft,
     Ballot,
     BallotDraft,
+    BudgetStop,
     CaseFile,
     Clue,
     ClueChain,

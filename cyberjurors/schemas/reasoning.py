@@ -89,9 +89,9 @@ class Usage(Record):
     cache_write_tokens: int = Field(0, description="written to the prompt cache, either TTL")
     thinking_tokens: int = Field(0, description="of output_tokens, those spent thinking (reasoning tokens)")
     cache_write_1h_tokens: int = Field(0, description="of cache_write_tokens, those written with the 1-hour TTL")
-    cost_usd: float = Field(0.0, description="at the llm_prices of the call's model (0 when unpriced or offline)")
     calls: int = 0
     latency_s: float = 0.0
+    cost_usd: float = Field(0.0, description="estimated from llm_prices when the call was made (0 for stand-ins)")
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
@@ -187,6 +187,17 @@ class Precedents(Record):
         return [by_id[i] for i in self.memory.get(juror, []) if i in by_id]
 
 
+class BudgetStop(Record):
+    """Where a case reached its per-case budget (``case_token_budget`` / ``case_cost_budget_usd``) and
+    what was skipped because of it."""
+
+    limit: Literal["tokens", "cost"]
+    stage: str = Field(description="clues: further select steps skipped, the jury judged what was perceived; "
+                                   "round-N: deliberation stopped after round N with its majority")
+    tokens: int = Field(description="tokens the case had used when the budget was found reached")
+    cost_usd: float
+
+
 class CaseFile(Record):
     """The case as it moves through the pipeline; each stage fills in its part."""
 
@@ -201,6 +212,7 @@ class CaseFile(Record):
     usage: dict[str, Usage] = Field(default_factory=dict, description="by stage")
     backend: str = ""
     digest: str = Field("", description="the case's content hash (DisputeCase.digest), computed once at intake")
+    budget_stop: BudgetStop | None = Field(None, description="stage II stopped early: the per-case budget was reached")
 
     @model_validator(mode="after")
     def _digest_once(self) -> CaseFile:
@@ -235,6 +247,11 @@ class Verdict(Record):
     precedent_coverage: Coverage = "none"
     focus: str
     problems: list[str] = Field(default_factory=list)
+    budget_reached: bool = Field(False, description="the per-case budget cut the work short (select steps skipped "
+                                                    "or rounds not held); the problems say what was skipped")
+    budget_stops: list[BudgetStop] = Field(default_factory=list, description="where the budget stopped the case")
+    votes_by_model: dict[str, Votes] = Field(default_factory=dict, description="the final round's votes by the "
+                                             "model each juror seat was given (juror_models)")
     tokens: Usage
     latency_s: float
     backend: str

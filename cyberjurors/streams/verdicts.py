@@ -56,5 +56,8 @@ class Verdicts:
         metrics.STAGE_LATENCY.labels("verdict").observe(time.perf_counter() - started)
         metrics.record_verdict(decided.category, decided.winner, decided.margin, decided.rounds_used,
                                decided.early_stopped, decided.latency_s)
+        metrics.record_budget_stops(decided.budget_stops)
+        metrics.record_ballots(decided.votes_by_model, decided.winner)
         self.drift.verdict(decided.case_id, decided.winner)
-        log.info("case %s: verdict %s, votes %s", case_id, decided.winner, decided.votes)
+        log.info("case %s: verdict %s, votes %s%s", case_id, decided.winner, decided.votes,
+                 " (per-case budget reached)" if decided.budget_reached else "")

@@ -1,0 +1,257 @@
+"""The per-case budget: checked before each select step and each jury round, never inside one.
+
+A scripted jury that never reaches delta (3 : 2) deliberates all T = 3 rounds without a budget;
+the tokens it spends after each step are measured once with the budget off, and the budget is then
+set at those boundaries. A real worker shows that a budget-stopped case is decided once: its
+redelivered inputs re-send the stored verdict and call no model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from datetime import datetime, timezone
+
+import pytest
+
+from cyberjurors import metrics
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.backends.scripted import ScriptedLLM
+from cyberjurors.config import DEFAULT_LLM_PRICES, Settings
+from cyberjurors.jury.rounds import Jury
+from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage
+from cyberjurors.llm import GuardedLLM
+from cyberjurors.metrics import PriceTable
+from cyberjurors.schemas import (
+    BallotDraft,
+    CaseFile,
+    DisputeCase,
+    Focus,
+    Perception,
+    RoundSummaryDraft,
+    Selection,
+    Usage,
+    Verdict,
+)
+from cyberjurors.streams.broker import free_port
+from cyberjurors.streams.clients import Outgoing, produce, read_events
+
+from .conftest import EXAMPLES, calls, read_topic, worker_process
+from .test_metrics import scrape_until, value
+
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+JURORS = 5
+
+
+@pytest.fixture
+def case() -> DisputeCase:
+    return DisputeCase.model_validate({
+        "case_id": "budget-1",
+        "metadata": {"category": "clothing", "product": "Wool coat", "order_amount": "120", "currency": "EUR",
+                     "ordered_at": "2026-10-01T00:00:00Z", "dispute_reason": "Torn lining",
+                     "requested_remedy": "Refund"},
+        "rounds": [
+            {"party": "buyer", "round": 1, "items": [
+                {"id": "b1", "kind": "text", "text": "The lining was torn on arrival."},
+                {"id": "b2", "kind": "text", "text": "Here is the courier's note about the box."},
+                {"id": "b3", "kind": "text", "text": "I asked for a refund the same day."}]},
+            {"party": "seller", "round": 1, "items": [
+                {"id": "s1", "kind": "text", "text": "Our dispatch photo shows it intact."}]},
+        ],
+    })
+
+
+async def answer(request, output_type):  # type: ignore[no-untyped-def]
+    """A jury split 3 : 2 for the seller in every round (below delta = 0.8, so all T rounds are held);
+    the selector always picks the first unseen item. It yields once, as a provider call would, so the
+    two parties' select-perceive chains interleave."""
+    await asyncio.sleep(0)
+    task = request.task
+    if output_type is Focus:
+        return Focus(focus="Was the lining torn before delivery?", buyer_claims=["torn"], seller_claims=["intact"])
+    if output_type is Selection:
+        return Selection(evidence_id=task.candidates[0].id, reason="next")
+    if output_type is Perception:
+        return Perception(clue=f"what {task.item.id} says", assessment="a", leaning="neutral")
+    if output_type is RoundSummaryDraft:
+        return RoundSummaryDraft(summary=f"round {task.round}: 3 for the seller", buyer_arguments=[],
+                                 seller_arguments=[])
+    return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[],
+                       vote="seller" if task.juror < 3 else "buyer", justification=f"J{task.juror} [s1]",
+                       cited_clues=["s1"])
+
+
+def settings(**overrides) -> Settings:  # type: ignore[no-untyped-def]
+    return Settings(**{"llm_backend": "offline", "precedent_backend": "none", "metrics_port": 0, "jurors": JURORS,
+                       "rounds": 3, "case_token_budget": 0, **overrides})
+
+
+def spent(case_file: CaseFile) -> Usage:
+    return sum(case_file.usage.values(), Usage())
+
+
+async def boundaries(case: DisputeCase) -> dict[str, int]:
+    """Tokens spent after stage I, stage II and each round, with the budget off."""
+    s = settings()
+    llm, jury = ScriptedLLM(answer), Jury.from_settings(s)
+    case_file = await focus_stage(CaseFile(case=case, received_at=NOW, backend="scripted"), llm, s)
+    seen = {"focus": spent(case_file).total_tokens}
+    case_file = await clues_stage(case_file, llm, s, NoPrecedents())
+    seen["clues"] = spent(case_file).total_tokens
+    for n in (1, 2, 3):
+        case_file = await round_stage(case_file, jury, llm, s)
+        seen[f"round-{n}"] = spent(case_file).total_tokens
+    return seen
+
+
+async def judged(case: DisputeCase, **overrides) -> tuple[Verdict, ScriptedLLM]:  # type: ignore[no-untyped-def]
+    llm = ScriptedLLM(answer)
+    return await judge(case, llm, settings(**overrides)), llm
+
+
+async def test_a_case_over_the_budget_stops_after_the_round_in_progress_with_its_majority(case):
+    spend = await boundaries(case)
+    unlimited, _ = await judged(case)
+    assert unlimited.rounds_used == 3 and not unlimited.budget_reached
+
+    verdict, llm = await judged(case, case_token_budget=spend["round-1"])
+    assert verdict.rounds_used == 1 and verdict.budget_reached and not verdict.early_stopped
+    assert (verdict.winner, verdict.votes.seller, verdict.votes.buyer) == ("seller", 3, 2)  # round 1's majority
+    assert verdict.justification == "round 1: 3 for the seller"
+    [stop] = verdict.budget_stops
+    assert (stop.limit, stop.stage, stop.tokens) == ("tokens", "round-1", spend["round-1"])
+    note = next(p for p in verdict.problems if "per-case budget" in p)
+    assert f"{spend['round-1']:,} tokens of case_token_budget {spend['round-1']:,}" in note
+    assert "stopped after round 1 of 3" in note
+    assert Counter(llm.roles())["juror"] == JURORS  # no second round was started
+    assert verdict.tokens.total_tokens == spend["round-1"]
+
+    # one token more and round 1 no longer reaches it: round 2 starts, and is the last
+    verdict, _ = await judged(case, case_token_budget=spend["round-1"] + 1)
+    assert verdict.rounds_used == 2 and [s.stage for s in verdict.budget_stops] == ["round-2"]
+
+
+async def test_a_case_under_the_budget_is_unchanged(case):
+    spend = await boundaries(case)
+    off, off_llm = await judged(case)
+    # reached only by the last round: nothing was left to stop, so nothing is marked
+    for budget in (spend["round-3"], spend["round-3"] + 1, 10 * spend["round-3"]):
+        on, on_llm = await judged(case, case_token_budget=budget)
+        assert on.model_dump(exclude={"latency_s", "decided_at"}) == off.model_dump(exclude={"latency_s", "decided_at"})
+        assert on_llm.roles() == off_llm.roles()
+        assert not any("budget" in p for p in on.problems)
+
+
+async def test_a_budget_reached_in_stage_ii_skips_the_next_select_steps_and_the_jury_judges_once(case):
+    spend = await boundaries(case)
+    verdict, llm = await judged(case, case_token_budget=spend["focus"] + 1)
+    # both parties' first steps started before the budget was reached; the buyer's next two did not
+    juror_call = next(c for c in llm.calls if c.role == "juror")
+    assert [c.evidence_id for c in juror_call.task.clues] == ["b1", "s1"]
+    assert Counter(llm.roles()) == {"focus": 1, "select": 2, "perceive": 2, "juror": JURORS, "summary": 1}
+    assert [(s.stage, s.limit) for s in verdict.budget_stops] == [("clues", "tokens"), ("round-1", "tokens")]
+    assert verdict.budget_reached and verdict.rounds_used == 1
+    assert any("during stage II" in p and "up to 2 select-perceive steps skipped" in p for p in verdict.problems)
+
+    # reached already by stage I: no select step at all, the jury still decides, from the transcript
+    verdict, llm = await judged(case, case_token_budget=1)
+    assert "select" not in llm.roles() and Counter(llm.roles())["juror"] == JURORS
+    assert verdict.rounds_used == 1 and [s.stage for s in verdict.budget_stops] == ["clues", "round-1"]
+    assert any("up to 4 select-perceive steps skipped" in p for p in verdict.problems)
+    juror_call = next(c for c in llm.calls if c.role == "juror")
+    assert juror_call.task.clues == [] and "The lining was torn on arrival." in juror_call.shared[0].text
+
+
+async def test_the_cost_ceiling_adds_up_each_call_at_its_models_price(case):
+    """Each call's cost is estimated where metrics price it (GuardedLLM, llm_prices) and carried in
+    its usage; the ceiling compares their sum."""
+    prices = PriceTable(DEFAULT_LLM_PRICES)
+
+    def priced() -> GuardedLLM:  # answers as scripted, billed as the priced model would be
+        return GuardedLLM(ScriptedLLM(answer, backend="anthropic", model_label="claude-sonnet-5-5"), prices=prices)
+
+    s = settings()
+    llm, jury = priced(), Jury.from_settings(s)
+    case_file = await clues_stage(await focus_stage(CaseFile(case=case, received_at=NOW), llm, s), llm, s,
+                                  NoPrecedents())
+    first = await round_stage(case_file, jury, llm, s)
+    cost = spent(first).cost_usd
+    assert cost == pytest.approx(prices.cost("anthropic", "claude-sonnet-5-5", spent(first)))
+    assert cost > 0
+
+    verdict = await judge(case, priced(), settings(case_cost_budget_usd=cost * (1 - 1e-9)))
+    assert verdict.rounds_used == 1 and [(s.limit, s.stage) for s in verdict.budget_stops] == [("cost", "round-1")]
+    assert verdict.tokens.cost_usd == pytest.approx(cost)
+    assert any("of case_cost_budget_usd" in p for p in verdict.problems)
+
+
+def test_budget_settings_default_off_values_and_the_environment(monkeypatch: pytest.MonkeyPatch):
+    assert (Settings().case_token_budget, Settings().case_cost_budget_usd) == (400_000, 0.0)
+    monkeypatch.setenv("CYBERJURORS_CASE_TOKEN_BUDGET", "")  # empty = off, as None is
+    assert Settings().case_token_budget == 0
+    monkeypatch.setenv("CYBERJURORS_CASE_COST_BUDGET_USD", "0.75")
+    assert Settings().case_cost_budget_usd == 0.75
+
+
+# --- a real worker ---------------------------------------------------------------------------
+
+
+def offline_spend(case: DisputeCase, s: Settings) -> dict[str, int]:
+    """What the offline backend spends on this case after stage II and after round 1."""
+    async def run() -> dict[str, int]:
+        llm, jury = OfflineLLM(), Jury.from_settings(s)
+        case_file = await clues_stage(await focus_stage(CaseFile(case=case, received_at=NOW, backend="offline"),
+                                                        llm, s), llm, s, NoPrecedents())
+        after_clues = spent(case_file).total_tokens
+        return {"clues": after_clues, "round-1": spent(await round_stage(case_file, jury, llm, s)).total_tokens}
+    return asyncio.run(run())
+
+
+@pytest.mark.integration
+async def test_a_budget_stopped_case_is_decided_once_and_its_redeliveries_call_no_model(settings, tmp_path):
+    port = free_port()
+    path = EXAMPLES / "cases" / "appl-001-kettle-crack.json"
+    events = read_events([path])
+    case_id = events[0].case_id
+    unbudgeted = settings.model_copy(update={"early_stopping": False, "case_token_budget": 0})
+    spend = await asyncio.to_thread(offline_spend, DisputeCase.model_validate_json(path.read_text()), unbudgeted)
+    # between the two: reached by round 1, not before it
+    budget = (spend["clues"] + spend["round-1"]) // 2
+    settings = unbudgeted.model_copy(update={"case_token_budget": budget, "metrics_port": port,
+                                             "metrics_host": "127.0.0.1"})
+
+    async with worker_process(settings, tmp_path / "worker.log"):
+        await produce(settings, events)
+        [(_, first)] = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=120)
+        decided = Verdict.model_validate_json(first)
+        assert decided.budget_reached and decided.rounds_used == 1
+        assert [s.stage for s in decided.budget_stops] == ["round-1"] and decided.budget_stops[0].tokens > budget
+        assert any("stopped after round 1 of 3" in p for p in decided.problems)
+        before = Counter(c["role"] for c in calls(settings.llm_call_log))
+        assert before["juror"] == settings.jurors
+
+        redelivered = []
+        for topic in ("disputes.ready", "disputes.focus", "disputes.clues", "disputes.rounds"):
+            [(_, sent)] = await read_topic(settings, topic, until=1, keys={case_id}, timeout_s=30)
+            redelivered.append(Outgoing(case_id, sent, "redelivery", topic=settings.topic(topic)))
+        await produce(settings, redelivered)
+        verdicts = await read_topic(settings, "disputes.verdicts", until=5, timeout_s=120)
+        assert [v for _, v in verdicts] == [first] * 5  # the stored verdict, re-sent; not decided again
+        assert Counter(c["role"] for c in calls(settings.llm_call_log)) == before
+
+        samples = await scrape_until(port, lambda s: value(s, "cyberjurors_verdicts_total") >= 1)
+        assert value(samples, "cyberjurors_budget_stops_total", limit="tokens", stage="round") == 1
+        assert value(samples, "cyberjurors_budget_stops_total") == 1  # the re-sent verdicts counted nothing
+        assert value(samples, "cyberjurors_ballots_total") == settings.jurors
+        assert value(samples, "cyberjurors_ballots_total", vote=decided.winner, majority=decided.winner) == max(
+            decided.votes.buyer, decided.votes.seller)
+
+
+def test_budget_stops_are_counted_by_limit_and_stage_kind():
+    from cyberjurors.schemas import BudgetStop
+
+    before = {k: metrics.BUDGET_STOPS.labels(*k)._value.get() for k in [("tokens", "clues"), ("cost", "round")]}
+    metrics.record_budget_stops([BudgetStop(limit="tokens", stage="clues", tokens=9, cost_usd=0),
+                                 BudgetStop(limit="cost", stage="round-2", tokens=9, cost_usd=1)])
+    assert metrics.BUDGET_STOPS.labels("tokens", "clues")._value.get() == before[("tokens", "clues")] + 1
+    assert metrics.BUDGET_STOPS.labels("cost", "round")._value.get() == before[("cost", "round")] + 1
