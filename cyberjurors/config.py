@@ -26,6 +26,7 @@ from pydantic_settings import (
 )
 
 from .model_catalog import TokenPrices, facts, list_prices
+from .schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
 Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge"]
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -212,6 +213,23 @@ class Settings(BaseSettings):
     case_cost_budget_usd: float = Field(
         0.0, ge=0, description="the same ceiling in estimated USD (llm_prices); 0 = off"
     )
+
+    # --- Recourse (issue 14): escalation to human jurors, appeals ------------------------------
+    escalation_margin: float = Field(
+        5, ge=0, description="escalate a verdict whose vote margin, on the 17-vote scale, is below this (5: 9:8 and "
+                             "10:7); 0 = never for the margin"
+    )
+    escalate_on: list[EscalationReason] = Field(
+        default_factory=lambda: [r for r in ESCALATION_REASONS if r != "low_precedent_coverage"],
+        description="which reasons escalate a verdict to disputes.escalations: narrow_margin, low_precedent_coverage, "
+                    "no_precedent_coverage (both only with a precedent base configured), verification_failed, "
+                    "injection, decisive_evidence_unreadable, budget_reached; [] = never",
+    )
+    appeal_window_s: float = Field(
+        30 * 86400, ge=0, description="how long after a first-instance verdict its loser may appeal (eBay: 30 days); "
+                                      "a decided case's state is kept at least this long; 0 = appeals off"
+    )
+    appeal_jurors: int = Field(31, ge=1, description="the second instance's panel (Taobao's appeal panels: 31)")
 
     # --- Metrics ---------------------------------------------------------------------------
     metrics_port: int = Field(

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .config import Settings
 from .errors import CyberJurorsError, Reason, validation_summary
 from .media import MediaRejected, check_reference
-from .safety import instruction_sentences
+from .safety import jury_addressed
 from .schemas import (
     CaseMetadata,
     CaseOpened,
@@ -153,13 +153,6 @@ def admit(case: DisputeCase, settings: Settings) -> list[str]:
     media = [i for i in items if i.media is not None]
     if len(media) > settings.max_media_items:
         raise Rejected("too_many_media", f"{len(media)} media items, limit {settings.max_media_items}")
-    problems = []
-    d = case.metadata
-    for field, text in (("product", d.product), ("dispute reason", d.dispute_reason),
-                        ("requested remedy", d.requested_remedy)):
-        if instruction_sentences(text):
-            problems.append(f"the {field} in the dispute form contains text addressed to the jury; "
-                            "it was treated as a party's claim, not as an instruction")
     for round_ in case.rounds:
         for item in round_.items:
             if item.text and len(item.text) > settings.max_text_chars:
@@ -170,10 +163,7 @@ def admit(case: DisputeCase, settings: Settings) -> list[str]:
                     check_reference(item.kind, item.media, settings)
                 except MediaRejected as err:
                     raise Rejected(err.reason, f"evidence {item.id}: {err.detail}") from err
-            if item.text and instruction_sentences(item.text):
-                problems.append(f"evidence {item.id} ({round_.party}) contains text addressed to the jury; "
-                                "it was treated as a party's claim, not as an instruction")
-    return problems
+    return jury_addressed(case)
 
 
 class Draft(BaseModel):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
 from .model_catalog import find
-from .schemas import CATEGORIES
+from .schemas import CATEGORIES, ESCALATION_REASONS
 
 if TYPE_CHECKING:
     import faust
@@ -110,7 +110,8 @@ CASES_IN_FLIGHT = Gauge(
     "cyberjurors_cases_in_flight",
     "Cases admitted and not yet decided or dead-lettered, on this worker's partitions",
 )
-VERDICTS = Counter("cyberjurors_verdicts_total", "Verdicts first decided here", ["winner", "category"])
+VERDICTS = Counter("cyberjurors_verdicts_total", "First-instance verdicts first decided here (an appeal's are "
+                   "cyberjurors_appeal_verdicts_total)", ["winner", "category"])
 VOTE_MARGIN = Histogram(
     "cyberjurors_vote_margin", "|seller - buyer| votes of a verdict (a narrow split is a weak verdict)",
     buckets=(1, 3, 5, 7, 9, 11, 13, 15, 17),
@@ -130,6 +131,28 @@ BALLOTS = Counter(
     "Final-round ballots of verdicts first decided here, by the model the juror seat was given, its vote and the "
     "verdict's majority (vote share and agreement with the majority per model)",
     ["model", "vote", "majority"],
+)
+ESCALATIONS = Counter(
+    "cyberjurors_escalations_total",
+    "Verdicts first decided here and escalated to disputes.escalations, once per reason (a verdict with two reasons "
+    "counts under both), by instance (1, or 2 for an appeal's)",
+    ["reason", "instance"],
+)
+ESCALATED_VERDICTS = Counter(
+    "cyberjurors_escalated_verdicts_total", "Verdicts first decided here and escalated, whatever the reasons",
+    ["instance"],
+)
+APPEALS = Counter(
+    "cyberjurors_appeals_total", "Appeals accepted for a second instance (refused ones are dead letters at stage "
+    "appeal), by the appellant", ["appellant"],
+)
+APPEAL_VERDICTS = Counter(
+    "cyberjurors_appeal_verdicts_total", "Second-instance verdicts first decided here: reversed (the appellant won) "
+    "or upheld", ["result"],
+)
+HUMAN_DECISIONS = Counter(
+    "cyberjurors_human_decisions_total", "Outcomes a human panel reported (source human_panel) for an escalated "
+    "verdict, by agreement with it", ["agreement"],
 )
 DEAD_LETTERS = Counter(
     "cyberjurors_dead_letters_total", "Messages sent to disputes.dlq; stage round-N is counted as round",
@@ -214,6 +237,16 @@ def _prime() -> None:
     for limit in ("tokens", "cost"):
         for stage in ("clues", "round"):
             BUDGET_STOPS.labels(limit, stage)
+    for instance in ("1", "2"):
+        ESCALATED_VERDICTS.labels(instance)
+        for reason in ESCALATION_REASONS:
+            ESCALATIONS.labels(reason, instance)
+    for side in SIDES:
+        APPEALS.labels(side)
+    for result in ("reversed", "upheld"):
+        APPEAL_VERDICTS.labels(result)
+    for agreement in ("agree", "disagree"):
+        HUMAN_DECISIONS.labels(agreement)
     for gauge in (SELLER_WIN_SHARE, OUTCOME_ACCURACY, OUTCOME_VOTE_MAE):
         gauge.set(math.nan)
     for side in SIDES:
@@ -335,6 +368,14 @@ def record_ballots(votes_by_model: "Mapping[str, Votes]", winner: str) -> None:
         for side in SIDES:
             if count := getattr(votes, side):
                 BALLOTS.labels(model, side, winner).inc(count)
+
+
+def record_escalation(reasons: "Collection[str]", instance: int) -> None:
+    """Once per verdict first decided, for each reason it was escalated for."""
+    if reasons:
+        ESCALATED_VERDICTS.labels(str(instance)).inc()
+    for reason in reasons:
+        ESCALATIONS.labels(reason, str(instance)).inc()
 
 
 def record_dead_letter(stage: str, reason: str) -> None:

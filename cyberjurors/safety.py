@@ -7,6 +7,10 @@ has no judgement of its own; real models are protected by quoting (see prompts.p
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .schemas import DisputeCase
 
 _INSTRUCTION = re.compile(
     r"(ignore (all |any )?(previous|prior|above) (instructions|prompts?)"
@@ -35,3 +39,16 @@ def instruction_sentences(text: str) -> list[str]:
 
 def without_instructions(text: str) -> str:
     return " ".join(s for s in _SENTENCE.split(text) if not _INSTRUCTION.search(s))
+
+
+ADDRESSED = "contains text addressed to the jury; it was treated as a party's claim, not as an instruction"
+FORM_FIELDS = (("product", "product"), ("dispute reason", "dispute_reason"), ("requested remedy", "requested_remedy"))
+
+
+def jury_addressed(case: "DisputeCase") -> list[str]:
+    """A note for each form field and evidence item of the case whose text addresses the jury (the
+    verdict carries them; the escalation's ``injection`` reason is set by them)."""
+    notes = [f"the {name} in the dispute form {ADDRESSED}" for name, field in FORM_FIELDS
+             if instruction_sentences(getattr(case.metadata, field))]
+    return notes + [f"evidence {item.id} ({r.party}) {ADDRESSED}" for r in case.rounds for item in r.items
+                    if item.text and instruction_sentences(item.text)]

@@ -78,8 +78,9 @@ async def changelog(settings, app, table: str) -> list[tuple[str, bytes | None]]
 
 
 async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_the_rest(settings):
+    # appeals off: a decided case keeps no clue chain for a second instance, and no hold past the retention
     settings = settings.model_copy(update={"jurors": 5, "rounds": 2, "early_stop": 1.0, "state_retention_s": 3600,
-                                           "state_sweep_interval_s": 0.2})
+                                           "state_sweep_interval_s": 0.2, "appeal_window_s": 0})
     clock = Clock()
     [event] = read_events([FIRST_CASE])
     case_id = event.case_id
@@ -113,7 +114,7 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
 
 async def test_a_redelivered_input_past_the_retention_is_dead_lettered_with_its_original(settings):
     settings = settings.model_copy(update={"jurors": 3, "rounds": 1, "state_retention_s": 3600,
-                                           "state_sweep_interval_s": 0.2})
+                                           "state_sweep_interval_s": 0.2, "appeal_window_s": 0})
     clock = Clock()
     offline = OfflineLLM()
     llm = ScriptedLLM(lambda request, output_type: _answer(offline, request, output_type))

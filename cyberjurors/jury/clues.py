@@ -142,7 +142,7 @@ async def _media_parts(item: EvidenceItem, party: Party, settings: Settings) -> 
 
 
 PASSIVE_CASES_KEPT = 16
-_passive: OrderedDict[tuple[str, str, int, int], tuple[list[Part], list[str]]] = OrderedDict()
+_passive: OrderedDict[tuple[str, str, int, int], tuple[list[Part], list[str], list[str]]] = OrderedDict()
 
 
 async def passive_evidence(case_file: CaseFile, settings: Settings) -> tuple[list[Part], list[str]]:
@@ -151,6 +151,16 @@ async def passive_evidence(case_file: CaseFile, settings: Settings) -> tuple[lis
     multimodal model given the whole case would). Returns the parts and the items that could
     not be read. The clue stage and every jury round ask for the same case's media: the last
     few cases' are kept decoded."""
+    parts, problems, _ = await _passive_entry(case_file, settings)
+    return parts, problems
+
+
+async def unread_passive(case_file: CaseFile, settings: Settings) -> list[str]:
+    """Stage II switched off: the ids of the media items the jurors were to see that could not be decoded."""
+    return (await _passive_entry(case_file, settings))[2]
+
+
+async def _passive_entry(case_file: CaseFile, settings: Settings) -> tuple[list[Part], list[str], list[str]]:
     # keyed by the digest computed once at intake, not by re-hashing the case on every lookup
     key = (case_file.digest, str(settings.media_root), settings.passive_frames_per_video, settings.max_image_side)
     if key not in _passive:
@@ -166,7 +176,7 @@ async def attached_media(case_file: CaseFile, settings: Settings) -> list[Part]:
     return [] if settings.clues_stage else (await passive_evidence(case_file, settings))[0]
 
 
-async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str]]:
+async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str], list[str]]:
 
     async def one(item: EvidenceItem, party: Party) -> list[Part]:
         label = prompts.evidence_label(item, party)
@@ -178,6 +188,7 @@ async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part]
 
     parts: list[Part] = []
     problems: list[str] = []
+    unread: list[str] = []
     for item in case.items():
         if item.kind == "text" or item.media is None:
             continue
@@ -185,4 +196,5 @@ async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part]
             parts += await one(item, case.party_of(item.id))
         except MediaUnreadable as err:
             problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
-    return parts, problems
+            unread.append(item.id)
+    return parts, problems, unread

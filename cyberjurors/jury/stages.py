@@ -14,7 +14,7 @@ from ..config import Settings
 from ..llm import LLM, gather_all
 from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, Precedents, Usage, Verdict, now
 from .budget import CaseBudget
-from .clues import find_clues, passive_evidence
+from .clues import find_clues, passive_evidence, unread_passive
 from .focus import extract_focus
 from .rounds import Jury, is_settled, run_round
 from .verdict import decide
@@ -61,7 +61,18 @@ async def clues_stage(case_file: CaseFile, llm: LLM, settings: Settings, precede
     return case_file.model_copy(update={"clues": chain, "precedents": found,
                                         "problems": [*case_file.problems, *problems],
                                         "usage": {**case_file.usage, "clues": usage},
-                                        "budget_stop": budget.stopped})
+                                        "budget_stop": budget.stopped,
+                                        "unread_evidence": await unread_evidence(case_file, chain, settings)})
+
+
+async def unread_evidence(case_file: CaseFile, chain: ClueChain | None, settings: Settings) -> list[str]:
+    """The evidence the jury was to examine that could not be read (what escalates a verdict as
+    ``decisive_evidence_unreadable``): the items stage II selected as the likeliest to hold a key
+    clue whose perception failed; with stage II off, every media item that could not be decoded.
+    An item the selector passed over is not one, however broken (its note is on the verdict)."""
+    if chain is not None:
+        return [c.evidence_id for c in chain.all() if c.problem]
+    return await unread_passive(case_file, settings) if not settings.clues_stage else []
 
 
 async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> CaseFile:

@@ -11,6 +11,7 @@ from ..config import Settings
 from ..errors import plain
 from ..schemas import Ballot, CaseFile, Clue, JuryRound, Usage, Verdict, Votes
 from .budget import round_note, round_stop
+from .escalation import escalate
 from .rounds import clue_labels, deliberation_over, memory_for
 
 VERDICT_NAMESPACE = uuid.UUID("5b0c6c1e-3f0e-4d8a-9a57-2f1c0c7e9d11")
@@ -18,7 +19,10 @@ VERDICT_NAMESPACE = uuid.UUID("5b0c6c1e-3f0e-4d8a-9a57-2f1c0c7e9d11")
 
 def verdict_id(case_file: CaseFile) -> str:
     """The same case content always gets the same id, so consumers can dedupe replays (the
-    digest is the case's, computed once at intake and carried on the case file)."""
+    digest is the case's, computed once at intake and carried on the case file); the second
+    instance's is derived from the appeal it judges."""
+    if case_file.appeal is not None:
+        return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:appeal:{case_file.appeal.appeal_id}"))
     return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.digest}"))
 
 
@@ -37,9 +41,12 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
     # deliberation that ended before it was over on its own ended for the budget
     stopped = None if deliberation_over(case_file, settings) else round_stop(case_file, settings)
     stops = [s for s in (case_file.budget_stop, stopped) if s is not None]
-    return Verdict(
+    appeal = case_file.appeal
+    verdict = Verdict(
         verdict_id=verdict_id(case_file),
         case_id=case_file.case_id,
+        instance=2 if appeal else 1,
+        appeal_of=appeal.first_instance.verdict_id if appeal else None,
         category=case_file.case.metadata.category,
         winner=winner,
         votes=votes,
@@ -64,6 +71,7 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
         models=models,
         decided_at=decided_at,
     )
+    return escalate(verdict, case_file, settings)
 
 
 def votes_by_model(final: JuryRound, settings: Settings) -> dict[str, Votes]:

@@ -16,6 +16,7 @@ from .case import (
     now,
 )
 from .events import (
+    AppealFiled,
     CaseOpened,
     CaseSubmitted,
     DisputeEvent,
@@ -25,6 +26,8 @@ from .events import (
     dispute_event,
 )
 from .reasoning import (
+    ESCALATION_REASONS,
+    AppealBrief,
     Argument,
     ArgumentDraft,
     Ballot,
@@ -34,6 +37,8 @@ from .reasoning import (
     Clue,
     ClueChain,
     DeadLetter,
+    Escalation,
+    EscalationReason,
     Focus,
     JuryRound,
     Perception,

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import AwareDatetime, Field, TypeAdapter
+from pydantic import AwareDatetime, Field, TypeAdapter, model_validator
 
-from .case import SCHEMA_VERSION, CaseId, CaseMetadata, DisputeCase, EvidenceRound, GroundTruthVotes, Strict
+from .case import (
+    JURY_SIZE,
+    SCHEMA_VERSION,
+    CaseId,
+    CaseMetadata,
+    DisputeCase,
+    EvidenceItem,
+    EvidenceRound,
+    GroundTruthVotes,
+    Party,
+    Strict,
+    Votes,
+)
 
 
 class EventBase(Strict):
@@ -47,13 +59,44 @@ class EvidenceClosed(EventBase):
 
 
 class OutcomeReported(EventBase):
-    """On ``disputes.outcomes``: how a case was finally decided (the platform's real jury or an
-    appeal). It feeds verdict drift and the precedent base."""
+    """On ``disputes.outcomes``: how a case was finally decided (the platform's real jury, or the
+    human panel an escalated case went to). It feeds verdict drift and the precedent base."""
 
     type: Literal["outcome"] = "outcome"
     case_id: CaseId
-    votes: GroundTruthVotes
+    votes: Votes = Field(description=f"the deciding jury's votes: {JURY_SIZE} in all, except from a human panel "
+                                     "(source human_panel), whose size is its own")
     decided_at: AwareDatetime | None = None
+    source: Literal["platform_jury", "human_panel"] | None = Field(
+        None, description="who decided: the platform's jury, or the human panel an escalation went to")
+    escalation_id: str | None = Field(None, max_length=64, description="the escalation a human panel answers")
+
+    @model_validator(mode="after")
+    def _jury_size(self) -> "OutcomeReported":
+        if self.source != "human_panel" and self.votes.total != JURY_SIZE:
+            raise ValueError(f"votes: the platform's jury has {JURY_SIZE} votes, got {self.votes.total} (a human "
+                             "panel of another size says source: human_panel)")
+        if self.votes.total < 1:
+            raise ValueError("votes: a human panel's votes must count at least one vote")
+        return self
+
+
+MAX_GROUNDS_CHARS = 20_000
+
+
+class AppealFiled(EventBase):
+    """On ``disputes.appeals``: the losing party appeals the first-instance verdict ``verdict_id``
+    within ``appeal_window_s`` of it, with grounds and optionally new evidence (checked like any
+    evidence). At most one appeal per case; the second instance's verdict is final."""
+
+    type: Literal["appeal"] = "appeal"
+    case_id: CaseId
+    appellant: Party
+    verdict_id: str = Field(min_length=1, max_length=64, description="the first-instance verdict appealed")
+    grounds: str = Field(min_length=1, max_length=MAX_GROUNDS_CHARS, description="the statement of grounds")
+    evidence: list[EvidenceItem] = Field(default_factory=list, description="new evidence, ids new to the case; it "
+                                         "joins the case as a round of the appellant's")
+    filed_at: AwareDatetime = Field(description="when the party filed it: the window is counted to this")
 
 
 DisputeEvent = Annotated[

@@ -7,7 +7,7 @@ what an LLM is asked to return; the rest are records the pipeline assembles arou
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -211,6 +211,11 @@ class Verification(Record):
     feedback: list[str] = Field(default_factory=list, description="the verifier's accumulated feedback, in order")
 
 
+EscalationReason = Literal["narrow_margin", "low_precedent_coverage", "no_precedent_coverage", "verification_failed",
+                           "injection", "decisive_evidence_unreadable", "budget_reached"]
+ESCALATION_REASONS: tuple[EscalationReason, ...] = get_args(EscalationReason)
+
+
 class CaseFile(Record):
     """The case as it moves through the pipeline; each stage fills in its part."""
 
@@ -226,6 +231,10 @@ class CaseFile(Record):
     backend: str = ""
     digest: str = Field("", description="the case's content hash (DisputeCase.digest), computed once at intake")
     budget_stop: BudgetStop | None = Field(None, description="stage II stopped early: the per-case budget was reached")
+    unread_evidence: list[str] = Field(default_factory=list, description="evidence the jury was to examine that could "
+                                       "not be read: items stage II selected whose perception failed, or, with stage "
+                                       "II off, every media item that could not be decoded")
+    appeal: AppealBrief | None = Field(None, description="the second instance: the appeal it judges")
 
     @model_validator(mode="after")
     def _digest_once(self) -> CaseFile:
@@ -242,14 +251,20 @@ class CaseFile(Record):
 
 class Verdict(Record):
     schema_version: Literal[1] = SCHEMA_VERSION
-    verdict_id: str = Field(description="derived from the case: the same case always yields the same id")
+    verdict_id: str = Field(description="derived from the case (instance 2: from the appeal): the same case always "
+                                        "yields the same id")
     case_id: str
+    instance: Literal[1, 2] = Field(1, description="1: the jury's decision; 2: the appeal's, final")
+    appeal_of: str | None = Field(None, description="instance 2: the verdict_id of the first-instance verdict appealed")
     category: str
     winner: Party
     votes: Votes
     margin: int
     rounds_used: int
     early_stopped: bool
+    escalated: bool = Field(False, description="too doubtful to stand alone: the case went to disputes.escalations "
+                                               "for a human panel")
+    escalation_reasons: list[EscalationReason] = Field(default_factory=list, description="why (escalate_on)")
     justification: str
     cited_clues: list[Clue] = Field(description="the clues the majority cited, most cited first; empty (with a "
                                                 "note in problems) when it cited none")
@@ -274,6 +289,42 @@ class Verdict(Record):
     decided_at: datetime
 
 
+class AppealBrief(Record):
+    """What the second instance judges besides the original record: who appeals, on what grounds,
+    with which new evidence (a round of the appellant's in the case), against which verdict."""
+
+    appeal_id: str = Field(description="the appeal's content hash: a resent appeal is the same appeal")
+    appellant: Party
+    grounds: str = Field(description="the appellant's statement of grounds (party-authored)")
+    new_evidence: list[str] = Field(default_factory=list, description="ids of the evidence filed with the appeal")
+    filed_at: datetime
+    first_instance: Verdict
+
+
+class Escalation(Record):
+    """On ``disputes.escalations``: a verdict too doubtful to stand alone, with everything a human
+    panel needs. Keyed by case_id; ``escalation_id`` is derived from the verdict's id, so a
+    redelivered verdict re-sends the same escalation. The panel's decision comes back on
+    ``disputes.outcomes`` (``source: human_panel``)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["escalation"] = "escalation"
+    escalation_id: str
+    case_id: str
+    verdict_id: str
+    instance: Literal[1, 2]
+    reasons: list[EscalationReason]
+    notes: list[str] = Field(description="what set each reason off, for the panel")
+    verdict: Verdict
+    case_file: CaseFile = Field(description="the record: the case with its media by reference (path under media_root, "
+                                            "url, or stored: a sha256 in the media store), the focus O_I, the clue "
+                                            "chain O_II, the precedents, every round's ballots and summary, and, for "
+                                            "instance 2, the appeal")
+    ballots_trimmed: bool = Field(False, description="earlier rounds' ballots were left out to fit max_event_bytes "
+                                                     "(their summaries and votes are kept)")
+    raised_at: datetime
+
+
 class DeadLetter(Record):
     schema_version: Literal[1] = SCHEMA_VERSION
     reason: str = Field(description="short machine-readable cause, e.g. invalid_json (errors.Reason)")
@@ -290,3 +341,6 @@ class DeadLetter(Record):
     failed_at: datetime
     replayable: bool | None = Field(None, description="whether resending the original may succeed, decided where "
                                                       "the letter was written; absent from older letters")
+
+
+CaseFile.model_rebuild()  # AppealBrief names the Verdict, defined after the case file

@@ -90,9 +90,10 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(table("stage-results", value_type=bytes), table("stage-times"), settings.state_retention_s,
-                           clock, max_bytes=settings.max_event_bytes)
+                           clock, max_bytes=settings.max_event_bytes, keep_for_appeal=settings.appeal_window_s > 0)
     ingest = Ingest(settings, llm.backend, table("intake"), results, topic("disputes.ready"), letters, in_flight)
-    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift)
+    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift,
+                        escalations=topic("disputes.escalations"), letters=letters)
     hop = StageHop(results, letters, in_flight, verdicts.resend)
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), drift, letters)
 
@@ -159,7 +160,7 @@ async def deliberate(h: Handlers, settings: Settings, event: Any, rounds: Sender
         if is_settled(case_file, settings):
             tracing.name_stage("verdict")
             try:
-                await h.verdicts.publish(case_file)
+                await h.verdicts.publish(case_file, event)
             except OutputTooLarge as err:  # the same case would decide the same way
                 await h.letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
         else:

@@ -14,6 +14,7 @@ from ..config import Settings
 TOPICS = (
     "disputes.events", "disputes.ready", "disputes.focus", "disputes.clues",
     "disputes.rounds", "disputes.verdicts", "disputes.outcomes", "disputes.dlq", "disputes.dlq-replayed",
+    "disputes.escalations", "disputes.appeals",
 )
 # which dead letters `dlq --replay` has sent back, keyed by the letter's topic/partition/offset:
 # compacted, since only the last record per letter matters

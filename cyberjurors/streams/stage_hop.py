@@ -46,47 +46,76 @@ class StageResults:
     ``retention_s`` after its last stage result (``times``: case_id -> ``expiry.stamp``), by
     ``expire``, which a timer calls. A decided case leaves a marker (``case_id/expired``, a few
     dozen bytes) for one more ``retention_s``, so an outcome that comes after its verdict expired
-    is told from one that came before its verdict."""
+    is told from one that came before its verdict.
 
-    KEPT = ("ready", "verdict")
+    Appeals (``keep_for_appeal``): a decided case also keeps ``clues`` (its focus, clue chain and
+    precedents: the original record a second instance re-examines), and its verdict may be stored
+    with a hold (``hand_on(hold_s=...)``) so the case outlives the appeal window when that is longer
+    than the retention. An appeal's keys live under ``case_id/appeal`` (the accepted appeal's case
+    file), ``appeal/clues``, ``appeal/round-N``, ``appeal/verdict`` and ``appeal/escalation``;
+    ``escalation`` holds a first-instance verdict's escalation. They expire with the case."""
+
     EXPIRED = "expired"
+    LASTING = ("ready", "focus", "clues", "verdict", "escalation", "appeal", "appeal/clues", "appeal/verdict",
+               "appeal/escalation", EXPIRED)
 
     def __init__(self, table: MutableMapping[str, Any], times: MutableMapping[str, Any] | None = None,
                  retention_s: float = 7 * 86400, clock: expiry.Clock = time.time,
-                 max_bytes: int | None = None):
+                 max_bytes: int | None = None, keep_for_appeal: bool = False):
         self.table = table
         self.times: MutableMapping[str, Any] = {} if times is None else times
         self.retention_s = retention_s
         self.clock = clock
         self.max_bytes = max_bytes  # max_event_bytes: an output over it is refused before it is stored
+        self.keep_for_appeal = keep_for_appeal
 
     def stored(self, case_id: str, stage: str) -> bytes | None:
         return self.table.get(f"{case_id}/{stage}")
 
-    async def hand_on(self, case_id: str, stage: str, value: bytes, out: Sender) -> None:
-        """Store first, then send: a replay after a crash in between re-sends what was stored."""
+    async def hand_on(self, case_id: str, stage: str, value: bytes, out: Sender, hold_s: float = 0.0) -> None:
+        """Store first, then send: a replay after a crash in between re-sends what was stored. With
+        ``hold_s``, the case's keys expire that much later than the retention after this."""
+        self.put(case_id, stage, value, hold_s)
+        await send_bounded(out, case_id.encode(), value, self.max_bytes)
+
+    def put(self, case_id: str, stage: str, value: bytes, hold_s: float = 0.0) -> None:
+        """Store a result without sending it (a step of work done inside one handler, or what is
+        sent after something else)."""
         if self.max_bytes is not None and len(case_id) + len(value) > self.max_bytes:  # before the table's changelog
             raise OutputTooLarge(f"{stage}: {len(value)} bytes, limit max_event_bytes={self.max_bytes}")
         self.table[f"{case_id}/{stage}"] = value
-        self.times[case_id] = expiry.stamp(self.clock(), expiry.current_partition())
-        await send_bounded(out, case_id.encode(), value, self.max_bytes)
+        # the stamp is when the case's retention starts counting: later by hold_s
+        self.times[case_id] = expiry.stamp(self.clock() + hold_s, expiry.current_partition())
+
+    def rounds(self, case_id: str, prefix: str = "") -> list[str]:
+        """The stored round keys of a case (``prefix`` "appeal/" for the second instance's). Rounds are
+        stored in order, so round-N exists only after round-(N-1): probing stops at the first missing one."""
+        found = []
+        for n in itertools.count(1):
+            key = f"{case_id}/{prefix}round-{n}"
+            if key not in self.table:
+                return found
+            found.append(key)
+        return found
 
     def keys(self, case_id: str) -> list[str]:
-        """Every key the case has in the table. Rounds are stored in order, so round-N exists only
-        after round-(N-1): probing stops at the first missing one."""
-        found = [f"{case_id}/{stage}" for stage in ("ready", "focus", "clues", "verdict", self.EXPIRED)]
-        for n in itertools.count(1):
-            key = f"{case_id}/round-{n}"
-            if key not in self.table:
-                break
-            found.append(key)
-        return [key for key in found if key in self.table]
+        """Every key the case has in the table."""
+        found = [f"{case_id}/{stage}" for stage in self.LASTING]
+        return [key for key in found if key in self.table] + self.rounds(case_id) + self.rounds(case_id, "appeal/")
 
     def finish(self, case_id: str) -> int:
-        """The verdict is stored: delete the case's intermediate results (tombstones in the
-        changelog, on the event's partition). Returns how many were deleted."""
-        kept = {f"{case_id}/{stage}" for stage in self.KEPT}
-        return sum(expiry.forget(self.table, key, None) for key in self.keys(case_id) if key not in kept)
+        """The first-instance verdict is stored: delete its intermediate results (tombstones in the
+        changelog, on the event's partition): focus, the rounds, and the clues unless an appeal may
+        need them. Returns how many were deleted."""
+        stages = ["focus"] + ([] if self.keep_for_appeal else ["clues"])
+        done = [f"{case_id}/{stage}" for stage in stages] + self.rounds(case_id)
+        return sum(expiry.forget(self.table, key, None) for key in done)
+
+    def finish_appeal(self, case_id: str) -> int:
+        """The second-instance verdict is stored: delete its intermediate results and the first
+        instance's clues, kept for it."""
+        done = [f"{case_id}/clues", f"{case_id}/appeal/clues", *self.rounds(case_id, "appeal/")]
+        return sum(expiry.forget(self.table, key, None) for key in done)
 
     def older_than_retention(self, at: float | None) -> bool:
         """Whether something stamped ``at`` (unix seconds) is past the retention: its case's state

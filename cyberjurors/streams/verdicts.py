@@ -1,63 +1,129 @@
-"""The verdict: decided once from the last round, stored, and sent to disputes.verdicts.
+"""The verdict: decided once from the last round, stored, and sent to disputes.verdicts; an
+escalated one's escalation to disputes.escalations.
 
 Verdict metrics and the seller-share drift window count a verdict only when it is first
-decided; a replay re-sends the stored bytes uncounted.
+decided; a replay re-sends the stored bytes uncounted. The same goes for a second instance's
+verdict (an appeal's), stored under ``case_id/appeal/verdict``.
+
+An escalation is stored before its verdict and holds it: a worker that dies between the two takes
+the verdict from the stored escalation when the input comes again, so the verdict and its
+escalation are always the pair first decided (same ids, same bytes), and a redelivered input of a
+decided case re-sends both.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from .. import metrics, tracing
 from ..config import Settings
+from ..jury.escalation import escalation_event
 from ..jury.verdict import decide
-from ..schemas import CaseFile, Verdict, now
-from .dead_letters import Sender
+from ..schemas import CaseFile, Escalation, Verdict, now
+from .dead_letters import DeadLetters, OutputTooLarge, Sender, send_bounded
 from .stage_hop import StageResults
 
 log = logging.getLogger("cyberjurors.streams")
 
 
+def stages(instance: int) -> tuple[str, str]:
+    """The stage-results keys of an instance's verdict and escalation."""
+    return ("verdict", "escalation") if instance == 1 else ("appeal/verdict", "appeal/escalation")
+
+
 class Verdicts:
     def __init__(self, settings: Settings, results: StageResults, out: Sender, in_flight: metrics.CasesInFlight,
-                 drift: metrics.Drift):
+                 drift: metrics.Drift, escalations: Sender | None = None, letters: DeadLetters | None = None):
         self.settings = settings
         self.results = results
         self.out = out
         self.in_flight = in_flight
         self.drift = drift
+        self.escalations = escalations
+        self.letters = letters
 
-    async def resend(self, case_id: str) -> bool:
-        """Re-send the case's stored verdict, uncounted; False when it has none (not decided, or expired)."""
-        stored = self.results.stored(case_id, "verdict")
+    async def resend(self, case_id: str, instance: int = 1) -> bool:
+        """Re-send the case's stored verdict (and escalation), uncounted; False when it has none
+        (not decided, or expired)."""
+        verdict_stage, escalation_stage = stages(instance)
+        stored = self.results.stored(case_id, verdict_stage)
         if stored is None:
             return False
         tracing.mark(replayed=True)
         await self.out.send(key=case_id.encode(), value=stored, headers=tracing.headers())
-        self.results.finish(case_id)  # left over if a worker died between storing the verdict and this
-        self.in_flight.discard(case_id)
+        escalation = self.results.stored(case_id, escalation_stage)
+        if escalation is not None and self.escalations is not None:
+            await self.escalations.send(key=case_id.encode(), value=escalation, headers=tracing.headers())
+        self.finish(case_id, instance)  # left over if a worker died between storing the verdict and this
         decided = Verdict.model_validate_json(stored)
         tracing.mark(verdict_id=decided.verdict_id, winner=decided.winner)
         log.info("case %s: verdict %s, votes %s (re-sent)", case_id, decided.winner, decided.votes)
         return True
 
-    async def publish(self, case_file: CaseFile) -> None:
-        """Decide, store and send the verdict, then delete the case's intermediate stage results."""
+    def finish(self, case_id: str, instance: int) -> None:
+        if instance == 1:
+            self.results.finish(case_id)
+            self.in_flight.discard(case_id)
+        else:
+            self.results.finish_appeal(case_id)
+
+    async def publish(self, case_file: CaseFile, event: Any = None) -> Verdict:
+        """Decide, store and send the verdict (and its escalation), then delete the case's intermediate
+        stage results. ``event`` is the input, for a dead letter if the escalation cannot be sent."""
         case_id = case_file.case_id
-        if await self.resend(case_id):  # a replay: re-sent, not counted again
-            return
+        instance = 2 if case_file.appeal is not None else 1
+        verdict_stage, escalation_stage = stages(instance)
+        if await self.resend(case_id, instance):  # a replay: re-sent, not counted again
+            return Verdict.model_validate_json(self.results.stored(case_id, verdict_stage))  # type: ignore[arg-type]
         started = time.perf_counter()
-        decided = decide(case_file, self.settings, now())
+        decided, escalation = await self.decide(case_file, escalation_stage, event)
         tracing.mark(verdict_id=decided.verdict_id, winner=decided.winner)
-        await self.results.hand_on(case_id, "verdict", decided.model_dump_json().encode(), self.out)
-        self.results.finish(case_id)  # after the verdict is stored: a crash in between re-sends it
-        self.in_flight.discard(case_id)
+        # a first-instance verdict may be appealed: its case is kept for the appeal window at least
+        hold = max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s) if instance == 1 else 0.0
+        await self.results.hand_on(case_id, verdict_stage, decided.model_dump_json().encode(), self.out, hold_s=hold)
+        if escalation is not None and self.escalations is not None:
+            await send_bounded(self.escalations, case_id.encode(), escalation, self.settings.max_event_bytes)
+        self.finish(case_id, instance)  # after the verdict is stored: a crash in between re-sends it
         metrics.STAGE_LATENCY.labels("verdict").observe(time.perf_counter() - started)
+        self.count(decided, case_file)
+        log.info("case %s: verdict %s (instance %d), votes %s%s%s", case_id, decided.winner, instance, decided.votes,
+                 " (per-case budget reached)" if decided.budget_reached else "",
+                 f", escalated: {', '.join(decided.escalation_reasons)}" if decided.escalated else "")
+        return decided
+
+    async def decide(self, case_file: CaseFile, escalation_stage: str, event: Any) -> tuple[Verdict, bytes | None]:
+        """The verdict and its escalation's bytes (stored before the verdict); an escalation stored
+        by a worker that died before storing its verdict gives the verdict back."""
+        case_id = case_file.case_id
+        stored = self.results.stored(case_id, escalation_stage)
+        if stored is not None:
+            return Escalation.model_validate_json(stored).verdict, stored
+        decided = decide(case_file, self.settings, now())
+        if not decided.escalated:
+            return decided, None
+        for trim in (False, True):  # whole, else with the earlier rounds' ballots left out
+            value = escalation_event(case_file, decided, self.settings, decided.decided_at, trim).model_dump_json()
+            try:
+                self.results.put(case_id, escalation_stage, value.encode())
+                return decided, value.encode()
+            except OutputTooLarge as err:
+                detail = err.detail
+        if self.letters is not None and event is not None:  # the verdict still goes out, marked escalated
+            await self.letters.write(event, "escalation", "output_too_large", f"the escalation of verdict "
+                                     f"{decided.verdict_id} does not fit even without the earlier rounds' ballots: "
+                                     f"{detail}", replayable=False)
+        return decided, None
+
+    def count(self, decided: Verdict, case_file: CaseFile) -> None:
+        metrics.record_escalation(decided.escalation_reasons, decided.instance)
+        metrics.record_budget_stops(decided.budget_stops)
+        self.drift.verdict(decided.case_id, decided.winner)  # an appeal's final word replaces the first in the window
+        if case_file.appeal is not None:
+            reversed_ = decided.winner != case_file.appeal.first_instance.winner
+            metrics.APPEAL_VERDICTS.labels("reversed" if reversed_ else "upheld").inc()
+            return
         metrics.record_verdict(decided.category, decided.winner, decided.margin, decided.rounds_used,
                                decided.early_stopped, decided.latency_s)
-        metrics.record_budget_stops(decided.budget_stops)
         metrics.record_ballots(decided.votes_by_model, decided.winner)
-        self.drift.verdict(decided.case_id, decided.winner)
-        log.info("case %s: verdict %s, votes %s%s", case_id, decided.winner, decided.votes,
-                 " (per-case budget reached)" if decided.budget_reached else "")
