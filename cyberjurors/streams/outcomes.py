@@ -59,14 +59,18 @@ class Outcomes:
             await self.letters.write(event, "outcomes", "key_mismatch", problem, replayable=False)
             return
         tracing.name_case(outcome.case_id)
-        verdict = self.results.stored(outcome.case_id, "verdict")
-        case_file = self.results.stored(outcome.case_id, "ready")
+        verdict, case_file = self.final(outcome.case_id)
         if verdict is None or case_file is None:
             await self.unmatched(event, outcome)
             return
         decided = Verdict.model_validate_json(verdict)
         ours = decided.votes
-        self.drift.outcome(outcome.case_id, outcome.votes.buyer, outcome.votes.seller, ours.buyer, ours.seller)
+        if self.drift.outcome(outcome.case_id, outcome.votes.buyer, outcome.votes.seller, ours.buyer, ours.seller) \
+                and outcome.source == "human_panel" and decided.escalated:
+            agreed = outcome.votes.winner == decided.winner
+            metrics.HUMAN_DECISIONS.labels("agree" if agreed else "disagree").inc()
+            log.info("case %s: the human panel %s the escalated verdict (%s)", outcome.case_id,
+                     "upheld" if agreed else "overturned", ", ".join(decided.escalation_reasons))
         if not self.precedents.enabled:
             return
         try:
@@ -77,6 +81,14 @@ class Outcomes:
         except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
             log.exception("outcome for case %s failed", outcome.case_id)
             await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
+
+    def final(self, case_id: str) -> tuple[bytes | None, bytes | None]:
+        """The case's last word and the case file it judged: an appeal's verdict on the appealed case
+        (new evidence included), else the first-instance verdict on the admitted case."""
+        appealed = self.results.stored(case_id, "appeal/verdict")
+        if appealed is not None:
+            return appealed, self.results.stored(case_id, "appeal")
+        return self.results.stored(case_id, "verdict"), self.results.stored(case_id, "ready")
 
     async def unmatched(self, event: Any, outcome: OutcomeReported) -> None:
         """An outcome with no verdict to compare: final when the case's verdict has expired (its
