@@ -232,3 +232,43 @@ def test_agrees_with_scikit_learn(seed: int) -> None:
     s = summarize([result(f"c{i}", (17 - t, t), (jury - p, p)) for i, (t, p) in enumerate(zip(truth, pred))])
     assert s.accuracy == pytest.approx(accuracy_score(y_true, y_pred))
     assert s.macro_f1 == pytest.approx(f1_score(y_true, y_pred, average="macro", zero_division=0))
+
+
+# Risk-coverage by hand, votes as (buyer, seller):
+#   case  truth  pred   margin  other reason  right?  seller-vote error
+#   r1    14:3   16:1   15      -             yes     |1-3|  = 2
+#   r2    10:7    8:9    1      -             no      |9-7|  = 2
+#   r3     5:12   6:11   5      -             yes     |11-12| = 1
+#   r4     2:15  10:7    3      -             no      |7-15| = 8
+#   r5    12:5   13:4    9      injection     yes     |4-5|  = 1
+#   r6    (timeout: not in the table)
+# nothing escalated: 5 auto, acc 3/5, MAE 14/5;  other reasons only (r5 out): acc 2/4, MAE 13/4, 20% escalated
+# margin < 3 (r2, r5 out): acc 2/3, MAE 11/3;  < 5 (r2, r4, r5 out): acc 2/2, MAE 3/2, 60% escalated
+# < 7 and < 9 ... < 15 (only r1 left): acc 1, MAE 2;  < 17: nothing left, acc and MAE undefined
+# 95% on what is auto-decided: margin < 5 keeps the most (2 of 5)
+def test_risk_coverage_by_hand():
+    from cyberjurors.evaluation.scores import risk_coverage
+
+    results = [result("r1", (14, 3), (16, 1)), result("r2", (10, 7), (8, 9)), result("r3", (5, 12), (6, 11)),
+               result("r4", (2, 15), (10, 7)), result("r5", (12, 5), (13, 4)), result("r6", (17, 0), None,
+                                                                                    failure="timeout")]
+    results[4] = results[4].model_copy(update={"verdict": results[4].verdict.model_copy(update={
+        "escalated": True, "escalation_reasons": ["injection"]})})
+    # a verdict's own narrow_margin flag is the run's threshold: the table applies its own instead
+    results[1] = results[1].model_copy(update={"verdict": results[1].verdict.model_copy(update={
+        "escalated": True, "escalation_reasons": ["narrow_margin"]})})
+    rc = risk_coverage(results)
+    table = {p.margin_below: (p.escalated_share, p.auto_decided, p.accuracy, p.vote_mae) for p in rc.points}
+    assert list(table) == [None, 0, 3, 5, 7, 9, 11, 13, 15, 17]
+    assert table[None] == pytest.approx((0.0, 5, 3 / 5, 14 / 5))
+    assert table[0] == pytest.approx((1 / 5, 4, 2 / 4, 13 / 4))
+    assert table[3] == pytest.approx((2 / 5, 3, 2 / 3, 11 / 3))
+    assert table[5] == pytest.approx((3 / 5, 2, 1.0, 3 / 2))
+    for t in (7, 9, 11, 13, 15):
+        assert table[t] == pytest.approx((4 / 5, 1, 1.0, 2.0)), t
+    assert table[17] == (1.0, 0, None, None)
+    assert rc.other_reasons_share == pytest.approx(1 / 5)
+    assert rc.operating_point.margin_below == 5
+    assert risk_coverage(results, target=0.6).operating_point.margin_below is None  # nothing needs escalating
+    assert risk_coverage([results[5]]) is None
+    assert summarize(results).risk_coverage == rc

@@ -132,3 +132,18 @@ def test_none_renders_as_a_dash() -> None:
     assert overall.split("|")[2:5] == [" 0/1 ", " – ", " – "]
     assert "nan" not in md.lower()
     assert "–" in text(render(failed_only))
+
+
+def test_the_risk_coverage_table_is_in_the_terminal_and_markdown_reports() -> None:
+    # the worked example's five verdicts: 12:5, 6:11, 4:13, 9:8, 17:0 (margins 7, 5, 9, 1, 17), right on 1, 3, 5
+    md = to_markdown([report("CyberJurors", backend="offline")])
+    section = md.split("Risk–coverage", 1)[1]
+    assert section.startswith(f" ({STAND_IN_WARNING}):")
+    assert "| nothing escalated | 0.0% | 5 | 60.0% | 4.40 |" in section
+    assert "| margin &lt; 3 | 20.0% | 4 | 75.0% | 3.75 |" in section  # 9:8 (wrong, error 7) escalated
+    assert "| margin &lt; 7 | 40.0% | 3 | 100.0% | 3.67 |" in section  # 6:11 (wrong) and 9:8 escalated
+    assert "| margin &lt; 9 | 60.0% | 2 | 100.0% | 4.50 |" in section
+    assert ("For 95.0% accuracy on what is decided automatically, the most cases stay automatic at margin < 7 "
+            "(60.0% of them)") in md
+    shown = text(render(report("CyberJurors")))
+    assert "Risk–coverage" in shown and "margin < 17" in shown and "other reasons only" in shown

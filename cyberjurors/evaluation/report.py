@@ -20,7 +20,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .scores import ModelBallots, Summary
+from .scores import ModelBallots, RiskCoverage, RiskPoint, Summary
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
 MD_FAILED_SHOWN = 50
@@ -99,6 +99,7 @@ COLUMNS: list[tuple[str, Callable[[Summary], str]]] = [
     ("USD/case", lambda s: DASH if s.cost_per_case_usd is None else f"{s.cost_per_case_usd:.4f}"),
     ("Calls/case", lambda s: _num(s.calls_per_case, 1)),
     ("Rounds", lambda s: _num(s.rounds_mean, 2)),
+    ("Escalated", lambda s: _pct(s.escalated_share)),
     ("p50/p95 s", lambda s: DASH if s.latency_p50_s is None else f"{s.latency_p50_s:.1f} / {s.latency_p95_s:.1f}"),
 ]
 NOTES = ("Cases = verdicts/cases; failures are counted apart and left out of the metrics. "
@@ -141,6 +142,48 @@ def _md_model_table(summary: Summary) -> list[str]:
     return lines
 
 
+RISK_COLUMNS: list[tuple[str, Callable[[RiskPoint], str]]] = [
+    ("Escalated", lambda p: _pct(p.escalated_share)),
+    ("Auto-decided", lambda p: f"{p.auto_decided}"),
+    ("Acc (auto)", lambda p: _pct(p.accuracy)),
+    ("MAE (auto)", lambda p: _num(p.vote_mae, 2)),
+]
+
+
+def risk_label(point: RiskPoint) -> str:
+    if point.margin_below is None:
+        return "nothing escalated"
+    return "other reasons only" if point.margin_below == 0 else f"margin < {point.margin_below:g}"
+
+
+def risk_notes(rc: RiskCoverage) -> str:
+    chosen = rc.operating_point
+    pick = (f"the most cases stay automatic at {risk_label(chosen)} ({_pct(1 - chosen.escalated_share)} of them)"
+            if chosen is not None else "no threshold reaches it")
+    return (f"Verdicts that would go to people: margin on the 17-vote scale below the threshold, or any other "
+            f"escalation reason the run's settings (escalate_on) set on the verdict ({_pct(rc.other_reasons_share)} "
+            f"of verdicts); accuracy and vote MAE on the rest. For {_pct(rc.target_accuracy)} accuracy on what is "
+            f"decided automatically, {pick}.")
+
+
+def _risk_table(rc: RiskCoverage) -> Table:
+    table = Table(title="Risk–coverage", caption=risk_notes(rc), caption_justify="left")
+    table.add_column("Escalate when")
+    for header, _ in RISK_COLUMNS:
+        table.add_column(header, justify="right")
+    for point in rc.points:
+        table.add_row(risk_label(point), *(cell(point) for _, cell in RISK_COLUMNS))
+    return table
+
+
+def _md_risk_table(rc: RiskCoverage) -> list[str]:
+    lines = ["| " + " | ".join(["Escalate when", *(h for h, _ in RISK_COLUMNS)]) + " |",
+             "|" + "---|" * (len(RISK_COLUMNS) + 1)]
+    lines += ["| " + " | ".join([risk_label(p).replace("<", "&lt;"), *(cell(p) for _, cell in RISK_COLUMNS)]) + " |"
+              for p in rc.points]
+    return lines
+
+
 def rows(summary: Summary) -> list[tuple[str, Summary]]:
     return ([("overall", summary)] + [(f"category: {k}", v) for k, v in summary.by_category.items()]
             + [(f"band: {k}", v) for k, v in summary.by_band.items()])
@@ -166,6 +209,8 @@ def render(report: EvalReport) -> Group:
     parts.append(_table(title, "", rows(report.summary)))
     if mixed(report.summary):
         parts.append(_model_table(report.summary))
+    if report.summary.risk_coverage is not None:
+        parts.append(_risk_table(report.summary.risk_coverage))
     if report.summary.budget_stops:
         parts.append(Text(f"per-case budget reached: {report.summary.budget_stops} verdicts cut short", style="yellow"))
     if report.summary.failed:
@@ -220,6 +265,9 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
         lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
         if mixed(r.summary):
             lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]
+        if r.summary.risk_coverage is not None:
+            lines += ["Risk–coverage" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":", "",
+                      *_md_risk_table(r.summary.risk_coverage), "", risk_notes(r.summary.risk_coverage), ""]
         lines += ["Configuration:", "",
                   "```json", json.dumps(r.settings, indent=2, sort_keys=True, default=str), "```", ""]
     return "\n".join(lines)

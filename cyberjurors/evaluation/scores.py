@@ -17,7 +17,8 @@ from typing import NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..schemas import JURY_SIZE, Party, Votes
+from ..jury.escalation import scaled_margin
+from ..schemas import JURY_SIZE, Party, Verdict, Votes
 from .dataset import difficulty_band
 from .results import CaseResult
 from .swap import is_swapped
@@ -148,6 +149,71 @@ def by_model(judged: Sequence[CaseResult]) -> dict[str, ModelBallots]:
             for model, t in sorted(tally.items()) if t["ballots"]}
 
 
+# Margin thresholds of the risk-coverage table, on the 17-vote scale: a verdict is escalated when its
+# margin is below the threshold (0: never for the margin; 3: 9:8; 5: 9:8 and 10:7; ... 17: all but 17:0)
+MARGIN_THRESHOLDS = (0, 3, 5, 7, 9, 11, 13, 15, 17)
+TARGET_ACCURACY = 0.95
+
+
+class RiskPoint(BaseModel):
+    """One operating point: escalate below ``margin_below`` (and for the other reasons the verdicts
+    carry), decide the rest automatically."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    margin_below: float | None = Field(description="None: nothing escalated, every verdict stands")
+    escalated_share: float
+    auto_decided: int
+    accuracy: float | None = Field(None, description="on the cases decided automatically")
+    vote_mae: float | None = Field(None, description="on the cases decided automatically")
+
+
+class RiskCoverage(BaseModel):
+    """Accuracy and vote MAE of what would be decided automatically against the share escalated, for
+    a range of margin thresholds combined with the other escalation reasons as the run's settings
+    (``escalate_on``) recorded them on each verdict. Computed from the verdicts: no model call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    points: list[RiskPoint]
+    other_reasons_share: float = Field(description="verdicts escalated for a reason other than the margin")
+    target_accuracy: float = TARGET_ACCURACY
+    operating_point: RiskPoint | None = Field(None, description="the threshold keeping the most cases automatic "
+                                                                "whose automatic accuracy reaches the target")
+
+
+def _other_reasons(verdict: Verdict) -> bool:
+    return any(r != "narrow_margin" for r in verdict.escalation_reasons)
+
+
+def _point(judged: Sequence[CaseResult], margin_below: float | None) -> RiskPoint:
+    def escalated(r: CaseResult) -> bool:
+        assert r.verdict is not None
+        if margin_below is None:
+            return False
+        return _other_reasons(r.verdict) or scaled_margin(r.verdict) < margin_below
+
+    auto = [r for r in judged if not escalated(r)]
+    errors = vote_errors([r.truth.seller for r in auto], [r.verdict.votes for r in auto])  # type: ignore[union-attr]
+    return RiskPoint(margin_below=margin_below, escalated_share=(len(judged) - len(auto)) / len(judged),
+                     auto_decided=len(auto),
+                     accuracy=accuracy([r.truth.winner for r in auto], [r.verdict.winner for r in auto]),  # type: ignore[union-attr]
+                     vote_mae=errors.mae if errors else None)
+
+
+def risk_coverage(results: Sequence[CaseResult], thresholds: Sequence[float] = MARGIN_THRESHOLDS,
+                  target: float = TARGET_ACCURACY) -> RiskCoverage | None:
+    """The table for the cases with a verdict (None without any)."""
+    judged = [r for r in results if r.verdict is not None]
+    if not judged:
+        return None
+    points = [_point(judged, None), *(_point(judged, t) for t in thresholds)]
+    reaching = [p for p in points if p.accuracy is not None and p.accuracy >= target]
+    best = max(reaching, key=lambda p: (p.auto_decided, -(p.margin_below or 0)), default=None)
+    return RiskCoverage(points=points, other_reasons_share=_mean([_other_reasons(r.verdict) for r in judged]) or 0.0,  # type: ignore[arg-type]
+                        target_accuracy=target, operating_point=best)
+
+
 class Summary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -178,6 +244,8 @@ class Summary(BaseModel):
     latency_p95_s: float | None = None
     budget_stops: int = Field(0, description="verdicts the per-case budget cut short (budget_reached)")
     by_model: dict[str, ModelBallots] = Field(default_factory=dict, description="juror seats by model")
+    escalated_share: float | None = Field(None, description="verdicts published escalated, under the run's settings")
+    risk_coverage: RiskCoverage | None = Field(None, description="overall only")
     by_category: dict[str, Summary] = Field(default_factory=dict)
     by_band: dict[str, Summary] = Field(default_factory=dict)
 
@@ -234,6 +302,7 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
         latency_p50_s=percentile(latencies, 50),
         latency_p95_s=percentile(latencies, 95),
         budget_stops=sum(v.budget_reached for v in verdicts),
+        escalated_share=_mean([v.escalated for v in verdicts]),
         by_model=by_model(judged),
         **_swap_fields(results),
     )
@@ -249,6 +318,7 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
         by_category[r.category].append(r)
         by_band[difficulty_band(r.truth)].append(r)
     overall = _summary(results)
+    overall.risk_coverage = risk_coverage(results)
     overall.by_category = {k: _summary(v) for k, v in sorted(by_category.items())}
     overall.by_band = {b: _summary(by_band[b]) for b in ("hard", "medium", "easy") if b in by_band}
     return overall
