@@ -106,7 +106,7 @@ def traced(config: Settings, service: str) -> Iterator[None]:
 def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .json, events .jsonl, or folders")],
                 settings: SettingsOption = None) -> None:
     """Validate and send cases or events to disputes.events, outcomes ({"type": "outcome", ...}) to
-    disputes.outcomes (key = case_id)."""
+    disputes.outcomes, appeals ({"type": "appeal", ...}) to disputes.appeals (key = case_id)."""
     from rich.markup import escape
 
     from .streams.clients import InputError, oversize, produce, read_events
@@ -124,10 +124,13 @@ def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .js
     with traced(config, "cyberjurors-producer"):
         asyncio.run(produce(config, events))
     outcomes = [e for e in events if e.route == "disputes.outcomes"]
+    appeals = [e for e in events if e.route == "disputes.appeals"]
     cases = [e for e in events if e.route is None]
     said = [f"{len(cases)} events for {len({e.case_id for e in cases})} cases to {config.topic('disputes.events')}"]
     if outcomes:
         said.append(f"{len(outcomes)} outcomes to {config.topic('disputes.outcomes')}")
+    if appeals:
+        said.append(f"{len(appeals)} appeals to {config.topic('disputes.appeals')}")
     console.print("sent " + " and ".join(said))
 
 
@@ -299,13 +302,14 @@ def schemas_export(out: Annotated[Path, typer.Argument(help="folder for the .sch
     """Write a JSON Schema for every public event, so producers in any language can validate."""
     from pydantic import TypeAdapter
 
-    from .schemas import DeadLetter, DisputeCase, OutcomeReported, Verdict
+    from .schemas import AppealFiled, DeadLetter, DisputeCase, Escalation, OutcomeReported, Verdict
     from .schemas.events import DisputeEvent
 
     out.mkdir(parents=True, exist_ok=True)
     models = {"dispute-event": TypeAdapter(DisputeEvent), "dispute-case": TypeAdapter(DisputeCase),
               "outcome": TypeAdapter(OutcomeReported), "verdict": TypeAdapter(Verdict),
-              "dead-letter": TypeAdapter(DeadLetter)}
+              "dead-letter": TypeAdapter(DeadLetter), "appeal": TypeAdapter(AppealFiled),
+              "escalation": TypeAdapter(Escalation)}
     for name, adapter in models.items():
         path = out / f"{name}.schema.json"
         path.write_text(json.dumps(adapter.json_schema(), indent=2) + "\n")

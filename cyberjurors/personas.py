@@ -36,7 +36,9 @@ _personas = TypeAdapter(list[Persona])
 
 
 def load_personas(n: int, path: Path | None = None, seed: int = 7) -> list[Persona]:
-    """The first n personas of the file; past its end, seeded combinations of the attributes."""
+    """The first n personas of the file; past its end, seeded combinations of the attributes. The
+    packaged file holds the paper's 17 (the first-instance jury) and 14 reserves after them, written
+    alike and differing from all in their attributes, so the appeal's panel of 31 is 31 distinct people."""
     raw = path.read_text() if path else resources.files(__package__).joinpath("personas.json").read_text()
     personas = _personas.validate_python(json.loads(raw))
     if n <= len(personas):

@@ -101,6 +101,17 @@ def test_schemas_export_writes_json_schema_for_the_public_events(tmp_path: Path,
     assert set(event["discriminator"]["mapping"]) == {"case", "case_opened", "evidence_submitted", "evidence_closed"}
     verdict = json.loads((tmp_path / "verdict.schema.json").read_text())
     assert {"verdict_id", "winner", "votes", "cited_clues", "backend"} <= set(verdict["required"])
+    assert {"instance", "appeal_of", "escalated", "escalation_reasons"} <= set(verdict["properties"])
+    appeal = json.loads((tmp_path / "appeal.schema.json").read_text())
+    assert {"case_id", "appellant", "verdict_id", "grounds", "filed_at"} <= set(appeal["required"])
+    assert appeal["properties"]["type"]["const"] == "appeal" and "evidence" in appeal["properties"]
+    escalation = json.loads((tmp_path / "escalation.schema.json").read_text())
+    assert {"escalation_id", "case_id", "verdict_id", "reasons", "verdict", "case_file"} <= set(escalation["required"])
+    reasons = escalation["$defs"]["Verdict"]["properties"]["escalation_reasons"]["items"]["enum"]
+    assert set(reasons) == {"narrow_margin", "low_precedent_coverage", "no_precedent_coverage", "verification_failed",
+                            "injection", "decisive_evidence_unreadable", "budget_reached"}
+    outcome = json.loads((tmp_path / "outcome.schema.json").read_text())
+    assert "human_panel" in json.dumps(outcome["properties"]["source"])
 
 
 def test_produce_refuses_what_a_worker_would_dead_letter_and_sends_nothing_of_the_folder(settings, tmp_path):

@@ -40,6 +40,7 @@ from cyberjurors.streams.clients import Outgoing, produce, replayable
 from cyberjurors.streams.kafka import client_options, ensure_topics
 
 from .conftest import read_topic, running_app
+from .test_appeals import APPEAL_REASONS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cyberjurors"
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -79,11 +80,18 @@ TABLE: dict[tuple[str, str], bool] = {
     ("outcomes", "stage_failed"): True,
     **{("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
        for kind in PRECEDENT_KINDS | LLM_KINDS},
+    # appeals (stage appeal): a refused appeal would be refused again; the second instance's work as a stage's
+    **{("appeal", reason): False for reason in (
+        "invalid_appeal", "key_mismatch", "appeal_already_filed", "appeal_by_winner", "appeal_window_closed",
+        "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large")},
+    ("appeal", "unknown_case"): True,  # the appeal came before its verdict
+    ("appeal", "stage_failed"): True,
+    **{("appeal", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
 }
 
 
 def family(stage: str) -> str:
-    return stage if stage in ("ingest", "outcomes") else "pipeline"
+    return stage if stage in ("ingest", "outcomes", "appeal") else "pipeline"
 
 
 def letter(stage: str, reason: str, original: bytes = b"{}", replayable: bool | None = None) -> DeadLetter:
@@ -243,7 +251,7 @@ def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_r
     stages = {"ingest": ["ingest"], "pipeline": ["focus", "clues", "round-1", "round-3", "round", "jury"],
               "outcomes": ["outcomes"]}
     for (where, reason), flag in TABLE.items():
-        if reason in SINCE_THE_FLAG:
+        if reason in SINCE_THE_FLAG or where == "appeal":  # appeals came after the flag
             continue
         for stage in stages[where]:
             assert replayable(letter(stage, reason)) is flag, (stage, reason)
@@ -492,4 +500,5 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     # together with the intake reasons driven above, every row of the table was produced
     driven = {(family(d.stage), d.reason) for d in letters} | {("ingest", r) for r in [*INTAKE, "invalid_case"]}
     driven |= {("ingest", r) for r in HELD}  # need minutes of waiting on a running app: driven by a moved clock there
+    driven |= {("appeal", r) for r in APPEAL_REASONS}  # each driven through the appeal handler in test_appeals.py
     assert driven == set(TABLE)

@@ -49,11 +49,14 @@ async def find_clues(
     return ClueChain(buyer=buyer.clues, seller=seller.clues), buyer.usage + seller.usage, problems
 
 
-async def screen_media(case: DisputeCase, examined: set[str], settings: Settings) -> list[str]:
-    """A note for each media item the selector passed over whose header already shows it cannot be
-    read (over a cap, a bomb, corrupt, missing): a reader of the verdict learns of it although no
-    juror looked. Header only, nothing decoded, no URL fetched (``media.check_header``)."""
-    items = [i for i in case.items() if i.media is not None and i.id not in examined]
+async def screen_media(case: DisputeCase, examined: set[str], settings: Settings,
+                       among: set[str] | None = None) -> list[str]:
+    """A note for each media item the selector passed over (of ``among``, when given) whose header
+    already shows it cannot be read (over a cap, a bomb, corrupt, missing): a reader of the verdict
+    learns of it although no juror looked. Header only, nothing decoded, no URL fetched
+    (``media.check_header``)."""
+    items = [i for i in case.items() if i.media is not None and i.id not in examined
+             and (among is None or i.id in among)]
 
     async def note(item: EvidenceItem) -> str | None:
         try:
@@ -66,18 +69,35 @@ async def screen_media(case: DisputeCase, examined: set[str], settings: Settings
     return [n for n in await gather_all(*(note(i) for i in items)) if n is not None]
 
 
+async def more_clues(case: DisputeCase, focus: Focus, party: Party, items: list[EvidenceItem], chain: ClueChain,
+                     llm: LLM, settings: Settings, budget: CaseBudget) -> tuple[ClueChain, Usage, list[str]]:
+    """Stage II on ``items`` only (evidence filed with an appeal), after the party's clues so far:
+    up to T_max select-perceive steps among them, the chain's clue ids and steps going on from the
+    party's last (b4 after b3), and a header check of the items passed over."""
+    found = await _party_clues(case, focus, party, llm, settings, budget, items, getattr(chain, party))
+    examined = {c.evidence_id for c in found.clues}
+    problems = found.problems + await screen_media(case, examined, settings, {i.id for i in items})
+    if budget.stopped is not None:
+        problems.append(clues_note(budget.stopped, budget.skipped, settings))
+    return chain.model_copy(update={party: [*getattr(chain, party), *found.clues]}), found.usage, problems
+
+
 async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings,
-                       budget: CaseBudget) -> PartyChain:
+                       budget: CaseBudget, items: list[EvidenceItem] | None = None,
+                       before: list[Clue] | None = None) -> PartyChain:
+    """The party's chain over ``items`` (default: all its evidence), after the clues ``before`` it."""
     chain = PartyChain(budget=budget)
+    before = before or []
     rounds = {i.id: r.round for r in case.rounds if r.party == party for i in r.items}
-    unseen = [i for i in case.items(party)]
-    for step in range(1, settings.max_select_steps + 1):
+    unseen = list(case.items(party) if items is None else items)
+    for step in range(len(before) + 1, len(before) + settings.max_select_steps + 1):
         if not unseen:
             break
         if budget.reached():
-            budget.skip("clues", min(settings.max_select_steps - step + 1, len(unseen)))
+            budget.skip("clues", min(len(before) + settings.max_select_steps - step + 1, len(unseen)))
             break
-        selection = await llm.generate(_select_request(case, focus, party, unseen, rounds, chain.clues, settings), Selection)
+        selection = await llm.generate(_select_request(case, focus, party, unseen, rounds, before + chain.clues,
+                                                       settings), Selection)
         chain.spend(selection.usage)
         chosen = next((i for i in unseen if i.id == selection.output.evidence_id), None)
         if chosen is None:
@@ -87,7 +107,8 @@ async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, 
                 )
             break
         unseen.remove(chosen)
-        clue = await _perceive(case, focus, party, step, chosen, rounds[chosen.id], selection.output, chain, llm, settings)
+        clue = await _perceive(case, focus, party, step, chosen, rounds[chosen.id], selection.output, chain, llm,
+                               settings, before)
         chain.clues.append(clue)
     return chain
 
@@ -108,7 +129,7 @@ def _clue_prefix(case: DisputeCase, focus: Focus) -> str:
 
 async def _perceive(
     case: DisputeCase, focus: Focus, party: Party, step: int, item: EvidenceItem, round_no: int,
-    selection: Selection, chain: PartyChain, llm: LLM, settings: Settings,
+    selection: Selection, chain: PartyChain, llm: LLM, settings: Settings, before: list[Clue] | None = None,
 ) -> Clue:
     clue_id = f"{party[0]}{step}"
     base = dict(id=clue_id, party=party, step=step, evidence_id=item.id, evidence_kind=item.kind,
@@ -119,9 +140,10 @@ async def _perceive(
         chain.problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
         return Clue(**base, clue="(unreadable)", assessment=f"The {item.kind} could not be read: {err.reason}.",
                     leaning="neutral", problem=err.reason)
+    earlier = [*(before or []), *chain.clues]
     request = stage_request("perceive", settings, system=prompts.PERCEIVE_SYSTEM, shared=[_clue_prefix(case, focus)],
-                            prompt=[prompts.perceive_prompt(party, round_no, item, chain.clues), *media],
-                            task=PerceiveTask(case, focus, party, item, list(chain.clues), frames),
+                            prompt=[prompts.perceive_prompt(party, round_no, item, earlier), *media],
+                            task=PerceiveTask(case, focus, party, item, earlier, frames),
                             case_id=case.case_id)
     result = await llm.generate(request, Perception)
     chain.spend(result.usage)

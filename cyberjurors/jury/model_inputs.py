@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..media import Frame
 from ..personas import Persona
-from ..schemas import Argument, Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, PrecedentRef, RoundSummary
+from ..schemas import AppealBrief, Argument, Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, PrecedentRef, RoundSummary
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class JurorTask:
     round: int
     neighbours: list[Ballot]
     summary: RoundSummary | None
+    appeal: AppealBrief | None = None
+    """the second instance: the appeal it judges"""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..config import Settings
 from ..safety import DATA_RULE
-from ..schemas import Argument, Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
+from ..schemas import AppealBrief, Argument, Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
 
 
 def _attrs(attrs: dict[str, object]) -> str:
@@ -183,10 +183,29 @@ PASSIVE_EVIDENCE = ("Every photo and sampled video frame the parties submitted i
                     "each labelled with its evidence id.")
 
 
+def appeal_block(appeal: AppealBrief) -> str:
+    """The second instance's part of the record: the first verdict and its justification (model-written:
+    <record>), the appellant's grounds (party-authored: <evidence>), and which evidence is new."""
+    first = appeal.first_instance
+    new = ", ".join(appeal.new_evidence) or "none"
+    grounds = _tagged("evidence", appeal.grounds, {"field": "appeal_grounds", "party": appeal.appellant})
+    return (
+        "Appeal (second instance). You are a juror of the appeal: re-examine the whole record above and below; "
+        "the first-instance verdict and the appeal are part of it, and neither binds you.\n"
+        f"First-instance verdict {first.verdict_id}: the {first.winner} won, {first.votes.buyer} votes for the "
+        f"buyer and {first.votes.seller} for the seller. Its justification: "
+        f"{record(first.justification, of='first-instance verdict')}\n"
+        f"The {appeal.appellant} appeals. Grounds: {grounds}\n"
+        f"Evidence filed with the appeal: {new} (the {appeal.appellant}'s last round in the transcript; what was "
+        "examined of it is in the clue chain)."
+    )
+
+
 def case_prefix(case: DisputeCase, focus: Focus | None, clues: list[Clue] | None,
-                precedent_cases: list[PrecedentRef]) -> str:
+                precedent_cases: list[PrecedentRef], appeal: AppealBrief | None = None) -> str:
     """The part of a juror's prompt identical for all jurors of a case: it is cached. Without
-    stage I there is no focus block; without stage II (clues None) the media follow as images."""
+    stage I there is no focus block; without stage II (clues None) the media follow as images; on
+    appeal, the appeal block comes before the transcript."""
     parts = [metadata_block(case)]
     if focus is not None:
         parts.append(focus_block(focus))
@@ -195,6 +214,8 @@ def case_prefix(case: DisputeCase, focus: Focus | None, clues: list[Clue] | None
     if precedent_cases:
         parts.append("Similar past cases on this platform and how their juries decided:\n"
                      + precedent_case_lines(precedent_cases))
+    if appeal is not None:
+        parts.append(appeal_block(appeal))
     parts.append(f"Full transcript:\n{transcript(case)}")
     if clues is None:
         parts.append(PASSIVE_EVIDENCE)

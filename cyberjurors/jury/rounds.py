@@ -49,11 +49,14 @@ class Jury:
     graph: SocialGraph
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Jury":
+    def from_settings(cls, settings: Settings, size: int | None = None) -> "Jury":
+        """The configured jury of ``jurors``, or of ``size`` (the appeal's panel: the first-instance
+        personas and the file's reserves after them)."""
+        n = size or settings.jurors
         return cls(
-            personas=load_personas(settings.jurors, settings.personas_file, settings.graph_seed),
-            graph=complete(settings.jurors) if settings.social_graph == "complete" else
-            small_world(settings.jurors, settings.graph_out_degree, settings.graph_rewire_p, settings.graph_seed),
+            personas=load_personas(n, settings.personas_file, settings.graph_seed),
+            graph=complete(n) if settings.social_graph == "complete" else
+            small_world(n, settings.graph_out_degree, settings.graph_rewire_p, settings.graph_seed),
         )
 
     def __len__(self) -> int:
@@ -120,14 +123,16 @@ async def _ballot(
         "juror", settings, juror=juror,
         system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
         shared=[prompts.case_prefix(case_file.case, focus, clues,
-                                    case_file.precedents.cases if case_file.precedents else []), *media],
+                                    case_file.precedents.cases if case_file.precedents else [], case_file.appeal),
+                *media],
         prompt=[prompts.juror_prompt(
             persona.card(), memory, round_no,
             jury.voices(neighbours),
             summary.summary if summary else None,
             precedents=settings.precedent_backend != "none",
         )],
-        task=JurorTask(case_file.case, focus, clues, juror, persona, memory, round_no, neighbours, summary),
+        task=JurorTask(case_file.case, focus, clues, juror, persona, memory, round_no, neighbours, summary,
+                       case_file.appeal),
         case_id=case_file.case_id,
     )
     result = await llm.generate(request, BallotDraft)

@@ -12,7 +12,8 @@ from typing import Protocol
 
 from ..config import Settings
 from ..llm import LLM, gather_all
-from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, Precedents, Usage, Verdict, now
+from ..personas import Persona
+from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, PrecedentRef, Precedents, Usage, Verdict, now
 from .budget import CaseBudget
 from .clues import find_clues, passive_evidence, unread_passive
 from .focus import extract_focus
@@ -29,6 +30,9 @@ class Retriever(Protocol):
 class NoPrecedents:
     async def retrieve(self, case: DisputeCase, focus: Focus | None) -> Precedents:
         return Precedents(coverage="none")
+
+    async def memory(self, guidelines: list[PrecedentRef], personas: list[Persona]) -> dict[int, list[str]]:
+        return {}
 
 
 async def focus_stage(case_file: CaseFile, llm: LLM, settings: Settings) -> CaseFile:

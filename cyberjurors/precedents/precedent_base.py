@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 
 from ..config import Settings
 from ..metrics import PRECEDENT_RETRIEVAL
 from ..personas import Persona
-from ..schemas import DisputeCase, Focus, Precedents
+from ..schemas import DisputeCase, Focus, PrecedentRef, Precedents
 from .embeddings import Embedder, load_embedder
 from .index import PrecedentIndex
 from .models import PrecedentError
 from .retrieval import PersonaMatcher, failed, retrieve
+
+log = logging.getLogger("cyberjurors.precedents")
 
 
 def open_embedder(settings: Settings) -> Embedder:
@@ -66,6 +69,7 @@ class PrecedentBase:
         self.personas = list(personas)
         self._opened: tuple[PrecedentIndex, PersonaMatcher] | None = None
         self._lock = asyncio.Lock()
+        self._panels: dict[tuple[str, ...], PersonaMatcher] = {}  # the persona matchers of other panels
 
     @property
     def enabled(self) -> bool:
@@ -91,6 +95,23 @@ class PrecedentBase:
             return await retrieve(case, focus, index, matcher, self.settings)
         finally:
             PRECEDENT_RETRIEVAL.observe(time.perf_counter() - started)
+
+    async def memory(self, guidelines: list[PrecedentRef], personas: Sequence[Persona]) -> dict[int, list[str]]:
+        """M_k for another panel than the one the base was opened for (an appeal's): the top-K of
+        ``guidelines`` by match with each of ``personas``. Empty when the base cannot be opened now."""
+        if not self.enabled or not guidelines:
+            return {}
+        try:
+            _, matcher = await self.open()
+        except PrecedentError as err:
+            log.warning("no memories for the panel: the precedent base could not be opened (%s)", err.kind)
+            return {}
+        key = tuple(p.card() for p in personas)
+        if key not in self._panels:
+            if len(self._panels) >= 4:  # one or two panels in practice; never grows with the cases
+                self._panels.clear()
+            self._panels[key] = await asyncio.to_thread(PersonaMatcher, personas, matcher.embedder)
+        return await asyncio.to_thread(self._panels[key].memory, guidelines, self.settings.memory_k)
 
     async def close(self) -> None:
         if self._opened is not None:

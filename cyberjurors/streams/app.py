@@ -1,13 +1,15 @@
-"""The Faust app: eight topics, three tables and one short agent per stage of the jury pipeline.
+"""The Faust app: ten topics, four tables and one short agent per stage of the jury pipeline.
 
     disputes.events -> ingest -> disputes.ready -> focus -> disputes.focus -> clues
     -> disputes.clues -> deliberate (round 1) -> disputes.rounds -> deliberate (round t+1 ... or
-    the verdict) -> disputes.verdicts;  disputes.outcomes -> outcomes;  anything unusable -> disputes.dlq
+    the verdict) -> disputes.verdicts (and, for a doubtful verdict, disputes.escalations);
+    disputes.appeals -> appeals (the second instance) -> disputes.verdicts;
+    disputes.outcomes -> outcomes;  anything unusable -> disputes.dlq
 
 Every message is keyed by case_id, so a case stays on one partition. Each agent hands its
 events to a handler that takes its dependencies explicitly and can be tested alone: ``ingest``
 (Ingest), ``stage_hop`` (focus, clues and the rounds, with stored-result replay), ``verdicts``,
-``outcomes`` and ``dead_letters``. The reasoning lives in ``cyberjurors.jury``, not here.
+``appeals``, ``outcomes`` and ``dead_letters``. The reasoning lives in ``cyberjurors.jury``, not here.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from . import expiry
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender
 from .ingest import Ingest, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
+from .appeals import Appeals
 from .outcomes import Outcomes
 from .stage_hop import StageHop, StageResults, StageWork
 from .transport import use_fetch_wait
@@ -96,8 +99,9 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                         escalations=topic("disputes.escalations"), letters=letters)
     hop = StageHop(results, letters, in_flight, verdicts.resend)
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), drift, letters)
+    appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
 
-    handlers = Handlers(ingest, hop, StageWork(settings, llm, jury, precedents), verdicts, outcomes, letters)
+    handlers = Handlers(ingest, hop, StageWork(settings, llm, jury, precedents), verdicts, outcomes, letters, appeals)
     stream_agents(app, settings, topic, handlers)
     housekeeping(app, settings, in_flight, precedents)
     schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
@@ -114,6 +118,7 @@ class Handlers:
     verdicts: Verdicts
     outcomes: Outcomes
     letters: DeadLetters
+    appeals: Appeals
 
 
 def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], faust.TopicT], h: Handlers) -> None:
@@ -147,6 +152,11 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
     async def outcomes_agent(stream: faust.StreamT) -> None:
         async for event in stream.events():
             await h.outcomes(event)
+
+    @app.agent(topic("disputes.appeals"), name="appeals", concurrency=concurrency)  # a case's appeals in turn
+    async def appeals_agent(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            await h.appeals(event)
 
 
 async def deliberate(h: Handlers, settings: Settings, event: Any, rounds: Sender) -> None:

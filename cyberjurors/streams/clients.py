@@ -21,7 +21,7 @@ from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
 from ..media_store import StoreError, digest_of, open_store
 from ..intake import checked_json
-from ..schemas import CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
+from ..schemas import AppealFiled, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
 from .dead_letters import RECORD_OVERHEAD
 from .kafka import REPLAYED, client_options
 
@@ -72,8 +72,9 @@ def read_events(paths: Iterable[Path]) -> list[Outgoing]:
 
 
 def _event(text: str, source: str) -> Outgoing:
-    """A case, an event for disputes.events, or an outcome (``"type": "outcome"``), which goes to
-    disputes.outcomes; checked as a worker would check it, duplicate keys included."""
+    """A case, an event for disputes.events, an outcome (``"type": "outcome"``), which goes to
+    disputes.outcomes, or an appeal (``"type": "appeal"``), to disputes.appeals; checked as a worker
+    would check it, duplicate keys included."""
     try:
         raw = json.loads(checked_json(text.encode()))
         if isinstance(raw, dict) and "type" not in raw:
@@ -81,6 +82,9 @@ def _event(text: str, source: str) -> Outgoing:
         if isinstance(raw, dict) and raw.get("type") == "outcome":
             outcome = OutcomeReported.model_validate_json(text)  # as the worker parses it: votes strictly
             return Outgoing(outcome.case_id, text.strip().encode(), source, route="disputes.outcomes")
+        if isinstance(raw, dict) and raw.get("type") == "appeal":
+            appeal = AppealFiled.model_validate_json(text)
+            return Outgoing(appeal.case_id, text.strip().encode(), source, route="disputes.appeals")
         parsed = dispute_event.validate_python(raw)
     except ValueError as err:  # json and pydantic errors alike, and intake.Rejected
         raise InputError(f"{source}: {for_people(err)}") from err

@@ -25,7 +25,7 @@ import faust
 
 from .. import intake, metrics, tracing
 from ..config import Settings
-from ..media_store import open_store
+from ..media_store import MediaStore, open_store
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, now
 from ..schemas.events import DisputeEvent
 from . import expiry
@@ -236,16 +236,7 @@ class Ingest:
         a ``stored`` reference from outside must name an object the store holds, which this case now
         keeps alive for another media retention (``touch``), as a put of the same bytes would."""
         data = case.model_dump(mode="json", exclude_none=True)
-        moved = False
-        for round_ in data["rounds"]:
-            for item in round_["items"]:
-                media = item.get("media") or {}
-                if "data_base64" in media:
-                    media["stored"] = await self.store.put(base64.b64decode(media.pop("data_base64")))
-                    moved = True
-                elif "stored" in media and not await self.store.touch(media["stored"]):
-                    raise intake.Rejected("invalid_case", f"evidence {item['id']}: media stored as "
-                                          f"{media['stored'][:12]}… is not in the media store")
+        moved = await claim_check(self.store, [item for round_ in data["rounds"] for item in round_["items"]])
         return DisputeCase.model_validate(data) if moved else case
 
     async def hand_on(self, case_id: str, value: bytes, partition: int) -> None:
@@ -257,6 +248,22 @@ class Ingest:
             if isinstance(err, OutputTooLarge):  # refused by a broker whose limit is below max_event_bytes
                 raise intake.Rejected("case_too_large", err.detail) from err
             raise
+
+
+async def claim_check(store: MediaStore, items: list[dict]) -> bool:
+    """Evidence items (as JSON) with inline media moved to the store and named by sha256 (``stored``),
+    in place; a ``stored`` reference must name an object the store holds, which is kept alive for
+    another media retention (``touch``). Whether anything moved."""
+    moved = False
+    for item in items:
+        media = item.get("media") or {}
+        if "data_base64" in media:
+            media["stored"] = await store.put(base64.b64decode(media.pop("data_base64")))
+            moved = True
+        elif "stored" in media and not await store.touch(media["stored"]):
+            raise intake.Rejected("invalid_case", f"evidence {item['id']}: media stored as "
+                                  f"{media['stored'][:12]}… is not in the media store")
+    return moved
 
 
 def key_problem(key: bytes | str | None, case_id: str) -> str | None:
