@@ -132,15 +132,17 @@ BALLOTS = Counter(
     "verdict's majority (vote share and agreement with the majority per model)",
     ["model", "vote", "majority"],
 )
+# tier, not "instance": Prometheus gives every scraped series an instance label of its own
+TIERS = {1: "first", 2: "appeal"}
 ESCALATIONS = Counter(
     "cyberjurors_escalations_total",
     "Verdicts first decided here and escalated to disputes.escalations, once per reason (a verdict with two reasons "
-    "counts under both), by instance (1, or 2 for an appeal's)",
-    ["reason", "instance"],
+    "counts under both), by tier (first instance, or appeal)",
+    ["reason", "tier"],
 )
 ESCALATED_VERDICTS = Counter(
     "cyberjurors_escalated_verdicts_total", "Verdicts first decided here and escalated, whatever the reasons",
-    ["instance"],
+    ["tier"],
 )
 APPEALS = Counter(
     "cyberjurors_appeals_total", "Appeals accepted for a second instance (refused ones are dead letters at stage "
@@ -237,10 +239,10 @@ def _prime() -> None:
     for limit in ("tokens", "cost"):
         for stage in ("clues", "round"):
             BUDGET_STOPS.labels(limit, stage)
-    for instance in ("1", "2"):
-        ESCALATED_VERDICTS.labels(instance)
+    for tier in TIERS.values():
+        ESCALATED_VERDICTS.labels(tier)
         for reason in ESCALATION_REASONS:
-            ESCALATIONS.labels(reason, instance)
+            ESCALATIONS.labels(reason, tier)
     for side in SIDES:
         APPEALS.labels(side)
     for result in ("reversed", "upheld"):
@@ -373,9 +375,9 @@ def record_ballots(votes_by_model: "Mapping[str, Votes]", winner: str) -> None:
 def record_escalation(reasons: "Collection[str]", instance: int) -> None:
     """Once per verdict first decided, for each reason it was escalated for."""
     if reasons:
-        ESCALATED_VERDICTS.labels(str(instance)).inc()
+        ESCALATED_VERDICTS.labels(TIERS[instance]).inc()
     for reason in reasons:
-        ESCALATIONS.labels(reason, str(instance)).inc()
+        ESCALATIONS.labels(reason, TIERS[instance]).inc()
 
 
 def record_dead_letter(stage: str, reason: str) -> None:

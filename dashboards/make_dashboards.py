@@ -508,6 +508,7 @@ def verdicts() -> dict:
                                  f"sum(rate({v}{{{W}}}[$__rate_interval]))", "early stops")], "percentunit",
                                max_=1)),
             ]),
+            *recourse(v),
             (8, [
                 (12, timeseries("Outcomes per hour by agreement", "real outcomes that agree or disagree with our "
                                 "verdict",
@@ -520,6 +521,40 @@ def verdicts() -> dict:
             ]),
         ],
     )
+
+
+def recourse(v: str) -> list[tuple[int, list[tuple[int, Panel]]]]:
+    """Escalation to human panels and appeals: rates, reasons and outcomes."""
+    e, a = "cyberjurors_escalations_total", "cyberjurors_appeal_verdicts_total"
+    decided = (f"(sum(increase({v}{{{W}}}[$__range])) + sum(increase({a}{{{W}}}[$__range])))")
+    return [
+        (6, [
+            (6, stat("Escalated share", "verdicts in the range sent to disputes.escalations for a human panel, for any "
+                     "reason (first instance and appeals)",
+                     f"sum(increase(cyberjurors_escalated_verdicts_total{{{W}}}[$__range])) / {decided}",
+                     "percentunit", decimals=1)),
+            (6, stat("Appeal rate", "appeals accepted in the range per first-instance verdict (refused appeals are "
+                     "dead letters at stage appeal)",
+                     f"sum(increase(cyberjurors_appeals_total{{{W}}}[$__range])) / "
+                     f"sum(increase({v}{{{W}}}[$__range]))", "percentunit", decimals=1)),
+            (6, bargauge("Second-instance verdicts", "appeal verdicts in the range: reversed (the appellant won) or "
+                         "upheld; the reversal rate is reversed over both",
+                         f"sum by (result) (increase({a}{{{W}}}[$__range]))", "{{result}}", "short", decimals=0)),
+            (6, bargauge("Human panels and the jury", "decisions human panels reported (source human_panel) on "
+                         "escalated verdicts in the range, by agreement with the jury's verdict",
+                         f"sum by (agreement) (increase(cyberjurors_human_decisions_total{{{W}}}[$__range]))",
+                         "{{agreement}}", "short", decimals=0)),
+        ]),
+        (8, [
+            (12, timeseries("Escalations per hour by reason", "verdicts escalated, once per reason (a verdict with "
+                            "two reasons counts under both)",
+                            [(f"sum by (reason) (rate({e}{{{W}}}[$__rate_interval])) * 3600", "{{reason}}")],
+                            "short", stack=True)),
+            (12, bargauge("Escalation rate by reason", "share of the verdicts in the range escalated for each reason",
+                          f"sum by (reason) (increase({e}{{{W}}}[$__range])) / scalar{decided}", "{{reason}}",
+                          "percentunit", max_=1)),
+        ]),
+    ]
 
 
 DASHBOARDS = {"overview.json": overview, "latency-and-stages.json": latency, "tokens-and-cost.json": tokens,

@@ -54,6 +54,11 @@ METRICS: dict[str, str] = {
     "cyberjurors_outcome_vote_mae": "gauge",
     "cyberjurors_outcome_recall": "gauge",                    # {side: buyer|seller}
     "cyberjurors_outcomes_total": "counter",                  # {agreement: agree|disagree}
+    "cyberjurors_escalations_total": "counter",               # {reason, tier: first|appeal}
+    "cyberjurors_escalated_verdicts_total": "counter",        # {tier}
+    "cyberjurors_appeals_total": "counter",                   # {appellant: buyer|seller}
+    "cyberjurors_appeal_verdicts_total": "counter",           # {result: reversed|upheld}
+    "cyberjurors_human_decisions_total": "counter",           # {agreement: agree|disagree}
 }
 HISTOGRAM_SERIES = ("_bucket", "_sum", "_count")
 

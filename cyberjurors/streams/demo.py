@@ -27,7 +27,8 @@ from .worker_process import WorkerProcess
 
 
 def verdict_table(verdict: Verdict) -> Table:
-    table = Table(title=f"{verdict.case_id} ({verdict.category})", title_justify="left", show_header=False,
+    instance = f", appeal of {verdict.appeal_of}: final" if verdict.instance == 2 else ""
+    table = Table(title=f"{verdict.case_id} ({verdict.category}{instance})", title_justify="left", show_header=False,
                   expand=True)
     table.add_column(style="bold", width=14)
     table.add_column()
@@ -45,6 +46,8 @@ def verdict_table(verdict: Verdict) -> Table:
     table.add_row("cost", f"{t.calls} calls, {t.input_tokens:,} in / {t.output_tokens:,} out / "
                           f"{t.cache_read_tokens:,} cache read / {t.cache_write_tokens:,} cache write tokens")
     table.add_row("latency", f"{verdict.latency_s:.2f}s  backend={verdict.backend}")
+    if verdict.escalated:
+        table.add_row("escalated", Text("to a human panel: " + ", ".join(verdict.escalation_reasons)))
     if verdict.problems:
         table.add_row("noted", Text("\n".join(verdict.problems)))
     return table
