@@ -354,3 +354,30 @@ async def test_an_appeal_through_a_worker_gets_a_final_verdict_and_a_second_is_r
     assert DeadLetter.model_validate_json(letter).reason == "appeal_already_filed"
     assert again[2][1] == found[1][1]  # the replayed appeal: its verdict re-sent
     assert len(calls(settings.llm_call_log)) == model_calls
+
+
+# --- state kept for the window ------------------------------------------------------------------
+
+
+async def test_a_decided_case_is_kept_for_the_appeal_window_and_the_appeal_cleans_up_after_itself(tmp_path):
+    """Retention 1 day, window 3 days: the decided case (with the clue chain an appeal reuses) stays
+    3 days after its verdict; an appeal restamps it, and its verdict drops the steps and the kept clues."""
+    day = 86_400
+    settings = conf(tmp_path, state_retention_s=day, appeal_window_s=3 * day)
+    h = handlers(settings)
+    clock = SimpleNamespace(now=1_800_000_000.0)
+    for results in (h.results, h.appeals.results):
+        results.clock, results.retention_s = (lambda: clock.now), day
+    first = await decided(settings, h)
+    assert {k.removeprefix(f"{CASE}/") for k in h.table} == {"ready", "clues", "verdict"}
+    clock.now += 3 * day - 60
+    assert await h.results.expire() == 0  # past the retention, inside the window
+    await send(h, appeal(first, evidence=[], filed_at=(first.decided_at + timedelta(days=2)).isoformat()))
+    assert letters(h) == [] and {k.removeprefix(f"{CASE}/") for k in h.table} == {
+        "ready", "verdict", "appeal", "appeal/verdict"}
+    clock.now += day - 60
+    assert await h.results.expire() == 0  # the appeal restamped the case a retention ago, less a minute
+    clock.now += 120
+    assert await h.results.expire() == 1 and set(h.table) == {f"{CASE}/expired"}
+    await send(h, appeal(first))
+    assert letters(h)[-1].reason == "case_expired"

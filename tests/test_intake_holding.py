@@ -203,7 +203,7 @@ def test_an_abandoned_draft_expires_into_a_letter_listing_what_was_received(tmp_
 
 
 def test_an_admitted_case_is_remembered_for_the_retention_then_forgotten_without_a_letter(tmp_path):
-    ingest = Intake(tmp_path, state_retention_s=86_400)
+    ingest = Intake(tmp_path, state_retention_s=86_400, appeal_window_s=0)
     ingest.send(case_event())
     assert ingest.expire(86_000) == 0  # inside the retention: kept, past the draft and held-evidence waits
     assert "digest" in ingest.table["c-1"] and not ingest.letters
@@ -211,6 +211,16 @@ def test_an_admitted_case_is_remembered_for_the_retention_then_forgotten_without
     assert len(ingest.admitted) == 1 and not ingest.letters
     ingest.expire(1_000)  # past the retention: the record goes with the case's other state, quietly
     assert "c-1" not in ingest.table and not ingest.letters
+
+
+def test_with_an_appeal_window_longer_than_the_retention_the_record_is_held_as_long_as_the_verdict(tmp_path):
+    ingest = Intake(tmp_path, state_retention_s=86_400, appeal_window_s=3 * 86_400)
+    ingest.send(case_event())
+    ingest.expire(3 * 86_400 - 100)  # past the retention, inside the window: the case may still be appealed
+    ingest.send(case_event())
+    assert "digest" in ingest.table["c-1"] and len(ingest.admitted) == 1 and not ingest.letters
+    ingest.expire(200)  # the window closed: forgotten with the case's other state
+    assert "c-1" not in ingest.table
 
 
 # --- validation -----------------------------------------------------------------------------

@@ -217,8 +217,10 @@ class Ingest:
             self.admitting.pop(case.case_id, None)
         # recorded only once the case is on its way: after a failed hand-off a resubmission (or the
         # dead letter's replay) is admitted, not ignored as already submitted
-        # stamped, so the record expires with the case's other state (state_retention_s)
-        self.state[case.case_id] = expiry.stamp(self.clock(), partition, digest=digest)
+        # stamped, so the record expires with the case's other state (state_retention_s, held for the
+        # appeal window like its verdict: a resubmission meanwhile is the same case, not a new one)
+        hold = max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s)
+        self.state[case.case_id] = expiry.stamp(self.clock() + hold, partition, digest=digest)
 
     async def case_file(self, case: DisputeCase, problems: list[str], digest: str) -> bytes:
         """The case file's JSON with inline media moved to the media store, within max_case_bytes: the
