@@ -118,7 +118,7 @@ class Handlers:
     verdicts: Verdicts
     outcomes: Outcomes
     letters: DeadLetters
-    appeals: Appeals
+    appeals: Appeals | None = None
 
 
 def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], faust.TopicT], h: Handlers) -> None:
@@ -156,7 +156,7 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
     @app.agent(topic("disputes.appeals"), name="appeals", concurrency=concurrency)  # a case's appeals in turn
     async def appeals_agent(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            await h.appeals(event)
+            await h.appeals(event)  # type: ignore[misc]  # always set by create_app
 
 
 async def deliberate(h: Handlers, settings: Settings, event: Any, rounds: Sender) -> None:

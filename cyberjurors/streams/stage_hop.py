@@ -189,6 +189,8 @@ class StageHop:
     async def run(self, event: Any, case_file: CaseFile, stage: str, out: Sender, work: Work) -> None:
         """Run ``stage`` on an already parsed case file; its latency is measured only when it really works."""
         self.in_flight.add(case_file.case_id, event.message.partition)  # again after a restart's replay
+        if self.resend_verdict is not None and await self.resend_verdict(case_file.case_id):
+            return  # decided: its verdict, not a stage output kept for an appeal, goes out again
         stored = self.results.stored(case_file.case_id, stage)
         if stored is not None:
             log.info("case %s: %s already done, re-sending its output", case_file.case_id, stage)
@@ -214,12 +216,10 @@ class StageHop:
             await self.letters.write(event, stage, "output_too_large", err.detail, replayable=False)
 
     async def fresh(self, event: Any, case_id: str, stage: str) -> bool:
-        """Whether the stage should run: not when its case is decided (the verdict is re-sent), nor
-        when the input is older than the state retention, so its case's state may have expired:
+        """Whether the stage should run (its case is not decided: ``run`` re-sent the verdict then):
+        not when the input is older than the state retention, so its case's state may have expired:
         a re-read of old history must not re-run the jury unnoticed. That one is dead-lettered as
         replayable: a replay is sent anew and runs."""
-        if self.resend_verdict is not None and await self.resend_verdict(case_id):
-            return False
         sent_at = getattr(event.message, "timestamp", None)
         if self.results.older_than_retention(sent_at):
             age_h = (self.results.clock() - sent_at) / 3600
