@@ -19,7 +19,6 @@ case: stage I and II run again.
 from __future__ import annotations
 
 import hashlib
-import logging
 from datetime import datetime
 from typing import Protocol
 
@@ -41,8 +40,6 @@ from .budget import CaseBudget
 from .clues import more_clues
 from .rounds import Jury
 from .stages import Retriever, clues_stage, focus_stage, unread_evidence
-
-log = logging.getLogger("cyberjurors.jury")
 
 
 class Remembers(Retriever, Protocol):
@@ -66,8 +63,9 @@ def with_evidence(case: DisputeCase, appeal: AppealFiled) -> DisputeCase:
         return case
     last = max((r.round for r in case.rounds if r.party == appeal.appellant), default=0)
     new = EvidenceRound(party=appeal.appellant, round=last + 1, submitted_at=appeal.filed_at, items=appeal.evidence)
-    return DisputeCase.model_validate({**case.model_dump(), "rounds": [*case.model_dump()["rounds"],
-                                                                      new.model_dump()]})
+    data = case.model_dump()
+    data["rounds"].append(new.model_dump())
+    return DisputeCase.model_validate(data)  # validated whole: the case's rules hold for the new round too
 
 
 def appeal_notes(before: DisputeCase, after: DisputeCase, appeal: AppealFiled) -> list[str]:
