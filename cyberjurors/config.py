@@ -219,6 +219,16 @@ class Settings(BaseSettings):
                                           "0 (or None) = off"
     )
     metrics_host: str = Field("0.0.0.0", description="address the metrics endpoint listens on")
+    # --- Probes and consumer lag (issue 12) --------------------------------------------------
+    probe_port: int = Field(
+        9465, ge=0, le=65535, description="each worker answers /livez, /readyz and /startupz on http://host:port, "
+                                          "from its event loop; 0 (or None) = off"
+    )
+    probe_host: str = Field("0.0.0.0", description="address the probe endpoints listen on")
+    lag_interval_s: float = Field(
+        15.0, ge=0, description="how often a worker reads its consumer group's lag from the broker "
+                                "(cyberjurors_consumer_lag, with the metrics endpoint); 0 = never"
+    )
     llm_prices: dict[str, TokenPrices] = Field(
         default_factory=lambda: dict(DEFAULT_LLM_PRICES),
         description="USD per million tokens by model (exact name, or a prefix of it) and kind: "
@@ -387,9 +397,9 @@ class Settings(BaseSettings):
     max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
     max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
 
-    @field_validator("metrics_port", mode="before")
+    @field_validator("metrics_port", "probe_port", mode="before")
     @classmethod
-    def _metrics_off(cls, port: object) -> object:
+    def _port_off(cls, port: object) -> object:
         # stored as 0, not None: a child worker gets settings as env vars, where None would be left
         # out and the default port come back
         return 0 if port is None or port == "" else port

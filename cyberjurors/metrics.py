@@ -149,6 +149,17 @@ MEDIA_DELETED = Counter(
     "counts its own; an object two sweeps removed at once may be counted by both)",
 )
 
+# --- consumer lag ----------------------------------------------------------------------------
+
+CONSUMER_LAG = Gauge(
+    "cyberjurors_consumer_lag",
+    "Records the consumer group has not committed yet, per topic and partition it consumes: the end offset "
+    "minus the committed offset (minus the log start offset where nothing is committed), read from the broker "
+    "every lag_interval_s. Every worker reports the whole group's lag: aggregate with max by (group, topic, "
+    "partition), never sum over workers",
+    ["group", "topic", "partition"],
+)
+
 # --- precedents ------------------------------------------------------------------------------
 
 PRECEDENT_RETRIEVAL = Histogram(

@@ -32,6 +32,7 @@ from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender
 from .ingest import Ingest, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
 from .outcomes import Outcomes
+from .probes import Health
 from .stage_hop import StageHop, StageResults, StageWork
 from .transport import use_fetch_wait
 from .verdicts import Verdicts
@@ -39,6 +40,8 @@ from .verdicts import Verdicts
 log = logging.getLogger("cyberjurors.streams")
 
 PIPELINE = ("disputes.events", "disputes.ready", "disputes.focus", "disputes.clues", "disputes.rounds")
+# every topic the worker's consumer group reads (the agents' sources): what its lag and readiness are about
+CONSUMED = (*PIPELINE, "disputes.outcomes")
 
 
 def faust_app(settings: Settings) -> faust.App:
@@ -210,7 +213,9 @@ def expire_media(app: faust.App, settings: Settings, store: MediaStore) -> None:
 
 def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInFlight,
                  precedents: PrecedentBase) -> None:
-    """Forget the cases of partitions moved away; open the precedent base when the worker starts."""
+    """Forget the cases of partitions moved away; open the precedent base as the app starts (not on
+    the first case, and not after joining the group: the model loads while the worker waits for its
+    partitions), and keep what the probes report (``app.cyberjurors_health``)."""
     pipeline = {settings.topic(name) for name in PIPELINE}
 
     @app.on_partitions_assigned.connect
@@ -218,12 +223,6 @@ def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInF
         # the full new assignment: cases on partitions now owned by another worker are theirs to count
         in_flight.keep_partitions({tp.partition for tp in assigned if tp.topic in pipeline})
 
-    @app.task
-    async def open_precedent_base() -> None:
-        # load the embedding model now rather than on the first case
-        if precedents.enabled:
-            try:
-                await precedents.open()
-                log.info("precedent base open")
-            except Exception:  # retrieval reports it per case; the worker still judges without
-                log.exception("the precedent base could not be opened")
+    health = Health(app, precedents, [settings.topic(name) for name in CONSUMED])
+    app.add_dependency(health)  # started with the app, before the consumer joins its group
+    app.cyberjurors_health = health  # type: ignore[attr-defined]
