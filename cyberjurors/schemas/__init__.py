@@ -44,6 +44,7 @@ from .reasoning import (
     Selection,
     Usage,
     Verdict,
+    Verification,
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]

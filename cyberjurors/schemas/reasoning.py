@@ -198,6 +198,19 @@ class BudgetStop(Record):
     cost_usd: float
 
 
+class Verification(Record):
+    """What the verifier (the Adjudication Supervisor of VERDICT) made of the verdict's justification:
+    every factual claim must trace to a perceived clue (O_II) or a cited guideline."""
+
+    status: Literal["passed", "failed"] = Field(description="passed: the justification was accepted within "
+                                                "verifier_max_turns; failed: still rejected after them, and the "
+                                                "claims that could not be traced were removed")
+    turns: int = Field(description="verifier calls made (1 = accepted as first drafted)")
+    removed_claims: list[str] = Field(default_factory=list, description="claims dropped from the justification "
+                                                                        "because they could not be traced")
+    feedback: list[str] = Field(default_factory=list, description="the verifier's accumulated feedback, in order")
+
+
 class CaseFile(Record):
     """The case as it moves through the pipeline; each stage fills in its part."""
 
@@ -252,6 +265,8 @@ class Verdict(Record):
     budget_stops: list[BudgetStop] = Field(default_factory=list, description="where the budget stopped the case")
     votes_by_model: dict[str, Votes] = Field(default_factory=dict, description="the final round's votes by the "
                                              "model each juror seat was given (juror_models)")
+    verification: Verification | None = Field(None, description="the verifier's check of the justification; "
+                                                                "absent when the verifier is off")
     tokens: Usage
     latency_s: float
     backend: str
