@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import faust
 
     from .model_catalog import TokenPrices
-    from .schemas import BudgetStop, Usage, Votes
+    from .schemas import BudgetStop, Usage, Verification, Votes
 
 log = logging.getLogger("cyberjurors.metrics")
 
@@ -122,7 +122,8 @@ EARLY_STOPS = Counter(
 BUDGET_STOPS = Counter(
     "cyberjurors_budget_stops_total",
     "Verdicts the per-case budget cut short, by the limit reached (tokens, cost) and where: clues = select "
-    "steps skipped, round = deliberation stopped with the last round's majority (a case can count at both)",
+    "steps skipped, round = deliberation stopped with the last round's majority, verdict = verification or JURIS "
+    "skipped or cut short (a case can count at several)",
     ["limit", "stage"],
 )
 BALLOTS = Counter(
@@ -131,6 +132,18 @@ BALLOTS = Counter(
     "verdict's majority (vote share and agreement with the majority per model)",
     ["model", "vote", "majority"],
 )
+VERIFICATIONS = Counter(
+    "cyberjurors_verifications_total",
+    "Verdict justifications verified (verifier or JURIS on), by outcome: passed within verifier_max_turns, or "
+    "failed (still rejected; its untraceable sentences removed)",
+    ["status"],
+)
+VERIFIER_TURNS = Histogram(
+    "cyberjurors_verifier_turns", "Verifier calls a verified justification took (1 = accepted as first drafted)",
+    buckets=(1, 2, 3, 4, 5, 8),
+)
+CLAIMS_REMOVED = Counter("cyberjurors_verifier_claims_removed_total",
+                         "Untraceable sentences removed from justifications that failed verification")
 DEAD_LETTERS = Counter(
     "cyberjurors_dead_letters_total", "Messages sent to disputes.dlq; stage round-N is counted as round",
     ["stage", "reason"],
@@ -223,8 +236,10 @@ def _prime() -> None:
     for agreement in ("agree", "disagree"):
         OUTCOMES.labels(agreement)
     for limit in ("tokens", "cost"):
-        for stage in ("clues", "round"):
+        for stage in ("clues", "round", "verdict"):
             BUDGET_STOPS.labels(limit, stage)
+    for status in ("passed", "failed"):
+        VERIFICATIONS.labels(status)
     for gauge in (SELLER_WIN_SHARE, OUTCOME_ACCURACY, OUTCOME_VOTE_MAE):
         gauge.set(math.nan)
     for side in SIDES:
@@ -346,6 +361,15 @@ def record_ballots(votes_by_model: "Mapping[str, Votes]", winner: str) -> None:
         for side in SIDES:
             if count := getattr(votes, side):
                 BALLOTS.labels(model, side, winner).inc(count)
+
+
+def record_verification(verification: "Verification | None") -> None:
+    """Once per verdict first decided, when its justification was verified."""
+    if verification is None:
+        return
+    VERIFICATIONS.labels(verification.status).inc()
+    VERIFIER_TURNS.observe(verification.turns)
+    CLAIMS_REMOVED.inc(len(verification.removed_claims))
 
 
 def record_dead_letter(stage: str, reason: str) -> None:

@@ -23,12 +23,13 @@ import faust
 from .. import metrics, tracing
 from ..backends import build_llm
 from ..config import Settings
+from ..errors import for_people
 from ..jury.rounds import Jury, is_settled
-from ..llm import LLM
+from ..llm import LLM, LLMError
 from ..media_store import MediaStore, open_store
 from ..precedents.precedent_base import PrecedentBase
 from . import expiry
-from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender
+from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
 from .ingest import Ingest, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
 from .outcomes import Outcomes
@@ -95,11 +96,12 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     results = StageResults(table("stage-results", value_type=bytes), table("stage-times"), settings.state_retention_s,
                            clock, max_bytes=settings.max_event_bytes)
     ingest = Ingest(settings, llm.backend, table("intake"), results, topic("disputes.ready"), letters, in_flight)
-    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift)
+    work = StageWork(settings, llm, jury, precedents)
+    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift, work.verdict)
     hop = StageHop(results, letters, in_flight, verdicts.resend)
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), drift, letters)
 
-    handlers = Handlers(ingest, hop, StageWork(settings, llm, jury, precedents), verdicts, outcomes, letters)
+    handlers = Handlers(ingest, hop, work, verdicts, outcomes, letters)
     stream_agents(app, settings, topic, handlers)
     housekeeping(app, settings, in_flight, precedents)
     schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
@@ -165,6 +167,11 @@ async def deliberate(h: Handlers, settings: Settings, event: Any, rounds: Sender
                 await h.verdicts.publish(case_file)
             except OutputTooLarge as err:  # the same case would decide the same way
                 await h.letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
+            except LLMError as err:  # the verifier or JURIS failed after the retries: replay resumes here
+                await h.letters.write(event, "verdict", f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+            except Exception as err:  # a bug must not stop the worker
+                log.exception("case %s: verdict failed", case_file.case_id)
+                await h.letters.write(event, "verdict", "stage_failed", bug(err), replayable=True)
         else:
             stage = f"round-{len(case_file.rounds) + 1}"
             tracing.name_stage(stage)

@@ -1,13 +1,16 @@
 """The verdict: decided once from the last round, stored, and sent to disputes.verdicts.
 
 Verdict metrics and the seller-share drift window count a verdict only when it is first
-decided; a replay re-sends the stored bytes uncounted.
+decided; a replay re-sends the stored bytes uncounted. Deciding may call models (the verifier,
+JURIS: ``jury.stages.verdict_stage``); those calls happen before the verdict is stored, so a
+redelivered input re-sends the stored verdict and repeats none of them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from .. import metrics, tracing
 from ..config import Settings
@@ -19,10 +22,17 @@ from .stage_hop import StageResults
 log = logging.getLogger("cyberjurors.streams")
 
 
+Decide = Callable[[CaseFile], Awaitable[Verdict]]
+
+
 class Verdicts:
+    """``work`` decides a settled case's verdict (the worker's ``StageWork.verdict``, with its
+    model and jury); without it the verdict is the final round's, decided without a model call."""
+
     def __init__(self, settings: Settings, results: StageResults, out: Sender, in_flight: metrics.CasesInFlight,
-                 drift: metrics.Drift):
+                 drift: metrics.Drift, work: Decide | None = None):
         self.settings = settings
+        self.work = work
         self.results = results
         self.out = out
         self.in_flight = in_flight
@@ -48,7 +58,7 @@ class Verdicts:
         if await self.resend(case_id):  # a replay: re-sent, not counted again
             return
         started = time.perf_counter()
-        decided = decide(case_file, self.settings, now())
+        decided = await self.work(case_file) if self.work else decide(case_file, self.settings, now())
         tracing.mark(verdict_id=decided.verdict_id, winner=decided.winner)
         await self.results.hand_on(case_id, "verdict", decided.model_dump_json().encode(), self.out)
         self.results.finish(case_id)  # after the verdict is stored: a crash in between re-sends it
@@ -58,6 +68,7 @@ class Verdicts:
                                decided.early_stopped, decided.latency_s)
         metrics.record_budget_stops(decided.budget_stops)
         metrics.record_ballots(decided.votes_by_model, decided.winner)
+        metrics.record_verification(decided.verification)
         self.drift.verdict(decided.case_id, decided.winner)
         log.info("case %s: verdict %s, votes %s%s", case_id, decided.winner, decided.votes,
                  " (per-case budget reached)" if decided.budget_reached else "")
