@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..schemas import JURY_SIZE, Party, Votes
+from ..schemas import JURY_SIZE, Party, Verdict, Votes
 from .dataset import difficulty_band
 from .results import CaseResult
 from .swap import is_swapped
@@ -177,6 +177,10 @@ class Summary(BaseModel):
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
     budget_stops: int = Field(0, description="verdicts the per-case budget cut short (budget_reached)")
+    verified: int = Field(0, description="verdicts whose justification was verified (verifier or JURIS on)")
+    verification_passed: float | None = Field(None, description="of those, the share that passed")
+    verifier_turns_mean: float | None = Field(None, description="verifier calls per verified verdict")
+    claims_removed: int = Field(0, description="untraceable sentences removed from justifications that failed")
     by_model: dict[str, ModelBallots] = Field(default_factory=dict, description="juror seats by model")
     by_category: dict[str, Summary] = Field(default_factory=dict)
     by_band: dict[str, Summary] = Field(default_factory=dict)
@@ -195,6 +199,13 @@ def _swap_fields(results: Sequence[CaseResult]) -> dict:
         "swap_consistency": consistent / len(pairs) if pairs else None,
         "swap_vote_mae": None if single_judge else _mean([abs(a - (JURY_SIZE - b)) for a, b in scaled]),
     }
+
+
+def _verification_fields(verdicts: Sequence[Verdict]) -> dict:
+    checked = [v.verification for v in verdicts if v.verification is not None]
+    return {"verified": len(checked), "verification_passed": _mean([c.status == "passed" for c in checked]),
+            "verifier_turns_mean": _mean([c.turns for c in checked]),
+            "claims_removed": sum(len(c.removed_claims) for c in checked)}
 
 
 def _summary(results: Sequence[CaseResult]) -> Summary:
@@ -234,6 +245,7 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
         latency_p50_s=percentile(latencies, 50),
         latency_p95_s=percentile(latencies, 95),
         budget_stops=sum(v.budget_reached for v in verdicts),
+        **_verification_fields(verdicts),
         by_model=by_model(judged),
         **_swap_fields(results),
     )

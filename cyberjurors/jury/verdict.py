@@ -27,7 +27,8 @@ def verdict_id(case_file: CaseFile) -> str:
     return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.digest}"))
 
 
-def decide(case_file: CaseFile, settings: Settings, decided_at: datetime, justified: Justified | None = None) -> Verdict:
+def decide(case_file: CaseFile, settings: Settings, decided_at: datetime,
+           justified: Justified | None = None) -> Verdict:
     """``justified``: the verified (or jury-voted) justification with what it cost; None = the
     final round's summary as it is."""
     final = case_file.rounds[-1]

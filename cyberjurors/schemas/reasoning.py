@@ -1,7 +1,8 @@
 """What the stages produce, in the paper's notation: O_I, O_II, ballots, S_t, the verdict.
 
-Model outputs (``Focus``, ``Selection``, ``Perception``, ``BallotDraft``, ``RoundSummaryDraft``, and the
-verifier's and JURIS's drafts) are what an LLM is asked to return; the rest are records the pipeline assembles around them.
+Model outputs (``Focus``, ``Selection``, ``Perception``, ``BallotDraft``, ``RoundSummaryDraft``, and
+the verifier's and JURIS's drafts) are what an LLM is asked to return; the rest are records the
+pipeline assembles around them.
 """
 
 from __future__ import annotations
