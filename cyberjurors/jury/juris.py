@@ -54,7 +54,10 @@ def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
     """id -> sentence, A1, B1, A2, B2, ...: each drafter's first (strongest) sentences first."""
     own = [[(f"{DRAFTERS[n]}{i}", s.strip()) for i, s in enumerate(d.sentences[:limit], 1) if s.strip()]
            for n, d in enumerate(drafts)]
-    return {sid: s for pair in zip_longest(*own) for sid, s in (p for p in pair if p is not None)}
+    merged: dict[str, str] = {}
+    for pair in zip_longest(*own):
+        merged |= dict(entry for entry in pair if entry is not None)
+    return merged
 
 
 async def draft(drafter: int, grounds: Grounds, llm: LLM, settings: Settings) -> tuple[CandidateSentences, Usage]:
