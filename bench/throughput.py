@@ -122,7 +122,7 @@ def main(
     k_list, cases, repeat = options(quick, ks, cases, repeat)
     work = Path(tempfile.mkdtemp(prefix="cj-throughput-"))
     settings = Settings(llm_backend="offline", offline_latency_s=latency, llm_concurrency=llm_concurrency,
-                        stage_concurrency=stage_concurrency, precedent_backend="none", metrics_port=0,
+                        stage_concurrency=stage_concurrency, precedent_backend="none", metrics_port=0, probe_port=0,
                         media_root=EXAMPLES, session_timeout_s=6, heartbeat_interval_s=0.5, commit_interval_s=0.2,
                         datadir=work / "faust", precedent_dir=work / "precedents")
     measured, warm = balanced_copies(cases, k_list, "tp"), balanced_copies(max(k_list), k_list, "warm")

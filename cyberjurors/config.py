@@ -28,7 +28,7 @@ from pydantic_settings import (
 from .model_catalog import TokenPrices, facts, list_prices
 from .schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
-Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge"]
+Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge", "verify", "draft"]
 ROLES: tuple[Role, ...] = get_args(Role)
 Provider = Literal["anthropic", "openai", "offline"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
@@ -95,7 +95,9 @@ class RoleCall(BaseModel):
 # structured answer) + thinking_budget unless thinking is off: 2,048 + 4,096 leaves a reply that
 # thinks 2,000 tokens room for a ballot several times over. Effort follows the work: picking one
 # item or summarising ballots needs little, the judge's single ruling the most; distil's answer is
-# a list of guidelines for up to 8 cases.
+# a list of guidelines for up to 8 cases. The verifier checks every claim of a justification against
+# the clues (medium); a JURIS drafter restates the majority's reasons as sentences (low), which the
+# jurors and the verifier then check.
 _BASE_CALL = {"effort": "medium", "thinking": "auto", "thinking_budget": 4096, "max_output_tokens": 2048}
 ROLE_CALLS: dict[str, RoleCall] = {role: RoleCall(**(_BASE_CALL | dict(over))) for role, over in {
     "focus": {},
@@ -106,6 +108,8 @@ ROLE_CALLS: dict[str, RoleCall] = {role: RoleCall(**(_BASE_CALL | dict(over))) f
     "distil": {"max_output_tokens": 4096},
     "advocate": {},
     "judge": {"effort": "high"},
+    "verify": {},
+    "draft": {"effort": "low"},
 }.items()}
 GLOBAL_CALL = {"effort": "llm_effort", "thinking": "llm_thinking", "thinking_budget": "llm_thinking_budget",
                "max_output_tokens": "max_output_tokens"}
@@ -166,6 +170,8 @@ class Settings(BaseSettings):
     model_distil: str | None = None
     model_advocate: str | None = None
     model_judge: str | None = None
+    model_verify: str | None = None
+    model_draft: str | None = None
     juror_models: list[str] = Field(
         default_factory=list, description="spread jurors over these models, round robin; any model setting may name "
                                           "its provider: anthropic:NAME, openai:NAME (OPENAI_BASE_URL), offline:NAME"
@@ -237,6 +243,16 @@ class Settings(BaseSettings):
                                           "0 (or None) = off"
     )
     metrics_host: str = Field("0.0.0.0", description="address the metrics endpoint listens on")
+    # --- Probes and consumer lag (issue 12) --------------------------------------------------
+    probe_port: int = Field(
+        9465, ge=0, le=65535, description="each worker answers /livez, /readyz and /startupz on http://host:port, "
+                                          "from its event loop; 0 (or None) = off"
+    )
+    probe_host: str = Field("0.0.0.0", description="address the probe endpoints listen on")
+    lag_interval_s: float = Field(
+        15.0, ge=0, description="how often a worker reads its consumer group's lag from the broker "
+                                "(cyberjurors_consumer_lag, with the metrics endpoint); 0 = never"
+    )
     llm_prices: dict[str, TokenPrices] = Field(
         default_factory=lambda: dict(DEFAULT_LLM_PRICES),
         description="USD per million tokens by model (exact name, or a prefix of it) and kind: "
@@ -286,6 +302,29 @@ class Settings(BaseSettings):
         "jury", description="jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
     )
     court_rounds: int = Field(2, ge=1, description="debate turns per advocate (deliberation=court)")
+    # --- Trust (issue 14): the justification verified, or voted by the jury --------------------
+    verifier: bool = Field(
+        False, description="after the final round a verifier checks that every factual claim of the verdict's "
+                           "justification traces to a perceived clue or a cited guideline (Pass / Reject with "
+                           "feedback; the summariser revises, up to verifier_max_turns); off: no verify calls "
+                           "(the paper's method has none)"
+    )
+    verifier_max_turns: int = Field(
+        3, ge=1, description="T_max: verifier calls per verdict; a justification still rejected after them has "
+                             "its untraceable claims removed (verification failed)"
+    )
+    justification: Literal["summary", "juris"] = Field(
+        "summary", description="summary = the final round's summary S_T (the paper); juris = two drafters propose "
+                               "sentences, juris_voters jurors vote on each, an editor consolidates the accepted "
+                               "ones, and the verifier checks the result (JURIS: always verified)"
+    )
+    juris_voters: int = Field(5, ge=1, description="jurors (seats 0..K-1) who vote on JURIS's candidate sentences: "
+                                                  "the JURIS paper's K = 5; capped at the jury's size")
+    juris_max_sentences: int = Field(6, ge=1, description="candidate sentences kept per JURIS drafter")
+    juris_drafter_models: list[str] = Field(
+        default_factory=list, description="the two JURIS drafters' models (drafter i gets entry i mod the length); "
+                                          "empty = both on model_draft (or model)"
+    )
     per_juror_stages: bool = Field(
         False, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
     )
@@ -405,9 +444,9 @@ class Settings(BaseSettings):
     max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
     max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
 
-    @field_validator("metrics_port", mode="before")
+    @field_validator("metrics_port", "probe_port", mode="before")
     @classmethod
-    def _metrics_off(cls, port: object) -> object:
+    def _port_off(cls, port: object) -> object:
         # stored as 0, not None: a child worker gets settings as env vars, where None would be left
         # out and the default port come back
         return 0 if port is None or port == "" else port
@@ -469,11 +508,16 @@ class Settings(BaseSettings):
 
     def model_specs(self) -> set[str]:
         """Every model some role or juror may be sent to, as configured (provider prefix included)."""
-        return {self.model_for(role) for role in ROLES} | set(self.juror_models)
+        return {self.model_for(role) for role in ROLES} | set(self.juror_models) | set(self.juris_drafter_models)
 
     def providers_named(self) -> set[Provider]:
         """The providers model settings name by prefix (``openai:...``); bare names go to ``backend``."""
         return {p for p in (split_model(m)[0] for m in self.model_specs()) if p is not None}
+
+    @property
+    def verifies(self) -> bool:
+        """Whether the verdict's justification is verified: the verifier is on, or JURIS asks for it."""
+        return self.verifier or self.justification == "juris"
 
     @property
     def clues_stage(self) -> bool:
@@ -495,11 +539,16 @@ class Settings(BaseSettings):
 
     def models_of(self, role: Role) -> list[str]:
         """Every model a role's calls may go to."""
-        return list(dict.fromkeys([self.model_for(role), *(self.juror_models if role == "juror" else [])]))
+        seats = {"juror": self.juror_models, "draft": self.juris_drafter_models}.get(role, [])
+        return list(dict.fromkeys([self.model_for(role), *seats]))
 
     def model_for(self, role: Role, juror_index: int | None = None) -> str:
+        """The role's model; a juror seat (or a JURIS drafter, by its index) takes its entry of
+        juror_models (juris_drafter_models), round robin, when that list is set."""
         if role == "juror" and juror_index is not None and self.juror_models:
             return self.juror_models[juror_index % len(self.juror_models)]
+        if role == "draft" and juror_index is not None and self.juris_drafter_models:
+            return self.juris_drafter_models[juror_index % len(self.juris_drafter_models)]
         return getattr(self, f"model_{role}") or self.model
 
     def topic(self, name: str) -> str:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import faust
 
     from .model_catalog import TokenPrices
-    from .schemas import BudgetStop, Usage, Votes
+    from .schemas import BudgetStop, Usage, Verification, Votes
 
 log = logging.getLogger("cyberjurors.metrics")
 
@@ -123,7 +123,8 @@ EARLY_STOPS = Counter(
 BUDGET_STOPS = Counter(
     "cyberjurors_budget_stops_total",
     "Verdicts the per-case budget cut short, by the limit reached (tokens, cost) and where: clues = select "
-    "steps skipped, round = deliberation stopped with the last round's majority (a case can count at both)",
+    "steps skipped, round = deliberation stopped with the last round's majority, verdict = verification or JURIS "
+    "skipped or cut short (a case can count at several)",
     ["limit", "stage"],
 )
 BALLOTS = Counter(
@@ -156,6 +157,18 @@ HUMAN_DECISIONS = Counter(
     "cyberjurors_human_decisions_total", "Outcomes a human panel reported (source human_panel) for an escalated "
     "verdict, by agreement with it", ["agreement"],
 )
+VERIFICATIONS = Counter(
+    "cyberjurors_verifications_total",
+    "Verdict justifications verified (verifier or JURIS on), by outcome: passed within verifier_max_turns, or "
+    "failed (still rejected; its untraceable sentences removed)",
+    ["status"],
+)
+VERIFIER_TURNS = Histogram(
+    "cyberjurors_verifier_turns", "Verifier calls a verified justification took (1 = accepted as first drafted)",
+    buckets=(1, 2, 3, 4, 5, 8),
+)
+CLAIMS_REMOVED = Counter("cyberjurors_verifier_claims_removed_total",
+                         "Untraceable sentences removed from justifications that failed verification")
 DEAD_LETTERS = Counter(
     "cyberjurors_dead_letters_total", "Messages sent to disputes.dlq; stage round-N is counted as round",
     ["stage", "reason"],
@@ -172,6 +185,17 @@ MEDIA_DELETED = Counter(
     "cyberjurors_media_objects_deleted_total",
     "Media store objects this process deleted as expired (a sweep on another worker, or the CLI, "
     "counts its own; an object two sweeps removed at once may be counted by both)",
+)
+
+# --- consumer lag ----------------------------------------------------------------------------
+
+CONSUMER_LAG = Gauge(
+    "cyberjurors_consumer_lag",
+    "Records the consumer group has not committed yet, per topic and partition it consumes: the end offset "
+    "minus the committed offset (minus the log start offset where nothing is committed), read from the broker "
+    "every lag_interval_s. Every worker reports the whole group's lag: aggregate with max by (group, topic, "
+    "partition), never sum over workers",
+    ["group", "topic", "partition"],
 )
 
 # --- precedents ------------------------------------------------------------------------------
@@ -237,7 +261,7 @@ def _prime() -> None:
     for agreement in ("agree", "disagree"):
         OUTCOMES.labels(agreement)
     for limit in ("tokens", "cost"):
-        for stage in ("clues", "round"):
+        for stage in ("clues", "round", "verdict"):
             BUDGET_STOPS.labels(limit, stage)
     for tier in TIERS.values():
         ESCALATED_VERDICTS.labels(tier)
@@ -249,6 +273,8 @@ def _prime() -> None:
         APPEAL_VERDICTS.labels(result)
     for agreement in ("agree", "disagree"):
         HUMAN_DECISIONS.labels(agreement)
+    for status in ("passed", "failed"):
+        VERIFICATIONS.labels(status)
     for gauge in (SELLER_WIN_SHARE, OUTCOME_ACCURACY, OUTCOME_VOTE_MAE):
         gauge.set(math.nan)
     for side in SIDES:
@@ -378,6 +404,15 @@ def record_escalation(reasons: "Collection[str]", instance: int) -> None:
         ESCALATED_VERDICTS.labels(TIERS[instance]).inc()
     for reason in reasons:
         ESCALATIONS.labels(reason, TIERS[instance]).inc()
+
+
+def record_verification(verification: "Verification | None") -> None:
+    """Once per verdict first decided, when its justification was verified."""
+    if verification is None:
+        return
+    VERIFICATIONS.labels(verification.status).inc()
+    VERIFIER_TURNS.observe(verification.turns)
+    CLAIMS_REMOVED.inc(len(verification.removed_claims))
 
 
 def record_dead_letter(stage: str, reason: str) -> None:

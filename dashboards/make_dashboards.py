@@ -36,6 +36,12 @@ DRIFT_BAND = 0.15  # the same band as CyberJurorsSellerWinShareDrift in infra/al
 
 Panel = dict[str, Any]
 
+# Every worker reports its whole consumer group's lag, so it is taken once per partition (max over workers).
+LAG = "cyberjurors_consumer_lag"
+LAG_DESCRIPTION = ("Records the consumer group has not committed yet (end offset minus committed offset), read from "
+                   "the broker by every worker, counted once per partition. Scale on it: workers up to the "
+                   "partition count.")
+
 
 # --- building blocks -------------------------------------------------------------------------------
 
@@ -295,6 +301,16 @@ def overview() -> dict:
                                 "short")),
                 (12, bargauge("Verdicts by category", "verdicts issued in the selected range, per category",
                               f"sum by (category) (increase({v}{{{W}}}[$__range]))", "{{category}}", "short",
+                              decimals=0)),
+            ]),
+            (8, [
+                (12, timeseries("Consumer lag by topic", LAG_DESCRIPTION + " Summed over each topic's partitions; "
+                                "alert: over 100 and not draining for 10 min.",
+                                [(f"sum by (group, topic) (max by (group, topic, partition) ({LAG}{{{W}}}))",
+                                  "{{topic}}")], "short")),
+                (12, bargauge("Consumer lag by partition", LAG_DESCRIPTION + " Lag stuck on one partition while "
+                              "the others drain points at a stuck worker.",
+                              f"max by (group, topic, partition) ({LAG}{{{W}}})", "{{topic}} {{partition}}", "short",
                               decimals=0)),
             ]),
         ],

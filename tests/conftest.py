@@ -50,6 +50,7 @@ def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Se
         heartbeat_interval_s=0.5,
         commit_interval_s=0.2,
         metrics_port=0,  # off: worker processes would all want 9464; tests of metrics pick a free port
+        probe_port=0,  # off likewise (9465); tests of the probes pick a free port
     )
 
 

@@ -112,14 +112,15 @@ def test_precedent_rung_keeps_the_configured_precedent_backend_and_the_others_tu
     configured = base(precedent_backend="embedded")
     assert ABLATIONS["precedent"].settings(configured).precedent_backend == "embedded"
     assert ABLATIONS["mixed-jury"].settings(configured).precedent_backend == "embedded"  # +Precedent, mixed
-    assert all(a.settings(configured).precedent_backend == "none" for a in [*LADDER[:-2], *REFERENCES])
+    assert all(a.settings(configured).precedent_backend == "none" for a in [*LADDER[:5], *REFERENCES])
+    assert all(ABLATIONS[k].settings(configured).precedent_backend == "embedded" for k in ("verifier", "juris"))
 
 
 def test_select_names_groups_and_rejects_unknown_keys():
     assert [a.key for a in select("ladder")] == ["baseline", "rules", "sr-cot", "iv-cot", "jury", "precedent",
-                                                 "mixed-jury"]
-    assert [a.key for a in select("ladder", base())][-1] == "precedent"  # no juror_models: nothing to mix
-    assert len(select("all")) == 9 and [a.key for a in select("jury, baseline,jury")] == ["jury", "baseline"]
+                                                 "verifier", "juris", "mixed-jury"]
+    assert [a.key for a in select("ladder", base())][-1] == "juris"  # no juror_models: nothing to mix
+    assert len(select("all")) == 11 and [a.key for a in select("jury, baseline,jury")] == ["jury", "baseline"]
     assert select(None)[0].key == "configured"
     with pytest.raises(ValueError, match="unknown ablation 'judy'"):
         select("judy")
@@ -171,3 +172,32 @@ async def test_passive_media_are_decoded_once_per_case_not_once_per_round(monkey
     assert verdict.rounds_used == 2 and roles == {"juror": 6}
     assert decoded and set(decoded.values()) == {1}
     assert set(decoded) == {i.media.path for i in dispute.items() if i.media}
+
+
+async def test_verifier_rung_adds_only_the_verifier_to_the_full_method():
+    dispute = case("appl-001-kettle-crack.json")
+    plain, _, plain_roles = await run("precedent", dispute)
+    verified, llm, roles = await run("verifier", dispute)
+    assert roles - plain_roles == {"verify": 1} and plain_roles - roles == Counter()  # one check: it passed
+    assert plain.verification is None and verified.verification is not None
+    assert verified.verification.status == "passed" and verified.votes == plain.votes
+    (check,) = [c for c in llm.calls if c.role == "verify"]
+    assert check.task.justification == plain.justification  # the round summary, checked as it was
+
+
+async def test_juris_rung_votes_the_justification_and_verifies_it():
+    dispute = case("appl-001-kettle-crack.json")
+    verified, _, verified_roles = await run("verifier", dispute)
+    voted, llm, roles = await run("juris", dispute)
+    # two drafts, five jurors voting, one editor's call: the only difference from +Verifier
+    assert roles - verified_roles == {"draft": 2, "juror": 5, "summary": 1} and verified_roles - roles == Counter()
+    assert voted.votes == verified.votes and voted.justification != verified.justification
+    assert voted.verification is not None and voted.verification.status == "passed"
+
+
+def test_every_rung_but_verifier_and_juris_keeps_the_unverified_round_summary():
+    configured = base(verifier=True, justification="juris")  # whatever the base settings say
+    for ablation in [*LADDER, *REFERENCES]:
+        s = ablation.settings(configured)
+        assert s.verifies == (ablation.key in ("verifier", "juris")), ablation.key
+        assert (s.justification == "juris") == (ablation.key == "juris"), ablation.key

@@ -54,6 +54,7 @@ METRICS: dict[str, str] = {
     "cyberjurors_outcome_vote_mae": "gauge",
     "cyberjurors_outcome_recall": "gauge",                    # {side: buyer|seller}
     "cyberjurors_outcomes_total": "counter",                  # {agreement: agree|disagree}
+    "cyberjurors_consumer_lag": "gauge",                      # {group, topic, partition}: the whole group's, per worker
     "cyberjurors_escalations_total": "counter",               # {reason, tier: first|appeal}
     "cyberjurors_escalated_verdicts_total": "counter",        # {tier}
     "cyberjurors_appeals_total": "counter",                   # {appellant: buyer|seller}
@@ -278,6 +279,18 @@ def test_worker_scales_and_is_configured_for_the_stack(services: dict) -> None:
     assert all((ROOT / p).is_dir() for p in producer[1:])
 
 
+def test_worker_healthcheck_asks_the_readiness_probe(services: dict) -> None:
+    """Not /metrics: prometheus-client answers it from a thread even when the worker's loop is stuck."""
+    worker = services["worker"]
+    port = int(resolved(env(worker)["CYBERJURORS_PROBE_PORT"]))
+    assert port in exposed_ports(worker)
+    check = " ".join(worker["healthcheck"]["test"])
+    assert f"http://localhost:{port}/readyz" in check and "/metrics" not in check
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"CYBERJURORS_PROBE_PORT={port}" in dockerfile
+    assert {"9464", str(port)} <= set(re.search(r"^EXPOSE (.+)$", dockerfile, re.M).group(1).split())
+
+
 def test_urls_between_services_point_at_ports_they_listen_on(services: dict) -> None:
     def check(url_or_hostport: str, who: str) -> None:
         parsed = urlparse(url_or_hostport if "://" in url_or_hostport else f"tcp://{url_or_hostport}")
@@ -381,7 +394,7 @@ def test_alert_rules_are_complete() -> None:
     rules = alert_rules()
     names = {r["alert"] for r in rules}
     assert names == {"CyberJurorsCaseLatencyHigh", "CyberJurorsLLMErrorRateHigh", "CyberJurorsDeadLettersGrowing",
-                     "CyberJurorsSellerWinShareDrift", "CyberJurorsOutcomeAccuracyLow"}
+                     "CyberJurorsSellerWinShareDrift", "CyberJurorsOutcomeAccuracyLow", "CyberJurorsConsumerLagHigh"}
     for rule in rules:
         assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["alert"]
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
@@ -426,7 +439,7 @@ def test_promtool_check_config() -> None:
 def test_promtool_check_rules() -> None:
     result = promtool("check", "rules", "infra/alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 5 rules found" in result.stdout
+    assert "SUCCESS: 6 rules found" in result.stdout
 
 
 @needs_promtool

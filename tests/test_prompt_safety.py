@@ -4,7 +4,8 @@ The proof is a scripted model that does what no real one should: it obeys any in
 read outside the data marking. A case whose every party-authored field (the dispute form's
 product, reason and remedy, every message and caption) carries an instruction goes through every
 stage, including what earlier stages echo back (focus, clues, justifications, summaries, past
-cases, guidelines, an advocate's statement); the model never once finds the instruction unmarked.
+cases, guidelines, an advocate's statement, the verifier's feedback, JURIS's candidate sentences); the model
+never once finds the instruction unmarked.
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from cyberjurors.llm import ImagePart, LLMRequest, TextPart, with_labels
 from cyberjurors.schemas import (
     ArgumentDraft,
     BallotDraft,
+    CandidateSentences,
     DisputeCase,
     Focus,
+    JustificationDraft,
     Perception,
     PrecedentRef,
     Precedents,
     RoundSummaryDraft,
     Selection,
+    SentenceVotes,
+    VerificationDraft,
 )
 
 from .conftest import EXAMPLES
@@ -68,9 +73,27 @@ def obedient(obeyed: list[str]) -> ScriptedLLM:
                                      buyer_arguments=[said], seller_arguments=[])
         if output_type is ArgumentDraft:
             return ArgumentDraft(statement=said, cited_evidence=[])
-        raise AssertionError(output_type)
+        return justifying(request, output_type, said, told)
 
     return ScriptedLLM(answer)
+
+
+def justifying(request: LLMRequest, output_type: type, said: str, told: bool):
+    """The verifier rejects its first draft quoting the parties (so its feedback carries the order
+    into the revision), then passes; drafters, voting jurors and the editor echo what they read."""
+    task = request.task
+    if output_type is VerificationDraft:
+        if told or task.turn > 1:
+            return VerificationDraft(decision="pass")
+        return VerificationDraft(decision="reject", feedback=f"Unsupported: {said}", untraceable_claims=[said])
+    if output_type is JustificationDraft:  # a revision, or the editor's consolidation
+        text = getattr(task, "justification", None) or " ".join(task.selected.values())
+        return JustificationDraft(justification=f"{text} {said}")
+    if output_type is CandidateSentences:
+        return CandidateSentences(sentences=[f"[b1] {said}", "[b1] the kettle cracked."])
+    if output_type is SentenceVotes:
+        return SentenceVotes(accepted=list(task.candidates))
+    raise AssertionError(output_type)
 
 
 def hostile_case() -> DisputeCase:
@@ -111,6 +134,8 @@ def settings(**kw) -> Settings:
     {"max_select_steps": 0},                  # stage II off: media attached, raw transcript
     {"deliberation": "court"},                # advocates and a judge
     {"round_summary": False, "rounds": 2, "early_stopping": False},
+    {"verifier": True},                       # the verifier, and the summariser revising with its feedback
+    {"justification": "juris"},               # drafters, jurors voting on sentences, the editor, the verifier
 ])
 async def test_a_model_that_obeys_unmarked_text_never_finds_an_order(method):
     obeyed: list[str] = []
@@ -121,6 +146,9 @@ async def test_a_model_that_obeys_unmarked_text_never_finds_an_order(method):
     assert all(ORDER in c.text() for c in llm.calls if c.role != "summary")  # the order did reach every call
     assert obeyed == [], f"obeyed in {sorted(set(obeyed))}"
     assert verdict.winner == "buyer"
+    driven = {c.role for c in llm.calls}
+    assert not s.verifies or ("verify" in driven and verdict.verification is not None)
+    assert s.justification != "juris" or "draft" in driven
 
 
 async def test_on_appeal_the_grounds_the_new_evidence_and_the_first_verdict_are_marked_data():
@@ -160,12 +188,13 @@ async def test_every_system_prompt_that_sees_marked_text_says_it_is_data():
     llm = obedient([])
     await judge(hostile_case(), llm, settings(), precedents=PoisonedPrecedents())  # type: ignore[arg-type]
     await judge(hostile_case(), llm, settings(deliberation="court"))
+    await judge(hostile_case(), llm, settings(justification="juris"), precedents=PoisonedPrecedents())  # type: ignore[arg-type]
     roles = set()
     for call in llm.calls:
         if "<evidence" in call.text() or "<record" in call.text():
             roles.add(call.role)
             assert prompts.DATA_RULE in call.system, call.role
-    assert roles == {"focus", "select", "perceive", "juror", "summary", "advocate", "judge"}
+    assert roles == {"focus", "select", "perceive", "juror", "summary", "advocate", "judge", "verify", "draft"}
 
 
 def test_an_order_in_any_party_authored_field_is_noted_on_the_case():

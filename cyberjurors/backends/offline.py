@@ -12,11 +12,25 @@ import asyncio
 import hashlib
 import math
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 from pydantic import BaseModel
 
-from ..jury.model_inputs import AdvocateTask, FocusTask, JudgeTask, JurorTask, PerceiveTask, SelectTask, SummaryTask
+from ..jury.model_inputs import (
+    AdvocateTask,
+    DraftTask,
+    EditTask,
+    FocusTask,
+    JudgeTask,
+    JurorTask,
+    PerceiveTask,
+    ReviseTask,
+    SelectTask,
+    SentenceVoteTask,
+    SummaryTask,
+    VerifyTask,
+)
+from ..jury.verify import remove_claims, sentences
 from ..llm import LLMError, LLMRequest, LLMResult, T, TextPart
 from ..precedents.distill import (
     DISPUTE_TYPES,
@@ -32,13 +46,17 @@ from ..schemas import (
     ArgumentDraft,
     Ballot,
     BallotDraft,
+    CandidateSentences,
     Clue,
     DisputeCase,
     Focus,
+    JustificationDraft,
     Perception,
     RoundSummaryDraft,
     Selection,
+    SentenceVotes,
     Usage,
+    VerificationDraft,
     Votes,
 )
 
@@ -58,6 +76,7 @@ VISUAL_WEIGHT = {"low": 0.6, "medium": 1.0, "high": 1.5}
 SELLER_EXPERIENCE_PRIOR = {"none": 0.15, "some": 0.0, "runs_shop": -0.35}
 STRICTNESS_PRIOR = {"lenient": 0.2, "moderate": 0.0, "strict": -0.2}
 _WORD = re.compile(r"[a-z0-9%]{3,}")
+_BRACKETED = re.compile(r"\[([A-Za-z0-9._:@-]+)\]")  # a cited id: [b1], [g-12@2]; not "[offline stand-in]"
 _STOP = {"the", "and", "for", "with", "that", "this", "was", "are", "you", "have", "not", "but", "from", "had", "our"}
 
 
@@ -99,6 +118,31 @@ def read_everything(case: DisputeCase) -> list[Clue]:
     return [Clue(id=item.id, party=case.party_of(item.id), step=0, evidence_id=item.id, evidence_kind=item.kind,
                  selection_reason="read with everything else", clue=(item.text or "")[:200], assessment="",
                  leaning=leaning(item.text or "")) for item in case.items()]
+
+
+def clue_ids(text: str) -> list[str]:
+    return _BRACKETED.findall(text)
+
+
+def known_ids(clues: list[Clue] | None, case: DisputeCase, guidelines: list) -> set[str]:
+    """What a justification may cite: the clues (the evidence items, without stage II) and the
+    guidelines the majority cited, by id or id@version."""
+    sources = {c.id for c in clues} if clues is not None else {i.id for i in case.items()}
+    return sources | {g.id for g in guidelines} | {g.ref for g in guidelines}
+
+
+def untraceable(text: str, known: set[str]) -> list[str]:
+    return [s for s in sentences(text) if not set(clue_ids(s)) <= known]
+
+
+def unknown_ids(sentence: str, task: VerifyTask) -> list[str]:
+    known = known_ids(task.clues, task.case, task.guidelines)
+    return [i for i in clue_ids(sentence) if i not in known]
+
+
+def labelled(text: str) -> str:
+    """Every justification the stand-in writes starts with its label."""
+    return text if text.startswith(LABEL) else f"{LABEL} {text}"
 
 
 CACHED_PREFIXES_KEPT = 1024  # a few hundred cases in flight, each with a handful of shared prefixes
@@ -157,6 +201,8 @@ class OfflineLLM:
                 return self._summary(round_no, ballots)
             case DistillTask():
                 return self._distil(task)
+            case VerifyTask() | ReviseTask() | DraftTask() | SentenceVoteTask() | EditTask():
+                return self._justification(task)
         raise LLMError("unsupported_task", f"offline backend has no answer for {type(task).__name__}")
 
     def _select(self, task: SelectTask) -> Selection:
@@ -238,6 +284,51 @@ class OfflineLLM:
             buyer_arguments=side("buyer").split(),
             seller_arguments=side("seller").split(),
         )
+
+    def _justification(self, task: object) -> BaseModel:
+        """The verifier, the summariser's revision and JURIS, by labels alone: a sentence is
+        traceable when every id it cites in brackets is a clue (an evidence item, without stage
+        II) or a cited guideline of the case. Nothing here reads what a sentence claims."""
+        match task:
+            case VerifyTask():
+                bad = untraceable(task.justification, known_ids(task.clues, task.case, task.guidelines))
+                if not bad:
+                    return VerificationDraft(decision="pass")
+                named = ", ".join(dict.fromkeys(f"[{i}]" for s in bad for i in unknown_ids(s, task)))
+                return VerificationDraft(decision="reject", untraceable_claims=bad,
+                                         feedback=f"{LABEL} the justification cites {named}, which no clue or "
+                                                  "cited guideline of this case is: drop or correct those claims.")
+            case ReviseTask():
+                kept, _, _ = remove_claims(task.justification, task.untraceable)
+                return JustificationDraft(justification=labelled(kept or f"{LABEL} {task.winner} wins."))
+            case DraftTask():
+                return CandidateSentences(sentences=self._candidates(task)[:task.max_sentences])
+            case SentenceVoteTask():
+                known = known_ids(task.clues, task.case, [])
+                return SentenceVotes(accepted=[
+                    sid for sid, text in task.candidates.items()
+                    if set(clue_ids(text)) <= known and jitter(task.case.case_id, task.juror, sid) > -0.6])
+            case EditTask():
+                return JustificationDraft(justification=labelled(" ".join(
+                    s.removeprefix(LABEL).strip() for s in task.selected.values())))
+        raise LLMError("unsupported_task", f"offline backend has no answer for {type(task).__name__}")
+
+    @staticmethod
+    def _candidates(task: DraftTask) -> list[str]:
+        """Drafter A: one sentence per clue the majority cited, most cited first; drafter B: the
+        vote, then the guidelines the majority cited and the clues it relied on."""
+        cited = Counter(c for b in task.majority for c in b.cited_clues)
+        clues = {c.id: c for c in task.clues or []}
+        if task.drafter == 0:
+            return [f"{LABEL} The {clues[c].party}'s {clues[c].evidence_kind} {clues[c].evidence_id} [{c}] supports "
+                    f"the {task.winner}: {first_sentence(clues[c].clue)[:120]}" for c, _ in cited.most_common()
+                    if c in clues]
+        said = [f"{LABEL} {getattr(task.votes, task.winner)} of {task.votes.total} jurors found for the "
+                f"{task.winner}."]
+        said += [f"The majority relied on guideline [{g.id}]." for g in task.guidelines]
+        if cited:
+            said.append(f"The majority's reasons rest on {' '.join(f'[{c}]' for c in sorted(cited))}.")
+        return said
 
     def _usage(self, request: LLMRequest, answer: BaseModel) -> Usage:
         """Token counts a provider would bill, estimated at 4 characters a token; the shared

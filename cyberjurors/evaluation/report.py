@@ -99,12 +99,15 @@ COLUMNS: list[tuple[str, Callable[[Summary], str]]] = [
     ("USD/case", lambda s: DASH if s.cost_per_case_usd is None else f"{s.cost_per_case_usd:.4f}"),
     ("Calls/case", lambda s: _num(s.calls_per_case, 1)),
     ("Rounds", lambda s: _num(s.rounds_mean, 2)),
+    ("Verified pass/turns", lambda s: DASH if not s.verified else
+     f"{_pct(s.verification_passed)} / {_num(s.verifier_turns_mean, 1)}"),
     ("Escalated", lambda s: _pct(s.escalated_share)),
     ("p50/p95 s", lambda s: DASH if s.latency_p50_s is None else f"{s.latency_p50_s:.1f} / {s.latency_p95_s:.1f}"),
 ]
 NOTES = ("Cases = verdicts/cases; failures are counted apart and left out of the metrics. "
          "USD/case at llm_prices (the dated list prices of model_catalog.py unless overridden; 0 offline). "
          "MAE/RMSE: seller votes out of 17; * = a jury of another size, scaled to 17; "
+         "Verified: share of verified justifications that passed / verifier calls per verdict; "
          "– = not defined (no cases, or a single judge).")
 
 
@@ -262,6 +265,8 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
             lines.append(f"- party-swap pairs: {r.summary.swap_pairs}; twin vote MAE {_num(r.summary.swap_vote_mae, 2)}")
         if r.summary.budget_stops:
             lines.append(f"- per-case budget reached: {r.summary.budget_stops} verdicts cut short (budget_reached)")
+        if r.summary.claims_removed:
+            lines.append(f"- untraceable sentences removed from failed justifications: {r.summary.claims_removed}")
         lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
         if mixed(r.summary):
             lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]

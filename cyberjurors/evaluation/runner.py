@@ -48,7 +48,7 @@ SECRETS = {"anthropic_api_key", "openai_api_key", "elasticsearch_api_key", "elas
            "kafka_sasl_password"}
 # where and under which names a run happens, not how it judges: left out of the fingerprint
 RUN_PLACES = {"kafka_bootstrap_servers", "app_id", "topic_prefix", "datadir", "metrics_port", "llm_call_log",
-              "media_root", "stage_concurrency", "llm_concurrency"}
+              "media_root", "stage_concurrency", "llm_concurrency", "probe_port", "probe_host", "lag_interval_s"}
 
 
 class EvalError(CyberJurorsError, RuntimeError):
@@ -150,6 +150,7 @@ def worker_settings(base: Settings, ablation: Ablation, dataset: Dataset, run: R
         "stage_concurrency": options.concurrency,
         "llm_concurrency": max(base.llm_concurrency, options.concurrency),
         "metrics_port": 0,
+        "probe_port": 0,
     })
 
 

@@ -243,6 +243,10 @@ class Summary(BaseModel):
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
     budget_stops: int = Field(0, description="verdicts the per-case budget cut short (budget_reached)")
+    verified: int = Field(0, description="verdicts whose justification was verified (verifier or JURIS on)")
+    verification_passed: float | None = Field(None, description="of those, the share that passed")
+    verifier_turns_mean: float | None = Field(None, description="verifier calls per verified verdict")
+    claims_removed: int = Field(0, description="untraceable sentences removed from justifications that failed")
     by_model: dict[str, ModelBallots] = Field(default_factory=dict, description="juror seats by model")
     escalated_share: float | None = Field(None, description="verdicts published escalated, under the run's settings")
     risk_coverage: RiskCoverage | None = Field(None, description="overall only")
@@ -263,6 +267,13 @@ def _swap_fields(results: Sequence[CaseResult]) -> dict:
         "swap_consistency": consistent / len(pairs) if pairs else None,
         "swap_vote_mae": None if single_judge else _mean([abs(a - (JURY_SIZE - b)) for a, b in scaled]),
     }
+
+
+def _verification_fields(verdicts: Sequence[Verdict]) -> dict:
+    checked = [v.verification for v in verdicts if v.verification is not None]
+    return {"verified": len(checked), "verification_passed": _mean([c.status == "passed" for c in checked]),
+            "verifier_turns_mean": _mean([c.turns for c in checked]),
+            "claims_removed": sum(len(c.removed_claims) for c in checked)}
 
 
 def _summary(results: Sequence[CaseResult]) -> Summary:
@@ -303,6 +314,7 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
         latency_p95_s=percentile(latencies, 95),
         budget_stops=sum(v.budget_reached for v in verdicts),
         escalated_share=_mean([v.escalated for v in verdicts]),
+        **_verification_fields(verdicts),
         by_model=by_model(judged),
         **_swap_fields(results),
     )

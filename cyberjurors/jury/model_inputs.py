@@ -10,7 +10,19 @@ from dataclasses import dataclass, field
 
 from ..media import Frame
 from ..personas import Persona
-from ..schemas import AppealBrief, Argument, Ballot, Clue, DisputeCase, EvidenceItem, Focus, Party, PrecedentRef, RoundSummary
+from ..schemas import (
+    AppealBrief,
+    Argument,
+    Ballot,
+    Clue,
+    DisputeCase,
+    EvidenceItem,
+    Focus,
+    Party,
+    PrecedentRef,
+    RoundSummary,
+    Votes,
+)
 
 
 @dataclass(frozen=True)
@@ -76,3 +88,78 @@ class JudgeTask:
     focus: Focus | None
     clues: list[Clue] | None
     debate: list[Argument]
+
+
+@dataclass(frozen=True)
+class VerifyTask:
+    """The verifier's input: the justification (draft ``turn``) and what it may rest on."""
+
+    case: DisputeCase
+    focus: Focus | None
+    clues: list[Clue] | None
+    """O_II; None: stage II did not run, the parties' evidence items are the sources."""
+    guidelines: list[PrecedentRef]
+    """the guidelines the majority cited"""
+    winner: Party
+    votes: Votes
+    majority: list[Ballot]
+    justification: str
+    turn: int
+    feedback: list[str]
+    """the feedback of earlier turns, oldest first"""
+
+
+@dataclass(frozen=True)
+class ReviseTask:
+    """The summariser revising the justification after a Reject, with all the feedback so far."""
+
+    case: DisputeCase
+    focus: Focus | None
+    clues: list[Clue] | None
+    guidelines: list[PrecedentRef]
+    winner: Party
+    votes: Votes
+    majority: list[Ballot]
+    justification: str
+    feedback: list[str]
+    untraceable: list[str]
+    """the claims the last Reject named"""
+
+
+@dataclass(frozen=True)
+class DraftTask:
+    """JURIS: one drafter proposing candidate sentences for the verdict's justification."""
+
+    case: DisputeCase
+    focus: Focus | None
+    clues: list[Clue] | None
+    guidelines: list[PrecedentRef]
+    winner: Party
+    votes: Votes
+    majority: list[Ballot]
+    drafter: int
+    max_sentences: int
+
+
+@dataclass(frozen=True)
+class SentenceVoteTask:
+    """JURIS: one juror voting on the candidate sentences (id -> sentence)."""
+
+    case: DisputeCase
+    focus: Focus | None
+    clues: list[Clue] | None
+    juror: int
+    persona: Persona
+    winner: Party
+    votes: Votes
+    candidates: dict[str, str]
+
+
+@dataclass(frozen=True)
+class EditTask:
+    """JURIS: the editor consolidating the sentences the jurors accepted (id -> sentence)."""
+
+    case: DisputeCase
+    winner: Party
+    votes: Votes
+    selected: dict[str, str]

@@ -298,3 +298,121 @@ JUDGE_SYSTEM = (
 
 def judge_prompt(debate: list[Argument]) -> str:
     return f"The advocates' debate:\n{debate_lines(debate)}\n\nGive your verdict."
+
+
+# --- The verdict's justification: verified (VERDICT's supervisor), or voted (JURIS) -------
+
+def sources_block(case: DisputeCase, focus: Focus | None, clues: list[Clue] | None,
+                  guidelines: list[PrecedentRef]) -> str:
+    """What a justification may rest on: the order record, the focus and claims, O_II (each clue
+    with its evidence id and frames) and the guidelines the majority cited; without stage II, the
+    parties' evidence items themselves. Identical for every verifier turn of a case (cached)."""
+    parts = [metadata_block(case)]
+    if focus is not None:
+        parts.append(focus_block(focus))
+    if clues is not None:
+        parts.append(f"Clue chain O_II (what was actually perceived, per party):\n{clue_lines(clues)}")
+    else:
+        parts.append("The parties' evidence (no clue chain was built; photos and videos are known here only by "
+                     f"their captions):\n{transcript(case)}")
+    parts.append(f"Guidelines the majority cited:\n{guideline_lines(guidelines)}")
+    return "\n\n".join(parts)
+
+
+def verdict_line(winner: str, buyer: int, seller: int) -> str:
+    return f"Verdict: the {winner} wins, {buyer} juror votes for the buyer and {seller} for the seller."
+
+
+def voice_lines(voices: list[tuple[str, str, str]]) -> str:
+    return "\n".join(f"- {name} voted {vote}: {record(j, of=name)}" for name, vote, j in voices) or "- (none)"
+
+
+def feedback_lines(feedback: list[str]) -> str:
+    # the verifier's words may quote the parties: marked like any record
+    return "\n".join(f"- turn {n}: {record(f, of='verifier feedback')}" for n, f in enumerate(feedback, 1))
+
+
+VERIFY_SYSTEM = (
+    "You are the adjudication supervisor of an e-commerce dispute jury: you check the justification of the "
+    "jury's verdict before it is published. Every factual claim in it must trace to a source: a clue of the "
+    "clue chain (cited by its id, e.g. [b1], for what that clue and its evidence item or frames show), a "
+    "guideline the majority cited (by its id), the order record, or a party's claim presented as that party's "
+    "claim. A claim no source supports, a clue id cited for something the clue does not show, or a guideline "
+    "the majority did not cite is untraceable. The majority's justifications are what the justification "
+    "summarises: an unsupported claim of theirs must not pass into it. Answer pass when every claim traces; "
+    "otherwise reject, say what to correct, and quote each untraceable claim verbatim as the whole sentence of "
+    "the justification it stands in. Judge traceability only, not whether the verdict is right. " + DATA_RULE
+)
+
+
+def verify_prompt(verdict: str, majority: list[tuple[str, str, str]], justification: str, turn: int,
+                  feedback: list[str]) -> str:
+    parts = [verdict, f"The majority's justifications:\n{voice_lines(majority)}",
+             f"The justification to check (draft {turn}):\n{record(justification, of='justification')}"]
+    if feedback:
+        parts.append(f"Your feedback on the earlier drafts:\n{feedback_lines(feedback)}")
+    parts.append("Check every factual claim of the justification against the sources above.")
+    return "\n\n".join(parts)
+
+
+REVISE_SYSTEM = (
+    "You write the justification of an e-commerce dispute jury's verdict. The adjudication supervisor rejected "
+    "the current draft: revise it so that every factual claim traces to a clue of the clue chain (cite its id "
+    "in brackets, e.g. [b1]), a guideline the majority cited, the order record, or a party's claim presented as "
+    "theirs. Follow all of the supervisor's feedback so far, correct or drop the claims it names, add no new "
+    "fact, and keep the verdict as it is. " + DATA_RULE
+)
+
+
+def revise_prompt(verdict: str, majority: list[tuple[str, str, str]], justification: str, feedback: list[str],
+                  untraceable: list[str]) -> str:
+    named = "\n".join(f"- {record(c, of='untraceable claim')}" for c in untraceable) or "- (none named)"
+    return "\n\n".join([
+        verdict, f"The majority's justifications:\n{voice_lines(majority)}",
+        f"The current draft:\n{record(justification, of='justification')}",
+        f"The supervisor's feedback, every turn so far:\n{feedback_lines(feedback)}",
+        f"Claims the supervisor could not trace in the current draft:\n{named}",
+        "Write the revised justification.",
+    ])
+
+
+DRAFT_SYSTEM = (
+    "You draft candidate sentences for the justification of an e-commerce dispute jury's verdict. Each "
+    "sentence states one reason for the verdict drawn from the majority jurors' justifications, and cites in "
+    "brackets the clue ids (e.g. [b1]) or guideline ids it rests on. Add no fact that the clues, the cited "
+    "guidelines or the order record do not contain. The jurors will vote on each sentence. " + DATA_RULE
+)
+
+
+def draft_prompt(verdict: str, majority: list[tuple[str, str, str]], max_sentences: int) -> str:
+    return (f"{verdict}\n\nThe majority's justifications:\n{voice_lines(majority)}\n\n"
+            f"Propose at most {max_sentences} candidate sentences.")
+
+
+def candidate_lines(candidates: dict[str, str]) -> str:
+    return "\n".join(f"- {sid}: {record(text, of=sid)}" for sid, text in candidates.items())
+
+
+def vote_prompt(persona_card: str, verdict: str, candidates: dict[str, str]) -> str:
+    """A juror voting on JURIS's candidate sentences. It is sent with the juror's own system prompt
+    and case prefix, so it reads the provider's cached prefix of the case."""
+    return (
+        f"Your persona: {persona_card}\n\nThe deliberation is over. {verdict} Its justification is now drafted "
+        "sentence by sentence, and you vote on each candidate: accept a sentence (list its id) if it is a fair "
+        "reason for the verdict and rests on the clues or guidelines it cites; leave out any that states what the "
+        "case file does not show. You vote on the justification, not on the verdict again.\n\n"
+        f"Candidate sentences:\n{candidate_lines(candidates)}"
+    )
+
+
+EDIT_SYSTEM = (
+    "You are the chief editor of an e-commerce dispute jury's justification. The jurors accepted the sentences "
+    "below by vote. Consolidate them into one coherent justification of the verdict: order them, merge "
+    "repetitions, resolve references, keep every clue and guideline id in brackets. Add no fact, clue, "
+    "guideline, number or reason that is not in the accepted sentences, and drop none of their reasons. "
+    + DATA_RULE
+)
+
+
+def edit_prompt(verdict: str, selected: dict[str, str]) -> str:
+    return f"{verdict}\n\nThe sentences the jurors accepted:\n{candidate_lines(selected)}\n\nWrite the justification."

@@ -1,5 +1,5 @@
 """The pipeline's stages as functions from a case file to the next case file: focus, clues,
-round (once per jury round) and verdict.
+round (once per jury round), and the verdict (its justification verified or jury-voted first).
 
 The Faust app runs each on its own topic hop; benchmarks and tests run them back to back in one
 process (``judge``). Both go through these functions, so an ablation that switches a stage off
@@ -17,8 +17,10 @@ from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, PrecedentRef, Pre
 from .budget import CaseBudget
 from .clues import find_clues, passive_evidence, unread_passive
 from .focus import extract_focus
+from .juris import juris
 from .rounds import Jury, is_settled, run_round
 from .verdict import decide
+from .verify import Grounds, Justified, skipped_note, verified
 
 
 class Retriever(Protocol):
@@ -86,6 +88,36 @@ async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Setti
                                         "usage": {**case_file.usage, "round": total + usage if total else usage}})
 
 
+async def verdict_stage(case_file: CaseFile, llm: LLM, settings: Settings, jury: Jury | None = None) -> Verdict:
+    """The settled case's verdict, its justification drafted (round summary or JURIS) and verified
+    as the settings say. The worker stores the result before sending it, so a redelivered input
+    re-sends it and repeats no call made here."""
+    justified = await justify(case_file, jury or Jury.from_settings(settings), llm, settings)
+    return decide(case_file, settings, now(), justified)
+
+
+async def justify(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> Justified | None:
+    """None when the settings call for neither JURIS nor the verifier: the round summary as it is."""
+    if not settings.verifies:
+        return None
+    text = case_file.rounds[-1].summary.summary
+    grounds = Grounds.of(case_file, jury)
+    budget = CaseBudget.of(case_file, settings)
+    usage, notes = Usage(), []
+    if settings.justification == "juris":
+        if budget.reached():  # JURIS is one step: it starts only within the budget
+            stop = budget.stop("verdict")
+            return Justified(text, None, Usage(), [skipped_note("JURIS and the verification were skipped; the "
+                                                                "justification is the round summary", stop, settings)],
+                             stop)
+        voted, usage, notes = await juris(grounds, jury, llm, settings)
+        budget.add(usage)
+        text = voted or text
+    checked = await verified(text, grounds, llm, settings, budget)
+    checked.usage, checked.notes = usage + checked.usage, [*notes, *checked.notes]
+    return checked
+
+
 async def judge(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury | None = None,
                 precedents: Retriever | None = None) -> Verdict:
     """One case through every stage in this process, no Kafka: for benchmarks and tests. Without a
@@ -96,4 +128,4 @@ async def judge(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury | No
                                   precedents or NoPrecedents())
     while not is_settled(case_file, settings):
         case_file = await round_stage(case_file, jury, llm, settings)
-    return decide(case_file, settings, now())
+    return await verdict_stage(case_file, llm, settings, jury)

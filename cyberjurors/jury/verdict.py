@@ -1,11 +1,13 @@
 """The verdict: the final round's majority (seller iff seller votes > buyer votes, as in the paper),
-with the clues and guidelines its majority cited and notes for a reader."""
+with the clues and guidelines its majority cited and notes for a reader. Its justification is the
+final round's summary, or what the verifier and JURIS made of it (``verify.py``, ``juris.py``)."""
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..errors import plain
@@ -13,6 +15,9 @@ from ..schemas import Ballot, CaseFile, Clue, JuryRound, Usage, Verdict, Votes
 from .budget import round_note, round_stop
 from .escalation import escalate
 from .rounds import clue_labels, deliberation_over, memory_for
+
+if TYPE_CHECKING:
+    from .verify import Justified
 
 VERDICT_NAMESPACE = uuid.UUID("5b0c6c1e-3f0e-4d8a-9a57-2f1c0c7e9d11")
 
@@ -26,21 +31,26 @@ def verdict_id(case_file: CaseFile) -> str:
     return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.digest}"))
 
 
-def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Verdict:
+def decide(case_file: CaseFile, settings: Settings, decided_at: datetime,
+           justified: Justified | None = None) -> Verdict:
+    """``justified``: the verified (or jury-voted) justification with what it cost; None = the
+    final round's summary as it is."""
     final = case_file.rounds[-1]
     votes = final.votes
     winner = votes.winner
-    cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner)
+    justification = justified.text if justified else final.summary.summary
+    cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner, justification)
     guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
     precedents = case_file.precedents
     seen = sorted({ref for juror in range(len(final.ballots)) for ref in
                    (g.ref for g in memory_for(juror, case_file))})
     models = ["offline"] if case_file.backend == "offline" else sorted(
         {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")} | {b.model for b in final.ballots}
+        | justifying_models(justified, settings)
     )
     # deliberation that ended before it was over on its own ended for the budget
     stopped = None if deliberation_over(case_file, settings) else round_stop(case_file, settings)
-    stops = [s for s in (case_file.budget_stop, stopped) if s is not None]
+    stops = [s for s in (case_file.budget_stop, stopped, justified and justified.stop) if s is not None]
     appeal = case_file.appeal
     verdict = Verdict(
         verdict_id=verdict_id(case_file),
@@ -53,7 +63,7 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
         margin=abs(votes.seller - votes.buyer),
         rounds_used=len(case_file.rounds),
         early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds and not stopped,
-        justification=final.summary.summary,
+        justification=justification,
         cited_clues=cited_clues,
         mentioned_clues=mentioned_clues,
         cited_precedents=[g for g, _ in guidelines.most_common()],
@@ -61,17 +71,27 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime) -> Ver
         precedent_coverage=precedents.coverage if precedents else "none",
         focus=case_file.focus.focus if case_file.focus else "",
         problems=[plain(p, 1000) for p in [*case_file.problems, *notes,
-                                           *([round_note(stopped, settings)] if stopped else [])]],
+                                           *([round_note(stopped, settings)] if stopped else []),
+                                           *(justified.notes if justified else [])]],
         budget_reached=bool(stops),
         budget_stops=stops,
         votes_by_model=votes_by_model(final, settings),
-        tokens=sum(case_file.usage.values(), Usage()),
+        verification=justified.verification if justified else None,
+        tokens=sum(case_file.usage.values(), justified.usage if justified else Usage()),
         latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
         backend=case_file.backend,
         models=models,
         decided_at=decided_at,
     )
     return escalate(verdict, case_file, settings)
+
+
+def justifying_models(justified: Justified | None, settings: Settings) -> set[str]:
+    """The models that verified or drafted the justification, when any did."""
+    if justified is None or not justified.usage.calls:
+        return set()
+    drafters = {settings.model_for("draft", n) for n in range(2)} if settings.justification == "juris" else set()
+    return {settings.model_for("verify")} | drafters
 
 
 def votes_by_model(final: JuryRound, settings: Settings) -> dict[str, Votes]:
@@ -86,14 +106,15 @@ def votes_by_model(final: JuryRound, settings: Settings) -> dict[str, Votes]:
     return {model: Votes.of(ballots) for model, ballots in sorted(by_model.items())}
 
 
-def verdict_clues(case_file: CaseFile, final: JuryRound, winner: str) -> tuple[list[Clue], list[Clue], list[str]]:
-    """The clues the majority cited (most cited first), the other clues the justification names
-    (the minority's, as the round summary reports them), and notes for a reader: a majority that
-    cited nothing, a label that is no clue of this case."""
+def verdict_clues(case_file: CaseFile, final: JuryRound, winner: str,
+                  justification: str | None = None) -> tuple[list[Clue], list[Clue], list[str]]:
+    """The clues the majority cited (most cited first), the other clues the justification (the
+    round summary unless given) names, e.g. the minority's as the summary reports them, and notes
+    for a reader: a majority that cited nothing, a label that is no clue of this case."""
     clues = {c.id: c for c in (case_file.clues.all() if case_file.clues else [])}
     cited = Counter(c for b in final.ballots if b.vote == winner for c in b.cited_clues if c in clues)
     cited_clues = [clues[c] for c, _ in cited.most_common()]
-    named = clue_labels(final.summary.summary)
+    named = clue_labels(final.summary.summary if justification is None else justification)
     mentioned = [clues[c] for c in named if c in clues and c not in cited]
     notes = []
     if clues and not cited_clues:

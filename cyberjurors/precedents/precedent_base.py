@@ -75,6 +75,10 @@ class PrecedentBase:
     def enabled(self) -> bool:
         return self.settings.precedent_backend != "none"
 
+    @property
+    def is_open(self) -> bool:
+        return self._opened is not None
+
     async def open(self) -> tuple[PrecedentIndex, PersonaMatcher]:
         async with self._lock:
             if self._opened is None:

@@ -33,6 +33,7 @@ from .reasoning import (
     Ballot,
     BallotDraft,
     BudgetStop,
+    CandidateSentences,
     CaseFile,
     Clue,
     ClueChain,
@@ -41,15 +42,18 @@ from .reasoning import (
     EscalationReason,
     Focus,
     JuryRound,
+    JustificationDraft,
     Perception,
     PrecedentRef,
     Precedents,
     RoundSummary,
     RoundSummaryDraft,
     Selection,
+    SentenceVotes,
     Usage,
     Verdict,
     Verification,
+    VerificationDraft,
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]

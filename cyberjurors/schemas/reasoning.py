@@ -1,7 +1,8 @@
 """What the stages produce, in the paper's notation: O_I, O_II, ballots, S_t, the verdict.
 
-Model outputs (``Focus``, ``Selection``, ``Perception``, ``BallotDraft``, ``RoundSummaryDraft``) are
-what an LLM is asked to return; the rest are records the pipeline assembles around them.
+Model outputs (``Focus``, ``Selection``, ``Perception``, ``BallotDraft``, ``RoundSummaryDraft``, and
+the verifier's and JURIS's drafts) are what an LLM is asked to return; the rest are records the
+pipeline assembles around them.
 """
 
 from __future__ import annotations
@@ -72,6 +73,37 @@ class ArgumentDraft(Record):
 
     statement: str = Field(description="the argument for your party, answering the other side's last turn")
     cited_evidence: list[str] = Field(default_factory=list, description="evidence ids the argument rests on")
+
+
+class VerificationDraft(Record):
+    """The verifier's answer on one draft of the verdict's justification (VERDICT's Pass/Reject)."""
+
+    decision: Literal["pass", "reject"] = Field(description="pass when every factual claim of the justification "
+                                                            "traces to a clue, a cited guideline, the order record "
+                                                            "or a party's stated claim; reject otherwise")
+    feedback: str = Field("", description="on reject: what is wrong and how to correct it")
+    untraceable_claims: list[str] = Field(default_factory=list, description="on reject: each claim of the "
+                                          "justification that traces to nothing, quoted verbatim as the whole "
+                                          "sentence it stands in")
+
+
+class JustificationDraft(Record):
+    """A revised or consolidated justification (the summariser revising after a Reject, JURIS's editor)."""
+
+    justification: str = Field(description="the justification, citing clue ids like [b1] and guideline ids")
+
+
+class CandidateSentences(Record):
+    """JURIS: one drafter's candidate sentences for the verdict's justification."""
+
+    sentences: list[str] = Field(description="one claim per sentence, each citing the clue or guideline ids it "
+                                             "rests on in brackets")
+
+
+class SentenceVotes(Record):
+    """JURIS: the candidate sentences one juror accepts for the justification."""
+
+    accepted: list[str] = Field(description="ids of the candidate sentences you accept, e.g. A1, B3")
 
 
 # --- records -----------------------------------------------------------------------------
@@ -193,7 +225,8 @@ class BudgetStop(Record):
 
     limit: Literal["tokens", "cost"]
     stage: str = Field(description="clues: further select steps skipped, the jury judged what was perceived; "
-                                   "round-N: deliberation stopped after round N with its majority")
+                                   "round-N: deliberation stopped after round N with its majority; verdict: the "
+                                   "justification's verification (or JURIS) skipped or cut short")
     tokens: int = Field(description="tokens the case had used when the budget was found reached")
     cost_usd: float
 

@@ -25,16 +25,18 @@ import faust
 from .. import metrics, tracing
 from ..backends import build_llm
 from ..config import Settings
+from ..errors import for_people
 from ..jury.rounds import Jury, is_settled
-from ..llm import LLM
+from ..llm import LLM, LLMError
 from ..media_store import MediaStore, open_store
 from ..precedents.precedent_base import PrecedentBase
 from . import expiry
-from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender
+from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
 from .ingest import Ingest, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
 from .appeals import Appeals
 from .outcomes import Outcomes
+from .probes import Health
 from .stage_hop import StageHop, StageResults, StageWork
 from .transport import use_fetch_wait
 from .verdicts import Verdicts
@@ -42,6 +44,8 @@ from .verdicts import Verdicts
 log = logging.getLogger("cyberjurors.streams")
 
 PIPELINE = ("disputes.events", "disputes.ready", "disputes.focus", "disputes.clues", "disputes.rounds")
+# every topic the worker's consumer group reads (the agents' sources): what its lag and readiness are about
+CONSUMED = (*PIPELINE, "disputes.outcomes")
 
 
 def faust_app(settings: Settings) -> faust.App:
@@ -95,13 +99,14 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     results = StageResults(table("stage-results", value_type=bytes), table("stage-times"), settings.state_retention_s,
                            clock, max_bytes=settings.max_event_bytes, keep_for_appeal=settings.appeal_window_s > 0)
     ingest = Ingest(settings, llm.backend, table("intake"), results, topic("disputes.ready"), letters, in_flight)
-    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift,
+    work = StageWork(settings, llm, jury, precedents)
+    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift, work.verdict,
                         escalations=topic("disputes.escalations"), letters=letters)
     hop = StageHop(results, letters, in_flight, verdicts.resend)
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), drift, letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
 
-    handlers = Handlers(ingest, hop, StageWork(settings, llm, jury, precedents), verdicts, outcomes, letters, appeals)
+    handlers = Handlers(ingest, hop, work, verdicts, outcomes, letters, appeals)
     stream_agents(app, settings, topic, handlers)
     housekeeping(app, settings, in_flight, precedents)
     schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
@@ -173,6 +178,11 @@ async def deliberate(h: Handlers, settings: Settings, event: Any, rounds: Sender
                 await h.verdicts.publish(case_file, event)
             except OutputTooLarge as err:  # the same case would decide the same way
                 await h.letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
+            except LLMError as err:  # the verifier or JURIS failed after the retries: replay resumes here
+                await h.letters.write(event, "verdict", f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+            except Exception as err:  # a bug must not stop the worker
+                log.exception("case %s: verdict failed", case_file.case_id)
+                await h.letters.write(event, "verdict", "stage_failed", bug(err), replayable=True)
         else:
             stage = f"round-{len(case_file.rounds) + 1}"
             tracing.name_stage(stage)
@@ -221,7 +231,9 @@ def expire_media(app: faust.App, settings: Settings, store: MediaStore) -> None:
 
 def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInFlight,
                  precedents: PrecedentBase) -> None:
-    """Forget the cases of partitions moved away; open the precedent base when the worker starts."""
+    """Forget the cases of partitions moved away; open the precedent base as the app starts (not on
+    the first case, and not after joining the group: the model loads while the worker waits for its
+    partitions), and keep what the probes report (``app.cyberjurors_health``)."""
     pipeline = {settings.topic(name) for name in PIPELINE}
 
     @app.on_partitions_assigned.connect
@@ -229,12 +241,6 @@ def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInF
         # the full new assignment: cases on partitions now owned by another worker are theirs to count
         in_flight.keep_partitions({tp.partition for tp in assigned if tp.topic in pipeline})
 
-    @app.task
-    async def open_precedent_base() -> None:
-        # load the embedding model now rather than on the first case
-        if precedents.enabled:
-            try:
-                await precedents.open()
-                log.info("precedent base open")
-            except Exception:  # retrieval reports it per case; the worker still judges without
-                log.exception("the precedent base could not be opened")
+    health = Health(app, precedents, [settings.topic(name) for name in CONSUMED])
+    app.add_dependency(health)  # started with the app, before the consumer joins its group
+    app.cyberjurors_health = health  # type: ignore[attr-defined]

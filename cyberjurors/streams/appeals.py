@@ -32,7 +32,7 @@ from ..config import Settings
 from ..errors import CyberJurorsError, for_people
 from ..jury.appeal import Remembers, appeal_clues, appeal_file, appeal_id, appeal_notes, with_evidence
 from ..jury.rounds import Jury, is_settled
-from ..jury.stages import round_stage
+from ..jury.stages import round_stage, verdict_stage
 from ..llm import LLM, LLMError
 from ..media_store import MediaStore
 from ..schemas import AppealFiled, CaseFile, Verdict
@@ -215,7 +215,8 @@ class Appeals:
             stage = f"appeal/round-{len(case_file.rounds) + 1}"
             case_file = await self.step(case_id, stage, case_file,
                                         lambda cf: round_stage(cf, self.jury, self.llm, self.settings))
-        await self.verdicts.publish(case_file, event)
+        await self.verdicts.publish(case_file, event,
+                                    lambda cf: verdict_stage(cf, self.llm, self.settings, self.jury))
 
     async def step(self, case_id: str, stage: str, case_file: CaseFile,
                    work: Callable[[CaseFile], Awaitable[CaseFile]]) -> CaseFile:

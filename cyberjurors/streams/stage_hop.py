@@ -24,7 +24,7 @@ from ..jury import stages
 from ..jury.rounds import Jury
 from ..llm import LLM, LLMError
 from ..precedents.precedent_base import PrecedentBase
-from ..schemas import CaseFile
+from ..schemas import CaseFile, Verdict
 from . import expiry
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, send_bounded
 
@@ -246,3 +246,6 @@ class StageWork:
 
     async def round(self, case_file: CaseFile) -> CaseFile:
         return await stages.round_stage(case_file, self.jury, self.llm, self.settings)
+
+    async def verdict(self, case_file: CaseFile) -> Verdict:
+        return await stages.verdict_stage(case_file, self.llm, self.settings, self.jury)

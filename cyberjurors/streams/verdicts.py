@@ -3,7 +3,9 @@ escalated one's escalation to disputes.escalations.
 
 Verdict metrics and the seller-share drift window count a verdict only when it is first
 decided; a replay re-sends the stored bytes uncounted. The same goes for a second instance's
-verdict (an appeal's), stored under ``case_id/appeal/verdict``.
+verdict (an appeal's), stored under ``case_id/appeal/verdict``. Deciding may call models (the
+verifier, JURIS: ``jury.stages.verdict_stage``); those calls happen before the verdict is stored, so a
+redelivered input re-sends the stored verdict and repeats none of them.
 
 An escalation is stored before its verdict and holds it: a worker that dies between the two takes
 the verdict from the stored escalation when the input comes again, so the verdict and its
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import metrics, tracing
@@ -28,15 +31,23 @@ from .stage_hop import StageResults
 log = logging.getLogger("cyberjurors.streams")
 
 
+Decide = Callable[[CaseFile], Awaitable[Verdict]]
+
+
 def stages(instance: int) -> tuple[str, str]:
     """The stage-results keys of an instance's verdict and escalation."""
     return ("verdict", "escalation") if instance == 1 else ("appeal/verdict", "appeal/escalation")
 
 
 class Verdicts:
+    """``work`` decides a settled case's verdict (the worker's ``StageWork.verdict``, with its
+    model and jury); without it the verdict is the final round's, decided without a model call."""
+
     def __init__(self, settings: Settings, results: StageResults, out: Sender, in_flight: metrics.CasesInFlight,
-                 drift: metrics.Drift, escalations: Sender | None = None, letters: DeadLetters | None = None):
+                 drift: metrics.Drift, work: Decide | None = None, escalations: Sender | None = None,
+                 letters: DeadLetters | None = None):
         self.settings = settings
+        self.work = work
         self.results = results
         self.out = out
         self.in_flight = in_flight
@@ -69,16 +80,17 @@ class Verdicts:
         else:
             self.results.finish_appeal(case_id)
 
-    async def publish(self, case_file: CaseFile, event: Any = None) -> Verdict:
+    async def publish(self, case_file: CaseFile, event: Any = None, work: Decide | None = None) -> Verdict:
         """Decide, store and send the verdict (and its escalation), then delete the case's intermediate
-        stage results. ``event`` is the input, for a dead letter if the escalation cannot be sent."""
+        stage results. ``event`` is the input, for a dead letter if the escalation cannot be sent;
+        ``work`` decides in place of ``self.work`` (an appeal's, with its panel)."""
         case_id = case_file.case_id
         instance = 2 if case_file.appeal is not None else 1
         verdict_stage, escalation_stage = stages(instance)
         if await self.resend(case_id, instance):  # a replay: re-sent, not counted again
             return Verdict.model_validate_json(self.results.stored(case_id, verdict_stage))  # type: ignore[arg-type]
         started = time.perf_counter()
-        decided, escalation = await self.decide(case_file, escalation_stage, event)
+        decided, escalation = await self.decide(case_file, escalation_stage, event, work or self.work)
         tracing.mark(verdict_id=decided.verdict_id, winner=decided.winner)
         # a first-instance verdict may be appealed: its case is kept for the appeal window at least
         hold = max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s) if instance == 1 else 0.0
@@ -93,14 +105,15 @@ class Verdicts:
                  f", escalated: {', '.join(decided.escalation_reasons)}" if decided.escalated else "")
         return decided
 
-    async def decide(self, case_file: CaseFile, escalation_stage: str, event: Any) -> tuple[Verdict, bytes | None]:
+    async def decide(self, case_file: CaseFile, escalation_stage: str, event: Any,
+                     work: Decide | None) -> tuple[Verdict, bytes | None]:
         """The verdict and its escalation's bytes (stored before the verdict); an escalation stored
-        by a worker that died before storing its verdict gives the verdict back."""
+        by a worker that died before storing its verdict gives the verdict back (and repeats no call)."""
         case_id = case_file.case_id
         stored = self.results.stored(case_id, escalation_stage)
         if stored is not None:
             return Escalation.model_validate_json(stored).verdict, stored
-        decided = decide(case_file, self.settings, now())
+        decided = await work(case_file) if work else decide(case_file, self.settings, now())
         if not decided.escalated:
             return decided, None
         for trim in (False, True):  # whole, else with the earlier rounds' ballots left out
@@ -119,6 +132,7 @@ class Verdicts:
     def count(self, decided: Verdict, case_file: CaseFile) -> None:
         metrics.record_escalation(decided.escalation_reasons, decided.instance)
         metrics.record_budget_stops(decided.budget_stops)
+        metrics.record_verification(decided.verification)
         self.drift.verdict(decided.case_id, decided.winner)  # an appeal's final word replaces the first in the window
         if case_file.appeal is not None:
             reversed_ = decided.winner != case_file.appeal.first_instance.winner

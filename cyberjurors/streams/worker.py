@@ -29,11 +29,14 @@ from dataclasses import dataclass, field
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from mode import Service
 
 from .. import logs, metrics, tracing
 from ..config import Settings
-from .app import create_app
+from .app import CONSUMED, create_app
 from .kafka import TOPICS, client_options, ensure_topics
+from .lag import ConsumerLag
+from .probes import ProbeServer
 
 log = logging.getLogger("cyberjurors.worker")
 
@@ -163,8 +166,8 @@ class BrokerWatch:
 class Worker(faust.Worker):
     """Faust's worker, whose stop on SIGTERM or SIGINT is bounded by ``stop_deadline_s``."""
 
-    def __init__(self, app: faust.App, *, stop_deadline_s: float, **options: object) -> None:
-        super().__init__(app, **options)
+    def __init__(self, app: faust.App, *services: Service, stop_deadline_s: float, **options: object) -> None:
+        super().__init__(app, *services, **options)
         self.stop_deadline_s = stop_deadline_s
         self._deadline: threading.Timer | None = None
 
@@ -212,6 +215,18 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
         metrics.serve(settings.metrics_port, settings.metrics_host)
     provider = tracing.setup(settings, "cyberjurors-worker")
     try:
-        Worker(app, loglevel=loglevel, quiet=True, stop_deadline_s=settings.stop_deadline_s).execute_from_commandline()
+        Worker(app, *worker_services(app, settings), loglevel=loglevel, quiet=True,
+               stop_deadline_s=settings.stop_deadline_s).execute_from_commandline()
     finally:
         tracing.shutdown(provider)  # what is still batched goes out
+
+
+def worker_services(app: faust.App, settings: Settings) -> list[Service]:
+    """Started with the worker, before the app (so before it joins its group), on its event loop:
+    the probe endpoints, and the consumer-lag reader when there is a metrics endpoint to show it."""
+    services: list[Service] = []
+    if settings.probe_port:
+        services.append(ProbeServer(app.cyberjurors_health, settings.probe_host, settings.probe_port))
+    if settings.metrics_port and settings.lag_interval_s:
+        services.append(ConsumerLag(settings, settings.app_id, [settings.topic(name) for name in CONSUMED]))
+    return services

@@ -1,0 +1,102 @@
+"""The jury-voted justification (JURIS, ``justification = juris``).
+
+Two drafters (role ``draft``; ``juris_drafter_models`` seats them on different models) propose
+candidate sentences for the verdict's justification from the majority's justifications; the first
+``juris_voters`` jurors (the paper's K = 5) each accept or leave out every sentence in one
+structured call, sent with their own system prompt and case prefix so it reads the prefix their
+ballots cached; a sentence that more than half of them accept is selected; the editor (role
+``summary``) consolidates the selected sentences without adding facts. The verifier then checks
+the result like any justification (``verify.py``).
+
+One pass instead of the paper's sentence-by-sentence loop (drafters and jury per sentence): each
+extra sentence would cost two drafts and K votes more, and the verifier that follows checks what
+a sentence loop would have guarded. Calls per case: 2 drafts + K votes + 1 edit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import zip_longest
+
+from ..config import Settings
+from ..llm import LLM, gather_all, stage_request
+from ..schemas import CandidateSentences, JustificationDraft, SentenceVotes, Usage
+from . import prompts
+from .clues import attached_media
+from .model_inputs import DraftTask, EditTask, SentenceVoteTask
+from .rounds import Jury
+from .verify import Grounds
+
+DRAFTERS = ("A", "B")
+
+
+async def juris(grounds: Grounds, jury: Jury, llm: LLM, settings: Settings) -> tuple[str | None, Usage, list[str]]:
+    """The consolidated justification (None, with a note, when no sentence was proposed or
+    selected: the round summary stands), the usage, and notes for the verdict."""
+    drafts = await gather_all(*(draft(n, grounds, llm, settings) for n in range(len(DRAFTERS))))
+    usage = sum((u for _, u in drafts), Usage())
+    candidates = interleaved([d for d, _ in drafts], settings.juris_max_sentences)
+    if not candidates:
+        return None, usage, ["JURIS: the drafters proposed no sentence; the justification is the round summary"]
+    voters = range(min(settings.juris_voters, len(jury)))
+    votes = await gather_all(*(vote(k, candidates, grounds, jury, llm, settings) for k in voters))
+    usage += sum((u for _, u in votes), Usage())
+    accepted = Counter(sid for ballot, _ in votes for sid in set(ballot.accepted) if sid in candidates)
+    selected = {sid: text for sid, text in candidates.items() if 2 * accepted[sid] > len(voters)}
+    if not selected:
+        return None, usage, [f"JURIS: no candidate sentence was accepted by a majority of the {len(voters)} voting "
+                             "jurors; the justification is the round summary"]
+    edited, edit_usage = await edit(selected, grounds, llm, settings)
+    return edited, usage + edit_usage, []
+
+
+def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
+    """id -> sentence, A1, B1, A2, B2, ...: each drafter's first (strongest) sentences first."""
+    own = [[(f"{DRAFTERS[n]}{i}", s.strip()) for i, s in enumerate(d.sentences[:limit], 1) if s.strip()]
+           for n, d in enumerate(drafts)]
+    merged: dict[str, str] = {}
+    for pair in zip_longest(*own):
+        merged |= dict(entry for entry in pair if entry is not None)
+    return merged
+
+
+async def draft(drafter: int, grounds: Grounds, llm: LLM, settings: Settings) -> tuple[CandidateSentences, Usage]:
+    request = stage_request(
+        "draft", settings, juror=drafter, system=prompts.DRAFT_SYSTEM, shared=[grounds.sources()],
+        prompt=[prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris_max_sentences)],
+        task=DraftTask(grounds.case, grounds.focus, grounds.clues, grounds.guidelines, grounds.winner, grounds.votes,
+                       grounds.majority, drafter, settings.juris_max_sentences),
+        case_id=grounds.case.case_id,
+    )
+    result = await llm.generate(request, CandidateSentences)
+    return result.output, result.usage
+
+
+async def vote(juror: int, candidates: dict[str, str], grounds: Grounds, jury: Jury, llm: LLM,
+               settings: Settings) -> tuple[SentenceVotes, Usage]:
+    """One juror's accepted sentences. Same system prompt, case prefix and model as its ballots."""
+    case_file = grounds.case_file
+    media = await attached_media(case_file, settings)
+    persona = jury.personas[juror]
+    request = stage_request(
+        "juror", settings, juror=juror,
+        system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
+        shared=[prompts.case_prefix(grounds.case, grounds.focus, grounds.clues,
+                                    case_file.precedents.cases if case_file.precedents else []), *media],
+        prompt=[prompts.vote_prompt(persona.card(), grounds.verdict_line(), candidates)],
+        task=SentenceVoteTask(grounds.case, grounds.focus, grounds.clues, juror, persona, grounds.winner,
+                              grounds.votes, candidates),
+        case_id=grounds.case.case_id,
+    )
+    result = await llm.generate(request, SentenceVotes)
+    return result.output, result.usage
+
+
+async def edit(selected: dict[str, str], grounds: Grounds, llm: LLM, settings: Settings) -> tuple[str, Usage]:
+    request = stage_request(
+        "summary", settings, system=prompts.EDIT_SYSTEM, shared=[prompts.metadata_block(grounds.case)],
+        prompt=[prompts.edit_prompt(grounds.verdict_line(), selected)],
+        task=EditTask(grounds.case, grounds.winner, grounds.votes, selected), case_id=grounds.case.case_id,
+    )
+    result = await llm.generate(request, JustificationDraft)
+    return result.output.justification.strip() or " ".join(selected.values()), result.usage

@@ -1,0 +1,200 @@
+"""The verdict's justification checked before it is published: VERDICT's draft-verify-revise loop.
+
+After the final round, the verifier (VERDICT's Adjudication Supervisor, role ``verify``) reads the
+justification (the final round's summary S_T, or JURIS's consolidated sentences), the majority's
+justifications it summarises, and what they may rest on: O_II (each clue with its evidence id and
+frames), the guidelines the majority cited, the order record and the parties' claims. It answers
+Pass, or Reject with feedback and the untraceable claims quoted as sentences. On Reject the
+summariser revises the justification with all the feedback so far (a ``summary`` call), up to
+``verifier_max_turns`` verifier calls (T_max). A justification still rejected after them loses the
+sentences holding the claims the last Reject named: removed by string matching, not by one more
+revision, since a revision could add a claim no turn is left to check, and removal costs no call.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..config import Settings
+from ..llm import LLM, stage_request
+from ..schemas import (
+    Ballot,
+    BudgetStop,
+    CaseFile,
+    Clue,
+    DisputeCase,
+    Focus,
+    JustificationDraft,
+    Party,
+    PrecedentRef,
+    Usage,
+    Verification,
+    VerificationDraft,
+    Votes,
+)
+from . import prompts
+from .budget import CaseBudget, describe
+from .model_inputs import ReviseTask, VerifyTask
+from .rounds import Jury, case_stages
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+MIN_CLAIM_CHARS = 12
+"""A quoted claim shorter than this must equal a whole sentence to remove it: a stray word must
+not take out every sentence it occurs in."""
+
+
+@dataclass(frozen=True)
+class Grounds:
+    """What the verdict's justification may rest on and what the majority said: the shared input
+    of the verifier, the summariser's revisions and JURIS's drafters and jurors."""
+
+    case_file: CaseFile
+    focus: Focus | None
+    clues: list[Clue] | None
+    guidelines: list[PrecedentRef]
+    winner: Party
+    votes: Votes
+    majority: list[Ballot]
+    voices: list[tuple[str, str, str]]
+
+    @classmethod
+    def of(cls, case_file: CaseFile, jury: Jury) -> "Grounds":
+        final = case_file.rounds[-1]
+        winner = final.votes.winner
+        majority = [b for b in final.ballots if b.vote == winner]
+        cited = {g.split("@")[0] for b in majority for g in b.cited_guidelines}
+        pool = case_file.precedents.guidelines if case_file.precedents else []
+        focus, clues = case_stages(case_file)
+        return cls(case_file, focus, clues, [g for g in pool if g.id in cited], winner, final.votes, majority,
+                   jury.voices(majority))
+
+    @property
+    def case(self) -> DisputeCase:
+        return self.case_file.case
+
+    def verdict_line(self) -> str:
+        return prompts.verdict_line(self.winner, self.votes.buyer, self.votes.seller)
+
+    def sources(self) -> str:
+        return prompts.sources_block(self.case, self.focus, self.clues, self.guidelines)
+
+
+@dataclass
+class Justified:
+    """The verdict's justification as the verdict step leaves it."""
+
+    text: str
+    verification: Verification | None = None
+    usage: Usage = field(default_factory=Usage)
+    notes: list[str] = field(default_factory=list)
+    stop: BudgetStop | None = None
+    """the per-case budget skipped or cut short the work on the justification"""
+
+
+async def verified(text: str, grounds: Grounds, llm: LLM, settings: Settings, budget: CaseBudget) -> Justified:
+    """Verify ``text``, revising it on each Reject while turns and budget last; what still fails
+    loses its untraceable claims. The budget is checked before each turn (a revision and its check),
+    as between rounds: a turn under way is never cut."""
+    feedback: list[str] = []
+    spent = Usage()
+    answer: VerificationDraft | None = None
+    turns = 0
+    while turns < settings.verifier_max_turns and not budget.reached():
+        if answer is not None:  # rejected, with a turn left: the summariser revises first
+            text, usage = await revise(text, feedback, answer.untraceable_claims, grounds, llm, settings)
+            spent += usage
+            budget.add(usage)
+        turns += 1
+        answer, usage = await verify(text, turns, feedback, grounds, llm, settings)
+        spent += usage
+        budget.add(usage)
+        if answer.decision == "pass":
+            return Justified(text, Verification(status="passed", turns=turns, feedback=feedback), spent)
+        feedback.append(answer.feedback.strip() or "rejected without feedback")
+    stop = budget.stop("verdict") if turns < settings.verifier_max_turns else None
+    if answer is None:  # the budget was reached before the first check
+        return Justified(text, None, spent, [skipped_note("the justification was not verified", stop, settings)],
+                         stop)
+    kept, removed, unmatched = remove_claims(text, answer.untraceable_claims)
+    final = kept or fallback(grounds)
+    notes = [failed_note(turns, removed, settings)]
+    if unmatched:
+        notes.append("the verifier named claims not found in the justification, left as they are: "
+                     + "; ".join(f'"{c}"' for c in unmatched))
+    if stop is not None:
+        notes.append(skipped_note(f"verification stopped after turn {turns} of {settings.verifier_max_turns}",
+                                  stop, settings))
+    return Justified(final, Verification(status="failed", turns=turns, removed_claims=removed, feedback=feedback),
+                     spent, notes, stop)
+
+
+async def verify(text: str, turn: int, feedback: list[str], grounds: Grounds, llm: LLM,
+                 settings: Settings) -> tuple[VerificationDraft, Usage]:
+    request = stage_request(
+        "verify", settings, system=prompts.VERIFY_SYSTEM, shared=[grounds.sources()],
+        prompt=[prompts.verify_prompt(grounds.verdict_line(), grounds.voices, text, turn, feedback)],
+        task=VerifyTask(grounds.case, grounds.focus, grounds.clues, grounds.guidelines, grounds.winner,
+                        grounds.votes, grounds.majority, text, turn, list(feedback)),
+        case_id=grounds.case.case_id,
+    )
+    result = await llm.generate(request, VerificationDraft)
+    return result.output, result.usage
+
+
+async def revise(text: str, feedback: list[str], untraceable: list[str], grounds: Grounds, llm: LLM,
+                 settings: Settings) -> tuple[str, Usage]:
+    """The summariser's revision of a rejected justification, with the feedback of every turn."""
+    request = stage_request(
+        "summary", settings, system=prompts.REVISE_SYSTEM, shared=[grounds.sources()],
+        prompt=[prompts.revise_prompt(grounds.verdict_line(), grounds.voices, text, feedback, untraceable)],
+        task=ReviseTask(grounds.case, grounds.focus, grounds.clues, grounds.guidelines, grounds.winner,
+                        grounds.votes, grounds.majority, text, list(feedback), list(untraceable)),
+        case_id=grounds.case.case_id,
+    )
+    result = await llm.generate(request, JustificationDraft)
+    return result.output.justification.strip() or text, result.usage
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .!?;:,")
+
+
+def _holds(sentence: str, claim: str) -> bool:
+    """Whether ``sentence`` is where the quoted ``claim`` stands: the same text, or one within the
+    other (a claim quoted in part, or a claim spanning sentences)."""
+    s, c = _norm(sentence), _norm(claim)
+    if not s or not c:
+        return False
+    return s == c or (len(c) >= MIN_CLAIM_CHARS and c in s) or (len(s) >= MIN_CLAIM_CHARS and s in c)
+
+
+def remove_claims(text: str, claims: list[str]) -> tuple[str, list[str], list[str]]:
+    """``text`` without the sentences holding ``claims``: (what is kept, the sentences removed, the
+    claims found in no sentence). Deterministic: the same text and claims give the same result."""
+    parts = sentences(text)
+    hits = {claim: [i for i, s in enumerate(parts) if _holds(s, claim)] for claim in dict.fromkeys(claims)}
+    gone = sorted({i for found in hits.values() for i in found})
+    kept = " ".join(s for i, s in enumerate(parts) if i not in gone)
+    return kept, [parts[i] for i in gone], [c for c, found in hits.items() if not found and c.strip()]
+
+
+def fallback(grounds: Grounds) -> str:
+    """The justification when no sentence of it could be traced."""
+    return (f"{grounds.verdict_line()} None of the reasons drafted for it could be traced to the perceived clues "
+            "or the cited guidelines, so none is given here.")
+
+
+def failed_note(turns: int, removed: list[str], settings: Settings) -> str:
+    gone = f"{len(removed)} untraceable sentence{'s' if len(removed) != 1 else ''} removed" if removed else \
+        "nothing could be removed"
+    return (f"the justification failed verification (still rejected after {turns} of {settings.verifier_max_turns} "
+            f"turns): {gone}")
+
+
+def skipped_note(what: str, stop: BudgetStop | None, settings: Settings) -> str:
+    return f"per-case budget reached ({describe(stop, settings)}): {what}" if stop else what

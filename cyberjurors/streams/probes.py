@@ -1,0 +1,163 @@
+"""The worker's probes, for Kubernetes and docker compose: liveness, readiness and startup.
+
+Served by aiohttp on the worker's own event loop, on ``probe_port``, apart from ``/metrics``:
+prometheus-client answers /metrics from a daemon thread, on any path, even while the event loop is
+stuck, so a scrape says nothing about whether the worker works. Faust's consumer runs in a thread
+of its own too and keeps heartbeating, so a worker whose loop is stuck keeps its partitions: only
+a probe answered by the loop notices.
+
+* ``/livez``: 200 whenever the event loop runs the handler. A blocked loop cannot answer, and the
+  probe's timeout fails it.
+* ``/startupz``: 200 once the start is done: the loop serves, and the precedent base (the embedding
+  model and the index) has been opened or has failed to open once (the worker then judges without
+  precedents, notes it on every verdict, keeps trying, and is not ready). 503 while it loads.
+* ``/readyz``: 200 while the worker takes its share of the work: its consumer group has assigned it
+  partitions (an empty share counts: more workers than partitions is not a fault), no rebalance or
+  table recovery is under way, the precedent base is open (when configured), and it is not stopping.
+  503 with the reasons otherwise.
+
+Every answer is JSON: ``{"status": ..., "reasons": [...], ...}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import Any
+
+import faust
+from aiohttp import web
+from mode import Service
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
+
+from ..precedents.models import PrecedentError
+from ..precedents.precedent_base import PrecedentBase
+
+log = logging.getLogger("cyberjurors.probes")
+
+# a precedent base that fails to open for a passing reason (an index still being built, a search
+# cluster not up yet) is tried again, less and less often
+PRECEDENT_RETRY_WAIT = wait_exponential(multiplier=2, min=2, max=300)
+
+
+def _transient(err: BaseException) -> bool:
+    return isinstance(err, PrecedentError) and err.replayable
+
+
+class Health(Service):
+    """What the probes report, from Faust's own state and signals, and the opening of the
+    precedent base: started with the app (before it joins its group), so the model loads while the
+    worker waits for its partitions."""
+
+    def __init__(self, app: faust.App, precedents: PrecedentBase, topics: Collection[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app = app
+        self.precedents = precedents
+        self.topics = frozenset(topics)  # the topics the worker consumes, for the assignment it reports
+        self.assignment: frozenset[faust.types.TP] | None = None
+        self.precedent_error: str | None = None
+        self.precedents_tried = not precedents.enabled
+        app.on_partitions_assigned.connect(self._assigned)
+
+    async def _assigned(self, sender: faust.App, assigned: set, **kwargs: object) -> None:
+        self.assignment = frozenset(assigned)  # the whole new assignment, every rebalance
+
+    @Service.task
+    async def _open_precedents(self) -> None:
+        if not self.precedents.enabled:
+            return
+        try:
+            async for attempt in AsyncRetrying(retry=retry_if_exception(_transient), wait=PRECEDENT_RETRY_WAIT,
+                                               before_sleep=self._open_failed, reraise=True):
+                with attempt:
+                    await self.precedents.open()
+            self.precedent_error = None
+            log.info("precedent base open")
+        except Exception as err:  # retrieval reports it per case; the worker still judges without
+            self.precedent_error = str(err) or type(err).__name__
+            log.exception("the precedent base could not be opened")
+        finally:
+            self.precedents_tried = True
+
+    def _open_failed(self, state: RetryCallState) -> None:
+        err = state.outcome.exception() if state.outcome else None
+        if not self.precedents_tried:  # the first failure ends the start; the worker judges without meanwhile
+            log.error("the precedent base could not be opened (%s); trying again", err)
+        self.precedent_error = str(err)
+        self.precedents_tried = True
+
+    def started(self) -> list[str]:
+        """Why the start is not done yet (empty: done)."""
+        return [] if self.precedents_tried else ["loading the precedent base (embedding model and index)"]
+
+    def not_ready(self) -> list[str]:
+        """Why the worker is not ready (empty: ready)."""
+        app, reasons = self.app, []
+        if app.should_stop or self.should_stop:
+            reasons.append("stopping")
+        if self.assignment is None:
+            reasons.append("waiting for the consumer group to assign partitions")
+        elif app.rebalancing:
+            reasons.append("rebalancing: the consumer group is moving partitions between workers")
+        if self.assignment is not None and (app.in_recovery or not app.tables.recovery.completed.is_set()):
+            reasons.append("recovering tables from their changelogs")
+        if self.precedents.enabled and not self.precedents.is_open:
+            reasons.append(f"precedent base not open: {self.precedent_error or 'loading'}")
+        return reasons
+
+    def assigned(self) -> dict[str, list[int]]:
+        """The partitions of the consumed topics this worker holds (changelogs left out)."""
+        out: dict[str, list[int]] = {}
+        for tp in sorted(self.assignment or ()):
+            if tp.topic in self.topics:
+                out.setdefault(tp.topic, []).append(tp.partition)
+        return out
+
+
+class ProbeServer(Service):
+    """``/livez``, ``/readyz`` and ``/startupz`` on ``host:port``, on the worker's event loop. A port
+    that cannot be bound is logged, not fatal (as for the metrics endpoint): the worker still judges,
+    and a supervisor probing it sees it never become ready."""
+
+    def __init__(self, health: Health, host: str, port: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.health = health
+        self.host, self.port = host, port
+        self._runner: web.AppRunner | None = None
+
+    def routes(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/livez", self.livez)
+        app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/startupz", self.startupz)
+        return app
+
+    async def livez(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        reasons = self.health.not_ready()
+        body = {"status": "not ready" if reasons else "ok", "reasons": reasons, "assigned": self.health.assigned()}
+        return web.json_response(body, status=503 if reasons else 200)
+
+    async def startupz(self, request: web.Request) -> web.Response:
+        reasons = self.health.started()
+        return web.json_response({"status": "starting" if reasons else "ok", "reasons": reasons},
+                                 status=503 if reasons else 200)
+
+    async def on_start(self) -> None:
+        runner = web.AppRunner(self.routes(), access_log=None)  # a probe every few seconds is no news
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+        except OSError as err:
+            log.error("probes not started on %s:%s: %s", self.host, self.port, err)
+            await runner.cleanup()
+            return
+        self._runner = runner
+        log.info("probes on http://%s:%s (/livez, /readyz, /startupz)", self.host, self.port)
+
+    async def on_stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
