@@ -21,7 +21,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
-from . import metrics, tracing
+from . import metrics, tracing, waves
 from .config import Effort, Role, Settings, Thinking
 from .errors import FINAL_LLM_KINDS, CyberJurorsError
 from .model_catalog import facts
@@ -168,11 +168,14 @@ class LLM(Protocol):
 
 async def gather_all(*calls: Awaitable[R]) -> list[R]:
     """Run calls concurrently; if one fails, cancel the rest (no paying for answers that will be
-    thrown away) and raise that first error itself, not an ExceptionGroup."""
+    thrown away) and raise that first error itself, not an ExceptionGroup. Inside a run in waves
+    (``waves.py``) each call is a flow of its own while it runs."""
     tasks: list[asyncio.Task[R]] = []
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(call) for call in calls]  # type: ignore[arg-type]
+            if (run := waves.current()) is not None:
+                run.fork(tasks)
     except BaseExceptionGroup as errors:
         raise errors.exceptions[0] from None
     return [t.result() for t in tasks]
@@ -190,6 +193,8 @@ class GuardedLLM:
     tokens_per_minute: int | None = None
     call_log: Path | None = None
     prices: metrics.PriceTable | None = None
+    batch: bool = False
+    """the inner backend answers through the Message Batches API: calls are priced at its share"""
     _slots: asyncio.Semaphore = field(init=False)
     _rate: AsyncLimiter | None = field(init=False)
 
@@ -239,7 +244,7 @@ class GuardedLLM:
                 tracing.answered(span, result)
             elapsed = time.perf_counter() - started
         usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
-        cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self.prices)
+        cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self.prices, self.batch)
         result.usage = usage.model_copy(update={"cost_usd": cost})  # what the per-case budget adds up
         self._log(request, elapsed, backend, result=result)
         return result
@@ -256,6 +261,7 @@ class GuardedLLM:
             "backend": backend,
             "model": result.model if result else request.model,
             "error": error,
+            **({"batch": True} if self.batch else {}),
             **(result.usage.model_dump(exclude={"calls"}) if result else {"latency_s": elapsed}),
         }
         with self.call_log.open("a", encoding="utf-8") as log:  # type: ignore[union-attr]
