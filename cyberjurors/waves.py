@@ -8,7 +8,7 @@ focus calls of all cases so make one wave, the first select step of every party 
 the perceive steps, ..., round 1's warm-up jurors, the other jurors, the round summaries, and so
 on: stage by stage, because every case waits for its answer before its next call.
 
-To tell when nothing can go further, a run counts its *flows*: each case is one, a ``gather_all``
+To tell when nothing can go further, a run counts its *flows*: each case is one (``Waves.gather``), a ``gather_all``
 (``llm.py``) turns one into several (the two parties' chains, the jurors of a round) and back into
 one when they are done, and a flow stops counting while it waits in ``Waves.wait``. When the count
 reaches zero with calls waiting, the wave is due. The stage functions wait only on the model, on
@@ -20,15 +20,15 @@ so nothing in ``jury/`` does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from .errors import CyberJurorsError
 
 P = TypeVar("P")
+R = TypeVar("R")
 
 _RUN: contextvars.ContextVar[Waves | None] = contextvars.ContextVar("cyberjurors_waves", default=None)
 
@@ -59,16 +59,24 @@ class Waves(Generic[P]):
     """the calls of each wave answered so far, in order"""
     _task: asyncio.Task[None] | None = None
 
-    @contextlib.contextmanager
-    def flow(self) -> Iterator[None]:
-        """One case's flow, from its task: the calls it (and what it forks) makes join the waves."""
-        self.active += 1
-        token = _RUN.set(self)
+    async def gather(self, *calls: Awaitable[R]) -> list[R]:
+        """Run each call as a flow of this run (one per case), like ``gather_all``: if one fails, the
+        rest are cancelled and that error is raised. All are counted before any starts, so the first
+        to wait cannot start a wave the others have not joined yet; each leaves the count when its
+        task is done (a done-callback: it runs even for a task cancelled before it started)."""
+        context = contextvars.copy_context()
+        context.run(_RUN.set, self)
+        self.active += len(calls)
+        tasks: list[asyncio.Task[R]] = []
         try:
-            yield
-        finally:
-            _RUN.reset(token)
-            self._leave()
+            async with asyncio.TaskGroup() as group:
+                for call in calls:
+                    task = group.create_task(call, context=context.copy())  # type: ignore[arg-type]
+                    task.add_done_callback(lambda _: self._leave())
+                    tasks.append(task)
+        except BaseExceptionGroup as errors:
+            raise errors.exceptions[0] from None
+        return [t.result() for t in tasks]
 
     async def wait(self, payload: P) -> Any:
         """Join the current wave; returns (or raises) what the wave's answer says."""
@@ -130,6 +138,7 @@ class Waves(Generic[P]):
             self._task = asyncio.get_running_loop().create_task(self._run(calls), context=contextvars.Context())
 
     async def _run(self, calls: list[Call[P]]) -> None:
+        calls = [c for c in calls if not c.resumed]  # given up by their flows before the wave began
         try:
             outcomes = await self.answer([c.payload for c in calls])
             for call, outcome in zip(calls, outcomes, strict=True):

@@ -454,6 +454,8 @@ class Accounted:
     breakpoints: list[tuple[int, str]]
     prefix_tokens: list[int]
     """the prefix length at each breakpoint"""
+    answers: str = ""
+    """the title of the output schema (Focus, Selection, BallotDraft, ...): which stage asked"""
 
 
 @dataclass
@@ -552,6 +554,7 @@ class StrictModel:
             bill = self.cache.account(body, blocks, self.latency_s)
         except Invalid as err:
             return anthropic_error(400, "invalid_request_error", str(err))
+        bill.answers = ((body.get("output_config") or {}).get("format") or {}).get("schema", {}).get("title", "")
         self.billed.append(bill)
         return self.reply(body, bill)
 
@@ -593,7 +596,7 @@ class _Deferred:
 # --- the Message Batches API -----------------------------------------------------------------
 
 BATCHES_PATH = "/v1/messages/batches"
-Fault = Literal["errored", "expired"]
+Fault = Literal["errored", "expired", "invalid"]
 
 
 @dataclass
@@ -613,11 +616,15 @@ class MessageBatches:
     (in_progress for ``polls_to_end`` retrieves, then every entry is answered by the server's
     ``respond`` function, side by side: no entry reads another's cache write), results as JSONL in
     the API's shapes (succeeded with the message, errored with the error, expired, canceled), and
-    cancel. ``fault(custom_id, attempt)`` makes an entry come back errored (an api_error) or expired;
-    ``attempt`` counts from 1 over every batch that carried that custom_id."""
+    cancel. ``fault(custom_id, attempt, params)`` makes an entry come back errored (an api_error, or
+    an invalid_request_error for "invalid") or expired; ``attempt`` counts from 1 over every batch that
+    carried that custom_id. ``canceled(n)``: an operator
+    cancels the n-th batch created (from 1) right after its creation. Results come in reverse order:
+    the API does not keep the order of the requests either."""
 
     polls_to_end: int = 1
-    fault: Callable[[str, int], Fault | None] = lambda custom_id, attempt: None
+    fault: Callable[[str, int, dict[str, Any]], Fault | None] = lambda custom_id, attempt, params: None
+    canceled: Callable[[int], bool] = lambda n: False
     batches: dict[str, Batch] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
     creates: int = 0
@@ -655,6 +662,8 @@ class MessageBatches:
         self.batches[batch.id] = batch
         for custom_id in ids:
             self.attempts[custom_id] = self.attempts.get(custom_id, 0) + 1
+        if self.canceled(self.creates):
+            self.cancel(batch.id)
         return Reply(body=self.view(batch, ""))
 
     def process(self, batch: Batch, respond: Callable[[Received], Reply]) -> None:
@@ -662,15 +671,18 @@ class MessageBatches:
         with deferred() if deferred else contextlib.nullcontext():
             for request in batch.requests:
                 batch.results.append(self.result(request, respond))
+        batch.results.reverse()
         self.end(batch)
 
     def result(self, request: dict[str, Any], respond: Callable[[Received], Reply]) -> dict[str, Any]:
         custom_id = request["custom_id"]
-        fault = self.fault(custom_id, self.attempts[custom_id])
+        fault = self.fault(custom_id, self.attempts[custom_id], request["params"])
         if fault == "expired":
             return {"custom_id": custom_id, "result": {"type": "expired"}}
         if fault == "errored":
             return errored(custom_id, "api_error", "Internal server error")
+        if fault == "invalid":
+            return errored(custom_id, "invalid_request_error", "messages: this request is refused")
         reply = respond(Received("POST", "/v1/messages", {}, request["params"]))
         if reply.status != 200:
             return errored(custom_id, reply.body["error"]["type"], reply.body["error"]["message"])

@@ -37,7 +37,7 @@ from ..backends.routed import routed
 from ..config import Settings, split_model
 from ..jury.rounds import Jury
 from ..jury.stages import NoPrecedents, Retriever, judge_file
-from ..llm import LLM, GuardedLLM, LLMError, gather_all
+from ..llm import LLM, GuardedLLM, LLMError
 from ..metrics import PriceTable
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, DisputeCase, Verdict, now
@@ -101,26 +101,25 @@ class Judged:
     waves: int = 0
 
 
-async def judge_case(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury, precedents: Retriever,
-                     waves: Waves[Pending]) -> tuple[Verdict | None, str | None]:
-    """One case as its own flow: its verdict, or why there is none as a dead letter would say it
-    (``stage:reason``). A stop of the whole run (``BatchStop``) is raised."""
+async def judge_case(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury,
+                     precedents: Retriever) -> tuple[Verdict | None, str | None]:
+    """One case (a flow of the run: ``Waves.gather``): its verdict, or why there is none as a dead
+    letter would say it (``stage:reason``). A stop of the whole run (``BatchStop``) is raised."""
     stage = ["ingest"]
-    with waves.flow():
-        try:
-            problems = intake.admit(case, settings)
-            case_file = CaseFile(case=case, received_at=now(), problems=problems, backend=llm.backend)
-            return await judge_file(case_file, llm, settings, jury, precedents,
-                                    at=lambda name: stage.__setitem__(0, name)), None
-        except intake.Rejected as err:
-            return None, f"ingest:{err.reason}"
-        except LLMError as err:
-            return None, f"{stage[0]}:llm_{err.kind}"
-        except BatchStop:
-            raise
-        except Exception:  # a bug costs the case, as stage_failed does on the stream, not the run
-            log.exception("case %s failed in stage %s", case.case_id, stage[0])
-            return None, f"{stage[0]}:stage_failed"
+    try:
+        problems = intake.admit(case, settings)
+        case_file = CaseFile(case=case, received_at=now(), problems=problems, backend=llm.backend)
+        return await judge_file(case_file, llm, settings, jury, precedents,
+                                at=lambda name: stage.__setitem__(0, name)), None
+    except intake.Rejected as err:
+        return None, f"ingest:{err.reason}"
+    except LLMError as err:
+        return None, f"{stage[0]}:llm_{err.kind}"
+    except BatchStop:
+        raise
+    except Exception:  # a bug costs the case, as stage_failed does on the stream, not the run
+        log.exception("case %s failed in stage %s", case.case_id, stage[0])
+        return None, f"{stage[0]}:stage_failed"
 
 
 @contextlib.asynccontextmanager
@@ -149,7 +148,7 @@ async def judge_in_waves(settings: Settings, cases: list[DisputeCase], executor:
                 llm = wave_llm(settings, waves, executor)
 
                 async def one(case: DisputeCase) -> None:
-                    verdict, failure = await judge_case(case, llm, settings, jury, precedents, waves)
+                    verdict, failure = await judge_case(case, llm, settings, jury, precedents)
                     record(case.case_id, verdict, failure)
                     if verdict is not None:
                         judged.verdicts[case.case_id] = verdict
@@ -157,7 +156,7 @@ async def judge_in_waves(settings: Settings, cases: list[DisputeCase], executor:
                         judged.failures[case.case_id] = failure or "unknown"
                     progress.advance(task)
 
-                await gather_all(*(one(case) for case in cases[start:start + settings.batch_max_cases]))
+                await waves.gather(*(one(case) for case in cases[start:start + settings.batch_max_cases]))
                 judged.waves += len(waves.sizes)
     finally:
         close = getattr(getattr(executor, "llm", None), "aclose", None)
