@@ -2,7 +2,8 @@
 
 One call per request: the system prompt as a text block, then one user turn holding the case
 prefix every juror shares (marked as a prompt-cache breakpoint with the configured TTL when it can
-reach the model's minimum cacheable length) followed by the stage's prompt. The role's thinking
+reach the model's minimum cacheable length), a juror's own persona and memory (a second breakpoint
+where it pays, ``llm.stage_request``), then the stage's prompt. The role's thinking
 and effort go as ``thinking`` and ``output_config.effort``, with ``max_tokens`` keeping room for
 the thinking as well as the answer; thinking blocks in the reply are not the answer.
 Images go as base64 blocks, each preceded by its label ("frame 7 at 3.50s") so the model can cite
@@ -61,12 +62,14 @@ def blocks(parts: list[Part]) -> list[dict]:
 
 
 def user_content(request: LLMRequest, cache: bool = True) -> list[dict]:
-    """The case prefix, then the stage prompt; the prefix's last block is a cache breakpoint when
-    the request says it can be cached (``stage_request`` checks the model's minimum length)."""
-    shared = blocks(request.shared)
-    if shared and cache and request.cache_prefix:
-        shared[-1]["cache_control"] = {"type": "ephemeral", "ttl": request.cache_ttl}
-    return [*shared, *blocks(request.prompt)]
+    """The case prefix, the caller's own part, then the stage prompt; the prefix's last block is a
+    cache breakpoint when the request says it can be cached (``stage_request`` checks the model's
+    minimum length), and so is the own part's when the request marks it (``cache_own``)."""
+    shared, own = blocks(request.shared), blocks(request.own)
+    for part, marked in ((shared, request.cache_prefix), (own, request.cache_own)):
+        if part and cache and marked:
+            part[-1]["cache_control"] = {"type": "ephemeral", "ttl": request.cache_ttl}
+    return [*shared, *own, *blocks(request.prompt)]
 
 
 @dataclass(frozen=True)

@@ -121,12 +121,9 @@ async def _ballot(
         system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
         shared=[prompts.case_prefix(case_file.case, focus, clues,
                                     case_file.precedents.cases if case_file.precedents else []), *media],
-        prompt=[prompts.juror_prompt(
-            persona.card(), memory, round_no,
-            jury.voices(neighbours),
-            summary.summary if summary else None,
-            precedents=settings.precedent_backend != "none",
-        )],
+        # the persona and memory are the same in every round: a part of their own, cached across rounds
+        own=[prompts.juror_own(persona.card(), memory, precedents=settings.precedent_backend != "none")],
+        prompt=[prompts.juror_round(round_no, jury.voices(neighbours), summary.summary if summary else None)],
         task=JurorTask(case_file.case, focus, clues, juror, persona, memory, round_no, neighbours, summary),
         case_id=case_file.case_id,
     )
