@@ -295,7 +295,7 @@ class ThinkingModel:
 MIN_CACHEABLE = {"claude-sonnet-5-5": 512, "claude-sonnet-5": 1024, "claude-opus-4-7": 2048,
                  "claude-haiku-4-5": 4096}
 TTL_S = {"5m": 300.0, "1h": 3600.0}
-LOOKBACK_BLOCKS = 20        # a breakpoint finds an earlier entry at most this many blocks back
+LOOKBACK_BLOCKS = 20        # a breakpoint finds an earlier entry at most this many blocks before it
 MAX_BREAKPOINTS = 4
 MAX_IMAGES = 100
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
@@ -488,7 +488,7 @@ class PromptCache:
         marks = breakpoints(blocks)
         sizes = list(itertools.accumulate(block_tokens(b) for b in blocks))
         keys, now = self.keys(body, blocks), self.clock()
-        hit = max((i for b, _ in marks for i in range(b, max(b - LOOKBACK_BLOCKS, -1), -1)
+        hit = max((i for b, _ in marks for i in range(b, max(b - LOOKBACK_BLOCKS - 1, -1), -1)
                    if self.live(keys[i], now)), default=-1)
         read = sizes[hit] if hit >= 0 else 0
         if hit >= 0:
