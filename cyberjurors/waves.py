@@ -139,6 +139,9 @@ class Waves(Generic[P]):
 
     async def _run(self, calls: list[Call[P]]) -> None:
         calls = [c for c in calls if not c.resumed]  # given up by their flows before the wave began
+        if not calls:
+            self._task = None
+            return
         try:
             outcomes = await self.answer([c.payload for c in calls])
             for call, outcome in zip(calls, outcomes, strict=True):
