@@ -53,6 +53,11 @@ ERROR_KINDS = {"invalid_request_error": "bad_request", "not_found_error": "bad_r
 NOT_RETRIED = FINAL_LLM_KINDS | {"auth"}
 
 
+def batch_kind(error_type: str) -> str:
+    """An errored entry's error type as the kind a streaming call's failure would have."""
+    return ERROR_KINDS.get(error_type, "server_error")
+
+
 class BatchStop(CyberJurorsError, RuntimeError):
     """The run cannot go on (a batch was canceled, the batch API refused or failed); what it has done
     is kept and the same command resumes."""
@@ -133,7 +138,7 @@ class BatchStore:
         self.collected: set[str] = set()
         self._messages: dict[str, int] = {}
         self.final: dict[str, tuple[str, str]] = {}
-        """custom_id -> (kind, message) of an error the same request meets again"""
+        """custom_id -> (error type, message) of an error the same request meets again"""
         for record, _ in self._read(self.batches_path):
             if record.get("collected"):
                 self.collected.add(record["batch_id"])
@@ -158,8 +163,8 @@ class BatchStore:
     def _index(self, record: dict[str, Any], offset: int) -> None:
         if record["type"] == "succeeded":
             self._messages[record["custom_id"]] = offset
-        elif record["type"] == "errored" and record["kind"] in NOT_RETRIED:
-            self.final[record["custom_id"]] = (record["kind"], record["error"])
+        elif record["type"] == "errored" and batch_kind(record["error_type"]) in NOT_RETRIED:
+            self.final[record["custom_id"]] = (record["error_type"], record["error"])
 
     def _append(self, path: Path, records: list[dict[str, Any]]) -> int:
         with path.open("ab") as out:
@@ -202,7 +207,7 @@ def result_record(entry: MessageBatchIndividualResponse, batch_id: str) -> dict[
         record["message"] = result.message.model_dump(mode="json")
     elif result.type == "errored":
         error = result.error.error
-        record["kind"] = ERROR_KINDS.get(error.type, "server_error")
+        record["error_type"] = error.type
         record["error"] = f"{error.type}: {error.message}"[:500]
     return record
 
@@ -276,15 +281,15 @@ class MessageBatches:
         if message is not None:
             return message
         if i in self.store.final:
-            kind, error = self.store.final[i]
-            return LLMError(kind, f"anthropic batch: {error}")
+            error_type, error = self.store.final[i]
+            return LLMError(batch_kind(error_type), f"anthropic batch: {error}")
         if len(entry.failures) >= self.max_attempts:
             last = entry.failures[-1]
             if last["type"] == "expired":
                 return LLMError("timeout", f"anthropic batch: the request expired in {len(entry.failures)} "
                                            "batches (not processed within 24 hours)")
-            return LLMError(last["kind"], f"anthropic batch: errored in {len(entry.failures)} batches, last "
-                                          f"{last['error']}")
+            return LLMError(batch_kind(last["error_type"]), f"anthropic batch: errored in {len(entry.failures)} "
+                                                            f"batches, last {last['error']}")
         return None
 
     async def send(self, ids: list[str], entries: dict[str, Sent]) -> None:
@@ -292,7 +297,8 @@ class MessageBatches:
         submitted = [await self.submit(chunk, entries) for chunk in chunks(ids, entries)]
         for records in await asyncio.gather(*(self.collect(b) for b in submitted)):
             for record in records:
-                if record["type"] == "expired" or (record["type"] == "errored" and record["kind"] not in NOT_RETRIED):
+                if record["type"] == "expired" or (record["type"] == "errored"
+                                                   and batch_kind(record["error_type"]) not in NOT_RETRIED):
                     entries[record["custom_id"]].failures.append(record)
 
     async def submit(self, ids: list[str], entries: dict[str, Sent]) -> str:
