@@ -44,7 +44,7 @@ from cyberjurors.metrics import PriceTable
 from cyberjurors.schemas import DisputeCase, Focus, Verdict
 from cyberjurors.waves import Waves
 
-from .messages_server import MessageBatches, Received, Reply, ScriptedServer, StrictModel, serving
+from .messages_server import MessageBatches, ScriptedServer, StrictModel, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

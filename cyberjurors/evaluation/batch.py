@@ -45,7 +45,7 @@ from ..waves import Waves
 from .dataset import Dataset
 from .ladder import Ablation
 from .report import BatchRun, DatasetInfo, EvalReport
-from .runner import EvalError, Options, RunState, _results, failed_cases, fingerprint, public_settings
+from .runner import EvalError, Options, RunState, case_results, failed_cases, fingerprint, public_settings
 from .scores import summarize
 from .swap import swap_parties, twin_id
 
@@ -213,7 +213,7 @@ def evaluate_batch(dataset: Dataset, ablation: Ablation, base: Settings, run: Ru
             except BatchStop as err:
                 raise EvalError(str(err)) from err
         verdicts = run.decided(key)
-    results = _results(dataset, verdicts, judged.failures, options.party_swap)
+    results = case_results(dataset, verdicts, judged.failures, options.party_swap)
     mine = [verdicts[c.case_id] for c in dataset.cases if c.case_id in verdicts]
     stream_cost, stream_n = streaming_cost(run, ablation, settings, {c.case_id for c in dataset.cases})
     return EvalReport(

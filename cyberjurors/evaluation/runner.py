@@ -198,7 +198,7 @@ async def _collect(settings: Settings, pending: dict[str, DisputeCase], run: Run
     return failures
 
 
-def _results(dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str, str],
+def case_results(dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str, str],
              party_swap: bool) -> list[CaseResult]:
     results = []
     for case in dataset.cases:
@@ -257,7 +257,7 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
                           TimeElapsedColumn(), console=console, transient=True) as progress:
                 failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))
         verdicts = run.decided(ablation.key)
-    results = _results(dataset, verdicts, failures, options.party_swap)
+    results = case_results(dataset, verdicts, failures, options.party_swap)
     return EvalReport(
         name=ablation.name, description=ablation.description,
         dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
