@@ -1,140 +1,309 @@
-"""Token economy: what sharing stages I-II and caching the case prefix save per verdict.
+"""Token economy as a strict Messages API server bills it: what sharing stages I-II and caching the
+case prefix save per verdict, the cache-read share of each case's input, and what the Message
+Batches API saves on an evaluation of the ablation ladder.
 
-Two configurations judge the same cases side by side, through the same stage functions the
-Faust workers run (``jury.stages.judge``), in one process:
+Every call goes through the real anthropic SDK (``backends/anthropic.py``, and ``backends/batch.py``
+for batches) to a local server that checks requests the way the Messages API documents them and
+accounts for the prompt cache by prefix (``tests/messages_server.py``, ``StrictModel``): cache
+breakpoints (at most 4, 1-hour ones first), each model's minimum cacheable prefix, TTLs refreshed by
+reads, the system prompt inside the cached prefix, a 20-block lookback, writes readable only once
+the response that wrote them is out (so calls sent together do not read each other's writes; within
+a batch, not before the batch ends), images at width x height / 750. Its tokenizer is a stand-in
+(word pieces of up to 5 letters, digits in threes, one per other visible character): counts are
+close to, not equal to, Claude's. What the model answers comes from the offline stand-in (so votes,
+early stops and clue chains are those of the offline runs), serialised as the server's reply: the
+server bills its tokens, the client reads them from the reply's usage, as with the real API.
 
-* configured: the defaults. Stages I-II run once per case and are shared by the 17 jurors; the
-  case prefix (metadata, focus, clue chain, transcript) is marked cacheable, and round 1 warms
-  the cache with one juror first;
-* naive: every juror re-runs stages I-II itself in every round (``per_juror_stages``), and
-  nothing is cached (``prompt_caching`` off).
+* configured: the defaults (stages I-II once per case, shared by the 17 jurors; the case prefix
+  cached; round 1 warms the cache with one juror first; the 5-minute TTL);
+* naive: every juror re-runs stages I-II itself in every round (``per_juror_stages``) and nothing is
+  marked cacheable (``prompt_caching`` off).
 
-Tokens are the offline backend's estimates (4 characters a token, 800 per image), the same
-estimator on both sides, and it bills a shared prefix the way a provider's prompt cache does:
-written once at 1.25x, read afterwards at 0.1x. "Billable" tokens weight each kind by its list
-price relative to uncached input (default price table: input 1, cache write 1.25, cache read
-0.1, output 5), so their ratio is the ratio of the bills; USD at claude-sonnet-5-5's dated list
-prices (model_catalog.py). A prefix is marked cacheable only where it can reach the model's
-minimum cacheable length (llm.can_cache), as on the provider. Cacheable-prefix share = the part of
-all input-side tokens that sits in a cached prefix; cache read = the part read from the cache.
+"Billable" tokens weight each kind by its list price relative to uncached input (claude-sonnet-5-5:
+output 5, 5-minute write 1.25, 1-hour write 2, read 0.1), so their ratio is the ratio of the bills.
+The ladder part runs each rung (``evaluation/ladder.py``) over the same cases twice against fresh
+servers, as ``cyberjurors eval`` does (one-hour TTL): streaming, each case's calls sent as they
+come, priced at standard rates; and in waves through the server's batch endpoints, priced at the
+batch share; each from its own measured usage.
 
-Run: .venv/bin/python bench/token_economy.py [--cases 13] [--jurors 17] [--rounds 3]
+Run: .venv/bin/python bench/token_economy.py [--cases 13] [--jurors 17] [--rounds 3] [--precedents]
+     [--ladder] [--thinking 0]
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import statistics
+import sys
+import tempfile
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import typer
 from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.config import DEFAULT_LLM_PRICES, Settings
-from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM, LLMRequest, LLMResult, T, prefix_tokens
-from cyberjurors.model_catalog import facts
-from cyberjurors.schemas import DisputeCase, Usage, Verdict
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the local server lives with the tests
+from tests.messages_server import MessageBatches, ScriptedServer, StrictModel, request_text  # noqa: E402
 
-console = make_console(160)
+from cyberjurors.backends import build_llm  # noqa: E402
+from cyberjurors.backends.anthropic import AnthropicLLM, user_content  # noqa: E402
+from cyberjurors.backends.batch import BatchStore, MessageBatches as BatchExecutor, Pending  # noqa: E402
+from cyberjurors.backends.offline import OfflineLLM  # noqa: E402
+from cyberjurors.config import DEFAULT_LLM_PRICES, Settings  # noqa: E402
+from cyberjurors.evaluation.batch import judge_case, opened_precedents, wave_llm  # noqa: E402
+from cyberjurors.evaluation.ladder import LADDER  # noqa: E402
+from cyberjurors.jury.rounds import Jury  # noqa: E402
+from cyberjurors.jury.stages import judge  # noqa: E402
+from cyberjurors.llm import LLM, LLMRequest, LLMResult, T, gather_all  # noqa: E402
+from cyberjurors.precedents.build import build_precedents  # noqa: E402
+from cyberjurors.precedents.precedent_base import opened_base  # noqa: E402
+from cyberjurors.schemas import DisputeCase, Usage, Verdict  # noqa: E402
+from cyberjurors.waves import Waves  # noqa: E402
+
+console = make_console(170)
 PRICE = DEFAULT_LLM_PRICES["claude-sonnet-5-5"]
+LATENCY_S = 0.02  # the server's answer time: what calls sent together cannot read of each other's writes
+ROLES = {"Focus": "focus", "Selection": "select", "Perception": "perceive", "BallotDraft": "juror",
+         "RoundSummaryDraft": "summary"}
+
+
+class BenchError(RuntimeError):
+    """The bench could not measure (a case failed)."""
 
 
 def billable(u: Usage) -> float:
     """Input-token equivalents at list prices: what the bill is proportional to."""
-    return (u.input_tokens * PRICE.input + u.cache_write_tokens * PRICE.cache_write
+    write_5m = u.cache_write_tokens - u.cache_write_1h_tokens
+    return (u.input_tokens * PRICE.input + write_5m * PRICE.cache_write + u.cache_write_1h_tokens * PRICE.write_1h
             + u.cache_read_tokens * PRICE.cache_read + u.output_tokens * PRICE.output) / PRICE.input
 
 
-def usd(u: Usage) -> float:
-    return billable(u) * PRICE.input / 1e6
+def output_billable(u: Usage) -> float:
+    return u.output_tokens * PRICE.output / PRICE.input
 
 
-def cacheable_share(u: Usage) -> float:
-    inputs = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
-    return (u.cache_read_tokens + u.cache_write_tokens) / inputs if inputs else 0.0
-
-
-def cache_read_share(u: Usage) -> float:
+def read_share(u: Usage) -> float:
     """The cache-hit ratio of the dashboards: cache read / input-side tokens."""
     inputs = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
     return u.cache_read_tokens / inputs if inputs else 0.0
 
 
-class PrefixLog(OfflineLLM):
-    """The offline backend, noting per role each request's estimated prefix and whether it was marked
-    as a cache breakpoint."""
+def digest(body: dict) -> str:
+    return hashlib.sha256(request_text(body).encode()).hexdigest()
 
-    def __init__(self, prompt_caching: bool):
-        super().__init__(prompt_caching=prompt_caching)
-        self.prefixes: dict[str, list[tuple[int, bool]]] = defaultdict(list)
+
+class Oracle:
+    """The offline stand-in decides what the model answers; the server bills it. Each answer is kept
+    under a digest of the request's text, as the anthropic backend sends it, for the server to find."""
+
+    def __init__(self, inner: LLM):
+        self.inner, self.mind = inner, OfflineLLM(prompt_caching=False)
+        self.backend = inner.backend
+        self.said: dict[str, dict] = {}
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
-        size = prefix_tokens(request.system, request.shared) if request.shared else 0  # no shared part: no prefix
-        self.prefixes[request.role].append((size, request.cache_prefix))
-        return await super().generate(request, output_type)
+        answer = await self.mind.generate(request, output_type)
+        body = {"system": [{"type": "text", "text": request.system}],
+                "messages": [{"role": "user", "content": user_content(request)}]}
+        self.said[digest(body)] = answer.output.model_dump(mode="json")
+        return await self.inner.generate(request, output_type)
+
+    def __call__(self, body: dict) -> dict | None:
+        return self.said.get(digest(body))
 
 
-async def judge_all(cases: list[DisputeCase], settings: Settings, backend: OfflineLLM) -> list[Verdict]:
-    llm = GuardedLLM(backend, concurrency=64)
-    return list(await asyncio.gather(*(judge(case, llm, settings) for case in cases)))
+@dataclass
+class Run:
+    verdicts: list[Verdict]
+    model: StrictModel
+    batches: int = 0
+    waves: int = 0
+
+    @property
+    def total(self) -> Usage:
+        return sum((v.tokens for v in self.verdicts), Usage())
+
+    def usd_per_case(self) -> float:
+        return sum(v.tokens.cost_usd for v in self.verdicts) / len(self.verdicts)
 
 
-def prefix_table(log: PrefixLog, model: str) -> Table:
-    table = Table(title=f"Cached prefixes by role, configured (estimate: system + shared parts, erring high; "
-                        f"{model} caches from {facts(model).min_cacheable_tokens if facts(model) else '?'} tokens)")
-    for column in ("role", "calls", "prefix tokens (min-max)", "marked cacheable"):
-        table.add_column(column, justify="left" if column == "role" else "right")
-    for role, seen in log.prefixes.items():
-        sizes = [size for size, _ in seen if size]
-        table.add_row(role, str(len(seen)), f"{min(sizes):,}-{max(sizes):,}" if sizes else "no shared prefix",
-                      f"{sum(marked for _, marked in seen)} of {len(seen)}")
+@asynccontextmanager
+async def strict_server(thinking: int) -> AsyncIterator[tuple[ScriptedServer, StrictModel, MessageBatches]]:
+    model, batches = StrictModel(thinking_tokens=thinking, latency_s=LATENCY_S), MessageBatches()
+    server = ScriptedServer(respond=model, batches=batches)
+    await server.start()
+    try:
+        yield server, model, batches
+    finally:
+        await server.stop()
+
+
+def checked(results: list[tuple[Verdict | None, str | None]], cases: list[DisputeCase]) -> list[Verdict]:
+    failed = {c.case_id: f for c, (v, f) in zip(cases, results) if v is None}
+    if failed:
+        raise BenchError(f"cases without a verdict: {failed}")
+    return [v for v, _ in results if v is not None]
+
+
+async def streaming(cases: list[DisputeCase], settings: Settings, thinking: int) -> Run:
+    """Each case's calls sent as they come (the stage functions back to back, as the topology runs them)."""
+    async with strict_server(thinking) as (server, model, _):
+        settings = settings.model_copy(update={"anthropic_base_url": server.url})
+        llm = Oracle(build_llm(settings))
+        model.answers = llm
+        jury = Jury.from_settings(settings)
+        try:
+            async with opened_precedents(settings, jury) as precedents:
+                verdicts = await gather_all(*(judge(c, llm, settings, jury, precedents) for c in cases))
+        finally:
+            await llm.inner.inner.aclose()  # type: ignore[attr-defined]
+        return Run(list(verdicts), model)
+
+
+async def in_waves(cases: list[DisputeCase], settings: Settings, thinking: int, folder: Path) -> Run:
+    """``eval --batch``: the cases in waves, each wave one Message Batch through the SDK."""
+    async with strict_server(thinking) as (server, model, batches):
+        settings = settings.model_copy(update={"anthropic_base_url": server.url})
+        executor = BatchExecutor(AnthropicLLM.from_settings(settings), BatchStore(folder), poll_s=0.01)
+        waves: Waves[Pending] = Waves(executor.answer)
+        llm = Oracle(wave_llm(settings, waves, executor))
+        model.answers = llm
+        jury = Jury.from_settings(settings)
+        try:
+            async with opened_precedents(settings, jury) as precedents:
+                results = await waves.gather(*(judge_case(c, llm, settings, jury, precedents) for c in cases))
+        finally:
+            await executor.llm.aclose()
+        return Run(checked(list(results), cases), model, batches.creates, len(waves.sizes))
+
+
+def usage_row(name: str, run: Run) -> list[str]:
+    t, n = run.total, len(run.verdicts)
+    shares = [read_share(v.tokens) for v in run.verdicts]
+    return [name, f"{t.calls / n:.1f}", f"{t.input_tokens / n:,.0f}", f"{t.cache_write_tokens / n:,.0f}",
+            f"{t.cache_read_tokens / n:,.0f}", f"{t.output_tokens / n:,.0f}", f"{billable(t) / n:,.0f}",
+            f"{t.cost_usd / n:.4f}", f"{read_share(t):.1%}",
+            f"{statistics.median(shares):.1%} ({min(shares):.1%}-{max(shares):.1%})"]
+
+
+def usage_table(configured: Run, naive: Run) -> Table:
+    table = Table(title="Per case (mean), as the strict server billed it")
+    for column in ("configuration", "calls", "input", "cache write", "cache read", "output", "billable", "USD",
+                   "cache read share", "per case: median (min-max)"):
+        table.add_column(column, justify="left" if column == "configuration" else "right")
+    table.add_row(*usage_row("configured", configured))
+    table.add_row(*usage_row("naive", naive))
     return table
 
 
-def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)"),
-         jurors: int = typer.Option(17, help="N"), rounds: int = typer.Option(3, help="T")) -> None:
-    # no per-case budget: the naive side would reach it (it measures what nothing stops)
-    base = Settings(llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0,
-                    jurors=jurors, rounds=rounds, case_token_budget=0)
-    configured_settings = base
-    naive_settings = base.model_copy(update={"per_juror_stages": True, "prompt_caching": False})
-    chosen = example_cases(cases)
-    console.print(f"{len(chosen)} example cases, N = {jurors}, T = {rounds}, early stop at delta = "
-                  f"{base.early_stop}; offline backend (a labelled stand-in: token counts are estimates)")
-    log = PrefixLog(prompt_caching=True)
-    configured = asyncio.run(judge_all(chosen, configured_settings, log))
-    naive = asyncio.run(judge_all(chosen, naive_settings, OfflineLLM(prompt_caching=False)))
+@dataclass
+class RoleBill:
+    calls: int = 0
+    kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    prefixes: list[int] = field(default_factory=list)
+    cached: int = 0
 
-    table = Table(title="Tokens per case (mean)")
-    for column in ("configuration", "calls", "input", "cache write", "cache read", "output", "total",
-                   "billable", "USD", "cacheable prefix", "cache read"):
-        table.add_column(column, justify="right" if column != "configuration" else "left")
-    summary = {}
-    for name, verdicts in (("configured", configured), ("naive", naive)):
-        total = sum((v.tokens for v in verdicts), Usage())
-        n = len(verdicts)
-        summary[name] = (total, n)
-        table.add_row(name, f"{total.calls / n:.1f}", f"{total.input_tokens / n:,.0f}",
-                      f"{total.cache_write_tokens / n:,.0f}", f"{total.cache_read_tokens / n:,.0f}",
-                      f"{total.output_tokens / n:,.0f}", f"{total.total_tokens / n:,.0f}",
-                      f"{billable(total) / n:,.0f}", f"{usd(total) / n:.4f}", f"{cacheable_share(total):.1%}",
-                      f"{cache_read_share(total):.1%}")
-    console.print(table)
-    console.print(prefix_table(log, base.model))
 
-    per_case = [billable(c.tokens) / billable(v.tokens) for c, v in zip(configured, naive)]
-    (conf, n), (nav, _) = summary["configured"], summary["naive"]
-    same = sum(c.votes == v.votes for c, v in zip(configured, naive))
+def role_table(model: StrictModel) -> Table:
+    """Where the input side goes, by stage: the answer to 'why is the share what it is'."""
+    roles: dict[str, RoleBill] = defaultdict(RoleBill)
+    for bill in model.billed:
+        r = roles[ROLES.get(bill.answers, bill.answers)]
+        r.calls += 1
+        for kind in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+            r.kinds[kind] += bill.usage[kind]
+        r.prefixes += bill.prefix_tokens
+        r.cached += bool(bill.usage["cache_read_input_tokens"] or bill.usage["cache_creation_input_tokens"])
+    table = Table(title="Configured, by stage: input side per call (mean) and the cached prefix as the server counted it")
+    for column in ("stage", "calls", "uncached input", "cache read", "cache write", "read share",
+                   "prefix at breakpoint (min-max)", "calls reading or writing"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    total = sum(sum(r.kinds.values()) for r in roles.values())
+    for name, r in roles.items():
+        side = sum(r.kinds.values())
+        table.add_row(name, str(r.calls), f"{r.kinds['input_tokens'] / r.calls:,.0f}",
+                      f"{r.kinds['cache_read_input_tokens'] / r.calls:,.0f}",
+                      f"{r.kinds['cache_creation_input_tokens'] / r.calls:,.0f}",
+                      f"{r.kinds['cache_read_input_tokens'] / side:.1%} of {side / total:.0%} of all",
+                      f"{min(r.prefixes):,}-{max(r.prefixes):,}" if r.prefixes else "no breakpoint",
+                      f"{r.cached} of {r.calls}")
+    return table
+
+
+def headline(configured: Run, naive: Run) -> None:
+    conf, nav = configured.total, naive.total
+    per_case = [billable(c.tokens) / billable(v.tokens) for c, v in zip(configured.verdicts, naive.verdicts)]
+    shares = [read_share(v.tokens) for v in configured.verdicts]
+    same = sum(c.votes == v.votes for c, v in zip(configured.verdicts, naive.verdicts))
     console.print(f"billable tokens, configured / naive: [bold]{billable(conf) / billable(nav):.3f}x[/] overall, "
-                  f"median per case {statistics.median(per_case):.3f}x (min {min(per_case):.3f}, max "
-                  f"{max(per_case):.3f}); target <= 0.5x")
-    console.print(f"total tokens processed: {conf.total_tokens / nav.total_tokens:.3f}x; calls: "
-                  f"{conf.calls / nav.calls:.3f}x")
-    console.print(f"same votes in {same} of {n} cases (the stand-in is deterministic, so sharing changes the cost, "
-                  "not the judgement; a real model's per-juror stages would vary)")
+                  f"median per case {statistics.median(per_case):.3f}x ({min(per_case):.3f}-{max(per_case):.3f}); "
+                  "goal <= 0.05x")
+    console.print(f"  of which the configured answers alone (output, thinking included): "
+                  f"{output_billable(conf) / billable(nav):.3f}x, the floor no request layout can go below "
+                  f"(output is {output_billable(conf) / billable(conf):.0%} of the configured bill)")
+    console.print(f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
+                  f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85")
+    console.print(f"same votes in {same} of {len(per_case)} cases (the stand-in decides, deterministically)")
+
+
+def ladder_rungs(precedents: bool) -> list:
+    return [a for a in LADDER if a.key != "mixed-jury" and (precedents or a.key != "precedent")]
+
+
+async def ladder(cases: list[DisputeCase], base: Settings, thinking: int, work: Path, precedents: bool) -> Table:
+    table = Table(title="The ablation ladder evaluated streaming and in batches (one-hour TTL, as eval runs it)")
+    for column in ("rung", "calls/case", "USD/case streaming", "USD/case batch", "batch / streaming", "waves",
+                   "batches"):
+        table.add_column(column, justify="left" if column == "rung" else "right")
+    spent = {"stream": 0.0, "batch": 0.0}
+    for rung in ladder_rungs(precedents):
+        settings = rung.settings(base).model_copy(update={"prompt_cache_ttl": "1h"})
+        stream = await streaming(cases, settings, thinking)
+        batch = await in_waves(cases, settings, thinking, work / "batches" / rung.key)
+        spent["stream"] += stream.usd_per_case()
+        spent["batch"] += batch.usd_per_case()
+        table.add_row(rung.name, f"{stream.total.calls / len(cases):.1f}", f"{stream.usd_per_case():.4f}",
+                      f"{batch.usd_per_case():.4f}", f"{batch.usd_per_case() / stream.usd_per_case():.3f}x",
+                      str(batch.waves), str(batch.batches))
+    table.add_row("whole ladder", "", f"{spent['stream']:.4f}", f"{spent['batch']:.4f}",
+                  f"[bold]{spent['batch'] / spent['stream']:.3f}x[/] (goal <= 0.55x)", "", "")
+    return table
+
+
+async def seed(settings: Settings) -> None:
+    async with opened_base(settings) as (index, embedder):
+        await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
+
+
+def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)"),
+         jurors: int = typer.Option(17, help="N"), rounds: int = typer.Option(3, help="T"),
+         precedents: bool = typer.Option(True, help="the precedent base (examples/precedents) on, as by default"),
+         run_ladder: bool = typer.Option(True, "--ladder/--no-ladder", help="also the ladder, streaming and batch"),
+         thinking: int = typer.Option(0, help="thinking tokens the server spends before every answer")) -> None:
+    work = Path(tempfile.mkdtemp(prefix="cj-token-economy-"))
+    # no per-case budget: the naive side would reach it (this measures what nothing stops)
+    base = Settings(llm_backend="anthropic", anthropic_api_key="bench", llm_max_retries=0, media_root=EXAMPLES,
+                    metrics_port=0, jurors=jurors, rounds=rounds, case_token_budget=0,
+                    precedent_backend="embedded" if precedents else "none", precedent_dir=work / "precedents")
+    if precedents:
+        asyncio.run(seed(base))
+    chosen = example_cases(cases)
+    console.print(f"{len(chosen)} example cases, N = {jurors}, T = {rounds}, early stop at delta = {base.early_stop}, "
+                  f"precedents {'on' if precedents else 'off'}; {base.model} on a strict local Messages server "
+                  f"(answers by the offline stand-in, {thinking} thinking tokens each)")
+    configured = asyncio.run(streaming(chosen, base, thinking))
+    naive = asyncio.run(streaming(chosen, base.model_copy(update={"per_juror_stages": True,
+                                                                   "prompt_caching": False}), thinking))
+    console.print(usage_table(configured, naive))
+    console.print(role_table(configured.model))
+    headline(configured, naive)
+    if run_ladder:
+        console.print(asyncio.run(ladder(chosen, base, thinking, work, precedents)))
 
 
 if __name__ == "__main__":

@@ -551,6 +551,10 @@ def eval_cmd(
     max_failures: Annotated[int, typer.Option(
         min=0, help="cases per configuration (party-swap twins included) that may end without a verdict, "
                     "dead-lettered or timed out, before eval exits 1")] = 0,
+    batch: Annotated[bool, typer.Option(
+        "--batch", help="judge in stage-synchronous waves in this process, every wave one Message Batch at the batch "
+                        "price (anthropic backend; offline: waves in process), instead of through the streaming "
+                        "topology; no broker; resumable from OUT/batches")] = False,
     settings: SettingsOption = None,
 ) -> None:
     """Run a labelled dataset through the pipeline and score it against the real jury votes.
@@ -562,12 +566,12 @@ def eval_cmd(
     (the same command resumes)."""
     with stopped_by_signals("; results so far are kept, the same command resumes"):
         _eval(dataset, ablation, out, concurrency, party_swap, timeout, fresh, bootstrap, precedents_from,
-              max_failures, settings)
+              max_failures, settings, batch)
 
 
 def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: int, party_swap: bool,
           timeout: float, fresh: bool, bootstrap: str | None, precedents_from: Path | None, max_failures: int,
-          settings: Path | None) -> None:
+          settings: Path | None, batch: bool = False) -> None:
     from rich.markup import escape
 
     from .evaluation import report
@@ -593,7 +597,8 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
                       "not model judgement[/]")
     try:
         reports = run_eval(data, chosen, config, Options(out=out, concurrency=concurrency, party_swap=party_swap,
-                                                         timeout_s=timeout, fresh=fresh), console, bootstrap)
+                                                         timeout_s=timeout, fresh=fresh, batch=batch), console,
+                           bootstrap)
     except EvalError as err:
         console.print(f"[red]evaluation stopped:[/] {escape(str(err))}")
         raise typer.Exit(1) from err

@@ -207,6 +207,13 @@ class Settings(BaseSettings):
     llm_max_retries: int = 4
     offline_latency_s: float = Field(0.0, ge=0, description="simulated per-call latency (offline backend)")
     llm_call_log: Path | None = Field(None, description="append one JSON line per LLM call")
+    # --- eval --batch: the Message Batches API (backends/batch.py, evaluation/batch.py) ---------------
+    batch_poll_s: float = Field(30.0, gt=0, description="eval --batch: seconds between status checks of a "
+                                                        "Message Batch")
+    batch_max_attempts: int = Field(3, ge=1, description="eval --batch: batches an entry may be sent in; an errored "
+                                                         "(retryable) or expired entry goes again in the next one")
+    batch_max_cases: int = Field(500, ge=1, description="eval --batch: cases judged side by side in one set of waves "
+                                                        "(bounds memory; a larger set means fewer, larger batches)")
 
     # --- Per-case budget (issue 13): a ceiling checked between steps, never a silent truncation ----
     # 0 = off (not None: a child worker gets its settings as env vars, where None would be left out

@@ -21,7 +21,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
-from . import metrics, tracing
+from . import metrics, tracing, waves
 from .config import Effort, Role, Settings, Thinking
 from .errors import FINAL_LLM_KINDS, CyberJurorsError
 from .model_catalog import facts
@@ -65,6 +65,7 @@ class LLMRequest:
     shared: list[Part]
     """The per-case prefix, identical for every juror of a case: backends cache it."""
     prompt: list[Part]
+    """What this call asks, after the shared prefix (and the caller's own part)."""
     task: Any = None
     """The structured input the prompt was rendered from; read by the offline and scripted backends."""
     case_id: str = ""
@@ -77,17 +78,26 @@ class LLMRequest:
     cache_prefix: bool = True
     """Mark the end of ``shared`` as a prompt-cache breakpoint (``stage_request`` decides)."""
     cache_ttl: Literal["5m", "1h"] = "5m"
+    own: list[Part] = field(default_factory=list)
+    """Between the shared prefix and the prompt: the caller's own part, the same in each of its calls
+    (a juror's persona and memory, every round of a case)."""
+    cache_own: bool = False
+    """Mark the end of ``own`` as a second breakpoint, so the caller's later calls read it too."""
 
     def __post_init__(self) -> None:
         # a model cannot cite, and a reader cannot trace, a picture that says nothing of where it came from
         if any(not image.label.strip() for image in self.images()):
             raise ValueError("every image sent to a model needs its evidence label")
 
+    def parts(self) -> list[Part]:
+        """Everything after the system prompt, in the order the model reads it."""
+        return [*self.shared, *self.own, *self.prompt]
+
     def text(self) -> str:
-        return "\n".join(p.text for p in [*self.shared, *self.prompt] if isinstance(p, TextPart))
+        return "\n".join(p.text for p in self.parts() if isinstance(p, TextPart))
 
     def images(self) -> list[ImagePart]:
-        return [p for p in [*self.shared, *self.prompt] if isinstance(p, ImagePart)]
+        return [p for p in self.parts() if isinstance(p, ImagePart)]
 
     def max_tokens(self, thinking_off: bool = False) -> int:
         """The output cap to send: a provider counts thinking toward it, so it keeps the thinking
@@ -96,16 +106,20 @@ class LLMRequest:
 
 
 def stage_request(role: Role, settings: Settings, *, system: str, prompt: Sequence[str | Part], task: Any,
-                  case_id: str, shared: Sequence[str | Part] = (), juror: int | None = None) -> LLMRequest:
+                  case_id: str, shared: Sequence[str | Part] = (), juror: int | None = None,
+                  own: Sequence[str | Part] = ()) -> LLMRequest:
     """The request a stage sends: the model the settings give this role (or this juror), the role's
     effort, thinking and output room, and a cache breakpoint only where the prefix can be cached;
-    plain strings are taken as text parts."""
-    model, call, shared_parts = settings.model_for(role, juror), settings.call_for(role), _parts(shared)
+    plain strings are taken as text parts. ``own`` (a juror's persona and memory) gets a breakpoint
+    of its own where it pays (``cache_own``)."""
+    model, call, shared_parts, own_parts = settings.model_for(role, juror), settings.call_for(role), _parts(shared), \
+        _parts(own)
+    cache_prefix = settings.prompt_caching and can_cache(model, system, shared_parts)
     return LLMRequest(role=role, model=model, system=system, shared=shared_parts, prompt=_parts(prompt), task=task,
                       case_id=case_id, max_output_tokens=call.max_output_tokens or 2048,
                       thinking=call.thinking or "auto", thinking_budget=call.thinking_budget or 0,
-                      effort=call.effort, cache_ttl=settings.prompt_cache_ttl,
-                      cache_prefix=settings.prompt_caching and can_cache(model, system, shared_parts))
+                      effort=call.effort, cache_ttl=settings.prompt_cache_ttl, cache_prefix=cache_prefix,
+                      own=own_parts, cache_own=cache_prefix and bool(own_parts) and settings.prompt_cache_ttl == "5m")
 
 
 # What a prefix may come to, in tokens, erring high: a breakpoint on a prefix below the provider's
@@ -168,11 +182,14 @@ class LLM(Protocol):
 
 async def gather_all(*calls: Awaitable[R]) -> list[R]:
     """Run calls concurrently; if one fails, cancel the rest (no paying for answers that will be
-    thrown away) and raise that first error itself, not an ExceptionGroup."""
+    thrown away) and raise that first error itself, not an ExceptionGroup. Inside a run in waves
+    (``waves.py``) each call is a flow of its own while it runs."""
     tasks: list[asyncio.Task[R]] = []
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(call) for call in calls]  # type: ignore[arg-type]
+            if (run := waves.current()) is not None:
+                run.fork(tasks)
     except BaseExceptionGroup as errors:
         raise errors.exceptions[0] from None
     return [t.result() for t in tasks]
@@ -190,6 +207,8 @@ class GuardedLLM:
     tokens_per_minute: int | None = None
     call_log: Path | None = None
     prices: metrics.PriceTable | None = None
+    batch: bool = False
+    """the inner backend answers through the Message Batches API: calls are priced at its share"""
     _slots: asyncio.Semaphore = field(init=False)
     _rate: AsyncLimiter | None = field(init=False)
 
@@ -239,7 +258,7 @@ class GuardedLLM:
                 tracing.answered(span, result)
             elapsed = time.perf_counter() - started
         usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
-        cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self.prices)
+        cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self.prices, self.batch)
         result.usage = usage.model_copy(update={"cost_usd": cost})  # what the per-case budget adds up
         self._log(request, elapsed, backend, result=result)
         return result
@@ -256,6 +275,7 @@ class GuardedLLM:
             "backend": backend,
             "model": result.model if result else request.model,
             "error": error,
+            **({"batch": True} if self.batch else {}),
             **(result.usage.model_dump(exclude={"calls"}) if result else {"latency_s": elapsed}),
         }
         with self.call_log.open("a", encoding="utf-8") as log:  # type: ignore[union-attr]

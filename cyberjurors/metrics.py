@@ -341,14 +341,14 @@ def token_kinds(usage: "Usage") -> dict[str, int]:
 
 
 def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage: "Usage",
-                    prices: PriceTable | None) -> float:
+                    prices: PriceTable | None, batch: bool = False) -> float:
     """Count one answered call; returns its estimated cost in USD (0 when unpriced), which the
-    per-case budget adds up."""
+    per-case budget adds up; ``batch``: answered through the Message Batches API, at its price."""
     LLM_CALLS.labels(backend, model, role).inc()
     LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
     for kind, tokens in token_kinds(usage).items():
         LLM_TOKENS.labels(backend, model, role, kind).inc(tokens)
-    cost = (prices or PriceTable()).cost(backend, model, usage)
+    cost = (prices or PriceTable()).cost(backend, model, usage, batch=batch)
     if cost is None:
         LLM_UNPRICED.labels(backend, model).inc()
         if prices is not None:

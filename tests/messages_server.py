@@ -7,20 +7,39 @@ The helpers build bodies shaped like the real APIs' responses.
 
 Or, with no script, a ``respond`` function answers each request from what it asks: ``ThinkingModel``
 plays a model that thinks before it answers any structured request (a schema-valid answer built
-from the request's own schema), counting its thinking toward the output cap as the real APIs do.
+from the request's own schema), counting its thinking toward the output cap as the real APIs do;
+``StrictModel`` checks each request the way the Messages API documents its limits and accounts for
+the prompt cache by prefix (``PromptCache``), so its usage is what the API would bill.
+
+Given ``batches`` (``MessageBatches``), the server also speaks the Message Batches API (create,
+retrieve, results as JSONL, cancel), answering each entry with the same ``respond`` function, and can
+make chosen entries come back errored or expired on their first attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import io
+import itertools
 import json
 import math
 import re
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal
 
 from aiohttp import web
+from PIL import Image
+
+
+MAX_BODY_BYTES = 300 * 1024 * 1024  # a Message Batch may be 256 MB
 
 
 @dataclass
@@ -29,6 +48,8 @@ class Reply:
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    text: str | None = None
+    """a raw body instead of JSON (the batch results' JSONL)"""
 
 
 @dataclass
@@ -40,8 +61,10 @@ class Received:
 
 
 class ScriptedServer:
-    def __init__(self, respond: Callable[[Received], Reply] | None = None) -> None:
+    def __init__(self, respond: Callable[[Received], Reply] | None = None,
+                 batches: "MessageBatches | None" = None) -> None:
         self.respond = respond
+        self.batches = batches
         self.script: list[Reply] = []
         self.requests: list[Received] = []
         self.url = ""
@@ -52,7 +75,7 @@ class ScriptedServer:
         return self
 
     async def start(self) -> str:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # handler_cancellation: a handler still sleeping when its client gave up (timeout tests)
         # is cancelled, so shutting down does not wait for it.
@@ -72,7 +95,9 @@ class ScriptedServer:
         raw = await request.read()
         received = Received(request.method, request.path, dict(request.headers), json.loads(raw) if raw else {})
         self.requests.append(received)
-        if not self.script and self.respond is not None:
+        if self.batches is not None and received.path.startswith(BATCHES_PATH):
+            reply = self.batches.handle(received, self.url, self.respond)  # type: ignore[arg-type]
+        elif not self.script and self.respond is not None:
             reply = self.respond(received)
         elif not self.script:
             return web.json_response({"error": "no scripted reply"}, status=599)
@@ -80,6 +105,9 @@ class ScriptedServer:
             reply = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
+        if reply.text is not None:
+            return web.Response(text=reply.text, status=reply.status, headers=reply.headers,
+                                content_type="application/binary")
         return web.json_response(reply.body, status=reply.status, headers=reply.headers)
 
 
@@ -257,3 +285,450 @@ class ThinkingModel:
         return chat_completion(answer or None, finish_reason="length" if cut else "stop", model=body["model"],
                                prompt_tokens=tokens_of(request_text(body)),
                                completion_tokens=spent + tokens_of(answer), reasoning_tokens=spent)
+
+
+# --- a strict Messages API: the documented request limits and prompt-cache accounting --------
+#
+# The provider's facts are stated here on their own, not read from cyberjurors/model_catalog.py,
+# so a wrong entry there shows up as a difference here. Minimum cacheable prefix per model (issue
+# 13, the models' pages): a breakpoint on a shorter prefix caches nothing.
+MIN_CACHEABLE = {"claude-sonnet-5-5": 512, "claude-sonnet-5": 1024, "claude-opus-4-7": 2048,
+                 "claude-haiku-4-5": 4096}
+TTL_S = {"5m": 300.0, "1h": 3600.0}
+LOOKBACK_BLOCKS = 20        # a breakpoint finds an earlier entry at most this many blocks before it
+MAX_BREAKPOINTS = 4
+MAX_IMAGES = 100
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_IMAGE_SIDE = 8000
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+EFFORTS = {"low", "medium", "high", "xhigh", "max"}
+IMAGE_TYPES = {"image/jpeg": "JPEG", "image/png": "PNG", "image/gif": "GIF", "image/webp": "WEBP"}
+# tokens: a word in pieces of up to 5 letters, digits in threes, every other visible character one
+# (whitespace is free): close to a BPE tokenizer's count on English and JSON, and deterministic
+PIECE = re.compile(r"[A-Za-z]+|[0-9]{1,3}|[^\sA-Za-z0-9]")
+
+
+def count_tokens(text: str) -> int:
+    return sum(math.ceil(len(p) / 5) if p[0].isalpha() else 1 for p in PIECE.findall(text))
+
+
+class Invalid(Exception):
+    """A request the API would refuse with 400 invalid_request_error."""
+
+
+def image_tokens(block: dict[str, Any]) -> int:
+    """The API's count for an image: width x height / 750 after it is scaled to at most 1568 px a side
+    and about 1.15 megapixels; the image is checked as the API checks it (type, size, dimensions)."""
+    source = block.get("source") or {}
+    if source.get("type") != "base64" or source.get("media_type") not in IMAGE_TYPES:
+        raise Invalid(f"image source: base64 with media_type one of {sorted(IMAGE_TYPES)}")
+    try:
+        raw = base64.b64decode(source.get("data", ""), validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise Invalid("image source data: not valid base64") from err
+    if len(raw) > MAX_IMAGE_BYTES:
+        raise Invalid(f"image exceeds 5 MB maximum: {len(raw)} bytes")
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            kind, (width, height) = image.format, image.size
+    except Exception as err:  # Pillow raises several kinds for bytes that are no image
+        raise Invalid("image source data: could not process image") from err
+    if kind != IMAGE_TYPES[source["media_type"]]:
+        raise Invalid(f"image media_type {source['media_type']} does not match the data ({kind})")
+    if max(width, height) > MAX_IMAGE_SIDE:
+        raise Invalid(f"image dimensions exceed max allowed size: {MAX_IMAGE_SIDE} pixels")
+    scale = min(1.0, 1568 / max(width, height), math.sqrt(1_150_000 / (width * height)))
+    return math.ceil(width * scale * height * scale / 750)
+
+
+def block_tokens(block: dict[str, Any]) -> int:
+    if block.get("type") == "text":
+        return count_tokens(block.get("text", ""))
+    if block.get("type") == "image":
+        return image_tokens(block)
+    raise Invalid(f"content block type {block.get('type')!r} is not one this server takes")
+
+
+def prompt_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """tools, system, messages in the API's order, as content blocks; checks their shape."""
+    if body.get("tools"):
+        raise Invalid("tools: this server takes none")
+    system = body.get("system") or []
+    system = [{"type": "text", "text": system}] if isinstance(system, str) else system
+    messages = body.get("messages") or []
+    if not messages or messages[0].get("role") != "user":
+        raise Invalid("messages: the first message must use the user role")
+    for before, after in itertools.pairwise(messages):
+        if before.get("role") == after.get("role"):
+            raise Invalid("messages: roles must alternate between user and assistant")
+    out = [*system]
+    for message in messages:
+        content = message.get("content")
+        out += [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    for block in out:
+        if block.get("type") == "text" and not block.get("text"):
+            raise Invalid("text content blocks must be non-empty")
+    return out
+
+
+def breakpoints(blocks: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(block index, ttl) of every cache_control, checked: at most 4, ephemeral, 1h ones before 5m ones."""
+    found = []
+    for i, block in enumerate(blocks):
+        control = block.get("cache_control")
+        if control is None:
+            continue
+        ttl = control.get("ttl", "5m")
+        if control.get("type") != "ephemeral" or ttl not in TTL_S:
+            raise Invalid("cache_control: type ephemeral with ttl 5m or 1h")
+        found.append((i, ttl))
+    if len(found) > MAX_BREAKPOINTS:
+        raise Invalid(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(found)}.")
+    ttls = [ttl for _, ttl in found]
+    if "5m" in ttls and "1h" in ttls[ttls.index("5m"):]:
+        raise Invalid("cache_control: a ttl='1h' entry must not come after a ttl='5m' entry")
+    return found
+
+
+def check_request(body: dict[str, Any]) -> None:
+    """What the Messages API refuses besides the prompt's blocks: size, model, limits, thinking, output."""
+    if len(json.dumps(body)) > MAX_REQUEST_BYTES:
+        raise Invalid("request_too_large: request exceeds 32 MB")
+    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+        raise Invalid("max_tokens: must be an integer >= 1")
+    thinking = body.get("thinking") or {}
+    if thinking.get("type") == "enabled" and not 1024 <= thinking.get("budget_tokens", 0) < body["max_tokens"]:
+        raise Invalid("thinking.budget_tokens: must be >= 1024 and less than max_tokens")
+    if thinking and thinking.get("type") not in ("enabled", "adaptive", "disabled", "between_tools"):
+        raise Invalid(f"thinking.type: unknown {thinking.get('type')!r}")
+    config = body.get("output_config") or {}
+    if "effort" in config and config["effort"] not in EFFORTS:
+        raise Invalid(f"output_config.effort: one of {sorted(EFFORTS)}")
+    form = config.get("format")
+    if form is not None:
+        if form.get("type") != "json_schema" or not isinstance(form.get("schema"), dict):
+            raise Invalid("output_config.format: type json_schema with a schema")
+        closed_objects(form["schema"])
+
+
+UNSUPPORTED_SCHEMA_KEYS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
+                           "maxLength", "maxItems", "uniqueItems"}
+
+
+def closed_objects(node: Any, where: str = "schema") -> None:
+    """Structured outputs' JSON Schema limits: objects set additionalProperties to false; no numeric or
+    length constraints; minItems only 0 or 1 (the SDK's transform_schema moves the rest into descriptions)."""
+    if isinstance(node, dict):
+        if node.get("type") == "object" and node.get("additionalProperties") is not False:
+            raise Invalid(f"output_config.format.{where}: objects must set additionalProperties to false")
+        if node.get("type") in ("integer", "number", "string", "array") and UNSUPPORTED_SCHEMA_KEYS & node.keys():
+            raise Invalid(f"output_config.format.{where}: {sorted(UNSUPPORTED_SCHEMA_KEYS & node.keys())} "
+                          "are not supported")
+        if node.get("type") == "array" and node.get("minItems", 0) not in (0, 1):
+            raise Invalid(f"output_config.format.{where}: minItems must be 0 or 1")
+        for key, value in node.items():
+            if key != "properties" or not isinstance(value, dict):
+                closed_objects(value, f"{where}.{key}")
+            else:  # property names are names, not schema keywords
+                for name, sub in value.items():
+                    closed_objects(sub, f"{where}.properties.{name}")
+    elif isinstance(node, list):
+        for value in node:
+            closed_objects(value, where)
+
+
+@dataclass
+class CacheEntry:
+    ttl_s: float
+    expires_at: float
+    visible_at: float
+    """a write can be read only once the response that wrote it is out (never, while its batch runs)"""
+
+
+@dataclass
+class Accounted:
+    """One request's bill, as the server worked it out."""
+
+    usage: dict[str, Any]
+    blocks: int
+    breakpoints: list[tuple[int, str]]
+    prefix_tokens: list[int]
+    """the prefix length at each breakpoint"""
+    answers: str = ""
+    """the title of the output schema (Focus, Selection, BallotDraft, ...): which stage asked"""
+
+
+@dataclass
+class PromptCache:
+    """The prompt cache by prefix, as the API documents it: the key of a block is everything up to it
+    (tools, system, messages) plus the request's model, thinking and output settings; a breakpoint
+    reads the longest live entry at or up to 20 blocks before it, and writes its prefix if that is at
+    least the model's minimum. A read refreshes the entry's TTL. Reads, writes (by TTL) and the
+    uncached rest make up the request's input side."""
+
+    clock: Callable[[], float] = time.monotonic
+    entries: dict[str, CacheEntry] = field(default_factory=dict)
+    deferred: list[str] | None = None
+    """while a batch runs: its writes, made visible when it ends"""
+
+    def keys(self, body: dict[str, Any], blocks: list[dict[str, Any]]) -> list[str]:
+        settings = {k: body.get(k) for k in ("model", "thinking", "output_config")}
+        chain = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+        out = []
+        for block in blocks:
+            chain.update(json.dumps({k: v for k, v in block.items() if k != "cache_control"}, sort_keys=True).encode())
+            out.append(chain.copy().hexdigest())
+        return out
+
+    def live(self, key: str, now: float) -> CacheEntry | None:
+        entry = self.entries.get(key)
+        return entry if entry and entry.visible_at <= now < entry.expires_at else None
+
+    def account(self, body: dict[str, Any], blocks: list[dict[str, Any]], visible_after_s: float = 0.0) -> Accounted:
+        marks = breakpoints(blocks)
+        sizes = list(itertools.accumulate(block_tokens(b) for b in blocks))
+        keys, now = self.keys(body, blocks), self.clock()
+        hit = max((i for b, _ in marks for i in range(b, max(b - LOOKBACK_BLOCKS - 1, -1), -1)
+                   if self.live(keys[i], now)), default=-1)
+        read = sizes[hit] if hit >= 0 else 0
+        if hit >= 0:
+            entry = self.entries[keys[hit]]
+            entry.expires_at = now + entry.ttl_s
+        minimum = MIN_CACHEABLE[body["model"]]
+        written, by_ttl, start = [], {"5m": 0, "1h": 0}, read
+        for b, ttl in marks:
+            if b > hit and sizes[b] >= minimum:
+                by_ttl[ttl] += sizes[b] - start
+                start = sizes[b]
+                written.append(keys[b])
+                visible = math.inf if self.deferred is not None else now + visible_after_s
+                self.entries[keys[b]] = CacheEntry(TTL_S[ttl], now + TTL_S[ttl], visible)
+        if self.deferred is not None:
+            self.deferred += written
+        creation = by_ttl["5m"] + by_ttl["1h"]
+        usage = {"input_tokens": sizes[-1] - read - creation, "cache_read_input_tokens": read,
+                 "cache_creation_input_tokens": creation,
+                 "cache_creation": {"ephemeral_5m_input_tokens": by_ttl["5m"],
+                                    "ephemeral_1h_input_tokens": by_ttl["1h"]}}
+        return Accounted(usage, len(blocks), marks, [sizes[b] for b, _ in marks])
+
+    def end_batch(self) -> None:
+        now = self.clock()
+        for key in self.deferred or []:
+            if key in self.entries:
+                self.entries[key].visible_at = now
+        self.deferred = None
+
+
+Answers = Callable[[dict[str, Any]], Any]
+
+
+@dataclass
+class StrictModel:
+    """Plays the Messages API strictly: refuses what the API documents it refuses (400
+    invalid_request_error, 404 for an unknown model), bills input by the prompt cache
+    (``PromptCache``) and output by the answer's tokens, thinking included.
+
+    The answer to a structured request comes from ``answers`` (given the request body; None = no
+    opinion) or is a schema-valid filler (``answer_for``). A write becomes readable
+    ``latency_s`` after the request arrived: calls sent at the same moment do not read each other's
+    writes, as on the API, where an entry is readable once the response that writes it has begun."""
+
+    cache: PromptCache = field(default_factory=PromptCache)
+    answers: Answers | None = None
+    thinking_tokens: int = 0
+    latency_s: float = 0.0
+    billed: list[Accounted] = field(default_factory=list)
+
+    def __call__(self, received: Received) -> Reply:
+        return self.message(received.body)
+
+    def message(self, body: dict[str, Any]) -> Reply:
+        if body.get("model") not in MIN_CACHEABLE:
+            return anthropic_error(404, "not_found_error", f"model: {body.get('model')}")
+        try:
+            check_request(body)
+            blocks = prompt_blocks(body)
+            if sum(b.get("type") == "image" for b in blocks) > MAX_IMAGES:
+                raise Invalid(f"too many images: at most {MAX_IMAGES} per request")
+            bill = self.cache.account(body, blocks, self.latency_s)
+        except Invalid as err:
+            return anthropic_error(400, "invalid_request_error", str(err))
+        bill.answers = ((body.get("output_config") or {}).get("format") or {}).get("schema", {}).get("title", "")
+        self.billed.append(bill)
+        return self.reply(body, bill)
+
+    def reply(self, body: dict[str, Any], bill: Accounted) -> Reply:
+        schema = body["output_config"]["format"]["schema"]
+        answer = self.answers(body) if self.answers else None
+        text = json.dumps(answer if answer is not None else answer_for(schema, request_text(body)))
+        thinking = (body.get("thinking") or {}).get("type")
+        spend = 0 if thinking in ("disabled", "between_tools") else self.thinking_tokens
+        if thinking == "enabled":
+            spend = min(spend, body["thinking"]["budget_tokens"])
+        spent, tokens = min(spend, body["max_tokens"]), count_tokens(text)
+        cut = spent + tokens > body["max_tokens"]
+        reply = anthropic_message(None if cut else text, stop_reason="max_tokens" if cut else "end_turn",
+                                  model=body["model"], output_tokens=min(spent + tokens, body["max_tokens"]),
+                                  thinking="(thinking)" if spent else None, thinking_tokens=spent)
+        reply.delay_s = self.latency_s
+        reply.body["usage"].update(bill.usage)
+        bill.usage = reply.body["usage"]
+        return reply
+
+    def deferred(self) -> "_Deferred":
+        return _Deferred(self.cache)
+
+
+@dataclass
+class _Deferred:
+    """Within it, cache writes stay unreadable until it ends: the entries of one batch run side by side."""
+
+    cache: PromptCache
+
+    def __enter__(self) -> None:
+        self.cache.deferred = []
+
+    def __exit__(self, *exc: object) -> None:
+        self.cache.end_batch()
+
+
+# --- the Message Batches API -----------------------------------------------------------------
+
+BATCHES_PATH = "/v1/messages/batches"
+Fault = Literal["errored", "expired", "invalid"]
+
+
+@dataclass
+class Batch:
+    id: str
+    requests: list[dict[str, Any]]
+    created_at: datetime
+    polls: int = 0
+    status: Literal["in_progress", "canceling", "ended"] = "in_progress"
+    results: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class MessageBatches:
+    """The batch endpoints: create (each entry's custom_id checked, unique in its batch), retrieve
+    (in_progress for ``polls_to_end`` retrieves, then every entry is answered by the server's
+    ``respond`` function, side by side: no entry reads another's cache write), results as JSONL in
+    the API's shapes (succeeded with the message, errored with the error, expired, canceled), and
+    cancel. ``fault(custom_id, attempt, params)`` makes an entry come back errored (an api_error, or
+    an invalid_request_error for "invalid") or expired; ``attempt`` counts from 1 over every batch that
+    carried that custom_id. ``canceled(n)``: an operator
+    cancels the n-th batch created (from 1) right after its creation. Results come in reverse order:
+    the API does not keep the order of the requests either."""
+
+    polls_to_end: int = 1
+    fault: Callable[[str, int, dict[str, Any]], Fault | None] = lambda custom_id, attempt, params: None
+    canceled: Callable[[int], bool] = lambda n: False
+    batches: dict[str, Batch] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    creates: int = 0
+
+    def handle(self, received: Received, url: str, respond: Callable[[Received], Reply]) -> Reply:
+        rest = received.path[len(BATCHES_PATH):].strip("/").split("/")
+        if received.method == "POST" and rest == [""]:
+            return self.create(received.body)
+        batch = self.batches.get(rest[0])
+        if batch is None:
+            return anthropic_error(404, "not_found_error", f"message batch {rest[0]} not found")
+        if received.method == "GET" and len(rest) == 1:
+            batch.polls += 1
+            if batch.status != "ended" and batch.polls >= self.polls_to_end:
+                self.process(batch, respond)
+            return Reply(body=self.view(batch, url))
+        if received.method == "GET" and rest[1:] == ["results"]:
+            if batch.status != "ended":
+                return anthropic_error(400, "invalid_request_error", "batch has not ended")
+            return Reply(text="".join(json.dumps(r) + "\n" for r in batch.results))
+        if received.method == "POST" and rest[1:] == ["cancel"]:
+            self.cancel(batch.id)
+            return Reply(body=self.view(batch, url))
+        return anthropic_error(404, "not_found_error", f"{received.method} {received.path}")
+
+    def create(self, body: dict[str, Any]) -> Reply:
+        requests = body.get("requests") or []
+        ids = [r.get("custom_id", "") for r in requests]
+        if not requests or len(set(ids)) != len(ids) or not all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", i) for i in ids):
+            return anthropic_error(400, "invalid_request_error",
+                                   "requests: custom_id must be unique in a batch and match ^[a-zA-Z0-9_-]{1,64}$")
+        self.creates += 1
+        batch = Batch(f"msgbatch_{self.creates:04d}{hashlib.sha256(str(ids).encode()).hexdigest()[:12]}",
+                      requests, datetime.now(timezone.utc))
+        self.batches[batch.id] = batch
+        for custom_id in ids:
+            self.attempts[custom_id] = self.attempts.get(custom_id, 0) + 1
+        if self.canceled(self.creates):
+            self.cancel(batch.id)
+        return Reply(body=self.view(batch, ""))
+
+    def process(self, batch: Batch, respond: Callable[[Received], Reply]) -> None:
+        deferred = getattr(respond, "deferred", None)
+        with deferred() if deferred else contextlib.nullcontext():
+            for request in batch.requests:
+                batch.results.append(self.result(request, respond))
+        batch.results.reverse()
+        self.end(batch)
+
+    def result(self, request: dict[str, Any], respond: Callable[[Received], Reply]) -> dict[str, Any]:
+        custom_id = request["custom_id"]
+        fault = self.fault(custom_id, self.attempts[custom_id], request["params"])
+        if fault == "expired":
+            return {"custom_id": custom_id, "result": {"type": "expired"}}
+        if fault == "errored":
+            return errored(custom_id, "api_error", "Internal server error")
+        if fault == "invalid":
+            return errored(custom_id, "invalid_request_error", "messages: this request is refused")
+        reply = respond(Received("POST", "/v1/messages", {}, request["params"]))
+        if reply.status != 200:
+            return errored(custom_id, reply.body["error"]["type"], reply.body["error"]["message"])
+        return {"custom_id": custom_id, "result": {"type": "succeeded", "message": reply.body}}
+
+    def cancel(self, batch_id: str) -> None:
+        """An operator's cancel: entries not yet processed end canceled."""
+        batch = self.batches[batch_id]
+        if batch.status == "in_progress":
+            batch.results = [{"custom_id": r["custom_id"], "result": {"type": "canceled"}} for r in batch.requests]
+            self.end(batch)
+
+    def end(self, batch: Batch) -> None:
+        batch.status = "ended"
+        kinds = [r["result"]["type"] for r in batch.results]
+        batch.counts = {k: kinds.count(k) for k in ("succeeded", "errored", "expired", "canceled")}
+
+    def view(self, batch: Batch, url: str) -> dict[str, Any]:
+        ended = batch.status == "ended"
+        counts = {"processing": 0 if ended else len(batch.requests), "succeeded": 0, "errored": 0, "expired": 0,
+                  "canceled": 0, **batch.counts}
+        return {"id": batch.id, "type": "message_batch", "processing_status": batch.status,
+                "request_counts": counts, "created_at": batch.created_at.isoformat(),
+                "expires_at": (batch.created_at + timedelta(hours=24)).isoformat(),
+                "ended_at": datetime.now(timezone.utc).isoformat() if ended else None,
+                "cancel_initiated_at": None, "archived_at": None,
+                "results_url": f"{url}{BATCHES_PATH}/{batch.id}/results" if ended else None}
+
+
+def errored(custom_id: str, error_type: str, message: str) -> dict[str, Any]:
+    return {"custom_id": custom_id, "result": {"type": "errored", "error": {
+        "type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_batch"}}}
+
+
+@contextlib.contextmanager
+def serving(server: ScriptedServer) -> Iterator[str]:
+    """The server on a loop of its own in a thread, for code that runs its own event loop (the CLI's
+    ``asyncio.run``, a command in a subprocess); yields its URL."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=lambda: (asyncio.set_event_loop(loop), loop.run_forever()), daemon=True)
+    thread.start()
+    url = asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
+    try:
+        yield url
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()

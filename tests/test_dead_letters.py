@@ -24,6 +24,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from cyberjurors import intake
+from cyberjurors.backends import batch
 from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
@@ -131,6 +132,8 @@ def _error_kinds(error: str) -> set[str]:
                     kinds.add(arg.value)
                 elif isinstance(arg, ast.Call) and _callee(arg) == "status_kind":
                     kinds |= _returns(_source("backends/anthropic.py"), "status_kind")
+                elif isinstance(arg, ast.Call) and _callee(arg) == "batch_kind":  # an errored Message Batches entry
+                    kinds |= {*batch.ERROR_KINDS.values(), batch.batch_kind("an error type not in the table")}
                 elif isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) and arg.value.id == "STOP_KINDS":
                     stop = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
                                 and any(isinstance(t, ast.Name) and t.id == "STOP_KINDS" for t in n.targets))

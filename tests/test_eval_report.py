@@ -147,3 +147,28 @@ def test_the_risk_coverage_table_is_in_the_terminal_and_markdown_reports() -> No
             "(60.0% of them)") in md
     shown = text(render(report("CyberJurors")))
     assert "Risk–coverage" in shown and "margin < 17" in shown and "other reasons only" in shown
+
+
+def test_batch_and_streaming_cost_side_by_side(tmp_path: Path) -> None:
+    from cyberjurors.evaluation.report import BatchRun
+
+    streamed = report("+Jury")
+    batch = report("+Jury (batch)", mode="batch",
+                    batch=BatchRun(executor="message-batches", waves=15, batches=17, requests=900, retried=12,
+                                   resumed=0, collected=0, cost_per_case_standard_usd=0.2,
+                                   streaming_cost_per_case_usd=0.25, streaming_verdicts=6))
+    batch.summary.cost_per_case_usd = 0.1
+    alone = report("IV-CoT (batch)", mode="batch", batch=BatchRun(executor="in-process", waves=9))
+    shown = text(render_ladder([streamed, batch, alone]))
+    assert "Batch and streaming cost" in shown
+    costs = shown.split("Batch and streaming cost")[1]
+    row = next(line for line in costs.splitlines() if line.startswith("│ +Jury (batch)"))
+    assert "0.1000" in row and "0.2000" in row and "0.2500 (n=6)" in row and "0.400x" in row
+    in_process = next(line for line in costs.splitlines() if line.startswith("│ IV-CoT (batch)"))
+    assert "in-process" in in_process and in_process.rstrip(" │").endswith("–")  # nothing measured to compare
+    assert "+Jury │" not in costs  # the streaming run has no row of its own
+    markdown = to_markdown([streamed, batch])
+    assert "## Batch and streaming cost" in markdown and "| 0.400x |" in markdown
+    assert "12 sent again" in markdown
+    json_path, _ = write([batch], tmp_path)
+    assert load(json_path)[0].batch == batch.batch

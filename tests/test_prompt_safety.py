@@ -238,7 +238,7 @@ async def test_every_image_and_frame_sent_to_a_model_carries_its_evidence_label(
     media = {i.id: (case.party_of(i.id), i.kind) for i in case.items() if i.media}
     llm = obedient([])
     await judge(case, llm, settings(**method))
-    images = [(call, part) for call in llm.calls for part in [*call.shared, *call.prompt] if isinstance(part, ImagePart)]
+    images = [(call, part) for call in llm.calls for part in call.parts() if isinstance(part, ImagePart)]
     assert images, "the case's media reached no model"
     labelled = set()
     for call, image in images:
@@ -248,7 +248,7 @@ async def test_every_image_and_frame_sent_to_a_model_carries_its_evidence_label(
         if kind == "video":
             assert re.search(r" frame \d+ at \d+\.\d\ds$", image.label)
         labelled.add(evidence)
-        parts = with_labels([*call.shared, *call.prompt])
+        parts = with_labels(call.parts())
         at = next(n for n, p in enumerate(parts) if p is image)
         assert parts[at - 1] == TextPart(image.label)  # the label precedes its picture
     assert labelled == set(media)

@@ -2,7 +2,8 @@
 
 One call per request: the system prompt as a text block, then one user turn holding the case
 prefix every juror shares (marked as a prompt-cache breakpoint with the configured TTL when it can
-reach the model's minimum cacheable length) followed by the stage's prompt. The role's thinking
+reach the model's minimum cacheable length), a juror's own persona and memory (a second breakpoint
+where it pays, ``llm.stage_request``), then the stage's prompt. The role's thinking
 and effort go as ``thinking`` and ``output_config.effort``, with ``max_tokens`` keeping room for
 the thinking as well as the answer; thinking blocks in the reply are not the answer.
 Images go as base64 blocks, each preceded by its label ("frame 7 at 3.50s") so the model can cite
@@ -29,6 +30,7 @@ from typing import Any
 import anthropic
 import pydantic
 from anthropic.types import Message
+from pydantic import BaseModel
 
 from .. import metrics
 from ..config import Settings
@@ -60,12 +62,14 @@ def blocks(parts: list[Part]) -> list[dict]:
 
 
 def user_content(request: LLMRequest, cache: bool = True) -> list[dict]:
-    """The case prefix, then the stage prompt; the prefix's last block is a cache breakpoint when
-    the request says it can be cached (``stage_request`` checks the model's minimum length)."""
-    shared = blocks(request.shared)
-    if shared and cache and request.cache_prefix:
-        shared[-1]["cache_control"] = {"type": "ephemeral", "ttl": request.cache_ttl}
-    return [*shared, *blocks(request.prompt)]
+    """The case prefix, the caller's own part, then the stage prompt; the prefix's last block is a
+    cache breakpoint when the request says it can be cached (``stage_request`` checks the model's
+    minimum length), and so is the own part's when the request marks it (``cache_own``)."""
+    shared, own = blocks(request.shared), blocks(request.own)
+    for part, marked in ((shared, request.cache_prefix), (own, request.cache_own)):
+        if part and cache and marked:
+            part[-1]["cache_control"] = {"type": "ephemeral", "ttl": request.cache_ttl}
+    return [*shared, *own, *blocks(request.prompt)]
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,20 @@ def stopped(message: Message, role: str, max_tokens: int) -> str:
     return text
 
 
+def read_message(message: Message, request: LLMRequest, output_type: type[T], max_tokens: int) -> LLMResult[T]:
+    """The answer in a reply, checked in order: stop reason, then JSON, then the schema."""
+    if message.stop_reason in STOP_KINDS:
+        raise LLMError(STOP_KINDS[message.stop_reason], stopped(message, request.role, max_tokens))
+    # the answer is the text; thinking blocks (and redacted ones) are the model's own, counted in usage
+    text = "".join(block.text for block in message.content if block.type == "text")
+    try:
+        output = output_type.model_validate_json(text)
+    except pydantic.ValidationError as e:
+        raise LLMError("invalid_output", f"anthropic: {invalid(output_type, e)}") from e
+    return LLMResult(output, usage_of(message), model=message.model, backend="anthropic",
+                     finish_reason=message.stop_reason)
+
+
 async def count_retries(request: anthropic.APIRequest, call_next: anthropic.AsyncCallNext) -> Any:
     """SDK middleware: invoked inside the SDK's retry loop, once per attempt; an attempt with
     ``retries_taken`` > 0 is a retry (the same number the SDK sends as ``x-stainless-retry-count``)."""
@@ -153,38 +171,31 @@ class AnthropicLLM:
                                             timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries,
                                             middleware=[count_retries]), settings.prompt_caching)
 
-    async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+    def params(self, request: LLMRequest, output_type: type[BaseModel]) -> dict[str, Any]:
+        """The body of one Messages call: what ``messages.create`` sends, and what a Message Batches
+        entry carries as its ``params`` (``backends/batch.py``)."""
         params = thinking_params(request)
         output_config: dict[str, Any] = {"format": {"type": "json_schema",
                                                     "schema": anthropic.transform_schema(output_type)}}
         if params.effort is not None:
             output_config["effort"] = params.effort
+        return {"model": request.model, "max_tokens": params.max_tokens,
+                "system": [{"type": "text", "text": request.system}],
+                "messages": [{"role": "user", "content": user_content(request, self.prompt_caching)}],
+                "output_config": output_config,
+                **({"thinking": params.thinking} if params.thinking else {})}
+
+    async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        body = self.params(request, output_type)
         try:
-            message = await self.client.messages.create(
-                model=request.model,
-                max_tokens=params.max_tokens,
-                system=[{"type": "text", "text": request.system}],
-                messages=[{"role": "user", "content": user_content(request, self.prompt_caching)}],
-                output_config=output_config,  # type: ignore[arg-type]
-                **({"thinking": params.thinking} if params.thinking else {}),  # type: ignore[arg-type]
-            )
+            message = await self.client.messages.create(**body)
         except anthropic.APITimeoutError as e:  # before APIConnectionError: it is a subclass
             raise LLMError("timeout", f"anthropic: no reply within the timeout ({e})") from e
         except anthropic.APIConnectionError as e:
             raise LLMError("connection", f"anthropic: {e}") from e
         except anthropic.APIStatusError as e:
             raise LLMError(status_kind(e.status_code), f"anthropic: {e.message}"[:500]) from e
-
-        if message.stop_reason in STOP_KINDS:
-            raise LLMError(STOP_KINDS[message.stop_reason], stopped(message, request.role, params.max_tokens))
-        # the answer is the text; thinking blocks (and redacted ones) are the model's own, counted in usage
-        text = "".join(block.text for block in message.content if block.type == "text")
-        try:
-            output = output_type.model_validate_json(text)
-        except pydantic.ValidationError as e:
-            raise LLMError("invalid_output", f"anthropic: {invalid(output_type, e)}") from e
-        return LLMResult(output, usage_of(message), model=message.model, backend=self.backend,
-                         finish_reason=message.stop_reason)
+        return read_message(message, request, output_type, body["max_tokens"])
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -332,26 +332,37 @@ class OfflineLLM:
 
     def _usage(self, request: LLMRequest, answer: BaseModel) -> Usage:
         """Token counts a provider would bill, estimated at 4 characters a token; the shared
-        per-case prefix is written to the cache once and read from it afterwards, when the request
-        marks it cacheable (a prefix that cannot reach the model's minimum is not)."""
-        shared = "".join(p.text for p in request.shared if isinstance(p, TextPart))
-        prompt = request.system + "".join(p.text for p in request.prompt if isinstance(p, TextPart))
-        images = 800 * len(request.images())
-        key = hashlib.sha256(shared.encode()).hexdigest()
-        cached = key in self._cached_prefixes
+        per-case prefix (and a juror's own part after it, when marked) is written to the cache once
+        and read from it afterwards, when the request marks it cacheable (a prefix that cannot reach
+        the model's minimum is not)."""
+        text = lambda parts: "".join(p.text for p in parts if isinstance(p, TextPart))  # noqa: E731
+        shared, own = text(request.shared), text(request.own)
+        prompt = request.system + text(request.prompt)
+        usage = Usage(input_tokens=len(prompt) // 4 + 800 * len(request.images()),
+                      output_tokens=len(answer.model_dump_json()) // 4)
         if not self.prompt_caching or not request.cache_prefix:
-            return Usage(input_tokens=(len(prompt) + len(shared)) // 4 + images,
-                         output_tokens=len(answer.model_dump_json()) // 4)
+            usage.input_tokens += (len(shared) + len(own)) // 4
+            return usage
+        segments = [(shared, shared)]
+        if request.cache_own:
+            segments.append((own, shared + own))  # the own part is cached under everything before it
+        else:
+            usage.input_tokens += len(own) // 4
+        for part, prefix in segments:
+            if self._cached(hashlib.sha256(prefix.encode()).hexdigest()):
+                usage.cache_read_tokens += len(part) // 4
+            else:
+                usage.cache_write_tokens += len(part) // 4
+        return usage
+
+    def _cached(self, key: str) -> bool:
+        """Whether the prefix is "in the provider's cache"; it is from now on."""
+        cached = key in self._cached_prefixes
         self._cached_prefixes[key] = None
         self._cached_prefixes.move_to_end(key)
         if len(self._cached_prefixes) > CACHED_PREFIXES_KEPT:
             self._cached_prefixes.popitem(last=False)
-        return Usage(
-            input_tokens=len(prompt) // 4 + images,
-            output_tokens=len(answer.model_dump_json()) // 4,
-            cache_read_tokens=len(shared) // 4 if cached else 0,
-            cache_write_tokens=0 if cached else len(shared) // 4,
-        )
+        return cached
 
     def _distil(self, task: DistillTask) -> GuidelineDrafts:
         """Counts, not judgement: the chunk's cases grouped by a lexical dispute type and by who won,

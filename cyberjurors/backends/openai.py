@@ -108,7 +108,7 @@ class OpenAICompatibleLLM:
                 model=request.model,
                 messages=[
                     {"role": "system", "content": request.system},
-                    {"role": "user", "content": content_parts([*request.shared, *request.prompt])},
+                    {"role": "user", "content": content_parts(request.parts())},
                 ],
                 response_format=output_type,
                 **output_limits(request, self.reasons(request.model)),  # type: ignore[arg-type]

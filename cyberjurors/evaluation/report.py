@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Group
@@ -36,6 +36,29 @@ class DatasetInfo(BaseModel):
     cases: int
 
 
+class BatchRun(BaseModel):
+    """How an ``eval --batch`` run was answered, and what it cost against streaming."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    executor: Literal["message-batches", "in-process"] = Field(
+        description="message-batches: Anthropic's Message Batches API; in-process: the offline stand-in answered "
+                    "each wave in process (no batch API, no discount)")
+    waves: int = Field(description="waves the cases were judged in (this run)")
+    batches: int = Field(0, description="Message Batches created by this run")
+    requests: int = Field(0, description="entries sent in them, retries included")
+    retried: int = Field(0, description="entries sent again after an errored or expired result")
+    resumed: int = Field(0, description="answers taken from OUT/batches: paid for by an earlier run")
+    collected: int = Field(0, description="batches an earlier run had submitted, collected by this one")
+    cost_per_case_standard_usd: float | None = Field(
+        None, description="the same tokens at standard (streaming) prices: what the batch discount saved, not a "
+                          "streaming measurement")
+    streaming_cost_per_case_usd: float | None = Field(
+        None, description="a streaming run of the same configuration in the same OUT (its own tokens, standard "
+                          "prices), over the same cases; None when there is none")
+    streaming_verdicts: int = 0
+
+
 class EvalReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -53,6 +76,9 @@ class EvalReport(BaseModel):
         default_factory=dict, description="every case sent without a verdict, party-swap twins included: case id -> "
                                           "the dead letter's stage:reason, or timeout")
     stand_in: bool = Field(False, description="true for the offline (lexical) and scripted backends")
+    mode: Literal["stream", "batch"] = Field("stream", description="stream: through the Faust topology; batch: "
+                                                                   "in waves (eval --batch)")
+    batch: BatchRun | None = None
 
     @model_validator(mode="after")
     def _stand_in(self) -> "EvalReport":
@@ -120,6 +146,53 @@ MODEL_COLUMNS: list[tuple[str, Callable[[ModelBallots], str]]] = [
 MODEL_NOTES = ("Final-round ballots of each model's juror seats (juror_models, round robin) over the cases "
                "with a verdict: share for the seller, share siding with the verdict's majority, and with the "
                "real jury's majority.")
+
+
+def _usd(value: float | None) -> str:
+    return DASH if value is None else f"{value:.4f}"
+
+
+def _ratio(r: "EvalReport") -> str:
+    b = r.batch
+    if b is None or b.streaming_cost_per_case_usd in (None, 0) or r.summary.cost_per_case_usd is None:
+        return DASH
+    return f"{r.summary.cost_per_case_usd / b.streaming_cost_per_case_usd:.3f}x"
+
+
+COST_COLUMNS: list[tuple[str, Callable[["EvalReport"], str]]] = [
+    ("Answered", lambda r: r.batch.executor if r.batch else "stream"),
+    ("Waves", lambda r: f"{r.batch.waves}" if r.batch else DASH),
+    ("Batches", lambda r: f"{r.batch.batches}" if r.batch else DASH),
+    ("USD/case batch", lambda r: _usd(r.summary.cost_per_case_usd)),
+    ("Same tokens, streaming prices", lambda r: _usd(r.batch.cost_per_case_standard_usd) if r.batch else DASH),
+    ("Streaming run USD/case", lambda r: DASH if not r.batch or r.batch.streaming_cost_per_case_usd is None else
+     f"{r.batch.streaming_cost_per_case_usd:.4f} (n={r.batch.streaming_verdicts})"),
+    ("Batch / streaming run", _ratio),
+]
+COST_NOTES = ("USD/case batch: this run's tokens at the Message Batches price (each model's batch share, "
+              "model_catalog.py). Same tokens, streaming prices: what the discount saved on these very tokens, not a "
+              "streaming measurement. Streaming run: `eval` without --batch of the same configuration into the same "
+              "--out, its own tokens at standard prices (cache hits differ: in a batch they are best-effort); batch / "
+              "streaming run compares the two measured runs. In process (offline) nothing is priced.")
+
+
+def _cost_table(reports: Sequence["EvalReport"]) -> Table:
+    table = Table(title="Batch and streaming cost", caption=COST_NOTES, caption_justify="left")
+    table.add_column("Configuration")
+    for header, _ in COST_COLUMNS:
+        table.add_column(header, justify="right")
+    for r in reports:
+        if r.batch is not None:
+            table.add_row(r.name, *(cell(r) for _, cell in COST_COLUMNS))
+    return table
+
+
+def _md_cost_table(reports: Sequence["EvalReport"]) -> list[str]:
+    lines = ["| " + " | ".join(["Configuration", *(h for h, _ in COST_COLUMNS)]) + " |",
+             "|" + "---|" * (len(COST_COLUMNS) + 1)]
+    lines += ["| " + " | ".join([r.name.replace("|", "\\|"), *(cell(r) for _, cell in COST_COLUMNS)]) + " |"
+              for r in reports if r.batch is not None]
+    return lines
 
 
 def mixed(summary: Summary) -> bool:
@@ -216,15 +289,20 @@ def render(report: EvalReport) -> Group:
         parts.append(_risk_table(report.summary.risk_coverage))
     if report.summary.budget_stops:
         parts.append(Text(f"per-case budget reached: {report.summary.budget_stops} verdicts cut short", style="yellow"))
+    if report.batch is not None:
+        parts.append(_cost_table([report]))
     if report.summary.failed:
         parts.append(Text(f"failed: {report.summary.failed}", style="red"))
     return Group(*parts)
 
 
-def render_ladder(reports: Sequence[EvalReport]) -> Table:
+def render_ladder(reports: Sequence[EvalReport]) -> Group:
     title = "Ablation ladder" + (f" — {STAND_IN_WARNING}" if any(r.stand_in for r in reports) else "")
-    return _table(title, "Configuration", [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary)
-                                           for r in reports])
+    parts: list[Any] = [_table(title, "Configuration", [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary)
+                                                        for r in reports])]
+    if any(r.batch is not None for r in reports):
+        parts.append(_cost_table(reports))
+    return Group(*parts)
 
 
 # --- markdown ------------------------------------------------------------------------------
@@ -246,6 +324,8 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
     if len(reports) > 1:
         labelled = [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary) for r in reports]
         lines += ["## Ladder", "", *_md_table("Configuration", labelled), ""]
+    if any(r.batch is not None for r in reports):
+        lines += ["## Batch and streaming cost", "", *_md_cost_table(reports), "", COST_NOTES, ""]
     for r in reports:
         lines += [f"## {r.name}", ""]
         if r.stand_in:
@@ -267,6 +347,12 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
             lines.append(f"- per-case budget reached: {r.summary.budget_stops} verdicts cut short (budget_reached)")
         if r.summary.claims_removed:
             lines.append(f"- untraceable sentences removed from failed justifications: {r.summary.claims_removed}")
+        if r.batch is not None:
+            b = r.batch
+            lines.append(f"- batch: {b.executor}, {b.waves} waves, {b.batches} Message Batches ({b.requests} entries, "
+                         f"{b.retried} sent again, {b.resumed} answers and {b.collected} batches taken from an earlier "
+                         f"run); USD/case {_usd(r.summary.cost_per_case_usd)} at batch prices, "
+                         f"{_usd(b.cost_per_case_standard_usd)} for the same tokens at streaming prices")
         lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
         if mixed(r.summary):
             lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]

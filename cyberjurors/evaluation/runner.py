@@ -8,6 +8,9 @@ the topics, and scores them. With the party-swap test each case's swapped twin g
 Reports are never overwritten (``report.write``), and the command exits 1 when more cases than it
 tolerates have no verdict (``cli.eval_cmd``); every failed case is named in the report.
 
+With ``--batch`` (``batch.py``) the cases are judged in this process instead, in waves answered
+through the Message Batches API; the results and reports take the same form.
+
 Resumable: every verdict is appended to ``OUT/results/<configuration>.jsonl`` as it arrives, and a
 run's topics and consumer group are named after a run id kept in ``OUT/run.json``. A second run with
 the same dataset and configuration sends only the cases that have no verdict yet (dead letters and
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -48,7 +52,8 @@ SECRETS = {"anthropic_api_key", "openai_api_key", "elasticsearch_api_key", "elas
            "kafka_sasl_password"}
 # where and under which names a run happens, not how it judges: left out of the fingerprint
 RUN_PLACES = {"kafka_bootstrap_servers", "app_id", "topic_prefix", "datadir", "metrics_port", "llm_call_log",
-              "media_root", "stage_concurrency", "llm_concurrency", "probe_port", "probe_host", "lag_interval_s"}
+              "media_root", "stage_concurrency", "llm_concurrency", "probe_port", "probe_host", "lag_interval_s",
+              "batch_poll_s", "batch_max_attempts", "batch_max_cases"}
 
 
 class EvalError(CyberJurorsError, RuntimeError):
@@ -72,6 +77,8 @@ class Options:
     timeout_s: float = 600.0
     """Give up on the remaining cases of a configuration when no result has arrived for this long."""
     fresh: bool = False
+    batch: bool = False
+    """judge in waves through the Message Batches API (``batch.py``) instead of the streaming topology"""
 
 
 class RunState:
@@ -88,6 +95,7 @@ class RunState:
         if fresh:
             for old in (out / "results").glob("*.jsonl"):
                 old.unlink()
+            shutil.rmtree(out / "batches", ignore_errors=True)  # eval --batch's batches and their answers
         self.state = state or {"run_id": uuid.uuid4().hex[:8], "dataset_sha256": dataset.sha256,
                                "dataset_source": str(dataset.source), "configurations": {}}
         self._save()
@@ -191,7 +199,7 @@ async def _collect(settings: Settings, pending: dict[str, DisputeCase], run: Run
     return failures
 
 
-def _results(dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str, str],
+def case_results(dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str, str],
              party_swap: bool) -> list[CaseResult]:
     results = []
     for case in dataset.cases:
@@ -250,7 +258,7 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
                           TimeElapsedColumn(), console=console, transient=True) as progress:
                 failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))
         verdicts = run.decided(ablation.key)
-    results = _results(dataset, verdicts, failures, options.party_swap)
+    results = case_results(dataset, verdicts, failures, options.party_swap)
     return EvalReport(
         name=ablation.name, description=ablation.description,
         dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
@@ -265,6 +273,10 @@ def run_eval(dataset: Dataset, ablations: list[Ablation], base: Settings, option
              bootstrap: str | None = None) -> list[EvalReport]:
     run = RunState(options.out, dataset, options.fresh)
     (options.out / "logs").mkdir(exist_ok=True)
+    if options.batch:  # no broker, no worker: the stages run in this process
+        from .batch import evaluate_batch
+
+        return [evaluate_batch(dataset, ablation, base, run, options, console) for ablation in ablations]
     reports = []
     with contextlib.ExitStack() as stack:
         if bootstrap is None:

@@ -231,14 +231,8 @@ def guideline_lines(memory: list[PrecedentRef]) -> str:
     )
 
 
-def juror_prompt(
-    persona_card: str,
-    memory: list[PrecedentRef],
-    round_no: int,
-    neighbours: list[tuple[str, str, str]],
-    summary: str | None,
-    precedents: bool = True,
-) -> str:
+def juror_own(persona_card: str, memory: list[PrecedentRef], precedents: bool = True) -> str:
+    """What one juror reads in every round of a case: its persona and its guidelines (M_k)."""
     parts = [f"Your persona: {persona_card}"]
     if precedents:
         parts.append(
@@ -246,13 +240,17 @@ def juror_prompt(
             "on in cited_guidelines; they are conventions, not orders, and the evidence comes first):\n"
             + guideline_lines(memory)
         )
-    if round_no > 1:
-        heard = "\n".join(f"- {name} voted {vote}: {record(j, of=name)}" for name, vote, j in neighbours)
-        parts.append(f"Discussion round {round_no}. Jurors you follow said last round:\n{heard or '- (nobody)'}")
-        if summary is not None:
-            parts.append(f"Summary of the whole jury's last round:\n{record(summary, of='round summary')}")
-    else:
-        parts.append("Discussion round 1: give your independent verdict.")
+    return "\n\n".join(parts)
+
+
+def juror_round(round_no: int, neighbours: list[tuple[str, str, str]], summary: str | None) -> str:
+    """What a juror reads of this round: the jurors it follows and the summary, or the first round's ask."""
+    if round_no == 1:
+        return "Discussion round 1: give your independent verdict."
+    heard = "\n".join(f"- {name} voted {vote}: {record(j, of=name)}" for name, vote, j in neighbours)
+    parts = [f"Discussion round {round_no}. Jurors you follow said last round:\n{heard or '- (nobody)'}"]
+    if summary is not None:
+        parts.append(f"Summary of the whole jury's last round:\n{record(summary, of='round summary')}")
     return "\n\n".join(parts)
 
 

@@ -125,12 +125,9 @@ async def _ballot(
         shared=[prompts.case_prefix(case_file.case, focus, clues,
                                     case_file.precedents.cases if case_file.precedents else [], case_file.appeal),
                 *media],
-        prompt=[prompts.juror_prompt(
-            persona.card(), memory, round_no,
-            jury.voices(neighbours),
-            summary.summary if summary else None,
-            precedents=settings.precedent_backend != "none",
-        )],
+        # the persona and memory are the same in every round: a part of their own, cached across rounds
+        own=[prompts.juror_own(persona.card(), memory, precedents=settings.precedent_backend != "none")],
+        prompt=[prompts.juror_round(round_no, jury.voices(neighbours), summary.summary if summary else None)],
         task=JurorTask(case_file.case, focus, clues, juror, persona, memory, round_no, neighbours, summary,
                        case_file.appeal),
         case_id=case_file.case_id,

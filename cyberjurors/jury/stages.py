@@ -8,6 +8,7 @@ behaves the same in either: the case file passes on unchanged and no model is ca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ..config import Settings
@@ -122,10 +123,21 @@ async def judge(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury | No
                 precedents: Retriever | None = None) -> Verdict:
     """One case through every stage in this process, no Kafka: for benchmarks and tests. Without a
     retriever the jury sees no precedents (open a ``PrecedentBase`` and pass it to have them)."""
-    jury = jury or Jury.from_settings(settings)
     case_file = CaseFile(case=case, received_at=now(), backend=llm.backend)
-    case_file = await clues_stage(await focus_stage(case_file, llm, settings), llm, settings,
-                                  precedents or NoPrecedents())
+    return await judge_file(case_file, llm, settings, jury or Jury.from_settings(settings), precedents or NoPrecedents())
+
+
+async def judge_file(case_file: CaseFile, llm: LLM, settings: Settings, jury: Jury, precedents: Retriever,
+                     at: Callable[[str], None] = lambda stage: None) -> Verdict:
+    """An admitted case file through focus, clues, the rounds and the verdict, back to back, as the
+    topology runs them hop by hop; ``at`` hears each stage's name (focus, clues, round-N, verdict)
+    as it starts, so a failure can be told by its stage as a dead letter would be."""
+    at("focus")
+    case_file = await focus_stage(case_file, llm, settings)
+    at("clues")
+    case_file = await clues_stage(case_file, llm, settings, precedents)
     while not is_settled(case_file, settings):
+        at(f"round-{len(case_file.rounds) + 1}")
         case_file = await round_stage(case_file, jury, llm, settings)
+    at("verdict")
     return await verdict_stage(case_file, llm, settings, jury)

@@ -1,0 +1,389 @@
+"""``cyberjurors eval --batch`` (issue 13, item 4): stage-synchronous waves through the same stage
+functions as the stream, each wave one Message Batch through the real anthropic SDK.
+
+The provider is the local server of tests/messages_server.py with its batch endpoints
+(``MessageBatches``: create, retrieve with processing_status and request_counts, results as JSONL in
+reverse order, cancel) answering entries with ``StrictModel`` (the Messages API's request checks and
+prompt-cache accounting); chosen entries come back errored or expired on their first attempt. The
+offline stand-in runs the same waves in process, so the wave logic is also tested without a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.progress import Progress
+from typer.testing import CliRunner
+
+from cyberjurors.backends import build_llm
+from cyberjurors.backends.anthropic import AnthropicLLM
+from cyberjurors.backends.batch import BatchStore, InProcess, MessageBatches as Batches, Pending, custom_id
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.cli import app as cli
+from cyberjurors.config import Settings
+from cyberjurors.evaluation.batch import judge_in_waves
+from cyberjurors.evaluation.dataset import load_dataset
+from cyberjurors.evaluation.ladder import ABLATIONS
+from cyberjurors.evaluation.runner import EvalError, Options, run_eval
+from cyberjurors.evaluation.synth import generate
+from cyberjurors.jury import prompts
+from cyberjurors.jury.stages import judge
+from cyberjurors.llm import GuardedLLM, gather_all, stage_request
+from cyberjurors.metrics import PriceTable
+from cyberjurors.schemas import DisputeCase, Focus, Verdict
+from cyberjurors.waves import Waves
+
+from .messages_server import MessageBatches, ScriptedServer, StrictModel, serving
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+CASES = [DisputeCase.model_validate_json(p.read_text()) for p in sorted((EXAMPLES / "cases").glob("*.json"))]
+VOTE = ("buyer", "seller")
+
+
+@pytest.fixture(autouse=True)
+def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                "CYBERJURORS_SETTINGS_FILE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory):
+    """Four synthetic cases with ground truth (photos and videos included)."""
+    out = tmp_path_factory.mktemp("synth")
+    generate(out, cases=4, seed=5)
+    return load_dataset(out)
+
+
+def juror_votes(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The server's juror answers: each juror votes by a digest of its persona and round, so an
+    answer handed to the wrong request would show as a different verdict."""
+    title = body["output_config"]["format"]["schema"].get("title")
+    if title != "BallotDraft":
+        return None
+    said = body["messages"][0]["content"][-1]["text"]
+    vote = VOTE[hashlib.sha256(said.encode()).digest()[0] % 2]
+    return {"conflicts": [], "buyer_conflicts": [], "seller_conflicts": [], "vote": vote,
+            "justification": f"I vote {vote}.", "cited_clues": [], "cited_guidelines": []}
+
+
+def anthropic_settings(url: str, **over: Any) -> Settings:
+    return Settings(**{"llm_backend": "anthropic", "anthropic_api_key": "sk-ant-test", "anthropic_base_url": url,
+                       "llm_max_retries": 0, "precedent_backend": "none", "media_root": EXAMPLES, "metrics_port": 0,
+                       "batch_poll_s": 0.01, **over})
+
+
+# --- the waves, in process -------------------------------------------------------------------
+
+
+class Recording(InProcess):
+    """The offline stand-in answering each wave, noting the roles the wave held."""
+
+    def __init__(self) -> None:
+        super().__init__(OfflineLLM())
+        self.waves: list[list[str]] = []
+
+    async def answer(self, calls: list[Pending]):  # type: ignore[no-untyped-def]
+        self.waves.append([c.request.role for c in calls])
+        return await super().answer(calls)
+
+
+async def in_waves(settings: Settings, cases: list[DisputeCase], executor) -> dict[str, Verdict]:  # type: ignore[no-untyped-def]
+    progress = Progress(disable=True)
+    recorded: dict[str, Verdict] = {}
+    judged = await judge_in_waves(settings, cases, executor, lambda i, v, f: recorded.update({i: v}) if v else None,
+                                  progress, progress.add_task("t", total=len(cases)))
+    assert not judged.failures and judged.verdicts == recorded
+    return judged.verdicts
+
+
+async def test_waves_go_stage_by_stage_and_judge_as_the_stream_does() -> None:
+    settings = Settings(llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0)
+    cases = CASES[:5]
+    executor = Recording()
+    verdicts = await in_waves(settings, cases, executor)
+
+    stream = {c.case_id: await judge(c, GuardedLLM(OfflineLLM()), settings) for c in cases}  # one at a time
+    for case_id, v in verdicts.items():
+        s = stream[case_id]
+        assert (v.winner, v.votes, v.rounds_used, [c.id for c in v.cited_clues]) == \
+               (s.winner, s.votes, s.rounds_used, [c.id for c in s.cited_clues])
+        assert v.tokens.model_dump(exclude={"latency_s"}) == s.tokens.model_dump(exclude={"latency_s"})
+    # every wave holds one stage: focus, then select and perceive steps, then each round's warm-up
+    # jurors, the other jurors, the summaries
+    kinds = [set(w) for w in executor.waves]
+    assert executor.waves[0] == ["focus"] * len(cases)
+    first_juror = next(i for i, k in enumerate(kinds) if "juror" in k)
+    assert all(k <= {"select", "perceive"} for k in kinds[1:first_juror])
+    assert all(len(k) == 1 for k in kinds[first_juror:])
+    assert executor.waves[first_juror] == ["juror"] * len(cases)  # round 1: one juror per case first
+    assert executor.waves[first_juror + 1] == ["juror"] * (16 * len(cases))
+    assert executor.waves[first_juror + 2] == ["summary"] * len(cases)
+    assert sum(map(len, executor.waves)) == sum(v.tokens.calls for v in verdicts.values())
+
+
+async def test_a_fork_torn_down_by_its_failing_child_leaves_the_count_right() -> None:
+    """A juror that fails cancels its siblings waiting in the wave (gather_all): they are taken out of
+    the wave, the flow count comes back, and the other cases' calls are still answered."""
+    answered: list[list[int]] = []
+
+    async def answer(payloads: list[int]) -> list[int]:
+        answered.append(sorted(payloads))
+        return [p * 10 for p in payloads]
+
+    waves: Waves[int] = Waves(answer)
+
+    async def fails() -> int:
+        await asyncio.sleep(0)  # after its siblings have joined the wave
+        raise ValueError("refused")
+
+    async def case_a() -> int:
+        with pytest.raises(ValueError):
+            await gather_all(waves.wait(1), fails(), waves.wait(2))
+        return await waves.wait(5)
+
+    async def case_b() -> list[int]:
+        return [await waves.wait(3), await waves.wait(4)]
+
+    assert await waves.gather(case_a(), case_b()) == [50, [30, 40]]
+    sent = [p for wave in answered for p in wave]
+    assert sorted(sent) == [3, 4, 5]  # 1 and 2 left with their flow: never sent
+    assert waves.active == 0 and not waves.waiting
+
+
+# --- Message Batches through the SDK ---------------------------------------------------------
+
+
+def faulty(custom_id: str, attempt: int, params: dict[str, Any]) -> str | None:
+    """About one entry in five errored and one in seven expired on its first attempt."""
+    n = int(custom_id[1:9], 16)
+    if attempt == 1 and n % 5 == 0:
+        return "errored"
+    if attempt == 1 and n % 7 == 0:
+        return "expired"
+    return None
+
+
+async def test_eval_batch_answers_every_case_as_the_streaming_calls_do(dataset, tmp_path: Path) -> None:
+    model, batches = StrictModel(answers=juror_votes), MessageBatches(polls_to_end=2, fault=faulty)
+    server = ScriptedServer(respond=model, batches=batches)
+    with serving(server) as url:
+        settings = anthropic_settings(url)
+        (report,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["jury"]], settings,
+                                            Options(out=tmp_path / "out", batch=True, party_swap=False),
+                                            Console(quiet=True))
+    verdicts = {json.loads(line)["case_id"]: Verdict.model_validate(json.loads(line)["verdict"])
+                for line in (tmp_path / "out" / "results" / "jury.batch.jsonl").read_text().splitlines()}
+    assert report.summary.verdicts == len(dataset.cases) == len(verdicts) and not report.failed_cases
+
+    # the same cases, streaming (one call at a time to /v1/messages) against a fresh server: the same
+    # verdicts, so every batch answer went back to the request that asked it
+    stream_server = ScriptedServer(respond=StrictModel(answers=juror_votes))
+    await stream_server.start()
+    try:
+        s = ABLATIONS["jury"].settings(anthropic_settings(stream_server.url, prompt_cache_ttl="1h",
+                                                          media_root=dataset.media_root))
+        llm = build_llm(s)
+        for case in dataset.cases:
+            alone = await judge(case.model_copy(update={"ground_truth": None}), llm, s)
+            assert (alone.votes, alone.rounds_used) == (verdicts[case.case_id].votes, verdicts[case.case_id].rounds_used)
+    finally:
+        await stream_server.stop()
+
+    # retried: exactly the entries faulted on their first attempt, each sent once more; nothing else twice
+    faulted = {i for i in batches.attempts if faulty(i, 1, {})}
+    assert faulted and report.batch is not None and report.batch.retried == len(faulted)
+    assert {i for i, n in batches.attempts.items() if n == 2} == faulted and set(batches.attempts.values()) == {1, 2}
+    # one batch per wave, then one more for each wave that had a faulted entry
+    seen: set[str] = set()
+    first, again = [], []
+    for b in batches.batches.values():  # in creation order
+        ids = {r["custom_id"] for r in b.requests}
+        (again if ids <= seen else first).append(ids)
+        seen |= ids
+    assert len(first) == report.batch.waves and len(again) == sum(bool(ids & faulted) for ids in first)
+    assert report.batch.batches == batches.creates == len(first) + len(again)
+    # priced at the batch share from the server's own accounting, and at standard prices beside it
+    prices = PriceTable(settings.llm_prices)
+    billed = sum(prices.cost("anthropic", "claude-sonnet-5-5", usage_of(b.usage), batch=True) for b in model.billed)
+    assert report.summary.cost_per_case_usd == pytest.approx(billed / len(dataset.cases))
+    assert report.batch.cost_per_case_standard_usd == pytest.approx(2 * report.summary.cost_per_case_usd)
+    assert report.batch.executor == "message-batches" and report.mode == "batch"
+
+
+def usage_of(usage: dict[str, Any]):  # type: ignore[no-untyped-def]
+    from cyberjurors.schemas import Usage
+    return Usage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
+                 cache_read_tokens=usage["cache_read_input_tokens"],
+                 cache_write_tokens=usage["cache_creation_input_tokens"],
+                 cache_write_1h_tokens=usage["cache_creation"]["ephemeral_1h_input_tokens"])
+
+
+def case_of(params: dict[str, Any]) -> str:
+    """The case a request is about (every stage's prompt starts its metadata with "Case <id>")."""
+    text = json.dumps(params["messages"])
+    return text.split("Case ", 1)[1].split("\\n", 1)[0]
+
+
+async def test_a_refused_entry_is_not_sent_again_and_one_that_keeps_expiring_fails_as_a_timeout(
+        dataset, tmp_path: Path) -> None:
+    refused, expiring = dataset.cases[0].case_id, dataset.cases[1].case_id
+
+    def fault(custom_id: str, attempt: int, params: dict[str, Any]) -> str | None:
+        if params["system"][0]["text"].startswith(prompts.FOCUS_SYSTEM[:40]):
+            return {refused: "invalid", expiring: "expired"}.get(case_of(params))
+        return None
+
+    batches = MessageBatches(fault=fault)
+    with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
+        (report,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]],
+                                            anthropic_settings(url, batch_max_attempts=2),
+                                            Options(out=tmp_path / "out", batch=True, party_swap=False),
+                                            Console(quiet=True))
+    assert report.failed_cases == {refused: "focus:llm_bad_request", expiring: "focus:llm_timeout"}
+    assert report.summary.verdicts == len(dataset.cases) - 2
+    sent = Counter(case_of(r["params"]) for b in batches.batches.values() for r in b.requests
+                   if r["params"]["system"][0]["text"].startswith(prompts.FOCUS_SYSTEM[:40]))
+    assert sent[refused] == 1 and sent[expiring] == 2  # batch_max_attempts
+    assert all(sent[c.case_id] == 1 for c in dataset.cases[2:])
+
+
+def eval_command(data: Path, out: Path, url: str) -> tuple[list[str], dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CYBERJURORS_", "ANTHROPIC_", "OPENAI_"))}
+    env.update(ANTHROPIC_API_KEY="sk-ant-test", ANTHROPIC_BASE_URL=url, CYBERJURORS_LLM_BACKEND="anthropic",
+               CYBERJURORS_PRECEDENT_BACKEND="none", CYBERJURORS_BATCH_POLL_S="0.05", CYBERJURORS_LLM_MAX_RETRIES="0",
+               PYTHONPATH=str(ROOT))
+    return [sys.executable, "-m", "cyberjurors", "eval", str(data), "--batch", "--ablation", "jury",
+            "--no-party-swap", "--out", str(out)], env
+
+
+async def test_a_run_killed_after_submitting_collects_its_batch_when_run_again(dataset, tmp_path: Path) -> None:
+    batches = MessageBatches(polls_to_end=10**9)  # the first batch stays in progress
+    out = tmp_path / "out"
+    with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
+        args, env = eval_command(dataset.source, out, url)
+        first = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while batches.creates == 0 and first.poll() is None:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)  # it is polling now
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        assert batches.creates == 1, "the first run should have submitted exactly one batch"
+        (submitted,) = batches.batches
+        assert submitted in (out / "batches" / "jury" / "batches.jsonl").read_text()
+
+        batches.polls_to_end = 1
+        again = await asyncio.to_thread(subprocess.run, args, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    report = json.loads((out / "report.json").read_text())[0]
+    assert report["summary"]["verdicts"] == len(dataset.cases) and report["batch"]["collected"] == 1
+    # the batch was fetched, not sent again: no request was ever paid for twice
+    assert set(batches.attempts.values()) == {1}
+    assert batches.batches[submitted].status == "ended"
+    assert report["batch"]["batches"] == batches.creates - 1
+
+
+async def test_a_canceled_batch_stops_the_run_and_the_next_run_sends_its_requests_again(
+        dataset, tmp_path: Path) -> None:
+    batches = MessageBatches(canceled=lambda n: n == 2)  # an operator cancels the second batch
+    options = Options(out=tmp_path / "out", batch=True, party_swap=False)
+    with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
+        settings = anthropic_settings(url)
+        with pytest.raises(EvalError, match="canceled"):
+            await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]], settings, options, Console(quiet=True))
+        canceled = {r["custom_id"] for r in list(batches.batches.values())[1].requests}
+        batches.canceled = lambda n: False
+        (report,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]], settings, options,
+                                            Console(quiet=True))
+    assert report.summary.verdicts == len(dataset.cases) and not report.failed_cases
+    assert {i for i, n in batches.attempts.items() if n == 2} == canceled  # sent again once, the rest never
+    assert set(batches.attempts.values()) == {1, 2}
+
+
+async def test_identical_requests_of_a_wave_are_one_entry_and_the_store_survives_a_torn_line(tmp_path: Path) -> None:
+    batches = MessageBatches()
+    server = ScriptedServer(respond=StrictModel(), batches=batches)
+    await server.start()
+    try:
+        settings = anthropic_settings(server.url)
+        store = BatchStore(tmp_path / "store")
+        executor = Batches(AnthropicLLM.from_settings(settings), store, poll_s=0.01)
+        request = stage_request("focus", settings, system=prompts.FOCUS_SYSTEM, prompt=[prompts.focus_prompt(CASES[0])],
+                                task=None, case_id=CASES[0].case_id)
+        same = Pending(request, Focus)
+        first, second = await executor.answer([same, same])
+        assert first.output == second.output and executor.stats.requests == 1
+        (entry,) = next(iter(batches.batches.values())).requests
+        assert entry["custom_id"] == custom_id(executor.llm.params(request, Focus))
+
+        with store.results_path.open("a") as results:
+            results.write('{"custom_id": "r0", "batch_id": "msgbatch_cut", "ty')  # killed mid-line
+        reopened = BatchStore(tmp_path / "store")
+        assert reopened.message(entry["custom_id"]) is not None and not reopened.outstanding({entry["custom_id"]})
+        again = Batches(AnthropicLLM.from_settings(settings), reopened, poll_s=0.01)
+        (answer,) = await again.answer([same])
+        assert answer.output == first.output and again.stats.resumed == 1 and batches.creates == 1
+        await executor.llm.aclose()
+        await again.llm.aclose()
+    finally:
+        await server.stop()
+
+
+def test_eval_batch_offline_runs_the_waves_in_process_and_says_so(dataset, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CYBERJURORS_LLM_BACKEND", "offline")
+    monkeypatch.setenv("CYBERJURORS_PRECEDENT_BACKEND", "none")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["eval", str(dataset.source), "--batch", "--ablation", "sr-cot,jury",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    reports = json.loads((out / "report.json").read_text())
+    assert [r["name"] for r in reports] == ["SR-CoT (batch)", "+Jury (batch)"]
+    assert all(r["batch"]["executor"] == "in-process" and r["batch"]["batches"] == 0 and r["stand_in"]
+               for r in reports)
+    assert all(r["summary"]["verdicts"] == len(dataset.cases) and r["summary"]["swap_pairs"] == len(dataset.cases)
+               for r in reports)
+    markdown = (out / "report.md").read_text()
+    assert "## Batch and streaming cost" in markdown and "in-process" in markdown
+    assert not (out / "batches").exists()  # nothing to resume: no batch was submitted
+
+    # a rerun finds every case decided and judges none again
+    again = CliRunner().invoke(cli, ["eval", str(dataset.source), "--batch", "--ablation", "jury", "--out", str(out)])
+    assert again.exit_code == 0 and "8 of 8 cases already decided, 0 to judge" in " ".join(again.output.split())
+
+
+@pytest.mark.integration
+async def test_the_report_puts_a_streaming_run_of_the_same_configuration_beside_the_batch_run(
+        dataset, settings: Settings, broker: str, tmp_path: Path) -> None:
+    """``eval`` through the topology (a real worker calling the server's /v1/messages), then ``eval
+    --batch`` into the same OUT: the batch report carries the streaming run's measured cost."""
+    options = Options(out=tmp_path / "out", party_swap=False, concurrency=4, timeout_s=120)
+    with serving(ScriptedServer(respond=StrictModel(), batches=MessageBatches())) as url:
+        base = settings.model_copy(update={"llm_backend": "anthropic", "anthropic_api_key": "sk-ant-test",
+                                           "anthropic_base_url": url, "llm_max_retries": 0, "batch_poll_s": 0.01})
+        (streamed,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]], base, options,
+                                              Console(quiet=True), broker)
+        (batched,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]], base,
+                                             Options(out=options.out, party_swap=False, batch=True),
+                                             Console(quiet=True))
+    assert streamed.mode == "stream" and streamed.summary.verdicts == len(dataset.cases)
+    lines = (options.out / "results" / "iv-cot.jsonl").read_text().splitlines()
+    costs = [json.loads(line)["verdict"]["tokens"]["cost_usd"] for line in lines]
+    assert batched.batch is not None and batched.batch.streaming_verdicts == len(dataset.cases) == len(costs)
+    assert batched.batch.streaming_cost_per_case_usd == pytest.approx(sum(costs) / len(costs))
+    assert streamed.summary.cost_per_case_usd == pytest.approx(batched.batch.streaming_cost_per_case_usd)
+    assert 0 < batched.summary.cost_per_case_usd < streamed.summary.cost_per_case_usd
