@@ -13,9 +13,11 @@ import json
 import os
 import platform
 import signal
+import socket
 import statistics
 import sys
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -327,3 +329,61 @@ def interrupt_on_sigterm() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, raise_interrupt)
+
+
+# --- a worker's memory ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def take_snapshot(worker: WorkerProcess, folder: Path, timeout_s: float = 300) -> Path:
+    """A tracemalloc snapshot of a worker started with PYTHONTRACEMALLOC set: SIGUSR2 asks for it
+    (``streams.worker.Worker``), and it is the next ``<pid>-<n>.snap`` that appears in ``folder``."""
+    pid = worker.process.pid  # type: ignore[union-attr]
+    before = set(folder.glob(f"{pid}-*.snap"))
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and worker.alive():
+        new = set(folder.glob(f"{pid}-*.snap")) - before
+        if new:
+            return new.pop()
+        time.sleep(0.2)
+    raise BenchError(f"no tracemalloc snapshot from worker {pid} in {folder} within {timeout_s:.0f}s")
+
+
+def snapshot_growth(before: Path, after: Path, top: int = 12, frames: int = 8) -> Table:
+    """What grew between two snapshots of one process, by allocating line (KB, allocations), each
+    with the innermost ``frames`` frames of its largest growing traceback (tracemalloc's own and the
+    import machinery's allocations left out)."""
+    ignored = [tracemalloc.Filter(False, f) for f in (tracemalloc.__file__, "<frozen importlib._bootstrap*>")]
+    old, new = (tracemalloc.Snapshot.load(str(p)).filter_traces(ignored) for p in (before, after))
+    by_tb = new.compare_to(old, "traceback")
+    out = table(f"Growth from {before.name} to {after.name}", ["KB", "blocks", "where (innermost last)"],
+                left=("where (innermost last)",))
+    for stat in new.compare_to(old, "lineno")[:top]:
+        site = stat.traceback[0]
+        tb = max((s for s in by_tb if s.traceback[-1] == site),
+                 key=lambda s: s.size_diff, default=stat)
+        where = "\n".join(f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in list(tb.traceback)[-frames:])
+        out.add_row(f"{stat.size_diff / 1024:+.0f}", f"{stat.count_diff:+d}", where)
+    return out
+
+
+def ready_worker(settings: Settings, log: Path, env: dict[str, str], timeout_s: float = 300) -> tuple[WorkerProcess, float]:
+    """A worker started, and the seconds from its start to Faust's "Worker ready" in its log
+    (tables recovered, partitions assigned)."""
+    worker = WorkerProcess(settings, log, env=env)
+    started = time.perf_counter()
+    worker.start()
+    while time.perf_counter() - started < timeout_s:
+        if not worker.alive():
+            raise BenchError(f"the worker exited; end of {log}:\n{log.read_text(errors='replace')[-3000:]}")
+        if log.exists() and "Worker ready" in log.read_text(errors="replace"):
+            return worker, time.perf_counter() - started
+        time.sleep(0.1)
+    worker.stop()
+    raise BenchError(f"the worker was not ready within {timeout_s:.0f} s; see {log}")

@@ -11,14 +11,16 @@ ready, verdict, stage-times); restart-to-ready after ``--restart-after`` and aft
 Targets (issue 11): slope <= 1 MB per 1,000 cases, entries bounded, recovery independent of history.
 Figures, never assertions.
 
+With ``--tracemalloc N`` the worker traces allocations (N frames each; slower, and its RSS is then
+not the figure) and the report lists the lines whose allocations grew after the warm-up.
+
 Run: .venv/bin/python bench/soak.py [--quick] [--cases 5000] [--every 500] [--restart-after 1000]
-     [--retention 30] [--store memory|rocksdb]
+     [--retention 30] [--store memory|rocksdb] [--tracemalloc 12]
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import statistics
 import tempfile
 import time
@@ -34,12 +36,16 @@ from harness import (
     BenchError,
     broker,
     copies,
+    free_port,
     interrupt_on_sigterm,
     machine,
     make_console,
     peak_rss_mb,
+    ready_worker,
     run_cases,
+    snapshot_growth,
     table,
+    take_snapshot,
 )
 
 from cyberjurors.config import Settings
@@ -62,12 +68,7 @@ class Soak:
     samples: list[Sample] = field(default_factory=list)
     restarts: list[tuple[int, float]] = field(default_factory=list)  # (cases so far, seconds to ready)
     restart_at: int | None = None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    snapshots: list[tuple[int, Path]] = field(default_factory=list)  # (cases so far, tracemalloc snapshot)
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -87,22 +88,11 @@ def alive(worker: WorkerProcess) -> None:
         raise BenchError(f"the worker exited; see {worker.log_path}")
 
 
-def start_worker(settings: Settings, log: Path) -> tuple[WorkerProcess, float]:
-    """A worker, and the seconds from its start to Faust's "Worker ready" in its log."""
+def start_worker(settings: Settings, log: Path, frames: int) -> tuple[WorkerProcess, float]:
     # one record per producer batch: Tansu 0.6 reports a high watermark from a batch's first offset,
     # which a RocksDB store's recovery refuses (see tests/test_state_expiry.py)
-    worker = WorkerProcess(settings, log, env={"PRODUCER_MAX_BATCH_SIZE": "1"} if settings.table_store == "rocksdb"
-                           else {})
-    started = time.perf_counter()
-    worker.start()
-    while time.perf_counter() - started < 300:
-        if not worker.alive():
-            raise BenchError(f"the worker exited; end of {log}:\n{log.read_text(errors='replace')[-3000:]}")
-        if log.exists() and "Worker ready" in log.read_text(errors="replace"):
-            return worker, time.perf_counter() - started
-        time.sleep(0.1)
-    worker.stop()
-    raise BenchError(f"the worker was not ready within 300 s; see {log}")
+    env = {"PRODUCER_MAX_BATCH_SIZE": "1"} if settings.table_store == "rocksdb" else {}
+    return ready_worker(settings, log, env | ({"PYTHONTRACEMALLOC": str(frames)} if frames else {}))
 
 
 async def idle_sample(settings: Settings, worker: WorkerProcess, done: int, idle_s: float, began: float) -> Sample:
@@ -111,10 +101,11 @@ async def idle_sample(settings: Settings, worker: WorkerProcess, done: int, idle
     return Sample(done, peak_rss_mb(worker.process.pid, "VmRSS"), entries, time.perf_counter() - began)  # type: ignore[union-attr]
 
 
-async def soak(settings: Settings, folder: Path, cases: int, every: int, restart_after: int, idle_s: float) -> Soak:
+async def soak(settings: Settings, folder: Path, cases: int, every: int, restart_after: int, idle_s: float,
+               frames: int) -> Soak:
     await ensure_topics(settings)
     result = Soak()
-    worker, ready_s = await asyncio.to_thread(start_worker, settings, folder / "worker-0.log")
+    worker, ready_s = await asyncio.to_thread(start_worker, settings, folder / "worker-0.log", frames)
     console.print(f"worker ready in {ready_s:.1f}s")
     began, done, life = time.perf_counter(), 0, 0
     try:
@@ -126,10 +117,14 @@ async def soak(settings: Settings, folder: Path, cases: int, every: int, restart
             result.samples.append(sample)
             console.print(f"{done:>6} cases  idle RSS {sample.rss_mb:7.1f} MB  entries {sample.entries}  "
                           f"{sample.seconds:7.0f}s")
+            if frames:  # after the RSS sample: a snapshot costs memory of its own
+                result.snapshots.append((done, await asyncio.to_thread(take_snapshot, worker,
+                                                                       settings.datadir / "tracemalloc")))
             if done == restart_after or done == cases:
                 await asyncio.to_thread(worker.stop)
                 life += 1
-                worker, ready_s = await asyncio.to_thread(start_worker, settings, folder / f"worker-{life}.log")
+                worker, ready_s = await asyncio.to_thread(start_worker, settings, folder / f"worker-{life}.log",
+                                                          frames)
                 result.restarts.append((done, ready_s))
                 result.restart_at = result.restart_at or done
                 console.print(f"restarted after {done} cases: ready in {ready_s:.1f}s")
@@ -169,6 +164,9 @@ def report(settings: Settings, result: Soak, cases: int) -> None:
     batches = [b.seconds - a.seconds for a, b in zip(result.samples, result.samples[1:])]
     console.print(f"store {settings.table_store}; {machine()}; median batch (with its idle wait) "
                   f"{statistics.median(batches) if batches else float('nan'):.0f}s")
+    warm_snaps = [path for done, path in result.snapshots if result.restart_at is not None and done > result.restart_at]
+    if len(warm_snaps) >= 2:  # one worker's life: from its first idle snapshot to its last
+        console.print(snapshot_growth(warm_snaps[0], warm_snaps[-1]))
 
 
 def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50, a restart after 100")] = False,
@@ -179,7 +177,9 @@ def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50,
          sweep: Annotated[float, typer.Option(help="state_sweep_interval_s")] = 2.0,
          idle: Annotated[float, typer.Option(help="idle seconds before each sample")] = 5.0,
          store: Annotated[str, typer.Option(help="table_store: memory or rocksdb")] = "memory",
-         partitions: Annotated[int, typer.Option()] = 4) -> None:
+         partitions: Annotated[int, typer.Option()] = 4,
+         tracemalloc: Annotated[int, typer.Option(help="frames a tracemalloc trace keeps (0: off); the report "
+                                                  "then lists what grew after the warm-up, by line")] = 0) -> None:
     if quick:
         cases, every, restart_after = 300, 50, 100
     interrupt_on_sigterm()
@@ -191,7 +191,7 @@ def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50,
                             state_retention_s=retention, state_sweep_interval_s=sweep, table_store=store)  # type: ignore[arg-type]
         console.print(f"soak: {cases} cases, a sample every {every}, restart after {restart_after}; "
                       f"retention {retention}s, sweep {sweep}s, store {store}, {partitions} partitions")
-        result = asyncio.run(soak(settings, Path(tmp), cases, every, restart_after, idle))
+        result = asyncio.run(soak(settings, Path(tmp), cases, every, restart_after, idle, tracemalloc))
         report(settings, result, cases)
 
 

@@ -23,8 +23,10 @@ import signal
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -163,12 +165,29 @@ class BrokerWatch:
                                             "for the supervisor to start a fresh worker")
 
 
-class Worker(faust.Worker):
-    """Faust's worker, whose stop on SIGTERM or SIGINT is bounded by ``stop_deadline_s``."""
+def dump_snapshot(folder: Path) -> Path:
+    """tracemalloc's snapshot of this process as ``folder/<pid>-<n>.snap`` (n counts up), written
+    under a temporary name first so a reader never sees half a file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    taken = len(list(folder.glob(f"{os.getpid()}-*.snap")))
+    path = folder / f"{os.getpid()}-{taken:03d}.snap"
+    partial = path.with_suffix(".partial")
+    tracemalloc.take_snapshot().dump(str(partial))
+    partial.rename(path)
+    return path
 
-    def __init__(self, app: faust.App, *services: Service, stop_deadline_s: float, **options: object) -> None:
+
+class Worker(faust.Worker):
+    """Faust's worker, whose stop on SIGTERM or SIGINT is bounded by ``stop_deadline_s``. When
+    tracemalloc traces (PYTHONTRACEMALLOC=<frames> in its environment), SIGUSR2 writes a snapshot
+    under ``snapshots`` (bench/soak.py --tracemalloc diffs them) instead of mode's debugger, which
+    a worker without a terminal cannot use."""
+
+    def __init__(self, app: faust.App, *services: Service, stop_deadline_s: float, snapshots: Path | None = None,
+                 **options: object) -> None:
         super().__init__(app, *services, **options)
         self.stop_deadline_s = stop_deadline_s
+        self.snapshots = snapshots
         self._deadline: threading.Timer | None = None
 
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
@@ -178,6 +197,12 @@ class Worker(faust.Worker):
             self.spinner = None  # its terminal escapes are not JSON, even where no terminal is
         super().on_setup_root_logger(logger, level)
         logs.adopt(logger, settings)
+
+    def _on_sigusr2(self) -> None:
+        if self.snapshots is None or not tracemalloc.is_tracing():
+            super()._on_sigusr2()
+            return
+        log.info("tracemalloc snapshot written to %s", dump_snapshot(self.snapshots))
 
     def _schedule_shutdown(self, sig: signal.Signals) -> None:
         if self._deadline is None:
@@ -216,7 +241,8 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     provider = tracing.setup(settings, "cyberjurors-worker")
     try:
         Worker(app, *worker_services(app, settings), loglevel=loglevel, quiet=True,
-               stop_deadline_s=settings.stop_deadline_s).execute_from_commandline()
+               stop_deadline_s=settings.stop_deadline_s,
+               snapshots=settings.datadir / "tracemalloc").execute_from_commandline()
     finally:
         tracing.shutdown(provider)  # what is still batched goes out
 
