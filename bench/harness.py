@@ -355,6 +355,27 @@ def take_snapshot(worker: WorkerProcess, folder: Path, timeout_s: float = 300) -
     raise BenchError(f"no tracemalloc snapshot from worker {pid} in {folder} within {timeout_s:.0f}s")
 
 
+def slope_per_1000(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of (cases, MB) points, in MB per 1,000 cases."""
+    if len(points) < 2:
+        return float("nan")
+    return float(np.polyfit(*np.array(points, dtype=float).T, 1)[0] * 1000)
+
+
+def heap_growth(snapshots: list[tuple[int, Path]]) -> tuple[str, Table]:
+    """A worker's traced Python heap at each (cases so far, snapshot), its slope, and what grew from
+    the first snapshot to the last."""
+    heap = [(done, traced_mb(path)) for done, path in snapshots]
+    return (f"traced Python heap: {', '.join(f'{mb:.1f}' for _, mb in heap)} MB at {snapshots[0][0]}-"
+            f"{snapshots[-1][0]} cases; slope {slope_per_1000(heap):.2f} MB per 1,000 cases",
+            snapshot_growth(snapshots[0][1], snapshots[-1][1]))
+
+
+def traced_mb(snapshot: Path) -> float:
+    """The memory a tracemalloc snapshot's traces hold."""
+    return sum(stat.size for stat in tracemalloc.Snapshot.load(str(snapshot)).statistics("filename")) / 2**20
+
+
 def snapshot_growth(before: Path, after: Path, top: int = 12, frames: int = 8) -> Table:
     """What grew between two snapshots of one process, by allocating line (KB, allocations), each
     with the innermost ``frames`` frames of its largest growing traceback (tracemalloc's own and the

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from harness import (
     BenchError,
@@ -43,8 +42,9 @@ from harness import (
     peak_rss_mb,
     ready_worker,
     run_cases,
-    snapshot_growth,
+    heap_growth,
     table,
+    slope_per_1000,
     take_snapshot,
 )
 
@@ -134,11 +134,7 @@ async def soak(settings: Settings, folder: Path, cases: int, every: int, restart
 
 
 def slope_mb_per_1000(samples: list[Sample]) -> float:
-    if len(samples) < 2:
-        return float("nan")
-    x = np.array([s.cases for s in samples], dtype=float)
-    y = np.array([s.rss_mb for s in samples])
-    return float(np.polyfit(x, y, 1)[0] * 1000)
+    return slope_per_1000([(s.cases, s.rss_mb) for s in samples])
 
 
 def report(settings: Settings, result: Soak, cases: int) -> None:
@@ -164,9 +160,9 @@ def report(settings: Settings, result: Soak, cases: int) -> None:
     batches = [b.seconds - a.seconds for a, b in zip(result.samples, result.samples[1:])]
     console.print(f"store {settings.table_store}; {machine()}; median batch (with its idle wait) "
                   f"{statistics.median(batches) if batches else float('nan'):.0f}s")
-    warm_snaps = [path for done, path in result.snapshots if result.restart_at is not None and done > result.restart_at]
-    if len(warm_snaps) >= 2:  # one worker's life: from its first idle snapshot to its last
-        console.print(snapshot_growth(warm_snaps[0], warm_snaps[-1]))
+    snaps = [(done, path) for done, path in result.snapshots if done > (result.restart_at or 0)]
+    if len(snaps) >= 2:  # one worker's life, from its first idle snapshot to its last
+        console.print(*heap_growth(snaps))
 
 
 def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50, a restart after 100")] = False,
