@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+import urllib.request
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -408,3 +409,42 @@ def ready_worker(settings: Settings, log: Path, env: dict[str, str], timeout_s: 
         time.sleep(0.1)
     worker.stop()
     raise BenchError(f"the worker was not ready within {timeout_s:.0f} s; see {log}")
+
+
+async def changelog_records(settings: Settings, tables: tuple[str, ...]) -> int:
+    """Records in the tables' changelog topics (end offsets summed): what a memory store reads back
+    at a restart where the broker does not compact (the embedded one)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(**client_options(settings))
+    await consumer.start()
+    try:
+        tps = [TopicPartition(f"{settings.app_id}-{t}-changelog", p) for t in tables for p in range(settings.partitions)]
+        return sum((await consumer.end_offsets(tps)).values())
+    finally:
+        await consumer.stop()
+
+
+def recovery_read_s(log: Path) -> float:
+    """Seconds the worker's last start spent reading its changelogs, from Faust's log lines."""
+    stamps: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        for mark in ("Restoring state from changelog topics", "Done reading from changelog topics"):
+            if mark in line and line.startswith("["):
+                clock = line[1:24].split(" ")[1]  # [2026-11-25 12:27:34,404]
+                h, m, s = clock.replace(",", ".").split(":")
+                stamps[mark] = int(h) * 3600 + int(m) * 60 + float(s)
+    return (stamps["Done reading from changelog topics"] - stamps["Restoring state from changelog topics"]
+            if len(stamps) == 2 else float("nan"))
+
+
+def scrape_entries(port: int) -> dict[str, float]:
+    """The table-entry gauges and cases in flight from the worker's metrics endpoint."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("cyberjurors_table_entries{"):
+            out[line.split('table="', 1)[1].split('"', 1)[0]] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("cyberjurors_cases_in_flight "):
+            out["in flight"] = float(line.rsplit(" ", 1)[1])
+    return out

@@ -24,7 +24,6 @@ import asyncio
 import statistics
 import tempfile
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,17 +33,20 @@ import typer
 from harness import (
     BenchError,
     broker,
+    changelog_records,
     copies,
     free_port,
+    heap_growth,
     interrupt_on_sigterm,
     machine,
     make_console,
     peak_rss_mb,
     ready_worker,
+    recovery_read_s,
     run_cases,
-    heap_growth,
-    table,
+    scrape_entries,
     slope_per_1000,
+    table,
     take_snapshot,
 )
 
@@ -53,6 +55,7 @@ from cyberjurors.streams.kafka import ensure_topics
 from cyberjurors.streams.worker_process import WorkerProcess
 
 console = make_console()
+TABLES = ("stage-results", "stage-times", "intake", "confirmed-outcomes")
 
 
 @dataclass
@@ -64,23 +67,20 @@ class Sample:
 
 
 @dataclass
+class Restart:
+    cases: int
+    ready_s: float  # from start to "Worker ready"
+    read_s: float  # of which reading the changelogs
+    records: int  # in the changelogs then
+    rss_mb: float  # at ready
+
+
+@dataclass
 class Soak:
     samples: list[Sample] = field(default_factory=list)
-    restarts: list[tuple[int, float]] = field(default_factory=list)  # (cases so far, seconds to ready)
+    restarts: list[Restart] = field(default_factory=list)
     restart_at: int | None = None
     snapshots: list[tuple[int, Path]] = field(default_factory=list)  # (cases so far, tracemalloc snapshot)
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The table-entry gauges and cases in flight from the worker's metrics endpoint."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("cyberjurors_table_entries{"):
-            out[line.split('table="', 1)[1].split('"', 1)[0]] = float(line.rsplit(" ", 1)[1])
-        elif line.startswith("cyberjurors_cases_in_flight "):
-            out["in flight"] = float(line.rsplit(" ", 1)[1])
-    return out
 
 
 def alive(worker: WorkerProcess) -> None:
@@ -97,7 +97,7 @@ def start_worker(settings: Settings, log: Path, frames: int) -> tuple[WorkerProc
 
 async def idle_sample(settings: Settings, worker: WorkerProcess, done: int, idle_s: float, began: float) -> Sample:
     await asyncio.sleep(idle_s)  # longer than an expiry sweep: the gauges are fresh, the worker idle
-    entries = await asyncio.to_thread(scrape, settings.metrics_port)
+    entries = await asyncio.to_thread(scrape_entries, settings.metrics_port)
     return Sample(done, peak_rss_mb(worker.process.pid, "VmRSS"), entries, time.perf_counter() - began)  # type: ignore[union-attr]
 
 
@@ -122,12 +122,13 @@ async def soak(settings: Settings, folder: Path, cases: int, every: int, restart
                                                                        settings.datadir / "tracemalloc")))
             if done == restart_after or done == cases:
                 await asyncio.to_thread(worker.stop)
-                life += 1
-                worker, ready_s = await asyncio.to_thread(start_worker, settings, folder / f"worker-{life}.log",
-                                                          frames)
-                result.restarts.append((done, ready_s))
+                life, records = life + 1, await changelog_records(settings, TABLES)
+                log = folder / f"worker-{life}.log"
+                worker, ready_s = await asyncio.to_thread(start_worker, settings, log, frames)
+                result.restarts.append(Restart(done, ready_s, recovery_read_s(log), records,
+                                               peak_rss_mb(worker.process.pid, "VmRSS")))  # type: ignore[union-attr]
                 result.restart_at = result.restart_at or done
-                console.print(f"restarted after {done} cases: ready in {ready_s:.1f}s")
+                console.print(f"restarted after {done} cases: {result.restarts[-1]}")
     finally:
         await asyncio.to_thread(worker.stop)
     return result
@@ -155,8 +156,9 @@ def report(settings: Settings, result: Soak, cases: int) -> None:
     console.print(f"entries at the end: {last.entries}; at {rate:.1f} cases/s a retention of "
                   f"{settings.state_retention_s:.0f}s allows ~{rate * settings.state_retention_s:.0f} decided cases "
                   f"(x2 keys in stage-results, x1 in stage-times) plus those in flight")
-    for done, ready_s in result.restarts:
-        console.print(f"restart-to-ready after {done} cases: {ready_s:.1f}s")
+    for r in result.restarts:
+        console.print(f"restart-to-ready after {r.cases} cases: {r.ready_s:.1f}s ({r.read_s:.1f}s reading "
+                      f"{r.records} changelog records); RSS at ready {r.rss_mb:.1f} MB")
     batches = [b.seconds - a.seconds for a, b in zip(result.samples, result.samples[1:])]
     console.print(f"store {settings.table_store}; {machine()}; median batch (with its idle wait) "
                   f"{statistics.median(batches) if batches else float('nan'):.0f}s")

@@ -290,3 +290,21 @@ async def test_cases_left_without_a_stage_times_entry_are_adopted_and_expire():
     clock.now += 101
     assert await results.expire() == 2
     assert set(table) == {"other/ready", "lost/expired"}  # lost was decided: its marker stays a retention
+
+
+async def test_a_round_left_without_the_rounds_before_it_expires_with_its_case():
+    """A recovery that skipped part of a verdict's batch of tombstones (the embedded broker's high
+    watermark) leaves round-2 with round-1 gone: it must still be found, or it never expires."""
+    clock = Clock()
+    table = {"gap/ready": b"{}", "gap/verdict": b"{}", "gap/round-2": b"{}", "gap/round-3": b"{}"}
+    results = StageResults(table, {}, retention_s=100, clock=clock, max_rounds=3)
+    assert results.keys("gap") == ["gap/ready", "gap/verdict", "gap/round-2", "gap/round-3"]
+    assert results.adopt(partitions=4) == 1
+    clock.now += 101
+    assert await results.expire() == 1 and set(table) == {"gap/expired"}  # no round left behind
+    clock.now += 101
+    assert await results.expire() == 1 and table == {}
+    # past T only what follows on without a gap is the case's (T lowered since it was judged)
+    table |= {"old/round-1": b"{}", "old/round-2": b"{}", "old/round-3": b"{}", "old/round-4": b"{}",
+              "old/round-6": b"{}"}
+    assert StageResults(table, {}, max_rounds=2).keys("old") == [f"old/round-{n}" for n in (1, 2, 3, 4)]

@@ -97,7 +97,8 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(table("stage-results", value_type=bytes), table("stage-times"), settings.state_retention_s,
-                           clock, max_bytes=settings.max_event_bytes, keep_for_appeal=settings.appeal_window_s > 0)
+                           clock, max_bytes=settings.max_event_bytes, keep_for_appeal=settings.appeal_window_s > 0,
+                           max_rounds=settings.rounds)
     ingest = Ingest(settings, llm.backend, table("intake"), results, topic("disputes.ready"), letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)
     verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift, work.verdict,

@@ -61,13 +61,14 @@ class StageResults:
 
     def __init__(self, table: MutableMapping[str, Any], times: MutableMapping[str, Any] | None = None,
                  retention_s: float = 7 * 86400, clock: expiry.Clock = time.time,
-                 max_bytes: int | None = None, keep_for_appeal: bool = False):
+                 max_bytes: int | None = None, keep_for_appeal: bool = False, max_rounds: int = 1):
         self.table = table
         self.times: MutableMapping[str, Any] = {} if times is None else times
         self.retention_s = retention_s
         self.clock = clock
         self.max_bytes = max_bytes  # max_event_bytes: an output over it is refused before it is stored
         self.keep_for_appeal = keep_for_appeal
+        self.max_rounds = max_rounds  # T: the rounds a case can have
 
     def stored(self, case_id: str, stage: str) -> bytes | None:
         return self.table.get(f"{case_id}/{stage}")
@@ -88,14 +89,18 @@ class StageResults:
         self.times[case_id] = expiry.stamp(self.clock() + hold_s, expiry.current_partition())
 
     def rounds(self, case_id: str, prefix: str = "") -> list[str]:
-        """The stored round keys of a case (``prefix`` "appeal/" for the second instance's). Rounds are
-        stored in order, so round-N exists only after round-(N-1): probing stops at the first missing one."""
+        """The stored round keys of a case (``prefix`` "appeal/" for the second instance's). Every round
+        up to T (``max_rounds``) is probed: a recovery that skipped part of a verdict's batch of
+        tombstones (the embedded broker, see ``adopt``) can leave round-2 without round-1, and a key
+        no probe finds would never expire. Past T (a case judged when T was higher) rounds are
+        stored in order, so probing stops at the first missing one."""
         found = []
         for n in itertools.count(1):
             key = f"{case_id}/{prefix}round-{n}"
-            if key not in self.table:
+            if key in self.table:
+                found.append(key)
+            elif n > self.max_rounds:
                 return found
-            found.append(key)
         return found
 
     def keys(self, case_id: str) -> list[str]:
