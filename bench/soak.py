@@ -155,7 +155,8 @@ def report(settings: Settings, result: Soak, cases: int) -> None:
                   f" cases on: {slope_mb_per_1000(result.samples[len(result.samples) // 2:]):.2f})")
     console.print(f"entries at the end: {last.entries}; at {rate:.1f} cases/s a retention of "
                   f"{settings.state_retention_s:.0f}s allows ~{rate * settings.state_retention_s:.0f} decided cases "
-                  f"(x2 keys in stage-results, x1 in stage-times) plus those in flight")
+                  f"(2 keys each in stage-results, then 1 marker for another retention; 1 in stage-times "
+                  f"over both, 1 in intake) plus those in flight")
     for r in result.restarts:
         console.print(f"restart-to-ready after {r.cases} cases: {r.ready_s:.1f}s ({r.read_s:.1f}s reading "
                       f"{r.records} changelog records); RSS at ready {r.rss_mb:.1f} MB")
