@@ -173,8 +173,8 @@ def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50,
          cases: Annotated[int, typer.Option(help="cases in all")] = 5000,
          every: Annotated[int, typer.Option(help="cases per batch (an idle sample after each)")] = 250,
          restart_after: Annotated[int, typer.Option(help="restart the worker after this many cases")] = 1000,
-         # a batch must finish well within it: a stage input queued longer is dead-lettered state_expired
-         retention: Annotated[float, typer.Option(help="state_retention_s")] = 120.0,
+         retention: Annotated[float, typer.Option(help="state_retention_s: a batch must finish well within "
+                                                  "it (a stage input queued longer is dead-lettered)")] = 120.0,
          sweep: Annotated[float, typer.Option(help="state_sweep_interval_s")] = 2.0,
          idle: Annotated[float, typer.Option(help="idle seconds before each sample")] = 5.0,
          store: Annotated[str, typer.Option(help="table_store: memory or rocksdb")] = "memory",
