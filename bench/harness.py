@@ -395,6 +395,11 @@ def snapshot_growth(before: Path, after: Path, top: int = 12, frames: int = 8) -
     return out
 
 
+def still_alive(worker: WorkerProcess) -> None:
+    if not worker.alive():
+        raise BenchError(f"the worker exited; see {worker.log_path}")
+
+
 def ready_worker(settings: Settings, log: Path, env: dict[str, str], timeout_s: float = 300) -> tuple[WorkerProcess, float]:
     """A worker started, and the seconds from its start to Faust's "Worker ready" in its log
     (tables recovered, partitions assigned)."""

@@ -32,7 +32,6 @@ from typing import Annotated
 
 import typer
 from harness import (
-    BenchError,
     broker,
     changelog_records,
     copies,
@@ -47,6 +46,7 @@ from harness import (
     run_cases,
     scrape_entries,
     slope_per_1000,
+    still_alive,
     table,
     take_snapshot,
 )
@@ -84,11 +84,6 @@ class Soak:
     snapshots: list[tuple[int, Path]] = field(default_factory=list)  # (cases so far, tracemalloc snapshot)
 
 
-def alive(worker: WorkerProcess) -> None:
-    if not worker.alive():
-        raise BenchError(f"the worker exited; see {worker.log_path}")
-
-
 def start_worker(settings: Settings, log: Path, frames: int) -> tuple[WorkerProcess, float]:
     # one record per producer batch: Tansu 0.6 reports a high watermark from a batch's first offset,
     # which a RocksDB store's recovery refuses (see tests/test_state_expiry.py)
@@ -112,7 +107,7 @@ async def soak(settings: Settings, folder: Path, cases: int, every: int, restart
     try:
         for batch in range(0, cases, every):
             await run_cases(settings, copies(min(every, cases - batch), f"soak{batch}"), from_beginning=False,
-                            on_poll=lambda: alive(worker))
+                            on_poll=lambda: still_alive(worker))
             done += min(every, cases - batch)
             sample = await idle_sample(settings, worker, done, idle_s, began)
             result.samples.append(sample)
