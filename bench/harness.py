@@ -400,9 +400,10 @@ def still_alive(worker: WorkerProcess) -> None:
         raise BenchError(f"the worker exited; see {worker.log_path}")
 
 
-def ready_worker(settings: Settings, log: Path, env: dict[str, str], timeout_s: float = 300) -> tuple[WorkerProcess, float]:
+def ready_worker(settings: Settings, log: Path, env: dict[str, str], timeout_s: float = 1800) -> tuple[WorkerProcess, float]:
     """A worker started, and the seconds from its start to Faust's "Worker ready" in its log
-    (tables recovered, partitions assigned)."""
+    (tables recovered, partitions assigned). Long allowed: a memory store on a broker that does not
+    compact (the embedded one) reads every changelog record ever written."""
     worker = WorkerProcess(settings, log, env=env)
     started = time.perf_counter()
     worker.start()
