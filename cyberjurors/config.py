@@ -434,6 +434,11 @@ class Settings(BaseSettings):
         "memory", description="memory = tables rebuilt from their changelogs at start (the embedded default); "
                               "rocksdb = on local disk under datadir (production), recovery reads only what is new"
     )
+    rocksdb_partition_mb: int = Field(
+        16, ge=2, description="rocksdb: memory one table partition's database may hold, half in its write "
+                              "buffers (two memtables), half in its block cache; a worker holds up to this x 4 "
+                              "tables x its partitions (Faust's defaults: 192 MB of memtables and a 2 GB cache each)"
+    )
 
     # --- Intake that keeps everything (issue 11): early evidence, abandoned drafts, case caps ---
     early_evidence_wait_s: float = Field(

@@ -308,3 +308,41 @@ async def test_a_round_left_without_the_rounds_before_it_expires_with_its_case()
     table |= {"old/round-1": b"{}", "old/round-2": b"{}", "old/round-3": b"{}", "old/round-4": b"{}",
               "old/round-6": b"{}"}
     assert StageResults(table, {}, max_rounds=2).keys("old") == [f"old/round-{n}" for n in (1, 2, 3, 4)]
+
+
+def test_a_rocksdb_table_partition_keeps_to_rocksdb_partition_mb(tmp_path):
+    """Faust's defaults per database (64 MB memtables, three, and a 2 GB block cache) let a RocksDB
+    worker's memory grow ~40 MB per 1,000 cases in bench/soak.py until memtables flush."""
+    from cyberjurors.config import Settings
+
+    settings = Settings(llm_backend="offline", precedent_backend="none", table_store="rocksdb",
+                        rocksdb_partition_mb=8, datadir=tmp_path)
+    app = create_app(settings)
+    for name in ("stage-results", "stage-times", "intake", "confirmed-outcomes"):
+        options = app.tables[name].data.rocksdb_options  # the store Faust opens each partition's database with
+        assert (options.write_buffer_size, options.max_write_buffer_number, options.block_cache_size) == \
+            (2 * 2**20, 2, 4 * 2**20), name
+        assert options.write_buffer_size * options.max_write_buffer_number + options.block_cache_size == 8 * 2**20
+
+
+async def test_state_written_outside_an_event_goes_to_its_partition_on_the_rocksdb_store(settings):
+    """The sweep runs in a timer, with no event: Faust's RocksDB store takes a write's partition from
+    the current event (and asserts there is one), so the expired marker and an adopted case's stamp
+    failed there and every sweep stopped at the first decided case: nothing expired on RocksDB."""
+    from cyberjurors.streams import expiry
+
+    settings = settings.model_copy(update={"table_store": "rocksdb", "state_sweep_interval_s": 3600})
+    clock = Clock()
+    await ensure_topics(settings)
+    app = create_app(settings, llm=OfflineLLM(), clock=clock)
+    results = StageResults(app.tables["stage-results"], app.tables["stage-times"], retention_s=100, clock=clock)
+    partition = expiry.key_partition("old", settings.partitions)
+    async with running_app(app):
+        assert await until(lambda: app.tables.recovery.completed.is_set(), timeout_s=120)
+        expiry.put(results.table, "old/verdict", b"{}", partition)
+        expiry.put(results.times, "old", expiry.stamp(clock.now - 101, partition), partition)
+        assert case_keys(results.table, "old") == {"verdict"}
+        assert results.table.data._key_index[results.table.data._encode_key("old/verdict")] == partition
+        assert await results.expire() == 1
+        assert case_keys(results.table, "old") == {"expired"}  # the marker, in partition's database
+        assert results.times["old"]["at"] == clock.now

@@ -89,7 +89,8 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                          partitions=settings.partitions)
 
     def table(name: str, **options: Any) -> faust.TableT:
-        return app.Table(name, default=None, partitions=settings.partitions, **options)
+        return app.Table(name, default=None, partitions=settings.partitions, options=rocksdb_options(settings),
+                         **options)
 
     in_flight = metrics.CasesInFlight()
     drift = metrics.Drift(settings.drift_window, settings.drift_reference_seller_share)
@@ -114,6 +115,16 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     expire_state(app, settings, results)
     expire_media(app, settings, store)
     return app
+
+
+def rocksdb_options(settings: Settings) -> dict[str, int] | None:
+    """Faust's RocksDB options for one table partition's database, within ``rocksdb_partition_mb``.
+    Faust's defaults (64 MB memtables, three of them, and a 2 GB block cache, per database: one per
+    table and partition) let a worker's memory grow by hundreds of MB before a memtable is flushed."""
+    if settings.table_store != "rocksdb":
+        return None
+    half = settings.rocksdb_partition_mb * 2**20 // 2
+    return {"write_buffer_size": half // 2, "max_write_buffer_number": 2, "block_cache_size": half}
 
 
 @dataclass

@@ -73,8 +73,20 @@ def put(table: MutableMapping[str, Any], key: str, value: Any, partition: int | 
     if partition is None or faust.current_event() is not None or not hasattr(table, "send_changelog"):
         table[key] = value
         return
-    table.data[key] = value  # type: ignore[attr-defined]
+    store_put(table.data, key, value, partition)  # type: ignore[attr-defined]
     table.send_changelog(partition, key, value)  # type: ignore[attr-defined]
+
+
+def store_put(store: Any, key: str, value: Any, partition: int) -> None:
+    """Write into a table's store outside a stream event. Faust's RocksDB store keeps one database
+    per partition and takes the partition from the current event (``_set`` asserts there is one):
+    without an event the write goes to ``partition``'s database here. Other stores take it as is."""
+    if not hasattr(store, "_db_for_partition"):
+        store[key] = value
+        return
+    raw = store._encode_key(key)
+    store._key_index[raw] = partition  # where Faust's reads look first
+    store._db_for_partition(partition).put(raw, store._encode_value(value))
 
 
 def key_partition(key: str, partitions: int) -> int:
