@@ -454,3 +454,18 @@ def scrape_entries(port: int) -> dict[str, float]:
         elif line.startswith("cyberjurors_cases_in_flight "):
             out["in flight"] = float(line.rsplit(" ", 1)[1])
     return out
+
+
+def rocksdb_keys(datadir: Path, tables: tuple[str, ...]) -> dict[str, int]:
+    """Keys each table holds on disk across its partitions' RocksDB databases (the worker stopped)."""
+    import rocksdict
+
+    out: dict[str, int] = {}
+    for name in tables:
+        for path in sorted(datadir.rglob(f"{name}-*.db")):
+            db = rocksdict.Rdict(str(path), access_type=rocksdict.AccessType.read_only())
+            try:
+                out[name] = out.get(name, 0) + sum(1 for _ in db.keys())
+            finally:
+                db.close()
+    return out

@@ -42,6 +42,7 @@ from harness import (
     make_console,
     peak_rss_mb,
     ready_worker,
+    rocksdb_keys,
     recovery_read_s,
     run_cases,
     scrape_entries,
@@ -188,6 +189,8 @@ def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50,
         console.print(f"soak: {cases} cases, a sample every {every}, restart after {restart_after}; "
                       f"retention {retention}s, sweep {sweep}s, store {store}, {partitions} partitions")
         result = asyncio.run(soak(settings, Path(tmp), cases, every, restart_after, idle, tracemalloc))
+        if store == "rocksdb":  # no entry gauges there: the keys on disk once the last worker stopped
+            console.print(f"keys on disk at the end: {rocksdb_keys(settings.datadir, TABLES)}")
         report(settings, result, cases)
 
 
