@@ -311,8 +311,8 @@ async def test_a_round_left_without_the_rounds_before_it_expires_with_its_case()
 
 
 def test_a_rocksdb_table_partition_keeps_to_rocksdb_partition_mb(tmp_path):
-    """Faust's defaults per database (64 MB memtables, three, and a 2 GB block cache) let a RocksDB
-    worker's memory grow ~40 MB per 1,000 cases in bench/soak.py until memtables flush."""
+    """Faust's defaults per database (three 64 MB memtables and a 2 GB block cache, one database per
+    table and partition) would let a RocksDB worker hold gigabytes before anything is flushed."""
     from cyberjurors.config import Settings
 
     settings = Settings(llm_backend="offline", precedent_backend="none", table_store="rocksdb",
