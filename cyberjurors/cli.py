@@ -297,6 +297,41 @@ def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"
     raise typer.Exit(code)
 
 
+@app.command("console")
+def console_cmd(
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="with --embedded: cases or events to judge first")] = None,
+    embedded: Annotated[bool, typer.Option(help="start an embedded broker and one worker beside the console, as "
+                                                "the demo does (its pages open without signing in)")] = False,
+    bootstrap: Optional[str] = None, host: Optional[str] = None, port: Optional[int] = None,
+    settings: SettingsOption = None,
+) -> None:
+    """The web console: cases, evidence and deliberation, the review queue for escalated cases,
+    dead letters. Reads the configured Kafka (or, with --embedded, its own)."""
+    from .console.run import run_console
+    from .streams.clients import InputError
+
+    config = load_settings(settings, console_host=host, console_port=port, kafka_bootstrap_servers=bootstrap)
+    if paths and not embedded:
+        console.print("[red]cases to judge go with --embedded[/] (on your Kafka, send them with `cyberjurors produce`)")
+        raise typer.Exit(2)
+    if embedded:  # as `demo`: the sample cases' media and their own data folders, unless set
+        defaults = {"CYBERJURORS_MEDIA_ROOT": ("media_root", Path("examples")),
+                    "CYBERJURORS_DATADIR": ("datadir", Path("data/demo/faust")),
+                    "CYBERJURORS_PRECEDENT_DIR": ("precedent_dir", Path("data/demo/precedents")),
+                    "CYBERJURORS_CONSOLE_DB": ("console_db", Path("data/demo/console.sqlite3"))}
+        config = config.model_copy(update={name: value.resolve() for env, (name, value) in defaults.items()
+                                           if env not in os.environ and name not in config.model_fields_set})
+    try:
+        with stopped_by_signals():
+            code = run_console(config, console, embedded=embedded, paths=paths or [])
+    except InputError as err:
+        from rich.markup import escape
+
+        console.print(f"[red]not sent:[/] {escape(str(err))}")
+        raise typer.Exit(2) from err
+    raise typer.Exit(code)
+
+
 @schemas_app.command("export")
 def schemas_export(out: Annotated[Path, typer.Argument(help="folder for the .schema.json files")] = Path("schemas")) -> None:
     """Write a JSON Schema for every public event, so producers in any language can validate."""

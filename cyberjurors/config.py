@@ -456,6 +456,19 @@ class Settings(BaseSettings):
     max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
     max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
 
+    # --- Console (issue 16): the web console for operations staff, human jurors and auditors ---
+    console_host: str = Field("127.0.0.1", description="address `cyberjurors console` listens on")
+    console_port: int = Field(8080, ge=1, le=65535, description="its port")
+    console_db: Path = Field(Path("data/console.sqlite3"), description="the console's SQLite store: what it read "
+                             "from the topics, its offsets, the decisions made in it")
+    console_token: str | None = Field(None, description="a token that signs a reviewer in (as the basic-auth "
+                                      "password, any user name, or Authorization: Bearer); unset with no "
+                                      "console_users: `cyberjurors console` makes one per start and prints it")
+    console_users: dict[str, str] = Field(default_factory=dict, description="reviewers: user name -> password "
+                                          "(basic auth)")
+    console_public_pages: bool = Field(False, description="the pages that only show open without signing in "
+                                       "(always with --embedded); review and replay always need a reviewer")
+
     @field_validator("metrics_port", "probe_port", mode="before")
     @classmethod
     def _port_off(cls, port: object) -> object:

@@ -1,0 +1,100 @@
+"""A human decision on an escalated case: recorded in the store, then published to
+disputes.outcomes as ``{"type": "outcome", "source": "human_panel", "escalation_id": ...}``, where
+it feeds drift and the precedent base like any outcome.
+
+Idempotent: a decision is the winner and the votes. Submitting the one that stands again publishes
+nothing (unless its publication had failed: then it is published now, once). A different decision
+once one stands is refused unless the reviewer overrides it explicitly; the override is published
+as a new outcome (a new ``event_id``) and the one it replaces stays in the case's history. The
+rationale is kept in the console's store (the outcome event has no field for it). Decisions are
+taken one at a time per console; two consoles deciding the same case at once both publish, and the
+outcome later on the topic is the one that stands for both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+from ..config import Settings
+from ..errors import CyberJurorsError
+from ..schemas import OutcomeReported, Votes, now
+from ..streams.clients import Outgoing, produce
+from .store import Decision, Store
+
+MAX_RATIONALE_CHARS = 2000
+
+
+class BadDecision(CyberJurorsError, ValueError):
+    kind = "bad_decision"
+
+
+@dataclass(frozen=True)
+class Proposed:
+    winner: Literal["buyer", "seller"]
+    buyer: int
+    seller: int
+    rationale: str | None
+
+
+def proposed(winner: str | None, buyer: str | None, seller: str | None, rationale: str | None) -> Proposed:
+    """A decision from the form: a winner, and a panel's votes or none (a reviewer alone: 1 to 0)."""
+    if winner not in ("buyer", "seller"):
+        raise BadDecision("choose the winner: buyer or seller")
+    text = (rationale or "").strip() or None
+    if text is not None and len(text) > MAX_RATIONALE_CHARS:
+        raise BadDecision(f"the rationale is {len(text)} characters; at most {MAX_RATIONALE_CHARS}")
+    given = [(buyer or "").strip(), (seller or "").strip()]
+    if not any(given):
+        return Proposed(winner, int(winner == "buyer"), int(winner == "seller"), text)
+    try:
+        b, s = (int(v) for v in given)
+    except ValueError as err:
+        raise BadDecision("votes are whole numbers, buyer's and seller's both (or neither, for one reviewer)") from err
+    if b < 0 or s < 0 or b + s < 1:
+        raise BadDecision("votes cannot be negative, and a panel casts at least one")
+    if (b > s) != (winner == "buyer") or b == s:
+        raise BadDecision(f"the votes ({b} buyer, {s} seller) do not make the {winner} the winner")
+    return Proposed(winner, b, s, text)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    status: Literal["published", "already", "refused"]
+    decision: Decision
+    message: str
+
+
+class Reviews:
+    def __init__(self, settings: Settings, store: Store):
+        self.settings, self.store = settings, store
+        self._lock = asyncio.Lock()  # one decision at a time: a double click cannot publish twice
+
+    async def decide(self, escalation_id: str, case_id: str, choice: Proposed, reviewer: str,
+                     override: bool) -> Submitted:
+        async with self._lock:
+            history = self.store.decisions(escalation_id)
+            standing = history[-1] if history else None
+            if standing is not None and standing.same_votes(choice.winner, choice.buyer, choice.seller):
+                if standing.published_at is None:  # recorded, but its publication failed: once now
+                    await self.publish(standing)
+                    return Submitted("published", standing, "published the decision recorded before")
+                return Submitted("already", standing, "this decision was already recorded and published; "
+                                                      "nothing sent again")
+            if standing is not None and not override:
+                return Submitted("refused", standing, f"a different decision stands ({standing.winner}, "
+                                                      f"{standing.buyer}:{standing.seller}); tick override to replace it")
+            decision = self.store.add_decision(escalation_id, case_id, choice.winner, choice.buyer, choice.seller,
+                                               choice.rationale, reviewer, standing.seq if standing else None)
+            await self.publish(decision)
+            return Submitted("published", decision, "published to disputes.outcomes" +
+                             (" (overriding the decision before)" if standing else ""))
+
+    async def publish(self, decision: Decision) -> None:
+        outcome = OutcomeReported(case_id=decision.case_id, votes=Votes(buyer=decision.buyer, seller=decision.seller),
+                                  decided_at=now(), source="human_panel", escalation_id=decision.escalation_id,
+                                  event_id=decision.event_id)
+        await produce(self.settings, [Outgoing(decision.case_id, outcome.model_dump_json(exclude_none=True).encode(),
+                                               "console", route="disputes.outcomes")])
+        self.store.published(decision.seq)
