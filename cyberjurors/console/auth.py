@@ -26,11 +26,6 @@ CSRF_COOKIE = "cj_csrf"
 CSRF_FIELD = "csrf"
 
 
-class Unauthorized(HTTPException):
-    def __init__(self, detail: str):
-        super().__init__(401, detail, headers={"WWW-Authenticate": REALM})
-
-
 def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
@@ -69,7 +64,8 @@ class Auth:
             raise HTTPException(403, "no console_token or console_users is configured: review and replay are off")
         who = self.user(request)
         if who is None:
-            raise Unauthorized("sign in to review or replay (basic auth: a console user, or the console token)")
+            raise HTTPException(401, "sign in to review or replay (basic auth: a console user, or the console token)",
+                                headers={"WWW-Authenticate": REALM})
         return who
 
     def may_read(self, request: Request) -> None:
