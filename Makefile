@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install bench media clean
+.PHONY: demo console test install bench media clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,12 +18,20 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/cyberjurors demo examples/cases examples/incremental
+	@echo "To look at these cases in the web console: make console (then open http://127.0.0.1:8080/)"
+
+# the demo's cases judged again beside the web console (embedded broker + one worker); Ctrl-C stops all
+console: $(STAMP)
+	$(BIN)/cyberjurors console --embedded examples/cases examples/incremental
 
 test: $(STAMP)
 	# Prometheus 2.42 (server + promtool) from Debian for the alert-rule and live Prometheus tests;
 	# apt-get needs root, and the package starts no service
 	command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
 	  || echo "WARNING: could not install Debian's prometheus (apt-get needs root): the promtool and live Prometheus tests will be skipped"
+	# Debian's Chromium for the console's browser tests (Playwright drives it; never `playwright install`)
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "WARNING: could not install Debian's chromium (apt-get needs root): the console's browser tests will be skipped"
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
