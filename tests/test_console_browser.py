@@ -298,7 +298,7 @@ def test_a_case_page_shows_the_cited_frame_highlighted_and_three_rounds_of_ballo
     for plot in page.locator("img.plot").all():
         assert plot.evaluate(LOADED) > 0
     strip.scroll_into_view_if_needed()
-    page.screenshot(path=deployed.shots / "case.png", full_page=True)
+    page.screenshot(path=deployed.shots / "case.png")
 
 
 def test_a_reviewer_decides_an_escalated_case_and_the_outcome_appears_on_disputes_outcomes(deployed, reviewer_page):
@@ -323,7 +323,7 @@ def test_a_reviewer_decides_an_escalated_case_and_the_outcome_appears_on_dispute
     expect(card.locator(".message")).to_contain_text("published to disputes.outcomes")
     expect(card.locator("h2 .tag.ok")).to_have_text("reviewed")
     expect(card.locator("ol.decisions")).to_contain_text("The seam photo shows <b>wear</b>, not a defect.")
-    page.screenshot(path=deployed.shots / "review.png", full_page=True)
+    page.screenshot(path=deployed.shots / "review.png")
     [(key, value)] = run_async(read_topic(deployed.settings, "disputes.outcomes", until=1, keys={HOSTILE}))
     outcome = OutcomeReported.model_validate_json(value)
     assert (key, outcome.source, outcome.escalation_id) == (HOSTILE, "human_panel", escalation_id)
@@ -369,4 +369,4 @@ def test_a_dead_letter_is_replayed_once_from_the_page(deployed, reviewer_page):
         page.reload()
     expect(page.locator("tr.letter.failed_again")).to_have_count(1)
     expect(page.locator("tr.letter.failed_again button")).to_have_text("Replay again")
-    page.screenshot(path=deployed.shots / "dlq.png", full_page=True)
+    page.screenshot(path=deployed.shots / "dlq.png")

@@ -23,7 +23,7 @@ from ..config import Settings
 from ..streams.dead_letters import RECORD_OVERHEAD
 from ..streams.kafka import client_options, ensure_topics
 from ..streams.worker import broker_view
-from .store import KINDS, Store
+from .store import FILED_AS, Store
 
 log = logging.getLogger("cyberjurors.console")
 
@@ -47,7 +47,7 @@ class Feed:
     def __init__(self, settings: Settings, store: Store, poll_s: float = 0.5):
         self.settings, self.store, self.poll_s = settings, store, poll_s
         self.status = FeedStatus()
-        self.kinds = {settings.topic(name): kind for name, kind in KINDS.items()}
+        self.kinds = {settings.topic(name): kind for name, kind in FILED_AS.items()}
 
     async def run(self) -> None:
         """Follow the topics until cancelled; a broker that cannot be reached is tried again, with backoff."""

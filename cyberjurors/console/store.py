@@ -60,7 +60,7 @@ CREATE INDEX IF NOT EXISTS decisions_escalation ON decisions (escalation_id);
 """
 
 # what each topic (unprefixed) holds, as the store files it
-KINDS = {"disputes.verdicts": "verdict", "disputes.escalations": "escalation", "disputes.rounds": "record",
+FILED_AS = {"disputes.verdicts": "verdict", "disputes.escalations": "escalation", "disputes.rounds": "record",
          "disputes.dlq": "letter", "disputes.dlq-replayed": "replayed", "disputes.outcomes": "outcome"}
 BROKER_BOUND = ("offsets", "letters", "replayed", "outcomes")
 
@@ -317,12 +317,12 @@ class Store:
             raise StoreFailed(f"escalation {row['escalation_id']} has no record")
         return Escalation.model_validate(body | {"case_file": record[0]})
 
-    def escalation_ids(self, reviewed: bool | None = None) -> list[str]:
-        """Escalations, oldest first: all, those with a decision, or those without."""
+    def escalation_ids(self, reviewed: bool | None = None, limit: int = 200) -> list[str]:
+        """Escalations, oldest first (at most ``limit``): all, those with a decision, or those without."""
         having = {None: "", True: "WHERE d.n > 0", False: "WHERE coalesce(d.n, 0) = 0"}[reviewed]
         rows = self._rows("SELECT e.escalation_id FROM escalations e LEFT JOIN (SELECT escalation_id, count(*) AS n "
                           f"FROM decisions GROUP BY escalation_id) d USING (escalation_id) {having} "  # noqa: S608
-                          "ORDER BY e.raised_at, e.escalation_id")
+                          "ORDER BY e.raised_at, e.escalation_id LIMIT ?", limit)
         return [r["escalation_id"] for r in rows]
 
     def outcomes_of(self, case_id: str) -> list[OutcomeReported]:
