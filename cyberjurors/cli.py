@@ -314,6 +314,9 @@ def console_cmd(
     if paths and not embedded:
         console.print("[red]cases to judge go with --embedded[/] (on your Kafka, send them with `cyberjurors produce`)")
         raise typer.Exit(2)
+    if embedded and bootstrap:
+        console.print("[red]--embedded starts a broker of its own:[/] give --bootstrap or --embedded, not both")
+        raise typer.Exit(2)
     if embedded:  # as `demo`: the sample cases' media and their own data folders, unless set
         defaults = {"CYBERJURORS_MEDIA_ROOT": ("media_root", Path("examples")),
                     "CYBERJURORS_DATADIR": ("datadir", Path("data/demo/faust")),

@@ -341,3 +341,63 @@ def test_party_text_is_escaped_in_every_page(tmp_path, airfryer):
             if path != "/cases":
                 assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html, path
             assert client.get(path).headers["content-security-policy"].startswith("default-src 'self'")
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def test_the_command_refuses_cases_without_its_own_broker_and_two_brokers_at_once():
+    from typer.testing import CliRunner
+
+    from cyberjurors.cli import app
+
+    runner = CliRunner()
+    alone = runner.invoke(app, ["console", str(EXAMPLES / "cases")])
+    assert alone.exit_code == 2 and "--embedded" in alone.output
+    both = runner.invoke(app, ["console", "--embedded", "--bootstrap", "127.0.0.1:1"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+@pytest.mark.integration
+def test_embedded_it_judges_the_cases_it_is_given_serves_them_and_stops_with_its_broker_and_worker(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from cyberjurors.streams.broker import free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CYBERJURORS_") and k not in (
+        "KAFKA_BOOTSTRAP_SERVERS", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL")}
+    env |= {"CYBERJURORS_PRECEDENT_BACKEND": "none", "CYBERJURORS_DATADIR": str(tmp_path / "faust"),
+            "CYBERJURORS_CONSOLE_DB": str(tmp_path / "console.sqlite3"), "CYBERJURORS_MEDIA_ROOT": str(EXAMPLES),
+            "CYBERJURORS_METRICS_PORT": "0", "CYBERJURORS_PROBE_PORT": "0", "CYBERJURORS_LLM_BACKEND": "offline"}
+    log = (tmp_path / "console.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "cyberjurors", "console", "--embedded", "--port", str(port),
+                                str(EXAMPLES / "cases" / f"{KETTLE}.json")], env=env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, page = time.monotonic() + 180, None
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/cases", timeout=2)  # open: the embedded default
+                if KETTLE in page.text:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        assert page is not None and KETTLE in page.text, (tmp_path / "console.log").read_text()[-3000:]
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 2  # the broker and the worker
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 143
+        assert all(not Path(f"/proc/{pid}").exists() for pid in children)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+    assert "password" in (tmp_path / "console.log").read_text()  # the run's token, printed

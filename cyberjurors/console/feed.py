@@ -50,13 +50,17 @@ class Feed:
         self.kinds = {settings.topic(name): kind for name, kind in FILED_AS.items()}
 
     async def run(self) -> None:
-        """Follow the topics until cancelled; a broker that cannot be reached is tried again, with backoff."""
+        """Follow the topics until cancelled. A broker that cannot be reached, or anything else that
+        stops the reading, is tried again with backoff: the pages keep serving what is stored, and
+        /healthz says what went wrong."""
         async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=1, max=30), before_sleep=_logged,
-                                           retry=retry_if_exception_type((KafkaError, OSError, TimeoutError))):
+                                           retry=retry_if_exception_type(Exception)):
             with attempt:
                 try:
                     await self._follow()
-                except (KafkaError, OSError, TimeoutError) as err:
+                except Exception as err:
+                    if not isinstance(err, (KafkaError, OSError, TimeoutError)):
+                        log.exception("console feed failed")
                     self.status.connected, self.status.error = False, str(err) or type(err).__name__
                     raise
 
