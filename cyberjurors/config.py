@@ -28,7 +28,8 @@ from pydantic_settings import (
 from .model_catalog import TokenPrices, facts, list_prices
 from .schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
-Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge", "verify", "draft"]
+Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge", "verify", "draft",
+               "qualify"]
 ROLES: tuple[Role, ...] = get_args(Role)
 Provider = Literal["anthropic", "openai", "offline"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
@@ -110,6 +111,7 @@ ROLE_CALLS: dict[str, RoleCall] = {role: RoleCall(**(_BASE_CALL | dict(over))) f
     "judge": {"effort": "high"},
     "verify": {},
     "draft": {"effort": "low"},
+    "qualify": {},  # a mock-case ballot: a juror's call, so a juror's room and effort
 }.items()}
 GLOBAL_CALL = {"effort": "llm_effort", "thinking": "llm_thinking", "thinking_budget": "llm_thinking_budget",
                "max_output_tokens": "max_output_tokens"}
@@ -347,6 +349,20 @@ class Settings(BaseSettings):
     graph_rewire_p: float = Field(0.2, ge=0, le=1)
     graph_seed: int = 7
     personas_file: Path | None = None
+    # --- Juror qualification (issue 15): mock cases from the precedent base before a persona serves ---
+    qualification: Literal["off", "report", "replace", "reweight"] = Field(
+        "off", description="off = the paper's unvetted jury; report = qualify every persona at worker start and say "
+                           "so, change nothing; replace = a failing persona's seat goes to the first qualified reserve "
+                           "of personas_file; reweight = a failing persona's ballot counts less in the verdict's "
+                           "majority (see README, Juror qualification)"
+    )
+    qualification_cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
+    qualification_min_accuracy: float = Field(0.6, ge=0, le=1, description="below this share of mock cases "
+                                                                           "decided as the real jury did, a persona fails")
+    qualification_max_bias: float = Field(
+        0.25, ge=0, le=1, description="a persona whose seller-vote share on the mock cases differs from their "
+                                      "labelled seller share by more than this fails"
+    )
 
     # --- Precedents (B = <H, N>) -------------------------------------------------------------
     precedent_backend: Literal["embedded", "elasticsearch", "none"] = "embedded"
@@ -552,7 +568,8 @@ class Settings(BaseSettings):
     def call_for(self, role: Role) -> RoleCall:
         """The role's effort, thinking, thinking budget and answer room, every field resolved: the
         role's entry in llm_roles, else the llm_* setting, else the role's built-in value."""
-        given = self.llm_roles.get(role, RoleCall())
+        # a mock-case ballot qualifies the juror that will serve: it is made as the juror's unless named
+        given = self.llm_roles.get(role) or (self.llm_roles.get("juror") if role == "qualify" else None) or RoleCall()
         builtin = ROLE_CALLS.get(role, ROLE_CALLS["juror"])
         resolved = {}
         for field, setting in GLOBAL_CALL.items():
@@ -564,7 +581,7 @@ class Settings(BaseSettings):
 
     def models_of(self, role: Role) -> list[str]:
         """Every model a role's calls may go to."""
-        seats = {"juror": self.juror_models, "draft": self.juris_drafter_models}.get(role, [])
+        seats = {"juror": self.juror_models, "qualify": self.juror_models, "draft": self.juris_drafter_models}.get(role, [])
         return list(dict.fromkeys([self.model_for(role), *seats]))
 
     def model_for(self, role: Role, juror_index: int | None = None) -> str:
@@ -572,6 +589,8 @@ class Settings(BaseSettings):
         juror_models (juris_drafter_models), round robin, when that list is set."""
         if role == "juror" and juror_index is not None and self.juror_models:
             return self.juror_models[juror_index % len(self.juror_models)]
+        if role == "qualify":  # a persona is qualified on the model of the seat it is to take
+            return self.model_for("juror", juror_index)
         if role == "draft" and juror_index is not None and self.juris_drafter_models:
             return self.juris_drafter_models[juror_index % len(self.juris_drafter_models)]
         return getattr(self, f"model_{role}") or self.model

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import faust
 
     from .model_catalog import TokenPrices
-    from .schemas import BudgetStop, Usage, Verification, Votes
+    from .schemas import BudgetStop, JuryComposition, Usage, Verification, Votes
 
 log = logging.getLogger("cyberjurors.metrics")
 
@@ -248,6 +248,21 @@ DRIFT_SAMPLES = Gauge(
     ["window"],
 )
 
+# --- juror qualification (jury/qualify.py): set when the worker seats its jury ---------------------
+JUROR_ACCURACY = Gauge(
+    "cyberjurors_juror_qualification_accuracy",
+    "Share of its mock cases a persona decided as the real jury did, on its seat's model", ["persona", "model"],
+)
+JUROR_SELLER_SHARE = Gauge(
+    "cyberjurors_juror_qualification_seller_share",
+    "Share of a persona's mock-case votes for the seller (the mock cases are half the seller's)", ["persona", "model"],
+)
+JUROR_WEIGHT = Gauge(
+    "cyberjurors_juror_weight",
+    "What a scored persona's ballot counts on this worker's jury: 1 serving (less under reweight), 0 replaced",
+    ["persona", "model"],
+)
+
 
 def _prime() -> None:
     """Create the series of known label values up front, so they read 0 (or NaN) rather than
@@ -413,6 +428,17 @@ def record_verification(verification: "Verification | None") -> None:
     VERIFICATIONS.labels(verification.status).inc()
     VERIFIER_TURNS.observe(verification.turns)
     CLAIMS_REMOVED.inc(len(verification.removed_claims))
+
+
+def record_jury(composition: "JuryComposition | None") -> None:
+    """Once the worker's jury is seated: each scored persona's accuracy, seller share and weight."""
+    for seat in composition.seats if composition else []:
+        for score, serving in ((seat.score, True), (seat.replaced, False)):
+            if score is None:
+                continue
+            JUROR_ACCURACY.labels(score.persona, score.model).set(score.accuracy)
+            JUROR_SELLER_SHARE.labels(score.persona, score.model).set(score.seller_share)
+            JUROR_WEIGHT.labels(score.persona, score.model).set(seat.weight if serving else 0.0)
 
 
 def record_dead_letter(stage: str, reason: str) -> None:

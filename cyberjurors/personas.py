@@ -51,3 +51,10 @@ def load_personas(n: int, path: Path | None = None, seed: int = 7) -> list[Perso
         for i, combo in enumerate(combos[: n - len(personas)])
     ]
     return personas + extra
+
+
+def reserves(n: int, path: Path | None = None) -> list[Persona]:
+    """The file's personas after the first n: who may take the seat of a persona that fails
+    qualification (``jury/qualify.py``). Never generated ones: a reserve is someone written."""
+    raw = path.read_text() if path else resources.files(__package__).joinpath("personas.json").read_text()
+    return _personas.validate_python(json.loads(raw))[n:]

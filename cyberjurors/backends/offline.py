@@ -24,6 +24,7 @@ from ..jury.model_inputs import (
     JudgeTask,
     JurorTask,
     PerceiveTask,
+    QualifyTask,
     ReviseTask,
     SelectTask,
     SentenceVoteTask,
@@ -193,6 +194,8 @@ class OfflineLLM:
                                   leaning=lean, frames=[])
             case JurorTask():
                 return self._ballot(task)
+            case QualifyTask():
+                return self._mock_ballot(task)
             case AdvocateTask():
                 return self._argue(task)
             case JudgeTask():
@@ -256,6 +259,20 @@ class OfflineLLM:
             cited_clues=[c.id for c in support] if task.clues is not None else [],
             cited_guidelines=[g.id for g in relied if g.favours == vote],
         )
+
+    def _mock_ballot(self, task: QualifyTask) -> BallotDraft:
+        """A mock case alone, from its stored summary: each party statement's lexical leaning, the
+        persona's prior and a fixed per-(case, persona) jitter, as a first-round ballot weighs them."""
+        p = task.persona
+        sign = {"buyer": 1.0, "seller": -1.0, "neutral": 0.0}
+        said = [s for party in ("buyer", "seller") for s in party_statements(task.summary, party)]  # type: ignore[arg-type]
+        evidence = math.tanh(sum(sign[leaning(s)] for s in said) / 2)
+        prior = SELLER_EXPERIENCE_PRIOR[p.seller_experience] + STRICTNESS_PRIOR[p.rule_strictness]
+        score = evidence + prior + 0.7 * jitter(task.case_id, p.name, "qualify")
+        vote = "buyer" if score > 0 else "seller"
+        return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote,
+                           justification=f"{LABEL} {p.name} votes {vote} on the mock case: lexical evidence score "
+                                         f"{evidence:+.1f}, persona prior {prior:+.2f}.")
 
     def _argue(self, task: AdvocateTask) -> ArgumentDraft:
         """Cites the items whose lexical cues favour its party; answers nothing, invents nothing."""

@@ -66,6 +66,18 @@ class JurorTask:
 
 
 @dataclass(frozen=True)
+class QualifyTask:
+    """A persona deciding one mock case alone (the qualification gate): a labelled case of the
+    precedent base, as its stored summary; never its outcome."""
+
+    case_id: str
+    category: str
+    summary: str
+    juror: int
+    persona: Persona
+
+
+@dataclass(frozen=True)
 class SummaryTask:
     case: DisputeCase
     round: int

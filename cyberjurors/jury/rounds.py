@@ -20,7 +20,9 @@ from ..schemas import (
     CaseFile,
     Clue,
     Focus,
+    JuryComposition,
     JuryRound,
+    JurySeat,
     PrecedentRef,
     RoundSummary,
     RoundSummaryDraft,
@@ -47,16 +49,21 @@ def clue_labels(text: str) -> list[str]:
 class Jury:
     personas: list[Persona]
     graph: SocialGraph
+    composition: JuryComposition | None = None
+    """who sits where, on which model, qualified or not (``qualify.py``); the case file records it at round 1"""
 
     @classmethod
     def from_settings(cls, settings: Settings, size: int | None = None) -> "Jury":
         """The configured jury of ``jurors``, or of ``size`` (the appeal's panel: the first-instance
-        personas and the file's reserves after them)."""
+        personas and the file's reserves after them), unvetted."""
         n = size or settings.jurors
+        personas = load_personas(n, settings.personas_file, settings.graph_seed)
+        seats = [JurySeat(seat=k, persona=p.name, model=settings.model_for("juror", k)) for k, p in enumerate(personas)]
         return cls(
-            personas=load_personas(n, settings.personas_file, settings.graph_seed),
+            personas=personas,
             graph=complete(n) if settings.social_graph == "complete" else
             small_world(n, settings.graph_out_degree, settings.graph_rewire_p, settings.graph_seed),
+            composition=JuryComposition(qualification="off", status="unvetted", seats=seats),
         )
 
     def __len__(self) -> int:

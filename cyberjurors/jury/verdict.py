@@ -14,6 +14,7 @@ from ..errors import plain
 from ..schemas import Ballot, CaseFile, Clue, JuryRound, Usage, Verdict, Votes
 from .budget import round_note, round_stop
 from .escalation import escalate
+from .qualify import with_votes
 from .rounds import clue_labels, deliberation_over, memory_for
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime,
     final round's summary as it is."""
     final = case_file.rounds[-1]
     votes = final.votes
-    winner = votes.winner
+    jury, weighted_winner = with_votes(case_file.jury, final) if case_file.jury else (None, None)
+    winner = weighted_winner or votes.winner  # reweight: the weighted ballots decide (qualify.py)
     justification = justified.text if justified else final.summary.summary
     cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner, justification)
     guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
@@ -70,13 +72,14 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime,
         precedents_seen=seen,
         precedent_coverage=precedents.coverage if precedents else "none",
         focus=case_file.focus.focus if case_file.focus else "",
-        problems=[plain(p, 1000) for p in [*case_file.problems, *notes,
+        problems=[plain(p, 1000) for p in [*case_file.problems, *notes, *weighted_note(votes, winner),
                                            *([round_note(stopped, settings)] if stopped else []),
                                            *(justified.notes if justified else [])]],
         budget_reached=bool(stops),
         budget_stops=stops,
         votes_by_model=votes_by_model(final, settings),
         verification=justified.verification if justified else None,
+        jury=jury,
         tokens=sum(case_file.usage.values(), justified.usage if justified else Usage()),
         latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
         backend=case_file.backend,
@@ -84,6 +87,14 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime,
         decided_at=decided_at,
     )
     return escalate(verdict, case_file, settings)
+
+
+def weighted_note(votes: Votes, winner: str) -> list[str]:
+    """Said when the weighted ballots (reweight) decided against the head count."""
+    if winner == votes.winner:
+        return []
+    return [f"the {winner} wins by the jurors' qualification weights, against a head count of {votes.buyer} for "
+            f"the buyer and {votes.seller} for the seller"]
 
 
 def justifying_models(justified: Justified | None, settings: Settings) -> set[str]:

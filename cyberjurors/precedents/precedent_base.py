@@ -87,6 +87,16 @@ class PrecedentBase:
                 self._opened = (index, matcher)
             return self._opened
 
+    async def seat(self, personas: Sequence[Persona]) -> None:
+        """The jury's personas changed (a persona replaced after qualification): memories follow them."""
+        async with self._lock:
+            if [p.card() for p in personas] == [p.card() for p in self.personas]:
+                return
+            self.personas = list(personas)
+            if self._opened is not None:
+                index, matcher = self._opened
+                self._opened = (index, await asyncio.to_thread(PersonaMatcher, self.personas, matcher.embedder))
+
     async def retrieve(self, case: DisputeCase, focus: Focus | None) -> Precedents:
         if not self.enabled:
             return Precedents(coverage="none")

@@ -56,4 +56,7 @@ from .reasoning import (
     VerificationDraft,
 )
 
+# after .reasoning, which it builds on
+from .jury import STANDINGS, JuryComposition, JurorScore, JurySeat, QualificationMode, Standing  # noqa: E402
+
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -21,6 +21,9 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+from .jury import JuryComposition  # noqa: E402  (it builds on Record; the case file and verdict name it)
+
+
 # --- model outputs -----------------------------------------------------------------------
 
 
@@ -268,6 +271,7 @@ class CaseFile(Record):
                                        "not be read: items stage II selected whose perception failed, or, with stage "
                                        "II off, every media item that could not be decoded")
     appeal: AppealBrief | None = Field(None, description="the second instance: the appeal it judges")
+    jury: JuryComposition | None = Field(None, description="the jury that deliberates, set at round 1")
 
     @model_validator(mode="after")
     def _digest_once(self) -> CaseFile:
@@ -315,6 +319,8 @@ class Verdict(Record):
                                              "model each juror seat was given (juror_models)")
     verification: Verification | None = Field(None, description="the verifier's check of the justification; "
                                                                 "absent when the verifier is off")
+    jury: JuryComposition | None = Field(None, description="who sat: each seat's persona, model and final vote, "
+                                                           "its qualification and weight, the personas replaced")
     tokens: Usage
     latency_s: float
     backend: str

@@ -37,6 +37,7 @@ from .kafka import faust_broker_url, faust_credentials
 from .appeals import Appeals
 from .outcomes import Outcomes
 from .probes import Health
+from .seating import Seating
 from .stage_hop import StageHop, StageResults, StageWork
 from .transport import use_fetch_wait
 from .verdicts import Verdicts
@@ -110,7 +111,9 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
 
     handlers = Handlers(ingest, hop, work, verdicts, outcomes, letters, appeals)
     stream_agents(app, settings, topic, handlers)
-    housekeeping(app, settings, in_flight, precedents)
+    seating = Seating(settings, llm, work, precedents)  # the qualification gate, when on
+    app.add_dependency(seating)
+    housekeeping(app, settings, in_flight, precedents, seating)
     schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
     expire_state(app, settings, results)
     expire_media(app, settings, store)
@@ -242,7 +245,7 @@ def expire_media(app: faust.App, settings: Settings, store: MediaStore) -> None:
 
 
 def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInFlight,
-                 precedents: PrecedentBase) -> None:
+                 precedents: PrecedentBase, seating: Seating | None = None) -> None:
     """Forget the cases of partitions moved away; open the precedent base as the app starts (not on
     the first case, and not after joining the group: the model loads while the worker waits for its
     partitions), and keep what the probes report (``app.cyberjurors_health``)."""
@@ -253,6 +256,6 @@ def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInF
         # the full new assignment: cases on partitions now owned by another worker are theirs to count
         in_flight.keep_partitions({tp.partition for tp in assigned if tp.topic in pipeline})
 
-    health = Health(app, precedents, [settings.topic(name) for name in CONSUMED])
+    health = Health(app, precedents, [settings.topic(name) for name in CONSUMED], seating=seating)
     app.add_dependency(health)  # started with the app, before the consumer joins its group
     app.cyberjurors_health = health  # type: ignore[attr-defined]

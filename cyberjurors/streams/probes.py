@@ -10,7 +10,8 @@ a probe answered by the loop notices.
   probe's timeout fails it.
 * ``/startupz``: 200 once the start is done: the loop serves, and the precedent base (the embedding
   model and the index) has been opened or has failed to open once (the worker then judges without
-  precedents, notes it on every verdict, keeps trying, and is not ready). 503 while it loads.
+  precedents, notes it on every verdict, keeps trying, and is not ready), and, with the qualification
+  gate on, the jury is seated (``streams/seating.py``). 503 while it loads.
 * ``/readyz``: 200 while the worker takes its share of the work: its consumer group has assigned it
   partitions (an empty share counts: more workers than partitions is not a fault), no rebalance or
   table recovery is under way, the precedent base is open (when configured), and it is not stopping.
@@ -49,10 +50,12 @@ class Health(Service):
     precedent base: started with the app (before it joins its group), so the model loads while the
     worker waits for its partitions."""
 
-    def __init__(self, app: faust.App, precedents: PrecedentBase, topics: Collection[str], **kwargs: Any) -> None:
+    def __init__(self, app: faust.App, precedents: PrecedentBase, topics: Collection[str],
+                 seating: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.app = app
         self.precedents = precedents
+        self.seating = seating  # streams.seating.Seating: the qualification gate, when on
         self.topics = frozenset(topics)  # the topics the worker consumes, for the assignment it reports
         self.assignment: frozenset[faust.types.TP] | None = None
         self.precedent_error: str | None = None
@@ -88,7 +91,12 @@ class Health(Service):
 
     def started(self) -> list[str]:
         """Why the start is not done yet (empty: done)."""
-        return [] if self.precedents_tried else ["loading the precedent base (embedding model and index)"]
+        reasons = [] if self.precedents_tried else ["loading the precedent base (embedding model and index)"]
+        return reasons + self._unseated()
+
+    def _unseated(self) -> list[str]:
+        done = self.seating is None or self.seating.done
+        return [] if done else ["seating the jury: its personas are deciding their mock cases (qualification)"]
 
     def not_ready(self) -> list[str]:
         """Why the worker is not ready (empty: ready)."""
@@ -103,7 +111,7 @@ class Health(Service):
             reasons.append("recovering tables from their changelogs")
         if self.precedents.enabled and not self.precedents.is_open:
             reasons.append(f"precedent base not open: {self.precedent_error or 'loading'}")
-        return reasons
+        return reasons + self._unseated()
 
     def assigned(self) -> dict[str, list[int]]:
         """The partitions of the consumed topics this worker holds (changelogs left out)."""

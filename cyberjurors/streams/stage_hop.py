@@ -238,19 +238,26 @@ class StageHop:
 
 class StageWork:
     """The work of each hop (``cyberjurors.jury.stages``), bound to this worker's model, jury and
-    precedent base."""
+    precedent base. With the qualification gate on, the stages that need the jury (the clues stage
+    draws each juror's memory) wait until ``streams.seating`` has seated it."""
 
     def __init__(self, settings: Settings, llm: LLM, jury: Jury, precedents: PrecedentBase):
         self.settings, self.llm, self.jury, self.precedents = settings, llm, jury, precedents
+        self.seated = asyncio.Event()
+        if settings.qualification == "off":
+            self.seated.set()
 
     async def focus(self, case_file: CaseFile) -> CaseFile:
         return await stages.focus_stage(case_file, self.llm, self.settings)
 
     async def clues(self, case_file: CaseFile) -> CaseFile:
+        await self.seated.wait()
         return await stages.clues_stage(case_file, self.llm, self.settings, self.precedents)
 
     async def round(self, case_file: CaseFile) -> CaseFile:
+        await self.seated.wait()
         return await stages.round_stage(case_file, self.jury, self.llm, self.settings)
 
     async def verdict(self, case_file: CaseFile) -> Verdict:
+        await self.seated.wait()
         return await stages.verdict_stage(case_file, self.llm, self.settings, self.jury)
