@@ -20,7 +20,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .scores import ModelBallots, RiskCoverage, RiskPoint, Summary
+from .scores import ModelBallots, PersonaBallots, RiskCoverage, RiskPoint, Summary
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
 MD_FAILED_SHOWN = 50
@@ -218,6 +218,39 @@ def _md_model_table(summary: Summary) -> list[str]:
     return lines
 
 
+TILT_BOUND = 0.25  # the qualification gate's default bound on a persona's side bias (qualification_max_bias)
+PERSONA_COLUMNS: list[tuple[str, Callable[[PersonaBallots], str]]] = [
+    ("Ballots", lambda p: f"{p.ballots}"),
+    ("Seller share", lambda p: _pct(p.seller_share)),
+    ("Real seller share", lambda p: _pct(p.real_seller_share)),
+    ("Tilt", lambda p: f"{p.tilt:+.2f}" + (" ⚠ tilted" if abs(p.tilt) > TILT_BOUND else "")),
+    ("With majority", lambda p: _pct(p.majority_agreement)),
+    ("With real jury", lambda p: _pct(p.truth_agreement)),
+]
+PERSONA_NOTES = ("Jury balance: each persona's final-round ballots over the cases with a verdict: share for the "
+                 "seller against the real jury's seller share on the same cases (tilt; ⚠ beyond "
+                 f"±{TILT_BOUND:g}, the qualification gate's default bound), and the share siding with the "
+                 "verdict's majority and with the real jury's.")
+
+
+def _persona_table(summary: Summary) -> Table:
+    table = Table(title="Jury balance by persona", caption=PERSONA_NOTES, caption_justify="left")
+    table.add_column("Persona")
+    for header, _ in PERSONA_COLUMNS:
+        table.add_column(header, justify="right")
+    for persona, p in summary.by_persona.items():
+        table.add_row(persona, *(cell(p) for _, cell in PERSONA_COLUMNS))
+    return table
+
+
+def _md_persona_table(summary: Summary) -> list[str]:
+    lines = ["| " + " | ".join(["Persona", *(h for h, _ in PERSONA_COLUMNS)]) + " |",
+             "|" + "---|" * (len(PERSONA_COLUMNS) + 1)]
+    lines += ["| " + " | ".join([persona.replace("|", "\\|"), *(cell(p) for _, cell in PERSONA_COLUMNS)]) + " |"
+              for persona, p in summary.by_persona.items()]
+    return lines
+
+
 RISK_COLUMNS: list[tuple[str, Callable[[RiskPoint], str]]] = [
     ("Escalated", lambda p: _pct(p.escalated_share)),
     ("Auto-decided", lambda p: f"{p.auto_decided}"),
@@ -285,6 +318,8 @@ def render(report: EvalReport) -> Group:
     parts.append(_table(title, "", rows(report.summary)))
     if mixed(report.summary):
         parts.append(_model_table(report.summary))
+    if report.summary.by_persona:
+        parts.append(_persona_table(report.summary))
     if report.summary.risk_coverage is not None:
         parts.append(_risk_table(report.summary.risk_coverage))
     if report.summary.budget_stops:
@@ -356,6 +391,9 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
         lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
         if mixed(r.summary):
             lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]
+        if r.summary.by_persona:
+            lines += ["Jury balance by persona" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":", "",
+                      *_md_persona_table(r.summary), "", PERSONA_NOTES, ""]
         if r.summary.risk_coverage is not None:
             lines += ["Risk–coverage" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":", "",
                       *_md_risk_table(r.summary.risk_coverage), "", risk_notes(r.summary.risk_coverage), ""]

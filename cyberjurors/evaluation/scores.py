@@ -149,6 +149,42 @@ def by_model(judged: Sequence[CaseResult]) -> dict[str, ModelBallots]:
             for model, t in sorted(tally.items()) if t["ballots"]}
 
 
+class PersonaBallots(BaseModel):
+    """One persona's final-round ballots over the evaluated cases (the jury balance report): a persona
+    tilted to one side shows here before it serves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ballots: int
+    seller_share: float = Field(description="share of its ballots for the seller")
+    real_seller_share: float = Field(description="share of the cases it voted on that the real jury gave the seller")
+    tilt: float = Field(description="seller_share - real_seller_share: above 0 leans to the seller")
+    majority_agreement: float = Field(description="share of its ballots for the verdict's winner")
+    truth_agreement: float = Field(description="share of its ballots for the real jury's majority")
+
+
+def by_persona(judged: Sequence[CaseResult]) -> dict[str, PersonaBallots]:
+    """Per persona, over every judged case's final round (``Verdict.jury``: who sat where, how each voted)."""
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in judged:
+        assert r.verdict is not None
+        for seat in r.verdict.jury.seats if r.verdict.jury else []:
+            if seat.vote is None:
+                continue
+            t = tally[seat.persona]
+            t["ballots"] += 1
+            t["seller"] += seat.vote == "seller"
+            t["real_seller"] += r.truth.winner == "seller"
+            t["majority"] += seat.vote == r.verdict.winner
+            t["truth"] += seat.vote == r.truth.winner
+    return {persona: PersonaBallots(ballots=t["ballots"], seller_share=t["seller"] / t["ballots"],
+                                    real_seller_share=t["real_seller"] / t["ballots"],
+                                    tilt=(t["seller"] - t["real_seller"]) / t["ballots"],
+                                    majority_agreement=t["majority"] / t["ballots"],
+                                    truth_agreement=t["truth"] / t["ballots"])
+            for persona, t in tally.items()}
+
+
 # Margin thresholds of the risk-coverage table, on the 17-vote scale: a verdict is escalated when its
 # margin is below the threshold (0: never for the margin; 3: 9:8; 5: 9:8 and 10:7; ... 17: all but 17:0)
 MARGIN_THRESHOLDS = (0, 3, 5, 7, 9, 11, 13, 15, 17)
@@ -248,6 +284,8 @@ class Summary(BaseModel):
     verifier_turns_mean: float | None = Field(None, description="verifier calls per verified verdict")
     claims_removed: int = Field(0, description="untraceable sentences removed from justifications that failed")
     by_model: dict[str, ModelBallots] = Field(default_factory=dict, description="juror seats by model")
+    by_persona: dict[str, PersonaBallots] = Field(default_factory=dict, description="the jury balance: each "
+                                                  "persona's ballots (overall only)")
     escalated_share: float | None = Field(None, description="verdicts published escalated, under the run's settings")
     risk_coverage: RiskCoverage | None = Field(None, description="overall only")
     by_category: dict[str, Summary] = Field(default_factory=dict)
@@ -331,6 +369,7 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
         by_band[difficulty_band(r.truth)].append(r)
     overall = _summary(results)
     overall.risk_coverage = risk_coverage(results)
+    overall.by_persona = by_persona([r for r in results if r.verdict is not None])
     overall.by_category = {k: _summary(v) for k, v in sorted(by_category.items())}
     overall.by_band = {b: _summary(by_band[b]) for b in ("hard", "medium", "easy") if b in by_band}
     return overall
