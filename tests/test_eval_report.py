@@ -172,3 +172,35 @@ def test_batch_and_streaming_cost_side_by_side(tmp_path: Path) -> None:
     assert "12 sent again" in markdown
     json_path, _ = write([batch], tmp_path)
     assert load(json_path)[0].batch == batch.batch
+
+
+def with_jury(r, votes: dict[str, str]):  # type: ignore[no-untyped-def]
+    from cyberjurors.schemas import JuryComposition, JurySeat
+
+    seats = [JurySeat(seat=k, persona=p, model="m", vote=v) for k, (p, v) in enumerate(votes.items())]
+    jury = JuryComposition(qualification="off", status="unvetted", seats=seats)
+    return r.model_copy(update={"verdict": r.verdict.model_copy(update={"jury": jury})}) if r.verdict else r
+
+
+def test_the_jury_balance_shows_a_tilted_persona() -> None:
+    # the worked example's verdicts: real winners buyer, buyer, seller, seller, buyer; ours buyer, seller,
+    # seller, buyer, buyer. Tilda always votes seller, Bo as the real jury, Cy as the verdict.
+    results = [with_jury(r, {"Tilda": "seller", "Bo": r.truth.winner, "Cy": r.verdict.winner}) if r.verdict else r
+               for r in worked_example()]
+    rep = report("CyberJurors", backend="offline", results=results)
+    tilda, bo = rep.summary.by_persona["Tilda"], rep.summary.by_persona["Bo"]
+    assert (tilda.ballots, tilda.seller_share, tilda.real_seller_share) == (5, 1.0, 0.4)
+    assert (round(tilda.tilt, 4), tilda.majority_agreement, tilda.truth_agreement) == (0.6, 0.4, 0.4)
+    assert (bo.tilt, bo.majority_agreement, bo.truth_agreement) == (0.0, 0.6, 1.0)
+    assert list(rep.summary.by_persona) == ["Tilda", "Bo", "Cy"]  # in seat order
+
+    md = to_markdown([rep])
+    section = md.split("Jury balance by persona", 1)[1]
+    assert section.startswith(f" ({STAND_IN_WARNING}):")
+    assert "| Tilda | 5 | 100.0% | 40.0% | +0.60 ⚠ tilted | 40.0% | 40.0% |" in section
+    assert "| Bo | 5 | 40.0% | 40.0% | +0.00 | 60.0% | 100.0% |" in section
+    assert "| Cy | 5 | 40.0% | 40.0% | +0.00 | 100.0% | 60.0% |" in section
+    shown = text(render(rep))
+    assert "Jury balance by persona" in shown and "⚠ tilted" in shown
+    # verdicts that name no jury (a court, an older verdict): no balance table
+    assert "Jury balance" not in to_markdown([report("CyberJurors")])
