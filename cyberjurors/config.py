@@ -357,8 +357,9 @@ class Settings(BaseSettings):
                            "majority (see README, Juror qualification)"
     )
     qualification_cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
-    qualification_min_accuracy: float = Field(0.6, ge=0, le=1, description="below this share of mock cases "
-                                                                           "decided as the real jury did, a persona fails")
+    qualification_min_accuracy: float = Field(
+        0.6, ge=0, le=1, description="below this share of mock cases decided as the real jury did, a persona fails"
+    )
     qualification_max_bias: float = Field(
         0.25, ge=0, le=1, description="a persona whose seller-vote share on the mock cases differs from their "
                                       "labelled seller share by more than this fails"
@@ -581,7 +582,8 @@ class Settings(BaseSettings):
 
     def models_of(self, role: Role) -> list[str]:
         """Every model a role's calls may go to."""
-        seats = {"juror": self.juror_models, "qualify": self.juror_models, "draft": self.juris_drafter_models}.get(role, [])
+        seats = {"juror": self.juror_models, "qualify": self.juror_models,
+                 "draft": self.juris_drafter_models}.get(role, [])
         return list(dict.fromkeys([self.model_for(role), *seats]))
 
     def model_for(self, role: Role, juror_index: int | None = None) -> str:

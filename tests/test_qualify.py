@@ -21,11 +21,13 @@ from cyberjurors.config import Settings
 from cyberjurors.jury.model_inputs import QualifyTask
 from cyberjurors.jury.qualify import (
     CACHE_FILE,
+    Counts,
     QualificationError,
     draw_mock_cases,
     labelled_cases,
     mock_digest,
     qualified_jury,
+    scored,
     unvetted,
     weight,
 )
@@ -44,7 +46,6 @@ from cyberjurors.schemas import (
     DisputeCase,
     JuryRound,
     RoundSummary,
-    RoundSummaryDraft,
     Verdict,
     Votes,
 )
@@ -123,8 +124,8 @@ async def test_mock_cases_are_balanced_by_side_and_drawn_deterministically(base:
     changed = [mock[0].model_copy(update={"summary": mock[0].summary + " More."}), *mock[1:]]
     assert mock_digest(changed) != mock_digest(mock)
     with pytest.raises(QualificationError, match="labelled cases the seller won"):
-        draw_mock_cases([c for c in labelled if c.winner == "buyer"] + [c for c in labelled if c.winner == "seller"][:3],
-                        12)
+        three_sellers = [c for c in labelled if c.winner == "seller"][:3]
+        draw_mock_cases([c for c in labelled if c.winner == "buyer"] + three_sellers, 12)
 
 
 async def test_a_persona_that_always_votes_seller_fails_on_bias_and_a_qualified_reserve_takes_its_seat(
@@ -148,7 +149,8 @@ async def test_a_persona_that_always_votes_seller_fails_on_bias_and_a_qualified_
     assert (noor.standing, noor.bias) == ("fails_bias", -0.5)
     others = [s for s in composition.seats if s.seat != 1]
     assert all(s.replaced is None and s.score.accuracy == 1.0 for s in others)  # type: ignore[union-attr]
-    assert [s.persona for s in others] == [p.name for k, p in enumerate(Jury.from_settings(settings).personas) if k != 1]
+    configured = Jury.from_settings(settings).personas
+    assert [s.persona for s in others] == [p.name for k, p in enumerate(configured) if k != 1]
     assert len(llm.calls) == (17 + 2) * 12 and {c.role for c in llm.calls} == {"qualify"}
     # each mock ballot is a juror's call alone: the persona and the mock case's record, never its outcome
     request = llm.calls[0]
@@ -157,8 +159,10 @@ async def test_a_persona_that_always_votes_seller_fails_on_bias_and_a_qualified_
 
     # report: the same scores, nobody replaced
     reported, _ = await seat(settings.model_copy(update={"qualification": "report"}), llm)
-    assert reported.personas[1].name == "Arjun" and reported.composition.seats[1].score.standing == "fails_bias"  # type: ignore[union-attr]
-    assert reported.composition.note == "1 of 17 serving personas failed qualification"  # type: ignore[union-attr]
+    kept = reported.composition
+    assert kept is not None and reported.personas[1].name == "Arjun"
+    assert kept.seats[1].score.standing == "fails_bias"  # type: ignore[union-attr]
+    assert kept.note == "1 of 17 serving personas failed qualification"
 
 
 async def test_the_cache_spares_a_second_run_and_is_keyed_by_model(base: Path, tmp_path: Path):
@@ -238,9 +242,7 @@ async def test_reweight_counts_a_failing_persona_less_and_can_turn_the_verdict(b
     assert not any("qualification weights" in p for p in counted.problems)
 
 
-def test_weights_follow_the_worse_side(base: Path, tmp_path: Path):
-    from cyberjurors.jury.qualify import Counts, scored
-
+def test_weights_follow_the_worse_side():
     s = Settings(llm_backend="offline")
     assert weight(scored("a", "m", Counts(6, 6, 0, 6), s), s) == 0.0  # always seller
     assert weight(scored("a", "m", Counts(6, 6, 6, 6), s), s) == 1.0  # qualified
@@ -252,16 +254,16 @@ def test_weights_follow_the_worse_side(base: Path, tmp_path: Path):
 
 def test_seated_personas_are_in_the_metrics():
     settings = Settings(llm_backend="offline", qualification="replace")
-    from cyberjurors.jury.qualify import Counts, scored
 
-    jury = Jury.from_settings(settings)
+    composition = Jury.from_settings(settings).composition
+    assert composition is not None
     failed = scored("Arjun", "m-q", Counts(6, 6, 0, 6), settings)
     good = scored("Oscar", "m-q", Counts(6, 6, 5, 5), settings)
     seats = [s.model_copy(update={"model": "m-q", "score": good if s.seat == 1 else
                                   scored(s.persona, "m-q", Counts(6, 6, 6, 6), settings),
                                   "persona": "Oscar" if s.seat == 1 else s.persona,
-                                  "replaced": failed if s.seat == 1 else None}) for s in jury.composition.seats]  # type: ignore[union-attr]
-    record_jury(jury.composition.model_copy(update={"seats": seats}))  # type: ignore[union-attr]
+                                  "replaced": failed if s.seat == 1 else None}) for s in composition.seats]
+    record_jury(composition.model_copy(update={"seats": seats}))
     value = lambda name, persona: REGISTRY.get_sample_value(name, {"persona": persona, "model": "m-q"})  # noqa: E731
     assert value("cyberjurors_juror_qualification_accuracy", "Arjun") == 0.5
     assert value("cyberjurors_juror_qualification_seller_share", "Arjun") == 1.0
@@ -275,8 +277,8 @@ async def test_a_gate_without_labelled_cases_says_so(tmp_path: Path):
     async with opened_base(settings) as (index, _):
         with pytest.raises(QualificationError, match="no labelled cases"):
             await qualified_jury(settings, OfflineLLM(), index)
-    jury = unvetted(Jury.from_settings(settings), settings, "no labelled cases")
-    assert jury.composition.status == "not_run" and "no labelled cases" in jury.composition.note  # type: ignore[union-attr]
+    composition = unvetted(Jury.from_settings(settings), settings, "no labelled cases").composition
+    assert composition is not None and composition.status == "not_run" and "no labelled cases" in str(composition.note)
 
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -265,7 +265,7 @@ class OfflineLLM:
         persona's prior and a fixed per-(case, persona) jitter, as a first-round ballot weighs them."""
         p = task.persona
         sign = {"buyer": 1.0, "seller": -1.0, "neutral": 0.0}
-        said = [s for party in ("buyer", "seller") for s in party_statements(task.summary, party)]  # type: ignore[arg-type]
+        said = [*party_statements(task.summary, "buyer"), *party_statements(task.summary, "seller")]
         evidence = math.tanh(sum(sign[leaning(s)] for s in said) / 2)
         prior = SELLER_EXPERIENCE_PRIOR[p.seller_experience] + STRICTNESS_PRIOR[p.rule_strictness]
         score = evidence + prior + 0.7 * jitter(task.case_id, p.name, "qualify")

@@ -294,7 +294,8 @@ def unvetted(jury: Jury, settings: Settings, reason: str) -> Jury:
     return replace(jury, composition=composition)
 
 
-async def qualified_jury(settings: Settings, llm: LLM, index: PrecedentIndex, jury: Jury | None = None) -> tuple[Jury, Qualifier]:
+async def qualified_jury(settings: Settings, llm: LLM, index: PrecedentIndex,
+                         jury: Jury | None = None) -> tuple[Jury, Qualifier]:
     """The configured jury seated by the gate, and the qualifier (its scores, the calls the cache saved).
     Raises QualificationError when the precedent base cannot supply the mock cases, LLMError when a
     mock ballot fails after the retries."""

@@ -58,8 +58,9 @@ class Seating(Service):
                 raise qualify.QualificationError("no precedent base (precedent_backend = none) to draw mock cases from")
             index = await self._open_base()
             jury, qualifier = await qualify.qualified_jury(self.settings, self.llm, index, jury)
-            log.info("jury seated: %s; %d mock ballots read from the cache", jury.composition.note  # type: ignore[union-attr]
-                     or "every serving persona qualified", qualifier.calls_saved)
+            note = jury.composition.note if jury.composition else None
+            log.info("jury seated: %s; %d mock ballots read from the cache",
+                     note or "every serving persona qualified", qualifier.calls_saved)
         except CyberJurorsError as err:  # LLMError, PrecedentError, QualificationError
             log.error("qualification could not run (%s): the jury serves unvetted", for_people(err))
             jury = qualify.unvetted(jury, self.settings, for_people(err))
