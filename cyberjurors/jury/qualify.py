@@ -18,7 +18,7 @@ jurors pass mock cases before they sit (issue 15).
   model, and keeps the failing persona when none does (noted); ``reweight`` keeps every persona but
   counts a failing one's ballot with a weight below 1 in the verdict's majority (``weight``).
 * **Cache**: each persona's counts, keyed by the persona, the backend and model, the mock set's
-  digest and the juror system prompt's, in ``qualification.json`` beside the precedent base, so a
+  digest and the juror prompt's, in ``qualification.json`` beside the precedent base, so a
   restart (or ``cyberjurors jury qualify`` run before deploying) does not pay for it again.
 """
 
@@ -118,7 +118,9 @@ def juror_system(settings: Settings) -> str:
 async def mock_ballot(persona: Persona, seat: int, case: PrecedentCase, llm: LLM, settings: Settings) -> Party:
     request = stage_request(
         "qualify", settings, juror=seat, system=juror_system(settings), shared=[mock_case_block(case)],
-        prompt=[prompts.juror_prompt(persona.card(), [], 1, [], None, precedents=False)],
+        # the persona is not an ``own`` part here: each (mock case, persona) pair is asked once, so only the
+        # mock case, read by every persona, is worth caching
+        prompt=[prompts.juror_own(persona.card(), [], precedents=False), prompts.juror_round(1, [], None)],
         task=QualifyTask(case.case_id, case.category, case.summary, seat, persona), case_id=f"qualify:{case.case_id}",
     )
     return (await llm.generate(request, BallotDraft)).output.vote
@@ -232,8 +234,10 @@ class Qualifier:
     tried: list[JurorScore] = field(default_factory=list)
 
     def key(self, persona: Persona, model: str) -> str:
+        # what the ballot was asked with: the system prompt and the prompt's fixed text (a persona left blank)
+        asked = juror_system(self.settings) + prompts.juror_own("", [], precedents=False) + prompts.juror_round(1, [], None)
         return _hash(json.dumps([CACHE_FORMAT, persona.model_dump(), self.llm.backend, model, mock_digest(self.mock),
-                                 _hash(juror_system(self.settings))]))
+                                 _hash(asked)]))
 
     async def score(self, persona: Persona, seat: int) -> JurorScore:
         model = self.settings.model_for("juror", seat)
