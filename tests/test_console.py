@@ -74,6 +74,20 @@ def airfryer() -> tuple[list[CaseFile], Verdict]:
     return after, verdict
 
 
+def test_the_ballots_name_the_personas_the_record_seated(airfryer):
+    from cyberjurors.console.views import juror_names, round_views
+
+    record = airfryer[0][-1]
+    assert record.jury is not None and juror_names(record, offline())[:2] == ["Mei", "Arjun"]
+    # the qualification gate gave seat 1 to a reserve: the case file's jury says so, not the settings
+    seats = [s.model_copy(update={"persona": "Oscar"}) if s.seat == 1 else s for s in record.jury.seats]
+    seated = record.model_copy(update={"jury": record.jury.model_copy(update={"seats": seats})})
+    rows = round_views(seated, offline())[0].rows
+    assert [r.persona for r in rows][:3] == ["Mei", "Oscar", "Lucia"]
+    older = record.model_copy(update={"jury": None})  # a record from before juries were recorded
+    assert [r.persona for r in round_views(older, offline())[0].rows][:2] == ["Mei", "Arjun"]
+
+
 # --- the store ----------------------------------------------------------------------------------
 
 

@@ -37,7 +37,7 @@ from .feed import Feed
 from .plots import social_graph, vote_shift
 from .review import BadDecision, Reviews, proposed
 from .store import CaseFilter, Store, StoredLetter, stamp
-from .views import instance_view
+from .views import instance_view, juror_names, jury_size
 
 log = logging.getLogger("cyberjurors.console")
 HERE = Path(__file__).parent
@@ -159,9 +159,8 @@ async def votes_svg(request: Request) -> Response:
 
 async def graph_svg(request: Request) -> Response:
     console, record = _record(request)
-    size = max([len(r.ballots) for r in record.rounds] + [r.summary.votes.total for r in record.rounds] + [1])
-    jury = Jury.from_settings(console.settings, size)
-    svg = await asyncio.to_thread(social_graph, record.rounds, jury.graph, [p.name for p in jury.personas])
+    jury = Jury.from_settings(console.settings, jury_size(record))
+    svg = await asyncio.to_thread(social_graph, record.rounds, jury.graph, juror_names(record, console.settings))
     return Response(svg, media_type="image/svg+xml", headers={"cache-control": "private, max-age=60"})
 
 

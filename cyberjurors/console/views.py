@@ -73,9 +73,20 @@ def timeline(record: CaseFile) -> list[tuple[int, list[EvidenceRound]]]:
     return [(n, sorted(rs, key=lambda r: PARTY_ORDER[r.party])) for n, rs in sorted(rounds.items())]
 
 
+def jury_size(record: CaseFile) -> int:
+    return max([len(r.ballots) for r in record.rounds] + [r.summary.votes.total for r in record.rounds] + [1])
+
+
+def juror_names(record: CaseFile, settings: Settings) -> list[str]:
+    """Who sat on each seat: the jury the case file recorded at round 1 (with the qualification gate,
+    a reserve in a failing persona's seat), else the configured personas."""
+    if record.jury is not None:
+        return [s.persona for s in record.jury.seats]
+    return [p.name for p in Jury.from_settings(settings, jury_size(record)).personas]
+
+
 def round_views(record: CaseFile, settings: Settings) -> list[RoundView]:
-    size = max([len(r.ballots) for r in record.rounds] + [r.summary.votes.total for r in record.rounds] + [1])
-    names = [p.name for p in Jury.from_settings(settings, size).personas]
+    names = juror_names(record, settings)
     out, before = [], {}
     for r, moved in zip(record.rounds, switches(record.rounds)):
         rows = [BallotRow(b, names[b.juror] if b.juror < len(names) else f"juror {b.juror}",
