@@ -46,7 +46,7 @@ log = logging.getLogger("cyberjurors.streams")
 
 PIPELINE = ("disputes.events", "disputes.ready", "disputes.focus", "disputes.clues", "disputes.rounds")
 # every topic the worker's consumer group reads (the agents' sources): what its lag and readiness are about
-CONSUMED = (*PIPELINE, "disputes.outcomes")
+CONSUMED = (*PIPELINE, "disputes.outcomes", "disputes.appeals")
 
 
 def faust_app(settings: Settings) -> faust.App:
