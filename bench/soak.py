@@ -185,7 +185,8 @@ def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50,
         settings = Settings(kafka_bootstrap_servers=bootstrap, app_id=f"soak-{run}", topic_prefix=f"soak{run}.",
                             partitions=partitions, datadir=Path(tmp) / "faust", llm_backend="offline",
                             offline_latency_s=0.0, precedent_backend="none", metrics_port=free_port(),
-                            state_retention_s=retention, state_sweep_interval_s=sweep, table_store=store)  # type: ignore[arg-type]
+                            state_retention_s=retention, state_sweep_interval_s=sweep, table_store=store,  # type: ignore[arg-type]
+                            appeal_window_s=retention)  # decided cases are held max(retention, appeal window)
         console.print(f"soak: {cases} cases, a sample every {every}, restart after {restart_after}; "
                       f"retention {retention}s, sweep {sweep}s, store {store}, {partitions} partitions")
         result = asyncio.run(soak(settings, Path(tmp), cases, every, restart_after, idle, tracemalloc))
