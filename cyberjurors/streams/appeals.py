@@ -72,6 +72,10 @@ class Appeals:
             appeal = await self.parse(event)
         except Refused:
             return
+        except Exception as err:  # a bug must cost one appeal (kept in the DLQ), not a crash of the agent
+            log.exception("appeal at offset %s failed", event.message.offset)
+            await self.letters.write(event, "appeal", "stage_failed", bug(err), replayable=True)
+            return
         tracing.name_case(appeal.case_id)
         try:
             async with self.one_at_a_time(appeal.case_id):

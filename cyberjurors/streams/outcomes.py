@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,7 +44,11 @@ class Outcomes:
 
     async def __call__(self, event: Any) -> None:
         with tracing.consuming(event, "outcomes"):  # in the trace of whoever reported it
-            await self.handle(event)
+            try:
+                await self.handle(event)
+            except Exception as err:  # a bug must cost one outcome (kept in the DLQ), not a crash of the agent
+                log.exception("outcome at offset %s failed", event.message.offset)
+                await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
 
     async def handle(self, event: Any) -> None:
         try:
@@ -103,7 +107,7 @@ class Outcomes:
                                      replayable=False)
         elif self.results.older_than_retention(decided_at) and self.results.stored(outcome.case_id, "ready") is None:
             await self.letters.write(event, "outcomes", "case_expired", f"case {outcome.case_id} was decided at "
-                                     f"{outcome.decided_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC, longer ago than {retention}, and "
+                                     f"{_shown(outcome.decided_at)}, longer ago than {retention}, and "
                                      "nothing is kept for it: its verdict, if it had one, has expired",
                                      replayable=False)
         else:
@@ -126,3 +130,11 @@ class Outcomes:
                      decided.category, len(pending), done.guidelines_created, done.guidelines_merged)
             pending = []
         self.confirmed[key] = pending
+
+
+def _shown(at: datetime) -> str:
+    """A time in UTC, or as it was given when UTC cannot hold it (0001-01-01T00:00+01:00 is in year 0 there)."""
+    try:
+        return f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    except OverflowError:
+        return at.isoformat(timespec="minutes")
