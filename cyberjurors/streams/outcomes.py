@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from .. import intake, metrics, tracing
 from ..config import Settings
 from ..errors import for_people
+from ..jury.escalation import escalation_id
 from ..llm import LLM, LLMError
 from ..precedents import learning
 from ..precedents.models import PrecedentError
@@ -68,6 +69,12 @@ class Outcomes:
             await self.unmatched(event, outcome)
             return
         decided = Verdict.model_validate_json(verdict)
+        if outcome.escalation_id is not None and outcome.escalation_id not in self.escalations(outcome.case_id):
+            # a panel's decision routed to the wrong case would be learned from, and counted, as this one's
+            await self.letters.write(event, "outcomes", "invalid_outcome", f"escalation_id is not an escalation of case "
+                                     f"{outcome.case_id}: a human panel's decision names the escalation it answers, "
+                                     "as disputes.escalations gave it for this case", replayable=False)
+            return
         ours = decided.votes
         if self.drift.outcome(outcome.case_id, outcome.votes.buyer, outcome.votes.seller, ours.buyer, ours.seller) \
                 and outcome.source == "human_panel" and decided.escalated:
@@ -93,6 +100,15 @@ class Outcomes:
         if appealed is not None:
             return appealed, self.results.stored(case_id, "appeal")
         return self.results.stored(case_id, "verdict"), self.results.stored(case_id, "ready")
+
+    def escalations(self, case_id: str) -> set[str]:
+        """The ids of the case's escalations: its first-instance verdict's and its appeal verdict's, when escalated."""
+        ids = set()
+        for stage in ("verdict", "appeal/verdict"):
+            stored = self.results.stored(case_id, stage)
+            if stored is not None and (verdict := Verdict.model_validate_json(stored)).escalated:
+                ids.add(escalation_id(verdict))
+        return ids
 
     async def unmatched(self, event: Any, outcome: OutcomeReported) -> None:
         """An outcome with no verdict to compare: final when the case's verdict has expired (its
