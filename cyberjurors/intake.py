@@ -138,11 +138,14 @@ def checked_json(raw: bytes | None) -> bytes:
 
 
 def check_size(rounds: list[EvidenceRound], settings: Settings) -> None:
-    """Rounds per party and the case's text together within their settings (what a jury reads grows with both)."""
+    """Rounds per party, items and the case's text together within their settings (what a jury reads grows with each)."""
     for party in ("buyer", "seller"):
         count = sum(r.party == party for r in rounds)
         if count > settings.max_rounds_per_party:
             raise Rejected("too_many_rounds", f"{count} {party} rounds, limit {settings.max_rounds_per_party}")
+    items = sum(len(r.items) for r in rounds)
+    if items > settings.max_case_items:
+        raise Rejected("too_many_items", f"{items} evidence items, limit {settings.max_case_items}")
     chars = sum(len(i.text or "") for r in rounds for i in r.items)
     if chars > settings.max_case_text_chars:
         raise Rejected("case_text_too_long", f"{chars} characters of evidence text, limit "
