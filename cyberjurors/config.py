@@ -472,6 +472,9 @@ class Settings(BaseSettings):
     )
     max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
     max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
+    # each item costs its tags and ids in every juror's prompt whatever its text: 7,000 one-character
+    # items (within the text cap and max_case_bytes) cost 2.3M tokens against a normal case's 74k
+    max_case_items: int = Field(200, ge=1, description="evidence items of a case, both parties' rounds together")
 
     # --- Console (issue 16): the web console for operations staff, human jurors and auditors ---
     console_host: str = Field("127.0.0.1", description="address `cyberjurors console` listens on")

@@ -55,7 +55,7 @@ REJECTIONS = ("invalid_json", "invalid_event", "unknown_event_type", "missing_ca
               "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
               "case_already_submitted", "event_too_large", "case_too_large", "naive_timestamp",
               "delivered_before_ordered", "amount_out_of_range", "unknown_currency", "too_many_rounds",
-              "case_text_too_long", "round_changed", "duplicate_json_key", "key_mismatch")
+              "case_text_too_long", "round_changed", "duplicate_json_key", "key_mismatch", "too_many_items")
 OTHER_REASONS = (
     "invalid_case_file",  # a pipeline topic held something that is not a case file: not replayable
     "invalid_outcome",    # an outcome event that does not parse: not replayable

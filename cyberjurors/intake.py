@@ -113,12 +113,15 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> None:
     # the values are not wanted: only the check
 
 
-def checked_json(raw: bytes) -> bytes:
+def checked_json(raw: bytes | None) -> bytes:
     """The JSON bytes an event or outcome is read from: a UTF-8 byte-order mark some editors write
     is taken off (``cyberjurors produce`` reads files the same way); a UTF-16 or UTF-32 one is
     refused in words, and so is an object with the same key twice (JSON readers differ on which one
-    counts, so the platform and the jury could read different cases). Anything else wrong is left
-    to the schema's own parse, which says what."""
+    counts, so the platform and the jury could read different cases), and a record with no value at
+    all (a Kafka tombstone: our input topics are not compacted, so it deletes nothing and says
+    nothing). Anything else wrong is left to the schema's own parse, which says what."""
+    if raw is None:
+        raise Rejected("invalid_json", "the message has no value (a Kafka tombstone): send the event as JSON")
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8):]
     for bom, name in _FOREIGN_BOMS:
@@ -135,11 +138,14 @@ def checked_json(raw: bytes) -> bytes:
 
 
 def check_size(rounds: list[EvidenceRound], settings: Settings) -> None:
-    """Rounds per party and the case's text together within their settings (what a jury reads grows with both)."""
+    """Rounds per party, items and the case's text together within their settings (what a jury reads grows with each)."""
     for party in ("buyer", "seller"):
         count = sum(r.party == party for r in rounds)
         if count > settings.max_rounds_per_party:
             raise Rejected("too_many_rounds", f"{count} {party} rounds, limit {settings.max_rounds_per_party}")
+    items = sum(len(r.items) for r in rounds)
+    if items > settings.max_case_items:
+        raise Rejected("too_many_items", f"{items} evidence items, limit {settings.max_case_items}")
     chars = sum(len(i.text or "") for r in rounds for i in r.items)
     if chars > settings.max_case_text_chars:
         raise Rejected("case_text_too_long", f"{chars} characters of evidence text, limit "

@@ -16,11 +16,13 @@ import contextlib
 import functools
 import hashlib
 import io
+import os
+import stat
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import aiohttp
 import av
@@ -91,6 +93,21 @@ def _resolve(path: str, settings: Settings) -> Path:
     return full
 
 
+def _regular_file(path: Path, shown: str) -> BinaryIO:
+    """The file opened for reading, only if it is a regular file: a device under media_root may
+    never end (/dev/zero's numbers: read whole, it fills memory) and a FIFO never answers. Opened
+    without blocking, since opening a FIFO waits for a writer, and checked on the opened file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise MediaUnreadable("not_a_file", f"{shown} is not a regular file (a directory, device or pipe)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _check_url(url: str, settings: Settings, base: URL | None = None) -> URL:
     """The URL parsed once, by yarl (aiohttp's own URL type), and that same object is what is
     fetched: a check and a fetcher that parse differently (``http://a\\@b/``) cannot disagree."""
@@ -151,10 +168,12 @@ async def _read(ref: MediaRef, settings: Settings) -> bytes:
     if ref.path is not None:
         path = _resolve(ref.path, settings)
         try:
-            size = path.stat().st_size
-            if size > settings.max_media_bytes:
-                raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
-            return await asyncio.to_thread(path.read_bytes)
+            with _regular_file(path, ref.path) as file:
+                size = os.fstat(file.fileno()).st_size
+                if size > settings.max_media_bytes:
+                    raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
+                # one byte past the limit at most, should the file grow after its size was read
+                return await asyncio.to_thread(file.read, settings.max_media_bytes + 1)
         except OSError as err:
             raise MediaUnreadable("missing_file", f"{ref.path}: {err.strerror}") from err
     if ref.url is not None:
@@ -366,11 +385,14 @@ async def check_header(ref: MediaRef, settings: Settings) -> None:
     if ref.path is not None:
         try:
             source: Path | io.BytesIO = _resolve(ref.path, settings)
-            size = source.stat().st_size
+            info = source.stat()
         except MediaRejected as err:
             raise MediaUnreadable(err.reason, err.detail) from err
         except OSError as err:
             raise MediaUnreadable("missing_file", f"{ref.path}: {err.strerror}") from err
+        if not stat.S_ISREG(info.st_mode):  # Pillow or FFmpeg would wait on a FIFO, read a device without end
+            raise MediaUnreadable("not_a_file", f"{ref.path} is not a regular file (a directory, device or pipe)")
+        size = info.st_size
         if size > settings.max_media_bytes:
             raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
     else:

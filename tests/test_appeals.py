@@ -6,6 +6,7 @@ the prompt's marking, and an appeal through a real worker on the embedded broker
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 from collections import Counter
@@ -282,6 +283,22 @@ async def test_every_refusal_has_its_reason_and_flag(tmp_path):
     assert [(d.reason, d.detail) for d in letters(off)] == [("appeal_window_closed",
                                                             "appeals are off (appeal_window_s=0)")]
     assert len(verdicts(h)) == 2  # the two first instances; no appeal was judged
+
+
+async def test_new_inline_evidence_is_checked_before_it_is_stored(tmp_path):
+    # intake's rules run while the media are still inline, as at ingest: base64 that is not base64 was a
+    # bug letter (stage_failed, replayable) and inline media over max_inline_bytes went to the store
+    settings = conf(tmp_path, max_inline_bytes=50)
+    h = handlers(settings)
+    first = await decided(settings, h)
+    photo = {"id": "b7", "kind": "image", "text": "photo", "media": {"media_type": "image/png"}}
+    big = png()
+    await send(h, appeal(first, evidence=[photo | {"media": {"media_type": "image/png", "data_base64": "!!!not base64"}}]))
+    await send(h, appeal(first, evidence=[photo | {"media": {"media_type": "image/png", "data_base64": big}}]))
+    assert [(d.reason, d.replayable, d.detail.split(":")[0]) for d in letters(h)] == [
+        ("appeal_evidence_rejected", False, "bad_base64"), ("appeal_evidence_rejected", False, "inline_too_large")]
+    assert not await open_store(settings).has(hashlib.sha256(base64.b64decode(big)).hexdigest())
+    assert len(verdicts(h)) == 1  # the first instance only
 
 
 async def test_failures_of_the_second_instance_are_dead_lettered_with_their_flags(tmp_path):

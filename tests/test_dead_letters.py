@@ -61,7 +61,7 @@ TABLE: dict[tuple[str, str], bool] = {
         "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
         "case_already_submitted", "naive_timestamp", "delivered_before_ordered", "amount_out_of_range",
         "unknown_currency", "too_many_rounds", "case_text_too_long", "round_changed", "draft_expired",
-        "duplicate_json_key", "key_mismatch")},
+        "duplicate_json_key", "key_mismatch", "too_many_items")},
     ("ingest", "case_never_opened"): True,  # held evidence whose case never opened: replay once it is open
     ("ingest", "early_evidence_overflow"): True,  # likewise, past the holding caps
     ("ingest", "ingest_failed"): True,  # a bug, like stage_failed: kept to be replayed once it is fixed
@@ -338,6 +338,7 @@ INTAKE = {  # reason -> the events that end in it
         {"id": f"s{n}", "kind": "text", "text": "It left intact."}]} for n in range(1, 12)]})],
     "case_text_too_long": [whole(case(buyer_items=[{"id": f"b{n}", "kind": "text", "text": "t" * 1000}
                                                    for n in range(61)]))],
+    "too_many_items": [whole(case(buyer_items=[{"id": f"b{n}", "kind": "text", "text": "t"} for n in range(201)]))],
     "round_changed": [opened(), evidence(), evidence(item="b2")],
     "duplicate_json_key": [b'{"type": "evidence_closed", "case_id": "c-1", "case_id": "c-2"}'],
 }

@@ -328,6 +328,28 @@ async def test_a_human_panels_decision_on_an_escalated_case_feeds_drift_and_is_c
     assert json.loads(dlq.sent[0][1])["reason"] == "invalid_outcome"
 
 
+async def test_a_panels_decision_naming_another_escalation_is_refused_not_learned():
+    s = conf()
+    h = handler(s)
+    decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=9)))
+    h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
+    drift = metrics.Drift(10, 0.5)
+    dlq = Topic()
+    outcomes = Outcomes(s, OfflineLLM(), SimpleNamespace(enabled=False), h.verdicts.results, {}, drift,
+                        DeadLetters(dlq, metrics.CasesInFlight()))
+    other = decided.model_copy(update={"verdict_id": "another-case-verdict"})  # another case's escalation
+    panel = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 2, "seller": 1}, "source": "human_panel"}
+    for wrong in (escalation_id(other), "\u202e\u0000" * 32):
+        await outcomes(event(json.dumps(panel | {"escalation_id": wrong}).encode(), b"esc-1"))
+    letters = [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
+    assert [(d.stage, d.reason, d.replayable) for d in letters] == [("outcomes", "invalid_outcome", False)] * 2
+    assert letters[0].detail.startswith("escalation_id is not an escalation of case esc-1")
+    assert "\u202e" not in letters[1].detail  # the offending id is not echoed
+    assert len(drift.outcomes) == 0  # neither was taken as this case's decision
+    await outcomes(event(json.dumps(panel | {"escalation_id": escalation_id(decided)}).encode(), b"esc-1"))
+    assert len(dlq.sent) == 2 and len(drift.outcomes) == 1
+
+
 # --- a real worker ------------------------------------------------------------------------------------
 
 

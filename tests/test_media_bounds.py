@@ -10,8 +10,11 @@ is never called on it) or that what is decoded is bounded in size. Every refusal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
+import os
 import random
+import stat
 import threading
 from collections.abc import AsyncIterator
 from fractions import Fraction
@@ -116,6 +119,38 @@ async def test_a_png_with_a_huge_compressed_text_chunk_is_an_image_bomb(tmp_path
         await load_image(image_ref(with_text(10_000_000)), s)
     assert err.value.reason == "image_bomb"
     assert (await load_image(image_ref(with_text(1000)), s)).data  # a modest text chunk is fine
+
+
+@pytest.mark.parametrize("special", ["fifo", "device", "folder"])
+async def test_a_path_to_a_fifo_a_device_or_a_folder_is_a_note_and_nothing_waits_on_it(tmp_path, special):
+    """A FIFO under media_root never answers (opening it for reading waits for a writer: the decode
+    pool's threads hung, and every later media item with them) and a device may never end (one with
+    /dev/zero's numbers, read whole, took a worker to 13 GB): neither is opened for reading nor handed
+    to Pillow or FFmpeg; each is a note on its item."""
+    target = tmp_path / "item"
+    if special == "fifo":
+        os.mkfifo(target)
+    elif special == "device":
+        try:
+            os.mknod(target, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    else:
+        target.mkdir()
+    settings = settings_for(tmp_path)
+    reads = [media.check_header] if special == "device" else [read_bytes, media.check_header]  # a broken
+    # read_bytes would read a device without end: only the header check, which reads a few bytes, is tried on it
+    try:
+        for media_type in ("image/png", "video/mp4"):
+            for read in reads:
+                with pytest.raises(MediaUnreadable) as err:
+                    await asyncio.wait_for(read(MediaRef(media_type=media_type, path="item"), settings), 30)  # a hang fails
+                assert (err.value.reason, err.value.detail) == ("not_a_file", "item is not a regular file (a directory, "
+                                                                             "device or pipe)")
+    finally:  # a reader a broken version left waiting on the FIFO gets its end of file, so the run can finish
+        if special == "fifo":
+            with contextlib.suppress(OSError):
+                os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))
 
 
 async def test_a_large_jpeg_is_decoded_reduced_never_at_full_size(tmp_path, loads):

@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from faust.types import TP
+from faust.types.tuples import Message
 
+from cyberjurors.config import Settings
 from cyberjurors.schemas import CaseFile, Verdict
+from cyberjurors.streams.app import faust_app
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
 from .conftest import EXAMPLES, calls, read_topic
@@ -48,3 +52,32 @@ async def test_redelivered_stage_inputs_reuse_the_stored_outputs(settings, worke
     # the decided case went no further down the pipeline: disputes.clues holds only the original
     clues = await read_topic(settings, "disputes.clues", until=2, keys={case_id}, timeout_s=5)
     assert len(clues) == 1
+
+
+@pytest.mark.parametrize("committed", [0, 5])
+async def test_no_commit_passes_a_message_still_being_handled(committed):
+    """faust-streaming 0.15 commits past the message at the committed offset while an agent still
+    handles it, once the ones after it are acked (faust-streaming#606): with stage_concurrency actors
+    a slow case there (a stalled URL) and a worker killed meanwhile, the restarted worker resumed after
+    it and the case was lost with no letter. The worker's consumer (streams/transport.py) holds the
+    commit until it is acked; an offset no message holds (a compacted gap) is still committed past."""
+    app = faust_app(Settings(llm_backend="offline", precedent_backend="none"))
+    app.topics.add(app.topic("t", value_serializer="raw"))
+    await app.topics._update_indices()  # what subscribing does: acks are tracked for the agents' topics
+    consumer, tp = app.consumer, TP("t", 0)
+    messages = [Message("t", 0, offset, 0.0, 0, [], b"k", b"v", None) for offset in range(committed, committed + 4)]
+    for message in messages:
+        consumer.track_message(message)  # handed to an agent
+    consumer._committed_offset[tp] = committed
+    for message in messages[1:]:
+        consumer.ack(message)
+    assert consumer._new_offset(tp) is None  # the first is still being handled
+    consumer.ack(messages[0])
+    assert consumer._new_offset(tp) == committed + 4
+    consumer._committed_offset[tp] = committed + 4  # as the commit records it
+    # a gap no message fills (compacted away) is not waited for
+    later = [Message("t", 0, offset, 0.0, 0, [], b"k", b"v", None) for offset in (committed + 5, committed + 6)]
+    for message in later:
+        consumer.track_message(message)
+        consumer.ack(message)
+    assert consumer._new_offset(tp) == committed + 7

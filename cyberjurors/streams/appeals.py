@@ -72,6 +72,10 @@ class Appeals:
             appeal = await self.parse(event)
         except Refused:
             return
+        except Exception as err:  # a bug must cost one appeal (kept in the DLQ), not a crash of the agent
+            log.exception("appeal at offset %s failed", event.message.offset)
+            await self.letters.write(event, "appeal", "stage_failed", bug(err), replayable=True)
+            return
         tracing.name_case(appeal.case_id)
         try:
             async with self.one_at_a_time(appeal.case_id):
@@ -186,10 +190,12 @@ class Appeals:
             raise Refused
         record = CaseFile.model_validate_json(base)
         try:
+            # intake's rules before the claim check, as at ingest: inline media's base64 and size are
+            # checked while they are still inline, and nothing refused reaches the media store
+            intake.admit(with_evidence(record.case, appeal), self.settings)
             data = appeal.model_dump(mode="json", exclude_none=True)
             checked = AppealFiled.model_validate(data) if await claim_check(self.store, data["evidence"]) else appeal
             case = with_evidence(record.case, checked)
-            intake.admit(case, self.settings)
             case_file = appeal_file(record, first, appeal, case, appeal_notes(record.case, case, appeal))
             size = len(case_file.model_dump_json())
             if size > self.settings.max_case_bytes:

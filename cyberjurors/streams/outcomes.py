@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from .. import intake, metrics, tracing
 from ..config import Settings
 from ..errors import for_people
+from ..jury.escalation import escalation_id
 from ..llm import LLM, LLMError
 from ..precedents import learning
 from ..precedents.models import PrecedentError
@@ -44,7 +45,11 @@ class Outcomes:
 
     async def __call__(self, event: Any) -> None:
         with tracing.consuming(event, "outcomes"):  # in the trace of whoever reported it
-            await self.handle(event)
+            try:
+                await self.handle(event)
+            except Exception as err:  # a bug must cost one outcome (kept in the DLQ), not a crash of the agent
+                log.exception("outcome at offset %s failed", event.message.offset)
+                await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
 
     async def handle(self, event: Any) -> None:
         try:
@@ -64,6 +69,12 @@ class Outcomes:
             await self.unmatched(event, outcome)
             return
         decided = Verdict.model_validate_json(verdict)
+        if outcome.escalation_id is not None and outcome.escalation_id not in self.escalations(outcome.case_id):
+            # a panel's decision routed to the wrong case would be learned from, and counted, as this one's
+            await self.letters.write(event, "outcomes", "invalid_outcome", f"escalation_id is not an escalation of case "
+                                     f"{outcome.case_id}: a human panel's decision names the escalation it answers, "
+                                     "as disputes.escalations gave it for this case", replayable=False)
+            return
         ours = decided.votes
         if self.drift.outcome(outcome.case_id, outcome.votes.buyer, outcome.votes.seller, ours.buyer, ours.seller) \
                 and outcome.source == "human_panel" and decided.escalated:
@@ -90,6 +101,15 @@ class Outcomes:
             return appealed, self.results.stored(case_id, "appeal")
         return self.results.stored(case_id, "verdict"), self.results.stored(case_id, "ready")
 
+    def escalations(self, case_id: str) -> set[str]:
+        """The ids of the case's escalations: its first-instance verdict's and its appeal verdict's, when escalated."""
+        ids = set()
+        for stage in ("verdict", "appeal/verdict"):
+            stored = self.results.stored(case_id, stage)
+            if stored is not None and (verdict := Verdict.model_validate_json(stored)).escalated:
+                ids.add(escalation_id(verdict))
+        return ids
+
     async def unmatched(self, event: Any, outcome: OutcomeReported) -> None:
         """An outcome with no verdict to compare: final when the case's verdict has expired (its
         marker is stored, or the outcome was decided longer than the retention ago with nothing kept
@@ -103,7 +123,7 @@ class Outcomes:
                                      replayable=False)
         elif self.results.older_than_retention(decided_at) and self.results.stored(outcome.case_id, "ready") is None:
             await self.letters.write(event, "outcomes", "case_expired", f"case {outcome.case_id} was decided at "
-                                     f"{outcome.decided_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC, longer ago than {retention}, and "
+                                     f"{_shown(outcome.decided_at)}, longer ago than {retention}, and "
                                      "nothing is kept for it: its verdict, if it had one, has expired",
                                      replayable=False)
         else:
@@ -126,3 +146,11 @@ class Outcomes:
                      decided.category, len(pending), done.guidelines_created, done.guidelines_merged)
             pending = []
         self.confirmed[key] = pending
+
+
+def _shown(at: datetime) -> str:
+    """A time in UTC, or as it was given when UTC cannot hold it (0001-01-01T00:00+01:00 is in year 0 there)."""
+    try:
+        return f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    except OverflowError:
+        return at.isoformat(timespec="minutes")
