@@ -86,10 +86,8 @@ def thumbnails(container: av.container.InputContainer, stream: av.VideoStream, p
     out: dict[int, np.ndarray] = {}
     decoded = 0
     for start, end in ranges:
-        key_pts, key_dts = keyframes[max(0, bisect.bisect_right(keyframes, (pts[start], 2**63)) - 1)]
-        container.seek(min(key_pts, key_dts), stream=stream, backward=True)
-        decoder.flush_buffers()
-        for frame in _decode(container, stream, decoder):
+        key = keyframes[max(0, bisect.bisect_right(keyframes, (pts[start], 2**63)) - 1)]
+        for frame in _from_keyframe(container, stream, decoder, key, pts, start):
             decoded += 1
             index = bisect.bisect_left(pts, frame.pts) if frame.pts is not None else -1
             if index >= end:
@@ -103,6 +101,25 @@ def thumbnails(container: av.container.InputContainer, stream: av.VideoStream, p
             if decoded >= cap:
                 return out
     return out
+
+
+def _from_keyframe(container: av.container.InputContainer, stream: av.VideoStream, decoder: av.CodecContext,
+                   key: tuple[int, int], pts: list[int], start: int):
+    """Decoded frames from the keyframe ``key`` (pts, dts) on. Seeking by its pts lands on it where
+    the container's index is kept by presentation time (MP4, in FFmpeg), and a whole group of
+    pictures early when seeking by dts; other containers may overshoot by pts, so a seek that
+    came out past ``start`` is made again by the earlier of the two."""
+    for target in dict.fromkeys((key[0], min(key))):
+        container.seek(target, stream=stream, backward=True)
+        decoder.flush_buffers()
+        frames = _decode(container, stream, decoder)
+        first = next(frames, None)
+        if first is None:
+            return
+        if first.pts is None or bisect.bisect_left(pts, first.pts) <= start or target == min(key):
+            yield first
+            yield from frames
+            return
 
 
 def _decode(container: av.container.InputContainer, stream: av.VideoStream, decoder: av.CodecContext):
@@ -169,26 +186,33 @@ def events(score: dict[int, float], n: int, fps: float) -> list[Event]:
 
 def choose(n: int, wanted: int, found: list[Event], event_share: float) -> list[int]:
     """``wanted`` frame indices: a uniform skeleton, plus the strongest events that no chosen
-    frame shows yet (``event_share`` of the budget at most). Budget no event needs goes to the
-    skeleton, so a clip without events is sampled exactly as the uniform sampler would."""
+    frame shows yet (``event_share`` of the budget at most). Slots no event needs go back to the
+    skeleton, which is then drawn anew and the events weighed against it again, so every event
+    taken is one the final skeleton misses, and a clip without events is sampled exactly as the
+    uniform sampler would."""
     if wanted >= n:
         return list(range(n))
     slots = min(int(wanted * event_share), wanted - 1)
-    taken = set(uniform(n, wanted - slots))
-    spacing = (n - 1) / max(1, wanted - slots - 1)
-    # a look longer than the skeleton's spacing holds a skeleton frame anyway; the shorter it is,
-    # the likelier the skeleton steps over it
-    priority = {id(e): e.score * max(0.0, 1 - len(e.covers) / spacing) for e in found}
-    extra: list[int] = []
-    for event in sorted(found, key=lambda e: (-priority[id(e)], e.start)):
-        if len(extra) >= slots or priority[id(event)] <= 0:
+    while True:
+        skeleton = uniform(n, wanted - slots)
+        extra = _uncovered(n, skeleton, found, slots)
+        if len(extra) == slots:  # slots only shrink, so this ends
+            return sorted(skeleton + extra)
+        slots = len(extra)
+
+
+def _uncovered(n: int, skeleton: list[int], found: list[Event], slots: int) -> list[int]:
+    """Up to ``slots`` event picks, best first, each showing an event no frame chosen so far shows.
+    A look longer than the skeleton's spacing holds a skeleton frame anyway; the shorter it is,
+    the likelier the skeleton steps over it, so a short look outranks a long one of equal score."""
+    spacing = (n - 1) / max(1, len(skeleton) - 1)
+    ranked = sorted(((e.score * max(0.0, 1 - len(e.covers) / spacing), e) for e in found),
+                    key=lambda pair: (-pair[0], pair[1].start))
+    taken, extra = set(skeleton), []
+    for priority, event in ranked:
+        if len(extra) >= slots or priority <= 0:
             break
         if 0 <= event.pick < n and not any(i in event.covers for i in taken):
             taken.add(event.pick)
             extra.append(event.pick)
-    picks = set(uniform(n, wanted - len(extra))) | set(extra)
-    while len(picks) < wanted:  # an event fell on a skeleton frame: split the widest gap
-        ordered = [*sorted(picks), n]
-        a, b = max(zip(ordered, ordered[1:]), key=lambda pair: pair[1] - pair[0])
-        picks.add((a + b) // 2)
-    return sorted(picks)
+    return extra

@@ -415,6 +415,20 @@ def _clue_anywhere(frames: int, fps: int, rng: np.random.Generator, lengths: tup
     return range(start, start + length)
 
 
+def video_plant(index: int, seed: int, clips: ClipShape) -> tuple[bytes, dict]:
+    """One planted clip on its own, drawn as ``generate`` draws a video plant (a scenario's clue
+    scene, the same renderer and encoder), with its record (``visual``, ``probe``, ``frames``,
+    ``frame_count``, ``fps``, ``cuts``): for measuring frame selection on many clips without the
+    rest of each case. Scenarios and sides go round-robin over those a clip can hold."""
+    kinds = [(scenario, side) for scenario in SCENARIOS for side in ("buyer", "seller")
+             if scenario.facts[side].clip_holders]
+    scenario, side = kinds[index % len(kinds)]
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 2, index]))
+    facts = case_facts(rng, scenario, side)
+    visual = scenario.facts[side].visual(facts, seed=int(rng.integers(2**31)))
+    return _render(Draft("video", "", visual, True, "video/mp4"), rng, facts, clips, plant_clip=True)
+
+
 def _check_clue_isolation(case: DisputeCase, plant: Plant) -> None:
     """A text clue's words are in the planted item only; a media clue's words in no text at all."""
     for item in case.items():

@@ -1,0 +1,101 @@
+"""Clue-frame recall: how often the frames a video's sampler picks include the frames that hold
+its clue, uniform against event-aware selection (``frame_sampling = events``) at equal budgets.
+
+Clips are the synthetic generator's video plants (``synth.video_plant``: long clips of several
+shots, cutaways panned across, a hand-held main shot, sensor noise, a hand passing, the clue
+lasting a set number of frames anywhere in the clip away from its ends), drawn for each clip
+length and clue length. Each clip is sampled by the pipeline's own reader (``media._sample_video``,
+the function ``sample_frames`` runs in the decode pool) with each budget and each method, all in
+one run; for each: the share of the clue's frames among the picks, the share of clips with at
+least one clue frame picked, and the wall time per clip (median), decoding included.
+
+Run: .venv/bin/python bench/frame_recall.py [--cases 24] [--lengths 300,900,1800] [--clues 2,4,8]
+     [--budgets 8,16,30] [--seed 0] [--cache /tmp/cyberjurors-frame-recall]
+The clips are cached under --cache (by seed, length, clue and index), so a rerun only samples.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import typer
+from harness import machine, make_console, med, table
+
+from cyberjurors import media
+from cyberjurors.config import Settings
+from cyberjurors.evaluation.synth import ClipShape, video_plant
+
+console = make_console(150)
+METHODS = ("uniform", "events")
+
+
+def clip(cache: Path, seed: int, length: int, clue: int, index: int) -> tuple[bytes, dict]:
+    """The index-th planted clip of this shape, drawn once and kept under ``cache``."""
+    stem = cache / f"s{seed}-n{length}-c{clue}-{index:03d}"
+    video, record = stem.with_suffix(".mp4"), stem.with_suffix(".json")
+    if video.exists() and record.exists():
+        return video.read_bytes(), json.loads(record.read_text())
+    data, info = video_plant(index, seed, ClipShape((length, length), (clue, clue)))
+    info = {"frames": info["frames"], "frame_count": info["frame_count"], "fps": info["fps"], "cuts": info["cuts"],
+            "scene": info["visual"].scene, "mark": info["visual"].mark}
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    video.write_bytes(data)
+    record.write_text(json.dumps(info))
+    return data, info
+
+
+def sample(data: bytes, budget: int, settings: Settings) -> tuple[float, list[int]]:
+    started = time.perf_counter()
+    frames = media._sample_video(io.BytesIO(data), budget, settings, "bench")
+    return time.perf_counter() - started, [f.source_index for f in frames]
+
+
+def main(cases: int = typer.Option(24, help="clips per clip length and clue length"),
+         lengths: str = typer.Option("300,900,1800", help="clip lengths, in frames"),
+         clues: str = typer.Option("2,4,8", help="clue lengths, in frames"),
+         budgets: str = typer.Option("8,16,30", help="frames per video"),
+         seed: int = 0,
+         cache: Path = typer.Option(Path("/tmp/cyberjurors-frame-recall"), help="where the clips are kept")) -> None:
+    settings = {m: Settings(llm_backend="offline", precedent_backend="none", frame_sampling=m) for m in METHODS}
+    shown = settings["events"]
+    console.print(f"{machine()}; event share {shown.frame_event_share}, event pass cap "
+                  f"{shown.frame_event_max_frames} frames; {cases} clips per cell")
+    out = table("clue-frame recall, uniform vs events (clue frames picked / clips with a clue frame picked; "
+                "median ms per clip)", ["frames", "clue", "budget", "uniform frames", "uniform clips",
+                                        "events frames", "events clips", "uniform ms", "events ms", "events/uniform"])
+    for length in (int(x) for x in lengths.split(",")):
+        for clue in (int(x) for x in clues.split(",")):
+            drawn = time.perf_counter()
+            clips = [clip(cache, seed, length, clue, i) for i in range(cases)]
+            drawn = time.perf_counter() - drawn
+            for budget in (int(x) for x in budgets.split(",")):
+                row = measure(clips, budget, settings)
+                out.add_row(str(length), str(clue), str(budget), *row)
+            console.print(f"  {length} frames, clue {clue}: {cases} clips ready in {drawn:.0f} s")
+    console.print(out)
+
+
+def measure(clips: list[tuple[bytes, dict]], budget: int, settings: dict[str, Settings]) -> list[str]:
+    """Both methods on every clip, interleaved clip by clip so load changes hit both alike."""
+    shares: dict[str, list[float]] = {m: [] for m in METHODS}
+    seen: dict[str, list[bool]] = {m: [] for m in METHODS}
+    seconds: dict[str, list[float]] = {m: [] for m in METHODS}
+    for data, info in clips:
+        clue = set(info["frames"])
+        for method in METHODS:
+            elapsed, picks = sample(data, budget, settings[method])
+            hit = clue & set(picks)
+            shares[method].append(len(hit) / len(clue))
+            seen[method].append(bool(hit))
+            seconds[method].append(elapsed)
+    ms = {m: med(seconds[m]) * 1000 for m in METHODS}
+    return [f"{sum(shares['uniform']) / len(clips):.0%}", f"{sum(seen['uniform']) / len(clips):.0%}",
+            f"{sum(shares['events']) / len(clips):.0%}", f"{sum(seen['events']) / len(clips):.0%}",
+            f"{ms['uniform']:.0f}", f"{ms['events']:.0f}", f"{ms['events'] / ms['uniform']:.1f}x"]
+
+
+if __name__ == "__main__":
+    typer.run(main)
