@@ -18,11 +18,15 @@ import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 from PIL import Image, ImageDraw
 
-from cyberjurors import frame_events, media
+from cyberjurors import frame_events
+from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.evaluation import synth_media
+from cyberjurors.jury.clues import find_clues, passive_evidence
 from cyberjurors.media import MediaUnreadable, sample_frames
-from cyberjurors.schemas import MediaRef
+from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
+
+from .test_media_safety import FOCUS, one_photo_case, select_first_then_perceive
 
 FPS = 15
 
@@ -87,6 +91,28 @@ async def test_a_three_frame_clue_between_uniform_picks_is_caught_by_events_and_
     caught = [f for f in events if f.source_index in clue]
     assert caught and all(shown(f.image.data, probe) >= probe.min_share for f in caught)  # in the pixels sent
     assert {0, N - 1} <= {f.source_index for f in events}  # the skeleton still spans the clip
+
+
+async def test_the_setting_reaches_the_perceiver_and_the_jurors_passive_read(planted):
+    """Stage II's perceiver gets frames_per_video frames, the jurors (stage II off)
+    passive_frames_per_video: the clue is among them with events, not with uniform sampling.
+    One case file for both settings: the passive read's cache tells them apart."""
+    root, _, probe, clue = planted
+    raw = one_photo_case("clip.mp4", None).model_dump(mode="json")
+    raw["rounds"][0]["items"][0].update(kind="video", media={"media_type": "video/mp4", "path": "clip.mp4"})
+    case_file = CaseFile(case=DisputeCase.model_validate(raw), received_at="2026-09-02T10:00:00Z")
+    for sampling, sees in (("uniform", False), ("events", True)):
+        s = settings_for(root, frame_sampling=sampling, frames_per_video=16, max_select_steps=2)
+        llm = ScriptedLLM(select_first_then_perceive)
+        await find_clues(case_file.case, FOCUS, llm, s)
+        [perceived] = [c.task for c in llm.calls if c.role == "perceive" and c.task.item.id == "b-photo"]
+        assert len(perceived.frames) == 16
+        assert bool({f.source_index for f in perceived.frames} & set(clue)) == sees, sampling
+
+        s = settings_for(root, frame_sampling=sampling, passive_frames_per_video=16, max_select_steps=0)
+        parts, problems = await passive_evidence(case_file, s)
+        assert not problems and len(parts) == 16
+        assert (max(shown(p.data, probe) for p in parts) >= probe.min_share) == sees, sampling
 
 
 # --- labels, times and bounds on a clip whose every frame carries its own number ------------------
