@@ -90,10 +90,10 @@ def thumbnails(container: av.container.InputContainer, stream: av.VideoStream, p
         for frame in _from_keyframe(container, stream, decoder, key, pts, start):
             decoded += 1
             index = bisect.bisect_left(pts, frame.pts) if frame.pts is not None else -1
+            check_size(frame.width, frame.height)
             if index >= end:
                 break
             if start <= index and index not in out:
-                check_size(frame.width, frame.height)
                 height = max(1, round(THUMB_WIDTH * frame.height / frame.width))
                 small = shrink.reformat(frame, width=THUMB_WIDTH, height=height, format="rgb24",
                                         interpolation="AREA")
