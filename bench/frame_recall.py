@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 import typer
-from harness import machine, make_console, med, table
+from harness import EXAMPLES, machine, make_console, med, table
+from rich.table import Table
 
 from cyberjurors import media
 from cyberjurors.config import Settings
@@ -76,6 +77,24 @@ def main(cases: int = typer.Option(24, help="clips per clip length and clue leng
                 out.add_row(str(length), str(clue), str(budget), *row)
             console.print(f"  {length} frames, clue {clue}: {cases} clips ready in {drawn:.0f} s")
     console.print(out)
+    console.print(examples([int(x) for x in budgets.split(",")], settings))
+
+
+def examples(budgets: list[int], settings: dict[str, Settings]) -> Table:
+    """The example videos (examples/media, drawn by hand for the demo, not by the generator):
+    whether each method's frames include a frame of the clue named in their MANIFEST.json."""
+    manifest = json.loads((EXAMPLES / "media" / "MANIFEST.json").read_text())
+    out = table("example videos: clue frame picked (uniform / events)", ["video", "frames", "clue frames",
+                                                                          *map(str, budgets)], left=("video",))
+    for name, entry in sorted(manifest.items()):
+        if not isinstance(entry, dict) or entry.get("kind") != "video":
+            continue
+        data, (first, last) = (EXAMPLES / "media" / name).read_bytes(), entry["clue_frames"]
+        clue = set(range(first, last + 1))
+        cells = [" / ".join("yes" if clue & set(sample(data, b, settings[m])[1]) else "no" for m in METHODS)
+                 for b in budgets]
+        out.add_row(name, str(entry["frames"]), f"{first}-{last}", *cells)
+    return out
 
 
 def measure(clips: list[tuple[bytes, dict]], budget: int, settings: dict[str, Settings]) -> list[str]:

@@ -33,6 +33,7 @@ BUSY_SHARE = 10  # percentile complement: a block's spread is its 90th percentil
 SPANS = 8  # stretches analysed when a video holds more frames than the cap
 MOTION_GAP = 2  # change points this close belong to one burst of motion ...
 SPIKE = 2.0  # ... unless one is this many times stronger than the frames either side of it
+CLEAR = 20.0  # a change this strong is clear: a stronger one does not rank higher
 
 
 @dataclass(frozen=True)
@@ -129,28 +130,31 @@ def _decode(container: av.container.InputContainer, stream: av.VideoStream, deco
 
 def changes(thumbs: dict[int, np.ndarray], fps: float) -> dict[int, float]:
     """Frame index -> how far the picture jumped from the previous frame, in spreads: per block,
-    the change less the block's mean change over about a second around it, over the block's 90th
-    percentile of that (so a block that is always busy must move far more to count); the
-    largest block's figure. Only frames whose previous frame was analysed too."""
+    the change less the block's usual change just then (the calmer of the half second before and
+    the half second after), over the block's 90th percentile of that (so a block that is always
+    busy, a ticking clock, a blinking light, must move far more to count); the largest block's
+    figure. Only frames whose previous frame was analysed too."""
     indices = [i for i in sorted(thumbs) if i - 1 in thumbs]
     if len(indices) < 3:
         return {}
     diff = np.stack([np.abs(thumbs[i] - thumbs[i - 1]).mean(axis=-1).ravel() for i in indices])
-    window = max(3, round(fps)) | 1
-    base = _rolling_mean(diff, window)
-    excess = diff - base
+    excess = diff - _calm_side(diff, max(2, round(fps / 2)))
     spread = np.maximum(np.percentile(np.abs(excess), 100 - BUSY_SHARE, axis=0), FLOOR)
     score = (excess / spread).max(axis=1)
     return {i: float(s) for i, s in zip(indices, score)}
 
 
-def _rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Mean over ``window`` rows centred on each row (fewer at the ends), in O(rows)."""
-    half = window // 2
+def _calm_side(values: np.ndarray, half: int) -> np.ndarray:
+    """Per row, the calmer of the mean of the ``half`` rows before it and of the ``half`` rows after
+    it (the row itself left out), in O(rows). A flash's own onset and end, a cut, never raise the
+    baseline they are measured against: one side of them is always clear of them."""
     total = np.vstack([np.zeros((1, values.shape[1]), values.dtype), np.cumsum(values, axis=0)])
     rows = np.arange(len(values))
-    lo, hi = np.maximum(rows - half, 0), np.minimum(rows + half + 1, len(values))
-    return (total[hi] - total[lo]) / (hi - lo)[:, None]
+    before_lo, after_hi = np.maximum(rows - half, 0), np.minimum(rows + 1 + half, len(values))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        before = (total[rows] - total[before_lo]) / (rows - before_lo)[:, None]
+        after = (total[after_hi] - total[rows + 1]) / (after_hi - rows - 1)[:, None]
+    return np.fmin(before, after)  # a missing side (the first or last row) is NaN: the other one counts
 
 
 def events(score: dict[int, float], n: int, fps: float) -> list[Event]:
@@ -204,9 +208,11 @@ def choose(n: int, wanted: int, found: list[Event], event_share: float) -> list[
 def _uncovered(n: int, skeleton: list[int], found: list[Event], slots: int) -> list[int]:
     """Up to ``slots`` event picks, best first, each showing an event no frame chosen so far shows.
     A look longer than the skeleton's spacing holds a skeleton frame anyway; the shorter it is,
-    the likelier the skeleton steps over it, so a short look outranks a long one of equal score."""
+    the likelier the skeleton steps over it, so a short look outranks a long one of equal score,
+    and any score beyond ``CLEAR`` counts as CLEAR: once a change is clear, how much more the
+    picture changed (a cut changes all of it) says nothing about how much it matters."""
     spacing = (n - 1) / max(1, len(skeleton) - 1)
-    ranked = sorted(((e.score * max(0.0, 1 - len(e.covers) / spacing), e) for e in found),
+    ranked = sorted(((min(e.score, CLEAR) * max(0.0, 1 - len(e.covers) / spacing), e) for e in found),
                     key=lambda pair: (-pair[0], pair[1].start))
     taken, extra = set(skeleton), []
     for priority, event in ranked:
