@@ -29,6 +29,7 @@ from rich.table import Table
 from cyberjurors import media
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.synth import ClipShape, video_plant
+from cyberjurors.evaluation.synth_media import decode_clip, encode_clip
 
 console = make_console(150)
 METHODS = ("uniform", "events")
@@ -62,7 +63,9 @@ def main(cases: int = typer.Option(24, help="clips per clip length and clue leng
          clues: str = typer.Option("2,4,8", help="clue lengths, in frames"),
          budgets: str = typer.Option("8,16,30", help="frames per video"),
          seed: int = 0,
-         cache: Path = typer.Option(Path("/tmp/cyberjurors-frame-recall"), help="where the clips are kept")) -> None:
+         cache: Path = typer.Option(Path("/tmp/cyberjurors-frame-recall"), help="where the clips are kept"),
+         sizes: str = typer.Option("1280x720,1920x1080", help="frame sizes for the cost table ('' for none)"),
+         cost_clips: int = typer.Option(3, help="clips of the first length and clue re-encoded per size")) -> None:
     settings = {m: Settings(llm_backend="offline", precedent_backend="none", frame_sampling=m) for m in METHODS}
     shown = settings["events"]
     console.print(f"{machine()}; event share {shown.frame_event_share}, event pass cap "
@@ -82,6 +85,32 @@ def main(cases: int = typer.Option(24, help="clips per clip length and clue leng
             console.print(f"  {length} frames, clue {clue}: {cases} clips ready in {drawn:.0f} s")
     console.print(out)
     console.print(examples([int(x) for x in budgets.split(",")], settings))
+    first = (int(lengths.split(",")[0]), int(clues.split(",")[0]))
+    if sizes:
+        console.print(cost([clip(cache, seed, *first, i) for i in range(cost_clips)],
+                           [tuple(map(int, size.split("x"))) for size in sizes.split(",")],
+                           max(int(x) for x in budgets.split(",")), settings))
+
+
+def cost(clips: list[tuple[bytes, dict]], sizes: list[tuple[int, int]], budget: int, settings: dict[str, Settings]) -> Table:
+    """What the event pass costs as frames grow: the same clips scaled up and encoded again (same
+    codec settings), sampled by both methods; CPU per clip and the event pass's extra per frame."""
+    out = table(f"cost by frame size, budget {budget}: median CPU ms per clip", ["size", "clips", "frames",
+                                                                                "uniform", "events",
+                                                                                "extra ms per frame"])
+    for width, height in sizes:
+        cpu: dict[str, list[float]] = {m: [] for m in METHODS}
+        frames = 0
+        for data, info in clips:
+            decoded = decode_clip(data)
+            frames = len(decoded)
+            scaled = encode_clip((f.resize((width, height)) for f in decoded), info["fps"], gop=2 * info["fps"])
+            for method in METHODS:
+                cpu[method].append(sample(scaled, budget, settings[method])[1])
+        ms = {m: med(cpu[m]) * 1000 for m in METHODS}
+        out.add_row(f"{width}x{height}", str(len(clips)), str(frames), f"{ms['uniform']:.0f}", f"{ms['events']:.0f}",
+                    f"{(ms['events'] - ms['uniform']) / frames:.2f}")
+    return out
 
 
 def examples(budgets: list[int], settings: dict[str, Settings]) -> Table:
