@@ -429,3 +429,23 @@ def test_short_clips_take_a_longer_clue_too(tmp_path: Path) -> None:
         frames = synth_media.decode_clip((tmp_path / plant.media_path).read_bytes())
         assert 30 <= len(frames) <= 45 and len(plant.frames) in (7, 8) and plant.cuts is None
         assert showing(frames, plant.probe) == plant.frames
+
+
+def test_the_command_line_asks_for_long_clips(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cyberjurors.cli import app as cli
+
+    out = tmp_path / "long"
+    made = CliRunner().invoke(cli, ["synth", str(out), "--cases", "3", "--clip-frames", "90", "110",
+                                    "--clue-frames", "3", "3"])
+    assert made.exit_code == 0, made.output
+    manifest = SynthManifest.model_validate_json((out / "manifest.json").read_text())
+    assert manifest.options.clip_frames == (90, 110) and manifest.options.clue_frames == (3, 3)
+    [plant] = [p for p in manifest.plants if p.modality == "video"]
+    frames = synth_media.decode_clip((out / plant.media_path).read_bytes())
+    assert 90 <= len(frames) == plant.frame_count <= 110 and showing(frames, plant.probe) == plant.frames
+    assert len(plant.frames) == 3 and plant.cuts
+    refused = CliRunner().invoke(cli, ["synth", str(tmp_path / "bad"), "--cases", "3", "--clip-frames", "90", "110",
+                                       "--clue-frames", "3", "12"])
+    assert refused.exit_code == 2 and "clue_frames" in refused.output
