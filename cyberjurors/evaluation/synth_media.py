@@ -32,6 +32,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import CyberJurorsError
+
 RGB = tuple[int, int, int]
 W, H = 320, 240  # photos; clips are a (W - 2 * CROP) x (H - 2 * CROP) window that drifts by <= SHAKE px
 CROP, SHAKE = 8, 2
@@ -515,7 +517,7 @@ def _cutaway(rng: random.Random, v: Visual, probe: Probe | None, start: int, end
         canvas = _canvas(visual)
         if all(probe.share(_cutaway_window(shot, canvas, i)) < 0.1 * probe.min_share for i in range(start, end)):
             return shot
-    raise ValueError(f"no cutaway keeps the probe of {v.scene}/{v.mark} dark")
+    raise CyberJurorsError(f"no cutaway keeps the probe of {v.scene}/{v.mark} dark", kind="bad_synth_options")
 
 
 def _canvas(v: Visual) -> Image.Image:
