@@ -289,7 +289,8 @@ async def load_image(ref: MediaRef, settings: Settings, *, label: str = "") -> I
 
 async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = None, *,
                         label: str = "") -> list[Frame]:
-    """Uniformly spaced frames over the whole video (all of them if it is shorter), each labelled
+    """Frames over the whole video (all of them if it is shorter): uniformly spaced, or with
+    ``frame_sampling = events`` a uniform skeleton plus its visual events, each labelled
     "<label> frame 7 at 3.50s" so the model can cite the evidence and the frame. The video's
     resolution, duration and frame count are checked before a frame is decoded; the frames are
     reached by seeking to the keyframe before each and come out downscaled."""
