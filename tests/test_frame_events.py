@@ -12,7 +12,6 @@ import random
 import threading
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
