@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/scaling.py
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/soak.py
+	$(BIN)/python bench/frame_recall.py
 
 media: $(STAMP)
 	$(BIN)/python examples/make_media.py

@@ -771,6 +771,9 @@ def synth(
     cases: Annotated[int, typer.Option(min=1)] = 100,
     seed: int = 0,
     seller_share: Annotated[float, typer.Option(min=0, max=1, help="share of cases planted for the seller")] = 0.626,
+    clip_frames: Annotated[tuple[int, int] | None, typer.Option(
+        help="MIN MAX frames per clip: long clips of several shots, the clue anywhere (default: 30-45)")] = None,
+    clue_frames: Annotated[tuple[int, int], typer.Option(help="MIN MAX frames the video clue lasts")] = (2, 4),
 ) -> None:
     """Generate a SYNTHETIC benchmark: multimodal cases with a planted decisive clue and noisy jury votes."""
     from rich.markup import escape
@@ -782,8 +785,8 @@ def synth(
                   console=console, transient=True) as progress:
         task = progress.add_task("cases", total=cases)
         try:
-            manifest = generate(out, cases, seed, seller_share=seller_share,
-                                progress=lambda n: progress.update(task, completed=n))
+            manifest = generate(out, cases, seed, seller_share=seller_share, clip_frames=clip_frames,
+                                clue_frames=clue_frames, progress=lambda n: progress.update(task, completed=n))
         except SynthError as err:
             console.print(f"[red]not generated:[/] {escape(str(err))}")
             raise typer.Exit(2) from err

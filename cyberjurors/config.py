@@ -401,6 +401,11 @@ class Settings(BaseSettings):
     max_inline_bytes: int = 512_000
     max_media_bytes: int = 50_000_000
     frames_per_video: int = Field(30, ge=1)
+    # Which frames of a video (issue 15): evenly spaced, or a uniform skeleton plus the clip's visual
+    # events (cuts, brief changes), found by decoding up to frame_event_max_frames small frames.
+    frame_sampling: Literal["uniform", "events"] = "uniform"
+    frame_event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
+    frame_event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
     # Media within bounds (issue 11): every cap is checked from the header before a full decode; an
     # item over a cap is noted on that item ("image_too_large", "video_too_long", ...), never fatal.

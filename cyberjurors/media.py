@@ -29,6 +29,7 @@ import av
 from PIL import Image, UnidentifiedImageError
 from yarl import URL
 
+from . import frame_events
 from .config import Settings
 from .errors import CyberJurorsError, for_people
 from .llm import ImagePart
@@ -307,7 +308,8 @@ async def load_image(ref: MediaRef, settings: Settings, *, label: str = "") -> I
 
 async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = None, *,
                         label: str = "") -> list[Frame]:
-    """Uniformly spaced frames over the whole video (all of them if it is shorter), each labelled
+    """Frames over the whole video (all of them if it is shorter): uniformly spaced, or with
+    ``frame_sampling = events`` a uniform skeleton plus its visual events, each labelled
     "<label> frame 7 at 3.50s" so the model can cite the evidence and the frame. The video's
     resolution, duration and frame count are checked before a frame is decoded; the frames are
     reached by seeking to the keyframe before each and come out downscaled."""
@@ -338,8 +340,7 @@ def _sample_video(source: io.RawIOBase | io.BufferedIOBase, wanted: int, setting
         line = _timeline(container, stream, settings)
         if not line.pts:
             raise MediaUnreadable("no_frames", "the video has no decodable frames")
-        k = min(wanted, len(line.pts))
-        picks = sorted({round(i * (len(line.pts) - 1) / (k - 1)) for i in range(k)} if k > 1 else {0})
+        picks = _picks(container, stream, line, min(wanted, len(line.pts)), settings)
         frames = _grab(container, stream, line, picks, settings, label)
     if not frames:
         raise MediaUnreadable("no_frames", "none of the video's frames could be decoded")
@@ -408,6 +409,24 @@ async def check_header(ref: MediaRef, settings: Settings) -> None:
         def check() -> None:
             _video_header(source, settings)
     await _decode(settings, check)
+
+
+def _picks(container: av.container.InputContainer, stream: av.VideoStream, line: Timeline, k: int,
+           settings: Settings) -> list[int]:
+    """Which frames to show: uniformly spaced (the default), or, with ``frame_sampling = events``,
+    a uniform skeleton plus the clip's visual events (frame_events.py), found by an event pass that
+    decodes at most ``frame_event_max_frames`` frames, in this same decode slot."""
+    n = len(line.pts)
+    if settings.frame_sampling != "events" or k >= n:
+        return frame_events.uniform(n, k)
+    cap = settings.frame_event_max_frames
+    ranges = frame_events.spans(n, sorted({bisect.bisect_left(line.pts, p) for p, _ in line.keyframes}), cap)
+    thumbs = frame_events.thumbnails(container, stream, line.pts, line.keyframes, ranges, cap,
+                                     lambda width, height: _check_video_size(width, height, settings))
+    seconds = float((line.pts[-1] - line.pts[0]) * stream.time_base) if stream.time_base else 0.0
+    fps = (n - 1) / seconds if seconds > 0 else 25.0
+    found = frame_events.events(frame_events.changes(thumbs, fps), n, fps)
+    return frame_events.choose(n, k, found, settings.frame_event_share)
 
 
 def _check_video_size(width: int, height: int, settings: Settings) -> None:

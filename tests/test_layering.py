@@ -12,7 +12,8 @@ import pytest
 import cyberjurors
 
 PACKAGE = Path(cyberjurors.__file__).parent
-REASONING = ["jury", "precedents", "llm.py", "backends", "intake.py", "media.py", "safety.py", "personas.py", "schemas"]
+REASONING = ["jury", "precedents", "llm.py", "backends", "intake.py", "media.py", "frame_events.py", "safety.py",
+             "personas.py", "schemas"]
 
 
 def modules(path: Path) -> list[Path]:

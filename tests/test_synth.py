@@ -349,3 +349,103 @@ def test_output_folder_rules(tmp_path: Path) -> None:
     assert json.loads((previous / "manifest.json").read_text())["options"]["seed"] == 2
     with pytest.raises(SynthError):
         generate(tmp_path / "x", cases=2, items=(4, 6))
+
+
+# --- long clips (issue 15): clip length and clue length as options --------------------------------
+
+LONG = {"cases": 3, "seed": 5, "modality_mix": {"video": 1}, "clip_frames": (120, 160), "clue_frames": (3, 5)}
+
+
+@pytest.fixture(scope="module")
+def long_out(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SynthManifest]:
+    out = tmp_path_factory.mktemp("synth-long")
+    return out, generate(out, **LONG)
+
+
+def cut_sizes(frames: list[Image.Image]) -> list[float]:
+    """Mean difference from each frame to the next, below the overlay."""
+    return [synth_media.difference(below_overlay(a), below_overlay(b))[0] for a, b in zip(frames, frames[1:])]
+
+
+def test_long_clips_have_the_asked_length_and_the_clue_in_the_recorded_frames(long_out) -> None:
+    out, manifest = long_out
+    assert manifest.options.clip_frames == (120, 160) and manifest.options.clue_frames == (3, 5)
+    assert len(manifest.plants) == 3
+    for plant in manifest.plants:
+        frames = synth_media.decode_clip((out / plant.media_path).read_bytes())
+        assert len(frames) == plant.frame_count and 120 <= plant.frame_count <= 160, plant.case_id
+        assert 3 <= len(plant.frames) <= 5 and plant.frames == list(range(plant.frames[0], plant.frames[-1] + 1))
+        assert showing(frames, plant.probe) == plant.frames, plant.case_id
+        shares = [plant.probe.share(frame) for frame in frames]
+        assert min(shares[i] for i in plant.frames) >= 1.5 * plant.probe.min_share, plant.case_id
+        assert max(v for i, v in enumerate(shares) if i not in plant.frames) <= 0.5 * plant.probe.min_share
+        # re-drawn from the plant's record, the clip matches what was decoded (within compression noise)
+        clue = range(plant.frames[0], plant.frames[-1] + 1)
+        redrawn = synth_media.shot_clip_frames(plant.visual, plant.frame_count, plant.fps, clue, "")
+        assert all(alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER) for x, y in zip(frames, redrawn))
+
+
+def test_long_clips_cut_away_before_and_after_the_clue(long_out) -> None:
+    """The recorded cuts are in the pixels (the picture jumps there, far more than it moves
+    anywhere else), at least one on each side of the clue and none within a second of it."""
+    out, manifest = long_out
+    for plant in manifest.plants:
+        cuts, clue = plant.cuts, plant.frames
+        assert len(cuts) >= 2 and min(cuts) < clue[0] and max(cuts) > clue[-1], plant.case_id
+        assert all(c <= clue[0] - plant.fps or c > clue[-1] + plant.fps for c in cuts), plant.case_id
+        sizes = cut_sizes(synth_media.decode_clip((out / plant.media_path).read_bytes()))
+        at_cuts = [sizes[c - 1] for c in cuts]
+        elsewhere = [s for i, s in enumerate(sizes) if i + 1 not in cuts]
+        assert min(at_cuts) > 1.5 * max(elsewhere), (plant.case_id, at_cuts, max(elsewhere))
+        assert sorted(elsewhere)[len(elsewhere) // 2] > 2  # and between cuts the camera moves
+
+
+def test_long_neutral_clips_never_show_the_clue(long_out) -> None:
+    out, manifest = long_out
+    cases = {c.case_id: c for c in (DisputeCase.model_validate_json(line)
+                                    for line in (out / "cases.jsonl").read_text().splitlines())}
+    checked = 0
+    for plant in manifest.plants:
+        for item in cases[plant.case_id].items():
+            if item.kind == "video" and item.id != plant.evidence_id:
+                frames = synth_media.decode_clip((out / item.media.path).read_bytes())
+                assert 120 <= len(frames) <= 160 and not any(plant.probe.sees(f) for f in frames)
+                checked += 1
+    assert checked > 0
+
+
+@pytest.mark.parametrize("options", [{"clip_frames": (60, 100)}, {"clip_frames": (200, 150)},
+                                     {"clip_frames": (90, 7000)}, {"clue_frames": (0, 2)},
+                                     {"clue_frames": (2, 9)}, {"clip_frames": (120, 200), "clue_frames": (4, 13)}])
+def test_clip_options_are_checked(tmp_path: Path, options: dict) -> None:
+    with pytest.raises(SynthError):
+        generate(tmp_path / "x", cases=1, **options)
+    assert not (tmp_path / "x").exists()
+
+
+def test_short_clips_take_a_longer_clue_too(tmp_path: Path) -> None:
+    manifest = generate(tmp_path, cases=2, seed=3, modality_mix={"video": 1}, clue_frames=(7, 8))
+    for plant in manifest.plants:
+        frames = synth_media.decode_clip((tmp_path / plant.media_path).read_bytes())
+        assert 30 <= len(frames) <= 45 and len(plant.frames) in (7, 8) and plant.cuts is None
+        assert showing(frames, plant.probe) == plant.frames
+
+
+def test_the_command_line_asks_for_long_clips(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cyberjurors.cli import app as cli
+
+    out = tmp_path / "long"
+    made = CliRunner().invoke(cli, ["synth", str(out), "--cases", "3", "--clip-frames", "90", "110",
+                                    "--clue-frames", "3", "3"])
+    assert made.exit_code == 0, made.output
+    manifest = SynthManifest.model_validate_json((out / "manifest.json").read_text())
+    assert manifest.options.clip_frames == (90, 110) and manifest.options.clue_frames == (3, 3)
+    [plant] = [p for p in manifest.plants if p.modality == "video"]
+    frames = synth_media.decode_clip((out / plant.media_path).read_bytes())
+    assert 90 <= len(frames) == plant.frame_count <= 110 and showing(frames, plant.probe) == plant.frames
+    assert len(plant.frames) == 3 and plant.cuts
+    refused = CliRunner().invoke(cli, ["synth", str(tmp_path / "bad"), "--cases", "3", "--clip-frames", "90", "110",
+                                       "--clue-frames", "3", "12"])
+    assert refused.exit_code == 2 and "clue_frames" in refused.output

@@ -32,7 +32,7 @@ from . import synth_media as media
 from .synth_templates import CAPTIONS, LINES, SCENARIOS, Fact, Scenario, case_facts, fill, iso
 
 GENERATOR = "cyberjurors.synth"
-VERSION = 1
+VERSION = 2  # 2: long clips (clip_frames, clue_frames), plants record their cuts
 Modality = Literal["text", "image", "video"]
 Party = Literal["buyer", "seller"]
 MODALITIES: tuple[Modality, ...] = ("text", "image", "video")
@@ -57,6 +57,8 @@ class SynthOptions(Strict):
     seller_share: float = Field(ge=0, le=1)
     modality_mix: dict[Modality, float]
     items: tuple[int, int]
+    clip_frames: tuple[int, int] | None = Field(None, description="frames per clip; none: short hand-held clips")
+    clue_frames: tuple[int, int] = (2, 4)
 
 
 class Plant(Strict):
@@ -78,6 +80,7 @@ class Plant(Strict):
     frames: list[int] | None = Field(None, description="0-based decode-order frames showing the clue")
     frame_count: int | None = None
     fps: int | None = None
+    cuts: list[int] | None = Field(None, description="long clips: the frames where a new shot begins")
     juror_accuracy: float
     votes: GroundTruthVotes
     label: Party = Field(description="the majority of the votes: the case's ground-truth label")
@@ -203,7 +206,17 @@ class Built:
     files: dict[str, bytes]
 
 
-def build_case(plan: CasePlan, seed: int, items: tuple[int, int]) -> Built:
+@dataclass(frozen=True)
+class ClipShape:
+    """How clips are drawn: ``frames`` None for short hand-held clips (30-45 frames, the clue on
+    the default sampler's grid), else a range of frame counts for long clips of several shots
+    (synth_media.shot_clip_frames) with the clue anywhere; ``clue`` the range of its length."""
+
+    frames: tuple[int, int] | None = None
+    clue: tuple[int, int] = (2, 4)
+
+
+def build_case(plan: CasePlan, seed: int, items: tuple[int, int], clips: ClipShape = ClipShape()) -> Built:
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1, plan.index]))
     scenario, fact, side = plan.scenario, plan.fact, plan.planted_side
     facts = case_facts(rng, scenario, side)
@@ -234,7 +247,7 @@ def build_case(plan: CasePlan, seed: int, items: tuple[int, int]) -> Built:
         if draft.kind != "text":
             numbers[draft.kind] += 1
             path = f"media/{case_id}/{eid}.{MEDIA_SUFFIX[draft.media_type]}"
-            data, info = _render(draft, rng, facts, plant_clip=draft.plant and draft.kind == "video")
+            data, info = _render(draft, rng, facts, clips, plant_clip=draft.plant and draft.kind == "video")
             files[path] = data
             item["text"] = draft.text.format(n=numbers[draft.kind])
             item["media"] = {"media_type": draft.media_type, "path": path, "sha256": hashlib.sha256(data).hexdigest()}
@@ -359,29 +372,61 @@ def _metadata(scenario: Scenario, facts: dict, pick: _Picker) -> dict:
             "requested_remedy": fill(pick.one(scenario.remedies), facts)}
 
 
-def _render(draft: Draft, rng: np.random.Generator, facts: dict, *, plant_clip: bool) -> tuple[bytes, dict]:
+def _render(draft: Draft, rng: np.random.Generator, facts: dict, clips: ClipShape, *,
+            plant_clip: bool) -> tuple[bytes, dict]:
     visual = draft.visual
     assert visual is not None
     if draft.kind == "image":
         data = media.encode_photo(media.render_still(visual), draft.media_type)
         return data, {"visual": visual, "probe": media.still_probe(visual)}
     fps = int(rng.choice([10, 12, 15]))
-    frames = int(rng.integers(30, min(45, 3 * fps) + 1))
-    clue = _clue_frames(frames, rng) if plant_clip else range(0)
-    images = media.clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
+    if clips.frames is None:
+        frames = int(rng.integers(30, min(45, 3 * fps) + 1))
+        clue = _clue_frames(frames, rng, clips.clue) if plant_clip else range(0)
+        images = media.clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
+        info = {"visual": visual, "probe": media.clip_probe(visual), "frames": list(clue), "frame_count": frames,
+                "fps": fps}
+        return media.encode_clip(images, fps), info
+    frames = int(rng.integers(clips.frames[0], clips.frames[1] + 1))
+    clue = _clue_anywhere(frames, fps, rng, clips.clue) if plant_clip else range(0)
     info = {"visual": visual, "probe": media.clip_probe(visual), "frames": list(clue), "frame_count": frames,
-            "fps": fps}
-    return media.encode_clip(images, fps), info
+            "fps": fps, "cuts": [shot.start for shot in media.plan_shots(visual, frames, fps, clue)[1:]]}
+    # a keyframe at least every 2 s (and at cuts, where x264 puts one itself), like a phone's encoder
+    images = media.shot_clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
+    return media.encode_clip(images, fps, gop=2 * fps), info
 
 
-def _clue_frames(frames: int, rng: np.random.Generator) -> range:
-    """2-4 consecutive frames away from both ends, containing a frame the default sampler reads."""
+def _clue_frames(frames: int, rng: np.random.Generator, lengths: tuple[int, int] = (2, 4)) -> range:
+    """A few consecutive frames away from both ends, containing a frame the default sampler reads."""
     k = min(DEFAULT_FRAMES_PER_VIDEO, frames)
     sampled = {round(i * (frames - 1) / (k - 1)) for i in range(k)}
-    length = int(rng.integers(2, 5))
+    length = int(rng.integers(lengths[0], lengths[1] + 1))
     starts = [s for s in range(frames // 5, frames - frames // 5 - length) if sampled & set(range(s, s + length))]
     start = starts[int(rng.integers(len(starts)))]
     return range(start, start + length)
+
+
+def _clue_anywhere(frames: int, fps: int, rng: np.random.Generator, lengths: tuple[int, int]) -> range:
+    """A long clip's clue: anywhere, uniformly, but for room at both ends for a shot and a second
+    before the cut (or a tenth of the clip, if more), so a cutaway can come before and after it."""
+    length = int(rng.integers(lengths[0], lengths[1] + 1))
+    margin = max(frames // 10, 2 * max(10, fps))
+    start = int(rng.integers(margin, frames - margin - length + 1))
+    return range(start, start + length)
+
+
+def video_plant(index: int, seed: int, clips: ClipShape) -> tuple[bytes, dict]:
+    """One planted clip on its own, drawn as ``generate`` draws a video plant (a scenario's clue
+    scene, the same renderer and encoder), with its record (``visual``, ``probe``, ``frames``,
+    ``frame_count``, ``fps``, ``cuts``): for measuring frame selection on many clips without the
+    rest of each case. Scenarios and sides go round-robin over those a clip can hold."""
+    kinds = [(scenario, side) for scenario in SCENARIOS for side in ("buyer", "seller")
+             if scenario.facts[side].clip_holders]
+    scenario, side = kinds[index % len(kinds)]
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 2, index]))
+    facts = case_facts(rng, scenario, side)
+    visual = scenario.facts[side].visual(facts, seed=int(rng.integers(2**31)))
+    return _render(Draft("video", "", visual, True, "video/mp4"), rng, facts, clips, plant_clip=True)
 
 
 def _check_clue_isolation(case: DisputeCase, plant: Plant) -> None:
@@ -399,6 +444,7 @@ def _check_clue_isolation(case: DisputeCase, plant: Plant) -> None:
 
 def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float = 0.626,
              modality_mix: Mapping[str, float] | None = None, items: tuple[int, int] = (10, 20),
+             clip_frames: tuple[int, int] | None = None, clue_frames: tuple[int, int] = (2, 4),
              progress: Callable[[int], None] | None = None) -> SynthManifest:
     """Write ``cases`` synthetic cases to out/cases.jsonl, their media under out/media/ and
     out/manifest.json; return the manifest.
@@ -410,20 +456,25 @@ def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float 
     are reproducible as pictures: PNGs decode to the same pixels, JPEGs and clips to the same
     pictures within compression noise, with each plant's clue where ``probe`` and ``frames`` say.
 
+    ``clip_frames`` (min, max) asks for long clips of several shots, with cuts, pans and noise,
+    and the clue anywhere in them; ``clue_frames`` (min, max) is how many frames the clue lasts.
+
     ``out`` must be empty, missing, or a previous synth output (its cases.jsonl, manifest.json
     and media/ are replaced; other files are left alone)."""
     out = Path(out)
     lo, hi = items
     if not 10 <= lo <= hi <= 40:
         raise SynthError(f"items must satisfy 10 <= min <= max <= 40 (at least 5 per party), got {items}")
+    clips = _clip_shape(clip_frames, clue_frames)
     plans = plan_cases(cases, seed, seller_share=seller_share, modality_mix=modality_mix)
     options = SynthOptions(cases=cases, seed=seed, seller_share=seller_share,
-                           modality_mix=_modality_mix(modality_mix), items=(lo, hi))
+                           modality_mix=_modality_mix(modality_mix), items=(lo, hi), clip_frames=clips.frames,
+                           clue_frames=clips.clue)
     _prepare(out)
     (out / "manifest.json").write_text(json.dumps({"generator": GENERATOR, "version": VERSION, "complete": False}))
     lines, plants = [], []
     for plan in plans:
-        built = build_case(plan, seed, (lo, hi))
+        built = build_case(plan, seed, (lo, hi), clips)
         for path, data in built.files.items():
             (out / path).parent.mkdir(parents=True, exist_ok=True)
             (out / path).write_bytes(data)
@@ -441,6 +492,24 @@ def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float 
             "votes": "planted side ~ Binomial(jury_size, p); label = majority"})
     (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
     return manifest
+
+
+#: long clips: from 6 s at 15 fps to 10 minutes at 10 fps (the pipeline's max_video_duration_s)
+CLIP_FRAMES = (90, 6000)
+
+
+def _clip_shape(clip_frames: tuple[int, int] | None, clue_frames: tuple[int, int]) -> ClipShape:
+    """Checked: long clips of CLIP_FRAMES, a clue of at least a frame and at most a tenth of the
+    shortest clip (8 frames in short clips, which hold 30-45)."""
+    if clip_frames is not None:
+        lo, hi = clip_frames
+        if not CLIP_FRAMES[0] <= lo <= hi <= CLIP_FRAMES[1]:
+            raise SynthError(f"clip_frames must satisfy {CLIP_FRAMES[0]} <= min <= max <= {CLIP_FRAMES[1]}, "
+                             f"got {clip_frames}")
+    longest = 8 if clip_frames is None else clip_frames[0] // 10
+    if not 1 <= clue_frames[0] <= clue_frames[1] <= longest:
+        raise SynthError(f"clue_frames must satisfy 1 <= min <= max <= {longest} for these clips, got {clue_frames}")
+    return ClipShape(tuple(clip_frames) if clip_frames else None, tuple(clue_frames))
 
 
 def _environment() -> dict[str, str]:

@@ -21,14 +21,18 @@ lets tests check that a clue is really in the pixels (and, in a clip, in which f
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import random
+from collections.abc import Iterable, Iterator
 from typing import Callable, Literal
 
 import av
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from pydantic import BaseModel, ConfigDict
+
+from ..errors import CyberJurorsError
 
 RGB = tuple[int, int, int]
 W, H = 320, 240  # photos; clips are a (W - 2 * CROP) x (H - 2 * CROP) window that drifts by <= SHAKE px
@@ -429,16 +433,169 @@ def clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) -> li
             d.rounded_rectangle((x, 204, x + 70, 230), radius=12, fill=SKIN)
         dx, dy = drift(i, v.seed % 7)
         im = im.crop((CROP + dx, CROP + dy, CROP + dx + CLIP_W, CROP + dy + CLIP_H))
-        d = ImageDraw.Draw(im)
-        d.rectangle((0, 0, CLIP_W, 13), fill=(0, 0, 0))
-        d.ellipse((4, 3, 10, 9), fill=(230, 40, 40) if i % 6 < 4 else (60, 0, 0))
-        d.text((16, 1), f"REC {start}", font=font(10), fill=(255, 255, 255))
-        d.text((CLIP_W - 4, 1), f"{i / fps:04.1f}s", font=font(10), fill=(200, 200, 200), anchor="ra")
+        _overlay(im, i, fps, start)
         out.append(im)
     return out
 
 
-def encode_clip(images: list[Image.Image], fps: int, crf: str = "24", preset: str = "veryfast") -> bytes:
+# ----------------------------------------------------------------------------------------------
+# long clips: shots, cuts, pans and sensor noise around a clue that lasts a few frames
+
+ZOOM = 1.5  # cutaways are drawn at this scale, so the camera can pan across them
+NOISE_SD, NOISE_FIELDS = 3.0, 8  # sensor noise, in levels; a few fields drawn once, shuffled per frame
+CUTAWAYS: tuple[Scene, ...] = ("parcel", "receipt", "slip", "door", "document")
+
+
+class Shot(BaseModel):
+    """Frames [start, end) of a long clip: the clip's own scene (``main``: hand-held, the mark
+    shows only in the clue frames) or a cutaway panned across from ``pan[:2]`` to ``pan[2:]``
+    (the window's top-left corner on the cutaway drawn at ``ZOOM``; main shots ignore it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start: int
+    end: int
+    main: bool
+    visual: Visual
+    pan: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+
+def plan_shots(v: Visual, frames: int, fps: int, clue: range) -> list[Shot]:
+    """A few cuts (2 to 6, about one per 150 frames), none within a second of the clue, with a
+    cutaway shot on each side of the shot that holds it; main shots and cutaways alternate.
+    Seeded by the visual and the clue, so the plant's record is enough to draw the clip again."""
+    rng = random.Random(f"{v.seed}/{frames}/{fps}/{clue.start}/{clue.stop}")
+    cuts = _cuts(rng, frames, fps, clue)
+    bounds = [0, *cuts, frames]
+    holder = next((k for k in range(len(bounds) - 1) if bounds[k] <= clue.start < bounds[k + 1]), 0)
+    probe = clip_probe(v)
+    shots = []
+    for k in range(len(bounds) - 1):
+        start, end = bounds[k], bounds[k + 1]
+        if (k - holder) % 2 == 0:
+            shots.append(Shot(start=start, end=end, main=True, visual=v))
+            continue
+        shots.append(_cutaway(rng, v, probe, start, end))
+    return shots
+
+
+def _cuts(rng: random.Random, frames: int, fps: int, clue: range) -> list[int]:
+    """Cut positions: at least ``shortest`` frames apart and from either end, none within ``fps``
+    frames (a second) of the clue; one before and one after it whenever there is room."""
+    shortest = max(10, fps)
+    wanted = max(2, min(6, frames // 150 + rng.randint(-1, 1)))
+    allowed = [c for c in range(shortest, frames - shortest + 1)
+               if not clue or not clue.start - fps < c < clue.stop + fps]
+    chosen: list[int] = []
+
+    def take(pool: list[int], n: int) -> None:
+        for c in rng.sample(pool, len(pool)):
+            if len(chosen) >= wanted or n == 0:
+                return
+            if all(abs(c - x) >= shortest for x in chosen):
+                chosen.append(c)
+                n -= 1
+
+    if clue:
+        take([c for c in allowed if c <= clue.start], 1)
+        take([c for c in allowed if c >= clue.stop], 1)
+    take(allowed, wanted)
+    return sorted(chosen)
+
+
+def _cutaway(rng: random.Random, v: Visual, probe: Probe | None, start: int, end: int) -> Shot:
+    """A cutaway whose pan never brings anything like the clue's colour into the probe's box
+    (a white receipt would pass for a white part): the first such scene of a seeded order."""
+    span_x, span_y = round(W * ZOOM) - CLIP_W, round(H * ZOOM) - CLIP_H
+    for scene in [*rng.sample(CUTAWAYS, len(CUTAWAYS)), v.scene]:  # last: the scene itself, from further back
+        visual = Visual(scene=scene, title=v.title, seed=rng.randrange(2**31))
+        pan = (rng.randrange(span_x + 1), rng.randrange(span_y + 1), rng.randrange(span_x + 1),
+               rng.randrange(span_y + 1))
+        shot = Shot(start=start, end=end, main=False, visual=visual, pan=pan)
+        if probe is None:
+            return shot
+        canvas = _canvas(visual)
+        if all(probe.share(_cutaway_window(shot, canvas, i)) < 0.1 * probe.min_share for i in range(start, end)):
+            return shot
+    raise CyberJurorsError(f"no cutaway keeps the probe of {v.scene}/{v.mark} dark", kind="bad_synth_options")
+
+
+def _canvas(v: Visual) -> Image.Image:
+    still = compose(v)[0]
+    return still.resize((round(W * ZOOM), round(H * ZOOM)), Image.Resampling.BILINEAR)
+
+
+def _cutaway_window(shot: Shot, canvas: Image.Image, i: int) -> Image.Image:
+    t = (i - shot.start) / max(1, shot.end - shot.start - 1)
+    t = t * t * (3 - 2 * t)  # eased: the pan starts and stops smoothly
+    x0, y0, x1, y1 = shot.pan
+    x, y = round(x0 + (x1 - x0) * t), round(y0 + (y1 - y0) * t)
+    return canvas.crop((x, y, x + CLIP_W, y + CLIP_H))
+
+
+def _settle(shot: Shot, i: int, fps: int, rng_seed: int) -> tuple[int, int]:
+    """A main shot's pan: the camera swings in over its first second and away over its last,
+    up to CROP - SHAKE px, and holds still (hand-held drift only) in between."""
+    rng = random.Random(f"{rng_seed}/{shot.start}")
+    enter = (rng.randint(-CROP + SHAKE, CROP - SHAKE), rng.randint(-CROP + SHAKE, CROP - SHAKE))
+    leave = (rng.randint(-CROP + SHAKE, CROP - SHAKE), rng.randint(-CROP + SHAKE, CROP - SHAKE))
+    ramp = max(1, min(fps, (shot.end - shot.start) // 3))
+    into, out_of = (i - shot.start) / ramp, (shot.end - 1 - i) / ramp
+    if into < 1:
+        return round(enter[0] * (1 - into)), round(enter[1] * (1 - into))
+    if out_of < 1:
+        return round(leave[0] * (1 - out_of)), round(leave[1] * (1 - out_of))
+    return 0, 0
+
+
+def shot_clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) -> Iterator[Image.Image]:
+    """A long clip, one frame at a time: the shots of ``plan_shots``, sensor noise on every frame,
+    a hand crossing the bottom edge once in each main shot, the REC overlay. The mark shows only
+    in the ``clue`` frames, which lie in a main shot where the camera holds (drift of SHAKE px), so
+    ``clip_probe`` finds it there and nowhere else."""
+    shots = plan_shots(v, frames, fps, clue)
+    neutral, marked, _ = compose(v)
+    canvases = {id(s): _canvas(s.visual) for s in shots if not s.main}
+    noise_rng = np.random.default_rng(v.seed)
+    fields = noise_rng.normal(0, NOISE_SD, (NOISE_FIELDS, CLIP_H, CLIP_W, 3)).round().astype(np.int16)
+    order = random.Random(v.seed + 5)
+    hands = {id(s): (order.randint(s.start, max(s.start, s.end - 16)), order.randint(8, 16), order.random() < 0.5)
+             for s in shots if s.main}
+    for shot in shots:
+        for i in range(shot.start, shot.end):
+            if shot.main:
+                im = _main_frame(marked if i in clue else neutral, shot, i, fps, v.seed, hands[id(shot)])
+            else:
+                im = _cutaway_window(shot, canvases[id(shot)], i)
+            _overlay(im, i, fps, start)
+            noisy = np.asarray(im, dtype=np.int16) + fields[order.randrange(NOISE_FIELDS)]
+            yield Image.fromarray(noisy.clip(0, 255).astype(np.uint8))
+
+
+def _main_frame(base: Image.Image, shot: Shot, i: int, fps: int, seed: int,
+                hand: tuple[int, int, bool]) -> Image.Image:
+    im = base.copy()
+    hand_from, hand_len, leftwards = hand
+    if hand_from <= i < hand_from + hand_len:
+        t = (i - hand_from) / hand_len
+        x = int((W + 10) * (1 - t) - 60) if leftwards else int((W + 10) * t - 60)
+        ImageDraw.Draw(im).rounded_rectangle((x, 204, x + 70, 230), radius=12, fill=SKIN)
+    dx, dy = drift(i, seed % 7)
+    px, py = _settle(shot, i, fps, seed)
+    x, y = CROP + dx + px, CROP + dy + py
+    return im.crop((x, y, x + CLIP_W, y + CLIP_H))
+
+
+def _overlay(im: Image.Image, i: int, fps: int, start: str) -> None:
+    d = ImageDraw.Draw(im)
+    d.rectangle((0, 0, CLIP_W, 13), fill=(0, 0, 0))
+    d.ellipse((4, 3, 10, 9), fill=(230, 40, 40) if i % 6 < 4 else (60, 0, 0))
+    d.text((16, 1), f"REC {start}", font=font(10), fill=(255, 255, 255))
+    d.text((CLIP_W - 4, 1), f"{i / fps:04.1f}s", font=font(10), fill=(200, 200, 200), anchor="ra")
+
+
+def encode_clip(images: Iterable[Image.Image], fps: int, crf: str = "24", preset: str = "veryfast",
+                gop: int | None = None) -> bytes:
     """H.264 (libx264, one thread; MPEG-4 Part 2 where PyAV has no libx264) in MP4. The example
     media (examples/make_media.py) are encoded here too.
 
@@ -447,7 +604,11 @@ def encode_clip(images: list[Image.Image], fps: int, crf: str = "24", preset: st
     code and macroblock-tree rate control, one thread and bit-exact flags notwithstanding). What
     is reproducible is the decoded picture, to within compression noise: tests compare decoded
     frames and probe their pixels, never the bytes. The bitexact flags only keep FFmpeg's version
-    strings out of the file (the codec's is set as an option: PyAV 13 has no enum member for it)."""
+    strings out of the file (the codec's is set as an option: PyAV 13 has no enum member for it).
+    ``images`` may be a generator (a long clip is never held whole); ``gop`` is the longest
+    distance between keyframes (FFmpeg's default of 12 when not given)."""
+    frames = iter(images)
+    first = next(frames)
     out = io.BytesIO()
     with av.open(out, "w", format="mp4", options={"fflags": "+bitexact"}) as container:
         codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
@@ -455,9 +616,11 @@ def encode_clip(images: list[Image.Image], fps: int, crf: str = "24", preset: st
         if codec == "libx264":
             options.update(crf=crf, preset=preset)
         stream = container.add_stream(codec, rate=fps, options=options)
-        stream.width, stream.height = images[0].size
+        stream.width, stream.height = first.size
         stream.pix_fmt = "yuv420p"
-        for i, image in enumerate(images):
+        if gop is not None:
+            stream.codec_context.gop_size = gop
+        for i, image in enumerate(itertools.chain([first], frames)):
             frame = av.VideoFrame.from_image(image).reformat(format="yuv420p")
             frame.pts = i
             for packet in stream.encode(frame):

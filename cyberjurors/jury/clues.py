@@ -164,7 +164,7 @@ async def _media_parts(item: EvidenceItem, party: Party, settings: Settings) -> 
 
 
 PASSIVE_CASES_KEPT = 16
-_passive: OrderedDict[tuple[str, str, int, int], tuple[list[Part], list[str], list[str]]] = OrderedDict()
+_passive: OrderedDict[tuple, tuple[list[Part], list[str], list[str]]] = OrderedDict()
 
 
 async def passive_evidence(case_file: CaseFile, settings: Settings) -> tuple[list[Part], list[str]]:
@@ -184,7 +184,8 @@ async def unread_passive(case_file: CaseFile, settings: Settings) -> list[str]:
 
 async def _passive_entry(case_file: CaseFile, settings: Settings) -> tuple[list[Part], list[str], list[str]]:
     # keyed by the digest computed once at intake, not by re-hashing the case on every lookup
-    key = (case_file.digest, str(settings.media_root), settings.passive_frames_per_video, settings.max_image_side)
+    key = (case_file.digest, str(settings.media_root), settings.passive_frames_per_video, settings.max_image_side,
+           settings.frame_sampling, settings.frame_event_share, settings.frame_event_max_frames)
     if key not in _passive:
         _passive[key] = await _decode_all(case_file.case, settings)
         if len(_passive) > PASSIVE_CASES_KEPT:
