@@ -48,7 +48,15 @@ from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the local server lives with the tests
-from tests.messages_server import MessageBatches, ScriptedServer, StrictModel, request_text  # noqa: E402
+from tests.messages_server import (  # noqa: E402
+    MessageBatches,
+    ScriptedServer,
+    StrictModel,
+    count_tokens,
+    image_tokens,
+    prompt_blocks,
+    request_text,
+)
 
 from cyberjurors.backends import build_llm  # noqa: E402
 from cyberjurors.backends.anthropic import AnthropicLLM, user_content  # noqa: E402
@@ -97,6 +105,29 @@ def digest(body: dict) -> str:
     return hashlib.sha256(request_text(body).encode()).hexdigest()
 
 
+@dataclass
+class Novelty:
+    """What no request layout could read from a cache: each line of text (and each image) the first
+    time the run sends it. A prompt cache serves only what was sent before, so whatever the order,
+    split or breakpoints of the same calls, those tokens are never read; every other input token is
+    read at best. Lines, not blocks, so that content repeated inside different blocks still counts as
+    sent before. The server's tokenizer counts nothing across a line break, so lines add up to blocks."""
+
+    seen: set[bytes] = field(default_factory=set)
+    new: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """per case: tokens sent for the first time in the run"""
+
+    def add(self, case_id: str, body: dict) -> None:
+        for block in prompt_blocks(body):
+            pieces = ([(line.encode(), count_tokens(line)) for line in block["text"].split("\n")]
+                      if block["type"] == "text" else [(block["source"]["data"].encode(), image_tokens(block))])
+            for content, tokens in pieces:
+                key = hashlib.sha256(content).digest()
+                if key not in self.seen:
+                    self.seen.add(key)
+                    self.new[case_id] += tokens
+
+
 class Oracle:
     """The offline stand-in decides what the model answers; the server bills it. Each answer is kept
     under a digest of the request's text, as the anthropic backend sends it, for the server to find."""
@@ -105,12 +136,14 @@ class Oracle:
         self.inner, self.mind = inner, OfflineLLM(prompt_caching=False)
         self.backend = inner.backend
         self.said: dict[str, dict] = {}
+        self.novelty = Novelty()
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         answer = await self.mind.generate(request, output_type)
         body = {"system": [{"type": "text", "text": request.system}],
                 "messages": [{"role": "user", "content": user_content(request)}]}
         self.said[digest(body)] = answer.output.model_dump(mode="json")
+        self.novelty.add(request.case_id, body)
         return await self.inner.generate(request, output_type)
 
     def __call__(self, body: dict) -> dict | None:
@@ -123,6 +156,7 @@ class Run:
     model: StrictModel
     batches: int = 0
     waves: int = 0
+    novelty: Novelty = field(default_factory=Novelty)
 
     @property
     def total(self) -> Usage:
@@ -162,7 +196,7 @@ async def streaming(cases: list[DisputeCase], settings: Settings, thinking: int)
                 verdicts = await gather_all(*(judge(c, llm, settings, jury, precedents) for c in cases))
         finally:
             await llm.inner.inner.aclose()  # type: ignore[attr-defined]
-        return Run(list(verdicts), model)
+        return Run(list(verdicts), model, novelty=llm.novelty)
 
 
 async def in_waves(cases: list[DisputeCase], settings: Settings, thinking: int, folder: Path) -> Run:
@@ -235,19 +269,39 @@ def role_table(model: StrictModel) -> Table:
     return table
 
 
+def input_side(u: Usage) -> int:
+    return u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+
+
+def best_layout(u: Usage, new: int) -> Usage:
+    """The same calls as cheaply as any layout could send them: every input token read from the cache
+    but the ``new`` ones, sent for the first time (uncached input: a write would cost more)."""
+    return Usage(input_tokens=new, cache_read_tokens=input_side(u) - new, output_tokens=u.output_tokens)
+
+
 def headline(configured: Run, naive: Run) -> None:
     conf, nav = configured.total, naive.total
     per_case = [billable(c.tokens) / billable(v.tokens) for c, v in zip(configured.verdicts, naive.verdicts)]
     shares = [read_share(v.tokens) for v in configured.verdicts]
     same = sum(c.votes == v.votes for c, v in zip(configured.verdicts, naive.verdicts))
+    new = configured.novelty.new
+    best = best_layout(conf, sum(new.values()))
+    best_shares = [read_share(best_layout(v.tokens, new[v.case_id])) for v in configured.verdicts]
+    all_read = Usage(cache_read_tokens=input_side(conf), output_tokens=conf.output_tokens)
     console.print(f"billable tokens, configured / naive: [bold]{billable(conf) / billable(nav):.3f}x[/] overall, "
                   f"median per case {statistics.median(per_case):.3f}x ({min(per_case):.3f}-{max(per_case):.3f}); "
                   "goal <= 0.05x")
     console.print(f"  of which the configured answers alone (output, thinking included): "
                   f"{output_billable(conf) / billable(nav):.3f}x, the floor no request layout can go below "
                   f"(output is {output_billable(conf) / billable(conf):.0%} of the configured bill)")
+    console.print(f"  the same calls with every input-side token read from the cache: {billable(all_read) / billable(nav):.3f}x; "
+                  f"with every one read but those the run sends for the first time: "
+                  f"[bold]{billable(best) / billable(nav):.3f}x[/], the floor for any layout of these calls")
     console.print(f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
                   f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85")
+    console.print(f"  the ceiling for any layout of these calls (every input-side token read but those the run sends "
+                  f"for the first time): median per case [bold]{statistics.median(best_shares):.3f}[/] "
+                  f"(min {min(best_shares):.3f}, max {max(best_shares):.3f}), overall {read_share(best):.3f}")
     console.print(f"same votes in {same} of {len(per_case)} cases (the stand-in decides, deterministically)")
 
 
