@@ -21,6 +21,15 @@ server bills its tokens, the client reads them from the reply's usage, as with t
 
 "Billable" tokens weight each kind by its list price relative to uncached input (claude-sonnet-5-5:
 output 5, 5-minute write 1.25, 1-hour write 2, read 0.1), so their ratio is the ratio of the bills.
+
+What no request layout could do better, for the same calls: the answers (output) cost what they
+cost, and a prompt cache serves only what was sent before. The bench notes every line of text (and
+every image) the configured run sends; a line sent for the first time cannot be read from any
+cache, every other input token is read at best. That gives a floor for the bill and a ceiling for
+the cache-read share, for any cache, and for one kept per answer schema and effort as the API keeps
+it (another ``output_config.format`` invalidates the prompt cache; another effort or thinking setting
+the cached message blocks), so a layout in which every role shares one prefix reads nothing across
+roles on the API.
 The ladder part runs each rung (``evaluation/ladder.py``) over the same cases twice against fresh
 servers, as ``cyberjurors eval`` does (one-hour TTL): streaming, each case's calls sent as they
 come, priced at standard rates; and in waves through the server's batch endpoints, priced at the
@@ -117,12 +126,13 @@ class Novelty:
     new: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     """per case: tokens sent for the first time in the run"""
 
-    def add(self, case_id: str, body: dict) -> None:
+    def add(self, case_id: str, body: dict, scope: str = "") -> None:
+        """``scope``: sent before only if sent in the same scope (a role's answer schema and settings)."""
         for block in prompt_blocks(body):
             pieces = ([(line.encode(), count_tokens(line)) for line in block["text"].split("\n")]
                       if block["type"] == "text" else [(block["source"]["data"].encode(), image_tokens(block))])
             for content, tokens in pieces:
-                key = hashlib.sha256(content).digest()
+                key = hashlib.sha256(scope.encode() + b"\0" + content).digest()
                 if key not in self.seen:
                     self.seen.add(key)
                     self.new[case_id] += tokens
@@ -136,7 +146,7 @@ class Oracle:
         self.inner, self.mind = inner, OfflineLLM(prompt_caching=False)
         self.backend = inner.backend
         self.said: dict[str, dict] = {}
-        self.novelty = Novelty()
+        self.novelty, self.per_role = Novelty(), Novelty()
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         answer = await self.mind.generate(request, output_type)
@@ -144,6 +154,9 @@ class Oracle:
                 "messages": [{"role": "user", "content": user_content(request)}]}
         self.said[digest(body)] = answer.output.model_dump(mode="json")
         self.novelty.add(request.case_id, body)
+        # the API keeps apart what was sent under another answer schema, effort or thinking setting
+        self.per_role.add(request.case_id, body, f"{request.model} {output_type.__name__} {request.effort} "
+                                                 f"{request.thinking}")
         return await self.inner.generate(request, output_type)
 
     def __call__(self, body: dict) -> dict | None:
@@ -157,6 +170,7 @@ class Run:
     batches: int = 0
     waves: int = 0
     novelty: Novelty = field(default_factory=Novelty)
+    per_role: Novelty = field(default_factory=Novelty)
 
     @property
     def total(self) -> Usage:
@@ -196,7 +210,7 @@ async def streaming(cases: list[DisputeCase], settings: Settings, thinking: int)
                 verdicts = await gather_all(*(judge(c, llm, settings, jury, precedents) for c in cases))
         finally:
             await llm.inner.inner.aclose()  # type: ignore[attr-defined]
-        return Run(list(verdicts), model, novelty=llm.novelty)
+        return Run(list(verdicts), model, novelty=llm.novelty, per_role=llm.per_role)
 
 
 async def in_waves(cases: list[DisputeCase], settings: Settings, thinking: int, folder: Path) -> Run:
@@ -279,14 +293,20 @@ def best_layout(u: Usage, new: int) -> Usage:
     return Usage(input_tokens=new, cache_read_tokens=input_side(u) - new, output_tokens=u.output_tokens)
 
 
+def bounds(run: Run, novelty: Novelty) -> tuple[Usage, list[float]]:
+    """The run's calls at their best (``best_layout``), and each case's read share then."""
+    new = novelty.new
+    return (best_layout(run.total, sum(new.values())),
+            [read_share(best_layout(v.tokens, new[v.case_id])) for v in run.verdicts])
+
+
 def headline(configured: Run, naive: Run) -> None:
     conf, nav = configured.total, naive.total
     per_case = [billable(c.tokens) / billable(v.tokens) for c, v in zip(configured.verdicts, naive.verdicts)]
     shares = [read_share(v.tokens) for v in configured.verdicts]
     same = sum(c.votes == v.votes for c, v in zip(configured.verdicts, naive.verdicts))
-    new = configured.novelty.new
-    best = best_layout(conf, sum(new.values()))
-    best_shares = [read_share(best_layout(v.tokens, new[v.case_id])) for v in configured.verdicts]
+    (best, best_shares), (role_best, role_shares) = bounds(configured, configured.novelty), \
+        bounds(configured, configured.per_role)
     all_read = Usage(cache_read_tokens=input_side(conf), output_tokens=conf.output_tokens)
     console.print(f"billable tokens, configured / naive: [bold]{billable(conf) / billable(nav):.3f}x[/] overall, "
                   f"median per case {statistics.median(per_case):.3f}x ({min(per_case):.3f}-{max(per_case):.3f}); "
@@ -294,14 +314,18 @@ def headline(configured: Run, naive: Run) -> None:
     console.print(f"  of which the configured answers alone (output, thinking included): "
                   f"{output_billable(conf) / billable(nav):.3f}x, the floor no request layout can go below "
                   f"(output is {output_billable(conf) / billable(conf):.0%} of the configured bill)")
-    console.print(f"  the same calls with every input-side token read from the cache: {billable(all_read) / billable(nav):.3f}x; "
-                  f"with every one read but those the run sends for the first time: "
-                  f"[bold]{billable(best) / billable(nav):.3f}x[/], the floor for any layout of these calls")
+    console.print(f"  the same calls with every input-side token read from the cache: "
+                  f"{billable(all_read) / billable(nav):.3f}x; with every one read but the lines the run sends for "
+                  f"the first time: [bold]{billable(best) / billable(nav):.3f}x[/] (any cache), "
+                  f"{billable(role_best) / billable(nav):.3f}x (one cache per answer schema and effort, as the API keeps "
+                  "it): the floors for any layout of these calls")
     console.print(f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
                   f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85")
-    console.print(f"  the ceiling for any layout of these calls (every input-side token read but those the run sends "
-                  f"for the first time): median per case [bold]{statistics.median(best_shares):.3f}[/] "
-                  f"(min {min(best_shares):.3f}, max {max(best_shares):.3f}), overall {read_share(best):.3f}")
+    for name, usage, ceiling in (("any cache", best, best_shares),
+                                 ("one cache per answer schema and effort, as the API keeps it", role_best, role_shares)):
+        console.print(f"  ceiling for any layout of these calls, {name}: median per case "
+                      f"[bold]{statistics.median(ceiling):.3f}[/] (min {min(ceiling):.3f}, max {max(ceiling):.3f}), "
+                      f"overall {read_share(usage):.3f}")
     console.print(f"same votes in {same} of {len(per_case)} cases (the stand-in decides, deterministically)")
 
 
