@@ -125,8 +125,9 @@ class Novelty:
     seen: set[bytes] = field(default_factory=set)
     new: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     """per case: tokens sent for the first time in the run"""
+    by_role: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
-    def add(self, case_id: str, body: dict, scope: str = "") -> None:
+    def add(self, case_id: str, body: dict, role: str, scope: str = "") -> None:
         """``scope``: sent before only if sent in the same scope (a role's answer schema and settings)."""
         for block in prompt_blocks(body):
             pieces = ([(line.encode(), count_tokens(line)) for line in block["text"].split("\n")]
@@ -136,6 +137,7 @@ class Novelty:
                 if key not in self.seen:
                     self.seen.add(key)
                     self.new[case_id] += tokens
+                    self.by_role[role] += tokens
 
 
 class Oracle:
@@ -153,10 +155,10 @@ class Oracle:
         body = {"system": [{"type": "text", "text": request.system}],
                 "messages": [{"role": "user", "content": user_content(request)}]}
         self.said[digest(body)] = answer.output.model_dump(mode="json")
-        self.novelty.add(request.case_id, body)
+        self.novelty.add(request.case_id, body, request.role)
         # the API keeps apart what was sent under another answer schema, effort or thinking setting
-        self.per_role.add(request.case_id, body, f"{request.model} {output_type.__name__} {request.effort} "
-                                                 f"{request.thinking}")
+        self.per_role.add(request.case_id, body, request.role, f"{request.model} {output_type.__name__} "
+                                                               f"{request.effort} {request.thinking}")
         return await self.inner.generate(request, output_type)
 
     def __call__(self, body: dict) -> dict | None:
@@ -257,8 +259,9 @@ class RoleBill:
     cached: int = 0
 
 
-def role_table(model: StrictModel) -> Table:
-    """Where the input side goes, by stage: the answer to 'why is the share what it is'."""
+def role_table(model: StrictModel, novelty: Novelty) -> Table:
+    """Where the input side goes, by stage: the answer to 'why is the share what it is'; the last
+    column is each stage's ceiling under the API's keying (``Novelty``, one cache per answer schema)."""
     roles: dict[str, RoleBill] = defaultdict(RoleBill)
     for bill in model.billed:
         r = roles[ROLES.get(bill.answers, bill.answers)]
@@ -267,9 +270,10 @@ def role_table(model: StrictModel) -> Table:
             r.kinds[kind] += bill.usage[kind]
         r.prefixes += bill.prefix_tokens
         r.cached += bool(bill.usage["cache_read_input_tokens"] or bill.usage["cache_creation_input_tokens"])
-    table = Table(title="Configured, by stage: input side per call (mean) and the cached prefix as the server counted it")
+    table = Table(title="Configured, by stage: input side per call (mean) and the cached prefix as the server counted it; "
+                        "ceiling: the read share with every token read but the lines the stage sends for the first time")
     for column in ("stage", "calls", "uncached input", "cache read", "cache write", "read share",
-                   "prefix at breakpoint (min-max)", "calls reading or writing"):
+                   "prefix at breakpoint (min-max)", "calls reading or writing", "ceiling"):
         table.add_column(column, justify="left" if column == "stage" else "right")
     total = sum(sum(r.kinds.values()) for r in roles.values())
     for name, r in roles.items():
@@ -279,7 +283,7 @@ def role_table(model: StrictModel) -> Table:
                       f"{r.kinds['cache_creation_input_tokens'] / r.calls:,.0f}",
                       f"{r.kinds['cache_read_input_tokens'] / side:.1%} of {side / total:.0%} of all",
                       f"{min(r.prefixes):,}-{max(r.prefixes):,}" if r.prefixes else "no breakpoint",
-                      f"{r.cached} of {r.calls}")
+                      f"{r.cached} of {r.calls}", f"{1 - novelty.by_role[name] / side:.1%}")
     return table
 
 
@@ -378,7 +382,7 @@ def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)
     naive = asyncio.run(streaming(chosen, base.model_copy(update={"per_juror_stages": True,
                                                                    "prompt_caching": False}), thinking))
     console.print(usage_table(configured, naive))
-    console.print(role_table(configured.model))
+    console.print(role_table(configured.model, configured.per_role))
     headline(configured, naive)
     if run_ladder:
         console.print(asyncio.run(ladder(chosen, base, thinking, work, precedents)))
