@@ -258,10 +258,17 @@ class RoleBill:
     prefixes: list[int] = field(default_factory=list)
     cached: int = 0
 
+    @property
+    def side(self) -> int:
+        return sum(self.kinds.values())
 
-def role_table(model: StrictModel, novelty: Novelty) -> Table:
-    """Where the input side goes, by stage: the answer to 'why is the share what it is'; the last
-    column is each stage's ceiling under the API's keying (``Novelty``, one cache per answer schema)."""
+    @property
+    def read(self) -> int:
+        return self.kinds["cache_read_input_tokens"]
+
+
+def stage_bills(model: StrictModel) -> dict[str, RoleBill]:
+    """The server's bills by stage (the answer schema a request asked for)."""
     roles: dict[str, RoleBill] = defaultdict(RoleBill)
     for bill in model.billed:
         r = roles[ROLES.get(bill.answers, bill.answers)]
@@ -270,21 +277,40 @@ def role_table(model: StrictModel, novelty: Novelty) -> Table:
             r.kinds[kind] += bill.usage[kind]
         r.prefixes += bill.prefix_tokens
         r.cached += bool(bill.usage["cache_read_input_tokens"] or bill.usage["cache_creation_input_tokens"])
+    return roles
+
+
+def ceiling(r: RoleBill, novelty: Novelty, name: str) -> float:
+    return 1 - novelty.by_role[name] / r.side
+
+
+def role_table(run: Run) -> Table:
+    """Where the input side goes, by stage: the answer to 'why is the share what it is'; the ceilings
+    are each stage's read share with every token read but the lines it sends for the first time
+    (``Novelty``): under the API's keying (one cache per answer schema and effort), and for any cache."""
+    roles = stage_bills(run.model)
     table = Table(title="Configured, by stage: input side per call (mean) and the cached prefix as the server counted it; "
-                        "ceiling: the read share with every token read but the lines the stage sends for the first time")
+                        "the read share's ceiling for any layout, one cache per answer schema (as the API) / any cache")
     for column in ("stage", "calls", "uncached input", "cache read", "cache write", "read share",
                    "prefix at breakpoint (min-max)", "calls reading or writing", "ceiling"):
         table.add_column(column, justify="left" if column == "stage" else "right")
-    total = sum(sum(r.kinds.values()) for r in roles.values())
+    total = sum(r.side for r in roles.values())
     for name, r in roles.items():
-        side = sum(r.kinds.values())
         table.add_row(name, str(r.calls), f"{r.kinds['input_tokens'] / r.calls:,.0f}",
-                      f"{r.kinds['cache_read_input_tokens'] / r.calls:,.0f}",
-                      f"{r.kinds['cache_creation_input_tokens'] / r.calls:,.0f}",
-                      f"{r.kinds['cache_read_input_tokens'] / side:.1%} of {side / total:.0%} of all",
+                      f"{r.read / r.calls:,.0f}", f"{r.kinds['cache_creation_input_tokens'] / r.calls:,.0f}",
+                      f"{r.read / r.side:.1%} of {r.side / total:.0%} of all",
                       f"{min(r.prefixes):,}-{max(r.prefixes):,}" if r.prefixes else "no breakpoint",
-                      f"{r.cached} of {r.calls}", f"{1 - novelty.by_role[name] / side:.1%}")
+                      f"{r.cached} of {r.calls}",
+                      f"{ceiling(r, run.per_role, name):.1%} / {ceiling(r, run.novelty, name):.1%}")
     return table
+
+
+def jurors_as_billed(run: Run, novelty: Novelty) -> float:
+    """The run's read share with the jurors as billed and every other stage at its ceiling: what a
+    layout serving stages I-II and the summaries better could reach at most."""
+    roles = stage_bills(run.model)
+    read = sum(r.read if name == "juror" else ceiling(r, novelty, name) * r.side for name, r in roles.items())
+    return read / sum(r.side for r in roles.values())
 
 
 def input_side(u: Usage) -> int:
@@ -325,11 +351,13 @@ def headline(configured: Run, naive: Run) -> None:
                   "it): the floors for any layout of these calls")
     console.print(f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
                   f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85")
-    for name, usage, ceiling in (("any cache", best, best_shares),
-                                 ("one cache per answer schema and effort, as the API keeps it", role_best, role_shares)):
+    for name, usage, top, novelty in (
+            ("one cache per answer schema and effort, as the API keeps it", role_best, role_shares, configured.per_role),
+            ("any cache", best, best_shares, configured.novelty)):
         console.print(f"  ceiling for any layout of these calls, {name}: median per case "
-                      f"[bold]{statistics.median(ceiling):.3f}[/] (min {min(ceiling):.3f}, max {max(ceiling):.3f}), "
-                      f"overall {read_share(usage):.3f}")
+                      f"[bold]{statistics.median(top):.3f}[/] (min {min(top):.3f}, max {max(top):.3f}), "
+                      f"overall {read_share(usage):.3f}; with the jurors as billed and every other stage at its "
+                      f"ceiling: [bold]{jurors_as_billed(configured, novelty):.3f}[/] overall")
     console.print(f"same votes in {same} of {len(per_case)} cases (the stand-in decides, deterministically)")
 
 
@@ -382,7 +410,7 @@ def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)
     naive = asyncio.run(streaming(chosen, base.model_copy(update={"per_juror_stages": True,
                                                                    "prompt_caching": False}), thinking))
     console.print(usage_table(configured, naive))
-    console.print(role_table(configured.model, configured.per_role))
+    console.print(role_table(configured))
     headline(configured, naive)
     if run_ladder:
         console.print(asyncio.run(ladder(chosen, base, thinking, work, precedents)))
