@@ -21,6 +21,15 @@ server bills its tokens, the client reads them from the reply's usage, as with t
 
 "Billable" tokens weight each kind by its list price relative to uncached input (claude-sonnet-5-5:
 output 5, 5-minute write 1.25, 1-hour write 2, read 0.1), so their ratio is the ratio of the bills.
+
+What no request layout could do better, for the same calls: the answers (output) cost what they
+cost, and a prompt cache serves only what was sent before. The bench notes every line of text (and
+every image) the configured run sends; a line sent for the first time cannot be read from any
+cache, every other input token is read at best. That gives a floor for the bill and a ceiling for
+the cache-read share, for any cache, and for one kept per answer schema and effort as the API keeps
+it (another ``output_config.format`` invalidates the prompt cache; another effort or thinking setting
+the cached message blocks), so a layout in which every role shares one prefix reads nothing across
+roles on the API.
 The ladder part runs each rung (``evaluation/ladder.py``) over the same cases twice against fresh
 servers, as ``cyberjurors eval`` does (one-hour TTL): streaming, each case's calls sent as they
 come, priced at standard rates; and in waves through the server's batch endpoints, priced at the
@@ -48,7 +57,15 @@ from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the local server lives with the tests
-from tests.messages_server import MessageBatches, ScriptedServer, StrictModel, request_text  # noqa: E402
+from tests.messages_server import (  # noqa: E402
+    MessageBatches,
+    ScriptedServer,
+    StrictModel,
+    count_tokens,
+    image_tokens,
+    prompt_blocks,
+    request_text,
+)
 
 from cyberjurors.backends import build_llm  # noqa: E402
 from cyberjurors.backends.anthropic import AnthropicLLM, user_content  # noqa: E402
@@ -97,6 +114,32 @@ def digest(body: dict) -> str:
     return hashlib.sha256(request_text(body).encode()).hexdigest()
 
 
+@dataclass
+class Novelty:
+    """What no request layout could read from a cache: each line of text (and each image) the first
+    time the run sends it. A prompt cache serves only what was sent before, so whatever the order,
+    split or breakpoints of the same calls, those tokens are never read; every other input token is
+    read at best. Lines, not blocks, so that content repeated inside different blocks still counts as
+    sent before. The server's tokenizer counts nothing across a line break, so lines add up to blocks."""
+
+    seen: set[bytes] = field(default_factory=set)
+    new: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """per case: tokens sent for the first time in the run"""
+    by_role: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, case_id: str, body: dict, role: str, scope: str = "") -> None:
+        """``scope``: sent before only if sent in the same scope (a role's answer schema and settings)."""
+        for block in prompt_blocks(body):
+            pieces = ([(line.encode(), count_tokens(line)) for line in block["text"].split("\n")]
+                      if block["type"] == "text" else [(block["source"]["data"].encode(), image_tokens(block))])
+            for content, tokens in pieces:
+                key = hashlib.sha256(scope.encode() + b"\0" + content).digest()
+                if key not in self.seen:
+                    self.seen.add(key)
+                    self.new[case_id] += tokens
+                    self.by_role[role] += tokens
+
+
 class Oracle:
     """The offline stand-in decides what the model answers; the server bills it. Each answer is kept
     under a digest of the request's text, as the anthropic backend sends it, for the server to find."""
@@ -105,12 +148,17 @@ class Oracle:
         self.inner, self.mind = inner, OfflineLLM(prompt_caching=False)
         self.backend = inner.backend
         self.said: dict[str, dict] = {}
+        self.novelty, self.per_role = Novelty(), Novelty()
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         answer = await self.mind.generate(request, output_type)
         body = {"system": [{"type": "text", "text": request.system}],
                 "messages": [{"role": "user", "content": user_content(request)}]}
         self.said[digest(body)] = answer.output.model_dump(mode="json")
+        self.novelty.add(request.case_id, body, request.role)
+        # the API keeps apart what was sent under another answer schema, effort or thinking setting
+        self.per_role.add(request.case_id, body, request.role, f"{request.model} {output_type.__name__} "
+                                                               f"{request.effort} {request.thinking}")
         return await self.inner.generate(request, output_type)
 
     def __call__(self, body: dict) -> dict | None:
@@ -123,6 +171,8 @@ class Run:
     model: StrictModel
     batches: int = 0
     waves: int = 0
+    novelty: Novelty = field(default_factory=Novelty)
+    per_role: Novelty = field(default_factory=Novelty)
 
     @property
     def total(self) -> Usage:
@@ -162,7 +212,7 @@ async def streaming(cases: list[DisputeCase], settings: Settings, thinking: int)
                 verdicts = await gather_all(*(judge(c, llm, settings, jury, precedents) for c in cases))
         finally:
             await llm.inner.inner.aclose()  # type: ignore[attr-defined]
-        return Run(list(verdicts), model)
+        return Run(list(verdicts), model, novelty=llm.novelty, per_role=llm.per_role)
 
 
 async def in_waves(cases: list[DisputeCase], settings: Settings, thinking: int, folder: Path) -> Run:
@@ -208,9 +258,17 @@ class RoleBill:
     prefixes: list[int] = field(default_factory=list)
     cached: int = 0
 
+    @property
+    def side(self) -> int:
+        return sum(self.kinds.values())
 
-def role_table(model: StrictModel) -> Table:
-    """Where the input side goes, by stage: the answer to 'why is the share what it is'."""
+    @property
+    def read(self) -> int:
+        return self.kinds["cache_read_input_tokens"]
+
+
+def stage_bills(model: StrictModel) -> dict[str, RoleBill]:
+    """The server's bills by stage (the answer schema a request asked for)."""
     roles: dict[str, RoleBill] = defaultdict(RoleBill)
     for bill in model.billed:
         r = roles[ROLES.get(bill.answers, bill.answers)]
@@ -219,20 +277,57 @@ def role_table(model: StrictModel) -> Table:
             r.kinds[kind] += bill.usage[kind]
         r.prefixes += bill.prefix_tokens
         r.cached += bool(bill.usage["cache_read_input_tokens"] or bill.usage["cache_creation_input_tokens"])
-    table = Table(title="Configured, by stage: input side per call (mean) and the cached prefix as the server counted it")
+    return roles
+
+
+def ceiling(r: RoleBill, novelty: Novelty, name: str) -> float:
+    return 1 - novelty.by_role[name] / r.side
+
+
+def role_table(run: Run) -> Table:
+    """Where the input side goes, by stage: the answer to 'why is the share what it is'; the ceilings
+    are each stage's read share with every token read but the lines it sends for the first time
+    (``Novelty``): under the API's keying (one cache per answer schema and effort), and for any cache."""
+    roles = stage_bills(run.model)
+    table = Table(title="Configured, by stage: input side per call (mean) and the cached prefix as the server counted it; "
+                        "the read share's ceiling for any layout, one cache per answer schema (as the API) / any cache")
     for column in ("stage", "calls", "uncached input", "cache read", "cache write", "read share",
-                   "prefix at breakpoint (min-max)", "calls reading or writing"):
+                   "prefix at breakpoint (min-max)", "calls reading or writing", "ceiling"):
         table.add_column(column, justify="left" if column == "stage" else "right")
-    total = sum(sum(r.kinds.values()) for r in roles.values())
+    total = sum(r.side for r in roles.values())
     for name, r in roles.items():
-        side = sum(r.kinds.values())
         table.add_row(name, str(r.calls), f"{r.kinds['input_tokens'] / r.calls:,.0f}",
-                      f"{r.kinds['cache_read_input_tokens'] / r.calls:,.0f}",
-                      f"{r.kinds['cache_creation_input_tokens'] / r.calls:,.0f}",
-                      f"{r.kinds['cache_read_input_tokens'] / side:.1%} of {side / total:.0%} of all",
+                      f"{r.read / r.calls:,.0f}", f"{r.kinds['cache_creation_input_tokens'] / r.calls:,.0f}",
+                      f"{r.read / r.side:.1%} of {r.side / total:.0%} of all",
                       f"{min(r.prefixes):,}-{max(r.prefixes):,}" if r.prefixes else "no breakpoint",
-                      f"{r.cached} of {r.calls}")
+                      f"{r.cached} of {r.calls}",
+                      f"{ceiling(r, run.per_role, name):.1%} / {ceiling(r, run.novelty, name):.1%}")
     return table
+
+
+def jurors_as_billed(run: Run, novelty: Novelty) -> float:
+    """The run's read share with the jurors as billed and every other stage at its ceiling: what a
+    layout serving stages I-II and the summaries better could reach at most."""
+    roles = stage_bills(run.model)
+    read = sum(r.read if name == "juror" else ceiling(r, novelty, name) * r.side for name, r in roles.items())
+    return read / sum(r.side for r in roles.values())
+
+
+def input_side(u: Usage) -> int:
+    return u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+
+
+def best_layout(u: Usage, new: int) -> Usage:
+    """The same calls as cheaply as any layout could send them: every input token read from the cache
+    but the ``new`` ones, sent for the first time (uncached input: a write would cost more)."""
+    return Usage(input_tokens=new, cache_read_tokens=input_side(u) - new, output_tokens=u.output_tokens)
+
+
+def bounds(run: Run, novelty: Novelty) -> tuple[Usage, list[float]]:
+    """The run's calls at their best (``best_layout``), and each case's read share then."""
+    new = novelty.new
+    return (best_layout(run.total, sum(new.values())),
+            [read_share(best_layout(v.tokens, new[v.case_id])) for v in run.verdicts])
 
 
 def headline(configured: Run, naive: Run) -> None:
@@ -240,14 +335,29 @@ def headline(configured: Run, naive: Run) -> None:
     per_case = [billable(c.tokens) / billable(v.tokens) for c, v in zip(configured.verdicts, naive.verdicts)]
     shares = [read_share(v.tokens) for v in configured.verdicts]
     same = sum(c.votes == v.votes for c, v in zip(configured.verdicts, naive.verdicts))
+    (best, best_shares), (role_best, role_shares) = bounds(configured, configured.novelty), \
+        bounds(configured, configured.per_role)
+    all_read = Usage(cache_read_tokens=input_side(conf), output_tokens=conf.output_tokens)
     console.print(f"billable tokens, configured / naive: [bold]{billable(conf) / billable(nav):.3f}x[/] overall, "
                   f"median per case {statistics.median(per_case):.3f}x ({min(per_case):.3f}-{max(per_case):.3f}); "
                   "goal <= 0.05x")
     console.print(f"  of which the configured answers alone (output, thinking included): "
                   f"{output_billable(conf) / billable(nav):.3f}x, the floor no request layout can go below "
                   f"(output is {output_billable(conf) / billable(conf):.0%} of the configured bill)")
+    console.print(f"  the same calls with every input-side token read from the cache: "
+                  f"{billable(all_read) / billable(nav):.3f}x; with every one read but the lines the run sends for "
+                  f"the first time: [bold]{billable(best) / billable(nav):.3f}x[/] (any cache), "
+                  f"{billable(role_best) / billable(nav):.3f}x (one cache per answer schema and effort, as the API keeps "
+                  "it): the floors for any layout of these calls")
     console.print(f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
                   f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85")
+    for name, usage, top, novelty in (
+            ("one cache per answer schema and effort, as the API keeps it", role_best, role_shares, configured.per_role),
+            ("any cache", best, best_shares, configured.novelty)):
+        console.print(f"  ceiling for any layout of these calls, {name}: median per case "
+                      f"[bold]{statistics.median(top):.3f}[/] (min {min(top):.3f}, max {max(top):.3f}), "
+                      f"overall {read_share(usage):.3f}; with the jurors as billed and every other stage at its "
+                      f"ceiling: [bold]{jurors_as_billed(configured, novelty):.3f}[/] overall")
     console.print(f"same votes in {same} of {len(per_case)} cases (the stand-in decides, deterministically)")
 
 
@@ -300,7 +410,7 @@ def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)
     naive = asyncio.run(streaming(chosen, base.model_copy(update={"per_juror_stages": True,
                                                                    "prompt_caching": False}), thinking))
     console.print(usage_table(configured, naive))
-    console.print(role_table(configured.model))
+    console.print(role_table(configured))
     headline(configured, naive)
     if run_ladder:
         console.print(asyncio.run(ladder(chosen, base, thinking, work, precedents)))

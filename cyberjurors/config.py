@@ -343,7 +343,9 @@ class Settings(BaseSettings):
                           "1h unless this is set)"
     )
     warm_cache_first: bool = Field(
-        True, description="in round 1, one juror runs before the others so they read the cached case prefix"
+        True, description="in round 1, one juror runs before the others so they read the cached case prefix; in "
+                          "stage II, the buyer's first selection runs before the seller's chain so the seller's "
+                          "selector reads the prefix it wrote (only where that prefix is marked cacheable)"
     )
     graph_out_degree: int = Field(4, ge=0, description="accounts each juror follows")
     graph_rewire_p: float = Field(0.2, ge=0, le=1)

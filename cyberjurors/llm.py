@@ -77,6 +77,9 @@ class LLMRequest:
     effort: Effort | None = None
     cache_prefix: bool = True
     """Mark the end of ``shared`` as a prompt-cache breakpoint (``stage_request`` decides)."""
+    cache_system: bool = False
+    """Mark the end of the system prompt too: it is long enough to cache on its own (a juror's, with
+    the verdict rules), so every case's calls of the role read it, not only those of one case."""
     cache_ttl: Literal["5m", "1h"] = "5m"
     own: list[Part] = field(default_factory=list)
     """Between the shared prefix and the prompt: the caller's own part, the same in each of its calls
@@ -111,7 +114,8 @@ def stage_request(role: Role, settings: Settings, *, system: str, prompt: Sequen
     """The request a stage sends: the model the settings give this role (or this juror), the role's
     effort, thinking and output room, and a cache breakpoint only where the prefix can be cached;
     plain strings are taken as text parts. ``own`` (a juror's persona and memory) gets a breakpoint
-    of its own where it pays (``cache_own``)."""
+    of its own where it pays (``cache_own``), and so does a system prompt that can be cached on its
+    own (``cache_system``)."""
     model, call, shared_parts, own_parts = settings.model_for(role, juror), settings.call_for(role), _parts(shared), \
         _parts(own)
     cache_prefix = settings.prompt_caching and can_cache(model, system, shared_parts)
@@ -119,6 +123,7 @@ def stage_request(role: Role, settings: Settings, *, system: str, prompt: Sequen
                       case_id=case_id, max_output_tokens=call.max_output_tokens or 2048,
                       thinking=call.thinking or "auto", thinking_budget=call.thinking_budget or 0,
                       effort=call.effort, cache_ttl=settings.prompt_cache_ttl, cache_prefix=cache_prefix,
+                      cache_system=settings.prompt_caching and reaches_minimum(model, prefix_tokens(system, ())),
                       own=own_parts, cache_own=cache_prefix and bool(own_parts) and settings.prompt_cache_ttl == "5m")
 
 
@@ -139,10 +144,14 @@ def prefix_tokens(system: str, shared: Sequence[Part]) -> int:
 def can_cache(model: str, system: str, shared: Sequence[Part]) -> bool:
     """Whether a breakpoint after ``shared`` can cache anything: there is a prefix, and it may reach
     the model's minimum cacheable length (model_catalog.py; unknown models: assume it can)."""
-    if not shared:
-        return False
+    return bool(shared) and reaches_minimum(model, prefix_tokens(system, shared))
+
+
+def reaches_minimum(model: str, tokens: int) -> bool:
+    """Whether a prefix of about ``tokens`` may reach the model's minimum cacheable length
+    (model_catalog.py; unknown models: assume it can)."""
     known = facts(model)
-    return known is None or prefix_tokens(system, shared) >= known.min_cacheable_tokens
+    return known is None or tokens >= known.min_cacheable_tokens
 
 
 def _parts(items: Sequence[str | Part]) -> list[Part]:

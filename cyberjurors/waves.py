@@ -4,9 +4,9 @@
 functions as the stream (``jury.stages``). Their model calls are not sent one by one: a *wave*
 gathers every call the cases make until none of them can go further without an answer, and then
 the whole wave is answered at once (one Message Batch, or the offline stand-in in process). The
-focus calls of all cases so make one wave, the first select step of every party the next, then
-the perceive steps, ..., round 1's warm-up jurors, the other jurors, the round summaries, and so
-on: stage by stage, because every case waits for its answer before its next call.
+focus calls of all cases so make one wave, the buyers' first select steps the next (``warm_cache_first``),
+then the select and perceive steps, ..., round 1's warm-up jurors, the other jurors, the round
+summaries, and so on: stage by stage, because every case waits for its answer before its next call.
 
 To tell when nothing can go further, a run counts its *flows*: each case is one (``Waves.gather``), a ``gather_all``
 (``llm.py``) turns one into several (the two parties' chains, the jurors of a round) and back into

@@ -201,3 +201,31 @@ def test_every_rung_but_verifier_and_juris_keeps_the_unverified_round_summary():
         s = ablation.settings(configured)
         assert s.verifies == (ablation.key in ("verifier", "juris")), ablation.key
         assert (s.justification == "juris") == (ablation.key == "juris"), ablation.key
+
+
+async def test_the_offline_estimate_keeps_one_cache_entry_per_role_and_prefix_as_the_api_does(tmp_path: Path):
+    """Stage II's selector and perceiver send the same case prefix, but ask for different answers
+    (schema, effort): on the API they cannot read each other's entry, and the estimate agrees; each
+    role's later calls read its own. A system prompt marked on its own is read by the next case."""
+    from cyberjurors.jury.focus import extract_focus
+    from cyberjurors.jury.model_inputs import FocusTask
+    from cyberjurors.llm import stage_request
+    from cyberjurors.schemas import Focus
+
+    log = tmp_path / "calls.jsonl"
+    llm, dispute = GuardedLLM(OfflineLLM(), call_log=log), case("appl-001-kettle-crack.json")
+    await judge(dispute, llm, base(jurors=3, rounds=1, early_stopping=False))
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    for role in ("select", "perceive", "juror"):
+        first, *later = [c for c in calls if c["role"] == role]
+        assert first["cache_read_tokens"] == 0 and first["cache_write_tokens"] > 0, role
+        assert later and all(c["cache_read_tokens"] > 0 for c in later), role
+    assert all(c["cache_read_tokens"] == c["cache_write_tokens"] == 0 for c in calls if c["role"] == "focus")
+
+    offline, settings, system = OfflineLLM(), base(), "The rules. " * 400  # ~1,100 tokens: cacheable alone
+    assert (await extract_focus(dispute, offline, settings))[1].cache_read_tokens == 0
+    usages = [(await offline.generate(stage_request("focus", settings, system=system, prompt=[f"case {c.case_id}"],
+                                                    task=FocusTask(c), case_id=c.case_id), Focus)).usage
+              for c in (dispute, case("clot-001-shirt-torn-seam.json"))]
+    assert (usages[0].cache_write_tokens, usages[0].cache_read_tokens) == (len(system) // 4, 0)
+    assert (usages[1].cache_write_tokens, usages[1].cache_read_tokens) == (0, len(system) // 4)

@@ -119,6 +119,33 @@ async def test_selector_naming_an_unknown_item_is_noted_not_trusted(case):
     assert not chain.all() and len(problems) == 2 and "'zz'" in problems[0]
 
 
+@pytest.mark.parametrize("warm", [True, False])
+async def test_the_buyers_first_selection_warms_the_cache_before_the_sellers_chain_starts(warm: bool):
+    """Both parties' selectors send the same cached prefix; a provider serves it only once the call that
+    wrote it has answered. With warm_cache_first the buyer's first selection answers before any other
+    call is sent (the seller's selector then reads it); the chains found are the same either way."""
+    import asyncio
+
+    dispute = DisputeCase.model_validate_json((EXAMPLES / "cases" / "appl-001-kettle-crack.json").read_text())
+    offline, in_flight, alone = OfflineLLM(), set(), []
+
+    async def answer(request, output_type):
+        alone.append(not in_flight)
+        in_flight.add(id(request))
+        await asyncio.sleep(0.01)
+        in_flight.discard(id(request))
+        return offline._answer(request.task)
+
+    s = settings(warm_cache_first=warm)
+    focus, _ = await extract_focus(dispute, offline, s)
+    llm = ScriptedLLM(answer)
+    chain, _, _ = await find_clues(dispute, focus, llm, s)
+    first_seller = next(i for i, c in enumerate(llm.calls) if c.role == "select" and c.task.party == "seller")
+    assert llm.calls[0].cache_prefix and (llm.calls[0].role, llm.calls[0].task.party) == ("select", "buyer")
+    assert alone[0] and alone[1] is warm and (first_seller == 1) is not warm
+    assert chain == (await find_clues(dispute, focus, OfflineLLM(), settings(warm_cache_first=not warm)))[0]
+
+
 async def jury_case_file(case: DisputeCase) -> CaseFile:
     llm = OfflineLLM()
     s = settings()

@@ -106,6 +106,23 @@ def test_two_breakpoints_bill_each_ttl_and_the_api_rules_are_enforced() -> None:
         assert model(Received("POST", "/v1/messages", {}, request)).status == 400
 
 
+def test_another_output_schema_effort_or_thinking_is_another_prefix() -> None:
+    """Structured outputs add a system prompt of their own ("Changing the output_config.format parameter
+    will invalidate any prompt cache"), and a change of effort or thinking invalidates the message
+    blocks: two roles asking for different answers cannot read one prefix, whatever their layout."""
+    model = StrictModel(cache=PromptCache(clock=Clock()))
+    usage(model, body(text(600, "5m"), text(40)))
+    other_schema = body(text(600, "5m"), text(40))
+    other_schema["output_config"]["format"]["schema"] = {**SCHEMA, "title": "Other"}
+    lower_effort = body(text(600, "5m"), text(40))
+    lower_effort["output_config"]["effort"] = "low"
+    thinking_off = {**body(text(600, "5m"), text(40)), "thinking": {"type": "disabled"}}
+    for request in (other_schema, lower_effort, thinking_off):
+        u = usage(model, request)
+        assert u["cache_read_input_tokens"] == 0 and u["cache_creation_input_tokens"] > 600
+    assert usage(model, body(text(600, "5m"), text(80, tag="same settings ")))["cache_read_input_tokens"] > 600
+
+
 def test_a_breakpoint_finds_an_entry_at_most_20_blocks_back() -> None:
     model = StrictModel(cache=PromptCache(clock=Clock()))
     usage(model, body(text(600, "5m")))
@@ -173,3 +190,26 @@ def test_a_jurors_persona_and_memory_are_read_from_the_cache_in_later_rounds_at_
     else:  # a 1-hour write costs 2x: the own part stays uncached input
         assert first["cache_creation_input_tokens"] == second["cache_read_input_tokens"] == head
         assert second["input_tokens"] == count_tokens(own) + count_tokens(prompts.juror_round(2, [], None))
+
+
+def test_each_cases_first_juror_reads_the_system_prompt_with_the_rules_from_an_earlier_case() -> None:
+    """The juror's system prompt with the verdict rules caches on its own (a breakpoint of its own):
+    the first juror of the next case reads it and writes only its own case's prefix."""
+    settings = Settings(llm_backend="anthropic", anthropic_api_key="x")
+    llm = AnthropicLLM.from_settings(settings)
+    model = StrictModel(cache=PromptCache(clock=Clock()))
+    system = prompts.with_rules(prompts.JUROR_SYSTEM, prompts.verdict_rules())
+    bills, prefixes = [], []
+    for name in ("appl-001-kettle-crack.json", "clot-001-shirt-torn-seam.json"):
+        case = DisputeCase.model_validate_json((EXAMPLES / "cases" / name).read_text())
+        prefixes.append(prompts.case_prefix(case, None, None, []))
+        request = stage_request("juror", settings, juror=0, system=system, shared=[prefixes[-1]],
+                                prompt=[prompts.juror_round(1, [], None)], task=None, case_id=case.case_id)
+        sent = llm.params(request, BallotDraft)
+        assert "cache_control" in sent["system"][0]
+        bills.append(usage(model, sent))
+    first, second = bills
+    assert first["cache_read_input_tokens"] == 0
+    assert first["cache_creation_input_tokens"] == count_tokens(system) + count_tokens(prefixes[0])
+    assert second["cache_read_input_tokens"] == count_tokens(system)
+    assert second["cache_creation_input_tokens"] == count_tokens(prefixes[1])

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.backends import build_llm
-from cyberjurors.backends.anthropic import thinking_params, user_content
+from cyberjurors.backends.anthropic import system_content, thinking_params, user_content
 from cyberjurors.backends.openai import output_limits
 from cyberjurors.config import ROLE_CALLS, Settings
+from cyberjurors.jury import prompts
 from cyberjurors.jury.stages import judge
 from cyberjurors.llm import GuardedLLM, ImagePart, LLMError, LLMRequest, TextPart, can_cache, stage_request
 from cyberjurors.schemas import BallotDraft, DisputeCase, Selection, Verdict
@@ -260,6 +261,23 @@ def test_the_cache_ttl_setting_and_caching_off() -> None:
         Settings(prompt_cache_ttl="10m")
 
 
+def test_a_system_prompt_long_enough_to_cache_alone_gets_a_breakpoint_of_its_own() -> None:
+    """A juror's system prompt with the verdict rules is the same for every case and long enough for
+    Sonnet 5.5 (512) on its own: each case's first juror reads it instead of writing it again."""
+    with_rules = prompts.with_rules(prompts.JUROR_SYSTEM, prompts.verdict_rules())
+
+    def marks(system: str, **settings: object) -> list[dict]:
+        req = stage_request("juror", Settings(**settings), system=system, prompt=["p"], task=None, case_id="c",
+                            shared=["y" * 3000])
+        return [b["cache_control"] for b in system_content(req) if "cache_control" in b]
+
+    assert marks(with_rules) == [{"type": "ephemeral", "ttl": "5m"}]
+    assert marks(with_rules, prompt_cache_ttl="1h") == [{"type": "ephemeral", "ttl": "1h"}]
+    assert marks(prompts.JUROR_SYSTEM) == []  # ~270 tokens without the rules
+    assert marks(with_rules, model="claude-sonnet-5") == []  # below Sonnet 5's 1,024
+    assert marks(with_rules, prompt_caching=False) == []
+
+
 async def test_on_the_sample_cases_only_prefixes_that_can_cache_are_marked(thinker: ScriptedServer) -> None:
     await judge_all(anthropic_settings(thinker.url, prompt_cache_ttl="1h"))
     roles = by_role(thinker.requests)
@@ -271,6 +289,9 @@ async def test_on_the_sample_cases_only_prefixes_that_can_cache_are_marked(think
     assert all(marked(b) == [{"type": "ephemeral", "ttl": "1h"}] for b in roles["BallotDraft"])
     # the summary's prefix (the case metadata) cannot: no breakpoint that would never cache
     assert all(marked(b) == [] for b in roles["RoundSummaryDraft"])
+    # the jurors' system prompt (with the verdict rules) caches on its own; the summariser's cannot
+    assert all(b["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"} for b in roles["BallotDraft"])
+    assert all("cache_control" not in b["system"][0] for b in roles["RoundSummaryDraft"])
 
 
 def test_eval_caches_for_an_hour_unless_the_ttl_is_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

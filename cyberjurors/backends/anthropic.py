@@ -1,9 +1,13 @@
 """The ``anthropic`` backend: the Messages API through the official SDK.
 
-One call per request: the system prompt as a text block, then one user turn holding the case
-prefix every juror shares (marked as a prompt-cache breakpoint with the configured TTL when it can
-reach the model's minimum cacheable length), a juror's own persona and memory (a second breakpoint
-where it pays, ``llm.stage_request``), then the stage's prompt. The role's thinking
+One call per request: the system prompt as a text block (a breakpoint of its own when it can
+reach the model's minimum cacheable length alone, as a juror's with the verdict rules does: every
+case reads it), then one user turn holding the case prefix every juror shares (marked as a
+prompt-cache breakpoint with the configured TTL when it can reach the minimum), a juror's own
+persona and memory (a further breakpoint where it pays, ``llm.stage_request``), then the stage's
+prompt. Roles do not share one prefix across stages: each asks for its own output schema (and
+effort), and the API documents that another ``output_config.format`` invalidates the prompt cache
+and another effort or thinking setting the cached message blocks. The role's thinking
 and effort go as ``thinking`` and ``output_config.effort``, with ``max_tokens`` keeping room for
 the thinking as well as the answer; thinking blocks in the reply are not the answer.
 Images go as base64 blocks, each preceded by its label ("frame 7 at 3.50s") so the model can cite
@@ -59,6 +63,15 @@ def blocks(parts: list[Part]) -> list[dict]:
             {"type": "image", "source": {"type": "base64", "media_type": part.media_type,
                                          "data": base64.b64encode(part.data).decode("ascii")}}
             for part in with_labels(parts)]
+
+
+def system_content(request: LLMRequest, cache: bool = True) -> list[dict]:
+    """The system prompt as one text block, a cache breakpoint when it can be cached on its own
+    (``cache_system``): the same for every case, so a case's first call reads it from the others'."""
+    block: dict[str, Any] = {"type": "text", "text": request.system}
+    if cache and request.cache_system:
+        block["cache_control"] = {"type": "ephemeral", "ttl": request.cache_ttl}
+    return [block]
 
 
 def user_content(request: LLMRequest, cache: bool = True) -> list[dict]:
@@ -180,7 +193,7 @@ class AnthropicLLM:
         if params.effort is not None:
             output_config["effort"] = params.effort
         return {"model": request.model, "max_tokens": params.max_tokens,
-                "system": [{"type": "text", "text": request.system}],
+                "system": system_content(request, self.prompt_caching),
                 "messages": [{"role": "user", "content": user_content(request, self.prompt_caching)}],
                 "output_config": output_config,
                 **({"thinking": params.thinking} if params.thinking else {})}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import math
 import re
 from collections import Counter, OrderedDict
@@ -32,7 +33,7 @@ from ..jury.model_inputs import (
     VerifyTask,
 )
 from ..jury.verify import remove_claims, sentences
-from ..llm import LLMError, LLMRequest, LLMResult, T, TextPart
+from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart
 from ..precedents.distill import (
     DISPUTE_TYPES,
     OTHER,
@@ -147,6 +148,10 @@ def labelled(text: str) -> str:
 
 
 CACHED_PREFIXES_KEPT = 1024  # a few hundred cases in flight, each with a handful of shared prefixes
+
+
+def _tokens(parts: list[Part]) -> int:
+    return sum(len(p.text) // 4 if isinstance(p, TextPart) else 800 for p in parts)
 
 
 class OfflineLLM:
@@ -348,29 +353,29 @@ class OfflineLLM:
         return said
 
     def _usage(self, request: LLMRequest, answer: BaseModel) -> Usage:
-        """Token counts a provider would bill, estimated at 4 characters a token; the shared
-        per-case prefix (and a juror's own part after it, when marked) is written to the cache once
-        and read from it afterwards, when the request marks it cacheable (a prefix that cannot reach
-        the model's minimum is not)."""
-        text = lambda parts: "".join(p.text for p in parts if isinstance(p, TextPart))  # noqa: E731
-        shared, own = text(request.shared), text(request.own)
-        prompt = request.system + text(request.prompt)
-        usage = Usage(input_tokens=len(prompt) // 4 + 800 * len(request.images()),
-                      output_tokens=len(answer.model_dump_json()) // 4)
-        if not self.prompt_caching or not request.cache_prefix:
-            usage.input_tokens += (len(shared) + len(own)) // 4
-            return usage
-        segments = [(shared, shared)]
-        if request.cache_own:
-            segments.append((own, shared + own))  # the own part is cached under everything before it
-        else:
-            usage.input_tokens += len(own) // 4
-        for part, prefix in segments:
-            if self._cached(hashlib.sha256(prefix.encode()).hexdigest()):
-                usage.cache_read_tokens += len(part) // 4
-            else:
-                usage.cache_write_tokens += len(part) // 4
-        return usage
+        """Token counts a provider would bill, estimated at 4 characters a token (800 an image),
+        with the prompt cache as the Messages API keeps it: a breakpoint's prefix is everything up to
+        it (system prompt included) under the request's model, output schema, effort and thinking,
+        so two roles never read each other's prefix. The longest cached prefix is read, what follows
+        it up to the last breakpoint written, the rest is input; a prefix is marked only where it can
+        reach the model's minimum (``stage_request``)."""
+        pieces = [([TextPart(request.system)], request.cache_system), (request.shared, request.cache_prefix),
+                  (request.own, request.cache_own), (request.prompt, False)]
+        chain = hashlib.sha256(json.dumps([request.model, type(answer).__name__, request.effort,
+                                           request.thinking]).encode())
+        ends, marks = [], []  # tokens up to the end of each piece; (piece, key) of each breakpoint
+        for index, (parts, marked) in enumerate(pieces):
+            for part in parts:  # each part's length first: "ab" + "c" is not "a" + "bc"
+                data = part.text.encode() if isinstance(part, TextPart) else part.data
+                chain.update(len(data).to_bytes(8, "big") + data)
+            ends.append((ends[-1] if ends else 0) + _tokens(parts))
+            if marked and self.prompt_caching and parts:
+                marks.append((index, chain.hexdigest()))
+        hits = [index for index, key in marks if self._cached(key)]
+        read = ends[hits[-1]] if hits else 0
+        written = max(ends[marks[-1][0]] - read, 0) if marks else 0
+        return Usage(input_tokens=ends[-1] - read - written, cache_read_tokens=read, cache_write_tokens=written,
+                     output_tokens=len(answer.model_dump_json()) // 4)
 
     def _cached(self, key: str) -> bool:
         """Whether the prefix is "in the provider's cache"; it is from now on."""

@@ -1,9 +1,10 @@
 """The ``openai`` backend: any OpenAI-compatible chat completions endpoint (vLLM, llama.cpp
 server, Ollama) through the official ``openai`` SDK.
 
-The system prompt is a system message; the user message holds the shared case prefix first and
-then the stage's prompt, so servers with automatic prefix caching (vLLM, llama.cpp) reuse it
-across jurors. Images go as ``image_url`` parts with ``data:`` URLs, each preceded by its label.
+The system prompt is a system message; the user message holds the shared case prefix first, then
+the caller's own part and the stage's prompt, so servers with automatic prefix caching (vLLM,
+llama.cpp) reuse the prefix across a role's calls (OpenAI's own API puts the answer schema before
+the system message, so there too a role reads only its own prefix). Images go as ``image_url`` parts with ``data:`` URLs, each preceded by its label.
 ``chat.completions.parse`` sends ``response_format`` = strict ``json_schema`` built from the
 output type and parses the reply; it raises on ``finish_reason`` "length"/"content_filter".
 Reasoning models (``openai_reasoning_models``) get ``max_completion_tokens`` with room for their

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..config import Settings
-from ..llm import LLM, LLMRequest, Part, gather_all, stage_request
+from ..llm import LLM, LLMRequest, LLMResult, Part, gather_all, stage_request
 from ..media import Frame, MediaUnreadable, check_header, load_image, sample_frames
 from ..schemas import CaseFile, Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
 from . import prompts
@@ -38,8 +38,9 @@ async def find_clues(
     """O_II for both parties. With a ``budget`` (shared by the two parties, which run side by
     side), no select step starts once it is reached; what was skipped is noted and kept in it."""
     budget = budget or CaseBudget(0, 0.0)
+    warm = await _warm_selection(case, focus, llm, settings, budget)
     buyer, seller = await gather_all(
-        _party_clues(case, focus, "buyer", llm, settings, budget),
+        _party_clues(case, focus, "buyer", llm, settings, budget, warm=warm),
         _party_clues(case, focus, "seller", llm, settings, budget),
     )
     examined = {c.evidence_id for c in buyer.clues + seller.clues}
@@ -82,10 +83,25 @@ async def more_clues(case: DisputeCase, focus: Focus, party: Party, items: list[
     return chain.model_copy(update={party: [*getattr(chain, party), *found.clues]}), found.usage, problems
 
 
+async def _warm_selection(case: DisputeCase, focus: Focus, llm: LLM, settings: Settings,
+                          budget: CaseBudget) -> LLMResult[Selection] | None:
+    """The buyer's first selection, made before either party's chain runs on (``warm_cache_first``):
+    both parties' selectors and perceivers send the same prefix (the case metadata and O_I), and a
+    provider serves a cache entry only once the call that wrote it has answered, so two first calls
+    side by side would each pay to write it. None when nothing would be cached or read."""
+    buyer = list(case.items("buyer"))
+    if not (settings.warm_cache_first and buyer and case.items("seller")) or budget.reached():
+        return None
+    rounds = {i.id: r.round for r in case.rounds if r.party == "buyer" for i in r.items}
+    request = _select_request(case, focus, "buyer", buyer, rounds, [], settings)
+    return await llm.generate(request, Selection) if request.cache_prefix else None
+
+
 async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings,
                        budget: CaseBudget, items: list[EvidenceItem] | None = None,
-                       before: list[Clue] | None = None) -> PartyChain:
-    """The party's chain over ``items`` (default: all its evidence), after the clues ``before`` it."""
+                       before: list[Clue] | None = None, warm: LLMResult[Selection] | None = None) -> PartyChain:
+    """The party's chain over ``items`` (default: all its evidence), after the clues ``before`` it;
+    ``warm`` is its first selection, already made (``_warm_selection``)."""
     chain = PartyChain(budget=budget)
     before = before or []
     rounds = {i.id: r.round for r in case.rounds if r.party == party for i in r.items}
@@ -96,8 +112,11 @@ async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, 
         if budget.reached():
             budget.skip("clues", min(len(before) + settings.max_select_steps - step + 1, len(unseen)))
             break
-        selection = await llm.generate(_select_request(case, focus, party, unseen, rounds, before + chain.clues,
-                                                       settings), Selection)
+        if warm is not None:
+            selection, warm = warm, None
+        else:
+            selection = await llm.generate(_select_request(case, focus, party, unseen, rounds, before + chain.clues,
+                                                           settings), Selection)
         chain.spend(selection.usage)
         chosen = next((i for i in unseen if i.id == selection.output.evidence_id), None)
         if chosen is None:
