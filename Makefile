@@ -32,7 +32,9 @@ test: $(STAMP)
 	# Debian's Chromium for the console's browser tests (Playwright drives it; never `playwright install`)
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "WARNING: could not install Debian's chromium (apt-get needs root): the console's browser tests will be skipped"
-	$(BIN)/python -m pytest -q
+	# four test files at a time (each on one process: --dist loadfile), each with its own broker; most
+	# tests wait on a broker or a worker rather than the CPU, so four run well on two cores
+	$(BIN)/python -m pytest -q -n 4 --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python bench/broker_hop.py
