@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import io
 import random
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from cyberjurors.jury.clues import find_clues, passive_evidence
 from cyberjurors.media import MediaUnreadable, sample_frames
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 
+from .concurrency import Peak
 from .test_media_safety import FOCUS, one_photo_case, select_first_then_perceive
 
 FPS = 15
@@ -224,27 +224,11 @@ async def test_the_header_caps_refuse_a_video_before_its_event_pass(numbered, mo
 
 async def test_event_passes_run_inside_the_bounded_decode_pool(numbered, monkeypatch):
     root, ref, _ = numbered
-    active, most = 0, 0
-    changed = threading.Condition()
-    real = frame_events.thumbnails
-
-    def spy(*args):
-        nonlocal active, most
-        with changed:
-            active += 1
-            most = max(most, active)
-            changed.notify_all()
-            changed.wait_for(lambda: active > 1, timeout=1.0)  # a second would join if the bound did not hold
-        try:
-            return real(*args)
-        finally:
-            with changed:
-                active -= 1
-
+    spy = Peak(frame_events.thumbnails, bound=1)
     monkeypatch.setattr(frame_events, "thumbnails", spy)
     s = settings_for(root, frame_sampling="events", media_decode_concurrency=1)
     results = await asyncio.gather(*(sample_frames(ref, s, 8) for _ in range(3)))
-    assert [len(r) for r in results] == [8, 8, 8] and most == 1
+    assert [len(r) for r in results] == [8, 8, 8] and spy.most == 1
 
 
 async def test_a_clip_without_events_is_sampled_exactly_as_uniformly(tmp_path):

@@ -15,7 +15,6 @@ import io
 import os
 import random
 import stat
-import threading
 from collections.abc import AsyncIterator
 from fractions import Fraction
 from pathlib import Path
@@ -33,6 +32,7 @@ from cyberjurors.media import MediaRejected, MediaUnreadable, check_reference, l
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 from cyberjurors.streams.broker import free_port
 
+from .concurrency import Peak
 from .test_media_safety import FOCUS, PALETTE, colour_of, one_photo_case, select_first_then_perceive
 
 
@@ -184,28 +184,11 @@ async def test_a_bomb_or_an_oversized_photo_is_a_note_on_that_item_and_the_case_
 
 
 async def test_at_most_media_decode_concurrency_decodes_run_at_once(tmp_path, monkeypatch):
-    active, most = 0, 0
-    changed = threading.Condition()
-    real = media._image_part
-
-    def spy(*args):
-        nonlocal active, most
-        with changed:
-            active += 1
-            most = max(most, active)
-            changed.notify_all()
-            # stay while a third could join (it would if the bound did not hold); never asserted on
-            changed.wait_for(lambda: active > 2, timeout=1.0)
-        try:
-            return real(*args)
-        finally:
-            with changed:
-                active -= 1
-
+    spy = Peak(media._image_part, bound=2)
     monkeypatch.setattr(media, "_image_part", spy)
     s = settings_for(tmp_path, media_decode_concurrency=2)
     parts = await asyncio.gather(*(load_image(image_ref(png((16, 16), "RGB")), s) for _ in range(6)))
-    assert len(parts) == 6 and most == 2
+    assert len(parts) == 6 and spy.most == 2
 
 
 # --- videos ---------------------------------------------------------------------------------

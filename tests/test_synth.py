@@ -260,6 +260,19 @@ def test_image_clue_is_in_the_pixels_not_the_words(cases: dict[str, DisputeCase]
         assert not any(w.lower() in texts for w in plant.clue_words)
 
 
+def assert_clue_only_in_its_frames(frames: list[Image.Image], plant, draw) -> None:  # type: ignore[no-untyped-def]
+    """The clue shows in the plant's consecutive frames and no other, by a margin (so that another
+    encoder's noise cannot flip a frame either way), and the clip re-drawn by ``draw`` from the
+    plant's record matches what was decoded within compression noise."""
+    assert plant.frames == list(range(plant.frames[0], plant.frames[-1] + 1)), plant.case_id
+    assert showing(frames, plant.probe) == plant.frames, plant.case_id
+    shares = [plant.probe.share(frame) for frame in frames]
+    assert min(shares[i] for i in plant.frames) >= 1.5 * plant.probe.min_share, plant.case_id
+    assert max(v for i, v in enumerate(shares) if i not in plant.frames) <= 0.5 * plant.probe.min_share
+    redrawn = draw(plant.visual, plant.frame_count, plant.fps, range(plant.frames[0], plant.frames[-1] + 1), "")
+    assert all(alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER) for x, y in zip(frames, redrawn))
+
+
 def test_video_clue_is_in_the_listed_frames_only(cases: dict[str, DisputeCase], manifest: SynthManifest,
                                                  out: Path) -> None:
     plants = [p for p in manifest.plants if p.modality == "video"]
@@ -268,17 +281,10 @@ def test_video_clue_is_in_the_listed_frames_only(cases: dict[str, DisputeCase], 
     for plant in plants:
         frames = synth_media.decode_clip((out / plant.media_path).read_bytes())
         assert len(frames) == plant.frame_count
-        assert 2 <= len(plant.frames) <= 4 and plant.frames == list(range(plant.frames[0], plant.frames[-1] + 1))
-        assert showing(frames, plant.probe) == plant.frames, plant.case_id
-        # by a margin, so that another encoder's noise cannot flip a frame either way
-        shares = [plant.probe.share(frame) for frame in frames]
-        assert min(shares[i] for i in plant.frames) >= 1.5 * plant.probe.min_share, plant.case_id
-        assert max(v for i, v in enumerate(shares) if i not in plant.frames) <= 0.5 * plant.probe.min_share
+        assert 2 <= len(plant.frames) <= 4
         # the manifest describes the clip: re-rendered from visual, frame_count, fps and frames
-        # (all but the overlay's timestamp), the frames match the decoded ones within compression noise
-        clue = range(plant.frames[0], plant.frames[-1] + 1)
-        rendered = synth_media.clip_frames(plant.visual, plant.frame_count, plant.fps, clue, "")
-        assert all(alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER) for x, y in zip(frames, rendered))
+        # (all but the overlay's timestamp)
+        assert_clue_only_in_its_frames(frames, plant, synth_media.clip_frames)
         case = cases[plant.case_id]
         item = case.item(plant.evidence_id)
         assert NEUTRAL_CAPTION.match(item.text), item.text
@@ -374,15 +380,8 @@ def test_long_clips_have_the_asked_length_and_the_clue_in_the_recorded_frames(lo
     for plant in manifest.plants:
         frames = synth_media.decode_clip((out / plant.media_path).read_bytes())
         assert len(frames) == plant.frame_count and 120 <= plant.frame_count <= 160, plant.case_id
-        assert 3 <= len(plant.frames) <= 5 and plant.frames == list(range(plant.frames[0], plant.frames[-1] + 1))
-        assert showing(frames, plant.probe) == plant.frames, plant.case_id
-        shares = [plant.probe.share(frame) for frame in frames]
-        assert min(shares[i] for i in plant.frames) >= 1.5 * plant.probe.min_share, plant.case_id
-        assert max(v for i, v in enumerate(shares) if i not in plant.frames) <= 0.5 * plant.probe.min_share
-        # re-drawn from the plant's record, the clip matches what was decoded (within compression noise)
-        clue = range(plant.frames[0], plant.frames[-1] + 1)
-        redrawn = synth_media.shot_clip_frames(plant.visual, plant.frame_count, plant.fps, clue, "")
-        assert all(alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER) for x, y in zip(frames, redrawn))
+        assert 3 <= len(plant.frames) <= 5
+        assert_clue_only_in_its_frames(frames, plant, synth_media.shot_clip_frames)
 
 
 def test_long_clips_cut_away_before_and_after_the_clue(long_out) -> None:
