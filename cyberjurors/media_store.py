@@ -43,6 +43,7 @@ import re
 import shutil
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +137,7 @@ class MediaStore(Protocol):
         ...
 
 
-class DatedStore:
+class DatedStore(ABC):
     """The layout, lookup, refresh and sweep common to both stores, over a few blocking primitives on
     keys (``<day>/<ab>/<sha256>``, relative to the store's root) that each store implements."""
 
@@ -147,14 +148,30 @@ class DatedStore:
         self.clock = clock
 
     # --- primitives (blocking; run in a thread) --------------------------------------------
-    def _size(self, key: str) -> int | None: raise NotImplementedError
-    def _write(self, key: str, data: bytes) -> None: raise NotImplementedError
-    def _read(self, key: str, most: int) -> bytes: raise NotImplementedError
-    def _copy(self, src: str, dst: str) -> None: raise NotImplementedError
-    def _days(self) -> list[str]: raise NotImplementedError
-    def _shards(self, day: str) -> list[str]: raise NotImplementedError
-    def _objects(self, shard: str) -> list[tuple[str, int]]: raise NotImplementedError
-    def _delete(self, keys: list[str]) -> int: raise NotImplementedError
+    @abstractmethod
+    def _size(self, key: str) -> int | None: ...
+
+    @abstractmethod
+    def _write(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _read(self, key: str, most: int) -> bytes: ...
+
+    @abstractmethod
+    def _copy(self, src: str, dst: str) -> None: ...
+
+    @abstractmethod
+    def _days(self) -> list[str]: ...
+
+    @abstractmethod
+    def _shards(self, day: str) -> list[str]: ...
+
+    @abstractmethod
+    def _objects(self, shard: str) -> list[tuple[str, int]]: ...
+
+    @abstractmethod
+    def _delete(self, keys: list[str]) -> int: ...
+
     def _tidy(self, day: str, shards: list[str]) -> None: ...
 
     # --- the protocol ------------------------------------------------------------------------
