@@ -20,12 +20,13 @@ import time
 import tracemalloc
 import urllib.request
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.partitioner import murmur2
@@ -131,9 +132,10 @@ class Workers:
     def pids(self) -> list[int]:
         return [w.process.pid for w in self.processes]  # type: ignore[union-attr]
 
-    def check(self) -> None:
+    def check(self, only: Collection[int] | None = None) -> None:
+        """Every worker (or those in ``only``, the ones meant to be running) is alive."""
         for i, w in enumerate(self.processes):
-            if not w.alive():
+            if (only is None or i in only) and not w.alive():
                 tail = w.log_path.read_text(errors="replace")[-3000:] if w.log_path.exists() else "(no log)"
                 raise BenchError(f"worker {i} exited (code {w.process.returncode}); "  # type: ignore[union-attr]
                                  f"end of {w.log_path}:\n{tail}")
@@ -187,12 +189,15 @@ class GroupWatch:
             self.disturbed |= group.state != "Stable" or group.member_ids != self.settled.member_ids
 
 
-async def settled_group(settings: Settings, workers: Workers, timeout_s: float) -> Group:
-    """Until the group is Stable with every worker a member, the same members twice 1 s apart."""
-    wanted = {f"{settings.app_id}-w{i}" for i in range(len(workers.processes))}
+async def settled_group(settings: Settings, workers: Workers, timeout_s: float,
+                        members: Collection[int] | None = None) -> Group:
+    """Until the group is Stable with every worker (or those in ``members``) a member and no other,
+    the same members twice 1 s apart."""
+    members = range(len(workers.processes)) if members is None else members
+    wanted = {f"{settings.app_id}-w{i}" for i in members}
     deadline, previous, last = time.monotonic() + timeout_s, None, ""
     while time.monotonic() < deadline:
-        workers.check()
+        workers.check(members)
         group = await describe_group(settings, settings.topic("disputes.events"))
         last = f"group {group.state}, members {sorted(group.members)}"
         if group.state == "Stable" and set(group.members) == wanted:
@@ -204,6 +209,32 @@ async def settled_group(settings: Settings, workers: Workers, timeout_s: float) 
             previous = None
             await asyncio.sleep(0.3)
     raise BenchError(f"workers not in a settled group within {timeout_s:.0f}s: {last}")
+
+
+class LagProbe:
+    """The group's consumer lag on the given topics, as a lag exporter computes it: end offset minus
+    the group's committed offset (0 where it committed nothing yet), summed over their partitions."""
+
+    def __init__(self, settings: Settings, topics: Collection[str]):
+        self.settings, self.topics = settings, [settings.topic(t) for t in topics]
+        self.admin = AIOKafkaAdminClient(**client_options(settings))
+        self.consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
+
+    async def __aenter__(self) -> "LagProbe":
+        await self.admin.start()
+        await self.consumer.start()
+        self.partitions = [TopicPartition(t, p) for t in self.topics for p in range(self.settings.partitions)]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.consumer.stop()
+        await self.admin.close()
+
+    async def lag(self) -> int:
+        ends = await self.consumer.end_offsets(self.partitions)
+        committed = await self.admin.list_consumer_group_offsets(self.settings.app_id, partitions=self.partitions)
+        done = {tp: max(meta.offset, 0) for tp, meta in committed.items()}
+        return sum(max(end - done.get(tp, 0), 0) for tp, end in ends.items())
 
 
 # --- produce and await -----------------------------------------------------------------------------
