@@ -66,6 +66,13 @@ def faust_app(settings: Settings) -> faust.App:
         # every message we send is checked against max_event_bytes; the producer allows that plus framing
         producer_max_request_size=settings.max_event_bytes + RECORD_OVERHEAD,
         consumer_auto_offset_reset="earliest",
+        # The check stops a worker whose table state is ahead of a changelog's end offset: stale
+        # RocksDB files beside a truncated topic. The memory store has no files, a broker that lost
+        # our topics is caught by the worker's broker watch (streams/worker.py, exit 75), and the
+        # embedded broker (Tansu 0.6) reports an end offset from its last batch's first offset, so a
+        # standby replica that read a verdict's batch of tombstones is "ahead" and the next rebalance
+        # stopped its worker (tests/test_rebalance.py).
+        recovery_consistency_check=settings.table_store != "memory",
         web_enabled=settings.web_port is not None,
         web_port=settings.web_port or 6066,
         autodiscover=False,
