@@ -1,15 +1,20 @@
-"""Faust's Kafka transport with a configurable consumer long-poll (``kafka_fetch_max_wait_ms``),
-and commits that never pass a message still being handled.
+"""Faust's Kafka transport with a configurable consumer long-poll (``kafka_fetch_max_wait_ms``)
+and offset commits that never pass a message no handler finished.
 
 Faust builds its worker consumer with ``fetch_max_wait_ms=1500`` hard-coded. Apache Kafka answers
 a waiting fetch as soon as data arrives, so that costs nothing there; the embedded Tansu broker
 holds every empty fetch for the full wait, and a case crosses six or more hops, so the wait must
 be ours to set. What each setting costs per hop: docs/streams.md and ``bench/broker_hop.py``.
 
-faust-streaming 0.15 commits over the message at the committed offset while it is still in flight
-when the ones after it are done (its head-gap check is off by one, faust-streaming#606): with
-``stage_concurrency`` actors per stage, a worker killed then loses that case for good, since the
-restarted worker resumes after it.
+Commits (``SafeAcks``): faust-streaming acks the messages it skips after a rebalance (fetched
+before it: another worker, or this one after seeking back, reads them again) as if a handler had
+finished them, and commits up to one in-flight message early when a later one finishes first
+(faust-streaming issue 606: acked 16 while 15 runs, committed 15, so it commits 17). Either lets
+a commit pass a message no handler finished; at the next rebalance or stop it is gone, which
+bench/rebalance.py saw (2 of 300 cases lost scaling 2 -> 3 workers). Here an ack counts towards a
+commit only when the message was fetched in the current consumer generation and acked while the
+flow runs; any other message is released (a rebalance or stop does not wait on it) and read again
+from the committed offset. And the committed offset never passes a message still in a handler.
 """
 
 from __future__ import annotations
@@ -18,6 +23,44 @@ from typing import Any
 
 import faust
 from faust.transport.drivers import aiokafka as driver
+from faust.types import TP, Message
+from faust.types.tuples import ack_lock
+from mode.utils.futures import notify
+
+
+class SafeAcks(driver.Consumer):
+    """Faust's consumer, committing only what a handler finished (see the module's docstring)."""
+
+    def counts(self, message: Message) -> bool:
+        """Whether an ack of this message shows a handler finished it in the current assignment."""
+        return (self.app.flow_control.is_active()
+                and message.generation_id == self.app.consumer_generation_id)
+
+    def ack(self, message: Message) -> bool:
+        if self.counts(message):
+            return super().ack(message)
+        with ack_lock:  # as Faust's ack: released, so neither stop nor rebalance waits on it
+            message.acked = True
+            self._unacked_messages.discard(message)
+            notify(self._waiting_for_ack)
+        return False
+
+    def in_flight_floor(self, tp: TP) -> int | None:
+        """The lowest offset of ``tp`` a handler holds and has not acked."""
+        return min((m.offset for m in list(self._unacked_messages) if m.tp == tp and not m.acked), default=None)
+
+    def _new_offset(self, tp: TP) -> int | None:
+        floor = self.in_flight_floor(tp)
+        acked = self._acked[tp]
+        later = [offset for offset in acked if floor is not None and offset >= floor]
+        if not later:
+            return super()._new_offset(tp)
+        acked[:] = [offset for offset in acked if offset < floor]  # Faust's choice among the offsets below it
+        try:
+            return super()._new_offset(tp)
+        finally:
+            acked.extend(later)
+            acked.sort()
 
 
 def transport_for(fetch_max_wait_ms: int) -> type[driver.Transport]:
@@ -27,25 +70,14 @@ def transport_for(fetch_max_wait_ms: int) -> type[driver.Transport]:
             consumer._fetch_max_wait_ms = fetch_max_wait_ms  # read when the consumer starts its fetcher
             return consumer
 
-    class ShortPollConsumer(driver.Consumer):
+    class ShortPollConsumer(SafeAcks):
         def _new_consumer_thread(self) -> ConsumerThread:
             return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
-        def _new_offset(self, tp: Any) -> int | None:
-            return None if _in_flight_before_acked(self, tp) else super()._new_offset(tp)
 
     class Transport(driver.Transport):
         Consumer = ShortPollConsumer
 
     return Transport
-
-
-def _in_flight_before_acked(consumer: Any, tp: Any) -> bool:
-    """Whether a message of ``tp`` handed to an agent and not yet acked lies before every acked
-    one: then nothing may be committed (Faust's own run of acked offsets starts past it)."""
-    acked = consumer._acked[tp]
-    pending = [m.offset for m in list(consumer._unacked_messages) if m.tp == tp and not m.acked]
-    return bool(acked) and bool(pending) and min(pending) < min(acked)
 
 
 def use_fetch_wait(app: faust.App, fetch_max_wait_ms: int) -> None:
