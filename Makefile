@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/token_economy.py
 	$(BIN)/python bench/scaling.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/rebalance.py
 	$(BIN)/python bench/soak.py
 	$(BIN)/python bench/frame_recall.py
 

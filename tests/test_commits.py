@@ -1,17 +1,20 @@
 """Offset commits never pass a message no handler finished (streams/transport.py, SafeAcks).
 
-Faust's own consumer, as the worker builds it, fed the messages its streams would hand over; no
-broker is needed to decide which offset to commit. Each test also runs Faust's unmodified
-decision on the same state, to show the case it gets wrong. The whole path (workers joining and
-leaving while cases flow) is tests/test_rebalance.py and bench/rebalance.py.
+Faust's own consumer, as the worker builds it, fed what happens to messages: the consumer fetches
+them, streams take them (in flight), handlers finish them (``mark_handled``, as ``app.each``
+reports) and streams ack them, or, during a rebalance, drop them, acked (Faust's pure-Python
+stream) or not (its compiled one). No broker is needed to decide which offset to commit. Each
+test also asks Faust's unmodified consumer, in the same state, for the commit it gets wrong. The
+whole path (workers joining and leaving while cases queue) is tests/test_rebalance.py and
+bench/rebalance.py.
 """
 
 from __future__ import annotations
 
 import pytest
+from aiokafka.structs import ConsumerRecord
 from faust.transport.drivers.aiokafka import Consumer as FaustConsumer
 from faust.types import TP
-from faust.types.tuples import ConsumerMessage
 
 from cyberjurors.config import Settings
 from cyberjurors.streams.app import faust_app
@@ -23,7 +26,7 @@ TP0 = TP(TOPIC, 0)
 
 @pytest.fixture
 async def consumers() -> tuple[SafeAcks, FaustConsumer]:
-    """(ours, Faust's own), each of an app that consumes TOPIC with acks, at committed offset 15."""
+    """(ours, Faust's own), each of an app that consumes TOPIC with acks."""
     made = []
     for ours in (True, False):
         app = faust_app(Settings(llm_backend="offline", precedent_backend="none"))
@@ -31,70 +34,142 @@ async def consumers() -> tuple[SafeAcks, FaustConsumer]:
             app.transport.Consumer = FaustConsumer
         app.topics.add(app.topic(TOPIC))
         await app.topics._update_indices()  # what subscribing does: TOPIC's messages are acked
-        app.flow_control.resume()  # as after recovery
-        consumer = app.consumer
-        consumer._committed_offset[TP0] = 15
-        made.append(consumer)
+        made.append(app.consumer)
     assert isinstance(made[0], SafeAcks) and not isinstance(made[1], SafeAcks)
     return made[0], made[1]
 
 
-def taken(consumer: FaustConsumer, offset: int, generation: int | None = None) -> ConsumerMessage:
-    """A message a stream took from its channel (tracked as unacked), fetched in ``generation``."""
-    message = ConsumerMessage(TOPIC, 0, offset, 0.0, 0, None, b"case", b"{}", None, tp=TP0,
-                              generation_id=consumer.app.consumer_generation_id if generation is None else generation)
-    message.tracked = True
-    message.incref()
-    consumer._unacked_messages.add(message)
-    return message
+class Partition:
+    """One partition of TOPIC as both consumers see it, from committed offset ``committed``."""
 
+    def __init__(self, consumers: tuple[SafeAcks, FaustConsumer], committed: int | None, offsets: range):
+        self.consumers = consumers
+        self.messages = {}
+        for consumer in consumers:
+            consumer._committed_offset[TP0] = committed
+            for offset in offsets:  # fetched, in order
+                record = ConsumerRecord(TOPIC, 0, offset, 0, 0, b"case", b"{}", None, 4, 2, ())
+                self.messages[consumer, offset] = consumer._to_message(TP0, record)
 
-def both(consumers: tuple[SafeAcks, FaustConsumer], step) -> list:  # type: ignore[no-untyped-def]
-    return [step(c) for c in consumers]
+    def take(self, *offsets: int) -> None:
+        """A stream takes them from its channel: in flight."""
+        for (consumer, offset), message in self.messages.items():
+            if offset in offsets:
+                message.tracked = True
+                message.incref()
+                consumer._unacked_messages.add(message)
+
+    def finish(self, *offsets: int) -> None:
+        """Their handler returns: ``app.each`` reports it, then the stream acks."""
+        for (consumer, offset), message in self.messages.items():
+            if offset in offsets:
+                if isinstance(consumer, SafeAcks):
+                    consumer.mark_handled(message)
+                message.ack(consumer)
+
+    def drop(self, *offsets: int, acked: bool) -> None:
+        """A stream drops them in a rebalance: Faust's pure-Python stream acks them, its compiled one does not."""
+        if acked:
+            for (consumer, offset), message in self.messages.items():
+                if offset in offsets:
+                    message.incref()
+                    message.ack(consumer)
+
+    def commit(self) -> tuple[int | None, int | None]:
+        """(ours, Faust's) offset to commit now."""
+        return tuple(c._new_offset(TP0) for c in self.consumers)  # type: ignore[return-value]
 
 
 def test_a_message_still_in_a_handler_holds_the_commit_back(consumers):
-    # 15 and 16 taken by two actors (stage_concurrency 2); 16 finishes first
-    first = both(consumers, lambda c: (taken(c, 15), taken(c, 16)))
-    for consumer, (m15, m16) in zip(consumers, first):
-        assert m16.ack(consumer)
-    ours, faust = (c._new_offset(TP0) for c in consumers)
-    assert faust == 17, "Faust commits past 15 while it is still being handled (faust-streaming issue 606)"
+    p = Partition(consumers, 15, range(15, 18))
+    p.take(15, 16)  # two actors (stage_concurrency 2); 16 finishes first
+    p.finish(16)
+    assert p.commit() == (None, 17), "Faust passes 15 while it is handled (faust-streaming issue 606)"
+    p.finish(15)
+    assert p.commit()[0] == 17
+
+
+@pytest.mark.parametrize("acked", [True, False], ids=["dropped-acked", "dropped-silently"])
+def test_a_message_dropped_in_a_rebalance_holds_the_commit_until_handled(consumers, acked):
+    p = Partition(consumers, 15, range(15, 19))
+    p.drop(15, acked=acked)
+    p.take(16)
+    p.finish(16)
+    ours, faust = p.commit()
+    assert faust == 17, "Faust passes the dropped message"
     assert ours is None
-    # 15 finishes: both are done, so both are committed
-    ours_consumer, _ = consumers
-    assert first[0][0].ack(ours_consumer)
-    assert ours_consumer._new_offset(TP0) == 17
+    p.take(17)
+    p.finish(17)
+    assert p.commit()[0] is None  # still held by 15
+    p.take(15)  # read again after the next seek, and handled
+    p.finish(15)
+    assert p.commit()[0] == 18
 
 
-def test_a_message_fetched_before_a_rebalance_is_released_but_not_committed(consumers):
-    # fetched in generation 1; the group moved to generation 2; the stream skips it and acks it
-    for consumer in consumers:
-        consumer.app.consumer_generation_id = 2
-    stale = both(consumers, lambda c: taken(c, 15, generation=1))
-    results = [m.ack(c) for c, m in zip(consumers, stale)]
-    assert results == [False, True]  # Faust counts it as handled; it was skipped
-    ours, faust = (c._new_offset(TP0) for c in consumers)
-    assert (ours, faust) == (None, 16)  # Faust would commit past it: whoever reads 15 next, never sees it
-    assert stale[0].acked and stale[0] not in consumers[0].unacked  # a rebalance or stop does not wait on it
-    # read again in generation 2 from the committed offset, handled, acked: now it counts
-    again = taken(consumers[0], 15)
-    assert again.ack(consumers[0])
-    assert consumers[0]._new_offset(TP0) == 16
+def test_while_the_committed_offset_is_unknown_nothing_is_passed(consumers):
+    # during a revocation Faust has forgotten the committed offset, and commits past anything
+    p = Partition(consumers, None, range(15, 20))
+    p.drop(15, 16, 17, acked=True)
+    p.take(18)
+    p.finish(18)
+    assert p.commit() == (15, 19)  # ours commits where the partition stands
 
 
-def test_an_ack_while_the_flow_is_suspended_does_not_count(consumers):
-    for consumer in consumers:
-        consumer.app.flow_control.suspend()  # a rebalance started: streams skip what they hold
-    skipped = both(consumers, lambda c: taken(c, 15))
-    assert [m.ack(c) for c, m in zip(consumers, skipped)] == [False, True]
-    assert [c._new_offset(TP0) for c in consumers] == [None, 16]
-
-
-def test_consecutive_finished_messages_are_committed_as_faust_does(consumers):
+def test_handled_messages_are_committed_as_faust_commits_them(consumers):
+    p = Partition(consumers, 15, range(15, 18))
+    p.take(15, 16, 17)
+    p.finish(17, 16, 15)
+    assert p.commit() == (18, 18)
     ours, _ = consumers
-    messages = [taken(ours, offset) for offset in (15, 16, 17)]
-    for message in reversed(messages):
-        assert message.ack(ours)
-    assert ours._new_offset(TP0) == 18
-    assert ours._new_offset(TP0) is None  # nothing new since
+    assert not ours._fetched[TP0] and not ours._handled[TP0], "marks below the committed offset are dropped"
+    assert p.commit()[0] is None  # nothing new since
+
+
+async def test_a_message_handed_to_an_agent_and_then_dropped_is_found_for_reading_again():
+    """What the consumer seeks back to: handed over (through the conductor, into the agent's
+    queue), then neither queued, nor in a handler, nor finished."""
+    app = faust_app(Settings(llm_backend="offline", precedent_backend="none"))
+    app.topics.add(app.topic(TOPIC, value_serializer="raw", key_serializer="raw"))
+    await app.topics._update_indices()
+    await app.topics.on_partitions_assigned({TP0})
+    app.flow_control.resume()  # the conductor puts into agents' queues only while the flow runs
+    consumer = app.consumer
+    assert isinstance(consumer, SafeAcks)
+    for offset in (5, 6, 7):
+        record = ConsumerRecord(TOPIC, 0, offset, 0, 0, b"case", b"{}", None, 4, 2, ())
+        await consumer.callback(consumer._to_message(TP0, record))  # what the fetch loop does
+    assert consumer.queued(TP0) == {5, 6, 7} and consumer.dropped(TP0) == set()
+    (queue,) = [channel._queue for channel in app.topics._topic_name_index[TOPIC]]
+    first, second = queue.get_nowait(), queue.get_nowait()  # a stream takes 5, and 6
+    second.message.tracked = True
+    consumer._unacked_messages.add(second.message)  # 6 goes to a handler; 5 is dropped (a rebalance)
+    assert consumer.dropped(TP0) == {5}
+    consumer.mark_handled(second.message)
+    consumer._unacked_messages.discard(second.message)
+    assert consumer.dropped(TP0) == {5}  # 7 still queued
+    assert first.message.offset == 5
+
+
+def test_a_stale_run_after_a_seek_back_counts_for_nothing(consumers):
+    """Seeking back to 5 while a batch fetched before (20, 21) is still read: those records must
+    not count, or, once 5 is finished, the commit would pass 6..19, not yet read again."""
+    ours, _ = consumers
+    p = Partition((ours,), 5, range(0))
+    record = lambda offset: ours._to_message(TP0, ConsumerRecord(TOPIC, 0, offset, 0, 0, b"case", b"{}", None, 4, 2, ()))  # noqa: E731
+    ours._batch_sought = dict(ours._sought)  # a batch asked for before the seek
+    ours._new_reading(TP0)
+    ours._sought_to(TP0, 5)
+    stale = [record(20), record(21)]
+    for message in stale:
+        ours.mark_handled(message)
+    assert ours._new_offset(TP0) is None
+    five = record(5)  # read again: the reading begins
+    ours.mark_handled(five)
+    assert ours._new_offset(TP0) == 6
+    assert p.commit() == (None,)  # nothing new
+    # a hole at the offset sought (deleted): a batch asked for after the seek counts at once
+    ours._new_reading(TP0)
+    ours._sought_to(TP0, 30)
+    ours._batch_sought = dict(ours._sought)
+    ours.mark_handled(record(33))
+    assert ours._new_offset(TP0) == 34

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from .outcomes import Outcomes
 from .probes import Health
 from .seating import Seating
 from .stage_hop import StageHop, StageResults, StageWork
-from .transport import use_fetch_wait
+from .transport import handled, use_fetch_wait
 from .verdicts import Verdicts
 
 log = logging.getLogger("cyberjurors.streams")
@@ -157,33 +157,35 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
 
     @app.agent(topic("disputes.events"), name="ingest", concurrency=concurrency)
     async def ingest_agent(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            await h.ingest(event)
+        await each(stream, h.ingest)
 
     @app.agent(topic("disputes.ready"), name="focus", concurrency=concurrency)
     async def focus_agent(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            await h.hop(event, "focus", focused, h.work.focus)
+        await each(stream, lambda event: h.hop(event, "focus", focused, h.work.focus))
 
     @app.agent(focused, name="clues", concurrency=concurrency)
     async def clues_agent(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            await h.hop(event, "clues", clues, h.work.clues)
+        await each(stream, lambda event: h.hop(event, "clues", clues, h.work.clues))
 
     @app.agent(deliberations, name="deliberate", concurrency=concurrency)
     async def deliberate_agent(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            await deliberate(h, settings, event, rounds)
+        await each(stream, lambda event: deliberate(h, settings, event, rounds))
 
     @app.agent(topic("disputes.outcomes"), name="outcomes", concurrency=1)  # guideline versions must not race
     async def outcomes_agent(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            await h.outcomes(event)
+        await each(stream, h.outcomes)
 
     @app.agent(topic("disputes.appeals"), name="appeals", concurrency=concurrency)  # a case's appeals in turn
     async def appeals_agent(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            await h.appeals(event)  # type: ignore[misc]  # always set by create_app
+        await each(stream, h.appeals)  # type: ignore[arg-type]  # always set by create_app
+
+
+async def each(stream: faust.StreamT, handler: Callable[[faust.EventT], Awaitable[None]]) -> None:
+    """Hand every event to ``handler``; once it returns, the event's offset may be committed
+    (streams/transport.py: an offset Faust acked that no handler finished is never committed)."""
+    async for event in stream.events():
+        await handler(event)
+        handled(event)
 
 
 async def deliberate(h: Handlers, settings: Settings, event: Any, rounds: Sender) -> None:

@@ -6,61 +6,202 @@ a waiting fetch as soon as data arrives, so that costs nothing there; the embedd
 holds every empty fetch for the full wait, and a case crosses six or more hops, so the wait must
 be ours to set. What each setting costs per hop: docs/streams.md and ``bench/broker_hop.py``.
 
-Commits (``SafeAcks``): faust-streaming acks the messages it skips after a rebalance (fetched
-before it: another worker, or this one after seeking back, reads them again) as if a handler had
-finished them, and commits up to one in-flight message early when a later one finishes first
-(faust-streaming issue 606: acked 16 while 15 runs, committed 15, so it commits 17). Either lets
-a commit pass a message no handler finished; at the next rebalance or stop it is gone, which
-bench/rebalance.py saw (2 of 300 cases lost scaling 2 -> 3 workers). Here an ack counts towards a
-commit only when the message was fetched in the current consumer generation and acked while the
-flow runs; any other message is released (a rebalance or stop does not wait on it) and read again
-from the committed offset. And the committed offset never passes a message still in a handler.
+Commits (``SafeAcks``). faust-streaming decides what to commit from the offsets its streams ack,
+and around a rebalance its streams drop messages they took (fetched before it, or before the new
+generation was known, or while the flow was suspended), some acked as if handled (its pure-Python
+stream), some without a trace (its compiled one). Its commit rule then passes them: it tolerates
+one missing offset at the head (which also passes a message still in a handler when a later one
+finishes first: faust-streaming issue 606) and checks nothing while the committed offset is unknown,
+as in a revocation's own commit. And a message dropped after the seek that ends the rebalance is
+never read again. bench/rebalance.py lost up to 10 of 150 cases so.
+
+So the decision is ours. Per partition, the consumer records every offset it fetches and every
+message it hands to an agent's queue, and our agents report each event their handler finished
+(``handled``, after the handler returned: not Faust's ack, which also comes when a stream skips a
+message or is cancelled). The offset committed is the first fetched one no handler finished (or
+one past the last, when all are), so nothing unfinished is ever passed. Each seek starts a new
+reading of the partition, and only what is fetched and finished in the current reading counts;
+the records of a batch fetched before the seek still arrive after it, so a reading counts from
+the record it sought to on (or from a batch asked for after the seek: that record was deleted),
+never from a stale run that would leave the records between uncounted. A message handed over in
+this reading that is neither queued, nor in a handler, nor finished was dropped: the consumer
+seeks back to it and reads it again. Counting less costs duplicates, never cases: what a handler
+finished but was not committed is handled again, and the stored stage results make that a re-send.
+Offsets that are no message (transaction markers, compacted records) are never fetched, so they
+hold nothing back.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import faust
+from faust.transport.consumer import ensure_TP
 from faust.transport.drivers import aiokafka as driver
-from faust.types import TP, Message
-from faust.types.tuples import ack_lock
-from mode.utils.futures import notify
+from faust.types import TP, EventT, Message
+
+
+class ReadOffsets(defaultdict):
+    """Faust's last offset read per partition, under which its fetch loop drops a record as a
+    duplicate. After a seek to X, records of a batch fetched before the seek can still arrive and
+    move it past X, and the records read again would then be dropped: so it holds at X until
+    record X is read again."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: None)
+        self.holding: dict[TP, int] = {}
+
+    def __setitem__(self, tp: TP, offset: int | None) -> None:
+        held = self.holding.get(tp)
+        if held is not None and offset is not None and offset != held:
+            return
+        self.holding.pop(tp, None)
+        super().__setitem__(tp, offset)
 
 
 class SafeAcks(driver.Consumer):
     """Faust's consumer, committing only what a handler finished (see the module's docstring)."""
 
-    def counts(self, message: Message) -> bool:
-        """Whether an ack of this message shows a handler finished it in the current assignment."""
-        return (self.app.flow_control.is_active()
-                and message.generation_id == self.app.consumer_generation_id)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fetched: defaultdict[TP, set[int]] = defaultdict(set)  # counted in the current reading
+        self._delivered: defaultdict[TP, set[int]] = defaultdict(set)  # of those, put in an agent's queue
+        self._handled: defaultdict[TP, set[int]] = defaultdict(set)
+        self._reading: dict[TP, int] = {}  # which reading: one more at every seek of the partition
+        self._sought: dict[TP, int] = {}  # the last reading whose seek is done
+        self._start: dict[TP, int | None] = {}  # where that seek went (None: not known)
+        self._counting: set[TP] = set()  # the current reading's own records have begun
+        self._batch_sought: dict[TP, int] = {}  # ``_sought`` when the batch being read was asked for
+        self._reading_of: WeakKeyDictionary[Message, int] = WeakKeyDictionary()
+        self._read_offset = ReadOffsets()
+        deliver = self.callback  # the conductor's: puts the message in its agents' queues
 
-    def ack(self, message: Message) -> bool:
-        if self.counts(message):
-            return super().ack(message)
-        with ack_lock:  # as Faust's ack: released, so neither stop nor rebalance waits on it
-            message.acked = True
-            self._unacked_messages.discard(message)
-            notify(self._waiting_for_ack)
+        async def delivered(message: Message) -> None:
+            await deliver(message)
+            if self._reading_of.get(message) == self._reading.get(message.tp, 0):
+                self._delivered[message.tp].add(message.offset)
+
+        self.callback = delivered
+
+    async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
+        self._batch_sought = dict(self._sought)
+        return await super()._getmany(active_partitions, timeout)
+
+    def _counts(self, tp: TP, offset: int) -> bool:
+        """Whether a record belongs to the partition's current reading. After a seek to X, the
+        rest of a batch fetched before it still arrives; a record counts from record X on, or from
+        a batch asked for once the seek was done (then X was no record: compacted, or deleted)."""
+        if tp in self._counting or tp not in self._reading:  # never sought: nothing is stale
+            return True
+        reading = self._reading[tp]
+        settled = self._sought.get(tp) == reading and self._batch_sought.get(tp) == reading
+        if settled or (offset == self._start.get(tp) and self._sought.get(tp) == reading):
+            self._counting.add(tp)
+            return True
         return False
 
-    def in_flight_floor(self, tp: TP) -> int | None:
-        """The lowest offset of ``tp`` a handler holds and has not acked."""
-        return min((m.offset for m in list(self._unacked_messages) if m.tp == tp and not m.acked), default=None)
+    def _to_message(self, tp: TP, record: Any) -> Any:
+        message = super()._to_message(tp, record)
+        if self.app.topics.acks_enabled_for(tp.topic) and self._counts(tp, record.offset):
+            self._fetched[tp].add(record.offset)  # what our agents read (not the changelogs)
+            self._reading_of[message] = self._reading.get(tp, 0)
+        return message
+
+    def mark_handled(self, message: Message) -> None:
+        if self._reading_of.get(message) == self._reading.get(message.tp, 0):  # counted in this reading
+            self._handled[message.tp].add(message.offset)
+
+    def in_flight(self, tp: TP) -> set[int]:
+        """Offsets of ``tp`` a handler holds."""
+        return {m.offset for m in list(self._unacked_messages) if m.tp == tp and not m.acked}
+
+    def queued(self, tp: TP) -> set[int]:
+        """Offsets of ``tp`` waiting in an agent's queue."""
+        offsets = set()
+        for channel in list(self.app.topics._topic_name_index.get(tp.topic, ())):
+            queue = getattr(channel, "_queue", None)
+            for event in list(getattr(queue, "_queue", ())):
+                message = getattr(event, "message", None)
+                if message is not None and message.tp == tp:
+                    offsets.add(message.offset)
+        return offsets
 
     def _new_offset(self, tp: TP) -> int | None:
-        floor = self.in_flight_floor(tp)
-        acked = self._acked[tp]
-        later = [offset for offset in acked if floor is not None and offset >= floor]
-        if not later:
-            return super()._new_offset(tp)
-        acked[:] = [offset for offset in acked if offset < floor]  # Faust's choice among the offsets below it
-        try:
-            return super()._new_offset(tp)
-        finally:
-            acked.extend(later)
-            acked.sort()
+        fetched, handled = self._fetched[tp], self._handled[tp]
+        if not fetched:
+            return None
+        unfinished = fetched - handled
+        position = min(unfinished) if unfinished else max(fetched) + 1
+        self._fetched[tp] = {o for o in fetched if o >= position}
+        self._handled[tp] = {o for o in handled if o >= position}
+        self._delivered[tp] = {o for o in self._delivered[tp] if o >= position}
+        # Faust's own bookkeeping is not used; keep it from growing
+        self._acked[tp][:] = [o for o in self._acked[tp] if o >= position]
+        self._acked_index[tp].difference_update({o for o in self._acked_index[tp] if o < position})
+        if self._gap.get(tp):
+            self._gap[tp].chop(0, position)
+        committed = self._committed_offset[tp]
+        return position if committed is None or position > committed else None
+
+    def dropped(self, tp: TP) -> set[int]:
+        """Offsets handed to an agent in this reading that are neither queued, nor in a handler,
+        nor finished."""
+        unfinished = self._delivered[tp] - self._handled[tp]
+        return unfinished - self.in_flight(tp) - self.queued(tp) if unfinished else set()
+
+    def _new_reading(self, tp: TP) -> None:
+        """Begun before a seek of ``tp``: what was counted or handled before counts no more."""
+        self._reading[tp] = self._reading.get(tp, 0) + 1
+        self._start[tp] = None
+        self._counting.discard(tp)
+        for marks in (self._fetched, self._delivered, self._handled):
+            marks.pop(tp, None)
+
+    def _sought_to(self, tp: TP, offset: int | None) -> None:
+        """The seek that began ``tp``'s current reading is done, to ``offset``."""
+        self._sought[tp], self._start[tp] = self._reading[tp], offset
+
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        """Commit; then read again what a stream dropped in the partition's current reading."""
+        committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
+        if not self.app.rebalancing and self.app.flow_control.is_active():  # else a seek is coming
+            for tp in list(self._fetched):
+                if (lost := self.dropped(tp)) and tp in self.assignment():
+                    self.log.warning("%s: offsets %s were dropped unhandled; reading again from %s",
+                                     tp, sorted(lost), min(lost))
+                    self._new_reading(tp)
+                    self._read_offset.holding.pop(tp, None)
+                    await self.seek(tp, min(lost))
+                    self._sought_to(tp, min(lost))
+                    self._read_offset.holding[tp] = min(lost)
+        return committed
+
+    async def perform_seek(self) -> None:
+        """Faust's: every partition to its committed offset, each in a new reading."""
+        assigned = {tp for tp in self.assignment() if self.app.topics.acks_enabled_for(tp.topic)}
+        for tp in set(self._reading) - assigned:  # revoked: forget it
+            self._new_reading(tp)
+            for marks in (self._reading, self._sought, self._start):
+                marks.pop(tp, None)
+        for tp in assigned:
+            self._new_reading(tp)
+        self._read_offset.holding.clear()  # held there, the fetch loop stalled on the embedded broker
+        committed = {ensure_TP(tp): offset for tp, offset in (await self.seek_to_committed()).items()}
+        self._read_offset.update({tp: offset if offset is not None and offset >= 0 else None
+                                  for tp, offset in committed.items()})
+        self._committed_offset.update({tp: offset or None for tp, offset in committed.items() if offset is not None})
+        for tp in assigned:
+            offset = committed.get(tp)
+            self._sought_to(tp, offset if offset is not None and offset >= 0 else None)
+
+
+def handled(event: EventT) -> None:
+    """Our handler finished ``event``: its offset may be committed (``SafeAcks``)."""
+    mark = getattr(event.app.consumer, "mark_handled", None)
+    if mark is not None:
+        mark(event.message)
 
 
 def transport_for(fetch_max_wait_ms: int) -> type[driver.Transport]:
