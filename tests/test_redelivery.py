@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from aiokafka.structs import ConsumerRecord
 from faust.types import TP
-from faust.types.tuples import Message
 
 from cyberjurors.config import Settings
 from cyberjurors.schemas import CaseFile, Verdict
@@ -59,25 +59,32 @@ async def test_no_commit_passes_a_message_still_being_handled(committed):
     """faust-streaming 0.15 commits past the message at the committed offset while an agent still
     handles it, once the ones after it are acked (faust-streaming#606): with stage_concurrency actors
     a slow case there (a stalled URL) and a worker killed meanwhile, the restarted worker resumed after
-    it and the case was lost with no letter. The worker's consumer (streams/transport.py) holds the
-    commit until it is acked; an offset no message holds (a compacted gap) is still committed past."""
+    it and the case was lost with no letter. The worker's consumer (streams/transport.py) commits only
+    up to the first fetched message no handler finished; an offset no message holds (a compacted gap)
+    is still committed past."""
     app = faust_app(Settings(llm_backend="offline", precedent_backend="none"))
     app.topics.add(app.topic("t", value_serializer="raw"))
     await app.topics._update_indices()  # what subscribing does: acks are tracked for the agents' topics
     consumer, tp = app.consumer, TP("t", 0)
-    messages = [Message("t", 0, offset, 0.0, 0, [], b"k", b"v", None) for offset in range(committed, committed + 4)]
-    for message in messages:
+
+    def fetched(offset: int):  # type: ignore[no-untyped-def]
+        message = consumer._to_message(tp, ConsumerRecord("t", 0, offset, 0, 0, b"k", b"v", None, 1, 1, ()))
         consumer.track_message(message)  # handed to an agent
+        return message
+
+    def finished(message) -> None:  # type: ignore[no-untyped-def]
+        consumer.mark_handled(message)  # what app.each reports once the handler returned
+        consumer.ack(message)
+
+    messages = [fetched(offset) for offset in range(committed, committed + 4)]
     consumer._committed_offset[tp] = committed
     for message in messages[1:]:
-        consumer.ack(message)
+        finished(message)
     assert consumer._new_offset(tp) is None  # the first is still being handled
-    consumer.ack(messages[0])
+    finished(messages[0])
     assert consumer._new_offset(tp) == committed + 4
     consumer._committed_offset[tp] = committed + 4  # as the commit records it
     # a gap no message fills (compacted away) is not waited for
-    later = [Message("t", 0, offset, 0.0, 0, [], b"k", b"v", None) for offset in (committed + 5, committed + 6)]
-    for message in later:
-        consumer.track_message(message)
-        consumer.ack(message)
+    for message in [fetched(offset) for offset in (committed + 5, committed + 6)]:
+        finished(message)
     assert consumer._new_offset(tp) == committed + 7
