@@ -155,7 +155,10 @@ def test_a_stale_run_after_a_seek_back_counts_for_nothing(consumers):
     not count, or, once 5 is finished, the commit would pass 6..19, not yet read again."""
     ours, _ = consumers
     p = Partition((ours,), 5, range(0))
-    record = lambda offset: ours._to_message(TP0, ConsumerRecord(TOPIC, 0, offset, 0, 0, b"case", b"{}", None, 4, 2, ()))  # noqa: E731
+
+    def record(offset: int):  # type: ignore[no-untyped-def]
+        return ours._to_message(TP0, ConsumerRecord(TOPIC, 0, offset, 0, 0, b"case", b"{}", None, 4, 2, ()))
+
     ours._batch_sought = dict(ours._sought)  # a batch asked for before the seek
     ours._new_reading(TP0)
     ours._sought_to(TP0, 5)
