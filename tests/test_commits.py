@@ -150,6 +150,23 @@ async def test_a_message_handed_to_an_agent_and_then_dropped_is_found_for_readin
     assert first.message.offset == 5
 
 
+def test_a_message_the_fetch_loop_passed_over_is_found_for_reading_again(consumers):
+    """Faust's fetch loop drops a record at or below its read offset as a duplicate (its read
+    offset moved past it on a batch read before a seek), and one it read while the flow was
+    suspended: fetched in this reading, never handed to an agent. Past the read offset it is only
+    not read yet."""
+    ours, _ = consumers
+    p = Partition((ours,), 5, range(5, 9))
+    p.take(8)
+    p.finish(8)
+    ours._delivered[TP0].add(8)
+    ours._read_offset[TP0] = 7  # the loop has read up to 7; 5, 6, 7 never reached an agent
+    assert ours.dropped(TP0) == {5, 6, 7}
+    ours._read_offset[TP0] = 4  # before them: still to come
+    assert ours.dropped(TP0) == set()
+    assert p.commit() == (None,)  # committed at 5, never past it
+
+
 def test_a_stale_run_after_a_seek_back_counts_for_nothing(consumers):
     """Seeking back to 5 while a batch fetched before (20, 21) is still read: those records must
     not count, or, once 5 is finished, the commit would pass 6..19, not yet read again."""

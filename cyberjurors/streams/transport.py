@@ -146,10 +146,16 @@ class SafeAcks(driver.Consumer):
         return position if committed is None or position > committed else None
 
     def dropped(self, tp: TP) -> set[int]:
-        """Offsets handed to an agent in this reading that are neither queued, nor in a handler,
-        nor finished."""
-        unfinished = self._delivered[tp] - self._handled[tp]
-        return unfinished - self.in_flight(tp) - self.queued(tp) if unfinished else set()
+        """Offsets of this reading that no handler holds and none will get: handed to an agent and
+        neither queued, nor in a handler, nor finished; or passed over by Faust's fetch loop (its
+        read offset at or past them, as a duplicate of a batch read before the seek, or while the
+        flow was suspended) without being handed over."""
+        unfinished = self._fetched[tp] - self._handled[tp]
+        if not unfinished:
+            return set()
+        read = self._read_offset.get(tp)
+        passed = {o for o in unfinished - self._delivered[tp] if read is not None and o <= read}
+        return ((self._delivered[tp] & unfinished) | passed) - self.in_flight(tp) - self.queued(tp)
 
     def _new_reading(self, tp: TP) -> None:
         """Begun before a seek of ``tp``: what was counted or handled before counts no more."""
