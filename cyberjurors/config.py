@@ -269,9 +269,10 @@ class Settings(BaseSettings):
                     "Unlisted models cost 0 (counted in cyberjurors_llm_unpriced_calls_total); "
                     "the offline backend always costs 0",
     )
-    drift_window: int = Field(200, ge=1, description="verdicts / outcomes in the rolling drift windows")
     drift_reference_seller_share: float = Field(
-        0.626, ge=0, le=1, description="the seller-win share verdicts are expected to show (the paper's data: 62.6%)"
+        0.626, ge=0, le=1, description="the seller-win share verdicts are expected to show (the paper's data: "
+                                       "62.6%); exported as cyberjurors_seller_win_share_reference for the "
+                                       "recording rules: set it alike on every worker"
     )
 
     # --- Tracing and logs (issue 12) ---------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Everything here is process-wide (prometheus-client's default registry), so one scrape of a
 worker shows the pipeline's metrics and Faust's own sensor (``cyberjurors_faust_*``) together.
-Labels are small closed sets: backend, model, role, stage, category, winner, kind, reason, side.
+Labels are small closed sets: backend, model, role, stage, category, winner, kind, reason,
+agreement, real_winner.
 Never a case id.
 
 What counts, and when:
@@ -14,19 +15,19 @@ What counts, and when:
   does; cancelled calls (a sibling failed) are not counted.
 * Verdict metrics are recorded when a verdict is first decided. A replayed case re-sends the
   verdict stored in ``stage_results`` and is not counted again.
-* Drift gauges are computed in the stream over the last ``drift_window`` verdicts and outcomes
-  decided on this worker; with several workers, average them (weighted by
-  ``cyberjurors_drift_samples``). They are NaN until the window has an entry, so alerts
-  comparing them with a threshold stay quiet on a fresh worker.
+* Drift is counters only: verdicts by winner and category, reported outcomes by agreement, real
+  winner and category, and the vote error of each outcome. Counters add up across workers and
+  survive a restart as a counter reset, so the fleet's seller-win share, outcome accuracy, recall
+  and vote MAE are computed by Prometheus recording rules (infra/recording.yml) from
+  ``sum by (...) (rate(...))``. An outcome is counted once per case, whichever worker sees it and
+  however often it is redelivered (streams/outcomes.py keeps the mark in the stage-results table).
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from collections import OrderedDict
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
@@ -217,35 +218,22 @@ PRECEDENT_COLD_STARTS = Counter(
 
 # --- drift -----------------------------------------------------------------------------------
 
-SELLER_WIN_SHARE = Gauge(
-    "cyberjurors_seller_win_share", "Share of seller wins among the last drift_window verdicts decided here"
-)
 SELLER_WIN_SHARE_REFERENCE = Gauge(
     "cyberjurors_seller_win_share_reference",
-    "The expected seller-win share (setting drift_reference_seller_share; the paper's data: 0.626)",
-)
-OUTCOME_ACCURACY = Gauge(
-    "cyberjurors_outcome_accuracy",
-    "Share of the last drift_window reported outcomes whose winner our verdict matched",
-)
-OUTCOME_VOTE_MAE = Gauge(
-    "cyberjurors_outcome_vote_mae",
-    "Mean |our seller votes - real seller votes| over the last drift_window outcomes, on the real "
-    "jury's 17-vote scale",
-)
-OUTCOME_RECALL = Gauge(
-    "cyberjurors_outcome_recall",
-    "Per real winner: share of the last drift_window outcomes that side won where we ruled for it too",
-    ["side"],
+    "The expected seller-win share (setting drift_reference_seller_share; the paper's data: 0.626); the "
+    "recording rules take the max over the workers",
 )
 OUTCOMES = Counter(
-    "cyberjurors_outcomes_total", "Reported outcomes matched to our verdict, by agreement on the winner",
-    ["agreement"],
+    "cyberjurors_outcomes_total",
+    "Reported outcomes compared with our verdict, once per case: agreement on the winner, the real winner",
+    ["agreement", "real_winner", "category"],
 )
-DRIFT_SAMPLES = Gauge(
-    "cyberjurors_drift_samples",
-    "Entries in a drift window (verdicts or outcomes); gate drift alerts on enough samples",
-    ["window"],
+VOTE_ERROR_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 17)
+OUTCOME_VOTE_ERROR = Histogram(
+    "cyberjurors_outcome_vote_error",
+    "|our seller votes - the real jury's seller votes| per reported outcome, on the 17-vote scale "
+    "(rate of _sum over rate of _count is the vote MAE)",
+    ["category"], buckets=VOTE_ERROR_BUCKETS,
 )
 
 # --- juror qualification (jury/qualify.py): set when the worker seats its jury ---------------------
@@ -273,8 +261,10 @@ def _prime() -> None:
         CASE_LATENCY.labels(category)
         for side in SIDES:
             VERDICTS.labels(side, category)
-    for agreement in ("agree", "disagree"):
-        OUTCOMES.labels(agreement)
+        OUTCOME_VOTE_ERROR.labels(category)
+        for agreement in ("agree", "disagree"):
+            for side in SIDES:
+                OUTCOMES.labels(agreement, side, category)
     for limit in ("tokens", "cost"):
         for stage in ("clues", "round", "verdict"):
             BUDGET_STOPS.labels(limit, stage)
@@ -290,12 +280,6 @@ def _prime() -> None:
         HUMAN_DECISIONS.labels(agreement)
     for status in ("passed", "failed"):
         VERIFICATIONS.labels(status)
-    for gauge in (SELLER_WIN_SHARE, OUTCOME_ACCURACY, OUTCOME_VOTE_MAE):
-        gauge.set(math.nan)
-    for side in SIDES:
-        OUTCOME_RECALL.labels(side).set(math.nan)
-    for window in ("verdicts", "outcomes"):
-        DRIFT_SAMPLES.labels(window).set(0)
 
 
 _prime()
@@ -479,83 +463,25 @@ class CasesInFlight:
 
 # --- drift -----------------------------------------------------------------------------------
 
-V = TypeVar("V")
+
+def set_seller_share_reference(share: float) -> None:
+    SELLER_WIN_SHARE_REFERENCE.set(share)
 
 
-class RollingWindow(Generic[V]):
-    """The last ``size`` entries, keyed by case id: a case seen again (a replay, a corrected
-    outcome) replaces its entry, at the newest end, instead of counting twice."""
-
-    def __init__(self, size: int):
-        if size < 1:
-            raise ValueError("a rolling window needs size >= 1")
-        self.size = size
-        self._entries: OrderedDict[str, V] = OrderedDict()
-
-    def put(self, key: str, value: V) -> bool:
-        """Add or replace; False when the same key already holds this same value (nothing changed)."""
-        if self._entries.get(key, _MISSING) == value:
-            return False
-        self._entries.pop(key, None)
-        self._entries[key] = value
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-        return True
-
-    def values(self) -> list[V]:
-        return list(self._entries.values())
-
-    def __len__(self) -> int:
-        return len(self._entries)
+def seller_votes_on_17(buyer: int, seller: int, jury_size: int = 17) -> float:
+    """Seller votes scaled to the 17-vote split the paper's MAE is measured on."""
+    return seller * jury_size / max(buyer + seller, 1)
 
 
-_MISSING: Any = object()
-
-
-def share(flags: list[bool]) -> float:
-    return sum(flags) / len(flags) if flags else math.nan
-
-
-class Drift:
-    """Verdict drift over rolling windows: our seller-win share against the reference, and
-    agreement with reported outcomes (accuracy, vote MAE, recall per real winner)."""
-
-    def __init__(self, window: int = 200, reference_seller_share: float = 0.626, jury_size: int = 17):
-        self.verdicts: RollingWindow[str] = RollingWindow(window)  # case_id -> our winner
-        # case_id -> (real winner, our winner, |our seller votes - real seller votes| on the 17 scale)
-        self.outcomes: RollingWindow[tuple[str, str, float]] = RollingWindow(window)
-        self.jury_size = jury_size
-        SELLER_WIN_SHARE_REFERENCE.set(reference_seller_share)
-        self._publish()
-
-    def verdict(self, case_id: str, winner: str) -> None:
-        self.verdicts.put(case_id, winner)
-        self._publish()
-
-    def outcome(self, case_id: str, real_buyer: int, real_seller: int, our_buyer: int, our_seller: int) -> bool:
-        """Record a reported outcome against our verdict; False (nothing counted) when this exact
-        outcome was already recorded for the case, e.g. the outcome message was replayed."""
-        real = "seller" if real_seller > real_buyer else "buyer"
-        ours = "seller" if our_seller > our_buyer else "buyer"
-        # the paper's MAE is on the 17-vote split; a jury of another size is scaled to it
-        ours_scaled = our_seller * self.jury_size / max(our_buyer + our_seller, 1)
-        error = abs(ours_scaled - real_seller * self.jury_size / max(real_buyer + real_seller, 1))
-        if not self.outcomes.put(case_id, (real, ours, round(error, 6))):
-            return False
-        OUTCOMES.labels("agree" if real == ours else "disagree").inc()
-        self._publish()
-        return True
-
-    def _publish(self) -> None:
-        winners = self.verdicts.values()
-        SELLER_WIN_SHARE.set(share([w == "seller" for w in winners]))
-        outcomes = self.outcomes.values()
-        OUTCOME_ACCURACY.set(share([real == ours for real, ours, _ in outcomes]))
-        OUTCOME_VOTE_MAE.set(sum(e for _, _, e in outcomes) / len(outcomes) if outcomes else math.nan)
-        for side in SIDES:
-            OUTCOME_RECALL.labels(side).set(share([ours == side for real, ours, _ in outcomes if real == side]))
-        DRIFT_SAMPLES.labels("verdicts").set(len(winners))
-        DRIFT_SAMPLES.labels("outcomes").set(len(outcomes))
+def record_outcome(category: str, real_buyer: int, real_seller: int, our_buyer: int, our_seller: int) -> bool:
+    """Count one reported outcome against our verdict (the caller counts each case once); True
+    when our winner was the real one."""
+    real = "seller" if real_seller > real_buyer else "buyer"
+    ours = "seller" if our_seller > our_buyer else "buyer"
+    OUTCOMES.labels("agree" if real == ours else "disagree", real, category).inc()
+    error = abs(seller_votes_on_17(our_buyer, our_seller) - seller_votes_on_17(real_buyer, real_seller))
+    OUTCOME_VOTE_ERROR.labels(category).observe(round(error, 6))
+    return real == ours
 
 
 # --- the endpoint and Faust's sensor ----------------------------------------------------------

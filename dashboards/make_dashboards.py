@@ -12,7 +12,9 @@ bargauge with explicit gridPos; every panel and query names the data source thro
 infra/grafana/provisioning/datasources/prometheus.yml. The ``instance`` variable selects workers
 (all by default), which matters once docker compose runs several (``--scale worker=N``).
 
-Every query uses only metrics the workers export (cyberjurors/metrics.py); tests/test_infra.py
+Every query uses only metrics the workers export (cyberjurors/metrics.py) or the series the
+recording rules in infra/recording.yml derive from them (the fleet's drift: ``cyberjurors:...``,
+fleet-wide by construction, so the Worker filter does not apply to them); tests/test_infra.py
 checks the names, and that Grafana's own generated types (grafana-foundation-sdk) read every
 field back unchanged; tests/test_prometheus_live.py runs every query against a real Prometheus.
 """
@@ -29,8 +31,6 @@ SCHEMA_VERSION = 42
 DATASOURCE_UID = "cyberjurors-prometheus"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 W = 'instance=~"$instance"'  # every selector carries the worker filter
-# The drift gauges are NaN on a worker whose window is still empty; `>= 0` drops those series so
-# one fresh worker does not turn the average over workers into NaN.
 PAPER_SELLER_SHARE = 0.626
 DRIFT_BAND = 0.15  # the same band as CyberJurorsSellerWinShareDrift in infra/alerts.yml
 
@@ -274,9 +274,10 @@ def overview() -> dict:
                 (3, stat("Estimated cost", "LLM spend in the range, from the configured price table",
                          f"sum(increase(cyberjurors_llm_cost_usd_total{{{W}}}[$__range]))", "currencyUSD",
                          decimals=2)),
-                (3, stat("Seller-win share", f"rolling share of verdicts for the seller; green within "
+                (3, stat("Seller-win share", f"share of the last day's verdicts for the seller, every worker "
+                                             f"(recording rule; not filtered by Worker); green within "
                                              f"±{DRIFT_BAND:.0%} of the paper's {PAPER_SELLER_SHARE:.1%}",
-                         f"avg(cyberjurors_seller_win_share{{{W}}} >= 0)", "percentunit", steps=share_steps)),
+                         "cyberjurors:seller_win_share:ratio_rate1d", "percentunit", steps=share_steps)),
             ]),
             (8, [
                 (12, timeseries("Verdicts per minute by winner", "rate of verdicts, split by the side that won",
@@ -464,48 +465,52 @@ def verdicts() -> dict:
     v, o = "cyberjurors_verdicts_total", "cyberjurors_outcomes_total"
     share_steps = thresholds((None, "red"), (round(PAPER_SELLER_SHARE - DRIFT_BAND, 3), "green"),
                              (round(PAPER_SELLER_SHARE + DRIFT_BAND, 3), "red"))
-    by_category = f"sum by (category) (increase({v}{{{W}}}[$__range]))"
+    accuracy_steps = thresholds((None, "red"), (0.6, "orange"), (0.7, "green"))
+    fleet = "every worker, restarts included (recording rule; not filtered by Worker)"
     return dashboard(
         "cyberjurors-verdicts", "CyberJurors / Verdicts, fairness and drift",
-        "Who wins, by how much and after how many rounds; the rolling seller-win share against its "
-        "reference, and agreement with the real outcomes reported on disputes.outcomes (computed in "
-        "the stream by each worker).",
+        "Who wins, by how much and after how many rounds; the fleet's seller-win share against its "
+        "reference, and agreement with the real outcomes reported on disputes.outcomes (recording rules "
+        "over every worker's counters, infra/recording.yml).",
         [
             (6, [
-                (6, gauge("Seller-win share", f"rolling share of verdicts for the seller (average over workers); "
-                          f"green within ±{DRIFT_BAND:.0%} of the paper's {PAPER_SELLER_SHARE:.1%} (alert band)",
-                          f"avg(cyberjurors_seller_win_share{{{W}}} >= 0)", "percentunit", share_steps)),
-                (3, stat("Reference share", "the configured reference seller-win share",
-                         f"avg(cyberjurors_seller_win_share_reference{{{W}}})", "percentunit")),
-                (5, gauge("Outcome accuracy", "rolling agreement of our winner with the real outcome (paper: 72.9%; "
-                          "alert below 60%); no data until outcomes arrive",
-                          f"avg(cyberjurors_outcome_accuracy{{{W}}} >= 0)", "percentunit",
-                          thresholds((None, "red"), (0.6, "orange"), (0.7, "green")))),
-                (5, stat("Vote MAE", "rolling mean absolute error of our 17-vote split against the real "
-                         "jury's (paper: 4.73)", f"avg(cyberjurors_outcome_vote_mae{{{W}}} >= 0)", "short", decimals=2,
+                (6, gauge("Seller-win share, last day", f"share of verdicts for the seller, {fleet}; green within "
+                          f"±{DRIFT_BAND:.0%} of the paper's {PAPER_SELLER_SHARE:.1%} (alert band)",
+                          "cyberjurors:seller_win_share:ratio_rate1d", "percentunit", share_steps)),
+                (3, stat("Reference share", "drift_reference_seller_share, the max over the workers",
+                         "cyberjurors:seller_win_share_reference:max", "percentunit")),
+                (5, gauge("Outcome accuracy, last day", f"agreement of our winner with the real outcome, {fleet} "
+                          "(paper: 72.9%; alert below 60%); no data until outcomes arrive",
+                          "cyberjurors:outcome_accuracy:ratio_rate1d", "percentunit", accuracy_steps)),
+                (5, stat("Vote MAE, last day", f"mean absolute error of our 17-vote split against the real jury's, "
+                         f"{fleet} (paper: 4.73)", "cyberjurors:outcome_vote_error:mean1d", "short", decimals=2,
                          steps=thresholds((None, "green"), (5, "orange"), (7, "red")))),
                 (5, stat("Outcomes received", "real outcomes compared with our verdicts in the range",
                          f"sum(increase({o}{{{W}}}[$__range]))", "short", decimals=0)),
             ]),
             (8, [
-                (12, timeseries("Seller-win share against the reference", "rolling share per worker and the reference",
-                                [(f"avg by (instance) (cyberjurors_seller_win_share{{{W}}})", "{{instance}}"),
-                                 (f"avg(cyberjurors_seller_win_share_reference{{{W}}})", "reference")],
+                (12, timeseries("Seller-win share against the reference", f"over the last hour and day, {fleet}",
+                                [("cyberjurors:seller_win_share:ratio_rate1h", "last hour {{job}}"),
+                                 ("cyberjurors:seller_win_share:ratio_rate1d", "last day {{job}}"),
+                                 ("cyberjurors:seller_win_share_reference:max", "reference {{job}}")],
                                 "percentunit", max_=1)),
-                (12, timeseries("Agreement with real outcomes", "rolling accuracy, and per-side recall: how often we "
-                                "ruled for the buyer when the real jury did, and for the seller when it did",
-                                [(f"avg(cyberjurors_outcome_accuracy{{{W}}} >= 0)", "accuracy"),
-                                 (f"avg by (side) (cyberjurors_outcome_recall{{{W}}} >= 0)", "recall {{side}}")],
+                (12, timeseries("Agreement with real outcomes", f"accuracy over the last hour and day, and recall "
+                                "per real winner over the day: how often we ruled for the buyer when the real jury "
+                                f"did, and for the seller when it did; {fleet}",
+                                [("cyberjurors:outcome_accuracy:ratio_rate1h", "accuracy, last hour {{job}}"),
+                                 ("cyberjurors:outcome_accuracy:ratio_rate1d", "accuracy, last day {{job}}"),
+                                 ("cyberjurors_real_winner:outcome_recall:ratio_rate1d",
+                                  "recall {{real_winner}}, last day {{job}}")],
                                 "percentunit", max_=1)),
             ]),
             (8, [
                 (12, timeseries("Verdicts per minute by category and winner", "",
                                 [(f"sum by (category, winner) (rate({v}{{{W}}}[$__rate_interval])) * 60",
                                   "{{category}} {{winner}}")], "cpm", stack=True)),
-                (12, bargauge("Seller-win share by category", "share of verdicts for the seller in the range, per "
-                              "category (0 where every verdict went to the buyer)",
-                              f'(sum by (category) (increase({v}{{winner="seller", {W}}}[$__range])) or 0 * '
-                              f"{by_category}) / {by_category}", "{{category}}", "percentunit", max_=1)),
+                (12, bargauge("Seller-win share by category, last day", f"share of verdicts for the seller per "
+                              f"category, {fleet}; no value for a category without verdicts",
+                              "cyberjurors_category:seller_win_share:ratio_rate1d", "{{category}}", "percentunit",
+                              max_=1)),
             ]),
             (8, [
                 (6, bargauge("Vote margin distribution", "verdicts in the range by vote margin bucket (the winning "
@@ -526,14 +531,18 @@ def verdicts() -> dict:
             ]),
             *recourse(v),
             (8, [
-                (12, timeseries("Outcomes per hour by agreement", "real outcomes that agree or disagree with our "
-                                "verdict",
-                                [(f"sum by (agreement) (rate({o}{{{W}}}[$__rate_interval])) * 3600",
-                                  "{{agreement}}")], "short", stack=True)),
-                (12, timeseries("Vote MAE against real outcomes", "rolling mean absolute error of the vote split, "
-                                "per worker",
-                                [(f"avg by (instance) (cyberjurors_outcome_vote_mae{{{W}}})", "{{instance}}")],
-                                "short")),
+                (8, timeseries("Outcomes per hour by agreement", "real outcomes that agree or disagree with our "
+                               "verdict",
+                               [(f"sum by (agreement) (rate({o}{{{W}}}[$__rate_interval])) * 3600",
+                                 "{{agreement}}")], "short", stack=True)),
+                (8, bargauge("Outcome accuracy by category, last day", f"agreement with the real outcomes per "
+                             f"category, {fleet}; no value for a category without outcomes",
+                             "cyberjurors_category:outcome_accuracy:ratio_rate1d", "{{category}}", "percentunit",
+                             max_=1)),
+                (8, timeseries("Vote MAE against real outcomes", "mean absolute error of the 17-vote split over the "
+                               f"last hour and day, {fleet}",
+                               [("cyberjurors:outcome_vote_error:mean1h", "last hour {{job}}"),
+                                ("cyberjurors:outcome_vote_error:mean1d", "last day {{job}}")], "short")),
             ]),
         ],
     )

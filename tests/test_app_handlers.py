@@ -145,7 +145,7 @@ async def test_the_verdict_is_decided_once_and_its_id_is_the_one_the_case_conten
     case_file = await focus_stage(CaseFile(case=text_case(), received_at=NOW), llm, settings)
     case_file = await round_stage(await clues_stage(case_file, llm, settings, NoPrecedents()), jury, llm, settings)
     out = Topic()
-    verdicts = Verdicts(Settings(llm_backend="offline"), parts.results, out, parts.in_flight, metrics.Drift(10, 0.5))
+    verdicts = Verdicts(Settings(llm_backend="offline"), parts.results, out, parts.in_flight)
     await verdicts.publish(case_file)
     await verdicts.publish(case_file)  # a replay re-sends the stored bytes
     assert out.sent[0] == out.sent[1] and parts.table[f"{case_file.case_id}/verdict"] is out.sent[0][1]
@@ -172,7 +172,7 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
     results = StageResults(table, times, retention_s=100, clock=clock)
     dlq = Topic()
     outcomes = Outcomes(Settings(llm_backend="offline", state_retention_s=100), OfflineLLM(),
-                        SimpleNamespace(enabled=False), results, {}, metrics.Drift(), DeadLetters(dlq, metrics.CasesInFlight()))
+                        SimpleNamespace(enabled=False), results, {}, DeadLetters(dlq, metrics.CasesInFlight()))
     for stage in ("ready", "verdict"):
         await results.hand_on("decided", stage, b"{}", Topic())
     await results.hand_on("in-flight", "ready", b"{}", Topic())

@@ -129,7 +129,7 @@ def handlers(settings: Settings, max_bytes: int | None = None) -> SimpleNamespac
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True)
     letters = DeadLetters(dlq, in_flight)
-    verdicts = Verdicts(settings, results, out, in_flight, metrics.Drift(10, 0.5), escalations=escalations,
+    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations,
                         letters=letters)
     jurors = Jurors()
     llm = ScriptedLLM(jurors)

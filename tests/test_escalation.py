@@ -27,6 +27,7 @@ from cyberjurors.schemas import (
     DisputeCase,
     Escalation,
     Focus,
+    OutcomeReported,
     Perception,
     PrecedentRef,
     Precedents,
@@ -232,7 +233,7 @@ def handler(s: Settings, table: dict | None = None, max_bytes: int | None = None
     out, escalations, dlq = Topic(), Topic(), Topic()
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True, max_bytes=max_bytes)
-    verdicts = Verdicts(s, results, out, in_flight, metrics.Drift(10, 0.5), escalations=escalations,
+    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations,
                         letters=DeadLetters(dlq, in_flight))
     return SimpleNamespace(verdicts=verdicts, out=out, escalations=escalations, dlq=dlq, table=table)
 
@@ -305,27 +306,55 @@ async def test_an_escalation_too_large_to_send_whole_goes_without_the_earlier_ba
 # --- a human panel's decision -----------------------------------------------------------------------
 
 
-async def test_a_human_panels_decision_on_an_escalated_case_feeds_drift_and_is_counted():
+def outcomes_counted() -> float:
+    """Every outcome the drift counters hold, whatever its labels."""
+    return sum(sample.value for family in metrics.OUTCOMES.collect() for sample in family.samples
+               if sample.name == "cyberjurors_outcomes_total")
+
+
+def outcomes_handler(s: Settings, h: SimpleNamespace, dlq: Topic) -> Outcomes:
+    return Outcomes(s, OfflineLLM(), SimpleNamespace(enabled=False), h.verdicts.results, {},  # type: ignore[arg-type]
+                    DeadLetters(dlq, metrics.CasesInFlight()))
+
+
+async def test_a_human_panels_decision_on_an_escalated_case_feeds_drift_and_is_counted_once():
     s = conf()
     h = handler(s)
     case_file = await decided_case_file(s, jury(sellers=9))
     decided = await h.verdicts.publish(case_file)
     h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
-    drift = metrics.Drift(10, 0.5)
     dlq = Topic()
-    outcomes = Outcomes(s, OfflineLLM(), SimpleNamespace(enabled=False), h.verdicts.results, {}, drift,
-                        DeadLetters(dlq, metrics.CasesInFlight()))
-    before = metrics.HUMAN_DECISIONS.labels("disagree")._value.get()
+    outcomes = outcomes_handler(s, h, dlq)
+    disagreed = metrics.OUTCOMES.labels("disagree", "buyer", decided.category)
+    before = (metrics.HUMAN_DECISIONS.labels("disagree")._value.get(), disagreed._value.get(),
+              metrics.OUTCOME_VOTE_ERROR.labels(decided.category)._sum.get())
     panel = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 2, "seller": 1}, "source": "human_panel",
              "escalation_id": escalation_id(decided)}  # a panel of three, for the buyer: against our 9:8 seller
-    await outcomes(event(json.dumps(panel).encode(), b"esc-1"))
+    for _ in range(2):  # the second time a redelivery: counted once
+        await outcomes(event(json.dumps(panel).encode(), b"esc-1"))
     assert dlq.sent == []
-    assert metrics.HUMAN_DECISIONS.labels("disagree")._value.get() == before + 1
-    [(real, ours, error)] = drift.outcomes.values()
-    assert (real, ours) == ("buyer", "seller") and error == pytest.approx(abs(9 - 17 / 3))
+    assert metrics.HUMAN_DECISIONS.labels("disagree")._value.get() == before[0] + 1
+    assert disagreed._value.get() == before[1] + 1  # real winner buyer, ours seller
+    error = metrics.OUTCOME_VOTE_ERROR.labels(decided.category)._sum.get() - before[2]
+    assert error == pytest.approx(abs(9 - 17 / 3))  # a panel of three scaled to the 17-vote split
+    assert h.table["esc-1/outcome"] == OutcomeReported.model_validate(panel).model_dump_json().encode()
     # the same votes without source must be the platform's 17-member jury
     await outcomes(event(json.dumps(panel | {"source": None}).encode(), b"esc-1"))
     assert json.loads(dlq.sent[0][1])["reason"] == "invalid_outcome"
+
+
+async def test_a_panels_decision_on_an_unescalated_verdict_feeds_drift_but_not_the_panel_count():
+    s = conf()
+    h = handler(s)
+    decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=17)))
+    assert not decided.escalated
+    h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
+    dlq = Topic()
+    counted, panels = outcomes_counted(), sum(metrics.HUMAN_DECISIONS.labels(a)._value.get() for a in ("agree", "disagree"))
+    panel = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 0, "seller": 1}, "source": "human_panel"}
+    await outcomes_handler(s, h, dlq)(event(json.dumps(panel).encode(), b"esc-1"))
+    assert dlq.sent == [] and outcomes_counted() == counted + 1
+    assert sum(metrics.HUMAN_DECISIONS.labels(a)._value.get() for a in ("agree", "disagree")) == panels
 
 
 async def test_a_panels_decision_naming_another_escalation_is_refused_not_learned():
@@ -333,10 +362,9 @@ async def test_a_panels_decision_naming_another_escalation_is_refused_not_learne
     h = handler(s)
     decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=9)))
     h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
-    drift = metrics.Drift(10, 0.5)
     dlq = Topic()
-    outcomes = Outcomes(s, OfflineLLM(), SimpleNamespace(enabled=False), h.verdicts.results, {}, drift,
-                        DeadLetters(dlq, metrics.CasesInFlight()))
+    outcomes = outcomes_handler(s, h, dlq)
+    counted = outcomes_counted()
     other = decided.model_copy(update={"verdict_id": "another-case-verdict"})  # another case's escalation
     panel = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 2, "seller": 1}, "source": "human_panel"}
     for wrong in (escalation_id(other), "\u202e\u0000" * 32):
@@ -345,9 +373,9 @@ async def test_a_panels_decision_naming_another_escalation_is_refused_not_learne
     assert [(d.stage, d.reason, d.replayable) for d in letters] == [("outcomes", "invalid_outcome", False)] * 2
     assert letters[0].detail.startswith("escalation_id is not an escalation of case esc-1")
     assert "\u202e" not in letters[1].detail  # the offending id is not echoed
-    assert len(drift.outcomes) == 0  # neither was taken as this case's decision
+    assert outcomes_counted() == counted and "esc-1/outcome" not in h.table  # neither was taken as its decision
     await outcomes(event(json.dumps(panel | {"escalation_id": escalation_id(decided)}).encode(), b"esc-1"))
-    assert len(dlq.sent) == 2 and len(drift.outcomes) == 1
+    assert len(dlq.sent) == 2 and outcomes_counted() == counted + 1
 
 
 # --- a real worker ------------------------------------------------------------------------------------

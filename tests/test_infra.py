@@ -1,10 +1,11 @@
 """The deployment files, checked without a Docker engine: docker-compose.yml's structure and
-references, the Prometheus config and alert rules (with promtool), Grafana provisioning, and the
-dashboards (Grafana's dashboard JSON model, and every query naming only metrics the workers export).
+references, the Prometheus config, recording and alert rules (with promtool), Grafana
+provisioning, and the dashboards (Grafana's dashboard JSON model, and every query naming only
+metrics the workers export or the recording rules record).
 
-``METRICS`` is the contract between the code (cyberjurors/metrics.py) and the dashboards and
-alerts; tests/test_prometheus_live.py checks the same queries against a real Prometheus scraping
-a real worker.
+``METRICS`` is the contract between the code (cyberjurors/metrics.py) and the recording rules,
+dashboards and alerts; tests/test_prometheus_live.py checks the same queries against a real
+Prometheus scraping a real worker.
 """
 
 from __future__ import annotations
@@ -48,12 +49,9 @@ METRICS: dict[str, str] = {
     "cyberjurors_precedent_retrieval_seconds": "histogram",
     "cyberjurors_precedent_fallbacks_total": "counter",       # {reason}
     "cyberjurors_precedent_cold_starts_total": "counter",     # {category}
-    "cyberjurors_seller_win_share": "gauge",
     "cyberjurors_seller_win_share_reference": "gauge",
-    "cyberjurors_outcome_accuracy": "gauge",
-    "cyberjurors_outcome_vote_mae": "gauge",
-    "cyberjurors_outcome_recall": "gauge",                    # {side: buyer|seller}
-    "cyberjurors_outcomes_total": "counter",                  # {agreement: agree|disagree}
+    "cyberjurors_outcomes_total": "counter",                  # {agreement: agree|disagree, real_winner, category}
+    "cyberjurors_outcome_vote_error": "histogram",            # {category}
     "cyberjurors_consumer_lag": "gauge",                      # {group, topic, partition}: the whole group's, per worker
     "cyberjurors_escalations_total": "counter",               # {reason, tier: first|appeal}
     "cyberjurors_escalated_verdicts_total": "counter",        # {tier}
@@ -72,7 +70,15 @@ def exposed_names() -> set[str]:
     return names
 
 
-EXPOSED = exposed_names()
+def recording_rules() -> list[dict]:
+    rules = yaml.safe_load((INFRA / "recording.yml").read_text())
+    return [rule for group in rules["groups"] for rule in group["rules"]]
+
+
+RECORDED = {rule["record"] for rule in recording_rules()}
+EXPOSED = exposed_names() | RECORDED
+"""What dashboards and alerts may name: the workers' series and the recording rules' (which
+name only the workers' series or earlier records: ``test_recording_rules_follow_the_conventions``)."""
 
 # --- PromQL: which metric names does an expression use? ---------------------------------------------
 
@@ -102,10 +108,10 @@ def metric_names(expr: str) -> set[str]:
     return names
 
 
-def unknown_metrics(expr: str) -> set[str]:
-    """Names in ``expr`` that no worker exports (a typo, a bare histogram name, a metric of
-    another exporter): what makes a dashboard or an alert fail here."""
-    return metric_names(expr) - EXPOSED
+def unknown_metrics(expr: str, known: set[str] = EXPOSED) -> set[str]:
+    """Names in ``expr`` that no worker exports and no recording rule records (a typo, a bare
+    histogram name, a metric of another exporter): what makes a dashboard or an alert fail here."""
+    return metric_names(expr) - known
 
 
 def variable_query(variable: dict) -> tuple[str, str] | None:
@@ -403,16 +409,62 @@ def test_alert_rules_are_complete() -> None:
         assert metric_names(rule["expr"]), rule["alert"]
 
 
+# level:metric:operations; levels are "cyberjurors" (the fleet) and "cyberjurors_<label>"
+RECORD_NAME = re.compile(r"cyberjurors(?:_(?P<by>[a-z_]+))?:[a-z_]+:(?:ratio_rate|mean|increase)(?:1h|1d)|"
+                         r"cyberjurors:[a-z_]+:max")
+
+
+def grouping(expr: str) -> set[frozenset[str]]:
+    """The label sets of every `by (...)` in an expression."""
+    return {frozenset(x.strip() for x in m.split(",")) for m in re.findall(r"\bby \(([^()]*)\)", expr)}
+
+
+def test_recording_rules_follow_the_conventions() -> None:
+    """Each record is named level:metric:operations, aggregates by job and the labels its level
+    names (so it is fleet-wide: never per instance), names only the workers' metrics or the records
+    before it, and its window is the one its name says."""
+    seen: set[str] = set()
+    for rule in recording_rules():
+        name, expr = rule["record"], rule["expr"]
+        match = RECORD_NAME.fullmatch(name)
+        assert match, f"{name}: not cyberjurors[_<label>]:<metric>:<operation><window>"
+        level = {"job", *([match.group("by")] if match.group("by") else [])}
+        for by in grouping(expr):
+            assert by == level, f"{name}: aggregates by {sorted(by)}, its level says {sorted(level)}"
+        assert "instance" not in expr, f"{name}: a fleet-wide rule must not keep or pick instances"
+        assert not unknown_metrics(expr, exposed_names() | seen), (name, unknown_metrics(expr, exposed_names() | seen))
+        window = re.search(r"(1h|1d)$", name)
+        assert set(re.findall(r"\[(\w+)\]", expr)) <= ({window.group(1)} if window else set()), name
+        assert name not in seen, f"{name} recorded twice"
+        seen.add(name)
+
+
+def test_every_recording_rule_has_a_unit_test_from_two_workers_one_restarting() -> None:
+    tests = yaml.safe_load((INFRA / "recording.test.yml").read_text())
+    assert tests["rule_files"] == ["recording.yml"]
+    checked = {name for case in tests["tests"] for check in case.get("promql_expr_test", [])
+               for name in metric_names(check["expr"])}
+    assert checked >= RECORDED, f"never checked: {RECORDED - checked}"
+    first = tests["tests"][0]["input_series"]
+    instances = {re.search(r'instance="([^"]+)"', s["series"]).group(1) for s in first}
+    assert len(instances) >= 2, "the fleet case needs two workers"
+    resets = [s["series"] for s in first if re.search(r"x\d+ \S+\+", s["values"])]
+    assert resets, "the fleet case needs a worker whose counters restart"
+    for case in tests["tests"]:
+        for series in case["input_series"]:
+            assert series["series"].split("{", 1)[0] in exposed_names(), series["series"]
+
+
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     tests = yaml.safe_load((INFRA / "alerts.test.yml").read_text())
-    assert tests["rule_files"] == ["alerts.yml"]
+    assert tests["rule_files"] == ["recording.yml", "alerts.yml"]
     fires, quiet = set(), set()
     for case in tests["tests"]:
         for check in case.get("alert_rule_test", []):
             (fires if check.get("exp_alerts") else quiet).add(check["alertname"])
         for series in case["input_series"]:
             name = series["series"].split("{", 1)[0]
-            assert name in EXPOSED, f"test input {name} is not a metric the workers export"
+            assert name in exposed_names(), f"test input {name} is not a metric the workers export"
     every = {r["alert"] for r in alert_rules()}
     assert fires == every, f"never seen firing: {every - fires}"
     assert quiet == every, f"never seen quiet: {every - quiet}"
@@ -440,11 +492,15 @@ def test_promtool_check_rules() -> None:
     result = promtool("check", "rules", "infra/alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 6 rules found" in result.stdout
+    result = promtool("check", "rules", "infra/recording.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(RECORDED)} rules found" in result.stdout
 
 
 @needs_promtool
-def test_promtool_test_rules() -> None:
-    result = promtool("test", "rules", "infra/alerts.test.yml")
+@pytest.mark.parametrize("tests", ["alerts.test.yml", "recording.test.yml"])
+def test_promtool_test_rules(tests: str) -> None:
+    result = promtool("test", "rules", f"infra/{tests}")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

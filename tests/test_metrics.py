@@ -1,11 +1,10 @@
 """Metrics: a real worker's /metrics endpoint against what the topics and the call log say, and
-the pieces (drift windows, price table, in-flight set, SDK retry counting) on their own."""
+the pieces (drift counters, price table, in-flight set, SDK retry counting) on their own."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import socket
 import time
 import urllib.request
@@ -21,7 +20,7 @@ from cyberjurors.backends.anthropic import AnthropicLLM
 from cyberjurors.backends.openai import OpenAICompatibleLLM
 from cyberjurors.config import Settings, TokenPrices
 from cyberjurors.llm import GuardedLLM, LLMError, LLMRequest, LLMResult, TextPart
-from cyberjurors.schemas import BallotDraft, CaseFile, DeadLetter, OutcomeReported, Selection, Usage, Verdict
+from cyberjurors.schemas import CATEGORIES, BallotDraft, CaseFile, DeadLetter, OutcomeReported, Selection, Usage, Verdict
 from cyberjurors.streams.broker import free_port
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
@@ -79,7 +78,6 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             before = await scrape_until(port, lambda s: True, timeout_s=30)  # the endpoint is up
             assert value(before, "cyberjurors_verdicts_total") == 0
             assert value(before, "cyberjurors_seller_win_share_reference") == pytest.approx(0.626)
-            assert math.isnan(value(before, "cyberjurors_seller_win_share"))
 
             await produce(settings, [*cases, malformed])
             seen = await read_topic(settings, "disputes.verdicts", until=len(cases), timeout_s=90)
@@ -136,9 +134,6 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             # dead letters and drift
             assert value(after, "cyberjurors_dead_letters_total") == 1
             assert value(after, "cyberjurors_dead_letters_total", stage="ingest", reason="invalid_json") == 1
-            sellers = sum(v.winner == "seller" for v in verdicts)
-            assert value(after, "cyberjurors_seller_win_share") == pytest.approx(sellers / len(verdicts))
-            assert value(after, "cyberjurors_drift_samples", window="verdicts") == len(verdicts)
 
             # Faust's own sensor on the same endpoint
             assert value(after, "cyberjurors_faust_messages_received_total") >= len(cases) + 1
@@ -157,45 +152,67 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
                          "cyberjurors_case_latency_seconds_count", "cyberjurors_early_stops_total"):
                 assert value(replayed, name) == value(after, name), name
             assert value(replayed, "cyberjurors_stage_latency_seconds_count", stage="verdict") == len(verdicts)
-            assert value(replayed, "cyberjurors_drift_samples", window="verdicts") == len(verdicts)
             assert value(replayed, "cyberjurors_cases_in_flight") == 0
 
             # real outcomes for six cases: three agree, three do not, with known vote splits
-            chosen = sorted(verdicts, key=lambda v: v.case_id)[:6]
+            chosen = sorted(verdicts, key=lambda v: v.case_id)[:7]  # the 7th is reported after a restart
             real: dict[str, tuple[int, int]] = {}  # case_id -> (buyer, seller) votes of the real jury
             for i, v in enumerate(chosen):
                 agree = i % 2 == 0
                 winner = v.winner if agree else ("buyer" if v.winner == "seller" else "seller")
-                strong = 9 + i  # 9..14 votes for the real winner
+                strong = 9 + i  # 9..15 votes for the real winner
                 real[v.case_id] = (strong, 17 - strong) if winner == "buyer" else (17 - strong, strong)
-            outcomes = [Outgoing(cid, OutcomeReported(case_id=cid, votes={"buyer": b, "seller": s})
-                                 .model_dump_json().encode(), "test") for cid, (b, s) in real.items()]
-            unknown = Outgoing("no-such-case", OutcomeReported(case_id="no-such-case", votes={"buyer": 9, "seller": 8})
-                               .model_dump_json().encode(), "test")
-            await produce(settings, [*outcomes, outcomes[0], unknown], topic="disputes.outcomes")  # one repeated
-
-            done = await scrape_until(port, lambda s: value(s, "cyberjurors_outcomes_total") >= len(real) and value(
-                s, "cyberjurors_dead_letters_total", stage="outcomes") >= 1)
-            await asyncio.sleep(1)  # the repeated outcome, had it been counted again, would show by now
-            done = await asyncio.to_thread(scrape, port)
+            outcomes = {cid: outcome_event(cid, b, s) for cid, (b, s) in real.items()}
+            first, late = list(outcomes.values())[:6], list(outcomes.values())[6]
+            # one repeated, then a malformed outcome under the same key: the same partition, handled in
+            # order, so its dead letter shows the repeat was handled too
+            repeated = chosen[0].case_id
+            unknown = outcome_event("no-such-case", 9, 8)
+            await produce(settings, [*first, outcomes[repeated], Outgoing(repeated, b"{not an outcome", "test"),
+                                     unknown], topic="disputes.outcomes")
+            done = await scrape_until(port, lambda s: value(s, "cyberjurors_dead_letters_total", stage="outcomes") >= 2
+                                      and value(s, "cyberjurors_outcomes_total") >= len(first))
         except BaseException:
             print((tmp_path / "worker.log").read_text()[-6000:])
             raise
 
     ours = {v.case_id: v for v in chosen}
-    pairs = [("seller" if s > b else "buyer", ours[cid].winner, abs(ours[cid].votes.seller - s))
-             for cid, (b, s) in real.items()]
-    assert value(done, "cyberjurors_outcomes_total") == len(real)
+    errors = {cid: abs(ours[cid].votes.seller * 17 / ours[cid].votes.total - s) for cid, (_, s) in real.items()}
+    counted = [cid for cid in real if cid != late.case_id]
+    assert value(done, "cyberjurors_outcomes_total") == len(counted)
     assert value(done, "cyberjurors_outcomes_total", agreement="agree") == 3
     assert value(done, "cyberjurors_outcomes_total", agreement="disagree") == 3
-    assert value(done, "cyberjurors_outcome_accuracy") == pytest.approx(0.5)
-    assert value(done, "cyberjurors_outcome_vote_mae") == pytest.approx(sum(e for _, _, e in pairs) / len(pairs))
-    for side in ("buyer", "seller"):
-        won = [ours_w == side for real_w, ours_w, _ in pairs if real_w == side]
-        got = value(done, "cyberjurors_outcome_recall", side=side)
-        assert (math.isnan(got) and not won) or got == pytest.approx(sum(won) / len(won)), side
-    assert value(done, "cyberjurors_drift_samples", window="outcomes") == len(real)
+    for side in ("buyer", "seller"):  # by the real winner, for recall
+        won = [cid for cid in counted if (real[cid][1] > real[cid][0]) == (side == "seller")]
+        assert value(done, "cyberjurors_outcomes_total", real_winner=side) == len(won), side
+        assert value(done, "cyberjurors_outcomes_total", real_winner=side, agreement="agree") == sum(
+            ours[cid].winner == side for cid in won), side
+    assert labelled(done, "cyberjurors_outcomes_total", "category") == Counter(ours[c].category for c in counted)
+    assert value(done, "cyberjurors_outcome_vote_error_count") == len(counted)
+    assert value(done, "cyberjurors_outcome_vote_error_sum") == pytest.approx(sum(errors[c] for c in counted))
     assert value(done, "cyberjurors_dead_letters_total", stage="outcomes", reason="unknown_case") == 1
+    assert value(done, "cyberjurors_dead_letters_total", stage="outcomes", reason="invalid_outcome") == 1
+
+    # a restarted worker (its counters start at 0, its tables recover from their changelogs) does not
+    # count a redelivered outcome again, and counts a new one
+    async with worker_process(settings, tmp_path / "worker-2.log"):
+        try:
+            await produce(settings, [outcomes[repeated], Outgoing(repeated, b"{still not one", "test"), late],
+                          topic="disputes.outcomes")
+            again = await scrape_until(port, lambda s: value(s, "cyberjurors_dead_letters_total", stage="outcomes")
+                                       >= 1 and value(s, "cyberjurors_outcomes_total") >= 1, timeout_s=90)
+        except BaseException:
+            print((tmp_path / "worker-2.log").read_text()[-6000:])
+            raise
+    assert value(again, "cyberjurors_dead_letters_total", stage="outcomes", reason="invalid_outcome") == 1
+    assert value(again, "cyberjurors_outcomes_total") == 1
+    assert value(again, "cyberjurors_outcomes_total", category=ours[late.case_id].category) == 1
+    assert value(again, "cyberjurors_outcome_vote_error_sum") == pytest.approx(errors[late.case_id])
+
+
+def outcome_event(case_id: str, buyer: int, seller: int) -> Outgoing:
+    votes = {"buyer": buyer, "seller": seller}
+    return Outgoing(case_id, OutcomeReported(case_id=case_id, votes=votes).model_dump_json().encode(), "test")
 
 
 # --- drift ---------------------------------------------------------------------------------
@@ -207,48 +224,41 @@ def gauge(name: str, **labels: str) -> float:
     return got
 
 
-def test_rolling_window_keeps_the_last_entries_and_replaces_a_repeated_case():
-    window: metrics.RollingWindow[str] = metrics.RollingWindow(3)
-    for i, winner in enumerate(["seller", "buyer", "seller", "seller"]):
-        assert window.put(f"c{i}", winner)
-    assert window.values() == ["buyer", "seller", "seller"]  # c0 fell out
-    assert not window.put("c2", "seller")  # the same case again, unchanged: nothing counted
-    assert window.values() == ["buyer", "seller", "seller"]
-    assert window.put("c1", "seller")  # a changed entry moves to the newest end
-    assert window.values() == ["seller", "seller", "seller"] and len(window) == 3
-    with pytest.raises(ValueError):
-        metrics.RollingWindow(0)
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-def test_drift_gauges_over_the_window():
-    drift = metrics.Drift(window=4, reference_seller_share=0.6)
-    assert gauge("cyberjurors_seller_win_share_reference") == 0.6
-    assert math.isnan(gauge("cyberjurors_seller_win_share"))
-    assert math.isnan(gauge("cyberjurors_outcome_accuracy"))
-    for i, winner in enumerate(["buyer", "buyer", "seller", "seller", "seller", "buyer"]):
-        drift.verdict(f"c{i}", winner)
-    assert gauge("cyberjurors_seller_win_share") == pytest.approx(3 / 4)  # c2..c5
-    assert gauge("cyberjurors_drift_samples", window="verdicts") == 4
-
-    agree_before = REGISTRY.get_sample_value("cyberjurors_outcomes_total", {"agreement": "agree"}) or 0
-    # (real buyer, real seller, our buyer, our seller)
-    assert drift.outcome("a", 5, 12, 3, 14)  # real seller, ours seller, |14-12| = 2
-    assert drift.outcome("b", 12, 5, 9, 8)  # real buyer, ours buyer, |8-5| = 3
-    assert drift.outcome("c", 4, 13, 10, 7)  # real seller, ours buyer, |7-13| = 6
-    assert not drift.outcome("c", 4, 13, 10, 7)  # replayed: not counted twice
-    assert gauge("cyberjurors_outcome_accuracy") == pytest.approx(2 / 3)
-    assert gauge("cyberjurors_outcome_vote_mae") == pytest.approx((2 + 3 + 6) / 3)
-    assert gauge("cyberjurors_outcome_recall", side="seller") == pytest.approx(1 / 2)
-    assert gauge("cyberjurors_outcome_recall", side="buyer") == 1.0
-    assert gauge("cyberjurors_outcomes_total", agreement="agree") - agree_before == 2
-    assert gauge("cyberjurors_drift_samples", window="outcomes") == 3
+def test_outcome_counters_by_agreement_real_winner_and_category_with_the_vote_error():
+    keys = [("agree", "seller", "food"), ("agree", "buyer", "food"), ("disagree", "seller", "food")]
+    before = {k: sample("cyberjurors_outcomes_total", agreement=k[0], real_winner=k[1], category=k[2]) for k in keys}
+    error_before = sample("cyberjurors_outcome_vote_error_sum", category="food")
+    count_before = sample("cyberjurors_outcome_vote_error_count", category="food")
+    small_before = sample("cyberjurors_outcome_vote_error_bucket", category="food", le="2.0")
+    # (category, real buyer, real seller, our buyer, our seller)
+    assert metrics.record_outcome("food", 5, 12, 3, 14)  # real seller, ours seller, |14-12| = 2
+    assert metrics.record_outcome("food", 12, 5, 9, 8)  # real buyer, ours buyer, |8-5| = 3
+    assert not metrics.record_outcome("food", 4, 13, 10, 7)  # real seller, ours buyer, |7-13| = 6
+    after = {k: sample("cyberjurors_outcomes_total", agreement=k[0], real_winner=k[1], category=k[2]) for k in keys}
+    assert {k: after[k] - before[k] for k in keys} == dict.fromkeys(keys, 1)
+    assert sample("cyberjurors_outcome_vote_error_sum", category="food") - error_before == pytest.approx(2 + 3 + 6)
+    assert sample("cyberjurors_outcome_vote_error_count", category="food") - count_before == 3
+    assert sample("cyberjurors_outcome_vote_error_bucket", category="food", le="2.0") - small_before == 1
 
 
-def test_drift_scales_a_smaller_jury_to_the_17_vote_split():
-    drift = metrics.Drift(window=10)
-    drift.outcome("x", 8, 9, 1, 4)  # our 4 of 5 for the seller = 13.6 of 17
-    assert gauge("cyberjurors_outcome_vote_mae") == pytest.approx(abs(4 * 17 / 5 - 9))
-    assert math.isnan(gauge("cyberjurors_outcome_recall", side="buyer"))  # no real buyer win yet
+def test_a_smaller_jury_is_scaled_to_the_17_vote_split():
+    before = sample("cyberjurors_outcome_vote_error_sum", category="digital")
+    metrics.record_outcome("digital", 8, 9, 1, 4)  # our 4 of 5 for the seller = 13.6 of 17
+    assert sample("cyberjurors_outcome_vote_error_sum", category="digital") - before == pytest.approx(4 * 17 / 5 - 9)
+
+
+def test_every_label_combination_exists_from_the_start():
+    """rate() over a series that appears only with its first event misses that event; primed, it reads 0."""
+    for category in CATEGORIES:
+        for agreement in ("agree", "disagree"):
+            for side in ("buyer", "seller"):
+                assert REGISTRY.get_sample_value("cyberjurors_outcomes_total", {
+                    "agreement": agreement, "real_winner": side, "category": category}) is not None
+        assert REGISTRY.get_sample_value("cyberjurors_outcome_vote_error_count", {"category": category}) is not None
 
 
 # --- prices and the LLM guard ------------------------------------------------------------

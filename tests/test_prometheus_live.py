@@ -1,8 +1,8 @@
 """Every dashboard query and every alert rule against a real Prometheus scraping real workers.
 
 Prometheus is Debian's server binary (``make test`` installs the package), started on a free
-port with a 1 s scrape interval and the repository's infra/alerts.yml as its rule file. It
-scrapes two CyberJurors workers on the embedded broker:
+port with a 1 s scrape and evaluation interval and the repository's infra/recording.yml and
+infra/alerts.yml as its rule files. It scrapes two CyberJurors workers on the embedded broker:
 
 * the pipeline worker: offline backend, an empty embedded precedent base (so every case is a
   precedent cold start), all the sample cases, three outcomes (two agreeing, one not) and one
@@ -15,7 +15,9 @@ scrapes two CyberJurors workers on the embedded broker:
 Then every query of every panel (Grafana's variables substituted) and every alert expression
 goes through /api/v1/query: each must parse, each metric it names must exist in Prometheus,
 and each panel query must return data, except the few listed in ``MAY_BE_EMPTY`` with the
-reason. A query naming a metric no worker exports fails, even behind ``or vector(0)``.
+reason. A query naming a metric no worker exports fails, even behind ``or vector(0)``. Every
+recording rule must be healthy and have recorded a number, and the fleet's drift figures must be
+what the verdicts and outcomes on the topics say.
 """
 
 from __future__ import annotations
@@ -36,13 +38,22 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import Settings
-from cyberjurors.schemas import Verdict
+from cyberjurors.schemas import CATEGORIES, Verdict
 from cyberjurors.streams.broker import free_port, stop_process
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
 from .conftest import EXAMPLES, read_topic, worker_process
 from .messages_server import ScriptedServer, anthropic_error, anthropic_message
-from .test_infra import INFRA, alert_rules, dashboard_files, load_dashboard, metric_names, panel_queries, variable_query
+from .test_infra import (
+    INFRA,
+    alert_rules,
+    dashboard_files,
+    load_dashboard,
+    metric_names,
+    panel_queries,
+    recording_rules,
+    variable_query,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -111,7 +122,7 @@ def prometheus(tmp_path: Path, metrics_ports: tuple[int, int]) -> Iterator[Prome
     config = folder / "prometheus.yml"
     config.write_text(json.dumps({  # JSON is YAML
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
-        "rule_files": [str(INFRA / "alerts.yml")],
+        "rule_files": [str(INFRA / "recording.yml"), str(INFRA / "alerts.yml")],
         "scrape_configs": [{"job_name": "cyberjurors-worker",
                             "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in metrics_ports]}]}],
     }))
@@ -165,6 +176,21 @@ def outcome(case_id: str, buyer: int) -> Outgoing:
     return Outgoing(case_id, json.dumps(value).encode(), "test")
 
 
+def fleet_figures(prometheus: Prometheus, verdicts: dict[str, Verdict], outcomes: dict[str, int],
+                  reference: float) -> list[str]:
+    """The recording rules' drift figures against the verdicts and outcomes on the topics."""
+    sellers = sum(v.winner == "seller" for v in verdicts.values()) / len(verdicts)
+    agree = sum(verdicts[c].winner == ("buyer" if b > 17 - b else "seller") for c, b in outcomes.items())
+    mae = sum(abs(verdicts[c].votes.seller * 17 / verdicts[c].votes.total - (17 - b))
+              for c, b in outcomes.items()) / len(outcomes)
+    expected = {"cyberjurors:seller_win_share:ratio_rate1h": sellers, "cyberjurors:seller_win_share:ratio_rate1d": sellers,
+                "cyberjurors:seller_win_share_deviation:ratio_rate1d": sellers - reference,
+                "cyberjurors:outcome_accuracy:ratio_rate1d": agree / len(outcomes),
+                "cyberjurors:outcome_vote_error:mean1d": mae}
+    return [f"{name} = {prometheus.value(name)}, the topics say {value}" for name, value in expected.items()
+            if not math.isclose(prometheus.value(name), value, rel_tol=1e-9, abs_tol=1e-9)]
+
+
 def query_problems(prometheus: Prometheus, where: str, expr: str, known: set[str], need_data: bool,
                    need_number: bool = False) -> list[str]:
     """What is wrong with one query on this Prometheus: a parse or evaluation error, a metric it
@@ -206,6 +232,10 @@ async def test_every_dashboard_query_and_alert_rule_runs_on_prometheus(
 
     async with (worker_process(pipeline, tmp_path / "worker.log"),
                 worker_process(provider_settings, tmp_path / "worker-provider.log")):
+        # both scraped before any verdict: rate() then sees every count from 0
+        primed = {"count(cyberjurors_verdicts_total)": 2 * len(CATEGORIES) * 2}  # workers x categories x winners
+        scraped = await wait_for(prometheus, primed, timeout_s=60)
+        assert scraped == primed, scraped
         await produce(pipeline, [*events, Outgoing("broken-001", b"{not json", "test")])
         await produce(provider_settings, one_case)
         seen = await read_topic(pipeline, "disputes.verdicts", until=len(cases), timeout_s=90)
@@ -217,12 +247,14 @@ async def test_every_dashboard_query_and_alert_rule_runs_on_prometheus(
         buyers = sorted(c for c, v in verdicts.items() if v.winner == "buyer")
         sellers = sorted(c for c, v in verdicts.items() if v.winner == "seller")
         assert buyers and len(sellers) >= 2, {c: v.winner for c, v in verdicts.items()}
-        await produce(pipeline, [outcome(buyers[0], buyer=13), outcome(sellers[0], buyer=3),
-                                 outcome(sellers[1], buyer=12)], topic="disputes.outcomes")
+        outcomes = {buyers[0]: 13, sellers[0]: 3, sellers[1]: 12}  # case -> the real jury's buyer votes
+        await produce(pipeline, [outcome(case, buyer) for case, buyer in outcomes.items()], topic="disputes.outcomes")
 
         wanted = {
             "sum(cyberjurors_verdicts_total)": len(cases),
             "sum(cyberjurors_outcomes_total)": 3,                              # the three outcomes
+            "sum(cyberjurors_outcome_vote_error_count)": 3,
+            "cyberjurors:outcomes:increase1h": 2.9,                            # the rules have seen them
             'sum(cyberjurors_dead_letters_total{stage="ingest"})': 1,          # the malformed event
             'sum(cyberjurors_dead_letters_total{stage="round"})': 1,           # the provider's jurors
             'sum(cyberjurors_llm_errors_total{backend="anthropic"})': 1,
@@ -260,11 +292,18 @@ async def test_every_dashboard_query_and_alert_rule_runs_on_prometheus(
                                  for name in metric_names(selector) - known]
         for rule in alert_rules():  # alerts may well be quiet; they must parse and name real metrics
             problems += query_problems(prometheus, f"alert {rule['alert']}", rule["expr"], known, need_data=False)
+        for rule in recording_rules():  # each rule's expression, and the series it recorded
+            problems += query_problems(prometheus, f"rule {rule['record']}", rule["expr"], known, need_data=True,
+                                       need_number=True)
+            problems += query_problems(prometheus, f"recorded {rule['record']}", rule["record"], known,
+                                       need_data=True, need_number=True)
+        problems += fleet_figures(prometheus, verdicts, outcomes, settings.drift_reference_seller_share)
 
-        # Prometheus itself evaluates the rule file: every rule healthy, no evaluation errors
+        # Prometheus itself evaluates the rule files: every rule healthy, no evaluation errors
         groups = prometheus.get("/api/v1/rules")["data"]["groups"]
         rules = [r for g in groups for r in g["rules"]]
-        assert {r["name"] for r in rules} == {r["alert"] for r in alert_rules()}
+        assert {r["name"] for r in rules} == {r["alert"] for r in alert_rules()} | {r["record"] for r in
+                                                                                    recording_rules()}
         problems += [f"rule {r['name']}: {r['health']} {r.get('lastError')}" for r in rules
                      if r["health"] != "ok" or r.get("lastError")]
         # both workers scraped and up

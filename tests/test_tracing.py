@@ -92,7 +92,7 @@ class Pipeline:
         in_flight = metrics.CasesInFlight()
         self.results = StageResults({})
         self.letters = DeadLetters(self.topics["dlq"], in_flight)
-        verdicts = Verdicts(settings, self.results, self.topics["verdicts"], in_flight, metrics.Drift(10, 0.5))
+        verdicts = Verdicts(settings, self.results, self.topics["verdicts"], in_flight)
         self.hop = StageHop(self.results, self.letters, in_flight, verdicts.resend)
         ingest = Ingest(settings, llm.backend, {}, self.results, self.topics["ready"], self.letters, in_flight)
         work = StageWork(settings, llm, Jury.from_settings(settings), NoPrecedents())  # type: ignore[arg-type]

@@ -294,7 +294,7 @@ async def test_a_redelivered_settled_case_resends_the_stored_verdict_and_repeats
     case_file = await settled(s)
     llm, jury = juris_model(), Jury.from_settings(s)
     out, in_flight = Topic(), metrics.CasesInFlight()
-    verdicts = Verdicts(s, StageResults({}), out, in_flight, metrics.Drift(10, 0.5),
+    verdicts = Verdicts(s, StageResults({}), out, in_flight,
                         lambda cf: verdict_stage(cf, llm, s, jury))
     passed, turns = count("cyberjurors_verifications_total", status="passed"), count("cyberjurors_verifier_turns_sum")
     await verdicts.publish(case_file)
@@ -321,7 +321,7 @@ async def test_a_verifier_that_fails_dead_letters_the_verdict_step_and_its_repla
     dlq, out, in_flight = Topic(), Topic(), metrics.CasesInFlight()
     results = StageResults({})
     letters = DeadLetters(dlq, in_flight)
-    verdicts = Verdicts(s, results, out, in_flight, metrics.Drift(10, 0.5), lambda cf: verdict_stage(cf, llm, s, jury))
+    verdicts = Verdicts(s, results, out, in_flight, lambda cf: verdict_stage(cf, llm, s, jury))
     handlers = SimpleNamespace(hop=StageHop(results, letters, in_flight, verdicts.resend), verdicts=verdicts,
                                letters=letters)
     raw = case_file.model_dump_json().encode()

@@ -101,7 +101,7 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                          **options)
 
     in_flight = metrics.CasesInFlight()
-    drift = metrics.Drift(settings.drift_window, settings.drift_reference_seller_share)
+    metrics.set_seller_share_reference(settings.drift_reference_seller_share)
     store = open_store(settings, clock)
     letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
@@ -110,10 +110,10 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
                            max_rounds=settings.rounds)
     ingest = Ingest(settings, llm.backend, table("intake"), results, topic("disputes.ready"), letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)
-    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, drift, work.verdict,
+    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, work.verdict,
                         escalations=topic("disputes.escalations"), letters=letters)
     hop = StageHop(results, letters, in_flight, verdicts.resend)
-    outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), drift, letters)
+    outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
 
     handlers = Handlers(ingest, hop, work, verdicts, outcomes, letters, appeals)

@@ -1,5 +1,6 @@
-"""disputes.outcomes: how a case was finally decided. Compared with our verdict (drift) whether
-or not the precedent base is on; with it on, learned from, and every ``redistil_after``
+"""disputes.outcomes: how a case was finally decided. Counted against our verdict (the drift
+counters, once per case: a redelivered or corrected outcome is not counted again) whether or not
+the precedent base is on; with it on, learned from, and every ``redistil_after``
 confirmed cases of a category on a partition the category's guidelines are re-distilled.
 
 One outcome at a time (the agent's concurrency is 1): guideline versions must not race.
@@ -32,7 +33,7 @@ log = logging.getLogger("cyberjurors.streams")
 
 class Outcomes:
     def __init__(self, settings: Settings, llm: LLM, precedents: PrecedentBase, results: StageResults,
-                 confirmed: MutableMapping[str, Any], drift: metrics.Drift, letters: DeadLetters):
+                 confirmed: MutableMapping[str, Any], letters: DeadLetters):
         self.settings = settings
         self.llm = llm
         self.precedents = precedents
@@ -40,7 +41,6 @@ class Outcomes:
         # "category/partition" -> case ids confirmed since the last re-distil here: emptied at redistil_after,
         # so it never holds more than categories x partitions x redistil_after ids and needs no expiry
         self.confirmed = confirmed
-        self.drift = drift
         self.letters = letters
 
     async def __call__(self, event: Any) -> None:
@@ -75,13 +75,7 @@ class Outcomes:
                                      f"{outcome.case_id}: a human panel's decision names the escalation it answers, "
                                      "as disputes.escalations gave it for this case", replayable=False)
             return
-        ours = decided.votes
-        if self.drift.outcome(outcome.case_id, outcome.votes.buyer, outcome.votes.seller, ours.buyer, ours.seller) \
-                and outcome.source == "human_panel" and decided.escalated:
-            agreed = outcome.votes.winner == decided.winner
-            metrics.HUMAN_DECISIONS.labels("agree" if agreed else "disagree").inc()
-            log.info("case %s: the human panel %s the escalated verdict (%s)", outcome.case_id,
-                     "upheld" if agreed else "overturned", ", ".join(decided.escalation_reasons))
+        self.count(outcome, decided)
         if not self.precedents.enabled:
             return
         try:
@@ -129,6 +123,21 @@ class Outcomes:
         else:
             await self.letters.write(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} "
                                      "yet: replay the letter once the case is decided", replayable=True)
+
+    def count(self, outcome: OutcomeReported, decided: Verdict) -> None:
+        """The drift counters and a human panel's agreement, once per case: the first outcome reported
+        for it stays counted (a counter cannot take one back), as the precedent base applies a case's
+        outcome once."""
+        if not self.results.mark_outcome(outcome.case_id, outcome.model_dump_json().encode()):
+            log.info("case %s: outcome already counted, not counted again", outcome.case_id)
+            return
+        real, ours = outcome.votes, decided.votes
+        metrics.record_outcome(decided.category, real.buyer, real.seller, ours.buyer, ours.seller)
+        if outcome.source == "human_panel" and decided.escalated:
+            agreed = real.winner == decided.winner
+            metrics.HUMAN_DECISIONS.labels("agree" if agreed else "disagree").inc()
+            log.info("case %s: the human panel %s the escalated verdict (%s)", outcome.case_id,
+                     "upheld" if agreed else "overturned", ", ".join(decided.escalation_reasons))
 
     async def learn(self, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile, partition: int) -> None:
         index, matcher = await self.precedents.open()

@@ -42,7 +42,8 @@ class StageResults:
     What is kept, and for how long: a case in flight keeps every stage's output (a redelivered
     input re-sends it instead of calling the model again). Its verdict deletes the intermediate
     ones (focus, clues, round-N): ``ready`` and ``verdict`` stay, for outcome learning and to
-    re-send the verdict to a redelivered input, and every key of the case is deleted
+    re-send the verdict to a redelivered input, and ``outcome`` marks that the case's reported
+    outcome was counted (``mark_outcome``); every key of the case is deleted
     ``retention_s`` after its last stage result (``times``: case_id -> ``expiry.stamp``), by
     ``expire``, which a timer calls. A decided case leaves a marker (``case_id/expired``, a few
     dozen bytes) for one more ``retention_s``, so an outcome that comes after its verdict expired
@@ -57,7 +58,7 @@ class StageResults:
 
     EXPIRED = "expired"
     LASTING = ("ready", "focus", "clues", "verdict", "escalation", "appeal", "appeal/clues", "appeal/verdict",
-               "appeal/escalation", EXPIRED)
+               "appeal/escalation", "outcome", EXPIRED)
 
     def __init__(self, table: MutableMapping[str, Any], times: MutableMapping[str, Any] | None = None,
                  retention_s: float = 7 * 86400, clock: expiry.Clock = time.time,
@@ -102,6 +103,16 @@ class StageResults:
             elif n > self.max_rounds:
                 return found
         return found
+
+    def mark_outcome(self, case_id: str, outcome: bytes) -> bool:
+        """Record that the case's reported outcome was counted; False when one was already (a
+        redelivered outcome, after a restart or a rebalance too: the mark is in the table's
+        changelog). Called from the outcomes agent, whose event has the case's partition."""
+        key = f"{case_id}/outcome"
+        if key in self.table:
+            return False
+        self.table[key] = outcome
+        return True
 
     def keys(self, case_id: str) -> list[str]:
         """Every key the case has in the table."""

@@ -1,11 +1,13 @@
 """The verdict: decided once from the last round, stored, and sent to disputes.verdicts; an
 escalated one's escalation to disputes.escalations.
 
-Verdict metrics and the seller-share drift window count a verdict only when it is first
-decided; a replay re-sends the stored bytes uncounted. The same goes for a second instance's
-verdict (an appeal's), stored under ``case_id/appeal/verdict``. Deciding may call models (the
-verifier, JURIS: ``jury.stages.verdict_stage``); those calls happen before the verdict is stored, so a
-redelivered input re-sends the stored verdict and repeats none of them.
+Verdict metrics (the drift counters among them) count a verdict only when it is first decided;
+a replay re-sends the stored bytes uncounted. The same goes for a second instance's verdict (an
+appeal's), stored under ``case_id/appeal/verdict``, which counts as an appeal verdict (reversed or
+upheld), not in ``cyberjurors_verdicts_total``: the seller-win share is the first instance's.
+Deciding may call models (the verifier, JURIS: ``jury.stages.verdict_stage``); those calls happen
+before the verdict is stored, so a redelivered input re-sends the stored verdict and repeats none
+of them.
 
 An escalation is stored before its verdict and holds it: a worker that dies between the two takes
 the verdict from the stored escalation when the input comes again, so the verdict and its
@@ -44,14 +46,13 @@ class Verdicts:
     model and jury); without it the verdict is the final round's, decided without a model call."""
 
     def __init__(self, settings: Settings, results: StageResults, out: Sender, in_flight: metrics.CasesInFlight,
-                 drift: metrics.Drift, work: Decide | None = None, escalations: Sender | None = None,
+                 work: Decide | None = None, escalations: Sender | None = None,
                  letters: DeadLetters | None = None):
         self.settings = settings
         self.work = work
         self.results = results
         self.out = out
         self.in_flight = in_flight
-        self.drift = drift
         self.escalations = escalations
         self.letters = letters
 
@@ -133,7 +134,6 @@ class Verdicts:
         metrics.record_escalation(decided.escalation_reasons, decided.instance)
         metrics.record_budget_stops(decided.budget_stops)
         metrics.record_verification(decided.verification)
-        self.drift.verdict(decided.case_id, decided.winner)  # an appeal's final word replaces the first in the window
         if case_file.appeal is not None:
             reversed_ = decided.winner != case_file.appeal.first_instance.winner
             metrics.APPEAL_VERDICTS.labels("reversed" if reversed_ else "upheld").inc()
