@@ -304,6 +304,9 @@ async def test_a_round_left_without_the_rounds_before_it_expires_with_its_case()
     assert await results.expire() == 1 and set(table) == {"gap/expired"}  # no round left behind
     clock.now += 101
     assert await results.expire() == 1 and table == {}
+    # an appeal's keys name the case before their first slash, not "gap/appeal"
+    table |= {"gap/appeal/round-1": b"{}", "gap/appeal/verdict": b"{}"}
+    assert results.adopt(partitions=4) == 1 and set(results.times) == {"gap"}
     # past T only what follows on without a gap is the case's (T lowered since it was judged)
     table |= {"old/round-1": b"{}", "old/round-2": b"{}", "old/round-3": b"{}", "old/round-4": b"{}",
               "old/round-6": b"{}"}

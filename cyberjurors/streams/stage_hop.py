@@ -144,7 +144,7 @@ class StageResults:
         embedded broker: recovery stops at the high watermark Tansu 0.6 reports from a batch's first
         offset, skipping the rest of a verdict's batch of tombstones. Reads every key: run after
         recovery, not every sweep. A case's partition is its key's: every topic is keyed by case id."""
-        cases = {key.rsplit("/", 1)[0] for key in list(self.table.keys())} - set(self.times.keys())
+        cases = {key.split("/", 1)[0] for key in list(self.table.keys())} - set(self.times.keys())
         adopted = 0
         for case_id in cases:
             partition = expiry.key_partition(case_id, partitions)
