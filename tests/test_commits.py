@@ -187,9 +187,33 @@ def test_a_stale_run_after_a_seek_back_counts_for_nothing(consumers):
     ours.mark_handled(five)
     assert ours._new_offset(TP0) == 6
     assert p.commit() == (None,)  # nothing new
-    # a hole at the offset sought (deleted): a batch asked for after the seek counts at once
+    # a hole at the offset sought (deleted): a batch asked for after the seek counts at once, and
+    # the offsets it begins past are no records
+    ours._committed_offset[TP0] = 30
     ours._new_reading(TP0)
     ours._sought_to(TP0, 30)
     ours._batch_sought = dict(ours._sought)
     ours.mark_handled(record(33))
     assert ours._new_offset(TP0) == 34
+
+
+def test_an_unfinished_offset_the_fetch_loop_read_past_and_no_agent_holds_is_read_again(consumers):
+    """A record dropped before it was counted (a stale batch's, around a seek) leaves the first
+    unfinished offset with nothing to finish it: once Faust's loop has read past it and no agent
+    holds it for three commit ticks, the consumer reads again from it. Committed 5, 6 and 7
+    finished, the loop at 9: 5 is stalled. In a handler it is not."""
+    ours, _ = consumers
+    p = Partition((ours,), 5, range(5, 8))
+    p.take(6, 7)
+    p.finish(6, 7)
+    ours._read_offset[TP0] = 9
+    assert [ours.stalled(TP0) for _ in range(3)] == [None, None, 5]
+    assert p.commit() == (None,)  # never past it meanwhile
+    p.take(5)  # a handler has it: not stalled, and the count starts again
+    assert ours.stalled(TP0) is None
+    ours._unacked_messages.clear()
+    ours._read_offset[TP0] = 5  # read up to it only: just sought there, maybe the partition's end
+    ours.highwater = lambda tp: 5  # type: ignore[method-assign]  # it is the end: nothing to read
+    assert [ours.stalled(TP0) for _ in range(5)] == [None] * 5
+    ours.highwater = lambda tp: 8  # type: ignore[method-assign]  # records beyond: 5 was dropped
+    assert [ours.stalled(TP0) for _ in range(3)] == [None, None, 5]

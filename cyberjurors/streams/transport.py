@@ -15,20 +15,19 @@ finishes first: faust-streaming issue 606) and checks nothing while the committe
 as in a revocation's own commit. And a message dropped after the seek that ends the rebalance is
 never read again. bench/rebalance.py lost up to 10 of 150 cases so.
 
-So the decision is ours. Per partition, the consumer records every offset it fetches and every
-message it hands to an agent's queue, and our agents report each event their handler finished
-(``handled``, after the handler returned: not Faust's ack, which also comes when a stream skips a
-message or is cancelled). The offset committed is the first fetched one no handler finished (or
-one past the last, when all are), so nothing unfinished is ever passed. Each seek starts a new
-reading of the partition, and only what is fetched and finished in the current reading counts;
-the records of a batch fetched before the seek still arrive after it, so a reading counts from
-the record it sought to on (or from a batch asked for after the seek: that record was deleted),
-never from a stale run that would leave the records between uncounted. A message handed over in
-this reading that is neither queued, nor in a handler, nor finished was dropped: the consumer
-seeks back to it and reads it again. Counting less costs duplicates, never cases: what a handler
-finished but was not committed is handled again, and the stored stage results make that a re-send.
-Offsets that are no message (transaction markers, compacted records) are never fetched, so they
-hold nothing back.
+So the decision is ours. Our agents report each event their handler finished (``handled``,
+after the handler returned: not Faust's ack, which also comes when a stream skips a message or is
+cancelled), and the offset committed is the first one, from the committed offset on, that no
+handler finished: offsets are taken in order, one by one, so an offset never read or never finished
+is never passed. A handler's finishing is a fact whichever reading fetched the message, so it
+always counts. Each seek starts a new reading of the partition; where a reading's first record
+lies past the offset sought, the offsets between are no records (compacted, deleted) and count as
+done. What is read is watched: a message handed over in this reading that is neither queued, nor
+in a handler, nor finished, or one Faust's fetch loop passed over without handing it over, or the
+first unfinished offset when the loop has read past it and no agent holds it for three commit
+ticks, was dropped: the consumer seeks back to it and reads it again. Counting less costs
+duplicates, never cases: what a handler finished but was not committed is handled again, and the
+stored stage results make that a re-send.
 """
 
 from __future__ import annotations
@@ -74,6 +73,7 @@ class SafeAcks(driver.Consumer):
         self._start: dict[TP, int | None] = {}  # where that seek went (None: not known)
         self._counting: set[TP] = set()  # the current reading's own records have begun
         self._batch_sought: dict[TP, int] = {}  # ``_sought`` when the batch being read was asked for
+        self._stalls: dict[TP, tuple[int, int]] = {}  # first unfinished offset, ticks it has been stalled
         self._reading_of: WeakKeyDictionary[Message, int] = WeakKeyDictionary()
         self._read_offset = ReadOffsets()
         deliver = self.callback  # the conductor's: puts the message in its agents' queues
@@ -99,6 +99,9 @@ class SafeAcks(driver.Consumer):
         settled = self._sought.get(tp) == reading and self._batch_sought.get(tp) == reading
         if settled or (offset == self._start.get(tp) and self._sought.get(tp) == reading):
             self._counting.add(tp)
+            start = self._start.get(tp)
+            if start is not None and offset > start:  # no records between: compacted or deleted
+                self._handled[tp].update(range(start, offset))
             return True
         return False
 
@@ -110,8 +113,7 @@ class SafeAcks(driver.Consumer):
         return message
 
     def mark_handled(self, message: Message) -> None:
-        if self._reading_of.get(message) == self._reading.get(message.tp, 0):  # counted in this reading
-            self._handled[message.tp].add(message.offset)
+        self._handled[message.tp].add(message.offset)  # finished is finished, whichever reading fetched it
 
     def in_flight(self, tp: TP) -> set[int]:
         """Offsets of ``tp`` a handler holds."""
@@ -128,21 +130,33 @@ class SafeAcks(driver.Consumer):
                     offsets.add(message.offset)
         return offsets
 
+    def _base(self, tp: TP) -> int | None:
+        """Where the partition's committed run ends: its committed offset, or, with none committed
+        yet, the first offset read."""
+        committed = self._committed_offset.get(tp)
+        if committed is not None:
+            return committed
+        return min(self._fetched[tp] | self._handled[tp], default=None)
+
+    def _first_unfinished(self, tp: TP) -> int | None:
+        position = self._base(tp)
+        if position is not None:
+            while position in self._handled[tp]:
+                position += 1
+        return position
+
     def _new_offset(self, tp: TP) -> int | None:
-        fetched, handled = self._fetched[tp], self._handled[tp]
-        if not fetched:
+        position = self._first_unfinished(tp)
+        if position is None:
             return None
-        unfinished = fetched - handled
-        position = min(unfinished) if unfinished else max(fetched) + 1
-        self._fetched[tp] = {o for o in fetched if o >= position}
-        self._handled[tp] = {o for o in handled if o >= position}
-        self._delivered[tp] = {o for o in self._delivered[tp] if o >= position}
+        for marks in (self._fetched, self._handled, self._delivered):
+            marks[tp] = {o for o in marks[tp] if o >= position}
         # Faust's own bookkeeping is not used; keep it from growing
         self._acked[tp][:] = [o for o in self._acked[tp] if o >= position]
         self._acked_index[tp].difference_update({o for o in self._acked_index[tp] if o < position})
         if self._gap.get(tp):
             self._gap[tp].chop(0, position)
-        committed = self._committed_offset[tp]
+        committed = self._committed_offset.get(tp)
         return position if committed is None or position > committed else None
 
     def dropped(self, tp: TP) -> set[int]:
@@ -157,13 +171,35 @@ class SafeAcks(driver.Consumer):
         passed = {o for o in unfinished - self._delivered[tp] if read is not None and o <= read}
         return ((self._delivered[tp] & unfinished) | passed) - self.in_flight(tp) - self.queued(tp)
 
+    def stalled(self, tp: TP) -> int | None:
+        """The first unfinished offset, when Faust's fetch loop has read past it, or up to it while
+        the partition holds records beyond (after a seek the read offset is the offset sought, which
+        may be the partition's end), and no agent has held it for three commit ticks in a row: a
+        record dropped before it was counted."""
+        first, read = self._first_unfinished(tp), self._read_offset.get(tp)
+        if first is None or read is None or first > read or (first == read and first >= self._end(tp)) \
+                or first in self.in_flight(tp) | self.queued(tp):
+            self._stalls.pop(tp, None)
+            return None
+        seen, ticks = self._stalls.get(tp, (first, 0))
+        self._stalls[tp] = (first, ticks + 1 if seen == first else 1)
+        return first if self._stalls[tp][1] >= 3 else None
+
+    def _end(self, tp: TP) -> int:
+        """The partition's high watermark as the last fetch reported it (0 when unknown)."""
+        try:
+            return self.highwater(tp) or 0
+        except Exception:  # no consumer yet, or the partition is no longer assigned
+            return 0
+
     def _new_reading(self, tp: TP) -> None:
         """Begun before a seek of ``tp``: what was counted or handled before counts no more."""
         self._reading[tp] = self._reading.get(tp, 0) + 1
         self._start[tp] = None
         self._counting.discard(tp)
-        for marks in (self._fetched, self._delivered, self._handled):
+        for marks in (self._fetched, self._delivered):
             marks.pop(tp, None)
+        self._stalls.pop(tp, None)
 
     def _sought_to(self, tp: TP, offset: int | None) -> None:
         """The seek that began ``tp``'s current reading is done, to ``offset``."""
@@ -173,8 +209,11 @@ class SafeAcks(driver.Consumer):
         """Commit; then read again what a stream dropped in the partition's current reading."""
         committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
         if not self.app.rebalancing and self.app.flow_control.is_active():  # else a seek is coming
-            for tp in list(self._fetched):
-                if (lost := self.dropped(tp)) and tp in self.assignment():
+            for tp in set(self._fetched) | set(self._handled):
+                if tp not in self.assignment():
+                    continue
+                lost = self.dropped(tp) | ({stalled} if (stalled := self.stalled(tp)) is not None else set())
+                if lost:
                     self.log.warning("%s: offsets %s were dropped unhandled; reading again from %s",
                                      tp, sorted(lost), min(lost))
                     self._new_reading(tp)
@@ -189,7 +228,7 @@ class SafeAcks(driver.Consumer):
         assigned = {tp for tp in self.assignment() if self.app.topics.acks_enabled_for(tp.topic)}
         for tp in set(self._reading) - assigned:  # revoked: forget it
             self._new_reading(tp)
-            for marks in (self._reading, self._sought, self._start):
+            for marks in (self._reading, self._sought, self._start, self._handled):
                 marks.pop(tp, None)
         for tp in assigned:
             self._new_reading(tp)
