@@ -200,20 +200,21 @@ def test_a_stale_run_after_a_seek_back_counts_for_nothing(consumers):
 def test_an_unfinished_offset_the_fetch_loop_read_past_and_no_agent_holds_is_read_again(consumers):
     """A record dropped before it was counted (a stale batch's, around a seek) leaves the first
     unfinished offset with nothing to finish it: once Faust's loop has read past it and no agent
-    holds it for three commit ticks, the consumer reads again from it. Committed 5, 6 and 7
-    finished, the loop at 9: 5 is stalled. In a handler it is not."""
+    holds it for three commit ticks, the consumer reads again from it; when nothing reads the
+    partition at all, after ten. Committed 5, 6 and 7 finished, records up to 9: 5 is stalled. In
+    a handler, or at the partition's end, it is not."""
     ours, _ = consumers
     p = Partition((ours,), 5, range(5, 8))
     p.take(6, 7)
     p.finish(6, 7)
+    ours.highwater = lambda tp: 10  # type: ignore[method-assign]
     ours._read_offset[TP0] = 9
     assert [ours.stalled(TP0) for _ in range(3)] == [None, None, 5]
     assert p.commit() == (None,)  # never past it meanwhile
     p.take(5)  # a handler has it: not stalled, and the count starts again
     assert ours.stalled(TP0) is None
     ours._unacked_messages.clear()
-    ours._read_offset[TP0] = 5  # read up to it only: just sought there, maybe the partition's end
-    ours.highwater = lambda tp: 5  # type: ignore[method-assign]  # it is the end: nothing to read
-    assert [ours.stalled(TP0) for _ in range(5)] == [None] * 5
-    ours.highwater = lambda tp: 8  # type: ignore[method-assign]  # records beyond: 5 was dropped
-    assert [ours.stalled(TP0) for _ in range(3)] == [None, None, 5]
+    ours._read_offset[TP0] = 5  # not read past it: the partition is not being read
+    assert [ours.stalled(TP0) for _ in range(10)][-2:] == [None, 5]
+    ours.highwater = lambda tp: 5  # type: ignore[method-assign]  # 5 is the end: nothing to read
+    assert [ours.stalled(TP0) for _ in range(12)] == [None] * 12

@@ -172,18 +172,16 @@ class SafeAcks(driver.Consumer):
         return ((self._delivered[tp] & unfinished) | passed) - self.in_flight(tp) - self.queued(tp)
 
     def stalled(self, tp: TP) -> int | None:
-        """The first unfinished offset, when Faust's fetch loop has read past it, or up to it while
-        the partition holds records beyond (after a seek the read offset is the offset sought, which
-        may be the partition's end), and no agent has held it for three commit ticks in a row: a
-        record dropped before it was counted."""
+        """The first unfinished offset, when records lie beyond it (the high watermark) and no agent
+        has held it for 3 commit ticks in a row after Faust's fetch loop read past it (a record
+        dropped before it was counted), or for 10 otherwise (a partition nothing reads again)."""
         first, read = self._first_unfinished(tp), self._read_offset.get(tp)
-        if first is None or read is None or first > read or (first == read and first >= self._end(tp)) \
-                or first in self.in_flight(tp) | self.queued(tp):
+        if first is None or first >= self._end(tp) or first in self.in_flight(tp) | self.queued(tp):
             self._stalls.pop(tp, None)
             return None
         seen, ticks = self._stalls.get(tp, (first, 0))
         self._stalls[tp] = (first, ticks + 1 if seen == first else 1)
-        return first if self._stalls[tp][1] >= 3 else None
+        return first if self._stalls[tp][1] >= (3 if read is not None and first < read else 10) else None
 
     def _end(self, tp: TP) -> int:
         """The partition's high watermark as the last fetch reported it (0 when unknown)."""
