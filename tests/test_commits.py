@@ -76,8 +76,12 @@ class Partition:
                     message.ack(consumer)
 
     def commit(self) -> tuple[int | None, int | None]:
-        """(ours, Faust's) offset to commit now."""
-        return tuple(c._new_offset(TP0) for c in self.consumers)  # type: ignore[return-value]
+        """(ours, Faust's) offset to commit now; committed, as Faust records it."""
+        offsets = tuple(c._new_offset(TP0) for c in self.consumers)
+        for consumer, offset in zip(self.consumers, offsets):
+            if offset is not None:
+                consumer._committed_offset[TP0] = offset
+        return offsets  # type: ignore[return-value]
 
 
 def test_a_message_still_in_a_handler_holds_the_commit_back(consumers):
@@ -106,13 +110,34 @@ def test_a_message_dropped_in_a_rebalance_holds_the_commit_until_handled(consume
     assert p.commit()[0] == 18
 
 
-def test_while_the_committed_offset_is_unknown_nothing_is_passed(consumers):
+def test_while_faust_forgets_the_committed_offset_the_count_goes_on_from_the_last_known(consumers):
     # during a revocation Faust has forgotten the committed offset, and commits past anything
-    p = Partition(consumers, None, range(15, 20))
+    p = Partition(consumers, 15, range(15, 20))
+    assert p.commit() == (None, None)  # nothing new: 15 is where the partition stands
+    for consumer in consumers:
+        consumer._committed_offset.pop(TP0)  # what Faust's on_partitions_revoked does before its commit
     p.drop(15, 16, 17, acked=True)
     p.take(18)
     p.finish(18)
-    assert p.commit() == (15, 19)  # ours commits where the partition stands
+    assert p.commit() == (15, 19)
+
+
+def test_with_nothing_committed_the_count_starts_at_the_log_start(consumers):
+    """A group that has committed nothing starts reading at the log start. Records handed to an
+    agent before the seek was done are not counted in the reading; the commit must still wait
+    for them, so it counts from the log start, not from the first record counted."""
+    ours, _ = consumers
+    p = Partition((ours,), None, range(3, 6))
+    p.take(3, 4)
+    p.finish(4, 5)
+    assert p.commit() == (None,), "no log start known yet: nothing is committed"
+    ours._floor[TP0] = 0  # read from the broker (_learn_log_starts)
+    assert p.commit() == (0,)  # 0, 1, 2 not read yet, 3 in a handler: from the first record counted it was 6
+    for offset in (0, 1, 2):
+        ours.mark_handled(record(ours, offset))
+    assert p.commit() == (3,)
+    p.finish(3)
+    assert p.commit() == (6,)
 
 
 def test_handled_messages_are_committed_as_faust_commits_them(consumers):
@@ -167,34 +192,69 @@ def test_a_message_the_fetch_loop_passed_over_is_found_for_reading_again(consume
     assert p.commit() == (None,)  # committed at 5, never past it
 
 
+def record(consumer: SafeAcks, offset: int):  # type: ignore[no-untyped-def]
+    """What the fetch loop makes of a record it hands on."""
+    return consumer._to_message(TP0, ConsumerRecord(TOPIC, 0, offset, 0, 0, b"case", b"{}", None, 4, 2, ()))
+
+
 def test_a_stale_run_after_a_seek_back_counts_for_nothing(consumers):
     """Seeking back to 5 while a batch fetched before (20, 21) is still read: those records must
-    not count, or, once 5 is finished, the commit would pass 6..19, not yet read again."""
+    not count as read in the new reading (they say nothing of 6..19)."""
     ours, _ = consumers
     p = Partition((ours,), 5, range(0))
-
-    def record(offset: int):  # type: ignore[no-untyped-def]
-        return ours._to_message(TP0, ConsumerRecord(TOPIC, 0, offset, 0, 0, b"case", b"{}", None, 4, 2, ()))
-
     ours._batch_sought = dict(ours._sought)  # a batch asked for before the seek
     ours._new_reading(TP0)
     ours._sought_to(TP0, 5)
-    stale = [record(20), record(21)]
+    stale = [record(ours, 20), record(ours, 21)]
+    assert not ours._fetched[TP0], "a stale batch's records were counted in the new reading"
     for message in stale:
-        ours.mark_handled(message)
+        ours.mark_handled(message)  # finished is finished, whichever reading fetched it
     assert ours._new_offset(TP0) is None
-    five = record(5)  # read again: the reading begins
-    ours.mark_handled(five)
-    assert ours._new_offset(TP0) == 6
+    ours.mark_handled(record(ours, 5))  # read again: the reading begins
+    assert ours._fetched[TP0] == {5}
+    assert p.commit() == (6,)
     assert p.commit() == (None,)  # nothing new
-    # a hole at the offset sought (deleted): a batch asked for after the seek counts at once, and
-    # the offsets it begins past are no records
-    ours._committed_offset[TP0] = 30
+
+
+def test_a_reading_that_begins_past_the_offset_sought_passes_nothing(consumers):
+    """After a seek to 26, records 26 and 27 reach a handler before the seek is done (uncounted),
+    28 is dropped, and the first record counted is 29 (bench-found: the commit went to 29 while 26
+    and 27 were in handlers and 28 was never handled, and that case got no verdict). The offsets
+    between are records, not holes: the commit waits for each, and 28 is read again."""
+    ours, _ = consumers
+    p = Partition((ours,), 26, range(0))
     ours._new_reading(TP0)
-    ours._sought_to(TP0, 30)
+    early = [record(ours, 26), record(ours, 27)]  # handed over while the seek was under way
+    ours._sought_to(TP0, 26)
     ours._batch_sought = dict(ours._sought)
-    ours.mark_handled(record(33))
-    assert ours._new_offset(TP0) == 34
+    ours.mark_handled(record(ours, 29))
+    assert ours._new_offset(TP0) is None
+    for message in early:
+        ours.mark_handled(message)
+    assert ours._new_offset(TP0) == 28, "28 was passed"
+    ours.highwater = lambda tp: 30  # type: ignore[method-assign]
+    ours._read_offset[TP0] = 29
+    assert [ours.stalled(TP0) for _ in range(3)] == [None, None, 28]
+
+
+async def test_offsets_deleted_by_retention_before_they_were_handled_are_passed(consumers):
+    """Committed 5, but the broker's log now starts at 9 (retention deleted 5..8 unread): only the
+    broker's log start lets the count move past them, with a warning."""
+    ours, _ = consumers
+    p = Partition((ours,), 5, range(9, 11))
+    p.take(9, 10)
+    p.finish(9, 10)
+    starts = {TP0: 3}
+
+    async def earliest_offsets(*tps):  # type: ignore[no-untyped-def]  # the broker's ListOffsets answer
+        return {tp: starts[tp] for tp in tps}
+
+    ours.earliest_offsets = earliest_offsets  # type: ignore[method-assign]
+    assert not await ours._deleted(TP0, 5)  # 5 is a record: it waits
+    assert p.commit() == (None,)
+    starts[TP0] = 9
+    assert await ours._deleted(TP0, 5)
+    assert p.commit() == (11,)
 
 
 def test_an_unfinished_offset_the_fetch_loop_read_past_and_no_agent_holds_is_read_again(consumers):

@@ -19,15 +19,19 @@ So the decision is ours. Our agents report each event their handler finished (``
 after the handler returned: not Faust's ack, which also comes when a stream skips a message or is
 cancelled), and the offset committed is the first one, from the committed offset on, that no
 handler finished: offsets are taken in order, one by one, so an offset never read or never finished
-is never passed. A handler's finishing is a fact whichever reading fetched the message, so it
-always counts. Each seek starts a new reading of the partition; where a reading's first record
-lies past the offset sought, the offsets between are no records (compacted, deleted) and count as
-done. What is read is watched: a message handed over in this reading that is neither queued, nor
-in a handler, nor finished, or one Faust's fetch loop passed over without handing it over, or the
-first unfinished offset when the loop has read past it and no agent holds it for three commit
-ticks, was dropped: the consumer seeks back to it and reads it again. Counting less costs
-duplicates, never cases: what a handler finished but was not committed is handled again, and the
-stored stage results make that a re-send.
+is never passed. Where the committed offset is not known (the group has committed nothing, or Faust
+forgot it during a revocation) the count starts from the last one this consumer knew, else from
+the partition's log start. Only the broker says an offset is no record: the count moves past an
+unfinished offset that is no record only once it lies below the log start (deleted by retention;
+our pipeline topics are neither compacted nor transactional, so their offsets follow on).
+
+What is read is watched. Each seek starts a new reading of the partition; a message handed over
+in this reading that is neither queued, nor in a handler, nor finished, or one Faust's fetch loop
+passed over without handing it over, was dropped; so is the first unfinished offset of any
+assigned partition when records lie beyond it and no agent has held it for three commit ticks
+(the fetch loop read past it) or ten (nothing reads it). The consumer seeks back to it and reads
+it again. Counting less costs duplicates, never cases: what a handler finished but was not
+committed is handled again, and the stored stage results make that a re-send.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ class SafeAcks(driver.Consumer):
         self._reading: dict[TP, int] = {}  # which reading: one more at every seek of the partition
         self._sought: dict[TP, int] = {}  # the last reading whose seek is done
         self._start: dict[TP, int | None] = {}  # where that seek went (None: not known)
+        self._floor: dict[TP, int] = {}  # the last offset decided on (see _base), else the log start
         self._counting: set[TP] = set()  # the current reading's own records have begun
         self._batch_sought: dict[TP, int] = {}  # ``_sought`` when the batch being read was asked for
         self._stalls: dict[TP, tuple[int, int]] = {}  # first unfinished offset, ticks it has been stalled
@@ -92,16 +97,15 @@ class SafeAcks(driver.Consumer):
     def _counts(self, tp: TP, offset: int) -> bool:
         """Whether a record belongs to the partition's current reading. After a seek to X, the
         rest of a batch fetched before it still arrives; a record counts from record X on, or from
-        a batch asked for once the seek was done (then X was no record: compacted, or deleted)."""
+        a batch asked for once the seek was done. Which records count decides only what is read
+        again (``dropped``), never what is committed: records handed over before the seek was done
+        are not counted, so a first counted record past X says nothing about the offsets between."""
         if tp in self._counting or tp not in self._reading:  # never sought: nothing is stale
             return True
         reading = self._reading[tp]
         settled = self._sought.get(tp) == reading and self._batch_sought.get(tp) == reading
         if settled or (offset == self._start.get(tp) and self._sought.get(tp) == reading):
             self._counting.add(tp)
-            start = self._start.get(tp)
-            if start is not None and offset > start:  # no records between: compacted or deleted
-                self._handled[tp].update(range(start, offset))
             return True
         return False
 
@@ -131,12 +135,12 @@ class SafeAcks(driver.Consumer):
         return offsets
 
     def _base(self, tp: TP) -> int | None:
-        """Where the partition's committed run ends: its committed offset, or, with none committed
-        yet, the first offset read."""
-        committed = self._committed_offset.get(tp)
-        if committed is not None:
-            return committed
-        return min(self._fetched[tp] | self._handled[tp], default=None)
+        """Where the partition's finished run ends: the committed offset, or the offset this consumer
+        last decided to commit (everything below it was handled, even if the commit did not reach the
+        broker), whichever is further; with neither, the log start (None until read: then nothing
+        is committed). Faust forgets the committed offset during a revocation; this does not."""
+        known = [o for o in (self._committed_offset.get(tp), self._floor.get(tp)) if o is not None]
+        return max(known, default=None)
 
     def _first_unfinished(self, tp: TP) -> int | None:
         position = self._base(tp)
@@ -149,6 +153,7 @@ class SafeAcks(driver.Consumer):
         position = self._first_unfinished(tp)
         if position is None:
             return None
+        self._floor[tp] = position  # before the marks below it go
         for marks in (self._fetched, self._handled, self._delivered):
             marks[tp] = {o for o in marks[tp] if o >= position}
         # Faust's own bookkeeping is not used; keep it from growing
@@ -170,6 +175,34 @@ class SafeAcks(driver.Consumer):
         read = self._read_offset.get(tp)
         passed = {o for o in unfinished - self._delivered[tp] if read is not None and o <= read}
         return ((self._delivered[tp] & unfinished) | passed) - self.in_flight(tp) - self.queued(tp)
+
+    def _watched(self) -> list[TP]:
+        return sorted(tp for tp in self.assignment() if self.app.topics.acks_enabled_for(tp.topic))
+
+    async def _learn_log_starts(self, tps: list[TP]) -> None:
+        """The log start of partitions the group has committed nothing on (where their count starts)."""
+        try:
+            starts = await self.earliest_offsets(*tps)
+        except Exception as err:  # tried again at the next tick; nothing is committed meanwhile
+            self.log.warning("could not read the log start of %s: %r", tps, err)
+            return
+        for tp, offset in starts.items():
+            if offset is not None and ensure_TP(tp) in self.assignment():
+                self._floor.setdefault(ensure_TP(tp), offset)
+
+    async def _deleted(self, tp: TP, first: int) -> bool:
+        """Whether ``first`` lies below the partition's log start (deleted by retention before it was
+        handled): then the offsets up to the log start are done, and a warning says so."""
+        try:
+            start = (await self.earliest_offsets(tp)).get(tp)
+        except Exception:
+            return False
+        if start is None or first >= start:
+            return False
+        self.log.warning("%s: offsets %d..%d were deleted by the broker before they were handled (retention)",
+                         tp, first, start - 1)
+        self._handled[tp].update(range(first, start))
+        return True
 
     def stalled(self, tp: TP) -> int | None:
         """The first unfinished offset, when records lie beyond it (the high watermark) and no agent
@@ -207,10 +240,14 @@ class SafeAcks(driver.Consumer):
         """Commit; then read again what a stream dropped in the partition's current reading."""
         committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
         if not self.app.rebalancing and self.app.flow_control.is_active():  # else a seek is coming
-            for tp in set(self._fetched) | set(self._handled):
-                if tp not in self.assignment():
-                    continue
-                lost = self.dropped(tp) | ({stalled} if (stalled := self.stalled(tp)) is not None else set())
+            watched = self._watched()
+            if unknown := [tp for tp in watched if self._base(tp) is None]:
+                await self._learn_log_starts(unknown)
+            for tp in watched:
+                stalled = self.stalled(tp)
+                if stalled is not None and await self._deleted(tp, stalled):
+                    stalled = None
+                lost = self.dropped(tp) | ({stalled} if stalled is not None else set())
                 if lost:
                     self.log.warning("%s: offsets %s were dropped unhandled; reading again from %s",
                                      tp, sorted(lost), min(lost))
@@ -226,7 +263,7 @@ class SafeAcks(driver.Consumer):
         assigned = {tp for tp in self.assignment() if self.app.topics.acks_enabled_for(tp.topic)}
         for tp in set(self._reading) - assigned:  # revoked: forget it
             self._new_reading(tp)
-            for marks in (self._reading, self._sought, self._start, self._handled):
+            for marks in (self._reading, self._sought, self._start, self._handled, self._floor):
                 marks.pop(tp, None)
         for tp in assigned:
             self._new_reading(tp)
@@ -237,7 +274,12 @@ class SafeAcks(driver.Consumer):
         self._committed_offset.update({tp: offset or None for tp, offset in committed.items() if offset is not None})
         for tp in assigned:
             offset = committed.get(tp)
+            self._floor.pop(tp, None)  # the broker's word, just read, or the log start below
+            if offset is not None and offset >= 0:
+                self._floor[tp] = offset
             self._sought_to(tp, offset if offset is not None and offset >= 0 else None)
+        if unknown := [tp for tp in assigned if tp not in self._floor]:
+            await self._learn_log_starts(unknown)
 
 
 def handled(event: EventT) -> None:
