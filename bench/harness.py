@@ -257,9 +257,10 @@ class Burst:
 
 async def run_cases(settings: Settings, cases: list[DisputeCase], timeout_s: float = 900,
                     from_beginning: bool = True, on_verdict: Callable[[int], None] = lambda n: None,
-                    on_poll: Callable[[], object] | None = None) -> Burst:
-    """Produce the cases at once and wait for all their verdicts; a dead letter, or verdicts still
-    missing after ``timeout_s``, is a BenchError. ``on_poll`` may check the workers."""
+                    on_poll: Callable[[], object] | None = None, rate: float | None = None) -> Burst:
+    """Produce the cases (at once, or evenly at ``rate`` cases a minute) and wait for all their
+    verdicts; a dead letter, or verdicts still missing after ``timeout_s``, is a BenchError.
+    ``on_poll`` may check the workers."""
     arrived: list[Outcome] = []
 
     def verdict(outcome: Outcome) -> None:
@@ -272,7 +273,12 @@ async def run_cases(settings: Settings, cases: list[DisputeCase], timeout_s: flo
 
     async with Outcomes(settings, from_beginning=from_beginning) as outcomes:
         started = time.perf_counter()
-        await produce(settings, [case_event(c, "bench") for c in cases])
+        if rate is None:
+            await produce(settings, [case_event(c, "bench") for c in cases])
+        else:
+            for i, case in enumerate(cases):
+                await asyncio.sleep(max(0.0, started + i * 60 / rate - time.perf_counter()))
+                await produce(settings, [case_event(case, "bench")])
         got = await outcomes.wait([c.case_id for c in cases], timeout_s=timeout_s, on_outcome=verdict,
                                   on_poll=on_poll)
     if len(got) < len(cases):

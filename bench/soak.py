@@ -16,7 +16,7 @@ With ``--tracemalloc N`` the worker traces allocations (N frames each; slower, a
 not the figure) and the report lists the lines whose allocations grew after the warm-up.
 
 Run: .venv/bin/python bench/soak.py [--quick] [--cases 5000] [--every 250] [--restart-after 1000]
-     [--retention 120] [--store memory|rocksdb] [--tracemalloc 12]
+     [--retention 120] [--store memory|rocksdb] [--rate 150] [--tracemalloc 12]
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ async def idle_sample(settings: Settings, worker: WorkerProcess, done: int, idle
 
 
 async def soak(settings: Settings, folder: Path, cases: int, every: int, restart_after: int, idle_s: float,
-               frames: int) -> Soak:
+               frames: int, rate: float | None) -> Soak:
     await ensure_topics(settings)
     result = Soak()
     worker, ready_s = await asyncio.to_thread(start_worker, settings, folder / "worker-0.log", frames)
@@ -108,7 +108,7 @@ async def soak(settings: Settings, folder: Path, cases: int, every: int, restart
     try:
         for batch in range(0, cases, every):
             await run_cases(settings, copies(min(every, cases - batch), f"soak{batch}"), from_beginning=False,
-                            on_poll=lambda: still_alive(worker))
+                            on_poll=lambda: still_alive(worker), rate=rate)
             done += min(every, cases - batch)
             sample = await idle_sample(settings, worker, done, idle_s, began)
             result.samples.append(sample)
@@ -150,9 +150,12 @@ def report(settings: Settings, result: Soak, cases: int) -> None:
                   f"{slope_mb_per_1000(warm):.2f} MB per 1,000 cases (all samples: "
                   f"{slope_mb_per_1000(result.samples):.2f}; the last half, {result.samples[len(result.samples) // 2].cases}"
                   f" cases on: {slope_mb_per_1000(result.samples[len(result.samples) // 2:]):.2f})")
+    # ready and verdict, clues while an appeal may come (appeal_window_s > 0), and an escalated
+    # verdict's escalation (the stand-in's juries often split narrowly)
+    kept = "3-4 (ready, verdict, clues, escalation)" if settings.appeal_window_s > 0 else "2-3 (ready, verdict, escalation)"
     console.print(f"entries at the end: {last.entries}; at {rate:.1f} cases/s a retention of "
                   f"{settings.state_retention_s:.0f}s allows ~{rate * settings.state_retention_s:.0f} decided cases "
-                  f"(2 keys each in stage-results, then 1 marker for another retention; 1 in stage-times "
+                  f"({kept} keys each in stage-results, then 1 marker for another retention; 1 in stage-times "
                   f"over both, 1 in intake) plus those in flight")
     for r in result.restarts:
         console.print(f"restart-to-ready after {r.cases} cases: {r.ready_s:.1f}s ({r.read_s:.1f}s reading "
@@ -175,6 +178,9 @@ def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50,
          idle: Annotated[float, typer.Option(help="idle seconds before each sample")] = 5.0,
          store: Annotated[str, typer.Option(help="table_store: memory or rocksdb")] = "memory",
          partitions: Annotated[int, typer.Option()] = 4,
+         rate: Annotated[float, typer.Option(help="cases produced per minute, evenly within each batch "
+                                             "(0: each batch at once); a steady rate keeps what the "
+                                             "retention holds steady, whatever the machine's load")] = 0.0,
          tracemalloc: Annotated[int, typer.Option(help="frames a tracemalloc trace keeps (0: off); the report "
                                                   "then lists what grew after the warm-up, by line")] = 0) -> None:
     if quick:
@@ -187,9 +193,11 @@ def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50,
                             offline_latency_s=0.0, precedent_backend="none", metrics_port=free_port(),
                             state_retention_s=retention, state_sweep_interval_s=sweep, table_store=store,  # type: ignore[arg-type]
                             appeal_window_s=retention)  # decided cases are held max(retention, appeal window)
-        console.print(f"soak: {cases} cases, a sample every {every}, restart after {restart_after}; "
+        console.print(f"soak: {cases} cases{f' at {rate:g}/min' if rate else ''}, a sample every {every}, "
+                      f"restart after {restart_after}; "
                       f"retention {retention}s, sweep {sweep}s, store {store}, {partitions} partitions")
-        result = asyncio.run(soak(settings, Path(tmp), cases, every, restart_after, idle, tracemalloc))
+        result = asyncio.run(soak(settings, Path(tmp), cases, every, restart_after, idle, tracemalloc,
+                                  rate or None))
         if store == "rocksdb":  # no entry gauges there: the keys on disk once the last worker stopped
             console.print(f"keys on disk at the end: {rocksdb_keys(settings.datadir, TABLES)}")
         report(settings, result, cases)
