@@ -25,7 +25,10 @@ the partition's log start. Only the broker says an offset is no record: the coun
 unfinished offset that is no record only once it lies below the log start (deleted by retention;
 our pipeline topics are neither compacted nor transactional, so their offsets follow on).
 
-What is read is watched. Each seek starts a new reading of the partition; a message handed over
+What is read is watched. Each seek starts a new reading of the partition. Nothing the fetch loop
+hands on while a seek is under way goes to an agent: the seek reads it again (at a restart Faust
+resumes its fetcher for the changelogs before it seeks the stream partitions, and such records
+were handled twice). A message handed over
 in this reading that is neither queued, nor in a handler, nor finished, or one Faust's fetch loop
 passed over without handing it over, was dropped; so is the first unfinished offset of any
 assigned partition when records lie beyond it and no agent has held it for three commit ticks
@@ -84,6 +87,8 @@ class SafeAcks(driver.Consumer):
         deliver = self.callback  # the conductor's: puts the message in its agents' queues
 
         async def delivered(message: Message) -> None:
+            if self._seeking(message.tp):  # the seek reads it again: handled now, it would be handled twice
+                return
             await deliver(message)
             if self._reading_of.get(message) == self._reading.get(message.tp, 0):
                 self._delivered[message.tp].add(message.offset)
@@ -98,7 +103,7 @@ class SafeAcks(driver.Consumer):
         """Whether a record belongs to the partition's current reading. After a seek to X, the
         rest of a batch fetched before it still arrives; a record counts from record X on, or from
         a batch asked for once the seek was done. Which records count decides only what is read
-        again (``dropped``), never what is committed: records handed over before the seek was done
+        again (``dropped``), never what is committed: records of a batch fetched before the seek
         are not counted, so a first counted record past X says nothing about the offsets between."""
         if tp in self._counting or tp not in self._reading:  # never sought: nothing is stale
             return True
@@ -108,6 +113,14 @@ class SafeAcks(driver.Consumer):
             self._counting.add(tp)
             return True
         return False
+
+    def _seeking(self, tp: TP) -> bool:
+        """A seek of ``tp`` (to its committed offset, or back to a dropped offset) has begun and is
+        not done: what the fetch loop hands on meanwhile was fetched before it, from at or past
+        where the seek goes, and is read again once it is done (at a restart, Faust resumes the
+        fetcher for the changelogs before it seeks the stream partitions)."""
+        return (tp in self._reading and self._sought.get(tp) != self._reading[tp]
+                and self.app.topics.acks_enabled_for(tp.topic))
 
     def _to_message(self, tp: TP, record: Any) -> Any:
         message = super()._to_message(tp, record)
