@@ -167,7 +167,7 @@ def main(
         os.environ.pop(var, None)
     work, run_id = Path(tempfile.mkdtemp(prefix="cj-rebalance-")), uuid.uuid4().hex[:6]
     settings = Settings(llm_backend="offline", offline_latency_s=latency, llm_concurrency=llm_concurrency,
-                        stage_concurrency=stage_concurrency, precedent_backend="none", metrics_port=0,
+                        stage_concurrency=stage_concurrency, precedent_backend="none", metrics_port=0, probe_port=0,
                         media_root=EXAMPLES, session_timeout_s=6, heartbeat_interval_s=0.5, commit_interval_s=0.2,
                         partitions=partitions, app_id=f"rb-{run_id}", topic_prefix=f"rb-{run_id}.",
                         datadir=work / "faust", precedent_dir=work / "precedents")

@@ -190,7 +190,7 @@ def main(quick: Annotated[bool, typer.Option(help="300 cases, a sample every 50,
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp, broker(Path(tmp)) as (bootstrap, _):
         settings = Settings(kafka_bootstrap_servers=bootstrap, app_id=f"soak-{run}", topic_prefix=f"soak{run}.",
                             partitions=partitions, datadir=Path(tmp) / "faust", llm_backend="offline",
-                            offline_latency_s=0.0, precedent_backend="none", metrics_port=free_port(),
+                            offline_latency_s=0.0, precedent_backend="none", metrics_port=free_port(), probe_port=0,
                             state_retention_s=retention, state_sweep_interval_s=sweep, table_store=store,  # type: ignore[arg-type]
                             appeal_window_s=retention)  # decided cases are held max(retention, appeal window)
         console.print(f"soak: {cases} cases{f' at {rate:g}/min' if rate else ''}, a sample every {every}, "
