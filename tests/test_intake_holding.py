@@ -162,6 +162,36 @@ def test_a_repeated_evidence_closed_is_ignored_after_the_case_went_to_the_jury(t
     assert [d.reason for d in ingest.letters] == ["case_closed"]
 
 
+def test_a_whole_case_for_a_case_open_for_incremental_events_is_refused_and_the_draft_goes_on(tmp_path):
+    """Admitted, the whole case replaced the draft: its rounds were never judged and no letter said
+    so (a new user's try). The draft is what was opened first; the whole case comes back as a
+    letter with its bytes, and closing the draft judges the draft's evidence."""
+    ingest = Intake(tmp_path)
+    whole = case_event()
+    ingest.send(opened(), evidence(item="d1", text="Only in the draft."), whole)
+    (letter,) = ingest.letters
+    assert (letter.reason, letter.replayable) == ("case_already_open", False)
+    assert "1 rounds so far" in letter.detail
+    assert base64.b64decode(letter.original_base64) == whole
+    assert not ingest.admitted
+    ingest.send(closed())
+    (case_file,) = ingest.admitted
+    assert [(i.id, i.text) for i in case_file.case.items()] == [("d1", "Only in the draft.")]
+
+
+def test_events_held_for_a_case_that_then_comes_whole_are_dead_lettered_not_forgotten(tmp_path):
+    ingest = Intake(tmp_path)
+    early = [evidence(party="seller", item="s1"), closed()]
+    ingest.send(*early, case_event())
+    (case_file,) = ingest.admitted
+    assert [i.id for i in case_file.case.items()] == ["b1"]
+    letters = ingest.letters
+    assert [(d.reason, d.replayable) for d in letters] == [("case_closed", False)] * 2
+    assert [base64.b64decode(d.original_base64) for d in letters] == early
+    assert "submitted whole" in letters[0].detail
+    assert "held" not in ingest.table["c-1"]
+
+
 def test_a_round_resent_with_other_items_is_refused_and_the_first_version_stands(tmp_path):
     ingest = Intake(tmp_path)
     changed = evidence(item="b9", text="Something else entirely.", event_id="buyer-1-v2")

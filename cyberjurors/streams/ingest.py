@@ -71,7 +71,15 @@ class Ingest:
 
     async def take(self, event: DisputeEvent, partition: int, message: Any) -> None:
         if isinstance(event, CaseSubmitted):
+            state = self.state.get(event.case_id) or {}
+            if "draft" in state:  # admitted, it would replace the draft's evidence without a word
+                draft = intake.Draft.model_validate(state["draft"])
+                raise intake.Rejected("case_already_open", f"case {event.case_id} is open for incremental events "
+                                      f"({len(draft.rounds)} rounds so far): close it with evidence_closed, or "
+                                      "send the whole case under a new case_id")
             await self.admit(event.case, [], partition)
+            if "held" in state:
+                await self.refuse_held(event.case_id, state["held"])
             return
         before = self.state.get(event.case_id)
         draft = await self.fold(event, partition, message)
@@ -150,6 +158,15 @@ class Ingest:
                 await self.letters.write(original.event(), "ingest", err.reason, err.detail, replayable=err.replayable)
         self.held_total = None if self.held_total is None else max(0, self.held_total - len(held))
         return draft
+
+    async def refuse_held(self, case_id: str, held: list[dict]) -> None:
+        """Events held for a case that then came whole: the whole case is what was judged, so each
+        is dead-lettered (final) with its original bytes rather than forgotten."""
+        for entry in held:
+            await self.letters.write(Original.from_json(entry["message"]).event(), "ingest", "case_closed",
+                                     f"{entry['type']} for case {case_id} came before the case was opened, and the "
+                                     "case was then submitted whole: judged without it", replayable=False)
+        self.held_total = None
 
     def count_held(self) -> int:
         if self.held_total is None:
