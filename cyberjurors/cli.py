@@ -175,7 +175,9 @@ def _when(text: str | None) -> datetime | None:
 def shown(text: str, limit: int = 80) -> str:
     """A producer-chosen key or detail as a terminal may print it: control characters (escape codes
     that clear or recolour the screen) written out, and at most ``limit`` characters."""
-    safe = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    from .logs import written_out
+
+    safe = written_out(text)
     return safe if len(safe) <= limit else safe[: limit - 1] + "…"
 
 

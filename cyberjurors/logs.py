@@ -1,11 +1,19 @@
 """Log lines: Faust's text, or one JSON object a line, with the case, stage and trace they belong to.
 
 Everything goes through the standard ``logging`` module; this module only chooses the formatter
-and adds two filters to the handlers that write:
+and adds its filters to the handlers that write:
 
 * ``CaseContext`` puts ``case_id`` and ``stage`` (context variables the stage handlers set with
   ``about``) and the current OpenTelemetry span's ``trace_id`` and ``span_id`` on each record, where
   known, so a JSON line can be found by case or opened as a trace;
+* ``WriteOut`` writes out (as Python escapes: ``\\n``, ``\\x1b``, ``\\u202e``) the characters that are
+  not printable in the arguments of our own loggers' lines (``cyberjurors*``): case ids, Kafka keys,
+  event ids and details are chosen by producers, and a newline in one would otherwise forge a whole
+  log line in the text format, an ESC drive the terminal that shows it, a NUL make grep call the log
+  binary. Our format strings are left as they are, and so are other loggers' lines (Faust's
+  multi-line tables). It runs in the JSON format too, where the encoder would have escaped them
+  anyway: a JSON reader gets the written-out text (``\\n`` as two characters), the same text a
+  text log shows, so a key is searched for the same way in both;
 * ``Redact`` (``log_redact_pii``) replaces e-mail addresses and phone numbers in the message and
   any traceback with ``[email]`` and ``[phone]``.
 
@@ -22,7 +30,7 @@ import logging
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import IO, Any
 
@@ -46,6 +54,15 @@ def redact(text: str) -> str:
     return PHONE.sub("[phone]", EMAIL.sub("[email]", text))
 
 
+def written_out(text: str) -> str:
+    """``text`` with every character ``str.isprintable`` refuses (controls, line breaks, ESC, NUL,
+    format characters such as U+202E and U+200B) written out as its Python escape; a printable
+    text is returned as it is, so writing out twice changes nothing."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 @contextlib.contextmanager
 def about(case: str | None = None, stage_name: str | None = None) -> Iterator[None]:
     """Lines logged inside carry this case and stage (none when None). Both are restored on leaving,
@@ -67,6 +84,45 @@ class CaseContext(logging.Filter):
         if span.is_valid:
             record.trace_id = trace.format_trace_id(span.trace_id)
             record.span_id = trace.format_span_id(span.span_id)
+        return True
+
+
+class _WrittenOut(str):
+    """An argument written out for ``%s``; ``%r`` gets its repr, written out too."""
+
+    value: object
+
+    def __new__(cls, value: object, text: str) -> "_WrittenOut":
+        self = super().__new__(cls, written_out(text))
+        self.value = value
+        return self
+
+    def __repr__(self) -> str:
+        return written_out(repr(self.value))
+
+
+def _write_out(arg: object) -> object:
+    # numbers keep their type for %d and %.1f; an exception or a model carries the producer's values
+    # in its str() as much as a str does
+    if arg is None or isinstance(arg, (bool, int, float, _WrittenOut)):
+        return arg
+    try:
+        text = arg if isinstance(arg, str) else str(arg)
+    except Exception:  # noqa: BLE001  # getMessage fails the same way, and logging reports it there
+        return arg
+    return arg if text.isprintable() else _WrittenOut(arg, text)
+
+
+class WriteOut(logging.Filter):
+    """Before ``Redact``, which merges the arguments into the message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.args or not (record.name == "cyberjurors" or record.name.startswith("cyberjurors.")):
+            return True
+        if isinstance(record.args, Mapping):  # log.info("%(key)s", {"key": ...})
+            record.args = {k: _write_out(v) for k, v in record.args.items()}
+        else:
+            record.args = tuple(_write_out(a) for a in record.args)
         return True
 
 
@@ -94,7 +150,8 @@ class JsonLines(JsonFormatter):
 
 
 def filters(settings: Settings) -> list[logging.Filter]:
-    return [CaseContext(), *([Redact()] if settings.log_redact_pii else [])]
+    # WriteOut before Redact: Redact merges the arguments into the message, so they must be written out first
+    return [CaseContext(), WriteOut(), *([Redact()] if settings.log_redact_pii else [])]
 
 
 def adopt(root: logging.Logger, settings: Settings) -> None:

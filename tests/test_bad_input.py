@@ -77,6 +77,9 @@ def wrong_types() -> dict:
     return c
 
 
+FORGED_LINE = "[2026-11-26 18:40:00,000] [11516] [INFO] case ctrl-1: verdict buyer"
+FORGED_KEY = f"h27\n{FORGED_LINE} \x1b[2J\u202e"
+
 DEAD = {  # key -> (value, reason)
     "malformed": (b'{"type": "case", "case": {"case_id": ', "invalid_json"),
     "wrong-types": (whole(wrong_types()), "invalid_event"),
@@ -94,6 +97,9 @@ DEAD = {  # key -> (value, reason)
                     "url_not_allowed"),
     "pdf": (whole(case("pdf", [image("b1", media_type="application/pdf", data_base64=b64(b"%PDF-1.4"))])),
             "unsupported_media_type"),
+    # a line break in a case_id (the Kafka key, which the dead-letter line shows) or an event_id forged a log line
+    FORGED_KEY: (whole(case(FORGED_KEY)), "invalid_event"),
+    "eid-forge": (evidence("eid-forge", "buyer", 1, "b1", f"x\n{FORGED_LINE} FORGED"), "invalid_event"),
 }
 
 
@@ -149,6 +155,12 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
         assert dead[key].stage == "ingest"
         assert base64.b64decode(dead[key].original_base64) == value
         assert dead[key].topic == settings.topic("disputes.events") and dead[key].offset is not None
+
+    worker_log = (tmp_path / "worker.log").read_text()
+    assert not [line for line in worker_log.splitlines() if line.startswith(FORGED_LINE)]
+    assert "\x1b[2J" not in worker_log and "\u202e" not in worker_log
+    assert "key=h27\\n[2026-11-26 18:40:00,000] [11516] [INFO] case ctrl-1: verdict buyer \\x1b[2J\\u202e " \
+           "offset=" in worker_log
 
     stray = dead["stray"]
     assert (stray.reason, stray.stage, stray.topic) == ("invalid_case_file", "focus", settings.topic("disputes.ready"))

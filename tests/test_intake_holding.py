@@ -212,6 +212,20 @@ def test_the_same_round_resent_with_a_new_stamp_is_a_duplicate_noted_on_the_case
     assert any("duplicate event ignored" in p and "buyer round 1" in p for p in case_file.problems)
 
 
+@pytest.mark.parametrize("event_id", ["x\n[2026-11-26 18:45:00,000] [11516] [WARNING] dead letter from ingest: FORGED",
+                                      "b1\x1b[2J", "b1\u202e1-reyub", "b1\u200b", "b1\x00", "b1\u2028"])
+def test_an_event_id_with_control_or_format_characters_is_refused_and_never_noted(tmp_path, event_id):
+    """An event id goes into log lines and, when repeated, into the public verdict's notes: a line
+    break there forged a log line and a verdict problem; the event is refused like a bad case_id."""
+    ingest = Intake(tmp_path)
+    forged = evidence(event_id=event_id)
+    ingest.send(opened(), forged, forged, evidence(party="seller", item="s1"), closed())
+    assert [(d.reason, d.replayable, d.key) for d in ingest.letters] == [("invalid_event", False, "c-1")] * 2
+    assert all(base64.b64decode(d.original_base64) == forged and "event_id" in d.detail for d in ingest.letters)
+    (case_file,) = ingest.admitted
+    assert [i.id for i in case_file.case.items()] == ["s1"] and not case_file.problems
+
+
 # --- abandoned drafts -----------------------------------------------------------------------
 
 

@@ -49,7 +49,7 @@ def test_the_precedent_base_does_not_import_the_jury():
         assert not wrong, f"{file.relative_to(PACKAGE)} imports {sorted(wrong)}"
 
 
-@pytest.mark.parametrize("name", ["Record", "Strict", "CATEGORIES", "KINDS", "now"])
+@pytest.mark.parametrize("name", ["Record", "Strict", "CATEGORIES", "KINDS", "now", "written_out"])
 def test_defined_once(name):
     where = []
     for file in modules(PACKAGE):

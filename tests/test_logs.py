@@ -128,3 +128,42 @@ def test_redaction_covers_arguments_and_tracebacks_and_is_off_by_default(restore
     plain = configured(restore_logging, log_format="json")
     log.warning("key=%s", "jane@example.com")
     assert lines(plain)[0]["message"] == "key=jane@example.com"
+
+
+
+FORGED = "h27\n[2026-11-26 18:40:00,000] [11516] [INFO] case ctrl-1: verdict buyer \x1b[2J\x00 \u202eesrever\u200b"
+WRITTEN_OUT = "h27\\n[2026-11-26 18:40:00,000] [11516] [INFO] case ctrl-1: verdict buyer \\x1b[2J\\x00 " \
+              "\\u202eesrever\\u200b"
+
+
+@pytest.mark.parametrize("redact", [False, True])
+def test_a_producer_value_cannot_forge_a_text_line_and_faust_tables_stay(restore_logging, redact):
+    """A Kafka key (a case_id) with a line break, a screen clear, a NUL, a right-to-left override and a
+    zero-width space: the dead-letter line stays one line, with them written out, also when the
+    redaction (which merges the arguments into the message) runs after."""
+    out = configured(restore_logging, log_redact_pii=redact)
+    logging.getLogger("cyberjurors.streams").warning("dead letter from %s: %s (%s) key=%s offset=%s", "ingest",
+                                                     "invalid_event", "case.case_id: no match", FORGED, 7)
+    table = "+Worker---+------+\n| id     | app  |\n+--------+------+"
+    logging.getLogger("faust.worker").info("[^Worker]: Ready\n%s", table)
+    dead, *faust = out.getvalue().splitlines()
+    assert dead.endswith("[WARNING] dead letter from ingest: invalid_event (case.case_id: no match) "
+                         f"key={WRITTEN_OUT} offset=7")
+    assert faust[0].endswith("[INFO] [^Worker]: Ready") and faust[1:] == table.splitlines()
+
+
+def test_written_out_arguments_keep_numbers_reprs_and_exceptions_text(restore_logging):
+    out = configured(restore_logging)
+    log = logging.getLogger("cyberjurors")
+    log.info("%d of %.1f: %r, %s", 3, 2.5, "a\nb", ValueError("event x\n[forged] line"))
+    log.info("%(key)s", {"key": "k\r\n"})
+    assert out.getvalue().splitlines()[-2].endswith("3 of 2.5: 'a\\nb', event x\\n[forged] line")
+    assert out.getvalue().splitlines()[-1].endswith(" k\\r\\n")
+
+
+def test_json_lines_carry_the_written_out_text(restore_logging):
+    """The JSON encoder would have escaped a line break anyway; the message holds the text a text log
+    shows, so a key is looked for the same way in both."""
+    out = configured(restore_logging, log_format="json")
+    logging.getLogger("cyberjurors.streams").warning("key=%s", FORGED)
+    assert lines(out)[0]["message"] == f"key={WRITTEN_OUT}"

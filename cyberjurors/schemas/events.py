@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Literal, Union
 
-from pydantic import AwareDatetime, Field, TypeAdapter, model_validator
+from pydantic import AfterValidator, AwareDatetime, Field, TypeAdapter, model_validator
 
 from .case import (
     JURY_SIZE,
@@ -21,9 +22,22 @@ from .case import (
 )
 
 
+def _shown_whole(text: str) -> str:
+    # an event id goes into log lines and the verdict's notes: a line break, an ESC or a right-to-left
+    # override in it would forge or hide what a reader sees there
+    hidden = sorted({f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+    if hidden:
+        raise ValueError(f"control or format characters ({', '.join(hidden[:5])}) are not allowed in an id")
+    return text
+
+
+EventId = Annotated[str, Field(max_length=128), AfterValidator(_shown_whole)]
+
+
 class EventBase(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
-    event_id: str | None = Field(None, max_length=128, description="producer's id; repeats are ignored")
+    event_id: EventId | None = Field(None, description="producer's id, without control or format characters; "
+                                                       "repeats are ignored")
     sent_at: AwareDatetime | None = None
 
 
