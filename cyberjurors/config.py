@@ -245,6 +245,11 @@ class Settings(BaseSettings):
                                       "a decided case's state is kept at least this long; 0 = appeals off"
     )
     appeal_jurors: int = Field(31, ge=1, description="the second instance's panel (Taobao's appeal panels: 31)")
+    clock_skew_s: float = Field(
+        300, ge=0, description="how far the platform's clocks may be from ours: an appeal filed (filed_at, the "
+                               "platform's clock) up to this long before its verdict was decided (decided_at, ours) "
+                               "is taken as filed after it; earlier, it is refused (appeal_before_verdict)"
+    )
 
     # --- Metrics ---------------------------------------------------------------------------
     metrics_port: int = Field(

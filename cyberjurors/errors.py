@@ -67,12 +67,14 @@ OTHER_REASONS = (
     "early_evidence_overflow",  # evidence for an unopened case past the holding caps: replayable once it opens
     "draft_expired",            # an incremental case never closed within intake_draft_ttl_s: not replayable
     "case_expired",             # an outcome for a case whose verdict expired (state_retention_s): not replayable
+    "outcome_conflict",         # a second outcome for a counted case with other votes, source or escalation: final
     # appeals (disputes.appeals, stage appeal), all final: the same appeal would be refused the same way
     "invalid_appeal",            # an appeal event that does not parse, or over max_event_bytes
     "appeal_evidence_rejected",  # evidence filed with an appeal that intake's rules refuse (the reason in the detail)
     "appeal_already_filed",      # a second, different appeal for a case: one appeal per case, the second instance final
     "appeal_by_winner",          # the appellant won the first instance: only the losing party may appeal
     "appeal_window_closed",      # filed more than appeal_window_s after the first-instance verdict, or appeals off
+    "appeal_before_verdict",     # filed (filed_at) before the verdict it names was decided, beyond clock_skew_s
     "appeal_wrong_verdict",      # the verdict_id named is not the case's first-instance verdict
 )
 # Kinds whose failure the same input under the same settings would meet again, so a letter carrying

@@ -7,6 +7,7 @@ carried to the verdict id.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from datetime import datetime, timezone
@@ -197,3 +198,41 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
 
     clock.now += 101  # one retention later the marker goes too: nothing is left of the case
     assert await results.expire() == 1 and table == {} and times == {}
+
+
+async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and_a_repeat_is_not(parts):
+    """The first counted outcome stands. A repeat of its decision (the same votes, source and escalation,
+    whatever its envelope or decided_at) is logged and ignored; one with other votes (the tester's
+    10:7, then 1:16) must not vanish in a log line: a dead letter keeps it, final, saying what was
+    counted and what differs."""
+    settings = Settings(llm_backend="offline", jurors=3, rounds=1)
+    llm, jury = OfflineLLM(), Jury.from_settings(settings)
+    case_file = await focus_stage(CaseFile(case=text_case("c-1"), received_at=NOW), llm, settings)
+    case_file = await round_stage(await clues_stage(case_file, llm, settings, NoPrecedents()), jury, llm, settings)
+    parts.table["c-1/ready"] = case_file.model_dump_json().encode()
+    decided = await Verdicts(settings, parts.results, Topic(), parts.in_flight).publish(case_file)
+    outcomes = Outcomes(settings, llm, SimpleNamespace(enabled=False), parts.results, {}, parts.letters)
+    counted = metrics.OUTCOMES.labels("agree" if decided.winner == "buyer" else "disagree", "buyer", decided.category)
+    before = counted._value.get()
+
+    first = {"type": "outcome", "case_id": "c-1", "votes": {"buyer": 10, "seller": 7},
+             "decided_at": "2026-11-26T19:00:00Z"}
+    await outcomes(event(json.dumps(first).encode(), b"c-1"))
+    stored = parts.table["c-1/outcome"]
+    same = first | {"event_id": "resent-1", "decided_at": "2026-11-26T19:05:00Z", "source": "platform_jury"}
+    await outcomes(event(json.dumps(same).encode(), b"c-1"))
+    assert dead(parts.dlq) == [] and counted._value.get() == before + 1
+
+    other = json.dumps(first | {"votes": {"buyer": 1, "seller": 16}, "decided_at": "2026-11-26T19:01:00Z"}).encode()
+    await outcomes(event(other, b"c-1"))
+    [letter] = dead(parts.dlq)
+    assert (letter.stage, letter.reason, letter.replayable, letter.key) == ("outcomes", "outcome_conflict", False, "c-1")
+    assert base64.b64decode(letter.original_base64) == other
+    assert "counted already (votes 10:7, winner buyer, source platform_jury" in letter.detail
+    assert "differs in votes, winner (votes 1:16, winner seller" in letter.detail
+    assert parts.table["c-1/outcome"] is stored and counted._value.get() == before + 1  # the first stands
+
+    panel = first | {"votes": {"buyer": 2, "seller": 1}, "source": "human_panel"}  # another decider
+    await outcomes(event(json.dumps(panel).encode(), b"c-1"))
+    assert [d.reason for d in dead(parts.dlq)] == ["outcome_conflict"] * 2
+    assert "differs in votes, source (" in dead(parts.dlq)[1].detail

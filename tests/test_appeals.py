@@ -48,7 +48,7 @@ from .test_app_handlers import NOW, Topic, event
 
 # every reason an appeal can be dead-lettered with (the "appeal" rows of tests/test_dead_letters.py), each driven here
 APPEAL_REASONS = {"invalid_appeal", "key_mismatch", "appeal_already_filed", "appeal_by_winner", "appeal_window_closed",
-                  "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large",
+                  "appeal_before_verdict", "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large",
                   "unknown_case", "stage_failed", *(f"llm_{k}" for k in LLM_KINDS)}
 CASE = "app-1"
 
@@ -285,6 +285,25 @@ async def test_every_refusal_has_its_reason_and_flag(tmp_path):
     assert len(verdicts(h)) == 2  # the two first instances; no appeal was judged
 
 
+async def test_an_appeal_filed_before_its_verdict_is_refused_beyond_the_clock_skew(tmp_path):
+    """filed_at is the platform's clock, decided_at ours: an appeal dated in year 0001 (the tester's) or
+    ten minutes before the verdict is refused, final, and never reverses it; one dated two minutes
+    before, within clock_skew_s (300), is the same appeal filed just after the verdict."""
+    settings = conf(tmp_path)
+    assert settings.clock_skew_s == 300
+    h = handlers(settings)
+    first = await decided(settings, h)
+    await send(h, appeal(first, filed_at="0001-01-01T00:00:00+01:00"))
+    await send(h, appeal(first, filed_at=(first.decided_at - timedelta(minutes=10)).isoformat()))
+    assert [(d.stage, d.reason, d.replayable) for d in letters(h)] == [("appeal", "appeal_before_verdict", False)] * 2
+    assert letters(h)[0].detail.startswith(f"filed_at 0001-01-01T00:00:00+01:00 is before verdict {first.verdict_id}")
+    assert "clock_skew_s=300" in letters(h)[1].detail
+    assert f"{CASE}/appeal" not in h.table and len(verdicts(h)) == 1  # not accepted, nothing judged
+
+    await send(h, appeal(first, filed_at=(first.decided_at - timedelta(minutes=2)).isoformat()))
+    assert len(letters(h)) == 2 and verdicts(h)[-1].instance == 2
+
+
 async def test_new_inline_evidence_is_checked_before_it_is_stored(tmp_path):
     # intake's rules run while the media are still inline, as at ingest: base64 that is not base64 was a
     # bug letter (stage_failed, replayable) and inline media over max_inline_bytes went to the store
@@ -323,7 +342,7 @@ async def test_failures_of_the_second_instance_are_dead_lettered_with_their_flag
 async def test_every_appeal_reason_is_driven_here():
     # the tests above produce these; tests/test_dead_letters.py counts them as driven
     driven = {"invalid_appeal", "key_mismatch", "appeal_already_filed", "appeal_by_winner", "appeal_window_closed",
-              "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large", "unknown_case",
+              "appeal_before_verdict", "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large", "unknown_case",
               "stage_failed", *(f"llm_{k}" for k in LLM_KINDS)}
     assert driven == APPEAL_REASONS
 

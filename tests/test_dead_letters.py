@@ -78,13 +78,14 @@ TABLE: dict[tuple[str, str], bool] = {
     ("outcomes", "key_mismatch"): False,  # keyed other than by its case_id: it would land on the wrong partition again
     ("outcomes", "unknown_case"): True,  # the outcome came before its verdict
     ("outcomes", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
+    ("outcomes", "outcome_conflict"): False,  # another decision than the counted one's: the first stands
     ("outcomes", "stage_failed"): True,
     **{("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
        for kind in PRECEDENT_KINDS | LLM_KINDS},
     # appeals (stage appeal): a refused appeal would be refused again; the second instance's work as a stage's
     **{("appeal", reason): False for reason in (
         "invalid_appeal", "key_mismatch", "appeal_already_filed", "appeal_by_winner", "appeal_window_closed",
-        "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large")},
+        "appeal_before_verdict", "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large")},
     ("appeal", "unknown_case"): True,  # the appeal came before its verdict
     ("appeal", "stage_failed"): True,
     **{("appeal", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
@@ -480,8 +481,12 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     later = [Outgoing("judged", outcome("judged", f"precedent:{k}"), "test", topic=outcomes) for k in PRECEDENT_KINDS]
     later += [Outgoing("judged", outcome("judged", f"llm:{k}"), "test", topic=outcomes) for k in LLM_KINDS]
     later += [Outgoing("judged", outcome("judged", "bug"), "test", topic=outcomes)]
+    # after the first, counted, outcome of the case (12:5): another decision for it
+    later += [Outgoing("judged", json.dumps({"type": "outcome", "case_id": "judged", "votes": {"buyer": 1, "seller": 16}}
+                                            ).encode(), "test", topic=outcomes)]
     expected += [("judged", "outcomes", f"precedents_{k}") for k in [*PRECEDENT_KINDS, *LLM_KINDS]]
     expected += [("judged", "outcomes", "stage_failed")]
+    expected += [("judged", "outcomes", "outcome_conflict")]
     expected += [("expired", "focus", "state_expired")]  # a case file first sent 30 days ago, read again
 
     await ensure_topics(settings)

@@ -12,7 +12,8 @@ Refused, each a final dead letter at stage ``appeal``: an event that does not pa
 (``invalid_appeal``), keyed other than by its case (``key_mismatch``), a second different appeal
 (``appeal_already_filed``), a verdict id that is not the case's first-instance verdict
 (``appeal_wrong_verdict``), an appeal by the winner (``appeal_by_winner``), one filed after
-``appeal_window_s`` or with appeals off (``appeal_window_closed``), evidence intake's rules refuse
+``appeal_window_s`` or with appeals off (``appeal_window_closed``), one filed before the verdict it
+names was decided, beyond ``clock_skew_s`` (``appeal_before_verdict``), evidence intake's rules refuse
 (``appeal_evidence_rejected``), and an appeal of a case whose state has expired (``case_expired``).
 An appeal for a case with no verdict yet is ``unknown_case``, replayable.
 """
@@ -161,7 +162,7 @@ class Appeals:
         raise Refused
 
     async def check(self, event: Any, appeal: AppealFiled, first: Verdict) -> None:
-        """The appeal names the case's first verdict, comes from its loser, within the window."""
+        """The appeal names the case's first verdict, comes from its loser, after that verdict, within the window."""
         window = self.settings.appeal_window_s
         if appeal.verdict_id != first.verdict_id:
             await self.letters.write(event, "appeal", "appeal_wrong_verdict", f"the appeal names verdict {appeal.verdict_id[:64]}; "
@@ -173,6 +174,17 @@ class Appeals:
             raise Refused
         if window <= 0:
             await self.letters.write(event, "appeal", "appeal_window_closed", "appeals are off (appeal_window_s=0)", replayable=False)
+            raise Refused
+        skew = self.settings.clock_skew_s
+        # filed_at is the platform's clock and decided_at ours: within the skew, the clocks may disagree on which
+        # came first; beyond it, the appeal (year 0001 once) is not one against this verdict, and "late" below
+        # would be negative and let it through
+        early = (first.decided_at - appeal.filed_at).total_seconds() - skew
+        if early > 0:
+            await self.letters.write(event, "appeal", "appeal_before_verdict", f"filed_at {_iso(appeal.filed_at)} is "
+                                    f"before verdict {first.verdict_id} was decided ({_iso(first.decided_at)}), "
+                                    f"beyond clock_skew_s={skew:g}: an appeal can only be filed against a verdict "
+                                    "that exists", replayable=False)
             raise Refused
         late = (appeal.filed_at - first.decided_at).total_seconds() - window
         if late > 0:
@@ -233,6 +245,11 @@ class Appeals:
         done = await work(case_file)
         self.results.put(case_id, stage, done.model_dump_json().encode())
         return done
+
+
+def _iso(at: Any) -> str:
+    """A time as given: strftime writes year 0001 as "1", and UTC cannot hold 0001-01-01T00:00+01:00."""
+    return at.isoformat(timespec="seconds")
 
 
 def _when(brief: Any) -> str:

@@ -1,7 +1,8 @@
 """disputes.outcomes: how a case was finally decided. Counted against our verdict (the drift
-counters, once per case: a redelivered or corrected outcome is not counted again) whether or not
-the precedent base is on; with it on, learned from, and every ``redistil_after``
-confirmed cases of a category on a partition the category's guidelines are re-distilled.
+counters, once per case: a redelivered outcome is not counted again, and one whose decision differs
+from the counted one's is a final dead letter, ``outcome_conflict``) whether or not the precedent
+base is on; with it on, learned from, and every ``redistil_after`` confirmed cases of a category on
+a partition the category's guidelines are re-distilled.
 
 One outcome at a time (the agent's concurrency is 1): guideline versions must not race.
 """
@@ -75,7 +76,15 @@ class Outcomes:
                                      f"{outcome.case_id}: a human panel's decision names the escalation it answers, "
                                      "as disputes.escalations gave it for this case", replayable=False)
             return
-        self.count(outcome, decided)
+        earlier = self.count(outcome, decided)
+        if earlier is not None:
+            if differs := _differences(earlier, outcome):
+                await self.letters.write(event, "outcomes", "outcome_conflict", f"case {outcome.case_id}: an outcome "
+                                         f"was counted already ({_described(earlier)}); this one differs in "
+                                         f"{differs} ({_described(outcome)}). The first stands: a counter cannot "
+                                         "take one back; neither counted nor learned from", replayable=False)
+                return
+            log.info("case %s: outcome already counted, not counted again", outcome.case_id)
         if not self.precedents.enabled:
             return
         try:
@@ -124,13 +133,12 @@ class Outcomes:
             await self.letters.write(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} "
                                      "yet: replay the letter once the case is decided", replayable=True)
 
-    def count(self, outcome: OutcomeReported, decided: Verdict) -> None:
+    def count(self, outcome: OutcomeReported, decided: Verdict) -> OutcomeReported | None:
         """The drift counters and a human panel's agreement, once per case: the first outcome reported
         for it stays counted (a counter cannot take one back), as the precedent base applies a case's
-        outcome once."""
+        outcome once. Returns the outcome counted before this one, if any (this one is then not counted)."""
         if not self.results.mark_outcome(outcome.case_id, outcome.model_dump_json().encode()):
-            log.info("case %s: outcome already counted, not counted again", outcome.case_id)
-            return
+            return OutcomeReported.model_validate_json(self.results.stored(outcome.case_id, "outcome") or b"")
         real, ours = outcome.votes, decided.votes
         metrics.record_outcome(decided.category, real.buyer, real.seller, ours.buyer, ours.seller)
         if outcome.source == "human_panel" and decided.escalated:
@@ -138,6 +146,7 @@ class Outcomes:
             metrics.HUMAN_DECISIONS.labels("agree" if agreed else "disagree").inc()
             log.info("case %s: the human panel %s the escalated verdict (%s)", outcome.case_id,
                      "upheld" if agreed else "overturned", ", ".join(decided.escalation_reasons))
+        return None
 
     async def learn(self, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile, partition: int) -> None:
         index, matcher = await self.precedents.open()
@@ -155,6 +164,27 @@ class Outcomes:
                      decided.category, len(pending), done.guidelines_created, done.guidelines_merged)
             pending = []
         self.confirmed[key] = pending
+
+
+def _decision(outcome: OutcomeReported) -> dict[str, Any]:
+    """What an outcome says was decided, and by whom: the votes (the winner follows from them), the
+    source and the escalation answered, which counting and learning judge by. Not decided_at nor the
+    envelope (event_id, sent_at, schema_version): a platform resending the same decision may restamp
+    them. No source is the platform's jury (the schema holds it to 17 votes)."""
+    return {"votes": f"{outcome.votes.buyer}:{outcome.votes.seller}", "winner": outcome.votes.winner,
+            "source": outcome.source or "platform_jury", "escalation_id": outcome.escalation_id}
+
+
+def _differences(earlier: OutcomeReported, later: OutcomeReported) -> str:
+    """The fields of the decision in which two outcomes differ, named; "" for a repeat of the same decision."""
+    first, then = _decision(earlier), _decision(later)
+    return ", ".join(name for name in first if first[name] != then[name])
+
+
+def _described(outcome: OutcomeReported) -> str:
+    shown = [f"{name} {value}" for name, value in _decision(outcome).items() if value is not None]
+    decided = [f"decided_at {_shown(outcome.decided_at)}"] if outcome.decided_at is not None else []
+    return ", ".join(shown + decided)
 
 
 def _shown(at: datetime) -> str:
