@@ -54,7 +54,7 @@ def sample(data: bytes, budget: int, settings: Settings) -> tuple[float, float, 
     """(wall seconds, CPU seconds of the process, source indices of the frames picked). One
     sampling at a time, so the process's CPU time is this call's, whatever else loads the machine."""
     started, cpu = time.perf_counter(), time.process_time()
-    frames = media._sample_video(io.BytesIO(data), budget, settings, "bench")
+    frames = media._sample_video(io.BytesIO(data), "video/mp4", budget, settings, "bench", None)
     return time.perf_counter() - started, time.process_time() - cpu, [f.source_index for f in frames]
 
 

@@ -18,6 +18,7 @@ import hashlib
 import io
 import os
 import stat
+import struct
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,8 +37,17 @@ from .llm import ImagePart
 from .media_store import StoreError, open_store
 from .schemas import MediaRef
 
-SUPPORTED_IMAGE_TYPES = {"image/jpeg", "image/png", "image/webp", "image/gif"}
-SUPPORTED_VIDEO_TYPES = {"video/mp4", "video/webm", "video/quicktime", "video/x-matroska"}
+# What the bytes may turn out to be (Pillow's ``format``, PyAV's demuxer name) for each declared
+# type. The declared type is the sender's claim; Pillow and FFmpeg go by the contents, so bytes
+# that are none of these are refused whatever the claim. A phone's JPEG with a second picture in
+# it (multi-picture format) opens as MPO, which is still a JPEG.
+IMAGE_FORMATS = {"image/jpeg": ("JPEG", "MPO"), "image/png": ("PNG",), "image/webp": ("WEBP",), "image/gif": ("GIF",)}
+_MP4 = "mov,mp4,m4a,3gp,3g2,mj2"
+_MATROSKA = "matroska,webm"
+VIDEO_CONTAINERS = {"video/mp4": _MP4, "video/quicktime": _MP4, "video/webm": _MATROSKA, "video/x-matroska": _MATROSKA}
+SUPPORTED_IMAGE_TYPES = set(IMAGE_FORMATS)
+SUPPORTED_VIDEO_TYPES = set(VIDEO_CONTAINERS)
+_DECODED_IMAGE_FORMATS = ("JPEG", "PNG", "WEBP", "GIF")  # Pillow's openers (the JPEG one also yields MPO)
 REDIRECTS = {301, 302, 303, 307, 308}
 DEFAULT_PORTS = {"http": 80, "https": 443}
 T = TypeVar("T")
@@ -265,18 +275,49 @@ def _to_jpeg(image: Image.Image, max_side: int, label: str = "") -> ImagePart:
     return ImagePart(out.getvalue(), "image/jpeg", label)
 
 
-def _image_part(data: bytes, media_type: str, settings: Settings, label: str) -> ImagePart:
+def _image_part(data: bytes, media_type: str, settings: Settings, label: str, notes: list[str] | None) -> ImagePart:
     with _image_errors(media_type):
-        _image_header(io.BytesIO(data), settings)
-        with Image.open(io.BytesIO(data)) as image:
+        _image_header(io.BytesIO(data), media_type, settings, notes)
+        with Image.open(io.BytesIO(data)) as image:  # the header check admitted only the supported formats
             part = _to_jpeg(image, settings.max_image_side, label)
     return part
 
 
-def _image_header(source: Path | io.BytesIO, settings: Settings) -> None:
-    with Image.open(source) as probe:  # lazy: reads the header only
+def _image_header(source: Path | io.BytesIO, media_type: str, settings: Settings, notes: list[str] | None) -> None:
+    try:
+        # only the supported formats' openers run: another plugin's may decode while opening (an
+        # icon loads its largest picture), and a TIFF or an icon declared image/png is not admitted
+        probe = Image.open(source, formats=_DECODED_IMAGE_FORMATS)  # lazy: reads the header only
+    except UnidentifiedImageError:
+        _refuse_other_format(source, media_type)
+        raise  # nothing Pillow knows: corrupt_image, as before
+    with probe:
+        found = probe.format or ""
+        if found not in IMAGE_FORMATS.get(media_type, ()) and notes is not None:
+            notes.append(f"declared {media_type}, the bytes are {found}: read as {found}")
         _check_image_size(probe.size, settings)
         probe.verify()  # walks the chunks without inflating them: catches truncation a lazy open would not
+
+
+def _refuse_other_format(source: Path | io.BytesIO, media_type: str) -> None:
+    """Names the format of bytes no supported opener took, from its signature alone (each Pillow
+    plugin's own test of the first 16 bytes, as ``Image.open`` makes it), nothing opened or decoded."""
+    if isinstance(source, Path):
+        with source.open("rb") as file:
+            prefix = file.read(16)
+    else:
+        prefix = source.getvalue()[:16]
+    Image.init()
+    for name in Image.ID:
+        accept = Image.OPEN[name][1]
+        try:
+            known = accept is not None and accept(prefix) is True  # a string: a warning, not a match
+        except (SyntaxError, IndexError, TypeError, struct.error):  # what Image.open ignores from a test
+            continue
+        if known and name not in _DECODED_IMAGE_FORMATS:
+            raise MediaUnreadable("unsupported_media_type", f"the bytes are {name}, declared {media_type}: "
+                                                            "not a supported image format (JPEG, PNG, WebP, GIF); "
+                                                            "not decoded")
 
 
 @contextlib.contextmanager
@@ -298,26 +339,29 @@ def _image_errors(media_type: str) -> Iterator[None]:
         raise MediaUnreadable("corrupt_image", f"cannot decode the image: {for_people(err)}") from err
 
 
-async def load_image(ref: MediaRef, settings: Settings, *, label: str = "") -> ImagePart:
+async def load_image(ref: MediaRef, settings: Settings, *, label: str = "",
+                     notes: list[str] | None = None) -> ImagePart:
     """The photo as a JPEG for the model, labelled with the evidence it belongs to so it can be cited
-    (``LLMRequest`` refuses an image without a label). Its declared size is checked against
-    ``max_image_pixels`` and ``max_image_dimension`` before anything is decoded."""
+    (``LLMRequest`` refuses an image without a label). Its format is checked against the supported
+    ones and its declared size against ``max_image_pixels`` and ``max_image_dimension`` before
+    anything is decoded. A supported format other than the declared type is read, and said in ``notes``."""
     data = await read_bytes(ref, settings)
-    return await _decode(settings, _image_part, data, ref.media_type, settings, label)
+    return await _decode(settings, _image_part, data, ref.media_type, settings, label, notes)
 
 
 async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = None, *,
-                        label: str = "") -> list[Frame]:
+                        label: str = "", notes: list[str] | None = None) -> list[Frame]:
     """Frames over the whole video (all of them if it is shorter): uniformly spaced, or with
     ``frame_sampling = events`` a uniform skeleton plus its visual events, each labelled
     "<label> frame 7 at 3.50s" so the model can cite the evidence and the frame. The video's
     resolution, duration and frame count are checked before a frame is decoded; the frames are
-    reached by seeking to the keyframe before each and come out downscaled."""
+    reached by seeking to the keyframe before each and come out downscaled. Only an MP4/QuickTime
+    or Matroska/WebM container is read; one other than the declared type is said in ``notes``."""
     data = await read_bytes(ref, settings)
     wanted = count or settings.frames_per_video
     if not data:
         raise MediaUnreadable("no_frames", "the video file is empty")
-    return await _decode(settings, _sample_video, io.BytesIO(data), wanted, settings, label)
+    return await _decode(settings, _sample_video, io.BytesIO(data), ref.media_type, wanted, settings, label, notes)
 
 
 @dataclass(frozen=True)
@@ -333,10 +377,10 @@ class Timeline:
 _PROBE_WITHOUT_DECODING = [{"skip_frame": "all"}] * 16
 
 
-def _sample_video(source: io.RawIOBase | io.BufferedIOBase, wanted: int, settings: Settings,
-                  label: str) -> list[Frame]:
+def _sample_video(source: io.RawIOBase | io.BufferedIOBase, media_type: str, wanted: int, settings: Settings,
+                  label: str, notes: list[str] | None) -> list[Frame]:
     with _video_errors(), av.open(source, stream_options=_PROBE_WITHOUT_DECODING) as container:
-        stream = _video_stream(container, settings)
+        stream = _video_stream(container, media_type, settings, notes)
         line = _timeline(container, stream, settings)
         if not line.pts:
             raise MediaUnreadable("no_frames", "the video has no decodable frames")
@@ -347,13 +391,28 @@ def _sample_video(source: io.RawIOBase | io.BufferedIOBase, wanted: int, setting
     return frames
 
 
-def _video_stream(container: av.container.InputContainer, settings: Settings) -> av.VideoStream:
-    """The first video stream, its header checked against the caps (nothing decoded)."""
+def _video_stream(container: av.container.InputContainer, media_type: str, settings: Settings,
+                  notes: list[str] | None) -> av.VideoStream:
+    """The first video stream, its container and header checked (nothing decoded)."""
+    _check_container(container, media_type, notes)
     if not container.streams.video:
         raise MediaUnreadable("no_frames", "the file holds no video stream")
     stream = container.streams.video[0]
     _check_video_header(container, stream, settings)
     return stream
+
+
+def _check_container(container: av.container.InputContainer, media_type: str, notes: list[str] | None) -> None:
+    """FFmpeg probes the bytes whatever the declared type: a PNG declared video/mp4 opens as a
+    one-frame image sequence (png_pipe), a GIF or an AVI as theirs. Only the containers the
+    supported types name are read."""
+    found = container.format.name
+    if found not in VIDEO_CONTAINERS.values():
+        raise MediaUnreadable("unsupported_media_type", f"the bytes are {container.format.long_name} ({found}), "
+                                                        f"declared {media_type}: not an MP4/QuickTime or "
+                                                        "Matroska/WebM video; not decoded")
+    if found != VIDEO_CONTAINERS.get(media_type) and notes is not None:
+        notes.append(f"declared {media_type}, the bytes are {container.format.long_name} ({found}): read as such")
 
 
 @contextlib.contextmanager
@@ -369,18 +428,18 @@ def _video_errors() -> Iterator[None]:
         raise MediaUnreadable("corrupt_video", f"not a supported video container: {for_people(err)}") from err
 
 
-def _video_header(source: Path | io.BytesIO, settings: Settings) -> None:
+def _video_header(source: Path | io.BytesIO, media_type: str, settings: Settings, notes: list[str] | None) -> None:
     with _video_errors(), av.open(str(source) if isinstance(source, Path) else source,
                                   stream_options=_PROBE_WITHOUT_DECODING) as container:
-        _video_stream(container, settings)
+        _video_stream(container, media_type, settings, notes)
 
 
-async def check_header(ref: MediaRef, settings: Settings) -> None:
+async def check_header(ref: MediaRef, settings: Settings, notes: list[str] | None = None) -> None:
     """An item the jury may never look at, checked as cheaply as it can be: its size, and the
     image's or video's header against the caps (a bomb, a corrupt file), nothing decoded. A file
     under ``media_root`` is opened where it lies; a stored object (inline media moved at ingest, at
     most ``max_inline_bytes``) is read from the store. A URL is never fetched for this: it passes
-    unchecked. Raises MediaUnreadable as reading the item would."""
+    unchecked. Raises MediaUnreadable as reading the item would, and adds to ``notes`` what it would."""
     if ref.url is not None:
         return
     if ref.path is not None:
@@ -402,12 +461,12 @@ async def check_header(ref: MediaRef, settings: Settings) -> None:
     if ref.media_type in SUPPORTED_IMAGE_TYPES:
         def check() -> None:
             with _image_errors(ref.media_type):
-                _image_header(source, settings)
+                _image_header(source, ref.media_type, settings, notes)
     elif not size:
         raise MediaUnreadable("no_frames", "the video file is empty")
     else:
         def check() -> None:
-            _video_header(source, settings)
+            _video_header(source, ref.media_type, settings, notes)
     await _decode(settings, check)
 
 

@@ -293,7 +293,7 @@ def long_gop_clip() -> bytes:
 def test_frames_are_reached_by_seeking_not_by_decoding_the_whole_stream(long_gop_clip):
     s = Settings(llm_backend="offline", precedent_backend="none")
     source = CountingReader(long_gop_clip)
-    frames = media._sample_video(source, 3, s, "evidence b1")
+    frames = media._sample_video(source, "video/mp4", 3, s, "evidence b1", None)
     assert [f.source_index for f in frames] == [0, 300, 599]
     assert [colour_of(f.image.data) for f in frames] == [0, 5, 9]
     assert [f.time_s for f in frames] == [0.0, 60.0, pytest.approx(119.8)]
@@ -307,7 +307,7 @@ def test_frames_are_reached_by_seeking_not_by_decoding_the_whole_stream(long_gop
 @pytest.mark.parametrize("budget", [7, 30, 600])
 def test_seeking_keeps_every_label_right_however_the_picks_fall(long_gop_clip, budget):
     s = Settings(llm_backend="offline", precedent_backend="none")
-    frames = media._sample_video(io.BytesIO(long_gop_clip), budget, s, "v")
+    frames = media._sample_video(io.BytesIO(long_gop_clip), "video/mp4", budget, s, "v", None)
     sources = [f.source_index for f in frames]
     expected = sorted({round(i * 599 / (budget - 1)) for i in range(budget)})
     assert sources == expected and [f.index for f in frames] == list(range(1, len(expected) + 1))
@@ -553,10 +553,17 @@ async def test_bombs_and_oversized_media_end_in_verdicts_with_notes_on_a_real_wo
     (tmp_path / "huge.png").write_bytes(png((12_000, 12_000)))
     (tmp_path / "huge.mp4").write_bytes(huge_clip)
     (tmp_path / "fine.png").write_bytes(png((64, 64), "RGB"))
+    for name, fmt in [("tiff.png", "TIFF"), ("photo.mp4", "PNG"), ("jpeg.png", "JPEG")]:  # bytes not as declared
+        out = io.BytesIO()
+        Image.new("RGB", (64, 64), (200, 30, 30)).save(out, fmt)
+        (tmp_path / name).write_bytes(out.getvalue())
     cases = {  # key -> the note its verdict must carry (None: no note)
         "bomb": ([image("b1", media_type="image/png", path="bomb.png")], "image_bomb"),
         "huge-photo": ([image("b1", media_type="image/png", path="huge.png")], "image_too_large"),
         "huge-video": ([video("b1", media_type="video/mp4", path="huge.mp4")], "video_too_large"),
+        "tiff-as-png": ([image("b1", media_type="image/png", path="tiff.png")], "unsupported_media_type"),
+        "png-as-mp4": ([video("b1", media_type="video/mp4", path="photo.mp4")], "unsupported_media_type"),
+        "jpeg-as-png": ([image("b1", media_type="image/png", path="jpeg.png")], "the bytes are JPEG"),
         "fine": ([image("b1", media_type="image/png", path="fine.png")], None),
     }
     outgoing = [Outgoing(key, whole(case(key, items)), key) for key, (items, _) in cases.items()]

@@ -59,15 +59,16 @@ async def screen_media(case: DisputeCase, examined: set[str], settings: Settings
     items = [i for i in case.items() if i.media is not None and i.id not in examined
              and (among is None or i.id in among)]
 
-    async def note(item: EvidenceItem) -> str | None:
+    async def note(item: EvidenceItem) -> list[str]:
+        notes: list[str] = []
         try:
-            await check_header(item.media, settings)  # type: ignore[arg-type]  # filtered above
+            await check_header(item.media, settings, notes)  # type: ignore[arg-type]  # filtered above
         except MediaUnreadable as err:
-            return (f"evidence {item.id} ({case.party_of(item.id)}, not selected for examination) could not be "
-                    f"read ({err.reason}): {err.detail}")
-        return None
+            return [f"evidence {item.id} ({case.party_of(item.id)}, not selected for examination) could not be "
+                    f"read ({err.reason}): {err.detail}"]
+        return [f"evidence {item.id} ({case.party_of(item.id)}, not selected for examination): {n}" for n in notes]
 
-    return [n for n in await gather_all(*(note(i) for i in items)) if n is not None]
+    return [n for found in await gather_all(*(note(i) for i in items)) for n in found]
 
 
 async def more_clues(case: DisputeCase, focus: Focus, party: Party, items: list[EvidenceItem], chain: ClueChain,
@@ -153,12 +154,14 @@ async def _perceive(
     clue_id = f"{party[0]}{step}"
     base = dict(id=clue_id, party=party, step=step, evidence_id=item.id, evidence_kind=item.kind,
                 selection_reason=selection.reason)
+    notes: list[str] = []
     try:
-        media, frames = await _media_parts(item, party, settings)
+        media, frames = await _media_parts(item, party, settings, notes)
     except MediaUnreadable as err:
         chain.problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
         return Clue(**base, clue="(unreadable)", assessment=f"The {item.kind} could not be read: {err.reason}.",
                     leaning="neutral", problem=err.reason)
+    chain.problems += [f"evidence {item.id}: {n}" for n in notes]
     earlier = [*(before or []), *chain.clues]
     request = stage_request("perceive", settings, system=prompts.PERCEIVE_SYSTEM, shared=[_clue_prefix(case, focus)],
                             prompt=[prompts.perceive_prompt(party, round_no, item, earlier), *media],
@@ -172,12 +175,13 @@ async def _perceive(
                 frames=cited, frame_times_s=[round(seen[n].time_s, 3) for n in cited])
 
 
-async def _media_parts(item: EvidenceItem, party: Party, settings: Settings) -> tuple[list[Part], list[Frame]]:
+async def _media_parts(item: EvidenceItem, party: Party, settings: Settings,
+                       notes: list[str]) -> tuple[list[Part], list[Frame]]:
     label = prompts.evidence_label(item, party)
     if item.kind == "image" and item.media:
-        return [await load_image(item.media, settings, label=label)], []
+        return [await load_image(item.media, settings, label=label, notes=notes)], []
     if item.kind == "video" and item.media:
-        frames = await sample_frames(item.media, settings, label=label)
+        frames = await sample_frames(item.media, settings, label=label, notes=notes)
         return [f.image for f in frames], frames
     return [], []
 
@@ -220,12 +224,12 @@ async def attached_media(case_file: CaseFile, settings: Settings) -> list[Part]:
 
 async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str], list[str]]:
 
-    async def one(item: EvidenceItem, party: Party) -> list[Part]:
+    async def one(item: EvidenceItem, party: Party, notes: list[str]) -> list[Part]:
         label = prompts.evidence_label(item, party)
         if item.kind == "image":
-            return [await load_image(item.media, settings, label=label)]  # type: ignore[arg-type]
+            return [await load_image(item.media, settings, label=label, notes=notes)]  # type: ignore[arg-type]
         frames = await sample_frames(item.media, settings, settings.passive_frames_per_video,  # type: ignore[arg-type]
-                                     label=label)
+                                     label=label, notes=notes)
         return [f.image for f in frames]
 
     parts: list[Part] = []
@@ -234,8 +238,10 @@ async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part]
     for item in case.items():
         if item.kind == "text" or item.media is None:
             continue
+        notes: list[str] = []
         try:
-            parts += await one(item, case.party_of(item.id))
+            parts += await one(item, case.party_of(item.id), notes)
+            problems += [f"evidence {item.id}: {n}" for n in notes]
         except MediaUnreadable as err:
             problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
             unread.append(item.id)
