@@ -11,6 +11,8 @@ bench/rebalance.py.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from aiokafka.structs import ConsumerRecord
 from faust.transport.drivers.aiokafka import Consumer as FaustConsumer
@@ -302,3 +304,37 @@ def test_an_unfinished_offset_the_fetch_loop_read_past_and_no_agent_holds_is_rea
     assert [ours.stalled(TP0) for _ in range(10)][-2:] == [None, 5]
     ours.highwater = lambda tp: 5  # type: ignore[method-assign]  # 5 is the end: nothing to read
     assert [ours.stalled(TP0) for _ in range(12)] == [None] * 12
+
+
+async def test_the_commit_at_a_stop_waits_out_a_periodic_commit_and_then_commits_what_it_missed(consumers):
+    """Faust's ``commit`` returns without committing while a periodic commit is under way, and
+    that one counted before the last handler finished: at a stop, what it finished was left for
+    the next owner to handle again (a second dead letter, a re-sent verdict)."""
+    ours, _ = consumers
+    p = Partition((ours,), 5, range(5, 7))
+    p.take(5, 6)
+    p.finish(5)
+    sent: list[dict] = []
+
+    async def to_the_broker(offsets):  # type: ignore[no-untyped-def]  # the group coordinator's OffsetCommit
+        sent.append(dict(offsets))
+        return True
+
+    ours._commit = to_the_broker  # type: ignore[method-assign]
+    ours.assignment = lambda: {TP0}  # type: ignore[method-assign]
+    ours.app.producer.flush = _nothing  # type: ignore[method-assign]  # no producer started here
+    periodic = asyncio.get_running_loop().create_future()
+    ours._commit_fut = periodic  # a periodic commit is under way: it counted 5 (6 was in a handler)
+
+    stop = asyncio.ensure_future(ours.commit_and_end_transactions())
+    await asyncio.sleep(0)  # the stop's commit meets the periodic one
+    await ours.force_commit()  # what the periodic one sends, counted before 6 finished: 6
+    p.finish(6)  # the last handler finishes while it is out
+    ours._commit_fut = None
+    periodic.set_result(None)
+    await stop
+    assert sent == [{TP0: 6}, {TP0: 7}], f"the stop's commit left handled offsets uncommitted: {sent}"
+
+
+async def _nothing() -> None:
+    return None

@@ -271,6 +271,13 @@ class SafeAcks(driver.Consumer):
                     self._read_offset.holding[tp] = min(lost)
         return committed
 
+    async def commit_and_end_transactions(self) -> None:
+        """The commit at a stop (and before a revocation). Faust's ``commit`` only waits when a
+        periodic commit is under way, and that one counted before the last handlers finished: what
+        they finished would be handled again by the next owner. So wait for it, then commit."""
+        await self.maybe_wait_for_commit_to_finish()
+        await self.commit(start_new_transaction=False)
+
     async def perform_seek(self) -> None:
         """Faust's: every partition to its committed offset, each in a new reading."""
         assigned = {tp for tp in self.assignment() if self.app.topics.acks_enabled_for(tp.topic)}
