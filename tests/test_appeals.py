@@ -296,7 +296,7 @@ async def test_an_appeal_filed_before_its_verdict_is_refused_beyond_the_clock_sk
     await send(h, appeal(first, filed_at="0001-01-01T00:00:00+01:00"))
     await send(h, appeal(first, filed_at=(first.decided_at - timedelta(minutes=10)).isoformat()))
     assert [(d.stage, d.reason, d.replayable) for d in letters(h)] == [("appeal", "appeal_before_verdict", False)] * 2
-    assert letters(h)[0].detail.startswith(f"filed_at 0001-01-01T00:00:00+01:00 is before verdict {first.verdict_id}")
+    assert letters(h)[0].detail.startswith(f"filed_at 0001-01-01T00:00+01:00 is before verdict {first.verdict_id}")
     assert "clock_skew_s=300" in letters(h)[1].detail
     assert f"{CASE}/appeal" not in h.table and len(verdicts(h)) == 1  # not accepted, nothing judged
 

@@ -29,7 +29,7 @@ MAX_ORDER_AMOUNT = Decimal(10) ** 12
 
 def _iso4217(code: str) -> str:
     # the iso4217 package tracks the published ISO list; codes without a minor unit (metals, XDR,
-    # the testing and no-currency codes XTS and XXX) are never what an order was paid in
+    # the testing code XTS and the no-currency code) are never what an order was paid in
     try:
         if Currency(code).exponent is not None:
             return code

@@ -22,7 +22,7 @@ from .case import (
 )
 
 
-def _shown_whole(text: str) -> str:
+def _no_hidden_characters(text: str) -> str:
     # an event id goes into log lines and the verdict's notes: a line break, an ESC or a right-to-left
     # override in it would forge or hide what a reader sees there
     hidden = sorted({f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
@@ -31,7 +31,7 @@ def _shown_whole(text: str) -> str:
     return text
 
 
-EventId = Annotated[str, Field(max_length=128), AfterValidator(_shown_whole)]
+EventId = Annotated[str, Field(max_length=128), AfterValidator(_no_hidden_characters)]
 
 
 class EventBase(Strict):

@@ -37,7 +37,7 @@ from ..jury.stages import round_stage, verdict_stage
 from ..llm import LLM, LLMError
 from ..media_store import MediaStore
 from ..schemas import AppealFiled, CaseFile, Verdict
-from .dead_letters import DeadLetters, OutputTooLarge, bug
+from .dead_letters import DeadLetters, OutputTooLarge, bug, shown_time
 from .ingest import claim_check, key_problem
 from .stage_hop import StageResults
 from .verdicts import Verdicts
@@ -181,8 +181,8 @@ class Appeals:
         # would be negative and let it through
         early = (first.decided_at - appeal.filed_at).total_seconds() - skew
         if early > 0:
-            await self.letters.write(event, "appeal", "appeal_before_verdict", f"filed_at {_iso(appeal.filed_at)} is "
-                                    f"before verdict {first.verdict_id} was decided ({_iso(first.decided_at)}), "
+            await self.letters.write(event, "appeal", "appeal_before_verdict", f"filed_at {shown_time(appeal.filed_at)} is "
+                                    f"before verdict {first.verdict_id} was decided ({shown_time(first.decided_at)}), "
                                     f"beyond clock_skew_s={skew:g}: an appeal can only be filed against a verdict "
                                     "that exists", replayable=False)
             raise Refused
@@ -245,11 +245,6 @@ class Appeals:
         done = await work(case_file)
         self.results.put(case_id, stage, done.model_dump_json().encode())
         return done
-
-
-def _iso(at: Any) -> str:
-    """A time as given: strftime writes year 0001 as "1", and UTC cannot hold 0001-01-01T00:00+01:00."""
-    return at.isoformat(timespec="seconds")
 
 
 def _when(brief: Any) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from aiokafka.errors import MessageSizeTooLargeError
@@ -123,3 +124,12 @@ class DeadLetters:
         except OutputTooLarge as err:  # cannot happen below a sane broker limit; say so rather than crash
             log.error("dead letter for %s/%s offset %s could not be sent: %s (original_ref %s)", letter.topic,
                       letter.partition, letter.offset, err.detail, letter.original_ref)
+
+
+def shown_time(at: datetime) -> str:
+    """A time for a letter's detail: in UTC, or as it was given when UTC cannot hold it
+    (0001-01-01T00:00+01:00 is in year 0 there)."""
+    try:
+        return f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    except OverflowError:
+        return at.isoformat(timespec="minutes")

@@ -25,7 +25,6 @@ import faust
 
 from .. import intake, metrics, tracing
 from ..config import Settings
-from ..logs import written_out
 from ..media_store import MediaStore, open_store
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, now
 from ..schemas.events import DisputeEvent
@@ -112,7 +111,7 @@ class Ingest:
         except intake.Duplicate as dup:
             log.info("case %s: %s", event.case_id, dup)
             if draft is not None:
-                draft.notes.append(f"duplicate event ignored: {written_out(str(dup))}")  # the verdict is public
+                draft.notes.append(f"duplicate event ignored: {dup}")
                 self.keep(draft, partition)
             return None
         if "held" in state:
@@ -151,11 +150,10 @@ class Ingest:
                 event = intake.parse_event(original.value)
                 draft = intake.fold(draft, event, self.settings)  # type: ignore[arg-type]
                 waited = max(0.0, self.clock() - entry["received_at"])
-                which = written_out(event.event_id or str(original.offset))
-                draft.notes.append(f"{event.type} (event {which}) arrived before the case was opened; it was held "
-                                   f"{waited:.0f} s and folded in")
+                draft.notes.append(f"{event.type} (event {event.event_id or original.offset}) arrived before the "
+                                   f"case was opened; it was held {waited:.0f} s and folded in")
             except intake.Duplicate as dup:
-                draft.notes.append(f"duplicate event ignored: {written_out(str(dup))}")
+                draft.notes.append(f"duplicate event ignored: {dup}")
             except intake.Rejected as err:
                 await self.letters.write(original.event(), "ingest", err.reason, err.detail, replayable=err.replayable)
         self.held_total = None if self.held_total is None else max(0, self.held_total - len(held))

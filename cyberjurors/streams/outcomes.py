@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
-from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +24,7 @@ from ..precedents import learning
 from ..precedents.models import PrecedentError
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, OutcomeReported, Verdict
-from .dead_letters import DeadLetters, bug
+from .dead_letters import DeadLetters, bug, shown_time
 from .ingest import key_problem
 from .stage_hop import StageResults
 
@@ -126,7 +125,7 @@ class Outcomes:
                                      replayable=False)
         elif self.results.older_than_retention(decided_at) and self.results.stored(outcome.case_id, "ready") is None:
             await self.letters.write(event, "outcomes", "case_expired", f"case {outcome.case_id} was decided at "
-                                     f"{_shown(outcome.decided_at)}, longer ago than {retention}, and "
+                                     f"{shown_time(outcome.decided_at)}, longer ago than {retention}, and "
                                      "nothing is kept for it: its verdict, if it had one, has expired",
                                      replayable=False)
         else:
@@ -183,13 +182,5 @@ def _differences(earlier: OutcomeReported, later: OutcomeReported) -> str:
 
 def _described(outcome: OutcomeReported) -> str:
     shown = [f"{name} {value}" for name, value in _decision(outcome).items() if value is not None]
-    decided = [f"decided_at {_shown(outcome.decided_at)}"] if outcome.decided_at is not None else []
+    decided = [f"decided_at {shown_time(outcome.decided_at)}"] if outcome.decided_at is not None else []
     return ", ".join(shown + decided)
-
-
-def _shown(at: datetime) -> str:
-    """A time in UTC, or as it was given when UTC cannot hold it (0001-01-01T00:00+01:00 is in year 0 there)."""
-    try:
-        return f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
-    except OverflowError:
-        return at.isoformat(timespec="minutes")
