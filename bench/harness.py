@@ -20,7 +20,7 @@ import time
 import tracemalloc
 import urllib.request
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -36,7 +36,7 @@ from rich.table import Table
 from cyberjurors.config import Settings
 from cyberjurors.schemas import DisputeCase
 from cyberjurors.streams.broker import start_broker, stop_process
-from cyberjurors.streams.clients import Outcome, Outcomes, case_event, produce
+from cyberjurors.streams.clients import Outcome, Outcomes, case_event, produce, producing
 from cyberjurors.streams.kafka import client_options
 from cyberjurors.streams.worker_process import WorkerProcess
 
@@ -255,6 +255,17 @@ class Burst:
         return self.outcomes[case_id].at - self.started
 
 
+async def paced(settings: Settings, cases: list[DisputeCase], rate: float) -> AsyncIterator[DisputeCase]:
+    """Each case produced at its slot, evenly at ``rate`` cases a minute, on one producer; yielded
+    once sent."""
+    async with producing(settings) as send:
+        started = time.perf_counter()
+        for i, case in enumerate(cases):
+            await asyncio.sleep(max(0.0, started + i * 60 / rate - time.perf_counter()))
+            await send([case_event(case, "bench")])
+            yield case
+
+
 async def run_cases(settings: Settings, cases: list[DisputeCase], timeout_s: float = 900,
                     from_beginning: bool = True, on_verdict: Callable[[int], None] = lambda n: None,
                     on_poll: Callable[[], object] | None = None, rate: float | None = None) -> Burst:
@@ -276,9 +287,8 @@ async def run_cases(settings: Settings, cases: list[DisputeCase], timeout_s: flo
         if rate is None:
             await produce(settings, [case_event(c, "bench") for c in cases])
         else:
-            for i, case in enumerate(cases):
-                await asyncio.sleep(max(0.0, started + i * 60 / rate - time.perf_counter()))
-                await produce(settings, [case_event(case, "bench")])
+            async for _ in paced(settings, cases, rate):
+                pass
         got = await outcomes.wait([c.case_id for c in cases], timeout_s=timeout_s, on_outcome=verdict,
                                   on_poll=on_poll)
     if len(got) < len(cases):

@@ -32,12 +32,12 @@ from typing import Annotated
 
 import typer
 from harness import (EXAMPLES, BenchError, LagProbe, Workers, balanced_copies, broker, interrupt_on_sigterm,
-                     machine, make_console, run_cases, settled_group, table)
+                     machine, make_console, paced, run_cases, settled_group, table)
 
 from cyberjurors.config import Settings
 from cyberjurors.schemas import DisputeCase, Verdict
 from cyberjurors.streams.app import PIPELINE
-from cyberjurors.streams.clients import Outcome, Outcomes, case_event, produce, records
+from cyberjurors.streams.clients import Outcome, Outcomes, records
 from cyberjurors.streams.kafka import ensure_topics
 
 console = make_console(180)
@@ -99,14 +99,11 @@ async def scenario(settings: Settings, workers: Workers, cases: list[DisputeCase
         sampler = asyncio.create_task(sample_lag(probe, run))
         waiting = asyncio.create_task(outcomes.wait([c.case_id for c in cases], timeout_s=timeout_s,
                                                     on_outcome=run.arrived, on_poll=lambda: workers.check(run.running)))
-        started = time.perf_counter()
-        for i, case in enumerate(cases):
-            if i in (len(cases) // 3, 2 * len(cases) // 3):
-                steps.append(asyncio.create_task(change(settings, workers, run, "2 -> 3" if not steps else "3 -> 2",
-                                                        up=not steps)))
-            await asyncio.sleep(max(0.0, started + i * 60 / rate - time.perf_counter()))
-            await produce(settings, [case_event(case, "bench")])
+        changes = {cases[len(cases) // 3].case_id: "2 -> 3", cases[2 * len(cases) // 3].case_id: "3 -> 2"}
+        async for case in paced(settings, cases, rate):
             run.produced[case.case_id] = time.perf_counter()
+            if change_name := changes.get(case.case_id):  # once a third (two thirds) of the cases is out
+                steps.append(asyncio.create_task(change(settings, workers, run, change_name, up=not steps)))
         await asyncio.gather(waiting, *steps)
         await asyncio.sleep(5)  # a duplicate sent just after the last verdict
         sampler.cancel()

@@ -108,16 +108,29 @@ def producer_for(settings: Settings) -> AIOKafkaProducer:
 async def produce(settings: Settings, events: list[Outgoing], topic: str = "disputes.events") -> None:
     """Send the events in order, each with the standard headers; a case's events (an incremental
     case's opening, rounds and close) under one span, so its trace starts here."""
+    async with producing(settings, topic) as send:
+        await send(events)
+
+
+@contextlib.asynccontextmanager
+async def producing(settings: Settings, topic: str = "disputes.events") -> AsyncIterator[
+        Callable[[list[Outgoing]], Awaitable[None]]]:
+    """``produce`` on one producer for as long as the block lasts: events sent over time (a paced
+    benchmark) without a connection per send."""
     producer = producer_for(settings)
     await producer.start()
     spans: dict[str, tracing.Span] = {}
-    try:
+
+    async def send(events: list[Outgoing]) -> None:
         for event in events:
             target = event.topic or settings.topic(event.route or topic)
             if event.case_id not in spans:
                 spans[event.case_id] = tracing.start_producing(event.case_id, target, "produce")
             headers = tracing.headers(tracing.in_span(spans[event.case_id]))
             await producer.send_and_wait(target, event.value, key=event.case_id.encode(), headers=list(headers.items()))
+
+    try:
+        yield send
     finally:
         for span in spans.values():
             span.end()
