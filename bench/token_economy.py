@@ -29,7 +29,11 @@ cache, every other input token is read at best. That gives a floor for the bill 
 the cache-read share, for any cache, and for one kept per answer schema and effort as the API keeps
 it (another ``output_config.format`` invalidates the prompt cache; another effort or thinking setting
 the cached message blocks), so a layout in which every role shares one prefix reads nothing across
-roles on the API.
+roles on the API. A third bound keeps the jury's information flow (DESIGN.md's JCV: a juror sees
+its own persona and memory and the ballots of the jurors it follows): in any layout in which the
+17 jurors share the case prefix, a juror's persona and memory come after that prefix and in round 1
+nothing has sent them there before, and the ballots it follows are its own selection, so no cache
+serves them (``private_lines``); everything else is read at best, as above.
 The ladder part runs each rung (``evaluation/ladder.py``) over the same cases twice against fresh
 servers, as ``cyberjurors eval`` does (one-hour TTL): streaming, each case's calls sent as they
 come, priced at standard rates; and in waves through the server's batch endpoints, priced at the
@@ -75,8 +79,10 @@ from cyberjurors.config import DEFAULT_LLM_PRICES, Settings  # noqa: E402
 from cyberjurors.evaluation.batch import judge_case, opened_precedents, wave_llm  # noqa: E402
 from cyberjurors.evaluation.ladder import LADDER  # noqa: E402
 from cyberjurors.jury.rounds import Jury  # noqa: E402
+from cyberjurors.jury import prompts  # noqa: E402
+from cyberjurors.jury.model_inputs import JurorTask  # noqa: E402
 from cyberjurors.jury.stages import judge  # noqa: E402
-from cyberjurors.llm import LLM, LLMRequest, LLMResult, T, gather_all  # noqa: E402
+from cyberjurors.llm import LLM, LLMRequest, LLMResult, T, TextPart, gather_all  # noqa: E402
 from cyberjurors.precedents.build import build_precedents  # noqa: E402
 from cyberjurors.precedents.precedent_base import opened_base  # noqa: E402
 from cyberjurors.schemas import DisputeCase, Usage, Verdict  # noqa: E402
@@ -127,17 +133,38 @@ class Novelty:
     """per case: tokens sent for the first time in the run"""
     by_role: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
-    def add(self, case_id: str, body: dict, role: str, scope: str = "") -> None:
-        """``scope``: sent before only if sent in the same scope (a role's answer schema and settings)."""
+    def add(self, case_id: str, body: dict, role: str, scope: str = "",
+            private: frozenset[str] = frozenset()) -> None:
+        """``scope``: sent before only if sent in the same scope (a role's answer schema and settings).
+        ``private``: lines never read, sent before or not (``private_lines``)."""
         for block in prompt_blocks(body):
             pieces = ([(line.encode(), count_tokens(line)) for line in block["text"].split("\n")]
                       if block["type"] == "text" else [(block["source"]["data"].encode(), image_tokens(block))])
             for content, tokens in pieces:
                 key = hashlib.sha256(scope.encode() + b"\0" + content).digest()
-                if key not in self.seen:
+                if key not in self.seen or content.decode(errors="replace") in private:
                     self.seen.add(key)
                     self.new[case_id] += tokens
                     self.by_role[role] += tokens
+
+
+def private_lines(request: LLMRequest) -> frozenset[str]:
+    """What a juror reads that no cache can serve it in any layout in which the jury shares one case
+    prefix (the point of stage sharing): its persona and memory in round 1 (they come after the case,
+    and nothing sent them after this case before), and the ballots of the jurors it follows (each
+    juror follows its own). Only the round's header and the summary are the same for every juror."""
+    task = request.task
+    if request.role != "juror" or not isinstance(task, JurorTask):
+        return frozenset()
+    lines = set(part_lines(request.prompt)) - set(
+        prompts.juror_round(task.round, [], task.summary.summary if task.summary else None).split("\n"))
+    if task.round == 1:
+        lines |= set(part_lines(request.own))
+    return frozenset(lines) - {""}
+
+
+def part_lines(parts: list) -> list[str]:
+    return [line for p in parts if isinstance(p, TextPart) for line in p.text.split("\n")]
 
 
 class Oracle:
@@ -148,7 +175,7 @@ class Oracle:
         self.inner, self.mind = inner, OfflineLLM(prompt_caching=False)
         self.backend = inner.backend
         self.said: dict[str, dict] = {}
-        self.novelty, self.per_role = Novelty(), Novelty()
+        self.novelty, self.per_role, self.flow = Novelty(), Novelty(), Novelty()
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         answer = await self.mind.generate(request, output_type)
@@ -157,8 +184,9 @@ class Oracle:
         self.said[digest(body)] = answer.output.model_dump(mode="json")
         self.novelty.add(request.case_id, body, request.role)
         # the API keeps apart what was sent under another answer schema, effort or thinking setting
-        self.per_role.add(request.case_id, body, request.role, f"{request.model} {output_type.__name__} "
-                                                               f"{request.effort} {request.thinking}")
+        scope = f"{request.model} {output_type.__name__} {request.effort} {request.thinking}"
+        self.per_role.add(request.case_id, body, request.role, scope)
+        self.flow.add(request.case_id, body, request.role, scope, private_lines(request))
         return await self.inner.generate(request, output_type)
 
     def __call__(self, body: dict) -> dict | None:
@@ -173,6 +201,7 @@ class Run:
     waves: int = 0
     novelty: Novelty = field(default_factory=Novelty)
     per_role: Novelty = field(default_factory=Novelty)
+    flow: Novelty = field(default_factory=Novelty)
 
     @property
     def total(self) -> Usage:
@@ -212,7 +241,7 @@ async def streaming(cases: list[DisputeCase], settings: Settings, thinking: int)
                 verdicts = await gather_all(*(judge(c, llm, settings, jury, precedents) for c in cases))
         finally:
             await llm.inner.inner.aclose()  # type: ignore[attr-defined]
-        return Run(list(verdicts), model, novelty=llm.novelty, per_role=llm.per_role)
+        return Run(list(verdicts), model, novelty=llm.novelty, per_role=llm.per_role, flow=llm.flow)
 
 
 async def in_waves(cases: list[DisputeCase], settings: Settings, thinking: int, folder: Path) -> Run:
@@ -335,8 +364,8 @@ def headline(configured: Run, naive: Run) -> None:
     per_case = [billable(c.tokens) / billable(v.tokens) for c, v in zip(configured.verdicts, naive.verdicts)]
     shares = [read_share(v.tokens) for v in configured.verdicts]
     same = sum(c.votes == v.votes for c, v in zip(configured.verdicts, naive.verdicts))
-    (best, best_shares), (role_best, role_shares) = bounds(configured, configured.novelty), \
-        bounds(configured, configured.per_role)
+    (best, best_shares), (role_best, role_shares), (flow_best, flow_shares) = (
+        bounds(configured, configured.novelty), bounds(configured, configured.per_role), bounds(configured, configured.flow))
     all_read = Usage(cache_read_tokens=input_side(conf), output_tokens=conf.output_tokens)
     console.print(f"billable tokens, configured / naive: [bold]{billable(conf) / billable(nav):.3f}x[/] overall, "
                   f"median per case {statistics.median(per_case):.3f}x ({min(per_case):.3f}-{max(per_case):.3f}); "
@@ -348,7 +377,8 @@ def headline(configured: Run, naive: Run) -> None:
                   f"{billable(all_read) / billable(nav):.3f}x; with every one read but the lines the run sends for "
                   f"the first time: [bold]{billable(best) / billable(nav):.3f}x[/] (any cache), "
                   f"{billable(role_best) / billable(nav):.3f}x (one cache per answer schema and effort, as the API keeps "
-                  "it): the floors for any layout of these calls")
+                  "it): the floors for any layout of these calls; keeping the jury's information flow as well "
+                  f"(below): [bold]{billable(flow_best) / billable(nav):.3f}x[/]")
     console.print(f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
                   f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85")
     for name, usage, top, novelty in (
@@ -358,6 +388,10 @@ def headline(configured: Run, naive: Run) -> None:
                       f"[bold]{statistics.median(top):.3f}[/] (min {min(top):.3f}, max {max(top):.3f}), "
                       f"overall {read_share(usage):.3f}; with the jurors as billed and every other stage at its "
                       f"ceiling: [bold]{jurors_as_billed(configured, novelty):.3f}[/] overall")
+    console.print(f"  ceiling keeping the jury's information flow (one cache per answer schema, and no cache serves a juror "
+                  f"its persona and memory in round 1 or the ballots it follows, in any layout in which the jury shares "
+                  f"the case prefix): median per case [bold]{statistics.median(flow_shares):.3f}[/] "
+                  f"(min {min(flow_shares):.3f}, max {max(flow_shares):.3f}), overall {read_share(flow_best):.3f}")
     console.print(f"same votes in {same} of {len(per_case)} cases (the stand-in decides, deterministically)")
 
 
