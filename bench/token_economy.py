@@ -158,8 +158,8 @@ def private_lines(request: LLMRequest) -> frozenset[str]:
         return frozenset()
     lines = set(part_lines(request.prompt)) - set(
         prompts.juror_round(task.round, [], task.summary.summary if task.summary else None).split("\n"))
-    if task.round == 1:
-        lines |= set(part_lines(request.own))
+    if task.round == 1:  # the lines every juror's part has (the guidelines' heading) could be shared
+        lines |= set(part_lines(request.own)) - set(prompts.juror_own("", [], precedents=True).split("\n"))
     return frozenset(lines) - {""}
 
 
