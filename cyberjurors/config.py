@@ -25,7 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from .model_catalog import TokenPrices, facts, list_prices
+from .model_catalog import TokenPrices, facts, find, list_prices
 from .schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
 Role = Literal["focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge", "verify", "draft",
@@ -534,7 +534,18 @@ class Settings(BaseSettings):
             raise ValueError("media_retention_s must be at least state_retention_s and dlq_retention_s: a case or "
                              "a dead letter would name media already deleted")
         self._check_thinking()
+        self._check_cost_budget()
         return self
+
+    def _check_cost_budget(self) -> None:
+        """A cost ceiling counts a model without a price as free: it would never stop a case."""
+        if not self.case_cost_budget_usd:
+            return
+        unpriced = sorted({name for provider, name in map(split_model, self.model_specs())
+                           if (provider or self.backend) != "offline" and find(self.llm_prices, name) is None})
+        if unpriced:
+            raise ValueError(f"case_cost_budget_usd needs a price for every model a call may go to; llm_prices has "
+                             f"none for {', '.join(unpriced)} (add them to llm_prices, or use case_token_budget)")
 
     def _check_thinking(self) -> None:
         """A thinking type a model refuses would dead-letter every case (400): refuse it here."""

@@ -298,8 +298,9 @@ class PriceTable:
     """USD per million tokens, by model and token kind (setting ``llm_prices``; by default the dated,
     sourced list prices of model_catalog.py).
 
-    A model is priced by its exact name, else by the longest table key it starts with (so
-    "claude-sonnet-5-5" also prices a dated "claude-sonnet-5-5-20260101"). The offline and
+    A model is priced by its exact name, else as a dated snapshot of a table key (so
+    "claude-sonnet-5-5" also prices "claude-sonnet-5-5-20260101", and nothing prices an unknown
+    "claude-sonnet-5-6"). The offline and
     scripted backends cost nothing. A model not in the table costs 0 and is counted in
     ``cyberjurors_llm_unpriced_calls_total``.
     """

@@ -6,8 +6,9 @@ caches at all, and how thinking and effort are asked for (which ``thinking.type`
 takes, which one turns thinking off, whether it takes ``output_config.effort``).
 
 Provider facts change: every entry says when it was checked and where. A model is found by its
-exact name or, failing that, by the longest name in the table it starts with (so a dated
-"claude-sonnet-5-5-20260928" is a "claude-sonnet-5-5"), as ``llm_prices`` keys are. A model not
+exact name or, failing that, as a dated snapshot of a name in the table (so
+"claude-sonnet-5-5-20260928" is a "claude-sonnet-5-5", but "claude-sonnet-5-6" is not a
+"claude-sonnet-5"), as ``llm_prices`` keys are. A model not
 here is called with the provider's defaults (no thinking or effort parameters unless a setting
 asks for them), its cache breakpoints are always placed (one below the provider's minimum costs
 nothing, it simply does not cache), and it is priced only if ``llm_prices`` lists it.
@@ -15,6 +16,7 @@ nothing, it simply does not cache), and it is priced only if ``llm_prices`` list
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -105,12 +107,17 @@ MODELS: dict[str, ModelFacts] = {
 }
 
 
+# what a provider appends to a model's name for one snapshot of it: "-20260928", "@20260928",
+# "-2026-09-28" (optionally a version, as Bedrock and Vertex add); "claude-sonnet-5-6" is another model
+SNAPSHOT = re.compile(r"[-@](\d{8}|\d{4}-\d{2}-\d{2})(-v\d+(:\d+)?)?")
+
+
 def find(table: Mapping[str, V], model: str) -> V | None:
-    """The entry for ``model``: its exact name, else the longest key it starts with."""
+    """The entry for ``model``: its exact name, else the key it is a dated snapshot of."""
     if model in table:
         return table[model]
-    prefixes = [key for key in table if model.startswith(key)]
-    return table[max(prefixes, key=len)] if prefixes else None
+    snapshots = [key for key in table if model.startswith(key) and SNAPSHOT.fullmatch(model[len(key):])]
+    return table[max(snapshots, key=len)] if snapshots else None
 
 
 def facts(model: str) -> ModelFacts | None:

@@ -107,3 +107,33 @@ async def test_the_cost_metric_and_the_calls_usage_agree() -> None:
     # the kinds split the call: the answer's 600 output tokens and the 2,000 thinking apart
     assert added == {"input": 500, "output": 600, "thinking": 2000, "cache_read": 3000, "cache_write": 1000}
     assert sum(added.values()) == result.usage.total_tokens
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-5-5-20260928", "claude-sonnet-5-5@20260928",
+                                   "claude-sonnet-5-5-2026-09-28", "claude-sonnet-5-5@20260928-v1:0"])
+def test_a_dated_snapshot_is_priced_as_its_model(model: str) -> None:
+    assert metrics.PriceTable(list_prices()).price(model) is MODELS["claude-sonnet-5-5"].prices
+    assert facts(model) is MODELS["claude-sonnet-5-5"]
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-5-6", "claude-sonnet-50", "claude-sonnet-5-5-turbo",
+                                   "claude-haiku-4-5x"])
+def test_another_model_whose_name_starts_like_a_known_one_has_no_price_and_no_facts(model: str) -> None:
+    # priced as Sonnet 5 it would be billed, budgeted and sent thinking settings of another model
+    assert metrics.PriceTable(list_prices()).price(model) is None
+    assert facts(model) is None
+
+
+def test_a_cost_ceiling_refuses_a_model_without_a_price() -> None:
+    haiku_only = {"claude-haiku-4-5": MODELS["claude-haiku-4-5"].prices}
+    with pytest.raises(ValueError, match=r"case_cost_budget_usd .* none for claude-sonnet-5-5\b"):
+        Settings(llm_backend="anthropic", anthropic_api_key="k", case_cost_budget_usd=0.01, llm_prices=haiku_only)
+    with pytest.raises(ValueError, match=r"none for gpt-x\b"):  # a juror seat on another provider counts too
+        Settings(llm_backend="anthropic", anthropic_api_key="k", openai_base_url="http://localhost:1/v1",
+                 case_cost_budget_usd=0.01, juror_models=["claude-sonnet-5-5", "openai:gpt-x"])
+    # priced (a self-hosted model at 0 is a price), or no ceiling, or the offline stand-in: it starts
+    Settings(llm_backend="anthropic", anthropic_api_key="k", openai_base_url="http://localhost:1/v1",
+             case_cost_budget_usd=0.01, juror_models=["claude-sonnet-5-5", "openai:gpt-x"],
+             llm_prices={**list_prices(), "gpt-x": TokenPrices()})
+    Settings(llm_backend="anthropic", anthropic_api_key="k", llm_prices=haiku_only)
+    Settings(llm_backend="offline", case_cost_budget_usd=0.01, llm_prices=haiku_only)
