@@ -448,7 +448,7 @@ async def _build(paths: list[Path], config: Settings, llm):  # type: ignore[no-u
     from .precedents.build import build_precedents
     from .precedents.precedent_base import opened_base
 
-    async with opened_base(config) as (index, embedder):
+    async with opened_base(config) as (index, embedder), contextlib.aclosing(llm):
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
             bars = {"cases": progress.add_task("cases indexed", total=None),
@@ -604,7 +604,7 @@ async def _qualify(config: Settings, llm):  # type: ignore[no-untyped-def]
     from .jury.qualify import qualified_jury
     from .precedents.precedent_base import opened_base
 
-    async with opened_base(config, create=False) as (index, _):
+    async with opened_base(config, create=False) as (index, _), contextlib.aclosing(llm):
         return await qualified_jury(config, llm, index)
 
 

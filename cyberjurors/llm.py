@@ -229,6 +229,13 @@ class GuardedLLM:
     def backend(self) -> str:
         return self.inner.backend
 
+    async def aclose(self) -> None:
+        """Close the backend's HTTP client inside the event loop that opened it: left to the garbage
+        collector after ``asyncio.run`` returns, it fails on the closed loop with a traceback."""
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
     def model_label(self, request: LLMRequest) -> str:
         """The model a call is labelled with in metrics: the one requested, the same for answered
         and failed calls (a provider may answer with a dated name for an alias)."""

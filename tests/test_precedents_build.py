@@ -318,3 +318,33 @@ def test_the_generator_reproduces_the_committed_cases(tmp_path):
     made = sorted(p.name for p in tmp_path.glob("*.json"))
     assert made == sorted(p.name for p in SAMPLES.glob("*.json"))
     assert all((tmp_path / name).read_text() == (SAMPLES / name).read_text() for name in made)
+
+
+
+def test_seeding_on_a_provider_closes_its_client_in_its_own_event_loop(tmp_path, caplog):
+    """The demo seeds the precedent base in one event loop, then runs in another: the SDK's HTTP
+    client, left to the garbage collector, scheduled its close on the second loop, which failed with
+    "Task exception was never retrieved ... Event loop is closed" and a traceback."""
+    import gc
+
+    from rich.console import Console
+
+    from cyberjurors.streams.demo import seed_precedents
+
+    from .messages_server import ScriptedServer, StrictModel, serving
+
+    async def later() -> None:  # what the demo does next, in an event loop of its own
+        gc.collect()
+        await asyncio.sleep(0.1)
+
+    with serving(ScriptedServer(respond=StrictModel())) as url:
+        settings = Settings(llm_backend="anthropic", anthropic_api_key="test", anthropic_base_url=url,
+                            llm_max_retries=0, precedent_backend="embedded", precedent_dir=tmp_path / "p",
+                            metrics_port=0)
+        console = Console(record=True, width=300)
+        with caplog.at_level("ERROR", logger="asyncio"):
+            seed_precedents(settings, console, SAMPLES)
+            asyncio.run(later())
+            gc.collect()
+    assert "precedent base: built" in console.export_text()
+    assert not [r for r in caplog.records if r.name == "asyncio"], [r.getMessage() for r in caplog.records]

@@ -96,7 +96,11 @@ def seed_precedents(settings: Settings, console: Console, source: Path = PRECEDE
                 return f"precedent base: reusing {settings.precedent_dir} ({before[0]} cases, {before[1]} guidelines)"
             if not samples:
                 return f"precedent base at {settings.precedent_dir} is empty and {source} has no sample cases"
-            report = await build_precedents([source], settings, build_llm(settings), index, embedder)
+            llm = build_llm(settings)
+            try:
+                report = await build_precedents([source], settings, llm, index, embedder)
+            finally:
+                await llm.aclose()
             after = await index.count("case"), await index.count("guideline")
         done = "reusing" if not report.cases_indexed and not report.chunks_distilled else "built"
         return (f"precedent base: {done} {settings.precedent_dir} ({after[0]} cases, {after[1]} guidelines from "
