@@ -684,6 +684,9 @@ def eval_cmd(
         "--batch", help="judge in stage-synchronous waves in this process, every wave one Message Batch at the batch "
                         "price (anthropic backend; offline: waves in process), instead of through the streaming "
                         "topology; no broker; resumable from OUT/batches")] = False,
+    media_root: Annotated[Optional[Path], typer.Option(
+        help="the folder the cases' media paths are relative to; default: CYBERJURORS_MEDIA_ROOT or the settings "
+             "file if they set it, else the dataset's folder (examples/cases: --media-root examples)")] = None,
     settings: SettingsOption = None,
 ) -> None:
     """Run a labelled dataset through the pipeline and score it against the real jury votes.
@@ -695,19 +698,25 @@ def eval_cmd(
     (the same command resumes)."""
     with stopped_by_signals("; results so far are kept, the same command resumes"):
         _eval(dataset, ablation, out, concurrency, party_swap, timeout, fresh, bootstrap, precedents_from,
-              max_failures, settings, batch)
+              max_failures, settings, batch, media_root)
 
 
 def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: int, party_swap: bool,
           timeout: float, fresh: bool, bootstrap: str | None, precedents_from: Path | None, max_failures: int,
-          settings: Path | None, batch: bool = False) -> None:
+          settings: Path | None, batch: bool = False, media_root: Path | None = None) -> None:
     from rich.markup import escape
 
     from .evaluation import report
     from .evaluation.ladder import select
-    from .evaluation.runner import EvalError, Options, run_eval
+    from .evaluation.runner import EvalError, Options, run_eval, unusable_out
+    from .evaluation.swap import is_swapped
 
     config = load_settings(settings)
+    if media_root is not None:
+        if not media_root.is_dir():
+            console.print(f"[red]--media-root {escape(str(media_root))} is not a folder[/]")
+            raise typer.Exit(2)
+        config = config.model_copy(update={"media_root": media_root.resolve()})
     data = _dataset(dataset)
     try:
         chosen = select(ablation, config)
@@ -717,6 +726,9 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
     for left_out in (a for a in select(ablation) if a not in chosen):
         console.print(f"[yellow]{escape(left_out.name)} left out: {escape(left_out.unavailable(config) or '')}[/]")
     out = (out or Path("reports") / f"eval-{dataset.stem}").resolve()
+    if why := unusable_out(out):
+        console.print(f"[red]unusable --out:[/] {escape(why)}", soft_wrap=True)
+        raise typer.Exit(2)
     if "precedent_dir" not in config.model_fields_set:  # not set in the environment or the settings file
         config = config.model_copy(update={"precedent_dir": out / "precedents"})
     if any(a.settings(config).precedent_backend != "none" for a in chosen):
@@ -743,8 +755,10 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
             continue
         over = len(done.failed_cases) > max_failures
         too_many |= over
+        twins = sum(map(is_swapped, done.failed_cases))
         console.print(f"[{'red' if over else 'yellow'}]{escape(done.name)}: {len(done.failed_cases)} cases without a "
-                      f"verdict ({'more than' if over else 'tolerated by'} --max-failures {max_failures}):[/] "
+                      f"verdict ({len(done.failed_cases) - twins} of the dataset's, {twins} party-swap twins; "
+                      f"{'more than' if over else 'tolerated by'} --max-failures {max_failures}):[/] "
                       + escape(report.failed_list(done.failed_cases, 20)), soft_wrap=True)
     if too_many:
         raise typer.Exit(1)

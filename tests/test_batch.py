@@ -188,7 +188,7 @@ async def test_eval_batch_answers_every_case_as_the_streaming_calls_do(dataset, 
     model, batches = StrictModel(answers=juror_votes), MessageBatches(polls_to_end=2, fault=faulty)
     server = ScriptedServer(respond=model, batches=batches)
     with serving(server) as url:
-        settings = anthropic_settings(url)
+        settings = anthropic_settings(url, media_root=dataset.media_root)  # set, it would win over the dataset's
         (report,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["jury"]], settings,
                                             Options(out=tmp_path / "out", batch=True, party_swap=False),
                                             Console(quiet=True))

@@ -101,7 +101,7 @@ def test_markdown_has_the_ladder_and_the_configuration() -> None:
     cost_column = [c.strip() for c in header.split("|")].index("USD/case")
     assert rows[0].split("|")[cost_column].strip() == "0.1500"  # ($0.25 + $0.50) over 5 verdicts
     assert md.count('"jurors": 17') == 3 and '"stage_ii": false' in md
-    assert "- failed: timeout ×1" in md
+    assert "- 2 without a verdict: 1 of the 6 cases (timeout ×1) and 1 party-swap twins (llm_timeout ×1)" in md
 
 
 def test_single_report_has_no_ladder_and_offline_is_flagged() -> None:

@@ -44,8 +44,9 @@ from ..schemas import CaseFile, DisputeCase, Verdict, now
 from ..waves import Waves
 from .dataset import Dataset
 from .ladder import Ablation
-from .report import BatchRun, DatasetInfo, EvalReport
-from .runner import EvalError, Options, RunState, case_results, failed_cases, fingerprint, public_settings
+from .report import BatchRun, DatasetInfo, EvalReport, model_prices
+from .runner import (EvalError, Options, RunState, case_results, failed_cases, fingerprint, media_root,
+                     public_settings)
 from .scores import summarize
 from .swap import swap_parties, twin_id
 
@@ -63,7 +64,7 @@ def batch_settings(base: Settings, ablation: Ablation, dataset: Dataset) -> Sett
     # a batch can take hours and the next wave's calls come after it: the case prefix is cached for an
     # hour unless prompt_cache_ttl was set (the API's own advice for batches with shared context)
     ttl = base.prompt_cache_ttl if "prompt_cache_ttl" in base.model_fields_set else "1h"
-    return ablation.settings(base).model_copy(update={"prompt_cache_ttl": ttl, "media_root": dataset.media_root,
+    return ablation.settings(base).model_copy(update={"prompt_cache_ttl": ttl, "media_root": media_root(base, dataset),
                                                       "metrics_port": 0})
 
 
@@ -215,14 +216,16 @@ def evaluate_batch(dataset: Dataset, ablation: Ablation, base: Settings, run: Ru
         verdicts = run.decided(key)
     results = case_results(dataset, verdicts, judged.failures, options.party_swap)
     mine = [verdicts[c.case_id] for c in dataset.cases if c.case_id in verdicts]
+    models = sorted({m for v in verdicts.values() for m in v.models})
     stream_cost, stream_n = streaming_cost(run, ablation, settings, {c.case_id for c in dataset.cases})
     return EvalReport(
         name=f"{ablation.name} (batch)", description=ablation.description,
         dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
-        backend=settings.backend, models=sorted({m for v in verdicts.values() for m in v.models}),
+        backend=settings.backend, models=models,
         settings=public_settings(settings), started_at=started, finished_at=datetime.now(timezone.utc),
         wall_s=round(time.monotonic() - clock, 2), summary=summarize(results),
         failed_cases=failed_cases(results, options.party_swap), mode="batch",
+        prices=model_prices(settings, models, settings.backend, batch=answered == "message-batches"),
         batch=BatchRun(executor=answered, waves=judged.waves, **vars(judged.stats),
                        cost_per_case_standard_usd=standard_cost(settings, mine),
                        streaming_cost_per_case_usd=stream_cost, streaming_verdicts=stream_n),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +21,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ..config import Settings, split_model
+from ..metrics import FREE_BACKENDS, PriceTable
+from ..model_catalog import facts
 from .scores import ModelBallots, PersonaBallots, RiskCoverage, RiskPoint, Summary
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
@@ -59,6 +63,66 @@ class BatchRun(BaseModel):
     streaming_verdicts: int = 0
 
 
+UNPRICED = "no price: cost counted as 0"
+
+
+class ModelPrice(BaseModel):
+    """The prices a run's costs were computed with, for one model: USD per million tokens, from the
+    same table (``llm_prices``) the cost metric and ``tokens.cost_usd`` use."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    input: float | None = None
+    output: float | None = None
+    cache_write: float | None = Field(None, description="5-minute TTL")
+    cache_write_1h: float | None = None
+    cache_read: float | None = None
+    batch_share: float | None = Field(None, description="the share of each price paid, when the run was priced at "
+                                                        "the Message Batches price; None: full price")
+    checked: date | None = Field(None, description="when the list price was checked (model_catalog.py)")
+    sources: list[str] = Field(default_factory=list)
+    note: str = Field("", description="why a price is missing, or that it came from llm_prices rather than the "
+                                      "dated list")
+
+
+def model_prices(settings: Settings, models: Sequence[str], backend: str, batch: bool) -> list[ModelPrice]:
+    """What each model used was priced at, with the list price's date and sources when the table's
+    entry is model_catalog.py's."""
+    table = PriceTable(settings.llm_prices)
+    found = []
+    for spec in models:
+        provider, name = split_model(spec)
+        if (provider or backend) in FREE_BACKENDS:
+            found.append(ModelPrice(model=spec, note=f"{provider or backend} stand-in: not priced, cost 0"))
+            continue
+        price = table.price(name)
+        if price is None:
+            found.append(ModelPrice(model=spec, note=UNPRICED))
+            continue
+        listed = facts(name)
+        dated = listed is not None and listed.prices == price
+        found.append(ModelPrice(
+            model=spec, input=price.input, output=price.output, cache_write=price.cache_write,
+            cache_write_1h=price.write_1h, cache_read=price.cache_read, batch_share=price.batch if batch else None,
+            checked=listed.checked if dated and listed else None,
+            sources=list(listed.sources) if dated and listed else [],
+            note=listed.note if dated and listed else "set in llm_prices: no date or source"))
+    return found
+
+
+def price_line(p: ModelPrice) -> str:
+    if p.input is None:
+        return f"{p.model}: {p.note}"
+    line = (f"{p.model}: input {p.input:g}, output {p.output:g}, cache write {p.cache_write:g} (5 min) / "
+            f"{p.cache_write_1h:g} (1 h), cache read {p.cache_read:g} USD per million tokens")
+    if p.batch_share is not None:
+        line += f", x{p.batch_share:g} at the batch price"
+    line += f"; checked {p.checked.isoformat()}" if p.checked else ""
+    line += f"; sources: {', '.join(p.sources)}" if p.sources else ""
+    return line + (f" ({p.note})" if p.note else "")
+
+
 class EvalReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -79,6 +143,8 @@ class EvalReport(BaseModel):
     mode: Literal["stream", "batch"] = Field("stream", description="stream: through the Faust topology; batch: "
                                                                    "in waves (eval --batch)")
     batch: BatchRun | None = None
+    prices: list[ModelPrice] = Field(default_factory=list, description="the prices every USD figure of this report "
+                                                                       "was computed with, per model used")
 
     @model_validator(mode="after")
     def _stand_in(self) -> "EvalReport":
@@ -146,6 +212,24 @@ MODEL_COLUMNS: list[tuple[str, Callable[[ModelBallots], str]]] = [
 MODEL_NOTES = ("Final-round ballots of each model's juror seats (juror_models, round robin) over the cases "
                "with a verdict: share for the seller, share siding with the verdict's majority, and with the "
                "real jury's majority.")
+
+
+def failures_said(r: "EvalReport") -> str:
+    """Every case without a verdict (the ids of failed_cases), the dataset's and their party-swap twins
+    counted apart: the summary's ``failed`` and its metrics are over the dataset's cases only."""
+    from .swap import is_swapped
+
+    def by_reason(reasons: Counter[str]) -> str:
+        return ", ".join(f"{k} ×{v}" for k, v in sorted(reasons.items()))
+
+    if r.failed_cases:
+        mine = Counter(why for i, why in r.failed_cases.items() if not is_swapped(i))
+        twins = Counter(why for i, why in r.failed_cases.items() if is_swapped(i))
+    else:  # a report from before failed_cases existed
+        mine, twins = Counter(r.summary.failed), Counter(r.summary.swap_failed)
+    n, t = sum(mine.values()), sum(twins.values())
+    said = f"{n + t} without a verdict: {n} of the {r.summary.cases} cases" + (f" ({by_reason(mine)})" if n else "")
+    return said + (f" and {t} party-swap twins ({by_reason(twins)})" if t else "")
 
 
 def _usd(value: float | None) -> str:
@@ -326,8 +410,10 @@ def render(report: EvalReport) -> Group:
         parts.append(Text(f"per-case budget reached: {report.summary.budget_stops} verdicts cut short", style="yellow"))
     if report.batch is not None:
         parts.append(_cost_table([report]))
-    if report.summary.failed:
-        parts.append(Text(f"failed: {report.summary.failed}", style="red"))
+    if report.failed_cases or report.summary.failed or report.summary.swap_failed:
+        parts.append(Text(failures_said(report), style="red"))
+    if report.prices:
+        parts.append(Text("USD at these prices: " + "; ".join(price_line(p) for p in report.prices)))
     return Group(*parts)
 
 
@@ -372,8 +458,8 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
             f"- dataset: `{r.dataset.source}` ({r.dataset.cases} cases, sha256 `{r.dataset.sha256}`)",
             f"- run: {r.started_at.isoformat()} to {r.finished_at.isoformat()} ({r.wall_s:.1f} s)",
         ]
-        if r.summary.failed:
-            lines.append(f"- failed: {', '.join(f'{k} ×{v}' for k, v in sorted(r.summary.failed.items()))}")
+        if r.failed_cases or r.summary.failed or r.summary.swap_failed:
+            lines.append(f"- {failures_said(r)}")
         if r.failed_cases:
             lines.append(f"- cases without a verdict: {failed_list(r.failed_cases, MD_FAILED_SHOWN, '`')}")
         if r.summary.swap_pairs:
@@ -388,6 +474,9 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
                          f"{b.retried} sent again, {b.resumed} answers and {b.collected} batches taken from an earlier "
                          f"run); USD/case {_usd(r.summary.cost_per_case_usd)} at batch prices, "
                          f"{_usd(b.cost_per_case_standard_usd)} for the same tokens at streaming prices")
+        if r.prices:
+            lines.append("- USD at these prices: " + "; ".join(
+                price_line(p.model_copy(update={"model": f"`{p.model}`"})) for p in r.prices))
         lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
         if mixed(r.summary):
             lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..config import Settings
@@ -43,7 +45,7 @@ from ..streams.kafka import ensure_topics
 from ..streams.worker_process import WorkerProcess
 from .dataset import Dataset
 from .ladder import Ablation
-from .report import DatasetInfo, EvalReport
+from .report import DatasetInfo, EvalReport, model_prices
 from .results import CaseResult
 from .scores import summarize
 from .swap import swap_parties, twin_id
@@ -137,6 +139,58 @@ class RunState:
             out.write(json.dumps(line) + "\n")
 
 
+def media_root(base: Settings, dataset: Dataset) -> Path:
+    """Where the cases' media paths are looked up: a media_root set on purpose (environment,
+    settings file, ``--media-root``) wins over the dataset's own folder."""
+    return base.media_root if "media_root" in base.model_fields_set else dataset.media_root
+
+
+def missing_media(dataset: Dataset, root: Path) -> list[tuple[str, str]]:
+    """(case id, first path) for every case with a local media path that is not a file under ``root``.
+    Paths outside the root are left to intake, which refuses them with a reason of their own."""
+    base = root.resolve()
+    missing = []
+    for case in dataset.cases:
+        for item in case.items():
+            path = item.media.path if item.media is not None else None
+            if path is None:
+                continue
+            try:
+                full = (base / path).resolve()
+            except (OSError, ValueError, RuntimeError):
+                continue
+            if full.is_relative_to(base) and not full.is_file():
+                missing.append((case.case_id, path))
+                break
+    return missing
+
+
+def media_warning(dataset: Dataset, root: Path) -> str | None:
+    """Said once before judging: such cases are still judged (a missing file is noted on the verdict
+    as it would be in production), but a whole dataset judged blind is rarely what was meant."""
+    missing = missing_media(dataset, root)
+    if not missing:
+        return None
+    return (f"{len(missing)} of {len(dataset.cases)} cases refer to media not found under {root}, e.g. "
+            f"{missing[0][1]}: they are judged without it; set --media-root")
+
+
+def unusable_out(out: Path) -> str | None:
+    """Why ``out`` cannot hold a run (created and write-probed here, before anything is judged), or None."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for sub in ("results", "logs", "batches", "faust", "precedents"):
+            if (out / sub).exists() and not (out / sub).is_dir():
+                return f"--out {out}: {out / sub} is not a folder"
+        if (out / "run.json").exists() and not (out / "run.json").is_file():
+            return f"--out {out}: {out / 'run.json'} is not a file"
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        return f"--out {out} cannot be used: {err.strerror or err}"
+    return None
+
+
 def submission(case: DisputeCase) -> Outgoing:
     """The case as a platform would send it: the real votes stay with the evaluator."""
     return case_event(case.model_copy(update={"ground_truth": None}), "eval")
@@ -154,7 +208,7 @@ def worker_settings(base: Settings, ablation: Ablation, dataset: Dataset, run: R
         "app_id": f"{base.app_id}-eval-{run.run_id}-{ablation.key}",
         "topic_prefix": f"{base.topic_prefix}eval-{run.run_id}-{ablation.key}.",
         "datadir": options.out / "faust" / ablation.key,
-        "media_root": dataset.media_root,
+        "media_root": media_root(base, dataset),
         "stage_concurrency": options.concurrency,
         "llm_concurrency": max(base.llm_concurrency, options.concurrency),
         "metrics_port": 0,
@@ -259,13 +313,15 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
                 failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))
         verdicts = run.decided(ablation.key)
     results = case_results(dataset, verdicts, failures, options.party_swap)
+    models = sorted({m for v in verdicts.values() for m in v.models})
     return EvalReport(
         name=ablation.name, description=ablation.description,
         dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
-        backend=settings.backend, models=sorted({m for v in verdicts.values() for m in v.models}),
+        backend=settings.backend, models=models,
         settings=public_settings(settings), started_at=started, finished_at=datetime.now(timezone.utc),
         wall_s=round(time.monotonic() - clock, 2), summary=summarize(results),
         failed_cases=failed_cases(results, options.party_swap),
+        prices=model_prices(settings, models, settings.backend, batch=False),
     )
 
 
@@ -273,6 +329,8 @@ def run_eval(dataset: Dataset, ablations: list[Ablation], base: Settings, option
              bootstrap: str | None = None) -> list[EvalReport]:
     run = RunState(options.out, dataset, options.fresh)
     (options.out / "logs").mkdir(exist_ok=True)
+    if warning := media_warning(dataset, media_root(base, dataset)):
+        console.print(f"[yellow]{escape(warning)}[/]")
     if options.batch:  # no broker, no worker: the stages run in this process
         from .batch import evaluate_batch
 

@@ -255,7 +255,8 @@ class Summary(BaseModel):
 
     cases: int = Field(description="cases evaluated (swapped twins not counted)")
     verdicts: int
-    failed: dict[str, int] = Field(default_factory=dict, description="cases without a verdict, by reason")
+    failed: dict[str, int] = Field(default_factory=dict, description="the dataset's cases without a verdict, by "
+                                   "reason; their party-swap twins are in swap_failed, both in failed_cases")
     accuracy: float | None = None
     weighted_f1: float | None = None
     macro_f1: float | None = None
