@@ -264,14 +264,15 @@ def test_every_label_combination_exists_from_the_start():
 # --- prices and the LLM guard ------------------------------------------------------------
 
 
-def test_price_table_exact_prefix_unknown_and_free_backends():
+def test_price_table_exact_snapshot_unknown_and_free_backends():
     table = metrics.PriceTable({"claude-sonnet": TokenPrices(input=1, output=2),
                                 "claude-sonnet-5-5": TokenPrices(input=3, output=15, cache_read=0.3, cache_write=3.75)})
     usage = Usage(input_tokens=1_000_000, output_tokens=200_000, cache_read_tokens=2_000_000,
                   cache_write_tokens=400_000)
     assert table.cost("anthropic", "claude-sonnet-5-5", usage) == pytest.approx(3 + 3 + 0.6 + 1.5)
-    assert table.price("claude-sonnet-5-5-20260101").input == 3  # the longest prefix wins
-    assert table.price("claude-sonnet-4-6").input == 1
+    assert table.price("claude-sonnet-5-5-20260101").input == 3  # a dated snapshot of the longest name
+    assert table.price("claude-sonnet-20260101").input == 1
+    assert table.price("claude-sonnet-4-6") is None  # another model, not a snapshot of "claude-sonnet"
     assert table.cost("anthropic", "gpt-oss", usage) is None
     assert table.cost("offline", "claude-sonnet-5-5", usage) == 0
 
