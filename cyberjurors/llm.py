@@ -171,10 +171,13 @@ class LLMResult(Generic[T]):
 class LLMError(CyberJurorsError, RuntimeError):
     """A call failed after the backend's own retries; ``kind`` is a short bounded label
     (``errors.LLM_KINDS``). Replayable unless the kind is one the same input meets again
-    (``errors.FINAL_LLM_KINDS``)."""
+    (``errors.FINAL_LLM_KINDS``). ``usage``: what the provider billed for a reply it sent that failed
+    our checks (cut at max_tokens, refused, not a valid answer); None when no reply came (connection,
+    timeout, an HTTP error status). ``GuardedLLM`` counts it and adds its cost, as for an answer."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, usage: Usage | None = None):
         super().__init__(message, kind=kind)
+        self.usage = usage
 
     @property
     def replayable(self) -> bool:  # type: ignore[override]
@@ -262,7 +265,11 @@ class GuardedLLM:
                 except LLMError as err:
                     elapsed = time.perf_counter() - started
                     tracing.failed(span, err.kind)
-                    self._log(request, elapsed, backend, error=err.kind)
+                    if err.usage is not None:  # a reply came and was billed: its tokens and cost count as an answer's
+                        usage = err.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
+                        cost = metrics.record_llm_spend(backend, model, request.role, usage, self.prices, self.batch)
+                        err.usage = usage.model_copy(update={"cost_usd": cost})
+                    self._log(request, elapsed, backend, error=err.kind, usage=err.usage)
                     metrics.record_llm_error(backend, model, request.role, elapsed, err.kind)
                     raise
                 except Exception:  # a backend bug: still a call that failed (cancellation is not)
@@ -276,11 +283,11 @@ class GuardedLLM:
         usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
         cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self.prices, self.batch)
         result.usage = usage.model_copy(update={"cost_usd": cost})  # what the per-case budget adds up
-        self._log(request, elapsed, backend, result=result)
+        self._log(request, elapsed, backend, result=result, usage=result.usage)
         return result
 
     def _log(self, request: LLMRequest, elapsed: float, backend: str, result: LLMResult[Any] | None = None,
-             error: str | None = None) -> None:
+             error: str | None = None, usage: Usage | None = None) -> None:
         if self.call_log is None:
             return
         line = {
@@ -292,7 +299,7 @@ class GuardedLLM:
             "model": result.model if result else request.model,
             "error": error,
             **({"batch": True} if self.batch else {}),
-            **(result.usage.model_dump(exclude={"calls"}) if result else {"latency_s": elapsed}),
+            **(usage.model_dump(exclude={"calls"}) if usage is not None else {"latency_s": elapsed}),
         }
         with self.call_log.open("a", encoding="utf-8") as log:  # type: ignore[union-attr]
             log.write(json.dumps(line) + "\n")

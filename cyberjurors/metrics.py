@@ -346,6 +346,13 @@ def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage
     per-case budget adds up; ``batch``: answered through the Message Batches API, at its price."""
     LLM_CALLS.labels(backend, model, role).inc()
     LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
+    return record_llm_spend(backend, model, role, usage, prices, batch)
+
+
+def record_llm_spend(backend: str, model: str, role: str, usage: "Usage", prices: PriceTable | None,
+                     batch: bool = False) -> float:
+    """Count a billed reply's tokens and estimated cost, returned (0 when unpriced): an answer's, or
+    one the provider sent and billed that failed our checks (cut, refused, not a valid answer)."""
     for kind, tokens in token_kinds(usage).items():
         LLM_TOKENS.labels(backend, model, role, kind).inc(tokens)
     cost = (prices or PriceTable()).cost(backend, model, usage, batch=batch)

@@ -150,15 +150,17 @@ def stopped(message: Message, role: str, max_tokens: int) -> str:
 
 
 def read_message(message: Message, request: LLMRequest, output_type: type[T], max_tokens: int) -> LLMResult[T]:
-    """The answer in a reply, checked in order: stop reason, then JSON, then the schema."""
+    """The answer in a reply, checked in order: stop reason, then JSON, then the schema. A reply
+    that fails them was billed all the same: the error carries its usage."""
     if message.stop_reason in STOP_KINDS:
-        raise LLMError(STOP_KINDS[message.stop_reason], stopped(message, request.role, max_tokens))
+        raise LLMError(STOP_KINDS[message.stop_reason], stopped(message, request.role, max_tokens),
+                       usage=usage_of(message))
     # the answer is the text; thinking blocks (and redacted ones) are the model's own, counted in usage
     text = "".join(block.text for block in message.content if block.type == "text")
     try:
         output = output_type.model_validate_json(text)
     except pydantic.ValidationError as e:
-        raise LLMError("invalid_output", f"anthropic: {invalid(output_type, e)}") from e
+        raise LLMError("invalid_output", f"anthropic: {invalid(output_type, e)}", usage=usage_of(message)) from e
     return LLMResult(output, usage_of(message), model=message.model, backend="anthropic",
                      finish_reason=message.stop_reason)
 

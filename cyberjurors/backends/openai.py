@@ -34,6 +34,7 @@ from .anthropic import invalid, status_kind
 
 if TYPE_CHECKING:
     import httpx2  # the SDK's HTTP client library
+    from openai._legacy_response import LegacyAPIResponse
 
 
 def content_parts(parts: list[Part]) -> list[dict]:
@@ -53,6 +54,13 @@ def usage_of(usage: CompletionUsage | None) -> Usage:
     return Usage(input_tokens=usage.prompt_tokens - cached, output_tokens=usage.completion_tokens,
                  cache_read_tokens=cached,
                  thinking_tokens=(completion.reasoning_tokens or 0) if completion else 0)
+
+
+def billed(raw: LegacyAPIResponse[object]) -> Usage:
+    """The usage of a reply whose content did not parse, read from the raw body."""
+    body = raw.http_response.json()
+    return usage_of(CompletionUsage.model_validate(body["usage"]) if isinstance(body, dict) and body.get("usage")
+                    else None)
 
 
 def output_limits(request: LLMRequest, reasoning: bool) -> dict[str, object]:
@@ -105,7 +113,8 @@ class OpenAICompatibleLLM:
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         calling = _calling.set(request.model)
         try:
-            completion = await self.client.chat.completions.parse(
+            # the raw response first: a reply that does not parse was billed, and its usage is only there
+            raw = await self.client.chat.completions.with_raw_response.parse(
                 model=request.model,
                 messages=[
                     {"role": "system", "content": request.system},
@@ -114,6 +123,7 @@ class OpenAICompatibleLLM:
                 response_format=output_type,
                 **output_limits(request, self.reasons(request.model)),  # type: ignore[arg-type]
             )
+            completion = raw.parse()
         except openai.APITimeoutError as e:  # before APIConnectionError: it is a subclass
             raise LLMError("timeout", f"openai: no reply within the timeout ({e})") from e
         except openai.APIConnectionError as e:
@@ -121,19 +131,20 @@ class OpenAICompatibleLLM:
         except openai.APIStatusError as e:
             raise LLMError(status_kind(e.status_code), f"openai: {e.message}"[:500]) from e
         except openai.LengthFinishReasonError as e:
-            raise LLMError("truncated", "openai: finish_reason length") from e
+            raise LLMError("truncated", "openai: finish_reason length", usage=usage_of(e.completion.usage)) from e
         except openai.ContentFilterFinishReasonError as e:
-            raise LLMError("refused", "openai: finish_reason content_filter") from e
+            raise LLMError("refused", "openai: finish_reason content_filter",
+                           usage=usage_of(e.completion.usage) if e.completion else None) from e
         except pydantic.ValidationError as e:
-            raise LLMError("invalid_output", f"openai: {invalid(output_type, e)}") from e
+            raise LLMError("invalid_output", f"openai: {invalid(output_type, e)}", usage=billed(raw)) from e
         finally:
             _calling.reset(calling)
 
         message = completion.choices[0].message if completion.choices else None
         if message is not None and message.refusal:
-            raise LLMError("refused", f"openai: refusal: {message.refusal}"[:500])
+            raise LLMError("refused", f"openai: refusal: {message.refusal}"[:500], usage=usage_of(completion.usage))
         if message is None or message.parsed is None:
-            raise LLMError("invalid_output", "openai: the reply has no content")
+            raise LLMError("invalid_output", "openai: the reply has no content", usage=usage_of(completion.usage))
         return LLMResult(message.parsed, usage_of(completion.usage), model=completion.model, backend=self.backend,
                          finish_reason=completion.choices[0].finish_reason)
 
