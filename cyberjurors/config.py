@@ -78,6 +78,16 @@ DEFAULT_LLM_PRICES = list_prices()
 
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 Thinking = Literal["auto", "adaptive", "budget", "off"]
+# The Chat Completions API's reasoning_effort values, lowest first; which of them a model takes
+# varies (o-series low..high, gpt-5 adds minimal, gpt-5.1 none, later models xhigh and max), so
+# ``openai_reasoning_efforts`` says which the endpoint's reasoning models take.
+OpenAIEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+OPENAI_EFFORTS: tuple[OpenAIEffort, ...] = get_args(OpenAIEffort)
+
+
+def reasons(model: str, reasoning_models: list[str] | tuple[str, ...]) -> bool:
+    """An OpenAI-compatible reasoning model: named in ``openai_reasoning_models`` (exactly or as a prefix)."""
+    return any(model.startswith(name) for name in reasoning_models)
 
 
 class RoleCall(BaseModel):
@@ -184,12 +194,14 @@ class Settings(BaseSettings):
                                            "unset = 2048 (select 1024, distil 4096)"
     )
     llm_effort: Effort | None = Field(
-        None, description="output_config.effort (reasoning_effort on openai) for every role; unset = medium "
-                          "(select and summary low, judge high); sent only to models that take it"
+        None, description="output_config.effort (reasoning_effort on openai reasoning models, one of "
+                          "openai_reasoning_efforts) for every role; unset = medium (select and summary low, judge "
+                          "high); sent only to models that take it"
     )
     llm_thinking: Thinking | None = Field(
         None, description="auto (unset) = the model's default, with room kept for it; adaptive; budget = "
-                          "{type: enabled, budget_tokens}; off = the model's way to turn it off"
+                          "{type: enabled, budget_tokens}; off = the model's way to turn it off (openai reasoning "
+                          "models: the lowest of openai_reasoning_efforts; budget is refused there)"
     )
     llm_thinking_budget: int | None = Field(
         None, ge=0, le=64_000, description="tokens of max_tokens kept for thinking (budget_tokens in budget mode, "
@@ -202,6 +214,12 @@ class Settings(BaseSettings):
         default_factory=lambda: ["o1", "o3", "o4", "gpt-5"],
         description="openai backend: models (or name prefixes) that reason: sent max_completion_tokens and "
                     "reasoning_effort instead of max_tokens",
+    )
+    openai_reasoning_efforts: list[OpenAIEffort] = Field(
+        default_factory=lambda: ["low", "medium", "high"], min_length=1,
+        description="the reasoning_effort values the openai endpoint's reasoning models take (the o-series and "
+                    "gpt-5 models take low, medium, high); a role's effort outside it is refused at start, "
+                    "and llm_thinking=off sends the lowest of them",
     )
     llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")
     llm_tokens_per_minute: int | None = Field(None, description="input-token rate limit per worker")
@@ -548,11 +566,12 @@ class Settings(BaseSettings):
                              f"none for {', '.join(unpriced)} (add them to llm_prices, or use case_token_budget)")
 
     def _check_thinking(self) -> None:
-        """A thinking type a model refuses would dead-letter every case (400): refuse it here."""
+        """A thinking type or effort a model refuses would dead-letter every case (400): refuse it here."""
         for role in ROLE_CALLS:
             call = self.call_for(role)  # type: ignore[arg-type]
             if call.thinking == "budget" and (call.thinking_budget or 0) < 1024:
                 raise ValueError(f"thinking=budget for {role} needs a thinking_budget of at least 1024 tokens")
+            self._check_openai_reasoning(role, call)  # type: ignore[arg-type]
             if call.thinking not in ("adaptive", "budget"):
                 continue
             for model in self.models_of(role):  # type: ignore[arg-type]
@@ -561,6 +580,28 @@ class Settings(BaseSettings):
                     takes = ", ".join(sorted(known.thinking_types)) or "no thinking"
                     raise ValueError(f"thinking={call.thinking} for {role} is refused by {model} (it takes {takes}; "
                                      "use auto)")
+
+    def _check_openai_reasoning(self, role: Role, call: RoleCall) -> None:
+        """On an OpenAI-compatible reasoning model effort goes as ``reasoning_effort`` and there is
+        no thinking parameter: ``budget`` has nothing to go to (``max_completion_tokens`` caps the
+        reasoning and the answer together), and an effort the endpoint does not list is a 400."""
+        for spec in self.models_of(role):
+            if not self.openai_reasons(spec):
+                continue
+            if call.thinking == "budget":
+                raise ValueError(f"thinking=budget for {role} is refused by {spec}: an OpenAI-compatible reasoning "
+                                 "model takes no thinking budget (use auto; thinking_budget is still the room kept "
+                                 "for its reasoning)")
+            if call.thinking != "off" and call.effort not in self.openai_reasoning_efforts:
+                raise ValueError(f"effort={call.effort} for {role} is refused by {spec}: its reasoning_effort may be "
+                                 f"{', '.join(self.openai_reasoning_efforts)} (openai_reasoning_efforts); set "
+                                 f"{role}'s effort (llm_roles, llm_effort) to one of them, or list {call.effort} in "
+                                 "openai_reasoning_efforts if the model takes it")
+
+    def openai_reasons(self, spec: str) -> bool:
+        """Whether calls to this model setting go to the openai backend, as a reasoning model."""
+        provider, name = split_model(spec)
+        return (provider or self.backend) == "openai" and reasons(name, self.openai_reasoning_models)
 
     @property
     def media_retention(self) -> float:

@@ -240,11 +240,14 @@ class ThinkingModel:
     used it up); ``thinking: {type: enabled}`` needs 1024 <= budget_tokens < max_tokens and caps
     the thinking at the budget; ``disabled`` and ``between_tools`` mean no thinking before the
     answer. Chat Completions, as a reasoning model: reasoning counts toward
-    ``max_completion_tokens``, ``max_tokens`` is refused, ``finish_reason: length`` when cut.
-    Usage reports the thinking (``output_tokens_details.thinking_tokens`` /
-    ``completion_tokens_details.reasoning_tokens``) inside the output total."""
+    ``max_completion_tokens``, ``max_tokens`` is refused, ``finish_reason: length`` when cut;
+    ``reasoning_effort: none`` means no reasoning, and one outside ``reasoning_efforts`` (when set)
+    is refused as OpenAI refuses an effort a model does not take. Usage reports the thinking
+    (``output_tokens_details.thinking_tokens`` / ``completion_tokens_details.reasoning_tokens``)
+    inside the output total."""
 
     thinking_tokens: int = 2000
+    reasoning_efforts: frozenset[str] | None = None
 
     def __call__(self, received: Received) -> Reply:
         if received.path.endswith("/chat/completions"):
@@ -276,10 +279,15 @@ class ThinkingModel:
         if "max_tokens" in body:
             return openai_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                                      "Use 'max_completion_tokens' instead.", "invalid_request_error")
+        effort = body.get("reasoning_effort")
+        if effort is not None and self.reasoning_efforts is not None and effort not in self.reasoning_efforts:
+            return openai_error(400, f"Unsupported value: '{effort}' is not supported with this model. Supported "
+                                     f"values are: {', '.join(sorted(self.reasoning_efforts))}.",
+                                "invalid_request_error")
         limit = body.get("max_completion_tokens") or 1_000_000
         schema = body["response_format"]["json_schema"]["schema"]
         text = json.dumps(answer_for(schema, request_text(body)))
-        spent = min(self.thinking_tokens, limit)
+        spent = min(0 if effort == "none" else self.thinking_tokens, limit)
         cut = spent + tokens_of(text) > limit
         answer = text[:(limit - spent) * 4] if cut else text
         return chat_completion(answer or None, finish_reason="length" if cut else "stop", model=body["model"],

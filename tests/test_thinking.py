@@ -192,6 +192,10 @@ def test_openai_limits_for_reasoning_and_other_models() -> None:
     req = request("gpt-5-mini")
     assert output_limits(req, reasoning=True) == {"max_completion_tokens": 6144, "reasoning_effort": "medium"}
     assert output_limits(req, reasoning=False) == {"max_tokens": 2048}  # a local model's context is small
+    # adaptive is what a reasoning model does anyway: as auto
+    assert output_limits(request("gpt-5-mini", thinking="adaptive"), reasoning=True) == \
+        output_limits(req, reasoning=True)
+    assert output_limits(request("qwen3", thinking="off"), reasoning=False) == {"max_tokens": 2048}
 
 
 async def test_a_reply_that_thinks_first_is_parsed_from_its_text_block(server: ScriptedServer) -> None:
@@ -308,3 +312,85 @@ def test_eval_caches_for_an_hour_unless_the_ttl_is_set(tmp_path: Path, monkeypat
     assert ttl(Settings(prompt_cache_ttl="5m")) == "5m"
     monkeypatch.setenv("CYBERJURORS_PROMPT_CACHE_TTL", "5m")
     assert ttl(Settings()) == "5m"
+
+
+# --- what reaches an OpenAI-compatible reasoning model (effort, thinking, truncation) ---------------
+
+
+def openai_settings(url: str, **over: object) -> Settings:
+    return Settings(llm_backend="openai", openai_base_url=f"{url}/v1", model="gpt-5-mini", llm_max_retries=0,
+                    precedent_backend="none", media_root=EXAMPLES, metrics_port=0, **over)
+
+
+async def one_call(settings: Settings) -> object:
+    llm = build_llm(settings)
+    try:
+        return await llm.generate(stage_request("juror", settings, system="s", prompt=["vote"], task=None,
+                                                case_id="c", shared=["the case"]), BallotDraft)
+    finally:
+        await llm.inner.aclose()  # type: ignore[attr-defined]
+
+
+def test_an_effort_an_openai_reasoning_model_does_not_take_is_refused_at_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    openai_url = "http://127.0.0.1:9/v1"
+    monkeypatch.setenv("CYBERJURORS_LLM_EFFORT", "max")  # the trial's repro
+    with pytest.raises(ValueError, match=r"effort=max for focus is refused by gpt-5-mini: its reasoning_effort may "
+                                         r"be low, medium, high \(openai_reasoning_efforts\)"):
+        Settings(llm_backend="openai", openai_base_url=openai_url, model="gpt-5-mini")
+    # listed as one the endpoint's models take (gpt-5.6 takes max), it goes
+    Settings(llm_backend="openai", openai_base_url=openai_url, model="gpt-5-mini",
+             openai_reasoning_efforts=["none", "low", "medium", "high", "xhigh", "max"])
+    monkeypatch.delenv("CYBERJURORS_LLM_EFFORT")
+
+    # a juror seat on an openai: model while the default backend is anthropic
+    mixed = dict(anthropic_api_key="sk-ant-test", openai_base_url=openai_url, llm_roles={"juror": {"effort": "xhigh"}})
+    with pytest.raises(ValueError, match="effort=xhigh for juror is refused by openai:gpt-5-mini"):
+        Settings(juror_models=["claude-sonnet-5-5", "openai:gpt-5-mini"], **mixed)
+    # where no call of the role goes to an OpenAI reasoning model, nothing is refused: Sonnet 5.5
+    # takes xhigh, and a model not in openai_reasoning_models is sent no reasoning_effort at all
+    Settings(juror_models=["claude-sonnet-5-5", "openai:qwen2.5-vl-7b"], **mixed)
+    # thinking off sends the endpoint's lowest effort instead of the role's
+    Settings(llm_backend="openai", openai_base_url=openai_url, model="gpt-5-mini", llm_effort="max",
+             llm_thinking="off")
+    # no budget goes to an OpenAI reasoning model: max_completion_tokens caps reasoning and answer together
+    with pytest.raises(ValueError, match="thinking=budget for juror is refused by openai:gpt-5-mini"):
+        Settings(anthropic_api_key="sk-ant-test", openai_base_url=openai_url, model="claude-haiku-4-5",
+                 juror_models=["openai:gpt-5-mini"], llm_thinking="budget")
+
+
+async def test_an_effort_listed_for_the_endpoint_reaches_it(thinker: ScriptedServer) -> None:
+    await one_call(openai_settings(thinker.url, llm_effort="max",
+                                   openai_reasoning_efforts=["low", "medium", "high", "xhigh", "max"]))
+    assert [r.body["reasoning_effort"] for r in thinker.requests] == ["max"]
+
+
+async def test_thinking_off_on_an_openai_reasoning_model_sends_the_lowest_effort_it_takes() -> None:
+    # gpt-5.1 and later take "none" (no reasoning); o-series models reason at least at "low"
+    server = ScriptedServer(respond=ThinkingModel(thinking_tokens=THINKING,
+                                                  reasoning_efforts=frozenset({"none", "low", "medium", "high"})))
+    await server.start()
+    try:
+        low = await one_call(openai_settings(server.url, llm_thinking="off", llm_effort="high"))
+        none = await one_call(openai_settings(server.url, llm_thinking="off",
+                                              openai_reasoning_efforts=["none", "low", "medium", "high"]))
+    finally:
+        await server.stop()
+    sent = [(r.body["reasoning_effort"], r.body["max_completion_tokens"]) for r in server.requests]
+    # "low" still reasons: the room for it stays, or the answer would be cut
+    assert sent == [("low", 2048 + 4096), ("none", 2048)]
+    assert (low.usage.thinking_tokens, none.usage.thinking_tokens) == (THINKING, 0)  # type: ignore[attr-defined]
+
+
+async def test_an_openai_reply_cut_while_reasoning_says_how_much_and_what_to_raise() -> None:
+    server = ScriptedServer(respond=ThinkingModel(thinking_tokens=8000))
+    await server.start()
+    try:
+        with pytest.raises(LLMError) as err:
+            await one_call(openai_settings(server.url))
+    finally:
+        await server.stop()
+    assert err.value.kind == "truncated"
+    assert str(err.value) == ("openai: finish_reason length after 6144 of 6144 tokens (max_completion_tokens) spent "
+                              "reasoning: raise juror's thinking_budget or max_output_tokens, or lower its effort "
+                              "(llm_roles)")

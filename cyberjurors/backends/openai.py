@@ -8,7 +8,11 @@ the system message, so there too a role reads only its own prefix). Images go as
 ``chat.completions.parse`` sends ``response_format`` = strict ``json_schema`` built from the
 output type and parses the reply; it raises on ``finish_reason`` "length"/"content_filter".
 Reasoning models (``openai_reasoning_models``) get ``max_completion_tokens`` with room for their
-reasoning and ``reasoning_effort``; their reasoning tokens are counted as thinking.
+reasoning and ``reasoning_effort``; their reasoning tokens are counted as thinking. Thinking
+``auto`` and ``adaptive`` both leave the reasoning to the model (it has no other mode); ``off``
+sends the lowest effort the endpoint takes (``openai_reasoning_efforts``) and keeps no room for
+reasoning only when that is "none"; ``budget`` and efforts the endpoint does not list are refused
+when the settings load (``Settings._check_openai_reasoning``). Other models get none of these.
 Retries and timeouts are the SDK's own; failures become ``LLMError`` with the same kinds as the
 ``anthropic`` backend. This SDK has no middleware: a request event hook on its HTTP client reads
 the ``x-stainless-retry-count`` header the SDK puts on every attempt, so
@@ -25,9 +29,10 @@ from typing import TYPE_CHECKING
 import openai
 import pydantic
 from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletion
 
 from .. import metrics
-from ..config import Settings
+from ..config import OPENAI_EFFORTS, OpenAIEffort, Settings, reasons
 from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
 from ..schemas import Usage
 from .anthropic import invalid, status_kind
@@ -63,17 +68,39 @@ def billed(raw: LegacyAPIResponse[object]) -> Usage:
                     else None)
 
 
-def output_limits(request: LLMRequest, reasoning: bool) -> dict[str, object]:
+def output_limits(request: LLMRequest, reasoning: bool,
+                  efforts: Sequence[OpenAIEffort] = ("low", "medium", "high")) -> dict[str, object]:
     """A reasoning model counts its reasoning toward ``max_completion_tokens`` (it refuses
     ``max_tokens``): room for the thinking budget and the answer, and the role's effort as
     ``reasoning_effort``. Other models get ``max_tokens`` for the answer alone, as servers of every
-    kind (vLLM, llama.cpp, Ollama) take it: a local model's context may have no room for more."""
+    kind (vLLM, llama.cpp, Ollama) take it: a local model's context may have no room for more.
+
+    Thinking off: the lowest of the efforts the endpoint takes; only "none" stops the reasoning, so
+    below that the budget stays, or the little reasoning minimal or low still does could cut the answer."""
     if not reasoning:
         return {"max_tokens": request.max_output_tokens}
+    if request.thinking == "off":
+        lowest = min(efforts, key=OPENAI_EFFORTS.index)
+        return {"max_completion_tokens": request.max_tokens(thinking_off=lowest == "none"),
+                "reasoning_effort": lowest}
     limits: dict[str, object] = {"max_completion_tokens": request.max_tokens()}
     if request.effort is not None:
         limits["reasoning_effort"] = request.effort
     return limits
+
+
+def cut_off(completion: ChatCompletion, role: str, limits: dict[str, object]) -> str:
+    """Why a reply was cut, with what to change (as the anthropic backend's ``stopped``)."""
+    usage = completion.usage
+    details = usage.completion_tokens_details if usage else None
+    spent = (details.reasoning_tokens or 0) if details else 0
+    cap = "max_completion_tokens" if "max_completion_tokens" in limits else "max_tokens"
+    if not spent:
+        return f"openai: finish_reason length at {cap} {limits[cap]}: raise {role}'s max_output_tokens (llm_roles)"
+    text = f"openai: finish_reason length after {spent} of {limits[cap]} tokens ({cap}) spent reasoning: "
+    if cap == "max_tokens":  # a model that reasons but is not listed gets no room kept for its reasoning
+        return text + f"list the model in openai_reasoning_models, or raise {role}'s max_output_tokens (llm_roles)"
+    return text + f"raise {role}'s thinking_budget or max_output_tokens, or lower its effort (llm_roles)"
 
 
 # the model of the call in progress, for the retry hook (the hook sees only the HTTP request)
@@ -93,9 +120,11 @@ async def count_retries(request: httpx2.Request) -> None:
 class OpenAICompatibleLLM:
     backend = "openai"
 
-    def __init__(self, client: openai.AsyncOpenAI, reasoning_models: Sequence[str] = ()):
+    def __init__(self, client: openai.AsyncOpenAI, reasoning_models: Sequence[str] = (),
+                 reasoning_efforts: Sequence[OpenAIEffort] = ("low", "medium", "high")):
         self.client = client
         self.reasoning_models = tuple(reasoning_models)
+        self.reasoning_efforts = tuple(reasoning_efforts)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "OpenAICompatibleLLM":
@@ -104,13 +133,13 @@ class OpenAICompatibleLLM:
                                       timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries,
                                       http_client=openai.DefaultAsyncHttpxClient(
                                           event_hooks={"request": [count_retries]})),
-                   settings.openai_reasoning_models)
+                   settings.openai_reasoning_models, settings.openai_reasoning_efforts)
 
     def reasons(self, model: str) -> bool:
-        """A reasoning model: named in ``openai_reasoning_models`` (exactly or as a prefix)."""
-        return any(model.startswith(name) for name in self.reasoning_models)
+        return reasons(model, self.reasoning_models)
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        limits = output_limits(request, self.reasons(request.model), self.reasoning_efforts)
         calling = _calling.set(request.model)
         try:
             # the raw response first: a reply that does not parse was billed, and its usage is only there
@@ -121,7 +150,7 @@ class OpenAICompatibleLLM:
                     {"role": "user", "content": content_parts(request.parts())},
                 ],
                 response_format=output_type,
-                **output_limits(request, self.reasons(request.model)),  # type: ignore[arg-type]
+                **limits,  # type: ignore[arg-type]
             )
             completion = raw.parse()
         except openai.APITimeoutError as e:  # before APIConnectionError: it is a subclass
@@ -131,7 +160,8 @@ class OpenAICompatibleLLM:
         except openai.APIStatusError as e:
             raise LLMError(status_kind(e.status_code), f"openai: {e.message}"[:500]) from e
         except openai.LengthFinishReasonError as e:
-            raise LLMError("truncated", "openai: finish_reason length", usage=usage_of(e.completion.usage)) from e
+            raise LLMError("truncated", cut_off(e.completion, request.role, limits),
+                           usage=usage_of(e.completion.usage)) from e
         except openai.ContentFilterFinishReasonError as e:
             raise LLMError("refused", "openai: finish_reason content_filter",
                            usage=usage_of(e.completion.usage) if e.completion else None) from e
