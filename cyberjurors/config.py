@@ -575,7 +575,8 @@ class Settings(BaseSettings):
             if call.thinking not in ("adaptive", "budget"):
                 continue
             for model in self.models_of(role):  # type: ignore[arg-type]
-                known = facts(model)
+                provider, name = split_model(model)
+                known = facts(name) if (provider or self.backend) != "openai" else None
                 if known is not None and call.thinking not in known.thinking_types:
                     takes = ", ".join(sorted(known.thinking_types)) or "no thinking"
                     raise ValueError(f"thinking={call.thinking} for {role} is refused by {model} (it takes {takes}; "

@@ -172,6 +172,10 @@ def test_a_thinking_type_a_known_model_refuses_is_refused_at_start() -> None:
         Settings(llm_thinking="budget")
     with pytest.raises(ValueError, match="thinking=adaptive for juror is refused by claude-haiku-4-5"):
         Settings(juror_models=["claude-sonnet-5-5", "claude-haiku-4-5"], llm_roles={"juror": {"thinking": "adaptive"}})
+    # a seat that names its provider is checked as its model (a mixed jury names them)
+    with pytest.raises(ValueError, match="thinking=adaptive for juror is refused by anthropic:claude-haiku-4-5"):
+        Settings(anthropic_api_key="k", juror_models=["claude-sonnet-5-5", "anthropic:claude-haiku-4-5"],
+                 llm_roles={"juror": {"thinking": "adaptive"}})
     with pytest.raises(ValueError, match="at least 1024"):
         Settings(model="claude-haiku-4-5", llm_thinking="budget", llm_thinking_budget=512)
 
