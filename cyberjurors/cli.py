@@ -706,6 +706,7 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
           settings: Path | None, batch: bool = False, media_root: Path | None = None) -> None:
     from rich.markup import escape
 
+    from .backends.batch import StoreDamaged
     from .evaluation import report
     from .evaluation.ladder import select
     from .evaluation.runner import EvalError, Options, run_eval, unusable_out
@@ -743,6 +744,9 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
     except EvalError as err:
         console.print(f"[red]evaluation stopped:[/] {escape(str(err))}")
         raise typer.Exit(1) from err
+    except StoreDamaged as err:
+        console.print(f"[red]unusable batch store:[/] {escape(str(err))}")
+        raise typer.Exit(2) from err
     for done in reports:
         console.print(report.render(done))
     if len(reports) > 1:

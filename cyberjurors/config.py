@@ -230,6 +230,11 @@ class Settings(BaseSettings):
     # --- eval --batch: the Message Batches API (backends/batch.py, evaluation/batch.py) ---------------
     batch_poll_s: float = Field(30.0, gt=0, description="eval --batch: seconds between status checks of a "
                                                         "Message Batch")
+    batch_max_wait_s: float = Field(90_000.0, gt=0, description="eval --batch: seconds a Message Batch is polled "
+                                    "before the run stops (the same command resumes): a little over the API's "
+                                    "24-hour processing limit")
+    batch_retry_s: float = Field(600.0, gt=0, description="eval --batch: seconds a status check or a result "
+                                 "download is tried again on connection errors and 5xx, with backoff")
     batch_max_attempts: int = Field(3, ge=1, description="eval --batch: batches an entry may be sent in; an errored "
                                                          "(retryable) or expired entry goes again in the next one")
     batch_max_cases: int = Field(500, ge=1, description="eval --batch: cases judged side by side in one set of waves "

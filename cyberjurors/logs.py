@@ -180,6 +180,30 @@ def configure(settings: Settings, level: int | str = logging.INFO, stream: IO[st
         _log_uncaught()
 
 
+@contextlib.contextmanager
+def shown(settings: Settings, name: str, level: int = logging.INFO, stream: IO[str] | None = None) -> Iterator[None]:
+    """Within it, ``name``'s lines from ``level`` up are written to ``stream`` (stderr) as
+    ``configure`` writes them, when nothing has configured logging (a command that shows progress
+    in a terminal, and has only these lines to show when its output goes to a file or a CI log)."""
+    if logging.getLogger().handlers:  # configured: the lines go where the rest go
+        yield
+        return
+    logger = logging.getLogger(name)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonLines() if settings.log_format == "json" else
+                         logging.Formatter("[%(asctime)s] [%(levelname)s] %(message)s"))
+    for f in filters(settings):
+        handler.addFilter(f)
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
 def _log_uncaught() -> None:
     failed = logging.getLogger("cyberjurors.uncaught")
 

@@ -50,6 +50,8 @@ class Reply:
     delay_s: float = 0.0
     text: str | None = None
     """a raw body instead of JSON (the batch results' JSONL)"""
+    drop: bool = False
+    """close the connection without an answer (a network blip)"""
 
 
 @dataclass
@@ -105,6 +107,10 @@ class ScriptedServer:
             reply = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
+        if reply.drop:
+            assert request.transport is not None
+            request.transport.close()
+            raise ConnectionResetError("dropped by the test server")
         if reply.text is not None:
             return web.Response(text=reply.text, status=reply.status, headers=reply.headers,
                                 content_type="application/binary")
@@ -628,19 +634,31 @@ class MessageBatches:
     an invalid_request_error for "invalid") or expired; ``attempt`` counts from 1 over every batch that
     carried that custom_id. ``canceled(n)``: an operator
     cancels the n-th batch created (from 1) right after its creation. Results come in reverse order:
-    the API does not keep the order of the requests either."""
+    the API does not keep the order of the requests either. ``unavailable(call, n)``: the n-th
+    (from 1) "retrieve" or "results" call gets that status (a 5xx) or, for "drop", its connection
+    closed without an answer, instead of being served."""
 
     polls_to_end: int = 1
     fault: Callable[[str, int, dict[str, Any]], Fault | None] = lambda custom_id, attempt, params: None
     canceled: Callable[[int], bool] = lambda n: False
+    unavailable: Callable[[str, int], int | Literal["drop"] | None] = lambda call, n: None
     batches: dict[str, Batch] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
     creates: int = 0
+    calls: dict[str, int] = field(default_factory=dict)
+    """retrieve and results calls received, served or not"""
 
     def handle(self, received: Received, url: str, respond: Callable[[Received], Reply]) -> Reply:
         rest = received.path[len(BATCHES_PATH):].strip("/").split("/")
         if received.method == "POST" and rest == [""]:
             return self.create(received.body)
+        if received.method == "GET" and len(rest) <= 2:
+            call = "retrieve" if len(rest) == 1 else "results"
+            self.calls[call] = n = self.calls.get(call, 0) + 1
+            if (down := self.unavailable(call, n)) == "drop":
+                return Reply(drop=True)
+            if down is not None:
+                return anthropic_error(down, "api_error", "Internal server error")
         batch = self.batches.get(rest[0])
         if batch is None:
             return anthropic_error(404, "not_found_error", f"message batch {rest[0]} not found")

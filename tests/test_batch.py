@@ -28,7 +28,8 @@ from typer.testing import CliRunner
 
 from cyberjurors.backends import build_llm
 from cyberjurors.backends.anthropic import AnthropicLLM
-from cyberjurors.backends.batch import BatchStore, InProcess, MessageBatches as Batches, Pending, custom_id
+from cyberjurors.backends.batch import (BatchStop, BatchStore, InProcess, MessageBatches as Batches, Pending,
+                                       StoreDamaged, custom_id)
 from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
@@ -349,6 +350,134 @@ async def test_identical_requests_of_a_wave_are_one_entry_and_the_store_survives
         await again.llm.aclose()
     finally:
         await server.stop()
+
+
+def focus_call(case: DisputeCase, settings: Settings) -> Pending:
+    return Pending(stage_request("focus", settings, system=prompts.FOCUS_SYSTEM, prompt=[prompts.focus_prompt(case)],
+                                 task=None, case_id=case.case_id), Focus)
+
+
+async def test_a_torn_last_line_is_cut_off_so_that_the_next_append_starts_a_line(tmp_path: Path, caplog) -> None:
+    store = BatchStore(tmp_path / "store")
+    store.submit("msgbatch_a", ["r1"])
+    with store.batches_path.open("a") as batches:
+        batches.write('{"batch_id": "msgbatch_b", "custom_')  # killed mid-append
+    with caplog.at_level("WARNING", "cyberjurors.backends.batch"):
+        reopened = BatchStore(tmp_path / "store")
+    assert f"{store.batches_path}: line 2 is an unfinished append" in caplog.text
+    assert reopened.submitted == {"msgbatch_a": ["r1"]}
+    reopened.submit("msgbatch_c", ["r2"])  # the next run appends: a line of its own, not glued to the fragment
+    assert BatchStore(tmp_path / "store").submitted == {"msgbatch_a": ["r1"], "msgbatch_c": ["r2"]}
+
+
+@pytest.mark.parametrize("file, line", [
+    ("batches.jsonl", '{"batch_id": "msgbatch_x"}'),              # valid JSON, not a record
+    ("batches.jsonl", '{"batch_id": "msgbatch_x", "collected": false}'),
+    ("results.jsonl", '{"custom_id": "r1", "batch_id": "msgbatch_a", "type": "succeeded"}'),  # no message
+    ("results.jsonl", "\udcff\udcfe\x00garbage"),                 # binary garbage
+])
+def test_a_damaged_line_before_the_last_stops_the_run_naming_it(tmp_path: Path, file: str, line: str) -> None:
+    store = BatchStore(tmp_path / "store")
+    store.submit("msgbatch_a", ["r1"])
+    store.results("msgbatch_a", [{"custom_id": "r1", "batch_id": "msgbatch_a", "type": "expired"}])
+    path = tmp_path / "store" / file
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(1, line.encode("utf-8", "surrogateescape") + b"\n")
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(StoreDamaged, match=rf"{file}, line 2: not a valid record .*--fresh"):
+        BatchStore(tmp_path / "store")
+
+
+async def test_eval_batch_on_a_damaged_store_exits_2_and_submits_nothing(dataset, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "batches" / "jury").mkdir(parents=True)
+    (out / "batches" / "jury" / "batches.jsonl").write_bytes(b'\xff\xfe\x00garbage\n{"batch_id": "msgbatch_x"}\n')
+    batches = MessageBatches()
+    with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
+        args, env = eval_command(dataset.source, out, url)
+        run = await asyncio.to_thread(subprocess.run, args, env=env, capture_output=True, text=True)
+    said = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 2, said
+    assert "unusable batch store" in said and "batches.jsonl, line 1: not a valid record" in said
+    assert "Traceback" not in said and batches.creates == 0
+
+
+async def test_a_stored_batch_the_provider_does_not_know_is_forgotten_and_its_entries_sent_again(
+        tmp_path: Path, caplog) -> None:
+    batches = MessageBatches()
+    server = ScriptedServer(respond=StrictModel(), batches=batches)
+    await server.start()
+    try:
+        settings = anthropic_settings(server.url)
+        store = BatchStore(tmp_path / "store")
+        executor = Batches(AnthropicLLM.from_settings(settings), store, poll_s=0.01)
+        paid, lost = focus_call(CASES[0], settings), focus_call(CASES[1], settings)
+        (first,) = await executor.answer([paid])
+        lost_id = custom_id(executor.llm.params(lost.request, Focus))
+        store.submit("msgbatch_gone", [lost_id])  # another workspace's, or deleted after 29 days
+        with caplog.at_level("WARNING", "cyberjurors.backends.batch"):
+            kept, again = await executor.answer([paid, lost])
+        assert "message batch msgbatch_gone is unknown to the provider" in caplog.text and "its 1 entries" in caplog.text
+        assert kept.output == first.output and again.output is not None
+        assert batches.creates == 2 and batches.attempts == {custom_id(executor.llm.params(paid.request, Focus)): 1,
+                                                             lost_id: 1}
+        assert not BatchStore(tmp_path / "store").outstanding({lost_id})  # the next run does not ask again
+        await executor.llm.aclose()
+    finally:
+        await server.stop()
+
+
+async def test_status_checks_and_downloads_are_tried_again_on_connection_errors_and_5xx(tmp_path: Path) -> None:
+    down = {("retrieve", 1): 503, ("retrieve", 2): "drop", ("results", 1): "drop", ("results", 2): 500}
+    batches = MessageBatches(polls_to_end=2, unavailable=lambda call, n: down.get((call, n)))  # type: ignore[arg-type]
+    server = ScriptedServer(respond=StrictModel(), batches=batches)
+    await server.start()
+    try:
+        settings = anthropic_settings(server.url)  # llm_max_retries 0: no retry by the SDK
+        executor = Batches(AnthropicLLM.from_settings(settings), BatchStore(tmp_path / "store"), poll_s=0.01)
+        (answer,) = await executor.answer([focus_call(CASES[0], settings)])
+        assert answer.output is not None and batches.creates == 1
+        # 4 polls (2 failed), 3 downloads (2 failed); the SDK retrieves the batch before each download
+        assert batches.calls == {"retrieve": 4 + 3, "results": 3}
+
+        # still down after retry_s: the run stops, saying the same command resumes
+        batches.unavailable = lambda call, n: 503
+        stopping = Batches(AnthropicLLM.from_settings(settings), BatchStore(tmp_path / "other"), poll_s=0.01,
+                           retry_s=0.05)
+        with pytest.raises(BatchStop, match="checking message batch .* 503 .*the same command resumes"):
+            await stopping.answer([focus_call(CASES[1], settings)])
+        assert batches.calls["retrieve"] > 5  # tried more than once
+        await executor.llm.aclose()
+        await stopping.llm.aclose()
+    finally:
+        await server.stop()
+
+
+async def test_a_batch_that_does_not_end_stops_the_run_after_batch_max_wait_s_and_logs_its_progress(
+        dataset, tmp_path: Path) -> None:
+    batches = MessageBatches(polls_to_end=10**9)
+    out = tmp_path / "out"
+    with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
+        args, env = eval_command(dataset.source, out, url)
+        env["CYBERJURORS_BATCH_MAX_WAIT_S"] = "0.5"
+        stopped = await asyncio.to_thread(subprocess.run, args, env=env, capture_output=True, text=True)
+        said = " ".join((stopped.stdout + stopped.stderr).split())
+        assert stopped.returncode == 1, said
+        (batch_id,) = batches.batches
+        assert f"message batch {batch_id} has not ended after 0.5 s of polling (batch_max_wait_s" in said
+        assert "the same command resumes and collects it" in said
+        # output to a pipe: no progress display, a log line per batch created and per change of its counts
+        requests = len(batches.batches[batch_id].requests)
+        assert f"message batch {batch_id} created: {requests} requests" in stopped.stderr
+        assert batches.batches[batch_id].polls >= 2  # logged once, not once per poll
+        assert stopped.stderr.count(f"message batch {batch_id} in_progress: {requests} processing, 0 succeeded") == 1
+
+        batches.polls_to_end = 1
+        again = await asyncio.to_thread(subprocess.run, args, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"message batch {batch_id} ended: 0 processing, {requests} succeeded" in again.stderr
+    report = json.loads((out / "report.json").read_text())[0]
+    assert report["batch"]["collected"] == 1 and set(batches.attempts.values()) == {1}
 
 
 def test_eval_batch_offline_runs_the_waves_in_process_and_says_so(dataset, tmp_path: Path,

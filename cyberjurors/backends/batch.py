@@ -15,7 +15,10 @@ when the wave is answered. What answers a wave:
   expired, are sent again in a next batch of the same wave, in at most ``batch_max_attempts``
   batches each; then the call fails as the streaming call would (``llm_<kind>``; an entry that
   expired every time as ``timeout``). A canceled batch stops the run: someone canceled it, and the
-  next run sends its unanswered entries again.
+  next run sends its unanswered entries again. So does a batch that has not ended after
+  ``batch_max_wait_s``, and a status check or result download still failing (connection error, 5xx)
+  after ``batch_retry_s`` of tries: the next run collects it. A stored batch the provider does not
+  know (404) is forgotten and its entries sent again.
 """
 
 from __future__ import annotations
@@ -23,20 +26,22 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anthropic
 from anthropic.types import Message
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 from rich.progress import Progress, TaskID
-from tenacity import AsyncRetrying, retry_if_result, wait_fixed
+from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, retry_if_result, stop_after_delay,
+                      wait_exponential, wait_fixed)
 
-from ..errors import FINAL_LLM_KINDS, CyberJurorsError
+from ..errors import FINAL_LLM_KINDS, CyberJurorsError, for_people
 from ..llm import LLM, LLMError, LLMRequest, LLMResult, T
 from ..waves import Waves
 from .anthropic import AnthropicLLM, read_message
@@ -51,6 +56,9 @@ ERROR_KINDS = {"invalid_request_error": "bad_request", "not_found_error": "bad_r
                "billing_error": "auth", "rate_limit_error": "rate_limited", "overloaded_error": "overloaded",
                "api_error": "server_error", "timeout_error": "timeout", "gateway_timeout_error": "timeout"}
 NOT_RETRIED = FINAL_LLM_KINDS | {"auth"}
+RESUMES = "the batch ids are stored in OUT/batches: the same command resumes"
+log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 def batch_kind(error_type: str) -> str:
@@ -124,11 +132,63 @@ def custom_id(body: dict[str, Any]) -> str:
     return "r" + hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:48]
 
 
+class StoreDamaged(CyberJurorsError, ValueError):
+    """A line of the batch store that is neither valid nor a torn last line: reading past it would
+    drop what it records (a batch submitted, an answer paid for) and pay for it again."""
+
+    kind = "batch_store_damaged"
+
+
+class Submitted(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    batch_id: str
+    custom_ids: list[str]
+
+
+class Collected(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    batch_id: str
+    collected: Literal[True]
+
+
+class Forgotten(BaseModel):
+    """The provider does not know the batch (another workspace, or deleted after its retention):
+    its entries are sent again."""
+
+    model_config = ConfigDict(extra="forbid")
+    batch_id: str
+    forgotten: Literal[True]
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    custom_id: str
+    batch_id: str
+    type: Literal["succeeded", "errored", "expired", "canceled"]
+    message: dict[str, Any] | None = None
+    error_type: str | None = None
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Result":
+        if self.type == "succeeded" and self.message is None:
+            raise ValueError("a succeeded result needs its message")
+        if self.type == "errored" and (self.error_type is None or self.error is None):
+            raise ValueError("an errored result needs error_type and error")
+        return self
+
+
+BATCH_LINE: TypeAdapter[Submitted | Collected | Forgotten] = TypeAdapter(Submitted | Collected | Forgotten)
+RESULT_LINE: TypeAdapter[Result] = TypeAdapter(Result)
+
+
 class BatchStore:
     """One configuration's batches under OUT: ``batches.jsonl`` (each batch submitted, with the
-    custom_ids it carries; a line when its results were read) and ``results.jsonl`` (each entry's
-    result: the message, or the error, expiry or cancel). Append-only; a torn last line (a run killed
-    while writing) is skipped. Messages stay on disk: an index of offsets is kept in memory."""
+    custom_ids it carries; a line when its results were read, or when the provider did not know it)
+    and ``results.jsonl`` (each entry's result: the message, or the error, expiry or cancel).
+    Append-only. A torn last line (a run killed while appending) is cut off with a warning; any
+    other line that is not a valid record stops the run (``StoreDamaged``): skipping it would pay
+    for what it records again. Messages stay on disk: an index of offsets is kept in memory."""
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -139,32 +199,51 @@ class BatchStore:
         self._messages: dict[str, int] = {}
         self.final: dict[str, tuple[str, str]] = {}
         """custom_id -> (error type, message) of an error the same request meets again"""
-        for record, _ in self._read(self.batches_path):
-            if record.get("collected"):
-                self.collected.add(record["batch_id"])
+        for record, _ in self._read(self.batches_path, BATCH_LINE):
+            if isinstance(record, Submitted):
+                self.submitted[record.batch_id] = record.custom_ids
+            elif isinstance(record, Collected):
+                self.collected.add(record.batch_id)
             else:
-                self.submitted[record["batch_id"]] = record["custom_ids"]
-        for record, offset in self._read(self.results_path):
-            self._index(record, offset)
+                self.submitted.pop(record.batch_id, None)
+        for result, offset in self._read(self.results_path, RESULT_LINE):
+            self._index(result, offset)
 
     @staticmethod
-    def _read(path: Path) -> Iterator[tuple[dict[str, Any], int]]:
+    def _read(path: Path, shape: TypeAdapter[Any]) -> Iterator[tuple[Any, int]]:
         if not path.exists():
             return
+        size = path.stat().st_size
         with path.open("rb") as lines:
-            offset = 0
-            for line in lines:
+            offset, number, line = 0, 0, b""
+            for number, line in enumerate(lines, 1):
                 try:
-                    yield json.loads(line), offset
-                except ValueError:
-                    pass  # a line cut short by a kill
+                    record = shape.validate_json(line)
+                except ValidationError as err:
+                    if offset + len(line) == size and not line.endswith(b"\n"):
+                        break
+                    raise StoreDamaged(
+                        f"{path}, line {number}: not a valid record ({for_people(err, 300)}). The batch store is "
+                        "damaged, and reading past the line would send and pay again for what it records: restore "
+                        "the file, or delete that line (its entries are then sent again), or start over with "
+                        "--fresh (discards every stored answer)") from err
+                yield record, offset
                 offset += len(line)
+        if offset < size:
+            # an append cut short by a kill: cut off, so that the next append starts a line of its own
+            log.warning("%s: line %d is an unfinished append (a run was stopped while writing it); it is dropped",
+                        path, number)
+            with path.open("r+b") as out:
+                out.truncate(offset)
+        elif line and not line.endswith(b"\n"):  # a whole record, cut before its newline
+            with path.open("ab") as out:
+                out.write(b"\n")
 
-    def _index(self, record: dict[str, Any], offset: int) -> None:
-        if record["type"] == "succeeded":
-            self._messages[record["custom_id"]] = offset
-        elif record["type"] == "errored" and batch_kind(record["error_type"]) in NOT_RETRIED:
-            self.final[record["custom_id"]] = (record["error_type"], record["error"])
+    def _index(self, result: Result, offset: int) -> None:
+        if result.type == "succeeded":
+            self._messages[result.custom_id] = offset
+        elif result.type == "errored" and batch_kind(result.error_type or "") in NOT_RETRIED:
+            self.final[result.custom_id] = (result.error_type or "", result.error or "")
 
     def _append(self, path: Path, records: list[dict[str, Any]]) -> int:
         with path.open("ab") as out:
@@ -190,10 +269,15 @@ class BatchStore:
         """An ended batch's results, then the mark that they were read."""
         offset = self._append(self.results_path, records)
         for record in records:
-            self._index(record, offset)
+            self._index(Result.model_validate(record), offset)
             offset += len(json.dumps(record).encode()) + 1
         self._append(self.batches_path, [{"batch_id": batch_id, "collected": True}])
         self.collected.add(batch_id)
+
+    def forget(self, batch_id: str) -> None:
+        """A batch the provider does not know: its entries are no longer waited for."""
+        self._append(self.batches_path, [{"batch_id": batch_id, "forgotten": True}])
+        self.submitted.pop(batch_id, None)
 
     def outstanding(self, ids: set[str]) -> list[str]:
         """Batches submitted but never read that carry any of ``ids``."""
@@ -229,12 +313,15 @@ class MessageBatches:
     backend = "anthropic"
 
     def __init__(self, llm: AnthropicLLM, store: BatchStore, poll_s: float = 30.0, max_attempts: int = 3,
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, max_wait_s: float = 90_000.0, retry_s: float = 600.0):
         self.llm, self.store, self.poll_s, self.max_attempts = llm, store, poll_s, max_attempts
+        self.max_wait_s, self.retry_s = max_wait_s, retry_s
         self.client: anthropic.AsyncAnthropic = llm.client
         self.progress = progress
+        """a terminal's progress display; without one, each batch's counts are logged as they change"""
         self.stats = WaveStats()
         self._tasks: dict[str, TaskID] = {}
+        self._counts: dict[str, tuple[str, int, int, int, int, int]] = {}
 
     async def answer(self, calls: list[Pending]) -> Sequence[Any]:
         bodies = [self.llm.params(c.request, c.output_type) for c in calls]
@@ -256,7 +343,16 @@ class MessageBatches:
         """Every entry's message, or the error it ends with: from the store, from batches an earlier
         run submitted, then from new batches, sending again what is worth it."""
         for batch_id in self.store.outstanding(set(entries)):
-            await self.collect(batch_id)
+            try:
+                await self.collect(batch_id)
+            except UnknownBatch:
+                # without this, every rerun would stop on it, and only --fresh (which drops every
+                # answer paid for) would get past it
+                log.warning("message batch %s is unknown to the provider (submitted from another workspace, or "
+                            "deleted after the API's 29-day retention): forgotten, its %d entries are sent again",
+                            batch_id, len(self.store.submitted[batch_id]))
+                self.store.forget(batch_id)
+                continue
             self.stats.collected += 1
         done: dict[str, dict[str, Any] | LLMError] = {}
         sent: set[str] = set()
@@ -310,41 +406,77 @@ class MessageBatches:
         self.store.submit(batch.id, ids)
         self.stats.batches += 1
         self.stats.requests += len(ids)
+        log.info("message batch %s created: %d requests", batch.id, len(ids))
         return batch.id
 
     async def collect(self, batch_id: str) -> list[dict[str, Any]]:
-        """Wait for a batch to end, then store its results; a canceled batch stops the run."""
+        """Wait for a batch to end (at most ``max_wait_s``), then store its results; a canceled batch
+        stops the run."""
         batch = await AsyncRetrying(retry=retry_if_result(lambda b: b.processing_status != "ended"),
-                                    wait=wait_fixed(self.poll_s), reraise=True)(self.status, batch_id)
-        try:
-            records = [result_record(entry, batch_id)
-                       async for entry in await self.client.messages.batches.results(batch_id)]
-        except anthropic.APIError as err:
-            raise BatchStop(f"anthropic: reading the results of message batch {batch_id} failed: {err}") from err
+                                    wait=wait_fixed(self.poll_s), stop=stop_after_delay(self.max_wait_s),
+                                    retry_error_callback=last_result)(self.status, batch_id)
+        if batch.processing_status != "ended":
+            raise BatchStop(f"message batch {batch_id} has not ended after {self.max_wait_s:g} s of polling "
+                            f"(batch_max_wait_s; status {batch.processing_status}, {batch.request_counts.processing} "
+                            f"requests processing); it is not canceled, and {RESUMES} and collects it")
+        records = await self.patiently(f"reading the results of message batch {batch_id}", self.download, batch_id)
         self.store.results(batch_id, records)
         if batch.request_counts.canceled:
             raise BatchStop(f"message batch {batch_id} was canceled ({batch.request_counts.canceled} requests not "
                             "answered); what it answered is kept, and the same command sends the rest again")
         return records
 
+    async def download(self, batch_id: str) -> list[dict[str, Any]]:
+        return [result_record(entry, batch_id) async for entry in await self.client.messages.batches.results(batch_id)]
+
     async def status(self, batch_id: str) -> MessageBatch:
-        try:
-            batch = await self.client.messages.batches.retrieve(batch_id)
-        except anthropic.APIError as err:
-            raise BatchStop(f"anthropic: checking message batch {batch_id} failed: {err}") from err
+        batch = await self.patiently(f"checking message batch {batch_id}", self.client.messages.batches.retrieve,
+                                     batch_id)
         self.show(batch)
         return batch
 
+    async def patiently(self, doing: str, call: Callable[[str], Awaitable[R]], batch_id: str) -> R:
+        """An idempotent call, tried again on connection errors and 5xx for up to ``retry_s``: a
+        run can last a day, and one blip in it should not end it."""
+        try:
+            return await AsyncRetrying(retry=retry_if_exception(transient), stop=stop_after_delay(self.retry_s),
+                                       wait=wait_exponential(multiplier=min(self.poll_s, 1.0), max=60),
+                                       reraise=True)(call, batch_id)
+        except anthropic.NotFoundError as err:
+            raise UnknownBatch(f"anthropic: {doing} failed: {err}; the provider does not know this batch") from err
+        except anthropic.APIError as err:
+            again = f"; {RESUMES}" if transient(err) else ""
+            raise BatchStop(f"anthropic: {doing} failed: {err}{again}") from err
+
     def show(self, batch: MessageBatch) -> None:
-        if self.progress is None:
-            return
         counts = batch.request_counts
+        if self.progress is None:
+            now = (batch.processing_status, counts.processing, counts.succeeded, counts.errored, counts.expired,
+                   counts.canceled)
+            if self._counts.get(batch.id) != now:
+                self._counts[batch.id] = now
+                log.info("message batch %s %s: %d processing, %d succeeded, %d errored, %d expired, %d canceled",
+                         batch.id, *now)
+            return
         total = counts.processing + counts.succeeded + counts.errored + counts.expired + counts.canceled
         if batch.id not in self._tasks:
             self._tasks[batch.id] = self.progress.add_task(f"batch {batch.id}", total=total)
         self.progress.update(self._tasks[batch.id], completed=total - counts.processing,
                              description=f"batch {batch.id} {batch.processing_status}: {counts.succeeded} "
                                          f"succeeded, {counts.errored} errored, {counts.expired} expired")
+
+
+class UnknownBatch(BatchStop):
+    """The provider answered 404 for a batch id."""
+
+
+def transient(err: BaseException) -> bool:
+    return isinstance(err, anthropic.APIConnectionError) or (isinstance(err, anthropic.APIStatusError)
+                                                             and err.status_code >= 500)
+
+
+def last_result(state: RetryCallState) -> Any:
+    return state.outcome.result() if state.outcome is not None else None
 
 
 def chunks(ids: list[str], entries: dict[str, Sent]) -> Iterator[list[str]]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .. import intake
+from .. import intake, logs
 from ..backends import backend_for
 from ..backends.anthropic import AnthropicLLM
 from ..backends.batch import BatchStop, BatchStore, InProcess, MessageBatches, Pending, WaveLLM, WaveStats
@@ -80,7 +80,7 @@ def refusal(settings: Settings) -> str | None:
 def executor_for(settings: Settings, folder: Path, progress: Progress | None) -> InProcess | MessageBatches:
     if settings.backend == "anthropic":
         return MessageBatches(AnthropicLLM.from_settings(settings), BatchStore(folder), settings.batch_poll_s,
-                              settings.batch_max_attempts, progress)
+                              settings.batch_max_attempts, progress, settings.batch_max_wait_s, settings.batch_retry_s)
     return InProcess(backend_for("offline", settings))
 
 
@@ -208,9 +208,14 @@ def evaluate_batch(dataset: Dataset, ablation: Ablation, base: Settings, run: Ru
                       console=console, transient=True) as progress:
             task = progress.add_task(f"{ablation.key} verdicts", total=len(pending))
             record: RecordFn = lambda case_id, verdict, failure: run.record(key, case_id, verdict, failure)  # noqa: E731
+            # outside a terminal the progress display shows nothing: each batch's counts are logged instead
+            shown = logs.shown(settings, "cyberjurors.backends.batch") if not console.is_terminal \
+                else contextlib.nullcontext()
             try:
-                executor = executor_for(settings, options.out / "batches" / ablation.key, progress)
-                judged = asyncio.run(judge_in_waves(settings, pending, executor, record, progress, task))
+                with shown:
+                    executor = executor_for(settings, options.out / "batches" / ablation.key,
+                                            progress if console.is_terminal else None)
+                    judged = asyncio.run(judge_in_waves(settings, pending, executor, record, progress, task))
             except BatchStop as err:
                 raise EvalError(str(err)) from err
         verdicts = run.decided(key)
