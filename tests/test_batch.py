@@ -442,11 +442,12 @@ async def test_status_checks_and_downloads_are_tried_again_on_connection_errors_
 
         # still down after retry_s: the run stops, saying the same command resumes
         batches.unavailable = lambda call, n: 503
+        before = batches.calls["retrieve"]
         stopping = Batches(AnthropicLLM.from_settings(settings), BatchStore(tmp_path / "other"), poll_s=0.01,
                            retry_s=0.05)
         with pytest.raises(BatchStop, match="checking message batch .* 503 .*the same command resumes"):
             await stopping.answer([focus_call(CASES[1], settings)])
-        assert batches.calls["retrieve"] > 5  # tried more than once
+        assert batches.calls["retrieve"] - before >= 2  # tried again, however short retry_s is
         await executor.llm.aclose()
         await stopping.llm.aclose()
     finally:
@@ -469,12 +470,14 @@ async def test_a_batch_that_does_not_end_stops_the_run_after_batch_max_wait_s_an
         # output to a pipe: no progress display, a log line per batch created and per change of its counts
         requests = len(batches.batches[batch_id].requests)
         assert f"message batch {batch_id} created: {requests} requests" in stopped.stderr
-        assert batches.batches[batch_id].polls >= 2  # logged once, not once per poll
-        assert stopped.stderr.count(f"message batch {batch_id} in_progress: {requests} processing, 0 succeeded") == 1
 
-        batches.polls_to_end = 1
+        # the rerun polls it three times (no time limit now): in progress twice, then ended; the
+        # unchanged counts are logged once, not once per poll
+        batches.polls_to_end = batches.batches[batch_id].polls + 3
+        del env["CYBERJURORS_BATCH_MAX_WAIT_S"]
         again = await asyncio.to_thread(subprocess.run, args, env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stderr.count(f"message batch {batch_id} in_progress: {requests} processing, 0 succeeded") == 1
     assert f"message batch {batch_id} ended: 0 processing, {requests} succeeded" in again.stderr
     report = json.loads((out / "report.json").read_text())[0]
     assert report["batch"]["collected"] == 1 and set(batches.attempts.values()) == {1}

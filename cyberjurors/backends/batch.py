@@ -38,8 +38,8 @@ from anthropic.types import Message
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 from rich.progress import Progress, TaskID
-from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, retry_if_result, stop_after_delay,
-                      wait_exponential, wait_fixed)
+from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, retry_if_result, stop_after_attempt,
+                      stop_after_delay, wait_exponential, wait_fixed)
 
 from ..errors import FINAL_LLM_KINDS, CyberJurorsError, for_people
 from ..llm import LLM, LLMError, LLMRequest, LLMResult, T
@@ -436,10 +436,11 @@ class MessageBatches:
         return batch
 
     async def patiently(self, doing: str, call: Callable[[str], Awaitable[R]], batch_id: str) -> R:
-        """An idempotent call, tried again on connection errors and 5xx for up to ``retry_s``: a
-        run can last a day, and one blip in it should not end it."""
+        """An idempotent call, tried again on connection errors and 5xx for up to ``retry_s`` (and at
+        least once more, however short that is): a run can last a day, and one blip should not end it."""
         try:
-            return await AsyncRetrying(retry=retry_if_exception(transient), stop=stop_after_delay(self.retry_s),
+            return await AsyncRetrying(retry=retry_if_exception(transient),
+                                       stop=stop_after_delay(self.retry_s) & stop_after_attempt(2),
                                        wait=wait_exponential(multiplier=min(self.poll_s, 1.0), max=60),
                                        reraise=True)(call, batch_id)
         except anthropic.NotFoundError as err:

@@ -55,7 +55,7 @@ SECRETS = {"anthropic_api_key", "openai_api_key", "elasticsearch_api_key", "elas
 # where and under which names a run happens, not how it judges: left out of the fingerprint
 RUN_PLACES = {"kafka_bootstrap_servers", "app_id", "topic_prefix", "datadir", "metrics_port", "llm_call_log",
               "media_root", "stage_concurrency", "llm_concurrency", "probe_port", "probe_host", "lag_interval_s",
-              "batch_poll_s", "batch_max_attempts", "batch_max_cases"}
+              "batch_poll_s", "batch_max_attempts", "batch_max_cases", "batch_max_wait_s", "batch_retry_s"}
 
 
 class EvalError(CyberJurorsError, RuntimeError):
