@@ -182,9 +182,12 @@ def shown(text: str, limit: int = 80) -> str:
 
 
 @app.command()
-def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable letters back, each once")] = False,
+def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable letters back, each once (--final: final ones too)")] = False,
         again: Annotated[bool, typer.Option(help="with --replay: also send letters whose original failed again "
                                                  "after an earlier replay (once the cause is fixed)")] = False,
+        final: Annotated[bool, typer.Option(help="with --replay: also send final letters, each once, after changing "
+                                                 "the setting or code that made them fail (a final letter would "
+                                                 "fail the same way under the same ones)")] = False,
         reason: Annotated[Optional[str], typer.Option(help="only letters with this reason")] = None,
         stage: Annotated[Optional[str], typer.Option(help="only letters from this stage (round = every round-N)")] = None,
         case: Annotated[Optional[str], typer.Option(help="only letters for this case_id")] = None,
@@ -195,15 +198,21 @@ def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable 
 
     What was replayed is recorded in disputes.dlq-replayed, so a second --replay, from any machine,
     does not send a letter again. A replay that fails again writes a new letter with the same
-    original: --replay holds it back ("failed again"); --replay --again sends it, once."""
+    original: --replay holds it back ("failed again"); --replay --again sends it, once.
+
+    A final letter would fail the same way under the same settings and code: --replay never sends
+    it. Once what made it fail has changed (its detail says what to raise, say a thinking budget),
+    --replay --final sends it, once, and the worker judges the case anew; pick which with
+    --reason, --stage, --case, --since and --until."""
     from rich.markup import escape
 
-    from .streams.clients import LetterFilter, placed_letters, replay_state, replayed, replayed_originals
+    from .streams.clients import LetterFilter, placed_letters, replay_state, replayable, replayed, replayed_originals
     from .streams.clients import replay as resend
 
-    if again and not replay:
-        console.print("[red]--again goes with --replay[/]")
-        raise typer.Exit(2)
+    for flag, given in (("--again", again), ("--final", final)):
+        if given and not replay:
+            console.print(f"[red]{flag} goes with --replay[/]")
+            raise typer.Exit(2)
     config = load_settings(settings)
     chosen = LetterFilter(since=_when(since), until=_when(until), reason=reason, stage=stage, case=case)
     letters = [x for x in asyncio.run(placed_letters(config)) if chosen(x.letter)]
@@ -212,20 +221,21 @@ def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable 
     marks = {"final": "[dim]final[/]", "replayed": "[dim]replayed[/]", "replayable": "[green]replayable[/]",
              "failed_again": "[yellow]failed again after a replay[/]"}
     for x in letters:
-        mark = marks[replay_state(x, done, originals)]
+        state = replay_state(x, done, originals, final)
+        mark = marks[state] if state == "final" or replayable(x.letter) else f"{marks['final']}, {marks[state]}"
         kept = "" if x.letter.original_ref is None else f" (original {x.letter.original_ref[:12]}… in the media store)"
         console.print(f"{x.letter.failed_at:%Y-%m-%d %H:%M:%S} {escape(shown(x.letter.key or '-'))} {x.letter.stage} "
                       f"{x.letter.reason} {mark}: {escape(shown(x.letter.detail, 200))}{kept}")
     console.print(f"{len(letters)} dead letters")
     if replay:
         with traced(config, "cyberjurors-dlq"):
-            result = asyncio.run(resend(config, letters, again=again))
+            result = asyncio.run(resend(config, letters, again=again, final=final))
         for x, why in result.failed:
             console.print(f"[red]not replayed[/] {escape(shown(x.letter.key or '-'))} ({x.id}): {escape(why)}")
-        final = len(letters) - len(result.sent) - len(result.already) - len(result.failed) - len(result.failed_again)
         held = f"; {len(result.failed_again)} failed again after a replay (--again sends them)" if result.failed_again else ""
-        console.print(f"replayed {len(result.sent)}; {len(result.already)} replayed before{held}; {final} would fail "
-                      f"the same way; {len(result.failed)} could not be read")
+        hint = " (--final sends them, once what made them fail has changed)" if result.final else ""
+        console.print(f"replayed {len(result.sent)}; {len(result.already)} replayed before{held}; {len(result.final)} "
+                      f"would fail the same way{hint}; {len(result.failed)} could not be read")
 
 
 @app.command()

@@ -2,11 +2,13 @@
 disputes.dlq-replayed is read by any later replay, from any machine), final letters never, an
 original kept in the media store is sent from there, a replay that fails again is not sent again
 by the next ``--replay`` (only with ``--again``), and the filters pick by time, reason, stage and
-case.
+case. A final letter is sent only by ``--replay --final`` (after what made it fail has changed),
+once as well; the trial's stuck case (a focus answer cut off by thinking) is judged that way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from datetime import datetime, timedelta, timezone
 
@@ -29,7 +31,8 @@ from cyberjurors.streams.clients import (
 )
 from cyberjurors.streams.kafka import ensure_topics
 
-from .conftest import EXAMPLES, read_topic, running_app
+from .conftest import EXAMPLES, read_topic, running_app, worker_process
+from .messages_server import ScriptedServer, ThinkingModel, serving
 from .test_cli import cli
 
 T0 = datetime(2026, 11, 1, 12, tzinfo=timezone.utc)
@@ -165,3 +168,86 @@ async def test_the_command_holds_back_a_letter_whose_original_failed_after_a_rep
     sent = said(cli(settings, "dlq", "--replay", "--again"))
     assert "replayed 1; 1 replayed before;" in sent, sent
     assert len(await read_topic(settings, "disputes.events", until=3, timeout_s=5)) == 2
+
+
+async def test_the_command_sends_final_letters_only_with_final_and_each_once(settings):
+    await ensure_topics(settings)
+    await produce(settings, [letter(settings, "a", "llm_truncated", "focus", False, 0, b"original-a"),
+                             letter(settings, "b", "text_too_long", "ingest", False, 1, b"original-b")])
+    assert cli(settings, "dlq", "--final").returncode == 2  # it goes with --replay
+    left = said(cli(settings, "dlq", "--replay"))
+    assert "replayed 0; 0 replayed before; 2 would fail the same way (--final sends them" in left, left
+    picked = said(cli(settings, "dlq", "--replay", "--final", "--reason", "llm_truncated"))
+    assert "replayed 1; 0 replayed before; 0 would fail" in picked, picked
+    assert await read_topic(settings, "disputes.events", until=2, timeout_s=5) == [("a", b"original-a")]
+    assert "final, replayed" in said(cli(settings, "dlq", "--case", "a"))
+
+    second = said(cli(settings, "dlq", "--replay", "--final", "--reason", "llm_truncated"))
+    assert "replayed 0; 1 replayed before" in second, second
+    plain = said(cli(settings, "dlq", "--replay"))  # without --final the sent one stays replayed, b stays final
+    assert "replayed 0; 1 replayed before; 1 would fail the same way" in plain, plain
+
+    # a's replay failed the same way again: a new letter, same original, held back like any other
+    await produce(settings, [letter(settings, "a", "llm_truncated", "focus", False, 2, b"original-a")])
+    held = said(cli(settings, "dlq", "--replay", "--final", "--case", "a"))
+    assert "replayed 0; 1 replayed before; 1 failed again after a replay (--again sends them)" in held, held
+    sent = said(cli(settings, "dlq", "--replay", "--final", "--again", "--case", "a"))
+    assert "replayed 1; 1 replayed before" in sent, sent
+    assert len(await read_topic(settings, "disputes.events", until=3, timeout_s=5)) == 2
+
+
+async def logged(log, text: str, timeout_s: float = 60) -> str | None:
+    """The worker log's first line with ``text``, once it is there (None if it never comes)."""
+    async def line() -> str:
+        while True:
+            found = [x for x in (log.read_text() if log.exists() else "").splitlines() if text in x]
+            if found:
+                return found[0]
+            await asyncio.sleep(0.2)
+
+    try:
+        return await asyncio.wait_for(line(), timeout_s)
+    except asyncio.TimeoutError:
+        return None
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_a_case_cut_off_by_thinking_is_judged_after_the_budget_is_raised_and_a_final_replay(settings, tmp_path):
+    """The trial's stuck case: a model that thinks 8,000 tokens leaves focus no room for its answer
+    under the default thinking room, so the case is dead-lettered llm_truncated, final. The
+    operator raises the thinking budget and restarts the worker. The case submitted again is still
+    ignored, but at WARNING, naming the command; --replay leaves the final letter; --replay --final
+    sends it and the restarted worker judges the case; a second run sends nothing."""
+    (event,) = read_events([EXAMPLES / "cases" / "clot-001-shirt-torn-seam.json"])
+    log = tmp_path / "worker.log"
+    with serving(ScriptedServer(respond=ThinkingModel(thinking_tokens=8000))) as url:
+        cut = settings.model_copy(update={"llm_backend": "anthropic", "anthropic_api_key": "sk-ant-test",
+                                          "anthropic_base_url": url, "llm_max_retries": 0, "jurors": 3, "rounds": 1})
+        async with worker_process(cut, log):
+            await produce(cut, [event])
+            (dead,) = await read_topic(cut, "disputes.dlq", until=1, timeout_s=90)
+        first = DeadLetter.model_validate_json(dead[1])
+        assert (first.stage, first.reason, first.replayable) == ("focus", "llm_truncated", False), first
+        assert "thinking_budget" in first.detail
+
+        raised = cut.model_copy(update={"llm_thinking_budget": 10000})
+        async with worker_process(raised, log):
+            await produce(raised, [event])  # what the operator tried first: intake ignores it, and says so
+            warning = await logged(log, f"case {event.case_id} submitted again unchanged")
+            assert warning is not None and "[WARNING]" in warning and "already dead-lettered at focus" in warning
+            assert f"cyberjurors dlq --replay --final --case {event.case_id}" in warning, warning
+
+            left = said(cli(raised, "dlq", "--replay"))
+            assert "replayed 0; 0 replayed before; 1 would fail the same way" in left, left
+            assert await read_topic(raised, "disputes.verdicts", until=1, timeout_s=3) == []
+
+            sent = said(cli(raised, "dlq", "--replay", "--final", "--reason", "llm_truncated"))
+            assert "replayed 1;" in sent, sent
+            verdicts = await read_topic(raised, "disputes.verdicts", until=1, timeout_s=120)
+            assert [k for k, _ in verdicts] == [event.case_id], log.read_text()[-4000:]
+
+            again = said(cli(raised, "dlq", "--replay", "--final"))
+            assert "replayed 0; 1 replayed before" in again, again
+            assert len(await read_topic(raised, "disputes.ready", until=3, timeout_s=5)) == 2  # admitted, replayed
+            assert len(await read_topic(raised, "disputes.dlq", until=2, timeout_s=3)) == 1

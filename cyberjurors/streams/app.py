@@ -103,12 +103,13 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     in_flight = metrics.CasesInFlight()
     metrics.set_seller_share_reference(settings.drift_reference_seller_share)
     store = open_store(settings, clock)
-    letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes)
+    intake = table("intake")
+    letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes, intake)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(table("stage-results", value_type=bytes), table("stage-times"), settings.state_retention_s,
                            clock, max_bytes=settings.max_event_bytes, keep_for_appeal=settings.appeal_window_s > 0,
                            max_rounds=settings.rounds)
-    ingest = Ingest(settings, llm.backend, table("intake"), results, topic("disputes.ready"), letters, in_flight)
+    ingest = Ingest(settings, llm.backend, intake, results, topic("disputes.ready"), letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)
     verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, work.verdict,
                         escalations=topic("disputes.escalations"), letters=letters)

@@ -215,16 +215,17 @@ def replayed_originals(done: dict[str, bytes]) -> set[tuple[str, str]]:
     return out
 
 
-def replay_state(placed: Placed, done: dict[str, bytes], originals: set[tuple[str, str]]) -> str:
-    """How ``dlq`` shows a letter: final, replayed (this letter was sent), failed_again (a letter
-    written when a replay of the same original failed again; sent only with ``--again``), replayable."""
-    if not replayable(placed.letter):
-        return "final"
-    if placed.id in done:
+def replay_state(placed: Placed, done: dict[str, bytes], originals: set[tuple[str, str]], final: bool = False) -> str:
+    """How ``dlq`` shows a letter: replayed (this letter was sent), final (never sent, unless with
+    ``final``), failed_again (a letter written when a replay of the same original failed again; sent
+    only with ``--again``), replayable. With ``final``, a final letter is taken as a replayable one."""
+    if placed.id in done:  # a final letter too, once sent with --final
         return "replayed"
+    if not (final or replayable(placed.letter)):
+        return "final"
     if (placed.letter.topic, original_digest(placed.letter)) in originals:
         return "failed_again"
-    return "replayable"
+    return "replayable" if replayable(placed.letter) else "final"
 
 
 async def original(settings: Settings, letter: DeadLetter) -> bytes:
@@ -241,26 +242,37 @@ class Replay:
     failed: list[tuple[Placed, str]]
     failed_again: list[Placed] = field(default_factory=list)
     """Letters held back: their original was replayed before and failed again (``again`` sends them)."""
+    final: list[Placed] = field(default_factory=list)
+    """Final letters not sent: the same input would fail the same way (``final`` sends them)."""
 
 
-async def replay(settings: Settings, letters: list[Placed], again: bool = False) -> Replay:
+async def replay(settings: Settings, letters: list[Placed], again: bool = False, final: bool = False) -> Replay:
     """Send each replayable letter's original back to the topic it came from, with its key, once:
     each one sent is recorded in disputes.dlq-replayed (compacted, keyed by the letter's id, noting
     the original's sha256) right after, and letters found there are left alone. A replay that fails
     again writes a new letter with the same original: it is held back (``failed_again``), since
     sending it again from a timer would loop, unless ``again`` (after fixing the cause). A crash
     between the send and its record sends one again; the stages are idempotent and consumers
-    dedupe verdicts on verdict_id."""
+    dedupe verdicts on verdict_id.
+
+    A final letter is final under the settings and code that wrote it (a model's answer cut off by
+    its max_tokens, a case over a limit): ``final`` sends those too, on the same terms, once the
+    operator has changed what made them fail. Its original goes back where it was read, as a
+    replayable one's does: a stage's letter to that stage's input, so intake, which ignores a case
+    submitted again unchanged, is not in the way; an intake letter's case was never admitted."""
     done = await replayed(settings)
     originals = replayed_originals(done)
     result = Replay([], [], [])
     producer = producer_for(settings)
     await producer.start()
     try:
-        for placed in [p for p in letters if replayable(p.letter)]:
-            state = replay_state(placed, done, originals)
+        for placed in letters:
+            state = replay_state(placed, done, originals, final)
             if state == "replayed":
                 result.already.append(placed)
+                continue
+            if state == "final" and not final:
+                result.final.append(placed)
                 continue
             if state == "failed_again" and not again:
                 result.failed_again.append(placed)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import MutableMapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from .. import metrics, tracing
 from ..errors import CyberJurorsError, Reason, for_people, plain
 from ..media_store import MediaStore, StoreError
 from ..schemas import DeadLetter, now
+from . import expiry
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -78,12 +80,17 @@ def bug(err: BaseException) -> str:
 
 
 class DeadLetters:
+    """``intake``, when given, is the intake table: a case that leaves the jury as a dead letter is
+    noted on its admitted entry, so intake can say so when the same case is submitted again (it
+    ignores it: only a replay of the letter judges it again)."""
+
     def __init__(self, topic: Sender, in_flight: metrics.CasesInFlight, store: MediaStore | None = None,
-                 max_bytes: int = DEFAULT_MAX_BYTES):
+                 max_bytes: int = DEFAULT_MAX_BYTES, intake: MutableMapping[str, Any] | None = None):
         self.topic = topic
         self.in_flight = in_flight
         self.store = store
         self.max_bytes = max_bytes
+        self.intake = intake
 
     async def write(self, event: Any, stage: str, reason: str, detail: str, *, replayable: bool) -> None:
         with tracing.dead_letter(stage, reason, replayable):  # the letter's headers carry the case's trace
@@ -107,6 +114,16 @@ class DeadLetters:
         metrics.record_dead_letter(stage, reason)
         if stage not in ("ingest", "outcomes") and letter.key:  # a case that left the pipeline
             self.in_flight.discard(letter.key)
+            self._note_on_intake(letter, message.partition)
+
+    def _note_on_intake(self, letter: DeadLetter, partition: int | None) -> None:
+        if self.intake is None or not letter.key or letter.stage == "appeal":  # an appeal's case has its verdict
+            return
+        entry = self.intake.get(letter.key)
+        if not (isinstance(entry, dict) and entry.get("digest")):  # a case intake no longer keeps
+            return
+        noted = {"stage": letter.stage, "reason": letter.reason, "replayable": letter.replayable}
+        expiry.put(self.intake, letter.key, {**entry, "dead_letter": noted}, partition)
 
     async def _send_by_reference(self, letter: DeadLetter, original: bytes, key: bytes) -> None:
         try:

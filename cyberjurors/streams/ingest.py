@@ -220,7 +220,7 @@ class Ingest:
         digest = case.digest()
         state = self.state.get(case.case_id) or {}
         if digest in (state.get("digest"), self.admitting.get(case.case_id)):
-            log.info("case %s submitted again unchanged; ignored", case.case_id)
+            self.ignore_unchanged(case.case_id, state)
             return
         if state.get("digest") or case.case_id in self.admitting:
             raise intake.Rejected("case_already_submitted", f"case {case.case_id} was already submitted "
@@ -238,6 +238,20 @@ class Ingest:
         # appeal window like its verdict: a resubmission meanwhile is the same case, not a new one)
         hold = max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s)
         self.state[case.case_id] = expiry.stamp(self.clock() + hold, partition, digest=digest)
+
+    def ignore_unchanged(self, case_id: str, state: dict) -> None:
+        """A case submitted again unchanged is ignored (a producer's retry must not judge it twice).
+        One that left the jury as a dead letter would then vanish: said at WARNING, with the way
+        to have it judged again, which is the letter's replay."""
+        letter = state.get("dead_letter")
+        if letter is None or self.results.stored(case_id, "verdict") is not None:  # decided after a replay
+            log.info("case %s submitted again unchanged; ignored", case_id)
+            return
+        final = "" if letter.get("replayable") else " --final"
+        after = "" if letter.get("replayable") else ", once what made it fail has changed"
+        log.warning("case %s submitted again unchanged; ignored: it was already dead-lettered at %s (%s), and "
+                    "submitting it again does not judge it again; `cyberjurors dlq --replay%s --case %s` does%s",
+                    case_id, letter.get("stage"), letter.get("reason"), final, case_id, after)
 
     async def case_file(self, case: DisputeCase, problems: list[str], digest: str) -> bytes:
         """The case file's JSON with inline media moved to the media store, within max_case_bytes: the
