@@ -24,6 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
+@pytest.fixture
+def no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Provider settings from the developer's shell must not reach a test's settings (a real key or
+    URL would send its calls out, or change which backend ``auto`` picks)."""
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                "CYBERJURORS_SETTINGS_FILE"):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with embedded_broker(log=tmp_path_factory.mktemp("broker") / "tansu.log") as bootstrap:

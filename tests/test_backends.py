@@ -46,11 +46,7 @@ BALLOT = {
 FAST = {"retry-after-ms": "5"}  # the SDKs wait this long before retrying instead of their 0.5 s backoff
 
 
-@pytest.fixture(autouse=True)
-def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                "CYBERJURORS_SETTINGS_FILE"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 
 OPENED: list[AnthropicLLM | OpenAICompatibleLLM] = []

@@ -38,11 +38,7 @@ PRICES = PriceTable({**Settings().llm_prices,
 TOKEN_KINDS = ("input", "output", "thinking", "cache_read", "cache_write")
 
 
-@pytest.fixture(autouse=True)
-def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                "CYBERJURORS_SETTINGS_FILE"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 
 @pytest.fixture

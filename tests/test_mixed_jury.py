@@ -50,11 +50,7 @@ async def openai_server() -> AsyncIterator[ScriptedServer]:
     await s.stop()
 
 
-@pytest.fixture(autouse=True)
-def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                "CYBERJURORS_SETTINGS_FILE"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 
 def calls_metric(backend: str, model: str) -> float:

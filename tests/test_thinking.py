@@ -32,11 +32,7 @@ CASES = [DisputeCase.model_validate_json(p.read_text()) for p in sorted((EXAMPLE
 THINKING = 2000
 
 
-@pytest.fixture(autouse=True)
-def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                "CYBERJURORS_SETTINGS_FILE"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 
 @pytest.fixture
