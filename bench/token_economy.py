@@ -286,6 +286,7 @@ class RoleBill:
     kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     prefixes: list[int] = field(default_factory=list)
     cached: int = 0
+    output: int = 0
 
     @property
     def side(self) -> int:
@@ -305,6 +306,7 @@ def stage_bills(model: StrictModel) -> dict[str, RoleBill]:
         for kind in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
             r.kinds[kind] += bill.usage[kind]
         r.prefixes += bill.prefix_tokens
+        r.output += bill.usage["output_tokens"]
         r.cached += bool(bill.usage["cache_read_input_tokens"] or bill.usage["cache_creation_input_tokens"])
     return roles
 
@@ -379,6 +381,12 @@ def headline(configured: Run, naive: Run) -> None:
                   f"{billable(role_best) / billable(nav):.3f}x (one cache per answer schema and effort, as the API keeps "
                   "it): the floors for any layout of these calls; keeping the jury's information flow as well "
                   f"(below): [bold]{billable(flow_best) / billable(nav):.3f}x[/]")
+    jurors = stage_bills(configured.model)["juror"]
+    answers = Usage(output_tokens=jurors.output)
+    console.print(f"  the ballots alone ({jurors.calls / len(per_case):.1f} a case, {jurors.output / jurors.calls:.0f} "
+                  f"tokens each), every input-side token of theirs read from the cache: "
+                  f"{billable(answers.model_copy(update={'cache_read_tokens': jurors.side})) / billable(nav):.3f}x "
+                  f"(their answers {billable(answers) / billable(nav):.3f}x)")
     console.print(f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
                   f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85")
     for name, usage, top, novelty in (

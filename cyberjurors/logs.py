@@ -165,12 +165,19 @@ def adopt(root: logging.Logger, settings: Settings) -> None:
             handler.setFormatter(JsonLines())
 
 
+def our_handler(settings: Settings, stream: IO[str] | None, text: str) -> logging.Handler:
+    """A handler to ``stream`` (stderr) with our filters, in JSON or in the ``text`` format."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonLines() if settings.log_format == "json" else logging.Formatter(text))
+    for f in filters(settings):
+        handler.addFilter(f)
+    return handler
+
+
 def configure(settings: Settings, level: int | str = logging.INFO, stream: IO[str] | None = None) -> None:
     """One handler on the root logger, to ``stream`` (stderr); warnings and uncaught exceptions
     logged through it, so with JSON on nothing the process reports is left as plain text."""
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonLines() if settings.log_format == "json" else
-                         logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s"))
+    handler = our_handler(settings, stream, "[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level if isinstance(level, int) else level.upper())
@@ -189,11 +196,7 @@ def shown(settings: Settings, name: str, level: int = logging.INFO, stream: IO[s
         yield
         return
     logger = logging.getLogger(name)
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonLines() if settings.log_format == "json" else
-                         logging.Formatter("[%(asctime)s] [%(levelname)s] %(message)s"))
-    for f in filters(settings):
-        handler.addFilter(f)
+    handler = our_handler(settings, stream, "[%(asctime)s] [%(levelname)s] %(message)s")
     previous = logger.level
     logger.addHandler(handler)
     logger.setLevel(level)

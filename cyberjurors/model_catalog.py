@@ -116,8 +116,8 @@ def find(table: Mapping[str, V], model: str) -> V | None:
     """The entry for ``model``: its exact name, else the key it is a dated snapshot of."""
     if model in table:
         return table[model]
-    snapshots = [key for key in table if model.startswith(key) and SNAPSHOT.fullmatch(model[len(key):])]
-    return table[max(snapshots, key=len)] if snapshots else None
+    return next((entry for key, entry in table.items()
+                 if model.startswith(key) and SNAPSHOT.fullmatch(model[len(key):])), None)
 
 
 def facts(model: str) -> ModelFacts | None:

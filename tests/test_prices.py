@@ -45,7 +45,7 @@ def test_sonnet_5_5_as_its_page_lists_it() -> None:
     p = MODELS["claude-sonnet-5-5"].prices
     assert (p.input, p.output, p.cache_write, p.write_1h, p.cache_read) == (2.0, 10.0, 2.5, 4.0, 0.2)
     assert facts("claude-sonnet-5-5-20260928") is MODELS["claude-sonnet-5-5"]
-    assert facts("claude-sonnet-5-20260630") is MODELS["claude-sonnet-5"]  # the longest name wins
+    assert facts("claude-sonnet-5-20260630") is MODELS["claude-sonnet-5"]  # a snapshot of Sonnet 5, not of 5.5
 
 
 def test_the_cost_of_a_known_usage_by_hand() -> None:

@@ -225,7 +225,7 @@ def replay_state(placed: Placed, done: dict[str, bytes], originals: set[tuple[st
         return "final"
     if (placed.letter.topic, original_digest(placed.letter)) in originals:
         return "failed_again"
-    return "replayable" if replayable(placed.letter) else "final"
+    return "replayable"
 
 
 async def original(settings: Settings, letter: DeadLetter) -> bytes:
@@ -271,7 +271,7 @@ async def replay(settings: Settings, letters: list[Placed], again: bool = False,
             if state == "replayed":
                 result.already.append(placed)
                 continue
-            if state == "final" and not final:
+            if state == "final":
                 result.final.append(placed)
                 continue
             if state == "failed_again" and not again:
