@@ -28,8 +28,9 @@ async def hop_latencies(bootstrap: str, wait_ms: int, samples: int) -> list[floa
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, acks="all")
     await producer.start()
     await producer.send_and_wait(topic, b"create")
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=wait_ms,
-                                auto_offset_reset="latest")
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=wait_ms, auto_offset_reset="latest"
+    )
     await consumer.start()
     await asyncio.sleep(1.0)
     took = []
@@ -55,8 +56,12 @@ def main(samples: int = 20) -> None:
     base = statistics.median(results[50])
     for wait, took in results.items():
         p95 = statistics.quantiles(took, n=20)[-1]
-        table.add_row(str(wait), f"{statistics.median(took) * 1000:.0f}", f"{p95 * 1000:.0f}",
-                      f"{statistics.median(took) / base:.1f}x")
+        table.add_row(
+            str(wait),
+            f"{statistics.median(took) * 1000:.0f}",
+            f"{p95 * 1000:.0f}",
+            f"{statistics.median(took) / base:.1f}x",
+        )
     Console().print(table)
 
 

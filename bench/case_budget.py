@@ -19,7 +19,6 @@ import asyncio
 import statistics
 
 import typer
-from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
 
 from cyberjurors.backends.offline import OfflineLLM
@@ -28,6 +27,7 @@ from cyberjurors.jury.stages import judge
 from cyberjurors.llm import GuardedLLM
 from cyberjurors.metrics import PriceTable
 from cyberjurors.schemas import DisputeCase, Verdict
+from harness import EXAMPLES, example_cases, make_console
 
 console = make_console(160)
 PRICES = PriceTable(DEFAULT_LLM_PRICES)
@@ -44,11 +44,14 @@ def outsized(rounds: int) -> DisputeCase:
     case["case_id"], case["rounds"] = f"outsized-{rounds}", []
     for n in range(rounds):
         party = ("buyer", "seller")[n % 2]
-        text = (f"Message {n}: the kettle arrived with a crack in its base, I insist it was broken in the box."
-                if party == "buyer" else
-                f"Message {n}: it left our warehouse intact and tested, the courier's record shows it signed for.")
-        case["rounds"].append({"party": party, "round": n // 2 + 1,
-                               "items": [{"id": f"{party[0]}m{n}", "kind": "text", "text": text}]})
+        text = (
+            f"Message {n}: the kettle arrived with a crack in its base, I insist it was broken in the box."
+            if party == "buyer"
+            else f"Message {n}: it left our warehouse intact and tested, the courier's record shows it signed for."
+        )
+        case["rounds"].append(
+            {"party": party, "round": n // 2 + 1, "items": [{"id": f"{party[0]}m{n}", "kind": "text", "text": text}]}
+        )
     return DisputeCase.model_validate(case)
 
 
@@ -66,22 +69,42 @@ def main(heavy_rounds: int = typer.Option(500, help="rounds of evidence in the o
         f"{DEFAULT_BUDGET:,}, early stop": base,
         f"{DEFAULT_BUDGET:,}, all T rounds": base.model_copy(update={"early_stopping": False}),
     }
-    console.print(f"{len(samples)} sample cases and one of {heavy_rounds} rounds of evidence; N = {base.jurors}, "
-                  f"T = {base.rounds}; offline backend (token counts are estimates), USD at claude-sonnet-5-5's "
-                  f"default price")
+    console.print(
+        f"{len(samples)} sample cases and one of {heavy_rounds} rounds of evidence; N = {base.jurors}, "
+        f"T = {base.rounds}; offline backend (token counts are estimates), USD at claude-sonnet-5-5's "
+        f"default price"
+    )
     table = Table(title="Tokens per case against the per-case budget")
-    for column in ("budget, deliberation", "samples: median tokens", "max", "max USD", "budget stops",
-                   "outsized: tokens", "USD", "rounds", "budget reached", "x sample median"):
+    for column in (
+        "budget, deliberation",
+        "samples: median tokens",
+        "max",
+        "max USD",
+        "budget stops",
+        "outsized: tokens",
+        "USD",
+        "rounds",
+        "budget reached",
+        "x sample median",
+    ):
         table.add_column(column, justify="left" if column.startswith("budget,") else "right")
     for name, settings in runs.items():
         verdicts = asyncio.run(judge_all([*samples, heavy], settings))
         normal, big = verdicts[:-1], verdicts[-1]
         tokens = [v.tokens.total_tokens for v in normal]
         median = statistics.median(tokens)
-        table.add_row(name, f"{median:,.0f}", f"{max(tokens):,}", f"{max(usd(v) for v in normal):.3f}",
-                      f"{sum(v.budget_reached for v in normal)} of {len(normal)}", f"{big.tokens.total_tokens:,}",
-                      f"{usd(big):.3f}", f"{big.rounds_used}", "yes" if big.budget_reached else "no",
-                      f"{big.tokens.total_tokens / median:.1f}x")
+        table.add_row(
+            name,
+            f"{median:,.0f}",
+            f"{max(tokens):,}",
+            f"{max(usd(v) for v in normal):.3f}",
+            f"{sum(v.budget_reached for v in normal)} of {len(normal)}",
+            f"{big.tokens.total_tokens:,}",
+            f"{usd(big):.3f}",
+            f"{big.rounds_used}",
+            "yes" if big.budget_reached else "no",
+            f"{big.tokens.total_tokens / median:.1f}x",
+        )
     console.print(table)
 
 

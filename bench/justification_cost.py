@@ -23,9 +23,7 @@ import asyncio
 import statistics
 
 import typer
-from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
-from token_economy import billable, usd
 
 from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
@@ -33,6 +31,8 @@ from cyberjurors.jury.model_inputs import VerifyTask
 from cyberjurors.jury.stages import judge
 from cyberjurors.llm import GuardedLLM, LLMRequest, LLMResult, T
 from cyberjurors.schemas import DisputeCase, Usage, Verdict, VerificationDraft
+from harness import EXAMPLES, example_cases, make_console
+from token_economy import billable, usd
 
 console = make_console(160)
 
@@ -44,8 +44,9 @@ class Rejecting(OfflineLLM):
         result = await super().generate(request, output_type)
         if isinstance(request.task, VerifyTask):
             first = request.task.justification.split(". ")[0]
-            result.output = VerificationDraft(decision="reject", feedback="rejected for the benchmark",
-                                              untraceable_claims=[first])  # type: ignore[assignment]
+            result.output = VerificationDraft(
+                decision="reject", feedback="rejected for the benchmark", untraceable_claims=[first]
+            )  # type: ignore[assignment]
         return result
 
 
@@ -55,8 +56,9 @@ async def judge_all(cases: list[DisputeCase], settings: Settings, backend: Offli
 
 
 def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)")) -> None:
-    base = Settings(llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0,
-                    case_token_budget=0)
+    base = Settings(
+        llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0, case_token_budget=0
+    )
     chosen = example_cases(cases)
     runs = {
         "summary (paper)": (base, OfflineLLM()),
@@ -64,26 +66,51 @@ def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)
         f"+verifier, {base.verifier_max_turns} rejects": (base.model_copy(update={"verifier": True}), Rejecting()),
         "JURIS (+verifier)": (base.model_copy(update={"justification": "juris"}), OfflineLLM()),
     }
-    console.print(f"{len(chosen)} example cases, N = {base.jurors}, T = {base.rounds}; offline backend (a labelled "
-                  "stand-in: token counts are estimates)")
+    console.print(
+        f"{len(chosen)} example cases, N = {base.jurors}, T = {base.rounds}; offline backend (a labelled "
+        "stand-in: token counts are estimates)"
+    )
     results = {name: asyncio.run(judge_all(chosen, s, backend)) for name, (s, backend) in runs.items()}
     reference = results["summary (paper)"]
     table = Table(title="Per case (mean); added = over the summary justification")
-    for column in ("justification", "calls", "calls added", "total tokens", "billable", "USD", "added USD",
-                   "added (median ratio)", "verification"):
+    for column in (
+        "justification",
+        "calls",
+        "calls added",
+        "total tokens",
+        "billable",
+        "USD",
+        "added USD",
+        "added (median ratio)",
+        "verification",
+    ):
         table.add_column(column, justify="left" if column in ("justification", "verification") else "right")
     for name, verdicts in results.items():
         n = len(verdicts)
         total, ref = sum((v.tokens for v in verdicts), Usage()), sum((v.tokens for v in reference), Usage())
-        ratios = [billable(v.tokens) / billable(r.tokens) for v, r in zip(verdicts, reference)]
+        ratios = [billable(v.tokens) / billable(r.tokens) for v, r in zip(verdicts, reference, strict=False)]
         checked = [v.verification for v in verdicts if v.verification]
-        said = (f"{sum(c.status == 'passed' for c in checked)} passed, {sum(c.status == 'failed' for c in checked)} "
-                f"failed, {statistics.mean(c.turns for c in checked):.1f} turns") if checked else "-"
-        table.add_row(name, f"{total.calls / n:.1f}", f"{(total.calls - ref.calls) / n:.1f}",
-                      f"{total.total_tokens / n:,.0f}", f"{billable(total) / n:,.0f}", f"{usd(total) / n:.4f}",
-                      f"{(usd(total) - usd(ref)) / n:.4f}", f"{statistics.median(ratios):.3f}x", said)
+        said = (
+            (
+                f"{sum(c.status == 'passed' for c in checked)} passed, {sum(c.status == 'failed' for c in checked)} "
+                f"failed, {statistics.mean(c.turns for c in checked):.1f} turns"
+            )
+            if checked
+            else "-"
+        )
+        table.add_row(
+            name,
+            f"{total.calls / n:.1f}",
+            f"{(total.calls - ref.calls) / n:.1f}",
+            f"{total.total_tokens / n:,.0f}",
+            f"{billable(total) / n:,.0f}",
+            f"{usd(total) / n:.4f}",
+            f"{(usd(total) - usd(ref)) / n:.4f}",
+            f"{statistics.median(ratios):.3f}x",
+            said,
+        )
     console.print(table)
-    same = all(v.votes == r.votes for name in results for v, r in zip(results[name], reference))
+    same = all(v.votes == r.votes for name in results for v, r in zip(results[name], reference, strict=False))
     console.print(f"same votes in every configuration: {same} (the justification is made after the vote)")
 
 

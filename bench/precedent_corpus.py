@@ -23,12 +23,17 @@ class Precomputed:
             return np.zeros((0, self.dims), np.float32)
         missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
         if missing:
-            self.vectors.update(zip(missing, self.model.encode(missing)))
+            self.vectors.update(zip(missing, self.model.encode(missing), strict=True))
         return np.stack([self.vectors[t] for t in texts])
 
 
-def embed_documents(model, docs: list[Document], wanted: list[int], real: int,  # type: ignore[no-untyped-def]
-                    console: Console) -> tuple[dict[str, np.ndarray], dict[int, float]]:
+def embed_documents(
+    model,
+    docs: list[Document],
+    wanted: list[int],
+    real: int,  # type: ignore[no-untyped-def]
+    console: Console,
+) -> tuple[dict[str, np.ndarray], dict[int, float]]:
     """Vectors for every document text: the real model's for the first ``real`` documents (with the
     embedding rate at each size up to there), those reused with noise beyond."""
     n_real = min(real, wanted[-1])
@@ -40,7 +45,7 @@ def embed_documents(model, docs: list[Document], wanted: list[int], real: int,  
         batch = [t for t in dict.fromkeys(d.text for d in docs[:size]) if t not in vectors]
         started = time.perf_counter()
         for i in range(0, len(batch), 512):
-            vectors.update(zip(batch[i:i + 512], model.encode(batch[i:i + 512])))
+            vectors.update(zip(batch[i : i + 512], model.encode(batch[i : i + 512]), strict=True))
         spent += time.perf_counter() - started
         done += len(batch)
         embed_rates[size] = done / spent
@@ -54,6 +59,8 @@ def embed_documents(model, docs: list[Document], wanted: list[int], real: int,  
             vectors[doc.text] = (v / np.linalg.norm(v)).astype(np.float32)
             synthetic += 1
     if synthetic:
-        console.print(f"[yellow]{synthetic} documents beyond the first {n_real} reuse real vectors plus noise "
-                      "(not embedded by the model)[/yellow]")
+        console.print(
+            f"[yellow]{synthetic} documents beyond the first {n_real} reuse real vectors plus noise "
+            "(not embedded by the model)[/yellow]"
+        )
     return vectors, embed_rates

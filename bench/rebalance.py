@@ -20,6 +20,7 @@ Run: .venv/bin/python bench/rebalance.py [--cases 300] [--rate 45] [--latency 0.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import statistics
 import tempfile
@@ -31,14 +32,27 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from harness import (EXAMPLES, BenchError, LagProbe, Workers, balanced_copies, broker, interrupt_on_sigterm,
-                     machine, make_console, paced, run_cases, settled_group, table)
 
 from cyberjurors.config import Settings
 from cyberjurors.schemas import DisputeCase, Verdict
 from cyberjurors.streams.app import PIPELINE
 from cyberjurors.streams.clients import Outcome, Outcomes, records
 from cyberjurors.streams.kafka import ensure_topics
+from harness import (
+    EXAMPLES,
+    BenchError,
+    LagProbe,
+    Workers,
+    balanced_copies,
+    broker,
+    interrupt_on_sigterm,
+    machine,
+    make_console,
+    paced,
+    run_cases,
+    settled_group,
+    table,
+)
 
 console = make_console(180)
 
@@ -87,8 +101,9 @@ async def sample_lag(probe: LagProbe, run: Run) -> None:
         await asyncio.sleep(1.0)
 
 
-async def scenario(settings: Settings, workers: Workers, cases: list[DisputeCase], rate: float,
-                   timeout_s: float) -> tuple[Run, dict[str, list[str]]]:
+async def scenario(
+    settings: Settings, workers: Workers, cases: list[DisputeCase], rate: float, timeout_s: float
+) -> tuple[Run, dict[str, list[str]]]:
     for i in (0, 1):
         workers.processes[i].start()
     await settled_group(settings, workers, 180, members={0, 1})
@@ -97,8 +112,14 @@ async def scenario(settings: Settings, workers: Workers, cases: list[DisputeCase
     run, steps = Run(), []
     async with LagProbe(settings, PIPELINE) as probe, Outcomes(settings, from_beginning=False) as outcomes:
         sampler = asyncio.create_task(sample_lag(probe, run))
-        waiting = asyncio.create_task(outcomes.wait([c.case_id for c in cases], timeout_s=timeout_s,
-                                                    on_outcome=run.arrived, on_poll=lambda: workers.check(run.running)))
+        waiting = asyncio.create_task(
+            outcomes.wait(
+                [c.case_id for c in cases],
+                timeout_s=timeout_s,
+                on_outcome=run.arrived,
+                on_poll=lambda: workers.check(run.running),
+            )
+        )
         changes = {cases[len(cases) // 3].case_id: "2 -> 3", cases[2 * len(cases) // 3].case_id: "3 -> 2"}
         async for case in paced(settings, cases, rate):
             run.produced[case.case_id] = time.perf_counter()
@@ -126,27 +147,47 @@ def report(run: Run, verdict_ids: dict[str, list[str]], cases: list[DisputeCase]
     ids = [c.case_id for c in cases]
     lost = [c for c in ids if c not in run.judged and c not in run.letters]
     repeated = {c: v for c, v in verdict_ids.items() if c in run.produced and len(v) > 1}
-    console.print(f"cases {len(ids)}: judged {len(run.judged)}, dead-lettered {len(run.letters)} "
-                  f"{sorted(set(run.letters.values()))}, [bold]lost {len(lost)}[/] {lost[:5]}")
+    console.print(
+        f"cases {len(ids)}: judged {len(run.judged)}, dead-lettered {len(run.letters)} "
+        f"{sorted(set(run.letters.values()))}, [bold]lost {len(lost)}[/] {lost[:5]}"
+    )
     same_id = all(len(set(v)) == 1 for v in repeated.values())
-    console.print(f"duplicate verdicts: {sum(len(v) - 1 for v in repeated.values())} extra, on {len(repeated)} "
-                  f"cases; every duplicate with its case's verdict_id: {same_id}")
-    changes = table("changes", ["change", "group Stable after s", "worker exit", "peak lag",
-                                "lag back within pre-change range (≤ p90) after s"], left=("change",))
+    console.print(
+        f"duplicate verdicts: {sum(len(v) - 1 for v in repeated.values())} extra, on {len(repeated)} "
+        f"cases; every duplicate with its case's verdict_id: {same_id}"
+    )
+    changes = table(
+        "changes",
+        [
+            "change",
+            "group Stable after s",
+            "worker exit",
+            "peak lag",
+            "lag back within pre-change range (≤ p90) after s",
+        ],
+        left=("change",),
+    )
     for step in run.changes:
         peak, back, ceiling = drain(run, step)
         exit_code = "-" if step.exit_code is None else str(step.exit_code)
-        changes.add_row(step.name, f"{step.settled - step.at:.1f}", exit_code, str(peak),
-                        f"{back:.1f} (≤ {ceiling:.0f})")
+        changes.add_row(
+            step.name, f"{step.settled - step.at:.1f}", exit_code, str(peak), f"{back:.1f} (≤ {ceiling:.0f})"
+        )
     console.print(changes)
     bounds = [min(run.produced.values()), *(s.at for s in run.changes), max(run.judged.values(), default=0)]
     phases = table("phases", ["phase", "workers", "s", "verdicts", "cases/min", "latency p50 / p95 s"], left=("phase",))
-    for n, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+    for n, (lo, hi) in enumerate(itertools.pairwise(bounds)):
         done = [t for t in run.judged.values() if lo <= t < hi or (n == 2 and t == hi)]
         waits = sorted(run.judged[c] - t for c, t in run.produced.items() if lo <= t < hi and c in run.judged)
         q = statistics.quantiles(waits, n=20) if len(waits) > 1 else [float("nan")] * 19
-        phases.add_row(f"{n + 1}", "2 3 2".split()[n], f"{hi - lo:.0f}", str(len(done)),
-                       f"{len(done) / (hi - lo) * 60:.1f}", f"{statistics.median(waits):.1f} / {q[18]:.1f}")
+        phases.add_row(
+            f"{n + 1}",
+            ["2", "3", "2"][n],
+            f"{hi - lo:.0f}",
+            str(len(done)),
+            f"{len(done) / (hi - lo) * 60:.1f}",
+            f"{statistics.median(waits):.1f} / {q[18]:.1f}",
+        )
     console.print(phases)
 
 
@@ -163,14 +204,29 @@ def main(
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KAFKA_BOOTSTRAP_SERVERS"):
         os.environ.pop(var, None)
     work, run_id = Path(tempfile.mkdtemp(prefix="cj-rebalance-")), uuid.uuid4().hex[:6]
-    settings = Settings(llm_backend="offline", offline_latency_s=latency, llm_concurrency=llm_concurrency,
-                        stage_concurrency=stage_concurrency, precedent_backend="none", metrics_port=0, probe_port=0,
-                        media_root=EXAMPLES, session_timeout_s=6, heartbeat_interval_s=0.5, commit_interval_s=0.2,
-                        partitions=partitions, app_id=f"rb-{run_id}", topic_prefix=f"rb-{run_id}.",
-                        datadir=work / "faust", precedent_dir=work / "precedents")
+    settings = Settings(
+        llm_backend="offline",
+        offline_latency_s=latency,
+        llm_concurrency=llm_concurrency,
+        stage_concurrency=stage_concurrency,
+        precedent_backend="none",
+        metrics_port=0,
+        probe_port=0,
+        media_root=EXAMPLES,
+        session_timeout_s=6,
+        heartbeat_interval_s=0.5,
+        commit_interval_s=0.2,
+        partitions=partitions,
+        app_id=f"rb-{run_id}",
+        topic_prefix=f"rb-{run_id}.",
+        datadir=work / "faust",
+        precedent_dir=work / "precedents",
+    )
     chosen = balanced_copies(cases, [partitions], "rb")
-    console.print(f"{machine()}; {cases} cases at {rate}/min, L = {latency}s, {partitions} partitions, "
-                  f"llm_concurrency {llm_concurrency}, stage_concurrency {stage_concurrency}; logs in {work}")
+    console.print(
+        f"{machine()}; {cases} cases at {rate}/min, L = {latency}s, {partitions} partitions, "
+        f"llm_concurrency {llm_concurrency}, stage_concurrency {stage_concurrency}; logs in {work}"
+    )
     try:
         with broker(work) as (bootstrap, _):
             settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
@@ -182,10 +238,10 @@ def main(
                 workers.__exit__()
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: workers stopped[/]")
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     except BenchError as err:
         console.print(f"[red]bench failed:[/] {err}\nlogs in {work}")
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     report(run, verdict_ids, chosen)
 
 

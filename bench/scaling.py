@@ -17,7 +17,6 @@ import statistics
 import time
 
 import typer
-from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
 
 from cyberjurors.backends.offline import OfflineLLM
@@ -25,6 +24,7 @@ from cyberjurors.config import Settings
 from cyberjurors.jury.stages import judge
 from cyberjurors.llm import GuardedLLM
 from cyberjurors.schemas import DisputeCase, Usage
+from harness import EXAMPLES, example_cases, make_console
 
 console = make_console(160)
 JURORS = (5, 9, 17, 33)
@@ -45,37 +45,74 @@ async def run(cases: list[DisputeCase], settings: Settings, latency: float, conc
     verdicts = [v for _, v in results]
     total = sum((v.tokens for v in verdicts), Usage())
     n = len(verdicts)
-    return {"calls": total.calls / n, "tokens": total.total_tokens / n, "rounds": statistics.mean(
-        v.rounds_used for v in verdicts), "latency": statistics.median(t for t, _ in results), "wall": wall}
+    return {
+        "calls": total.calls / n,
+        "tokens": total.total_tokens / n,
+        "rounds": statistics.mean(v.rounds_used for v in verdicts),
+        "latency": statistics.median(t for t, _ in results),
+        "wall": wall,
+    }
 
 
-def main(latency: float = typer.Option(0.2, help="simulated seconds per LLM call"),
-         cases: int = typer.Option(6, help="example cases per configuration"),
-         concurrency: int = typer.Option(64, help="LLM calls in flight (the worker's llm_concurrency)")) -> None:
+def main(
+    latency: float = typer.Option(0.2, help="simulated seconds per LLM call"),
+    cases: int = typer.Option(6, help="example cases per configuration"),
+    concurrency: int = typer.Option(64, help="LLM calls in flight (the worker's llm_concurrency)"),
+) -> None:
     chosen = example_cases(cases)
-    console.print(f"{len(chosen)} example cases per configuration, L = {latency}s per call, {concurrency} calls in "
-                  "flight; offline backend (a labelled stand-in); precedents off")
+    console.print(
+        f"{len(chosen)} example cases per configuration, L = {latency}s per call, {concurrency} calls in "
+        "flight; offline backend (a labelled stand-in); precedents off"
+    )
     table = Table(title="Cost per case by jury size N and rounds T: early stop on (delta 0.8) | off")
-    for column in ("N", "T", "calls", "calls (off)", "tokens", "tokens (off)", "rounds used", "latency s",
-                   "latency s (off)", "saved by early stop"):
+    for column in (
+        "N",
+        "T",
+        "calls",
+        "calls (off)",
+        "tokens",
+        "tokens (off)",
+        "rounds used",
+        "latency s",
+        "latency s (off)",
+        "saved by early stop",
+    ):
         table.add_column(column, justify="right")
     # no per-case budget: large N x T is what is measured, not what the default would stop
-    base = Settings(llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0,
-                    case_token_budget=0)
+    base = Settings(
+        llm_backend="offline", precedent_backend="none", media_root=EXAMPLES, metrics_port=0, case_token_budget=0
+    )
     rows = {}
     for n in JURORS:
         for t in ROUNDS:
             on = asyncio.run(run(chosen, base.model_copy(update={"jurors": n, "rounds": t}), latency, concurrency))
-            off = asyncio.run(run(chosen, base.model_copy(update={"jurors": n, "rounds": t, "early_stopping": False}),
-                                  latency, concurrency))
+            off = asyncio.run(
+                run(
+                    chosen,
+                    base.model_copy(update={"jurors": n, "rounds": t, "early_stopping": False}),
+                    latency,
+                    concurrency,
+                )
+            )
             rows[n, t] = on
-            table.add_row(str(n), str(t), f"{on['calls']:.1f}", f"{off['calls']:.1f}", f"{on['tokens']:,.0f}",
-                          f"{off['tokens']:,.0f}", f"{on['rounds']:.2f}", f"{on['latency']:.2f}",
-                          f"{off['latency']:.2f}", f"{1 - on['tokens'] / off['tokens']:.0%} tokens")
+            table.add_row(
+                str(n),
+                str(t),
+                f"{on['calls']:.1f}",
+                f"{off['calls']:.1f}",
+                f"{on['tokens']:,.0f}",
+                f"{off['tokens']:,.0f}",
+                f"{on['rounds']:.2f}",
+                f"{on['latency']:.2f}",
+                f"{off['latency']:.2f}",
+                f"{1 - on['tokens'] / off['tokens']:.0%} tokens",
+            )
     console.print(table)
     ref = rows[17, 3]
-    console.print("relative to the paper's N = 17, T = 3 (early stop on): " + ", ".join(
-        f"N={n} T={t}: {rows[n, t]['tokens'] / ref['tokens']:.2f}x tokens" for n, t in rows if t == 3))
+    console.print(
+        "relative to the paper's N = 17, T = 3 (early stop on): "
+        + ", ".join(f"N={n} T={t}: {rows[n, t]['tokens'] / ref['tokens']:.2f}x tokens" for n, t in rows if t == 3)
+    )
 
 
 if __name__ == "__main__":

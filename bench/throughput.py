@@ -40,6 +40,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from cyberjurors.config import Settings
+from cyberjurors.schemas import DisputeCase
+from cyberjurors.streams.kafka import ensure_topics
 from harness import (
     EXAMPLES,
     BenchError,
@@ -55,18 +60,14 @@ from harness import (
     run_cases,
     settled_group,
 )
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from throughput_report import RunResult, print_settings, report
-
-from cyberjurors.config import Settings
-from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.kafka import ensure_topics
 
 console = make_console(220)
 
 
-def assignment(settings: Settings, workers: Workers, members: dict[str, set[int] | None],
-               warm: list[DisputeCase]) -> dict[int, set[int]]:
+def assignment(
+    settings: Settings, workers: Workers, members: dict[str, set[int] | None], warm: list[DisputeCase]
+) -> dict[int, set[int]]:
     """Worker -> disputes.events partitions: as the admin API reports them, else as the warm-up showed."""
     k, ids = settings.partitions, {c.case_id for c in warm}
     held = {i: members[f"{settings.app_id}-w{i}"] for i in range(k)}
@@ -77,11 +78,22 @@ def assignment(settings: Settings, workers: Workers, members: dict[str, set[int]
     return held
 
 
-def one_run(base: Settings, work: Path, k: int, rep: int, cases: list[DisputeCase], warm: list[DisputeCase],
-            timeout_s: float, progress: Progress, task: TaskID, broker_pid: int) -> RunResult:
+def one_run(
+    base: Settings,
+    work: Path,
+    k: int,
+    rep: int,
+    cases: list[DisputeCase],
+    warm: list[DisputeCase],
+    timeout_s: float,
+    progress: Progress,
+    task: TaskID,
+    broker_pid: int,
+) -> RunResult:
     run = f"k{k}-r{rep}-{uuid.uuid4().hex[:6]}"
-    settings = base.model_copy(update={"partitions": k, "app_id": f"tp-{run}", "topic_prefix": f"tp-{run}.",
-                                       "datadir": work / run / "faust"})
+    settings = base.model_copy(
+        update={"partitions": k, "app_id": f"tp-{run}", "topic_prefix": f"tp-{run}.", "datadir": work / run / "faust"}
+    )
     asyncio.run(ensure_topics(settings))
     say = lambda text: progress.update(task, description=f"k={k} rep {rep + 1}: {text}")  # noqa: E731
     say(f"starting {k} worker(s)")
@@ -99,14 +111,18 @@ def one_run(base: Settings, work: Path, k: int, rep: int, cases: list[DisputeCas
         held = assignment(settings, workers, group.members, warm[:k])
         say(f"{len(cases)} cases in flight")
         cpu_before = [cpu_seconds(pid) for pid in [*workers.pids, broker_pid]]
-        burst = asyncio.run(run_cases(settings, cases, timeout_s, on_poll=watch,
-                                      on_verdict=lambda n: progress.update(task, completed=n)))
-        cpu = [cpu_seconds(pid) - b for pid, b in zip([*workers.pids, broker_pid], cpu_before)]
+        burst = asyncio.run(
+            run_cases(
+                settings, cases, timeout_s, on_poll=watch, on_verdict=lambda n: progress.update(task, completed=n)
+            )
+        )
+        cpu = [cpu_seconds(pid) - b for pid, b in zip([*workers.pids, broker_pid], cpu_before, strict=False)]
         rss = [peak_rss_mb(pid) for pid in workers.pids]
         say("stopping workers")
     calls = [workers.calls(i, set(burst.outcomes)) for i in range(k)]
-    return RunResult.of(settings, rep, burst, held, calls, cpu, rss, ready_s,
-                        warm_burst.last - warm_burst.started, watch.disturbed)
+    return RunResult.of(
+        settings, rep, burst, held, calls, cpu, rss, ready_s, warm_burst.last - warm_burst.started, watch.disturbed
+    )
 
 
 def main(
@@ -121,38 +137,59 @@ def main(
 ) -> None:
     k_list, cases, repeat = options(quick, ks, cases, repeat)
     work = Path(tempfile.mkdtemp(prefix="cj-throughput-"))
-    settings = Settings(llm_backend="offline", offline_latency_s=latency, llm_concurrency=llm_concurrency,
-                        stage_concurrency=stage_concurrency, precedent_backend="none", metrics_port=0, probe_port=0,
-                        media_root=EXAMPLES, session_timeout_s=6, heartbeat_interval_s=0.5, commit_interval_s=0.2,
-                        datadir=work / "faust", precedent_dir=work / "precedents")
+    settings = Settings(
+        llm_backend="offline",
+        offline_latency_s=latency,
+        llm_concurrency=llm_concurrency,
+        stage_concurrency=stage_concurrency,
+        precedent_backend="none",
+        metrics_port=0,
+        probe_port=0,
+        media_root=EXAMPLES,
+        session_timeout_s=6,
+        heartbeat_interval_s=0.5,
+        commit_interval_s=0.2,
+        datadir=work / "faust",
+        precedent_dir=work / "precedents",
+    )
     measured, warm = balanced_copies(cases, k_list, "tp"), balanced_copies(max(k_list), k_list, "warm")
     print_settings(console, settings, k_list, cases, repeat, timeout)
     console.print(f"work folder (broker, worker and model-call logs): {work}")
     results: list[RunResult] = []
     began = time.perf_counter()
     try:
-        with broker(work) as (bootstrap, broker_pid), Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=console) as progress:
+        with (
+            broker(work) as (bootstrap, broker_pid),
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            ) as progress,
+        ):
             settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
             overall, current = progress.add_task("runs", total=len(k_list) * repeat), progress.add_task("", total=cases)
             for rep in range(repeat):
                 for k in k_list:
-                    results.append(one_run(settings, work, k, rep, measured, warm, timeout, progress, current,
-                                           broker_pid))
+                    results.append(
+                        one_run(settings, work, k, rep, measured, warm, timeout, progress, current, broker_pid)
+                    )
                     progress.console.print(results[-1].line())
                     progress.advance(overall)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: workers stopped[/]")
         if results:
             report(console, results, k_list, settings, cases)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     except BenchError as err:
         console.print(f"[red]bench failed:[/] {err}\nlogs in {work}")
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     report(console, results, k_list, settings, cases)
-    console.print(f"total {time.perf_counter() - began:.0f} s; load average now "
-                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; logs in {work}")
+    console.print(
+        f"total {time.perf_counter() - began:.0f} s; load average now "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; logs in {work}"
+    )
 
 
 def options(quick: bool, ks: str, cases: int, repeat: int) -> tuple[list[int], int, int]:

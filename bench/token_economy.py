@@ -57,11 +57,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
-from harness import EXAMPLES, example_cases, make_console
 from rich.table import Table
 
+from harness import EXAMPLES, example_cases, make_console
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the local server lives with the tests
-from tests.messages_server import (  # noqa: E402
+from cyberjurors.backends import build_llm
+from cyberjurors.backends.anthropic import AnthropicLLM, user_content
+from cyberjurors.backends.batch import BatchStore, Pending
+from cyberjurors.backends.batch import MessageBatches as BatchExecutor
+from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.config import DEFAULT_LLM_PRICES, Settings
+from cyberjurors.evaluation.batch import judge_case, opened_precedents, wave_llm
+from cyberjurors.evaluation.ladder import LADDER
+from cyberjurors.jury import prompts
+from cyberjurors.jury.model_inputs import JurorTask
+from cyberjurors.jury.rounds import Jury
+from cyberjurors.jury.stages import judge
+from cyberjurors.llm import LLM, LLMRequest, LLMResult, T, TextPart, gather_all
+from cyberjurors.precedents.build import build_precedents
+from cyberjurors.precedents.precedent_base import opened_base
+from cyberjurors.schemas import DisputeCase, Usage, Verdict
+from cyberjurors.waves import Waves
+from tests.messages_server import (
     MessageBatches,
     ScriptedServer,
     StrictModel,
@@ -71,28 +89,16 @@ from tests.messages_server import (  # noqa: E402
     request_text,
 )
 
-from cyberjurors.backends import build_llm  # noqa: E402
-from cyberjurors.backends.anthropic import AnthropicLLM, user_content  # noqa: E402
-from cyberjurors.backends.batch import BatchStore, MessageBatches as BatchExecutor, Pending  # noqa: E402
-from cyberjurors.backends.offline import OfflineLLM  # noqa: E402
-from cyberjurors.config import DEFAULT_LLM_PRICES, Settings  # noqa: E402
-from cyberjurors.evaluation.batch import judge_case, opened_precedents, wave_llm  # noqa: E402
-from cyberjurors.evaluation.ladder import LADDER  # noqa: E402
-from cyberjurors.jury.rounds import Jury  # noqa: E402
-from cyberjurors.jury import prompts  # noqa: E402
-from cyberjurors.jury.model_inputs import JurorTask  # noqa: E402
-from cyberjurors.jury.stages import judge  # noqa: E402
-from cyberjurors.llm import LLM, LLMRequest, LLMResult, T, TextPart, gather_all  # noqa: E402
-from cyberjurors.precedents.build import build_precedents  # noqa: E402
-from cyberjurors.precedents.precedent_base import opened_base  # noqa: E402
-from cyberjurors.schemas import DisputeCase, Usage, Verdict  # noqa: E402
-from cyberjurors.waves import Waves  # noqa: E402
-
 console = make_console(170)
 PRICE = DEFAULT_LLM_PRICES["claude-sonnet-5-5"]
 LATENCY_S = 0.02  # the server's answer time: what calls sent together cannot read of each other's writes
-ROLES = {"Focus": "focus", "Selection": "select", "Perception": "perceive", "BallotDraft": "juror",
-         "RoundSummaryDraft": "summary"}
+ROLES = {
+    "Focus": "focus",
+    "Selection": "select",
+    "Perception": "perceive",
+    "BallotDraft": "juror",
+    "RoundSummaryDraft": "summary",
+}
 
 
 class BenchError(RuntimeError):
@@ -102,8 +108,13 @@ class BenchError(RuntimeError):
 def billable(u: Usage) -> float:
     """Input-token equivalents at list prices: what the bill is proportional to."""
     write_5m = u.cache_write_tokens - u.cache_write_1h_tokens
-    return (u.input_tokens * PRICE.input + write_5m * PRICE.cache_write + u.cache_write_1h_tokens * PRICE.write_1h
-            + u.cache_read_tokens * PRICE.cache_read + u.output_tokens * PRICE.output) / PRICE.input
+    return (
+        u.input_tokens * PRICE.input
+        + write_5m * PRICE.cache_write
+        + u.cache_write_1h_tokens * PRICE.write_1h
+        + u.cache_read_tokens * PRICE.cache_read
+        + u.output_tokens * PRICE.output
+    ) / PRICE.input
 
 
 def output_billable(u: Usage) -> float:
@@ -133,13 +144,15 @@ class Novelty:
     """per case: tokens sent for the first time in the run"""
     by_role: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
-    def add(self, case_id: str, body: dict, role: str, scope: str = "",
-            private: frozenset[str] = frozenset()) -> None:
+    def add(self, case_id: str, body: dict, role: str, scope: str = "", private: frozenset[str] = frozenset()) -> None:
         """``scope``: sent before only if sent in the same scope (a role's answer schema and settings).
         ``private``: lines never read, sent before or not (``private_lines``)."""
         for block in prompt_blocks(body):
-            pieces = ([(line.encode(), count_tokens(line)) for line in block["text"].split("\n")]
-                      if block["type"] == "text" else [(block["source"]["data"].encode(), image_tokens(block))])
+            pieces = (
+                [(line.encode(), count_tokens(line)) for line in block["text"].split("\n")]
+                if block["type"] == "text"
+                else [(block["source"]["data"].encode(), image_tokens(block))]
+            )
             for content, tokens in pieces:
                 key = hashlib.sha256(scope.encode() + b"\0" + content).digest()
                 if key not in self.seen or content.decode(errors="replace") in private:
@@ -157,7 +170,8 @@ def private_lines(request: LLMRequest) -> frozenset[str]:
     if request.role != "juror" or not isinstance(task, JurorTask):
         return frozenset()
     lines = set(part_lines(request.prompt)) - set(
-        prompts.juror_round(task.round, [], task.summary.summary if task.summary else None).split("\n"))
+        prompts.juror_round(task.round, [], task.summary.summary if task.summary else None).split("\n")
+    )
     if task.round == 1:  # the lines every juror's part has (the guidelines' heading) could be shared
         lines |= set(part_lines(request.own)) - set(prompts.juror_own("", [], precedents=True).split("\n"))
     return frozenset(lines) - {""}
@@ -179,8 +193,10 @@ class Oracle:
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         answer = await self.mind.generate(request, output_type)
-        body = {"system": [{"type": "text", "text": request.system}],
-                "messages": [{"role": "user", "content": user_content(request)}]}
+        body = {
+            "system": [{"type": "text", "text": request.system}],
+            "messages": [{"role": "user", "content": user_content(request)}],
+        }
         self.said[digest(body)] = answer.output.model_dump(mode="json")
         self.novelty.add(request.case_id, body, request.role)
         # the API keeps apart what was sent under another answer schema, effort or thinking setting
@@ -223,7 +239,7 @@ async def strict_server(thinking: int) -> AsyncIterator[tuple[ScriptedServer, St
 
 
 def checked(results: list[tuple[Verdict | None, str | None]], cases: list[DisputeCase]) -> list[Verdict]:
-    failed = {c.case_id: f for c, (v, f) in zip(cases, results) if v is None}
+    failed = {c.case_id: f for c, (v, f) in zip(cases, results, strict=False) if v is None}
     if failed:
         raise BenchError(f"cases without a verdict: {failed}")
     return [v for v, _ in results if v is not None]
@@ -264,16 +280,34 @@ async def in_waves(cases: list[DisputeCase], settings: Settings, thinking: int, 
 def usage_row(name: str, run: Run) -> list[str]:
     t, n = run.total, len(run.verdicts)
     shares = [read_share(v.tokens) for v in run.verdicts]
-    return [name, f"{t.calls / n:.1f}", f"{t.input_tokens / n:,.0f}", f"{t.cache_write_tokens / n:,.0f}",
-            f"{t.cache_read_tokens / n:,.0f}", f"{t.output_tokens / n:,.0f}", f"{billable(t) / n:,.0f}",
-            f"{t.cost_usd / n:.4f}", f"{read_share(t):.1%}",
-            f"{statistics.median(shares):.1%} ({min(shares):.1%}-{max(shares):.1%})"]
+    return [
+        name,
+        f"{t.calls / n:.1f}",
+        f"{t.input_tokens / n:,.0f}",
+        f"{t.cache_write_tokens / n:,.0f}",
+        f"{t.cache_read_tokens / n:,.0f}",
+        f"{t.output_tokens / n:,.0f}",
+        f"{billable(t) / n:,.0f}",
+        f"{t.cost_usd / n:.4f}",
+        f"{read_share(t):.1%}",
+        f"{statistics.median(shares):.1%} ({min(shares):.1%}-{max(shares):.1%})",
+    ]
 
 
 def usage_table(configured: Run, naive: Run) -> Table:
     table = Table(title="Per case (mean), as the strict server billed it")
-    for column in ("configuration", "calls", "input", "cache write", "cache read", "output", "billable", "USD",
-                   "cache read share", "per case: median (min-max)"):
+    for column in (
+        "configuration",
+        "calls",
+        "input",
+        "cache write",
+        "cache read",
+        "output",
+        "billable",
+        "USD",
+        "cache read share",
+        "per case: median (min-max)",
+    ):
         table.add_column(column, justify="left" if column == "configuration" else "right")
     table.add_row(*usage_row("configured", configured))
     table.add_row(*usage_row("naive", naive))
@@ -320,19 +354,35 @@ def role_table(run: Run) -> Table:
     are each stage's read share with every token read but the lines it sends for the first time
     (``Novelty``): under the API's keying (one cache per answer schema and effort), and for any cache."""
     roles = stage_bills(run.model)
-    table = Table(title="Configured, by stage: input side per call (mean) and the cached prefix as the server counted it; "
-                        "the read share's ceiling for any layout, one cache per answer schema (as the API) / any cache")
-    for column in ("stage", "calls", "uncached input", "cache read", "cache write", "read share",
-                   "prefix at breakpoint (min-max)", "calls reading or writing", "ceiling"):
+    table = Table(
+        title="Configured, by stage: input side per call (mean) and the cached prefix as the server counted it; "
+        "the read share's ceiling for any layout, one cache per answer schema (as the API) / any cache"
+    )
+    for column in (
+        "stage",
+        "calls",
+        "uncached input",
+        "cache read",
+        "cache write",
+        "read share",
+        "prefix at breakpoint (min-max)",
+        "calls reading or writing",
+        "ceiling",
+    ):
         table.add_column(column, justify="left" if column == "stage" else "right")
     total = sum(r.side for r in roles.values())
     for name, r in roles.items():
-        table.add_row(name, str(r.calls), f"{r.kinds['input_tokens'] / r.calls:,.0f}",
-                      f"{r.read / r.calls:,.0f}", f"{r.kinds['cache_creation_input_tokens'] / r.calls:,.0f}",
-                      f"{r.read / r.side:.1%} of {r.side / total:.0%} of all",
-                      f"{min(r.prefixes):,}-{max(r.prefixes):,}" if r.prefixes else "no breakpoint",
-                      f"{r.cached} of {r.calls}",
-                      f"{ceiling(r, run.per_role, name):.1%} / {ceiling(r, run.novelty, name):.1%}")
+        table.add_row(
+            name,
+            str(r.calls),
+            f"{r.kinds['input_tokens'] / r.calls:,.0f}",
+            f"{r.read / r.calls:,.0f}",
+            f"{r.kinds['cache_creation_input_tokens'] / r.calls:,.0f}",
+            f"{r.read / r.side:.1%} of {r.side / total:.0%} of all",
+            f"{min(r.prefixes):,}-{max(r.prefixes):,}" if r.prefixes else "no breakpoint",
+            f"{r.cached} of {r.calls}",
+            f"{ceiling(r, run.per_role, name):.1%} / {ceiling(r, run.novelty, name):.1%}",
+        )
     return table
 
 
@@ -357,49 +407,71 @@ def best_layout(u: Usage, new: int) -> Usage:
 def bounds(run: Run, novelty: Novelty) -> tuple[Usage, list[float]]:
     """The run's calls at their best (``best_layout``), and each case's read share then."""
     new = novelty.new
-    return (best_layout(run.total, sum(new.values())),
-            [read_share(best_layout(v.tokens, new[v.case_id])) for v in run.verdicts])
+    return (
+        best_layout(run.total, sum(new.values())),
+        [read_share(best_layout(v.tokens, new[v.case_id])) for v in run.verdicts],
+    )
 
 
 def headline(configured: Run, naive: Run) -> None:
     conf, nav = configured.total, naive.total
-    per_case = [billable(c.tokens) / billable(v.tokens) for c, v in zip(configured.verdicts, naive.verdicts)]
+    per_case = [
+        billable(c.tokens) / billable(v.tokens) for c, v in zip(configured.verdicts, naive.verdicts, strict=False)
+    ]
     shares = [read_share(v.tokens) for v in configured.verdicts]
-    same = sum(c.votes == v.votes for c, v in zip(configured.verdicts, naive.verdicts))
+    same = sum(c.votes == v.votes for c, v in zip(configured.verdicts, naive.verdicts, strict=False))
     (best, best_shares), (role_best, role_shares), (flow_best, flow_shares) = (
-        bounds(configured, configured.novelty), bounds(configured, configured.per_role), bounds(configured, configured.flow))
+        bounds(configured, configured.novelty),
+        bounds(configured, configured.per_role),
+        bounds(configured, configured.flow),
+    )
     all_read = Usage(cache_read_tokens=input_side(conf), output_tokens=conf.output_tokens)
-    console.print(f"billable tokens, configured / naive: [bold]{billable(conf) / billable(nav):.3f}x[/] overall, "
-                  f"median per case {statistics.median(per_case):.3f}x ({min(per_case):.3f}-{max(per_case):.3f}); "
-                  "goal <= 0.05x")
-    console.print(f"  of which the configured answers alone (output, thinking included): "
-                  f"{output_billable(conf) / billable(nav):.3f}x, the floor no request layout can go below "
-                  f"(output is {output_billable(conf) / billable(conf):.0%} of the configured bill)")
-    console.print(f"  the same calls with every input-side token read from the cache: "
-                  f"{billable(all_read) / billable(nav):.3f}x; with every one read but the lines the run sends for "
-                  f"the first time: [bold]{billable(best) / billable(nav):.3f}x[/] (any cache), "
-                  f"{billable(role_best) / billable(nav):.3f}x (one cache per answer schema and effort, as the API keeps "
-                  "it): the floors for any layout of these calls; keeping the jury's information flow as well "
-                  f"(below): [bold]{billable(flow_best) / billable(nav):.3f}x[/]")
+    console.print(
+        f"billable tokens, configured / naive: [bold]{billable(conf) / billable(nav):.3f}x[/] overall, "
+        f"median per case {statistics.median(per_case):.3f}x ({min(per_case):.3f}-{max(per_case):.3f}); "
+        "goal <= 0.05x"
+    )
+    console.print(
+        f"  of which the configured answers alone (output, thinking included): "
+        f"{output_billable(conf) / billable(nav):.3f}x, the floor no request layout can go below "
+        f"(output is {output_billable(conf) / billable(conf):.0%} of the configured bill)"
+    )
+    console.print(
+        f"  the same calls with every input-side token read from the cache: "
+        f"{billable(all_read) / billable(nav):.3f}x; with every one read but the lines the run sends for "
+        f"the first time: [bold]{billable(best) / billable(nav):.3f}x[/] (any cache), "
+        f"{billable(role_best) / billable(nav):.3f}x (one cache per answer schema and effort, as the API keeps "
+        "it): the floors for any layout of these calls; keeping the jury's information flow as well "
+        f"(below): [bold]{billable(flow_best) / billable(nav):.3f}x[/]"
+    )
     jurors = stage_bills(configured.model)["juror"]
     answers = Usage(output_tokens=jurors.output)
-    console.print(f"  the ballots alone ({jurors.calls / len(per_case):.1f} a case, {jurors.output / jurors.calls:.0f} "
-                  f"tokens each), every input-side token of theirs read from the cache: "
-                  f"{billable(answers.model_copy(update={'cache_read_tokens': jurors.side})) / billable(nav):.3f}x "
-                  f"(their answers {billable(answers) / billable(nav):.3f}x)")
-    console.print(f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
-                  f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85")
+    console.print(
+        f"  the ballots alone ({jurors.calls / len(per_case):.1f} a case, {jurors.output / jurors.calls:.0f} "
+        f"tokens each), every input-side token of theirs read from the cache: "
+        f"{billable(answers.model_copy(update={'cache_read_tokens': jurors.side})) / billable(nav):.3f}x "
+        f"(their answers {billable(answers) / billable(nav):.3f}x)"
+    )
+    console.print(
+        f"cache-read share of input-side tokens per case: median [bold]{statistics.median(shares):.3f}[/] "
+        f"(min {min(shares):.3f}, max {max(shares):.3f}), overall {read_share(conf):.3f}; goal >= 0.85"
+    )
     for name, usage, top, novelty in (
-            ("one cache per answer schema and effort, as the API keeps it", role_best, role_shares, configured.per_role),
-            ("any cache", best, best_shares, configured.novelty)):
-        console.print(f"  ceiling for any layout of these calls, {name}: median per case "
-                      f"[bold]{statistics.median(top):.3f}[/] (min {min(top):.3f}, max {max(top):.3f}), "
-                      f"overall {read_share(usage):.3f}; with the jurors as billed and every other stage at its "
-                      f"ceiling: [bold]{jurors_as_billed(configured, novelty):.3f}[/] overall")
-    console.print(f"  ceiling keeping the jury's information flow (one cache per answer schema, and no cache serves a juror "
-                  f"its persona and memory in round 1 or the ballots it follows, in any layout in which the jury shares "
-                  f"the case prefix): median per case [bold]{statistics.median(flow_shares):.3f}[/] "
-                  f"(min {min(flow_shares):.3f}, max {max(flow_shares):.3f}), overall {read_share(flow_best):.3f}")
+        ("one cache per answer schema and effort, as the API keeps it", role_best, role_shares, configured.per_role),
+        ("any cache", best, best_shares, configured.novelty),
+    ):
+        console.print(
+            f"  ceiling for any layout of these calls, {name}: median per case "
+            f"[bold]{statistics.median(top):.3f}[/] (min {min(top):.3f}, max {max(top):.3f}), "
+            f"overall {read_share(usage):.3f}; with the jurors as billed and every other stage at its "
+            f"ceiling: [bold]{jurors_as_billed(configured, novelty):.3f}[/] overall"
+        )
+    console.print(
+        f"  ceiling keeping the jury's information flow (one cache per answer schema, and no cache serves a juror "
+        f"its persona and memory in round 1 or the ballots it follows, in any layout in which the jury shares "
+        f"the case prefix): median per case [bold]{statistics.median(flow_shares):.3f}[/] "
+        f"(min {min(flow_shares):.3f}, max {max(flow_shares):.3f}), overall {read_share(flow_best):.3f}"
+    )
     console.print(f"same votes in {same} of {len(per_case)} cases (the stand-in decides, deterministically)")
 
 
@@ -409,8 +481,15 @@ def ladder_rungs(precedents: bool) -> list:
 
 async def ladder(cases: list[DisputeCase], base: Settings, thinking: int, work: Path, precedents: bool) -> Table:
     table = Table(title="The ablation ladder evaluated streaming and in batches (one-hour TTL, as eval runs it)")
-    for column in ("rung", "calls/case", "USD/case streaming", "USD/case batch", "batch / streaming", "waves",
-                   "batches"):
+    for column in (
+        "rung",
+        "calls/case",
+        "USD/case streaming",
+        "USD/case batch",
+        "batch / streaming",
+        "waves",
+        "batches",
+    ):
         table.add_column(column, justify="left" if column == "rung" else "right")
     spent = {"stream": 0.0, "batch": 0.0}
     for rung in ladder_rungs(precedents):
@@ -419,11 +498,24 @@ async def ladder(cases: list[DisputeCase], base: Settings, thinking: int, work: 
         batch = await in_waves(cases, settings, thinking, work / "batches" / rung.key)
         spent["stream"] += stream.usd_per_case()
         spent["batch"] += batch.usd_per_case()
-        table.add_row(rung.name, f"{stream.total.calls / len(cases):.1f}", f"{stream.usd_per_case():.4f}",
-                      f"{batch.usd_per_case():.4f}", f"{batch.usd_per_case() / stream.usd_per_case():.3f}x",
-                      str(batch.waves), str(batch.batches))
-    table.add_row("whole ladder", "", f"{spent['stream']:.4f}", f"{spent['batch']:.4f}",
-                  f"[bold]{spent['batch'] / spent['stream']:.3f}x[/] (goal <= 0.55x)", "", "")
+        table.add_row(
+            rung.name,
+            f"{stream.total.calls / len(cases):.1f}",
+            f"{stream.usd_per_case():.4f}",
+            f"{batch.usd_per_case():.4f}",
+            f"{batch.usd_per_case() / stream.usd_per_case():.3f}x",
+            str(batch.waves),
+            str(batch.batches),
+        )
+    table.add_row(
+        "whole ladder",
+        "",
+        f"{spent['stream']:.4f}",
+        f"{spent['batch']:.4f}",
+        f"[bold]{spent['batch'] / spent['stream']:.3f}x[/] (goal <= 0.55x)",
+        "",
+        "",
+    )
     return table
 
 
@@ -432,25 +524,40 @@ async def seed(settings: Settings) -> None:
         await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
 
 
-def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)"),
-         jurors: int = typer.Option(17, help="N"), rounds: int = typer.Option(3, help="T"),
-         precedents: bool = typer.Option(True, help="the precedent base (examples/precedents) on, as by default"),
-         run_ladder: bool = typer.Option(True, "--ladder/--no-ladder", help="also the ladder, streaming and batch"),
-         thinking: int = typer.Option(0, help="thinking tokens the server spends before every answer")) -> None:
+def main(
+    cases: int = typer.Option(13, help="example cases to judge (at most 13)"),
+    jurors: int = typer.Option(17, help="N"),
+    rounds: int = typer.Option(3, help="T"),
+    precedents: bool = typer.Option(True, help="the precedent base (examples/precedents) on, as by default"),
+    run_ladder: bool = typer.Option(True, "--ladder/--no-ladder", help="also the ladder, streaming and batch"),
+    thinking: int = typer.Option(0, help="thinking tokens the server spends before every answer"),
+) -> None:
     work = Path(tempfile.mkdtemp(prefix="cj-token-economy-"))
     # no per-case budget: the naive side would reach it (this measures what nothing stops)
-    base = Settings(llm_backend="anthropic", anthropic_api_key="bench", llm_max_retries=0, media_root=EXAMPLES,
-                    metrics_port=0, jurors=jurors, rounds=rounds, case_token_budget=0,
-                    precedent_backend="embedded" if precedents else "none", precedent_dir=work / "precedents")
+    base = Settings(
+        llm_backend="anthropic",
+        anthropic_api_key="bench",
+        llm_max_retries=0,
+        media_root=EXAMPLES,
+        metrics_port=0,
+        jurors=jurors,
+        rounds=rounds,
+        case_token_budget=0,
+        precedent_backend="embedded" if precedents else "none",
+        precedent_dir=work / "precedents",
+    )
     if precedents:
         asyncio.run(seed(base))
     chosen = example_cases(cases)
-    console.print(f"{len(chosen)} example cases, N = {jurors}, T = {rounds}, early stop at delta = {base.early_stop}, "
-                  f"precedents {'on' if precedents else 'off'}; {base.model} on a strict local Messages server "
-                  f"(answers by the offline stand-in, {thinking} thinking tokens each)")
+    console.print(
+        f"{len(chosen)} example cases, N = {jurors}, T = {rounds}, early stop at delta = {base.early_stop}, "
+        f"precedents {'on' if precedents else 'off'}; {base.model} on a strict local Messages server "
+        f"(answers by the offline stand-in, {thinking} thinking tokens each)"
+    )
     configured = asyncio.run(streaming(chosen, base, thinking))
-    naive = asyncio.run(streaming(chosen, base.model_copy(update={"per_juror_stages": True,
-                                                                   "prompt_caching": False}), thinking))
+    naive = asyncio.run(
+        streaming(chosen, base.model_copy(update={"per_juror_stages": True, "prompt_caching": False}), thinking)
+    )
     console.print(usage_table(configured, naive))
     console.print(role_table(configured))
     headline(configured, naive)

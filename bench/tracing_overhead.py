@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 
 import typer
-from harness import example_cases, make_console
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from rich.table import Table
@@ -28,6 +27,7 @@ from cyberjurors.config import Settings
 from cyberjurors.jury.stages import judge
 from cyberjurors.llm import GuardedLLM
 from cyberjurors.schemas import DisputeCase
+from harness import example_cases, make_console
 
 console = make_console(120)
 
@@ -55,8 +55,10 @@ async def judge_all(cases: list[DisputeCase], settings: Settings) -> list[float]
     return seconds
 
 
-def main(repeat: int = typer.Option(5, help="repetitions, configurations interleaved"),
-         cases: int = typer.Option(13, help="example cases per repetition")) -> None:
+def main(
+    repeat: int = typer.Option(5, help="repetitions, configurations interleaved"),
+    cases: int = typer.Option(13, help="example cases per repetition"),
+) -> None:
     chosen = example_cases(cases)
     settings = Settings(llm_backend="offline", precedent_backend="none")
     exporter = Dropped()
@@ -76,8 +78,9 @@ def main(repeat: int = typer.Option(5, help="repetitions, configurations interle
     off = statistics.median(times["off"])
     for name, values in times.items():
         median = statistics.median(values)
-        table.add_row(name, f"{median * 1000:.1f}", f"{statistics.quantiles(values, n=10)[-1] * 1000:.1f}",
-                      f"{median / off:.3f}x")
+        table.add_row(
+            name, f"{median * 1000:.1f}", f"{statistics.quantiles(values, n=10)[-1] * 1000:.1f}", f"{median / off:.3f}x"
+        )
     console.print(table)
     console.print(f"spans exported (dropped) with tracing on: {exporter.spans / (repeat * len(chosen)):.1f} per case")
 

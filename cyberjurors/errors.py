@@ -43,62 +43,128 @@ class CyberJurorsError(Exception):
 
 # LLMError.kind: what a model call can fail with after the backend's own retries (README "LLM
 # backends"), plus the offline backend's unsupported_task
-LLM_KINDS = ("rate_limited", "overloaded", "server_error", "timeout", "connection", "auth", "bad_request",
-             "refused", "truncated", "invalid_output", "unsupported_task")
+LLM_KINDS = (
+    "rate_limited",
+    "overloaded",
+    "server_error",
+    "timeout",
+    "connection",
+    "auth",
+    "bad_request",
+    "refused",
+    "truncated",
+    "invalid_output",
+    "unsupported_task",
+)
 # PrecedentError.kind: retrieval, indexing and learning in the precedent base
-PRECEDENT_KINDS = ("bad_query", "unknown_category", "index_missing", "model_missing", "model_mismatch", "corrupt",
-                   "unreachable", "auth", "rate_limited", "timeout", "server_error", "bulk_failed", "bad_case")
+PRECEDENT_KINDS = (
+    "bad_query",
+    "unknown_category",
+    "index_missing",
+    "model_missing",
+    "model_mismatch",
+    "corrupt",
+    "unreachable",
+    "auth",
+    "rate_limited",
+    "timeout",
+    "server_error",
+    "bulk_failed",
+    "bad_case",
+)
 # intake.Rejected.reason (media.MediaRejected's included): input refused at ingest, never replayable
-REJECTIONS = ("invalid_json", "invalid_event", "unknown_event_type", "missing_case_id", "unsupported_schema_version",
-              "invalid_votes", "too_many_media", "text_too_long", "unsupported_media_type", "kind_mismatch",
-              "inline_too_large", "path_outside_media_root", "url_not_allowed", "bad_base64", "invalid_case",
-              "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
-              "case_already_submitted", "event_too_large", "case_too_large", "naive_timestamp",
-              "delivered_before_ordered", "amount_out_of_range", "unknown_currency", "too_many_rounds",
-              "case_text_too_long", "round_changed", "duplicate_json_key", "key_mismatch", "too_many_items")
+REJECTIONS = (
+    "invalid_json",
+    "invalid_event",
+    "unknown_event_type",
+    "missing_case_id",
+    "unsupported_schema_version",
+    "invalid_votes",
+    "too_many_media",
+    "text_too_long",
+    "unsupported_media_type",
+    "kind_mismatch",
+    "inline_too_large",
+    "path_outside_media_root",
+    "url_not_allowed",
+    "bad_base64",
+    "invalid_case",
+    "case_already_open",
+    "unknown_case",
+    "case_closed",
+    "duplicate_evidence_id",
+    "no_evidence",
+    "case_already_submitted",
+    "event_too_large",
+    "case_too_large",
+    "naive_timestamp",
+    "delivered_before_ordered",
+    "amount_out_of_range",
+    "unknown_currency",
+    "too_many_rounds",
+    "case_text_too_long",
+    "round_changed",
+    "duplicate_json_key",
+    "key_mismatch",
+    "too_many_items",
+)
 OTHER_REASONS = (
     "invalid_case_file",  # a pipeline topic held something that is not a case file: not replayable
-    "invalid_outcome",    # an outcome event that does not parse: not replayable
-    "output_too_large",   # a stage's output over max_event_bytes or refused by the broker: the same case grows alike
-    "ingest_failed",      # an exception inside intake (a bug): replayable once it is fixed
-    "stage_failed",       # an exception inside a stage or learning (a bug): likewise
-    "state_expired",      # a stage input older than state_retention_s whose case has nothing stored: replayable
-    "case_never_opened",        # evidence held early_evidence_wait_s for a case_opened that never came: replayable
+    "invalid_outcome",  # an outcome event that does not parse: not replayable
+    "output_too_large",  # a stage's output over max_event_bytes or refused by the broker: the same case grows alike
+    "ingest_failed",  # an exception inside intake (a bug): replayable once it is fixed
+    "stage_failed",  # an exception inside a stage or learning (a bug): likewise
+    "state_expired",  # a stage input older than state_retention_s whose case has nothing stored: replayable
+    "case_never_opened",  # evidence held early_evidence_wait_s for a case_opened that never came: replayable
     "early_evidence_overflow",  # evidence for an unopened case past the holding caps: replayable once it opens
-    "draft_expired",            # an incremental case never closed within intake_draft_ttl_s: not replayable
-    "case_expired",             # an outcome for a case whose verdict expired (state_retention_s): not replayable
-    "outcome_conflict",         # a second outcome for a counted case with other votes, source or escalation: final
+    "draft_expired",  # an incremental case never closed within intake_draft_ttl_s: not replayable
+    "case_expired",  # an outcome for a case whose verdict expired (state_retention_s): not replayable
+    "outcome_conflict",  # a second outcome for a counted case with other votes, source or escalation: final
     # appeals (disputes.appeals, stage appeal), all final: the same appeal would be refused the same way
-    "invalid_appeal",            # an appeal event that does not parse, or over max_event_bytes
+    "invalid_appeal",  # an appeal event that does not parse, or over max_event_bytes
     "appeal_evidence_rejected",  # evidence filed with an appeal that intake's rules refuse (the reason in the detail)
-    "appeal_already_filed",      # a second, different appeal for a case: one appeal per case, the second instance final
-    "appeal_by_winner",          # the appellant won the first instance: only the losing party may appeal
-    "appeal_window_closed",      # filed more than appeal_window_s after the first-instance verdict, or appeals off
-    "appeal_before_verdict",     # filed (filed_at) before the verdict it names was decided, beyond clock_skew_s
-    "appeal_wrong_verdict",      # the verdict_id named is not the case's first-instance verdict
+    "appeal_already_filed",  # a second, different appeal for a case: one appeal per case, the second instance final
+    "appeal_by_winner",  # the appellant won the first instance: only the losing party may appeal
+    "appeal_window_closed",  # filed more than appeal_window_s after the first-instance verdict, or appeals off
+    "appeal_before_verdict",  # filed (filed_at) before the verdict it names was decided, beyond clock_skew_s
+    "appeal_wrong_verdict",  # the verdict_id named is not the case's first-instance verdict
 )
 # Kinds whose failure the same input under the same settings would meet again, so a letter carrying
 # them is not replayable; every other kind may pass by itself (a fault that clears, a sampled answer
 # that parses next time, a key or a precedent base an operator restores).
-FINAL_LLM_KINDS = frozenset({
-    "bad_request",       # the provider refuses the request this input builds (too long, an image it rejects)
-    "refused",           # the model declines this content
-    "truncated",         # the answer for this input outgrows max_output_tokens
-    "unsupported_task",  # the backend cannot do this task at all
-})
-FINAL_PRECEDENT_KINDS = frozenset({
-    "bad_query",         # the case gives no usable query
-    "unknown_category",  # the case's category is not in the base
-    "bad_case",          # the case cannot be added to the base
-    "model_mismatch",    # the base was built with another embedding model: fails alike until rebuilt
-})
+FINAL_LLM_KINDS = frozenset(
+    {
+        "bad_request",  # the provider refuses the request this input builds (too long, an image it rejects)
+        "refused",  # the model declines this content
+        "truncated",  # the answer for this input outgrows max_output_tokens
+        "unsupported_task",  # the backend cannot do this task at all
+    }
+)
+FINAL_PRECEDENT_KINDS = frozenset(
+    {
+        "bad_query",  # the case gives no usable query
+        "unknown_category",  # the case's category is not in the base
+        "bad_case",  # the case cannot be added to the base
+        "model_mismatch",  # the base was built with another embedding model: fails alike until rebuilt
+    }
+)
 # unknown_case is also an outcome's reason when it came before its verdict: replayable there, so
 # the flag is decided where the letter is built (streams/dead_letters.py), not from the reason alone;
 # an outcome after its verdict expired is case_expired instead, final
-Reason = StrEnum("Reason", [(r, r) for r in dict.fromkeys((
-    *REJECTIONS, *OTHER_REASONS, *(f"llm_{k}" for k in LLM_KINDS),
-    *(f"precedents_{k}" for k in dict.fromkeys((*PRECEDENT_KINDS, *LLM_KINDS))),
-))])
+Reason = StrEnum(
+    "Reason",
+    [
+        (r, r)
+        for r in dict.fromkeys(
+            (
+                *REJECTIONS,
+                *OTHER_REASONS,
+                *(f"llm_{k}" for k in LLM_KINDS),
+                *(f"precedents_{k}" for k in dict.fromkeys((*PRECEDENT_KINDS, *LLM_KINDS))),
+            )
+        )
+    ],
+)
 Reason.__doc__ = "Why a message went to disputes.dlq: every reason the code can put on a DeadLetter."
 
 

@@ -73,9 +73,15 @@ def spans(n: int, keyframe_indices: list[int], cap: int) -> list[tuple[int, int]
     return out
 
 
-def thumbnails(container: av.container.InputContainer, stream: av.VideoStream, pts: list[int],
-               keyframes: list[tuple[int, int]], ranges: list[tuple[int, int]], cap: int,
-               check_size: Callable[[int, int], None]) -> dict[int, np.ndarray]:
+def thumbnails(
+    container: av.container.InputContainer,
+    stream: av.VideoStream,
+    pts: list[int],
+    keyframes: list[tuple[int, int]],
+    ranges: list[tuple[int, int]],
+    cap: int,
+    check_size: Callable[[int, int], None],
+) -> dict[int, np.ndarray]:
     """Frame index -> thumbnail (float32, h x THUMB_WIDTH x 3) for the frames in ``ranges``,
     decoding at most ``cap`` frames in all. ``check_size`` sees every decoded frame's size first
     (a bitstream may hold larger frames than its header says)."""
@@ -96,16 +102,21 @@ def thumbnails(container: av.container.InputContainer, stream: av.VideoStream, p
                 break
             if start <= index and index not in out:
                 height = max(1, round(THUMB_WIDTH * frame.height / frame.width))
-                small = shrink.reformat(frame, width=THUMB_WIDTH, height=height, format="rgb24",
-                                        interpolation="AREA")
+                small = shrink.reformat(frame, width=THUMB_WIDTH, height=height, format="rgb24", interpolation="AREA")
                 out[index] = small.to_ndarray().astype(np.float32)
             if decoded >= cap:
                 return out
     return out
 
 
-def _from_keyframe(container: av.container.InputContainer, stream: av.VideoStream, decoder: av.CodecContext,
-                   key: tuple[int, int], pts: list[int], start: int):
+def _from_keyframe(
+    container: av.container.InputContainer,
+    stream: av.VideoStream,
+    decoder: av.CodecContext,
+    key: tuple[int, int],
+    pts: list[int],
+    start: int,
+):
     """Decoded frames from the keyframe ``key`` (pts, dts) on. Seeking by its pts lands on it where
     the container's index is kept by presentation time (MP4, in FFmpeg), and a whole group of
     pictures early when seeking by dts; other containers may overshoot by pts, so a seek that
@@ -141,7 +152,7 @@ def changes(thumbs: dict[int, np.ndarray], fps: float) -> dict[int, float]:
     excess = diff - _calm_side(diff, max(2, round(fps / 2)))
     spread = np.maximum(np.percentile(np.abs(excess), 100 - BUSY_SHARE, axis=0), FLOOR)
     score = (excess / spread).max(axis=1)
-    return {i: float(s) for i, s in zip(indices, score)}
+    return {i: float(s) for i, s in zip(indices, score, strict=True)}
 
 
 def _calm_side(values: np.ndarray, half: int) -> np.ndarray:
@@ -212,8 +223,10 @@ def _uncovered(n: int, skeleton: list[int], found: list[Event], slots: int) -> l
     and any score beyond ``CLEAR`` counts as CLEAR: once a change is clear, how much more the
     picture changed (a cut changes all of it) says nothing about how much it matters."""
     spacing = (n - 1) / max(1, len(skeleton) - 1)
-    ranked = sorted(((min(e.score, CLEAR) * max(0.0, 1 - len(e.covers) / spacing), e) for e in found),
-                    key=lambda pair: (-pair[0], pair[1].start))
+    ranked = sorted(
+        ((min(e.score, CLEAR) * max(0.0, 1 - len(e.covers) / spacing), e) for e in found),
+        key=lambda pair: (-pair[0], pair[1].start),
+    )
     taken, extra = set(skeleton), []
     for priority, event in ranked:
         if len(extra) >= slots or priority <= 0:

@@ -51,8 +51,11 @@ class Duplicate(CyberJurorsError):
 
 
 # pydantic error types that have a reason of their own (schemas/case.py raises the custom ones)
-_TYPE_REASONS = {"timezone_aware": "naive_timestamp", "delivered_before_ordered": "delivered_before_ordered",
-                 "unknown_currency": "unknown_currency"}
+_TYPE_REASONS = {
+    "timezone_aware": "naive_timestamp",
+    "delivered_before_ordered": "delivered_before_ordered",
+    "unknown_currency": "unknown_currency",
+}
 _AMOUNT_BOUNDS = ("greater_than_equal", "less_than_equal", "finite_number")
 
 
@@ -87,9 +90,15 @@ def parse_event(raw: bytes) -> DisputeEvent:
 
 
 # the events' tags, which pydantic puts first in an error's path ("case.case.metadata" otherwise)
-_TAGS = frozenset(m.model_fields["type"].default for m in (CaseSubmitted, CaseOpened, EvidenceSubmitted, EvidenceClosed))
-_FOREIGN_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
-                 (codecs.BOM_UTF16_BE, "UTF-16"))  # UTF-32 LE first: it begins with UTF-16 LE's
+_TAGS = frozenset(
+    m.model_fields["type"].default for m in (CaseSubmitted, CaseOpened, EvidenceSubmitted, EvidenceClosed)
+)
+_FOREIGN_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)  # UTF-32 LE first: it begins with UTF-16 LE's
 
 
 def _summary(err: ValidationError) -> str:
@@ -123,15 +132,17 @@ def checked_json(raw: bytes | None) -> bytes:
     if raw is None:
         raise Rejected("invalid_json", "the message has no value (a Kafka tombstone): send the event as JSON")
     if raw.startswith(codecs.BOM_UTF8):
-        raw = raw[len(codecs.BOM_UTF8):]
+        raw = raw[len(codecs.BOM_UTF8) :]
     for bom, name in _FOREIGN_BOMS:
         if raw.startswith(bom):
             raise Rejected("invalid_json", f"the message starts with a {name} byte-order mark: events are UTF-8 JSON")
     try:
         json.loads(raw, object_pairs_hook=_unique_keys)
     except _DuplicateKey as dup:
-        raise Rejected("duplicate_json_key", f'the key "{dup.key[:60]}" appears twice in one JSON object; '
-                                             "readers differ on which one counts") from None
+        raise Rejected(
+            "duplicate_json_key",
+            f'the key "{dup.key[:60]}" appears twice in one JSON object; readers differ on which one counts',
+        ) from None
     except (ValueError, RecursionError):
         pass  # not JSON, or nested too deeply: the schema's parse says so in its words
     return raw
@@ -148,8 +159,9 @@ def check_size(rounds: list[EvidenceRound], settings: Settings) -> None:
         raise Rejected("too_many_items", f"{items} evidence items, limit {settings.max_case_items}")
     chars = sum(len(i.text or "") for r in rounds for i in r.items)
     if chars > settings.max_case_text_chars:
-        raise Rejected("case_text_too_long", f"{chars} characters of evidence text, limit "
-                                             f"{settings.max_case_text_chars}")
+        raise Rejected(
+            "case_text_too_long", f"{chars} characters of evidence text, limit {settings.max_case_text_chars}"
+        )
 
 
 def admit(case: DisputeCase, settings: Settings) -> list[str]:
@@ -162,8 +174,9 @@ def admit(case: DisputeCase, settings: Settings) -> list[str]:
     for round_ in case.rounds:
         for item in round_.items:
             if item.text and len(item.text) > settings.max_text_chars:
-                raise Rejected("text_too_long", f"evidence {item.id}: {len(item.text)} characters, "
-                                                f"limit {settings.max_text_chars}")
+                raise Rejected(
+                    "text_too_long", f"evidence {item.id}: {len(item.text)} characters, limit {settings.max_text_chars}"
+                )
             if item.media is not None:
                 try:
                     check_reference(item.kind, item.media, settings)
@@ -188,14 +201,16 @@ class Draft(BaseModel):
     def to_case(self) -> DisputeCase:
         rounds = sorted(self.rounds, key=lambda r: (r.round, r.party != "buyer"))
         try:
-            return DisputeCase(case_id=self.case_id, metadata=self.metadata, rounds=rounds,
-                               ground_truth=self.ground_truth)
+            return DisputeCase(
+                case_id=self.case_id, metadata=self.metadata, rounds=rounds, ground_truth=self.ground_truth
+            )
         except ValidationError as err:
             raise Rejected("invalid_case", _summary(err)) from err
 
 
-def fold(draft: Draft | None, event: CaseOpened | EvidenceSubmitted | EvidenceClosed,
-         settings: Settings | None = None) -> Draft:
+def fold(
+    draft: Draft | None, event: CaseOpened | EvidenceSubmitted | EvidenceClosed, settings: Settings | None = None
+) -> Draft:
     """Apply one incremental event. Raises Duplicate for a repeat, Rejected for one that cannot apply.
     With ``settings``, a round that would take the draft past the case caps is refused on arrival,
     so a draft never outgrows what admission would take."""
@@ -228,8 +243,11 @@ def _add_round(draft: Draft, new: EvidenceRound, settings: Settings | None) -> D
         raise Duplicate(f"the same {new.party} round {new.round} was submitted twice")
     if same is not None:
         # the first version stands: a resend under at-least-once delivery cannot say which is newer
-        raise Rejected("round_changed", f"{new.party} round {new.round} of case {draft.case_id} was already "
-                                        "submitted with other items; the first version stands")
+        raise Rejected(
+            "round_changed",
+            f"{new.party} round {new.round} of case {draft.case_id} was already "
+            "submitted with other items; the first version stands",
+        )
     clash = {i.id for r in draft.rounds for i in r.items} & {i.id for i in new.items}
     if clash:
         raise Rejected("duplicate_evidence_id", f"evidence ids {sorted(clash)} already used in case {draft.case_id}")
@@ -238,4 +256,4 @@ def _add_round(draft: Draft, new: EvidenceRound, settings: Settings | None) -> D
     return draft.model_copy(update={"rounds": [*draft.rounds, new]})
 
 
-__all__ = ["Draft", "Duplicate", "Rejected", "admit", "check_size", "fold", "parse_event", "CaseSubmitted"]
+__all__ = ["CaseSubmitted", "Draft", "Duplicate", "Rejected", "admit", "check_size", "fold", "parse_event"]

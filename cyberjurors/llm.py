@@ -108,23 +108,48 @@ class LLMRequest:
         return self.max_output_tokens + (0 if thinking_off else self.thinking_budget)
 
 
-def stage_request(role: Role, settings: Settings, *, system: str, prompt: Sequence[str | Part], task: Any,
-                  case_id: str, shared: Sequence[str | Part] = (), juror: int | None = None,
-                  own: Sequence[str | Part] = ()) -> LLMRequest:
+def stage_request(
+    role: Role,
+    settings: Settings,
+    *,
+    system: str,
+    prompt: Sequence[str | Part],
+    task: Any,
+    case_id: str,
+    shared: Sequence[str | Part] = (),
+    juror: int | None = None,
+    own: Sequence[str | Part] = (),
+) -> LLMRequest:
     """The request a stage sends: the model the settings give this role (or this juror), the role's
     effort, thinking and output room, and a cache breakpoint only where the prefix can be cached;
     plain strings are taken as text parts. ``own`` (a juror's persona and memory) gets a breakpoint
     of its own where it pays (``cache_own``), and so does a system prompt that can be cached on its
     own (``cache_system``)."""
-    model, call, shared_parts, own_parts = settings.model_for(role, juror), settings.call_for(role), _parts(shared), \
-        _parts(own)
+    model, call, shared_parts, own_parts = (
+        settings.model_for(role, juror),
+        settings.call_for(role),
+        _parts(shared),
+        _parts(own),
+    )
     cache_prefix = settings.prompt_caching and can_cache(model, system, shared_parts)
-    return LLMRequest(role=role, model=model, system=system, shared=shared_parts, prompt=_parts(prompt), task=task,
-                      case_id=case_id, max_output_tokens=call.max_output_tokens or 2048,
-                      thinking=call.thinking or "auto", thinking_budget=call.thinking_budget or 0,
-                      effort=call.effort, cache_ttl=settings.prompt_cache_ttl, cache_prefix=cache_prefix,
-                      cache_system=settings.prompt_caching and reaches_minimum(model, prefix_tokens(system, ())),
-                      own=own_parts, cache_own=cache_prefix and bool(own_parts) and settings.prompt_cache_ttl == "5m")
+    return LLMRequest(
+        role=role,
+        model=model,
+        system=system,
+        shared=shared_parts,
+        prompt=_parts(prompt),
+        task=task,
+        case_id=case_id,
+        max_output_tokens=call.max_output_tokens or 2048,
+        thinking=call.thinking or "auto",
+        thinking_budget=call.thinking_budget or 0,
+        effort=call.effort,
+        cache_ttl=settings.prompt_cache_ttl,
+        cache_prefix=cache_prefix,
+        cache_system=settings.prompt_caching and reaches_minimum(model, prefix_tokens(system, ())),
+        own=own_parts,
+        cache_own=cache_prefix and bool(own_parts) and settings.prompt_cache_ttl == "5m",
+    )
 
 
 # What a prefix may come to, in tokens, erring high: a breakpoint on a prefix below the provider's
@@ -286,8 +311,15 @@ class GuardedLLM:
         self._log(request, elapsed, backend, result=result, usage=result.usage)
         return result
 
-    def _log(self, request: LLMRequest, elapsed: float, backend: str, result: LLMResult[Any] | None = None,
-             error: str | None = None, usage: Usage | None = None) -> None:
+    def _log(
+        self,
+        request: LLMRequest,
+        elapsed: float,
+        backend: str,
+        result: LLMResult[Any] | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+    ) -> None:
         if self.call_log is None:
             return
         line = {

@@ -46,8 +46,10 @@ stage: ContextVar[str | None] = ContextVar("cyberjurors_stage", default=None)
 # best effort, for the shapes people type: name@host.tld; +44 20 7946 0958, (020) 7946 0958, 020-7946-0958.
 # Dates (2026-11-01), times, offsets, sizes and ids (digits without separators, hex, UUIDs) are left alone.
 EMAIL = re.compile(r"[\w.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
-PHONE = re.compile(r"(?<![\w+.-])(?:\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]?\d{2,4}){1,4}"
-                   r"|\(\d{2,5}\)[\s.-]?\d{3,4}[\s.-]?\d{3,4}|\d{3,5}[\s.-]\d{3,4}[\s.-]\d{3,4})(?![\w-]|\.\d)")
+PHONE = re.compile(
+    r"(?<![\w+.-])(?:\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]?\d{2,4}){1,4}"
+    r"|\(\d{2,5}\)[\s.-]?\d{3,4}[\s.-]?\d{3,4}|\d{3,5}[\s.-]\d{3,4}[\s.-]\d{3,4})(?![\w-]|\.\d)"
+)
 
 
 def redact(text: str) -> str:
@@ -92,7 +94,7 @@ class _WrittenOut(str):
 
     value: object
 
-    def __new__(cls, value: object, text: str) -> "_WrittenOut":
+    def __new__(cls, value: object, text: str) -> _WrittenOut:
         self = super().__new__(cls, written_out(text))
         self.value = value
         return self
@@ -108,7 +110,7 @@ def _write_out(arg: object) -> object:
         return arg
     try:
         text = arg if isinstance(arg, str) else str(arg)
-    except Exception:  # noqa: BLE001  # getMessage fails the same way, and logging reports it there
+    except Exception:  # getMessage fails the same way, and logging reports it there
         return arg
     return arg if text.isprintable() else _WrittenOut(arg, text)
 
@@ -145,8 +147,12 @@ class JsonLines(JsonFormatter):
     """time (ISO 8601, UTC), level, logger, message, then what the filters and ``extra=`` added."""
 
     def __init__(self) -> None:
-        super().__init__(["levelname", "name", "message"], rename_fields={"levelname": "level", "name": "logger"},
-                         timestamp="time", reserved_attrs=[*RESERVED_ATTRS, "_redacted"])
+        super().__init__(
+            ["levelname", "name", "message"],
+            rename_fields={"levelname": "level", "name": "logger"},
+            timestamp="time",
+            reserved_attrs=[*RESERVED_ATTRS, "_redacted"],
+        )
 
 
 def filters(settings: Settings) -> list[logging.Filter]:
@@ -215,13 +221,20 @@ def _log_uncaught() -> None:
 
     def on_thread_exception(args: threading.ExceptHookArgs) -> None:
         if args.exc_type is not SystemExit:
-            failed.critical("uncaught %s in thread %s", args.exc_type.__name__,
-                            getattr(args.thread, "name", "?"), exc_info=(args.exc_type, args.exc_value,
-                                                                          args.exc_traceback))
+            failed.critical(
+                "uncaught %s in thread %s",
+                args.exc_type.__name__,
+                getattr(args.thread, "name", "?"),
+                exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+            )
 
     def on_unraisable(info: Any) -> None:
-        failed.error("%s: %s", info.err_msg or "exception ignored", info.object,
-                     exc_info=(info.exc_type, info.exc_value, info.exc_traceback))
+        failed.error(
+            "%s: %s",
+            info.err_msg or "exception ignored",
+            info.object,
+            exc_info=(info.exc_type, info.exc_value, info.exc_traceback),
+        )
 
     sys.excepthook = on_exception
     threading.excepthook = on_thread_exception

@@ -134,8 +134,10 @@ def _check_url(url: str, settings: Settings, base: URL | None = None) -> URL:
     if parsed.raw_user is not None or parsed.raw_password is not None:
         raise MediaRejected("url_not_allowed", "a URL with user information is not fetched")
     if origin not in _allowed_origins(tuple(settings.url_allowlist)):
-        raise MediaRejected("url_not_allowed", f"{parsed.scheme}://{parsed.host}:{parsed.port} is not on the URL "
-                                               "allow-list (scheme, host and port)")
+        raise MediaRejected(
+            "url_not_allowed",
+            f"{parsed.scheme}://{parsed.host}:{parsed.port} is not on the URL allow-list (scheme, host and port)",
+        )
     return parsed
 
 
@@ -215,7 +217,9 @@ async def _fetch(url: URL, settings: Settings) -> bytes:
                     url = _check_url(location, settings, base=url)  # MediaRejected: read_bytes notes it
                 raise MediaUnreadable("fetch_failed", f"{shown}: more than {settings.max_url_redirects} redirects")
     except TimeoutError as err:
-        raise MediaUnreadable("fetch_timeout", f"{shown}: not fetched within {settings.media_fetch_timeout_s}s") from err
+        raise MediaUnreadable(
+            "fetch_timeout", f"{shown}: not fetched within {settings.media_fetch_timeout_s}s"
+        ) from err
     except aiohttp.ClientError as err:
         raise MediaUnreadable("fetch_failed", f"{shown}: {for_people(err)}") from err
 
@@ -257,8 +261,9 @@ def _fit(size: tuple[int, int], max_side: int) -> tuple[int, int]:
 def _check_image_size(size: tuple[int, int], settings: Settings) -> None:
     width, height = size
     if max(width, height) > settings.max_image_dimension:
-        raise MediaUnreadable("image_too_large", f"{width}x{height} pixels, longest side limit "
-                                                 f"{settings.max_image_dimension}")
+        raise MediaUnreadable(
+            "image_too_large", f"{width}x{height} pixels, longest side limit {settings.max_image_dimension}"
+        )
     if width * height > settings.max_image_pixels:
         raise MediaUnreadable("image_too_large", f"{width}x{height} pixels, limit {settings.max_image_pixels}")
 
@@ -315,9 +320,12 @@ def _refuse_other_format(source: Path | io.BytesIO, media_type: str) -> None:
         except (SyntaxError, IndexError, TypeError, struct.error):  # what Image.open ignores from a test
             continue
         if known and name not in _DECODED_IMAGE_FORMATS:
-            raise MediaUnreadable("unsupported_media_type", f"the bytes are {name}, declared {media_type}: "
-                                                            "not a supported image format (JPEG, PNG, WebP, GIF); "
-                                                            "not decoded")
+            raise MediaUnreadable(
+                "unsupported_media_type",
+                f"the bytes are {name}, declared {media_type}: "
+                "not a supported image format (JPEG, PNG, WebP, GIF); "
+                "not decoded",
+            )
 
 
 @contextlib.contextmanager
@@ -335,12 +343,13 @@ def _image_errors(media_type: str) -> Iterator[None]:
         if "Decompressed data too large" in str(err) or "text chunks" in str(err):  # PNG zTXt/iTXt/iCCP bombs
             raise MediaUnreadable("image_bomb", for_people(err)) from err
         raise MediaUnreadable("corrupt_image", f"cannot decode the image: {for_people(err)}") from err
-    except Exception as err:  # noqa: BLE001 - a decoder fed hostile bytes may raise anything: noted, not fatal
+    except Exception as err:  # a decoder fed hostile bytes may raise anything: noted, not fatal
         raise MediaUnreadable("corrupt_image", f"cannot decode the image: {for_people(err)}") from err
 
 
-async def load_image(ref: MediaRef, settings: Settings, *, label: str = "",
-                     notes: list[str] | None = None) -> ImagePart:
+async def load_image(
+    ref: MediaRef, settings: Settings, *, label: str = "", notes: list[str] | None = None
+) -> ImagePart:
     """The photo as a JPEG for the model, labelled with the evidence it belongs to so it can be cited
     (``LLMRequest`` refuses an image without a label). Its format is checked against the supported
     ones and its declared size against ``max_image_pixels`` and ``max_image_dimension`` before
@@ -349,8 +358,9 @@ async def load_image(ref: MediaRef, settings: Settings, *, label: str = "",
     return await _decode(settings, _image_part, data, ref.media_type, settings, label, notes)
 
 
-async def sample_frames(ref: MediaRef, settings: Settings, count: int | None = None, *,
-                        label: str = "", notes: list[str] | None = None) -> list[Frame]:
+async def sample_frames(
+    ref: MediaRef, settings: Settings, count: int | None = None, *, label: str = "", notes: list[str] | None = None
+) -> list[Frame]:
     """Frames over the whole video (all of them if it is shorter): uniformly spaced, or with
     ``frame_sampling = events`` a uniform skeleton plus its visual events, each labelled
     "<label> frame 7 at 3.50s" so the model can cite the evidence and the frame. The video's
@@ -377,8 +387,14 @@ class Timeline:
 _PROBE_WITHOUT_DECODING = [{"skip_frame": "all"}] * 16
 
 
-def _sample_video(source: io.RawIOBase | io.BufferedIOBase, media_type: str, wanted: int, settings: Settings,
-                  label: str, notes: list[str] | None) -> list[Frame]:
+def _sample_video(
+    source: io.RawIOBase | io.BufferedIOBase,
+    media_type: str,
+    wanted: int,
+    settings: Settings,
+    label: str,
+    notes: list[str] | None,
+) -> list[Frame]:
     with _video_errors(), av.open(source, stream_options=_PROBE_WITHOUT_DECODING) as container:
         stream = _video_stream(container, media_type, settings, notes)
         line = _timeline(container, stream, settings)
@@ -391,8 +407,9 @@ def _sample_video(source: io.RawIOBase | io.BufferedIOBase, media_type: str, wan
     return frames
 
 
-def _video_stream(container: av.container.InputContainer, media_type: str, settings: Settings,
-                  notes: list[str] | None) -> av.VideoStream:
+def _video_stream(
+    container: av.container.InputContainer, media_type: str, settings: Settings, notes: list[str] | None
+) -> av.VideoStream:
     """The first video stream, its container and header checked (nothing decoded)."""
     _check_container(container, media_type, notes)
     if not container.streams.video:
@@ -408,9 +425,12 @@ def _check_container(container: av.container.InputContainer, media_type: str, no
     supported types name are read."""
     found = container.format.name
     if found not in VIDEO_CONTAINERS.values():
-        raise MediaUnreadable("unsupported_media_type", f"the bytes are {container.format.long_name} ({found}), "
-                                                        f"declared {media_type}: not an MP4/QuickTime or "
-                                                        "Matroska/WebM video; not decoded")
+        raise MediaUnreadable(
+            "unsupported_media_type",
+            f"the bytes are {container.format.long_name} ({found}), "
+            f"declared {media_type}: not an MP4/QuickTime or "
+            "Matroska/WebM video; not decoded",
+        )
     if found != VIDEO_CONTAINERS.get(media_type) and notes is not None:
         notes.append(f"declared {media_type}, the bytes are {container.format.long_name} ({found}): read as such")
 
@@ -429,8 +449,12 @@ def _video_errors() -> Iterator[None]:
 
 
 def _video_header(source: Path | io.BytesIO, media_type: str, settings: Settings, notes: list[str] | None) -> None:
-    with _video_errors(), av.open(str(source) if isinstance(source, Path) else source,
-                                  stream_options=_PROBE_WITHOUT_DECODING) as container:
+    with (
+        _video_errors(),
+        av.open(
+            str(source) if isinstance(source, Path) else source, stream_options=_PROBE_WITHOUT_DECODING
+        ) as container,
+    ):
         _video_stream(container, media_type, settings, notes)
 
 
@@ -459,19 +483,23 @@ async def check_header(ref: MediaRef, settings: Settings, notes: list[str] | Non
         data = await _read(ref, settings)
         size, source = len(data), io.BytesIO(data)
     if ref.media_type in SUPPORTED_IMAGE_TYPES:
+
         def check() -> None:
             with _image_errors(ref.media_type):
                 _image_header(source, ref.media_type, settings, notes)
     elif not size:
         raise MediaUnreadable("no_frames", "the video file is empty")
     else:
+
         def check() -> None:
             _video_header(source, ref.media_type, settings, notes)
+
     await _decode(settings, check)
 
 
-def _picks(container: av.container.InputContainer, stream: av.VideoStream, line: Timeline, k: int,
-           settings: Settings) -> list[int]:
+def _picks(
+    container: av.container.InputContainer, stream: av.VideoStream, line: Timeline, k: int, settings: Settings
+) -> list[int]:
     """Which frames to show: uniformly spaced (the default), or, with ``frame_sampling = events``,
     a uniform skeleton plus the clip's visual events (frame_events.py), found by an event pass that
     decodes at most ``frame_event_max_frames`` frames, in this same decode slot."""
@@ -480,8 +508,15 @@ def _picks(container: av.container.InputContainer, stream: av.VideoStream, line:
         return frame_events.uniform(n, k)
     cap = settings.frame_event_max_frames
     ranges = frame_events.spans(n, sorted({bisect.bisect_left(line.pts, p) for p, _ in line.keyframes}), cap)
-    thumbs = frame_events.thumbnails(container, stream, line.pts, line.keyframes, ranges, cap,
-                                     lambda width, height: _check_video_size(width, height, settings))
+    thumbs = frame_events.thumbnails(
+        container,
+        stream,
+        line.pts,
+        line.keyframes,
+        ranges,
+        cap,
+        lambda width, height: _check_video_size(width, height, settings),
+    )
     seconds = float((line.pts[-1] - line.pts[0]) * stream.time_base) if stream.time_base else 0.0
     fps = (n - 1) / seconds if seconds > 0 else 25.0
     found = frame_events.events(frame_events.changes(thumbs, fps), n, fps)
@@ -490,8 +525,11 @@ def _picks(container: av.container.InputContainer, stream: av.VideoStream, line:
 
 def _check_video_size(width: int, height: int, settings: Settings) -> None:
     if max(width, height) > settings.max_video_dimension or width * height > settings.max_video_pixels:
-        raise MediaUnreadable("video_too_large", f"{width}x{height} frames, limits {settings.max_video_dimension} "
-                                                 f"a side and {settings.max_video_pixels} pixels")
+        raise MediaUnreadable(
+            "video_too_large",
+            f"{width}x{height} frames, limits {settings.max_video_dimension} "
+            f"a side and {settings.max_video_pixels} pixels",
+        )
 
 
 def _check_video_header(container: av.container.InputContainer, stream: av.VideoStream, settings: Settings) -> None:
@@ -501,8 +539,10 @@ def _check_video_header(container: av.container.InputContainer, stream: av.Video
     _check_video_size(width, height, settings)
     if stream.frames > settings.max_video_frames:
         raise MediaUnreadable("video_too_long", f"{stream.frames} frames, limit {settings.max_video_frames}")
-    seconds = [container.duration / av.time_base if container.duration else 0.0,
-               float(stream.duration * stream.time_base) if stream.duration and stream.time_base else 0.0]
+    seconds = [
+        container.duration / av.time_base if container.duration else 0.0,
+        float(stream.duration * stream.time_base) if stream.duration and stream.time_base else 0.0,
+    ]
     if max(seconds) > settings.max_video_duration_s:
         raise MediaUnreadable("video_too_long", f"{max(seconds):.1f}s, limit {settings.max_video_duration_s}s")
 
@@ -524,13 +564,21 @@ def _timeline(container: av.container.InputContainer, stream: av.VideoStream, se
             raise MediaUnreadable("video_too_long", f"more than {settings.max_video_frames} frames")
     pts.sort()
     if pts and stream.time_base and float((pts[-1] - pts[0]) * stream.time_base) > settings.max_video_duration_s:
-        raise MediaUnreadable("video_too_long", f"{float((pts[-1] - pts[0]) * stream.time_base):.1f}s of frames, "
-                                                f"limit {settings.max_video_duration_s}s")
+        raise MediaUnreadable(
+            "video_too_long",
+            f"{float((pts[-1] - pts[0]) * stream.time_base):.1f}s of frames, limit {settings.max_video_duration_s}s",
+        )
     return Timeline(pts, sorted(keyframes) or [(pts[0], pts[0])] if pts else [])
 
 
-def _grab(container: av.container.InputContainer, stream: av.VideoStream, line: Timeline, picks: list[int],
-          settings: Settings, label: str) -> list[Frame]:
+def _grab(
+    container: av.container.InputContainer,
+    stream: av.VideoStream,
+    line: Timeline,
+    picks: list[int],
+    settings: Settings,
+    label: str,
+) -> list[Frame]:
     """Frame ``n`` of each pick: seek to the last keyframe at or before it and decode forward from
     there; the next pick goes on decoding when no whole group of pictures lies between, so a short
     clip is decoded once rather than once per pick."""
@@ -558,8 +606,14 @@ def _grab(container: av.container.InputContainer, stream: av.VideoStream, line: 
         index = len(frames) + 1
         width, height = _fit((frame.width, frame.height), settings.max_image_side)
         image = frame.to_image(width=width, height=height)  # scaled by swscale, never a full-size RGB copy
-        frames.append(Frame(index, source, time_s, _to_jpeg(image, settings.max_image_side,
-                                                            f"{label} frame {index} at {time_s:.2f}s".lstrip())))
+        frames.append(
+            Frame(
+                index,
+                source,
+                time_s,
+                _to_jpeg(image, settings.max_image_side, f"{label} frame {index} at {time_s:.2f}s".lstrip()),
+            )
+        )
     return frames
 
 

@@ -60,33 +60,39 @@ FREE_BACKENDS = {"offline", "scripted"}  # they bill nothing, whatever the model
 CASE_LATENCY = Histogram(
     "cyberjurors_case_latency_seconds",
     "From ingest (CaseFile.received_at) to the verdict, for cases first decided here",
-    ["category"], buckets=CASE_BUCKETS,
+    ["category"],
+    buckets=CASE_BUCKETS,
 )
 STAGE_LATENCY = Histogram(
     "cyberjurors_stage_latency_seconds",
     "Time a stage spent working on a case (not the time the case waited in Kafka); every "
     "deliberation round is stage=round",
-    ["stage"], buckets=STAGE_BUCKETS,
+    ["stage"],
+    buckets=STAGE_BUCKETS,
 )
 
 # --- LLM calls -------------------------------------------------------------------------------
 
 LLM_CALLS = Counter(
-    "cyberjurors_llm_calls_total", "Model calls completed (answered or failed), as in the call log",
+    "cyberjurors_llm_calls_total",
+    "Model calls completed (answered or failed), as in the call log",
     ["backend", "model", "role"],
 )
 LLM_ERRORS = Counter(
-    "cyberjurors_llm_errors_total", "Model calls that failed after the provider SDK's retries, by LLMError kind",
+    "cyberjurors_llm_errors_total",
+    "Model calls that failed after the provider SDK's retries, by LLMError kind",
     ["backend", "model", "role", "kind"],
 )
 LLM_LATENCY = Histogram(
     "cyberjurors_llm_latency_seconds",
     "Model call latency including the SDK's retries, failed calls included (excludes waiting for "
     "a concurrency slot or the token rate limit)",
-    ["backend", "model", "role"], buckets=LLM_BUCKETS,
+    ["backend", "model", "role"],
+    buckets=LLM_BUCKETS,
 )
 LLM_RETRIES = Counter(
-    "cyberjurors_llm_retries_total", "HTTP retries the provider SDK made (429, 5xx, 529, timeouts)",
+    "cyberjurors_llm_retries_total",
+    "HTTP retries the provider SDK made (429, 5xx, 529, timeouts)",
     ["backend", "model"],
 )
 LLM_TOKENS = Counter(
@@ -96,7 +102,8 @@ LLM_TOKENS = Counter(
     ["backend", "model", "role", "kind"],
 )
 LLM_COST = Counter(
-    "cyberjurors_llm_cost_usd_total", "Estimated spend in USD from the llm_prices table",
+    "cyberjurors_llm_cost_usd_total",
+    "Estimated spend in USD from the llm_prices table",
     ["backend", "model", "role"],
 )
 LLM_UNPRICED = Counter(
@@ -111,10 +118,14 @@ CASES_IN_FLIGHT = Gauge(
     "cyberjurors_cases_in_flight",
     "Cases admitted and not yet decided or dead-lettered, on this worker's partitions",
 )
-VERDICTS = Counter("cyberjurors_verdicts_total", "First-instance verdicts first decided here (an appeal's are "
-                   "cyberjurors_appeal_verdicts_total)", ["winner", "category"])
+VERDICTS = Counter(
+    "cyberjurors_verdicts_total",
+    "First-instance verdicts first decided here (an appeal's are cyberjurors_appeal_verdicts_total)",
+    ["winner", "category"],
+)
 VOTE_MARGIN = Histogram(
-    "cyberjurors_vote_margin", "|seller - buyer| votes of a verdict (a narrow split is a weak verdict)",
+    "cyberjurors_vote_margin",
+    "|seller - buyer| votes of a verdict (a narrow split is a weak verdict)",
     buckets=(1, 3, 5, 7, 9, 11, 13, 15, 17),
 )
 ROUNDS_USED = Histogram("cyberjurors_rounds_used", "Deliberation rounds a verdict took", buckets=(1, 2, 3, 4, 5))
@@ -143,20 +154,24 @@ ESCALATIONS = Counter(
     ["reason", "tier"],
 )
 ESCALATED_VERDICTS = Counter(
-    "cyberjurors_escalated_verdicts_total", "Verdicts first decided here and escalated, whatever the reasons",
+    "cyberjurors_escalated_verdicts_total",
+    "Verdicts first decided here and escalated, whatever the reasons",
     ["tier"],
 )
 APPEALS = Counter(
-    "cyberjurors_appeals_total", "Appeals accepted for a second instance (refused ones are dead letters at stage "
-    "appeal), by the appellant", ["appellant"],
+    "cyberjurors_appeals_total",
+    "Appeals accepted for a second instance (refused ones are dead letters at stage appeal), by the appellant",
+    ["appellant"],
 )
 APPEAL_VERDICTS = Counter(
-    "cyberjurors_appeal_verdicts_total", "Second-instance verdicts first decided here: reversed (the appellant won) "
-    "or upheld", ["result"],
+    "cyberjurors_appeal_verdicts_total",
+    "Second-instance verdicts first decided here: reversed (the appellant won) or upheld",
+    ["result"],
 )
 HUMAN_DECISIONS = Counter(
-    "cyberjurors_human_decisions_total", "Outcomes a human panel reported (source human_panel) for an escalated "
-    "verdict, by agreement with it", ["agreement"],
+    "cyberjurors_human_decisions_total",
+    "Outcomes a human panel reported (source human_panel) for an escalated verdict, by agreement with it",
+    ["agreement"],
 )
 VERIFICATIONS = Counter(
     "cyberjurors_verifications_total",
@@ -165,13 +180,17 @@ VERIFICATIONS = Counter(
     ["status"],
 )
 VERIFIER_TURNS = Histogram(
-    "cyberjurors_verifier_turns", "Verifier calls a verified justification took (1 = accepted as first drafted)",
+    "cyberjurors_verifier_turns",
+    "Verifier calls a verified justification took (1 = accepted as first drafted)",
     buckets=(1, 2, 3, 4, 5, 8),
 )
-CLAIMS_REMOVED = Counter("cyberjurors_verifier_claims_removed_total",
-                         "Untraceable sentences removed from justifications that failed verification")
+CLAIMS_REMOVED = Counter(
+    "cyberjurors_verifier_claims_removed_total",
+    "Untraceable sentences removed from justifications that failed verification",
+)
 DEAD_LETTERS = Counter(
-    "cyberjurors_dead_letters_total", "Messages sent to disputes.dlq; stage round-N is counted as round",
+    "cyberjurors_dead_letters_total",
+    "Messages sent to disputes.dlq; stage round-N is counted as round",
     ["stage", "reason"],
 )
 
@@ -203,7 +222,8 @@ CONSUMER_LAG = Gauge(
 
 PRECEDENT_RETRIEVAL = Histogram(
     "cyberjurors_precedent_retrieval_seconds",
-    "Precedent retrieval per case, retries and fallbacks included", buckets=RETRIEVAL_BUCKETS,
+    "Precedent retrieval per case, retries and fallbacks included",
+    buckets=RETRIEVAL_BUCKETS,
 )
 PRECEDENT_FALLBACKS = Counter(
     "cyberjurors_precedent_fallbacks_total",
@@ -233,17 +253,20 @@ OUTCOME_VOTE_ERROR = Histogram(
     "cyberjurors_outcome_vote_error",
     "|our seller votes - the real jury's seller votes| per reported outcome, on the 17-vote scale "
     "(rate of _sum over rate of _count is the vote MAE)",
-    ["category"], buckets=VOTE_ERROR_BUCKETS,
+    ["category"],
+    buckets=VOTE_ERROR_BUCKETS,
 )
 
 # --- juror qualification (jury/qualify.py): set when the worker seats its jury ---------------------
 JUROR_ACCURACY = Gauge(
     "cyberjurors_juror_qualification_accuracy",
-    "Share of its mock cases a persona decided as the real jury did, on its seat's model", ["persona", "model"],
+    "Share of its mock cases a persona decided as the real jury did, on its seat's model",
+    ["persona", "model"],
 )
 JUROR_SELLER_SHARE = Gauge(
     "cyberjurors_juror_qualification_seller_share",
-    "Share of a persona's mock-case votes for the seller (the mock cases are half the seller's)", ["persona", "model"],
+    "Share of a persona's mock-case votes for the seller (the mock cases are half the seller's)",
+    ["persona", "model"],
 )
 JUROR_WEIGHT = Gauge(
     "cyberjurors_juror_weight",
@@ -305,14 +328,14 @@ class PriceTable:
     ``cyberjurors_llm_unpriced_calls_total``.
     """
 
-    def __init__(self, prices: Mapping[str, "TokenPrices"] | None = None):
+    def __init__(self, prices: Mapping[str, TokenPrices] | None = None):
         self.prices = dict(prices or {})
         self._warned: set[str] = set()
 
-    def price(self, model: str) -> "TokenPrices | None":
+    def price(self, model: str) -> TokenPrices | None:
         return find(self.prices, model)
 
-    def cost(self, backend: str, model: str, usage: "Usage", batch: bool = False) -> float | None:
+    def cost(self, backend: str, model: str, usage: Usage, batch: bool = False) -> float | None:
         """USD for one call's usage (or a sum of one model's calls); None when the model has no
         price. Cache writes are priced by TTL; ``batch``: made through the Message Batches API."""
         if backend in FREE_BACKENDS:
@@ -321,9 +344,13 @@ class PriceTable:
         if price is None:
             return None
         write_5m = usage.cache_write_tokens - usage.cache_write_1h_tokens
-        full = (usage.input_tokens * price.input + usage.output_tokens * price.output
-                + usage.cache_read_tokens * price.cache_read + write_5m * price.cache_write
-                + usage.cache_write_1h_tokens * price.write_1h) / 1e6
+        full = (
+            usage.input_tokens * price.input
+            + usage.output_tokens * price.output
+            + usage.cache_read_tokens * price.cache_read
+            + write_5m * price.cache_write
+            + usage.cache_write_1h_tokens * price.write_1h
+        ) / 1e6
         return full * price.batch if batch else full
 
     def warn_once(self, model: str) -> None:
@@ -332,16 +359,21 @@ class PriceTable:
             log.warning("no price for model %r in llm_prices: its cost is counted as 0", model)
 
 
-def token_kinds(usage: "Usage") -> dict[str, int]:
+def token_kinds(usage: Usage) -> dict[str, int]:
     """A call's tokens by metric kind (``TOKEN_KINDS``): answer and thinking apart."""
     thinking = min(usage.thinking_tokens, usage.output_tokens)  # a provider's count never exceeds its total
-    return {"input": usage.input_tokens, "output": usage.output_tokens - thinking,
-            "thinking": thinking, "cache_read": usage.cache_read_tokens,
-            "cache_write": usage.cache_write_tokens}
+    return {
+        "input": usage.input_tokens,
+        "output": usage.output_tokens - thinking,
+        "thinking": thinking,
+        "cache_read": usage.cache_read_tokens,
+        "cache_write": usage.cache_write_tokens,
+    }
 
 
-def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage: "Usage",
-                    prices: PriceTable | None, batch: bool = False) -> float:
+def record_llm_call(
+    backend: str, model: str, role: str, elapsed_s: float, usage: Usage, prices: PriceTable | None, batch: bool = False
+) -> float:
     """Count one answered call; returns its estimated cost in USD (0 when unpriced), which the
     per-case budget adds up; ``batch``: answered through the Message Batches API, at its price."""
     LLM_CALLS.labels(backend, model, role).inc()
@@ -349,8 +381,9 @@ def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage
     return record_llm_spend(backend, model, role, usage, prices, batch)
 
 
-def record_llm_spend(backend: str, model: str, role: str, usage: "Usage", prices: PriceTable | None,
-                     batch: bool = False) -> float:
+def record_llm_spend(
+    backend: str, model: str, role: str, usage: Usage, prices: PriceTable | None, batch: bool = False
+) -> float:
     """Count a billed reply's tokens and estimated cost, returned (0 when unpriced): an answer's, or
     one the provider sent and billed that failed our checks (cut, refused, not a valid answer)."""
     for kind, tokens in token_kinds(usage).items():
@@ -380,8 +413,9 @@ def record_retry(backend: str, model: str, retries_taken: int) -> None:
 # --- verdicts --------------------------------------------------------------------------------
 
 
-def record_verdict(category: str, winner: str, margin: int, rounds_used: int, early_stopped: bool,
-                   latency_s: float) -> None:
+def record_verdict(
+    category: str, winner: str, margin: int, rounds_used: int, early_stopped: bool, latency_s: float
+) -> None:
     """Once per case, when its verdict is first decided (never for a replay's re-send)."""
     VERDICTS.labels(winner, category).inc()
     VOTE_MARGIN.observe(margin)
@@ -391,13 +425,13 @@ def record_verdict(category: str, winner: str, margin: int, rounds_used: int, ea
     CASE_LATENCY.labels(category).observe(latency_s)
 
 
-def record_budget_stops(stops: "Collection[BudgetStop]") -> None:
+def record_budget_stops(stops: Collection[BudgetStop]) -> None:
     """Once per verdict first decided, for each place the budget cut it short."""
     for stop in stops:
         BUDGET_STOPS.labels(stop.limit, stage_label(stop.stage)).inc()
 
 
-def record_ballots(votes_by_model: "Mapping[str, Votes]", winner: str) -> None:
+def record_ballots(votes_by_model: Mapping[str, Votes], winner: str) -> None:
     """Once per verdict first decided: its final round's ballots by seat model and vote."""
     for model, votes in votes_by_model.items():
         for side in SIDES:
@@ -405,7 +439,7 @@ def record_ballots(votes_by_model: "Mapping[str, Votes]", winner: str) -> None:
                 BALLOTS.labels(model, side, winner).inc(count)
 
 
-def record_escalation(reasons: "Collection[str]", instance: int) -> None:
+def record_escalation(reasons: Collection[str], instance: int) -> None:
     """Once per verdict first decided, for each reason it was escalated for."""
     if reasons:
         ESCALATED_VERDICTS.labels(TIERS[instance]).inc()
@@ -413,7 +447,7 @@ def record_escalation(reasons: "Collection[str]", instance: int) -> None:
         ESCALATIONS.labels(reason, TIERS[instance]).inc()
 
 
-def record_verification(verification: "Verification | None") -> None:
+def record_verification(verification: Verification | None) -> None:
     """Once per verdict first decided, when its justification was verified."""
     if verification is None:
         return
@@ -422,7 +456,7 @@ def record_verification(verification: "Verification | None") -> None:
     CLAIMS_REMOVED.inc(len(verification.removed_claims))
 
 
-def record_jury(composition: "JuryComposition | None") -> None:
+def record_jury(composition: JuryComposition | None) -> None:
     """Once the worker's jury is seated: each scored persona's accuracy, seller share and weight."""
     for seat in composition.seats if composition else []:
         for score, serving in ((seat.score, True), (seat.replaced, False)):
@@ -498,7 +532,7 @@ FAUST_PREFIX = "cyberjurors_faust"
 _faust_metrics: Any = None
 
 
-def instrument_faust(app: "faust.App") -> None:
+def instrument_faust(app: faust.App) -> None:
     """Faust's own Prometheus sensor (consumer, commits, offsets, sends, rebalances, tables) in
     the default registry, under a fixed prefix (``cyberjurors_faust_*``, not the app id, so
     dashboards do not depend on it). Call before the app starts.

@@ -77,30 +77,43 @@ MODELS: dict[str, ModelFacts] = {
     "claude-sonnet-5-5": ModelFacts(
         prices=TokenPrices(input=2.0, output=10.0, cache_read=0.20, cache_write=2.50, cache_write_1h=4.00),
         min_cacheable_tokens=512,
-        thinking_types=frozenset({"adaptive"}), thinking_off="between_tools", thinks_by_default=True, effort=True,
+        thinking_types=frozenset({"adaptive"}),
+        thinking_off="between_tools",
+        thinks_by_default=True,
+        effort=True,
         checked=CHECKED,
         sources=("https://platform.claude.com/docs/en/models/sonnet-5-5/overview", PROMPT_CACHING, THINKING),
         note="prices as the model's own page lists them (issue 13); genai-prices 0.2.3 (Nov 2026) lists a "
-             "$0.10 cache read (0.05x input) from 2026-10-07: check the pricing page and override llm_prices "
-             "if it applies to your account",
+        "$0.10 cache read (0.05x input) from 2026-10-07: check the pricing page and override llm_prices "
+        "if it applies to your account",
     ),
     "claude-sonnet-5": ModelFacts(
         prices=TokenPrices(input=2.0, output=10.0, cache_read=0.20, cache_write=2.50, cache_write_1h=4.00),
         min_cacheable_tokens=1024,
-        thinking_types=frozenset({"adaptive"}), thinking_off=None, thinks_by_default=True, effort=True,
+        thinking_types=frozenset({"adaptive"}),
+        thinking_off=None,
+        thinks_by_default=True,
+        effort=True,
         checked=CHECKED,
         sources=("https://platform.claude.com/docs/en/models/sonnet-5/overview", PROMPT_CACHING, THINKING),
     ),
     "claude-opus-4-7": ModelFacts(
         prices=TokenPrices(input=5.0, output=25.0, cache_read=0.50, cache_write=6.25, cache_write_1h=10.00),
         min_cacheable_tokens=2048,
-        thinking_types=frozenset({"adaptive"}), thinking_off=None, thinks_by_default=True, effort=True,
-        checked=CHECKED, sources=(PRICING, PROMPT_CACHING, THINKING),
+        thinking_types=frozenset({"adaptive"}),
+        thinking_off=None,
+        thinks_by_default=True,
+        effort=True,
+        checked=CHECKED,
+        sources=(PRICING, PROMPT_CACHING, THINKING),
     ),
     "claude-haiku-4-5": ModelFacts(
         prices=TokenPrices(input=1.0, output=5.0, cache_read=0.10, cache_write=1.25, cache_write_1h=2.00),
         min_cacheable_tokens=4096,
-        thinking_types=frozenset({"budget"}), thinking_off="disabled", thinks_by_default=False, effort=False,
+        thinking_types=frozenset({"budget"}),
+        thinking_off="disabled",
+        thinks_by_default=False,
+        effort=False,
         checked=CHECKED,
         sources=("https://platform.claude.com/docs/en/models/haiku-4-5/overview", PRICING, PROMPT_CACHING, THINKING),
     ),
@@ -116,8 +129,9 @@ def find(table: Mapping[str, V], model: str) -> V | None:
     """The entry for ``model``: its exact name, else the key it is a dated snapshot of."""
     if model in table:
         return table[model]
-    return next((entry for key, entry in table.items()
-                 if model.startswith(key) and SNAPSHOT.fullmatch(model[len(key):])), None)
+    return next(
+        (entry for key, entry in table.items() if model.startswith(key) and SNAPSHOT.fullmatch(model[len(key) :])), None
+    )
 
 
 def facts(model: str) -> ModelFacts | None:

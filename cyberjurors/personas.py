@@ -43,11 +43,17 @@ def load_personas(n: int, path: Path | None = None, seed: int = 7) -> list[Perso
     personas = _personas.validate_python(json.loads(raw))
     if n <= len(personas):
         return personas[:n]
-    fields = {name: f.annotation.__args__ for name, f in Persona.model_fields.items() if hasattr(f.annotation, "__args__")}
+    fields = {
+        name: f.annotation.__args__ for name, f in Persona.model_fields.items() if hasattr(f.annotation, "__args__")
+    }
     combos = list(itertools.product(*fields.values()))
     random.Random(seed).shuffle(combos)
     extra = [
-        Persona(name=f"Juror {len(personas) + i + 1}", description="Generated juror.", **dict(zip(fields, combo)))
+        Persona(
+            name=f"Juror {len(personas) + i + 1}",
+            description="Generated juror.",
+            **dict(zip(fields, combo, strict=True)),
+        )
         for i, combo in enumerate(combos[: n - len(personas)])
     ]
     return personas + extra

@@ -45,10 +45,17 @@ ADDRESSED = "contains text addressed to the jury; it was treated as a party's cl
 FORM_FIELDS = (("product", "product"), ("dispute reason", "dispute_reason"), ("requested remedy", "requested_remedy"))
 
 
-def jury_addressed(case: "DisputeCase") -> list[str]:
+def jury_addressed(case: DisputeCase) -> list[str]:
     """A note for each form field and evidence item of the case whose text addresses the jury (the
     verdict carries them; the escalation's ``injection`` reason is set by them)."""
-    notes = [f"the {name} in the dispute form {ADDRESSED}" for name, field in FORM_FIELDS
-             if instruction_sentences(getattr(case.metadata, field))]
-    return notes + [f"evidence {item.id} ({r.party}) {ADDRESSED}" for r in case.rounds for item in r.items
-                    if item.text and instruction_sentences(item.text)]
+    notes = [
+        f"the {name} in the dispute form {ADDRESSED}"
+        for name, field in FORM_FIELDS
+        if instruction_sentences(getattr(case.metadata, field))
+    ]
+    return notes + [
+        f"evidence {item.id} ({r.party}) {ADDRESSED}"
+        for r in case.rounds
+        for item in r.items
+        if item.text and instruction_sentences(item.text)
+    ]

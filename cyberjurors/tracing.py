@@ -92,8 +92,11 @@ def shutdown(provider: TracerProvider | None, timeout_s: float = 5.0) -> None:
     sending.start()
     sending.join(timeout_s)
     if sending.is_alive():
-        log.warning("spans not yet exported after %.0f s at exit are dropped (is the collector at %s up?)",
-                    timeout_s, getattr(provider, "cyberjurors_endpoint", "?"))
+        log.warning(
+            "spans not yet exported after %.0f s at exit are dropped (is the collector at %s up?)",
+            timeout_s,
+            getattr(provider, "cyberjurors_endpoint", "?"),
+        )
 
 
 # --- Kafka headers ------------------------------------------------------------------------------
@@ -152,8 +155,12 @@ def consuming(event: Any, stage: str, case_id: str | None = None, group: str | N
     ``headers`` and ``message``), a child of the span that sent it; log lines inside carry the
     stage and the case. ``name_stage`` and ``name_case`` fill them in once the message is read."""
     message = getattr(event, "message", None)
-    attributes: dict[str, Any] = {"messaging.system": "kafka", "messaging.operation.type": "process",
-                                  "messaging.operation.name": "process", STAGE: stage}
+    attributes: dict[str, Any] = {
+        "messaging.system": "kafka",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        STAGE: stage,
+    }
     if message is not None:
         attributes["messaging.destination.name"] = str(getattr(message, "topic", ""))
         if getattr(message, "partition", None) is not None:
@@ -165,9 +172,11 @@ def consuming(event: Any, stage: str, case_id: str | None = None, group: str | N
     if case_id:
         attributes[CASE_ID] = case_id
     parent = context_of(getattr(event, "headers", None))
-    with _tracer.start_as_current_span(stage, context=parent, kind=SpanKind.CONSUMER, attributes=attributes) as span:
-        with logs.about(case_id, stage):
-            yield span
+    with (
+        _tracer.start_as_current_span(stage, context=parent, kind=SpanKind.CONSUMER, attributes=attributes) as span,
+        logs.about(case_id, stage),
+    ):
+        yield span
 
 
 def name_stage(stage: str) -> None:
@@ -196,8 +205,13 @@ def mark(**attributes: Any) -> None:
 def start_producing(case_id: str, topic: str, name: str = "send", parent: Context | None = None) -> Span:
     """A PRODUCER span for a client's messages about one case; end it when they are sent.
     ``headers(in_span(span))`` are the headers that carry it."""
-    attributes = {"messaging.system": "kafka", "messaging.operation.type": "send", "messaging.operation.name": "send",
-                  "messaging.destination.name": topic, CASE_ID: case_id}
+    attributes = {
+        "messaging.system": "kafka",
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "send",
+        "messaging.destination.name": topic,
+        CASE_ID: case_id,
+    }
     return _tracer.start_span(name, context=parent, kind=SpanKind.PRODUCER, attributes=attributes)
 
 
@@ -209,8 +223,11 @@ def in_span(span: Span) -> Context:
 def dead_letter(stage: str, reason: str, replayable: bool) -> Iterator[Span]:
     """A span for writing one dead letter: a child of the stage that failed, or a trace of its own
     when no stage is under way (the expiry sweeps)."""
-    attributes = {STAGE: stage, "cyberjurors.dead_letter.reason": reason,
-                  "cyberjurors.dead_letter.replayable": replayable}
+    attributes = {
+        STAGE: stage,
+        "cyberjurors.dead_letter.reason": reason,
+        "cyberjurors.dead_letter.replayable": replayable,
+    }
     with _tracer.start_as_current_span("dead-letter", attributes=attributes) as span:
         span.set_status(Status(StatusCode.ERROR, reason))
         yield span
@@ -224,13 +241,23 @@ def model_call(provider: str, request: LLMRequest, queued_s: float = 0.0) -> Ite
     """A CLIENT span for one model call, named and attributed as the GenAI semantic conventions'
     inference span (``chat {model}``); ``answered`` or ``failed`` completes it."""
     attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": request.model,
-        "gen_ai.request.max_tokens": request.max_output_tokens, "gen_ai.output.type": "json",
-        "cyberjurors.llm.role": request.role, "cyberjurors.llm.queued_s": round(queued_s, 6)}
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": request.model,
+        "gen_ai.request.max_tokens": request.max_output_tokens,
+        "gen_ai.output.type": "json",
+        "cyberjurors.llm.role": request.role,
+        "cyberjurors.llm.queued_s": round(queued_s, 6),
+    }
     if request.case_id:
         attributes[CASE_ID] = request.case_id
-    with _tracer.start_as_current_span(f"chat {request.model}", kind=SpanKind.CLIENT, attributes=attributes,
-                                       record_exception=False, set_status_on_exception=False) as span:
+    with _tracer.start_as_current_span(
+        f"chat {request.model}",
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
         yield span
 
 
@@ -238,15 +265,17 @@ def answered(span: Span, result: LLMResult[Any]) -> None:
     if not span.is_recording():
         return
     usage = result.usage
-    span.set_attributes({
-        "gen_ai.response.model": result.model,
-        # input_tokens counts every input token, cached ones included (the conventions say so); ours
-        # counts the uncached ones, as the provider bills them
-        "gen_ai.usage.input_tokens": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-        "gen_ai.usage.output_tokens": usage.output_tokens,
-        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
-        "gen_ai.usage.cache_write.input_tokens": usage.cache_write_tokens,
-    })
+    span.set_attributes(
+        {
+            "gen_ai.response.model": result.model,
+            # input_tokens counts every input token, cached ones included (the conventions say so); ours
+            # counts the uncached ones, as the provider bills them
+            "gen_ai.usage.input_tokens": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+            "gen_ai.usage.cache_write.input_tokens": usage.cache_write_tokens,
+        }
+    )
     if result.finish_reason:
         span.set_attribute("gen_ai.response.finish_reasons", (result.finish_reason,))
 

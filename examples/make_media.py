@@ -25,9 +25,9 @@ import hashlib
 import json
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from PIL import Image, ImageDraw
 
@@ -82,10 +82,20 @@ def phone_battery() -> Image.Image:
     d.text((28, 362), "Maximum Capacity", font=font(15), fill=(0, 0, 0))
     d.text((w - 30, 358), "71%", font=font(22), fill=(0, 0, 0), anchor="ra")
     d.line((28, 392, w - 28, 392), fill=(225, 225, 230))
-    d.multiline_text((28, 400), "This is a measure of battery capacity\nrelative to when it was new.",
-                     font=font(11), fill=(120, 120, 128), spacing=3)
-    d.multiline_text((28, 434), "Your battery's health is significantly\ndegraded. Service is recommended.",
-                     font=font(11), fill=(220, 30, 30), spacing=3)
+    d.multiline_text(
+        (28, 400),
+        "This is a measure of battery capacity\nrelative to when it was new.",
+        font=font(11),
+        fill=(120, 120, 128),
+        spacing=3,
+    )
+    d.multiline_text(
+        (28, 434),
+        "Your battery's health is significantly\ndegraded. Service is recommended.",
+        font=font(11),
+        fill=(220, 30, 30),
+        spacing=3,
+    )
 
     d.rounded_rectangle((14, 486, w - 14, 540), radius=10, fill=(255, 255, 255))
     d.text((28, 496), "Peak Performance Capability", font=font(13), fill=(0, 0, 0))
@@ -105,8 +115,7 @@ def shipping_label() -> Image.Image:
     d.text((w - 24, 20), "PARCEL 1/1", font=font(14), fill=(255, 255, 255), anchor="ra")
     d.text((22, 56), "FROM: Nordlicht Outdoor GmbH, Speicherstr. 8, 20457 Hamburg", font=font(12), fill=(0, 0, 0))
     d.text((22, 78), "TO:", font=font(14), fill=(0, 0, 0))
-    d.multiline_text((60, 78), "Jiwon Park\nLindenstr. 14B\n10969 Berlin  DE", font=font(16), fill=(0, 0, 0),
-                     spacing=4)
+    d.multiline_text((60, 78), "Jiwon Park\nLindenstr. 14B\n10969 Berlin  DE", font=font(16), fill=(0, 0, 0), spacing=4)
     d.text((300, 80), "WEIGHT: 1.24 kg", font=font(14), fill=(0, 0, 0))
     d.text((300, 100), "SERVICE: SIGNATURE", font=font(12), fill=(0, 0, 0))
     d.text((300, 116), "SHIPPED: 03.10.2026", font=font(12), fill=(0, 0, 0))
@@ -152,7 +161,7 @@ def shirt_torn_seam() -> Image.Image:
     right = jagged(rng, (286, 110), (288, 310), 14, 5)
     middle = [(x + rng.uniform(10, 22) * math.sin(math.pi * i / 14), y) for i, (x, y) in enumerate(right)]
     d.polygon(left + middle[::-1], fill=(38, 34, 44))
-    for (x, y) in left[1:-1] + middle[1:-1]:  # frayed threads
+    for x, y in left[1:-1] + middle[1:-1]:  # frayed threads
         for _ in range(3):
             a = rng.uniform(0, 2 * math.pi)
             length = rng.uniform(5, 14)
@@ -214,8 +223,9 @@ def courier_door() -> Image.Image:
     d.line((243, 236, 243, 318), fill=(210, 190, 150), width=6)
     d.rectangle((206, 250, 236, 272), fill=(250, 250, 250))
     d.rectangle((0, 330, w, h), fill=(0, 0, 0))
-    d.text((8, 336), "SwiftPost POD  08.10.2026 14:17  52.4891N 13.4218E  drv #2291", font=font(13),
-           fill=(255, 220, 60))
+    d.text(
+        (8, 336), "SwiftPost POD  08.10.2026 14:17  52.4891N 13.4218E  drv #2291", font=font(13), fill=(255, 220, 60)
+    )
     return im
 
 
@@ -234,8 +244,7 @@ def chat_screenshot() -> Image.Image:
         lines = text.split("\n")
         height = 18 * len(lines) + 26
         x0, x1 = (110, w - 12) if mine else (12, w - 110)
-        d.rounded_rectangle((x0, y, x1, y + height), radius=12,
-                            fill=(210, 236, 200) if mine else (255, 255, 255))
+        d.rounded_rectangle((x0, y, x1, y + height), radius=12, fill=(210, 236, 200) if mine else (255, 255, 255))
         d.multiline_text((x0 + 12, y + 8), text, font=font(13), fill=(20, 20, 20), spacing=5)
         d.text((x1 - 10, y + height - 16), stamp, font=font(10), fill=(120, 120, 120), anchor="ra")
         y += height + 12
@@ -270,13 +279,23 @@ def order_page() -> Image.Image:
     d.rectangle((28, 150, 108, 230), fill=(232, 236, 240))
     d.rectangle((52, 160, 84, 200), fill=(60, 64, 72))
     d.polygon([(50, 200), (86, 200), (92, 222), (44, 222)], fill=(40, 42, 48))
-    d.multiline_text((122, 152), "PowerBlend 1200 High-Speed\nBlender, 2 L jar, black\nSold by: Vortek Home Store\n"
-                     "EUR 89.00", font=font(13), fill=(17, 17, 17), spacing=5)
+    d.multiline_text(
+        (122, 152),
+        "PowerBlend 1200 High-Speed\nBlender, 2 L jar, black\nSold by: Vortek Home Store\nEUR 89.00",
+        font=font(13),
+        fill=(17, 17, 17),
+        spacing=5,
+    )
     d.rounded_rectangle((14, 262, w - 14, 360), radius=6, fill=(255, 248, 240), outline=(240, 180, 120))
     d.text((28, 272), "Return window closed on 3 September 2026", font=font(15), fill=(180, 40, 20))
-    d.multiline_text((28, 296), "Returns were accepted for 30 days after delivery.\n"
-                     "Covered by the 2-year manufacturer warranty (Vortek)\nuntil 4 August 2028.",
-                     font=font(12), fill=(60, 60, 60), spacing=4)
+    d.multiline_text(
+        (28, 296),
+        "Returns were accepted for 30 days after delivery.\n"
+        "Covered by the 2-year manufacturer warranty (Vortek)\nuntil 4 August 2028.",
+        font=font(12),
+        fill=(60, 60, 60),
+        spacing=4,
+    )
     d.rounded_rectangle((14, 376, 226, 410), radius=16, fill=(238, 238, 238))
     text_centered(d, (120, 393), "Return item (unavailable)", 13, (150, 150, 150))
     d.rounded_rectangle((240, 376, w - 14, 410), radius=16, fill=(255, 216, 20))
@@ -303,8 +322,10 @@ def kettle_crack() -> Image.Image:
     d.line((168, 130, 156, 350), fill=(236, 244, 248), width=6)  # highlight
     d.rounded_rectangle((150, 100, 330, 128), radius=8, fill=(36, 36, 38))  # lid
     d.rounded_rectangle((226, 84, 254, 102), radius=5, fill=(36, 36, 38))
-    d.polygon([(320, 130), (372, 140), (378, 330), (330, 340), (330, 310), (352, 302), (350, 162), (322, 156)],
-              fill=(36, 36, 38))  # handle
+    d.polygon(
+        [(320, 130), (372, 140), (378, 330), (330, 340), (330, 310), (352, 302), (350, 162), (322, 156)],
+        fill=(36, 36, 38),
+    )  # handle
     d.polygon([(160, 124), (118, 150), (126, 156), (166, 140)], fill=(180, 200, 210))  # spout
     d.text((292, 210), "1.5L", font=font(12), fill=(90, 110, 120))
     for y in range(230, 352, 24):
@@ -314,8 +335,11 @@ def kettle_crack() -> Image.Image:
     d.line(trunk, fill=(40, 48, 52), width=3)
     for i in (3, 6, 9):
         x, y = trunk[i]
-        d.line(jagged(rng, (x, y), (x + rng.choice((-1, 1)) * rng.uniform(30, 50), y - rng.uniform(10, 30)), 5, 4),
-               fill=(50, 58, 62), width=2)
+        d.line(
+            jagged(rng, (x, y), (x + rng.choice((-1, 1)) * rng.uniform(30, 50), y - rng.uniform(10, 30)), 5, 4),
+            fill=(50, 58, 62),
+            width=2,
+        )
     for x in range(220, 250, 6):  # drips from the crack
         d.ellipse((x, 380 + (x % 5), x + 4, 386 + (x % 5)), fill=(210, 226, 236))
     return im
@@ -341,8 +365,14 @@ def dispatch_photo() -> Image.Image:
     text_centered(d, (150, 262), "best within 3 months", 11, (80, 80, 80))
     # dispatch slip
     d.polygon([(268, 70), (464, 62), (470, 262), (276, 270)], fill=(255, 255, 255))
-    d.multiline_text((288, 84), "DISPATCH SLIP\n\nORDER #55102\n1 x Yirgacheffe 1 kg\nbag sealed, valve intact\n"
-                     "PACKED 30.09.2026 10:14\npacker: M.K.", font=font(13), fill=(20, 20, 20), spacing=6)
+    d.multiline_text(
+        (288, 84),
+        "DISPATCH SLIP\n\nORDER #55102\n1 x Yirgacheffe 1 kg\nbag sealed, valve intact\n"
+        "PACKED 30.09.2026 10:14\npacker: M.K.",
+        font=font(13),
+        fill=(20, 20, 20),
+        spacing=6,
+    )
     d.text((w - 12, h - 12), "30/09/2026 10:15", font=font(18), fill=(255, 150, 30), anchor="rd")
     return im
 
@@ -358,8 +388,24 @@ def returned_dress() -> Image.Image:
     d.line((200, 80, 90, 120), fill=(140, 100, 60), width=8)
     d.line((200, 80, 310, 120), fill=(140, 100, 60), width=8)
     green = (24, 112, 84)
-    d.polygon([(130, 96), (176, 86), (200, 118), (224, 86), (270, 96), (290, 150), (262, 170), (256, 260),
-               (330, 520), (70, 520), (144, 260), (138, 170), (110, 150)], fill=green)
+    d.polygon(
+        [
+            (130, 96),
+            (176, 86),
+            (200, 118),
+            (224, 86),
+            (270, 96),
+            (290, 150),
+            (262, 170),
+            (256, 260),
+            (330, 520),
+            (70, 520),
+            (144, 260),
+            (138, 170),
+            (110, 150),
+        ],
+        fill=green,
+    )
     d.line((144, 260, 256, 260), fill=(16, 90, 66), width=3)
     for x in range(120, 300, 28):
         d.line((200, 262, x, 518), fill=(20, 100, 74), width=2)  # pleats
@@ -374,8 +420,13 @@ def returned_dress() -> Image.Image:
     d.ellipse((236, 104, 248, 110), fill=(176, 50, 70))  # lipstick
     # the seller's return card
     d.rectangle((246, 420, 392, 548), fill=(255, 255, 250), outline=(120, 120, 120))
-    d.multiline_text((254, 428), "RETURN RCVD\n12.10.2026\nRMA 40917\n- tags removed\n- make-up on collar",
-                     font=font(13), fill=(30, 30, 30), spacing=5)
+    d.multiline_text(
+        (254, 428),
+        "RETURN RCVD\n12.10.2026\nRMA 40917\n- tags removed\n- make-up on collar",
+        font=font(13),
+        fill=(30, 30, 30),
+        spacing=5,
+    )
     return im
 
 
@@ -390,10 +441,20 @@ def rating_plate() -> Image.Image:
     d.text((60, 46), "NORDHAUS", font=font(24), fill=(20, 20, 20))
     d.text((230, 54), "Microwave Oven", font=font(16), fill=(20, 20, 20))
     d.line((56, 82, 424, 82), fill=(60, 60, 60), width=2)
-    d.multiline_text((60, 94), "MODEL:\nCAPACITY:\nRATED VOLTAGE:\nRATED INPUT:\nOUTPUT:\nSERIAL No.:",
-                     font=font(15), fill=(20, 20, 20), spacing=9)
-    d.multiline_text((220, 94), "MW-25S\n25 L\n230 V ~ 50 Hz\n1250 W\n800 W\n25S-0921-4471",
-                     font=font(15), fill=(20, 20, 20), spacing=9)
+    d.multiline_text(
+        (60, 94),
+        "MODEL:\nCAPACITY:\nRATED VOLTAGE:\nRATED INPUT:\nOUTPUT:\nSERIAL No.:",
+        font=font(15),
+        fill=(20, 20, 20),
+        spacing=9,
+    )
+    d.multiline_text(
+        (220, 94),
+        "MW-25S\n25 L\n230 V ~ 50 Hz\n1250 W\n800 W\n25S-0921-4471",
+        font=font(15),
+        fill=(20, 20, 20),
+        spacing=9,
+    )
     d.text((60, 250), "MADE IN PRC    CE    2026-08", font=font(12), fill=(40, 40, 40))
     return im
 
@@ -433,7 +494,7 @@ class VideoSpec:
     frames: int
     clue: range
     probe: Probe
-    draw: Callable[[int, "VideoSpec"], Image.Image]
+    draw: Callable[[int, VideoSpec], Image.Image]
     start: str  # wall-clock of frame 0, shown in the overlay
     description: str
 
@@ -561,21 +622,39 @@ def rccar_frame(i: int, spec: VideoSpec) -> Image.Image:
 
 
 VIDEOS = [
-    VideoSpec("airfryer-unboxing.mp4", fps=8, frames=80, clue=range(41, 44),
-              probe=Probe((146, 66, 250, 88), "red_minus_green", 100.0), draw=airfryer_frame,
-              start="2026-10-05 19:22:07",
-              description="buyer's unboxing: at first power-on the display shows a red 'E04 HEATER FAULT' "
-                          "banner, then the unit shuts off"),
-    VideoSpec("phone-unboxing.mp4", fps=6, frames=60, clue=range(33, 36),
-              probe=Probe((134, 110, 188, 180), "luma", 110.0), draw=phone_frame,
-              start="2026-10-09 10:11:40",
-              description="buyer's unboxing: the phone's screen lights up once and shows cracked glass "
-                          "spreading from the top-left corner, then goes dark"),
-    VideoSpec("rccar-packing.mp4", fps=10, frames=90, clue=range(46, 50),
-              probe=Probe((208, 70, 240, 90), "luma", 185.0), draw=rccar_frame,
-              start="2026-09-22 15:04:31",
-              description="seller's packing video: the white remote control is placed in its slot next to "
-                          "the car just before the lid is closed and taped"),
+    VideoSpec(
+        "airfryer-unboxing.mp4",
+        fps=8,
+        frames=80,
+        clue=range(41, 44),
+        probe=Probe((146, 66, 250, 88), "red_minus_green", 100.0),
+        draw=airfryer_frame,
+        start="2026-10-05 19:22:07",
+        description="buyer's unboxing: at first power-on the display shows a red 'E04 HEATER FAULT' "
+        "banner, then the unit shuts off",
+    ),
+    VideoSpec(
+        "phone-unboxing.mp4",
+        fps=6,
+        frames=60,
+        clue=range(33, 36),
+        probe=Probe((134, 110, 188, 180), "luma", 110.0),
+        draw=phone_frame,
+        start="2026-10-09 10:11:40",
+        description="buyer's unboxing: the phone's screen lights up once and shows cracked glass "
+        "spreading from the top-left corner, then goes dark",
+    ),
+    VideoSpec(
+        "rccar-packing.mp4",
+        fps=10,
+        frames=90,
+        clue=range(46, 50),
+        probe=Probe((208, 70, 240, 90), "luma", 185.0),
+        draw=rccar_frame,
+        start="2026-09-22 15:04:31",
+        description="seller's packing video: the white remote control is placed in its slot next to "
+        "the car just before the lid is closed and taped",
+    ),
 ]
 
 
@@ -586,30 +665,59 @@ def encode_video(spec: VideoSpec) -> bytes:
 # ----------------------------------------------------------------------------------------------
 
 IMAGES: list[tuple[str, Callable[[], Image.Image], str]] = [
-    ("phone-battery.png", phone_battery,
-     "battery settings screenshot: level 2% 47 min after a full charge, maximum capacity 71% (degraded)"),
-    ("shipping-label.png", shipping_label,
-     "courier label for Jiwon Park, tracking SP 4471 9023 3186 DE, 1.24 kg, stamped "
-     "'DELIVERED - signed by: J. PARK' on 06.10.2026 11:42"),
-    ("shirt-torn-seam.jpg", shirt_torn_seam,
-     "close-up of a blue shirt whose side seam is split open along the stitching, broken stitches hanging out"),
-    ("food-best-before.jpg", food_best_before,
-     "granola bag printed 'BEST BEFORE 14.09.2026' (delivered 03.10.2026: already past)"),
-    ("courier-door.jpg", courier_door,
-     "courier proof-of-delivery photo: parcel on the mat in front of door 14B, 08.10.2026 14:17"),
-    ("chat-screenshot.png", chat_screenshot,
-     "marketplace chat: on 1 Oct the buyer writes the game key 'works fine'; on 5 Oct says it was 'already used'"),
-    ("order-page.png", order_page,
-     "order page: delivered 4 Aug 2026, 'Return window closed on 3 September 2026', manufacturer warranty to 2028"),
-    ("kettle-crack.jpg", kettle_crack,
-     "glass kettle with a crack running up from the base and a puddle of water under it"),
-    ("dispatch-photo.jpg", dispatch_photo,
-     "seller's dispatch photo: sealed 1 kg coffee bag 'ROASTED 28.09.2026', slip 'PACKED 30.09.2026', valve intact"),
-    ("returned-dress.jpg", returned_dress,
-     "returned dress as received by the seller: tag cut off, make-up and lipstick marks on the collar, "
-     "'RETURN RCVD 12.10.2026'"),
-    ("rating-plate.jpg", rating_plate,
-     "microwave rating plate: 'MODEL MW-25S', 'CAPACITY 25 L', 800 W output"),
+    (
+        "phone-battery.png",
+        phone_battery,
+        "battery settings screenshot: level 2% 47 min after a full charge, maximum capacity 71% (degraded)",
+    ),
+    (
+        "shipping-label.png",
+        shipping_label,
+        "courier label for Jiwon Park, tracking SP 4471 9023 3186 DE, 1.24 kg, stamped "
+        "'DELIVERED - signed by: J. PARK' on 06.10.2026 11:42",
+    ),
+    (
+        "shirt-torn-seam.jpg",
+        shirt_torn_seam,
+        "close-up of a blue shirt whose side seam is split open along the stitching, broken stitches hanging out",
+    ),
+    (
+        "food-best-before.jpg",
+        food_best_before,
+        "granola bag printed 'BEST BEFORE 14.09.2026' (delivered 03.10.2026: already past)",
+    ),
+    (
+        "courier-door.jpg",
+        courier_door,
+        "courier proof-of-delivery photo: parcel on the mat in front of door 14B, 08.10.2026 14:17",
+    ),
+    (
+        "chat-screenshot.png",
+        chat_screenshot,
+        "marketplace chat: on 1 Oct the buyer writes the game key 'works fine'; on 5 Oct says it was 'already used'",
+    ),
+    (
+        "order-page.png",
+        order_page,
+        "order page: delivered 4 Aug 2026, 'Return window closed on 3 September 2026', manufacturer warranty to 2028",
+    ),
+    (
+        "kettle-crack.jpg",
+        kettle_crack,
+        "glass kettle with a crack running up from the base and a puddle of water under it",
+    ),
+    (
+        "dispatch-photo.jpg",
+        dispatch_photo,
+        "seller's dispatch photo: sealed 1 kg coffee bag 'ROASTED 28.09.2026', slip 'PACKED 30.09.2026', valve intact",
+    ),
+    (
+        "returned-dress.jpg",
+        returned_dress,
+        "returned dress as received by the seller: tag cut off, make-up and lipstick marks on the collar, "
+        "'RETURN RCVD 12.10.2026'",
+    ),
+    ("rating-plate.jpg", rating_plate, "microwave rating plate: 'MODEL MW-25S', 'CAPACITY 25 L', 800 W output"),
 ]
 
 MEDIA_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".mp4": "video/mp4"}
@@ -622,8 +730,7 @@ def build(out: Path) -> dict[str, dict]:
     def write(name: str, data: bytes, entry: dict) -> None:
         (out / name).write_bytes(data)
         digest = hashlib.sha256(data).hexdigest()
-        manifest[name] = {"sha256": digest, "bytes": len(data), "media_type": MEDIA_TYPES[Path(name).suffix],
-                          **entry}
+        manifest[name] = {"sha256": digest, "bytes": len(data), "media_type": MEDIA_TYPES[Path(name).suffix], **entry}
         print(f"{out / name}  {len(data):>7} bytes  sha256 {digest}")
 
     for name, render, clue in IMAGES:
@@ -631,13 +738,22 @@ def build(out: Path) -> dict[str, dict]:
         data = encode_photo(image, MEDIA_TYPES[Path(name).suffix], quality=80)
         write(name, data, {"kind": "image", "width": image.width, "height": image.height, "clue": clue})
     for spec in VIDEOS:
-        write(spec.name, encode_video(spec), {
-            "kind": "video", "width": W, "height": H, "fps": spec.fps, "frames": spec.frames,
-            "duration_s": spec.frames / spec.fps, "clue": spec.description,
-            "clue_frames": [spec.clue.start, spec.clue.stop - 1],  # inclusive, 0-based decode order
-            "clue_times_s": [spec.clue.start / spec.fps, (spec.clue.stop - 1) / spec.fps],
-            "probe": spec.probe.json(),
-        })
+        write(
+            spec.name,
+            encode_video(spec),
+            {
+                "kind": "video",
+                "width": W,
+                "height": H,
+                "fps": spec.fps,
+                "frames": spec.frames,
+                "duration_s": spec.frames / spec.fps,
+                "clue": spec.description,
+                "clue_frames": [spec.clue.start, spec.clue.stop - 1],  # inclusive, 0-based decode order
+                "clue_times_s": [spec.clue.start / spec.fps, (spec.clue.stop - 1) / spec.fps],
+                "probe": spec.probe.json(),
+            },
+        )
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     print(f"{out / 'MANIFEST.json'}")
     return manifest

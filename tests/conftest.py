@@ -28,8 +28,13 @@ EXAMPLES = ROOT / "examples"
 def no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Provider settings from the developer's shell must not reach a test's settings (a real key or
     URL would send its calls out, or change which backend ``auto`` picks)."""
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                "CYBERJURORS_SETTINGS_FILE"):
+    for var in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "CYBERJURORS_SETTINGS_FILE",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -41,7 +46,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KAFKA_BOOTSTRAP_SERVERS", "ELASTICSEARCH_URL"):
+    for var in (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "ELASTICSEARCH_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     run = uuid.uuid4().hex[:8]
     return Settings(
@@ -101,8 +112,9 @@ async def running_app(app: faust.App) -> AsyncIterator[faust.App]:
         await app.stop()
 
 
-async def read_topic(settings: Settings, topic: str, until: int, timeout_s: float = 120,
-                     keys: set[str] | None = None) -> list[tuple[str, bytes]]:
+async def read_topic(
+    settings: Settings, topic: str, until: int, timeout_s: float = 120, keys: set[str] | None = None
+) -> list[tuple[str, bytes]]:
     """Collect messages from a topic until `until` of them (for `keys`, if given) have arrived."""
     seen: list[tuple[str, bytes]] = []
 

@@ -54,9 +54,12 @@ def rrf_licence_error() -> dict:
     LicenseUtils.newComplianceException("Reciprocal Rank Fusion (RRF)"), an
     ElasticsearchSecurityException with RestStatus.FORBIDDEN whose ``es.license.expired.feature``
     metadata is rendered without the ``es.`` prefix."""
-    return error_body(403, "security_exception",
-                      "current license is non-compliant for [Reciprocal Rank Fusion (RRF)]",
-                      **{"license.expired.feature": "Reciprocal Rank Fusion (RRF)"})
+    return error_body(
+        403,
+        "security_exception",
+        "current license is non-compliant for [Reciprocal Rank Fusion (RRF)]",
+        **{"license.expired.feature": "Reciprocal Rank Fusion (RRF)"},
+    )
 
 
 def unknown_retriever_error() -> dict:
@@ -66,15 +69,21 @@ def unknown_retriever_error() -> dict:
 
 
 def unauthorized_search_error(index: str) -> dict:
-    return error_body(403, "security_exception",
-                      f"action [indices:data/read/search] is unauthorized for user [reader] with effective roles "
-                      f"[viewer] on indices [{index}], this action is granted by the index privileges [read,all]")
+    return error_body(
+        403,
+        "security_exception",
+        f"action [indices:data/read/search] is unauthorized for user [reader] with effective roles "
+        f"[viewer] on indices [{index}], this action is granted by the index privileges [read,all]",
+    )
 
 
 def authentication_error(path: str) -> dict:
-    return error_body(401, "security_exception", f"unable to authenticate with provided credentials and anonymous "
-                                                 f"access is not allowed for this request",
-                      additional_unsuccessful_credentials=f"API key: unable to find apikey for [{path}]")
+    return error_body(
+        401,
+        "security_exception",
+        "unable to authenticate with provided credentials and anonymous access is not allowed for this request",
+        additional_unsuccessful_credentials=f"API key: unable to find apikey for [{path}]",
+    )
 
 
 @dataclass
@@ -148,7 +157,7 @@ class FakeElasticsearch:
         self.port = 0
 
     # --- lifecycle -------------------------------------------------------------------------
-    async def start(self) -> "FakeElasticsearch":
+    async def start(self) -> FakeElasticsearch:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.2)
@@ -167,16 +176,26 @@ class FakeElasticsearch:
         return f"http://127.0.0.1:{self.port}"
 
     # --- scripting ---------------------------------------------------------------------------
-    def fail(self, status: int, body: Any = None, *, method: str | None = None, path: str | None = None,
-             when: Callable[[Request], bool] | None = None, times: int | None = 1, delay: float = 0.0,
-             headers: dict[str, str] | None = None) -> Failure:
+    def fail(
+        self,
+        status: int,
+        body: Any = None,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        when: Callable[[Request], bool] | None = None,
+        times: int | None = 1,
+        delay: float = 0.0,
+        headers: dict[str, str] | None = None,
+    ) -> Failure:
         body = body if body is not None else error_body(status, "fake_exception", f"scripted {status}")
         failure = Failure(status, body, method, path, when, times, delay, headers or {})
         self.failures.append(failure)
         return failure
 
-    def slow(self, seconds: float, *, method: str | None = None, path: str | None = None,
-             times: int | None = None) -> Failure:
+    def slow(
+        self, seconds: float, *, method: str | None = None, path: str | None = None, times: int | None = None
+    ) -> Failure:
         """Answer matching requests normally, but only after ``seconds``."""
         failure = Failure(0, None, method, path, None, times, seconds)
         self.failures.append(failure)
@@ -191,8 +210,11 @@ class FakeElasticsearch:
         self.scripted[retriever] = list(ids)
 
     def requests_to(self, method: str | None = None, path: str | None = None) -> list[Request]:
-        return [r for r in self.requests
-                if (method is None or r.method == method) and (path is None or re.fullmatch(path, r.path))]
+        return [
+            r
+            for r in self.requests
+            if (method is None or r.method == method) and (path is None or re.fullmatch(path, r.path))
+        ]
 
     def searches(self) -> list[Request]:
         return self.requests_to("POST", r"/[^_/][^/]*/_search")
@@ -203,8 +225,14 @@ class FakeElasticsearch:
     # --- dispatch -----------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
-        req = Request(request.method, request.path, dict(request.query),
-                      {k.lower(): v for k, v in request.headers.items()}, _parse(raw, request.content_type), raw)
+        req = Request(
+            request.method,
+            request.path,
+            dict(request.query),
+            {k.lower(): v for k, v in request.headers.items()},
+            _parse(raw, request.content_type),
+            raw,
+        )
         self.requests.append(req)
         failure = next((f for f in self.failures if f.matches(req)), None)
         if failure is not None:
@@ -232,11 +260,20 @@ class FakeElasticsearch:
         parts = [p for p in req.path.split("/") if p]
         m = req.method
         if not parts:
-            return 200, {"name": "fake-node", "cluster_name": "fake", "cluster_uuid": "fakeuuid",
-                         "version": {"number": VERSION, "build_flavor": "default", "build_type": "docker",
-                                     "lucene_version": "10.2.2", "minimum_wire_compatibility_version": "8.19.0",
-                                     "minimum_index_compatibility_version": "8.0.0"},
-                         "tagline": "You Know, for Search"}
+            return 200, {
+                "name": "fake-node",
+                "cluster_name": "fake",
+                "cluster_uuid": "fakeuuid",
+                "version": {
+                    "number": VERSION,
+                    "build_flavor": "default",
+                    "build_type": "docker",
+                    "lucene_version": "10.2.2",
+                    "minimum_wire_compatibility_version": "8.19.0",
+                    "minimum_index_compatibility_version": "8.0.0",
+                },
+                "tagline": "You Know, for Search",
+            }
         head = parts[0]
         if head == "_index_template" and len(parts) == 2:
             if m == "PUT":
@@ -244,7 +281,9 @@ class FakeElasticsearch:
                 return 200, {"acknowledged": True}
             if m == "DELETE":
                 if self.templates.pop(parts[1], None) is None:
-                    raise _EsError.of(404, "resource_not_found_exception", f"index template matching [{parts[1]}] not found")
+                    raise _EsError.of(
+                        404, "resource_not_found_exception", f"index template matching [{parts[1]}] not found"
+                    )
                 return 200, {"acknowledged": True}
         if head == "_alias" and len(parts) == 2 and m == "GET":
             return self._get_alias_by_name(parts[1])
@@ -298,9 +337,12 @@ class FakeElasticsearch:
                 continue
             targets = [ix for ix in self.indices.values() if name in ix.aliases]
             if not targets:
-                raise _EsError.of(404, "index_not_found_exception", f"no such index [{name}]",
-                                  **{"resource.type": "index_or_alias", "resource.id": name, "index_uuid": "_na_",
-                                     "index": name})
+                raise _EsError.of(
+                    404,
+                    "index_not_found_exception",
+                    f"no such index [{name}]",
+                    **{"resource.type": "index_or_alias", "resource.id": name, "index_uuid": "_na_", "index": name},
+                )
             for ix in targets:
                 out[ix.name] = ix
         return list(out.values())
@@ -308,32 +350,46 @@ class FakeElasticsearch:
     def _write_index(self, name: str, *, require_alias: bool) -> Index | None:
         if name in self.indices:
             if require_alias:
-                raise _EsError.of(404, "index_not_found_exception",
-                                  f"no such index [{name}] and [require_alias] request flag is [true] and [{name}] "
-                                  f"is not an alias", index=name)
+                raise _EsError.of(
+                    404,
+                    "index_not_found_exception",
+                    f"no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias",
+                    index=name,
+                )
             return self.indices[name]
         targets = [ix for ix in self.indices.values() if name in ix.aliases]
         if not targets:
             if require_alias:
-                raise _EsError.of(404, "index_not_found_exception",
-                                  f"no such index [{name}] and [require_alias] request flag is [true] and [{name}] "
-                                  f"is not an alias", index=name)
+                raise _EsError.of(
+                    404,
+                    "index_not_found_exception",
+                    f"no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias",
+                    index=name,
+                )
             return None
         if len(targets) == 1:
             return targets[0]
         writers = [ix for ix in targets if ix.aliases[name].get("is_write_index")]
         if len(writers) != 1:
-            raise _EsError.of(400, "illegal_argument_exception",
-                              f"no write index is defined for alias [{name}]. The write index may be explicitly "
-                              f"disabled using is_write_index=false or the alias points to multiple indices without "
-                              f"one being designated as a write index")
+            raise _EsError.of(
+                400,
+                "illegal_argument_exception",
+                f"no write index is defined for alias [{name}]. The write index may be explicitly "
+                f"disabled using is_write_index=false or the alias points to multiple indices without "
+                f"one being designated as a write index",
+            )
         return writers[0]
 
     def _create(self, name: str, body: dict) -> tuple[int, Any]:
         if name in self.indices:
             ix = self.indices[name]
-            raise _EsError.of(400, "resource_already_exists_exception", f"index [{name}/{ix.uuid}] already exists",
-                              index_uuid=ix.uuid, index=name)
+            raise _EsError.of(
+                400,
+                "resource_already_exists_exception",
+                f"index [{name}/{ix.uuid}] already exists",
+                index_uuid=ix.uuid,
+                index=name,
+            )
         mappings: dict = {}
         settings: dict = {}
         for template in sorted(self.templates.values(), key=lambda t: t.get("priority", 0)):
@@ -344,16 +400,18 @@ class FakeElasticsearch:
         settings.update(body.get("settings", {}))
         for alias in body.get("aliases", {}):
             if alias in self.indices:
-                raise _EsError.of(400, "invalid_alias_name_exception",
-                                  f"Invalid alias name [{alias}]: an index or data stream exists with the same name "
-                                  f"as the alias", index=alias)
+                raise _EsError.of(
+                    400,
+                    "invalid_alias_name_exception",
+                    f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias",
+                    index=alias,
+                )
         self.indices[name] = Index(name, mappings, settings, dict(body.get("aliases", {})))
         return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
 
     def _delete_indices(self, expression: str) -> tuple[int, Any]:
         if any(c in expression for c in "*?") or expression in ("_all",):
-            raise _EsError.of(400, "illegal_argument_exception",
-                              "Wildcard expressions or all indices are not allowed")
+            raise _EsError.of(400, "illegal_argument_exception", "Wildcard expressions or all indices are not allowed")
         names = expression.split(",")
         for n in names:
             if n not in self.indices:
@@ -383,19 +441,21 @@ class FakeElasticsearch:
     def _update_aliases(self, body: dict) -> tuple[int, Any]:
         actions = body.get("actions", [])
         for action in actions:  # validate everything first: the call is atomic
-            (op, spec), = action.items()
+            ((op, spec),) = action.items()
             if op not in ("add", "remove", "remove_index"):
                 raise _EsError.of(400, "illegal_argument_exception", f"fake: unsupported alias action [{op}]")
             if spec["index"] not in self.indices:
-                raise _EsError.of(404, "index_not_found_exception", f"no such index [{spec['index']}]",
-                                  index=spec["index"])
+                raise _EsError.of(
+                    404, "index_not_found_exception", f"no such index [{spec['index']}]", index=spec["index"]
+                )
             if op == "remove" and spec["alias"] not in self.indices[spec["index"]].aliases:
                 raise _EsError.of(404, "aliases_not_found_exception", f"aliases [{spec['alias']}] missing")
         for action in actions:
-            (op, spec), = action.items()
+            ((op, spec),) = action.items()
             if op == "add":
                 self.indices[spec["index"]].aliases[spec["alias"]] = {
-                    k: v for k, v in spec.items() if k not in ("index", "alias")}
+                    k: v for k, v in spec.items() if k not in ("index", "alias")
+                }
             elif op == "remove":
                 del self.indices[spec["index"]].aliases[spec["alias"]]
             else:
@@ -409,7 +469,7 @@ class FakeElasticsearch:
         items = []
         i = 0
         while i < len(lines):
-            (op, meta), = lines[i].items()
+            ((op, meta),) = lines[i].items()
             source = None
             if op != "delete":
                 source = lines[i + 1]
@@ -423,8 +483,12 @@ class FakeElasticsearch:
         for failure in self.item_failures:
             if failure.doc_id == doc_id and (failure.times is None or failure.hits < failure.times):
                 failure.hits += 1
-                return {"_index": name, "_id": doc_id, "status": failure.status,
-                        "error": {"type": failure.type, "reason": failure.reason}}
+                return {
+                    "_index": name,
+                    "_id": doc_id,
+                    "status": failure.status,
+                    "error": {"type": failure.type, "reason": failure.reason},
+                }
         try:
             if op == "delete":
                 ix = self._resolve(name)[0]
@@ -436,11 +500,20 @@ class FakeElasticsearch:
                 self._check_source(ix, doc_id, source or {})
         except _EsError as err:
             error = err.body["error"]
-            return {"_index": name, "_id": doc_id, "status": err.status,
-                    "error": {k: v for k, v in error.items() if k != "root_cause"}}
+            return {
+                "_index": name,
+                "_id": doc_id,
+                "status": err.status,
+                "error": {k: v for k, v in error.items() if k != "root_cause"},
+            }
         self.seq_no += 1
-        base = {"_index": ix.name, "_id": doc_id, "_shards": {"total": 1, "successful": 1, "failed": 0},
-                "_seq_no": self.seq_no, "_primary_term": 1}
+        base = {
+            "_index": ix.name,
+            "_id": doc_id,
+            "_shards": {"total": 1, "successful": 1, "failed": 0},
+            "_seq_no": self.seq_no,
+            "_primary_term": 1,
+        }
         if op == "delete":
             if doc_id not in ix.docs:
                 return {**base, "_version": 1, "result": "not_found", "status": 404}
@@ -450,25 +523,34 @@ class FakeElasticsearch:
         existed = doc_id in ix.docs
         ix.docs[doc_id] = source or {}
         ix.versions[doc_id] = ix.versions.get(doc_id, 0) + 1
-        return {**base, "_version": ix.versions[doc_id], "result": "updated" if existed else "created",
-                "status": 200 if existed else 201}
+        return {
+            **base,
+            "_version": ix.versions[doc_id],
+            "result": "updated" if existed else "created",
+            "status": 200 if existed else 201,
+        }
 
     def _check_source(self, ix: Index, doc_id: str, source: dict) -> None:
         props = ix.mappings.get("properties", {})
         if ix.mappings.get("dynamic") == "strict":
             for key in source:
                 if key not in props:
-                    raise _EsError.of(400, "strict_dynamic_mapping_exception",
-                                      f"[1:2] mapping set to strict, dynamic introduction of [{key}] within [_doc] "
-                                      f"is not allowed")
+                    raise _EsError.of(
+                        400,
+                        "strict_dynamic_mapping_exception",
+                        f"[1:2] mapping set to strict, dynamic introduction of [{key}] within [_doc] is not allowed",
+                    )
         for key, spec in props.items():
             if spec.get("type") == "dense_vector" and source.get(key) is not None:
                 n = len(source[key])
                 if n != spec.get("dims"):
-                    raise _EsError.of(400, "document_parsing_exception",
-                                      f"[1:{n}] The [dense_vector] field [{key}] in doc [document with id '{doc_id}'] "
-                                      f"has a different number of dimensions [{n}] than defined in the mapping "
-                                      f"[{spec.get('dims')}]")
+                    raise _EsError.of(
+                        400,
+                        "document_parsing_exception",
+                        f"[1:{n}] The [dense_vector] field [{key}] in doc [document with id '{doc_id}'] "
+                        f"has a different number of dimensions [{n}] than defined in the mapping "
+                        f"[{spec.get('dims')}]",
+                    )
 
     def _mget(self, req: Request) -> tuple[int, Any]:
         excludes = set(filter(None, req.query.get("_source_excludes", "").split(",")))
@@ -481,9 +563,17 @@ class FakeElasticsearch:
                 out.append({"_index": name, "_id": doc_id, "error": err.body["error"]})
                 continue
             if doc_id in ix.docs:
-                out.append({"_index": ix.name, "_id": doc_id, "_version": ix.versions[doc_id], "_seq_no": 1,
-                            "_primary_term": 1, "found": True,
-                            "_source": {k: v for k, v in ix.docs[doc_id].items() if k not in excludes}})
+                out.append(
+                    {
+                        "_index": ix.name,
+                        "_id": doc_id,
+                        "_version": ix.versions[doc_id],
+                        "_seq_no": 1,
+                        "_primary_term": 1,
+                        "found": True,
+                        "_source": {k: v for k, v in ix.docs[doc_id].items() if k not in excludes},
+                    }
+                )
             else:
                 out.append({"_index": ix.name, "_id": doc_id, "found": False})
         return 200, {"docs": out}
@@ -494,8 +584,15 @@ class FakeElasticsearch:
         size = body.get("size", 10)
         source_spec = body.get("_source", True)
         excludes = set(source_spec.get("excludes", [])) if isinstance(source_spec, dict) else set()
-        dims = next((p.get("dims") for ix in indices for p in ix.mappings.get("properties", {}).values()
-                     if p.get("type") == "dense_vector"), None)
+        dims = next(
+            (
+                p.get("dims")
+                for ix in indices
+                for p in ix.mappings.get("properties", {}).values()
+                if p.get("type") == "dense_vector"
+            ),
+            None,
+        )
         if "retriever" in body:
             ranked = self._retriever(indices, body["retriever"], size, dims)
         elif "knn" in body:
@@ -505,11 +602,25 @@ class FakeElasticsearch:
             side = "bm25" if _has(q, "match") else None
             ranked = self._ranked(indices, q, side)[:size]
             ranked = [(ix, d, 10.0 / r) for r, (ix, d) in enumerate(ranked, 1)]
-        hits = [{"_index": ix.name, "_id": d, "_score": score,
-                 "_source": {k: v for k, v in ix.docs[d].items() if k not in excludes}} for ix, d, score in ranked]
-        return 200, {"took": 2, "timed_out": False, "_shards": _shards(),
-                     "hits": {"total": {"value": len(hits), "relation": "eq"},
-                              "max_score": hits[0]["_score"] if hits else None, "hits": hits}}
+        hits = [
+            {
+                "_index": ix.name,
+                "_id": d,
+                "_score": score,
+                "_source": {k: v for k, v in ix.docs[d].items() if k not in excludes},
+            }
+            for ix, d, score in ranked
+        ]
+        return 200, {
+            "took": 2,
+            "timed_out": False,
+            "_shards": _shards(),
+            "hits": {
+                "total": {"value": len(hits), "relation": "eq"},
+                "max_score": hits[0]["_score"] if hits else None,
+                "hits": hits,
+            },
+        }
 
     def _ranked(self, indices: list[Index], query: dict, side: str | None) -> list[tuple[Index, str]]:
         found = [(ix, d) for ix in indices for d, src in sorted(ix.docs.items()) if _matches(query, src, d)]
@@ -521,29 +632,34 @@ class FakeElasticsearch:
     def _knn(self, indices: list[Index], knn: dict, dims: int | None) -> list[tuple[Index, str, float]]:
         k, candidates = knn.get("k", 10), knn.get("num_candidates", 100)
         if candidates < k:
-            raise _EsError.of(400, "illegal_argument_exception",
-                              f"[num_candidates] cannot be less than [k]")
+            raise _EsError.of(400, "illegal_argument_exception", "[num_candidates] cannot be less than [k]")
         if dims is not None and len(knn["query_vector"]) != dims:
-            raise _EsError.of(400, "illegal_argument_exception",
-                              f"The query vector has a different number of dimensions [{len(knn['query_vector'])}] "
-                              f"than the document vectors [{dims}].")
+            raise _EsError.of(
+                400,
+                "illegal_argument_exception",
+                f"The query vector has a different number of dimensions [{len(knn['query_vector'])}] "
+                f"than the document vectors [{dims}].",
+            )
         flt = knn.get("filter", {"match_all": {}})
         ranked = self._ranked(indices, flt, "knn")[:k]
         return [(ix, d, 1.0 - 0.01 * r) for r, (ix, d) in enumerate(ranked, 1)]
 
     def _retriever(self, indices: list[Index], retriever: dict, size: int, dims: int | None):
-        (name, spec), = retriever.items()
+        ((name, spec),) = retriever.items()
         if name != "rrf":
             raise _EsError.of(400, "parsing_exception", f"fake: unsupported retriever [{name}]")
         window, constant = spec.get("rank_window_size", 10), spec.get("rank_constant", 60)
         if window < size:
-            raise _EsError.of(400, "action_request_validation_exception",
-                              f"Validation Failed: 1: [rrf] requires [rank_window_size: {window}] be greater than "
-                              f"or equal to [size: {size}];")
+            raise _EsError.of(
+                400,
+                "action_request_validation_exception",
+                f"Validation Failed: 1: [rrf] requires [rank_window_size: {window}] be greater than "
+                f"or equal to [size: {size}];",
+            )
         scores: dict[tuple[str, str], float] = {}
         where: dict[tuple[str, str], Index] = {}
         for child in spec["retrievers"]:
-            (kind, sub), = child.items()
+            ((kind, sub),) = child.items()
             if kind == "standard":
                 q = sub["query"]
                 ranked = [(ix, d) for ix, d in self._ranked(indices, q, "bm25" if _has(q, "match") else None)]
@@ -565,7 +681,7 @@ class _EsError(Exception):
         self.status, self.body = status, body
 
     @classmethod
-    def of(cls, status: int, type_: str, reason: str, **extra: Any) -> "_EsError":
+    def of(cls, status: int, type_: str, reason: str, **extra: Any) -> _EsError:
         return cls(status, error_body(status, type_, reason, **extra))
 
 
@@ -605,16 +721,17 @@ def _clauses(value: Any) -> list:
 
 def _matches(query: dict, source: dict, doc_id: str) -> bool:
     """Filter semantics only: ``match`` matches every document (the fake has no BM25)."""
-    (kind, spec), = query.items()
+    ((kind, spec),) = query.items()
     if kind == "bool":
-        return (all(_matches(q, source, doc_id) for q in _clauses(spec.get("must")) + _clauses(spec.get("filter")))
-                and not any(_matches(q, source, doc_id) for q in _clauses(spec.get("must_not"))))
+        return all(
+            _matches(q, source, doc_id) for q in _clauses(spec.get("must")) + _clauses(spec.get("filter"))
+        ) and not any(_matches(q, source, doc_id) for q in _clauses(spec.get("must_not")))
     if kind == "term":
-        (path, value), = spec.items()
+        ((path, value),) = spec.items()
         value = value["value"] if isinstance(value, dict) else value
         return value in _field(source, path)
     if kind == "terms":
-        (path, values), = spec.items()
+        ((path, values),) = spec.items()
         return any(v in _field(source, path) for v in values)
     if kind == "ids":
         return doc_id in spec["values"]

@@ -32,12 +32,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from aiohttp import web
 from PIL import Image
-
 
 MAX_BODY_BYTES = 300 * 1024 * 1024  # a Message Batch may be 256 MB
 
@@ -63,8 +62,9 @@ class Received:
 
 
 class ScriptedServer:
-    def __init__(self, respond: Callable[[Received], Reply] | None = None,
-                 batches: "MessageBatches | None" = None) -> None:
+    def __init__(
+        self, respond: Callable[[Received], Reply] | None = None, batches: MessageBatches | None = None
+    ) -> None:
         self.respond = respond
         self.batches = batches
         self.script: list[Reply] = []
@@ -72,7 +72,7 @@ class ScriptedServer:
         self.url = ""
         self._runner: web.AppRunner | None = None
 
-    def reply(self, *replies: Reply) -> "ScriptedServer":
+    def reply(self, *replies: Reply) -> ScriptedServer:
         self.script.extend(replies)
         return self
 
@@ -112,18 +112,28 @@ class ScriptedServer:
             request.transport.close()
             raise ConnectionResetError("dropped by the test server")
         if reply.text is not None:
-            return web.Response(text=reply.text, status=reply.status, headers=reply.headers,
-                                content_type="application/binary")
+            return web.Response(
+                text=reply.text, status=reply.status, headers=reply.headers, content_type="application/binary"
+            )
         return web.json_response(reply.body, status=reply.status, headers=reply.headers)
 
 
 # --- Anthropic Messages API ------------------------------------------------------------------
 
 
-def anthropic_message(text: str | None, *, stop_reason: str = "end_turn", model: str = "claude-sonnet-4-6",
-                      input_tokens: int = 120, output_tokens: int = 85, cache_read: int | None = 0,
-                      cache_write: int | None = 0, thinking: str | None = None, thinking_tokens: int | None = None,
-                      cache_write_1h: int | None = None) -> Reply:
+def anthropic_message(
+    text: str | None,
+    *,
+    stop_reason: str = "end_turn",
+    model: str = "claude-sonnet-4-6",
+    input_tokens: int = 120,
+    output_tokens: int = 85,
+    cache_read: int | None = 0,
+    cache_write: int | None = 0,
+    thinking: str | None = None,
+    thinking_tokens: int | None = None,
+    cache_write_1h: int | None = None,
+) -> Reply:
     """A Messages API reply; ``thinking`` puts a thinking block before the text (``text`` None: the
     reply was cut while thinking), ``thinking_tokens`` the usage's output_tokens_details, and
     ``cache_write_1h`` the 1-hour share of the cache write in usage.cache_creation."""
@@ -142,51 +152,81 @@ def anthropic_message(text: str | None, *, stop_reason: str = "end_turn", model:
     if thinking_tokens is not None:
         usage["output_tokens_details"] = {"thinking_tokens": thinking_tokens}
     if cache_write_1h is not None:
-        usage["cache_creation"] = {"ephemeral_1h_input_tokens": cache_write_1h,
-                                   "ephemeral_5m_input_tokens": (cache_write or 0) - cache_write_1h}
-    return Reply(body={
-        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": stop_reason,
-        "stop_sequence": None,
-        "usage": usage,
-    }, headers={"request-id": "req_011CSHoEeqs5C35K2UUqR7Fy"})
+        usage["cache_creation"] = {
+            "ephemeral_1h_input_tokens": cache_write_1h,
+            "ephemeral_5m_input_tokens": (cache_write or 0) - cache_write_1h,
+        }
+    return Reply(
+        body={
+            "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        },
+        headers={"request-id": "req_011CSHoEeqs5C35K2UUqR7Fy"},
+    )
 
 
 def anthropic_error(status: int, error_type: str, message: str, **headers: str) -> Reply:
-    return Reply(status=status, headers={"request-id": "req_err", **headers}, body={
-        "type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_err"})
+    return Reply(
+        status=status,
+        headers={"request-id": "req_err", **headers},
+        body={"type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_err"},
+    )
 
 
 # --- OpenAI chat completions API -------------------------------------------------------------
 
 
-def chat_completion(content: str | None, *, finish_reason: str = "stop", model: str = "qwen2.5-vl-7b",
-                    prompt_tokens: int = 300, completion_tokens: int = 60, cached_tokens: int | None = None,
-                    refusal: str | None = None, reasoning_tokens: int | None = None) -> Reply:
-    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                             "total_tokens": prompt_tokens + completion_tokens}
+def chat_completion(
+    content: str | None,
+    *,
+    finish_reason: str = "stop",
+    model: str = "qwen2.5-vl-7b",
+    prompt_tokens: int = 300,
+    completion_tokens: int = 60,
+    cached_tokens: int | None = None,
+    refusal: str | None = None,
+    reasoning_tokens: int | None = None,
+) -> Reply:
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
     if cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     if reasoning_tokens is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
-    return Reply(body={
-        "id": "chatcmpl-9b1f0c",
-        "object": "chat.completion",
-        "created": 1735689600,
-        "model": model,
-        "choices": [{"index": 0, "finish_reason": finish_reason, "logprobs": None,
-                     "message": {"role": "assistant", "content": content, "refusal": refusal}}],
-        "usage": usage,
-    })
+    return Reply(
+        body={
+            "id": "chatcmpl-9b1f0c",
+            "object": "chat.completion",
+            "created": 1735689600,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": finish_reason,
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": content, "refusal": refusal},
+                }
+            ],
+            "usage": usage,
+        }
+    )
 
 
 def openai_error(status: int, message: str, error_type: str = "server_error", **headers: str) -> Reply:
-    return Reply(status=status, headers=headers,
-                 body={"error": {"message": message, "type": error_type, "param": None, "code": None}})
+    return Reply(
+        status=status,
+        headers=headers,
+        body={"error": {"message": message, "type": error_type, "param": None, "code": None}},
+    )
 
 
 # --- a model that thinks before it answers ---------------------------------------------------
@@ -266,8 +306,9 @@ class ThinkingModel:
         if thinking.get("type") == "enabled":
             budget = thinking.get("budget_tokens", 0)
             if not 1024 <= budget < max_tokens:
-                return anthropic_error(400, "invalid_request_error",
-                                       "thinking.budget_tokens: must be >= 1024 and less than max_tokens")
+                return anthropic_error(
+                    400, "invalid_request_error", "thinking.budget_tokens: must be >= 1024 and less than max_tokens"
+                )
             spend = min(spend, budget)
         elif thinking.get("type") in ("disabled", "between_tools"):
             spend = 0
@@ -275,30 +316,47 @@ class ThinkingModel:
         spent = min(spend, max_tokens)
         room = max_tokens - spent
         cut = spent + tokens_of(text) > max_tokens
-        answer = None if room == 0 else (text[:room * 4] if cut else text)
-        return anthropic_message(answer, stop_reason="max_tokens" if cut else "end_turn", model=body["model"],
-                                 input_tokens=tokens_of(request_text(body)),
-                                 output_tokens=spent + (tokens_of(answer) if answer else 0),
-                                 thinking="(thinking)" if spent else None, thinking_tokens=spent)
+        answer = None if room == 0 else (text[: room * 4] if cut else text)
+        return anthropic_message(
+            answer,
+            stop_reason="max_tokens" if cut else "end_turn",
+            model=body["model"],
+            input_tokens=tokens_of(request_text(body)),
+            output_tokens=spent + (tokens_of(answer) if answer else 0),
+            thinking="(thinking)" if spent else None,
+            thinking_tokens=spent,
+        )
 
     def completion(self, body: dict[str, Any]) -> Reply:
         if "max_tokens" in body:
-            return openai_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
-                                     "Use 'max_completion_tokens' instead.", "invalid_request_error")
+            return openai_error(
+                400,
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                "invalid_request_error",
+            )
         effort = body.get("reasoning_effort")
         if effort is not None and self.reasoning_efforts is not None and effort not in self.reasoning_efforts:
-            return openai_error(400, f"Unsupported value: '{effort}' is not supported with this model. Supported "
-                                     f"values are: {', '.join(sorted(self.reasoning_efforts))}.",
-                                "invalid_request_error")
+            return openai_error(
+                400,
+                f"Unsupported value: '{effort}' is not supported with this model. Supported "
+                f"values are: {', '.join(sorted(self.reasoning_efforts))}.",
+                "invalid_request_error",
+            )
         limit = body.get("max_completion_tokens") or 1_000_000
         schema = body["response_format"]["json_schema"]["schema"]
         text = json.dumps(answer_for(schema, request_text(body)))
         spent = min(0 if effort == "none" else self.thinking_tokens, limit)
         cut = spent + tokens_of(text) > limit
-        answer = text[:(limit - spent) * 4] if cut else text
-        return chat_completion(answer or None, finish_reason="length" if cut else "stop", model=body["model"],
-                               prompt_tokens=tokens_of(request_text(body)),
-                               completion_tokens=spent + tokens_of(answer), reasoning_tokens=spent)
+        answer = text[: (limit - spent) * 4] if cut else text
+        return chat_completion(
+            answer or None,
+            finish_reason="length" if cut else "stop",
+            model=body["model"],
+            prompt_tokens=tokens_of(request_text(body)),
+            completion_tokens=spent + tokens_of(answer),
+            reasoning_tokens=spent,
+        )
 
 
 # --- a strict Messages API: the documented request limits and prompt-cache accounting --------
@@ -306,10 +364,9 @@ class ThinkingModel:
 # The provider's facts are stated here on their own, not read from cyberjurors/model_catalog.py,
 # so a wrong entry there shows up as a difference here. Minimum cacheable prefix per model (issue
 # 13, the models' pages): a breakpoint on a shorter prefix caches nothing.
-MIN_CACHEABLE = {"claude-sonnet-5-5": 512, "claude-sonnet-5": 1024, "claude-opus-4-7": 2048,
-                 "claude-haiku-4-5": 4096}
+MIN_CACHEABLE = {"claude-sonnet-5-5": 512, "claude-sonnet-5": 1024, "claude-opus-4-7": 2048, "claude-haiku-4-5": 4096}
 TTL_S = {"5m": 300.0, "1h": 3600.0}
-LOOKBACK_BLOCKS = 20        # a breakpoint finds an earlier entry at most this many blocks before it
+LOOKBACK_BLOCKS = 20  # a breakpoint finds an earlier entry at most this many blocks before it
 MAX_BREAKPOINTS = 4
 MAX_IMAGES = 100
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
@@ -399,7 +456,7 @@ def breakpoints(blocks: list[dict[str, Any]]) -> list[tuple[int, str]]:
     if len(found) > MAX_BREAKPOINTS:
         raise Invalid(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(found)}.")
     ttls = [ttl for _, ttl in found]
-    if "5m" in ttls and "1h" in ttls[ttls.index("5m"):]:
+    if "5m" in ttls and "1h" in ttls[ttls.index("5m") :]:
         raise Invalid("cache_control: a ttl='1h' entry must not come after a ttl='5m' entry")
     return found
 
@@ -425,8 +482,17 @@ def check_request(body: dict[str, Any]) -> None:
         closed_objects(form["schema"])
 
 
-UNSUPPORTED_SCHEMA_KEYS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
-                           "maxLength", "maxItems", "uniqueItems"}
+UNSUPPORTED_SCHEMA_KEYS = {
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "maxItems",
+    "uniqueItems",
+}
 
 
 def closed_objects(node: Any, where: str = "schema") -> None:
@@ -436,8 +502,9 @@ def closed_objects(node: Any, where: str = "schema") -> None:
         if node.get("type") == "object" and node.get("additionalProperties") is not False:
             raise Invalid(f"output_config.format.{where}: objects must set additionalProperties to false")
         if node.get("type") in ("integer", "number", "string", "array") and UNSUPPORTED_SCHEMA_KEYS & node.keys():
-            raise Invalid(f"output_config.format.{where}: {sorted(UNSUPPORTED_SCHEMA_KEYS & node.keys())} "
-                          "are not supported")
+            raise Invalid(
+                f"output_config.format.{where}: {sorted(UNSUPPORTED_SCHEMA_KEYS & node.keys())} are not supported"
+            )
         if node.get("type") == "array" and node.get("minItems", 0) not in (0, 1):
             raise Invalid(f"output_config.format.{where}: minItems must be 0 or 1")
         for key, value in node.items():
@@ -502,8 +569,10 @@ class PromptCache:
         marks = breakpoints(blocks)
         sizes = list(itertools.accumulate(block_tokens(b) for b in blocks))
         keys, now = self.keys(body, blocks), self.clock()
-        hit = max((i for b, _ in marks for i in range(b, max(b - LOOKBACK_BLOCKS - 1, -1), -1)
-                   if self.live(keys[i], now)), default=-1)
+        hit = max(
+            (i for b, _ in marks for i in range(b, max(b - LOOKBACK_BLOCKS - 1, -1), -1) if self.live(keys[i], now)),
+            default=-1,
+        )
         read = sizes[hit] if hit >= 0 else 0
         if hit >= 0:
             entry = self.entries[keys[hit]]
@@ -520,10 +589,12 @@ class PromptCache:
         if self.deferred is not None:
             self.deferred += written
         creation = by_ttl["5m"] + by_ttl["1h"]
-        usage = {"input_tokens": sizes[-1] - read - creation, "cache_read_input_tokens": read,
-                 "cache_creation_input_tokens": creation,
-                 "cache_creation": {"ephemeral_5m_input_tokens": by_ttl["5m"],
-                                    "ephemeral_1h_input_tokens": by_ttl["1h"]}}
+        usage = {
+            "input_tokens": sizes[-1] - read - creation,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": creation,
+            "cache_creation": {"ephemeral_5m_input_tokens": by_ttl["5m"], "ephemeral_1h_input_tokens": by_ttl["1h"]},
+        }
         return Accounted(usage, len(blocks), marks, [sizes[b] for b, _ in marks])
 
     def end_batch(self) -> None:
@@ -582,15 +653,20 @@ class StrictModel:
             spend = min(spend, body["thinking"]["budget_tokens"])
         spent, tokens = min(spend, body["max_tokens"]), count_tokens(text)
         cut = spent + tokens > body["max_tokens"]
-        reply = anthropic_message(None if cut else text, stop_reason="max_tokens" if cut else "end_turn",
-                                  model=body["model"], output_tokens=min(spent + tokens, body["max_tokens"]),
-                                  thinking="(thinking)" if spent else None, thinking_tokens=spent)
+        reply = anthropic_message(
+            None if cut else text,
+            stop_reason="max_tokens" if cut else "end_turn",
+            model=body["model"],
+            output_tokens=min(spent + tokens, body["max_tokens"]),
+            thinking="(thinking)" if spent else None,
+            thinking_tokens=spent,
+        )
         reply.delay_s = self.latency_s
         reply.body["usage"].update(bill.usage)
         bill.usage = reply.body["usage"]
         return reply
 
-    def deferred(self) -> "_Deferred":
+    def deferred(self) -> _Deferred:
         return _Deferred(self.cache)
 
 
@@ -649,7 +725,7 @@ class MessageBatches:
     """retrieve and results calls received, served or not"""
 
     def handle(self, received: Received, url: str, respond: Callable[[Received], Reply]) -> Reply:
-        rest = received.path[len(BATCHES_PATH):].strip("/").split("/")
+        rest = received.path[len(BATCHES_PATH) :].strip("/").split("/")
         if received.method == "POST" and rest == [""]:
             return self.create(received.body)
         if received.method == "GET" and len(rest) <= 2:
@@ -680,11 +756,17 @@ class MessageBatches:
         requests = body.get("requests") or []
         ids = [r.get("custom_id", "") for r in requests]
         if not requests or len(set(ids)) != len(ids) or not all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", i) for i in ids):
-            return anthropic_error(400, "invalid_request_error",
-                                   "requests: custom_id must be unique in a batch and match ^[a-zA-Z0-9_-]{1,64}$")
+            return anthropic_error(
+                400,
+                "invalid_request_error",
+                "requests: custom_id must be unique in a batch and match ^[a-zA-Z0-9_-]{1,64}$",
+            )
         self.creates += 1
-        batch = Batch(f"msgbatch_{self.creates:04d}{hashlib.sha256(str(ids).encode()).hexdigest()[:12]}",
-                      requests, datetime.now(timezone.utc))
+        batch = Batch(
+            f"msgbatch_{self.creates:04d}{hashlib.sha256(str(ids).encode()).hexdigest()[:12]}",
+            requests,
+            datetime.now(UTC),
+        )
         self.batches[batch.id] = batch
         for custom_id in ids:
             self.attempts[custom_id] = self.attempts.get(custom_id, 0) + 1
@@ -728,19 +810,36 @@ class MessageBatches:
 
     def view(self, batch: Batch, url: str) -> dict[str, Any]:
         ended = batch.status == "ended"
-        counts = {"processing": 0 if ended else len(batch.requests), "succeeded": 0, "errored": 0, "expired": 0,
-                  "canceled": 0, **batch.counts}
-        return {"id": batch.id, "type": "message_batch", "processing_status": batch.status,
-                "request_counts": counts, "created_at": batch.created_at.isoformat(),
-                "expires_at": (batch.created_at + timedelta(hours=24)).isoformat(),
-                "ended_at": datetime.now(timezone.utc).isoformat() if ended else None,
-                "cancel_initiated_at": None, "archived_at": None,
-                "results_url": f"{url}{BATCHES_PATH}/{batch.id}/results" if ended else None}
+        counts = {
+            "processing": 0 if ended else len(batch.requests),
+            "succeeded": 0,
+            "errored": 0,
+            "expired": 0,
+            "canceled": 0,
+            **batch.counts,
+        }
+        return {
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": batch.status,
+            "request_counts": counts,
+            "created_at": batch.created_at.isoformat(),
+            "expires_at": (batch.created_at + timedelta(hours=24)).isoformat(),
+            "ended_at": datetime.now(UTC).isoformat() if ended else None,
+            "cancel_initiated_at": None,
+            "archived_at": None,
+            "results_url": f"{url}{BATCHES_PATH}/{batch.id}/results" if ended else None,
+        }
 
 
 def errored(custom_id: str, error_type: str, message: str) -> dict[str, Any]:
-    return {"custom_id": custom_id, "result": {"type": "errored", "error": {
-        "type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_batch"}}}
+    return {
+        "custom_id": custom_id,
+        "result": {
+            "type": "errored",
+            "error": {"type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_batch"},
+        },
+    }
 
 
 @contextlib.contextmanager

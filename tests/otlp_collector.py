@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -80,12 +83,22 @@ class Collector:
             resource = {kv.key: value_of(kv.value) for kv in resource_spans.resource.attributes}
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
-                    self.spans.append(Received(
-                        span.name, span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(),
-                        KINDS.get(span.kind, str(span.kind)), {kv.key: value_of(kv.value) for kv in span.attributes},
-                        span.status.code, str(resource.get("service.name", "")), span.start_time_unix_nano))
-        return web.Response(body=ExportTraceServiceResponse().SerializeToString(),
-                            content_type="application/x-protobuf")
+                    self.spans.append(
+                        Received(
+                            span.name,
+                            span.trace_id.hex(),
+                            span.span_id.hex(),
+                            span.parent_span_id.hex(),
+                            KINDS.get(span.kind, str(span.kind)),
+                            {kv.key: value_of(kv.value) for kv in span.attributes},
+                            span.status.code,
+                            str(resource.get("service.name", "")),
+                            span.start_time_unix_nano,
+                        )
+                    )
+        return web.Response(
+            body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf"
+        )
 
     async def wait_for(self, done: Any, timeout_s: float = 60) -> bool:
         """Until ``done(spans)`` is true (the exporter sends in batches, every few seconds)."""

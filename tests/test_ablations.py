@@ -27,8 +27,15 @@ def case(name: str) -> DisputeCase:
 
 
 def base(**overrides) -> Settings:
-    return Settings(**{"llm_backend": "offline", "precedent_backend": "none", "media_root": EXAMPLES,
-                       "metrics_port": 0, **overrides})
+    return Settings(
+        **{
+            "llm_backend": "offline",
+            "precedent_backend": "none",
+            "media_root": EXAMPLES,
+            "metrics_port": 0,
+            **overrides,
+        }
+    )
 
 
 def recording(prompt_caching: bool = True) -> ScriptedLLM:
@@ -71,7 +78,7 @@ async def test_rules_rung_adds_only_the_rules():
 
 async def test_sr_cot_selects_once_per_party_and_iv_cot_iterates():
     dispute = case("appl-002-airfryer-heater-fault.json")
-    sr, sr_llm, sr_roles = await run("sr-cot", dispute)
+    sr, _sr_llm, sr_roles = await run("sr-cot", dispute)
     iv, iv_llm, iv_roles = await run("iv-cot", dispute)
     assert sr_roles["focus"] == 1 and sr_roles["select"] == 2 and sr_roles["perceive"] == 2 and sr_roles["juror"] == 1
     assert iv_roles["select"] > sr_roles["select"] and iv_roles["perceive"] > 2 and iv_roles["juror"] == 1
@@ -83,7 +90,7 @@ async def test_sr_cot_selects_once_per_party_and_iv_cot_iterates():
 
 
 async def test_jury_rung_runs_seventeen_jurors_per_round_with_summaries():
-    verdict, llm, roles = await run("jury", case("appl-001-kettle-crack.json"))
+    verdict, _llm, roles = await run("jury", case("appl-001-kettle-crack.json"))
     assert verdict.votes.total == 17
     assert roles["juror"] == 17 * verdict.rounds_used and roles["summary"] == verdict.rounds_used
     assert verdict.early_stopped == (verdict.rounds_used < 3)
@@ -117,8 +124,17 @@ def test_precedent_rung_keeps_the_configured_precedent_backend_and_the_others_tu
 
 
 def test_select_names_groups_and_rejects_unknown_keys():
-    assert [a.key for a in select("ladder")] == ["baseline", "rules", "sr-cot", "iv-cot", "jury", "precedent",
-                                                 "verifier", "juris", "mixed-jury"]
+    assert [a.key for a in select("ladder")] == [
+        "baseline",
+        "rules",
+        "sr-cot",
+        "iv-cot",
+        "jury",
+        "precedent",
+        "verifier",
+        "juris",
+        "mixed-jury",
+    ]
     assert [a.key for a in select("ladder", base())][-1] == "juris"  # no juror_models: nothing to mix
     assert len(select("all")) == 11 and [a.key for a in select("jury, baseline,jury")] == ["jury", "baseline"]
     assert select(None)[0].key == "configured"
@@ -188,7 +204,7 @@ async def test_verifier_rung_adds_only_the_verifier_to_the_full_method():
 async def test_juris_rung_votes_the_justification_and_verifies_it():
     dispute = case("appl-001-kettle-crack.json")
     verified, _, verified_roles = await run("verifier", dispute)
-    voted, llm, roles = await run("juris", dispute)
+    voted, _llm, roles = await run("juris", dispute)
     # two drafts, five jurors voting, one editor's call: the only difference from +Verifier
     assert roles - verified_roles == {"draft": 2, "juror": 5, "summary": 1} and verified_roles - roles == Counter()
     assert voted.votes == verified.votes and voted.justification != verified.justification
@@ -224,8 +240,16 @@ async def test_the_offline_estimate_keeps_one_cache_entry_per_role_and_prefix_as
 
     offline, settings, system = OfflineLLM(), base(), "The rules. " * 400  # ~1,100 tokens: cacheable alone
     assert (await extract_focus(dispute, offline, settings))[1].cache_read_tokens == 0
-    usages = [(await offline.generate(stage_request("focus", settings, system=system, prompt=[f"case {c.case_id}"],
-                                                    task=FocusTask(c), case_id=c.case_id), Focus)).usage
-              for c in (dispute, case("clot-001-shirt-torn-seam.json"))]
+    usages = [
+        (
+            await offline.generate(
+                stage_request(
+                    "focus", settings, system=system, prompt=[f"case {c.case_id}"], task=FocusTask(c), case_id=c.case_id
+                ),
+                Focus,
+            )
+        ).usage
+        for c in (dispute, case("clot-001-shirt-torn-seam.json"))
+    ]
     assert (usages[0].cache_write_tokens, usages[0].cache_read_tokens) == (len(system) // 4, 0)
     assert (usages[1].cache_write_tokens, usages[1].cache_read_tokens) == (0, len(system) // 4)

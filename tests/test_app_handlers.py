@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -29,7 +29,7 @@ from cyberjurors.streams.outcomes import Outcomes
 from cyberjurors.streams.stage_hop import StageHop, StageResults
 from cyberjurors.streams.verdicts import Verdicts
 
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 class Topic:
@@ -43,16 +43,30 @@ class Topic:
 
 
 def event(value: bytes, key: bytes = b"k", partition: int = 0) -> SimpleNamespace:
-    return SimpleNamespace(value=value, message=SimpleNamespace(key=key, value=value, topic="t", partition=partition,
-                                                                offset=7))
+    return SimpleNamespace(
+        value=value, message=SimpleNamespace(key=key, value=value, topic="t", partition=partition, offset=7)
+    )
 
 
 def text_case(case_id: str = "c-1") -> DisputeCase:
-    return DisputeCase.model_validate({"case_id": case_id, "metadata": {
-        "category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-        "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn", "requested_remedy": "Refund"},
-        "rounds": [{"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn seam."}]},
-                   {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "Intact."}]}]})
+    return DisputeCase.model_validate(
+        {
+            "case_id": case_id,
+            "metadata": {
+                "category": "clothing",
+                "product": "Linen shirt",
+                "order_amount": "45.00",
+                "currency": "EUR",
+                "ordered_at": "2026-09-01T10:00:00Z",
+                "dispute_reason": "Seam torn",
+                "requested_remedy": "Refund",
+            },
+            "rounds": [
+                {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn seam."}]},
+                {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "Intact."}]},
+            ],
+        }
+    )
 
 
 @pytest.fixture
@@ -62,8 +76,14 @@ def parts():
     table: dict[str, bytes] = {}
     results = StageResults(table)
     letters = DeadLetters(dlq, in_flight)
-    return SimpleNamespace(in_flight=in_flight, dlq=dlq, table=table, results=results, letters=letters,
-                           hop=StageHop(results, letters, in_flight))
+    return SimpleNamespace(
+        in_flight=in_flight,
+        dlq=dlq,
+        table=table,
+        results=results,
+        letters=letters,
+        hop=StageHop(results, letters, in_flight),
+    )
 
 
 def dead(dlq: Topic) -> list[DeadLetter]:
@@ -72,8 +92,9 @@ def dead(dlq: Topic) -> list[DeadLetter]:
 
 async def test_ingest_admits_once_with_the_digest_and_stores_the_bytes_it_sends(parts):
     ready = Topic()
-    ingest = Ingest(Settings(llm_backend="offline"), "offline", {}, parts.results, ready, parts.letters,
-                    parts.in_flight)
+    ingest = Ingest(
+        Settings(llm_backend="offline"), "offline", {}, parts.results, ready, parts.letters, parts.in_flight
+    )
     case = text_case()
     submitted = json.dumps({"type": "case", "case": case.model_dump(mode="json")}).encode()
     await ingest(event(submitted, b"c-1"))
@@ -137,7 +158,10 @@ async def test_failures_are_dead_lettered_with_their_flag(parts):
     await parts.hop(event(raw, b"c-1"), "clues", Topic(), buggy)
     await parts.hop(event(b"not json", b"c-2"), "round", Topic(), buggy)
     assert [(d.stage, d.reason, d.replayable) for d in dead(parts.dlq)] == [
-        ("focus", "llm_overloaded", True), ("clues", "stage_failed", True), ("round", "invalid_case_file", False)]
+        ("focus", "llm_overloaded", True),
+        ("clues", "stage_failed", True),
+        ("round", "invalid_case_file", False),
+    ]
 
 
 async def test_the_verdict_is_decided_once_and_its_id_is_the_one_the_case_content_always_had(parts):
@@ -172,8 +196,14 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
     table, times = {}, {}
     results = StageResults(table, times, retention_s=100, clock=clock)
     dlq = Topic()
-    outcomes = Outcomes(Settings(llm_backend="offline", state_retention_s=100), OfflineLLM(),
-                        SimpleNamespace(enabled=False), results, {}, DeadLetters(dlq, metrics.CasesInFlight()))
+    outcomes = Outcomes(
+        Settings(llm_backend="offline", state_retention_s=100),
+        OfflineLLM(),
+        SimpleNamespace(enabled=False),
+        results,
+        {},
+        DeadLetters(dlq, metrics.CasesInFlight()),
+    )
     for stage in ("ready", "verdict"):
         await results.hand_on("decided", stage, b"{}", Topic())
     await results.hand_on("in-flight", "ready", b"{}", Topic())
@@ -191,8 +221,11 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
     await outcomes(outcome("never-seen", decided_at="2020-01-01T00:00:00Z"))  # decided long before the retention
     letters = dead(dlq)
     assert [(d.key, d.reason, d.replayable) for d in letters] == [
-        ("decided", "case_expired", False), ("in-flight", "unknown_case", True),
-        ("never-seen", "unknown_case", True), ("never-seen", "case_expired", False)]
+        ("decided", "case_expired", False),
+        ("in-flight", "unknown_case", True),
+        ("never-seen", "unknown_case", True),
+        ("never-seen", "case_expired", False),
+    ]
     assert "its verdict has expired (state_retention_s=100)" in letters[0].detail
     assert "decided at 2020-01-01 00:00 UTC" in letters[3].detail
 
@@ -215,8 +248,12 @@ async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and
     counted = metrics.OUTCOMES.labels("agree" if decided.winner == "buyer" else "disagree", "buyer", decided.category)
     before = counted._value.get()
 
-    first = {"type": "outcome", "case_id": "c-1", "votes": {"buyer": 10, "seller": 7},
-             "decided_at": "2026-11-26T19:00:00Z"}
+    first = {
+        "type": "outcome",
+        "case_id": "c-1",
+        "votes": {"buyer": 10, "seller": 7},
+        "decided_at": "2026-11-26T19:00:00Z",
+    }
     await outcomes(event(json.dumps(first).encode(), b"c-1"))
     stored = parts.table["c-1/outcome"]
     same = first | {"event_id": "resent-1", "decided_at": "2026-11-26T19:05:00Z", "source": "platform_jury"}
@@ -226,7 +263,12 @@ async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and
     other = json.dumps(first | {"votes": {"buyer": 1, "seller": 16}, "decided_at": "2026-11-26T19:01:00Z"}).encode()
     await outcomes(event(other, b"c-1"))
     [letter] = dead(parts.dlq)
-    assert (letter.stage, letter.reason, letter.replayable, letter.key) == ("outcomes", "outcome_conflict", False, "c-1")
+    assert (letter.stage, letter.reason, letter.replayable, letter.key) == (
+        "outcomes",
+        "outcome_conflict",
+        False,
+        "c-1",
+    )
     assert base64.b64decode(letter.original_base64) == other
     assert "counted already (votes 10:7, winner buyer, source platform_jury" in letter.detail
     assert "differs in votes, winner (votes 1:16, winner seller" in letter.detail

@@ -47,19 +47,43 @@ from .conftest import EXAMPLES, calls, read_topic, worker_process
 from .test_app_handlers import NOW, Topic, event
 
 # every reason an appeal can be dead-lettered with (the "appeal" rows of tests/test_dead_letters.py), each driven here
-APPEAL_REASONS = {"invalid_appeal", "key_mismatch", "appeal_already_filed", "appeal_by_winner", "appeal_window_closed",
-                  "appeal_before_verdict", "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large",
-                  "unknown_case", "stage_failed", *(f"llm_{k}" for k in LLM_KINDS)}
+APPEAL_REASONS = {
+    "invalid_appeal",
+    "key_mismatch",
+    "appeal_already_filed",
+    "appeal_by_winner",
+    "appeal_window_closed",
+    "appeal_before_verdict",
+    "appeal_wrong_verdict",
+    "appeal_evidence_rejected",
+    "case_expired",
+    "output_too_large",
+    "unknown_case",
+    "stage_failed",
+    *(f"llm_{k}" for k in LLM_KINDS),
+}
 CASE = "app-1"
 
 
 def make_case(case_id: str = CASE) -> DisputeCase:
-    return DisputeCase.model_validate({
-        "case_id": case_id,
-        "metadata": {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-                     "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn", "requested_remedy": "Refund"},
-        "rounds": [{"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
-                   {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]}]})
+    return DisputeCase.model_validate(
+        {
+            "case_id": case_id,
+            "metadata": {
+                "category": "clothing",
+                "product": "Linen shirt",
+                "order_amount": "45.00",
+                "currency": "EUR",
+                "ordered_at": "2026-09-01T10:00:00Z",
+                "dispute_reason": "Seam torn",
+                "requested_remedy": "Refund",
+            },
+            "rounds": [
+                {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
+                {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
+            ],
+        }
+    )
 
 
 def png() -> str:
@@ -68,9 +92,10 @@ def png() -> str:
     return base64.b64encode(out.getvalue()).decode()
 
 
-NEW_EVIDENCE = [{"id": "b9", "kind": "text", "text": "The courier's report: parcel received with the seam torn."},
-                {"id": "b10", "kind": "image", "text": "courier photo", "media": {"media_type": "image/png",
-                                                                                  "data_base64": png()}}]
+NEW_EVIDENCE = [
+    {"id": "b9", "kind": "text", "text": "The courier's report: parcel received with the seam torn."},
+    {"id": "b10", "kind": "image", "text": "courier photo", "media": {"media_type": "image/png", "data_base64": png()}},
+]
 
 
 class Jurors:
@@ -84,8 +109,11 @@ class Jurors:
         self.fail_round: int | None = None
 
     def __call__(self, request, output_type):  # type: ignore[no-untyped-def]
-        if self.fail is not None and request.role == self.fail_on and \
-                self.fail_round in (None, getattr(request.task, "round", None)):
+        if (
+            self.fail is not None
+            and request.role == self.fail_on
+            and self.fail_round in (None, getattr(request.task, "round", None))
+        ):
             raise self.fail
         task = request.task
         if output_type is Focus:
@@ -99,15 +127,33 @@ class Jurors:
             return RoundSummaryDraft(summary=f"round {task.round}", buyer_arguments=[], seller_arguments=[])
         new = [c.id for c in task.clues or [] if c.evidence_id in ("b9", "b10")]
         vote = "buyer" if new and task.appeal is not None and (task.juror, task.round) != (0, 1) else "seller"
-        return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote,
-                           justification=f"J{task.juror} relies on " + " ".join(f"[{c}]" for c in new or ["s1"]),
-                           cited_clues=new or ["s1"])
+        return BallotDraft(
+            conflicts=[],
+            buyer_conflicts=[],
+            seller_conflicts=[],
+            vote=vote,
+            justification=f"J{task.juror} relies on " + " ".join(f"[{c}]" for c in new or ["s1"]),
+            cited_clues=new or ["s1"],
+        )
 
 
 def conf(tmp_path, **over) -> Settings:
-    return Settings(**({"llm_backend": "offline", "precedent_backend": "none", "jurors": 5, "appeal_jurors": 9,
-                        "rounds": 2, "early_stop": 1.0, "warm_cache_first": False, "media_root": tmp_path,
-                        "media_store": str(tmp_path / "store")} | over))
+    return Settings(
+        **(
+            {
+                "llm_backend": "offline",
+                "precedent_backend": "none",
+                "jurors": 5,
+                "appeal_jurors": 9,
+                "rounds": 2,
+                "early_stop": 1.0,
+                "warm_cache_first": False,
+                "media_root": tmp_path,
+                "media_store": str(tmp_path / "store"),
+            }
+            | over
+        )
+    )
 
 
 async def decided(settings: Settings, h: SimpleNamespace, case_id: str = CASE) -> Verdict:
@@ -129,20 +175,34 @@ def handlers(settings: Settings, max_bytes: int | None = None) -> SimpleNamespac
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True)
     letters = DeadLetters(dlq, in_flight)
-    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations,
-                        letters=letters)
+    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations, letters=letters)
     jurors = Jurors()
     llm = ScriptedLLM(jurors)
     bounded = StageResults(table, keep_for_appeal=True, max_bytes=max_bytes) if max_bytes else results
     appeals = Appeals(settings, llm, NoPrecedents(), bounded, verdicts, letters, open_store(settings))
-    return SimpleNamespace(table=table, out=out, escalations=escalations, dlq=dlq, results=results, llm=llm,
-                           jurors=jurors, verdicts=verdicts, appeals=appeals)
+    return SimpleNamespace(
+        table=table,
+        out=out,
+        escalations=escalations,
+        dlq=dlq,
+        results=results,
+        llm=llm,
+        jurors=jurors,
+        verdicts=verdicts,
+        appeals=appeals,
+    )
 
 
 def appeal(first: Verdict, **over) -> dict:
-    return {"type": "appeal", "case_id": first.case_id, "appellant": "buyer", "verdict_id": first.verdict_id,
-            "grounds": "The courier's report shows the seam was torn on delivery.", "evidence": NEW_EVIDENCE,
-            "filed_at": (first.decided_at + timedelta(days=3)).isoformat()} | over
+    return {
+        "type": "appeal",
+        "case_id": first.case_id,
+        "appellant": "buyer",
+        "verdict_id": first.verdict_id,
+        "grounds": "The courier's report shows the seam was torn on delivery.",
+        "evidence": NEW_EVIDENCE,
+        "filed_at": (first.decided_at + timedelta(days=3)).isoformat(),
+    } | over
 
 
 async def send(h: SimpleNamespace, body: dict | bytes, key: bytes = CASE.encode()) -> None:
@@ -188,8 +248,10 @@ async def test_an_appeal_with_new_evidence_reverses_the_verdict_with_a_larger_pa
     juror = next(c for c in calls if c.role == "juror")
     assert isinstance(juror.task, JurorTask) and juror.task.appeal.first_instance == first
     prefix = juror.shared[0].text
-    assert '<evidence field="appeal_grounds" party="buyer">The courier&#x27;s report' in prefix or \
-        '<evidence field="appeal_grounds" party="buyer">The courier\'s report' in prefix
+    assert (
+        '<evidence field="appeal_grounds" party="buyer">The courier&#x27;s report' in prefix
+        or '<evidence field="appeal_grounds" party="buyer">The courier\'s report' in prefix
+    )
     assert f'<record of="first-instance verdict">{first.justification}</record>' in prefix
     # the record of the first instance is reused, not redone: no focus call, no select for b1 or s1
     assert "focus" not in {c.role for c in calls}
@@ -244,8 +306,10 @@ async def test_a_second_appeal_and_the_winners_are_refused_final(tmp_path):
     await send(h, appeal(first, grounds="Another ground, filed later."))  # a second appeal
     await send(h, appeal(first, appellant="seller", evidence=[]))  # the winner, after the appeal: one per case
     assert [(d.stage, d.reason, d.replayable) for d in letters(h)] == [
-        ("appeal", "appeal_by_winner", False), ("appeal", "appeal_already_filed", False),
-        ("appeal", "appeal_already_filed", False)]
+        ("appeal", "appeal_by_winner", False),
+        ("appeal", "appeal_already_filed", False),
+        ("appeal", "appeal_already_filed", False),
+    ]
     assert "only the losing party may appeal" in letters(h)[0].detail
     assert len(verdicts(h)) == 2
 
@@ -264,9 +328,19 @@ async def test_every_refusal_has_its_reason_and_flag(tmp_path):
         (appeal(first, filed_at=late), "appeal_window_closed"),
         (appeal(first, verdict_id=other.verdict_id), "appeal_wrong_verdict"),
         (appeal(first, evidence=[{"id": "b1", "kind": "text", "text": "again"}]), "appeal_evidence_rejected"),
-        (appeal(first, evidence=[{"id": "b7", "kind": "image", "media": {"media_type": "image/png",
-                                                                         "url": "http://elsewhere.example/x.png"}}]),
-         "appeal_evidence_rejected"),
+        (
+            appeal(
+                first,
+                evidence=[
+                    {
+                        "id": "b7",
+                        "kind": "image",
+                        "media": {"media_type": "image/png", "url": "http://elsewhere.example/x.png"},
+                    }
+                ],
+            ),
+            "appeal_evidence_rejected",
+        ),
         (appeal(first, evidence=[{"id": "b7", "kind": "text", "text": "t" * 30_000}]), "appeal_evidence_rejected"),
     ]
     for body, _ in sends:
@@ -280,8 +354,9 @@ async def test_every_refusal_has_its_reason_and_flag(tmp_path):
     assert details[7].startswith("text_too_long:") and "window closed" in details[3]
     off = handlers(conf(tmp_path, appeal_window_s=0))
     await send(off, appeal(await decided(conf(tmp_path, appeal_window_s=0), off)))
-    assert [(d.reason, d.detail) for d in letters(off)] == [("appeal_window_closed",
-                                                            "appeals are off (appeal_window_s=0)")]
+    assert [(d.reason, d.detail) for d in letters(off)] == [
+        ("appeal_window_closed", "appeals are off (appeal_window_s=0)")
+    ]
     assert len(verdicts(h)) == 2  # the two first instances; no appeal was judged
 
 
@@ -312,10 +387,14 @@ async def test_new_inline_evidence_is_checked_before_it_is_stored(tmp_path):
     first = await decided(settings, h)
     photo = {"id": "b7", "kind": "image", "text": "photo", "media": {"media_type": "image/png"}}
     big = png()
-    await send(h, appeal(first, evidence=[photo | {"media": {"media_type": "image/png", "data_base64": "!!!not base64"}}]))
+    await send(
+        h, appeal(first, evidence=[photo | {"media": {"media_type": "image/png", "data_base64": "!!!not base64"}}])
+    )
     await send(h, appeal(first, evidence=[photo | {"media": {"media_type": "image/png", "data_base64": big}}]))
     assert [(d.reason, d.replayable, d.detail.split(":")[0]) for d in letters(h)] == [
-        ("appeal_evidence_rejected", False, "bad_base64"), ("appeal_evidence_rejected", False, "inline_too_large")]
+        ("appeal_evidence_rejected", False, "bad_base64"),
+        ("appeal_evidence_rejected", False, "inline_too_large"),
+    ]
     assert not await open_store(settings).has(hashlib.sha256(base64.b64decode(big)).hexdigest())
     assert len(verdicts(h)) == 1  # the first instance only
 
@@ -341,9 +420,21 @@ async def test_failures_of_the_second_instance_are_dead_lettered_with_their_flag
 
 async def test_every_appeal_reason_is_driven_here():
     # the tests above produce these; tests/test_dead_letters.py counts them as driven
-    driven = {"invalid_appeal", "key_mismatch", "appeal_already_filed", "appeal_by_winner", "appeal_window_closed",
-              "appeal_before_verdict", "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large", "unknown_case",
-              "stage_failed", *(f"llm_{k}" for k in LLM_KINDS)}
+    driven = {
+        "invalid_appeal",
+        "key_mismatch",
+        "appeal_already_filed",
+        "appeal_by_winner",
+        "appeal_window_closed",
+        "appeal_before_verdict",
+        "appeal_wrong_verdict",
+        "appeal_evidence_rejected",
+        "case_expired",
+        "output_too_large",
+        "unknown_case",
+        "stage_failed",
+        *(f"llm_{k}" for k in LLM_KINDS),
+    }
     assert driven == APPEAL_REASONS
 
 
@@ -354,8 +445,10 @@ def test_the_appeal_panel_is_31_distinct_personas_the_first_17_the_first_instanc
     panel = load_personas(31)
     assert panel[:17] == load_personas(17)
     assert len({p.name for p in panel}) == 31 and len({p.description for p in panel}) == 31
-    profiles = {(p.shopping_experience, p.seller_experience, p.rule_strictness, p.visual_attention, p.risk_attitude)
-                for p in panel[17:]}
+    profiles = {
+        (p.shopping_experience, p.seller_experience, p.rule_strictness, p.visual_attention, p.risk_attitude)
+        for p in panel[17:]
+    }
     assert len(profiles) == 14 and not any("Generated juror" in p.description for p in panel)
     jury = Jury.from_settings(Settings(llm_backend="offline"), 31)
     assert len(jury) == 31 and len(jury.graph.neighbours(30)) == 4
@@ -374,17 +467,24 @@ async def test_an_appeal_through_a_worker_gets_a_final_verdict_and_a_second_is_r
         [(_, raw)] = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=120)
         first = Verdict.model_validate_json(raw)
         loser = "buyer" if first.winner == "seller" else "seller"
-        filed = appeal(first, appellant=loser, evidence=[{"id": "x-new-1", "kind": "text",
-                                                          "text": "New: the courier confirmed the damage."}])
+        filed = appeal(
+            first,
+            appellant=loser,
+            evidence=[{"id": "x-new-1", "kind": "text", "text": "New: the courier confirmed the damage."}],
+        )
         second_appeal = filed | {"grounds": "A second try."}
         await produce(settings, [Outgoing(case_id, json.dumps(filed).encode(), "test", route="disputes.appeals")])
         found = await read_topic(settings, "disputes.verdicts", until=2, timeout_s=180)
         final = Verdict.model_validate_json(found[1][1])
         assert (final.instance, final.appeal_of, final.votes.total) == (2, first.verdict_id, 9)
         model_calls = len(calls(settings.llm_call_log))
-        await produce(settings, [Outgoing(case_id, json.dumps(second_appeal).encode(), "test",
-                                          route="disputes.appeals"),
-                                 Outgoing(case_id, json.dumps(filed).encode(), "test", route="disputes.appeals")])
+        await produce(
+            settings,
+            [
+                Outgoing(case_id, json.dumps(second_appeal).encode(), "test", route="disputes.appeals"),
+                Outgoing(case_id, json.dumps(filed).encode(), "test", route="disputes.appeals"),
+            ],
+        )
         [(_, letter)] = await read_topic(settings, "disputes.dlq", until=1, timeout_s=60)
         again = await read_topic(settings, "disputes.verdicts", until=3, timeout_s=60)
     assert DeadLetter.model_validate_json(letter).reason == "appeal_already_filed"
@@ -410,7 +510,11 @@ async def test_a_decided_case_is_kept_for_the_appeal_window_and_the_appeal_clean
     assert await h.results.expire() == 0  # past the retention, inside the window
     await send(h, appeal(first, evidence=[], filed_at=(first.decided_at + timedelta(days=2)).isoformat()))
     assert letters(h) == [] and {k.removeprefix(f"{CASE}/") for k in h.table} == {
-        "ready", "verdict", "appeal", "appeal/verdict"}
+        "ready",
+        "verdict",
+        "appeal",
+        "appeal/verdict",
+    }
     clock.now += day - 60
     assert await h.results.expire() == 0  # the appeal restamped the case a retention ago, less a minute
     clock.now += 120

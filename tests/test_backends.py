@@ -66,8 +66,11 @@ def juror_request() -> LLMRequest:
         model="claude-sonnet-4-6",
         system="You are juror 3 of 17.",
         shared=[TextPart("<case>vase arrived cracked</case>"), ImagePart(PNG, "image/png", "listing photo")],
-        prompt=[TextPart("Cast your ballot."), ImagePart(JPEG, "image/jpeg", "frame 7 at 3.50s"),
-                ImagePart(JPEG, "image/jpeg", "frame 8 at 4.00s")],
+        prompt=[
+            TextPart("Cast your ballot."),
+            ImagePart(JPEG, "image/jpeg", "frame 7 at 3.50s"),
+            ImagePart(JPEG, "image/jpeg", "frame 8 at 4.00s"),
+        ],
         case_id="case-42",
         max_output_tokens=900,
     )
@@ -93,8 +96,16 @@ def b64(data: bytes) -> str:
 
 
 async def test_anthropic_parses_structured_output_and_maps_usage(server: ScriptedServer) -> None:
-    server.reply(anthropic_message(json.dumps(BALLOT), model="claude-sonnet-4-6", input_tokens=37,
-                                   output_tokens=112, cache_read=2048, cache_write=0))
+    server.reply(
+        anthropic_message(
+            json.dumps(BALLOT),
+            model="claude-sonnet-4-6",
+            input_tokens=37,
+            output_tokens=112,
+            cache_read=2048,
+            cache_write=0,
+        )
+    )
     result = await anthropic_llm(server.url).generate(juror_request(), BallotDraft)
 
     assert isinstance(result.output, BallotDraft)
@@ -136,8 +147,11 @@ async def test_anthropic_request_body(server: ScriptedServer) -> None:
     assert message["content"] == [
         {"type": "text", "text": "<case>vase arrived cracked</case>"},
         {"type": "text", "text": "listing photo"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)},
-         "cache_control": {"type": "ephemeral", "ttl": "5m"}},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)},
+            "cache_control": {"type": "ephemeral", "ttl": "5m"},
+        },
         {"type": "text", "text": "Cast your ballot."},
         {"type": "text", "text": "frame 7 at 3.50s"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": b64(JPEG)}},
@@ -154,9 +168,15 @@ def test_no_cache_breakpoint_without_a_shared_prefix() -> None:
 
 
 async def test_anthropic_429_is_retried_by_the_sdk(server: ScriptedServer) -> None:
-    server.reply(anthropic_error(429, "rate_limit_error", "Number of request tokens has exceeded your rate limit.",
-                                 **{"retry-after": "0", **FAST}),
-                 anthropic_message(json.dumps(BALLOT)))
+    server.reply(
+        anthropic_error(
+            429,
+            "rate_limit_error",
+            "Number of request tokens has exceeded your rate limit.",
+            **{"retry-after": "0", **FAST},
+        ),
+        anthropic_message(json.dumps(BALLOT)),
+    )
     result = await anthropic_llm(server.url).generate(juror_request(), BallotDraft)
 
     assert result.output.vote == "buyer"
@@ -188,15 +208,19 @@ async def test_anthropic_persistent_500_fails_after_the_sdk_retries(server: Scri
     assert len(server.requests) == 3
 
 
-@pytest.mark.parametrize(("status", "error_type", "kind", "attempts"), [
-    (400, "invalid_request_error", "bad_request", 1),
-    (401, "authentication_error", "auth", 1),
-    (403, "permission_error", "auth", 1),
-    (429, "rate_limit_error", "rate_limited", 2),
-    (529, "overloaded_error", "overloaded", 2),
-])
-async def test_anthropic_http_errors(server: ScriptedServer, status: int, error_type: str, kind: str,
-                                     attempts: int) -> None:
+@pytest.mark.parametrize(
+    ("status", "error_type", "kind", "attempts"),
+    [
+        (400, "invalid_request_error", "bad_request", 1),
+        (401, "authentication_error", "auth", 1),
+        (403, "permission_error", "auth", 1),
+        (429, "rate_limit_error", "rate_limited", 2),
+        (529, "overloaded_error", "overloaded", 2),
+    ],
+)
+async def test_anthropic_http_errors(
+    server: ScriptedServer, status: int, error_type: str, kind: str, attempts: int
+) -> None:
     server.reply(anthropic_error(status, error_type, "no", **FAST))
     with pytest.raises(LLMError) as err:
         await anthropic_llm(server.url, retries=1).generate(juror_request(), BallotDraft)
@@ -213,12 +237,15 @@ async def test_anthropic_connection_refused() -> None:
     assert err.value.kind == "connection"
 
 
-@pytest.mark.parametrize(("text", "stop_reason", "kind"), [
-    ('{"vote": "maybe"}', "end_turn", "invalid_output"),          # JSON, but not a BallotDraft
-    ("I think the buyer is right.", "end_turn", "invalid_output"),  # not JSON at all
-    (json.dumps(BALLOT)[:60], "max_tokens", "truncated"),           # cut off mid-object
-    ("I can't help with that.", "refusal", "refused"),
-])
+@pytest.mark.parametrize(
+    ("text", "stop_reason", "kind"),
+    [
+        ('{"vote": "maybe"}', "end_turn", "invalid_output"),  # JSON, but not a BallotDraft
+        ("I think the buyer is right.", "end_turn", "invalid_output"),  # not JSON at all
+        (json.dumps(BALLOT)[:60], "max_tokens", "truncated"),  # cut off mid-object
+        ("I can't help with that.", "refusal", "refused"),
+    ],
+)
 async def test_anthropic_unusable_replies(server: ScriptedServer, text: str, stop_reason: str, kind: str) -> None:
     server.reply(anthropic_message(text, stop_reason=stop_reason))
     with pytest.raises(LLMError) as err:
@@ -229,8 +256,10 @@ async def test_anthropic_unusable_replies(server: ScriptedServer, text: str, sto
 
 async def test_guarded_anthropic_logs_cache_tokens(server: ScriptedServer, tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
-    server.reply(anthropic_message(json.dumps(BALLOT), input_tokens=40, output_tokens=90, cache_write=1800),
-                 anthropic_message(json.dumps(BALLOT), input_tokens=41, output_tokens=95, cache_read=1800))
+    server.reply(
+        anthropic_message(json.dumps(BALLOT), input_tokens=40, output_tokens=90, cache_write=1800),
+        anthropic_message(json.dumps(BALLOT), input_tokens=41, output_tokens=95, cache_read=1800),
+    )
     llm = GuardedLLM(anthropic_llm(server.url), concurrency=2, call_log=log)
     first = await llm.generate(juror_request(), BallotDraft)
     await llm.generate(juror_request(), BallotDraft)
@@ -243,8 +272,14 @@ async def test_guarded_anthropic_logs_cache_tokens(server: ScriptedServer, tmp_p
 
 
 async def test_build_llm_anthropic(server: ScriptedServer, tmp_path: Path) -> None:
-    settings = Settings(llm_backend="anthropic", anthropic_api_key="sk-conf", anthropic_base_url=server.url,
-                        llm_timeout_s=7.5, llm_max_retries=1, llm_call_log=tmp_path / "calls.jsonl")
+    settings = Settings(
+        llm_backend="anthropic",
+        anthropic_api_key="sk-conf",
+        anthropic_base_url=server.url,
+        llm_timeout_s=7.5,
+        llm_max_retries=1,
+        llm_call_log=tmp_path / "calls.jsonl",
+    )
     llm = build_llm(settings)
     assert isinstance(llm, GuardedLLM) and isinstance(llm.inner, AnthropicLLM)
     OPENED.append(llm.inner)
@@ -304,8 +339,9 @@ async def test_openai_request_body(server: ScriptedServer) -> None:
 
 
 async def test_openai_429_is_retried_by_the_sdk(server: ScriptedServer) -> None:
-    server.reply(openai_error(429, "Rate limit reached", "rate_limit_exceeded", **FAST),
-                 chat_completion(json.dumps(BALLOT)))
+    server.reply(
+        openai_error(429, "Rate limit reached", "rate_limit_exceeded", **FAST), chat_completion(json.dumps(BALLOT))
+    )
     result = await openai_llm(server.url).generate(juror_request(), BallotDraft)
     assert result.output.vote == "buyer"
     assert len(server.requests) == 2
@@ -319,13 +355,16 @@ async def test_openai_persistent_503(server: ScriptedServer) -> None:
     assert len(server.requests) == 2
 
 
-@pytest.mark.parametrize(("reply", "kind"), [
-    (chat_completion('{"vote": "maybe"}'), "invalid_output"),
-    (chat_completion("The buyer should win."), "invalid_output"),
-    (chat_completion(json.dumps(BALLOT)[:60], finish_reason="length"), "truncated"),
-    (chat_completion(None, refusal="I can't help with that."), "refused"),
-    (chat_completion(None, finish_reason="content_filter"), "refused"),
-])
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [
+        (chat_completion('{"vote": "maybe"}'), "invalid_output"),
+        (chat_completion("The buyer should win."), "invalid_output"),
+        (chat_completion(json.dumps(BALLOT)[:60], finish_reason="length"), "truncated"),
+        (chat_completion(None, refusal="I can't help with that."), "refused"),
+        (chat_completion(None, finish_reason="content_filter"), "refused"),
+    ],
+)
 async def test_openai_unusable_replies(server: ScriptedServer, reply: Reply, kind: str) -> None:
     server.reply(reply)
     with pytest.raises(LLMError) as err:

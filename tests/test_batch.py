@@ -28,8 +28,8 @@ from typer.testing import CliRunner
 
 from cyberjurors.backends import build_llm
 from cyberjurors.backends.anthropic import AnthropicLLM
-from cyberjurors.backends.batch import (BatchStop, BatchStore, InProcess, MessageBatches as Batches, Pending,
-                                       StoreDamaged, custom_id)
+from cyberjurors.backends.batch import BatchStop, BatchStore, InProcess, Pending, StoreDamaged, custom_id
+from cyberjurors.backends.batch import MessageBatches as Batches
 from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
@@ -72,14 +72,31 @@ def juror_votes(body: dict[str, Any]) -> dict[str, Any] | None:
         return None
     said = body["messages"][0]["content"][-1]["text"]
     vote = VOTE[hashlib.sha256(said.encode()).digest()[0] % 2]
-    return {"conflicts": [], "buyer_conflicts": [], "seller_conflicts": [], "vote": vote,
-            "justification": f"I vote {vote}.", "cited_clues": [], "cited_guidelines": []}
+    return {
+        "conflicts": [],
+        "buyer_conflicts": [],
+        "seller_conflicts": [],
+        "vote": vote,
+        "justification": f"I vote {vote}.",
+        "cited_clues": [],
+        "cited_guidelines": [],
+    }
 
 
 def anthropic_settings(url: str, **over: Any) -> Settings:
-    return Settings(**{"llm_backend": "anthropic", "anthropic_api_key": "sk-ant-test", "anthropic_base_url": url,
-                       "llm_max_retries": 0, "precedent_backend": "none", "media_root": EXAMPLES, "metrics_port": 0,
-                       "batch_poll_s": 0.01, **over})
+    return Settings(
+        **{
+            "llm_backend": "anthropic",
+            "anthropic_api_key": "sk-ant-test",
+            "anthropic_base_url": url,
+            "llm_max_retries": 0,
+            "precedent_backend": "none",
+            "media_root": EXAMPLES,
+            "metrics_port": 0,
+            "batch_poll_s": 0.01,
+            **over,
+        }
+    )
 
 
 # --- the waves, in process -------------------------------------------------------------------
@@ -100,8 +117,14 @@ class Recording(InProcess):
 async def in_waves(settings: Settings, cases: list[DisputeCase], executor) -> dict[str, Verdict]:  # type: ignore[no-untyped-def]
     progress = Progress(disable=True)
     recorded: dict[str, Verdict] = {}
-    judged = await judge_in_waves(settings, cases, executor, lambda i, v, f: recorded.update({i: v}) if v else None,
-                                  progress, progress.add_task("t", total=len(cases)))
+    judged = await judge_in_waves(
+        settings,
+        cases,
+        executor,
+        lambda i, v, f: recorded.update({i: v}) if v else None,
+        progress,
+        progress.add_task("t", total=len(cases)),
+    )
     assert not judged.failures and judged.verdicts == recorded
     return judged.verdicts
 
@@ -117,13 +140,19 @@ async def test_waves_go_stage_by_stage_and_judge_as_the_stream_does() -> None:
     stream = {c.case_id: await judge(c, streamed, settings) for c in cases}
     for case_id, v in verdicts.items():
         s = stream[case_id]
-        assert (v.winner, v.votes, v.rounds_used, [c.id for c in v.cited_clues]) == \
-               (s.winner, s.votes, s.rounds_used, [c.id for c in s.cited_clues])
+        assert (v.winner, v.votes, v.rounds_used, [c.id for c in v.cited_clues]) == (
+            s.winner,
+            s.votes,
+            s.rounds_used,
+            [c.id for c in s.cited_clues],
+        )
         # which case writes the shared system prompt first depends on the order calls are answered in
         cache = {"latency_s", "cache_read_tokens", "cache_write_tokens", "cost_usd"}
         assert v.tokens.model_dump(exclude=cache) == s.tokens.model_dump(exclude=cache)
-        assert v.tokens.cache_read_tokens + v.tokens.cache_write_tokens == \
-               s.tokens.cache_read_tokens + s.tokens.cache_write_tokens
+        assert (
+            v.tokens.cache_read_tokens + v.tokens.cache_write_tokens
+            == s.tokens.cache_read_tokens + s.tokens.cache_write_tokens
+        )
     waved, streamed_total = (sum((x.tokens for x in run.values()), Usage()) for run in (verdicts, stream))
     assert waved.model_dump(exclude={"latency_s"}) == streamed_total.model_dump(exclude={"latency_s"})
     # every wave holds one stage: focus, then select and perceive steps, then each round's warm-up
@@ -186,11 +215,18 @@ async def test_eval_batch_answers_every_case_as_the_streaming_calls_do(dataset, 
     server = ScriptedServer(respond=model, batches=batches)
     with serving(server) as url:
         settings = anthropic_settings(url, media_root=dataset.media_root)  # set, it would win over the dataset's
-        (report,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["jury"]], settings,
-                                            Options(out=tmp_path / "out", batch=True, party_swap=False),
-                                            Console(quiet=True))
-    verdicts = {json.loads(line)["case_id"]: Verdict.model_validate(json.loads(line)["verdict"])
-                for line in (tmp_path / "out" / "results" / "jury.batch.jsonl").read_text().splitlines()}
+        (report,) = await asyncio.to_thread(
+            run_eval,
+            dataset,
+            [ABLATIONS["jury"]],
+            settings,
+            Options(out=tmp_path / "out", batch=True, party_swap=False),
+            Console(quiet=True),
+        )
+    verdicts = {
+        json.loads(line)["case_id"]: Verdict.model_validate(json.loads(line)["verdict"])
+        for line in (tmp_path / "out" / "results" / "jury.batch.jsonl").read_text().splitlines()
+    }
     assert report.summary.verdicts == len(dataset.cases) == len(verdicts) and not report.failed_cases
 
     # the same cases, streaming (one call at a time to /v1/messages) against a fresh server: the same
@@ -198,12 +234,16 @@ async def test_eval_batch_answers_every_case_as_the_streaming_calls_do(dataset, 
     stream_server = ScriptedServer(respond=StrictModel(answers=juror_votes))
     await stream_server.start()
     try:
-        s = ABLATIONS["jury"].settings(anthropic_settings(stream_server.url, prompt_cache_ttl="1h",
-                                                          media_root=dataset.media_root))
+        s = ABLATIONS["jury"].settings(
+            anthropic_settings(stream_server.url, prompt_cache_ttl="1h", media_root=dataset.media_root)
+        )
         llm = build_llm(s)
         for case in dataset.cases:
             alone = await judge(case.model_copy(update={"ground_truth": None}), llm, s)
-            assert (alone.votes, alone.rounds_used) == (verdicts[case.case_id].votes, verdicts[case.case_id].rounds_used)
+            assert (alone.votes, alone.rounds_used) == (
+                verdicts[case.case_id].votes,
+                verdicts[case.case_id].rounds_used,
+            )
     finally:
         await stream_server.stop()
 
@@ -230,10 +270,14 @@ async def test_eval_batch_answers_every_case_as_the_streaming_calls_do(dataset, 
 
 def usage_of(usage: dict[str, Any]):  # type: ignore[no-untyped-def]
     from cyberjurors.schemas import Usage
-    return Usage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
-                 cache_read_tokens=usage["cache_read_input_tokens"],
-                 cache_write_tokens=usage["cache_creation_input_tokens"],
-                 cache_write_1h_tokens=usage["cache_creation"]["ephemeral_1h_input_tokens"])
+
+    return Usage(
+        input_tokens=usage["input_tokens"],
+        output_tokens=usage["output_tokens"],
+        cache_read_tokens=usage["cache_read_input_tokens"],
+        cache_write_tokens=usage["cache_creation_input_tokens"],
+        cache_write_1h_tokens=usage["cache_creation"]["ephemeral_1h_input_tokens"],
+    )
 
 
 def case_of(params: dict[str, Any]) -> str:
@@ -243,7 +287,8 @@ def case_of(params: dict[str, Any]) -> str:
 
 
 async def test_a_refused_entry_is_not_sent_again_and_one_that_keeps_expiring_fails_as_a_timeout(
-        dataset, tmp_path: Path) -> None:
+    dataset, tmp_path: Path
+) -> None:
     refused, expiring = dataset.cases[0].case_id, dataset.cases[1].case_id
 
     def fault(custom_id: str, attempt: int, params: dict[str, Any]) -> str | None:
@@ -253,25 +298,50 @@ async def test_a_refused_entry_is_not_sent_again_and_one_that_keeps_expiring_fai
 
     batches = MessageBatches(fault=fault)
     with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
-        (report,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]],
-                                            anthropic_settings(url, batch_max_attempts=2),
-                                            Options(out=tmp_path / "out", batch=True, party_swap=False),
-                                            Console(quiet=True))
+        (report,) = await asyncio.to_thread(
+            run_eval,
+            dataset,
+            [ABLATIONS["iv-cot"]],
+            anthropic_settings(url, batch_max_attempts=2),
+            Options(out=tmp_path / "out", batch=True, party_swap=False),
+            Console(quiet=True),
+        )
     assert report.failed_cases == {refused: "focus:llm_bad_request", expiring: "focus:llm_timeout"}
     assert report.summary.verdicts == len(dataset.cases) - 2
-    sent = Counter(case_of(r["params"]) for b in batches.batches.values() for r in b.requests
-                   if r["params"]["system"][0]["text"].startswith(prompts.FOCUS_SYSTEM[:40]))
+    sent = Counter(
+        case_of(r["params"])
+        for b in batches.batches.values()
+        for r in b.requests
+        if r["params"]["system"][0]["text"].startswith(prompts.FOCUS_SYSTEM[:40])
+    )
     assert sent[refused] == 1 and sent[expiring] == 2  # batch_max_attempts
     assert all(sent[c.case_id] == 1 for c in dataset.cases[2:])
 
 
 def eval_command(data: Path, out: Path, url: str) -> tuple[list[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CYBERJURORS_", "ANTHROPIC_", "OPENAI_"))}
-    env.update(ANTHROPIC_API_KEY="sk-ant-test", ANTHROPIC_BASE_URL=url, CYBERJURORS_LLM_BACKEND="anthropic",
-               CYBERJURORS_PRECEDENT_BACKEND="none", CYBERJURORS_BATCH_POLL_S="0.05", CYBERJURORS_LLM_MAX_RETRIES="0",
-               PYTHONPATH=str(ROOT))
-    return [sys.executable, "-m", "cyberjurors", "eval", str(data), "--batch", "--ablation", "jury",
-            "--no-party-swap", "--out", str(out)], env
+    env.update(
+        ANTHROPIC_API_KEY="sk-ant-test",
+        ANTHROPIC_BASE_URL=url,
+        CYBERJURORS_LLM_BACKEND="anthropic",
+        CYBERJURORS_PRECEDENT_BACKEND="none",
+        CYBERJURORS_BATCH_POLL_S="0.05",
+        CYBERJURORS_LLM_MAX_RETRIES="0",
+        PYTHONPATH=str(ROOT),
+    )
+    return [
+        sys.executable,
+        "-m",
+        "cyberjurors",
+        "eval",
+        str(data),
+        "--batch",
+        "--ablation",
+        "jury",
+        "--no-party-swap",
+        "--out",
+        str(out),
+    ], env
 
 
 async def test_a_run_killed_after_submitting_collects_its_batch_when_run_again(dataset, tmp_path: Path) -> None:
@@ -303,7 +373,8 @@ async def test_a_run_killed_after_submitting_collects_its_batch_when_run_again(d
 
 
 async def test_a_canceled_batch_stops_the_run_and_the_next_run_sends_its_requests_again(
-        dataset, tmp_path: Path) -> None:
+    dataset, tmp_path: Path
+) -> None:
     batches = MessageBatches(canceled=lambda n: n == 2)  # an operator cancels the second batch
     options = Options(out=tmp_path / "out", batch=True, party_swap=False)
     with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
@@ -312,8 +383,9 @@ async def test_a_canceled_batch_stops_the_run_and_the_next_run_sends_its_request
             await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]], settings, options, Console(quiet=True))
         canceled = {r["custom_id"] for r in list(batches.batches.values())[1].requests}
         batches.canceled = lambda n: False
-        (report,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]], settings, options,
-                                            Console(quiet=True))
+        (report,) = await asyncio.to_thread(
+            run_eval, dataset, [ABLATIONS["iv-cot"]], settings, options, Console(quiet=True)
+        )
     assert report.summary.verdicts == len(dataset.cases) and not report.failed_cases
     assert {i for i, n in batches.attempts.items() if n == 2} == canceled  # sent again once, the rest never
     assert set(batches.attempts.values()) == {1, 2}
@@ -327,8 +399,14 @@ async def test_identical_requests_of_a_wave_are_one_entry_and_the_store_survives
         settings = anthropic_settings(server.url)
         store = BatchStore(tmp_path / "store")
         executor = Batches(AnthropicLLM.from_settings(settings), store, poll_s=0.01)
-        request = stage_request("focus", settings, system=prompts.FOCUS_SYSTEM, prompt=[prompts.focus_prompt(CASES[0])],
-                                task=None, case_id=CASES[0].case_id)
+        request = stage_request(
+            "focus",
+            settings,
+            system=prompts.FOCUS_SYSTEM,
+            prompt=[prompts.focus_prompt(CASES[0])],
+            task=None,
+            case_id=CASES[0].case_id,
+        )
         same = Pending(request, Focus)
         first, second = await executor.answer([same, same])
         assert first.output == second.output and executor.stats.requests == 1
@@ -349,8 +427,17 @@ async def test_identical_requests_of_a_wave_are_one_entry_and_the_store_survives
 
 
 def focus_call(case: DisputeCase, settings: Settings) -> Pending:
-    return Pending(stage_request("focus", settings, system=prompts.FOCUS_SYSTEM, prompt=[prompts.focus_prompt(case)],
-                                 task=None, case_id=case.case_id), Focus)
+    return Pending(
+        stage_request(
+            "focus",
+            settings,
+            system=prompts.FOCUS_SYSTEM,
+            prompt=[prompts.focus_prompt(case)],
+            task=None,
+            case_id=case.case_id,
+        ),
+        Focus,
+    )
 
 
 async def test_a_torn_last_line_is_cut_off_so_that_the_next_append_starts_a_line(tmp_path: Path, caplog) -> None:
@@ -366,12 +453,15 @@ async def test_a_torn_last_line_is_cut_off_so_that_the_next_append_starts_a_line
     assert BatchStore(tmp_path / "store").submitted == {"msgbatch_a": ["r1"], "msgbatch_c": ["r2"]}
 
 
-@pytest.mark.parametrize("file, line", [
-    ("batches.jsonl", '{"batch_id": "msgbatch_x"}'),              # valid JSON, not a record
-    ("batches.jsonl", '{"batch_id": "msgbatch_x", "collected": false}'),
-    ("results.jsonl", '{"custom_id": "r1", "batch_id": "msgbatch_a", "type": "succeeded"}'),  # no message
-    ("results.jsonl", "\udcff\udcfe\x00garbage"),                 # binary garbage
-])
+@pytest.mark.parametrize(
+    "file, line",
+    [
+        ("batches.jsonl", '{"batch_id": "msgbatch_x"}'),  # valid JSON, not a record
+        ("batches.jsonl", '{"batch_id": "msgbatch_x", "collected": false}'),
+        ("results.jsonl", '{"custom_id": "r1", "batch_id": "msgbatch_a", "type": "succeeded"}'),  # no message
+        ("results.jsonl", "\udcff\udcfe\x00garbage"),  # binary garbage
+    ],
+)
 def test_a_damaged_line_before_the_last_stops_the_run_naming_it(tmp_path: Path, file: str, line: str) -> None:
     store = BatchStore(tmp_path / "store")
     store.submit("msgbatch_a", ["r1"])
@@ -399,7 +489,8 @@ async def test_eval_batch_on_a_damaged_store_exits_2_and_submits_nothing(dataset
 
 
 async def test_a_stored_batch_the_provider_does_not_know_is_forgotten_and_its_entries_sent_again(
-        tmp_path: Path, caplog) -> None:
+    tmp_path: Path, caplog
+) -> None:
     batches = MessageBatches()
     server = ScriptedServer(respond=StrictModel(), batches=batches)
     await server.start()
@@ -413,10 +504,14 @@ async def test_a_stored_batch_the_provider_does_not_know_is_forgotten_and_its_en
         store.submit("msgbatch_gone", [lost_id])  # another workspace's, or deleted after 29 days
         with caplog.at_level("WARNING", "cyberjurors.backends.batch"):
             kept, again = await executor.answer([paid, lost])
-        assert "message batch msgbatch_gone is unknown to the provider" in caplog.text and "its 1 entries" in caplog.text
+        assert (
+            "message batch msgbatch_gone is unknown to the provider" in caplog.text and "its 1 entries" in caplog.text
+        )
         assert kept.output == first.output and again.output is not None
-        assert batches.creates == 2 and batches.attempts == {custom_id(executor.llm.params(paid.request, Focus)): 1,
-                                                             lost_id: 1}
+        assert batches.creates == 2 and batches.attempts == {
+            custom_id(executor.llm.params(paid.request, Focus)): 1,
+            lost_id: 1,
+        }
         assert not BatchStore(tmp_path / "store").outstanding({lost_id})  # the next run does not ask again
         await executor.llm.aclose()
     finally:
@@ -439,9 +534,10 @@ async def test_status_checks_and_downloads_are_tried_again_on_connection_errors_
         # still down after retry_s: the run stops, saying the same command resumes
         batches.unavailable = lambda call, n: 503
         before = batches.calls["retrieve"]
-        stopping = Batches(AnthropicLLM.from_settings(settings), BatchStore(tmp_path / "other"), poll_s=0.01,
-                           retry_s=0.05)
-        with pytest.raises(BatchStop, match="checking message batch .* 503 .*the same command resumes"):
+        stopping = Batches(
+            AnthropicLLM.from_settings(settings), BatchStore(tmp_path / "other"), poll_s=0.01, retry_s=0.05
+        )
+        with pytest.raises(BatchStop, match=r"checking message batch .* 503 .*the same command resumes"):
             await stopping.answer([focus_call(CASES[1], settings)])
         assert batches.calls["retrieve"] - before >= 2  # tried again, however short retry_s is
         await executor.llm.aclose()
@@ -451,7 +547,8 @@ async def test_status_checks_and_downloads_are_tried_again_on_connection_errors_
 
 
 async def test_a_batch_that_does_not_end_stops_the_run_after_batch_max_wait_s_and_logs_its_progress(
-        dataset, tmp_path: Path) -> None:
+    dataset, tmp_path: Path
+) -> None:
     batches = MessageBatches(polls_to_end=10**9)
     out = tmp_path / "out"
     with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
@@ -479,20 +576,23 @@ async def test_a_batch_that_does_not_end_stops_the_run_after_batch_max_wait_s_an
     assert report["batch"]["collected"] == 1 and set(batches.attempts.values()) == {1}
 
 
-def test_eval_batch_offline_runs_the_waves_in_process_and_says_so(dataset, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_batch_offline_runs_the_waves_in_process_and_says_so(
+    dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CYBERJURORS_LLM_BACKEND", "offline")
     monkeypatch.setenv("CYBERJURORS_PRECEDENT_BACKEND", "none")
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["eval", str(dataset.source), "--batch", "--ablation", "sr-cot,jury",
-                                      "--out", str(out)])
+    result = CliRunner().invoke(
+        cli, ["eval", str(dataset.source), "--batch", "--ablation", "sr-cot,jury", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     reports = json.loads((out / "report.json").read_text())
     assert [r["name"] for r in reports] == ["SR-CoT (batch)", "+Jury (batch)"]
-    assert all(r["batch"]["executor"] == "in-process" and r["batch"]["batches"] == 0 and r["stand_in"]
-               for r in reports)
-    assert all(r["summary"]["verdicts"] == len(dataset.cases) and r["summary"]["swap_pairs"] == len(dataset.cases)
-               for r in reports)
+    assert all(r["batch"]["executor"] == "in-process" and r["batch"]["batches"] == 0 and r["stand_in"] for r in reports)
+    assert all(
+        r["summary"]["verdicts"] == len(dataset.cases) and r["summary"]["swap_pairs"] == len(dataset.cases)
+        for r in reports
+    )
     markdown = (out / "report.md").read_text()
     assert "## Batch and streaming cost" in markdown and "in-process" in markdown
     assert not (out / "batches").exists()  # nothing to resume: no batch was submitted
@@ -504,18 +604,32 @@ def test_eval_batch_offline_runs_the_waves_in_process_and_says_so(dataset, tmp_p
 
 @pytest.mark.integration
 async def test_the_report_puts_a_streaming_run_of_the_same_configuration_beside_the_batch_run(
-        dataset, settings: Settings, broker: str, tmp_path: Path) -> None:
+    dataset, settings: Settings, broker: str, tmp_path: Path
+) -> None:
     """``eval`` through the topology (a real worker calling the server's /v1/messages), then ``eval
     --batch`` into the same OUT: the batch report carries the streaming run's measured cost."""
     options = Options(out=tmp_path / "out", party_swap=False, concurrency=4, timeout_s=120)
     with serving(ScriptedServer(respond=StrictModel(), batches=MessageBatches())) as url:
-        base = settings.model_copy(update={"llm_backend": "anthropic", "anthropic_api_key": "sk-ant-test",
-                                           "anthropic_base_url": url, "llm_max_retries": 0, "batch_poll_s": 0.01})
-        (streamed,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]], base, options,
-                                              Console(quiet=True), broker)
-        (batched,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["iv-cot"]], base,
-                                             Options(out=options.out, party_swap=False, batch=True),
-                                             Console(quiet=True))
+        base = settings.model_copy(
+            update={
+                "llm_backend": "anthropic",
+                "anthropic_api_key": "sk-ant-test",
+                "anthropic_base_url": url,
+                "llm_max_retries": 0,
+                "batch_poll_s": 0.01,
+            }
+        )
+        (streamed,) = await asyncio.to_thread(
+            run_eval, dataset, [ABLATIONS["iv-cot"]], base, options, Console(quiet=True), broker
+        )
+        (batched,) = await asyncio.to_thread(
+            run_eval,
+            dataset,
+            [ABLATIONS["iv-cot"]],
+            base,
+            Options(out=options.out, party_swap=False, batch=True),
+            Console(quiet=True),
+        )
     assert streamed.mode == "stream" and streamed.summary.verdicts == len(dataset.cases)
     lines = (options.out / "results" / "iv-cot.jsonl").read_text().splitlines()
     costs = [json.loads(line)["verdict"]["tokens"]["cost_usd"] for line in lines]

@@ -50,7 +50,7 @@ class Broker:
         self.process: subprocess.Popen | None = None
         self.bootstrap = ""
 
-    def start(self) -> "Broker":
+    def start(self) -> Broker:
         self.process, self.bootstrap = start_broker(self.port, log=self.log, cluster_id=self.cluster_id)
         return self
 
@@ -71,10 +71,14 @@ def own_broker(tmp_path: Path) -> Iterator[Broker]:
 
 @pytest.fixture
 def fault_settings(settings: Settings, own_broker: Broker) -> Settings:
-    return settings.model_copy(update={
-        "kafka_bootstrap_servers": own_broker.bootstrap, "broker_check_interval_s": 0.5,
-        "broker_loss_exit_s": 600.0, "stop_deadline_s": 5.0,  # only a lost state ends a worker here
-    })
+    return settings.model_copy(
+        update={
+            "kafka_bootstrap_servers": own_broker.bootstrap,
+            "broker_check_interval_s": 0.5,
+            "broker_loss_exit_s": 600.0,
+            "stop_deadline_s": 5.0,  # only a lost state ends a worker here
+        }
+    )
 
 
 def a_case() -> tuple[str, object]:
@@ -127,7 +131,8 @@ async def serving(fault_settings: Settings, tmp_path: Path) -> AsyncIterator[Wor
 
 
 async def test_a_broker_restart_ends_the_worker_and_the_worker_started_again_judges(
-        fault_settings: Settings, own_broker: Broker, serving: WorkerProcess):
+    fault_settings: Settings, own_broker: Broker, serving: WorkerProcess
+):
     await restart(own_broker)
     code = await asyncio.to_thread(exit_code, serving)
     assert code == EXIT_BROKER_LOST, f"exit code {code}:\n{log_of(serving)[-3000:]}"
@@ -139,7 +144,8 @@ async def test_a_broker_restart_ends_the_worker_and_the_worker_started_again_jud
 
 
 async def test_a_fresh_worker_started_beside_the_stale_one_becomes_ready_and_judges(
-        fault_settings: Settings, own_broker: Broker, serving: WorkerProcess, tmp_path: Path):
+    fault_settings: Settings, own_broker: Broker, serving: WorkerProcess, tmp_path: Path
+):
     stale = serving
     await restart(own_broker)
     with running(WorkerProcess(fault_settings, tmp_path / "fresh.log")) as fresh:
@@ -150,7 +156,8 @@ async def test_a_fresh_worker_started_beside_the_stale_one_becomes_ready_and_jud
 
 
 async def test_sigterm_ends_a_worker_whose_broker_is_dead_within_the_stop_deadline(
-        fault_settings: Settings, own_broker: Broker, serving: WorkerProcess):
+    fault_settings: Settings, own_broker: Broker, serving: WorkerProcess
+):
     worker = serving
     own_broker.stop()
     assert await asyncio.to_thread(worker.wait_for, "Unable connect to node", timeout_s=60)
@@ -164,6 +171,7 @@ async def test_sigterm_ends_a_worker_whose_broker_is_dead_within_the_stop_deadli
 
 # --- the watch's rules, against the real broker ---------------------------------------------------
 
+
 async def test_the_watch_reads_its_broker_and_names_what_was_lost(fault_settings: Settings):
     await ensure_topics(fault_settings)
     baseline = await broker_view(fault_settings, timeout_s=30)
@@ -176,13 +184,15 @@ async def test_the_watch_reads_its_broker_and_names_what_was_lost(fault_settings
     assert "is gone" in lost_state(BrokerView(baseline.cluster_id, {}), baseline)
     regrown = BrokerView(baseline.cluster_id, baseline.partitions | {events: 4})
     assert f"topic {events} has 4 partitions, not 2" in lost_state(regrown, baseline)
-    assert "answers as cluster 'tansu_cluster'" in lost_state(BrokerView("tansu_cluster", baseline.partitions),
-                                                              baseline)
+    assert "answers as cluster 'tansu_cluster'" in lost_state(
+        BrokerView("tansu_cluster", baseline.partitions), baseline
+    )
 
 
 async def test_the_watch_gives_an_unreachable_broker_broker_loss_exit_s(fault_settings: Settings):
-    nowhere = fault_settings.model_copy(update={"kafka_bootstrap_servers": f"127.0.0.1:{free_port()}",
-                                                "broker_loss_exit_s": 30.0})
+    nowhere = fault_settings.model_copy(
+        update={"kafka_bootstrap_servers": f"127.0.0.1:{free_port()}", "broker_loss_exit_s": 30.0}
+    )
     now = [1000.0]
     watch = BrokerWatch(nowhere, BrokerView("c", {}), clock=lambda: now[0])
     assert await watch.check() is None  # unreachable since now
@@ -194,7 +204,8 @@ async def test_the_watch_gives_an_unreachable_broker_broker_loss_exit_s(fault_se
 
 
 async def test_the_watch_tells_a_restart_under_the_same_cluster_id_by_end_offsets_that_went_back(
-        settings: Settings, tmp_path: Path):
+    settings: Settings, tmp_path: Path
+):
     """A Tansu started by hand keeps its cluster id, and its topics may be created again (by
     ``cyberjurors topics``, a starting worker) before the watch sees them gone: only the partitions'
     end offsets, now below what they were, tell that the broker lost its log."""

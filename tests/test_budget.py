@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -39,26 +39,42 @@ from cyberjurors.streams.clients import Outgoing, produce, read_events
 from .conftest import EXAMPLES, calls, read_topic, worker_process
 from .test_metrics import scrape_until, value
 
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 JURORS = 5
 
 
 @pytest.fixture
 def case() -> DisputeCase:
-    return DisputeCase.model_validate({
-        "case_id": "budget-1",
-        "metadata": {"category": "clothing", "product": "Wool coat", "order_amount": "120", "currency": "EUR",
-                     "ordered_at": "2026-10-01T00:00:00Z", "dispute_reason": "Torn lining",
-                     "requested_remedy": "Refund"},
-        "rounds": [
-            {"party": "buyer", "round": 1, "items": [
-                {"id": "b1", "kind": "text", "text": "The lining was torn on arrival."},
-                {"id": "b2", "kind": "text", "text": "Here is the courier's note about the box."},
-                {"id": "b3", "kind": "text", "text": "I asked for a refund the same day."}]},
-            {"party": "seller", "round": 1, "items": [
-                {"id": "s1", "kind": "text", "text": "Our dispatch photo shows it intact."}]},
-        ],
-    })
+    return DisputeCase.model_validate(
+        {
+            "case_id": "budget-1",
+            "metadata": {
+                "category": "clothing",
+                "product": "Wool coat",
+                "order_amount": "120",
+                "currency": "EUR",
+                "ordered_at": "2026-10-01T00:00:00Z",
+                "dispute_reason": "Torn lining",
+                "requested_remedy": "Refund",
+            },
+            "rounds": [
+                {
+                    "party": "buyer",
+                    "round": 1,
+                    "items": [
+                        {"id": "b1", "kind": "text", "text": "The lining was torn on arrival."},
+                        {"id": "b2", "kind": "text", "text": "Here is the courier's note about the box."},
+                        {"id": "b3", "kind": "text", "text": "I asked for a refund the same day."},
+                    ],
+                },
+                {
+                    "party": "seller",
+                    "round": 1,
+                    "items": [{"id": "s1", "kind": "text", "text": "Our dispatch photo shows it intact."}],
+                },
+            ],
+        }
+    )
 
 
 async def answer(request, output_type):  # type: ignore[no-untyped-def]
@@ -74,16 +90,31 @@ async def answer(request, output_type):  # type: ignore[no-untyped-def]
     if output_type is Perception:
         return Perception(clue=f"what {task.item.id} says", assessment="a", leaning="neutral")
     if output_type is RoundSummaryDraft:
-        return RoundSummaryDraft(summary=f"round {task.round}: 3 for the seller", buyer_arguments=[],
-                                 seller_arguments=[])
-    return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[],
-                       vote="seller" if task.juror < 3 else "buyer", justification=f"J{task.juror} [s1]",
-                       cited_clues=["s1"])
+        return RoundSummaryDraft(
+            summary=f"round {task.round}: 3 for the seller", buyer_arguments=[], seller_arguments=[]
+        )
+    return BallotDraft(
+        conflicts=[],
+        buyer_conflicts=[],
+        seller_conflicts=[],
+        vote="seller" if task.juror < 3 else "buyer",
+        justification=f"J{task.juror} [s1]",
+        cited_clues=["s1"],
+    )
 
 
 def settings(**overrides) -> Settings:  # type: ignore[no-untyped-def]
-    return Settings(**{"llm_backend": "offline", "precedent_backend": "none", "metrics_port": 0, "jurors": JURORS,
-                       "rounds": 3, "case_token_budget": 0, **overrides})
+    return Settings(
+        **{
+            "llm_backend": "offline",
+            "precedent_backend": "none",
+            "metrics_port": 0,
+            "jurors": JURORS,
+            "rounds": 3,
+            "case_token_budget": 0,
+            **overrides,
+        }
+    )
 
 
 def spent(case_file: CaseFile) -> Usage:
@@ -172,8 +203,9 @@ async def test_the_cost_ceiling_adds_up_each_call_at_its_models_price(case):
 
     s = settings()
     llm, jury = priced(), Jury.from_settings(s)
-    case_file = await clues_stage(await focus_stage(CaseFile(case=case, received_at=NOW), llm, s), llm, s,
-                                  NoPrecedents())
+    case_file = await clues_stage(
+        await focus_stage(CaseFile(case=case, received_at=NOW), llm, s), llm, s, NoPrecedents()
+    )
     first = await round_stage(case_file, jury, llm, s)
     cost = spent(first).cost_usd
     assert cost == pytest.approx(prices.cost("anthropic", "claude-sonnet-5-5", spent(first)))
@@ -198,12 +230,15 @@ def test_budget_settings_default_off_values_and_the_environment(monkeypatch: pyt
 
 def offline_spend(case: DisputeCase, s: Settings) -> dict[str, int]:
     """What the offline backend spends on this case after stage II and after round 1."""
+
     async def run() -> dict[str, int]:
         llm, jury = OfflineLLM(), Jury.from_settings(s)
-        case_file = await clues_stage(await focus_stage(CaseFile(case=case, received_at=NOW, backend="offline"),
-                                                        llm, s), llm, s, NoPrecedents())
+        case_file = await clues_stage(
+            await focus_stage(CaseFile(case=case, received_at=NOW, backend="offline"), llm, s), llm, s, NoPrecedents()
+        )
         after_clues = spent(case_file).total_tokens
         return {"clues": after_clues, "round-1": spent(await round_stage(case_file, jury, llm, s)).total_tokens}
+
     return asyncio.run(run())
 
 
@@ -217,8 +252,9 @@ async def test_a_budget_stopped_case_is_decided_once_and_its_redeliveries_call_n
     spend = await asyncio.to_thread(offline_spend, DisputeCase.model_validate_json(path.read_text()), unbudgeted)
     # between the two: reached by round 1, not before it
     budget = (spend["clues"] + spend["round-1"]) // 2
-    settings = unbudgeted.model_copy(update={"case_token_budget": budget, "metrics_port": port,
-                                             "metrics_host": "127.0.0.1"})
+    settings = unbudgeted.model_copy(
+        update={"case_token_budget": budget, "metrics_port": port, "metrics_host": "127.0.0.1"}
+    )
 
     async with worker_process(settings, tmp_path / "worker.log"):
         await produce(settings, events)
@@ -244,14 +280,19 @@ async def test_a_budget_stopped_case_is_decided_once_and_its_redeliveries_call_n
         assert value(samples, "cyberjurors_budget_stops_total") == 1  # the re-sent verdicts counted nothing
         assert value(samples, "cyberjurors_ballots_total") == settings.jurors
         assert value(samples, "cyberjurors_ballots_total", vote=decided.winner, majority=decided.winner) == max(
-            decided.votes.buyer, decided.votes.seller)
+            decided.votes.buyer, decided.votes.seller
+        )
 
 
 def test_budget_stops_are_counted_by_limit_and_stage_kind():
     from cyberjurors.schemas import BudgetStop
 
     before = {k: metrics.BUDGET_STOPS.labels(*k)._value.get() for k in [("tokens", "clues"), ("cost", "round")]}
-    metrics.record_budget_stops([BudgetStop(limit="tokens", stage="clues", tokens=9, cost_usd=0),
-                                 BudgetStop(limit="cost", stage="round-2", tokens=9, cost_usd=1)])
+    metrics.record_budget_stops(
+        [
+            BudgetStop(limit="tokens", stage="clues", tokens=9, cost_usd=0),
+            BudgetStop(limit="cost", stage="round-2", tokens=9, cost_usd=1),
+        ]
+    )
     assert metrics.BUDGET_STOPS.labels("tokens", "clues")._value.get() == before[("tokens", "clues")] + 1
     assert metrics.BUDGET_STOPS.labels("cost", "round")._value.get() == before[("cost", "round")] + 1

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.integration
 
 def cli(settings: Settings, *args: str, timeout: float = 120, **env_overrides: str) -> subprocess.CompletedProcess[str]:
     env = child_env(settings) | env_overrides
-    return subprocess.run([sys.executable, "-m", "cyberjurors", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cyberjurors", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 async def test_topics_are_created_with_the_configured_partitions(settings):
@@ -108,8 +109,15 @@ def test_schemas_export_writes_json_schema_for_the_public_events(tmp_path: Path,
     escalation = json.loads((tmp_path / "escalation.schema.json").read_text())
     assert {"escalation_id", "case_id", "verdict_id", "reasons", "verdict", "case_file"} <= set(escalation["required"])
     reasons = escalation["$defs"]["Verdict"]["properties"]["escalation_reasons"]["items"]["enum"]
-    assert set(reasons) == {"narrow_margin", "low_precedent_coverage", "no_precedent_coverage", "verification_failed",
-                            "injection", "decisive_evidence_unreadable", "budget_reached"}
+    assert set(reasons) == {
+        "narrow_margin",
+        "low_precedent_coverage",
+        "no_precedent_coverage",
+        "verification_failed",
+        "injection",
+        "decisive_evidence_unreadable",
+        "budget_reached",
+    }
     outcome = json.loads((tmp_path / "outcome.schema.json").read_text())
     assert "human_panel" in json.dumps(outcome["properties"]["source"])
 
@@ -122,8 +130,14 @@ def test_produce_refuses_what_a_worker_would_dead_letter_and_sends_nothing_of_th
     big = {**good, "case_id": "too-big"}
     big["rounds"] = [{**good["rounds"][0], "items": [{"id": "b1", "kind": "text", "text": "t" * 30_000}]}]
     (folder / "b-big.json").write_text(json.dumps(big))
-    result = cli(settings, "produce", str(folder), CYBERJURORS_MAX_EVENT_BYTES="20000",
-                 CYBERJURORS_MAX_CASE_BYTES="10000", CYBERJURORS_MAX_TEXT_CHARS="50000")
+    result = cli(
+        settings,
+        "produce",
+        str(folder),
+        CYBERJURORS_MAX_EVENT_BYTES="20000",
+        CYBERJURORS_MAX_CASE_BYTES="10000",
+        CYBERJURORS_MAX_TEXT_CHARS="50000",
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "not sent" in result.stdout and "b-big.json" in result.stdout and "max_event_bytes" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr

@@ -80,7 +80,7 @@ class Partition:
     def commit(self) -> tuple[int | None, int | None]:
         """(ours, Faust's) offset to commit now; committed, as Faust records it."""
         offsets = tuple(c._new_offset(TP0) for c in self.consumers)
-        for consumer, offset in zip(self.consumers, offsets):
+        for consumer, offset in zip(self.consumers, offsets, strict=True):
             if offset is not None:
                 consumer._committed_offset[TP0] = offset
         return offsets  # type: ignore[return-value]
@@ -248,7 +248,7 @@ def test_a_reading_that_begins_past_the_offset_sought_passes_nothing(consumers):
     and 27 were in handlers and 28 was never handled, and that case got no verdict). The offsets
     between are records, not holes: the commit waits for each, and 28 is read again."""
     ours, _ = consumers
-    p = Partition((ours,), 26, range(0))
+    Partition((ours,), 26, range(0))  # sets the committed offset; no message is fetched
     ours._new_reading(TP0)
     early = [record(ours, 26), record(ours, 27)]  # handed over while the seek was under way
     ours._sought_to(TP0, 26)

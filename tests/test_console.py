@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +45,17 @@ class Msg:
 
 
 def offline(**over: object) -> Settings:
-    return Settings(**{"llm_backend": "offline", "precedent_backend": "none", "media_root": EXAMPLES,
-                       "early_stopping": False, "metrics_port": 0, "probe_port": 0, **over})
+    return Settings(
+        **{
+            "llm_backend": "offline",
+            "precedent_backend": "none",
+            "media_root": EXAMPLES,
+            "early_stopping": False,
+            "metrics_port": 0,
+            "probe_port": 0,
+            **over,
+        }
+    )
 
 
 async def judged(case: DisputeCase, settings: Settings) -> tuple[CaseFile, list[CaseFile], Verdict]:
@@ -55,8 +63,9 @@ async def judged(case: DisputeCase, settings: Settings) -> tuple[CaseFile, list[
     (what disputes.rounds carries), and its verdict."""
     llm, jury = OfflineLLM(), Jury.from_settings(settings)
     record = CaseFile(case=case, received_at=now(), backend="offline")
-    record = await stages.clues_stage(await stages.focus_stage(record, llm, settings), llm, settings,
-                                      stages.NoPrecedents())
+    record = await stages.clues_stage(
+        await stages.focus_stage(record, llm, settings), llm, settings, stages.NoPrecedents()
+    )
     after = []
     while not is_settled(record, settings):
         record = await stages.round_stage(record, jury, llm, settings)
@@ -92,12 +101,19 @@ def test_the_ballots_name_the_personas_the_record_seated(airfryer):
 
 
 def test_a_record_applied_twice_is_stored_once_and_the_offset_moves_past_it(tmp_path, airfryer):
-    after, verdict = airfryer
+    _after, verdict = airfryer
     store = Store(tmp_path / "console.sqlite3")
     for _ in range(2):
         store.apply("verdict", Msg("disputes.verdicts", 1, 7, verdict.model_dump_json().encode()))
-    letter = DeadLetter(reason="invalid_json", detail="not JSON", stage="ingest", topic="disputes.events",
-                        original_base64=base64.b64encode(b"{").decode(), failed_at=now(), replayable=False)
+    letter = DeadLetter(
+        reason="invalid_json",
+        detail="not JSON",
+        stage="ingest",
+        topic="disputes.events",
+        original_base64=base64.b64encode(b"{").decode(),
+        failed_at=now(),
+        replayable=False,
+    )
     for offset in (3, 3, 4):  # the same letter redelivered, then another letter with the same content
         store.apply("letter", Msg("disputes.dlq", 0, offset, letter.model_dump_json().encode()))
     counts = store.counts()
@@ -137,7 +153,7 @@ def test_a_record_that_cannot_be_read_is_counted_and_passed(tmp_path):
 
 
 def test_on_another_cluster_what_belongs_to_the_broker_goes_and_the_history_stays(tmp_path, airfryer):
-    after, verdict = airfryer
+    _after, verdict = airfryer
     store = Store(tmp_path / "console.sqlite3")
     assert not store.on_cluster("cluster-a")
     store.apply("verdict", Msg("disputes.verdicts", 0, 0, verdict.model_dump_json().encode()))
@@ -150,10 +166,18 @@ def test_on_another_cluster_what_belongs_to_the_broker_goes_and_the_history_stay
 
 @pytest.mark.integration
 async def test_a_restarted_console_resumes_at_its_stored_offsets(settings, tmp_path, airfryer):
-    after, verdict = airfryer
+    _after, verdict = airfryer
     kettle = (await judged(sample(KETTLE), offline()))[2]
-    send = lambda *vs: produce(settings, [Outgoing(v.case_id, v.model_dump_json().encode(), "test",  # noqa: E731
-                                                   topic=settings.topic("disputes.verdicts")) for v in vs])
+
+    def send(*vs):
+        return produce(
+            settings,
+            [
+                Outgoing(v.case_id, v.model_dump_json().encode(), "test", topic=settings.topic("disputes.verdicts"))
+                for v in vs
+            ],
+        )
+
     await send(verdict)
     path = tmp_path / "console.sqlite3"
     first = await follow_until(Feed(settings, Store(path)), verdicts=1)
@@ -163,8 +187,10 @@ async def test_a_restarted_console_resumes_at_its_stored_offsets(settings, tmp_p
     second = await follow_until(Feed(settings, Store(path)), verdicts=2)
     assert second.status.read == 2  # only what came after the stop: nothing read twice
     assert second.store.counts()["verdicts"] == 2
-    assert {v.case_id for v in second.store.verdicts_of(KETTLE) + second.store.verdicts_of(AIRFRYER)} == {KETTLE,
-                                                                                                         AIRFRYER}
+    assert {v.case_id for v in second.store.verdicts_of(KETTLE) + second.store.verdicts_of(AIRFRYER)} == {
+        KETTLE,
+        AIRFRYER,
+    }
 
 
 async def follow_until(feed: Feed, timeout_s: float = 60, **counts: int) -> Feed:
@@ -186,9 +212,12 @@ async def follow_until(feed: Feed, timeout_s: float = 60, **counts: int) -> Feed
 
 def escalated_store(tmp_path: Path, settings: Settings, after: list[CaseFile], verdict: Verdict) -> tuple[Store, str]:
     store = Store(tmp_path / "console.sqlite3")
-    raised = escalation_event(after[-1], verdict.model_copy(update={"escalated": True,
-                                                                    "escalation_reasons": ["narrow_margin"]}),
-                              settings, now())
+    raised = escalation_event(
+        after[-1],
+        verdict.model_copy(update={"escalated": True, "escalation_reasons": ["narrow_margin"]}),
+        settings,
+        now(),
+    )
     store.apply("verdict", Msg("disputes.verdicts", 0, 0, raised.verdict.model_dump_json().encode()))
     store.apply("escalation", Msg("disputes.escalations", 0, 0, raised.model_dump_json().encode()))
     return store, raised.escalation_id
@@ -201,8 +230,12 @@ def csrf_of(client: TestClient, path: str = "/review") -> str:
 
 
 def decide(client: TestClient, escalation_id: str, token: str, auth: object = ("ann", "pw"), **form: str):
-    return client.post(f"/review/{escalation_id}", data={"csrf": token, "winner": "seller", **form}, auth=auth,
-                       headers={"HX-Request": "true"})
+    return client.post(
+        f"/review/{escalation_id}",
+        data={"csrf": token, "winner": "seller", **form},
+        auth=auth,
+        headers={"HX-Request": "true"},
+    )
 
 
 def test_review_and_replay_refuse_anyone_not_signed_in_and_forms_from_elsewhere(tmp_path, airfryer):
@@ -213,12 +246,19 @@ def test_review_and_replay_refuse_anyone_not_signed_in_and_forms_from_elsewhere(
         for auth in (None, ("ann", "wrong"), ("", "not-the-token")):
             refused = decide(client, escalation_id, token, auth=auth)
             assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Basic")
-        bearer = client.post(f"/review/{escalation_id}", data={"csrf": token, "winner": "seller"},
-                             headers={"Authorization": "Bearer nope"})
+        bearer = client.post(
+            f"/review/{escalation_id}",
+            data={"csrf": token, "winner": "seller"},
+            headers={"Authorization": "Bearer nope"},
+        )
         assert bearer.status_code == 401
         assert decide(client, escalation_id, "forged").status_code == 403
-        elsewhere = client.post(f"/review/{escalation_id}", data={"csrf": token, "winner": "seller"},
-                                auth=("ann", "pw"), headers={"Origin": "http://evil.example"})
+        elsewhere = client.post(
+            f"/review/{escalation_id}",
+            data={"csrf": token, "winner": "seller"},
+            auth=("ann", "pw"),
+            headers={"Origin": "http://evil.example"},
+        )
         assert elsewhere.status_code == 403
         client.cookies.clear()
         assert decide(client, escalation_id, token).status_code == 403  # a token without its cookie
@@ -228,8 +268,10 @@ def test_review_and_replay_refuse_anyone_not_signed_in_and_forms_from_elsewhere(
         assert replay.status_code == 401
         assert client.get("/login").status_code == 401
         assert client.get("/login?next=/dlq", auth=("x", "t0ken"), follow_redirects=False).headers["location"] == "/dlq"
-        assert client.get("/login?next=//evil.example", auth=("ann", "pw"),
-                          follow_redirects=False).headers["location"] == "/review"
+        assert (
+            client.get("/login?next=//evil.example", auth=("ann", "pw"), follow_redirects=False).headers["location"]
+            == "/review"
+        )
     assert store.decisions(escalation_id) == []  # nothing was recorded by any of them
 
 
@@ -255,11 +297,13 @@ async def test_a_decision_is_published_once_and_a_different_one_only_as_an_overr
     def run() -> list[tuple[int, str]]:
         with TestClient(create_app(settings, store, follow=False, public_pages=True)) as client:
             token = csrf_of(client)
-            said = [decide(client, escalation_id, token, buyer="2", seller="3", rationale="the seal was intact"),
-                    decide(client, escalation_id, token, buyer="2", seller="3"),  # the same decision again
-                    decide(client, escalation_id, token, winner="buyer"),  # a different one
-                    decide(client, escalation_id, token, buyer="4", seller="4"),  # a tie decides nothing
-                    decide(client, escalation_id, token, winner="buyer", override="on")]
+            said = [
+                decide(client, escalation_id, token, buyer="2", seller="3", rationale="the seal was intact"),
+                decide(client, escalation_id, token, buyer="2", seller="3"),  # the same decision again
+                decide(client, escalation_id, token, winner="buyer"),  # a different one
+                decide(client, escalation_id, token, buyer="4", seller="4"),  # a tie decides nothing
+                decide(client, escalation_id, token, winner="buyer", override="on"),
+            ]
             return [(r.status_code, r.text) for r in said]
 
     said = await asyncio.to_thread(run)
@@ -272,7 +316,9 @@ async def test_a_decision_is_published_once_and_a_different_one_only_as_an_overr
     assert len({o.event_id for o in outcomes}) == 2
     history = store.decisions(escalation_id)
     assert [(d.winner, d.reviewer, d.rationale, d.override_of) for d in history] == [
-        ("seller", "ann", "the seal was intact", None), ("buyer", "ann", None, history[0].seq)]
+        ("seller", "ann", "the seal was intact", None),
+        ("buyer", "ann", None, history[0].seq),
+    ]
     assert all(d.published_at for d in history)
 
 
@@ -280,8 +326,13 @@ def test_a_human_panels_decision_read_from_the_topic_marks_the_case_reviewed(tmp
     settings = offline()
     store, escalation_id = escalated_store(tmp_path, settings, *airfryer)
     assert store.escalation_ids(reviewed=False) == [escalation_id]
-    outcome = OutcomeReported(case_id=AIRFRYER, votes={"buyer": 0, "seller": 5}, source="human_panel",
-                              escalation_id=escalation_id, event_id="panel-7")
+    outcome = OutcomeReported(
+        case_id=AIRFRYER,
+        votes={"buyer": 0, "seller": 5},
+        source="human_panel",
+        escalation_id=escalation_id,
+        event_id="panel-7",
+    )
     for offset in (0, 0):
         store.apply("outcome", Msg("disputes.outcomes", 0, offset, outcome.model_dump_json().encode()))
     [decision] = store.decisions(escalation_id)
@@ -305,16 +356,26 @@ def test_media_is_served_only_from_inside_media_root(tmp_path, airfryer):
     (outside / "secret.png").write_bytes(png((200, 0, 0)))
     (root / "link.png").symlink_to(outside / "secret.png")
     settings = offline(media_root=root, media_store=str(tmp_path / "store"))
-    after, verdict = airfryer
+    after, _verdict = airfryer
     record = after[-1]
-    refs = {"b1-1": MediaRef(media_type="image/png", path="ok.png"),
-            "b1-2": MediaRef(media_type="image/png", path="../outside/secret.png"),
-            "s1-1": MediaRef(media_type="image/png", path=str(outside / "secret.png")),
-            "s1-2": MediaRef(media_type="image/png", path="link.png"),
-            "s2-1": MediaRef(media_type="image/png", stored="0" * 64),
-            "s2-2": MediaRef(media_type="image/png", url="http://127.0.0.1:9/x.png")}
-    rounds = [r.model_copy(update={"items": [i.model_copy(update={"kind": "image", "media": refs[i.id]})
-                                             if i.id in refs else i for i in r.items]}) for r in record.case.rounds]
+    refs = {
+        "b1-1": MediaRef(media_type="image/png", path="ok.png"),
+        "b1-2": MediaRef(media_type="image/png", path="../outside/secret.png"),
+        "s1-1": MediaRef(media_type="image/png", path=str(outside / "secret.png")),
+        "s1-2": MediaRef(media_type="image/png", path="link.png"),
+        "s2-1": MediaRef(media_type="image/png", stored="0" * 64),
+        "s2-2": MediaRef(media_type="image/png", url="http://127.0.0.1:9/x.png"),
+    }
+    rounds = [
+        r.model_copy(
+            update={
+                "items": [
+                    i.model_copy(update={"kind": "image", "media": refs[i.id]}) if i.id in refs else i for i in r.items
+                ]
+            }
+        )
+        for r in record.case.rounds
+    ]
     crafted = record.model_copy(update={"case": record.case.model_copy(update={"rounds": rounds})})
     store = Store(tmp_path / "console.sqlite3")
     store.apply("record", Msg("disputes.rounds", 0, 0, crafted.model_dump_json().encode()))
@@ -327,9 +388,15 @@ def test_media_is_served_only_from_inside_media_root(tmp_path, airfryer):
             assert refused.status_code == 404 and b"PNG" not in refused.content, evidence
             assert "secret" not in refused.text and str(outside) not in refused.text
         assert "path_outside_media_root" in client.get(f"/media/{AIRFRYER}/1/b1-2").text
-        for path in (f"/media/{AIRFRYER}/1/..%2F..%2Foutside%2Fsecret.png", f"/media/{AIRFRYER}/1/b2-2",  # text
-                     f"/media/{AIRFRYER}/1/nope", f"/media/{AIRFRYER}/2/b1-1", f"/media/other/1/b1-1",
-                     f"/media/{AIRFRYER}/1/b2-1/frames/999", f"/media/{AIRFRYER}/1/b1-1/frames/1"):
+        for path in (
+            f"/media/{AIRFRYER}/1/..%2F..%2Foutside%2Fsecret.png",
+            f"/media/{AIRFRYER}/1/b2-2",  # text
+            f"/media/{AIRFRYER}/1/nope",
+            f"/media/{AIRFRYER}/2/b1-1",
+            "/media/other/1/b1-1",
+            f"/media/{AIRFRYER}/1/b2-1/frames/999",
+            f"/media/{AIRFRYER}/1/b1-1/frames/1",
+        ):
             assert client.get(path).status_code == 404, path
 
 
@@ -340,14 +407,20 @@ def test_party_text_is_escaped_in_every_page(tmp_path, airfryer):
     after, verdict = airfryer
     hostile = "<script>window.__pwned=1</script><img src=x onerror=alert(1)>"
     record = after[-1]
-    rounds = [r.model_copy(update={"items": [i.model_copy(update={"text": hostile}) if i.kind == "text" else i
-                                             for i in r.items]}) for r in record.case.rounds]
-    case = record.case.model_copy(update={"rounds": rounds, "metadata": record.case.metadata.model_copy(
-        update={"product": hostile})})
+    rounds = [
+        r.model_copy(
+            update={"items": [i.model_copy(update={"text": hostile}) if i.kind == "text" else i for i in r.items]}
+        )
+        for r in record.case.rounds
+    ]
+    case = record.case.model_copy(
+        update={"rounds": rounds, "metadata": record.case.metadata.model_copy(update={"product": hostile})}
+    )
     crafted = record.model_copy(update={"case": case})
     settings = offline()
-    store, escalation_id = escalated_store(tmp_path, settings, [crafted], verdict.model_copy(
-        update={"justification": hostile}))
+    store, _escalation_id = escalated_store(
+        tmp_path, settings, [crafted], verdict.model_copy(update={"justification": hostile})
+    )
     with TestClient(create_app(settings, store, follow=False, public_pages=True)) as client:
         for path in (f"/cases/{AIRFRYER}", "/review", "/cases"):
             html = client.get(path).text
@@ -385,15 +458,38 @@ def test_embedded_it_judges_the_cases_it_is_given_serves_them_and_stops_with_its
     from cyberjurors.streams.broker import free_port
 
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CYBERJURORS_") and k not in (
-        "KAFKA_BOOTSTRAP_SERVERS", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL")}
-    env |= {"CYBERJURORS_PRECEDENT_BACKEND": "none", "CYBERJURORS_DATADIR": str(tmp_path / "faust"),
-            "CYBERJURORS_CONSOLE_DB": str(tmp_path / "console.sqlite3"), "CYBERJURORS_MEDIA_ROOT": str(EXAMPLES),
-            "CYBERJURORS_METRICS_PORT": "0", "CYBERJURORS_PROBE_PORT": "0", "CYBERJURORS_LLM_BACKEND": "offline"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CYBERJURORS_")
+        and k not in ("KAFKA_BOOTSTRAP_SERVERS", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL")
+    }
+    env |= {
+        "CYBERJURORS_PRECEDENT_BACKEND": "none",
+        "CYBERJURORS_DATADIR": str(tmp_path / "faust"),
+        "CYBERJURORS_CONSOLE_DB": str(tmp_path / "console.sqlite3"),
+        "CYBERJURORS_MEDIA_ROOT": str(EXAMPLES),
+        "CYBERJURORS_METRICS_PORT": "0",
+        "CYBERJURORS_PROBE_PORT": "0",
+        "CYBERJURORS_LLM_BACKEND": "offline",
+    }
     log = (tmp_path / "console.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "cyberjurors", "console", "--embedded", "--port", str(port),
-                                str(EXAMPLES / "cases" / f"{KETTLE}.json")], env=env, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cyberjurors",
+            "console",
+            "--embedded",
+            "--port",
+            str(port),
+            str(EXAMPLES / "cases" / f"{KETTLE}.json"),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline, page = time.monotonic() + 180, None
         while time.monotonic() < deadline and process.poll() is None:

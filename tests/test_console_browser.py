@@ -47,8 +47,15 @@ pytestmark = pytest.mark.integration
 CHROMIUM = Path("/usr/bin/chromium")
 # as the machine's own check starts it: no sandbox as root, and no background connections (the
 # network is closed: Chromium's own would be refused, many at a time)
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 AIRFRYER = "appl-002-airfryer-heater-fault"
 HOSTILE = "xss-001-script-in-chat"
 SCRIPT = "<script>window.__pwned = 1</script>"
@@ -56,11 +63,13 @@ IMG = '<img src=x onerror="window.__pwned = 2">'
 MANIFEST = json.loads((EXAMPLES / "media" / "MANIFEST.json").read_text())
 SHOTS = os.environ.get("CYBERJURORS_CONSOLE_SCREENSHOTS")
 # an image's decoded width once it has loaded (0 when it failed)
-LOADED = ("i => i.complete ? i.naturalWidth : new Promise(done => { i.addEventListener('load', () => "
-          "done(i.naturalWidth)); i.addEventListener('error', () => done(0)); })")
+LOADED = (
+    "i => i.complete ? i.naturalWidth : new Promise(done => { i.addEventListener('load', () => "
+    "done(i.naturalWidth)); i.addEventListener('error', () => done(0)); })"
+)
 
 
-def run_async(coroutine):  # noqa: ANN001, ANN201
+def run_async(coroutine):
     """Run a coroutine on a thread of its own: Playwright's sync API owns this thread's event loop."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
@@ -103,10 +112,13 @@ class VisionStub:
             # the label rounds the time to 1/100 s: a frame exactly at the window's edge reads 0.005 off
             cited = [n for _, n, t in frames if window and window[0] - 0.01 <= t <= window[1] + 0.01]
             self.cited[(case.group(1), frames[0][0])] = cited
-        answer = {"clue": "(vision stand-in) " + ("the clue is on screen in the cited frames" if cited else
-                                                  "nothing decisive seen"),
-                  "assessment": "(vision stand-in) it bears on the focus", "leaning": "buyer" if cited else "neutral",
-                  "frames": cited}
+        answer = {
+            "clue": "(vision stand-in) "
+            + ("the clue is on screen in the cited frames" if cited else "nothing decisive seen"),
+            "assessment": "(vision stand-in) it bears on the focus",
+            "leaning": "buyer" if cited else "neutral",
+            "frames": cited,
+        }
         return chat_completion(json.dumps(answer), model=received.body.get("model", "stub-vision"))
 
 
@@ -136,8 +148,10 @@ class Deployed:
 @pytest.fixture(scope="module")
 def chromium() -> Path:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (make test installs it with apt-get, "
-                    "which needs root)")
+        pytest.skip(
+            "Debian's chromium is not installed at /usr/bin/chromium (make test installs it with apt-get, "
+            "which needs root)"
+        )
     pytest.importorskip("playwright.sync_api", reason="the playwright package (pip) is not installed")
     return CHROMIUM
 
@@ -145,20 +159,26 @@ def chromium() -> Path:
 async def judge_all(settings: Settings, log: Path, stub: VisionStub) -> tuple[WorkerProcess, Settings]:
     server = ScriptedServer(stub)
     await server.start()
-    settings = settings.model_copy(update={"openai_base_url": f"{server.url}/v1", "openai_api_key": "test",
-                                           "model_perceive": "openai:stub-vision"})
+    settings = settings.model_copy(
+        update={"openai_base_url": f"{server.url}/v1", "openai_api_key": "test", "model_perceive": "openai:stub-vision"}
+    )
     await ensure_topics(settings)
     worker = WorkerProcess(settings, log).start()
     try:
-        events = read_events([EXAMPLES / "cases", EXAMPLES / "incremental"]) + [case_event(hostile_case(), "test")]
+        events = [*read_events([EXAMPLES / "cases", EXAMPLES / "incremental"]), case_event(hostile_case(), "test")]
         await produce(settings, events)
         wanted = {e.case_id for e in events}
         outcomes = await await_outcomes(settings, wanted, timeout_s=400)
         assert {k for k, o in outcomes.items() if o.verdict} == wanted, log.read_text()[-4000:]
         # two dead letters: an outcome for a case never judged (replayable) and bytes that are no JSON (final)
         never = json.dumps({"type": "outcome", "case_id": "never-judged", "votes": {"buyer": 9, "seller": 8}})
-        await produce(settings, [Outgoing("never-judged", never.encode(), "test", route="disputes.outcomes"),
-                                 Outgoing("garbage-1", b"{not json", "test")])
+        await produce(
+            settings,
+            [
+                Outgoing("never-judged", never.encode(), "test", route="disputes.outcomes"),
+                Outgoing("garbage-1", b"{not json", "test"),
+            ],
+        )
         assert len(await read_topic(settings, "disputes.dlq", until=2, timeout_s=60)) == 2
     except BaseException:
         worker.stop()
@@ -186,18 +206,42 @@ def wait_ready(url: str, process: subprocess.Popen, verdicts: int, letters: int,
 def deployed(chromium: Path, broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     tmp = tmp_path_factory.mktemp("console")
     run = os.urandom(4).hex()
-    base = Settings(kafka_bootstrap_servers=broker, app_id=f"console-{run}", topic_prefix=f"c{run}.", partitions=2,
-                    datadir=tmp / "faust", media_root=EXAMPLES, llm_backend="offline", precedent_backend="none",
-                    early_stopping=False, session_timeout_s=6, heartbeat_interval_s=0.5, commit_interval_s=0.2,
-                    metrics_port=0, probe_port=0, media_store=str(tmp / "media"))
+    base = Settings(
+        kafka_bootstrap_servers=broker,
+        app_id=f"console-{run}",
+        topic_prefix=f"c{run}.",
+        partitions=2,
+        datadir=tmp / "faust",
+        media_root=EXAMPLES,
+        llm_backend="offline",
+        precedent_backend="none",
+        early_stopping=False,
+        session_timeout_s=6,
+        heartbeat_interval_s=0.5,
+        commit_interval_s=0.2,
+        metrics_port=0,
+        probe_port=0,
+        media_store=str(tmp / "media"),
+    )
     stub = VisionStub(video_windows())
     worker, settings = asyncio.run(judge_all(base, tmp / "worker.log", stub))
     port = free_port()
-    settings = settings.model_copy(update={"console_port": port, "console_db": tmp / "console.sqlite3",
-                                           "console_users": {"reviewer": "pw"}, "console_public_pages": True})
+    settings = settings.model_copy(
+        update={
+            "console_port": port,
+            "console_db": tmp / "console.sqlite3",
+            "console_users": {"reviewer": "pw"},
+            "console_public_pages": True,
+        }
+    )
     log = (tmp / "console.log").open("ab")
-    console = subprocess.Popen([sys.executable, "-m", "cyberjurors", "console"], env=child_env(settings), stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    console = subprocess.Popen(
+        [sys.executable, "-m", "cyberjurors", "console"],
+        env=child_env(settings),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, console, verdicts=len(demo_ids()) + 1, letters=2)
@@ -225,17 +269,18 @@ def browser(chromium: Path, deployed: Deployed) -> Iterator[object]:
 
 
 @pytest.fixture
-def page(browser):  # noqa: ANN001, ANN201
+def page(browser):
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     yield context.new_page()
     context.close()
 
 
 @pytest.fixture
-def reviewer_page(browser):  # noqa: ANN001, ANN201
+def reviewer_page(browser):
     """A browser whose person answers the console's basic-auth challenge as a configured reviewer."""
-    context = browser.new_context(viewport={"width": 1360, "height": 900},
-                                  http_credentials={"username": "reviewer", "password": "pw"})
+    context = browser.new_context(
+        viewport={"width": 1360, "height": 900}, http_credentials={"username": "reviewer", "password": "pw"}
+    )
     yield context.new_page()
     context.close()
 
@@ -262,7 +307,7 @@ def test_the_case_list_shows_the_demos_cases_and_filters_them(deployed, page):
     page.locator("#q").fill("")
     page.select_option("select[name=escalated]", "yes")
     expect(page.locator(f'tr.verdict[data-case="{HOSTILE}"]')).to_have_count(1)
-    assert all("no" != t for t in page.locator("tr.verdict td:nth-child(8)").all_inner_texts())
+    assert all(t != "no" for t in page.locator("tr.verdict td:nth-child(8)").all_inner_texts())
 
 
 def test_a_case_page_shows_the_cited_frame_highlighted_and_three_rounds_of_ballots(deployed, page):
@@ -286,8 +331,11 @@ def test_a_case_page_shows_the_cited_frame_highlighted_and_three_rounds_of_ballo
     box = MANIFEST["airfryer-unboxing.mp4"]["probe"]["box"]
     pixels = np.asarray(frame.convert("RGB").crop(tuple(box)), dtype=float)
     assert (pixels[..., 0] - pixels[..., 1]).mean() > MANIFEST["airfryer-unboxing.mp4"]["probe"]["min"]
-    assert all("cited" not in (f.get_attribute("class") or "") for f in strip.locator("figure.frame").all()
-               if int(f.get_attribute("data-frame")) not in expected)
+    assert all(
+        "cited" not in (f.get_attribute("class") or "")
+        for f in strip.locator("figure.frame").all()
+        if int(f.get_attribute("data-frame")) not in expected
+    )
 
     rounds = page.locator("#instance-1 .round")
     expect(rounds).to_have_count(3)
@@ -312,7 +360,7 @@ def test_a_reviewer_decides_an_escalated_case_and_the_outcome_appears_on_dispute
 
     def submit() -> None:
         card = page.locator(f'article[id="{escalation_id}"]')
-        card.locator('input[name=winner][value=seller]').check()
+        card.locator("input[name=winner][value=seller]").check()
         card.locator("input[name=buyer]").fill("1")
         card.locator("input[name=seller]").fill("4")
         card.locator("textarea[name=rationale]").fill("The seam photo shows <b>wear</b>, not a defect.")

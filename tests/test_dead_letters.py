@@ -17,7 +17,7 @@ import inspect
 import json
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -44,7 +44,7 @@ from .conftest import read_topic, running_app
 from .test_appeals import APPEAL_REASONS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cyberjurors"
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
 # LLMError kinds (README "LLM backends", plus the offline backend's unsupported_task) and
 # PrecedentError kinds (precedents/models.py), as errors.py enumerates them; the outcome path
@@ -54,14 +54,43 @@ PRECEDENT_KINDS = set(PRECEDENT_KIND_LIST)
 
 # (stage family, reason) -> replayable. Families: ingest; pipeline (focus, clues, round-N, round); outcomes.
 TABLE: dict[tuple[str, str], bool] = {
-    **{("ingest", reason): False for reason in (
-        "invalid_json", "invalid_event", "unknown_event_type", "missing_case_id", "unsupported_schema_version",
-        "invalid_votes", "too_many_media", "text_too_long", "unsupported_media_type", "kind_mismatch",
-        "inline_too_large", "path_outside_media_root", "url_not_allowed", "bad_base64", "invalid_case",
-        "case_already_open", "unknown_case", "case_closed", "duplicate_evidence_id", "no_evidence",
-        "case_already_submitted", "naive_timestamp", "delivered_before_ordered", "amount_out_of_range",
-        "unknown_currency", "too_many_rounds", "case_text_too_long", "round_changed", "draft_expired",
-        "duplicate_json_key", "key_mismatch", "too_many_items")},
+    **{
+        ("ingest", reason): False
+        for reason in (
+            "invalid_json",
+            "invalid_event",
+            "unknown_event_type",
+            "missing_case_id",
+            "unsupported_schema_version",
+            "invalid_votes",
+            "too_many_media",
+            "text_too_long",
+            "unsupported_media_type",
+            "kind_mismatch",
+            "inline_too_large",
+            "path_outside_media_root",
+            "url_not_allowed",
+            "bad_base64",
+            "invalid_case",
+            "case_already_open",
+            "unknown_case",
+            "case_closed",
+            "duplicate_evidence_id",
+            "no_evidence",
+            "case_already_submitted",
+            "naive_timestamp",
+            "delivered_before_ordered",
+            "amount_out_of_range",
+            "unknown_currency",
+            "too_many_rounds",
+            "case_text_too_long",
+            "round_changed",
+            "draft_expired",
+            "duplicate_json_key",
+            "key_mismatch",
+            "too_many_items",
+        )
+    },
     ("ingest", "case_never_opened"): True,  # held evidence whose case never opened: replay once it is open
     ("ingest", "early_evidence_overflow"): True,  # likewise, past the holding caps
     ("ingest", "ingest_failed"): True,  # a bug, like stage_failed: kept to be replayed once it is fixed
@@ -80,12 +109,26 @@ TABLE: dict[tuple[str, str], bool] = {
     ("outcomes", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
     ("outcomes", "outcome_conflict"): False,  # another decision than the counted one's: the first stands
     ("outcomes", "stage_failed"): True,
-    **{("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
-       for kind in PRECEDENT_KINDS | LLM_KINDS},
+    **{
+        ("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
+        for kind in PRECEDENT_KINDS | LLM_KINDS
+    },
     # appeals (stage appeal): a refused appeal would be refused again; the second instance's work as a stage's
-    **{("appeal", reason): False for reason in (
-        "invalid_appeal", "key_mismatch", "appeal_already_filed", "appeal_by_winner", "appeal_window_closed",
-        "appeal_before_verdict", "appeal_wrong_verdict", "appeal_evidence_rejected", "case_expired", "output_too_large")},
+    **{
+        ("appeal", reason): False
+        for reason in (
+            "invalid_appeal",
+            "key_mismatch",
+            "appeal_already_filed",
+            "appeal_by_winner",
+            "appeal_window_closed",
+            "appeal_before_verdict",
+            "appeal_wrong_verdict",
+            "appeal_evidence_rejected",
+            "case_expired",
+            "output_too_large",
+        )
+    },
     ("appeal", "unknown_case"): True,  # the appeal came before its verdict
     ("appeal", "stage_failed"): True,
     **{("appeal", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
@@ -98,9 +141,18 @@ def family(stage: str) -> str:
 
 def letter(stage: str, reason: str, original: bytes = b"{}", replayable: bool | None = None) -> DeadLetter:
     """``replayable=None``: a letter as an older version wrote it, without the flag."""
-    return DeadLetter(reason=reason, detail="d", stage=stage, topic="disputes.events", partition=0, offset=0,
-                      key="k", original_base64=base64.b64encode(original).decode(), failed_at=NOW,
-                      replayable=replayable)
+    return DeadLetter(
+        reason=reason,
+        detail="d",
+        stage=stage,
+        topic="disputes.events",
+        partition=0,
+        offset=0,
+        key="k",
+        original_base64=base64.b64encode(original).decode(),
+        failed_at=NOW,
+        replayable=replayable,
+    )
 
 
 # --- the source holds exactly the table's reasons -------------------------------------------
@@ -135,15 +187,27 @@ def _error_kinds(error: str) -> set[str]:
                     kinds |= _returns(_source("backends/anthropic.py"), "status_kind")
                 elif isinstance(arg, ast.Call) and _callee(arg) == "batch_kind":  # an errored Message Batches entry
                     kinds |= {*batch.ERROR_KINDS.values(), batch.batch_kind("an error type not in the table")}
-                elif isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) and arg.value.id == "STOP_KINDS":
-                    stop = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
-                                and any(isinstance(t, ast.Name) and t.id == "STOP_KINDS" for t in n.targets))
+                elif (
+                    isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) and arg.value.id == "STOP_KINDS"
+                ):
+                    stop = next(
+                        n.value
+                        for n in ast.walk(tree)
+                        if isinstance(n, ast.Assign)
+                        and any(isinstance(t, ast.Name) and t.id == "STOP_KINDS" for t in n.targets)
+                    )
                     kinds |= {v.value for v in stop.values}
                 elif isinstance(arg, ast.Name) and fn is not tree:  # kind, hint = "x", "..." in the function
-                    found = {a.value.elts[0].value for a in ast.walk(fn) if isinstance(a, ast.Assign)
-                             and isinstance(a.targets[0], ast.Tuple) and isinstance(a.value, ast.Tuple)
-                             and isinstance(a.targets[0].elts[0], ast.Name) and a.targets[0].elts[0].id == arg.id
-                             and isinstance(a.value.elts[0], ast.Constant)}
+                    found = {
+                        a.value.elts[0].value
+                        for a in ast.walk(fn)
+                        if isinstance(a, ast.Assign)
+                        and isinstance(a.targets[0], ast.Tuple)
+                        and isinstance(a.value, ast.Tuple)
+                        and isinstance(a.targets[0].elts[0], ast.Name)
+                        and a.targets[0].elts[0].id == arg.id
+                        and isinstance(a.value.elts[0], ast.Constant)
+                    }
                     assert found or fn is tree, f"{path}:{call.lineno}: {error}({arg.id}) with no known values"
                     kinds |= found
                 elif fn is not tree:
@@ -176,8 +240,12 @@ def _letters_written(tree: ast.Module) -> list[tuple[ast.Call, ast.AST]]:
     found = []
     for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
         for call in ast.walk(fn):
-            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "write"
-                    and ast.unparse(call.func.value).endswith("letters")):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "write"
+                and ast.unparse(call.func.value).endswith("letters")
+            ):
                 found.append((call, fn))
     return found
 
@@ -218,7 +286,11 @@ def reasons_in_source() -> dict[tuple[str, str], bool]:
             found[(where, reason.value)] = flag
         elif isinstance(reason, ast.JoinedStr):  # f"llm_{err.kind}", f"precedents_{err.kind}"
             prefix = reason.values[0].value
-            kinds = _error_kinds("LLMError") if prefix == "llm_" else _error_kinds("PrecedentError") | _error_kinds("LLMError")
+            kinds = (
+                _error_kinds("LLMError")
+                if prefix == "llm_"
+                else _error_kinds("PrecedentError") | _error_kinds("LLMError")
+            )
             found |= {(where, prefix + k): flag if isinstance(flag, bool) else kind_flag(k, flag) for k in kinds}
         else:
             assert ast.unparse(reason) == "err.reason", ast.unparse(reason)  # the Rejected ones above
@@ -252,8 +324,11 @@ SINCE_THE_FLAG = {"case_never_opened", "early_evidence_overflow", "case_expired"
 
 
 def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_rule():
-    stages = {"ingest": ["ingest"], "pipeline": ["focus", "clues", "round-1", "round-3", "round", "jury"],
-              "outcomes": ["outcomes"]}
+    stages = {
+        "ingest": ["ingest"],
+        "pipeline": ["focus", "clues", "round-1", "round-3", "round", "jury"],
+        "outcomes": ["outcomes"],
+    }
     for (where, reason), flag in TABLE.items():
         if reason in SINCE_THE_FLAG or where == "appeal":  # appeals came after the flag
             continue
@@ -263,15 +338,31 @@ def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_r
 
 # --- intake reasons, by driving intake ------------------------------------------------------
 
-METADATA = {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-            "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn on arrival",
-            "requested_remedy": "Refund"}
+METADATA = {
+    "category": "clothing",
+    "product": "Linen shirt",
+    "order_amount": "45.00",
+    "currency": "EUR",
+    "ordered_at": "2026-09-01T10:00:00Z",
+    "dispute_reason": "Seam torn on arrival",
+    "requested_remedy": "Refund",
+}
 
 
 def case(case_id: str = "c-1", buyer_items: list[dict] | None = None, **extra) -> dict:
-    return {"case_id": case_id, "metadata": METADATA, **extra, "rounds": [
-        {"party": "buyer", "round": 1, "items": buyer_items or [{"id": "b1", "kind": "text", "text": "Torn seam."}]},
-        {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]}]}
+    return {
+        "case_id": case_id,
+        "metadata": METADATA,
+        **extra,
+        "rounds": [
+            {
+                "party": "buyer",
+                "round": 1,
+                "items": buyer_items or [{"id": "b1", "kind": "text", "text": "Torn seam."}],
+            },
+            {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
+        ],
+    }
 
 
 def whole(c: dict, **event) -> bytes:
@@ -287,8 +378,18 @@ def opened(case_id: str = "c-1", **extra) -> bytes:
 
 
 def evidence(case_id: str = "c-1", item: str = "b1", round_: int = 1, **extra) -> bytes:
-    return json.dumps({"type": "evidence_submitted", "case_id": case_id, **extra, "evidence": {
-        "party": "buyer", "round": round_, "items": [{"id": item, "kind": "text", "text": f"round {round_}"}]}}).encode()
+    return json.dumps(
+        {
+            "type": "evidence_submitted",
+            "case_id": case_id,
+            **extra,
+            "evidence": {
+                "party": "buyer",
+                "round": round_,
+                "items": [{"id": item, "kind": "text", "text": f"round {round_}"}],
+            },
+        }
+    ).encode()
 
 
 def closed(case_id: str = "c-1") -> bytes:
@@ -315,13 +416,27 @@ INTAKE = {  # reason -> the events that end in it
     "missing_case_id": [json.dumps({"type": "evidence_closed"}).encode()],
     "unsupported_schema_version": [whole(case(), schema_version=2)],
     "invalid_votes": [whole(case(ground_truth={"buyer": 8, "seller": 8}))],
-    "too_many_media": [whole(case(buyer_items=[{"id": f"b{n}", "kind": "image", "text": "x", "media": {
-        "media_type": "image/png", "data_base64": "eA=="}} for n in range(5)]))],
+    "too_many_media": [
+        whole(
+            case(
+                buyer_items=[
+                    {
+                        "id": f"b{n}",
+                        "kind": "image",
+                        "text": "x",
+                        "media": {"media_type": "image/png", "data_base64": "eA=="},
+                    }
+                    for n in range(5)
+                ]
+            )
+        )
+    ],
     "text_too_long": [whole(case(buyer_items=[{"id": "b1", "kind": "text", "text": "torn " * 300}]))],
     "unsupported_media_type": [whole(case(buyer_items=photo(media_type="application/pdf", data_base64="eA==")))],
     "kind_mismatch": [whole(case(buyer_items=photo(media_type="video/mp4", data_base64="eA==")))],
-    "inline_too_large": [whole(case(buyer_items=photo(media_type="image/png",
-                                                      data_base64=base64.b64encode(b"x" * 2000).decode())))],
+    "inline_too_large": [
+        whole(case(buyer_items=photo(media_type="image/png", data_base64=base64.b64encode(b"x" * 2000).decode())))
+    ],
     "path_outside_media_root": [whole(case(buyer_items=photo(media_type="image/png", path="../../etc/passwd")))],
     "url_not_allowed": [whole(case(buyer_items=photo(media_type="image/png", url="https://evil.example/x.png")))],
     "bad_base64": [whole(case(buyer_items=photo(media_type="image/png", data_base64="not base64!")))],
@@ -331,14 +446,34 @@ INTAKE = {  # reason -> the events that end in it
     "duplicate_evidence_id": [opened(), evidence(), evidence(round_=2)],
     "no_evidence": [opened(), closed()],
     "naive_timestamp": [whole(case(), sent_at="2026-09-01T10:00:00")],
-    "delivered_before_ordered": [whole({**case(), "metadata": {**METADATA, "delivered_at": "2026-08-01T10:00:00Z",
-                                                               "ordered_at": "2026-09-01T10:00:00Z"}})],
+    "delivered_before_ordered": [
+        whole(
+            {
+                **case(),
+                "metadata": {**METADATA, "delivered_at": "2026-08-01T10:00:00Z", "ordered_at": "2026-09-01T10:00:00Z"},
+            }
+        )
+    ],
     "amount_out_of_range": [whole({**case(), "metadata": {**METADATA, "order_amount": 1e308}})],
     "unknown_currency": [whole({**case(), "metadata": {**METADATA, "currency": "XYZ"}})],
-    "too_many_rounds": [whole({**case(), "rounds": [{"party": "seller", "round": n, "items": [
-        {"id": f"s{n}", "kind": "text", "text": "It left intact."}]} for n in range(1, 12)]})],
-    "case_text_too_long": [whole(case(buyer_items=[{"id": f"b{n}", "kind": "text", "text": "t" * 1000}
-                                                   for n in range(61)]))],
+    "too_many_rounds": [
+        whole(
+            {
+                **case(),
+                "rounds": [
+                    {
+                        "party": "seller",
+                        "round": n,
+                        "items": [{"id": f"s{n}", "kind": "text", "text": "It left intact."}],
+                    }
+                    for n in range(1, 12)
+                ],
+            }
+        )
+    ],
+    "case_text_too_long": [
+        whole(case(buyer_items=[{"id": f"b{n}", "kind": "text", "text": "t" * 1000} for n in range(61)]))
+    ],
     "too_many_items": [whole(case(buyer_items=[{"id": f"b{n}", "kind": "text", "text": "t"} for n in range(201)]))],
     "round_changed": [opened(), evidence(), evidence(item="b2")],
     "duplicate_json_key": [b'{"type": "evidence_closed", "case_id": "c-1", "case_id": "c-2"}'],
@@ -353,8 +488,9 @@ APP_INGEST |= {"event_too_large", "case_too_large", "key_mismatch"}  # the inges
 
 @pytest.mark.parametrize("reason", sorted(INTAKE))
 def test_each_intake_reason_is_produced_by_intake_and_is_not_replayable(tmp_path, reason):
-    s = Settings(llm_backend="offline", media_root=tmp_path, max_text_chars=1000, max_media_items=4,
-                 max_inline_bytes=1000)
+    s = Settings(
+        llm_backend="offline", media_root=tmp_path, max_text_chars=1000, max_media_items=4, max_inline_bytes=1000
+    )
     with pytest.raises(intake.Rejected) as err:
         ingest(s, *INTAKE[reason])
     assert err.value.reason == reason
@@ -403,8 +539,12 @@ async def send_old_case_file(settings: Settings, case_id: str) -> None:
     producer = AIOKafkaProducer(**client_options(settings))
     await producer.start()
     try:
-        await producer.send_and_wait(settings.topic("disputes.ready"), value, key=case_id.encode(),
-                                     timestamp_ms=int((time.time() - 30 * 86400) * 1000))
+        await producer.send_and_wait(
+            settings.topic("disputes.ready"),
+            value,
+            key=case_id.encode(),
+            timestamp_ms=int((time.time() - 30 * 86400) * 1000),
+        )
     finally:
         await producer.stop()
 
@@ -412,9 +552,16 @@ async def send_old_case_file(settings: Settings, case_id: str) -> None:
 @pytest.mark.integration
 async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(settings, monkeypatch, tmp_path):
     # small size limits, so an event, a case file and a stage output can each outgrow them cheaply
-    settings = settings.model_copy(update={"jurors": 3, "rounds": 1, "precedent_backend": "embedded",
-                                           "max_event_bytes": 200_000, "max_case_bytes": 20_000,
-                                           "media_store": str(tmp_path / "store")})
+    settings = settings.model_copy(
+        update={
+            "jurors": 3,
+            "rounds": 1,
+            "precedent_backend": "embedded",
+            "max_event_bytes": 200_000,
+            "max_case_bytes": 20_000,
+            "media_store": str(tmp_path / "store"),
+        }
+    )
     offline = OfflineLLM()
 
     async def answer(request, output_type):
@@ -446,44 +593,83 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     monkeypatch.setattr(learning, "learn", failing_learn)
 
     def outcome(case_id: str, event_id: str | None = None, **extra: str) -> bytes:
-        return json.dumps({"type": "outcome", "case_id": case_id, "votes": {"buyer": 12, "seller": 5},
-                           **({"event_id": event_id} if event_id else {}), **extra}).encode()
+        return json.dumps(
+            {
+                "type": "outcome",
+                "case_id": case_id,
+                "votes": {"buyer": 12, "seller": 5},
+                **({"event_id": event_id} if event_id else {}),
+                **extra,
+            }
+        ).encode()
 
     outcomes = settings.topic("disputes.outcomes")
     sends = [Outgoing(f"llm-{k}", whole(case(f"llm-{k}")), "test") for k in sorted(LLM_KINDS)]
     expected = [(f"llm-{k}", "focus", f"llm_{k}") for k in LLM_KINDS]  # (key, stage, reason)
-    sends += [Outgoing("bug", whole(case("bug")), "test"), Outgoing("ingest-bug", whole(case("ingest-bug")), "test"),
-              Outgoing("judged", whole(case("judged")), "test"),
-              Outgoing("judged", whole(case("judged", buyer_items=[{"id": "b1", "kind": "text", "text": "Changed."}])),
-                       "test"),
-              Outgoing("bad-ready", b"not a case file", "test", topic=settings.topic("disputes.ready")),
-              Outgoing("bad-clues", b'{"case": 1}', "test", topic=settings.topic("disputes.clues")),
-              Outgoing("bad-outcome", b'{"type": "outcome"}', "test", topic=outcomes),
-              Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes),
-              Outgoing("not-the-id", whole(case("the-id")), "test"),  # keyed other than by its case_id
-              Outgoing("not-judged", outcome("judged"), "test", topic=outcomes),
-              # decided 30 days ago with nothing kept here: its verdict expired (the marker's case is in test_app_handlers)
-              Outgoing("long-ago", outcome("long-ago", decided_at=datetime.fromtimestamp(
-                  time.time() - 30 * 86400, timezone.utc).isoformat()), "test", topic=outcomes)]
-    sends += [Outgoing("big-case", whole(case("big-case", buyer_items=[
-        {"id": f"b{n}", "kind": "text", "text": "t" * 9000} for n in range(3)])), "test"),
-              Outgoing("huge-focus", whole(case("huge-focus")), "test")]
-    too_big = Outgoing("too-big", whole(case("too-big", buyer_items=[{"id": "b1", "kind": "text", "text": "t" * 250_000}])),
-                       "test")
-    expected += [("too-big", "ingest", "event_too_large"), ("big-case", "ingest", "case_too_large"),
-                 ("huge-focus", "focus", "output_too_large")]
-    expected += [("bug", "focus", "stage_failed"), ("ingest-bug", "ingest", "ingest_failed"),
-                 ("judged", "ingest", "case_already_submitted"), ("bad-ready", "focus", "invalid_case_file"),
-                 ("bad-clues", "round", "invalid_case_file"), ("bad-outcome", "outcomes", "invalid_outcome"),
-                 ("never-judged", "outcomes", "unknown_case"), ("long-ago", "outcomes", "case_expired"),
-                 ("not-the-id", "ingest", "key_mismatch"), ("not-judged", "outcomes", "key_mismatch")]
+    sends += [
+        Outgoing("bug", whole(case("bug")), "test"),
+        Outgoing("ingest-bug", whole(case("ingest-bug")), "test"),
+        Outgoing("judged", whole(case("judged")), "test"),
+        Outgoing(
+            "judged", whole(case("judged", buyer_items=[{"id": "b1", "kind": "text", "text": "Changed."}])), "test"
+        ),
+        Outgoing("bad-ready", b"not a case file", "test", topic=settings.topic("disputes.ready")),
+        Outgoing("bad-clues", b'{"case": 1}', "test", topic=settings.topic("disputes.clues")),
+        Outgoing("bad-outcome", b'{"type": "outcome"}', "test", topic=outcomes),
+        Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes),
+        Outgoing("not-the-id", whole(case("the-id")), "test"),  # keyed other than by its case_id
+        Outgoing("not-judged", outcome("judged"), "test", topic=outcomes),
+        # decided 30 days ago with nothing kept here: its verdict expired (the marker's case is in test_app_handlers)
+        Outgoing(
+            "long-ago",
+            outcome("long-ago", decided_at=datetime.fromtimestamp(time.time() - 30 * 86400, UTC).isoformat()),
+            "test",
+            topic=outcomes,
+        ),
+    ]
+    sends += [
+        Outgoing(
+            "big-case",
+            whole(
+                case("big-case", buyer_items=[{"id": f"b{n}", "kind": "text", "text": "t" * 9000} for n in range(3)])
+            ),
+            "test",
+        ),
+        Outgoing("huge-focus", whole(case("huge-focus")), "test"),
+    ]
+    too_big = Outgoing(
+        "too-big", whole(case("too-big", buyer_items=[{"id": "b1", "kind": "text", "text": "t" * 250_000}])), "test"
+    )
+    expected += [
+        ("too-big", "ingest", "event_too_large"),
+        ("big-case", "ingest", "case_too_large"),
+        ("huge-focus", "focus", "output_too_large"),
+    ]
+    expected += [
+        ("bug", "focus", "stage_failed"),
+        ("ingest-bug", "ingest", "ingest_failed"),
+        ("judged", "ingest", "case_already_submitted"),
+        ("bad-ready", "focus", "invalid_case_file"),
+        ("bad-clues", "round", "invalid_case_file"),
+        ("bad-outcome", "outcomes", "invalid_outcome"),
+        ("never-judged", "outcomes", "unknown_case"),
+        ("long-ago", "outcomes", "case_expired"),
+        ("not-the-id", "ingest", "key_mismatch"),
+        ("not-judged", "outcomes", "key_mismatch"),
+    ]
     # outcomes for a judged case whose learning fails: the precedent base, a model call, a bug
     later = [Outgoing("judged", outcome("judged", f"precedent:{k}"), "test", topic=outcomes) for k in PRECEDENT_KINDS]
     later += [Outgoing("judged", outcome("judged", f"llm:{k}"), "test", topic=outcomes) for k in LLM_KINDS]
     later += [Outgoing("judged", outcome("judged", "bug"), "test", topic=outcomes)]
     # after the first, counted, outcome of the case (12:5): another decision for it
-    later += [Outgoing("judged", json.dumps({"type": "outcome", "case_id": "judged", "votes": {"buyer": 1, "seller": 16}}
-                                            ).encode(), "test", topic=outcomes)]
+    later += [
+        Outgoing(
+            "judged",
+            json.dumps({"type": "outcome", "case_id": "judged", "votes": {"buyer": 1, "seller": 16}}).encode(),
+            "test",
+            topic=outcomes,
+        )
+    ]
     expected += [("judged", "outcomes", f"precedents_{k}") for k in [*PRECEDENT_KINDS, *LLM_KINDS]]
     expected += [("judged", "outcomes", "stage_failed")]
     expected += [("judged", "outcomes", "outcome_conflict")]

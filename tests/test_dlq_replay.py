@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -35,14 +35,32 @@ from .conftest import EXAMPLES, read_topic, running_app, worker_process
 from .messages_server import ScriptedServer, ThinkingModel, serving
 from .test_cli import cli
 
-T0 = datetime(2026, 11, 1, 12, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, tzinfo=UTC)
 
 
-def letter(settings, key: str, reason: str, stage: str, replayable: bool, hours: int, original: bytes = b"",
-           ref: str | None = None) -> Outgoing:
-    d = DeadLetter(reason=reason, detail="d", stage=stage, topic=settings.topic("disputes.events"), partition=0,
-                   offset=0, key=key, replayable=replayable, original_base64=base64.b64encode(original).decode(),
-                   original_ref=ref, failed_at=T0 + timedelta(hours=hours))
+def letter(
+    settings,
+    key: str,
+    reason: str,
+    stage: str,
+    replayable: bool,
+    hours: int,
+    original: bytes = b"",
+    ref: str | None = None,
+) -> Outgoing:
+    d = DeadLetter(
+        reason=reason,
+        detail="d",
+        stage=stage,
+        topic=settings.topic("disputes.events"),
+        partition=0,
+        offset=0,
+        key=key,
+        replayable=replayable,
+        original_base64=base64.b64encode(original).decode(),
+        original_ref=ref,
+        failed_at=T0 + timedelta(hours=hours),
+    )
     return Outgoing(key, d.model_dump_json().encode(), "test", topic=settings.topic("disputes.dlq"))
 
 
@@ -51,12 +69,15 @@ async def test_each_replayable_letter_is_replayed_once_and_final_ones_never(sett
     stored = b'{"type": "case", "large": "' + b"z" * 5000 + b'"}'
     ref = await LocalMediaStore(tmp_path / "store").put(stored)
     await ensure_topics(settings)
-    await produce(settings, [
-        letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a"),
-        letter(settings, "b", "llm_bad_request", "focus", False, 1, b"original-b"),
-        letter(settings, "c", "stage_failed", "round-2", True, 2, ref=ref),
-        letter(settings, "d", "llm_overloaded", "clues", True, 3, b"original-d"),
-    ])
+    await produce(
+        settings,
+        [
+            letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a"),
+            letter(settings, "b", "llm_bad_request", "focus", False, 1, b"original-b"),
+            letter(settings, "c", "stage_failed", "round-2", True, 2, ref=ref),
+            letter(settings, "d", "llm_overloaded", "clues", True, 3, b"original-d"),
+        ],
+    )
     letters = await placed_letters(settings)
     assert sorted(x.letter.key for x in letters) == ["a", "b", "c", "d"]
 
@@ -73,11 +94,14 @@ async def test_each_replayable_letter_is_replayed_once_and_final_ones_never(sett
 
 async def test_the_filters_pick_by_time_reason_stage_and_case(settings):
     await ensure_topics(settings)
-    await produce(settings, [
-        letter(settings, "a", "llm_timeout", "focus", True, 0),
-        letter(settings, "b", "llm_timeout", "round-2", True, 5),
-        letter(settings, "c", "stage_failed", "round-3", True, 10),
-    ])
+    await produce(
+        settings,
+        [
+            letter(settings, "a", "llm_timeout", "focus", True, 0),
+            letter(settings, "b", "llm_timeout", "round-2", True, 5),
+            letter(settings, "c", "stage_failed", "round-3", True, 10),
+        ],
+    )
     letters = [x.letter for x in await placed_letters(settings)]
 
     def keys(f: LetterFilter) -> list[str]:
@@ -93,10 +117,13 @@ async def test_the_filters_pick_by_time_reason_stage_and_case(settings):
 
 async def test_the_command_replays_the_chosen_letters_once(settings):
     await ensure_topics(settings)
-    await produce(settings, [
-        letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a"),
-        letter(settings, "b", "llm_timeout", "focus", True, 30, b"original-b"),
-    ])
+    await produce(
+        settings,
+        [
+            letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a"),
+            letter(settings, "b", "llm_timeout", "focus", True, 30, b"original-b"),
+        ],
+    )
     first = cli(settings, "dlq", "--replay", "--until", "2026-11-02")
     assert first.returncode == 0, first.stderr
     assert "1 dead letters" in first.stdout and "replayed 1;" in first.stdout
@@ -172,8 +199,13 @@ async def test_the_command_holds_back_a_letter_whose_original_failed_after_a_rep
 
 async def test_the_command_sends_final_letters_only_with_final_and_each_once(settings):
     await ensure_topics(settings)
-    await produce(settings, [letter(settings, "a", "llm_truncated", "focus", False, 0, b"original-a"),
-                             letter(settings, "b", "text_too_long", "ingest", False, 1, b"original-b")])
+    await produce(
+        settings,
+        [
+            letter(settings, "a", "llm_truncated", "focus", False, 0, b"original-a"),
+            letter(settings, "b", "text_too_long", "ingest", False, 1, b"original-b"),
+        ],
+    )
     assert cli(settings, "dlq", "--final").returncode == 2  # it goes with --replay
     left = said(cli(settings, "dlq", "--replay"))
     assert "replayed 0; 0 replayed before; 2 would fail the same way (--final sends them" in left, left
@@ -198,6 +230,7 @@ async def test_the_command_sends_final_letters_only_with_final_and_each_once(set
 
 async def logged(log, text: str, timeout_s: float = 60) -> str | None:
     """The worker log's first line with ``text``, once it is there (None if it never comes)."""
+
     async def line() -> str:
         while True:
             found = [x for x in (log.read_text() if log.exists() else "").splitlines() if text in x]
@@ -207,7 +240,7 @@ async def logged(log, text: str, timeout_s: float = 60) -> str | None:
 
     try:
         return await asyncio.wait_for(line(), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return None
 
 
@@ -222,8 +255,16 @@ async def test_a_case_cut_off_by_thinking_is_judged_after_the_budget_is_raised_a
     (event,) = read_events([EXAMPLES / "cases" / "clot-001-shirt-torn-seam.json"])
     log = tmp_path / "worker.log"
     with serving(ScriptedServer(respond=ThinkingModel(thinking_tokens=8000))) as url:
-        cut = settings.model_copy(update={"llm_backend": "anthropic", "anthropic_api_key": "sk-ant-test",
-                                          "anthropic_base_url": url, "llm_max_retries": 0, "jurors": 3, "rounds": 1})
+        cut = settings.model_copy(
+            update={
+                "llm_backend": "anthropic",
+                "anthropic_api_key": "sk-ant-test",
+                "anthropic_base_url": url,
+                "llm_max_retries": 0,
+                "jurors": 3,
+                "rounds": 1,
+            }
+        )
         async with worker_process(cut, log):
             await produce(cut, [event])
             (dead,) = await read_topic(cut, "disputes.dlq", until=1, timeout_s=90)

@@ -18,13 +18,16 @@ from cyberjurors.schemas import DisputeCase, MediaRef
 INTERNALS = ("0x", "object at", "<_io", "input_value", "errors.pydantic.dev")
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("cannot identify image file <_io.BytesIO object at 0x7f3a2c1d9e40>", "cannot identify image file"),
-    ("handler <function f at 0x10ab3> failed", "handler failed"),
-    ("<aiohttp.client.ClientSession object at 0x7fe1>: closed", ": closed"),
-    ("two\n  lines\tand   spaces", "two lines and spaces"),
-    ("a plain cause stays as it is", "a plain cause stays as it is"),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("cannot identify image file <_io.BytesIO object at 0x7f3a2c1d9e40>", "cannot identify image file"),
+        ("handler <function f at 0x10ab3> failed", "handler failed"),
+        ("<aiohttp.client.ClientSession object at 0x7fe1>: closed", ": closed"),
+        ("two\n  lines\tand   spaces", "two lines and spaces"),
+        ("a plain cause stays as it is", "a plain cause stays as it is"),
+    ],
+)
 def test_plain_takes_out_reprs_and_addresses(raw, expected):
     assert plain(raw) == expected
 
@@ -57,16 +60,22 @@ def png() -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.parametrize("ref, load", [
-    (inline(b"plain text, not a picture", "image/png"), "image"),
-    (inline(png()[:60], "image/png"), "image"),                      # truncated
-    (inline(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 8, "video/mp4"), "video"),
-    (MediaRef(media_type="image/png", url="http://127.0.0.1:9/x.png"), "image"),  # nothing listens on 9
-])
+@pytest.mark.parametrize(
+    "ref, load",
+    [
+        (inline(b"plain text, not a picture", "image/png"), "image"),
+        (inline(png()[:60], "image/png"), "image"),  # truncated
+        (inline(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 8, "video/mp4"), "video"),
+        (MediaRef(media_type="image/png", url="http://127.0.0.1:9/x.png"), "image"),  # nothing listens on 9
+    ],
+)
 def test_unreadable_media_is_described_for_people(ref, load):
     settings = Settings(llm_backend="offline", url_allowlist=["127.0.0.1:9"], media_fetch_timeout_s=5)
-    read = load_image(ref, settings, label="evidence b1") if load == "image" else \
-        sample_frames(ref, settings, label="evidence b1")
+    read = (
+        load_image(ref, settings, label="evidence b1")
+        if load == "image"
+        else sample_frames(ref, settings, label="evidence b1")
+    )
     with pytest.raises(MediaUnreadable) as caught:
         asyncio.run(read)
     assert caught.value.reason in {"corrupt_image", "corrupt_video", "no_frames", "fetch_failed"}
@@ -89,8 +98,11 @@ def _exception_classes() -> list[type]:
         if info.name.endswith("__main__"):  # runs the command line
             continue
         module = importlib.import_module(info.name)
-        found += [c for _, c in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(c, BaseException) and c.__module__ == module.__name__]
+        found += [
+            c
+            for _, c in inspect.getmembers(module, inspect.isclass)
+            if issubclass(c, BaseException) and c.__module__ == module.__name__
+        ]
     return found
 
 
@@ -108,7 +120,9 @@ def test_the_root_carries_kind_and_detail_and_old_attributes_still_work():
     from cyberjurors.precedents.models import PrecedentError
 
     rejected = intake.Rejected("text_too_long", "evidence b1: 5000 characters")
-    assert (rejected.kind, rejected.reason, rejected.detail) == ("text_too_long",) * 2 + ("evidence b1: 5000 characters",)
+    assert (rejected.kind, rejected.reason, rejected.detail) == ("text_too_long",) * 2 + (
+        "evidence b1: 5000 characters",
+    )
     assert str(rejected) == "text_too_long: evidence b1: 5000 characters" and isinstance(rejected, ValueError)
     assert not rejected.replayable
     for err in (LLMError("timeout", "no answer"), PrecedentError("corrupt", "no answer")):

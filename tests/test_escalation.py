@@ -16,9 +16,9 @@ from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury.escalation import escalate, escalation_event, escalation_id, findings
-from cyberjurors.jury.verdict import decide
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage
+from cyberjurors.jury.verdict import decide
 from cyberjurors.schemas import (
     ESCALATION_REASONS,
     BallotDraft,
@@ -53,13 +53,28 @@ def conf(**over) -> Settings:
 
 
 def make_case(buyer_text: str = "The seam was torn when it arrived.", extra: list[dict] | None = None) -> DisputeCase:
-    return DisputeCase.model_validate({
-        "case_id": "esc-1",
-        "metadata": {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-                     "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn", "requested_remedy": "Refund"},
-        "rounds": [{"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": buyer_text},
-                                                            *(extra or [])]},
-                   {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]}]})
+    return DisputeCase.model_validate(
+        {
+            "case_id": "esc-1",
+            "metadata": {
+                "category": "clothing",
+                "product": "Linen shirt",
+                "order_amount": "45.00",
+                "currency": "EUR",
+                "ordered_at": "2026-09-01T10:00:00Z",
+                "dispute_reason": "Seam torn",
+                "requested_remedy": "Refund",
+            },
+            "rounds": [
+                {
+                    "party": "buyer",
+                    "round": 1,
+                    "items": [{"id": "b1", "kind": "text", "text": buyer_text}, *(extra or [])],
+                },
+                {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
+            ],
+        }
+    )
 
 
 def jury(sellers: int, select: str | None = "first"):
@@ -78,9 +93,14 @@ def jury(sellers: int, select: str | None = "first"):
             return Perception(clue=f"what {task.item.id} shows", assessment="a", leaning="neutral")
         if output_type is RoundSummaryDraft:
             return RoundSummaryDraft(summary="the round", buyer_arguments=[], seller_arguments=[])
-        return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[],
-                           vote="seller" if task.juror < sellers else "buyer", justification=f"J{task.juror} [s1]",
-                           cited_clues=["s1"])
+        return BallotDraft(
+            conflicts=[],
+            buyer_conflicts=[],
+            seller_conflicts=[],
+            vote="seller" if task.juror < sellers else "buyer",
+            justification=f"J{task.juror} [s1]",
+            cited_clues=["s1"],
+        )
 
     return ScriptedLLM(answer)
 
@@ -89,10 +109,20 @@ class Retrieved:
     """A precedent base that answers with the coverage given (what retrieval.py would find)."""
 
     def __init__(self, coverage: str, problem: str | None = None):
-        guideline = PrecedentRef(id="g-1", kind="guideline", version=1, text="Torn seams on arrival favour the buyer.",
-                                 category="clothing", favours="buyer", confidence=0.6, score=1.0, rank=1)
-        self.found = Precedents(guidelines=[] if coverage == "none" else [guideline], coverage=coverage,
-                                problem=problem, memory={})
+        guideline = PrecedentRef(
+            id="g-1",
+            kind="guideline",
+            version=1,
+            text="Torn seams on arrival favour the buyer.",
+            category="clothing",
+            favours="buyer",
+            confidence=0.6,
+            score=1.0,
+            rank=1,
+        )
+        self.found = Precedents(
+            guidelines=[] if coverage == "none" else [guideline], coverage=coverage, problem=problem, memory={}
+        )
 
     async def retrieve(self, case, focus):  # type: ignore[no-untyped-def]
         return self.found
@@ -131,7 +161,8 @@ async def test_precedent_coverage_escalates_as_configured_and_only_with_a_preced
     assert not low.escalated  # low coverage is not among the default reasons
     wider = conf(**with_base, escalate_on=["low_precedent_coverage", "no_precedent_coverage"])
     assert (await verdict_of(make_case(), wider, precedents=Retrieved("low"))).escalation_reasons == [
-        "low_precedent_coverage"]
+        "low_precedent_coverage"
+    ]
     assert not (await verdict_of(make_case(), wider, precedents=Retrieved("high"))).escalated
     # judged without precedents by configuration: coverage "none" is no doubt about the verdict
     assert not (await verdict_of(make_case(), conf(), precedents=Retrieved("none"))).escalated
@@ -141,8 +172,9 @@ async def test_a_failed_verification_escalates_a_passed_one_does_not():
     s = conf()
     case_file = CaseFile(case=make_case(), received_at=NOW)
     verdict = await verdict_of(make_case(), s)
-    failed = verdict.model_copy(update={"verification": Verification(status="failed", turns=3,
-                                                                     removed_claims=["the courier admitted it"])})
+    failed = verdict.model_copy(
+        update={"verification": Verification(status="failed", turns=3, removed_claims=["the courier admitted it"])}
+    )
     passed = verdict.model_copy(update={"verification": Verification(status="passed", turns=1)})
     assert escalate(failed, case_file, s).escalation_reasons == ["verification_failed"]
     assert "after 3 turns; 1 claims removed" in findings(case_file, failed, s)[0].note
@@ -160,8 +192,9 @@ async def test_a_verifier_that_still_rejects_after_its_turns_escalates_the_verdi
 
         def respond(request, output_type):  # type: ignore[no-untyped-def]
             if output_type is VerificationDraft:
-                return VerificationDraft(decision=decision, feedback="trace it" if decision == "reject" else "",
-                                         untraceable_claims=[])
+                return VerificationDraft(
+                    decision=decision, feedback="trace it" if decision == "reject" else "", untraceable_claims=[]
+                )
             if output_type is JustificationDraft:
                 return JustificationDraft(justification="the round [s1]")
             return answer(request, output_type)
@@ -184,8 +217,12 @@ async def test_text_addressed_to_the_jury_escalates():
 
 def broken_photo(tmp_path, name: str = "b2.jpg") -> dict:
     (tmp_path / name).write_bytes(b"\xff\xd8\xff\xe0 this is no JPEG at all")
-    return {"id": "b2", "kind": "image", "text": "photo of the seam", "media": {"media_type": "image/jpeg",
-                                                                                "path": name}}
+    return {
+        "id": "b2",
+        "kind": "image",
+        "text": "photo of the seam",
+        "media": {"media_type": "image/jpeg", "path": name},
+    }
 
 
 async def test_unreadable_evidence_escalates_when_the_jury_was_to_examine_it(tmp_path):
@@ -233,8 +270,7 @@ def handler(s: Settings, table: dict | None = None, max_bytes: int | None = None
     out, escalations, dlq = Topic(), Topic(), Topic()
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True, max_bytes=max_bytes)
-    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations,
-                        letters=DeadLetters(dlq, in_flight))
+    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, letters=DeadLetters(dlq, in_flight))
     return SimpleNamespace(verdicts=verdicts, out=out, escalations=escalations, dlq=dlq, table=table)
 
 
@@ -308,13 +344,23 @@ async def test_an_escalation_too_large_to_send_whole_goes_without_the_earlier_ba
 
 def outcomes_counted() -> float:
     """Every outcome the drift counters hold, whatever its labels."""
-    return sum(sample.value for family in metrics.OUTCOMES.collect() for sample in family.samples
-               if sample.name == "cyberjurors_outcomes_total")
+    return sum(
+        sample.value
+        for family in metrics.OUTCOMES.collect()
+        for sample in family.samples
+        if sample.name == "cyberjurors_outcomes_total"
+    )
 
 
 def outcomes_handler(s: Settings, h: SimpleNamespace, dlq: Topic) -> Outcomes:
-    return Outcomes(s, OfflineLLM(), SimpleNamespace(enabled=False), h.verdicts.results, {},  # type: ignore[arg-type]
-                    DeadLetters(dlq, metrics.CasesInFlight()))
+    return Outcomes(
+        s,
+        OfflineLLM(),
+        SimpleNamespace(enabled=False),
+        h.verdicts.results,
+        {},  # type: ignore[arg-type]
+        DeadLetters(dlq, metrics.CasesInFlight()),
+    )
 
 
 async def test_a_human_panels_decision_on_an_escalated_case_feeds_drift_and_is_counted_once():
@@ -326,10 +372,18 @@ async def test_a_human_panels_decision_on_an_escalated_case_feeds_drift_and_is_c
     dlq = Topic()
     outcomes = outcomes_handler(s, h, dlq)
     disagreed = metrics.OUTCOMES.labels("disagree", "buyer", decided.category)
-    before = (metrics.HUMAN_DECISIONS.labels("disagree")._value.get(), disagreed._value.get(),
-              metrics.OUTCOME_VOTE_ERROR.labels(decided.category)._sum.get())
-    panel = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 2, "seller": 1}, "source": "human_panel",
-             "escalation_id": escalation_id(decided)}  # a panel of three, for the buyer: against our 9:8 seller
+    before = (
+        metrics.HUMAN_DECISIONS.labels("disagree")._value.get(),
+        disagreed._value.get(),
+        metrics.OUTCOME_VOTE_ERROR.labels(decided.category)._sum.get(),
+    )
+    panel = {
+        "type": "outcome",
+        "case_id": "esc-1",
+        "votes": {"buyer": 2, "seller": 1},
+        "source": "human_panel",
+        "escalation_id": escalation_id(decided),
+    }  # a panel of three, for the buyer: against our 9:8 seller
     for _ in range(2):  # the second time a redelivery: counted once
         await outcomes(event(json.dumps(panel).encode(), b"esc-1"))
     assert dlq.sent == []
@@ -350,7 +404,10 @@ async def test_a_panels_decision_on_an_unescalated_verdict_feeds_drift_but_not_t
     assert not decided.escalated
     h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
     dlq = Topic()
-    counted, panels = outcomes_counted(), sum(metrics.HUMAN_DECISIONS.labels(a)._value.get() for a in ("agree", "disagree"))
+    counted, panels = (
+        outcomes_counted(),
+        sum(metrics.HUMAN_DECISIONS.labels(a)._value.get() for a in ("agree", "disagree")),
+    )
     panel = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 0, "seller": 1}, "source": "human_panel"}
     await outcomes_handler(s, h, dlq)(event(json.dumps(panel).encode(), b"esc-1"))
     assert dlq.sent == [] and outcomes_counted() == counted + 1

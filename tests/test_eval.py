@@ -50,12 +50,14 @@ async def topic_verdicts(settings: Settings, prefix: str) -> dict[str, Verdict]:
     return found
 
 
-async def test_eval_report_matches_the_verdict_topic_and_resumes(dataset, settings: Settings, broker: str,
-                                                                 tmp_path: Path):
+async def test_eval_report_matches_the_verdict_topic_and_resumes(
+    dataset, settings: Settings, broker: str, tmp_path: Path
+):
     out = tmp_path / "eval"
     options = Options(out=out, concurrency=4, timeout_s=120)
-    (report,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["jury"]], settings, options,
-                                        Console(quiet=True), broker)
+    (report,) = await asyncio.to_thread(
+        run_eval, dataset, [ABLATIONS["jury"]], settings, options, Console(quiet=True), broker
+    )
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     verdicts = await topic_verdicts(settings, f"{settings.topic_prefix}eval-{run_id}-jury.")
     originals = {c.case_id: c for c in dataset.cases}
@@ -69,7 +71,8 @@ async def test_eval_report_matches_the_verdict_topic_and_resumes(dataset, settin
     assert s.accuracy == pytest.approx(right / 6)
     assert s.seller_share_predicted == pytest.approx(sum(v.winner == "seller" for v in mine) / 6)
     assert s.vote_mae == pytest.approx(
-        sum(abs(v.votes.seller - originals[v.case_id].ground_truth.seller) for v in mine) / 6)
+        sum(abs(v.votes.seller - originals[v.case_id].ground_truth.seller) for v in mine) / 6
+    )
     assert s.tokens_per_case["total"] == pytest.approx(sum(v.tokens.total_tokens for v in mine) / 6)
     assert s.calls_per_case == pytest.approx(sum(v.tokens.calls for v in mine) / 6)
     flipped = sum(verdicts[twin_id(i)].winner != verdicts[i].winner for i in originals)
@@ -88,8 +91,9 @@ async def test_eval_report_matches_the_verdict_topic_and_resumes(dataset, settin
     results.write_text("\n".join(lines[2:]) + "\n")
     log = settings.llm_call_log
     log.unlink(missing_ok=True)
-    (again,) = await asyncio.to_thread(run_eval, dataset, [ABLATIONS["jury"]], settings, options,
-                                       Console(quiet=True), broker)
+    (again,) = await asyncio.to_thread(
+        run_eval, dataset, [ABLATIONS["jury"]], settings, options, Console(quiet=True), broker
+    )
     sent = Counter([key async for key, _ in follow(scoped, "disputes.events", follow=False, idle_timeout_s=1.0)])
     dropped = {json.loads(line)["case_id"] for line in lines[:2]}
     assert {k for k, n in sent.items() if n == 2} == dropped and set(sent.values()) == {1, 2}
@@ -114,18 +118,36 @@ def sample_dataset(folder: Path, names: list[str], edit=None) -> Path:  # type: 
 
 
 def eval_env(monkeypatch: pytest.MonkeyPatch, settings: Settings, **extra: str) -> None:
-    for name, value in {"LLM_BACKEND": "offline", "PRECEDENT_BACKEND": "none", "METRICS_PORT": "0",
-                        "APP_ID": settings.app_id, "SESSION_TIMEOUT_S": "6", "HEARTBEAT_INTERVAL_S": "0.5",
-                        **extra}.items():
+    for name, value in {
+        "LLM_BACKEND": "offline",
+        "PRECEDENT_BACKEND": "none",
+        "METRICS_PORT": "0",
+        "APP_ID": settings.app_id,
+        "SESSION_TIMEOUT_S": "6",
+        "HEARTBEAT_INTERVAL_S": "0.5",
+        **extra,
+    }.items():
         monkeypatch.setenv(f"CYBERJURORS_{name}", value)
 
 
-def test_eval_command_writes_json_and_markdown(dataset, settings: Settings, broker: str, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch):
+def test_eval_command_writes_json_and_markdown(
+    dataset, settings: Settings, broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     eval_env(monkeypatch, settings)
     out = tmp_path / "cli-eval"
-    args = ["eval", str(dataset.source), "--ablation", "baseline,agentscourt", "--out", str(out), "--bootstrap",
-            broker, "--no-party-swap", "--timeout", "120"]
+    args = [
+        "eval",
+        str(dataset.source),
+        "--ablation",
+        "baseline,agentscourt",
+        "--out",
+        str(out),
+        "--bootstrap",
+        broker,
+        "--no-party-swap",
+        "--timeout",
+        "120",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     reports = json.loads((out / "report.json").read_text())
@@ -146,8 +168,9 @@ def test_eval_command_writes_json_and_markdown(dataset, settings: Settings, brok
     assert (out / "report-2.md").exists() and "report-2.json" in again.output.replace("\n", "")
 
 
-def test_eval_exits_1_naming_the_failed_cases_unless_tolerated(settings: Settings, broker: str, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch):
+def test_eval_exits_1_naming_the_failed_cases_unless_tolerated(
+    settings: Settings, broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """One case is rejected at intake (a text over max_text_chars); with the party swap, its twin too."""
     too_long = "clot-001-shirt-torn-seam"
 
@@ -165,8 +188,10 @@ def test_eval_exits_1_naming_the_failed_cases_unless_tolerated(settings: Setting
     strict = CliRunner().invoke(cli, args)
     said = " ".join(strict.output.split())
     assert strict.exit_code == 1, strict.output
-    assert ("Baseline: 2 cases without a verdict (1 of the dataset's, 1 party-swap twins; more than --max-failures 0)"
-            in said)
+    assert (
+        "Baseline: 2 cases without a verdict (1 of the dataset's, 1 party-swap twins; more than --max-failures 0)"
+        in said
+    )
     assert all(f"{case_id} ({reason})" in said for case_id, reason in failed.items()), said
     (report,) = json.loads((out / "report.json").read_text())  # written all the same
     assert report["failed_cases"] == failed and report["summary"]["verdicts"] == 1
@@ -180,13 +205,28 @@ def test_eval_exits_1_naming_the_failed_cases_unless_tolerated(settings: Setting
     assert (out / "report.json").read_bytes() == first
 
 
-def test_eval_exits_1_when_cases_time_out(settings: Settings, broker: str, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch):
+def test_eval_exits_1_when_cases_time_out(
+    settings: Settings, broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     data = sample_dataset(tmp_path / "data", ["appl-001-kettle-crack"])
     eval_env(monkeypatch, settings, OFFLINE_LATENCY_S="15")  # no verdict can come within --timeout 2
     out = tmp_path / "eval"
-    result = CliRunner().invoke(cli, ["eval", str(data), "--ablation", "baseline", "--out", str(out), "--bootstrap",
-                                      broker, "--timeout", "2", "--no-party-swap"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            str(data),
+            "--ablation",
+            "baseline",
+            "--out",
+            str(out),
+            "--bootstrap",
+            broker,
+            "--timeout",
+            "2",
+            "--no-party-swap",
+        ],
+    )
     assert result.exit_code == 1, result.output
     assert "appl-001-kettle-crack (timeout)" in " ".join(result.output.split())
     assert json.loads((out / "report.json").read_text())[0]["failed_cases"] == {"appl-001-kettle-crack": "timeout"}
@@ -212,6 +252,7 @@ def test_an_out_folder_of_another_dataset_is_refused(dataset, tmp_path: Path):
 
 # --- the party-swap test, tested ------------------------------------------------------------
 
+
 def jury_of(vote_for) -> GuardedLLM:  # type: ignore[no-untyped-def]
     """Offline answers for stages I-II and summaries; ballots from ``vote_for(task)``."""
     offline = OfflineLLM()
@@ -219,8 +260,9 @@ def jury_of(vote_for) -> GuardedLLM:  # type: ignore[no-untyped-def]
     def answer(request, output_type):  # type: ignore[no-untyped-def]
         if isinstance(request.task, JurorTask):
             vote = vote_for(request.task)
-            return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote,
-                               justification=f"scripted: {vote}")
+            return BallotDraft(
+                conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote, justification=f"scripted: {vote}"
+            )
         return offline._answer(request.task)
 
     return GuardedLLM(ScriptedLLM(answer))
@@ -233,15 +275,25 @@ def more_evidence(task: JurorTask) -> str:
 
 
 async def swap_consistency(dataset, vote_for) -> float | None:  # type: ignore[no-untyped-def]
-    settings = CONFIGURED.settings(Settings(llm_backend="offline", precedent_backend="none", jurors=5,
-                                            media_root=dataset.media_root, metrics_port=0))
+    settings = CONFIGURED.settings(
+        Settings(
+            llm_backend="offline", precedent_backend="none", jurors=5, media_root=dataset.media_root, metrics_port=0
+        )
+    )
     llm = jury_of(vote_for)
     results = []
     for case in dataset.cases:
         verdict = await judge(case, llm, settings)
         twin = await judge(swap_parties(case), llm, settings)
-        results.append(CaseResult(case_id=case.case_id, category=case.metadata.category, truth=case.ground_truth,
-                                  verdict=verdict, swapped=twin))
+        results.append(
+            CaseResult(
+                case_id=case.case_id,
+                category=case.metadata.category,
+                truth=case.ground_truth,
+                verdict=verdict,
+                swapped=twin,
+            )
+        )
     return summarize(results).swap_consistency
 
 
@@ -257,8 +309,9 @@ def test_synth_then_split_from_the_command_line(tmp_path: Path):
     assert "SYNTHETIC" in made.output and len((tmp_path / "s" / "cases.jsonl").read_text().splitlines()) == 12
     split = runner.invoke(cli, ["dataset", "split", str(tmp_path / "s"), "--out", str(tmp_path / "split")])
     assert split.exit_code == 0, split.output
-    sizes = {name: len((tmp_path / "split" / f"{name}.jsonl").read_text().splitlines())
-             for name in ("train", "val", "test")}
+    sizes = {
+        name: len((tmp_path / "split" / f"{name}.jsonl").read_text().splitlines()) for name in ("train", "val", "test")
+    }
     assert sum(sizes.values()) == 12 and sizes["train"] >= sizes["test"] >= sizes["val"]
     train = load_dataset(tmp_path / "split" / "train.jsonl")
     assert train.media_root == (tmp_path / "s").resolve()  # the split still finds the generator's media
@@ -268,18 +321,41 @@ def test_synth_then_split_from_the_command_line(tmp_path: Path):
     assert refused.exit_code == 2 and "not generated" in refused.output
 
 
-def test_precedent_rung_builds_its_base_from_the_train_split(settings: Settings, broker: str, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch):
+def test_precedent_rung_builds_its_base_from_the_train_split(
+    settings: Settings, broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     generate(tmp_path / "s", cases=16, seed=5)
     runner = CliRunner()
-    assert runner.invoke(cli, ["dataset", "split", str(tmp_path / "s"), "--out", str(tmp_path / "split")]).exit_code == 0
-    for name, value in {"LLM_BACKEND": "offline", "METRICS_PORT": "0", "APP_ID": settings.app_id,
-                        "SESSION_TIMEOUT_S": "6", "HEARTBEAT_INTERVAL_S": "0.5"}.items():
+    assert (
+        runner.invoke(cli, ["dataset", "split", str(tmp_path / "s"), "--out", str(tmp_path / "split")]).exit_code == 0
+    )
+    for name, value in {
+        "LLM_BACKEND": "offline",
+        "METRICS_PORT": "0",
+        "APP_ID": settings.app_id,
+        "SESSION_TIMEOUT_S": "6",
+        "HEARTBEAT_INTERVAL_S": "0.5",
+    }.items():
         monkeypatch.setenv(f"CYBERJURORS_{name}", value)
     out = tmp_path / "eval"
-    result = runner.invoke(cli, ["eval", str(tmp_path / "split" / "test.jsonl"), "--ablation", "precedent", "--out",
-                                 str(out), "--bootstrap", broker, "--no-party-swap", "--timeout", "120",
-                                 "--precedents-from", str(tmp_path / "split" / "train.jsonl")])
+    result = runner.invoke(
+        cli,
+        [
+            "eval",
+            str(tmp_path / "split" / "test.jsonl"),
+            "--ablation",
+            "precedent",
+            "--out",
+            str(out),
+            "--bootstrap",
+            broker,
+            "--no-party-swap",
+            "--timeout",
+            "120",
+            "--precedents-from",
+            str(tmp_path / "split" / "train.jsonl"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert (out / "precedents" / "build-state.json").exists()
     verdicts = [json.loads(line)["verdict"] for line in (out / "results" / "precedent.jsonl").read_text().splitlines()]

@@ -25,8 +25,13 @@ KETTLE = "appl-001-kettle-crack"  # a photo at media/kettle-crack.jpg, relative 
 
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CYBERJURORS_SETTINGS_FILE",
-                "CYBERJURORS_MEDIA_ROOT"):
+    for var in (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "CYBERJURORS_SETTINGS_FILE",
+        "CYBERJURORS_MEDIA_ROOT",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CYBERJURORS_LLM_BACKEND", "offline")
     monkeypatch.setenv("CYBERJURORS_PRECEDENT_BACKEND", "none")
@@ -49,18 +54,22 @@ def unread(verdict: dict) -> bool:
 
 
 def run(data: Path, out: Path, *extra: str):  # type: ignore[no-untyped-def]
-    return CliRunner().invoke(cli, ["eval", str(data), "--batch", "--ablation", "baseline", "--no-party-swap",
-                                    "--out", str(out), *extra])
+    return CliRunner().invoke(
+        cli, ["eval", str(data), "--batch", "--ablation", "baseline", "--no-party-swap", "--out", str(out), *extra]
+    )
 
 
-def test_eval_warns_once_of_media_it_cannot_find_and_media_root_finds_them(offline, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_warns_once_of_media_it_cannot_find_and_media_root_finds_them(
+    offline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = one_case(tmp_path / "cases")
     blind = run(data, tmp_path / "blind")
     said = " ".join(blind.output.split())
     assert blind.exit_code == 0, blind.output
-    assert (f"1 of 1 cases refer to media not found under {data}, e.g. media/kettle-crack.jpg: they are judged "
-            "without it; set --media-root") in said
+    assert (
+        f"1 of 1 cases refer to media not found under {data}, e.g. media/kettle-crack.jpg: they are judged "
+        "without it; set --media-root"
+    ) in said
     assert said.count("refer to media not found") == 1
     assert all(unread(v) for v in judged(tmp_path / "blind"))  # still judged, the missing file noted
 
@@ -83,9 +92,11 @@ def test_an_unusable_out_is_refused_up_front_with_exit_2(offline, tmp_path: Path
     (tmp_path / "afile").write_text("")
     (tmp_path / "o" / "batches").parent.mkdir()
     (tmp_path / "o" / "batches").write_text("")
-    for out, why in [(tmp_path / "afile" / "out", "Not a directory"),
-                     (tmp_path / "o", "batches is not a folder"),
-                     (Path("/proc/cyberjurors-out"), "cannot be used")]:
+    for out, why in [
+        (tmp_path / "afile" / "out", "Not a directory"),
+        (tmp_path / "o", "batches is not a folder"),
+        (Path("/proc/cyberjurors-out"), "cannot be used"),
+    ]:
         refused = run(data, out)
         assert refused.exit_code == 2, refused.output
         assert refused.output.startswith("unusable --out:") and why in refused.output
@@ -94,12 +105,13 @@ def test_an_unusable_out_is_refused_up_front_with_exit_2(offline, tmp_path: Path
 
 def test_failures_are_counted_with_their_twins_labelled(tmp_path: Path) -> None:
     """Every case and its twin expired: the report's count is that of failed_cases, twins said apart."""
-    results = [result(f"c{i}", (9, 8), None, failure="focus:llm_timeout", swapped_failure="focus:llm_timeout")
-               for i in range(3)]
+    results = [
+        result(f"c{i}", (9, 8), None, failure="focus:llm_timeout", swapped_failure="focus:llm_timeout")
+        for i in range(3)
+    ]
     failed = {f"c{i}{suffix}": "focus:llm_timeout" for i in range(3) for suffix in ("", ":swap")}
     r = report("+Jury (batch)", results=results, failed_cases=failed)
-    said = ("6 without a verdict: 3 of the 3 cases (focus:llm_timeout ×3) and 3 party-swap twins "
-            "(focus:llm_timeout ×3)")
+    said = "6 without a verdict: 3 of the 3 cases (focus:llm_timeout ×3) and 3 party-swap twins (focus:llm_timeout ×3)"
     assert f"- {said}" in to_markdown([r])
     assert said in " ".join(text(render(r)).split())
     assert sum(r.summary.failed.values()) + sum(r.summary.swap_failed.values()) == len(r.failed_cases)
@@ -108,11 +120,16 @@ def test_failures_are_counted_with_their_twins_labelled(tmp_path: Path) -> None:
 def test_the_report_names_the_prices_of_every_model_it_used() -> None:
     listed = MODELS["claude-sonnet-5-5"]
     settings = Settings(llm_backend="anthropic", anthropic_api_key="sk-ant-test", metrics_port=0)
-    sonnet, unknown = model_prices(settings, ["claude-sonnet-5-5-20260928", "claude-unknown-9"], "anthropic",
-                                   batch=True)
+    sonnet, unknown = model_prices(
+        settings, ["claude-sonnet-5-5-20260928", "claude-unknown-9"], "anthropic", batch=True
+    )
     assert (sonnet.input, sonnet.output, sonnet.cache_read, sonnet.cache_write, sonnet.cache_write_1h) == (
-        listed.prices.input, listed.prices.output, listed.prices.cache_read, listed.prices.cache_write,
-        listed.prices.write_1h)
+        listed.prices.input,
+        listed.prices.output,
+        listed.prices.cache_read,
+        listed.prices.cache_write,
+        listed.prices.write_1h,
+    )
     assert sonnet.batch_share == 0.5 and sonnet.checked == CHECKED == date(2026, 11, 25)
     assert sonnet.sources == list(listed.sources)
     assert unknown.input is None and unknown.note == UNPRICED == "no price: cost counted as 0"

@@ -31,9 +31,15 @@ CATEGORIES = ("appliances", "clothing", "food", "digital", "others")
 def case(case_id: str, category: str = "food", seller: int = 3, text: str = "It arrived broken.") -> dict:
     return {
         "case_id": case_id,
-        "metadata": {"category": category, "product": "kettle", "order_amount": "10.00", "currency": "EUR",
-                     "ordered_at": "2026-01-01T00:00:00Z", "dispute_reason": "broken",
-                     "requested_remedy": "refund"},
+        "metadata": {
+            "category": category,
+            "product": "kettle",
+            "order_amount": "10.00",
+            "currency": "EUR",
+            "ordered_at": "2026-01-01T00:00:00Z",
+            "dispute_reason": "broken",
+            "requested_remedy": "refund",
+        },
         "rounds": [{"party": "buyer", "round": 1, "items": [{"id": "b1-1", "kind": "text", "text": text}]}],
         "ground_truth": {"buyer": 17 - seller, "seller": seller},
     }
@@ -41,8 +47,7 @@ def case(case_id: str, category: str = "food", seller: int = 3, text: str = "It 
 
 def cases(n: int, seed: int = 1) -> list[DisputeCase]:
     rng = random.Random(seed)
-    return [DisputeCase.model_validate(case(f"c{i:04d}", rng.choice(CATEGORIES), rng.randint(0, 17)))
-            for i in range(n)]
+    return [DisputeCase.model_validate(case(f"c{i:04d}", rng.choice(CATEGORIES), rng.randint(0, 17))) for i in range(n)]
 
 
 def jsonl(path: Path, records: list) -> Path:
@@ -84,15 +89,18 @@ def test_every_problem_is_reported_with_file_and_line(tmp_path: Path) -> None:
     del no_truth["ground_truth"]
     bad_votes = case("bad-votes")
     bad_votes["ground_truth"] = {"buyer": 10, "seller": 10}
-    path = jsonl(tmp_path / "d.jsonl", [
-        case("ok"),                                   # 1
-        '{"case_id": "broken", ',                     # 2
-        no_truth,                                     # 3
-        bad_votes,                                    # 4
-        case("ok"),                                   # 5: same content again: fine
-        case("ok", text="Something else."),           # 6: same id, different content
-        {**case("x"), "metadata": {"category": "toys"}},  # 7
-    ])
+    path = jsonl(
+        tmp_path / "d.jsonl",
+        [
+            case("ok"),  # 1
+            '{"case_id": "broken", ',  # 2
+            no_truth,  # 3
+            bad_votes,  # 4
+            case("ok"),  # 5: same content again: fine
+            case("ok", text="Something else."),  # 6: same id, different content
+            {**case("x"), "metadata": {"category": "toys"}},  # 7
+        ],
+    )
     with pytest.raises(DatasetError) as err:
         load_dataset(path)
     problems = err.value.problems
@@ -111,8 +119,9 @@ def test_problems_in_a_json_file_name_the_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "good.json").write_text(json.dumps(case("good")))
     with pytest.raises(DatasetError) as err:
         load_dataset(tmp_path)
-    assert err.value.problems == [str(Path("sub") / "bad.json") + ":3: invalid JSON (Expecting property name "
-                                  "enclosed in double quotes, column 3)"]
+    assert err.value.problems == [
+        str(Path("sub") / "bad.json") + ":3: invalid JSON (Expecting property name enclosed in double quotes, column 3)"
+    ]
 
 
 def test_many_problems_are_capped_but_counted(tmp_path: Path) -> None:
@@ -136,21 +145,44 @@ def test_empty_dataset_is_an_error(tmp_path: Path) -> None:
 # --- difficulty and split ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("seller", "margin", "band"), [
-    (8, 1, "hard"), (9, 1, "hard"), (7, 3, "hard"), (11, 5, "hard"), (6, 5, "hard"),
-    (12, 7, "medium"), (5, 7, "medium"), (14, 11, "medium"), (3, 11, "medium"),
-    (15, 13, "easy"), (2, 13, "easy"), (17, 17, "easy"), (0, 17, "easy"),
-])
+@pytest.mark.parametrize(
+    ("seller", "margin", "band"),
+    [
+        (8, 1, "hard"),
+        (9, 1, "hard"),
+        (7, 3, "hard"),
+        (11, 5, "hard"),
+        (6, 5, "hard"),
+        (12, 7, "medium"),
+        (5, 7, "medium"),
+        (14, 11, "medium"),
+        (3, 11, "medium"),
+        (15, 13, "easy"),
+        (2, 13, "easy"),
+        (17, 17, "easy"),
+        (0, 17, "easy"),
+    ],
+)
 def test_difficulty_bands(seller: int, margin: int, band: str) -> None:
     votes = GroundTruthVotes(buyer=17 - seller, seller=seller)
     assert difficulty(votes) == margin
     assert difficulty_band(votes) == band
 
 
-@pytest.mark.parametrize(("n", "expected"), [
-    (1, [1, 0, 0]), (2, [1, 0, 1]), (3, [2, 0, 1]), (4, [2, 1, 1]), (5, [2, 1, 2]), (6, [3, 1, 2]),
-    (7, [4, 1, 2]), (12, [6, 2, 4]), (13, [7, 2, 4]),
-])
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (1, [1, 0, 0]),
+        (2, [1, 0, 1]),
+        (3, [2, 0, 1]),
+        (4, [2, 1, 1]),
+        (5, [2, 1, 2]),
+        (6, [3, 1, 2]),
+        (7, [4, 1, 2]),
+        (12, [6, 2, 4]),
+        (13, [7, 2, 4]),
+    ],
+)
 def test_largest_remainder(n: int, expected: list[int]) -> None:
     # n=5: quotas 2.5, 0.833, 1.667 -> floors 2, 0, 1 (3 placed); the 2 left go to the largest
     # remainders, val (.833) and test (.667) -> 2, 1, 2. n=3: 1.5, .5, 1 -> 1, 0, 1; train and
@@ -168,7 +200,7 @@ def test_split_is_stratified_and_close_to_the_ratios() -> None:
     for name, n in strata.items():
         got = [sum(stratum(c) == name for c in split[s]) for s in ("train", "val", "test")]
         assert got == allocate(n, (3, 1, 2)), name
-        for count, ratio in zip(got, (3, 1, 2)):
+        for count, ratio in zip(got, (3, 1, 2), strict=True):
             assert abs(count - n * ratio / 6) < 1, (name, got)
 
 
@@ -183,8 +215,11 @@ def test_split_is_deterministic_and_ignores_input_order() -> None:
 
 def test_tiny_strata() -> None:
     one = [DisputeCase.model_validate(case("solo", "digital", 0))]
-    assert {k: [c.case_id for c in v] for k, v in stratified_split(one).items()} == \
-        {"train": ["solo"], "val": [], "test": []}
+    assert {k: [c.case_id for c in v] for k, v in stratified_split(one).items()} == {
+        "train": ["solo"],
+        "val": [],
+        "test": [],
+    }
     two = [DisputeCase.model_validate(case(f"p{i}", "clothing", 9)) for i in range(2)]
     split = stratified_split(two)
     assert (len(split["train"]), len(split["val"]), len(split["test"])) == (1, 0, 1)
@@ -225,14 +260,24 @@ def test_write_split_round_trips(tmp_path: Path) -> None:
 
 def verdictbench_record(**over) -> dict:
     return {
-        "id": "vb-00042", "category": "Clothing", "product": "Wool coat, size M", "order_amount": 129.5,
-        "currency": "CNY", "order_time": "2025-11-02T10:00:00+08:00", "delivery_time": "2025-11-05T15:30:00+08:00",
-        "dispute_reason": "Coat has a moth hole", "appeal": "Return for a full refund",
+        "id": "vb-00042",
+        "category": "Clothing",
+        "product": "Wool coat, size M",
+        "order_amount": 129.5,
+        "currency": "CNY",
+        "order_time": "2025-11-02T10:00:00+08:00",
+        "delivery_time": "2025-11-05T15:30:00+08:00",
+        "dispute_reason": "Coat has a moth hole",
+        "appeal": "Return for a full refund",
         "rounds": [
-            {"party": "buyer", "round": 1, "texts": ["There is a hole in the sleeve.", "See the photos."],
-             "images": ["img/42/b1.jpg", {"path": "img/42/b2.png", "caption": "close-up"}], "videos": []},
-            {"party": "seller", "round": 1, "texts": ["It left our store intact."],
-             "videos": ["vid/42/packing.mp4"]},
+            {
+                "party": "buyer",
+                "round": 1,
+                "texts": ["There is a hole in the sleeve.", "See the photos."],
+                "images": ["img/42/b1.jpg", {"path": "img/42/b2.png", "caption": "close-up"}],
+                "videos": [],
+            },
+            {"party": "seller", "round": 1, "texts": ["It left our store intact."], "videos": ["vid/42/packing.mp4"]},
             {"party": "buyer", "round": 2, "texts": "I never wore it.", "images": [], "videos": []},
             {"party": "seller", "round": 2, "texts": [], "images": [], "videos": []},  # empty: dropped
         ],
@@ -250,8 +295,12 @@ def test_verdictbench_record_maps_to_a_case(tmp_path: Path) -> None:
     assert [(r.party, r.round) for r in c.rounds] == [("buyer", 1), ("seller", 1), ("buyer", 2)]
     assert [i.id for i in c.items()] == ["b1-t1", "b1-t2", "b1-i1", "b1-i2", "s1-t1", "s1-v1", "b2-t1"]
     image = c.item("b1-i2")
-    assert (image.kind, image.text, image.media.path, image.media.media_type) == \
-        ("image", "close-up", "img/42/b2.png", "image/png")
+    assert (image.kind, image.text, image.media.path, image.media.media_type) == (
+        "image",
+        "close-up",
+        "img/42/b2.png",
+        "image/png",
+    )
     assert c.item("s1-v1").media.media_type == "video/mp4"
     assert c == from_verdictbench(verdictbench_record(), tmp_path)  # deterministic
 
@@ -272,15 +321,18 @@ def test_verdictbench_variants(tmp_path: Path) -> None:
 
 
 def test_convert_verdictbench_names_bad_lines(tmp_path: Path) -> None:
-    src = jsonl(tmp_path / "vb.jsonl", [
-        verdictbench_record(),
-        verdictbench_record(id="vb-2", category="Food", votes={"buyer": 1, "seller": 1}),
-        "{not json",
-        verdictbench_record(id="vb-3", category="Digital"),
-        verdictbench_record(),
-        verdictbench_record(id="vb-4", rounds=["just text"]),
-        verdictbench_record(id="vb-5", votes=[11, 6]),
-    ])
+    src = jsonl(
+        tmp_path / "vb.jsonl",
+        [
+            verdictbench_record(),
+            verdictbench_record(id="vb-2", category="Food", votes={"buyer": 1, "seller": 1}),
+            "{not json",
+            verdictbench_record(id="vb-3", category="Digital"),
+            verdictbench_record(),
+            verdictbench_record(id="vb-4", rounds=["just text"]),
+            verdictbench_record(id="vb-5", votes=[11, 6]),
+        ],
+    )
     with pytest.raises(DatasetError) as err:
         convert_verdictbench(src, tmp_path / "out.jsonl")
     lines = [p.split(": ", 1)[0] for p in err.value.problems]

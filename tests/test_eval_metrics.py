@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error, recall_score
@@ -23,24 +23,57 @@ from cyberjurors.evaluation.scores import (
 from cyberjurors.schemas import GroundTruthVotes, Usage, Verdict, Votes
 
 
-def verdict(case_id: str, buyer: int, seller: int, *, latency: float = 1.0, rounds: int = 1,
-            early: bool = False, tokens: Usage | None = None, category: str = "food") -> Verdict:
+def verdict(
+    case_id: str,
+    buyer: int,
+    seller: int,
+    *,
+    latency: float = 1.0,
+    rounds: int = 1,
+    early: bool = False,
+    tokens: Usage | None = None,
+    category: str = "food",
+) -> Verdict:
     votes = Votes(buyer=buyer, seller=seller)
     return Verdict(
-        verdict_id=f"v-{case_id}", case_id=case_id, category=category, winner=votes.winner, votes=votes,
-        margin=abs(seller - buyer), rounds_used=rounds, early_stopped=early, justification="test",
-        cited_clues=[], focus="test", tokens=tokens or Usage(), latency_s=latency, backend="scripted",
-        models=["m"], decided_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        verdict_id=f"v-{case_id}",
+        case_id=case_id,
+        category=category,
+        winner=votes.winner,
+        votes=votes,
+        margin=abs(seller - buyer),
+        rounds_used=rounds,
+        early_stopped=early,
+        justification="test",
+        cited_clues=[],
+        focus="test",
+        tokens=tokens or Usage(),
+        latency_s=latency,
+        backend="scripted",
+        models=["m"],
+        decided_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
 
 
-def result(case_id: str, truth: tuple[int, int], pred: tuple[int, int] | None, *, category: str = "food",
-           failure: str | None = None, swapped: tuple[int, int] | None = None,
-           swapped_failure: str | None = None, **kw) -> CaseResult:
+def result(
+    case_id: str,
+    truth: tuple[int, int],
+    pred: tuple[int, int] | None,
+    *,
+    category: str = "food",
+    failure: str | None = None,
+    swapped: tuple[int, int] | None = None,
+    swapped_failure: str | None = None,
+    **kw,
+) -> CaseResult:
     return CaseResult(
-        case_id=case_id, category=category, truth=GroundTruthVotes(buyer=truth[0], seller=truth[1]),
-        verdict=verdict(case_id, *pred, category=category, **kw) if pred else None, failure=failure,
-        swapped=verdict(case_id + ":swap", *swapped) if swapped else None, swapped_failure=swapped_failure,
+        case_id=case_id,
+        category=category,
+        truth=GroundTruthVotes(buyer=truth[0], seller=truth[1]),
+        verdict=verdict(case_id, *pred, category=category, **kw) if pred else None,
+        failure=failure,
+        swapped=verdict(case_id + ":swap", *swapped) if swapped else None,
+        swapped_failure=swapped_failure,
     )
 
 
@@ -63,12 +96,29 @@ def result(case_id: str, truth: tuple[int, int], pred: tuple[int, int] | None, *
 #       |11 - 8| = 3); c3 twin failed -> 3 pairs, consistency 1/3, twin vote MAE (0+3)/2 = 1.5
 def worked_example() -> list[CaseResult]:
     return [
-        result("c1", (14, 3), (12, 5), category="appliances", latency=1, swapped=(5, 12),
-               tokens=Usage(input_tokens=100, output_tokens=10, cache_read_tokens=1000, calls=20, cost_usd=0.25),
-               rounds=1, early=True),
-        result("c2", (10, 7), (6, 11), category="appliances", latency=2, swapped=(8, 9),
-               tokens=Usage(input_tokens=300, output_tokens=30, cache_write_tokens=500, thinking_tokens=20, calls=40,
-                            cost_usd=0.5), rounds=3),
+        result(
+            "c1",
+            (14, 3),
+            (12, 5),
+            category="appliances",
+            latency=1,
+            swapped=(5, 12),
+            tokens=Usage(input_tokens=100, output_tokens=10, cache_read_tokens=1000, calls=20, cost_usd=0.25),
+            rounds=1,
+            early=True,
+        ),
+        result(
+            "c2",
+            (10, 7),
+            (6, 11),
+            category="appliances",
+            latency=2,
+            swapped=(8, 9),
+            tokens=Usage(
+                input_tokens=300, output_tokens=30, cache_write_tokens=500, thinking_tokens=20, calls=40, cost_usd=0.5
+            ),
+            rounds=3,
+        ),
         result("c3", (5, 12), (4, 13), latency=3, swapped_failure="llm_timeout", rounds=2),
         result("c4", (2, 15), (9, 8), latency=4, rounds=3),
         result("c5", (9, 8), (17, 0), latency=10, rounds=1, early=True),
@@ -94,8 +144,9 @@ def test_worked_example_by_hand() -> None:
     assert s.rounds_mean == pytest.approx(10 / 5)
     assert s.early_stop_share == pytest.approx(2 / 5)
     assert s.calls_per_case == pytest.approx(60 / 5)
-    assert s.tokens_per_case == pytest.approx({"input": 80, "output": 8, "thinking": 4, "cache_read": 200,
-                                               "cache_write": 100, "total": 388})  # thinking is part of output
+    assert s.tokens_per_case == pytest.approx(
+        {"input": 80, "output": 8, "thinking": 4, "cache_read": 200, "cache_write": 100, "total": 388}
+    )  # thinking is part of output
     assert s.cost_per_case_usd == pytest.approx(0.75 / 5)
     assert (s.swap_pairs, s.swap_failed) == (3, {"llm_timeout": 1})
     assert s.swap_consistency == pytest.approx(1 / 3)
@@ -159,15 +210,35 @@ def test_nine_juror_votes_are_scaled_to_seventeen() -> None:
 
 
 def test_no_verdicts_at_all() -> None:
-    s = summarize([result("a", (14, 3), None, failure="llm_error"), result("b", (5, 12), None, failure="timeout"),
-                   result("c", (5, 12), None)])
+    s = summarize(
+        [
+            result("a", (14, 3), None, failure="llm_error"),
+            result("b", (5, 12), None, failure="timeout"),
+            result("c", (5, 12), None),
+        ]
+    )
     assert (s.cases, s.verdicts) == (3, 0)
     assert s.failed == {"llm_error": 1, "timeout": 1, "unknown": 1}
-    for field in ("accuracy", "weighted_f1", "macro_f1", "vote_mae", "vote_rmse", "recall_buyer", "recall_seller",
-                  "seller_share_predicted", "seller_share_real", "swap_consistency", "swap_vote_mae",
-                  "tokens_per_case", "cost_per_case_usd", "calls_per_case", "rounds_mean", "early_stop_share",
-                  "latency_p50_s",
-                  "latency_p95_s"):
+    for field in (
+        "accuracy",
+        "weighted_f1",
+        "macro_f1",
+        "vote_mae",
+        "vote_rmse",
+        "recall_buyer",
+        "recall_seller",
+        "seller_share_predicted",
+        "seller_share_real",
+        "swap_consistency",
+        "swap_vote_mae",
+        "tokens_per_case",
+        "cost_per_case_usd",
+        "calls_per_case",
+        "rounds_mean",
+        "early_stop_share",
+        "latency_p50_s",
+        "latency_p95_s",
+    ):
         assert getattr(s, field) is None, field
     empty = summarize([])
     assert (empty.cases, empty.accuracy, empty.by_category) == (0, None, {})
@@ -176,8 +247,11 @@ def test_no_verdicts_at_all() -> None:
 
 def test_failures_do_not_change_the_metrics() -> None:
     base = [result("a", (14, 3), (12, 5)), result("b", (5, 12), (12, 5))]
-    with_failures = base + [result("c", (17, 0), None, failure="timeout"),
-                            result("d", (0, 17), None, failure="invalid_json")]
+    with_failures = [
+        *base,
+        result("c", (17, 0), None, failure="timeout"),
+        result("d", (0, 17), None, failure="invalid_json"),
+    ]
     a, b = summarize(base), summarize(with_failures)
     assert b.failed == {"timeout": 1, "invalid_json": 1}
     assert (b.cases, b.verdicts) == (4, 2)
@@ -189,8 +263,7 @@ def test_swapped_twins_count_only_in_swap_fields() -> None:
     # a twin's verdict agrees with the truth of the original only by accident; it must not
     # raise or lower accuracy, even when a driver hands it over as a case of its own
     plain = summarize([result("a", (14, 3), (12, 5))])
-    paired = summarize([result("a", (14, 3), (12, 5), swapped=(12, 5)),
-                        result("a:swap", (3, 14), (12, 5))])
+    paired = summarize([result("a", (14, 3), (12, 5), swapped=(12, 5)), result("a:swap", (3, 14), (12, 5))])
     assert paired.cases == 1 and paired.accuracy == plain.accuracy == 1.0
     assert paired.tokens_per_case == plain.tokens_per_case
     assert (paired.swap_pairs, paired.swap_consistency, paired.swap_vote_mae) == (1, 0.0, 7.0)  # |5 - 12|
@@ -218,7 +291,9 @@ def test_agrees_with_scikit_learn(seed: int) -> None:
     assert weighted_f1(y_true, y_pred) == pytest.approx(f1_score(y_true, y_pred, average="weighted", zero_division=0))
     assert macro_f1(y_true, y_pred) == pytest.approx(f1_score(y_true, y_pred, average="macro", zero_division=0))
     labels = sorted(set(y_true))
-    sk_recall = dict(zip(labels, recall_score(y_true, y_pred, labels=labels, average=None, zero_division=0)))
+    sk_recall = dict(
+        zip(labels, recall_score(y_true, y_pred, labels=labels, average=None, zero_division=0), strict=True)
+    )
     ours = recall_by_side(y_true, y_pred)
     for side in ("buyer", "seller"):
         assert ours[side] == (pytest.approx(sk_recall[side]) if side in sk_recall else None)
@@ -229,7 +304,9 @@ def test_agrees_with_scikit_learn(seed: int) -> None:
     assert errors.mae == pytest.approx(mean_absolute_error(truth, scaled))
     assert errors.rmse == pytest.approx(math.sqrt(mean_squared_error(truth, scaled)))
 
-    s = summarize([result(f"c{i}", (17 - t, t), (jury - p, p)) for i, (t, p) in enumerate(zip(truth, pred))])
+    s = summarize(
+        [result(f"c{i}", (17 - t, t), (jury - p, p)) for i, (t, p) in enumerate(zip(truth, pred, strict=False))]
+    )
     assert s.accuracy == pytest.approx(accuracy_score(y_true, y_pred))
     assert s.macro_f1 == pytest.approx(f1_score(y_true, y_pred, average="macro", zero_division=0))
 
@@ -249,14 +326,27 @@ def test_agrees_with_scikit_learn(seed: int) -> None:
 def test_risk_coverage_by_hand():
     from cyberjurors.evaluation.scores import risk_coverage
 
-    results = [result("r1", (14, 3), (16, 1)), result("r2", (10, 7), (8, 9)), result("r3", (5, 12), (6, 11)),
-               result("r4", (2, 15), (10, 7)), result("r5", (12, 5), (13, 4)), result("r6", (17, 0), None,
-                                                                                    failure="timeout")]
-    results[4] = results[4].model_copy(update={"verdict": results[4].verdict.model_copy(update={
-        "escalated": True, "escalation_reasons": ["injection"]})})
+    results = [
+        result("r1", (14, 3), (16, 1)),
+        result("r2", (10, 7), (8, 9)),
+        result("r3", (5, 12), (6, 11)),
+        result("r4", (2, 15), (10, 7)),
+        result("r5", (12, 5), (13, 4)),
+        result("r6", (17, 0), None, failure="timeout"),
+    ]
+    results[4] = results[4].model_copy(
+        update={
+            "verdict": results[4].verdict.model_copy(update={"escalated": True, "escalation_reasons": ["injection"]})
+        }
+    )
     # a verdict's own narrow_margin flag is the run's threshold: the table applies its own instead
-    results[1] = results[1].model_copy(update={"verdict": results[1].verdict.model_copy(update={
-        "escalated": True, "escalation_reasons": ["narrow_margin"]})})
+    results[1] = results[1].model_copy(
+        update={
+            "verdict": results[1].verdict.model_copy(
+                update={"escalated": True, "escalation_reasons": ["narrow_margin"]}
+            )
+        }
+    )
     rc = risk_coverage(results)
     table = {p.margin_below: (p.escalated_share, p.auto_decided, p.accuracy, p.vote_mae) for p in rc.points}
     assert list(table) == [None, 0, 3, 5, 7, 9, 11, 13, 15, 17]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -25,12 +25,17 @@ from .test_eval_metrics import result, worked_example
 
 def report(name: str, backend: str = "anthropic", results=None, **over) -> EvalReport:
     return EvalReport(
-        name=name, description=f"{name} configuration", backend=backend, models=["claude-x"],
+        name=name,
+        description=f"{name} configuration",
+        backend=backend,
+        models=["claude-x"],
         dataset=DatasetInfo(source="data/test.jsonl", sha256="ab" * 32, cases=6),
         settings={"jurors": 17, "rounds": 3, "delta": 0.8, "stage_ii": name != "CoT"},
-        started_at=datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc),
-        finished_at=datetime(2026, 5, 1, 12, 5, tzinfo=timezone.utc), wall_s=300.0,
-        summary=summarize(worked_example() if results is None else results), **over,
+        started_at=datetime(2026, 5, 1, 12, 0, tzinfo=UTC),
+        finished_at=datetime(2026, 5, 1, 12, 5, tzinfo=UTC),
+        wall_s=300.0,
+        summary=summarize(worked_example() if results is None else results),
+        **over,
     )
 
 
@@ -143,8 +148,10 @@ def test_the_risk_coverage_table_is_in_the_terminal_and_markdown_reports() -> No
     assert "| margin &lt; 3 | 20.0% | 4 | 75.0% | 3.75 |" in section  # 9:8 (wrong, error 7) escalated
     assert "| margin &lt; 7 | 40.0% | 3 | 100.0% | 3.67 |" in section  # 6:11 (wrong) and 9:8 escalated
     assert "| margin &lt; 9 | 60.0% | 2 | 100.0% | 4.50 |" in section
-    assert ("For 95.0% accuracy on what is decided automatically, the most cases stay automatic at margin < 7 "
-            "(60.0% of them)") in md
+    assert (
+        "For 95.0% accuracy on what is decided automatically, the most cases stay automatic at margin < 7 "
+        "(60.0% of them)"
+    ) in md
     shown = text(render(report("CyberJurors")))
     assert "Risk–coverage" in shown and "margin < 17" in shown and "other reasons only" in shown
 
@@ -153,10 +160,22 @@ def test_batch_and_streaming_cost_side_by_side(tmp_path: Path) -> None:
     from cyberjurors.evaluation.report import BatchRun
 
     streamed = report("+Jury")
-    batch = report("+Jury (batch)", mode="batch",
-                    batch=BatchRun(executor="message-batches", waves=15, batches=17, requests=900, retried=12,
-                                   resumed=0, collected=0, cost_per_case_standard_usd=0.2,
-                                   streaming_cost_per_case_usd=0.25, streaming_verdicts=6))
+    batch = report(
+        "+Jury (batch)",
+        mode="batch",
+        batch=BatchRun(
+            executor="message-batches",
+            waves=15,
+            batches=17,
+            requests=900,
+            retried=12,
+            resumed=0,
+            collected=0,
+            cost_per_case_standard_usd=0.2,
+            streaming_cost_per_case_usd=0.25,
+            streaming_verdicts=6,
+        ),
+    )
     batch.summary.cost_per_case_usd = 0.1
     alone = report("IV-CoT (batch)", mode="batch", batch=BatchRun(executor="in-process", waves=9))
     shown = text(render_ladder([streamed, batch, alone]))
@@ -185,8 +204,10 @@ def with_jury(r, votes: dict[str, str]):  # type: ignore[no-untyped-def]
 def test_the_jury_balance_shows_a_tilted_persona() -> None:
     # the worked example's verdicts: real winners buyer, buyer, seller, seller, buyer; ours buyer, seller,
     # seller, buyer, buyer. Tilda always votes seller, Bo as the real jury, Cy as the verdict.
-    results = [with_jury(r, {"Tilda": "seller", "Bo": r.truth.winner, "Cy": r.verdict.winner}) if r.verdict else r
-               for r in worked_example()]
+    results = [
+        with_jury(r, {"Tilda": "seller", "Bo": r.truth.winner, "Cy": r.verdict.winner}) if r.verdict else r
+        for r in worked_example()
+    ]
     rep = report("CyberJurors", backend="offline", results=results)
     tilda, bo = rep.summary.by_persona["Tilda"], rep.summary.by_persona["Bo"]
     assert (tilda.ballots, tilda.seller_share, tilda.real_seller_share) == (5, 1.0, 0.4)

@@ -12,25 +12,49 @@ from .conftest import EXAMPLES
 
 
 def case(**over) -> DisputeCase:
-    return DisputeCase.model_validate({
-        "case_id": "c-1",
-        "metadata": {"category": "clothing", "product": "Seller's own-brand buyer jacket", "order_amount": "59.00",
-                     "currency": "EUR", "ordered_at": "2026-01-01T00:00:00Z",
-                     "dispute_reason": "Buyer says the seller shipped a torn jacket",
-                     "requested_remedy": "Refund to the buyer; the seller's courier collects it"},
-        "rounds": [
-            {"party": "buyer", "round": 1, "items": [
-                {"id": "b1-1", "kind": "text", "text": "As the buyer I expected the seller to check it."},
-                {"id": "b1-2", "kind": "image", "text": "The sellers' label, torn; BUYER PROTECTION applies",
-                 "media": {"media_type": "image/jpeg", "path": "media/jacket.jpg"}},
-            ]},
-            {"party": "seller", "round": 1, "items": [
-                {"id": "s1-1", "kind": "text", "text": "Buyers often tear it themselves. The buyer's photo is blurry."},
-                {"id": "note", "kind": "text", "text": "Seller-side note, no party prefix in this id."},
-            ]},
-        ],
-        "ground_truth": {"buyer": 12, "seller": 5},
-    } | over)
+    return DisputeCase.model_validate(
+        {
+            "case_id": "c-1",
+            "metadata": {
+                "category": "clothing",
+                "product": "Seller's own-brand buyer jacket",
+                "order_amount": "59.00",
+                "currency": "EUR",
+                "ordered_at": "2026-01-01T00:00:00Z",
+                "dispute_reason": "Buyer says the seller shipped a torn jacket",
+                "requested_remedy": "Refund to the buyer; the seller's courier collects it",
+            },
+            "rounds": [
+                {
+                    "party": "buyer",
+                    "round": 1,
+                    "items": [
+                        {"id": "b1-1", "kind": "text", "text": "As the buyer I expected the seller to check it."},
+                        {
+                            "id": "b1-2",
+                            "kind": "image",
+                            "text": "The sellers' label, torn; BUYER PROTECTION applies",
+                            "media": {"media_type": "image/jpeg", "path": "media/jacket.jpg"},
+                        },
+                    ],
+                },
+                {
+                    "party": "seller",
+                    "round": 1,
+                    "items": [
+                        {
+                            "id": "s1-1",
+                            "kind": "text",
+                            "text": "Buyers often tear it themselves. The buyer's photo is blurry.",
+                        },
+                        {"id": "note", "kind": "text", "text": "Seller-side note, no party prefix in this id."},
+                    ],
+                },
+            ],
+            "ground_truth": {"buyer": 12, "seller": 5},
+        }
+        | over
+    )
 
 
 def test_parties_words_and_votes_are_exchanged() -> None:

@@ -19,7 +19,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from cyberjurors.backends.anthropic import AnthropicLLM
-from cyberjurors.backends.batch import BatchStore, MessageBatches as Batches, WaveLLM
+from cyberjurors.backends.batch import BatchStore, WaveLLM
+from cyberjurors.backends.batch import MessageBatches as Batches
 from cyberjurors.backends.openai import OpenAICompatibleLLM
 from cyberjurors.config import Settings
 from cyberjurors.llm import GuardedLLM, LLMError, LLMRequest, TextPart
@@ -28,13 +29,22 @@ from cyberjurors.model_catalog import TokenPrices
 from cyberjurors.schemas import Focus, Usage
 from cyberjurors.waves import Waves
 
-from .messages_server import (MessageBatches, ScriptedServer, ThinkingModel, anthropic_error, anthropic_message,
-                              chat_completion, request_text, tokens_of)
+from .messages_server import (
+    MessageBatches,
+    ScriptedServer,
+    ThinkingModel,
+    anthropic_error,
+    anthropic_message,
+    chat_completion,
+    request_text,
+    tokens_of,
+)
 
 SONNET = "claude-sonnet-5-5"
 REASONER = "o-reasoner-test"
-PRICES = PriceTable({**Settings().llm_prices,
-                     REASONER: TokenPrices(input=1.0, output=4.0, cache_read=0.1, cache_write=1.25)})
+PRICES = PriceTable(
+    {**Settings().llm_prices, REASONER: TokenPrices(input=1.0, output=4.0, cache_read=0.1, cache_write=1.25)}
+)
 TOKEN_KINDS = ("input", "output", "thinking", "cache_read", "cache_write")
 
 
@@ -51,18 +61,30 @@ async def thinker() -> AsyncIterator[ScriptedServer]:
 
 
 def focus_request(model: str, role: str) -> LLMRequest:
-    return LLMRequest(role=role, model=model, system="Extract the focus.", shared=[], prompt=[TextPart("the case")],
-                      case_id="case-usage", max_output_tokens=2048, thinking_budget=4096)
+    return LLMRequest(
+        role=role,
+        model=model,
+        system="Extract the focus.",
+        shared=[],
+        prompt=[TextPart("the case")],
+        case_id="case-usage",
+        max_output_tokens=2048,
+        thinking_budget=4096,
+    )
 
 
 def anthropic(url: str) -> AnthropicLLM:
-    return AnthropicLLM.from_settings(Settings(llm_backend="anthropic", anthropic_api_key="sk-ant-test",
-                                               anthropic_base_url=url, llm_max_retries=0))
+    return AnthropicLLM.from_settings(
+        Settings(llm_backend="anthropic", anthropic_api_key="sk-ant-test", anthropic_base_url=url, llm_max_retries=0)
+    )
 
 
 def openai(url: str) -> OpenAICompatibleLLM:
-    return OpenAICompatibleLLM.from_settings(Settings(llm_backend="openai", openai_base_url=f"{url}/v1",
-                                                      llm_max_retries=0, openai_reasoning_models=[REASONER]))
+    return OpenAICompatibleLLM.from_settings(
+        Settings(
+            llm_backend="openai", openai_base_url=f"{url}/v1", llm_max_retries=0, openai_reasoning_models=[REASONER]
+        )
+    )
 
 
 class Counters:
@@ -91,9 +113,15 @@ class Counters:
 
 def expected(counters: Counters, usage: Usage, cost: float) -> dict[str, float]:
     thinking = usage.thinking_tokens
-    return {"tokens:input": usage.input_tokens, "tokens:output": usage.output_tokens - thinking,
-            "tokens:thinking": thinking, "tokens:cache_read": usage.cache_read_tokens,
-            "tokens:cache_write": usage.cache_write_tokens, "cost": pytest.approx(cost), "calls": 1}
+    return {
+        "tokens:input": usage.input_tokens,
+        "tokens:output": usage.output_tokens - thinking,
+        "tokens:thinking": thinking,
+        "tokens:cache_read": usage.cache_read_tokens,
+        "tokens:cache_write": usage.cache_write_tokens,
+        "cost": pytest.approx(cost),
+        "calls": 1,
+    }
 
 
 def rows(log: Path) -> list[dict[str, Any]]:
@@ -108,8 +136,9 @@ def assert_billed_row(row: dict[str, Any], error: str, usage: Usage, cost: float
     assert "latency_s" in row and "calls" not in row
 
 
-async def test_a_reply_cut_while_thinking_is_billed_in_the_metrics_and_the_call_log(thinker: ScriptedServer,
-                                                                                   tmp_path: Path) -> None:
+async def test_a_reply_cut_while_thinking_is_billed_in_the_metrics_and_the_call_log(
+    thinker: ScriptedServer, tmp_path: Path
+) -> None:
     backend = anthropic(thinker.url)
     llm = GuardedLLM(backend, call_log=tmp_path / "calls.jsonl", prices=PRICES)
     counters = Counters("anthropic", SONNET, "focus")
@@ -134,11 +163,15 @@ async def test_a_reply_cut_while_thinking_is_billed_in_the_metrics_and_the_call_
     assert failed.value.usage.calls == 1
 
 
-async def test_an_answer_that_is_not_json_is_billed_and_an_error_status_is_not(server: ScriptedServer,
-                                                                               tmp_path: Path) -> None:
-    server.reply(anthropic_message("{not json", model=SONNET, input_tokens=120, output_tokens=85,
-                                   cache_read=1000, cache_write=500),
-                 anthropic_error(500, "api_error", "Internal server error"))
+async def test_an_answer_that_is_not_json_is_billed_and_an_error_status_is_not(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.reply(
+        anthropic_message(
+            "{not json", model=SONNET, input_tokens=120, output_tokens=85, cache_read=1000, cache_write=500
+        ),
+        anthropic_error(500, "api_error", "Internal server error"),
+    )
     backend = anthropic(server.url)
     llm = GuardedLLM(backend, call_log=tmp_path / "calls.jsonl", prices=PRICES)
     counters = Counters("anthropic", SONNET, "select")
@@ -186,8 +219,11 @@ async def test_an_openai_reasoning_reply_cut_at_the_limit_is_billed(thinker: Scr
 
 
 async def test_an_openai_answer_that_is_not_json_is_billed(server: ScriptedServer, tmp_path: Path) -> None:
-    server.reply(chat_completion("{not json", model=REASONER, prompt_tokens=300, completion_tokens=60,
-                                 cached_tokens=100, reasoning_tokens=20))
+    server.reply(
+        chat_completion(
+            "{not json", model=REASONER, prompt_tokens=300, completion_tokens=60, cached_tokens=100, reasoning_tokens=20
+        )
+    )
     backend = openai(server.url)
     llm = GuardedLLM(backend, call_log=tmp_path / "calls.jsonl", prices=PRICES)
     counters = Counters("openai", REASONER, "select")
@@ -207,8 +243,11 @@ async def test_an_openai_answer_that_is_not_json_is_billed(server: ScriptedServe
 
 
 async def test_a_refusal_on_openai_is_billed(server: ScriptedServer, tmp_path: Path) -> None:
-    server.reply(chat_completion(None, model=REASONER, prompt_tokens=300, completion_tokens=12,
-                                 refusal="I can't help with that."))
+    server.reply(
+        chat_completion(
+            None, model=REASONER, prompt_tokens=300, completion_tokens=12, refusal="I can't help with that."
+        )
+    )
     backend = openai(server.url)
     llm = GuardedLLM(backend, call_log=tmp_path / "calls.jsonl", prices=PRICES)
     counters = Counters("openai", REASONER, "juror")
@@ -227,8 +266,9 @@ async def test_a_refusal_on_openai_is_billed(server: ScriptedServer, tmp_path: P
     assert_billed_row(row, "refused", billed, cost)
 
 
-async def test_a_batch_entry_cut_while_thinking_is_billed_at_the_batch_price(thinker: ScriptedServer,
-                                                                            tmp_path: Path) -> None:
+async def test_a_batch_entry_cut_while_thinking_is_billed_at_the_batch_price(
+    thinker: ScriptedServer, tmp_path: Path
+) -> None:
     backend = anthropic(thinker.url)
     executor = Batches(backend, BatchStore(tmp_path / "store"), poll_s=0.01)
     waves: Waves[Any] = Waves(executor.answer)

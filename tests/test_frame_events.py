@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings as hypothesis_settings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
 from cyberjurors import frame_events
@@ -62,8 +64,11 @@ def between_picks(n: int, length: int, budgets: tuple[int, ...], seed: int) -> r
     return range(start, start + length)
 
 
-@pytest.fixture(scope="module", params=[("appliance", "banner", synth_media.RED),
-                                        ("fabric", "label", synth_media.RED)], ids=["banner", "label"])
+@pytest.fixture(
+    scope="module",
+    params=[("appliance", "banner", synth_media.RED), ("fabric", "label", synth_media.RED)],
+    ids=["banner", "label"],
+)
 def planted(request, tmp_path_factory) -> tuple[Path, MediaRef, synth_media.Probe, range]:
     """A 300-frame clip of the generator's long kind (shots, cutaways, pans, noise, a hand) whose
     clue lasts 3 frames and falls between the uniform picks of every budget tested."""
@@ -71,8 +76,9 @@ def planted(request, tmp_path_factory) -> tuple[Path, MediaRef, synth_media.Prob
     visual = synth_media.Visual(scene=scene, mark=mark, label="E4 FAULT", colour=colour, title="Brio", seed=4242)
     clue = between_picks(N, CLUE, BUDGETS, seed=len(scene))
     root = tmp_path_factory.mktemp(scene)
-    data = synth_media.encode_clip(synth_media.shot_clip_frames(visual, N, FPS, clue, "2026-03-02 10:00"), FPS,
-                                   gop=2 * FPS)
+    data = synth_media.encode_clip(
+        synth_media.shot_clip_frames(visual, N, FPS, clue, "2026-03-02 10:00"), FPS, gop=2 * FPS
+    )
     decoded = synth_media.decode_clip(data)
     probe = synth_media.clip_probe(visual)
     assert [i for i, f in enumerate(decoded) if probe.sees(f)] == list(clue)  # the clue is where it was put
@@ -119,8 +125,9 @@ async def test_the_setting_reaches_the_perceiver_and_the_jurors_passive_read(pla
 BITS, CELL = 9, 12
 
 
-def numbered_clip(frames: int = 240, flash: range = range(0), cuts: tuple[int, ...] = (60, 150),
-                  gop: int = 24, fps: int = 12) -> bytes:
+def numbered_clip(
+    frames: int = 240, flash: range = range(0), cuts: tuple[int, ...] = (60, 150), gop: int = 24, fps: int = 12
+) -> bytes:
     """160 x 120, frame i showing i in binary (BITS cells along the bottom edge), a new
     background at each cut, a square drifting across and a bright patch in the ``flash`` frames."""
     backgrounds = [(60, 90, 130), (150, 120, 80), (70, 130, 80), (120, 60, 110)]
@@ -144,7 +151,7 @@ def numbered_clip(frames: int = 240, flash: range = range(0), cuts: tuple[int, .
 def number_of(jpeg: bytes) -> int:
     with Image.open(io.BytesIO(jpeg)) as image:
         pixels = np.asarray(image.convert("L"), dtype=np.float32)
-    cells = [pixels[120 - CELL + 3:120 - 3, bit * CELL + 3:bit * CELL + CELL - 3].mean() for bit in range(BITS)]
+    cells = [pixels[120 - CELL + 3 : 120 - 3, bit * CELL + 3 : bit * CELL + CELL - 3].mean() for bit in range(BITS)]
     assert all(c < 60 or c > 190 for c in cells), cells  # every cell clearly black or white
     return sum(1 << bit for bit, c in enumerate(cells) if c > 128)
 
@@ -234,10 +241,12 @@ async def test_event_passes_run_inside_the_bounded_decode_pool(numbered, monkeyp
 async def test_a_clip_without_events_is_sampled_exactly_as_uniformly(tmp_path):
     """A still scene under sensor noise: the event budget goes back to the skeleton."""
     rng = np.random.default_rng(5)
-    scene = np.asarray(synth_media.compose(synth_media.Visual(scene="document", seed=3))[0].resize((160, 120)),
-                       dtype=np.int16)
-    frames = (Image.fromarray((scene + rng.normal(0, 3, scene.shape)).clip(0, 255).astype(np.uint8))
-              for _ in range(150))
+    scene = np.asarray(
+        synth_media.compose(synth_media.Visual(scene="document", seed=3))[0].resize((160, 120)), dtype=np.int16
+    )
+    frames = (
+        Image.fromarray((scene + rng.normal(0, 3, scene.shape)).clip(0, 255).astype(np.uint8)) for _ in range(150)
+    )
     ref = video(tmp_path / "still.mp4", synth_media.encode_clip(frames, FPS, gop=30))
     uniform = await sample_frames(ref, settings_for(tmp_path), 10)
     events = await sample_frames(ref, settings_for(tmp_path, frame_sampling="events"), 10)
@@ -265,8 +274,12 @@ def test_a_flash_is_one_look_between_two_spikes_and_a_passing_hand_one_burst():
 
 
 @hypothesis_settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 3000), wanted=st.integers(1, 64), share=st.floats(0, 1),
-       raw=st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 400), st.floats(0, 100)), max_size=40))
+@given(
+    n=st.integers(1, 3000),
+    wanted=st.integers(1, 64),
+    share=st.floats(0, 1),
+    raw=st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 400), st.floats(0, 100)), max_size=40),
+)
 def test_choose_spends_exactly_the_budget_on_distinct_frames_of_the_clip(n, wanted, share, raw):
     found = [frame_events.Event(s, s + min(d // 2, 6), range(s, s + d), score) for s, d, score in raw if s < n]
     picks = frame_events.choose(n, wanted, found, share)

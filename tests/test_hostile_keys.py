@@ -38,7 +38,11 @@ async def test_an_event_whose_key_is_not_utf8_is_dead_lettered_and_the_worker_go
     first, bad_key_letter, other = [DeadLetter.model_validate_json(v) for _, v in letters]
     assert (first.stage, first.reason, first.key) == ("ingest", "missing_case_id", "\ufffd\ufffd")
     assert base64.b64decode(first.original_base64) == bad_value
-    assert (bad_key_letter.reason, bad_key_letter.key, bad_key_letter.replayable) == ("key_mismatch", "\ufffd\ufffd", False)
+    assert (bad_key_letter.reason, bad_key_letter.key, bad_key_letter.replayable) == (
+        "key_mismatch",
+        "\ufffd\ufffd",
+        False,
+    )
     assert (other.reason, other.key) == ("key_mismatch", "another-key")
     assert 'the Kafka key "another-key" is not the case_id "valid-other-key"' in other.detail
     assert [k for k, _ in verdicts] == ["after-bad-key"]

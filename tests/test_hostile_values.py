@@ -24,12 +24,18 @@ pytestmark = pytest.mark.integration
 async def test_tombstones_times_out_of_range_and_a_fifo_end_in_letters_or_notes(settings, tmp_path):
     settings = settings.model_copy(update={"media_root": tmp_path, "jurors": 5, "rounds": 1})
     os.mkfifo(tmp_path / "pipe.png")
-    year_one = b'{"type": "outcome", "case_id": "old", "votes": {"buyer": 9, "seller": 8}, ' \
-               b'"decided_at": "0001-01-01T00:00:00+01:00"}'
-    sends = [("disputes.events", b"gone-event", None), ("disputes.outcomes", b"gone-outcome", None),
-             ("disputes.appeals", b"gone-appeal", None), ("disputes.outcomes", b"old", year_one),
-             ("disputes.events", b"fifo", whole(case("fifo", [image("b1", media_type="image/png", path="pipe.png")]))),
-             ("disputes.events", b"after", whole(case("after")))]
+    year_one = (
+        b'{"type": "outcome", "case_id": "old", "votes": {"buyer": 9, "seller": 8}, '
+        b'"decided_at": "0001-01-01T00:00:00+01:00"}'
+    )
+    sends = [
+        ("disputes.events", b"gone-event", None),
+        ("disputes.outcomes", b"gone-outcome", None),
+        ("disputes.appeals", b"gone-appeal", None),
+        ("disputes.outcomes", b"old", year_one),
+        ("disputes.events", b"fifo", whole(case("fifo", [image("b1", media_type="image/png", path="pipe.png")]))),
+        ("disputes.events", b"after", whole(case("after"))),
+    ]
     producer = AIOKafkaProducer(**client_options(settings))
     try:
         async with worker_process(settings, tmp_path / "worker.log") as worker:
@@ -43,8 +49,11 @@ async def test_tombstones_times_out_of_range_and_a_fifo_end_in_letters_or_notes(
         await producer.stop()
     got = {key: DeadLetter.model_validate_json(value) for key, value in letters}
     assert {k: (d.stage, d.reason, d.replayable) for k, d in got.items()} == {
-        "gone-event": ("ingest", "invalid_json", False), "gone-outcome": ("outcomes", "invalid_outcome", False),
-        "gone-appeal": ("appeal", "invalid_appeal", False), "old": ("outcomes", "case_expired", False)}
+        "gone-event": ("ingest", "invalid_json", False),
+        "gone-outcome": ("outcomes", "invalid_outcome", False),
+        "gone-appeal": ("appeal", "invalid_appeal", False),
+        "old": ("outcomes", "case_expired", False),
+    }
     assert all("no value (a Kafka tombstone)" in got[k].detail for k in ("gone-event", "gone-outcome", "gone-appeal"))
     assert "decided at 0001-01-01T00:00+01:00" in got["old"].detail
     judged = {key: Verdict.model_validate_json(value) for key, value in verdicts}

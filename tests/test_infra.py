@@ -32,32 +32,32 @@ PROVISIONED_DASHBOARDS = INFRA / "grafana" / "provisioning" / "dashboards" / "da
 
 # name -> type, as cyberjurors/metrics.py defines them (counters carry their _total here)
 METRICS: dict[str, str] = {
-    "cyberjurors_case_latency_seconds": "histogram",          # {category}
-    "cyberjurors_stage_latency_seconds": "histogram",         # {stage: focus|clues|round|verdict}
-    "cyberjurors_llm_calls_total": "counter",                 # {backend, model, role}
-    "cyberjurors_llm_errors_total": "counter",                # {backend, model, role, kind}
-    "cyberjurors_llm_latency_seconds": "histogram",           # {backend, model, role}
-    "cyberjurors_llm_retries_total": "counter",               # {backend, model}
-    "cyberjurors_llm_tokens_total": "counter",                # {backend, model, role, kind}
-    "cyberjurors_llm_cost_usd_total": "counter",              # {backend, model, role}
+    "cyberjurors_case_latency_seconds": "histogram",  # {category}
+    "cyberjurors_stage_latency_seconds": "histogram",  # {stage: focus|clues|round|verdict}
+    "cyberjurors_llm_calls_total": "counter",  # {backend, model, role}
+    "cyberjurors_llm_errors_total": "counter",  # {backend, model, role, kind}
+    "cyberjurors_llm_latency_seconds": "histogram",  # {backend, model, role}
+    "cyberjurors_llm_retries_total": "counter",  # {backend, model}
+    "cyberjurors_llm_tokens_total": "counter",  # {backend, model, role, kind}
+    "cyberjurors_llm_cost_usd_total": "counter",  # {backend, model, role}
     "cyberjurors_cases_in_flight": "gauge",
-    "cyberjurors_verdicts_total": "counter",                  # {winner, category}
+    "cyberjurors_verdicts_total": "counter",  # {winner, category}
     "cyberjurors_vote_margin": "histogram",
     "cyberjurors_rounds_used": "histogram",
     "cyberjurors_early_stops_total": "counter",
-    "cyberjurors_dead_letters_total": "counter",              # {stage, reason}
+    "cyberjurors_dead_letters_total": "counter",  # {stage, reason}
     "cyberjurors_precedent_retrieval_seconds": "histogram",
-    "cyberjurors_precedent_fallbacks_total": "counter",       # {reason}
-    "cyberjurors_precedent_cold_starts_total": "counter",     # {category}
+    "cyberjurors_precedent_fallbacks_total": "counter",  # {reason}
+    "cyberjurors_precedent_cold_starts_total": "counter",  # {category}
     "cyberjurors_seller_win_share_reference": "gauge",
-    "cyberjurors_outcomes_total": "counter",                  # {agreement: agree|disagree, real_winner, category}
-    "cyberjurors_outcome_vote_error": "histogram",            # {category}
-    "cyberjurors_consumer_lag": "gauge",                      # {group, topic, partition}: the whole group's, per worker
-    "cyberjurors_escalations_total": "counter",               # {reason, tier: first|appeal}
-    "cyberjurors_escalated_verdicts_total": "counter",        # {tier}
-    "cyberjurors_appeals_total": "counter",                   # {appellant: buyer|seller}
-    "cyberjurors_appeal_verdicts_total": "counter",           # {result: reversed|upheld}
-    "cyberjurors_human_decisions_total": "counter",           # {agreement: agree|disagree}
+    "cyberjurors_outcomes_total": "counter",  # {agreement: agree|disagree, real_winner, category}
+    "cyberjurors_outcome_vote_error": "histogram",  # {category}
+    "cyberjurors_consumer_lag": "gauge",  # {group, topic, partition}: the whole group's, per worker
+    "cyberjurors_escalations_total": "counter",  # {reason, tier: first|appeal}
+    "cyberjurors_escalated_verdicts_total": "counter",  # {tier}
+    "cyberjurors_appeals_total": "counter",  # {appellant: buyer|seller}
+    "cyberjurors_appeal_verdicts_total": "counter",  # {result: reversed|upheld}
+    "cyberjurors_human_decisions_total": "counter",  # {agreement: agree|disagree}
 }
 HISTOGRAM_SERIES = ("_bucket", "_sum", "_count")
 
@@ -87,8 +87,23 @@ _MATCHERS = re.compile(r"\{[^{}]*\}")
 _RANGES = re.compile(r"\[[^\]]*\]")
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
 _IDENT = re.compile(r"(?<![\w:$.])([A-Za-z_:][A-Za-z0-9_:]*)(\s*\()?")
-_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
-             "offset", "inf", "nan", "Inf", "NaN"}
+_KEYWORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+    "inf",
+    "nan",
+    "Inf",
+    "NaN",
+}
 _LABEL_VALUES = re.compile(r"^\s*label_values\(\s*(?P<selector>.+?)\s*,\s*(?P<label>\w+)\s*\)\s*$")
 
 
@@ -310,8 +325,10 @@ def test_urls_between_services_point_at_ports_they_listen_on(services: dict) -> 
     check(datasource["url"], "Grafana data source")
     kafka = env(services["kafka"])
     listeners = {urlparse(x.replace("://", "://h")).port for x in kafka["KAFKA_LISTENERS"].split(",")}
-    assert 9092 in listeners and {int(p.rsplit(":", 1)[1]) for p in kafka["KAFKA_CONTROLLER_QUORUM_VOTERS"]
-                                  .split(",")} <= listeners
+    assert (
+        9092 in listeners
+        and {int(p.rsplit(":", 1)[1]) for p in kafka["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")} <= listeners
+    )
 
 
 def test_kafka_is_a_kraft_combined_node(services: dict) -> None:
@@ -344,8 +361,11 @@ def test_dockerfile(services: dict) -> None:
     user = re.findall(r"^USER (\S+)", text, re.M)
     assert user and user[-1] not in ("root", "0")
     assert re.search(r'^ENTRYPOINT \["cyberjurors"\]', text, re.M)
-    ignored = {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")}
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     assert {".git", ".venv", "data"} <= ignored
     copied = {src for line in re.findall(r"^COPY (.+)$", text, re.M) for src in line.split()[:-1]}
     for needed in ("cyberjurors", "examples", "pyproject.toml", "README.md"):  # the package, its media, its metadata
@@ -382,10 +402,12 @@ def test_prometheus_scrapes_ports_the_services_listen_on(prometheus_config: dict
     assert all(a.endswith(":9090") for a in listen)
 
 
-def test_prometheus_config_and_rules_are_mounted_where_the_config_expects_them(prometheus_config: dict,
-                                                                               services: dict) -> None:
-    mounted = {target: (ROOT / source).resolve() for source, target in mounts(services["prometheus"])
-               if source.startswith(".")}
+def test_prometheus_config_and_rules_are_mounted_where_the_config_expects_them(
+    prometheus_config: dict, services: dict
+) -> None:
+    mounted = {
+        target: (ROOT / source).resolve() for source, target in mounts(services["prometheus"]) if source.startswith(".")
+    }
     config_args = [a.split("=", 1)[1] for a in services["prometheus"]["command"] if a.startswith("--config.file=")]
     assert config_args and mounted[config_args[0]] == INFRA / "prometheus.yml"
     config_dir = Path(config_args[0]).parent
@@ -399,8 +421,14 @@ def test_prometheus_config_and_rules_are_mounted_where_the_config_expects_them(p
 def test_alert_rules_are_complete() -> None:
     rules = alert_rules()
     names = {r["alert"] for r in rules}
-    assert names == {"CyberJurorsCaseLatencyHigh", "CyberJurorsLLMErrorRateHigh", "CyberJurorsDeadLettersGrowing",
-                     "CyberJurorsSellerWinShareDrift", "CyberJurorsOutcomeAccuracyLow", "CyberJurorsConsumerLagHigh"}
+    assert names == {
+        "CyberJurorsCaseLatencyHigh",
+        "CyberJurorsLLMErrorRateHigh",
+        "CyberJurorsDeadLettersGrowing",
+        "CyberJurorsSellerWinShareDrift",
+        "CyberJurorsOutcomeAccuracyLow",
+        "CyberJurorsConsumerLagHigh",
+    }
     for rule in rules:
         assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["alert"]
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
@@ -410,8 +438,10 @@ def test_alert_rules_are_complete() -> None:
 
 
 # level:metric:operations; levels are "cyberjurors" (the fleet) and "cyberjurors_<label>"
-RECORD_NAME = re.compile(r"cyberjurors(?:_(?P<by>[a-z_]+))?:[a-z_]+:(?:ratio_rate|mean|increase)(?:1h|1d)|"
-                         r"cyberjurors:[a-z_]+:max")
+RECORD_NAME = re.compile(
+    r"cyberjurors(?:_(?P<by>[a-z_]+))?:[a-z_]+:(?:ratio_rate|mean|increase)(?:1h|1d)|"
+    r"cyberjurors:[a-z_]+:max"
+)
 
 
 def grouping(expr: str) -> set[frozenset[str]]:
@@ -442,8 +472,12 @@ def test_recording_rules_follow_the_conventions() -> None:
 def test_every_recording_rule_has_a_unit_test_from_two_workers_one_restarting() -> None:
     tests = yaml.safe_load((INFRA / "recording.test.yml").read_text())
     assert tests["rule_files"] == ["recording.yml"]
-    checked = {name for case in tests["tests"] for check in case.get("promql_expr_test", [])
-               for name in metric_names(check["expr"])}
+    checked = {
+        name
+        for case in tests["tests"]
+        for check in case.get("promql_expr_test", [])
+        for name in metric_names(check["expr"])
+    }
     assert checked >= RECORDED, f"never checked: {RECORDED - checked}"
     first = tests["tests"][0]["input_series"]
     instances = {re.search(r'instance="([^"]+)"', s["series"]).group(1) for s in first}
@@ -472,8 +506,10 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not installed: `make test` installs Debian's prometheus package "
-                             "(apt-get install prometheus, as root)")
+    PROMTOOL is None,
+    reason="promtool not installed: `make test` installs Debian's prometheus package "
+    "(apt-get install prometheus, as root)",
+)
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess:
@@ -529,8 +565,12 @@ PANEL_TYPES = {"timeseries", "stat", "gauge", "bargauge"}
 def test_there_are_four_dashboards_with_unique_uids() -> None:
     files = dashboard_files()
     titles = {load_dashboard(f)["title"] for f in files}
-    assert titles == {"CyberJurors / Overview", "CyberJurors / Latency and stages", "CyberJurors / Tokens and cost",
-                      "CyberJurors / Verdicts, fairness and drift"}
+    assert titles == {
+        "CyberJurors / Overview",
+        "CyberJurors / Latency and stages",
+        "CyberJurors / Tokens and cost",
+        "CyberJurors / Verdicts, fairness and drift",
+    }
     uids = [load_dashboard(f)["uid"] for f in files]
     assert len(set(uids)) == len(uids)
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,40}", uid) for uid in uids), "Grafana uids: 40 chars at most"
@@ -545,8 +585,18 @@ def test_dashboard_follows_grafanas_dashboard_model(path: Path) -> None:
     uid = yaml.safe_load(PROVISIONED_DATASOURCE.read_text())["datasources"][0]["uid"]
     assert d["schemaVersion"] >= 39
     assert d["id"] is None, "a provisioned dashboard must not carry a database id"
-    for key, kind in {"title": str, "uid": str, "panels": list, "templating": dict, "time": dict,
-                      "annotations": dict, "tags": list, "editable": bool, "refresh": str, "version": int}.items():
+    for key, kind in {
+        "title": str,
+        "uid": str,
+        "panels": list,
+        "templating": dict,
+        "time": dict,
+        "annotations": dict,
+        "tags": list,
+        "editable": bool,
+        "refresh": str,
+        "version": int,
+    }.items():
         assert isinstance(d[key], kind), key
     variables = {v["name"]: v for v in d["templating"]["list"]}
     ds = variables["datasource"]
@@ -558,7 +608,7 @@ def test_dashboard_follows_grafanas_dashboard_model(path: Path) -> None:
         ids.add(panel["id"])
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         g = panel["gridPos"]
-        assert g["w"] > 0 and g["h"] > 0 and 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["y"] >= 0, panel["title"]
+        assert g["w"] > 0 and g["h"] > 0 and g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["y"] >= 0, panel["title"]
         for x in range(g["x"], g["x"] + g["w"]):
             for y in range(g["y"], g["y"] + g["h"]):
                 assert (x, y) not in cells, f"{panel['title']} overlaps another panel"
@@ -583,8 +633,9 @@ def test_dashboard_json_is_what_the_generator_writes() -> None:
     rendered = make_dashboards.render()
     assert sorted(rendered) == [p.name for p in dashboard_files()]
     for name, text in rendered.items():
-        assert (DASHBOARDS / name).read_text(encoding="utf-8") == text, \
+        assert (DASHBOARDS / name).read_text(encoding="utf-8") == text, (
             f"{name} is stale: run python dashboards/make_dashboards.py"
+        )
     assert make_dashboards.render() == rendered, "the generator is not deterministic"
 
 
@@ -605,10 +656,11 @@ def grafana_round_trip_losses(source: dict) -> list[str]:
 
     def diff(a: object, b: object, at: str) -> list[str]:
         if isinstance(a, dict) and isinstance(b, dict):
-            return [f"{at}.{k}: dropped" for k in a if k not in b and a[k] is not None] + \
-                [x for k in a if k in b for x in diff(a[k], b[k], f"{at}.{k}")]
+            return [f"{at}.{k}: dropped" for k in a if k not in b and a[k] is not None] + [
+                x for k in a if k in b for x in diff(a[k], b[k], f"{at}.{k}")
+            ]
         if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-            return [x for n, (p, q) in enumerate(zip(a, b)) for x in diff(p, q, f"{at}[{n}]")]
+            return [x for n, (p, q) in enumerate(zip(a, b, strict=True)) for x in diff(p, q, f"{at}[{n}]")]
         return [] if a == b else [f"{at}: {a!r} read back as {b!r}"]
 
     return diff(source, back, "")
@@ -639,19 +691,25 @@ def test_a_dashboard_naming_a_missing_metric_fails() -> None:
     target["expr"] = target["expr"].replace("cyberjurors_", "cyberjurors_missing_", 1)
     assert dashboard_problems(dashboard)
     # hidden behind `or vector(0)`, or a bare histogram name, or another exporter's metric: still caught
-    for expr in ("sum(rate(cyberjurors_verdict_total[5m])) or vector(0)",
-                 "histogram_quantile(0.9, sum by (le) (rate(cyberjurors_case_latency_seconds[5m])))",
-                 "up == 0", "cyberjurors_llm_calls_total_bucket"):
+    for expr in (
+        "sum(rate(cyberjurors_verdict_total[5m])) or vector(0)",
+        "histogram_quantile(0.9, sum by (le) (rate(cyberjurors_case_latency_seconds[5m])))",
+        "up == 0",
+        "cyberjurors_llm_calls_total_bucket",
+    ):
         target["expr"] = expr
         assert dashboard_problems(dashboard), expr
 
 
 def test_metric_name_extraction() -> None:
-    assert metric_names('sum by (le, category) (rate(cyberjurors_case_latency_seconds_bucket'
-                        '{category="food", instance=~"$instance"}[$__rate_interval]))') == \
-        {"cyberjurors_case_latency_seconds_bucket"}
-    assert metric_names("a / on (instance) group_left (x) b and c offset 5m > bool 1e3 or vector(0)") == \
-        {"a", "b", "c"}
+    assert metric_names(
+        "sum by (le, category) (rate(cyberjurors_case_latency_seconds_bucket"
+        '{category="food", instance=~"$instance"}[$__rate_interval]))'
+    ) == {"cyberjurors_case_latency_seconds_bucket"}
+    assert metric_names("a / on (instance) group_left (x) b and c offset 5m > bool 1e3 or vector(0)") == {"a", "b", "c"}
     assert metric_names('sum(x{le="+Inf", a=~"{b}"}) without (le) / scalar(sum(y))') == {"x", "y"}
-    assert metric_names("abs(m - n) > 0.15 and on (instance) sum by (instance) (increase(o[6h])) >= 30") == \
-        {"m", "n", "o"}
+    assert metric_names("abs(m - n) > 0.15 and on (instance) sum by (instance) (increase(o[6h])) >= 30") == {
+        "m",
+        "n",
+        "o",
+    }

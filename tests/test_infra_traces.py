@@ -82,8 +82,9 @@ def test_compose_runs_a_collector_and_tempo_on_pinned_images(services: dict) -> 
 def test_the_collector_config_is_complete(services: dict, collector: dict) -> None:
     assert mounted_config(services["otel-collector"], "--config=") == COLLECTOR
     assert collector_problems(collector) == []
-    assert collector["service"]["pipelines"]["traces"]["processors"][0] == "memory_limiter", \
+    assert collector["service"]["pipelines"]["traces"]["processors"][0] == "memory_limiter", (
         "the memory limiter goes first, so it sees everything"
+    )
 
 
 def test_a_collector_config_naming_a_missing_component_fails(collector: dict) -> None:
@@ -93,8 +94,9 @@ def test_a_collector_config_naming_a_missing_component_fails(collector: dict) ->
     assert len(collector_problems(broken)) == 2
 
 
-def test_workers_and_the_producer_send_spans_to_the_collectors_otlp_http_receiver(services: dict,
-                                                                                  collector: dict) -> None:
+def test_workers_and_the_producer_send_spans_to_the_collectors_otlp_http_receiver(
+    services: dict, collector: dict
+) -> None:
     receiver = host_port(collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"])
     for name in ("worker", "producer"):
         url = env(services[name])["OTEL_EXPORTER_OTLP_ENDPOINT"]
@@ -129,14 +131,17 @@ def test_tempo_keeps_its_data_in_its_volume(services: dict, tempo: dict) -> None
 
 
 def test_grafana_reads_tempo_as_a_provisioned_data_source(services: dict, tempo: dict) -> None:
-    mounted = {target: (ROOT / source).resolve() for source, target in mounts(services["grafana"])
-               if source.startswith(".")}
+    mounted = {
+        target: (ROOT / source).resolve() for source, target in mounts(services["grafana"]) if source.startswith(".")
+    }
     assert mounted["/etc/grafana/provisioning/datasources"] == TEMPO_DATASOURCE.parent
     [source] = yaml.safe_load(TEMPO_DATASOURCE.read_text())["datasources"]
     assert source["type"] == "tempo" and source["uid"]
     host, port = host_port(source["url"])
     assert host == "tempo" and port == tempo["server"]["http_listen_port"] and port in exposed_ports(services["tempo"])
-    uids = [d["uid"] for f in TEMPO_DATASOURCE.parent.glob("*.yml") for d in yaml.safe_load(f.read_text())["datasources"]]
+    uids = [
+        d["uid"] for f in TEMPO_DATASOURCE.parent.glob("*.yml") for d in yaml.safe_load(f.read_text())["datasources"]
+    ]
     assert len(uids) == len(set(uids)), "data source uids must be unique"
 
 

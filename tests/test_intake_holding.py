@@ -21,19 +21,43 @@ from cyberjurors.streams import ingest as handler
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.stage_hop import StageResults
 
-METADATA = {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-            "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn", "requested_remedy": "Refund"}
+METADATA = {
+    "category": "clothing",
+    "product": "Linen shirt",
+    "order_amount": "45.00",
+    "currency": "EUR",
+    "ordered_at": "2026-09-01T10:00:00Z",
+    "dispute_reason": "Seam torn",
+    "requested_remedy": "Refund",
+}
 
 
 def opened(case_id: str = "c-1", event_id: str = "open") -> bytes:
     return json.dumps({"type": "case_opened", "case_id": case_id, "metadata": METADATA, "event_id": event_id}).encode()
 
 
-def evidence(case_id: str = "c-1", party: str = "buyer", round_: int = 1, item: str = "b1", text: str = "Torn.",
-             event_id: str | None = None, **extra) -> bytes:
-    return json.dumps({"type": "evidence_submitted", "case_id": case_id, "event_id": event_id or f"{party}-{round_}",
-                       "evidence": {"party": party, "round": round_, "items": [
-                           {"id": item, "kind": "text", "text": text}], **extra}}).encode()
+def evidence(
+    case_id: str = "c-1",
+    party: str = "buyer",
+    round_: int = 1,
+    item: str = "b1",
+    text: str = "Torn.",
+    event_id: str | None = None,
+    **extra,
+) -> bytes:
+    return json.dumps(
+        {
+            "type": "evidence_submitted",
+            "case_id": case_id,
+            "event_id": event_id or f"{party}-{round_}",
+            "evidence": {
+                "party": party,
+                "round": round_,
+                "items": [{"id": item, "kind": "text", "text": text}],
+                **extra,
+            },
+        }
+    ).encode()
 
 
 def closed(case_id: str = "c-1", event_id: str = "close") -> bytes:
@@ -55,22 +79,37 @@ def case_key(raw: bytes) -> bytes:
 
 class Intake:
     def __init__(self, tmp_path, **settings):
-        self.settings = Settings(llm_backend="offline", media_root=tmp_path, media_store=str(tmp_path / "store"),
-                                 early_evidence_wait_s=300, intake_draft_ttl_s=3600, **settings)
+        self.settings = Settings(
+            llm_backend="offline",
+            media_root=tmp_path,
+            media_store=str(tmp_path / "store"),
+            early_evidence_wait_s=300,
+            intake_draft_ttl_s=3600,
+            **settings,
+        )
         self.table: dict[str, dict] = {}
         self.ready, self.dlq = Topic(), Topic()
         self.now = 1_000_000.0
         in_flight = metrics.CasesInFlight(Gauge("test_in_flight", "", registry=CollectorRegistry()))
-        self.handler = handler.Ingest(self.settings, "offline", self.table, StageResults({}), self.ready,
-                                      DeadLetters(self.dlq, in_flight), in_flight, clock=lambda: self.now)
+        self.handler = handler.Ingest(
+            self.settings,
+            "offline",
+            self.table,
+            StageResults({}),
+            self.ready,
+            DeadLetters(self.dlq, in_flight),
+            in_flight,
+            clock=lambda: self.now,
+        )
         self.offset = 0
 
     def send(self, *raws: bytes, partition: int = 1, key: bytes | None = None) -> None:
         """Each event keyed by its case_id, as a platform's producer keys it, unless ``key`` is given."""
         for raw in raws:
             self.offset += 1
-            message = SimpleNamespace(key=key or case_key(raw), value=raw, topic="disputes.events",
-                                      partition=partition, offset=self.offset)
+            message = SimpleNamespace(
+                key=key or case_key(raw), value=raw, topic="disputes.events", partition=partition, offset=self.offset
+            )
             asyncio.run(self.handler(SimpleNamespace(value=raw, message=message)))
 
     def expire(self, after_s: float) -> int:
@@ -94,8 +133,11 @@ def test_evidence_before_its_case_is_held_and_folded_in_with_a_note(tmp_path):
     early = evidence(party="seller", item="s1")
     ingest.send(early, evidence(), closed())
     assert not ingest.letters and not ingest.admitted
-    assert [h["type"] for h in ingest.table["c-1"]["held"]] == ["evidence_submitted", "evidence_submitted",
-                                                                 "evidence_closed"]
+    assert [h["type"] for h in ingest.table["c-1"]["held"]] == [
+        "evidence_submitted",
+        "evidence_submitted",
+        "evidence_closed",
+    ]
     ingest.now += 42
     ingest.send(opened())
     (case_file,) = ingest.admitted  # the held close closed it
@@ -118,8 +160,9 @@ def test_held_evidence_of_a_case_that_never_opens_is_dead_lettered_with_its_byte
     letters = ingest.letters
     assert [d.reason for d in letters] == ["case_never_opened"] * 2
     assert [base64.b64decode(d.original_base64) for d in letters] == raws
-    assert all(d.replayable and d.stage == "ingest" and d.topic == "disputes.events" and d.partition == 1
-               for d in letters)
+    assert all(
+        d.replayable and d.stage == "ingest" and d.topic == "disputes.events" and d.partition == 1 for d in letters
+    )
     assert [d.offset for d in letters] == [1, 2]
     assert "c-1" not in ingest.table
     ingest.send(opened(), *[base64.b64decode(d.original_base64) for d in letters], closed())  # the replay
@@ -205,15 +248,23 @@ def test_a_round_resent_with_other_items_is_refused_and_the_first_version_stands
 
 def test_the_same_round_resent_with_a_new_stamp_is_a_duplicate_noted_on_the_case(tmp_path):
     ingest = Intake(tmp_path)
-    ingest.send(opened(), evidence(), evidence(event_id="buyer-1-retry", submitted_at="2026-09-02T10:00:00Z"),
-                closed())
+    ingest.send(opened(), evidence(), evidence(event_id="buyer-1-retry", submitted_at="2026-09-02T10:00:00Z"), closed())
     assert not ingest.letters
     (case_file,) = ingest.admitted
     assert any("duplicate event ignored" in p and "buyer round 1" in p for p in case_file.problems)
 
 
-@pytest.mark.parametrize("event_id", ["x\n[2026-11-26 18:45:00,000] [11516] [WARNING] dead letter from ingest: FORGED",
-                                      "b1\x1b[2J", "b1\u202e1-reyub", "b1\u200b", "b1\x00", "b1\u2028"])
+@pytest.mark.parametrize(
+    "event_id",
+    [
+        "x\n[2026-11-26 18:45:00,000] [11516] [WARNING] dead letter from ingest: FORGED",
+        "b1\x1b[2J",
+        "b1\u202e1-reyub",
+        "b1\u200b",
+        "b1\x00",
+        "b1\u2028",
+    ],
+)
 def test_an_event_id_with_control_or_format_characters_is_refused_and_never_noted(tmp_path, event_id):
     """An event id goes into log lines and, when repeated, into the public verdict's notes: a line
     break there forged a log line and a verdict problem; the event is refused like a bad case_id."""
@@ -271,55 +322,83 @@ def test_with_an_appeal_window_longer_than_the_retention_the_record_is_held_as_l
 
 
 def case_event(**metadata) -> bytes:
-    return json.dumps({"type": "case", "case": {"case_id": "c-1", "metadata": {**METADATA, **metadata}, "rounds": [
-        {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn."}]}]}}).encode()
+    return json.dumps(
+        {
+            "type": "case",
+            "case": {
+                "case_id": "c-1",
+                "metadata": {**METADATA, **metadata},
+                "rounds": [{"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn."}]}],
+            },
+        }
+    ).encode()
 
 
-@pytest.mark.parametrize(("metadata", "reason"), [
-    ({"ordered_at": "2026-09-01T10:00:00"}, "naive_timestamp"),
-    ({"delivered_at": "2026-09-05"}, "naive_timestamp"),
-    ({"delivered_at": "2026-08-31T10:00:00Z"}, "delivered_before_ordered"),
-    ({"delivered_at": "2026-09-01T11:00:00+02:00"}, "delivered_before_ordered"),  # 09:00 UTC, before 10:00
-    ({"order_amount": 1e308}, "amount_out_of_range"),
-    ({"order_amount": "1000000000000.01"}, "amount_out_of_range"),
-    ({"order_amount": "NaN"}, "amount_out_of_range"),
-    ({"order_amount": "Infinity"}, "amount_out_of_range"),
-    ({"order_amount": "-0.01"}, "amount_out_of_range"),
-    ({"currency": "XYZ"}, "unknown_currency"),
-    ({"currency": "XTS"}, "unknown_currency"),  # ISO's testing code: never what an order is paid in
-    ({"currency": "eur"}, "unknown_currency"),
-])
+@pytest.mark.parametrize(
+    ("metadata", "reason"),
+    [
+        ({"ordered_at": "2026-09-01T10:00:00"}, "naive_timestamp"),
+        ({"delivered_at": "2026-09-05"}, "naive_timestamp"),
+        ({"delivered_at": "2026-08-31T10:00:00Z"}, "delivered_before_ordered"),
+        ({"delivered_at": "2026-09-01T11:00:00+02:00"}, "delivered_before_ordered"),  # 09:00 UTC, before 10:00
+        ({"order_amount": 1e308}, "amount_out_of_range"),
+        ({"order_amount": "1000000000000.01"}, "amount_out_of_range"),
+        ({"order_amount": "NaN"}, "amount_out_of_range"),
+        ({"order_amount": "Infinity"}, "amount_out_of_range"),
+        ({"order_amount": "-0.01"}, "amount_out_of_range"),
+        ({"currency": "XYZ"}, "unknown_currency"),
+        ({"currency": "XTS"}, "unknown_currency"),  # ISO's testing code: never what an order is paid in
+        ({"currency": "eur"}, "unknown_currency"),
+    ],
+)
 def test_case_facts_out_of_bounds_are_refused_with_their_reason(metadata, reason):
     with pytest.raises(intake.Rejected) as err:
         intake.parse_event(case_event(**metadata))
     assert err.value.reason == reason and err.value.replayable is False
 
 
-@pytest.mark.parametrize("metadata", [
-    {"delivered_at": "2026-09-01T10:00:00Z"},  # delivered the moment it was ordered (digital goods)
-    {"delivered_at": "2026-09-01T12:30:00+02:00"},
-    {"order_amount": "0"}, {"order_amount": "1000000000000"}, {"currency": "JPY"}, {"currency": "KWD"},
-])
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"delivered_at": "2026-09-01T10:00:00Z"},  # delivered the moment it was ordered (digital goods)
+        {"delivered_at": "2026-09-01T12:30:00+02:00"},
+        {"order_amount": "0"},
+        {"order_amount": "1000000000000"},
+        {"currency": "JPY"},
+        {"currency": "KWD"},
+    ],
+)
 def test_case_facts_at_the_bounds_are_admitted(metadata):
     assert intake.parse_event(case_event(**metadata)).case_id == "c-1"
 
 
 def test_votes_are_parsed_strictly():
     from cyberjurors.schemas import OutcomeReported
+
     good = {"type": "outcome", "case_id": "c-1", "votes": {"buyer": 12, "seller": 5}}
     assert OutcomeReported.model_validate_json(json.dumps(good)).votes.buyer == 12
     for votes in ({"buyer": "12", "seller": 5}, {"buyer": 12.0, "seller": 5}, {"buyer": True, "seller": 16}):
         with pytest.raises(ValueError):
             OutcomeReported.model_validate_json(json.dumps({**good, "votes": votes}))
     with pytest.raises(intake.Rejected) as err:
-        intake.parse_event(json.dumps({"type": "case_opened", "case_id": "c-1", "metadata": METADATA,
-                                       "ground_truth": {"buyer": "12", "seller": 5}}).encode())
+        intake.parse_event(
+            json.dumps(
+                {
+                    "type": "case_opened",
+                    "case_id": "c-1",
+                    "metadata": METADATA,
+                    "ground_truth": {"buyer": "12", "seller": 5},
+                }
+            ).encode()
+        )
     assert err.value.reason == "invalid_votes"
 
 
 def test_a_naive_sent_at_or_submitted_at_is_refused():
-    for raw in (evidence(submitted_at="2026-09-02T10:00:00"),
-                json.dumps({"type": "evidence_closed", "case_id": "c-1", "sent_at": "2026-09-02T10:00:00"}).encode()):
+    for raw in (
+        evidence(submitted_at="2026-09-02T10:00:00"),
+        json.dumps({"type": "evidence_closed", "case_id": "c-1", "sent_at": "2026-09-02T10:00:00"}).encode(),
+    ):
         with pytest.raises(intake.Rejected) as err:
             intake.parse_event(raw)
         assert err.value.reason == "naive_timestamp"
@@ -327,8 +406,7 @@ def test_a_naive_sent_at_or_submitted_at_is_refused():
 
 def test_rounds_per_party_and_case_text_are_capped_as_a_draft_grows(tmp_path):
     ingest = Intake(tmp_path, max_rounds_per_party=2, max_case_text_chars=30)
-    ingest.send(opened(), evidence(round_=1, item="b1"), evidence(round_=2, item="b2"),
-                evidence(round_=3, item="b3"))
+    ingest.send(opened(), evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
     assert [d.reason for d in ingest.letters] == ["too_many_rounds"]
     ingest.send(evidence(party="seller", item="s1", text="x" * 21))  # 5 + 5 + 21 > 30
     assert [d.reason for d in ingest.letters] == ["too_many_rounds", "case_text_too_long"]
@@ -375,8 +453,10 @@ def test_a_utf8_byte_order_mark_is_read_past_and_other_ones_are_named():
 
 
 def test_a_key_twice_in_one_object_is_refused_at_any_depth():
-    for raw in (b'{"type": "evidence_closed", "case_id": "c-1", "case_id": "c-2"}',
-                opened().replace(b'"category"', b'"currency": "USD", "category"')):
+    for raw in (
+        b'{"type": "evidence_closed", "case_id": "c-1", "case_id": "c-2"}',
+        opened().replace(b'"category"', b'"currency": "USD", "category"'),
+    ):
         with pytest.raises(intake.Rejected) as err:
             intake.parse_event(raw)
         assert err.value.reason == "duplicate_json_key" and "appears twice" in err.value.detail
@@ -384,8 +464,9 @@ def test_a_key_twice_in_one_object_is_refused_at_any_depth():
 
 
 def test_field_paths_name_the_field_once():
-    raw = json.dumps({"type": "case", "case": {"case_id": "c-1", "metadata": {"category": "clothing"},
-                                               "rounds": []}}).encode()
+    raw = json.dumps(
+        {"type": "case", "case": {"case_id": "c-1", "metadata": {"category": "clothing"}, "rounds": []}}
+    ).encode()
     with pytest.raises(intake.Rejected) as err:
         intake.parse_event(raw)
     assert "case.metadata.currency: Field required" in err.value.detail and "case.case" not in err.value.detail

@@ -4,7 +4,7 @@ only the guidelines they were given."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from fractions import Fraction
 
 import pytest
@@ -26,18 +26,26 @@ from cyberjurors.schemas import (
     Votes,
 )
 
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
-CASE = DisputeCase.model_validate({
-    "case_id": "rules-1",
-    "metadata": {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-                 "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn on arrival",
-                 "requested_remedy": "Refund"},
-    "rounds": [
-        {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
-        {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
-    ],
-})
+CASE = DisputeCase.model_validate(
+    {
+        "case_id": "rules-1",
+        "metadata": {
+            "category": "clothing",
+            "product": "Linen shirt",
+            "order_amount": "45.00",
+            "currency": "EUR",
+            "ordered_at": "2026-09-01T10:00:00Z",
+            "dispute_reason": "Seam torn on arrival",
+            "requested_remedy": "Refund",
+        },
+        "rounds": [
+            {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
+            {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
+        ],
+    }
+)
 
 
 def settings(**kw) -> Settings:
@@ -45,15 +53,31 @@ def settings(**kw) -> Settings:
 
 
 def ballot(juror: int, vote: str, round_no: int = 1) -> Ballot:
-    return Ballot(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote, justification=f"{vote} {juror}",
-                  juror=juror, round=round_no, model="scripted")
+    return Ballot(
+        conflicts=[],
+        buyer_conflicts=[],
+        seller_conflicts=[],
+        vote=vote,
+        justification=f"{vote} {juror}",
+        juror=juror,
+        round=round_no,
+        model="scripted",
+    )
 
 
 def jury_round(buyer: int, seller: int, round_no: int = 1) -> JuryRound:
     votes = ["buyer"] * buyer + ["seller"] * seller
-    return JuryRound(round=round_no, ballots=[ballot(j, v, round_no) for j, v in enumerate(votes)],
-                     summary=RoundSummary(summary="s", buyer_arguments=[], seller_arguments=[], round=round_no,
-                                          votes=Votes(buyer=buyer, seller=seller)))
+    return JuryRound(
+        round=round_no,
+        ballots=[ballot(j, v, round_no) for j, v in enumerate(votes)],
+        summary=RoundSummary(
+            summary="s",
+            buyer_arguments=[],
+            seller_arguments=[],
+            round=round_no,
+            votes=Votes(buyer=buyer, seller=seller),
+        ),
+    )
 
 
 def case_file(*rounds: JuryRound) -> CaseFile:
@@ -63,16 +87,19 @@ def case_file(*rounds: JuryRound) -> CaseFile:
 # --- the majority ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("buyer, seller, winner", [
-    (8, 8, "buyer"),    # a tie on an even jury: the seller needs more votes than the buyer
-    (0, 0, "buyer"),
-    (1, 1, "buyer"),
-    (8, 9, "seller"),   # one vote decides
-    (9, 8, "buyer"),
-    (7, 9, "seller"),
-    (16, 0, "buyer"),
-    (0, 16, "seller"),
-])
+@pytest.mark.parametrize(
+    "buyer, seller, winner",
+    [
+        (8, 8, "buyer"),  # a tie on an even jury: the seller needs more votes than the buyer
+        (0, 0, "buyer"),
+        (1, 1, "buyer"),
+        (8, 9, "seller"),  # one vote decides
+        (9, 8, "buyer"),
+        (7, 9, "seller"),
+        (16, 0, "buyer"),
+        (0, 16, "seller"),
+    ],
+)
 def test_seller_wins_only_with_more_votes_than_the_buyer(buyer, seller, winner):
     assert Votes(buyer=buyer, seller=seller).winner == winner
 
@@ -141,26 +168,43 @@ def test_early_stopping_looks_at_the_latest_round():
 
 
 def guideline(gid: str, version: int) -> PrecedentRef:
-    return PrecedentRef(id=gid, kind="guideline", version=version, text=f"rule {gid}", category="clothing",
-                        favours="buyer", confidence=0.7, score=1.0, rank=1)
+    return PrecedentRef(
+        id=gid,
+        kind="guideline",
+        version=version,
+        text=f"rule {gid}",
+        category="clothing",
+        favours="buyer",
+        confidence=0.7,
+        score=1.0,
+        rank=1,
+    )
 
 
 async def test_a_guideline_a_juror_cites_but_was_never_given_is_dropped():
     """Juror 0 was given g-a, juror 1 g-b, juror 2 nothing; each cites g-a, g-b and an invented id."""
     s = settings(jurors=3, rounds=1, round_summary=False, precedent_backend="embedded")
-    precedents = Precedents(guidelines=[guideline("g-a", 1), guideline("g-b", 4)],
-                            memory={0: ["g-a"], 1: ["g-b"], 2: []}, coverage="high")
+    precedents = Precedents(
+        guidelines=[guideline("g-a", 1), guideline("g-b", 4)], memory={0: ["g-a"], 1: ["g-b"], 2: []}, coverage="high"
+    )
     given: dict[int, list[str]] = {}
 
     def answer(request, output_type):
         task: JurorTask = request.task
         given[task.juror] = [g.ref for g in task.memory]
-        return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote="buyer",
-                           justification="per the rules", cited_clues=[],
-                           cited_guidelines=["g-a", "g-b@4", "g-invented@1", "g-a@9"])
+        return BallotDraft(
+            conflicts=[],
+            buyer_conflicts=[],
+            seller_conflicts=[],
+            vote="buyer",
+            justification="per the rules",
+            cited_clues=[],
+            cited_guidelines=["g-a", "g-b@4", "g-invented@1", "g-a@9"],
+        )
 
-    result, _ = await run_round(CaseFile(case=CASE, received_at=NOW, precedents=precedents), Jury.from_settings(s),
-                                ScriptedLLM(answer), s)
+    result, _ = await run_round(
+        CaseFile(case=CASE, received_at=NOW, precedents=precedents), Jury.from_settings(s), ScriptedLLM(answer), s
+    )
     assert given == {0: ["g-a@1"], 1: ["g-b@4"], 2: []}
     cited = {b.juror: b.cited_guidelines for b in result.ballots}
     # kept: what the juror was given, at the version it saw (once); dropped: everything else

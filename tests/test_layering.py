@@ -12,8 +12,18 @@ import pytest
 import cyberjurors
 
 PACKAGE = Path(cyberjurors.__file__).parent
-REASONING = ["jury", "precedents", "llm.py", "backends", "intake.py", "media.py", "frame_events.py", "safety.py",
-             "personas.py", "schemas"]
+REASONING = [
+    "jury",
+    "precedents",
+    "llm.py",
+    "backends",
+    "intake.py",
+    "media.py",
+    "frame_events.py",
+    "safety.py",
+    "personas.py",
+    "schemas",
+]
 
 
 def modules(path: Path) -> list[Path]:
@@ -28,8 +38,11 @@ def imported(file: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".") \
-                if node.level else node.module or ""
+            base = (
+                ".".join([*package[: len(package) - node.level + 1], node.module or ""]).strip(".")
+                if node.level
+                else node.module or ""
+            )
             names |= {base} | {f"{base}.{a.name}" for a in node.names}
     return names
 
@@ -38,8 +51,11 @@ def imported(file: Path) -> set[str]:
 def test_the_reasoning_side_does_not_import_streams_or_evaluation(part):
     # the console (cyberjurors/console/) is on the streaming side: it reads topics
     for file in modules(PACKAGE / part):
-        wrong = {m for m in imported(file) if m.startswith(("cyberjurors.streams", "cyberjurors.evaluation",
-                                                            "cyberjurors.console"))}
+        wrong = {
+            m
+            for m in imported(file)
+            if m.startswith(("cyberjurors.streams", "cyberjurors.evaluation", "cyberjurors.console"))
+        }
         assert not wrong, f"{file.relative_to(PACKAGE)} imports {sorted(wrong)}"
 
 
@@ -56,8 +72,13 @@ def test_defined_once(name):
         for node in ast.parse(file.read_text(encoding="utf-8")).body:
             if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
                 where.append(file)
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                if isinstance(node, ast.AnnAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 where.append(file)
     # verdictbench's CATEGORIES maps the benchmark's names to ours: another thing with the same name

@@ -25,18 +25,30 @@ EXIT_TIMEOUT_S = 90  # a failure guard: the clean-up is bounded by the worker's 
 
 def quiet_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The offline stand-in, slowed down so that cases are still in flight when the signal comes."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.upper().startswith("CYBERJURORS_") and k not in ("KAFKA_BOOTSTRAP_SERVERS", "ANTHROPIC_API_KEY")}
-    return env | {
-        "CYBERJURORS_LLM_BACKEND": "offline", "CYBERJURORS_OFFLINE_LATENCY_S": "30",
-        "CYBERJURORS_PRECEDENT_BACKEND": "none", "CYBERJURORS_METRICS_PORT": "0",
-        "CYBERJURORS_SESSION_TIMEOUT_S": "6", "CYBERJURORS_HEARTBEAT_INTERVAL_S": "0.5",
-        "CYBERJURORS_DATADIR": str(tmp_path / "demo" / "faust"), "CYBERJURORS_MEDIA_ROOT": str(EXAMPLES),
-        "COLUMNS": "160",
-    } | extra
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith("CYBERJURORS_") and k not in ("KAFKA_BOOTSTRAP_SERVERS", "ANTHROPIC_API_KEY")
+    }
+    return (
+        env
+        | {
+            "CYBERJURORS_LLM_BACKEND": "offline",
+            "CYBERJURORS_OFFLINE_LATENCY_S": "30",
+            "CYBERJURORS_PRECEDENT_BACKEND": "none",
+            "CYBERJURORS_METRICS_PORT": "0",
+            "CYBERJURORS_SESSION_TIMEOUT_S": "6",
+            "CYBERJURORS_HEARTBEAT_INTERVAL_S": "0.5",
+            "CYBERJURORS_DATADIR": str(tmp_path / "demo" / "faust"),
+            "CYBERJURORS_MEDIA_ROOT": str(EXAMPLES),
+            "COLUMNS": "160",
+        }
+        | extra
+    )
 
 
 # --- processes, from /proc ----------------------------------------------------------------------
+
 
 def _stat(pid: int) -> tuple[str, int] | None:
     """(state, start time in clock ticks) of a process, or None if there is no such process."""
@@ -44,7 +56,7 @@ def _stat(pid: int) -> tuple[str, int] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    fields = raw[raw.rindex(")") + 2:].split()  # after "pid (comm) "
+    fields = raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "
     return fields[0], int(fields[19])
 
 
@@ -93,8 +105,9 @@ def wait_for_text(path: Path, text: str, process: subprocess.Popen, timeout_s: f
     raise AssertionError(f"{text!r} never appeared in {path} (command exit code {process.poll()})")
 
 
-def stop_and_check(command: subprocess.Popen, sig: signal.Signals, worker_log: Path, output: Path,
-                   again: signal.Signals | None = None) -> float:
+def stop_and_check(
+    command: subprocess.Popen, sig: signal.Signals, worker_log: Path, output: Path, again: signal.Signals | None = None
+) -> float:
     """Once its worker is ready: the signal (and ``again`` while the clean-up waits for the worker), a
     bounded wait for the command's exit, then no survivors. Returns the seconds from the signal to the
     command's exit."""
@@ -136,21 +149,34 @@ def start(args: list[str], env: dict[str, str], output: Path, cwd: Path) -> subp
         # as a terminal starts a foreground command: SIGINT at its default, even when this suite was
         # started in the background (nohup, `cmd &` in a script), which leaves SIGINT ignored for
         # every process it starts and so for the command, which then rightly ignores Ctrl-C
-        return subprocess.Popen([sys.executable, "-m", "cyberjurors", *args], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        return subprocess.Popen(
+            [sys.executable, "-m", "cyberjurors", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
 
 
-@pytest.mark.parametrize(("sig", "again"), [(signal.SIGTERM, None), (signal.SIGINT, None),
-                                            (signal.SIGTERM, signal.SIGINT)],
-                         ids=["sigterm", "sigint", "sigterm-then-sigint"])
-def test_eval_stopped_by_a_signal_leaves_no_process_behind(sig: signal.Signals, again: signal.Signals | None,
-                                                           tmp_path: Path):
+@pytest.mark.parametrize(
+    ("sig", "again"),
+    [(signal.SIGTERM, None), (signal.SIGINT, None), (signal.SIGTERM, signal.SIGINT)],
+    ids=["sigterm", "sigint", "sigterm-then-sigint"],
+)
+def test_eval_stopped_by_a_signal_leaves_no_process_behind(
+    sig: signal.Signals, again: signal.Signals | None, tmp_path: Path
+):
     data = sample_dataset(tmp_path / "data", ["appl-001-kettle-crack", "clot-001-shirt-torn-seam"])
     out = tmp_path / "eval"
     output = tmp_path / "eval-output.txt"
-    command = start(["eval", str(data), "--ablation", "jury", "--out", str(out), "--timeout", "600"],
-                    quiet_env(tmp_path), output, tmp_path)
+    command = start(
+        ["eval", str(data), "--ablation", "jury", "--out", str(out), "--timeout", "600"],
+        quiet_env(tmp_path),
+        output,
+        tmp_path,
+    )
     stop_and_check(command, sig, out / "logs" / "jury.log", output, again)
     assert "the same command resumes" in output.read_text()
     assert not list(out.glob("report*")), "an interrupted run writes no report"
@@ -159,6 +185,10 @@ def test_eval_stopped_by_a_signal_leaves_no_process_behind(sig: signal.Signals, 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_demo_stopped_by_a_signal_leaves_no_process_behind(sig: signal.Signals, tmp_path: Path):
     output = tmp_path / "demo-output.txt"
-    command = start(["demo", str(EXAMPLES / "cases" / "appl-001-kettle-crack.json"), "--timeout", "600"],
-                    quiet_env(tmp_path), output, tmp_path)
+    command = start(
+        ["demo", str(EXAMPLES / "cases" / "appl-001-kettle-crack.json"), "--timeout", "600"],
+        quiet_env(tmp_path),
+        output,
+        tmp_path,
+    )
     stop_and_check(command, sig, tmp_path / "demo" / "worker.log", output)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from rich.console import Console
@@ -70,13 +70,36 @@ async def test_gather_all_cancels_the_rest_when_one_call_fails():
 
 
 def test_demo_table_prints_party_and_model_text_literally():
-    clue = Clue(id="b1", party="buyer", step=1, evidence_id="b1-2", evidence_kind="video", selection_reason="r",
-                clue="c", assessment="a", leaning="buyer", frames=[7])
-    verdict = Verdict(verdict_id="v", case_id="c", category="digital", winner="buyer", votes=Votes(buyer=12, seller=5),
-                      margin=7, rounds_used=2, early_stopped=True,
-                      justification="[offline stand-in] Round 2: [b1] shows [bold]it[/bold]", cited_clues=[clue],
-                      focus="[red]f", tokens=Usage(calls=3), latency_s=1.0, backend="offline", models=["offline"],
-                      decided_at=datetime(2026, 11, 1, tzinfo=timezone.utc))
+    clue = Clue(
+        id="b1",
+        party="buyer",
+        step=1,
+        evidence_id="b1-2",
+        evidence_kind="video",
+        selection_reason="r",
+        clue="c",
+        assessment="a",
+        leaning="buyer",
+        frames=[7],
+    )
+    verdict = Verdict(
+        verdict_id="v",
+        case_id="c",
+        category="digital",
+        winner="buyer",
+        votes=Votes(buyer=12, seller=5),
+        margin=7,
+        rounds_used=2,
+        early_stopped=True,
+        justification="[offline stand-in] Round 2: [b1] shows [bold]it[/bold]",
+        cited_clues=[clue],
+        focus="[red]f",
+        tokens=Usage(calls=3),
+        latency_s=1.0,
+        backend="offline",
+        models=["offline"],
+        decided_at=datetime(2026, 11, 1, tzinfo=UTC),
+    )
     console = Console(record=True, width=200)
     console.print(verdict_table(verdict))
     text = console.export_text()
@@ -88,11 +111,18 @@ def test_stage_request_takes_the_role_s_model_the_output_cap_and_strings_as_text
     from cyberjurors.config import Settings
     from cyberjurors.llm import ImagePart, stage_request
 
-    settings = Settings(llm_backend="offline", model="base", model_summary="summariser", juror_models=["a", "b"],
-                        max_output_tokens=321, metrics_port=0)
+    settings = Settings(
+        llm_backend="offline",
+        model="base",
+        model_summary="summariser",
+        juror_models=["a", "b"],
+        max_output_tokens=321,
+        metrics_port=0,
+    )
     image = ImagePart(b"x", "image/png", "evidence b1 (buyer, image)")
-    req = stage_request("summary", settings, system="sys", shared=["prefix", image], prompt=["ask"], task=None,
-                        case_id="c1")
+    req = stage_request(
+        "summary", settings, system="sys", shared=["prefix", image], prompt=["ask"], task=None, case_id="c1"
+    )
     assert (req.model, req.max_output_tokens, req.case_id, req.system) == ("summariser", 321, "c1", "sys")
     assert req.shared == [TextPart("prefix"), image] and req.prompt == [TextPart("ask")]
     assert stage_request("juror", settings, system="s", prompt=[], task=None, case_id="c", juror=3).model == "b"

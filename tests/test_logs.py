@@ -98,17 +98,24 @@ def test_text_stays_text_and_adopt_formats_a_handler_installed_later(restore_log
     assert line["logger"] == "faust" and line["message"] == "[^Worker]: Ready, mail [email]"
 
 
-@pytest.mark.parametrize(("text", "redacted"), [
-    ("from jane.doe+shop@mail.example.co.uk:", "from [email]:"),
-    ("call +44 20 7946 0958 today", "call [phone] today"),
-    ("or (020) 7946 0958, or 020-7946-0958", "or [phone], or [phone]"),
-    ("US +1 (415) 555-2671", "US [phone]"),
-    # what log lines are full of stays: dates, times, offsets, sizes, addresses, ids
-    ("2026-11-01T10:00:00Z offset=123456 1000000 bytes 192.168.100.200:9092",
-     "2026-11-01T10:00:00Z offset=123456 1000000 bytes 192.168.100.200:9092"),
-    ("verdict 3f2a1b4c-1234-5678-9abc-def012345678 case appl-001-kettle-crack round-2",
-     "verdict 3f2a1b4c-1234-5678-9abc-def012345678 case appl-001-kettle-crack round-2"),
-])
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("from jane.doe+shop@mail.example.co.uk:", "from [email]:"),
+        ("call +44 20 7946 0958 today", "call [phone] today"),
+        ("or (020) 7946 0958, or 020-7946-0958", "or [phone], or [phone]"),
+        ("US +1 (415) 555-2671", "US [phone]"),
+        # what log lines are full of stays: dates, times, offsets, sizes, addresses, ids
+        (
+            "2026-11-01T10:00:00Z offset=123456 1000000 bytes 192.168.100.200:9092",
+            "2026-11-01T10:00:00Z offset=123456 1000000 bytes 192.168.100.200:9092",
+        ),
+        (
+            "verdict 3f2a1b4c-1234-5678-9abc-def012345678 case appl-001-kettle-crack round-2",
+            "verdict 3f2a1b4c-1234-5678-9abc-def012345678 case appl-001-kettle-crack round-2",
+        ),
+    ],
+)
 def test_redaction(text, redacted):
     assert logs.redact(text) == redacted
 
@@ -130,10 +137,10 @@ def test_redaction_covers_arguments_and_tracebacks_and_is_off_by_default(restore
     assert lines(plain)[0]["message"] == "key=jane@example.com"
 
 
-
 FORGED = "h27\n[2026-11-26 18:40:00,000] [11516] [INFO] case ctrl-1: verdict buyer \x1b[2J\x00 \u202eesrever\u200b"
-WRITTEN_OUT = "h27\\n[2026-11-26 18:40:00,000] [11516] [INFO] case ctrl-1: verdict buyer \\x1b[2J\\x00 " \
-              "\\u202eesrever\\u200b"
+WRITTEN_OUT = (
+    "h27\\n[2026-11-26 18:40:00,000] [11516] [INFO] case ctrl-1: verdict buyer \\x1b[2J\\x00 \\u202eesrever\\u200b"
+)
 
 
 @pytest.mark.parametrize("redact", [False, True])
@@ -142,13 +149,15 @@ def test_a_producer_value_cannot_forge_a_text_line_and_faust_tables_stay(restore
     zero-width space: the dead-letter line stays one line, with them written out, also when the
     redaction (which merges the arguments into the message) runs after."""
     out = configured(restore_logging, log_redact_pii=redact)
-    logging.getLogger("cyberjurors.streams").warning("dead letter from %s: %s (%s) key=%s offset=%s", "ingest",
-                                                     "invalid_event", "case.case_id: no match", FORGED, 7)
+    logging.getLogger("cyberjurors.streams").warning(
+        "dead letter from %s: %s (%s) key=%s offset=%s", "ingest", "invalid_event", "case.case_id: no match", FORGED, 7
+    )
     table = "+Worker---+------+\n| id     | app  |\n+--------+------+"
     logging.getLogger("faust.worker").info("[^Worker]: Ready\n%s", table)
     dead, *faust = out.getvalue().splitlines()
-    assert dead.endswith("[WARNING] dead letter from ingest: invalid_event (case.case_id: no match) "
-                         f"key={WRITTEN_OUT} offset=7")
+    assert dead.endswith(
+        f"[WARNING] dead letter from ingest: invalid_event (case.case_id: no match) key={WRITTEN_OUT} offset=7"
+    )
     assert faust[0].endswith("[INFO] [^Worker]: Ready") and faust[1:] == table.splitlines()
 
 

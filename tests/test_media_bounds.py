@@ -64,6 +64,7 @@ def loads(monkeypatch) -> list[tuple[int, int]]:
 
 def image_ref(data: bytes, media_type: str = "image/png") -> MediaRef:
     import base64
+
     return MediaRef(media_type=media_type, data_base64=base64.b64encode(data).decode())
 
 
@@ -83,12 +84,15 @@ async def test_a_12000_square_png_is_refused_from_its_header_and_never_decoded(t
     assert loads == [(600, 400)] and Image.open(io.BytesIO(part.data)).size == (600, 400)
 
 
-@pytest.mark.parametrize("size, limits, refused", [
-    ((20_000, 8), {}, True),                                  # few pixels, one side too long
-    ((20_000, 8), {"max_image_dimension": 20_000}, False),
-    ((3_000, 3_000), {"max_image_pixels": 8_999_999}, True),  # sides fine, too many pixels
-    ((3_000, 3_000), {"max_image_pixels": 9_000_000}, False),
-])
+@pytest.mark.parametrize(
+    "size, limits, refused",
+    [
+        ((20_000, 8), {}, True),  # few pixels, one side too long
+        ((20_000, 8), {"max_image_dimension": 20_000}, False),
+        ((3_000, 3_000), {"max_image_pixels": 8_999_999}, True),  # sides fine, too many pixels
+        ((3_000, 3_000), {"max_image_pixels": 9_000_000}, False),
+    ],
+)
 async def test_the_dimension_and_pixel_caps_are_separate_settings(tmp_path, loads, size, limits, refused):
     s = settings_for(tmp_path, **limits)
     if refused:
@@ -144,9 +148,13 @@ async def test_a_path_to_a_fifo_a_device_or_a_folder_is_a_note_and_nothing_waits
         for media_type in ("image/png", "video/mp4"):
             for read in reads:
                 with pytest.raises(MediaUnreadable) as err:
-                    await asyncio.wait_for(read(MediaRef(media_type=media_type, path="item"), settings), 30)  # a hang fails
-                assert (err.value.reason, err.value.detail) == ("not_a_file", "item is not a regular file (a directory, "
-                                                                             "device or pipe)")
+                    await asyncio.wait_for(
+                        read(MediaRef(media_type=media_type, path="item"), settings), 30
+                    )  # a hang fails
+                assert (err.value.reason, err.value.detail) == (
+                    "not_a_file",
+                    "item is not a regular file (a directory, device or pipe)",
+                )
     finally:  # a reader a broken version left waiting on the FIFO gets its end of file, so the run can finish
         if special == "fifo":
             with contextlib.suppress(OSError):
@@ -194,8 +202,17 @@ async def test_at_most_media_decode_concurrency_decodes_run_at_once(tmp_path, mo
 # --- videos ---------------------------------------------------------------------------------
 
 
-def clip(frames: int, *, size: tuple[int, int] = (64, 64), fps: int = 5, per_colour: int = 1,
-         gop: int | None = None, noise: int = 0, pts_step: int = 1, fast: bool = False) -> bytes:
+def clip(
+    frames: int,
+    *,
+    size: tuple[int, int] = (64, 64),
+    fps: int = 5,
+    per_colour: int = 1,
+    gop: int | None = None,
+    noise: int = 0,
+    pts_step: int = 1,
+    fast: bool = False,
+) -> bytes:
     """H.264 in MP4; frame i has the colour PALETTE[i // per_colour] (with a noisy strip of
     ``noise`` rows at the top to give the frames weight), at pts i * pts_step in 1/fps units."""
     out, rnd = io.BytesIO(), random.Random(1)
@@ -229,7 +246,8 @@ def huge_clip() -> bytes:
 
 
 async def test_an_8192_square_video_is_refused_from_its_header_before_any_frame_is_decoded(
-        tmp_path, monkeypatch, huge_clip):
+    tmp_path, monkeypatch, huge_clip
+):
     grabs: list[int] = []
     real = media._grab
     monkeypatch.setattr(media, "_grab", lambda *a: grabs.append(1) or real(*a))  # the only decoding step
@@ -297,8 +315,11 @@ def test_frames_are_reached_by_seeking_not_by_decoding_the_whole_stream(long_gop
     assert [f.source_index for f in frames] == [0, 300, 599]
     assert [colour_of(f.image.data) for f in frames] == [0, 5, 9]
     assert [f.time_s for f in frames] == [0.0, 60.0, pytest.approx(119.8)]
-    assert [f.image.label for f in frames] == ["evidence b1 frame 1 at 0.00s", "evidence b1 frame 2 at 60.00s",
-                                               "evidence b1 frame 3 at 119.80s"]
+    assert [f.image.label for f in frames] == [
+        "evidence b1 frame 1 at 0.00s",
+        "evidence b1 frame 2 at 60.00s",
+        "evidence b1 frame 3 at 119.80s",
+    ]
     # one read of the packets' timestamps, then three groups of pictures: decoding every frame
     # would read the whole file a second time
     assert source.read_total < 1.5 * len(long_gop_clip)
@@ -318,8 +339,9 @@ def test_seeking_keeps_every_label_right_however_the_picks_fall(long_gop_clip, b
 
 async def test_frames_are_downscaled_as_they_are_decoded(tmp_path):
     (tmp_path / "wide.mp4").write_bytes(clip(4, size=(1280, 720)))
-    frames = await sample_frames(MediaRef(media_type="video/mp4", path="wide.mp4"),
-                                 settings_for(tmp_path, max_image_side=256))
+    frames = await sample_frames(
+        MediaRef(media_type="video/mp4", path="wide.mp4"), settings_for(tmp_path, max_image_side=256)
+    )
     assert [Image.open(io.BytesIO(f.image.data)).size for f in frames] == [(256, 144)] * 4
 
 
@@ -336,7 +358,8 @@ async def test_an_oversized_video_is_a_note_on_that_item_and_the_case_goes_on(tm
 
 
 async def test_media_the_selector_passed_over_are_noted_from_their_headers_nothing_decoded_or_fetched(
-        tmp_path, loads, monkeypatch, huge_clip):
+    tmp_path, loads, monkeypatch, huge_clip
+):
     """Only the text is examined (one selection step): every other item's header is still checked,
     and each one over a cap, a bomb or corrupt gets its note; a URL is not fetched for it, a fine
     photo gets none, and no picture or frame is decoded."""
@@ -350,26 +373,38 @@ async def test_media_the_selector_passed_over_are_noted_from_their_headers_nothi
     (tmp_path / "huge.mp4").write_bytes(huge_clip)
     (tmp_path / "fine.png").write_bytes(png((16, 16), "RGB"))
     photo = {"media_type": "image/png"}
-    items = [{"id": "b-text", "kind": "text", "text": "The seam was torn."},
-             {"id": "b-huge", "kind": "image", "media": {**photo, "path": "huge.png"}},
-             {"id": "b-bomb", "kind": "image", "media": {**photo, "path": "bomb.png"}},
-             {"id": "b-garbage", "kind": "image", "media": {**photo, "path": "garbage.png"}},
-             {"id": "b-gone", "kind": "image", "media": {**photo, "path": "gone.png"}},
-             {"id": "b-inline", "kind": "image", "media": {**photo, "data_base64": base64.b64encode(b"junk").decode()}},
-             {"id": "b-video", "kind": "video", "media": {"media_type": "video/mp4", "path": "huge.mp4"}},
-             {"id": "b-url", "kind": "image", "media": {**photo, "url": f"http://127.0.0.1:{free_port()}/x.png"}},
-             {"id": "b-fine", "kind": "image", "media": {**photo, "path": "fine.png"}}]
+    items = [
+        {"id": "b-text", "kind": "text", "text": "The seam was torn."},
+        {"id": "b-huge", "kind": "image", "media": {**photo, "path": "huge.png"}},
+        {"id": "b-bomb", "kind": "image", "media": {**photo, "path": "bomb.png"}},
+        {"id": "b-garbage", "kind": "image", "media": {**photo, "path": "garbage.png"}},
+        {"id": "b-gone", "kind": "image", "media": {**photo, "path": "gone.png"}},
+        {"id": "b-inline", "kind": "image", "media": {**photo, "data_base64": base64.b64encode(b"junk").decode()}},
+        {"id": "b-video", "kind": "video", "media": {"media_type": "video/mp4", "path": "huge.mp4"}},
+        {"id": "b-url", "kind": "image", "media": {**photo, "url": f"http://127.0.0.1:{free_port()}/x.png"}},
+        {"id": "b-fine", "kind": "image", "media": {**photo, "path": "fine.png"}},
+    ]
     raw = one_photo_case("fine.png", None).model_dump(mode="json")
     raw["rounds"][0]["items"] = items
     s = settings_for(tmp_path, max_select_steps=1, url_allowlist=["127.0.0.1"])
-    chain, _, problems = await find_clues(DisputeCase.model_validate(raw), FOCUS,
-                                          ScriptedLLM(select_first_then_perceive), s)
+    chain, _, problems = await find_clues(
+        DisputeCase.model_validate(raw), FOCUS, ScriptedLLM(select_first_then_perceive), s
+    )
     assert [c.evidence_id for c in chain.buyer] == ["b-text"]
     noted = {p.split()[1]: p for p in problems}
-    assert {k: next(r for r in ("image_too_large", "image_bomb", "corrupt_image", "missing_file", "video_too_large")
-                    if r in p) for k, p in noted.items()} == {
-        "b-huge": "image_too_large", "b-bomb": "image_bomb", "b-garbage": "corrupt_image", "b-gone": "missing_file",
-        "b-inline": "corrupt_image", "b-video": "video_too_large"}
+    assert {
+        k: next(
+            r for r in ("image_too_large", "image_bomb", "corrupt_image", "missing_file", "video_too_large") if r in p
+        )
+        for k, p in noted.items()
+    } == {
+        "b-huge": "image_too_large",
+        "b-bomb": "image_bomb",
+        "b-garbage": "corrupt_image",
+        "b-gone": "missing_file",
+        "b-inline": "corrupt_image",
+        "b-video": "video_too_large",
+    }
     assert "(buyer, not selected for examination)" in noted["b-huge"] and "12000x12000" in noted["b-huge"]
     assert loads == [] and grabs == []  # headers only
 
@@ -405,7 +440,7 @@ class Server:
                 response.content_length = len(BIG_JPEG)
             await response.prepare(request)
             for start in range(0, len(BIG_JPEG), 16_384):
-                await response.write(BIG_JPEG[start:start + 16_384])
+                await response.write(BIG_JPEG[start : start + 16_384])
                 await asyncio.sleep(0)
             return response
         if name == "trickle.png":
@@ -502,15 +537,24 @@ async def test_the_allow_list_compares_the_port(tmp_path, servers):
     assert await read_bytes(url_ref(f"http://{other.host}/photo.png"), s)
 
 
-@pytest.mark.parametrize("entry, allowed, refused", [
-    ("photos.example", ["http://photos.example/a.png", "https://photos.example:443/a.png", "HTTP://Photos.Example/x"],
-     ["http://photos.example:8080/a.png", "https://photos.example:80/a.png", "ftp://photos.example/a.png"]),
-    ("https://photos.example", ["https://photos.example/a.png"], ["http://photos.example/a.png"]),
-    ("photos.example:8443", ["https://photos.example:8443/a", "http://photos.example:8443/a"],
-     ["https://photos.example/a"]),
-    ("::1", ["http://[::1]/a.png"], ["http://[::1]:8080/a.png"]),
-    ("[::1]:8080", ["http://[::1]:8080/a.png"], ["http://[::1]/a.png"]),
-])
+@pytest.mark.parametrize(
+    "entry, allowed, refused",
+    [
+        (
+            "photos.example",
+            ["http://photos.example/a.png", "https://photos.example:443/a.png", "HTTP://Photos.Example/x"],
+            ["http://photos.example:8080/a.png", "https://photos.example:80/a.png", "ftp://photos.example/a.png"],
+        ),
+        ("https://photos.example", ["https://photos.example/a.png"], ["http://photos.example/a.png"]),
+        (
+            "photos.example:8443",
+            ["https://photos.example:8443/a", "http://photos.example:8443/a"],
+            ["https://photos.example/a"],
+        ),
+        ("::1", ["http://[::1]/a.png"], ["http://[::1]:8080/a.png"]),
+        ("[::1]:8080", ["http://[::1]:8080/a.png"], ["http://[::1]/a.png"]),
+    ],
+)
 def test_allow_list_entries_are_origins(tmp_path, entry, allowed, refused):
     s = settings_for(tmp_path, url_allowlist=[entry])
     for url in allowed:
@@ -520,8 +564,17 @@ def test_allow_list_entries_are_origins(tmp_path, entry, allowed, refused):
             check_reference("image", url_ref(url), s)
 
 
-@pytest.mark.parametrize("url", ["http://a\\@b/x.png", "http://b\\x.png", "http://user@b/x.png",
-                                 "http://user:pw@b/x.png", "http://b/ x.png", "//b/x.png"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://a\\@b/x.png",
+        "http://b\\x.png",
+        "http://user@b/x.png",
+        "http://user:pw@b/x.png",
+        "http://b/ x.png",
+        "//b/x.png",
+    ],
+)
 async def test_urls_parsers_disagree_on_are_refused(tmp_path, url):
     s = settings_for(tmp_path, url_allowlist=["a", "b"])
     with pytest.raises(MediaRejected) as err:

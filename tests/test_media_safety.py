@@ -67,8 +67,10 @@ async def test_read_bytes_checks_the_sha256_of_a_file_and_of_inline_data(media):
     assert await read_bytes(MediaRef(media_type="image/png", data_base64=inline, sha256=sha(data)), s) == data
 
     wrong = sha(data + b"tampered")
-    for ref in (MediaRef(media_type="image/png", path="inside.png", sha256=wrong),
-                MediaRef(media_type="image/png", data_base64=inline, sha256=wrong)):
+    for ref in (
+        MediaRef(media_type="image/png", path="inside.png", sha256=wrong),
+        MediaRef(media_type="image/png", data_base64=inline, sha256=wrong),
+    ):
         with pytest.raises(MediaUnreadable) as err:
             await read_bytes(ref, s)
         assert err.value.reason == "hash_mismatch"
@@ -88,16 +90,28 @@ def select_first_then_perceive(request, output_type):
 
 def one_photo_case(path: str, digest: str | None) -> DisputeCase:
     media = {"media_type": "image/png", "path": path, **({"sha256": digest} if digest else {})}
-    return DisputeCase.model_validate({
-        "case_id": "hash-1",
-        "metadata": {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-                     "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn on arrival",
-                     "requested_remedy": "Refund"},
-        "rounds": [
-            {"party": "buyer", "round": 1, "items": [{"id": "b-photo", "kind": "image", "text": "the seam", "media": media}]},
-            {"party": "seller", "round": 1, "items": [{"id": "s-text", "kind": "text", "text": "It left intact."}]},
-        ],
-    })
+    return DisputeCase.model_validate(
+        {
+            "case_id": "hash-1",
+            "metadata": {
+                "category": "clothing",
+                "product": "Linen shirt",
+                "order_amount": "45.00",
+                "currency": "EUR",
+                "ordered_at": "2026-09-01T10:00:00Z",
+                "dispute_reason": "Seam torn on arrival",
+                "requested_remedy": "Refund",
+            },
+            "rounds": [
+                {
+                    "party": "buyer",
+                    "round": 1,
+                    "items": [{"id": "b-photo", "kind": "image", "text": "the seam", "media": media}],
+                },
+                {"party": "seller", "round": 1, "items": [{"id": "s-text", "kind": "text", "text": "It left intact."}]},
+            ],
+        }
+    )
 
 
 FOCUS = Focus(focus="Was the shirt torn on arrival?", buyer_claims=["torn"], seller_claims=["intact"])
@@ -130,6 +144,7 @@ async def test_stage_two_records_a_hash_mismatch_on_the_clue_and_goes_on(media):
 async def photo_server() -> AsyncIterator[tuple[str, bytes]]:
     """A local HTTP server with one photo: the allowed-host control for the URL checks."""
     data = png((0, 120, 240))
+
     async def photo(request: web.Request) -> web.Response:
         return web.Response(body=data, content_type="image/png")
 
@@ -176,7 +191,9 @@ async def test_an_http_url_on_a_host_not_allowed_is_refused_at_intake_and_at_rea
     assert err.value.reason == "url_not_allowed"
 
 
-@pytest.mark.parametrize("url", ["http://[::1/photo.png", "https://[photos.example/x.png", "http://photos.example\x00/x"])
+@pytest.mark.parametrize(
+    "url", ["http://[::1/photo.png", "https://[photos.example/x.png", "http://photos.example\x00/x"]
+)
 def test_a_malformed_url_is_refused_not_an_escaping_error(media, url):
     s = settings_for(media, url_allowlist=["photos.example", "::1"])
     with pytest.raises(MediaRejected) as err:
@@ -187,8 +204,14 @@ def test_a_malformed_url_is_refused_not_an_escaping_error(media, url):
 # --- paths: traversal and symlinks ----------------------------------------------------------
 
 INSIDE = ["inside.png", "sub/deep.png", "sub/../inside.png", "./sub/./deep.png", "alias.png"]
-OUTSIDE = ["../secret.png", "sub/../../secret.png", "sub/../../media/../secret.png", "escape.png",
-           "escape-dir/secret.png", "escape-dir/media/../secret.png"]
+OUTSIDE = [
+    "../secret.png",
+    "sub/../../secret.png",
+    "sub/../../media/../secret.png",
+    "escape.png",
+    "escape-dir/secret.png",
+    "escape-dir/media/../secret.png",
+]
 
 
 @pytest.mark.parametrize("path", INSIDE)
@@ -240,8 +263,18 @@ async def test_a_symlink_retargeted_outside_after_admission_is_noted_on_the_clue
 
 # --- video frames ---------------------------------------------------------------------------
 
-PALETTE = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255),
-           (255, 0, 255), (255, 255, 255), (0, 0, 0), (128, 128, 128), (255, 128, 0)]
+PALETTE = [
+    (255, 0, 0),
+    (0, 255, 0),
+    (0, 0, 255),
+    (255, 255, 0),
+    (0, 255, 255),
+    (255, 0, 255),
+    (255, 255, 255),
+    (0, 0, 0),
+    (128, 128, 128),
+    (255, 128, 0),
+]
 FPS = 5
 
 
@@ -267,7 +300,7 @@ def colour_of(jpeg: bytes) -> int:
     """Index in PALETTE of the decoded frame's mean colour (and it must be unambiguous)."""
     with Image.open(io.BytesIO(jpeg)) as image:
         mean = ImageStat.Stat(image.convert("RGB")).mean
-    distances = [sum((m - p) ** 2 for m, p in zip(mean, colour)) ** 0.5 for colour in PALETTE]
+    distances = [sum((m - p) ** 2 for m, p in zip(mean, colour, strict=True)) ** 0.5 for colour in PALETTE]
     best = min(range(len(PALETTE)), key=distances.__getitem__)
     assert distances[best] < 40, f"frame colour {mean} is near no palette colour"
     return best

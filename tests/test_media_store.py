@@ -23,8 +23,16 @@ from prometheus_client import REGISTRY
 from pydantic import ValidationError
 
 from cyberjurors.config import Settings
-from cyberjurors.media_store import (DAY_S, FsspecMediaStore, LocalMediaStore, StoreError, day_of, digest_of,
-                                     open_store, shown_url)
+from cyberjurors.media_store import (
+    DAY_S,
+    FsspecMediaStore,
+    LocalMediaStore,
+    StoreError,
+    day_of,
+    digest_of,
+    open_store,
+    shown_url,
+)
 from cyberjurors.streams.kafka import topic_configs
 from cyberjurors.streams.worker_process import child_env
 
@@ -44,6 +52,7 @@ class Clock:
 
 # --- backends -------------------------------------------------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -58,13 +67,19 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("moto.server")
     port = free_port()
     log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
     endpoint = f"http://127.0.0.1:{port}"
     with pytest.MonkeyPatch.context() as env:
-        for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint,
-                            "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}.items():
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL_S3": endpoint,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }.items():
             env.setenv(name, value)
         env.delenv("AWS_PROFILE", raising=False)
         try:
@@ -110,8 +125,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def store_at(url: str, clock: Clock, retention_s: float = RETENTION):
-    settings = Settings(llm_backend="offline", media_store=url, state_retention_s=retention_s / 2,
-                        dlq_retention_s=retention_s / 2)
+    settings = Settings(
+        llm_backend="offline", media_store=url, state_retention_s=retention_s / 2, dlq_retention_s=retention_s / 2
+    )
     assert settings.media_retention == retention_s
     return open_store(settings, clock)
 
@@ -137,6 +153,7 @@ def deleted_total() -> float:
 
 
 # --- the protocol, on every backend -------------------------------------------------------------
+
 
 async def test_put_get_has_size_round_trip_content_addressed(url):
     store = store_at(url, Clock())
@@ -174,7 +191,7 @@ async def test_an_object_that_grew_after_its_size_was_read_is_still_read_only_up
     store = store_at(url, Clock())
     ref = await store.put(PHOTO)
     size = store._size
-    store._size = lambda key: None if (n := size(key)) is None else 1  # a stale listing says 1 byte
+    store._size = lambda key: None if size(key) is None else 1  # a stale listing says 1 byte
     with pytest.raises(StoreError) as err:
         await store.get(ref, 10)
     assert err.value.kind == "too_large"
@@ -255,11 +272,16 @@ async def test_a_store_that_cannot_be_written_is_unavailable(tmp_path):
 
 # --- retention settings -------------------------------------------------------------------------
 
+
 def test_media_outlives_the_state_and_the_dead_letters_that_can_name_it():
     settings = Settings(llm_backend="offline", state_retention_s=5 * DAY_S, dlq_retention_s=9 * DAY_S)
     assert settings.media_retention == 14 * DAY_S
-    assert Settings(llm_backend="offline", media_retention_s=9 * DAY_S, state_retention_s=DAY_S,
-                    dlq_retention_s=9 * DAY_S).media_retention == 9 * DAY_S
+    assert (
+        Settings(
+            llm_backend="offline", media_retention_s=9 * DAY_S, state_retention_s=DAY_S, dlq_retention_s=9 * DAY_S
+        ).media_retention
+        == 9 * DAY_S
+    )
     with pytest.raises(ValidationError, match="media_retention_s"):
         Settings(llm_backend="offline", media_retention_s=8 * DAY_S, dlq_retention_s=9 * DAY_S)
     with pytest.raises(ValidationError, match="media_retention_s"):
@@ -285,13 +307,17 @@ async def test_disputes_dlq_is_created_with_the_letters_retention(settings):
         described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
     finally:
         await admin.close()
-    retention = {name: {e[0]: e[1] for e in entries}.get("retention.ms")
-                 for response in described for *_, name, entries in response.resources}
+    retention = {
+        name: {e[0]: e[1] for e in entries}.get("retention.ms")
+        for response in described
+        for *_, name, entries in response.resources
+    }
     assert retention[settings.topic("disputes.dlq")] == str(int(2.5 * DAY_S * 1000))
     assert retention[settings.topic("disputes.events")] != retention[settings.topic("disputes.dlq")]
 
 
 # --- expiry, on every backend ---------------------------------------------------------------------
+
 
 async def test_an_object_goes_once_its_day_is_a_retention_old_not_before(url):
     clock = Clock()
@@ -394,6 +420,7 @@ async def test_an_object_put_while_a_sweep_runs_survives_it(url):
 
 # --- sweeps at once, the worker, the command ----------------------------------------------------
 
+
 async def test_sweeps_at_once_on_one_store_delete_each_object_once(tmp_path):
     clock = Clock()
     root = tmp_path / "media"
@@ -442,8 +469,13 @@ def test_the_media_sweep_command_dry_run_then_sweep(tmp_path):
     env = child_env(settings)
 
     def media_sweep(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "cyberjurors", "media", "sweep", *args], env=env,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "cyberjurors", "media", "sweep", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     dry = media_sweep("--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -457,6 +489,11 @@ def test_the_media_sweep_command_dry_run_then_sweep(tmp_path):
     again = media_sweep()
     assert again.returncode == 0 and "deleted 0 object(s)" in " ".join(again.stdout.split())
 
-    refused = subprocess.run([sys.executable, "-m", "cyberjurors", "media", "sweep"], capture_output=True, text=True,
-                             env=env | {"CYBERJURORS_MEDIA_STORE": "ftp://files.example/media"}, timeout=120)
+    refused = subprocess.run(
+        [sys.executable, "-m", "cyberjurors", "media", "sweep"],
+        capture_output=True,
+        text=True,
+        env=env | {"CYBERJURORS_MEDIA_STORE": "ftp://files.example/media"},
+        timeout=120,
+    )
     assert refused.returncode == 2 and "ftp://" in refused.stdout

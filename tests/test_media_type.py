@@ -23,7 +23,8 @@ from cyberjurors.jury.clues import find_clues, passive_evidence
 from cyberjurors.media import MediaUnreadable, check_header, load_image, sample_frames
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 
-from .test_media_bounds import clip, loads, settings_for  # noqa: F401  (loads: a fixture)
+from .test_media_bounds import clip, settings_for
+from .test_media_bounds import loads as loads  # a fixture, requested by name
 from .test_media_safety import FOCUS, one_photo_case, select_first_then_perceive
 
 
@@ -36,8 +37,9 @@ def picture(fmt: str, **save) -> bytes:
 def multi_picture_jpeg() -> bytes:
     """A JPEG carrying a second picture (multi-picture format, as phones write): Pillow says MPO."""
     out = io.BytesIO()
-    Image.new("RGB", (32, 24), (200, 30, 30)).save(out, "MPO", save_all=True,
-                                                   append_images=[Image.new("RGB", (32, 24), (0, 0, 200))])
+    Image.new("RGB", (32, 24), (200, 30, 30)).save(
+        out, "MPO", save_all=True, append_images=[Image.new("RGB", (32, 24), (0, 0, 200))]
+    )
     return out.getvalue()
 
 
@@ -71,8 +73,9 @@ def grabs(monkeypatch) -> list[object]:
 # --- photos ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt, declared", [("TIFF", "image/png"), ("ICO", "image/png"), ("BMP", "image/jpeg"),
-                                           ("TIFF", "image/gif")])
+@pytest.mark.parametrize(
+    "fmt, declared", [("TIFF", "image/png"), ("ICO", "image/png"), ("BMP", "image/jpeg"), ("TIFF", "image/gif")]
+)
 async def test_an_image_whose_bytes_are_an_unsupported_format_is_refused_undecoded(tmp_path, loads, fmt, declared):
     s = settings_for(tmp_path)
     ref = inline(picture(fmt), declared)
@@ -112,9 +115,13 @@ async def test_a_supported_format_other_than_the_declared_one_is_read_with_a_not
     assert "image/gif" in note and "WEBP" in note
 
     # each declared type's own formats: no note
-    for data, declared in [(picture("JPEG"), "image/jpeg"), (multi_picture_jpeg(), "image/jpeg"),
-                           (picture("PNG"), "image/png"), (picture("WEBP"), "image/webp"),
-                           (picture("GIF"), "image/gif")]:
+    for data, declared in [
+        (picture("JPEG"), "image/jpeg"),
+        (multi_picture_jpeg(), "image/jpeg"),
+        (picture("PNG"), "image/png"),
+        (picture("WEBP"), "image/webp"),
+        (picture("GIF"), "image/gif"),
+    ]:
         notes = []
         await load_image(inline(data, declared), s, notes=notes)
         await check_header(inline(data, declared), s, notes)
@@ -124,9 +131,16 @@ async def test_a_supported_format_other_than_the_declared_one_is_read_with_a_not
 # --- videos ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("data, demuxer", [(picture("PNG"), "png_pipe"), (picture("JPEG"), "jpeg_pipe"),
-                                           (picture("GIF"), "gif"), (container_clip("avi"), "avi")],
-                         ids=["png", "jpeg", "gif", "avi"])
+@pytest.mark.parametrize(
+    "data, demuxer",
+    [
+        (picture("PNG"), "png_pipe"),
+        (picture("JPEG"), "jpeg_pipe"),
+        (picture("GIF"), "gif"),
+        (container_clip("avi"), "avi"),
+    ],
+    ids=["png", "jpeg", "gif", "avi"],
+)
 async def test_a_video_whose_bytes_are_no_supported_container_is_refused_undecoded(tmp_path, grabs, data, demuxer):
     s = settings_for(tmp_path)
     ref = inline(data, "video/mp4")
@@ -158,8 +172,12 @@ async def test_a_supported_container_other_than_the_declared_one_is_read_with_a_
     assert "video/mp4" in note and "matroska" in note
 
     # QuickTime and MP4 share one container, as Matroska and WebM do: no note between them
-    for data, declared in [(mp4, "video/mp4"), (mp4, "video/quicktime"), (mkv, "video/x-matroska"),
-                           (mkv, "video/webm")]:
+    for data, declared in [
+        (mp4, "video/mp4"),
+        (mp4, "video/quicktime"),
+        (mkv, "video/x-matroska"),
+        (mkv, "video/webm"),
+    ]:
         notes = []
         assert len(await sample_frames(inline(data, declared), s, notes=notes)) == 3
         await check_header(inline(data, declared), s, notes)
@@ -189,8 +207,9 @@ async def test_a_mislabelled_photo_is_noted_on_its_clue_and_the_case_goes_on(tmp
     assert loads == []
 
     # stage II off: the jurors' passive read notes it the same way
-    parts, problems = await passive_evidence(CaseFile(case=one_photo_case("kettle.png", None),
-                                                      received_at="2026-09-02T10:00:00Z"), s)
+    parts, problems = await passive_evidence(
+        CaseFile(case=one_photo_case("kettle.png", None), received_at="2026-09-02T10:00:00Z"), s
+    )
     assert parts == [] and len(problems) == 1 and "unsupported_media_type" in problems[0]
 
 
@@ -204,8 +223,9 @@ async def test_a_jpeg_declared_png_is_perceived_and_the_mismatch_noted(tmp_path:
     [note] = problems
     assert note.startswith("evidence b-photo: ") and "JPEG" in note and "image/png" in note
 
-    parts, problems = await passive_evidence(CaseFile(case=one_photo_case("seam.png", None),
-                                                      received_at="2026-09-02T10:00:00Z"), s)
+    parts, problems = await passive_evidence(
+        CaseFile(case=one_photo_case("seam.png", None), received_at="2026-09-02T10:00:00Z"), s
+    )
     assert len(parts) == 1 and len(problems) == 1 and "JPEG" in problems[0]
 
 
@@ -217,15 +237,20 @@ async def test_mislabelled_media_the_selector_passed_over_are_noted_from_their_h
     (tmp_path / "e.png").write_bytes(picture("PNG"))
     (tmp_path / "f.mp4").write_bytes(clip(2))
     photo = {"media_type": "image/png"}
-    case = case_with([{"id": "b-text", "kind": "text", "text": "The glass was cracked."},
-                      {"id": "b-tiff", "kind": "image", "media": {**photo, "path": "a.png"}},
-                      {"id": "b-ico", "kind": "image", "media": {**photo, "path": "b.png"}},
-                      {"id": "b-png-video", "kind": "video", "media": {"media_type": "video/mp4", "path": "c.mp4"}},
-                      {"id": "b-jpeg", "kind": "image", "media": {**photo, "path": "d.png"}},
-                      {"id": "b-fine", "kind": "image", "media": {**photo, "path": "e.png"}},
-                      {"id": "b-clip", "kind": "video", "media": {"media_type": "video/mp4", "path": "f.mp4"}}])
-    chain, _, problems = await find_clues(case, FOCUS, ScriptedLLM(select_first_then_perceive),
-                                          settings_for(tmp_path, max_select_steps=1))
+    case = case_with(
+        [
+            {"id": "b-text", "kind": "text", "text": "The glass was cracked."},
+            {"id": "b-tiff", "kind": "image", "media": {**photo, "path": "a.png"}},
+            {"id": "b-ico", "kind": "image", "media": {**photo, "path": "b.png"}},
+            {"id": "b-png-video", "kind": "video", "media": {"media_type": "video/mp4", "path": "c.mp4"}},
+            {"id": "b-jpeg", "kind": "image", "media": {**photo, "path": "d.png"}},
+            {"id": "b-fine", "kind": "image", "media": {**photo, "path": "e.png"}},
+            {"id": "b-clip", "kind": "video", "media": {"media_type": "video/mp4", "path": "f.mp4"}},
+        ]
+    )
+    chain, _, problems = await find_clues(
+        case, FOCUS, ScriptedLLM(select_first_then_perceive), settings_for(tmp_path, max_select_steps=1)
+    )
     assert [c.evidence_id for c in chain.buyer] == ["b-text"]
     noted = {p.split()[1]: p for p in problems}
     assert set(noted) == {"b-tiff", "b-ico", "b-png-video", "b-jpeg"}

@@ -20,7 +20,16 @@ from cyberjurors.backends.anthropic import AnthropicLLM
 from cyberjurors.backends.openai import OpenAICompatibleLLM
 from cyberjurors.config import Settings, TokenPrices
 from cyberjurors.llm import GuardedLLM, LLMError, LLMRequest, LLMResult, TextPart
-from cyberjurors.schemas import CATEGORIES, BallotDraft, CaseFile, DeadLetter, OutcomeReported, Selection, Usage, Verdict
+from cyberjurors.schemas import (
+    CATEGORIES,
+    BallotDraft,
+    CaseFile,
+    DeadLetter,
+    OutcomeReported,
+    Selection,
+    Usage,
+    Verdict,
+)
 from cyberjurors.streams.broker import free_port
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
@@ -32,8 +41,11 @@ Samples = dict[tuple[str, frozenset], float]
 
 def scrape(port: int) -> Samples:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -83,14 +95,21 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             seen = await read_topic(settings, "disputes.verdicts", until=len(cases), timeout_s=90)
             verdicts = [Verdict.model_validate_json(v) for _, v in seen]
             assert len(verdicts) == len(cases)
-            letters = [DeadLetter.model_validate_json(v) for _, v in
-                       await read_topic(settings, "disputes.dlq", until=1, timeout_s=30)]
+            letters = [
+                DeadLetter.model_validate_json(v)
+                for _, v in await read_topic(settings, "disputes.dlq", until=1, timeout_s=30)
+            ]
             assert [(d.stage, d.reason) for d in letters] == [("ingest", "invalid_json")]
 
             # Faust commits on its own timer, which may run late on a loaded machine: wait for it too
-            after = await scrape_until(port, lambda s: value(s, "cyberjurors_verdicts_total") >= len(verdicts)
-                                       and value(s, "cyberjurors_cases_in_flight") == 0
-                                       and value(s, "cyberjurors_faust_topic_partition_offset_commited") > 0)
+            after = await scrape_until(
+                port,
+                lambda s: (
+                    value(s, "cyberjurors_verdicts_total") >= len(verdicts)
+                    and value(s, "cyberjurors_cases_in_flight") == 0
+                    and value(s, "cyberjurors_faust_topic_partition_offset_commited") > 0
+                ),
+            )
 
             # verdicts, by winner and category, as seen on the topic
             assert labelled(after, "cyberjurors_verdicts_total", "winner") == Counter(v.winner for v in verdicts)
@@ -102,18 +121,26 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             assert value(after, "cyberjurors_early_stops_total") == sum(v.early_stopped for v in verdicts)
             # the final round's ballots, by seat model (one here), vote and the verdict's majority
             assert value(after, "cyberjurors_ballots_total", model=settings.model) == sum(
-                v.votes.total for v in verdicts)
+                v.votes.total for v in verdicts
+            )
             for side in ("buyer", "seller"):
                 assert value(after, "cyberjurors_ballots_total", vote=side) == sum(
-                    getattr(v.votes, side) for v in verdicts), side
+                    getattr(v.votes, side) for v in verdicts
+                ), side
                 assert value(after, "cyberjurors_ballots_total", majority=side) == sum(
-                    v.votes.total for v in verdicts if v.winner == side), side
+                    v.votes.total for v in verdicts if v.winner == side
+                ), side
             assert value(after, "cyberjurors_budget_stops_total") == sum(len(v.budget_stops) for v in verdicts)
             assert value(after, "cyberjurors_case_latency_seconds_count") == len(verdicts)
             assert value(after, "cyberjurors_case_latency_seconds_sum") == pytest.approx(
-                sum(v.latency_s for v in verdicts), abs=0.001 * len(verdicts))
-            for stage, expected in [("focus", len(verdicts)), ("clues", len(verdicts)), ("verdict", len(verdicts)),
-                                    ("round", sum(v.rounds_used for v in verdicts))]:
+                sum(v.latency_s for v in verdicts), abs=0.001 * len(verdicts)
+            )
+            for stage, expected in [
+                ("focus", len(verdicts)),
+                ("clues", len(verdicts)),
+                ("verdict", len(verdicts)),
+                ("round", sum(v.rounds_used for v in verdicts)),
+            ]:
                 assert value(after, "cyberjurors_stage_latency_seconds_count", stage=stage) == expected, stage
             assert value(after, "cyberjurors_cases_in_flight") == 0
 
@@ -126,7 +153,8 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             assert value(after, "cyberjurors_llm_errors_total") == 0
             for kind in metrics.TOKEN_KINDS:  # the kinds split a call's tokens: output less its thinking
                 assert value(after, "cyberjurors_llm_tokens_total", kind=kind) == sum(
-                    c[f"{kind}_tokens"] - (c["thinking_tokens"] if kind == "output" else 0) for c in logged), kind
+                    c[f"{kind}_tokens"] - (c["thinking_tokens"] if kind == "output" else 0) for c in logged
+                ), kind
             assert value(after, "cyberjurors_llm_tokens_total", kind="input") > 0
             assert value(after, "cyberjurors_llm_cost_usd_total") == 0  # offline bills nothing
             assert value(after, "cyberjurors_llm_retries_total") == 0
@@ -140,16 +168,27 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             assert value(after, "cyberjurors_faust_topic_partition_offset_commited") > 0
 
             # a redelivered settled case file (as after a rebalance): its verdict is re-sent, not counted
-            rounds = [CaseFile.model_validate_json(v) for _, v in await read_topic(
-                settings, "disputes.rounds", until=sum(v.rounds_used for v in verdicts), timeout_s=30)]
+            rounds = [
+                CaseFile.model_validate_json(v)
+                for _, v in await read_topic(
+                    settings, "disputes.rounds", until=sum(v.rounds_used for v in verdicts), timeout_s=30
+                )
+            ]
             settled = max(rounds, key=lambda c: len(c.rounds))
-            await produce(settings, [Outgoing(settled.case_id, settled.model_dump_json().encode(), "replay")],
-                          topic="disputes.rounds")
+            await produce(
+                settings,
+                [Outgoing(settled.case_id, settled.model_dump_json().encode(), "replay")],
+                topic="disputes.rounds",
+            )
             again = await read_topic(settings, "disputes.verdicts", until=len(verdicts) + 1, timeout_s=30)
             assert [k for k, _ in again].count(settled.case_id) == 2
             replayed = await asyncio.to_thread(scrape, port)
-            for name in ("cyberjurors_verdicts_total", "cyberjurors_vote_margin_count",
-                         "cyberjurors_case_latency_seconds_count", "cyberjurors_early_stops_total"):
+            for name in (
+                "cyberjurors_verdicts_total",
+                "cyberjurors_vote_margin_count",
+                "cyberjurors_case_latency_seconds_count",
+                "cyberjurors_early_stops_total",
+            ):
                 assert value(replayed, name) == value(after, name), name
             assert value(replayed, "cyberjurors_stage_latency_seconds_count", stage="verdict") == len(verdicts)
             assert value(replayed, "cyberjurors_cases_in_flight") == 0
@@ -168,10 +207,18 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             # order, so its dead letter shows the repeat was handled too
             repeated = chosen[0].case_id
             unknown = outcome_event("no-such-case", 9, 8)
-            await produce(settings, [*first, outcomes[repeated], Outgoing(repeated, b"{not an outcome", "test"),
-                                     unknown], topic="disputes.outcomes")
-            done = await scrape_until(port, lambda s: value(s, "cyberjurors_dead_letters_total", stage="outcomes") >= 2
-                                      and value(s, "cyberjurors_outcomes_total") >= len(first))
+            await produce(
+                settings,
+                [*first, outcomes[repeated], Outgoing(repeated, b"{not an outcome", "test"), unknown],
+                topic="disputes.outcomes",
+            )
+            done = await scrape_until(
+                port,
+                lambda s: (
+                    value(s, "cyberjurors_dead_letters_total", stage="outcomes") >= 2
+                    and value(s, "cyberjurors_outcomes_total") >= len(first)
+                ),
+            )
         except BaseException:
             print((tmp_path / "worker.log").read_text()[-6000:])
             raise
@@ -186,7 +233,8 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
         won = [cid for cid in counted if (real[cid][1] > real[cid][0]) == (side == "seller")]
         assert value(done, "cyberjurors_outcomes_total", real_winner=side) == len(won), side
         assert value(done, "cyberjurors_outcomes_total", real_winner=side, agreement="agree") == sum(
-            ours[cid].winner == side for cid in won), side
+            ours[cid].winner == side for cid in won
+        ), side
     assert labelled(done, "cyberjurors_outcomes_total", "category") == Counter(ours[c].category for c in counted)
     assert value(done, "cyberjurors_outcome_vote_error_count") == len(counted)
     assert value(done, "cyberjurors_outcome_vote_error_sum") == pytest.approx(sum(errors[c] for c in counted))
@@ -197,10 +245,19 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
     # count a redelivered outcome again, and counts a new one
     async with worker_process(settings, tmp_path / "worker-2.log"):
         try:
-            await produce(settings, [outcomes[repeated], Outgoing(repeated, b"{still not one", "test"), late],
-                          topic="disputes.outcomes")
-            again = await scrape_until(port, lambda s: value(s, "cyberjurors_dead_letters_total", stage="outcomes")
-                                       >= 1 and value(s, "cyberjurors_outcomes_total") >= 1, timeout_s=90)
+            await produce(
+                settings,
+                [outcomes[repeated], Outgoing(repeated, b"{still not one", "test"), late],
+                topic="disputes.outcomes",
+            )
+            again = await scrape_until(
+                port,
+                lambda s: (
+                    value(s, "cyberjurors_dead_letters_total", stage="outcomes") >= 1
+                    and value(s, "cyberjurors_outcomes_total") >= 1
+                ),
+                timeout_s=90,
+            )
         except BaseException:
             print((tmp_path / "worker-2.log").read_text()[-6000:])
             raise
@@ -256,8 +313,13 @@ def test_every_label_combination_exists_from_the_start():
     for category in CATEGORIES:
         for agreement in ("agree", "disagree"):
             for side in ("buyer", "seller"):
-                assert REGISTRY.get_sample_value("cyberjurors_outcomes_total", {
-                    "agreement": agreement, "real_winner": side, "category": category}) is not None
+                assert (
+                    REGISTRY.get_sample_value(
+                        "cyberjurors_outcomes_total",
+                        {"agreement": agreement, "real_winner": side, "category": category},
+                    )
+                    is not None
+                )
         assert REGISTRY.get_sample_value("cyberjurors_outcome_vote_error_count", {"category": category}) is not None
 
 
@@ -265,10 +327,15 @@ def test_every_label_combination_exists_from_the_start():
 
 
 def test_price_table_exact_snapshot_unknown_and_free_backends():
-    table = metrics.PriceTable({"claude-sonnet": TokenPrices(input=1, output=2),
-                                "claude-sonnet-5-5": TokenPrices(input=3, output=15, cache_read=0.3, cache_write=3.75)})
-    usage = Usage(input_tokens=1_000_000, output_tokens=200_000, cache_read_tokens=2_000_000,
-                  cache_write_tokens=400_000)
+    table = metrics.PriceTable(
+        {
+            "claude-sonnet": TokenPrices(input=1, output=2),
+            "claude-sonnet-5-5": TokenPrices(input=3, output=15, cache_read=0.3, cache_write=3.75),
+        }
+    )
+    usage = Usage(
+        input_tokens=1_000_000, output_tokens=200_000, cache_read_tokens=2_000_000, cache_write_tokens=400_000
+    )
     assert table.cost("anthropic", "claude-sonnet-5-5", usage) == pytest.approx(3 + 3 + 0.6 + 1.5)
     assert table.price("claude-sonnet-5-5-20260101").input == 3  # a dated snapshot of the longest name
     assert table.price("claude-sonnet-20260101").input == 1
@@ -298,9 +365,12 @@ class Billed:
     async def generate(self, request: LLMRequest, output_type):  # type: ignore[no-untyped-def]
         if self.fail:
             raise LLMError("overloaded", "529")
-        return LLMResult(Selection(evidence_id=None, reason="r"), Usage(input_tokens=1000, output_tokens=500,
-                         cache_read_tokens=4000, cache_write_tokens=2000), model="claude-sonnet-5-5-20260101",
-                         backend=self.backend)
+        return LLMResult(
+            Selection(evidence_id=None, reason="r"),
+            Usage(input_tokens=1000, output_tokens=500, cache_read_tokens=4000, cache_write_tokens=2000),
+            model="claude-sonnet-5-5-20260101",
+            backend=self.backend,
+        )
 
 
 def delta(name: str, labels: dict[str, str], before: float | None) -> float:
@@ -341,8 +411,15 @@ async def test_an_unpriced_model_counts_zero_cost_and_is_reported():
 # --- SDK retries ----------------------------------------------------------------------------
 
 FAST = {"retry-after-ms": "5"}
-BALLOT = {"conflicts": [], "buyer_conflicts": [], "seller_conflicts": [], "vote": "buyer",
-          "justification": "[b1]", "cited_clues": ["b1"], "cited_guidelines": []}
+BALLOT = {
+    "conflicts": [],
+    "buyer_conflicts": [],
+    "seller_conflicts": [],
+    "vote": "buyer",
+    "justification": "[b1]",
+    "cited_clues": ["b1"],
+    "cited_guidelines": [],
+}
 
 
 def ballot_request(model: str) -> LLMRequest:
@@ -352,13 +429,18 @@ def ballot_request(model: str) -> LLMRequest:
 async def test_anthropic_sdk_retries_are_counted(server: ScriptedServer, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     model = "claude-retry-test"
-    server.reply(Reply(status=529, headers=FAST, body={"type": "error", "error": {"type": "overloaded_error",
-                                                                                   "message": "busy"}}),
-                 Reply(status=429, headers=FAST, body={"type": "error", "error": {"type": "rate_limit_error",
-                                                                                   "message": "slow"}}),
-                 anthropic_message(json.dumps(BALLOT), model=model))
-    llm = AnthropicLLM.from_settings(Settings(llm_backend="anthropic", anthropic_api_key="sk-test",
-                                              anthropic_base_url=server.url, llm_max_retries=3))
+    server.reply(
+        Reply(
+            status=529, headers=FAST, body={"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+        ),
+        Reply(
+            status=429, headers=FAST, body={"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}
+        ),
+        anthropic_message(json.dumps(BALLOT), model=model),
+    )
+    llm = AnthropicLLM.from_settings(
+        Settings(llm_backend="anthropic", anthropic_api_key="sk-test", anthropic_base_url=server.url, llm_max_retries=3)
+    )
     keys = {"backend": "anthropic", "model": model}
     before = REGISTRY.get_sample_value("cyberjurors_llm_retries_total", keys)
     try:
@@ -373,10 +455,13 @@ async def test_anthropic_sdk_retries_are_counted(server: ScriptedServer, monkeyp
 async def test_openai_sdk_retries_are_counted(server: ScriptedServer, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     model = "qwen-retry-test"
-    server.reply(Reply(status=429, headers=FAST, body={"error": {"message": "slow", "type": "rate_limit"}}),
-                 chat_completion(json.dumps(BALLOT), model=model))
-    llm = OpenAICompatibleLLM.from_settings(Settings(llm_backend="openai", openai_base_url=f"{server.url}/v1",
-                                                     llm_max_retries=2, llm_timeout_s=5))
+    server.reply(
+        Reply(status=429, headers=FAST, body={"error": {"message": "slow", "type": "rate_limit"}}),
+        chat_completion(json.dumps(BALLOT), model=model),
+    )
+    llm = OpenAICompatibleLLM.from_settings(
+        Settings(llm_backend="openai", openai_base_url=f"{server.url}/v1", llm_max_retries=2, llm_timeout_s=5)
+    )
     keys = {"backend": "openai", "model": model}
     before = REGISTRY.get_sample_value("cyberjurors_llm_retries_total", keys)
     try:
@@ -408,7 +493,12 @@ def test_cases_in_flight_is_derived_from_the_set_of_cases():
 
 def test_round_stages_share_one_label():
     assert [metrics.stage_label(s) for s in ("focus", "clues", "round-1", "round-3", "round")] == [
-        "focus", "clues", "round", "round", "round"]
+        "focus",
+        "clues",
+        "round",
+        "round",
+        "round",
+    ]
 
 
 def test_the_endpoint_is_off_at_port_zero_and_a_taken_port_is_not_fatal():

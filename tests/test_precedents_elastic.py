@@ -21,16 +21,16 @@ from cyberjurors.precedents.models import Document, Guideline, PrecedentCase, Pr
 from cyberjurors.precedents.precedent_base import open_index
 from cyberjurors.schemas import Votes
 
-from .fake_elasticsearch import (  # noqa: F401  (fake_es is a fixture)
+from .fake_elasticsearch import (
     FakeElasticsearch,
     Index,
     authentication_error,
     error_body,
-    fake_es,
     rrf_licence_error,
     unauthorized_search_error,
     unknown_retriever_error,
 )
+from .fake_elasticsearch import fake_es as fake_es  # a fixture, requested by name
 
 PREFIX = "cjt"
 CASES, GUIDELINES = f"{PREFIX}-cases", f"{PREFIX}-guidelines"
@@ -54,20 +54,42 @@ class HashEmbedder:
 
 
 def case(n: int, category: str = "clothing", winner: str = "buyer", summary: str | None = None) -> Document:
-    return Document.of_case(PrecedentCase(
-        case_id=f"h{n}", category=category, winner=winner, votes=Votes(buyer=12, seller=5), tags=["seam"],
-        summary=summary or f"Shirt number {n}: the seam tore on first wear; buyer sent an unboxing photo"))
+    return Document.of_case(
+        PrecedentCase(
+            case_id=f"h{n}",
+            category=category,
+            winner=winner,
+            votes=Votes(buyer=12, seller=5),
+            tags=["seam"],
+            summary=summary or f"Shirt number {n}: the seam tore on first wear; buyer sent an unboxing photo",
+        )
+    )
 
 
 def guideline(n: int, category: str = "clothing", active: bool = True) -> Document:
-    return Document.of_guideline(Guideline(
-        id=f"g{n}", rule=f"Rule {n}: an unboxing photo of a torn seam wins the buyer a refund", category=category,
-        dispute_type="quality", favours="buyer", confidence=0.7, active=active, tags=["seam"]))
+    return Document.of_guideline(
+        Guideline(
+            id=f"g{n}",
+            rule=f"Rule {n}: an unboxing photo of a torn seam wins the buyer a refund",
+            category=category,
+            dispute_type="quality",
+            favours="buyer",
+            confidence=0.7,
+            active=active,
+            tags=["seam"],
+        )
+    )
 
 
 def client_for(url: str, *, timeout: float = 5.0, max_retries: int = 2, **kw) -> AsyncElasticsearch:
-    return AsyncElasticsearch(url, request_timeout=timeout, max_retries=max_retries,
-                              retry_on_status=(429, 502, 503, 504), retry_on_timeout=True, **kw)
+    return AsyncElasticsearch(
+        url,
+        request_timeout=timeout,
+        max_retries=max_retries,
+        retry_on_status=(429, 502, 503, 504),
+        retry_on_timeout=True,
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -76,8 +98,9 @@ async def make_index(fake_es: FakeElasticsearch):
 
     async def make(embedder=None, *, ensure: bool = True, client=None, **options) -> ElasticsearchIndex:
         options.setdefault("bulk_initial_backoff", 0.01)
-        index = ElasticsearchIndex(client or client_for(fake_es.url), embedder or HashEmbedder(), prefix=PREFIX,
-                                   **options)
+        index = ElasticsearchIndex(
+            client or client_for(fake_es.url), embedder or HashEmbedder(), prefix=PREFIX, **options
+        )
         made.append(index)
         if ensure:
             await index.ensure()
@@ -95,12 +118,22 @@ def expected_mappings(model: str = "hash-8", dims: int = 8) -> dict:
         "_meta": {"embedding_model": model, "embedding_dims": dims, "layout": 1},
         "dynamic_templates": [{"keywords": {"path_match": "keywords.*", "mapping": keyword}}],
         "properties": {
-            "id": keyword, "kind": keyword, "category": keyword,
+            "id": keyword,
+            "kind": keyword,
+            "category": keyword,
             "text": {"type": "text", "analyzer": "english"},
-            "keywords": {"type": "object", "dynamic": True, "properties": {
-                "outcome": keyword, "dispute_type": keyword, "tags": keyword, "active": keyword}},
-            "embedding": {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine",
-                          "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100}},
+            "keywords": {
+                "type": "object",
+                "dynamic": True,
+                "properties": {"outcome": keyword, "dispute_type": keyword, "tags": keyword, "active": keyword},
+            },
+            "embedding": {
+                "type": "dense_vector",
+                "dims": dims,
+                "index": True,
+                "similarity": "cosine",
+                "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100},
+            },
             "case": {"type": "object", "enabled": False},
             "guideline": {"type": "object", "enabled": False},
         },
@@ -109,21 +142,31 @@ def expected_mappings(model: str = "hash-8", dims: int = 8) -> dict:
 
 # --- layout ------------------------------------------------------------------------------------
 
+
 async def test_ensure_sends_the_template_creates_versioned_indexes_behind_aliases(fake_es, make_index):
     await make_index()
     [put] = fake_es.requests_to("PUT", f"/_index_template/{PREFIX}-precedents")
     assert put.body == {
         "index_patterns": [f"{CASES}-*", f"{GUIDELINES}-*"],
         "priority": 200,
-        "template": {"settings": {"number_of_shards": 1, "auto_expand_replicas": "0-1"},
-                     "mappings": expected_mappings()},
-        "_meta": {"description": "cyberjurors precedent base (cases H, guidelines N)",
-                  "embedding_model": "hash-8", "embedding_dims": 8, "layout": 1},
+        "template": {
+            "settings": {"number_of_shards": 1, "auto_expand_replicas": "0-1"},
+            "mappings": expected_mappings(),
+        },
+        "_meta": {
+            "description": "cyberjurors precedent base (cases H, guidelines N)",
+            "embedding_model": "hash-8",
+            "embedding_dims": 8,
+            "layout": 1,
+        },
     }
     for alias in (CASES, GUIDELINES):
         [create] = fake_es.requests_to("PUT", f"/{alias}-v1")
-        assert create.body == {"settings": {"number_of_shards": 1, "auto_expand_replicas": "0-1"},
-                               "mappings": expected_mappings(), "aliases": {alias: {"is_write_index": True}}}
+        assert create.body == {
+            "settings": {"number_of_shards": 1, "auto_expand_replicas": "0-1"},
+            "mappings": expected_mappings(),
+            "aliases": {alias: {"is_write_index": True}},
+        }
         assert fake_es.alias_target(alias) == [f"{alias}-v1"]
     # every request went through the real client: compatibility headers, JSON bodies
     assert put.headers["content-type"] == "application/vnd.elasticsearch+json; compatible-with=9"
@@ -162,6 +205,7 @@ async def test_an_index_without_cyberjurors_meta_is_corrupt(fake_es, make_index)
 
 # --- writes ------------------------------------------------------------------------------------
 
+
 async def test_upsert_sends_one_bulk_with_alias_ids_and_vectors_and_is_idempotent(fake_es, make_index):
     index = await make_index()
     docs = [case(1), case(2, "food"), guideline(1)]
@@ -172,9 +216,12 @@ async def test_upsert_sends_one_bulk_with_alias_ids_and_vectors_and_is_idempoten
     assert bulk.query == {"refresh": "wait_for", "require_alias": "true"}
     assert bulk.headers["content-type"] == "application/vnd.elasticsearch+x-ndjson; compatible-with=9"
     actions, sources = bulk.ndjson[0::2], bulk.ndjson[1::2]
-    assert actions == [{"index": {"_index": CASES, "_id": "case:h1"}}, {"index": {"_index": CASES, "_id": "case:h2"}},
-                       {"index": {"_index": GUIDELINES, "_id": "guideline:g1"}}]
-    for doc, source in zip(docs, sources):
+    assert actions == [
+        {"index": {"_index": CASES, "_id": "case:h1"}},
+        {"index": {"_index": CASES, "_id": "case:h2"}},
+        {"index": {"_index": GUIDELINES, "_id": "guideline:g1"}},
+    ]
+    for doc, source in zip(docs, sources, strict=False):
         vector = source.pop("embedding")
         assert len(vector) == 8 and np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
         assert np.allclose(vector, HashEmbedder().encode([doc.text])[0], atol=1e-6)
@@ -184,8 +231,10 @@ async def test_upsert_sends_one_bulk_with_alias_ids_and_vectors_and_is_idempoten
     assert await index.get(["case:h2", "guideline:g1", "case:nope", "free-id"]) == [docs[1], docs[2]]
     [mget] = fake_es.requests_to("POST", "/_mget")
     assert mget.query == {"_source_excludes": "embedding"}
-    assert {"_index": CASES, "_id": "free-id"} in mget.body["docs"] and \
-        {"_index": GUIDELINES, "_id": "free-id"} in mget.body["docs"]
+    assert {"_index": CASES, "_id": "free-id"} in mget.body["docs"] and {
+        "_index": GUIDELINES,
+        "_id": "free-id",
+    } in mget.body["docs"]
 
     again = await index.upsert(docs)  # same ids: overwritten, not duplicated
     assert again.indexed == report.indexed
@@ -196,14 +245,22 @@ async def test_upsert_sends_one_bulk_with_alias_ids_and_vectors_and_is_idempoten
 async def test_partial_bulk_failure_names_the_failed_documents_and_429_items_are_retried(fake_es, make_index):
     index = await make_index()
     fake_es.fail_item("case:h2", 400, "document_parsing_exception", "[1:42] failed to parse field [text]", times=None)
-    fake_es.fail_item("case:h3", 429, "es_rejected_execution_exception",
-                      "rejected execution of coordinating operation [shard_detail=[cjt-cases-v1][0][P]]", times=2)
+    fake_es.fail_item(
+        "case:h3",
+        429,
+        "es_rejected_execution_exception",
+        "rejected execution of coordinating operation [shard_detail=[cjt-cases-v1][0][P]]",
+        times=2,
+    )
     report = await index.upsert([case(1), case(2), case(3), case(4)])
     assert report.failed == {"case:h2": "400 document_parsing_exception: [1:42] failed to parse field [text]"}
     assert report.indexed == ["case:h1", "case:h3", "case:h4"]
     bulks = fake_es.requests_to("PUT", "/_bulk") + fake_es.requests_to("POST", "/_bulk")
     assert [[a["index"]["_id"] for a in b.ndjson[0::2]] for b in bulks] == [
-        ["case:h1", "case:h2", "case:h3", "case:h4"], ["case:h3"], ["case:h3"]]  # only the 429 item, twice
+        ["case:h1", "case:h2", "case:h3", "case:h4"],
+        ["case:h3"],
+        ["case:h3"],
+    ]  # only the 429 item, twice
     assert sorted(fake_es.indices[f"{CASES}-v1"].docs) == ["case:h1", "case:h3", "case:h4"]
 
 
@@ -240,10 +297,14 @@ async def test_delete_counts_what_existed(fake_es, make_index):
 
 # --- search --------------------------------------------------------------------------------------
 
+
 async def seeded(make_index, fake_es, **options) -> ElasticsearchIndex:
     index = await make_index(**options)
-    await index.upsert([case(n) for n in range(1, 7)] + [case(9, "food")]
-                       + [guideline(1), guideline(2, "all"), guideline(3, active=False), guideline(4, "food")])
+    await index.upsert(
+        [case(n) for n in range(1, 7)]
+        + [case(9, "food")]
+        + [guideline(1), guideline(2, "all"), guideline(3, active=False), guideline(4, "food")]
+    )
     fake_es.script("bm25", ["case:h3", "case:h1", "case:h5", "case:h9"])
     fake_es.script("knn", ["case:h1", "case:h4", "case:h3", "case:h6"])
     return index
@@ -262,12 +323,20 @@ async def test_hybrid_search_sends_one_rrf_retriever_request(fake_es, make_index
     assert req.path == f"/{CASES}/_search"
     rrf = req.body["retriever"]["rrf"]
     [standard, knn] = rrf["retrievers"]
-    assert standard == {"standard": {"query": {"bool": {
-        "must": [{"match": {"text": {"query": "torn seam on a shirt"}}}],
-        "filter": [filters("case", ["clothing"])]}}}}
+    assert standard == {
+        "standard": {
+            "query": {
+                "bool": {
+                    "must": [{"match": {"text": {"query": "torn seam on a shirt"}}}],
+                    "filter": [filters("case", ["clothing"])],
+                }
+            }
+        }
+    }
     assert knn["knn"]["field"] == "embedding" and knn["knn"]["filter"] == filters("case", ["clothing"])
-    assert knn["knn"]["query_vector"] == pytest.approx(HashEmbedder().encode(["torn seam on a shirt"])[0].tolist(),
-                                                       abs=1e-6)
+    assert knn["knn"]["query_vector"] == pytest.approx(
+        HashEmbedder().encode(["torn seam on a shirt"])[0].tolist(), abs=1e-6
+    )
     assert knn["knn"]["k"] == rrf["rank_window_size"] == 50 and knn["knn"]["num_candidates"] == 100
     assert rrf["rank_constant"] == RRF_K == 60
     assert req.body["size"] == 3 and req.body["_source"] == {"excludes": ["embedding"]}
@@ -297,10 +366,14 @@ async def test_rrf_with_sources_also_sends_the_two_sub_queries(fake_es, make_ind
     assert [(h.id, h.sources) for h in hits] == [(d, src) for d, _, src in expected[:4]]
 
 
-@pytest.mark.parametrize("status,refusal", [(403, rrf_licence_error()), (400, unknown_retriever_error())],
-                         ids=["basic-licence", "unknown-retriever"])
-async def test_a_refused_rrf_retriever_falls_back_to_client_side_fusion_once(fake_es, make_index, caplog, status,
-                                                                             refusal):
+@pytest.mark.parametrize(
+    "status,refusal",
+    [(403, rrf_licence_error()), (400, unknown_retriever_error())],
+    ids=["basic-licence", "unknown-retriever"],
+)
+async def test_a_refused_rrf_retriever_falls_back_to_client_side_fusion_once(
+    fake_es, make_index, caplog, status, refusal
+):
     caplog.set_level(logging.INFO, logger="cyberjurors.precedents.elastic")
     index = await seeded(make_index, fake_es)
     fake_es.fail(status, refusal, method="POST", path=r".*/_search", when=lambda r: "retriever" in r.body, times=None)
@@ -311,9 +384,13 @@ async def test_a_refused_rrf_retriever_falls_back_to_client_side_fusion_once(fak
     assert len(first) == 3 and "retriever" in first[0].body  # tried once, then the two sub-queries
     lexical = next(r.body for r in first[1:] if "query" in r.body)
     semantic = next(r.body for r in first[1:] if "knn" in r.body)
-    assert lexical == {"query": {"bool": {"must": [{"match": {"text": {"query": "torn seam"}}}],
-                                          "filter": [filters("case", ["clothing"])]}},
-                       "size": 50, "_source": {"excludes": ["embedding"]}}
+    assert lexical == {
+        "query": {
+            "bool": {"must": [{"match": {"text": {"query": "torn seam"}}}], "filter": [filters("case", ["clothing"])]}
+        },
+        "size": 50,
+        "_source": {"excludes": ["embedding"]},
+    }
     assert semantic["knn"]["filter"] == filters("case", ["clothing"]) and semantic["knn"]["k"] == 50
     assert semantic["size"] == 50 and "query" not in semantic
 
@@ -366,6 +443,7 @@ async def test_inactive_guidelines_are_filtered_and_bad_queries_refused(fake_es,
 
 # --- rebuild --------------------------------------------------------------------------------------
 
+
 async def test_rebuild_loads_a_new_index_and_swaps_the_alias_atomically(fake_es, make_index):
     index = await make_index()
     await index.upsert([case(1), case(2)])
@@ -378,8 +456,12 @@ async def test_rebuild_loads_a_new_index_and_swaps_the_alias_atomically(fake_es,
     [bulk] = [r for r in new if r.path == "/_bulk"]
     assert {a["index"]["_index"] for a in bulk.ndjson[0::2]} == {f"{CASES}-v2"}  # the concrete new index
     [swap] = [r for r in new if r.path == "/_aliases"]
-    assert swap.body == {"actions": [{"remove": {"index": f"{CASES}-v1", "alias": CASES}},
-                                     {"add": {"index": f"{CASES}-v2", "alias": CASES, "is_write_index": True}}]}
+    assert swap.body == {
+        "actions": [
+            {"remove": {"index": f"{CASES}-v1", "alias": CASES}},
+            {"add": {"index": f"{CASES}-v2", "alias": CASES, "is_write_index": True}},
+        ]
+    }
     [delete] = [r for r in new if r.method == "DELETE"]
     assert delete.path == f"/{CASES}-v1"
     order = [r.path for r in new if r.method != "GET"]
@@ -410,6 +492,7 @@ async def test_rebuild_moves_an_index_to_a_new_embedding_model(fake_es, make_ind
 
 # --- errors, auth, transport -----------------------------------------------------------------------
 
+
 async def test_401_is_an_auth_error_that_says_what_to_check(fake_es, make_index):
     index = await make_index(ensure=False)
     refused = fake_es.fail(401, authentication_error("/_alias"), times=None, headers={"WWW-Authenticate": "ApiKey"})
@@ -439,8 +522,9 @@ async def test_429_is_retried_by_the_client_then_rate_limited(fake_es, make_inde
 
 async def test_5xx_is_a_server_error(fake_es, make_index):
     index = await seeded(make_index, fake_es)
-    fake_es.fail(503, error_body(503, "search_phase_execution_exception", "all shards failed"),
-                 path=r".*/_search", times=None)
+    fake_es.fail(
+        503, error_body(503, "search_phase_execution_exception", "all shards failed"), path=r".*/_search", times=None
+    )
     with pytest.raises(PrecedentError) as err:
         await index.search("seam", kind="case")
     assert err.value.kind == "server_error" and "_cluster/health" in str(err.value)
@@ -474,16 +558,27 @@ async def test_a_server_that_is_not_elasticsearch_is_refused(fake_es, make_index
 
 
 def es_settings(url: str, monkeypatch, **kw) -> Settings:
-    for var in ("ELASTICSEARCH_URL", "ELASTICSEARCH_API_KEY", "CYBERJURORS_ELASTICSEARCH_URL",
-                "CYBERJURORS_ELASTICSEARCH_API_KEY", "CYBERJURORS_SETTINGS_FILE"):
+    for var in (
+        "ELASTICSEARCH_URL",
+        "ELASTICSEARCH_API_KEY",
+        "CYBERJURORS_ELASTICSEARCH_URL",
+        "CYBERJURORS_ELASTICSEARCH_API_KEY",
+        "CYBERJURORS_SETTINGS_FILE",
+    ):
         monkeypatch.delenv(var, raising=False)
-    return Settings(llm_backend="offline", precedent_backend="elasticsearch", elasticsearch_url=url,
-                    elasticsearch_index_prefix=PREFIX, **kw)
+    return Settings(
+        llm_backend="offline",
+        precedent_backend="elasticsearch",
+        elasticsearch_url=url,
+        elasticsearch_index_prefix=PREFIX,
+        **kw,
+    )
 
 
 async def test_api_key_and_basic_auth_reach_the_server(fake_es, monkeypatch):
-    index = ElasticsearchIndex.from_settings(es_settings(fake_es.url, monkeypatch, elasticsearch_api_key="a2V5OnNlY3JldA=="),
-                                             HashEmbedder())
+    index = ElasticsearchIndex.from_settings(
+        es_settings(fake_es.url, monkeypatch, elasticsearch_api_key="a2V5OnNlY3JldA=="), HashEmbedder()
+    )
     await index.ensure()
     await index.close()
     assert {r.headers["authorization"] for r in fake_es.requests} == {"ApiKey a2V5OnNlY3JldA=="}
@@ -491,23 +586,27 @@ async def test_api_key_and_basic_auth_reach_the_server(fake_es, monkeypatch):
     fake_es.requests.clear()
     index = ElasticsearchIndex.from_settings(
         es_settings(fake_es.url, monkeypatch, elasticsearch_username="elastic", elasticsearch_password="p@ss:word"),
-        HashEmbedder())
+        HashEmbedder(),
+    )
     await index.ensure()
     await index.close()
     assert {r.headers["authorization"] for r in fake_es.requests} == {
-        "Basic " + base64.b64encode(b"elastic:p@ss:word").decode()}
+        "Basic " + base64.b64encode(b"elastic:p@ss:word").decode()
+    }
 
 
 async def test_from_settings_sets_timeout_and_client_retries(fake_es, monkeypatch):
-    index = ElasticsearchIndex.from_settings(es_settings(fake_es.url, monkeypatch, elasticsearch_timeout_s=3.5,
-                                                         elasticsearch_max_retries=5), HashEmbedder())
+    index = ElasticsearchIndex.from_settings(
+        es_settings(fake_es.url, monkeypatch, elasticsearch_timeout_s=3.5, elasticsearch_max_retries=5), HashEmbedder()
+    )
     assert index.client._request_timeout == 3.5 and index.client._max_retries == 5
     assert tuple(index.client._retry_on_status) == (429, 502, 503, 504) and index.client._retry_on_timeout is True
     assert index.prefix == PREFIX and index.embedding_model == "hash-8"
     await index.close()
     with pytest.raises(PrecedentError) as err:  # a CA file only makes sense with https
-        ElasticsearchIndex.from_settings(es_settings(fake_es.url, monkeypatch, elasticsearch_ca_certs="/tmp/ca.pem"),
-                                         HashEmbedder())
+        ElasticsearchIndex.from_settings(
+            es_settings(fake_es.url, monkeypatch, elasticsearch_ca_certs="/tmp/ca.pem"), HashEmbedder()
+        )
     assert "https" in str(err.value)
 
 

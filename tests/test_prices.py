@@ -17,8 +17,14 @@ from cyberjurors.schemas import Selection, Usage
 
 # Sonnet 5.5: 1M uncached input, 100k output of which 40k thinking, 2M cache reads, 300k cache
 # writes of which 100k with the 1-hour TTL
-USAGE = Usage(input_tokens=1_000_000, output_tokens=100_000, thinking_tokens=40_000, cache_read_tokens=2_000_000,
-              cache_write_tokens=300_000, cache_write_1h_tokens=100_000)
+USAGE = Usage(
+    input_tokens=1_000_000,
+    output_tokens=100_000,
+    thinking_tokens=40_000,
+    cache_read_tokens=2_000_000,
+    cache_write_tokens=300_000,
+    cache_write_1h_tokens=100_000,
+)
 # $2 + 0.1M x $10 + 2M x $0.20 + 0.2M x $2.50 + 0.1M x $4 = 2 + 1 + 0.4 + 0.5 + 0.4
 SONNET_5_5_COST = 4.30
 
@@ -35,8 +41,8 @@ def test_every_model_has_a_date_and_sources(model: str) -> None:
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_cache_and_batch_rates_follow_the_providers_multipliers(model: str) -> None:
     p = MODELS[model].prices
-    assert p.cache_write == pytest.approx(1.25 * p.input)   # 5-minute write
-    assert p.write_1h == pytest.approx(2 * p.input)          # 1-hour write
+    assert p.cache_write == pytest.approx(1.25 * p.input)  # 5-minute write
+    assert p.write_1h == pytest.approx(2 * p.input)  # 1-hour write
     assert p.cache_read == pytest.approx(0.1 * p.input)
     assert p.batch == 0.5
 
@@ -53,8 +59,9 @@ def test_the_cost_of_a_known_usage_by_hand() -> None:
     assert table.cost("anthropic", "claude-sonnet-5-5", USAGE) == pytest.approx(SONNET_5_5_COST)
     assert table.cost("anthropic", "claude-sonnet-5-5", USAGE, batch=True) == pytest.approx(SONNET_5_5_COST / 2)
     # thinking is billed inside output, once
-    assert table.cost("anthropic", "claude-sonnet-5-5", USAGE.model_copy(update={"thinking_tokens": 0})) == \
-        pytest.approx(SONNET_5_5_COST)
+    assert table.cost(
+        "anthropic", "claude-sonnet-5-5", USAGE.model_copy(update={"thinking_tokens": 0})
+    ) == pytest.approx(SONNET_5_5_COST)
     # the same writes all with the 5-minute TTL: 300k x $2.50 instead of 200k x $2.50 + 100k x $4
     five_minutes = USAGE.model_copy(update={"cache_write_1h_tokens": 0})
     assert table.cost("anthropic", "claude-sonnet-5-5", five_minutes) == pytest.approx(SONNET_5_5_COST - 0.15)
@@ -81,10 +88,17 @@ class Thinker:
     backend = "anthropic"
 
     async def generate(self, request: LLMRequest, output_type):  # type: ignore[no-untyped-def]
-        usage = Usage(input_tokens=500, output_tokens=2600, thinking_tokens=2000, cache_read_tokens=3000,
-                      cache_write_tokens=1000, cache_write_1h_tokens=1000)
-        return LLMResult(Selection(evidence_id=None, reason="r"), usage, model="claude-sonnet-5-5-20260928",
-                         backend=self.backend)
+        usage = Usage(
+            input_tokens=500,
+            output_tokens=2600,
+            thinking_tokens=2000,
+            cache_read_tokens=3000,
+            cache_write_tokens=1000,
+            cache_write_1h_tokens=1000,
+        )
+        return LLMResult(
+            Selection(evidence_id=None, reason="r"), usage, model="claude-sonnet-5-5-20260928", backend=self.backend
+        )
 
 
 async def test_the_cost_metric_and_the_calls_usage_agree() -> None:
@@ -109,15 +123,23 @@ async def test_the_cost_metric_and_the_calls_usage_agree() -> None:
     assert sum(added.values()) == result.usage.total_tokens
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-5-5-20260928", "claude-sonnet-5-5@20260928",
-                                   "claude-sonnet-5-5-2026-09-28", "claude-sonnet-5-5@20260928-v1:0"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "claude-sonnet-5-5-20260928",
+        "claude-sonnet-5-5@20260928",
+        "claude-sonnet-5-5-2026-09-28",
+        "claude-sonnet-5-5@20260928-v1:0",
+    ],
+)
 def test_a_dated_snapshot_is_priced_as_its_model(model: str) -> None:
     assert metrics.PriceTable(list_prices()).price(model) is MODELS["claude-sonnet-5-5"].prices
     assert facts(model) is MODELS["claude-sonnet-5-5"]
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-5-6", "claude-sonnet-50", "claude-sonnet-5-5-turbo",
-                                   "claude-haiku-4-5x"])
+@pytest.mark.parametrize(
+    "model", ["claude-sonnet-5-6", "claude-sonnet-50", "claude-sonnet-5-5-turbo", "claude-haiku-4-5x"]
+)
 def test_another_model_whose_name_starts_like_a_known_one_has_no_price_and_no_facts(model: str) -> None:
     # priced as Sonnet 5 it would be billed, budgeted and sent thinking settings of another model
     assert metrics.PriceTable(list_prices()).price(model) is None
@@ -129,11 +151,21 @@ def test_a_cost_ceiling_refuses_a_model_without_a_price() -> None:
     with pytest.raises(ValueError, match=r"case_cost_budget_usd .* none for claude-sonnet-5-5\b"):
         Settings(llm_backend="anthropic", anthropic_api_key="k", case_cost_budget_usd=0.01, llm_prices=haiku_only)
     with pytest.raises(ValueError, match=r"none for gpt-x\b"):  # a juror seat on another provider counts too
-        Settings(llm_backend="anthropic", anthropic_api_key="k", openai_base_url="http://localhost:1/v1",
-                 case_cost_budget_usd=0.01, juror_models=["claude-sonnet-5-5", "openai:gpt-x"])
+        Settings(
+            llm_backend="anthropic",
+            anthropic_api_key="k",
+            openai_base_url="http://localhost:1/v1",
+            case_cost_budget_usd=0.01,
+            juror_models=["claude-sonnet-5-5", "openai:gpt-x"],
+        )
     # priced (a self-hosted model at 0 is a price), or no ceiling, or the offline stand-in: it starts
-    Settings(llm_backend="anthropic", anthropic_api_key="k", openai_base_url="http://localhost:1/v1",
-             case_cost_budget_usd=0.01, juror_models=["claude-sonnet-5-5", "openai:gpt-x"],
-             llm_prices={**list_prices(), "gpt-x": TokenPrices()})
+    Settings(
+        llm_backend="anthropic",
+        anthropic_api_key="k",
+        openai_base_url="http://localhost:1/v1",
+        case_cost_budget_usd=0.01,
+        juror_models=["claude-sonnet-5-5", "openai:gpt-x"],
+        llm_prices={**list_prices(), "gpt-x": TokenPrices()},
+    )
     Settings(llm_backend="anthropic", anthropic_api_key="k", llm_prices=haiku_only)
     Settings(llm_backend="offline", case_cost_budget_usd=0.01, llm_prices=haiku_only)

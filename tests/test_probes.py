@@ -10,6 +10,7 @@ rebalancing" states the test can wait for rather than race.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -99,8 +100,10 @@ async def test_liveness_is_answered_by_the_event_loop_and_metrics_are_not(settin
         assert await asyncio.to_thread(get, livez) == (200, {"status": "ok"})  # the loop is free again
         status, body = await asyncio.to_thread(get, f"http://127.0.0.1:{probe_port}/readyz")
         assert (status, body["reasons"]) == (503, ["waiting for the consumer group to assign partitions"])
-        assert await asyncio.to_thread(get, f"http://127.0.0.1:{probe_port}/startupz") == \
-            (200, {"status": "ok", "reasons": []})  # no precedent base to load
+        assert await asyncio.to_thread(get, f"http://127.0.0.1:{probe_port}/startupz") == (
+            200,
+            {"status": "ok", "reasons": []},
+        )  # no precedent base to load
         with pytest.raises(urllib.error.HTTPError):  # only the three paths
             await asyncio.to_thread(urllib.request.urlopen, f"http://127.0.0.1:{probe_port}/metrics", timeout=5)
     finally:
@@ -110,8 +113,9 @@ async def test_liveness_is_answered_by_the_event_loop_and_metrics_are_not(settin
 async def test_a_precedent_base_that_fails_to_open_ends_the_start_but_not_readiness(settings: Settings) -> None:
     """The first failed opening ends the start (the worker judges without precedents meanwhile), readiness
     stays false with the reason, and the opening is tried again in the background."""
-    settings = settings.model_copy(update={"precedent_backend": "embedded",
-                                           "embedding_model": str(settings.datadir / "no-such-model")})
+    settings = settings.model_copy(
+        update={"precedent_backend": "embedded", "embedding_model": str(settings.datadir / "no-such-model")}
+    )
     app = create_app(settings)
     health = app.cyberjurors_health
     assert health.started() == ["loading the precedent base (embedding model and index)"]
@@ -149,7 +153,11 @@ async def settled(urls: list[str], topic: str, timeout_s: float) -> list[dict]:
         except OSError:
             answers = []
         shares = [body["assigned"].get(topic, []) for _, body in answers]
-        if answers and all(status == 200 for status, _ in answers) and sorted(sum(shares, [])) == [0, 1]:
+        if (
+            answers
+            and all(status == 200 for status, _ in answers)
+            and sorted(itertools.chain.from_iterable(shares)) == [0, 1]
+        ):
             return [body for _, body in answers]
         assert time.monotonic() < deadline, f"not settled after {timeout_s:g} s: {answers}"
         await asyncio.sleep(0.5)
@@ -170,8 +178,9 @@ async def test_readiness_follows_assignment_and_rebalances(settings: Settings, t
     ports = {name: free_port() for name in "abc"}
 
     def worker(name: str, **update: object) -> WorkerProcess:
-        s = settings.model_copy(update={"probe_port": ports[name], "datadir": tmp_path / f"faust-{name}", **LOCAL,
-                                        **update})
+        s = settings.model_copy(
+            update={"probe_port": ports[name], "datadir": tmp_path / f"faust-{name}", **LOCAL, **update}
+        )
         return WorkerProcess(s, tmp_path / f"worker-{name}.log")
 
     def url(name: str, path: str = "readyz") -> str:

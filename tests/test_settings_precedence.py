@@ -62,10 +62,12 @@ def test_an_empty_ecosystem_name_counts_as_unset(clean_env: pytest.MonkeyPatch) 
 
 
 def test_the_settings_file_beats_the_ecosystem_name_and_loses_to_cyberjurors_names(
-        clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     toml = tmp_path / "settings.toml"
-    toml.write_text('kafka_bootstrap_servers = "from-file:9092"\nelasticsearch_url = "http://from-file:9200"\n'
-                    'jurors = 9\n')
+    toml.write_text(
+        'kafka_bootstrap_servers = "from-file:9092"\nelasticsearch_url = "http://from-file:9200"\njurors = 9\n'
+    )
     clean_env.setenv(SETTINGS_FILE_ENV, str(toml))
     clean_env.setenv("KAFKA_BOOTSTRAP_SERVERS", DEAD["KAFKA_BOOTSTRAP_SERVERS"])
     clean_env.setenv("ELASTICSEARCH_URL", DEAD["ELASTICSEARCH_URL"])
@@ -86,10 +88,20 @@ def test_backend_auto_follows_the_key_that_wins(clean_env: pytest.MonkeyPatch) -
 
 
 def test_a_child_gets_exactly_its_parents_settings(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    parent = Settings(kafka_bootstrap_servers="127.0.0.1:4242", llm_backend="offline", jurors=5,
-                      media_root=EXAMPLES, datadir=tmp_path / "faust")  # no ES URL, no keys: None
-    inherited = {**DEAD, "PATH": os.environ.get("PATH", ""), "CYBERJURORS_JURORS": "11",
-                 "cyberjurors_rounds": "1", SETTINGS_FILE_ENV: str(tmp_path / "nowhere.toml")}
+    parent = Settings(
+        kafka_bootstrap_servers="127.0.0.1:4242",
+        llm_backend="offline",
+        jurors=5,
+        media_root=EXAMPLES,
+        datadir=tmp_path / "faust",
+    )  # no ES URL, no keys: None
+    inherited = {
+        **DEAD,
+        "PATH": os.environ.get("PATH", ""),
+        "CYBERJURORS_JURORS": "11",
+        "cyberjurors_rounds": "1",
+        SETTINGS_FILE_ENV: str(tmp_path / "nowhere.toml"),
+    }
     env = child_env(parent, inherited)
     assert not set(DEAD) & set(env), "the ecosystem names are not handed down"
     assert env["CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:4242" and env["PATH"] == inherited["PATH"]
@@ -104,26 +116,51 @@ def test_a_child_gets_exactly_its_parents_settings(clean_env: pytest.MonkeyPatch
 
 # --- the real commands, with every ecosystem name pointing at a dead port ----------------------
 
+
 def cyberjurors(*args: str, cwd: Path, timeout_s: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
     """The CLI with DEAD exported, as README's "Running the pieces" does with a real bootstrap."""
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("CYBERJURORS_")}
-    full = base | DEAD | {
-        "CYBERJURORS_LLM_BACKEND": "offline",  # ANTHROPIC_API_KEY is set: auto would pick anthropic
-        "CYBERJURORS_PRECEDENT_BACKEND": "none", "CYBERJURORS_METRICS_PORT": "0",
-        "CYBERJURORS_SESSION_TIMEOUT_S": "6", "CYBERJURORS_HEARTBEAT_INTERVAL_S": "0.5", "COLUMNS": "200",
-    } | env
+    full = (
+        base
+        | DEAD
+        | {
+            "CYBERJURORS_LLM_BACKEND": "offline",  # ANTHROPIC_API_KEY is set: auto would pick anthropic
+            "CYBERJURORS_PRECEDENT_BACKEND": "none",
+            "CYBERJURORS_METRICS_PORT": "0",
+            "CYBERJURORS_SESSION_TIMEOUT_S": "6",
+            "CYBERJURORS_HEARTBEAT_INTERVAL_S": "0.5",
+            "COLUMNS": "200",
+        }
+        | env
+    )
     try:
-        return subprocess.run([sys.executable, "-m", "cyberjurors", *args], env=full, cwd=cwd, capture_output=True,
-                              text=True, timeout=timeout_s)
+        return subprocess.run(
+            [sys.executable, "-m", "cyberjurors", *args],
+            env=full,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired as err:  # run() killed the command; say what it printed
         raise AssertionError(f"cyberjurors {' '.join(args)} ran over {timeout_s}s:\n{err.stdout}") from err
 
 
 @pytest.mark.integration
 def test_demo_gets_verdicts_with_ecosystem_names_exported(tmp_path: Path) -> None:
-    cases = [EXAMPLES / "cases" / "appl-001-kettle-crack.json", EXAMPLES / "cases" / "food-001-granola-past-best-before.json"]
-    result = cyberjurors("demo", *map(str, cases), "--timeout", "120", cwd=tmp_path,
-                         CYBERJURORS_DATADIR=str(tmp_path / "demo" / "faust"), CYBERJURORS_MEDIA_ROOT=str(EXAMPLES))
+    cases = [
+        EXAMPLES / "cases" / "appl-001-kettle-crack.json",
+        EXAMPLES / "cases" / "food-001-granola-past-best-before.json",
+    ]
+    result = cyberjurors(
+        "demo",
+        *map(str, cases),
+        "--timeout",
+        "120",
+        cwd=tmp_path,
+        CYBERJURORS_DATADIR=str(tmp_path / "demo" / "faust"),
+        CYBERJURORS_MEDIA_ROOT=str(EXAMPLES),
+    )
     said = result.stdout + result.stderr
     assert result.returncode == 0, said[-4000:]
     assert "2 verdicts, 0 dead letters, 0 missing" in said, said[-4000:]
@@ -133,8 +170,9 @@ def test_demo_gets_verdicts_with_ecosystem_names_exported(tmp_path: Path) -> Non
 def test_eval_gets_verdicts_with_ecosystem_names_exported(tmp_path: Path) -> None:
     data = sample_dataset(tmp_path / "data", ["appl-001-kettle-crack", "food-001-granola-past-best-before"])
     out = tmp_path / "eval"
-    result = cyberjurors("eval", str(data), "--ablation", "baseline", "--out", str(out),
-                         "--timeout", "120", cwd=tmp_path)
+    result = cyberjurors(
+        "eval", str(data), "--ablation", "baseline", "--out", str(out), "--timeout", "120", cwd=tmp_path
+    )
     said = result.stdout + result.stderr
     assert result.returncode == 0, said[-4000:]
     (report,) = json.loads((out / "report.json").read_text())

@@ -36,14 +36,26 @@ from cyberjurors.streams.stage_hop import StageHop, StageResults
 from .conftest import read_topic, running_app
 from .test_app_handlers import NOW, Topic, event, text_case
 
-METADATA = {"category": "clothing", "product": "Linen shirt", "order_amount": "45.00", "currency": "EUR",
-            "ordered_at": "2026-09-01T10:00:00Z", "dispute_reason": "Seam torn", "requested_remedy": "Refund"}
+METADATA = {
+    "category": "clothing",
+    "product": "Linen shirt",
+    "order_amount": "45.00",
+    "currency": "EUR",
+    "ordered_at": "2026-09-01T10:00:00Z",
+    "dispute_reason": "Seam torn",
+    "requested_remedy": "Refund",
+}
 
 
 def case(case_id: str, buyer_items: list[dict]) -> dict:
-    return {"case_id": case_id, "metadata": METADATA, "rounds": [
-        {"party": "buyer", "round": 1, "items": buyer_items},
-        {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]}]}
+    return {
+        "case_id": case_id,
+        "metadata": METADATA,
+        "rounds": [
+            {"party": "buyer", "round": 1, "items": buyer_items},
+            {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
+        ],
+    }
 
 
 def whole(c: dict) -> bytes:
@@ -59,8 +71,12 @@ def noise_png(side: int, seed: int) -> bytes:
 
 
 def photo(item_id: str, data: bytes) -> dict:
-    return {"id": item_id, "kind": "image", "text": "the seam",
-            "media": {"media_type": "image/png", "data_base64": base64.b64encode(data).decode()}}
+    return {
+        "id": item_id,
+        "kind": "image",
+        "text": "the seam",
+        "media": {"media_type": "image/png", "data_base64": base64.b64encode(data).decode()},
+    }
 
 
 class FailOnce(Topic):
@@ -79,8 +95,14 @@ class FailOnce(Topic):
 
 @pytest.fixture
 def small(tmp_path) -> Settings:
-    return Settings(llm_backend="offline", precedent_backend="none", media_store=str(tmp_path / "store"),
-                    max_event_bytes=40_000, max_case_bytes=20_000, max_inline_bytes=30_000)
+    return Settings(
+        llm_backend="offline",
+        precedent_backend="none",
+        media_store=str(tmp_path / "store"),
+        max_event_bytes=40_000,
+        max_case_bytes=20_000,
+        max_inline_bytes=30_000,
+    )
 
 
 def parts(settings: Settings, ready: Topic | None = None, dlq: Topic | None = None) -> SimpleNamespace:
@@ -93,8 +115,17 @@ def parts(settings: Settings, ready: Topic | None = None, dlq: Topic | None = No
     ready = ready or Topic()
     results = StageResults(table, max_bytes=settings.max_event_bytes)
     ingest = Ingest(settings, "offline", state, results, ready, letters, in_flight)
-    return SimpleNamespace(dlq=dlq, store=store, letters=letters, table=table, state=state, ready=ready,
-                           results=results, ingest=ingest, in_flight=in_flight)
+    return SimpleNamespace(
+        dlq=dlq,
+        store=store,
+        letters=letters,
+        table=table,
+        state=state,
+        ready=ready,
+        results=results,
+        ingest=ingest,
+        in_flight=in_flight,
+    )
 
 
 def dead(dlq: Topic) -> list[DeadLetter]:
@@ -136,15 +167,16 @@ async def test_inline_media_is_moved_to_the_store_and_read_back_from_it(small):
     submitted = whole(case("media", [photo("b1", first), photo("b2", second)]))
     await p.ingest(event(submitted, b"media"))
     assert dead(p.dlq) == []
-    [(key, value)] = p.ready.sent
+    [(_key, value)] = p.ready.sent
     case_file = CaseFile.model_validate_json(value)
     refs = [i.media for i in case_file.case.items() if i.media is not None]
     assert [r.stored for r in refs] == [digest_of(first), digest_of(second)]
-    assert all(r.data_base64 is None for r in refs) and b"\"data_base64\":\"" not in value
+    assert all(r.data_base64 is None for r in refs) and b'"data_base64":"' not in value
     assert len(value) < len(submitted) // 4  # the media left the stream
     # the same digest as the case as submitted: verdict ids do not change with the claim check
-    assert case_file.digest == CaseFile.model_validate({"case": json.loads(submitted)["case"],
-                                                        "received_at": NOW}).digest
+    assert (
+        case_file.digest == CaseFile.model_validate({"case": json.loads(submitted)["case"], "received_at": NOW}).digest
+    )
     assert await media.read_bytes(refs[0], small) == first
     stored = sorted(f.name for f in p.store.root.rglob("*") if f.is_file())
     assert stored == sorted([digest_of(first), digest_of(second)])  # two objects, nothing else left behind
@@ -207,8 +239,13 @@ async def test_a_failed_hand_off_leaves_the_case_unrecorded_so_a_resubmission_is
 async def test_a_failed_hand_off_of_an_incremental_case_leaves_its_draft_open(small):
     p = parts(small, ready=FailOnce(ConnectionError("broker went away")))
     opened = json.dumps({"type": "case_opened", "case_id": "c-2", "metadata": METADATA}).encode()
-    evidence = json.dumps({"type": "evidence_submitted", "case_id": "c-2", "evidence": {
-        "party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn."}]}}).encode()
+    evidence = json.dumps(
+        {
+            "type": "evidence_submitted",
+            "case_id": "c-2",
+            "evidence": {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn."}]},
+        }
+    ).encode()
     closed = json.dumps({"type": "evidence_closed", "case_id": "c-2", "event_id": "close-1"}).encode()
     for raw in (opened, evidence, closed):
         await p.ingest(event(raw, b"c-2"))
@@ -241,8 +278,7 @@ async def test_a_message_the_producer_refuses_as_too_large_is_dead_lettered_not_
     async def same(cf: CaseFile) -> CaseFile:
         return cf
 
-    await hop(event(case_file.model_dump_json().encode(), b"c-1"), "clues", FailOnce(MessageSizeTooLargeError()),
-              same)
+    await hop(event(case_file.model_dump_json().encode(), b"c-1"), "clues", FailOnce(MessageSizeTooLargeError()), same)
     [letter] = dead(p.dlq)
     assert (letter.stage, letter.reason, letter.replayable) == ("clues", "output_too_large", False)
 
@@ -289,8 +325,11 @@ async def test_oversize_input_ends_as_letters_with_their_originals_and_the_worke
         raw = await read_topic(settings, "disputes.dlq", until=3, timeout_s=60)
     assert Verdict.model_validate_json(verdicts[0][1]).case_id == "after"
     letters = {d.key: d for d in (DeadLetter.model_validate_json(v) for _, v in raw)}
-    assert {k: d.reason for k, d in letters.items()} == {"big": "event_too_large", "junk3": "event_too_large",
-                                                         "junk09": "invalid_json"}
+    assert {k: d.reason for k, d in letters.items()} == {
+        "big": "event_too_large",
+        "junk3": "event_too_large",
+        "junk09": "invalid_json",
+    }
     store = LocalMediaStore(tmp_path / "store")
     for key, original in (("big", valid_big), ("junk3", junk_3mb), ("junk09", junk_09mb)):
         assert letters[key].replayable is False and letters[key].original_bytes == len(original)

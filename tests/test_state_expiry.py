@@ -40,6 +40,7 @@ class Clock:
 
     def __init__(self) -> None:
         import time
+
         self.now = time.time()
 
     def __call__(self) -> float:
@@ -61,8 +62,12 @@ async def until(condition, timeout_s: float = 30) -> bool:
 
 async def changelog(settings, app, table: str) -> list[tuple[str, bytes | None]]:
     """Every record of a table's changelog topic, tombstones (value None) included."""
-    consumer = AIOKafkaConsumer(app.tables[table].changelog_topic.get_topic_name(), auto_offset_reset="earliest",
-                                enable_auto_commit=False, **client_options(settings))
+    consumer = AIOKafkaConsumer(
+        app.tables[table].changelog_topic.get_topic_name(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **client_options(settings),
+    )
     await consumer.start()
     try:
         records = await consumer.getmany(timeout_ms=3000)
@@ -79,8 +84,16 @@ async def changelog(settings, app, table: str) -> list[tuple[str, bytes | None]]
 
 async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_the_rest(settings):
     # appeals off: a decided case keeps no clue chain for a second instance, and no hold past the retention
-    settings = settings.model_copy(update={"jurors": 5, "rounds": 2, "early_stop": 1.0, "state_retention_s": 3600,
-                                           "state_sweep_interval_s": 0.2, "appeal_window_s": 0})
+    settings = settings.model_copy(
+        update={
+            "jurors": 5,
+            "rounds": 2,
+            "early_stop": 1.0,
+            "state_retention_s": 3600,
+            "state_sweep_interval_s": 0.2,
+            "appeal_window_s": 0,
+        }
+    )
     clock = Clock()
     [event] = read_events([FIRST_CASE])
     case_id = event.case_id
@@ -100,21 +113,40 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
         assert case_keys(results, case_id) == {"ready", "verdict"}
 
         clock.now += 2  # past the retention: the worker's timer deletes the rest, leaving a marker
-        assert await until(lambda: case_keys(results, case_id) == {"expired"} and case_id in times), \
+        assert await until(lambda: case_keys(results, case_id) == {"expired"} and case_id in times), (
             f"left: {case_keys(results, case_id)}"
+        )
         clock.now += settings.state_retention_s + 1  # the marker goes one retention later
-        assert await until(lambda: not case_keys(results, case_id) and case_id not in times), \
+        assert await until(lambda: not case_keys(results, case_id) and case_id not in times), (
             f"left: {case_keys(results, case_id)}"
+        )
         await asyncio.sleep(2 * settings.commit_interval_s)
-        tombstones = {k.split("/", 1)[1] for k, v in await changelog(settings, app, "stage-results")
-                      if v is None and k.startswith(f"{case_id}/")}
+        tombstones = {
+            k.split("/", 1)[1]
+            for k, v in await changelog(settings, app, "stage-results")
+            if v is None and k.startswith(f"{case_id}/")
+        }
     rounds = Verdict.model_validate_json(verdict).rounds_used
-    assert tombstones == {"ready", "focus", "clues", "verdict", "expired", *(f"round-{n}" for n in range(1, rounds + 1))}
+    assert tombstones == {
+        "ready",
+        "focus",
+        "clues",
+        "verdict",
+        "expired",
+        *(f"round-{n}" for n in range(1, rounds + 1)),
+    }
 
 
 async def test_a_redelivered_input_past_the_retention_is_dead_lettered_with_its_original(settings):
-    settings = settings.model_copy(update={"jurors": 3, "rounds": 1, "state_retention_s": 3600,
-                                           "state_sweep_interval_s": 0.2, "appeal_window_s": 0})
+    settings = settings.model_copy(
+        update={
+            "jurors": 3,
+            "rounds": 1,
+            "state_retention_s": 3600,
+            "state_sweep_interval_s": 0.2,
+            "appeal_window_s": 0,
+        }
+    )
     clock = Clock()
     offline = OfflineLLM()
     llm = ScriptedLLM(lambda request, output_type: _answer(offline, request, output_type))
@@ -160,8 +192,10 @@ async def _answer(offline, request, output_type):
 async def test_changelog_topics_are_declared_compacted_on_the_broker(settings):
     await ensure_topics(settings)
     app = create_app(settings, llm=OfflineLLM())
-    names = [app.tables[t].changelog_topic.get_topic_name() for t in ("stage-results", "stage-times", "intake",
-                                                                       "confirmed-outcomes")]
+    names = [
+        app.tables[t].changelog_topic.get_topic_name()
+        for t in ("stage-results", "stage-times", "intake", "confirmed-outcomes")
+    ]
     assert all(app.tables[t].changelog_topic.compacting for t in app.tables)
     async with running_app(app):
         await asyncio.sleep(1)
@@ -180,6 +214,7 @@ async def test_changelog_topics_are_declared_compacted_on_the_broker(settings):
 
 async def test_the_passive_evidence_cache_stays_at_its_bound():
     from cyberjurors.config import Settings
+
     settings = Settings(llm_backend="offline", media_root=EXAMPLES)
     base = CaseFile.model_validate({"case": json.loads(FIRST_CASE.read_text()), "received_at": "2026-11-01T00:00:00Z"})
     clues._passive.clear()
@@ -308,8 +343,13 @@ async def test_a_round_left_without_the_rounds_before_it_expires_with_its_case()
     table |= {"gap/appeal/round-1": b"{}", "gap/appeal/verdict": b"{}"}
     assert results.adopt(partitions=4) == 1 and set(results.times) == {"gap"}
     # past T only what follows on without a gap is the case's (T lowered since it was judged)
-    table |= {"old/round-1": b"{}", "old/round-2": b"{}", "old/round-3": b"{}", "old/round-4": b"{}",
-              "old/round-6": b"{}"}
+    table |= {
+        "old/round-1": b"{}",
+        "old/round-2": b"{}",
+        "old/round-3": b"{}",
+        "old/round-4": b"{}",
+        "old/round-6": b"{}",
+    }
     assert StageResults(table, {}, max_rounds=2).keys("old") == [f"old/round-{n}" for n in (1, 2, 3, 4)]
 
 
@@ -318,13 +358,17 @@ def test_a_rocksdb_table_partition_keeps_to_rocksdb_partition_mb(tmp_path):
     table and partition) would let a RocksDB worker hold gigabytes before anything is flushed."""
     from cyberjurors.config import Settings
 
-    settings = Settings(llm_backend="offline", precedent_backend="none", table_store="rocksdb",
-                        rocksdb_partition_mb=8, datadir=tmp_path)
+    settings = Settings(
+        llm_backend="offline", precedent_backend="none", table_store="rocksdb", rocksdb_partition_mb=8, datadir=tmp_path
+    )
     app = create_app(settings)
     for name in ("stage-results", "stage-times", "intake", "confirmed-outcomes"):
         options = app.tables[name].data.rocksdb_options  # the store Faust opens each partition's database with
-        assert (options.write_buffer_size, options.max_write_buffer_number, options.block_cache_size) == \
-            (2 * 2**20, 2, 4 * 2**20), name
+        assert (options.write_buffer_size, options.max_write_buffer_number, options.block_cache_size) == (
+            2 * 2**20,
+            2,
+            4 * 2**20,
+        ), name
         assert options.write_buffer_size * options.max_write_buffer_number + options.block_cache_size == 8 * 2**20
 
 

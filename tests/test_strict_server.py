@@ -20,8 +20,13 @@ from cyberjurors.schemas import BallotDraft, DisputeCase
 from .conftest import EXAMPLES
 from .messages_server import MIN_CACHEABLE, PromptCache, Received, StrictModel, count_tokens
 
-SCHEMA = {"type": "object", "title": "Answer", "properties": {"x": {"type": "string"}}, "required": ["x"],
-          "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "title": "Answer",
+    "properties": {"x": {"type": "string"}},
+    "required": ["x"],
+    "additionalProperties": False,
+}
 WORDS = "alpha beta gamma delta "  # 4 tokens
 
 
@@ -34,9 +39,13 @@ class Clock:
 
 
 def body(*blocks: dict[str, Any], system: str = "You judge.", model: str = "claude-sonnet-5-5") -> dict[str, Any]:
-    return {"model": model, "max_tokens": 512, "system": [{"type": "text", "text": system}],
-            "messages": [{"role": "user", "content": list(blocks)}],
-            "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}}}
+    return {
+        "model": model,
+        "max_tokens": 512,
+        "system": [{"type": "text", "text": system}],
+        "messages": [{"role": "user", "content": list(blocks)}],
+        "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}},
+    }
 
 
 def text(tokens: int, ttl: str | None = None, tag: str = "") -> dict[str, Any]:
@@ -99,9 +108,11 @@ def test_two_breakpoints_bill_each_ttl_and_the_api_rules_are_enforced() -> None:
     # a later call with the first part only reads it and writes its own second part
     u = usage(model, body(text(600, "1h"), text(100, "5m", tag="juror two "), text(30)))
     assert u["cache_read_input_tokens"] == system_tokens + 600 and u["cache_creation_input_tokens"] == 102
-    refused = [body(text(600, "5m"), text(200, "1h")),  # 1h after 5m
-               body(*(text(10, "5m", tag=f"b{i} ") for i in range(5))),  # five breakpoints
-               body(text(600, "5m"), {"type": "text", "text": ""})]  # an empty text block
+    refused = [
+        body(text(600, "5m"), text(200, "1h")),  # 1h after 5m
+        body(*(text(10, "5m", tag=f"b{i} ") for i in range(5))),  # five breakpoints
+        body(text(600, "5m"), {"type": "text", "text": ""}),
+    ]  # an empty text block
     for request in refused:
         assert model(Received("POST", "/v1/messages", {}, request)).status == 400
 
@@ -148,8 +159,14 @@ def test_a_write_is_readable_only_once_its_response_is_out_and_in_a_batch_only_a
 def image(width: int, height: int, kind: str = "PNG") -> dict[str, Any]:
     out = io.BytesIO()
     Image.new("RGB", (width, height), "white").save(out, kind)
-    return {"type": "image", "source": {"type": "base64", "media_type": f"image/{kind.lower()}",
-                                        "data": base64.b64encode(out.getvalue()).decode()}}
+    return {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": f"image/{kind.lower()}",
+            "data": base64.b64encode(out.getvalue()).decode(),
+        },
+    }
 
 
 def test_images_cost_their_pixels_and_bad_ones_are_refused() -> None:
@@ -175,8 +192,17 @@ def test_a_jurors_persona_and_memory_are_read_from_the_cache_in_later_rounds_at_
     prefix, own = prompts.case_prefix(case, None, None, []), prompts.juror_own("Mei: " + WORDS * 30, [], False)
     bills = []
     for round_no in (1, 2):
-        request = stage_request("juror", settings, juror=0, system=system, shared=[prefix], own=[own],
-                                prompt=[prompts.juror_round(round_no, [], None)], task=None, case_id=case.case_id)
+        request = stage_request(
+            "juror",
+            settings,
+            juror=0,
+            system=system,
+            shared=[prefix],
+            own=[own],
+            prompt=[prompts.juror_round(round_no, [], None)],
+            task=None,
+            case_id=case.case_id,
+        )
         sent = llm.params(request, BallotDraft)
         assert sum("cache_control" in b for b in sent["messages"][0]["content"]) == (2 if ttl == "5m" else 1)
         bills.append(usage(model, sent))
@@ -203,8 +229,16 @@ def test_each_cases_first_juror_reads_the_system_prompt_with_the_rules_from_an_e
     for name in ("appl-001-kettle-crack.json", "clot-001-shirt-torn-seam.json"):
         case = DisputeCase.model_validate_json((EXAMPLES / "cases" / name).read_text())
         prefixes.append(prompts.case_prefix(case, None, None, []))
-        request = stage_request("juror", settings, juror=0, system=system, shared=[prefixes[-1]],
-                                prompt=[prompts.juror_round(1, [], None)], task=None, case_id=case.case_id)
+        request = stage_request(
+            "juror",
+            settings,
+            juror=0,
+            system=system,
+            shared=[prefixes[-1]],
+            prompt=[prompts.juror_round(1, [], None)],
+            task=None,
+            case_id=case.case_id,
+        )
         sent = llm.params(request, BallotDraft)
         assert "cache_control" in sent["system"][0]
         bills.append(usage(model, sent))

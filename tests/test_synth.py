@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import itertools
 import json
 import re
 from collections import Counter
@@ -24,8 +25,10 @@ from cyberjurors.media import sample_frames
 from cyberjurors.schemas import JURY_SIZE, DisputeCase
 
 N = 30
-NEUTRAL_CAPTION = re.compile(r"^(photo|picture|image|see photo|here is photo|video|clip|short video|here is video)"
-                             r" \(?\d+\)?( attached)?$")
+NEUTRAL_CAPTION = re.compile(
+    r"^(photo|picture|image|see photo|here is photo|video|clip|short video|here is video)"
+    r" \(?\d+\)?( attached)?$"
+)
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +84,12 @@ def json_without_lossy_hashes(out: Path) -> tuple[str, str]:
     """cases.jsonl and manifest.json exactly as written, except the hashes of lossy media bytes:
     each JPEG or MP4 item's sha256, and cases_sha256, which covers them, read "<lossy>"."""
     cases_text = (out / "cases.jsonl").read_text()
-    lossy = [item.media.sha256 for line in cases_text.splitlines()
-             for item in DisputeCase.model_validate_json(line).items()
-             if item.media is not None and item.media.media_type in LOSSY]
+    lossy = [
+        item.media.sha256
+        for line in cases_text.splitlines()
+        for item in DisputeCase.model_validate_json(line).items()
+        if item.media is not None and item.media.media_type in LOSSY
+    ]
     for digest in lossy:
         cases_text = cases_text.replace(f'"sha256":"{digest}"', '"sha256":"<lossy>"')
     assert lossy and cases_text.count('"sha256":"<lossy>"') == len(lossy)
@@ -109,7 +115,7 @@ def test_same_arguments_give_the_same_case_json_and_equivalent_media(tmp_path: P
         if name.endswith(".mp4"):
             clip_a, clip_b = (synth_media.decode_clip(files[name].read_bytes()) for files in (a, b))
             assert len(clip_a) == len(clip_b) and clip_a[0].size == clip_b[0].size, name
-            assert all(alike(x, y, TWO_ENCODES) for x, y in zip(clip_a, clip_b)), name
+            assert all(alike(x, y, TWO_ENCODES) for x, y in zip(clip_a, clip_b, strict=True)), name
             continue
         with Image.open(a[name]) as image_a, Image.open(b[name]) as image_b:
             assert image_a.format == image_b.format and image_a.size == image_b.size, name
@@ -139,9 +145,10 @@ def test_the_equivalence_checks_catch_a_misplaced_or_missing_clue(manifest: Synt
             images = synth_media.clip_frames(plant.visual, plant.frame_count, plant.fps, clue, "x")
             wrong = synth_media.decode_clip(synth_media.encode_clip(images, plant.fps))
             assert showing(wrong, plant.probe) == list(clue) != plant.frames, plant.case_id
-            assert not all(alike(x, y, TWO_ENCODES) for x, y in zip(wrong, real)), plant.case_id
-            assert not all(alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER)
-                           for x, y in zip(real, images)), plant.case_id
+            assert not all(alike(x, y, TWO_ENCODES) for x, y in zip(wrong, real, strict=False)), plant.case_id
+            assert not all(
+                alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER) for x, y in zip(real, images, strict=False)
+            ), plant.case_id
     # and a small patch (a 24 x 16 px label, 0.5 % of the picture) is caught by the tile figure
     frame = real[plant.frames[0]]
     patched = frame.copy()
@@ -149,8 +156,9 @@ def test_the_equivalence_checks_catch_a_misplaced_or_missing_clue(manifest: Synt
     assert synth_media.difference(frame, patched)[0] < TWO_ENCODES[0] and not alike(frame, patched, TWO_ENCODES)
 
 
-def test_cases_are_valid_and_shaped_like_real_disputes(cases: dict[str, DisputeCase], manifest: SynthManifest,
-                                                       out: Path) -> None:
+def test_cases_are_valid_and_shaped_like_real_disputes(
+    cases: dict[str, DisputeCase], manifest: SynthManifest, out: Path
+) -> None:
     settings = Settings(llm_backend="offline", media_root=out)
     for case in cases.values():
         assert 10 <= len(case.items()) <= 20, case.case_id
@@ -196,8 +204,9 @@ def test_every_media_file_decodes_and_matches_its_hash(cases: dict[str, DisputeC
     assert referenced == {str(p.relative_to(out)) for p in (out / "media").rglob("*") if p.is_file()}
 
 
-def test_manifest_agrees_with_the_cases_and_the_plan(cases: dict[str, DisputeCase], manifest: SynthManifest,
-                                                     out: Path) -> None:
+def test_manifest_agrees_with_the_cases_and_the_plan(
+    cases: dict[str, DisputeCase], manifest: SynthManifest, out: Path
+) -> None:
     assert manifest.complete and manifest.options.seed == 11 and manifest.options.cases == N
     assert manifest.cases_sha256 == hashlib.sha256((out / "cases.jsonl").read_bytes()).hexdigest()
     plans = plan_cases(N, 11)
@@ -211,8 +220,9 @@ def test_manifest_agrees_with_the_cases_and_the_plan(cases: dict[str, DisputeCas
     assert manifest.summary.modalities == {"text": 10, "image": 10, "video": 10}
 
 
-def test_the_clue_sits_in_the_evidence_of_the_party_the_manifest_names(cases: dict[str, DisputeCase],
-                                                                        manifest: SynthManifest) -> None:
+def test_the_clue_sits_in_the_evidence_of_the_party_the_manifest_names(
+    cases: dict[str, DisputeCase], manifest: SynthManifest
+) -> None:
     for plant in manifest.plants:
         case = cases[plant.case_id]
         item = case.item(plant.evidence_id)  # KeyError if missing
@@ -236,8 +246,9 @@ def test_text_clue_is_in_the_planted_item_only(cases: dict[str, DisputeCase], ma
             assert holds == (item.id == plant.evidence_id), (plant.case_id, item.id)
 
 
-def test_image_clue_is_in_the_pixels_not_the_words(cases: dict[str, DisputeCase], manifest: SynthManifest,
-                                                   out: Path) -> None:
+def test_image_clue_is_in_the_pixels_not_the_words(
+    cases: dict[str, DisputeCase], manifest: SynthManifest, out: Path
+) -> None:
     plants = [p for p in manifest.plants if p.modality == "image"]
     assert plants
     for plant in plants:
@@ -270,11 +281,14 @@ def assert_clue_only_in_its_frames(frames: list[Image.Image], plant, draw) -> No
     assert min(shares[i] for i in plant.frames) >= 1.5 * plant.probe.min_share, plant.case_id
     assert max(v for i, v in enumerate(shares) if i not in plant.frames) <= 0.5 * plant.probe.min_share
     redrawn = draw(plant.visual, plant.frame_count, plant.fps, range(plant.frames[0], plant.frames[-1] + 1), "")
-    assert all(alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER) for x, y in zip(frames, redrawn))
+    assert all(
+        alike(below_overlay(x), below_overlay(y), ENCODE_VS_RENDER) for x, y in zip(frames, redrawn, strict=False)
+    )
 
 
-def test_video_clue_is_in_the_listed_frames_only(cases: dict[str, DisputeCase], manifest: SynthManifest,
-                                                 out: Path) -> None:
+def test_video_clue_is_in_the_listed_frames_only(
+    cases: dict[str, DisputeCase], manifest: SynthManifest, out: Path
+) -> None:
     plants = [p for p in manifest.plants if p.modality == "video"]
     assert plants
     settings = Settings(llm_backend="offline", media_root=out)
@@ -327,8 +341,10 @@ def test_votes_follow_the_noise_model() -> None:
 
 def test_options_shape_the_plan() -> None:
     assert Counter(p.modality for p in plan_cases(90, 1)) == {"text": 30, "image": 30, "video": 30}
-    assert Counter(p.modality for p in plan_cases(40, 1, modality_mix={"image": 3, "video": 1})) == \
-        {"image": 30, "video": 10}
+    assert Counter(p.modality for p in plan_cases(40, 1, modality_mix={"image": 3, "video": 1})) == {
+        "image": 30,
+        "video": 10,
+    }
     assert all(p.planted_side == "buyer" for p in plan_cases(20, 1, seller_share=0))
     assert Counter(p.scenario.category for p in plan_cases(25, 2)) == {c: 5 for c in CATEGORIES}
     with pytest.raises(SynthError):
@@ -370,7 +386,7 @@ def long_out(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SynthManif
 
 def cut_sizes(frames: list[Image.Image]) -> list[float]:
     """Mean difference from each frame to the next, below the overlay."""
-    return [synth_media.difference(below_overlay(a), below_overlay(b))[0] for a, b in zip(frames, frames[1:])]
+    return [synth_media.difference(below_overlay(a), below_overlay(b))[0] for a, b in itertools.pairwise(frames)]
 
 
 def test_long_clips_have_the_asked_length_and_the_clue_in_the_recorded_frames(long_out) -> None:
@@ -401,8 +417,10 @@ def test_long_clips_cut_away_before_and_after_the_clue(long_out) -> None:
 
 def test_long_neutral_clips_never_show_the_clue(long_out) -> None:
     out, manifest = long_out
-    cases = {c.case_id: c for c in (DisputeCase.model_validate_json(line)
-                                    for line in (out / "cases.jsonl").read_text().splitlines())}
+    cases = {
+        c.case_id: c
+        for c in (DisputeCase.model_validate_json(line) for line in (out / "cases.jsonl").read_text().splitlines())
+    }
     checked = 0
     for plant in manifest.plants:
         for item in cases[plant.case_id].items():
@@ -413,9 +431,17 @@ def test_long_neutral_clips_never_show_the_clue(long_out) -> None:
     assert checked > 0
 
 
-@pytest.mark.parametrize("options", [{"clip_frames": (60, 100)}, {"clip_frames": (200, 150)},
-                                     {"clip_frames": (90, 7000)}, {"clue_frames": (0, 2)},
-                                     {"clue_frames": (2, 9)}, {"clip_frames": (120, 200), "clue_frames": (4, 13)}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"clip_frames": (60, 100)},
+        {"clip_frames": (200, 150)},
+        {"clip_frames": (90, 7000)},
+        {"clue_frames": (0, 2)},
+        {"clue_frames": (2, 9)},
+        {"clip_frames": (120, 200), "clue_frames": (4, 13)},
+    ],
+)
 def test_clip_options_are_checked(tmp_path: Path, options: dict) -> None:
     with pytest.raises(SynthError):
         generate(tmp_path / "x", cases=1, **options)
@@ -436,8 +462,9 @@ def test_the_command_line_asks_for_long_clips(tmp_path: Path) -> None:
     from cyberjurors.cli import app as cli
 
     out = tmp_path / "long"
-    made = CliRunner().invoke(cli, ["synth", str(out), "--cases", "3", "--clip-frames", "90", "110",
-                                    "--clue-frames", "3", "3"])
+    made = CliRunner().invoke(
+        cli, ["synth", str(out), "--cases", "3", "--clip-frames", "90", "110", "--clue-frames", "3", "3"]
+    )
     assert made.exit_code == 0, made.output
     manifest = SynthManifest.model_validate_json((out / "manifest.json").read_text())
     assert manifest.options.clip_frames == (90, 110) and manifest.options.clue_frames == (3, 3)
@@ -445,6 +472,7 @@ def test_the_command_line_asks_for_long_clips(tmp_path: Path) -> None:
     frames = synth_media.decode_clip((out / plant.media_path).read_bytes())
     assert 90 <= len(frames) == plant.frame_count <= 110 and showing(frames, plant.probe) == plant.frames
     assert len(plant.frames) == 3 and plant.cuts
-    refused = CliRunner().invoke(cli, ["synth", str(tmp_path / "bad"), "--cases", "3", "--clip-frames", "90", "110",
-                                       "--clue-frames", "3", "12"])
+    refused = CliRunner().invoke(
+        cli, ["synth", str(tmp_path / "bad"), "--cases", "3", "--clip-frames", "90", "110", "--clue-frames", "3", "12"]
+    )
     assert refused.exit_code == 2 and "clue_frames" in refused.output

@@ -39,8 +39,12 @@ from .test_backends import BALLOT, juror_request
 from .test_llm_port import request
 
 STAGES = ("ingest", "focus", "clues", "round-1", "round-2", "verdict")
-ROLES = {"focus": {"focus"}, "clues": {"select", "perceive"}, "round-1": {"juror", "summary"},
-         "round-2": {"juror", "summary"}}
+ROLES = {
+    "focus": {"focus"},
+    "clues": {"select", "perceive"},
+    "round-1": {"juror", "summary"},
+    "round-2": {"juror", "summary"},
+}
 
 
 @pytest.fixture
@@ -54,11 +58,15 @@ def spans() -> Iterator[InMemorySpanExporter]:
     provider.shutdown()
 
 
-def message(value: bytes, headers: dict[str, bytes] | None, topic: str, key: bytes = b"c-1",
-            offset: int = 0) -> SimpleNamespace:
+def message(
+    value: bytes, headers: dict[str, bytes] | None, topic: str, key: bytes = b"c-1", offset: int = 0
+) -> SimpleNamespace:
     """What a Faust event gives a handler: the value, the headers, the Kafka message."""
-    return SimpleNamespace(value=value, headers=dict(headers or {}),
-                           message=SimpleNamespace(key=key, value=value, topic=topic, partition=0, offset=offset))
+    return SimpleNamespace(
+        value=value,
+        headers=dict(headers or {}),
+        message=SimpleNamespace(key=key, value=value, topic=topic, partition=0, offset=offset),
+    )
 
 
 def last(topic: Topic, name: str) -> SimpleNamespace:
@@ -145,8 +153,10 @@ async def test_a_case_through_every_handler_is_one_trace_with_a_span_per_stage_a
         assert parent_of(headers) == hexes(stages[stage]), topic
         assert headers["content-type"] == b"application/json"
         assert headers["schema-version"] == str(SCHEMA_VERSION).encode()
-    assert [parent_of(h) for h in pipeline.topics["rounds"].headers] == [hexes(stages["round-1"]),
-                                                                        hexes(stages["round-2"])]
+    assert [parent_of(h) for h in pipeline.topics["rounds"].headers] == [
+        hexes(stages["round-1"]),
+        hexes(stages["round-2"]),
+    ]
 
     # a span per model call, under the stage that made it, with the GenAI conventions' attributes
     calls = [s for s in finished if s.name.startswith("chat ")]
@@ -202,8 +212,9 @@ async def test_dead_letters_carry_the_cases_trace(spans):
     async def overloaded(cf: CaseFile) -> CaseFile:
         raise LLMError("overloaded", "try later")
 
-    await pipeline.hop(message(case_file.model_dump_json().encode(), headers, "disputes.ready"), "focus", t["focus"],
-                       overloaded)
+    await pipeline.hop(
+        message(case_file.model_dump_json().encode(), headers, "disputes.ready"), "focus", t["focus"], overloaded
+    )
     [letter_headers] = t["dlq"].headers
     focus = next(s for s in spans.get_finished_spans() if s.name == "focus")
     letter = next(s for s in spans.get_finished_spans() if s.name == "dead-letter")
@@ -214,8 +225,9 @@ async def test_dead_letters_carry_the_cases_trace(spans):
     assert DeadLetter.model_validate_json(t["dlq"].sent[0][1]).reason == "llm_overloaded"
 
     # a letter written outside any stage (an expiry sweep) starts a trace of its own, never none
-    await pipeline.letters.write(message(b"x", None, "disputes.events"), "ingest", "case_never_opened", "late",
-                                 replayable=True)
+    await pipeline.letters.write(
+        message(b"x", None, "disputes.events"), "ingest", "case_never_opened", "late", replayable=True
+    )
     assert parent_of(t["dlq"].headers[-1])[0] != parent_of(headers)[0]
 
 
@@ -232,9 +244,17 @@ async def test_a_message_without_trace_context_starts_the_cases_trace_at_ingest(
 
 
 async def test_a_model_call_span_has_the_genai_attributes(spans, server: ScriptedServer):
-    server.reply(anthropic_message(json.dumps(BALLOT), model="claude-sonnet-4-6-20260101", input_tokens=37,
-                                   output_tokens=85, cache_read=1200, cache_write=300),
-                 anthropic_error(400, "invalid_request_error", "bad image"))
+    server.reply(
+        anthropic_message(
+            json.dumps(BALLOT),
+            model="claude-sonnet-4-6-20260101",
+            input_tokens=37,
+            output_tokens=85,
+            cache_read=1200,
+            cache_write=300,
+        ),
+        anthropic_error(400, "invalid_request_error", "bad image"),
+    )
     client = anthropic.AsyncAnthropic(api_key="sk-test", base_url=server.url, max_retries=0)
     guard = GuardedLLM(AnthropicLLM(client))
     try:
@@ -246,13 +266,21 @@ async def test_a_model_call_span_has_the_genai_attributes(spans, server: Scripte
     ok, failed = [s for s in spans.get_finished_spans() if s.name.startswith("chat ")]
     assert ok.name == "chat claude-sonnet-4-6" and ok.kind is SpanKind.CLIENT
     assert dict(ok.attributes) | {"cyberjurors.llm.queued_s": 0} == {
-        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
-        "gen_ai.request.model": "claude-sonnet-4-6", "gen_ai.request.max_tokens": 900, "gen_ai.output.type": "json",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": "claude-sonnet-4-6",
+        "gen_ai.request.max_tokens": 900,
+        "gen_ai.output.type": "json",
         "gen_ai.response.model": "claude-sonnet-4-6-20260101",
         "gen_ai.usage.input_tokens": 37 + 1200 + 300,  # every input token, cached ones included
-        "gen_ai.usage.output_tokens": 85, "gen_ai.usage.cache_read.input_tokens": 1200,
-        "gen_ai.usage.cache_write.input_tokens": 300, "gen_ai.response.finish_reasons": ("end_turn",),
-        "cyberjurors.case_id": "case-42", "cyberjurors.llm.role": "juror", "cyberjurors.llm.queued_s": 0}
+        "gen_ai.usage.output_tokens": 85,
+        "gen_ai.usage.cache_read.input_tokens": 1200,
+        "gen_ai.usage.cache_write.input_tokens": 300,
+        "gen_ai.response.finish_reasons": ("end_turn",),
+        "cyberjurors.case_id": "case-42",
+        "cyberjurors.llm.role": "juror",
+        "cyberjurors.llm.queued_s": 0,
+    }
     assert ok.status.status_code is StatusCode.UNSET
     assert failed.attributes["error.type"] == "bad_request" and failed.status.status_code is StatusCode.ERROR
     assert failed.attributes["gen_ai.response.finish_reasons"] == ("error",)

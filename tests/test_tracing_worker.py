@@ -21,13 +21,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from cyberjurors import tracing
 from cyberjurors.config import Settings
 from cyberjurors.schemas import Verdict
-from cyberjurors.streams.clients import Outgoing, producer_for, produce, read_events, records
+from cyberjurors.streams.clients import Outgoing, produce, producer_for, read_events, records
 from cyberjurors.streams.kafka import ensure_topics
 from cyberjurors.streams.worker_process import WorkerProcess
 
 from .conftest import EXAMPLES, calls
-from .test_cli import cli
 from .otlp_collector import Collector, Received
+from .test_cli import cli
 
 pytestmark = pytest.mark.integration
 
@@ -55,8 +55,9 @@ def produced_spans() -> Iterator[InMemorySpanExporter]:
     provider.shutdown()
 
 
-async def wait_for_records(settings: Settings, topic: str, case_id: str, count: int,
-                           timeout_s: float = 120) -> list[ConsumerRecord]:
+async def wait_for_records(
+    settings: Settings, topic: str, case_id: str, count: int, timeout_s: float = 120
+) -> list[ConsumerRecord]:
     found: list[ConsumerRecord] = []
 
     async def read() -> None:
@@ -90,15 +91,25 @@ def complete(case_id: str):
     def done(spans: list[Received]) -> bool:
         names = [s.name for s in spans if s.attributes.get("cyberjurors.case_id") == case_id]
         return all(stage in names for stage in STAGES) and names.count("clues") >= 2
+
     return done
 
 
-async def test_a_case_is_one_exported_trace_and_every_log_line_is_json(settings, tmp_path: Path, collector,
-                                                                      produced_spans):
+async def test_a_case_is_one_exported_trace_and_every_log_line_is_json(
+    settings, tmp_path: Path, collector, produced_spans
+):
     secret = f"sk-ant-api03-{uuid.uuid4().hex}"  # in the worker's settings; must show up nowhere
-    settings = settings.model_copy(update={
-        "otlp_endpoint": collector.url, "log_format": "json", "log_redact_pii": True, "anthropic_api_key": secret,
-        "jurors": 5, "rounds": 2, "early_stopping": False})  # two full rounds: round-1, round-2, then the verdict
+    settings = settings.model_copy(
+        update={
+            "otlp_endpoint": collector.url,
+            "log_format": "json",
+            "log_redact_pii": True,
+            "anthropic_api_key": secret,
+            "jurors": 5,
+            "rounds": 2,
+            "early_stopping": False,
+        }
+    )  # two full rounds: round-1, round-2, then the verdict
     [event] = read_events([EXAMPLES / "cases" / "clot-001-shirt-torn-seam.json"])
     case_id = event.case_id
     log = tmp_path / "worker.log"
@@ -167,8 +178,12 @@ def check_model_calls(spans: list[Received], settings: Settings, case_id: str) -
         assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
         assert "gen_ai.usage.cache_read.input_tokens" in a and "gen_ai.usage.cache_write.input_tokens" in a
         roles.setdefault(stage_of[span.parent_id], set()).add(a["cyberjurors.llm.role"])
-    assert roles == {"focus": {"focus"}, "clues": {"select", "perceive"}, "round-1": {"juror", "summary"},
-                     "round-2": {"juror", "summary"}}
+    assert roles == {
+        "focus": {"focus"},
+        "clues": {"select", "perceive"},
+        "round-1": {"juror", "summary"},
+        "round-2": {"juror", "summary"},
+    }
     assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in models) == sum(c["output_tokens"] for c in logged)
 
 

@@ -10,7 +10,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -55,7 +55,7 @@ from cyberjurors.streams.verdicts import Verdicts
 
 from .conftest import EXAMPLES, calls, read_topic, worker_process
 
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 KETTLE = "appl-001-kettle-crack.json"
 
 
@@ -64,15 +64,27 @@ def case(name: str = KETTLE) -> DisputeCase:
 
 
 def config(**overrides) -> Settings:
-    return Settings(**{"llm_backend": "offline", "precedent_backend": "none", "media_root": EXAMPLES,
-                       "metrics_port": 0, "jurors": 5, "rounds": 1, **overrides})
+    return Settings(
+        **{
+            "llm_backend": "offline",
+            "precedent_backend": "none",
+            "media_root": EXAMPLES,
+            "metrics_port": 0,
+            "jurors": 5,
+            "rounds": 1,
+            **overrides,
+        }
+    )
 
 
 def scripted(answers: dict[type, Callable]) -> ScriptedLLM:
     """The offline stand-in, except for the output types given a script."""
     offline = OfflineLLM()
-    return ScriptedLLM(lambda request, output_type: answers[output_type](request) if output_type in answers
-                       else offline._answer(request.task))
+    return ScriptedLLM(
+        lambda request, output_type: (
+            answers[output_type](request) if output_type in answers else offline._answer(request.task)
+        )
+    )
 
 
 def tasks(llm: ScriptedLLM, kind: type) -> list:
@@ -93,22 +105,30 @@ async def settled(s: Settings, llm=None) -> CaseFile:
 
 
 async def test_a_verifier_that_rejects_twice_then_passes_gets_three_drafts_with_the_feedback_accumulated():
-    verdicts = iter([
-        VerificationDraft(decision="reject", feedback="first: say which clue shows the crack"),
-        VerificationDraft(decision="reject", feedback="second: the seller's photo is [s1], not [s3]"),
-        VerificationDraft(decision="pass"),
-    ])
+    verdicts = iter(
+        [
+            VerificationDraft(decision="reject", feedback="first: say which clue shows the crack"),
+            VerificationDraft(decision="reject", feedback="second: the seller's photo is [s1], not [s3]"),
+            VerificationDraft(decision="pass"),
+        ]
+    )
     revisions = iter(["The crack is shown in [b1].", "The crack is shown in [b1]; the seller answered in [s1]."])
-    llm = scripted({VerificationDraft: lambda r: next(verdicts),
-                    JustificationDraft: lambda r: JustificationDraft(justification=next(revisions))})
+    llm = scripted(
+        {
+            VerificationDraft: lambda r: next(verdicts),
+            JustificationDraft: lambda r: JustificationDraft(justification=next(revisions)),
+        }
+    )
     verdict = await judge(case(), llm, config(verifier=True))
 
     checks, revises = tasks(llm, VerifyTask), tasks(llm, ReviseTask)
     summary = [c.task for c in llm.calls if c.role == "summary" and not isinstance(c.task, ReviseTask)]
     assert len(checks) == 3 and len(revises) == 2 and len(summary) == verdict.rounds_used
     assert checks[0].justification.startswith(f"{LABEL} Round {verdict.rounds_used}:")  # the round summary
-    assert [t.justification for t in checks[1:]] == ["The crack is shown in [b1].",
-                                                     "The crack is shown in [b1]; the seller answered in [s1]."]
+    assert [t.justification for t in checks[1:]] == [
+        "The crack is shown in [b1].",
+        "The crack is shown in [b1]; the seller answered in [s1].",
+    ]
     assert [t.turn for t in checks] == [1, 2, 3]
     said = ["first: say which clue shows the crack", "second: the seller's photo is [s1], not [s3]"]
     assert [t.feedback for t in revises] == [said[:1], said]  # the third draft is written with both
@@ -128,12 +148,16 @@ async def test_a_verifier_that_rejects_twice_then_passes_gets_three_drafts_with_
 async def test_a_claim_still_untraceable_after_t_max_turns_is_removed_from_the_justification():
     bad = "The courier admitted dropping the parcel [s9]."
     draft = f"The kettle arrived cracked [b1]. {bad} The seller offered a partial refund."
-    llm = scripted({
-        VerificationDraft: lambda r: VerificationDraft(
-            decision="reject", feedback=f"turn {r.task.turn}: nothing shows a courier admission",
-            untraceable_claims=["the courier admitted dropping the parcel [s9]", "The moon is made of cheese."]),
-        JustificationDraft: lambda r: JustificationDraft(justification=draft),  # never fixes it
-    })
+    llm = scripted(
+        {
+            VerificationDraft: lambda r: VerificationDraft(
+                decision="reject",
+                feedback=f"turn {r.task.turn}: nothing shows a courier admission",
+                untraceable_claims=["the courier admitted dropping the parcel [s9]", "The moon is made of cheese."],
+            ),
+            JustificationDraft: lambda r: JustificationDraft(justification=draft),  # never fixes it
+        }
+    )
     verdict = await judge(case(), llm, config(verifier=True))
 
     assert len(tasks(llm, VerifyTask)) == 3 and len(tasks(llm, ReviseTask)) == 2  # no revision after the last turn
@@ -150,14 +174,25 @@ async def test_a_claim_still_untraceable_after_t_max_turns_is_removed_from_the_j
 
 def test_claims_are_removed_by_their_sentences_only():
     text = "It broke [b1]. The seller said it was sealed [s1]! The buyer waited 40 days. Refund is due."
-    kept, removed, unmatched = remove_claims(text, ["the SELLER said   it was sealed [s1]", "it", "",
-                                                    "The buyer waited 40 days. Refund is due.", "not there at all"])
+    kept, removed, unmatched = remove_claims(
+        text,
+        [
+            "the SELLER said   it was sealed [s1]",
+            "it",
+            "",
+            "The buyer waited 40 days. Refund is due.",
+            "not there at all",
+        ],
+    )
     assert kept == "It broke [b1]."
     assert removed == ["The seller said it was sealed [s1]!", "The buyer waited 40 days.", "Refund is due."]
     assert unmatched == ["it", "not there at all"]  # a stray word removes nothing
     assert remove_claims(text, []) == (text, [], [])
     assert remove_claims(text, ["It broke [b1]"]) == (
-        "The seller said it was sealed [s1]! The buyer waited 40 days. Refund is due.", ["It broke [b1]."], [])
+        "The seller said it was sealed [s1]! The buyer waited 40 days. Refund is due.",
+        ["It broke [b1]."],
+        [],
+    )
 
 
 async def test_the_verifier_is_off_by_default_and_the_verdict_then_says_nothing_of_it():
@@ -180,8 +215,9 @@ async def test_a_budget_reached_after_a_reject_stops_revising_and_removes_the_cl
     case_file = await settled(s)
     draft = case_file.rounds[-1].summary.summary
     claim = next(sentence for sentence in draft.split(". ") if re.search(r"\[[bs][0-9]+\]", sentence))
-    llm = scripted({VerificationDraft: lambda r: VerificationDraft(decision="reject", feedback="no",
-                                                                   untraceable_claims=[claim])})
+    llm = scripted(
+        {VerificationDraft: lambda r: VerificationDraft(decision="reject", feedback="no", untraceable_claims=[claim])}
+    )
     tight = s.model_copy(update={"case_token_budget": spent_on(case_file).total_tokens + 1})
     verdict = await verdict_stage(case_file, llm, tight)
     assert len(tasks(llm, VerifyTask)) == 1 and not tasks(llm, ReviseTask)  # the first check ran, then the budget
@@ -193,19 +229,28 @@ async def test_a_budget_reached_after_a_reject_stops_revising_and_removes_the_cl
 
 # --- JURIS -------------------------------------------------------------------------------------------
 
-CANDIDATES = {0: ["A: the kettle arrived cracked [b1].", "A: the courier admitted it [s9].", "A: nobody accepts this."],
-              1: ["B: the seller's reply is [s1].", "B: the box was intact on dispatch [s2]."]}
-ACCEPTED = {0: {"A1", "A2", "B1", "B2"}, 1: {"A1", "A2", "B1", "B2"}, 2: {"A1", "B1", "B2"}, 3: {"A1", "B1"},
-            4: {"A1", "B1", "X9"}}  # A2 has 2 of 5 votes, B2 3 of 5, A3 none; X9 is no candidate
+CANDIDATES = {
+    0: ["A: the kettle arrived cracked [b1].", "A: the courier admitted it [s9].", "A: nobody accepts this."],
+    1: ["B: the seller's reply is [s1].", "B: the box was intact on dispatch [s2]."],
+}
+ACCEPTED = {
+    0: {"A1", "A2", "B1", "B2"},
+    1: {"A1", "A2", "B1", "B2"},
+    2: {"A1", "B1", "B2"},
+    3: {"A1", "B1"},
+    4: {"A1", "B1", "X9"},
+}  # A2 has 2 of 5 votes, B2 3 of 5, A3 none; X9 is no candidate
 
 
 def juris_model() -> ScriptedLLM:
-    return scripted({
-        CandidateSentences: lambda r: CandidateSentences(sentences=CANDIDATES[r.task.drafter]),
-        SentenceVotes: lambda r: SentenceVotes(accepted=sorted(ACCEPTED[r.task.juror])),
-        JustificationDraft: lambda r: JustificationDraft(justification=" ".join(r.task.selected.values())),
-        VerificationDraft: lambda r: VerificationDraft(decision="pass"),
-    })
+    return scripted(
+        {
+            CandidateSentences: lambda r: CandidateSentences(sentences=CANDIDATES[r.task.drafter]),
+            SentenceVotes: lambda r: SentenceVotes(accepted=sorted(ACCEPTED[r.task.juror])),
+            JustificationDraft: lambda r: JustificationDraft(justification=" ".join(r.task.selected.values())),
+            VerificationDraft: lambda r: VerificationDraft(decision="pass"),
+        }
+    )
 
 
 async def test_juris_builds_the_justification_from_the_sentences_a_majority_of_jurors_voted_for():
@@ -214,18 +259,33 @@ async def test_juris_builds_the_justification_from_the_sentences_a_majority_of_j
     verdict = await judge(case(), llm, s)
 
     drafts = [c for c in llm.calls if isinstance(c.task, DraftTask)]
-    assert [(c.role, c.model, c.task.drafter) for c in drafts] == [("draft", "offline:drafter-a", 0),
-                                                                  ("draft", "offline:drafter-b", 1)]
+    assert [(c.role, c.model, c.task.drafter) for c in drafts] == [
+        ("draft", "offline:drafter-a", 0),
+        ("draft", "offline:drafter-b", 1),
+    ]
     votes = [c for c in llm.calls if isinstance(c.task, SentenceVoteTask)]
     assert sorted(c.task.juror for c in votes) == [0, 1, 2, 3, 4]  # juris_voters = 5 of the 7 jurors
-    assert all(c.task.candidates == {"A1": CANDIDATES[0][0], "B1": CANDIDATES[1][0], "A2": CANDIDATES[0][1],
-                                     "B2": CANDIDATES[1][1], "A3": CANDIDATES[0][2]} for c in votes)
+    assert all(
+        c.task.candidates
+        == {
+            "A1": CANDIDATES[0][0],
+            "B1": CANDIDATES[1][0],
+            "A2": CANDIDATES[0][1],
+            "B2": CANDIDATES[1][1],
+            "A3": CANDIDATES[0][2],
+        }
+        for c in votes
+    )
     # each voter is sent as its juror's ballot was: same model, system prompt and case prefix (cached)
     ballots = {c.task.juror: c for c in llm.calls if isinstance(c.task, JurorTask)}
     for vote in votes:
         ballot = ballots[vote.task.juror]
-        assert (vote.role, vote.model, vote.system, vote.shared) == ("juror", ballot.model, ballot.system,
-                                                                     ballot.shared)
+        assert (vote.role, vote.model, vote.system, vote.shared) == (
+            "juror",
+            ballot.model,
+            ballot.system,
+            ballot.shared,
+        )
     (edit,) = tasks(llm, EditTask)
     assert list(edit.selected) == ["A1", "B1", "B2"]
     assert verdict.justification == " ".join([CANDIDATES[0][0], CANDIDATES[1][0], CANDIDATES[1][1]])
@@ -241,8 +301,7 @@ async def test_juris_with_no_sentence_accepted_keeps_the_round_summary_and_still
     verdict = await judge(case(), llm, config(justification="juris"))
     assert not tasks(llm, EditTask) and len(tasks(llm, SentenceVoteTask)) == 5
     assert verdict.justification.startswith(f"{LABEL} Round") and verdict.verification is not None
-    assert any("no candidate sentence was accepted by a majority of the 5 voting jurors" in p
-               for p in verdict.problems)
+    assert any("no candidate sentence was accepted by a majority of the 5 voting jurors" in p for p in verdict.problems)
 
 
 # --- the offline stand-in --------------------------------------------------------------------------
@@ -253,11 +312,13 @@ async def test_the_offline_stand_in_verifies_by_labels_deterministically():
     case_file = await settled(s)
     final = case_file.rounds[-1]
     slipped = final.summary.model_copy(update={"summary": f"{final.summary.summary} The parcel was opened [b9]."})
-    case_file = case_file.model_copy(update={"rounds": [*case_file.rounds[:-1],
-                                                        final.model_copy(update={"summary": slipped})]})
+    case_file = case_file.model_copy(
+        update={"rounds": [*case_file.rounds[:-1], final.model_copy(update={"summary": slipped})]}
+    )
     first, again = [await verdict_stage(case_file, OfflineLLM(), s) for _ in range(2)]
-    assert first.model_dump(exclude={"decided_at", "latency_s"}) == again.model_dump(exclude={"decided_at",
-                                                                                              "latency_s"})
+    assert first.model_dump(exclude={"decided_at", "latency_s"}) == again.model_dump(
+        exclude={"decided_at", "latency_s"}
+    )
     assert first.verification is not None and first.verification.status == "passed"
     assert first.verification.turns == 2 and len(first.verification.feedback) == 1
     assert first.verification.feedback[0].startswith(LABEL) and "[b9]" in first.verification.feedback[0]
@@ -267,8 +328,9 @@ async def test_the_offline_stand_in_verifies_by_labels_deterministically():
 async def test_the_offline_stand_in_runs_juris_deterministically_and_labels_it():
     s = config(justification="juris", jurors=7)
     first, again = [await judge(case(), OfflineLLM(), s) for _ in range(2)]
-    assert first.model_dump(exclude={"decided_at", "latency_s"}) == again.model_dump(exclude={"decided_at",
-                                                                                              "latency_s"})
+    assert first.model_dump(exclude={"decided_at", "latency_s"}) == again.model_dump(
+        exclude={"decided_at", "latency_s"}
+    )
     assert first.justification.startswith(LABEL) and first.justification.count(LABEL) == 1
     assert first.verification == Verification(status="passed", turns=1)
     assert "jurors found for the" in first.justification
@@ -294,8 +356,7 @@ async def test_a_redelivered_settled_case_resends_the_stored_verdict_and_repeats
     case_file = await settled(s)
     llm, jury = juris_model(), Jury.from_settings(s)
     out, in_flight = Topic(), metrics.CasesInFlight()
-    verdicts = Verdicts(s, StageResults({}), out, in_flight,
-                        lambda cf: verdict_stage(cf, llm, s, jury))
+    verdicts = Verdicts(s, StageResults({}), out, in_flight, lambda cf: verdict_stage(cf, llm, s, jury))
     passed, turns = count("cyberjurors_verifications_total", status="passed"), count("cyberjurors_verifier_turns_sum")
     await verdicts.publish(case_file)
     made = len(llm.calls)
@@ -322,11 +383,13 @@ async def test_a_verifier_that_fails_dead_letters_the_verdict_step_and_its_repla
     results = StageResults({})
     letters = DeadLetters(dlq, in_flight)
     verdicts = Verdicts(s, results, out, in_flight, lambda cf: verdict_stage(cf, llm, s, jury))
-    handlers = SimpleNamespace(hop=StageHop(results, letters, in_flight, verdicts.resend), verdicts=verdicts,
-                               letters=letters)
+    handlers = SimpleNamespace(
+        hop=StageHop(results, letters, in_flight, verdicts.resend), verdicts=verdicts, letters=letters
+    )
     raw = case_file.model_dump_json().encode()
-    incoming = SimpleNamespace(value=raw, message=SimpleNamespace(key=b"k", value=raw, topic="t", partition=0,
-                                                                  offset=3, timestamp=None))
+    incoming = SimpleNamespace(
+        value=raw, message=SimpleNamespace(key=b"k", value=raw, topic="t", partition=0, offset=3, timestamp=None)
+    )
     await deliberate(handlers, s, incoming, Topic())  # type: ignore[arg-type]
     [letter] = [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
     assert (letter.stage, letter.reason, letter.replayable) == ("verdict", "llm_overloaded", True)
@@ -343,7 +406,8 @@ async def test_a_verifier_that_fails_dead_letters_the_verdict_step_and_its_repla
 
 @pytest.mark.integration
 async def test_a_worker_verifies_once_and_a_redelivered_final_round_resends_the_verdict(
-        settings: Settings, tmp_path: Path):
+    settings: Settings, tmp_path: Path
+):
     s = settings.model_copy(update={"justification": "juris", "verifier": True})
     events = read_events([EXAMPLES / "cases" / KETTLE])
     case_id = events[0].case_id
@@ -366,18 +430,38 @@ async def test_a_worker_verifies_once_and_a_redelivered_final_round_resends_the_
 
 
 @pytest.mark.integration
-def test_eval_ablation_runs_the_verifier_and_juris_rungs(settings: Settings, broker: str, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch):
-    cases = [json.loads((EXAMPLES / "cases" / name).read_text())
-             for name in (KETTLE, "clot-001-shirt-torn-seam.json")]
+def test_eval_ablation_runs_the_verifier_and_juris_rungs(
+    settings: Settings, broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    cases = [json.loads((EXAMPLES / "cases" / name).read_text()) for name in (KETTLE, "clot-001-shirt-torn-seam.json")]
     (tmp_path / "test.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
     (tmp_path / "split.json").write_text(json.dumps({"media_root": str(EXAMPLES)}))
-    for name, value in {"LLM_BACKEND": "offline", "PRECEDENT_BACKEND": "none", "METRICS_PORT": "0",
-                        "APP_ID": settings.app_id, "SESSION_TIMEOUT_S": "6", "HEARTBEAT_INTERVAL_S": "0.5"}.items():
+    for name, value in {
+        "LLM_BACKEND": "offline",
+        "PRECEDENT_BACKEND": "none",
+        "METRICS_PORT": "0",
+        "APP_ID": settings.app_id,
+        "SESSION_TIMEOUT_S": "6",
+        "HEARTBEAT_INTERVAL_S": "0.5",
+    }.items():
         monkeypatch.setenv(f"CYBERJURORS_{name}", value)
     out = tmp_path / "eval"
-    result = CliRunner().invoke(cli, ["eval", str(tmp_path / "test.jsonl"), "--ablation", "precedent,verifier,juris",
-                                      "--out", str(out), "--bootstrap", broker, "--no-party-swap", "--timeout", "180"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            str(tmp_path / "test.jsonl"),
+            "--ablation",
+            "precedent,verifier,juris",
+            "--out",
+            str(out),
+            "--bootstrap",
+            broker,
+            "--no-party-swap",
+            "--timeout",
+            "180",
+        ],
+    )
     assert result.exit_code == 0, result.output
     reports = {r["name"]: r["summary"] for r in json.loads((out / "report.json").read_text())}
     assert list(reports) == ["+Precedent", "+Verifier", "+JURIS"]

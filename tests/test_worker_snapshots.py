@@ -42,8 +42,9 @@ async def test_a_tracing_worker_writes_a_snapshot_on_sigusr2_and_keeps_serving(s
     folder = settings.datadir / "tracemalloc"
     worker = WorkerProcess(settings, tmp_path / "worker.log", env={"PYTHONTRACEMALLOC": "1"}).start()
     try:
-        assert await asyncio.to_thread(worker.wait_for, "Worker ready", timeout_s=240), \
-            worker.log_path.read_text()[-3000:]
+        assert await asyncio.to_thread(worker.wait_for, "Worker ready", timeout_s=240), worker.log_path.read_text()[
+            -3000:
+        ]
         for taken in (1, 2):
             os.kill(worker.process.pid, signal.SIGUSR2)  # type: ignore[union-attr]
             deadline = time.monotonic() + 120
@@ -51,8 +52,10 @@ async def test_a_tracing_worker_writes_a_snapshot_on_sigusr2_and_keeps_serving(s
                 await asyncio.sleep(0.2)
             assert len(snapshots(folder)) == taken, worker.log_path.read_text()[-3000:]
         assert worker.alive()
-        files = {stat.traceback[0].filename for stat in
-                 tracemalloc.Snapshot.load(str(snapshots(folder)[-1])).statistics("filename")}
+        files = {
+            stat.traceback[0].filename
+            for stat in tracemalloc.Snapshot.load(str(snapshots(folder)[-1])).statistics("filename")
+        }
         assert any(name.endswith(os.path.join("cyberjurors", "streams", "app.py")) for name in files)
     finally:
         await asyncio.to_thread(worker.stop)

@@ -35,5 +35,10 @@ def build_llm(settings: Settings) -> GuardedLLM:
         backend = routed(settings, lambda provider: backend_for(provider, settings))
     else:
         backend = backend_for(settings.backend, settings)
-    return GuardedLLM(backend, settings.llm_concurrency, settings.llm_tokens_per_minute, settings.llm_call_log,
-                      PriceTable(settings.llm_prices))
+    return GuardedLLM(
+        backend,
+        settings.llm_concurrency,
+        settings.llm_tokens_per_minute,
+        settings.llm_call_log,
+        PriceTable(settings.llm_prices),
+    )

@@ -59,10 +59,19 @@ def status_kind(status: int) -> str:
 
 
 def blocks(parts: list[Part]) -> list[dict]:
-    return [{"type": "text", "text": part.text} if isinstance(part, TextPart) else
-            {"type": "image", "source": {"type": "base64", "media_type": part.media_type,
-                                         "data": base64.b64encode(part.data).decode("ascii")}}
-            for part in with_labels(parts)]
+    return [
+        {"type": "text", "text": part.text}
+        if isinstance(part, TextPart)
+        else {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": part.media_type,
+                "data": base64.b64encode(part.data).decode("ascii"),
+            },
+        }
+        for part in with_labels(parts)
+    ]
 
 
 def system_content(request: LLMRequest, cache: bool = True) -> list[dict]:
@@ -111,14 +120,17 @@ def thinking_params(request: LLMRequest) -> ThinkingParams:
             return ThinkingParams({"type": "adaptive"}, effort, request.max_tokens())
         case "budget":
             budget = max(request.thinking_budget, MIN_BUDGET_TOKENS)
-            return ThinkingParams({"type": "enabled", "budget_tokens": budget}, effort,
-                                  request.max_output_tokens + budget)
+            return ThinkingParams(
+                {"type": "enabled", "budget_tokens": budget}, effort, request.max_output_tokens + budget
+            )
         case "off":
             way = known.thinking_off if known else "disabled"
-            return ThinkingParams({"type": way} if way else None, effort,
-                                  request.max_tokens(thinking_off=way == "disabled"))
-    return ThinkingParams(None, effort, request.max_tokens(thinking_off=known is not None and
-                                                           not known.thinks_by_default))
+            return ThinkingParams(
+                {"type": way} if way else None, effort, request.max_tokens(thinking_off=way == "disabled")
+            )
+    return ThinkingParams(
+        None, effort, request.max_tokens(thinking_off=known is not None and not known.thinks_by_default)
+    )
 
 
 def usage_of(message: Message) -> Usage:
@@ -126,11 +138,14 @@ def usage_of(message: Message) -> Usage:
     writes are kept apart when the API reports them."""
     u = message.usage
     details, created = u.output_tokens_details, u.cache_creation
-    return Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                 cache_read_tokens=u.cache_read_input_tokens or 0,
-                 cache_write_tokens=u.cache_creation_input_tokens or 0,
-                 thinking_tokens=details.thinking_tokens if details else 0,
-                 cache_write_1h_tokens=created.ephemeral_1h_input_tokens if created else 0)
+    return Usage(
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_read_tokens=u.cache_read_input_tokens or 0,
+        cache_write_tokens=u.cache_creation_input_tokens or 0,
+        thinking_tokens=details.thinking_tokens if details else 0,
+        cache_write_1h_tokens=created.ephemeral_1h_input_tokens if created else 0,
+    )
 
 
 def invalid(output_type: type, error: pydantic.ValidationError) -> str:
@@ -144,8 +159,10 @@ def stopped(message: Message, role: str, max_tokens: int) -> str:
     text = f"anthropic: stop_reason {message.stop_reason}"
     details = message.usage.output_tokens_details
     if message.stop_reason == "max_tokens" and details is not None and details.thinking_tokens:
-        text += (f" after {details.thinking_tokens} of {max_tokens} tokens spent thinking: raise {role}'s "
-                 "thinking_budget or max_output_tokens, or lower its effort (llm_roles)")
+        text += (
+            f" after {details.thinking_tokens} of {max_tokens} tokens spent thinking: raise {role}'s "
+            "thinking_budget or max_output_tokens, or lower its effort (llm_roles)"
+        )
     return text
 
 
@@ -153,16 +170,18 @@ def read_message(message: Message, request: LLMRequest, output_type: type[T], ma
     """The answer in a reply, checked in order: stop reason, then JSON, then the schema. A reply
     that fails them was billed all the same: the error carries its usage."""
     if message.stop_reason in STOP_KINDS:
-        raise LLMError(STOP_KINDS[message.stop_reason], stopped(message, request.role, max_tokens),
-                       usage=usage_of(message))
+        raise LLMError(
+            STOP_KINDS[message.stop_reason], stopped(message, request.role, max_tokens), usage=usage_of(message)
+        )
     # the answer is the text; thinking blocks (and redacted ones) are the model's own, counted in usage
     text = "".join(block.text for block in message.content if block.type == "text")
     try:
         output = output_type.model_validate_json(text)
     except pydantic.ValidationError as e:
         raise LLMError("invalid_output", f"anthropic: {invalid(output_type, e)}", usage=usage_of(message)) from e
-    return LLMResult(output, usage_of(message), model=message.model, backend="anthropic",
-                     finish_reason=message.stop_reason)
+    return LLMResult(
+        output, usage_of(message), model=message.model, backend="anthropic", finish_reason=message.stop_reason
+    )
 
 
 async def count_retries(request: anthropic.APIRequest, call_next: anthropic.AsyncCallNext) -> Any:
@@ -181,24 +200,35 @@ class AnthropicLLM:
         self.prompt_caching = prompt_caching
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "AnthropicLLM":
-        return cls(anthropic.AsyncAnthropic(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url,
-                                            timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries,
-                                            middleware=[count_retries]), settings.prompt_caching)
+    def from_settings(cls, settings: Settings) -> AnthropicLLM:
+        return cls(
+            anthropic.AsyncAnthropic(
+                api_key=settings.anthropic_api_key,
+                base_url=settings.anthropic_base_url,
+                timeout=settings.llm_timeout_s,
+                max_retries=settings.llm_max_retries,
+                middleware=[count_retries],
+            ),
+            settings.prompt_caching,
+        )
 
     def params(self, request: LLMRequest, output_type: type[BaseModel]) -> dict[str, Any]:
         """The body of one Messages call: what ``messages.create`` sends, and what a Message Batches
         entry carries as its ``params`` (``backends/batch.py``)."""
         params = thinking_params(request)
-        output_config: dict[str, Any] = {"format": {"type": "json_schema",
-                                                    "schema": anthropic.transform_schema(output_type)}}
+        output_config: dict[str, Any] = {
+            "format": {"type": "json_schema", "schema": anthropic.transform_schema(output_type)}
+        }
         if params.effort is not None:
             output_config["effort"] = params.effort
-        return {"model": request.model, "max_tokens": params.max_tokens,
-                "system": system_content(request, self.prompt_caching),
-                "messages": [{"role": "user", "content": user_content(request, self.prompt_caching)}],
-                "output_config": output_config,
-                **({"thinking": params.thinking} if params.thinking else {})}
+        return {
+            "model": request.model,
+            "max_tokens": params.max_tokens,
+            "system": system_content(request, self.prompt_caching),
+            "messages": [{"role": "user", "content": user_content(request, self.prompt_caching)}],
+            "output_config": output_config,
+            **({"thinking": params.thinking} if params.thinking else {}),
+        }
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
         body = self.params(request, output_type)

@@ -38,8 +38,16 @@ from anthropic.types import Message
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 from rich.progress import Progress, TaskID
-from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, retry_if_result, stop_after_attempt,
-                      stop_after_delay, wait_exponential, wait_fixed)
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+    wait_fixed,
+)
 
 from ..errors import FINAL_LLM_KINDS, CyberJurorsError, for_people
 from ..llm import LLM, LLMError, LLMRequest, LLMResult, T
@@ -51,10 +59,19 @@ from .anthropic import AnthropicLLM, read_message
 MAX_BATCH_REQUESTS = 100_000
 MAX_BATCH_BYTES = 200 * 1024 * 1024
 # what an errored entry's error type means, as a streaming call's failure kind
-ERROR_KINDS = {"invalid_request_error": "bad_request", "not_found_error": "bad_request",
-               "request_too_large": "bad_request", "authentication_error": "auth", "permission_error": "auth",
-               "billing_error": "auth", "rate_limit_error": "rate_limited", "overloaded_error": "overloaded",
-               "api_error": "server_error", "timeout_error": "timeout", "gateway_timeout_error": "timeout"}
+ERROR_KINDS = {
+    "invalid_request_error": "bad_request",
+    "not_found_error": "bad_request",
+    "request_too_large": "bad_request",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "billing_error": "auth",
+    "rate_limit_error": "rate_limited",
+    "overloaded_error": "overloaded",
+    "api_error": "server_error",
+    "timeout_error": "timeout",
+    "gateway_timeout_error": "timeout",
+}
 NOT_RETRIED = FINAL_LLM_KINDS | {"auth"}
 RESUMES = "the batch ids are stored in OUT/batches: the same command resumes"
 log = logging.getLogger(__name__)
@@ -123,8 +140,9 @@ class InProcess:
         self.stats = WaveStats()
 
     async def answer(self, calls: list[Pending]) -> Sequence[Any]:
-        return await asyncio.gather(*(self.inner.generate(c.request, c.output_type) for c in calls),
-                                    return_exceptions=True)
+        return await asyncio.gather(
+            *(self.inner.generate(c.request, c.output_type) for c in calls), return_exceptions=True
+        )
 
 
 def custom_id(body: dict[str, Any]) -> str:
@@ -170,7 +188,7 @@ class Result(BaseModel):
     error: str | None = None
 
     @model_validator(mode="after")
-    def _complete(self) -> "Result":
+    def _complete(self) -> Result:
         if self.type == "succeeded" and self.message is None:
             raise ValueError("a succeeded result needs its message")
         if self.type == "errored" and (self.error_type is None or self.error is None):
@@ -226,13 +244,15 @@ class BatchStore:
                         f"{path}, line {number}: not a valid record ({for_people(err, 300)}). The batch store is "
                         "damaged, and reading past the line would send and pay again for what it records: restore "
                         "the file, or delete that line (its entries are then sent again), or start over with "
-                        "--fresh (discards every stored answer)") from err
+                        "--fresh (discards every stored answer)"
+                    ) from err
                 yield record, offset
                 offset += len(line)
         if offset < size:
             # an append cut short by a kill: cut off, so that the next append starts a line of its own
-            log.warning("%s: line %d is an unfinished append (a run was stopped while writing it); it is dropped",
-                        path, number)
+            log.warning(
+                "%s: line %d is an unfinished append (a run was stopped while writing it); it is dropped", path, number
+            )
             with path.open("r+b") as out:
                 out.truncate(offset)
         elif line and not line.endswith(b"\n"):  # a whole record, cut before its newline
@@ -312,8 +332,16 @@ class MessageBatches:
     discounted = True
     backend = "anthropic"
 
-    def __init__(self, llm: AnthropicLLM, store: BatchStore, poll_s: float = 30.0, max_attempts: int = 3,
-                 progress: Progress | None = None, max_wait_s: float = 90_000.0, retry_s: float = 600.0):
+    def __init__(
+        self,
+        llm: AnthropicLLM,
+        store: BatchStore,
+        poll_s: float = 30.0,
+        max_attempts: int = 3,
+        progress: Progress | None = None,
+        max_wait_s: float = 90_000.0,
+        retry_s: float = 600.0,
+    ):
         self.llm, self.store, self.poll_s, self.max_attempts = llm, store, poll_s, max_attempts
         self.max_wait_s, self.retry_s = max_wait_s, retry_s
         self.client: anthropic.AsyncAnthropic = llm.client
@@ -326,9 +354,11 @@ class MessageBatches:
     async def answer(self, calls: list[Pending]) -> Sequence[Any]:
         bodies = [self.llm.params(c.request, c.output_type) for c in calls]
         ids = [custom_id(b) for b in bodies]
-        entries = {i: Sent(b, len(json.dumps(b))) for i, b in zip(ids, bodies)}  # one entry per distinct request
+        entries = {
+            i: Sent(b, len(json.dumps(b))) for i, b in zip(ids, bodies, strict=True)
+        }  # one entry per distinct request
         outcomes = await self.settle(entries)
-        return [self.read(outcomes[i], c, b["max_tokens"]) for i, c, b in zip(ids, calls, bodies)]
+        return [self.read(outcomes[i], c, b["max_tokens"]) for i, c, b in zip(ids, calls, bodies, strict=True)]
 
     @staticmethod
     def read(outcome: dict[str, Any] | LLMError, call: Pending, max_tokens: int) -> LLMResult[Any] | LLMError:
@@ -348,9 +378,12 @@ class MessageBatches:
             except UnknownBatch:
                 # without this, every rerun would stop on it, and only --fresh (which drops every
                 # answer paid for) would get past it
-                log.warning("message batch %s is unknown to the provider (submitted from another workspace, or "
-                            "deleted after the API's 29-day retention): forgotten, its %d entries are sent again",
-                            batch_id, len(self.store.submitted[batch_id]))
+                log.warning(
+                    "message batch %s is unknown to the provider (submitted from another workspace, or "
+                    "deleted after the API's 29-day retention): forgotten, its %d entries are sent again",
+                    batch_id,
+                    len(self.store.submitted[batch_id]),
+                )
                 self.store.forget(batch_id)
                 continue
             self.stats.collected += 1
@@ -382,10 +415,15 @@ class MessageBatches:
         if len(entry.failures) >= self.max_attempts:
             last = entry.failures[-1]
             if last["type"] == "expired":
-                return LLMError("timeout", f"anthropic batch: the request expired in {len(entry.failures)} "
-                                           "batches (not processed within 24 hours)")
-            return LLMError(batch_kind(last["error_type"]), f"anthropic batch: errored in {len(entry.failures)} "
-                                                            f"batches, last {last['error']}")
+                return LLMError(
+                    "timeout",
+                    f"anthropic batch: the request expired in {len(entry.failures)} "
+                    "batches (not processed within 24 hours)",
+                )
+            return LLMError(
+                batch_kind(last["error_type"]),
+                f"anthropic batch: errored in {len(entry.failures)} batches, last {last['error']}",
+            )
         return None
 
     async def send(self, ids: list[str], entries: dict[str, Sent]) -> None:
@@ -393,14 +431,16 @@ class MessageBatches:
         submitted = [await self.submit(chunk, entries) for chunk in chunks(ids, entries)]
         for records in await asyncio.gather(*(self.collect(b) for b in submitted)):
             for record in records:
-                if record["type"] == "expired" or (record["type"] == "errored"
-                                                   and batch_kind(record["error_type"]) not in NOT_RETRIED):
+                if record["type"] == "expired" or (
+                    record["type"] == "errored" and batch_kind(record["error_type"]) not in NOT_RETRIED
+                ):
                     entries[record["custom_id"]].failures.append(record)
 
     async def submit(self, ids: list[str], entries: dict[str, Sent]) -> str:
         try:
             batch = await self.client.messages.batches.create(
-                requests=[{"custom_id": i, "params": entries[i].body} for i in ids])  # type: ignore[misc]
+                requests=[{"custom_id": i, "params": entries[i].body} for i in ids]
+            )  # type: ignore[misc]
         except anthropic.APIError as err:
             raise BatchStop(f"anthropic: creating a message batch of {len(ids)} requests failed: {err}") from err
         self.store.submit(batch.id, ids)
@@ -412,26 +452,34 @@ class MessageBatches:
     async def collect(self, batch_id: str) -> list[dict[str, Any]]:
         """Wait for a batch to end (at most ``max_wait_s``), then store its results; a canceled batch
         stops the run."""
-        batch = await AsyncRetrying(retry=retry_if_result(lambda b: b.processing_status != "ended"),
-                                    wait=wait_fixed(self.poll_s), stop=stop_after_delay(self.max_wait_s),
-                                    retry_error_callback=last_result)(self.status, batch_id)
+        batch = await AsyncRetrying(
+            retry=retry_if_result(lambda b: b.processing_status != "ended"),
+            wait=wait_fixed(self.poll_s),
+            stop=stop_after_delay(self.max_wait_s),
+            retry_error_callback=last_result,
+        )(self.status, batch_id)
         if batch.processing_status != "ended":
-            raise BatchStop(f"message batch {batch_id} has not ended after {self.max_wait_s:g} s of polling "
-                            f"(batch_max_wait_s; status {batch.processing_status}, {batch.request_counts.processing} "
-                            f"requests processing); it is not canceled, and {RESUMES} and collects it")
+            raise BatchStop(
+                f"message batch {batch_id} has not ended after {self.max_wait_s:g} s of polling "
+                f"(batch_max_wait_s; status {batch.processing_status}, {batch.request_counts.processing} "
+                f"requests processing); it is not canceled, and {RESUMES} and collects it"
+            )
         records = await self.patiently(f"reading the results of message batch {batch_id}", self.download, batch_id)
         self.store.results(batch_id, records)
         if batch.request_counts.canceled:
-            raise BatchStop(f"message batch {batch_id} was canceled ({batch.request_counts.canceled} requests not "
-                            "answered); what it answered is kept, and the same command sends the rest again")
+            raise BatchStop(
+                f"message batch {batch_id} was canceled ({batch.request_counts.canceled} requests not "
+                "answered); what it answered is kept, and the same command sends the rest again"
+            )
         return records
 
     async def download(self, batch_id: str) -> list[dict[str, Any]]:
         return [result_record(entry, batch_id) async for entry in await self.client.messages.batches.results(batch_id)]
 
     async def status(self, batch_id: str) -> MessageBatch:
-        batch = await self.patiently(f"checking message batch {batch_id}", self.client.messages.batches.retrieve,
-                                     batch_id)
+        batch = await self.patiently(
+            f"checking message batch {batch_id}", self.client.messages.batches.retrieve, batch_id
+        )
         self.show(batch)
         return batch
 
@@ -439,10 +487,12 @@ class MessageBatches:
         """An idempotent call, tried again on connection errors and 5xx for up to ``retry_s`` (and at
         least once more, however short that is): a run can last a day, and one blip should not end it."""
         try:
-            return await AsyncRetrying(retry=retry_if_exception(transient),
-                                       stop=stop_after_delay(self.retry_s) & stop_after_attempt(2),
-                                       wait=wait_exponential(multiplier=min(self.poll_s, 1.0), max=60),
-                                       reraise=True)(call, batch_id)
+            return await AsyncRetrying(
+                retry=retry_if_exception(transient),
+                stop=stop_after_delay(self.retry_s) & stop_after_attempt(2),
+                wait=wait_exponential(multiplier=min(self.poll_s, 1.0), max=60),
+                reraise=True,
+            )(call, batch_id)
         except anthropic.NotFoundError as err:
             raise UnknownBatch(f"anthropic: {doing} failed: {err}; the provider does not know this batch") from err
         except anthropic.APIError as err:
@@ -452,19 +502,31 @@ class MessageBatches:
     def show(self, batch: MessageBatch) -> None:
         counts = batch.request_counts
         if self.progress is None:
-            now = (batch.processing_status, counts.processing, counts.succeeded, counts.errored, counts.expired,
-                   counts.canceled)
+            now = (
+                batch.processing_status,
+                counts.processing,
+                counts.succeeded,
+                counts.errored,
+                counts.expired,
+                counts.canceled,
+            )
             if self._counts.get(batch.id) != now:
                 self._counts[batch.id] = now
-                log.info("message batch %s %s: %d processing, %d succeeded, %d errored, %d expired, %d canceled",
-                         batch.id, *now)
+                log.info(
+                    "message batch %s %s: %d processing, %d succeeded, %d errored, %d expired, %d canceled",
+                    batch.id,
+                    *now,
+                )
             return
         total = counts.processing + counts.succeeded + counts.errored + counts.expired + counts.canceled
         if batch.id not in self._tasks:
             self._tasks[batch.id] = self.progress.add_task(f"batch {batch.id}", total=total)
-        self.progress.update(self._tasks[batch.id], completed=total - counts.processing,
-                             description=f"batch {batch.id} {batch.processing_status}: {counts.succeeded} "
-                                         f"succeeded, {counts.errored} errored, {counts.expired} expired")
+        self.progress.update(
+            self._tasks[batch.id],
+            completed=total - counts.processing,
+            description=f"batch {batch.id} {batch.processing_status}: {counts.succeeded} "
+            f"succeeded, {counts.errored} errored, {counts.expired} expired",
+        )
 
 
 class UnknownBatch(BatchStop):
@@ -472,8 +534,9 @@ class UnknownBatch(BatchStop):
 
 
 def transient(err: BaseException) -> bool:
-    return isinstance(err, anthropic.APIConnectionError) or (isinstance(err, anthropic.APIStatusError)
-                                                             and err.status_code >= 500)
+    return isinstance(err, anthropic.APIConnectionError) or (
+        isinstance(err, anthropic.APIStatusError) and err.status_code >= 500
+    )
 
 
 def last_result(state: RetryCallState) -> Any:

@@ -64,15 +64,66 @@ from ..schemas import (
 
 LABEL = "[offline stand-in]"
 BUYER_CUES = (
-    "broken", "damaged", "damage", "defect", "faulty", "crack", "cracked", "torn", "tear", "ripped", "missing",
-    "not received", "never arrived", "never received", "wrong item", "not as described", "counterfeit", "fake",
-    "expired", "mould", "mold", "rotten", "leak", "leaking", "stopped working", "dead", "2%", "dent", "shattered",
-    "smashed", "before shipping", "already damaged", "different from the listing", "doesn't work", "does not work",
+    "broken",
+    "damaged",
+    "damage",
+    "defect",
+    "faulty",
+    "crack",
+    "cracked",
+    "torn",
+    "tear",
+    "ripped",
+    "missing",
+    "not received",
+    "never arrived",
+    "never received",
+    "wrong item",
+    "not as described",
+    "counterfeit",
+    "fake",
+    "expired",
+    "mould",
+    "mold",
+    "rotten",
+    "leak",
+    "leaking",
+    "stopped working",
+    "dead",
+    "2%",
+    "dent",
+    "shattered",
+    "smashed",
+    "before shipping",
+    "already damaged",
+    "different from the listing",
+    "doesn't work",
+    "does not work",
 )
 SELLER_CUES = (
-    "delivered", "signed", "intact", "as described", "tested", "working", "worn", "used", "washed", "return window",
-    "after the deadline", "policy", "misuse", "customer damage", "tag removed", "tags removed", "opened",
-    "within specification", "sealed", "in good condition", "photo at dispatch", "proof of delivery", "no defect",
+    "delivered",
+    "signed",
+    "intact",
+    "as described",
+    "tested",
+    "working",
+    "worn",
+    "used",
+    "washed",
+    "return window",
+    "after the deadline",
+    "policy",
+    "misuse",
+    "customer damage",
+    "tag removed",
+    "tags removed",
+    "opened",
+    "within specification",
+    "sealed",
+    "in good condition",
+    "photo at dispatch",
+    "proof of delivery",
+    "no defect",
 )
 VISUAL_WEIGHT = {"low": 0.6, "medium": 1.0, "high": 1.5}
 SELLER_EXPERIENCE_PRIOR = {"none": 0.15, "some": 0.0, "runs_shop": -0.35}
@@ -117,9 +168,20 @@ def first_sentence(text: str) -> str:
 
 def read_everything(case: DisputeCase) -> list[Clue]:
     """Every item as a pseudo-clue with its lexical leaning: the stand-in's passive reading."""
-    return [Clue(id=item.id, party=case.party_of(item.id), step=0, evidence_id=item.id, evidence_kind=item.kind,
-                 selection_reason="read with everything else", clue=(item.text or "")[:200], assessment="",
-                 leaning=leaning(item.text or "")) for item in case.items()]
+    return [
+        Clue(
+            id=item.id,
+            party=case.party_of(item.id),
+            step=0,
+            evidence_id=item.id,
+            evidence_kind=item.kind,
+            selection_reason="read with everything else",
+            clue=(item.text or "")[:200],
+            assessment="",
+            leaning=leaning(item.text or ""),
+        )
+        for item in case.items()
+    ]
 
 
 def clue_ids(text: str) -> list[str]:
@@ -170,21 +232,29 @@ class OfflineLLM:
             await asyncio.sleep(self.latency_s)
         answer = self._answer(request.task)
         if not isinstance(answer, output_type):
-            raise LLMError("unsupported_task", f"offline backend cannot answer {type(request.task).__name__} "
-                                               f"as {output_type.__name__}")
-        return LLMResult(answer, self._usage(request, answer), model="offline", backend=self.backend,
-                         finish_reason="stop")  # the stand-in always answers whole
+            raise LLMError(
+                "unsupported_task",
+                f"offline backend cannot answer {type(request.task).__name__} as {output_type.__name__}",
+            )
+        return LLMResult(
+            answer, self._usage(request, answer), model="offline", backend=self.backend, finish_reason="stop"
+        )  # the stand-in always answers whole
 
     def _answer(self, task: object) -> BaseModel:
         match task:
             case FocusTask(case=case):
                 d = case.metadata
-                claims = {p: [s for _, i in case.texts(p) if (s := first_sentence(i.text or ""))][:4]
-                          for p in ("buyer", "seller")}
-                return Focus(focus=f"Should the buyer get '{without_instructions(d.requested_remedy)}' for the "
-                                   f"{without_instructions(d.product)}? "
-                                   f"Dispute: {without_instructions(d.dispute_reason)}",
-                             buyer_claims=claims["buyer"], seller_claims=claims["seller"])
+                claims = {
+                    p: [s for _, i in case.texts(p) if (s := first_sentence(i.text or ""))][:4]
+                    for p in ("buyer", "seller")
+                }
+                return Focus(
+                    focus=f"Should the buyer get '{without_instructions(d.requested_remedy)}' for the "
+                    f"{without_instructions(d.product)}? "
+                    f"Dispute: {without_instructions(d.dispute_reason)}",
+                    buyer_claims=claims["buyer"],
+                    seller_claims=claims["seller"],
+                )
             case SelectTask():
                 return self._select(task)
             case PerceiveTask(item=item, frames=frames):
@@ -195,8 +265,9 @@ class OfflineLLM:
                     seen = f"{len(frames)} sampled frames" if frames else "the image"
                     clue = f"{LABEL} pixels not inspected ({seen}); the party's caption: {text[:240] or '(none)'}"
                 lean = leaning(text)
-                return Perception(clue=clue, assessment=f"{LABEL} lexical cues in this item favour: {lean}.",
-                                  leaning=lean, frames=[])
+                return Perception(
+                    clue=clue, assessment=f"{LABEL} lexical cues in this item favour: {lean}.", leaning=lean, frames=[]
+                )
             case JurorTask():
                 return self._ballot(task)
             case QualifyTask():
@@ -244,8 +315,9 @@ class OfflineLLM:
             v = task.summary.votes
             social += 0.4 * (v.buyer - v.seller) / max(v.total, 1)
         # guidelines in memory that share words with the case pull toward the side they favour
-        case_words = words(" ".join([task.focus.focus if task.focus else task.case.metadata.dispute_reason,
-                                     *(c.clue for c in clues)]))
+        case_words = words(
+            " ".join([task.focus.focus if task.focus else task.case.metadata.dispute_reason, *(c.clue for c in clues)])
+        )
         relied = [g for g in task.memory if g.favours and len(words(g.text) & case_words) >= 2]
         precedent = sum(0.3 * (g.confidence or 0.5) * sign[g.favours] for g in relied)  # type: ignore[index]
         score = evidence + prior + social + precedent + 0.7 * jitter(task.case.case_id, task.juror, task.round)
@@ -259,8 +331,8 @@ class OfflineLLM:
             seller_conflicts=[f"[{c.id}]" for c in clues if c.leaning == "buyer"][:3],
             vote=vote,
             justification=f"{LABEL} {p.name} votes {vote}: lexical evidence score {evidence:+.1f}, "
-                          f"persona prior {prior:+.2f}, peers {social:+.2f}, guidelines {precedent:+.2f}; "
-                          f"relies on {cite}.",
+            f"persona prior {prior:+.2f}, peers {social:+.2f}, guidelines {precedent:+.2f}; "
+            f"relies on {cite}.",
             cited_clues=[c.id for c in support] if task.clues is not None else [],
             cited_guidelines=[g.id for g in relied if g.favours == vote],
         )
@@ -275,34 +347,49 @@ class OfflineLLM:
         prior = SELLER_EXPERIENCE_PRIOR[p.seller_experience] + STRICTNESS_PRIOR[p.rule_strictness]
         score = evidence + prior + 0.7 * jitter(task.case_id, p.name, "qualify")
         vote = "buyer" if score > 0 else "seller"
-        return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote,
-                           justification=f"{LABEL} {p.name} votes {vote} on the mock case: lexical evidence score "
-                                         f"{evidence:+.1f}, persona prior {prior:+.2f}.")
+        return BallotDraft(
+            conflicts=[],
+            buyer_conflicts=[],
+            seller_conflicts=[],
+            vote=vote,
+            justification=f"{LABEL} {p.name} votes {vote} on the mock case: lexical evidence score "
+            f"{evidence:+.1f}, persona prior {prior:+.2f}.",
+        )
 
     def _argue(self, task: AdvocateTask) -> ArgumentDraft:
         """Cites the items whose lexical cues favour its party; answers nothing, invents nothing."""
         mine = [c for c in read_everything(task.case) if c.leaning == task.party][:3]
         cited = " ".join(f"[{c.evidence_id}]" for c in mine) or "no item"
-        return ArgumentDraft(statement=f"{LABEL} for the {task.party}, turn {task.turn}: the items whose wording "
-                                       f"favours the {task.party} are {cited}.",
-                             cited_evidence=[c.evidence_id for c in mine])
+        return ArgumentDraft(
+            statement=f"{LABEL} for the {task.party}, turn {task.turn}: the items whose wording "
+            f"favours the {task.party} are {cited}.",
+            cited_evidence=[c.evidence_id for c in mine],
+        )
 
     def _judge(self, task: JudgeTask) -> BallotDraft:
         """Counts the evidence each advocate could cite; ties go by a fixed per-case coin."""
-        cited = {p: len({e for a in task.debate if a.party == p for e in a.cited_evidence}) for p in ("buyer", "seller")}
+        cited = {
+            p: len({e for a in task.debate if a.party == p for e in a.cited_evidence}) for p in ("buyer", "seller")
+        }
         score = cited["buyer"] - cited["seller"] + 0.5 * jitter(task.case.case_id, "judge")
         vote = "buyer" if score > 0 else "seller"
-        return BallotDraft(conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote,
-                           justification=f"{LABEL} the judge rules for the {vote}: the buyer's advocate cited "
-                                         f"{cited['buyer']} items, the seller's {cited['seller']}.")
+        return BallotDraft(
+            conflicts=[],
+            buyer_conflicts=[],
+            seller_conflicts=[],
+            vote=vote,
+            justification=f"{LABEL} the judge rules for the {vote}: the buyer's advocate cited "
+            f"{cited['buyer']} items, the seller's {cited['seller']}.",
+        )
 
     def _summary(self, round_no: int, ballots: list[Ballot]) -> RoundSummaryDraft:
-        side = lambda party: " ".join(f"[{c}]" for c in sorted({c for b in ballots if b.vote == party  # noqa: E731
-                                                                  for c in b.cited_clues}))
+        def side(party: str) -> str:
+            return " ".join(f"[{c}]" for c in sorted({c for b in ballots if b.vote == party for c in b.cited_clues}))
+
         votes = Votes.of(ballots)
         return RoundSummaryDraft(
             summary=f"{LABEL} Round {round_no}: {votes.buyer} for the buyer, {votes.seller} for the seller. "
-                    f"Buyer side cites {side('buyer') or 'no clue'}; seller side cites {side('seller') or 'no clue'}.",
+            f"Buyer side cites {side('buyer') or 'no clue'}; seller side cites {side('seller') or 'no clue'}.",
             buyer_arguments=side("buyer").split(),
             seller_arguments=side("seller").split(),
         )
@@ -317,22 +404,30 @@ class OfflineLLM:
                 if not bad:
                     return VerificationDraft(decision="pass")
                 named = ", ".join(dict.fromkeys(f"[{i}]" for s in bad for i in unknown_ids(s, task)))
-                return VerificationDraft(decision="reject", untraceable_claims=bad,
-                                         feedback=f"{LABEL} the justification cites {named}, which no clue or "
-                                                  "cited guideline of this case is: drop or correct those claims.")
+                return VerificationDraft(
+                    decision="reject",
+                    untraceable_claims=bad,
+                    feedback=f"{LABEL} the justification cites {named}, which no clue or "
+                    "cited guideline of this case is: drop or correct those claims.",
+                )
             case ReviseTask():
                 kept, _, _ = remove_claims(task.justification, task.untraceable)
                 return JustificationDraft(justification=labelled(kept or f"{LABEL} {task.winner} wins."))
             case DraftTask():
-                return CandidateSentences(sentences=self._candidates(task)[:task.max_sentences])
+                return CandidateSentences(sentences=self._candidates(task)[: task.max_sentences])
             case SentenceVoteTask():
                 known = known_ids(task.clues, task.case, [])
-                return SentenceVotes(accepted=[
-                    sid for sid, text in task.candidates.items()
-                    if set(clue_ids(text)) <= known and jitter(task.case.case_id, task.juror, sid) > -0.6])
+                return SentenceVotes(
+                    accepted=[
+                        sid
+                        for sid, text in task.candidates.items()
+                        if set(clue_ids(text)) <= known and jitter(task.case.case_id, task.juror, sid) > -0.6
+                    ]
+                )
             case EditTask():
-                return JustificationDraft(justification=labelled(" ".join(
-                    s.removeprefix(LABEL).strip() for s in task.selected.values())))
+                return JustificationDraft(
+                    justification=labelled(" ".join(s.removeprefix(LABEL).strip() for s in task.selected.values()))
+                )
         raise LLMError("unsupported_task", f"offline backend has no answer for {type(task).__name__}")
 
     @staticmethod
@@ -342,11 +437,13 @@ class OfflineLLM:
         cited = Counter(c for b in task.majority for c in b.cited_clues)
         clues = {c.id: c for c in task.clues or []}
         if task.drafter == 0:
-            return [f"{LABEL} The {clues[c].party}'s {clues[c].evidence_kind} {clues[c].evidence_id} [{c}] supports "
-                    f"the {task.winner}: {first_sentence(clues[c].clue)[:120]}" for c, _ in cited.most_common()
-                    if c in clues]
-        said = [f"{LABEL} {getattr(task.votes, task.winner)} of {task.votes.total} jurors found for the "
-                f"{task.winner}."]
+            return [
+                f"{LABEL} The {clues[c].party}'s {clues[c].evidence_kind} {clues[c].evidence_id} [{c}] supports "
+                f"the {task.winner}: {first_sentence(clues[c].clue)[:120]}"
+                for c, _ in cited.most_common()
+                if c in clues
+            ]
+        said = [f"{LABEL} {getattr(task.votes, task.winner)} of {task.votes.total} jurors found for the {task.winner}."]
         said += [f"The majority relied on guideline [{g.id}]." for g in task.guidelines]
         if cited:
             said.append(f"The majority's reasons rest on {' '.join(f'[{c}]' for c in sorted(cited))}.")
@@ -359,10 +456,15 @@ class OfflineLLM:
         so two roles never read each other's prefix. The longest cached prefix is read, what follows
         it up to the last breakpoint written, the rest is input; a prefix is marked only where it can
         reach the model's minimum (``stage_request``)."""
-        pieces = [([TextPart(request.system)], request.cache_system), (request.shared, request.cache_prefix),
-                  (request.own, request.cache_own), (request.prompt, False)]
-        chain = hashlib.sha256(json.dumps([request.model, type(answer).__name__, request.effort,
-                                           request.thinking]).encode())
+        pieces = [
+            ([TextPart(request.system)], request.cache_system),
+            (request.shared, request.cache_prefix),
+            (request.own, request.cache_own),
+            (request.prompt, False),
+        ]
+        chain = hashlib.sha256(
+            json.dumps([request.model, type(answer).__name__, request.effort, request.thinking]).encode()
+        )
         ends, marks = [], []  # tokens up to the end of each piece; (piece, key) of each breakpoint
         for index, (parts, marked) in enumerate(pieces):
             for part in parts:  # each part's length first: "ab" + "c" is not "a" + "bc"
@@ -374,8 +476,12 @@ class OfflineLLM:
         hits = [index for index, key in marks if self._cached(key)]
         read = ends[hits[-1]] if hits else 0
         written = max(ends[marks[-1][0]] - read, 0) if marks else 0
-        return Usage(input_tokens=ends[-1] - read - written, cache_read_tokens=read, cache_write_tokens=written,
-                     output_tokens=len(answer.model_dump_json()) // 4)
+        return Usage(
+            input_tokens=ends[-1] - read - written,
+            cache_read_tokens=read,
+            cache_write_tokens=written,
+            output_tokens=len(answer.model_dump_json()) // 4,
+        )
 
     def _cached(self, key: str) -> bool:
         """Whether the prefix is "in the provider's cache"; it is from now on."""
@@ -401,11 +507,16 @@ class OfflineLLM:
                 if not won:
                     continue
                 n, m = len(won), len(similar)
-                drafts.append(GuidelineDraft(
-                    rule=f"{LABEL} In {task.category} disputes about {dtype.replace('_', ' ')}, the {winner} won "
-                         f"{n} of {m} similar cases: {self._claim(won[0].summary, winner)}",
-                    dispute_type=dtype, favours=winner, supporting_cases=[c.case_id for c in won],
-                    confidence=round(n / m * n / (n + 1), 2)))
+                drafts.append(
+                    GuidelineDraft(
+                        rule=f"{LABEL} In {task.category} disputes about {dtype.replace('_', ' ')}, the {winner} won "
+                        f"{n} of {m} similar cases: {self._claim(won[0].summary, winner)}",
+                        dispute_type=dtype,
+                        favours=winner,
+                        supporting_cases=[c.case_id for c in won],
+                        confidence=round(n / m * n / (n + 1), 2),
+                    )
+                )
         return GuidelineDrafts(guidelines=drafts)
 
     @staticmethod
@@ -415,4 +526,3 @@ class OfflineLLM:
         pointed = [s for s in said if cues(s)[side]] or said
         claim = first_sentence(pointed[0]).rstrip(" .!?") if pointed else ""
         return (claim[:160] or "no statement recorded") + "."
-

@@ -43,10 +43,15 @@ if TYPE_CHECKING:
 
 
 def content_parts(parts: list[Part]) -> list[dict]:
-    return [{"type": "text", "text": part.text} if isinstance(part, TextPart) else
-            {"type": "image_url",
-             "image_url": {"url": f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"}}
-            for part in with_labels(parts)]
+    return [
+        {"type": "text", "text": part.text}
+        if isinstance(part, TextPart)
+        else {
+            "type": "image_url",
+            "image_url": {"url": f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"},
+        }
+        for part in with_labels(parts)
+    ]
 
 
 def usage_of(usage: CompletionUsage | None) -> Usage:
@@ -56,20 +61,25 @@ def usage_of(usage: CompletionUsage | None) -> Usage:
         return Usage()
     details, completion = usage.prompt_tokens_details, usage.completion_tokens_details
     cached = (details.cached_tokens or 0) if details else 0
-    return Usage(input_tokens=usage.prompt_tokens - cached, output_tokens=usage.completion_tokens,
-                 cache_read_tokens=cached,
-                 thinking_tokens=(completion.reasoning_tokens or 0) if completion else 0)
+    return Usage(
+        input_tokens=usage.prompt_tokens - cached,
+        output_tokens=usage.completion_tokens,
+        cache_read_tokens=cached,
+        thinking_tokens=(completion.reasoning_tokens or 0) if completion else 0,
+    )
 
 
 def billed(raw: LegacyAPIResponse[object]) -> Usage:
     """The usage of a reply whose content did not parse, read from the raw body."""
     body = raw.http_response.json()
-    return usage_of(CompletionUsage.model_validate(body["usage"]) if isinstance(body, dict) and body.get("usage")
-                    else None)
+    return usage_of(
+        CompletionUsage.model_validate(body["usage"]) if isinstance(body, dict) and body.get("usage") else None
+    )
 
 
-def output_limits(request: LLMRequest, reasoning: bool,
-                  efforts: Sequence[OpenAIEffort] = ("low", "medium", "high")) -> dict[str, object]:
+def output_limits(
+    request: LLMRequest, reasoning: bool, efforts: Sequence[OpenAIEffort] = ("low", "medium", "high")
+) -> dict[str, object]:
     """A reasoning model counts its reasoning toward ``max_completion_tokens`` (it refuses
     ``max_tokens``): room for the thinking budget and the answer, and the role's effort as
     ``reasoning_effort``. Other models get ``max_tokens`` for the answer alone, as servers of every
@@ -81,8 +91,7 @@ def output_limits(request: LLMRequest, reasoning: bool,
         return {"max_tokens": request.max_output_tokens}
     if request.thinking == "off":
         lowest = min(efforts, key=OPENAI_EFFORTS.index)
-        return {"max_completion_tokens": request.max_tokens(thinking_off=lowest == "none"),
-                "reasoning_effort": lowest}
+        return {"max_completion_tokens": request.max_tokens(thinking_off=lowest == "none"), "reasoning_effort": lowest}
     limits: dict[str, object] = {"max_completion_tokens": request.max_tokens()}
     if request.effort is not None:
         limits["reasoning_effort"] = request.effort
@@ -120,20 +129,29 @@ async def count_retries(request: httpx2.Request) -> None:
 class OpenAICompatibleLLM:
     backend = "openai"
 
-    def __init__(self, client: openai.AsyncOpenAI, reasoning_models: Sequence[str] = (),
-                 reasoning_efforts: Sequence[OpenAIEffort] = ("low", "medium", "high")):
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        reasoning_models: Sequence[str] = (),
+        reasoning_efforts: Sequence[OpenAIEffort] = ("low", "medium", "high"),
+    ):
         self.client = client
         self.reasoning_models = tuple(reasoning_models)
         self.reasoning_efforts = tuple(reasoning_efforts)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "OpenAICompatibleLLM":
-        return cls(openai.AsyncOpenAI(base_url=settings.openai_base_url,
-                                      api_key=settings.openai_api_key or "not-needed",  # local servers need none
-                                      timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries,
-                                      http_client=openai.DefaultAsyncHttpxClient(
-                                          event_hooks={"request": [count_retries]})),
-                   settings.openai_reasoning_models, settings.openai_reasoning_efforts)
+    def from_settings(cls, settings: Settings) -> OpenAICompatibleLLM:
+        return cls(
+            openai.AsyncOpenAI(
+                base_url=settings.openai_base_url,
+                api_key=settings.openai_api_key or "not-needed",  # local servers need none
+                timeout=settings.llm_timeout_s,
+                max_retries=settings.llm_max_retries,
+                http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [count_retries]}),
+            ),
+            settings.openai_reasoning_models,
+            settings.openai_reasoning_efforts,
+        )
 
     def reasons(self, model: str) -> bool:
         return reasons(model, self.reasoning_models)
@@ -160,11 +178,15 @@ class OpenAICompatibleLLM:
         except openai.APIStatusError as e:
             raise LLMError(status_kind(e.status_code), f"openai: {e.message}"[:500]) from e
         except openai.LengthFinishReasonError as e:
-            raise LLMError("truncated", cut_off(e.completion, request.role, limits),
-                           usage=usage_of(e.completion.usage)) from e
+            raise LLMError(
+                "truncated", cut_off(e.completion, request.role, limits), usage=usage_of(e.completion.usage)
+            ) from e
         except openai.ContentFilterFinishReasonError as e:
-            raise LLMError("refused", "openai: finish_reason content_filter",
-                           usage=usage_of(e.completion.usage) if e.completion else None) from e
+            raise LLMError(
+                "refused",
+                "openai: finish_reason content_filter",
+                usage=usage_of(e.completion.usage) if e.completion else None,
+            ) from e
         except pydantic.ValidationError as e:
             raise LLMError("invalid_output", f"openai: {invalid(output_type, e)}", usage=billed(raw)) from e
         finally:
@@ -175,8 +197,13 @@ class OpenAICompatibleLLM:
             raise LLMError("refused", f"openai: refusal: {message.refusal}"[:500], usage=usage_of(completion.usage))
         if message is None or message.parsed is None:
             raise LLMError("invalid_output", "openai: the reply has no content", usage=usage_of(completion.usage))
-        return LLMResult(message.parsed, usage_of(completion.usage), model=completion.model, backend=self.backend,
-                         finish_reason=completion.choices[0].finish_reason)
+        return LLMResult(
+            message.parsed,
+            usage_of(completion.usage),
+            model=completion.model,
+            backend=self.backend,
+            finish_reason=completion.choices[0].finish_reason,
+        )
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -28,8 +28,12 @@ class ScriptedLLM:
             output = await output
         if not isinstance(output, output_type):
             output = output_type.model_validate(output)
-        return LLMResult(output, Usage(input_tokens=len(request.text()) // 4, output_tokens=10), model="scripted",
-                         backend=self.backend)
+        return LLMResult(
+            output,
+            Usage(input_tokens=len(request.text()) // 4, output_tokens=10),
+            model="scripted",
+            backend=self.backend,
+        )
 
     def roles(self) -> list[str]:
         return [c.role for c in self.calls]

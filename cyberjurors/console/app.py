@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,11 @@ log = logging.getLogger("cyberjurors.console")
 HERE = Path(__file__).parent
 # no inline script or style, no eval: party text that slipped through as markup could not run
 SECURITY_HEADERS = [
-    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                                 b"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        b"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
 ]
@@ -79,10 +82,15 @@ def console_of(request: Request) -> Console:
 
 
 def templates() -> Jinja2Templates:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["domid"] = lambda text: "x" + hashlib.sha256(str(text).encode()).hexdigest()[:12]
-    env.filters["when"] = lambda at: at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if at else ""
+    env.filters["when"] = lambda at: at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at else ""
     env.filters["stamp_when"] = lambda s: s[:19].replace("T", " ") if s else ""
     env.filters["pct"] = lambda x: f"{x:.0%}"
     return Jinja2Templates(env=env)
@@ -92,9 +100,12 @@ def page(request: Request, name: str, context: dict[str, Any], status: int = 200
     console = console_of(request)
     token = csrf_token(request)
     user = console.auth.user(request)
-    response = console.templates.TemplateResponse(request, name, context | {
-        "csrf": token, "csrf_field": CSRF_FIELD, "user": user, "auth_configured": console.auth.configured},
-        status_code=status)
+    response = console.templates.TemplateResponse(
+        request,
+        name,
+        context | {"csrf": token, "csrf_field": CSRF_FIELD, "user": user, "auth_configured": console.auth.configured},
+        status_code=status,
+    )
     return keep_csrf(response, token)
 
 
@@ -108,23 +119,36 @@ def _day(text: str | None, plus: int = 0) -> str | None:
         day = date.fromisoformat(text)
     except ValueError as err:
         raise HTTPException(400, f"{text!r} is not a date (YYYY-MM-DD)") from err
-    return stamp(datetime.combine(day + timedelta(days=plus), datetime.min.time(), timezone.utc))
+    return stamp(datetime.combine(day + timedelta(days=plus), datetime.min.time(), UTC))
 
 
 def case_filter(query: Any) -> CaseFilter:
     escalated = {"yes": True, "no": False}.get(query.get("escalated", ""))
-    return CaseFilter(category=query.get("category") or None, winner=query.get("winner") or None, escalated=escalated,
-                      since=_day(query.get("from")), until=_day(query.get("to"), plus=1),
-                      case=(query.get("q") or "").strip() or None)
+    return CaseFilter(
+        category=query.get("category") or None,
+        winner=query.get("winner") or None,
+        escalated=escalated,
+        since=_day(query.get("from")),
+        until=_day(query.get("to"), plus=1),
+        case=(query.get("q") or "").strip() or None,
+    )
 
 
 async def cases_page(request: Request) -> Response:
     console = console_of(request)
     console.auth.may_read(request)
     rows, total = console.store.verdict_rows(case_filter(request.query_params))
-    return page(request, "cases.html", {"rows": rows, "total": total, "query": request.query_params,
-                                        "categories": sorted(set(CATEGORIES) | set(console.store.categories())),
-                                        "reasons": lambda row: json.loads(row["reasons"])})
+    return page(
+        request,
+        "cases.html",
+        {
+            "rows": rows,
+            "total": total,
+            "query": request.query_params,
+            "categories": sorted(set(CATEGORIES) | set(console.store.categories())),
+            "reasons": lambda row: json.loads(row["reasons"]),
+        },
+    )
 
 
 # --- a case ---------------------------------------------------------------------------------------
@@ -138,8 +162,9 @@ async def case_page(request: Request) -> Response:
     if not verdicts:
         raise HTTPException(404, "no verdict for this case has been read")
     views = [await instance_view(console.store, console.settings, console.frames, v) for v in verdicts]
-    return page(request, "case.html", {"case_id": case_id, "views": views,
-                                       "outcomes": console.store.outcomes_of(case_id)})
+    return page(
+        request, "case.html", {"case_id": case_id, "views": views, "outcomes": console.store.outcomes_of(case_id)}
+    )
 
 
 def _record(request: Request) -> tuple[Console, Any]:
@@ -226,8 +251,9 @@ async def review_post(request: Request) -> Response:
         check_form(request, form.get(CSRF_FIELD))  # type: ignore[arg-type]
         reviewer = console.auth.require(request)
         choice = proposed(*(form.get(k) for k in ("winner", "buyer", "seller", "rationale")))  # type: ignore[misc]
-        done = await console.reviews.decide(card["e"].escalation_id, card["e"].case_id, choice, reviewer,
-                                            override=form.get("override") == "on")
+        done = await console.reviews.decide(
+            card["e"].escalation_id, card["e"].case_id, choice, reviewer, override=form.get("override") == "on"
+        )
         message, status = done.message, {"refused": 409}.get(done.status, 200)
     except HTTPException as err:  # not signed in, a stale or foreign form
         message, status, headers = err.detail, err.status_code, err.headers
@@ -238,8 +264,14 @@ async def review_post(request: Request) -> Response:
     return _card(request, console, card, message, status, headers)
 
 
-def _card(request: Request, console: Console, card: dict[str, Any], message: str, status: int,
-          headers: dict[str, str] | None = None) -> Response:
+def _card(
+    request: Request,
+    console: Console,
+    card: dict[str, Any],
+    message: str,
+    status: int,
+    headers: dict[str, str] | None = None,
+) -> Response:
     if "hx-request" not in request.headers:  # a plain form post: back to the queue
         if status >= 400:
             raise HTTPException(status, message, headers=headers)
@@ -281,9 +313,17 @@ async def dlq_replay(request: Request) -> Response:
     if result.sent:  # as disputes.dlq-replayed now says; the feed reads the same note back
         note = {"topic": stored.letter.topic, "original": original_digest(stored.letter), "case": stored.letter.key}
         console.store.note_replay(stored.id, json.dumps(note).encode())
-    said = ("replayed" if result.sent else "replayed before" if result.already else
-            "held back: failed again after a replay" if result.failed_again else
-            f"not replayed: {result.failed[0][1]}" if result.failed else "final: not replayed")
+    said = (
+        "replayed"
+        if result.sent
+        else "replayed before"
+        if result.already
+        else "held back: failed again after a replay"
+        if result.failed_again
+        else f"not replayed: {result.failed[0][1]}"
+        if result.failed
+        else "final: not replayed"
+    )
     if "hx-request" not in request.headers:
         return RedirectResponse("/dlq", status_code=303)
     row = next(r for r in letter_rows(console) if r["l"].id == stored.id)
@@ -303,8 +343,12 @@ async def login(request: Request) -> Response:
 async def health(request: Request) -> Response:
     console = console_of(request)
     status = console.feed.status
-    return JSONResponse({"feed": {"connected": status.connected, "error": status.error, "read": status.read,
-                                  "lag": status.lag}, "stored": console.store.counts()})
+    return JSONResponse(
+        {
+            "feed": {"connected": status.connected, "error": status.error, "read": status.read, "lag": status.lag},
+            "stored": console.store.counts(),
+        }
+    )
 
 
 async def home(request: Request) -> Response:
@@ -334,13 +378,22 @@ ROUTES = [
 ]
 
 
-def create_app(settings: Settings, store: Store | None = None, *, token: str | None = None,
-               public_pages: bool | None = None, follow: bool = True) -> Starlette:
+def create_app(
+    settings: Settings,
+    store: Store | None = None,
+    *,
+    token: str | None = None,
+    public_pages: bool | None = None,
+    follow: bool = True,
+) -> Starlette:
     """The console over ``store`` (``console_db`` when not given). ``token`` stands in for
     ``console_token`` (the command's generated one); ``follow`` starts the feed with the app."""
     store = store or Store(Path(settings.console_db))
-    auth = Auth(token or settings.console_token, dict(settings.console_users),
-                settings.console_public_pages if public_pages is None else public_pages)
+    auth = Auth(
+        token or settings.console_token,
+        dict(settings.console_users),
+        settings.console_public_pages if public_pages is None else public_pages,
+    )
     console = Console(settings, store, auth, Reviews(settings, store), FrameCache(), Feed(settings, store), templates())
 
     @contextlib.asynccontextmanager

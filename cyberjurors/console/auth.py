@@ -64,8 +64,11 @@ class Auth:
             raise HTTPException(403, "no console_token or console_users is configured: review and replay are off")
         who = self.user(request)
         if who is None:
-            raise HTTPException(401, "sign in to review or replay (basic auth: a console user, or the console token)",
-                                headers={"WWW-Authenticate": REALM})
+            raise HTTPException(
+                401,
+                "sign in to review or replay (basic auth: a console user, or the console token)",
+                headers={"WWW-Authenticate": REALM},
+            )
         return who
 
     def may_read(self, request: Request) -> None:

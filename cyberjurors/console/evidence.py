@@ -87,8 +87,9 @@ def cited_frames(clues: list[Clue], evidence_id: str) -> dict[int, list[str]]:
     return out
 
 
-async def strip(cache: FrameCache, record: CaseFile, instance: int, item: EvidenceItem, verdict: Verdict | None,
-                settings: Settings) -> Strip:
+async def strip(
+    cache: FrameCache, record: CaseFile, instance: int, item: EvidenceItem, verdict: Verdict | None, settings: Settings
+) -> Strip:
     """The video's sampled frames with the clues citing each; a problem instead when it cannot be read."""
     try:
         frames = await cache.frames(record, instance, item, settings)
@@ -96,5 +97,9 @@ async def strip(cache: FrameCache, record: CaseFile, instance: int, item: Eviden
         return Strip([], f"{err.reason}: {err.detail}")
     cites = cited_frames(record.clues.all() if record.clues else [], item.id)
     by_verdict = {c.id for c in verdict.cited_clues} if verdict else set()
-    return Strip([StripFrame(f.index, f.time_s, tuple(cites.get(f.index, ())),
-                             bool(set(cites.get(f.index, ())) & by_verdict)) for f in frames])
+    return Strip(
+        [
+            StripFrame(f.index, f.time_s, tuple(cites.get(f.index, ())), bool(set(cites.get(f.index, ())) & by_verdict))
+            for f in frames
+        ]
+    )

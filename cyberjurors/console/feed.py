@@ -53,8 +53,9 @@ class Feed:
         """Follow the topics until cancelled. A broker that cannot be reached, or anything else that
         stops the reading, is tried again with backoff: the pages keep serving what is stored, and
         /healthz says what went wrong."""
-        async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=1, max=30), before_sleep=_logged,
-                                           retry=retry_if_exception_type(Exception)):
+        async for attempt in AsyncRetrying(
+            wait=wait_exponential(multiplier=1, max=30), before_sleep=_logged, retry=retry_if_exception_type(Exception)
+        ):
             with attempt:
                 try:
                     await self._follow()
@@ -67,13 +68,21 @@ class Feed:
     async def _follow(self) -> None:
         view = await broker_view(self.settings, timeout_s=10)
         if self.store.on_cluster(view.cluster_id):
-            log.warning("console feed: the broker is another cluster (%s) than before: its dead letters and offsets "
-                        "are read afresh; verdicts, records and decisions already stored are kept", view.cluster_id)
+            log.warning(
+                "console feed: the broker is another cluster (%s) than before: its dead letters and offsets "
+                "are read afresh; verdicts, records and decisions already stored are kept",
+                view.cluster_id,
+            )
         with contextlib.suppress(KafkaError):  # a console may lack the right to create topics; workers create them
             await ensure_topics(self.settings)
-        consumer = AIOKafkaConsumer(**client_options(self.settings), group_id=None, enable_auto_commit=False,
-                                    auto_offset_reset="earliest", fetch_max_wait_ms=self.settings.kafka_fetch_max_wait_ms,
-                                    max_partition_fetch_bytes=max(1 << 20, self.settings.max_event_bytes + RECORD_OVERHEAD))
+        consumer = AIOKafkaConsumer(
+            **client_options(self.settings),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=self.settings.kafka_fetch_max_wait_ms,
+            max_partition_fetch_bytes=max(1 << 20, self.settings.max_event_bytes + RECORD_OVERHEAD),
+        )
         await consumer.start()
         try:
             partitions = await self._assign(consumer)
@@ -82,16 +91,21 @@ class Feed:
                 batch = await consumer.getmany(timeout_ms=int(self.poll_s * 1000))
                 for tp, records in batch.items():
                     await asyncio.to_thread(self._file, tp, records)
-                self.status.lag = sum(max(0, (consumer.highwater(tp) or 0) - (self.store.position(tp.topic, tp.partition)
-                                                                               or 0)) for tp in partitions)
+                self.status.lag = sum(
+                    max(0, (consumer.highwater(tp) or 0) - (self.store.position(tp.topic, tp.partition) or 0))
+                    for tp in partitions
+                )
                 self.status.last_poll = time.time()
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(consumer.stop(), 5)
 
     async def _assign(self, consumer: AIOKafkaConsumer) -> list[TopicPartition]:
-        partitions = [TopicPartition(topic, p) for topic in self.kinds
-                      for p in sorted(consumer.partitions_for_topic(topic) or range(self.settings.partitions))]
+        partitions = [
+            TopicPartition(topic, p)
+            for topic in self.kinds
+            for p in sorted(consumer.partitions_for_topic(topic) or range(self.settings.partitions))
+        ]
         consumer.assign(partitions)
         fresh = []
         for tp in partitions:

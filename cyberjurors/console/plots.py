@@ -10,12 +10,12 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display; figures are built with the object API, never pyplot's global state
 
-import networkx as nx  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+import networkx as nx
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from ..jury.graph import SocialGraph  # noqa: E402
-from ..schemas import JuryRound  # noqa: E402
+from ..jury.graph import SocialGraph
+from ..schemas import JuryRound
 
 COLOURS = {"buyer": "#2b6cb0", "seller": "#dd6b20"}
 SWITCHED = "#111111"
@@ -50,7 +50,7 @@ def vote_shift(rounds: list[JuryRound]) -> bytes:
     width = 0.38
     ax.bar([x - width / 2 for x in xs], buyer, width, color=COLOURS["buyer"], label="buyer")
     ax.bar([x + width / 2 for x in xs], seller, width, color=COLOURS["seller"], label="seller")
-    for x, b, s, moved in zip(xs, buyer, seller, switches(rounds)):
+    for x, b, s, moved in zip(xs, buyer, seller, switches(rounds), strict=True):
         ax.annotate(str(b), (x - width / 2, b), ha="center", va="bottom", fontsize=8)
         ax.annotate(str(s), (x + width / 2, s), ha="center", va="bottom", fontsize=8)
         if moved:
@@ -79,8 +79,7 @@ def social_graph(rounds: list[JuryRound], graph: SocialGraph, names: list[str]) 
         votes = {b.juror: b.vote for b in r.ballots}
         colours = [COLOURS.get(votes.get(n, ""), "#bbbbbb") for n in g.nodes]
         edges = [SWITCHED if n in moved[i] else "white" for n in g.nodes]
-        nx.draw_networkx_edges(g, layout, ax=ax, edge_color="#999999", width=0.6, arrowsize=6, alpha=0.7,
-                               node_size=260)
+        nx.draw_networkx_edges(g, layout, ax=ax, edge_color="#999999", width=0.6, arrowsize=6, alpha=0.7, node_size=260)
         nx.draw_networkx_nodes(g, layout, ax=ax, node_color=colours, edgecolors=edges, linewidths=1.8, node_size=260)
         nx.draw_networkx_labels(g, layout, ax=ax, labels={n: str(n) for n in g.nodes}, font_size=7, font_color="white")
         ax.set_title(f"round {r.round}: buyer {r.summary.votes.buyer} / seller {r.summary.votes.seller}", fontsize=9)

@@ -71,8 +71,9 @@ class Reviews:
         self.settings, self.store = settings, store
         self._lock = asyncio.Lock()  # one decision at a time: a double click cannot publish twice
 
-    async def decide(self, escalation_id: str, case_id: str, choice: Proposed, reviewer: str,
-                     override: bool) -> Submitted:
+    async def decide(
+        self, escalation_id: str, case_id: str, choice: Proposed, reviewer: str, override: bool
+    ) -> Submitted:
         async with self._lock:
             history = self.store.decisions(escalation_id)
             standing = history[-1] if history else None
@@ -80,21 +81,51 @@ class Reviews:
                 if standing.published_at is None:  # recorded, but its publication failed: once now
                     await self.publish(standing)
                     return Submitted("published", standing, "published the decision recorded before")
-                return Submitted("already", standing, "this decision was already recorded and published; "
-                                                      "nothing sent again")
+                return Submitted(
+                    "already", standing, "this decision was already recorded and published; nothing sent again"
+                )
             if standing is not None and not override:
-                return Submitted("refused", standing, f"a different decision stands ({standing.winner}, "
-                                                      f"{standing.buyer}:{standing.seller}); tick override to replace it")
-            decision = self.store.add_decision(escalation_id, case_id, choice.winner, choice.buyer, choice.seller,
-                                               choice.rationale, reviewer, standing.seq if standing else None)
+                return Submitted(
+                    "refused",
+                    standing,
+                    f"a different decision stands ({standing.winner}, "
+                    f"{standing.buyer}:{standing.seller}); tick override to replace it",
+                )
+            decision = self.store.add_decision(
+                escalation_id,
+                case_id,
+                choice.winner,
+                choice.buyer,
+                choice.seller,
+                choice.rationale,
+                reviewer,
+                standing.seq if standing else None,
+            )
             await self.publish(decision)
-            return Submitted("published", decision, "published to disputes.outcomes" +
-                             (" (overriding the decision before)" if standing else ""))
+            return Submitted(
+                "published",
+                decision,
+                "published to disputes.outcomes" + (" (overriding the decision before)" if standing else ""),
+            )
 
     async def publish(self, decision: Decision) -> None:
-        outcome = OutcomeReported(case_id=decision.case_id, votes=Votes(buyer=decision.buyer, seller=decision.seller),
-                                  decided_at=now(), source="human_panel", escalation_id=decision.escalation_id,
-                                  event_id=decision.event_id)
-        await produce(self.settings, [Outgoing(decision.case_id, outcome.model_dump_json(exclude_none=True).encode(),
-                                               "console", route="disputes.outcomes")])
+        outcome = OutcomeReported(
+            case_id=decision.case_id,
+            votes=Votes(buyer=decision.buyer, seller=decision.seller),
+            decided_at=now(),
+            source="human_panel",
+            escalation_id=decision.escalation_id,
+            event_id=decision.event_id,
+        )
+        await produce(
+            self.settings,
+            [
+                Outgoing(
+                    decision.case_id,
+                    outcome.model_dump_json(exclude_none=True).encode(),
+                    "console",
+                    route="disputes.outcomes",
+                )
+            ],
+        )
         self.store.published(decision.seq)

@@ -26,8 +26,11 @@ def sign_in_token(settings: Settings, out: Console) -> str | None:
     if settings.console_token or settings.console_users:
         return settings.console_token
     token = secrets.token_urlsafe(18)
-    out.print(f"no console_token or console_users set: reviewers sign in with any user name and the password "
-              f"[bold]{token}[/] (this run only)", highlight=False)
+    out.print(
+        f"no console_token or console_users set: reviewers sign in with any user name and the password "
+        f"[bold]{token}[/] (this run only)",
+        highlight=False,
+    )
     return token
 
 
@@ -38,16 +41,20 @@ def start_embedded(settings: Settings, stack: contextlib.ExitStack, paths: list[
     workdir.mkdir(parents=True, exist_ok=True)
     seed_precedents(settings, out)
     bootstrap = stack.enter_context(embedded_broker(log=workdir / "broker.log"))
-    settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap,
-                                           "app_id": f"{settings.app_id}-console-{uuid.uuid4().hex[:6]}"})
+    settings = settings.model_copy(
+        update={"kafka_bootstrap_servers": bootstrap, "app_id": f"{settings.app_id}-console-{uuid.uuid4().hex[:6]}"}
+    )
     asyncio.run(ensure_topics(settings))
     # the worker needs no reviewer's credentials
-    worker = WorkerProcess(settings.model_copy(update={"console_token": None, "console_users": {}}),
-                           workdir / "worker.log")
+    worker = WorkerProcess(
+        settings.model_copy(update={"console_token": None, "console_users": {}}), workdir / "worker.log"
+    )
     stack.push(worker)
     worker.start()
-    out.print(f"embedded broker (Tansu) on {bootstrap}; worker started (backend: {settings.backend}; log: "
-              f"{worker.log_path})", highlight=False)
+    out.print(
+        f"embedded broker (Tansu) on {bootstrap}; worker started (backend: {settings.backend}; log: {worker.log_path})",
+        highlight=False,
+    )
     if events:
         asyncio.run(produce(settings, events))
         out.print(f"produced {len(events)} events for {len({e.case_id for e in events})} cases", highlight=False)
@@ -60,9 +67,15 @@ def run_console(settings: Settings, out: Console, embedded: bool = False, paths:
         if embedded:
             settings = start_embedded(settings, stack, paths or [], out)
         app = create_app(settings, token=token, public_pages=True if embedded else None)
-        out.print(f"console on [bold]http://{settings.console_host}:{settings.console_port}/[/] (reading "
-                  f"{settings.kafka_bootstrap_servers}; store {settings.console_db}); Ctrl-C stops it", highlight=False)
-        server = uvicorn.Server(uvicorn.Config(app, host=settings.console_host, port=settings.console_port,
-                                               log_level="warning", access_log=False))
+        out.print(
+            f"console on [bold]http://{settings.console_host}:{settings.console_port}/[/] (reading "
+            f"{settings.kafka_bootstrap_servers}; store {settings.console_db}); Ctrl-C stops it",
+            highlight=False,
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app, host=settings.console_host, port=settings.console_port, log_level="warning", access_log=False
+            )
+        )
         asyncio.run(server.serve())
     return 0

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -60,8 +60,14 @@ CREATE INDEX IF NOT EXISTS decisions_escalation ON decisions (escalation_id);
 """
 
 # what each topic (unprefixed) holds, as the store files it
-FILED_AS = {"disputes.verdicts": "verdict", "disputes.escalations": "escalation", "disputes.rounds": "record",
-         "disputes.dlq": "letter", "disputes.dlq-replayed": "replayed", "disputes.outcomes": "outcome"}
+FILED_AS = {
+    "disputes.verdicts": "verdict",
+    "disputes.escalations": "escalation",
+    "disputes.rounds": "record",
+    "disputes.dlq": "letter",
+    "disputes.dlq-replayed": "replayed",
+    "disputes.outcomes": "outcome",
+}
 BROKER_BOUND = ("offsets", "letters", "replayed", "outcomes")
 
 
@@ -82,7 +88,7 @@ class Message(Protocol):
 
 def stamp(at: datetime) -> str:
     """A time as the store keeps it: UTC, fixed width, so text order is time order."""
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)
@@ -175,7 +181,7 @@ class Store:
                 return False
             if before is not None:
                 for table in BROKER_BOUND:
-                    db.execute(f"DELETE FROM {table}")  # noqa: S608 - table names are ours
+                    db.execute(f"DELETE FROM {table}")  # table names are ours
             db.execute("INSERT OR REPLACE INTO meta VALUES ('cluster_id', ?)", (cluster_id,))
         return before is not None
 
@@ -193,27 +199,58 @@ class Store:
                 getattr(self, f"_{kind}")(db, message)
                 read = True
             except (ValidationError, ValueError, UnicodeDecodeError) as err:
-                log.warning("skipped %s/%d/%d: %s", message.topic, message.partition, message.offset,
-                            str(err).splitlines()[0])
-                db.execute("INSERT INTO meta VALUES ('skipped', '1') ON CONFLICT(key) DO UPDATE SET "
-                           "value = CAST(value AS INTEGER) + 1")
+                log.warning(
+                    "skipped %s/%d/%d: %s", message.topic, message.partition, message.offset, str(err).splitlines()[0]
+                )
+                db.execute(
+                    "INSERT INTO meta VALUES ('skipped', '1') ON CONFLICT(key) DO UPDATE SET "
+                    "value = CAST(value AS INTEGER) + 1"
+                )
                 read = False
-            db.execute("INSERT INTO offsets VALUES (?, ?, ?) ON CONFLICT(topic, partition) DO UPDATE SET "
-                       "next = max(next, excluded.next)", (message.topic, message.partition, message.offset + 1))
+            db.execute(
+                "INSERT INTO offsets VALUES (?, ?, ?) ON CONFLICT(topic, partition) DO UPDATE SET "
+                "next = max(next, excluded.next)",
+                (message.topic, message.partition, message.offset + 1),
+            )
         return read
 
     def _verdict(self, db: sqlite3.Connection, message: Message) -> None:
         v = Verdict.model_validate_json(message.value or b"")
-        db.execute("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (v.verdict_id, v.case_id, v.instance, v.category, v.winner, v.votes.buyer, v.votes.seller, v.margin,
-                    v.rounds_used, int(v.escalated), json.dumps(v.escalation_reasons), v.latency_s, v.tokens.cost_usd,
-                    v.tokens.total_tokens, stamp(v.decided_at), v.model_dump_json()))
+        db.execute(
+            "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                v.verdict_id,
+                v.case_id,
+                v.instance,
+                v.category,
+                v.winner,
+                v.votes.buyer,
+                v.votes.seller,
+                v.margin,
+                v.rounds_used,
+                int(v.escalated),
+                json.dumps(v.escalation_reasons),
+                v.latency_s,
+                v.tokens.cost_usd,
+                v.tokens.total_tokens,
+                stamp(v.decided_at),
+                v.model_dump_json(),
+            ),
+        )
 
     def _escalation(self, db: sqlite3.Connection, message: Message) -> None:
         e = Escalation.model_validate_json(message.value or b"")
-        db.execute("INSERT OR REPLACE INTO escalations VALUES (?, ?, ?, ?, ?, ?)",
-                   (e.escalation_id, e.case_id, e.verdict_id, e.instance, stamp(e.raised_at),
-                    e.model_dump_json(exclude={"case_file"})))
+        db.execute(
+            "INSERT OR REPLACE INTO escalations VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                e.escalation_id,
+                e.case_id,
+                e.verdict_id,
+                e.instance,
+                stamp(e.raised_at),
+                e.model_dump_json(exclude={"case_file"}),
+            ),
+        )
         self._keep_record(db, e.case_file, e.instance, "escalation")
 
     def _record(self, db: sqlite3.Connection, message: Message) -> None:
@@ -223,17 +260,28 @@ class Store:
         """The fullest record of a case's instance: more rounds, then more ballots (an escalation sent
         without its earlier rounds' ballots yields to the rounds read from disputes.rounds)."""
         rounds, ballots = len(record.rounds), sum(len(r.ballots) for r in record.rounds)
-        db.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(case_id, instance) DO UPDATE SET "
-                   "source = excluded.source, rounds = excluded.rounds, ballots = excluded.ballots, body = excluded.body "
-                   "WHERE (excluded.rounds, excluded.ballots) > (records.rounds, records.ballots)",
-                   (record.case_id, instance, source, rounds, ballots, record.model_dump_json()))
+        db.execute(
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(case_id, instance) DO UPDATE SET "
+            "source = excluded.source, rounds = excluded.rounds, ballots = excluded.ballots, body = excluded.body "
+            "WHERE (excluded.rounds, excluded.ballots) > (records.rounds, records.ballots)",
+            (record.case_id, instance, source, rounds, ballots, record.model_dump_json()),
+        )
 
     def _letter(self, db: sqlite3.Connection, message: Message) -> None:
         letter = DeadLetter.model_validate_json(message.value or b"")
         headers = [(k, base64.b64encode(v or b"").decode()) for k, v in (message.headers or ())]
-        db.execute("INSERT OR REPLACE INTO letters VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   (f"{message.topic}/{message.partition}/{message.offset}", message.topic, message.partition,
-                    message.offset, stamp(letter.failed_at), json.dumps(headers), letter.model_dump_json()))
+        db.execute(
+            "INSERT OR REPLACE INTO letters VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                f"{message.topic}/{message.partition}/{message.offset}",
+                message.topic,
+                message.partition,
+                message.offset,
+                stamp(letter.failed_at),
+                json.dumps(headers),
+                letter.model_dump_json(),
+            ),
+        )
 
     def _replayed(self, db: sqlite3.Connection, message: Message) -> None:
         key = (message.key or b"").decode()
@@ -244,21 +292,32 @@ class Store:
 
     def _outcome(self, db: sqlite3.Connection, message: Message) -> None:
         outcome = OutcomeReported.model_validate_json(message.value or b"")
-        db.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?)",
-                   (f"{message.topic}/{message.partition}/{message.offset}", outcome.case_id, outcome.escalation_id,
-                    outcome.event_id, outcome.model_dump_json()))
+        db.execute(
+            "INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?)",
+            (
+                f"{message.topic}/{message.partition}/{message.offset}",
+                outcome.case_id,
+                outcome.escalation_id,
+                outcome.event_id,
+                outcome.model_dump_json(),
+            ),
+        )
         if outcome.source != "human_panel" or outcome.escalation_id is None:
             return
         event_id = outcome.event_id or f"{message.topic}/{message.partition}/{message.offset}"
-        at = stamp(outcome.decided_at or datetime.now(timezone.utc))
+        at = stamp(outcome.decided_at or datetime.now(UTC))
         known = db.execute("SELECT seq FROM decisions WHERE event_id = ?", (event_id,)).fetchone()
         if known is not None:  # ours, read back: published
-            db.execute("UPDATE decisions SET published_at = coalesce(published_at, ?) WHERE seq = ?", (at, known["seq"]))
+            db.execute(
+                "UPDATE decisions SET published_at = coalesce(published_at, ?) WHERE seq = ?", (at, known["seq"])
+            )
             return
         v = outcome.votes
-        db.execute("INSERT INTO decisions (escalation_id, case_id, event_id, winner, buyer, seller, decided_at, "
-                   "published_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'topic')",
-                   (outcome.escalation_id, outcome.case_id, event_id, v.winner, v.buyer, v.seller, at, at))
+        db.execute(
+            "INSERT INTO decisions (escalation_id, case_id, event_id, winner, buyer, seller, decided_at, "
+            "published_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'topic')",
+            (outcome.escalation_id, outcome.case_id, event_id, v.winner, v.buyer, v.seller, at, at),
+        )
 
     # --- reading for the pages -------------------------------------------------------------------
 
@@ -283,11 +342,14 @@ class Store:
             where.append("instr(lower(v.case_id), lower(?)) > 0")  # a plain substring: no LIKE wildcards
             args.append(chosen.case)
         clause = " AND ".join(where)
-        total = self._rows(f"SELECT count(*) AS n FROM verdicts v WHERE {clause}", *args)[0]["n"]  # noqa: S608
+        total = self._rows(f"SELECT count(*) AS n FROM verdicts v WHERE {clause}", *args)[0]["n"]
         rows = self._rows(
             "SELECT v.*, e.escalation_id, (SELECT count(*) FROM decisions d WHERE d.escalation_id = e.escalation_id) "
-            f"AS decisions FROM verdicts v LEFT JOIN escalations e ON e.verdict_id = v.verdict_id WHERE {clause} "  # noqa: S608
-            "ORDER BY v.decided_at DESC, v.case_id LIMIT ?", *args, limit)
+            f"AS decisions FROM verdicts v LEFT JOIN escalations e ON e.verdict_id = v.verdict_id WHERE {clause} "
+            "ORDER BY v.decided_at DESC, v.case_id LIMIT ?",
+            *args,
+            limit,
+        )
         return rows, total
 
     def categories(self) -> list[str]:
@@ -302,8 +364,10 @@ class Store:
         return (CaseFile.model_validate_json(rows[0]["body"]), rows[0]["source"]) if rows else None
 
     def escalations_of(self, case_id: str) -> list[Escalation]:
-        return [self._escalation_of(r) for r in
-                self._rows("SELECT * FROM escalations WHERE case_id = ? ORDER BY instance", case_id)]
+        return [
+            self._escalation_of(r)
+            for r in self._rows("SELECT * FROM escalations WHERE case_id = ? ORDER BY instance", case_id)
+        ]
 
     def escalation(self, escalation_id: str) -> Escalation | None:
         rows = self._rows("SELECT * FROM escalations WHERE escalation_id = ?", escalation_id)
@@ -320,40 +384,71 @@ class Store:
     def escalation_ids(self, reviewed: bool | None = None, limit: int = 200) -> list[str]:
         """Escalations, oldest first (at most ``limit``): all, those with a decision, or those without."""
         having = {None: "", True: "WHERE d.n > 0", False: "WHERE coalesce(d.n, 0) = 0"}[reviewed]
-        rows = self._rows("SELECT e.escalation_id FROM escalations e LEFT JOIN (SELECT escalation_id, count(*) AS n "
-                          f"FROM decisions GROUP BY escalation_id) d USING (escalation_id) {having} "  # noqa: S608
-                          "ORDER BY e.raised_at, e.escalation_id LIMIT ?", limit)
+        rows = self._rows(
+            "SELECT e.escalation_id FROM escalations e LEFT JOIN (SELECT escalation_id, count(*) AS n "
+            f"FROM decisions GROUP BY escalation_id) d USING (escalation_id) {having} "
+            "ORDER BY e.raised_at, e.escalation_id LIMIT ?",
+            limit,
+        )
         return [r["escalation_id"] for r in rows]
 
     def outcomes_of(self, case_id: str) -> list[OutcomeReported]:
         """The outcomes reported for a case (the platform's jury, human panels), in the order read."""
-        return [OutcomeReported.model_validate_json(r["body"]) for r in
-                self._rows("SELECT body FROM outcomes WHERE case_id = ? ORDER BY rowid", case_id)]
+        return [
+            OutcomeReported.model_validate_json(r["body"])
+            for r in self._rows("SELECT body FROM outcomes WHERE case_id = ? ORDER BY rowid", case_id)
+        ]
 
     # --- decisions -------------------------------------------------------------------------------
 
     def decisions(self, escalation_id: str) -> list[Decision]:
         """Oldest first; the last is the one that stands."""
-        return [Decision(**dict(r)) for r in
-                self._rows("SELECT * FROM decisions WHERE escalation_id = ? ORDER BY seq", escalation_id)]
+        return [
+            Decision(**dict(r))
+            for r in self._rows("SELECT * FROM decisions WHERE escalation_id = ? ORDER BY seq", escalation_id)
+        ]
 
-    def add_decision(self, escalation_id: str, case_id: str, winner: str, buyer: int, seller: int,
-                     rationale: str | None, reviewer: str, override_of: int | None) -> Decision:
+    def add_decision(
+        self,
+        escalation_id: str,
+        case_id: str,
+        winner: str,
+        buyer: int,
+        seller: int,
+        rationale: str | None,
+        reviewer: str,
+        override_of: int | None,
+    ) -> Decision:
         """Record a console decision, not yet published; its event id counts the escalation's decisions."""
         with self.transaction() as db:
-            n = db.execute("SELECT count(*) AS n FROM decisions WHERE escalation_id = ?", (escalation_id,)).fetchone()["n"]
+            n = db.execute("SELECT count(*) AS n FROM decisions WHERE escalation_id = ?", (escalation_id,)).fetchone()[
+                "n"
+            ]
             cursor = db.execute(
                 "INSERT INTO decisions (escalation_id, case_id, event_id, winner, buyer, seller, rationale, reviewer, "
                 "decided_at, override_of, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'console')",
-                (escalation_id, case_id, f"console:{escalation_id}:{n + 1}", winner, buyer, seller, rationale,
-                 reviewer, stamp(datetime.now(timezone.utc)), override_of))
+                (
+                    escalation_id,
+                    case_id,
+                    f"console:{escalation_id}:{n + 1}",
+                    winner,
+                    buyer,
+                    seller,
+                    rationale,
+                    reviewer,
+                    stamp(datetime.now(UTC)),
+                    override_of,
+                ),
+            )
             row = db.execute("SELECT * FROM decisions WHERE seq = ?", (cursor.lastrowid,)).fetchone()
         return Decision(**dict(row))
 
     def published(self, seq: int) -> None:
         with self.transaction() as db:
-            db.execute("UPDATE decisions SET published_at = coalesce(published_at, ?) WHERE seq = ?",
-                       (stamp(datetime.now(timezone.utc)), seq))
+            db.execute(
+                "UPDATE decisions SET published_at = coalesce(published_at, ?) WHERE seq = ?",
+                (stamp(datetime.now(UTC)), seq),
+            )
 
     # --- dead letters ----------------------------------------------------------------------------
 
@@ -367,8 +462,14 @@ class Store:
     @staticmethod
     def _letter_of(row: sqlite3.Row) -> StoredLetter:
         headers = tuple((k, base64.b64decode(v)) for k, v in json.loads(row["headers"]))
-        return StoredLetter(row["id"], row["topic"], row["partition"], row["offset"],
-                            DeadLetter.model_validate_json(row["body"]), headers)
+        return StoredLetter(
+            row["id"],
+            row["topic"],
+            row["partition"],
+            row["offset"],
+            DeadLetter.model_validate_json(row["body"]),
+            headers,
+        )
 
     def replay_notes(self) -> dict[str, bytes]:
         return {r["id"]: bytes(r["note"]) for r in self._rows("SELECT id, note FROM replayed")}
@@ -380,5 +481,5 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         tables = ("verdicts", "escalations", "records", "letters", "replayed", "outcomes", "decisions")
-        counted = {t: self._rows(f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in tables}  # noqa: S608
+        counted = {t: self._rows(f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in tables}
         return counted | {"skipped": int(self.meta("skipped") or 0)}

@@ -88,9 +88,15 @@ def juror_names(record: CaseFile, settings: Settings) -> list[str]:
 def round_views(record: CaseFile, settings: Settings) -> list[RoundView]:
     names = juror_names(record, settings)
     out, before = [], {}
-    for r, moved in zip(record.rounds, switches(record.rounds)):
-        rows = [BallotRow(b, names[b.juror] if b.juror < len(names) else f"juror {b.juror}",
-                          before.get(b.juror) if b.juror in moved else None) for b in sorted(r.ballots, key=lambda b: b.juror)]
+    for r, moved in zip(record.rounds, switches(record.rounds), strict=True):
+        rows = [
+            BallotRow(
+                b,
+                names[b.juror] if b.juror < len(names) else f"juror {b.juror}",
+                before.get(b.juror) if b.juror in moved else None,
+            )
+            for b in sorted(r.ballots, key=lambda b: b.juror)
+        ]
         out.append(RoundView(r, rows, len(moved)))
         before = {b.juror: b.vote for b in r.ballots} or before
     return out
@@ -101,9 +107,13 @@ def usage_by_stage(record: CaseFile | None, verdict: Verdict) -> list[tuple[str,
     staged = sum((u for _, u in rows), Usage())
     rest = {k: getattr(verdict.tokens, k) - getattr(staged, k) for k in Usage.model_fields}
     if record is not None and any(v > 1e-9 for v in rest.values()):
-        rows.append(("verdict", Usage(**{k: max(v, 0) if isinstance(v, int) else max(round(v, 6), 0.0)
-                                          for k, v in rest.items()})))
-    return rows + [("total", verdict.tokens)]
+        rows.append(
+            (
+                "verdict",
+                Usage(**{k: max(v, 0) if isinstance(v, int) else max(round(v, 6), 0.0) for k, v in rest.items()}),
+            )
+        )
+    return [*rows, ("total", verdict.tokens)]
 
 
 def cited_precedents(verdict: Verdict, record: CaseFile | None) -> list[tuple[str, PrecedentRef | None]]:
@@ -114,8 +124,9 @@ def cited_precedents(verdict: Verdict, record: CaseFile | None) -> list[tuple[st
 async def instance_view(store: Store, settings: Settings, frames: FrameCache, verdict: Verdict) -> InstanceView:
     view = InstanceView(verdict)
     found = store.record(verdict.case_id, verdict.instance)
-    view.escalation = next((e for e in store.escalations_of(verdict.case_id) if e.verdict_id == verdict.verdict_id),
-                           None)
+    view.escalation = next(
+        (e for e in store.escalations_of(verdict.case_id) if e.verdict_id == verdict.verdict_id), None
+    )
     if view.escalation is not None:
         view.decisions = store.decisions(view.escalation.escalation_id)
     view.usage = usage_by_stage(found[0] if found else None, verdict)

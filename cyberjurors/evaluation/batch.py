@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -45,8 +45,7 @@ from ..waves import Waves
 from .dataset import Dataset
 from .ladder import Ablation
 from .report import BatchRun, DatasetInfo, EvalReport, model_prices
-from .runner import (EvalError, Options, RunState, case_results, failed_cases, fingerprint, media_root,
-                     public_settings)
+from .runner import EvalError, Options, RunState, case_results, failed_cases, fingerprint, media_root, public_settings
 from .scores import summarize
 from .swap import swap_parties, twin_id
 
@@ -64,23 +63,33 @@ def batch_settings(base: Settings, ablation: Ablation, dataset: Dataset) -> Sett
     # a batch can take hours and the next wave's calls come after it: the case prefix is cached for an
     # hour unless prompt_cache_ttl was set (the API's own advice for batches with shared context)
     ttl = base.prompt_cache_ttl if "prompt_cache_ttl" in base.model_fields_set else "1h"
-    return ablation.settings(base).model_copy(update={"prompt_cache_ttl": ttl, "media_root": media_root(base, dataset),
-                                                      "metrics_port": 0})
+    return ablation.settings(base).model_copy(
+        update={"prompt_cache_ttl": ttl, "media_root": media_root(base, dataset), "metrics_port": 0}
+    )
 
 
 def refusal(settings: Settings) -> str | None:
     """Why these settings cannot run in batch mode, or None."""
     named = settings.providers_named() - {settings.backend}
     if settings.backend == "openai" or named:
-        return ("--batch runs on the anthropic backend (Message Batches API) or offline (waves in process); "
-                f"these settings call {', '.join(sorted(named | {settings.backend}))}")
+        return (
+            "--batch runs on the anthropic backend (Message Batches API) or offline (waves in process); "
+            f"these settings call {', '.join(sorted(named | {settings.backend}))}"
+        )
     return None
 
 
 def executor_for(settings: Settings, folder: Path, progress: Progress | None) -> InProcess | MessageBatches:
     if settings.backend == "anthropic":
-        return MessageBatches(AnthropicLLM.from_settings(settings), BatchStore(folder), settings.batch_poll_s,
-                              settings.batch_max_attempts, progress, settings.batch_max_wait_s, settings.batch_retry_s)
+        return MessageBatches(
+            AnthropicLLM.from_settings(settings),
+            BatchStore(folder),
+            settings.batch_poll_s,
+            settings.batch_max_attempts,
+            progress,
+            settings.batch_max_wait_s,
+            settings.batch_retry_s,
+        )
     return InProcess(backend_for("offline", settings))
 
 
@@ -90,8 +99,9 @@ def wave_llm(settings: Settings, waves: Waves[Pending], executor: InProcess | Me
     inner: LLM = WaveLLM(waves, executor.backend, getattr(executor, "model_label", None))
     if settings.providers_named():
         inner = routed(settings, lambda provider: WaveLLM(waves, executor.backend))
-    return GuardedLLM(inner, UNCAPPED, None, settings.llm_call_log, PriceTable(settings.llm_prices),
-                      batch=executor.discounted)
+    return GuardedLLM(
+        inner, UNCAPPED, None, settings.llm_call_log, PriceTable(settings.llm_prices), batch=executor.discounted
+    )
 
 
 @dataclass
@@ -102,16 +112,18 @@ class Judged:
     waves: int = 0
 
 
-async def judge_case(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury,
-                     precedents: Retriever) -> tuple[Verdict | None, str | None]:
+async def judge_case(
+    case: DisputeCase, llm: LLM, settings: Settings, jury: Jury, precedents: Retriever
+) -> tuple[Verdict | None, str | None]:
     """One case (a flow of the run: ``Waves.gather``): its verdict, or why there is none as a dead
     letter would say it (``stage:reason``). A stop of the whole run (``BatchStop``) is raised."""
     stage = ["ingest"]
     try:
         problems = intake.admit(case, settings)
         case_file = CaseFile(case=case, received_at=now(), problems=problems, backend=llm.backend)
-        return await judge_file(case_file, llm, settings, jury, precedents,
-                                at=lambda name: stage.__setitem__(0, name)), None
+        return await judge_file(
+            case_file, llm, settings, jury, precedents, at=lambda name: stage.__setitem__(0, name)
+        ), None
     except intake.Rejected as err:
         return None, f"ingest:{err.reason}"
     except LLMError as err:
@@ -136,8 +148,14 @@ async def opened_precedents(settings: Settings, jury: Jury) -> AsyncIterator[Ret
         await base.close()
 
 
-async def judge_in_waves(settings: Settings, cases: list[DisputeCase], executor: InProcess | MessageBatches,
-                         record: RecordFn, progress: Progress, task: TaskID) -> Judged:
+async def judge_in_waves(
+    settings: Settings,
+    cases: list[DisputeCase],
+    executor: InProcess | MessageBatches,
+    record: RecordFn,
+    progress: Progress,
+    task: TaskID,
+) -> Judged:
     """Every case through the stages in waves, ``batch_max_cases`` at a time; each verdict or failure
     recorded as it comes."""
     judged = Judged()
@@ -148,7 +166,7 @@ async def judge_in_waves(settings: Settings, cases: list[DisputeCase], executor:
                 waves: Waves[Pending] = Waves(executor.answer)
                 llm = wave_llm(settings, waves, executor)
 
-                async def one(case: DisputeCase) -> None:
+                async def one(case: DisputeCase, llm: GuardedLLM) -> None:
                     verdict, failure = await judge_case(case, llm, settings, jury, precedents)
                     record(case.case_id, verdict, failure)
                     if verdict is not None:
@@ -157,7 +175,7 @@ async def judge_in_waves(settings: Settings, cases: list[DisputeCase], executor:
                         judged.failures[case.case_id] = failure or "unknown"
                     progress.advance(task)
 
-                await waves.gather(*(one(case) for case in cases[start:start + settings.batch_max_cases]))
+                await waves.gather(*(one(case, llm) for case in cases[start : start + settings.batch_max_cases]))
                 judged.waves += len(waves.sizes)
     finally:
         close = getattr(getattr(executor, "llm", None), "aclose", None)
@@ -177,7 +195,9 @@ def standard_cost(settings: Settings, verdicts: list[Verdict]) -> float | None:
     return sum(v.tokens.cost_usd for v in verdicts) / len(verdicts) / shares.pop()
 
 
-def streaming_cost(run: RunState, ablation: Ablation, settings: Settings, case_ids: set[str]) -> tuple[float | None, int]:
+def streaming_cost(
+    run: RunState, ablation: Ablation, settings: Settings, case_ids: set[str]
+) -> tuple[float | None, int]:
     """USD per case of a streaming run of the same configuration (same judged settings) in the same
     OUT, over the same cases: a measured comparison, when one was made."""
     if run.state["configurations"].get(ablation.key) != fingerprint(settings):
@@ -186,8 +206,9 @@ def streaming_cost(run: RunState, ablation: Ablation, settings: Settings, case_i
     return (sum(v.tokens.cost_usd for v in verdicts) / len(verdicts) if verdicts else None), len(verdicts)
 
 
-def evaluate_batch(dataset: Dataset, ablation: Ablation, base: Settings, run: RunState, options: Options,
-                   console: Console) -> EvalReport:
+def evaluate_batch(
+    dataset: Dataset, ablation: Ablation, base: Settings, run: RunState, options: Options, console: Console
+) -> EvalReport:
     settings = batch_settings(base, ablation, dataset)
     if why := refusal(settings):
         raise EvalError(why)
@@ -198,23 +219,35 @@ def evaluate_batch(dataset: Dataset, ablation: Ablation, base: Settings, run: Ru
         cases |= {twin_id(c.case_id): swap_parties(c) for c in dataset.cases}
     verdicts = run.decided(key)
     pending = [c.model_copy(update={"ground_truth": None}) for i, c in cases.items() if i not in verdicts]
-    started, clock = datetime.now(timezone.utc), time.monotonic()
+    started, clock = datetime.now(UTC), time.monotonic()
     answered = "message-batches" if settings.backend == "anthropic" else "in-process"
-    console.print(f"[bold]{ablation.name}[/] (batch, {answered}): {ablation.description}; {len(cases) - len(pending)} "
-                  f"of {len(cases)} cases already decided, {len(pending)} to judge (backend {settings.backend})")
+    console.print(
+        f"[bold]{ablation.name}[/] (batch, {answered}): {ablation.description}; {len(cases) - len(pending)} "
+        f"of {len(cases)} cases already decided, {len(pending)} to judge (backend {settings.backend})"
+    )
     judged = Judged()
     if pending:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as progress:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
             task = progress.add_task(f"{ablation.key} verdicts", total=len(pending))
             record: RecordFn = lambda case_id, verdict, failure: run.record(key, case_id, verdict, failure)  # noqa: E731
             # outside a terminal the progress display shows nothing: each batch's counts are logged instead
-            shown = logs.shown(settings, "cyberjurors.backends.batch") if not console.is_terminal \
+            shown = (
+                logs.shown(settings, "cyberjurors.backends.batch")
+                if not console.is_terminal
                 else contextlib.nullcontext()
+            )
             try:
                 with shown:
-                    executor = executor_for(settings, options.out / "batches" / ablation.key,
-                                            progress if console.is_terminal else None)
+                    executor = executor_for(
+                        settings, options.out / "batches" / ablation.key, progress if console.is_terminal else None
+                    )
                     judged = asyncio.run(judge_in_waves(settings, pending, executor, record, progress, task))
             except BatchStop as err:
                 raise EvalError(str(err)) from err
@@ -224,14 +257,25 @@ def evaluate_batch(dataset: Dataset, ablation: Ablation, base: Settings, run: Ru
     models = sorted({m for v in verdicts.values() for m in v.models})
     stream_cost, stream_n = streaming_cost(run, ablation, settings, {c.case_id for c in dataset.cases})
     return EvalReport(
-        name=f"{ablation.name} (batch)", description=ablation.description,
+        name=f"{ablation.name} (batch)",
+        description=ablation.description,
         dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
-        backend=settings.backend, models=models,
-        settings=public_settings(settings), started_at=started, finished_at=datetime.now(timezone.utc),
-        wall_s=round(time.monotonic() - clock, 2), summary=summarize(results),
-        failed_cases=failed_cases(results, options.party_swap), mode="batch",
+        backend=settings.backend,
+        models=models,
+        settings=public_settings(settings),
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        wall_s=round(time.monotonic() - clock, 2),
+        summary=summarize(results),
+        failed_cases=failed_cases(results, options.party_swap),
+        mode="batch",
         prices=model_prices(settings, models, settings.backend, batch=answered == "message-batches"),
-        batch=BatchRun(executor=answered, waves=judged.waves, **vars(judged.stats),
-                       cost_per_case_standard_usd=standard_cost(settings, mine),
-                       streaming_cost_per_case_usd=stream_cost, streaming_verdicts=stream_n),
+        batch=BatchRun(
+            executor=answered,
+            waves=judged.waves,
+            **vars(judged.stats),
+            cost_per_case_standard_usd=standard_cost(settings, mine),
+            streaming_cost_per_case_usd=stream_cost,
+            streaming_verdicts=stream_n,
+        ),
     )

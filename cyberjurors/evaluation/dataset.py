@@ -99,8 +99,11 @@ def _records(path: Path, shown: str, problems: Problems) -> Iterator[tuple[str, 
 def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")
-                  and p.name not in (SPLIT_MANIFEST, SYNTH_MANIFEST))
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".jsonl") and p.name not in (SPLIT_MANIFEST, SYNTH_MANIFEST)
+    )
 
 
 def _media_root(path: Path) -> Path:
@@ -182,8 +185,9 @@ def allocate(n: int, ratios: Sequence[int]) -> list[int]:
     return counts
 
 
-def stratified_split(cases: Sequence[DisputeCase], ratios: Sequence[int] = (3, 1, 2),
-                     seed: int = 0) -> dict[str, list[DisputeCase]]:
+def stratified_split(
+    cases: Sequence[DisputeCase], ratios: Sequence[int] = (3, 1, 2), seed: int = 0
+) -> dict[str, list[DisputeCase]]:
     """Split per category x difficulty band, so each split sees the same mix of easy and hard
     cases in each category. Depends only on the set of cases and the seed, not on their order."""
     if len(ratios) != len(SPLITS) or any(r < 0 for r in ratios) or sum(ratios) <= 0:
@@ -199,8 +203,8 @@ def stratified_split(cases: Sequence[DisputeCase], ratios: Sequence[int] = (3, 1
         members = sorted(members, key=lambda c: c.case_id)
         random.Random(f"{seed}:{name}").shuffle(members)
         start = 0
-        for split, count in zip(SPLITS, allocate(len(members), ratios)):
-            out[split].extend(members[start:start + count])
+        for split, count in zip(SPLITS, allocate(len(members), ratios), strict=True):
+            out[split].extend(members[start : start + count])
             start += count
     return {s: sorted(out[s], key=lambda c: c.case_id) for s in SPLITS}
 
@@ -217,8 +221,7 @@ def write_jsonl(cases: Iterable[DisputeCase], path: str | Path) -> int:
     return len(lines)
 
 
-def write_split(dataset: Dataset, out_dir: str | Path, ratios: Sequence[int] = (3, 1, 2),
-                seed: int = 0) -> dict:
+def write_split(dataset: Dataset, out_dir: str | Path, ratios: Sequence[int] = (3, 1, 2), seed: int = 0) -> dict:
     """Writes train/val/test.jsonl and split.json; returns what split.json holds."""
     out_dir = Path(out_dir)
     split = stratified_split(dataset.cases, ratios, seed)
@@ -228,7 +231,7 @@ def write_split(dataset: Dataset, out_dir: str | Path, ratios: Sequence[int] = (
         "source": str(dataset.source),
         "source_sha256": dataset.sha256,
         "seed": seed,
-        "ratios": dict(zip(SPLITS, ratios)),
+        "ratios": dict(zip(SPLITS, ratios, strict=True)),
         "media_root": os.path.relpath(dataset.media_root.resolve(), out_dir.resolve()),
         "cases": {s: len(c) for s, c in split.items()},
         "sha256": {s: digest(c) for s, c in split.items()},

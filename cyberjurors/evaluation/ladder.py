@@ -53,43 +53,127 @@ class Ablation:
 
 
 LADDER = [
-    Ablation("baseline", "Baseline", "one direct verdict: one call on the raw case with every photo and frames of "
-             "every video attached, no rules",
-             {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": False}),
-    Ablation("rules", "+Rules", "Baseline with the platform's verdict rules in the prompt",
-             {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": True}),
-    Ablation("sr-cot", "SR-CoT", "four stages by one juror, single-step selection (T_max = 1)",
-             {**SINGLE_JUDGE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": True, "focus_stage": True,
-              "max_select_steps": 1}),
-    Ablation("iv-cot", "IV-CoT", "four stages by one juror with the select-perceive iteration (T_max = 3)",
-             {**SINGLE_JUDGE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": True, "focus_stage": True,
-              "max_select_steps": 3}),
-    Ablation("jury", "+Jury", "IV-CoT by 17 jurors deliberating up to 3 rounds on the social graph (JCV)",
-             {**NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": True, "focus_stage": True,
-              "max_select_steps": 3, "jurors": 17, "rounds": 3}),
-    Ablation("precedent", "+Precedent", "+Jury with the precedent base: retrieved cases and per-juror guidelines "
-             "(the full CyberJurors method; the configured precedent backend)",
-             {**ONE_MODEL, **FULL_METHOD, **SUMMARY}),
-    Ablation("verifier", "+Verifier", "+Precedent with the verifier: every claim of the round summary traced to a "
-             "perceived clue or a cited guideline, revised with the accumulated feedback on Reject (up to "
-             "verifier_max_turns), untraceable sentences removed if it still fails",
-             {**ONE_MODEL, **FULL_METHOD, "verifier": True, "justification": "summary"}),
-    Ablation("juris", "+JURIS", "+Verifier with a jury-voted justification (JURIS) instead of the round summary: "
-             "two drafters propose sentences, juris_voters jurors vote on each, an editor consolidates, the "
-             "verifier checks", {**ONE_MODEL, **FULL_METHOD, "verifier": True, "justification": "juris"}),
-    Ablation("mixed-jury", "+MixedJury", "+Precedent with the jurors spread over juror_models, round robin, each on "
-             "its provider; the report shows each model's vote share and agreement", {**FULL_METHOD, **SUMMARY},
-             two_models),
+    Ablation(
+        "baseline",
+        "Baseline",
+        "one direct verdict: one call on the raw case with every photo and frames of every video attached, no rules",
+        {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": False},
+    ),
+    Ablation(
+        "rules",
+        "+Rules",
+        "Baseline with the platform's verdict rules in the prompt",
+        {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": True},
+    ),
+    Ablation(
+        "sr-cot",
+        "SR-CoT",
+        "four stages by one juror, single-step selection (T_max = 1)",
+        {
+            **SINGLE_JUDGE,
+            **NO_PRECEDENTS,
+            **ONE_MODEL,
+            **SUMMARY,
+            "verdict_rules": True,
+            "focus_stage": True,
+            "max_select_steps": 1,
+        },
+    ),
+    Ablation(
+        "iv-cot",
+        "IV-CoT",
+        "four stages by one juror with the select-perceive iteration (T_max = 3)",
+        {
+            **SINGLE_JUDGE,
+            **NO_PRECEDENTS,
+            **ONE_MODEL,
+            **SUMMARY,
+            "verdict_rules": True,
+            "focus_stage": True,
+            "max_select_steps": 3,
+        },
+    ),
+    Ablation(
+        "jury",
+        "+Jury",
+        "IV-CoT by 17 jurors deliberating up to 3 rounds on the social graph (JCV)",
+        {
+            **NO_PRECEDENTS,
+            **ONE_MODEL,
+            **SUMMARY,
+            "verdict_rules": True,
+            "focus_stage": True,
+            "max_select_steps": 3,
+            "jurors": 17,
+            "rounds": 3,
+        },
+    ),
+    Ablation(
+        "precedent",
+        "+Precedent",
+        "+Jury with the precedent base: retrieved cases and per-juror guidelines "
+        "(the full CyberJurors method; the configured precedent backend)",
+        {**ONE_MODEL, **FULL_METHOD, **SUMMARY},
+    ),
+    Ablation(
+        "verifier",
+        "+Verifier",
+        "+Precedent with the verifier: every claim of the round summary traced to a "
+        "perceived clue or a cited guideline, revised with the accumulated feedback on Reject (up to "
+        "verifier_max_turns), untraceable sentences removed if it still fails",
+        {**ONE_MODEL, **FULL_METHOD, "verifier": True, "justification": "summary"},
+    ),
+    Ablation(
+        "juris",
+        "+JURIS",
+        "+Verifier with a jury-voted justification (JURIS) instead of the round summary: "
+        "two drafters propose sentences, juris_voters jurors vote on each, an editor consolidates, the "
+        "verifier checks",
+        {**ONE_MODEL, **FULL_METHOD, "verifier": True, "justification": "juris"},
+    ),
+    Ablation(
+        "mixed-jury",
+        "+MixedJury",
+        "+Precedent with the jurors spread over juror_models, round robin, each on "
+        "its provider; the report shows each model's vote share and agreement",
+        {**FULL_METHOD, **SUMMARY},
+        two_models,
+    ),
 ]
 REFERENCES = [
-    Ablation("agentscourt", "AgentsCourt-style", "two advocates debate two turns each, then one judge rules; "
-             "raw case, media attached, no rules",
-             {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": False,
-              "deliberation": "court", "court_rounds": 2}),
-    Ablation("chateval", "ChatEval-style", "three agents with different personas debate two rounds, each reading "
-             "all the others (simultaneous talk, no summariser), then vote; raw case, media attached, no rules",
-             {**RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": False, "jurors": 3, "rounds": 2,
-              "social_graph": "complete", "round_summary": False, "early_stopping": False}),
+    Ablation(
+        "agentscourt",
+        "AgentsCourt-style",
+        "two advocates debate two turns each, then one judge rules; raw case, media attached, no rules",
+        {
+            **SINGLE_JUDGE,
+            **RAW_CASE,
+            **NO_PRECEDENTS,
+            **ONE_MODEL,
+            **SUMMARY,
+            "verdict_rules": False,
+            "deliberation": "court",
+            "court_rounds": 2,
+        },
+    ),
+    Ablation(
+        "chateval",
+        "ChatEval-style",
+        "three agents with different personas debate two rounds, each reading "
+        "all the others (simultaneous talk, no summariser), then vote; raw case, media attached, no rules",
+        {
+            **RAW_CASE,
+            **NO_PRECEDENTS,
+            **ONE_MODEL,
+            **SUMMARY,
+            "verdict_rules": False,
+            "jurors": 3,
+            "rounds": 2,
+            "social_graph": "complete",
+            "round_summary": False,
+            "early_stopping": False,
+        },
+    ),
 ]
 ABLATIONS = {a.key: a for a in [*LADDER, *REFERENCES]}
 GROUPS = {"all": [*LADDER, *REFERENCES], "ladder": LADDER, "references": REFERENCES}

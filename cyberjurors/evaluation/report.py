@@ -47,7 +47,8 @@ class BatchRun(BaseModel):
 
     executor: Literal["message-batches", "in-process"] = Field(
         description="message-batches: Anthropic's Message Batches API; in-process: the offline stand-in answered "
-                    "each wave in process (no batch API, no discount)")
+        "each wave in process (no batch API, no discount)"
+    )
     waves: int = Field(description="waves the cases were judged in (this run)")
     batches: int = Field(0, description="Message Batches created by this run")
     requests: int = Field(0, description="entries sent in them, retries included")
@@ -55,11 +56,15 @@ class BatchRun(BaseModel):
     resumed: int = Field(0, description="answers taken from OUT/batches: paid for by an earlier run")
     collected: int = Field(0, description="batches an earlier run had submitted, collected by this one")
     cost_per_case_standard_usd: float | None = Field(
-        None, description="the same tokens at standard (streaming) prices: what the batch discount saved, not a "
-                          "streaming measurement")
+        None,
+        description="the same tokens at standard (streaming) prices: what the batch discount saved, not a "
+        "streaming measurement",
+    )
     streaming_cost_per_case_usd: float | None = Field(
-        None, description="a streaming run of the same configuration in the same OUT (its own tokens, standard "
-                          "prices), over the same cases; None when there is none")
+        None,
+        description="a streaming run of the same configuration in the same OUT (its own tokens, standard "
+        "prices), over the same cases; None when there is none",
+    )
     streaming_verdicts: int = 0
 
 
@@ -78,12 +83,16 @@ class ModelPrice(BaseModel):
     cache_write: float | None = Field(None, description="5-minute TTL")
     cache_write_1h: float | None = None
     cache_read: float | None = None
-    batch_share: float | None = Field(None, description="the share of each price paid, when the run was priced at "
-                                                        "the Message Batches price; None: full price")
+    batch_share: float | None = Field(
+        None,
+        description="the share of each price paid, when the run was priced at "
+        "the Message Batches price; None: full price",
+    )
     checked: date | None = Field(None, description="when the list price was checked (model_catalog.py)")
     sources: list[str] = Field(default_factory=list)
-    note: str = Field("", description="why a price is missing, or that it came from llm_prices rather than the "
-                                      "dated list")
+    note: str = Field(
+        "", description="why a price is missing, or that it came from llm_prices rather than the dated list"
+    )
 
 
 def model_prices(settings: Settings, models: Sequence[str], backend: str, batch: bool) -> list[ModelPrice]:
@@ -102,20 +111,30 @@ def model_prices(settings: Settings, models: Sequence[str], backend: str, batch:
             continue
         listed = facts(name)
         dated = listed is not None and listed.prices == price
-        found.append(ModelPrice(
-            model=spec, input=price.input, output=price.output, cache_write=price.cache_write,
-            cache_write_1h=price.write_1h, cache_read=price.cache_read, batch_share=price.batch if batch else None,
-            checked=listed.checked if dated and listed else None,
-            sources=list(listed.sources) if dated and listed else [],
-            note=listed.note if dated and listed else "set in llm_prices: no date or source"))
+        found.append(
+            ModelPrice(
+                model=spec,
+                input=price.input,
+                output=price.output,
+                cache_write=price.cache_write,
+                cache_write_1h=price.write_1h,
+                cache_read=price.cache_read,
+                batch_share=price.batch if batch else None,
+                checked=listed.checked if dated and listed else None,
+                sources=list(listed.sources) if dated and listed else [],
+                note=listed.note if dated and listed else "set in llm_prices: no date or source",
+            )
+        )
     return found
 
 
 def price_line(p: ModelPrice) -> str:
     if p.input is None:
         return f"{p.model}: {p.note}"
-    line = (f"{p.model}: input {p.input:g}, output {p.output:g}, cache write {p.cache_write:g} (5 min) / "
-            f"{p.cache_write_1h:g} (1 h), cache read {p.cache_read:g} USD per million tokens")
+    line = (
+        f"{p.model}: input {p.input:g}, output {p.output:g}, cache write {p.cache_write:g} (5 min) / "
+        f"{p.cache_write_1h:g} (1 h), cache read {p.cache_read:g} USD per million tokens"
+    )
     if p.batch_share is not None:
         line += f", x{p.batch_share:g} at the batch price"
     line += f"; checked {p.checked.isoformat()}" if p.checked else ""
@@ -137,17 +156,21 @@ class EvalReport(BaseModel):
     wall_s: float
     summary: Summary
     failed_cases: dict[str, str] = Field(
-        default_factory=dict, description="every case sent without a verdict, party-swap twins included: case id -> "
-                                          "the dead letter's stage:reason, or timeout")
+        default_factory=dict,
+        description="every case sent without a verdict, party-swap twins included: case id -> "
+        "the dead letter's stage:reason, or timeout",
+    )
     stand_in: bool = Field(False, description="true for the offline (lexical) and scripted backends")
-    mode: Literal["stream", "batch"] = Field("stream", description="stream: through the Faust topology; batch: "
-                                                                   "in waves (eval --batch)")
+    mode: Literal["stream", "batch"] = Field(
+        "stream", description="stream: through the Faust topology; batch: in waves (eval --batch)"
+    )
     batch: BatchRun | None = None
-    prices: list[ModelPrice] = Field(default_factory=list, description="the prices every USD figure of this report "
-                                                                       "was computed with, per model used")
+    prices: list[ModelPrice] = Field(
+        default_factory=list, description="the prices every USD figure of this report was computed with, per model used"
+    )
 
     @model_validator(mode="after")
-    def _stand_in(self) -> "EvalReport":
+    def _stand_in(self) -> EvalReport:
         # cannot be switched off for a stand-in backend, even by a hand-edited report.json
         self.stand_in = self.stand_in or self.backend in STAND_IN_BACKENDS
         return self
@@ -191,16 +214,20 @@ COLUMNS: list[tuple[str, Callable[[Summary], str]]] = [
     ("USD/case", lambda s: DASH if s.cost_per_case_usd is None else f"{s.cost_per_case_usd:.4f}"),
     ("Calls/case", lambda s: _num(s.calls_per_case, 1)),
     ("Rounds", lambda s: _num(s.rounds_mean, 2)),
-    ("Verified pass/turns", lambda s: DASH if not s.verified else
-     f"{_pct(s.verification_passed)} / {_num(s.verifier_turns_mean, 1)}"),
+    (
+        "Verified pass/turns",
+        lambda s: DASH if not s.verified else f"{_pct(s.verification_passed)} / {_num(s.verifier_turns_mean, 1)}",
+    ),
     ("Escalated", lambda s: _pct(s.escalated_share)),
     ("p50/p95 s", lambda s: DASH if s.latency_p50_s is None else f"{s.latency_p50_s:.1f} / {s.latency_p95_s:.1f}"),
 ]
-NOTES = ("Cases = verdicts/cases; failures are counted apart and left out of the metrics. "
-         "USD/case at llm_prices (the dated list prices of model_catalog.py unless overridden; 0 offline). "
-         "MAE/RMSE: seller votes out of 17; * = a jury of another size, scaled to 17; "
-         "Verified: share of verified justifications that passed / verifier calls per verdict; "
-         "– = not defined (no cases, or a single judge).")
+NOTES = (
+    "Cases = verdicts/cases; failures are counted apart and left out of the metrics. "
+    "USD/case at llm_prices (the dated list prices of model_catalog.py unless overridden; 0 offline). "
+    "MAE/RMSE: seller votes out of 17; * = a jury of another size, scaled to 17; "
+    "Verified: share of verified justifications that passed / verifier calls per verdict; "
+    "– = not defined (no cases, or a single judge)."
+)
 
 
 MODEL_COLUMNS: list[tuple[str, Callable[[ModelBallots], str]]] = [
@@ -209,12 +236,14 @@ MODEL_COLUMNS: list[tuple[str, Callable[[ModelBallots], str]]] = [
     ("With majority", lambda m: _pct(m.majority_agreement)),
     ("With real jury", lambda m: _pct(m.truth_agreement)),
 ]
-MODEL_NOTES = ("Final-round ballots of each model's juror seats (juror_models, round robin) over the cases "
-               "with a verdict: share for the seller, share siding with the verdict's majority, and with the "
-               "real jury's majority.")
+MODEL_NOTES = (
+    "Final-round ballots of each model's juror seats (juror_models, round robin) over the cases "
+    "with a verdict: share for the seller, share siding with the verdict's majority, and with the "
+    "real jury's majority."
+)
 
 
-def failures_said(r: "EvalReport") -> str:
+def failures_said(r: EvalReport) -> str:
     """Every case without a verdict (the ids of failed_cases), the dataset's and their party-swap twins
     counted apart: the summary's ``failed`` and its metrics are over the dataset's cases only."""
     from .swap import is_swapped
@@ -236,31 +265,39 @@ def _usd(value: float | None) -> str:
     return DASH if value is None else f"{value:.4f}"
 
 
-def _ratio(r: "EvalReport") -> str:
+def _ratio(r: EvalReport) -> str:
     b = r.batch
     if b is None or b.streaming_cost_per_case_usd in (None, 0) or r.summary.cost_per_case_usd is None:
         return DASH
     return f"{r.summary.cost_per_case_usd / b.streaming_cost_per_case_usd:.3f}x"
 
 
-COST_COLUMNS: list[tuple[str, Callable[["EvalReport"], str]]] = [
+COST_COLUMNS: list[tuple[str, Callable[[EvalReport], str]]] = [
     ("Answered", lambda r: r.batch.executor if r.batch else "stream"),
     ("Waves", lambda r: f"{r.batch.waves}" if r.batch else DASH),
     ("Batches", lambda r: f"{r.batch.batches}" if r.batch else DASH),
     ("USD/case batch", lambda r: _usd(r.summary.cost_per_case_usd)),
     ("Same tokens, streaming prices", lambda r: _usd(r.batch.cost_per_case_standard_usd) if r.batch else DASH),
-    ("Streaming run USD/case", lambda r: DASH if not r.batch or r.batch.streaming_cost_per_case_usd is None else
-     f"{r.batch.streaming_cost_per_case_usd:.4f} (n={r.batch.streaming_verdicts})"),
+    (
+        "Streaming run USD/case",
+        lambda r: (
+            DASH
+            if not r.batch or r.batch.streaming_cost_per_case_usd is None
+            else f"{r.batch.streaming_cost_per_case_usd:.4f} (n={r.batch.streaming_verdicts})"
+        ),
+    ),
     ("Batch / streaming run", _ratio),
 ]
-COST_NOTES = ("USD/case batch: this run's tokens at the Message Batches price (each model's batch share, "
-              "model_catalog.py). Same tokens, streaming prices: what the discount saved on these very tokens, not a "
-              "streaming measurement. Streaming run: `eval` without --batch of the same configuration into the same "
-              "--out, its own tokens at standard prices (cache hits differ: in a batch they are best-effort); batch / "
-              "streaming run compares the two measured runs. In process (offline) nothing is priced.")
+COST_NOTES = (
+    "USD/case batch: this run's tokens at the Message Batches price (each model's batch share, "
+    "model_catalog.py). Same tokens, streaming prices: what the discount saved on these very tokens, not a "
+    "streaming measurement. Streaming run: `eval` without --batch of the same configuration into the same "
+    "--out, its own tokens at standard prices (cache hits differ: in a batch they are best-effort); batch / "
+    "streaming run compares the two measured runs. In process (offline) nothing is priced."
+)
 
 
-def _cost_table(reports: Sequence["EvalReport"]) -> Table:
+def _cost_table(reports: Sequence[EvalReport]) -> Table:
     table = Table(title="Batch and streaming cost", caption=COST_NOTES, caption_justify="left")
     table.add_column("Configuration")
     for header, _ in COST_COLUMNS:
@@ -271,11 +308,16 @@ def _cost_table(reports: Sequence["EvalReport"]) -> Table:
     return table
 
 
-def _md_cost_table(reports: Sequence["EvalReport"]) -> list[str]:
-    lines = ["| " + " | ".join(["Configuration", *(h for h, _ in COST_COLUMNS)]) + " |",
-             "|" + "---|" * (len(COST_COLUMNS) + 1)]
-    lines += ["| " + " | ".join([r.name.replace("|", "\\|"), *(cell(r) for _, cell in COST_COLUMNS)]) + " |"
-              for r in reports if r.batch is not None]
+def _md_cost_table(reports: Sequence[EvalReport]) -> list[str]:
+    lines = [
+        "| " + " | ".join(["Configuration", *(h for h, _ in COST_COLUMNS)]) + " |",
+        "|" + "---|" * (len(COST_COLUMNS) + 1),
+    ]
+    lines += [
+        "| " + " | ".join([r.name.replace("|", "\\|"), *(cell(r) for _, cell in COST_COLUMNS)]) + " |"
+        for r in reports
+        if r.batch is not None
+    ]
     return lines
 
 
@@ -295,10 +337,14 @@ def _model_table(summary: Summary) -> Table:
 
 
 def _md_model_table(summary: Summary) -> list[str]:
-    lines = ["| " + " | ".join(["Model", *(h for h, _ in MODEL_COLUMNS)]) + " |",
-             "|" + "---|" * (len(MODEL_COLUMNS) + 1)]
-    lines += ["| " + " | ".join([f"`{model}`", *(cell(m) for _, cell in MODEL_COLUMNS)]) + " |"
-              for model, m in summary.by_model.items()]
+    lines = [
+        "| " + " | ".join(["Model", *(h for h, _ in MODEL_COLUMNS)]) + " |",
+        "|" + "---|" * (len(MODEL_COLUMNS) + 1),
+    ]
+    lines += [
+        "| " + " | ".join([f"`{model}`", *(cell(m) for _, cell in MODEL_COLUMNS)]) + " |"
+        for model, m in summary.by_model.items()
+    ]
     return lines
 
 
@@ -311,10 +357,12 @@ PERSONA_COLUMNS: list[tuple[str, Callable[[PersonaBallots], str]]] = [
     ("With majority", lambda p: _pct(p.majority_agreement)),
     ("With real jury", lambda p: _pct(p.truth_agreement)),
 ]
-PERSONA_NOTES = ("Jury balance: each persona's final-round ballots over the cases with a verdict: share for the "
-                 "seller against the real jury's seller share on the same cases (tilt; ⚠ beyond "
-                 f"±{TILT_BOUND:g}, the qualification gate's default bound), and the share siding with the "
-                 "verdict's majority and with the real jury's.")
+PERSONA_NOTES = (
+    "Jury balance: each persona's final-round ballots over the cases with a verdict: share for the "
+    "seller against the real jury's seller share on the same cases (tilt; ⚠ beyond "
+    f"±{TILT_BOUND:g}, the qualification gate's default bound), and the share siding with the "
+    "verdict's majority and with the real jury's."
+)
 
 
 def _persona_table(summary: Summary) -> Table:
@@ -328,10 +376,14 @@ def _persona_table(summary: Summary) -> Table:
 
 
 def _md_persona_table(summary: Summary) -> list[str]:
-    lines = ["| " + " | ".join(["Persona", *(h for h, _ in PERSONA_COLUMNS)]) + " |",
-             "|" + "---|" * (len(PERSONA_COLUMNS) + 1)]
-    lines += ["| " + " | ".join([persona.replace("|", "\\|"), *(cell(p) for _, cell in PERSONA_COLUMNS)]) + " |"
-              for persona, p in summary.by_persona.items()]
+    lines = [
+        "| " + " | ".join(["Persona", *(h for h, _ in PERSONA_COLUMNS)]) + " |",
+        "|" + "---|" * (len(PERSONA_COLUMNS) + 1),
+    ]
+    lines += [
+        "| " + " | ".join([persona.replace("|", "\\|"), *(cell(p) for _, cell in PERSONA_COLUMNS)]) + " |"
+        for persona, p in summary.by_persona.items()
+    ]
     return lines
 
 
@@ -351,12 +403,17 @@ def risk_label(point: RiskPoint) -> str:
 
 def risk_notes(rc: RiskCoverage) -> str:
     chosen = rc.operating_point
-    pick = (f"the most cases stay automatic at {risk_label(chosen)} ({_pct(1 - chosen.escalated_share)} of them)"
-            if chosen is not None else "no threshold reaches it")
-    return (f"Verdicts that would go to people: margin on the 17-vote scale below the threshold, or any other "
-            f"escalation reason the run's settings (escalate_on) set on the verdict ({_pct(rc.other_reasons_share)} "
-            f"of verdicts); accuracy and vote MAE on the rest. For {_pct(rc.target_accuracy)} accuracy on what is "
-            f"decided automatically, {pick}.")
+    pick = (
+        f"the most cases stay automatic at {risk_label(chosen)} ({_pct(1 - chosen.escalated_share)} of them)"
+        if chosen is not None
+        else "no threshold reaches it"
+    )
+    return (
+        f"Verdicts that would go to people: margin on the 17-vote scale below the threshold, or any other "
+        f"escalation reason the run's settings (escalate_on) set on the verdict ({_pct(rc.other_reasons_share)} "
+        f"of verdicts); accuracy and vote MAE on the rest. For {_pct(rc.target_accuracy)} accuracy on what is "
+        f"decided automatically, {pick}."
+    )
 
 
 def _risk_table(rc: RiskCoverage) -> Table:
@@ -370,16 +427,23 @@ def _risk_table(rc: RiskCoverage) -> Table:
 
 
 def _md_risk_table(rc: RiskCoverage) -> list[str]:
-    lines = ["| " + " | ".join(["Escalate when", *(h for h, _ in RISK_COLUMNS)]) + " |",
-             "|" + "---|" * (len(RISK_COLUMNS) + 1)]
-    lines += ["| " + " | ".join([risk_label(p).replace("<", "&lt;"), *(cell(p) for _, cell in RISK_COLUMNS)]) + " |"
-              for p in rc.points]
+    lines = [
+        "| " + " | ".join(["Escalate when", *(h for h, _ in RISK_COLUMNS)]) + " |",
+        "|" + "---|" * (len(RISK_COLUMNS) + 1),
+    ]
+    lines += [
+        "| " + " | ".join([risk_label(p).replace("<", "&lt;"), *(cell(p) for _, cell in RISK_COLUMNS)]) + " |"
+        for p in rc.points
+    ]
     return lines
 
 
 def rows(summary: Summary) -> list[tuple[str, Summary]]:
-    return ([("overall", summary)] + [(f"category: {k}", v) for k, v in summary.by_category.items()]
-            + [(f"band: {k}", v) for k, v in summary.by_band.items()])
+    return (
+        [("overall", summary)]
+        + [(f"category: {k}", v) for k, v in summary.by_category.items()]
+        + [(f"band: {k}", v) for k, v in summary.by_band.items()]
+    )
 
 
 def _table(title: str, first: str, labelled: Sequence[tuple[str, Summary]]) -> Table:
@@ -419,8 +483,9 @@ def render(report: EvalReport) -> Group:
 
 def render_ladder(reports: Sequence[EvalReport]) -> Group:
     title = "Ablation ladder" + (f" — {STAND_IN_WARNING}" if any(r.stand_in for r in reports) else "")
-    parts: list[Any] = [_table(title, "Configuration", [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary)
-                                                        for r in reports])]
+    parts: list[Any] = [
+        _table(title, "Configuration", [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary) for r in reports])
+    ]
     if any(r.batch is not None for r in reports):
         parts.append(_cost_table(reports))
     return Group(*parts)
@@ -430,10 +495,11 @@ def render_ladder(reports: Sequence[EvalReport]) -> Group:
 
 
 def _md_table(first: str, labelled: Sequence[tuple[str, Summary]]) -> list[str]:
-    lines = ["| " + " | ".join([first, *(h for h, _ in COLUMNS)]) + " |",
-             "|" + "---|" * (len(COLUMNS) + 1)]
-    lines += ["| " + " | ".join([label.replace("|", "\\|"), *(cell(s) for _, cell in COLUMNS)]) + " |"
-              for label, s in labelled]
+    lines = ["| " + " | ".join([first, *(h for h, _ in COLUMNS)]) + " |", "|" + "---|" * (len(COLUMNS) + 1)]
+    lines += [
+        "| " + " | ".join([label.replace("|", "\\|"), *(cell(s) for _, cell in COLUMNS)]) + " |"
+        for label, s in labelled
+    ]
     return lines
 
 
@@ -463,31 +529,55 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
         if r.failed_cases:
             lines.append(f"- cases without a verdict: {failed_list(r.failed_cases, MD_FAILED_SHOWN, '`')}")
         if r.summary.swap_pairs:
-            lines.append(f"- party-swap pairs: {r.summary.swap_pairs}; twin vote MAE {_num(r.summary.swap_vote_mae, 2)}")
+            lines.append(
+                f"- party-swap pairs: {r.summary.swap_pairs}; twin vote MAE {_num(r.summary.swap_vote_mae, 2)}"
+            )
         if r.summary.budget_stops:
             lines.append(f"- per-case budget reached: {r.summary.budget_stops} verdicts cut short (budget_reached)")
         if r.summary.claims_removed:
             lines.append(f"- untraceable sentences removed from failed justifications: {r.summary.claims_removed}")
         if r.batch is not None:
             b = r.batch
-            lines.append(f"- batch: {b.executor}, {b.waves} waves, {b.batches} Message Batches ({b.requests} entries, "
-                         f"{b.retried} sent again, {b.resumed} answers and {b.collected} batches taken from an earlier "
-                         f"run); USD/case {_usd(r.summary.cost_per_case_usd)} at batch prices, "
-                         f"{_usd(b.cost_per_case_standard_usd)} for the same tokens at streaming prices")
+            lines.append(
+                f"- batch: {b.executor}, {b.waves} waves, {b.batches} Message Batches ({b.requests} entries, "
+                f"{b.retried} sent again, {b.resumed} answers and {b.collected} batches taken from an earlier "
+                f"run); USD/case {_usd(r.summary.cost_per_case_usd)} at batch prices, "
+                f"{_usd(b.cost_per_case_standard_usd)} for the same tokens at streaming prices"
+            )
         if r.prices:
-            lines.append("- USD at these prices: " + "; ".join(
-                price_line(p.model_copy(update={"model": f"`{p.model}`"})) for p in r.prices))
+            lines.append(
+                "- USD at these prices: "
+                + "; ".join(price_line(p.model_copy(update={"model": f"`{p.model}`"})) for p in r.prices)
+            )
         lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
         if mixed(r.summary):
             lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]
         if r.summary.by_persona:
-            lines += ["Jury balance by persona" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":", "",
-                      *_md_persona_table(r.summary), "", PERSONA_NOTES, ""]
+            lines += [
+                "Jury balance by persona" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":",
+                "",
+                *_md_persona_table(r.summary),
+                "",
+                PERSONA_NOTES,
+                "",
+            ]
         if r.summary.risk_coverage is not None:
-            lines += ["Risk–coverage" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":", "",
-                      *_md_risk_table(r.summary.risk_coverage), "", risk_notes(r.summary.risk_coverage), ""]
-        lines += ["Configuration:", "",
-                  "```json", json.dumps(r.settings, indent=2, sort_keys=True, default=str), "```", ""]
+            lines += [
+                "Risk–coverage" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":",
+                "",
+                *_md_risk_table(r.summary.risk_coverage),
+                "",
+                risk_notes(r.summary.risk_coverage),
+                "",
+            ]
+        lines += [
+            "Configuration:",
+            "",
+            "```json",
+            json.dumps(r.settings, indent=2, sort_keys=True, default=str),
+            "```",
+            "",
+        ]
     return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,33 @@ from .results import CaseResult
 from .scores import summarize
 from .swap import swap_parties, twin_id
 
-SECRETS = {"anthropic_api_key", "openai_api_key", "elasticsearch_api_key", "elasticsearch_password",
-           "kafka_sasl_password"}
+SECRETS = {
+    "anthropic_api_key",
+    "openai_api_key",
+    "elasticsearch_api_key",
+    "elasticsearch_password",
+    "kafka_sasl_password",
+}
 # where and under which names a run happens, not how it judges: left out of the fingerprint
-RUN_PLACES = {"kafka_bootstrap_servers", "app_id", "topic_prefix", "datadir", "metrics_port", "llm_call_log",
-              "media_root", "stage_concurrency", "llm_concurrency", "probe_port", "probe_host", "lag_interval_s",
-              "batch_poll_s", "batch_max_attempts", "batch_max_cases", "batch_max_wait_s", "batch_retry_s"}
+RUN_PLACES = {
+    "kafka_bootstrap_servers",
+    "app_id",
+    "topic_prefix",
+    "datadir",
+    "metrics_port",
+    "llm_call_log",
+    "media_root",
+    "stage_concurrency",
+    "llm_concurrency",
+    "probe_port",
+    "probe_host",
+    "lag_interval_s",
+    "batch_poll_s",
+    "batch_max_attempts",
+    "batch_max_cases",
+    "batch_max_wait_s",
+    "batch_retry_s",
+}
 
 
 class EvalError(CyberJurorsError, RuntimeError):
@@ -92,14 +113,20 @@ class RunState:
         (out / "results").mkdir(parents=True, exist_ok=True)
         state = json.loads(self.path.read_text()) if self.path.exists() and not fresh else {}
         if state and state.get("dataset_sha256") != dataset.sha256:
-            raise EvalError(f"{out} holds results for another dataset ({state.get('dataset_source')}); "
-                            "use --fresh to discard them, or another --out")
+            raise EvalError(
+                f"{out} holds results for another dataset ({state.get('dataset_source')}); "
+                "use --fresh to discard them, or another --out"
+            )
         if fresh:
             for old in (out / "results").glob("*.jsonl"):
                 old.unlink()
             shutil.rmtree(out / "batches", ignore_errors=True)  # eval --batch's batches and their answers
-        self.state = state or {"run_id": uuid.uuid4().hex[:8], "dataset_sha256": dataset.sha256,
-                               "dataset_source": str(dataset.source), "configurations": {}}
+        self.state = state or {
+            "run_id": uuid.uuid4().hex[:8],
+            "dataset_sha256": dataset.sha256,
+            "dataset_source": str(dataset.source),
+            "configurations": {},
+        }
         self._save()
 
     @property
@@ -116,8 +143,10 @@ class RunState:
         known = self.state["configurations"].get(key)
         mark = fingerprint(settings)
         if known and known != mark:
-            raise EvalError(f"{self.results_path(key)} was produced with different settings for {key!r}; "
-                            "use --fresh to start over, or another --out")
+            raise EvalError(
+                f"{self.results_path(key)} was produced with different settings for {key!r}; "
+                "use --fresh to start over, or another --out"
+            )
         self.state["configurations"][key] = mark
         self._save()
 
@@ -133,8 +162,7 @@ class RunState:
         return verdicts
 
     def record(self, key: str, case_id: str, verdict: Verdict | None = None, failure: str | None = None) -> None:
-        line = {"case_id": case_id, "verdict": verdict.model_dump(mode="json") if verdict else None,
-                "failure": failure}
+        line = {"case_id": case_id, "verdict": verdict.model_dump(mode="json") if verdict else None, "failure": failure}
         with self.results_path(key).open("a", encoding="utf-8") as out:
             out.write(json.dumps(line) + "\n")
 
@@ -171,8 +199,10 @@ def media_warning(dataset: Dataset, root: Path) -> str | None:
     missing = missing_media(dataset, root)
     if not missing:
         return None
-    return (f"{len(missing)} of {len(dataset.cases)} cases refer to media not found under {root}, e.g. "
-            f"{missing[0][1]}: they are judged without it; set --media-root")
+    return (
+        f"{len(missing)} of {len(dataset.cases)} cases refer to media not found under {root}, e.g. "
+        f"{missing[0][1]}: they are judged without it; set --media-root"
+    )
 
 
 def unusable_out(out: Path) -> str | None:
@@ -196,28 +226,38 @@ def submission(case: DisputeCase) -> Outgoing:
     return case_event(case.model_copy(update={"ground_truth": None}), "eval")
 
 
-def worker_settings(base: Settings, ablation: Ablation, dataset: Dataset, run: RunState, bootstrap: str,
-                    options: Options) -> Settings:
+def worker_settings(
+    base: Settings, ablation: Ablation, dataset: Dataset, run: RunState, bootstrap: str, options: Options
+) -> Settings:
     # a case's rounds come back through Kafka and the ladder's cases queue behind each other: calls
     # of one case may be further apart than 5 minutes, so the case prefix is cached for an hour
     # unless prompt_cache_ttl was set
     ttl = base.prompt_cache_ttl if "prompt_cache_ttl" in base.model_fields_set else "1h"
-    return ablation.settings(base).model_copy(update={
-        "prompt_cache_ttl": ttl,
-        "kafka_bootstrap_servers": bootstrap,
-        "app_id": f"{base.app_id}-eval-{run.run_id}-{ablation.key}",
-        "topic_prefix": f"{base.topic_prefix}eval-{run.run_id}-{ablation.key}.",
-        "datadir": options.out / "faust" / ablation.key,
-        "media_root": media_root(base, dataset),
-        "stage_concurrency": options.concurrency,
-        "llm_concurrency": max(base.llm_concurrency, options.concurrency),
-        "metrics_port": 0,
-        "probe_port": 0,
-    })
+    return ablation.settings(base).model_copy(
+        update={
+            "prompt_cache_ttl": ttl,
+            "kafka_bootstrap_servers": bootstrap,
+            "app_id": f"{base.app_id}-eval-{run.run_id}-{ablation.key}",
+            "topic_prefix": f"{base.topic_prefix}eval-{run.run_id}-{ablation.key}.",
+            "datadir": options.out / "faust" / ablation.key,
+            "media_root": media_root(base, dataset),
+            "stage_concurrency": options.concurrency,
+            "llm_concurrency": max(base.llm_concurrency, options.concurrency),
+            "metrics_port": 0,
+            "probe_port": 0,
+        }
+    )
 
 
-async def _collect(settings: Settings, pending: dict[str, DisputeCase], run: RunState, key: str,
-                   options: Options, worker: WorkerProcess, progress: Progress) -> dict[str, str]:
+async def _collect(
+    settings: Settings,
+    pending: dict[str, DisputeCase],
+    run: RunState,
+    key: str,
+    options: Options,
+    worker: WorkerProcess,
+    progress: Progress,
+) -> dict[str, str]:
     """Produce the pending cases with at most ``concurrency`` in flight and record every verdict and
     dead letter for them; returns the failures (case id -> reason), timeouts included."""
     failures: dict[str, str] = {}
@@ -245,26 +285,31 @@ async def _collect(settings: Settings, pending: dict[str, DisputeCase], run: Run
 
     async with Outcomes(settings) as outcomes:
         await send(options.concurrency)
-        done = await outcomes.wait(pending, idle_timeout_s=options.timeout_s, on_outcome=arrived,
-                                   on_poll=worker_alive)
+        done = await outcomes.wait(pending, idle_timeout_s=options.timeout_s, on_outcome=arrived, on_poll=worker_alive)
     for case_id in pending.keys() - done.keys():
         failures[case_id] = "timeout"
         run.record(key, case_id, failure="timeout")
     return failures
 
 
-def case_results(dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str, str],
-             party_swap: bool) -> list[CaseResult]:
+def case_results(
+    dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str, str], party_swap: bool
+) -> list[CaseResult]:
     results = []
     for case in dataset.cases:
         assert case.ground_truth is not None  # load_dataset refuses cases without it
         twin = twin_id(case.case_id)
-        results.append(CaseResult(
-            case_id=case.case_id, category=case.metadata.category, truth=case.ground_truth,
-            verdict=verdicts.get(case.case_id), failure=failures.get(case.case_id),
-            swapped=verdicts.get(twin) if party_swap else None,
-            swapped_failure=failures.get(twin) if party_swap else None,
-        ))
+        results.append(
+            CaseResult(
+                case_id=case.case_id,
+                category=case.metadata.category,
+                truth=case.ground_truth,
+                verdict=verdicts.get(case.case_id),
+                failure=failures.get(case.case_id),
+                swapped=verdicts.get(twin) if party_swap else None,
+                swapped_failure=failures.get(twin) if party_swap else None,
+            )
+        )
     return results
 
 
@@ -280,8 +325,15 @@ def failed_cases(results: list[CaseResult], party_swap: bool) -> dict[str, str]:
     return dict(sorted(failed.items()))
 
 
-def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunState, bootstrap: str,
-                 options: Options, console: Console) -> EvalReport:
+def evaluate_one(
+    dataset: Dataset,
+    ablation: Ablation,
+    base: Settings,
+    run: RunState,
+    bootstrap: str,
+    options: Options,
+    console: Console,
+) -> EvalReport:
     settings = worker_settings(base, ablation, dataset, run, bootstrap, options)
     run.claim(ablation.key, settings)
     cases = {c.case_id: c for c in dataset.cases}
@@ -289,11 +341,13 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
         cases |= {twin_id(c.case_id): swap_parties(c) for c in dataset.cases}
     verdicts = run.decided(ablation.key)
     pending = {i: c for i, c in cases.items() if i not in verdicts}
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     clock = time.monotonic()
     failures: dict[str, str] = {}
-    console.print(f"[bold]{ablation.name}[/]: {ablation.description}; {len(cases) - len(pending)} of {len(cases)} "
-                  f"cases already decided, {len(pending)} to send (backend {settings.backend})")
+    console.print(
+        f"[bold]{ablation.name}[/]: {ablation.description}; {len(cases) - len(pending)} of {len(cases)} "
+        f"cases already decided, {len(pending)} to send (backend {settings.backend})"
+    )
     if pending:
         asyncio.run(ensure_topics(settings))
         log = options.out / "logs" / f"{ablation.key}.log"
@@ -308,25 +362,42 @@ def evaluate_one(dataset: Dataset, ablation: Ablation, base: Settings, run: RunS
                 ready.append("precedent base open|precedent base could not be opened")
             if not worker.wait_for(*ready, timeout_s=180):
                 raise EvalError(f"the {ablation.key} worker did not become ready; see {log}")
-            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console, transient=True) as progress:
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            ) as progress:
                 failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))
         verdicts = run.decided(ablation.key)
     results = case_results(dataset, verdicts, failures, options.party_swap)
     models = sorted({m for v in verdicts.values() for m in v.models})
     return EvalReport(
-        name=ablation.name, description=ablation.description,
+        name=ablation.name,
+        description=ablation.description,
         dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
-        backend=settings.backend, models=models,
-        settings=public_settings(settings), started_at=started, finished_at=datetime.now(timezone.utc),
-        wall_s=round(time.monotonic() - clock, 2), summary=summarize(results),
+        backend=settings.backend,
+        models=models,
+        settings=public_settings(settings),
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        wall_s=round(time.monotonic() - clock, 2),
+        summary=summarize(results),
         failed_cases=failed_cases(results, options.party_swap),
         prices=model_prices(settings, models, settings.backend, batch=False),
     )
 
 
-def run_eval(dataset: Dataset, ablations: list[Ablation], base: Settings, options: Options, console: Console,
-             bootstrap: str | None = None) -> list[EvalReport]:
+def run_eval(
+    dataset: Dataset,
+    ablations: list[Ablation],
+    base: Settings,
+    options: Options,
+    console: Console,
+    bootstrap: str | None = None,
+) -> list[EvalReport]:
     run = RunState(options.out, dataset, options.fresh)
     (options.out / "logs").mkdir(exist_ok=True)
     if warning := media_warning(dataset, media_root(base, dataset)):

@@ -37,14 +37,14 @@ def confusion(y_true: Sequence[str], y_pred: Sequence[str], labels: Sequence[str
     """Rows: true label; columns: predicted label."""
     index = {label: i for i, label in enumerate(labels)}
     matrix = np.zeros((len(labels), len(labels)), dtype=int)
-    for t, p in zip(y_true, y_pred):
+    for t, p in zip(y_true, y_pred, strict=False):
         matrix[index[t], index[p]] += 1
     return matrix
 
 
 def accuracy(y_true: Sequence[str], y_pred: Sequence[str]) -> float | None:
     _labels(y_true, y_pred)
-    return sum(t == p for t, p in zip(y_true, y_pred)) / len(y_true) if y_true else None
+    return sum(t == p for t, p in zip(y_true, y_pred, strict=True)) / len(y_true) if y_true else None
 
 
 def f1_per_class(y_true: Sequence[str], y_pred: Sequence[str]) -> dict[str, float]:
@@ -78,7 +78,7 @@ def recall_by_side(y_true: Sequence[str], y_pred: Sequence[str]) -> dict[str, fl
     _labels(y_true, y_pred)
     out: dict[str, float | None] = {}
     for side in LABELS:
-        hits = [p == side for t, p in zip(y_true, y_pred) if t == side]
+        hits = [p == side for t, p in zip(y_true, y_pred, strict=True) if t == side]
         out[side] = sum(hits) / len(hits) if hits else None
     return out
 
@@ -107,8 +107,11 @@ def vote_errors(true_seller_votes: Sequence[int], pred_votes: Sequence[Votes]) -
     if not scaled or any(s is None for s in scaled):
         return None
     errors = np.asarray(scaled, dtype=float) - np.asarray(true_seller_votes, dtype=float)
-    return VoteErrors(mae=float(np.mean(np.abs(errors))), rmse=float(np.sqrt(np.mean(errors ** 2))),
-                      scaled=any(v.total != JURY_SIZE for v in pred_votes))
+    return VoteErrors(
+        mae=float(np.mean(np.abs(errors))),
+        rmse=float(np.sqrt(np.mean(errors**2))),
+        scaled=any(v.total != JURY_SIZE for v in pred_votes),
+    )
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -143,10 +146,16 @@ def by_model(judged: Sequence[CaseResult]) -> dict[str, ModelBallots]:
             t["seller"] += votes.seller
             t["majority"] += getattr(votes, r.verdict.winner)
             t["truth"] += getattr(votes, r.truth.winner)
-    return {model: ModelBallots(ballots=t["ballots"], seller_share=t["seller"] / t["ballots"],
-                                majority_agreement=t["majority"] / t["ballots"],
-                                truth_agreement=t["truth"] / t["ballots"])
-            for model, t in sorted(tally.items()) if t["ballots"]}
+    return {
+        model: ModelBallots(
+            ballots=t["ballots"],
+            seller_share=t["seller"] / t["ballots"],
+            majority_agreement=t["majority"] / t["ballots"],
+            truth_agreement=t["truth"] / t["ballots"],
+        )
+        for model, t in sorted(tally.items())
+        if t["ballots"]
+    }
 
 
 class PersonaBallots(BaseModel):
@@ -177,12 +186,17 @@ def by_persona(judged: Sequence[CaseResult]) -> dict[str, PersonaBallots]:
             t["real_seller"] += r.truth.winner == "seller"
             t["majority"] += seat.vote == r.verdict.winner
             t["truth"] += seat.vote == r.truth.winner
-    return {persona: PersonaBallots(ballots=t["ballots"], seller_share=t["seller"] / t["ballots"],
-                                    real_seller_share=t["real_seller"] / t["ballots"],
-                                    tilt=(t["seller"] - t["real_seller"]) / t["ballots"],
-                                    majority_agreement=t["majority"] / t["ballots"],
-                                    truth_agreement=t["truth"] / t["ballots"])
-            for persona, t in tally.items()}
+    return {
+        persona: PersonaBallots(
+            ballots=t["ballots"],
+            seller_share=t["seller"] / t["ballots"],
+            real_seller_share=t["real_seller"] / t["ballots"],
+            tilt=(t["seller"] - t["real_seller"]) / t["ballots"],
+            majority_agreement=t["majority"] / t["ballots"],
+            truth_agreement=t["truth"] / t["ballots"],
+        )
+        for persona, t in tally.items()
+    }
 
 
 # Margin thresholds of the risk-coverage table, on the 17-vote scale: a verdict is escalated when its
@@ -214,8 +228,9 @@ class RiskCoverage(BaseModel):
     points: list[RiskPoint]
     other_reasons_share: float = Field(description="verdicts escalated for a reason other than the margin")
     target_accuracy: float = TARGET_ACCURACY
-    operating_point: RiskPoint | None = Field(None, description="the threshold keeping the most cases automatic "
-                                                                "whose automatic accuracy reaches the target")
+    operating_point: RiskPoint | None = Field(
+        None, description="the threshold keeping the most cases automatic whose automatic accuracy reaches the target"
+    )
 
 
 def _other_reasons(verdict: Verdict) -> bool:
@@ -231,14 +246,18 @@ def _point(judged: Sequence[CaseResult], margin_below: float | None) -> RiskPoin
 
     auto = [r for r in judged if not escalated(r)]
     errors = vote_errors([r.truth.seller for r in auto], [r.verdict.votes for r in auto])  # type: ignore[union-attr]
-    return RiskPoint(margin_below=margin_below, escalated_share=(len(judged) - len(auto)) / len(judged),
-                     auto_decided=len(auto),
-                     accuracy=accuracy([r.truth.winner for r in auto], [r.verdict.winner for r in auto]),  # type: ignore[union-attr]
-                     vote_mae=errors.mae if errors else None)
+    return RiskPoint(
+        margin_below=margin_below,
+        escalated_share=(len(judged) - len(auto)) / len(judged),
+        auto_decided=len(auto),
+        accuracy=accuracy([r.truth.winner for r in auto], [r.verdict.winner for r in auto]),  # type: ignore[union-attr]
+        vote_mae=errors.mae if errors else None,
+    )
 
 
-def risk_coverage(results: Sequence[CaseResult], thresholds: Sequence[float] = MARGIN_THRESHOLDS,
-                  target: float = TARGET_ACCURACY) -> RiskCoverage | None:
+def risk_coverage(
+    results: Sequence[CaseResult], thresholds: Sequence[float] = MARGIN_THRESHOLDS, target: float = TARGET_ACCURACY
+) -> RiskCoverage | None:
     """The table for the cases with a verdict (None without any)."""
     judged = [r for r in results if r.verdict is not None]
     if not judged:
@@ -246,8 +265,12 @@ def risk_coverage(results: Sequence[CaseResult], thresholds: Sequence[float] = M
     points = [_point(judged, None), *(_point(judged, t) for t in thresholds)]
     reaching = [p for p in points if p.accuracy is not None and p.accuracy >= target]
     best = max(reaching, key=lambda p: (p.auto_decided, -(p.margin_below or 0)), default=None)
-    return RiskCoverage(points=points, other_reasons_share=_mean([_other_reasons(r.verdict) for r in judged]) or 0.0,  # type: ignore[arg-type]
-                        target_accuracy=target, operating_point=best)
+    return RiskCoverage(
+        points=points,
+        other_reasons_share=_mean([_other_reasons(r.verdict) for r in judged]) or 0.0,  # type: ignore[arg-type]
+        target_accuracy=target,
+        operating_point=best,
+    )
 
 
 class Summary(BaseModel):
@@ -255,8 +278,11 @@ class Summary(BaseModel):
 
     cases: int = Field(description="cases evaluated (swapped twins not counted)")
     verdicts: int
-    failed: dict[str, int] = Field(default_factory=dict, description="the dataset's cases without a verdict, by "
-                                   "reason; their party-swap twins are in swap_failed, both in failed_cases")
+    failed: dict[str, int] = Field(
+        default_factory=dict,
+        description="the dataset's cases without a verdict, by "
+        "reason; their party-swap twins are in swap_failed, both in failed_cases",
+    )
     accuracy: float | None = None
     weighted_f1: float | None = None
     macro_f1: float | None = None
@@ -271,8 +297,9 @@ class Summary(BaseModel):
     swap_failed: dict[str, int] = Field(default_factory=dict, description="twins without a verdict, by reason")
     swap_consistency: float | None = None
     swap_vote_mae: float | None = None
-    tokens_per_case: dict[str, float] | None = Field(None, description="mean per verdict by kind; thinking is part "
-                                                                     "of output, total is input + output + cache")
+    tokens_per_case: dict[str, float] | None = Field(
+        None, description="mean per verdict by kind; thinking is part of output, total is input + output + cache"
+    )
     cost_per_case_usd: float | None = Field(None, description="mean per verdict, at llm_prices (0: offline)")
     calls_per_case: float | None = None
     rounds_mean: float | None = None
@@ -285,8 +312,9 @@ class Summary(BaseModel):
     verifier_turns_mean: float | None = Field(None, description="verifier calls per verified verdict")
     claims_removed: int = Field(0, description="untraceable sentences removed from justifications that failed")
     by_model: dict[str, ModelBallots] = Field(default_factory=dict, description="juror seats by model")
-    by_persona: dict[str, PersonaBallots] = Field(default_factory=dict, description="the jury balance: each "
-                                                  "persona's ballots (overall only)")
+    by_persona: dict[str, PersonaBallots] = Field(
+        default_factory=dict, description="the jury balance: each persona's ballots (overall only)"
+    )
     escalated_share: float | None = Field(None, description="verdicts published escalated, under the run's settings")
     risk_coverage: RiskCoverage | None = Field(None, description="overall only")
     by_category: dict[str, Summary] = Field(default_factory=dict)
@@ -310,9 +338,12 @@ def _swap_fields(results: Sequence[CaseResult]) -> dict:
 
 def _verification_fields(verdicts: Sequence[Verdict]) -> dict:
     checked = [v.verification for v in verdicts if v.verification is not None]
-    return {"verified": len(checked), "verification_passed": _mean([c.status == "passed" for c in checked]),
-            "verifier_turns_mean": _mean([c.turns for c in checked]),
-            "claims_removed": sum(len(c.removed_claims) for c in checked)}
+    return {
+        "verified": len(checked),
+        "verification_passed": _mean([c.status == "passed" for c in checked]),
+        "verifier_turns_mean": _mean([c.turns for c in checked]),
+        "claims_removed": sum(len(c.removed_claims) for c in checked),
+    }
 
 
 def _summary(results: Sequence[CaseResult]) -> Summary:
@@ -324,9 +355,11 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
     recall = recall_by_side(y_true, y_pred)
     usage = [v.tokens for v in verdicts]
     tokens = {
-        "input": [u.input_tokens for u in usage], "output": [u.output_tokens for u in usage],
+        "input": [u.input_tokens for u in usage],
+        "output": [u.output_tokens for u in usage],
         "thinking": [u.thinking_tokens for u in usage],
-        "cache_read": [u.cache_read_tokens for u in usage], "cache_write": [u.cache_write_tokens for u in usage],
+        "cache_read": [u.cache_read_tokens for u in usage],
+        "cache_write": [u.cache_write_tokens for u in usage],
         "total": [u.total_tokens for u in usage],
     }
     latencies = [v.latency_s for v in verdicts]

@@ -63,19 +63,26 @@ def _swap_item(item: EvidenceItem) -> EvidenceItem:
 
 
 def swap_parties(case: DisputeCase) -> DisputeCase:
-    metadata = case.metadata.model_copy(update={
-        "dispute_reason": swap_words(case.metadata.dispute_reason),
-        "requested_remedy": swap_words(case.metadata.requested_remedy),
-    })
-    rounds = [r.model_copy(update={"party": "seller" if r.party == "buyer" else "buyer",
-                                   "items": [_swap_item(i) for i in r.items]})
-              for r in case.rounds]
+    metadata = case.metadata.model_copy(
+        update={
+            "dispute_reason": swap_words(case.metadata.dispute_reason),
+            "requested_remedy": swap_words(case.metadata.requested_remedy),
+        }
+    )
+    rounds = [
+        r.model_copy(
+            update={"party": "seller" if r.party == "buyer" else "buyer", "items": [_swap_item(i) for i in r.items]}
+        )
+        for r in case.rounds
+    ]
     truth = case.ground_truth
     swapped_truth = GroundTruthVotes(buyer=truth.seller, seller=truth.buyer) if truth else None
     # validate again: ids must still be unique and texts must still fit the schema
-    return DisputeCase.model_validate({
-        "case_id": twin_id(case.case_id),
-        "metadata": metadata.model_dump(),
-        "rounds": [r.model_dump() for r in rounds],
-        "ground_truth": swapped_truth.model_dump() if swapped_truth else None,
-    })
+    return DisputeCase.model_validate(
+        {
+            "case_id": twin_id(case.case_id),
+            "metadata": metadata.model_dump(),
+            "rounds": [r.model_dump() for r in rounds],
+            "ground_truth": swapped_truth.model_dump() if swapped_truth else None,
+        }
+    )

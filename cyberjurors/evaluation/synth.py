@@ -17,10 +17,11 @@ import hashlib
 import json
 import shutil
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable, Literal, Mapping
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -102,10 +103,13 @@ class SynthManifest(Strict):
     complete: bool = True
     options: SynthOptions
     noise_model: dict[str, float | int | str]
-    environment: dict[str, str] = Field(description="library versions: others may draw text a little differently "
-                                                    "and encode other bytes")
-    cases_sha256: str = Field(description="sha256 of cases.jsonl as written; it covers each media file's sha256, "
-                                          "so it identifies this run's encode, not just the seed and options")
+    environment: dict[str, str] = Field(
+        description="library versions: others may draw text a little differently and encode other bytes"
+    )
+    cases_sha256: str = Field(
+        description="sha256 of cases.jsonl as written; it covers each media file's sha256, "
+        "so it identifies this run's encode, not just the seed and options"
+    )
     summary: Summary
     plants: list[Plant]
 
@@ -143,8 +147,9 @@ def allocate(shares: Mapping[str, float], n: int) -> list[str]:
     return [k for k in shares for _ in range(counts[k])]
 
 
-def plan_cases(cases: int, seed: int, *, seller_share: float = 0.626,
-               modality_mix: Mapping[str, float] | None = None) -> list[CasePlan]:
+def plan_cases(
+    cases: int, seed: int, *, seller_share: float = 0.626, modality_mix: Mapping[str, float] | None = None
+) -> list[CasePlan]:
     """Stratified and shuffled: categories round-robin, exactly round(n * seller_share) seller
     plants and the modality mix up to rounding, each in a random order; then per case a scenario
     of its category, a holder variant (the favoured side's own evidence weighs 2, the other
@@ -169,8 +174,11 @@ def plan_cases(cases: int, seed: int, *, seller_share: float = 0.626,
         variant = int(rng.choice(len(weights), p=weights / weights.sum()))
         p = float(rng.beta(*JURY_ACCURACY))
         planted = int(rng.binomial(JURY_SIZE, p))
-        votes = GroundTruthVotes(seller=planted, buyer=JURY_SIZE - planted) if sides[i] == "seller" else \
-            GroundTruthVotes(buyer=planted, seller=JURY_SIZE - planted)
+        votes = (
+            GroundTruthVotes(seller=planted, buyer=JURY_SIZE - planted)
+            if sides[i] == "seller"
+            else GroundTruthVotes(buyer=planted, seller=JURY_SIZE - planted)
+        )
         plans.append(CasePlan(i, scenario, sides[i], modalities[i], variant, round(p, 4), votes))
     return plans
 
@@ -227,14 +235,26 @@ def build_case(plan: CasePlan, seed: int, items: tuple[int, int], clips: ClipSha
     n_buyer = min(max((total + int(rng.integers(-1, 2))) // 2, 5), total - 5)
     counts = {"buyer": n_buyer, "seller": total - n_buyer}
     rounds_buyer = int(rng.integers(2, min(4, counts["buyer"] // 2) + 1))
-    rounds = {"buyer": rounds_buyer,
-              "seller": max(2, min(counts["seller"] // 2, rounds_buyer - int(rng.integers(0, 2))))}
+    rounds = {
+        "buyer": rounds_buyer,
+        "seller": max(2, min(counts["seller"] // 2, rounds_buyer - int(rng.integers(0, 2)))),
+    }
 
     planted = _planted_draft(plan, facts, pick)
     decoys = _decoy_media(plan, facts, pick)
-    submissions = {p: _party_rounds(p, counts[p], rounds[p], scenario, facts, pick,
-                                    planted if plan.holder == p else None, [d for owner, d in decoys if owner == p])
-                   for p in ("buyer", "seller")}
+    submissions = {
+        p: _party_rounds(
+            p,
+            counts[p],
+            rounds[p],
+            scenario,
+            facts,
+            pick,
+            planted if plan.holder == p else None,
+            [d for owner, d in decoys if owner == p],
+        )
+        for p in ("buyer", "seller")
+    }
 
     files: dict[str, bytes] = {}
     plant_info: dict = {}
@@ -264,15 +284,30 @@ def build_case(plan: CasePlan, seed: int, items: tuple[int, int], clips: ClipSha
                 rounds_out.append({"party": party, "round": r, "submitted_at": iso(when), "items": items_out})
                 when += timedelta(hours=int(rng.integers(3, 40)), minutes=int(rng.integers(0, 60)))
 
-    case = DisputeCase.model_validate({
-        "case_id": case_id, "metadata": _metadata(scenario, facts, pick), "rounds": rounds_out,
-        "ground_truth": plan.votes.model_dump()})
+    case = DisputeCase.model_validate(
+        {
+            "case_id": case_id,
+            "metadata": _metadata(scenario, facts, pick),
+            "rounds": rounds_out,
+            "ground_truth": plan.votes.model_dump(),
+        }
+    )
     clue_words = [fill(w, facts) for w in fact.clue_words(plan.modality, plan.variant)]
     plant = Plant(
-        case_id=case_id, category=scenario.category, scenario=scenario.kind, planted_side=side,
-        modality=plan.modality, clue_party=plan.holder, against_interest=plan.holder != side,
-        clue=fill(fact.clue, facts), clue_words=clue_words, juror_accuracy=plan.juror_accuracy,
-        votes=plan.votes, label=plan.votes.winner, **plant_info)
+        case_id=case_id,
+        category=scenario.category,
+        scenario=scenario.kind,
+        planted_side=side,
+        modality=plan.modality,
+        clue_party=plan.holder,
+        against_interest=plan.holder != side,
+        clue=fill(fact.clue, facts),
+        clue_words=clue_words,
+        juror_accuracy=plan.juror_accuracy,
+        votes=plan.votes,
+        label=plan.votes.winner,
+        **plant_info,
+    )
     _check_clue_isolation(case, plant)
     return Built(case, plant, files)
 
@@ -317,17 +352,37 @@ def _decoy_media(plan: CasePlan, facts: dict, pick: _Picker) -> list[tuple[Party
     pool = [media.Visual(scene="parcel"), media.Visual(scene="receipt", title=facts["shop"]), scene, scene]
     for _ in range(int(rng.integers(1, 4))):
         visual = pool[int(rng.integers(len(pool)))].model_copy(update={"seed": int(rng.integers(2**31))})
-        out.append((pick.one(("buyer", "seller")), Draft("image", pick.one(CAPTIONS["image"]), visual,
-                                                        media_type=_photo_type(visual))))
+        out.append(
+            (
+                pick.one(("buyer", "seller")),
+                Draft("image", pick.one(CAPTIONS["image"]), visual, media_type=_photo_type(visual)),
+            )
+        )
     if plan.modality == "video" or rng.random() < 0.3:  # a neutral clip, so clips are not a tell either
-        out.append((pick.one(("buyer", "seller")), Draft("video", pick.one(CAPTIONS["video"]),
-                                                        scene.model_copy(update={"seed": int(rng.integers(2**31))}),
-                                                        media_type="video/mp4")))
+        out.append(
+            (
+                pick.one(("buyer", "seller")),
+                Draft(
+                    "video",
+                    pick.one(CAPTIONS["video"]),
+                    scene.model_copy(update={"seed": int(rng.integers(2**31))}),
+                    media_type="video/mp4",
+                ),
+            )
+        )
     return out
 
 
-def _party_rounds(party: Party, count: int, n_rounds: int, scenario: Scenario, facts: dict, pick: _Picker,
-                  planted: Draft | None, decoys: list[Draft]) -> list[list[Draft]]:
+def _party_rounds(
+    party: Party,
+    count: int,
+    n_rounds: int,
+    scenario: Scenario,
+    facts: dict,
+    pick: _Picker,
+    planted: Draft | None,
+    decoys: list[Draft],
+) -> list[list[Draft]]:
     """``count`` items in ``n_rounds`` submissions of at least two items: a greeting opens round 1,
     later rounds open with a rebuttal on a claim, a sign-off closes the last; in between, at least
     two claims, the plant if this party holds it, decoy media, a routine record, chatter."""
@@ -338,16 +393,25 @@ def _party_rounds(party: Party, count: int, n_rounds: int, scenario: Scenario, f
         line = pick.fresh(pool, facts)
         return Draft("text", line, role=role) if line else None
 
-    sizes = [2 + int(x) for x in np.bincount(pick.rng.integers(0, n_rounds, count - 2 * n_rounds),
-                                             minlength=n_rounds)]
+    sizes = [2 + int(x) for x in np.bincount(pick.rng.integers(0, n_rounds, count - 2 * n_rounds), minlength=n_rounds)]
     greeting, signoff = text(lines["greetings"], "greeting"), text(lines["signoffs"], "signoff")
     room = count - 2
     must = [text(claims, "claim"), text(claims, "claim")] + ([planted] if planted else [])
-    optional = decoys + [text(lines["records"], "record"), text(claims, "claim"), text(lines["chatter"], "chatter"),
-                         text(claims, "claim"), text(lines["chatter"], "chatter"), text(lines["confident"], "claim"),
-                         text(claims, "claim"), text(lines["chatter"], "chatter"),
-                         text(lines["confident"], "claim"), text(lines["chatter"], "chatter"),
-                         text(lines["filler"], "chatter"), text(lines["filler"], "chatter")]
+    optional = [
+        *decoys,
+        text(lines["records"], "record"),
+        text(claims, "claim"),
+        text(lines["chatter"], "chatter"),
+        text(claims, "claim"),
+        text(lines["chatter"], "chatter"),
+        text(lines["confident"], "claim"),
+        text(claims, "claim"),
+        text(lines["chatter"], "chatter"),
+        text(lines["confident"], "claim"),
+        text(lines["chatter"], "chatter"),
+        text(lines["filler"], "chatter"),
+        text(lines["filler"], "chatter"),
+    ]
     content = must + [d for d in optional if d is not None][: max(0, room - len(must))]
     while len(content) < room:  # the pools ran dry: ask for news
         content.append(Draft("text", fill(pick.one(lines["nudges"]), facts), role="chatter"))
@@ -355,7 +419,7 @@ def _party_rounds(party: Party, count: int, n_rounds: int, scenario: Scenario, f
     out, at = [], 0
     for r, size in enumerate(sizes, start=1):
         take = size - (r == 1) - (r == n_rounds)
-        chunk, at = content[at:at + take], at + take
+        chunk, at = content[at : at + take], at + take
         if r > 1:  # a later round answers the other side: a claim first, after a rebuttal opener
             first = next((i for i, d in enumerate(chunk) if d.role == "claim"), None)
             if first is not None:
@@ -366,14 +430,21 @@ def _party_rounds(party: Party, count: int, n_rounds: int, scenario: Scenario, f
 
 
 def _metadata(scenario: Scenario, facts: dict, pick: _Picker) -> dict:
-    return {"category": scenario.category, "product": facts["product"], "order_amount": facts["amount"],
-            "currency": facts["currency"], "ordered_at": facts["ordered_iso"],
-            "delivered_at": facts["delivered_iso"], "dispute_reason": fill(pick.one(scenario.reasons), facts),
-            "requested_remedy": fill(pick.one(scenario.remedies), facts)}
+    return {
+        "category": scenario.category,
+        "product": facts["product"],
+        "order_amount": facts["amount"],
+        "currency": facts["currency"],
+        "ordered_at": facts["ordered_iso"],
+        "delivered_at": facts["delivered_iso"],
+        "dispute_reason": fill(pick.one(scenario.reasons), facts),
+        "requested_remedy": fill(pick.one(scenario.remedies), facts),
+    }
 
 
-def _render(draft: Draft, rng: np.random.Generator, facts: dict, clips: ClipShape, *,
-            plant_clip: bool) -> tuple[bytes, dict]:
+def _render(
+    draft: Draft, rng: np.random.Generator, facts: dict, clips: ClipShape, *, plant_clip: bool
+) -> tuple[bytes, dict]:
     visual = draft.visual
     assert visual is not None
     if draft.kind == "image":
@@ -384,13 +455,24 @@ def _render(draft: Draft, rng: np.random.Generator, facts: dict, clips: ClipShap
         frames = int(rng.integers(30, min(45, 3 * fps) + 1))
         clue = _clue_frames(frames, rng, clips.clue) if plant_clip else range(0)
         images = media.clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
-        info = {"visual": visual, "probe": media.clip_probe(visual), "frames": list(clue), "frame_count": frames,
-                "fps": fps}
+        info = {
+            "visual": visual,
+            "probe": media.clip_probe(visual),
+            "frames": list(clue),
+            "frame_count": frames,
+            "fps": fps,
+        }
         return media.encode_clip(images, fps), info
     frames = int(rng.integers(clips.frames[0], clips.frames[1] + 1))
     clue = _clue_anywhere(frames, fps, rng, clips.clue) if plant_clip else range(0)
-    info = {"visual": visual, "probe": media.clip_probe(visual), "frames": list(clue), "frame_count": frames,
-            "fps": fps, "cuts": [shot.start for shot in media.plan_shots(visual, frames, fps, clue)[1:]]}
+    info = {
+        "visual": visual,
+        "probe": media.clip_probe(visual),
+        "frames": list(clue),
+        "frame_count": frames,
+        "fps": fps,
+        "cuts": [shot.start for shot in media.plan_shots(visual, frames, fps, clue)[1:]],
+    }
     # a keyframe at least every 2 s (and at cuts, where x264 puts one itself), like a phone's encoder
     images = media.shot_clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
     return media.encode_clip(images, fps, gop=2 * fps), info
@@ -420,8 +502,9 @@ def video_plant(index: int, seed: int, clips: ClipShape) -> tuple[bytes, dict]:
     scene, the same renderer and encoder), with its record (``visual``, ``probe``, ``frames``,
     ``frame_count``, ``fps``, ``cuts``): for measuring frame selection on many clips without the
     rest of each case. Scenarios and sides go round-robin over those a clip can hold."""
-    kinds = [(scenario, side) for scenario in SCENARIOS for side in ("buyer", "seller")
-             if scenario.facts[side].clip_holders]
+    kinds = [
+        (scenario, side) for scenario in SCENARIOS for side in ("buyer", "seller") if scenario.facts[side].clip_holders
+    ]
     scenario, side = kinds[index % len(kinds)]
     rng = np.random.default_rng(np.random.SeedSequence([seed, 2, index]))
     facts = case_facts(rng, scenario, side)
@@ -433,8 +516,11 @@ def _check_clue_isolation(case: DisputeCase, plant: Plant) -> None:
     """A text clue's words are in the planted item only; a media clue's words in no text at all."""
     for item in case.items():
         for word in plant.clue_words:
-            if item.text and word.lower() in item.text.lower() and not (
-                    plant.modality == "text" and item.id == plant.evidence_id):
+            if (
+                item.text
+                and word.lower() in item.text.lower()
+                and not (plant.modality == "text" and item.id == plant.evidence_id)
+            ):
                 raise AssertionError(f"{case.case_id}: clue words {word!r} leak into {item.id}")
 
 
@@ -442,10 +528,18 @@ def _check_clue_isolation(case: DisputeCase, plant: Plant) -> None:
 # the output folder
 
 
-def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float = 0.626,
-             modality_mix: Mapping[str, float] | None = None, items: tuple[int, int] = (10, 20),
-             clip_frames: tuple[int, int] | None = None, clue_frames: tuple[int, int] = (2, 4),
-             progress: Callable[[int], None] | None = None) -> SynthManifest:
+def generate(
+    out: Path,
+    cases: int = 100,
+    seed: int = 0,
+    *,
+    seller_share: float = 0.626,
+    modality_mix: Mapping[str, float] | None = None,
+    items: tuple[int, int] = (10, 20),
+    clip_frames: tuple[int, int] | None = None,
+    clue_frames: tuple[int, int] = (2, 4),
+    progress: Callable[[int], None] | None = None,
+) -> SynthManifest:
     """Write ``cases`` synthetic cases to out/cases.jsonl, their media under out/media/ and
     out/manifest.json; return the manifest.
 
@@ -467,9 +561,15 @@ def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float 
         raise SynthError(f"items must satisfy 10 <= min <= max <= 40 (at least 5 per party), got {items}")
     clips = _clip_shape(clip_frames, clue_frames)
     plans = plan_cases(cases, seed, seller_share=seller_share, modality_mix=modality_mix)
-    options = SynthOptions(cases=cases, seed=seed, seller_share=seller_share,
-                           modality_mix=_modality_mix(modality_mix), items=(lo, hi), clip_frames=clips.frames,
-                           clue_frames=clips.clue)
+    options = SynthOptions(
+        cases=cases,
+        seed=seed,
+        seller_share=seller_share,
+        modality_mix=_modality_mix(modality_mix),
+        items=(lo, hi),
+        clip_frames=clips.frames,
+        clue_frames=clips.clue,
+    )
     _prepare(out)
     (out / "manifest.json").write_text(json.dumps({"generator": GENERATOR, "version": VERSION, "complete": False}))
     lines, plants = [], []
@@ -485,11 +585,20 @@ def generate(out: Path, cases: int = 100, seed: int = 0, *, seller_share: float 
     payload = ("\n".join(lines) + "\n").encode()
     (out / "cases.jsonl").write_bytes(payload)
     manifest = SynthManifest(
-        options=options, cases_sha256=hashlib.sha256(payload).hexdigest(), summary=_summary(plants),
-        plants=plants, environment=_environment(), noise_model={
-            "jury_size": JURY_SIZE, "accuracy": "Beta(a, b) per case", "beta_a": JURY_ACCURACY[0],
-            "beta_b": JURY_ACCURACY[1], "accuracy_mean": round(JURY_ACCURACY[0] / sum(JURY_ACCURACY), 4),
-            "votes": "planted side ~ Binomial(jury_size, p); label = majority"})
+        options=options,
+        cases_sha256=hashlib.sha256(payload).hexdigest(),
+        summary=_summary(plants),
+        plants=plants,
+        environment=_environment(),
+        noise_model={
+            "jury_size": JURY_SIZE,
+            "accuracy": "Beta(a, b) per case",
+            "beta_a": JURY_ACCURACY[0],
+            "beta_b": JURY_ACCURACY[1],
+            "accuracy_mean": round(JURY_ACCURACY[0] / sum(JURY_ACCURACY), 4),
+            "votes": "planted side ~ Binomial(jury_size, p); label = majority",
+        },
+    )
     (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
     return manifest
 
@@ -504,8 +613,9 @@ def _clip_shape(clip_frames: tuple[int, int] | None, clue_frames: tuple[int, int
     if clip_frames is not None:
         lo, hi = clip_frames
         if not CLIP_FRAMES[0] <= lo <= hi <= CLIP_FRAMES[1]:
-            raise SynthError(f"clip_frames must satisfy {CLIP_FRAMES[0]} <= min <= max <= {CLIP_FRAMES[1]}, "
-                             f"got {clip_frames}")
+            raise SynthError(
+                f"clip_frames must satisfy {CLIP_FRAMES[0]} <= min <= max <= {CLIP_FRAMES[1]}, got {clip_frames}"
+            )
     longest = 8 if clip_frames is None else clip_frames[0] // 10
     if not 1 <= clue_frames[0] <= clue_frames[1] <= longest:
         raise SynthError(f"clue_frames must satisfy 1 <= min <= max <= {longest} for these clips, got {clue_frames}")
@@ -516,9 +626,13 @@ def _environment() -> dict[str, str]:
     import av
     import PIL
 
-    return {"av": av.__version__, "libavcodec": ".".join(map(str, av.library_versions["libavcodec"])),
-            "pillow": PIL.__version__, "numpy": np.__version__,
-            "codec": "libx264" if "libx264" in av.codecs_available else "mpeg4"}
+    return {
+        "av": av.__version__,
+        "libavcodec": ".".join(map(str, av.library_versions["libavcodec"])),
+        "pillow": PIL.__version__,
+        "numpy": np.__version__,
+        "codec": "libx264" if "libx264" in av.codecs_available else "mpeg4",
+    }
 
 
 def _summary(plants: list[Plant]) -> Summary:
@@ -528,12 +642,14 @@ def _summary(plants: list[Plant]) -> Summary:
         return round(sum(1 for p in plants if predicate(p)) / n, 4)
 
     return Summary(
-        cases=n, planted_seller_share=share(lambda p: p.planted_side == "seller"),
+        cases=n,
+        planted_seller_share=share(lambda p: p.planted_side == "seller"),
         label_seller_share=share(lambda p: p.label == "seller"),
         label_disagrees_share=share(lambda p: p.label != p.planted_side),
         against_interest_share=share(lambda p: p.against_interest),
         modalities={m: sum(p.modality == m for p in plants) for m in MODALITIES},
-        categories={c: sum(p.category == c for p in plants) for c in CATEGORIES})
+        categories={c: sum(p.category == c for p in plants) for c in CATEGORIES},
+    )
 
 
 def is_synth_output(out: Path) -> bool:
@@ -548,8 +664,10 @@ def _prepare(out: Path) -> None:
         raise SynthError(f"{out} exists and is not a folder")
     if out.exists() and any(out.iterdir()):
         if not is_synth_output(out):
-            raise SynthError(f"{out} is not empty and holds no synth manifest.json: refusing to write into it; "
-                             "pick a new or empty folder")
+            raise SynthError(
+                f"{out} is not empty and holds no synth manifest.json: refusing to write into it; "
+                "pick a new or empty folder"
+            )
         for name in ("cases.jsonl", "manifest.json"):
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "media", ignore_errors=True)

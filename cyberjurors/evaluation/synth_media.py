@@ -24,8 +24,8 @@ import io
 import itertools
 import math
 import random
-from collections.abc import Iterable, Iterator
-from typing import Callable, Literal
+from collections.abc import Callable, Iterable, Iterator
+from typing import Literal
 
 import av
 import numpy as np
@@ -43,8 +43,21 @@ RED, GREEN, AMBER, DARK = (205, 28, 32), (28, 150, 64), (240, 160, 0), (28, 26, 
 LIPSTICK, BLUE, WHITE = (182, 26, 74), (24, 62, 160), (238, 238, 234)
 SKIN, CARDBOARD = (222, 178, 146), (176, 136, 90)
 
-Scene = Literal["appliance", "glassware", "document", "fabric", "pack", "logger", "phone", "store", "door",
-                "slip", "foam", "parcel", "receipt"]
+Scene = Literal[
+    "appliance",
+    "glassware",
+    "document",
+    "fabric",
+    "pack",
+    "logger",
+    "phone",
+    "store",
+    "door",
+    "slip",
+    "foam",
+    "parcel",
+    "receipt",
+]
 Mark = Literal["banner", "label", "crack", "tear", "stain", "plate", "part"]
 
 
@@ -93,16 +106,18 @@ def font(size: int) -> ImageFont.FreeTypeFont:
     return _FONTS[size]
 
 
-def mottled(size: tuple[int, int], dark: RGB, light: RGB, rng: random.Random, grain: int = 4,
-            stretch: tuple[int, int] = (1, 1)) -> Image.Image:
+def mottled(
+    size: tuple[int, int], dark: RGB, light: RGB, rng: random.Random, grain: int = 4, stretch: tuple[int, int] = (1, 1)
+) -> Image.Image:
     w = max(2, size[0] // (grain * stretch[0]) + 1)
     h = max(2, size[1] // (grain * stretch[1]) + 1)
     mask = Image.frombytes("L", (w, h), rng.randbytes(w * h)).resize(size, Image.Resampling.BILINEAR)
     return Image.composite(Image.new("RGB", size, light), Image.new("RGB", size, dark), mask)
 
 
-def fitted_text(d: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: str, fill: RGB,
-                largest: int = 22) -> None:
+def fitted_text(
+    d: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: str, fill: RGB, largest: int = 22
+) -> None:
     x0, y0, x1, y1 = box
     size = min(largest, y1 - y0 - 4)
     while size > 8 and d.textlength(text, font=font(size)) > x1 - x0 - 8:
@@ -110,11 +125,21 @@ def fitted_text(d: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: st
     d.text(((x0 + x1) / 2, (y0 + y1) / 2), text, font=font(size), fill=fill, anchor="mm")
 
 
-def jagged(rng: random.Random, start: tuple[float, float], end: tuple[float, float], steps: int,
-           wobble: float) -> list[tuple[float, float]]:
+def jagged(
+    rng: random.Random, start: tuple[float, float], end: tuple[float, float], steps: int, wobble: float
+) -> list[tuple[float, float]]:
     (x0, y0), (x1, y1) = start, end
-    return [start] + [(x0 + (x1 - x0) * i / steps + rng.uniform(-wobble, wobble),
-                       y0 + (y1 - y0) * i / steps + rng.uniform(-wobble, wobble)) for i in range(1, steps)] + [end]
+    return (
+        [start]
+        + [
+            (
+                x0 + (x1 - x0) * i / steps + rng.uniform(-wobble, wobble),
+                y0 + (y1 - y0) * i / steps + rng.uniform(-wobble, wobble),
+            )
+            for i in range(1, steps)
+        ]
+        + [end]
+    )
 
 
 def text_lines(d: ImageDraw.ImageDraw, x: int, y: int, widths: list[int], fill: RGB, step: int = 12) -> None:
@@ -123,8 +148,9 @@ def text_lines(d: ImageDraw.ImageDraw, x: int, y: int, widths: list[int], fill: 
         d.rectangle((x, y + k * step, x + width, y + k * step + 4), fill=fill)
 
 
-def backdrop(rng: random.Random, wall: RGB, top_dark: RGB, top_light: RGB, horizon: int = 170,
-             size: tuple[int, int] = (W, H)) -> Image.Image:
+def backdrop(
+    rng: random.Random, wall: RGB, top_dark: RGB, top_light: RGB, horizon: int = 170, size: tuple[int, int] = (W, H)
+) -> Image.Image:
     """A plain wall above ``horizon`` and a grained table top below it."""
     im = Image.new("RGB", size, wall)
     im.paste(mottled((size[0], size[1] - horizon), top_dark, top_light, rng, grain=3, stretch=(8, 1)), (0, horizon))
@@ -296,7 +322,8 @@ def scene_receipt(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
 
 
 SCENES: dict[str, Callable[[random.Random, str], tuple[Image.Image, Box]]] = {
-    name.removeprefix("scene_"): fn for name, fn in globals().items() if name.startswith("scene_")}
+    name.removeprefix("scene_"): fn for name, fn in globals().items() if name.startswith("scene_")
+}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,7 +339,7 @@ def mark_banner(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random
 
 def mark_label(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
     """A woven size label sewn next to the seam."""
-    x0, y0, x1, y1 = area
+    x0, y0, _x1, _y1 = area
     box = (x0 + 8, y0 + 30, x0 + 50, y0 + 62)
     d.rectangle(box, fill=v.colour)
     fitted_text(d, box, v.label, (255, 255, 255), largest=14)
@@ -338,8 +365,10 @@ def mark_tear(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) 
     x0, y0, x1, y1 = area
     seam, top, bottom = (x0 + x1) // 2, y0 + 20, y1 - 20
     left = jagged(rng, (seam - 4, top), (seam - 6, bottom), 10, 3)
-    right = [(seam + 4 + 16 * math.sin(math.pi * i / 10) + rng.uniform(-2, 2), y)
-             for i, (_, y) in enumerate(jagged(rng, (seam + 4, top), (seam + 6, bottom), 10, 3))]
+    right = [
+        (seam + 4 + 16 * math.sin(math.pi * i / 10) + rng.uniform(-2, 2), y)
+        for i, (_, y) in enumerate(jagged(rng, (seam + 4, top), (seam + 6, bottom), 10, 3))
+    ]
     d.polygon(left + right[::-1], fill=v.colour)
     for x, y in left[1:-1]:  # frayed threads
         a = rng.uniform(0, 2 * math.pi)
@@ -348,7 +377,7 @@ def mark_tear(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) 
 
 
 def mark_stain(d: ImageDraw.ImageDraw, area: Box, v: Visual, rng: random.Random) -> Probe:
-    x0, y0, x1, y1 = area
+    x0, y0, _x1, _y1 = area
     box = (x0 + 10, y0 + 10, x0 + 70, y0 + 60)
     for _ in range(10):
         x, y = rng.uniform(box[0], box[2] - 14), rng.uniform(box[1], box[3] - 10)
@@ -398,8 +427,9 @@ def clip_probe(v: Visual) -> Probe | None:
     if probe is None:
         return None
     x0, y0, x1, y1 = probe.box  # scene x maps to clip x - CROP - dx with |dx| <= SHAKE
-    return probe.model_copy(update={"box": (x0 - CROP + SHAKE, y0 - CROP + SHAKE,
-                                            x1 - CROP - SHAKE, y1 - CROP - SHAKE)})
+    return probe.model_copy(
+        update={"box": (x0 - CROP + SHAKE, y0 - CROP + SHAKE, x1 - CROP - SHAKE, y1 - CROP - SHAKE)}
+    )
 
 
 def encode_photo(image: Image.Image, media_type: str, quality: int = 85) -> bytes:
@@ -484,8 +514,9 @@ def _cuts(rng: random.Random, frames: int, fps: int, clue: range) -> list[int]:
     frames (a second) of the clue; one before and one after it whenever there is room."""
     shortest = max(10, fps)
     wanted = max(2, min(6, frames // 150 + rng.randint(-1, 1)))
-    allowed = [c for c in range(shortest, frames - shortest + 1)
-               if not clue or not clue.start - fps < c < clue.stop + fps]
+    allowed = [
+        c for c in range(shortest, frames - shortest + 1) if not clue or not clue.start - fps < c < clue.stop + fps
+    ]
     chosen: list[int] = []
 
     def take(pool: list[int], n: int) -> None:
@@ -509,8 +540,12 @@ def _cutaway(rng: random.Random, v: Visual, probe: Probe | None, start: int, end
     span_x, span_y = round(W * ZOOM) - CLIP_W, round(H * ZOOM) - CLIP_H
     for scene in [*rng.sample(CUTAWAYS, len(CUTAWAYS)), v.scene]:  # last: the scene itself, from further back
         visual = Visual(scene=scene, title=v.title, seed=rng.randrange(2**31))
-        pan = (rng.randrange(span_x + 1), rng.randrange(span_y + 1), rng.randrange(span_x + 1),
-               rng.randrange(span_y + 1))
+        pan = (
+            rng.randrange(span_x + 1),
+            rng.randrange(span_y + 1),
+            rng.randrange(span_x + 1),
+            rng.randrange(span_y + 1),
+        )
         shot = Shot(start=start, end=end, main=False, visual=visual, pan=pan)
         if probe is None:
             return shot
@@ -559,8 +594,11 @@ def shot_clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) 
     noise_rng = np.random.default_rng(v.seed)
     fields = noise_rng.normal(0, NOISE_SD, (NOISE_FIELDS, CLIP_H, CLIP_W, 3)).round().astype(np.int16)
     order = random.Random(v.seed + 5)
-    hands = {id(s): (order.randint(s.start, max(s.start, s.end - 16)), order.randint(8, 16), order.random() < 0.5)
-             for s in shots if s.main}
+    hands = {
+        id(s): (order.randint(s.start, max(s.start, s.end - 16)), order.randint(8, 16), order.random() < 0.5)
+        for s in shots
+        if s.main
+    }
     for shot in shots:
         for i in range(shot.start, shot.end):
             if shot.main:
@@ -572,8 +610,7 @@ def shot_clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) 
             yield Image.fromarray(noisy.clip(0, 255).astype(np.uint8))
 
 
-def _main_frame(base: Image.Image, shot: Shot, i: int, fps: int, seed: int,
-                hand: tuple[int, int, bool]) -> Image.Image:
+def _main_frame(base: Image.Image, shot: Shot, i: int, fps: int, seed: int, hand: tuple[int, int, bool]) -> Image.Image:
     im = base.copy()
     hand_from, hand_len, leftwards = hand
     if hand_from <= i < hand_from + hand_len:
@@ -594,8 +631,9 @@ def _overlay(im: Image.Image, i: int, fps: int, start: str) -> None:
     d.text((CLIP_W - 4, 1), f"{i / fps:04.1f}s", font=font(10), fill=(200, 200, 200), anchor="ra")
 
 
-def encode_clip(images: Iterable[Image.Image], fps: int, crf: str = "24", preset: str = "veryfast",
-                gop: int | None = None) -> bytes:
+def encode_clip(
+    images: Iterable[Image.Image], fps: int, crf: str = "24", preset: str = "veryfast", gop: int | None = None
+) -> bytes:
     """H.264 (libx264, one thread; MPEG-4 Part 2 where PyAV has no libx264) in MP4. The example
     media (examples/make_media.py) are encoded here too.
 

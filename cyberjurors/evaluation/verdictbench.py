@@ -51,8 +51,13 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "votes_seller": ("seller",),
     "seller_votes": ("seller_votes",),
 }
-CATEGORIES = {"Appliances": "appliances", "Clothing": "clothing", "Food": "food",
-              "Digital": "digital", "Others": "others"}
+CATEGORIES = {
+    "Appliances": "appliances",
+    "Clothing": "clothing",
+    "Food": "food",
+    "Digital": "digital",
+    "Others": "others",
+}
 PARTIES = {"buyer": "buyer", "seller": "seller", "b": "buyer", "s": "seller"}
 # Values for fields a release leaves out (e.g. {"currency": "CNY"}); empty: missing is an error.
 DEFAULTS: dict[str, Any] = {}
@@ -92,8 +97,7 @@ def _media_item(entry: Any, kind: str, evidence_id: str, media_root: Path | None
     if not isinstance(path, str) or not path:
         raise ValueError(f"{kind} {evidence_id}: expected a path, got {path!r}")
     media_type = mimetypes.guess_type(path)[0] or FALLBACK_TYPE[kind]
-    item = {"id": evidence_id, "kind": kind,
-            "media": {"media_type": media_type, "path": _media_path(path, media_root)}}
+    item = {"id": evidence_id, "kind": kind, "media": {"media_type": media_type, "path": _media_path(path, media_root)}}
     return item | ({"text": str(caption)} if caption else {})
 
 
@@ -111,11 +115,15 @@ def _rounds(record: dict, media_root: Path | None) -> list[dict]:
             raise ValueError(f"{party} round {number} appears twice")
         seen.add((party, number))
         prefix = f"{party[0]}{number}"
-        items = [{"id": f"{prefix}-t{j}", "kind": "text", "text": str(t)}
-                 for j, t in enumerate((t for t in _as_list(_get(raw, "texts", False)) if str(t).strip()), 1)]
+        items = [
+            {"id": f"{prefix}-t{j}", "kind": "text", "text": str(t)}
+            for j, t in enumerate((t for t in _as_list(_get(raw, "texts", False)) if str(t).strip()), 1)
+        ]
         for kind, field in (("image", "images"), ("video", "videos")):
-            items += [_media_item(e, kind, f"{prefix}-{KIND_LETTER[kind]}{j}", media_root)
-                      for j, e in enumerate(_as_list(_get(raw, field, False)), 1)]
+            items += [
+                _media_item(e, kind, f"{prefix}-{KIND_LETTER[kind]}{j}", media_root)
+                for j, e in enumerate(_as_list(_get(raw, field, False)), 1)
+            ]
         if items:  # a round with nothing in it adds nothing to e_i
             rounds.append({"party": party, "round": number, "items": items})
     return rounds
@@ -143,21 +151,23 @@ def from_verdictbench(record: dict, media_root: str | Path | None = None) -> Dis
         amount = Decimal(str(_get(record, "order_amount")))
     except InvalidOperation:
         raise ValueError(f"order amount is not a number: {_get(record, 'order_amount')!r}") from None
-    return DisputeCase.model_validate({
-        "case_id": str(_get(record, "case_id")),
-        "metadata": {
-            "category": CATEGORIES.get(category, category),
-            "product": _get(record, "product"),
-            "order_amount": amount,
-            "currency": _get(record, "currency"),
-            "ordered_at": _get(record, "ordered_at"),
-            "delivered_at": _get(record, "delivered_at", required=False),
-            "dispute_reason": _get(record, "dispute_reason"),
-            "requested_remedy": _get(record, "requested_remedy"),
-        },
-        "rounds": _rounds(record, root),
-        "ground_truth": _votes(record),
-    })
+    return DisputeCase.model_validate(
+        {
+            "case_id": str(_get(record, "case_id")),
+            "metadata": {
+                "category": CATEGORIES.get(category, category),
+                "product": _get(record, "product"),
+                "order_amount": amount,
+                "currency": _get(record, "currency"),
+                "ordered_at": _get(record, "ordered_at"),
+                "delivered_at": _get(record, "delivered_at", required=False),
+                "dispute_reason": _get(record, "dispute_reason"),
+                "requested_remedy": _get(record, "requested_remedy"),
+            },
+            "rounds": _rounds(record, root),
+            "ground_truth": _votes(record),
+        }
+    )
 
 
 def convert_verdictbench(src: str | Path, out: str | Path, media_root: str | Path | None = None) -> dict:
@@ -191,5 +201,8 @@ def convert_verdictbench(src: str | Path, out: str | Path, media_root: str | Pat
     by_category: dict[str, int] = {}
     for c in cases:
         by_category[c.metadata.category] = by_category.get(c.metadata.category, 0) + 1
-    return {"cases": len(cases), "by_category": dict(sorted(by_category.items())),
-            "media_items": sum(1 for c in cases for i in c.items() if i.media is not None)}
+    return {
+        "cases": len(cases),
+        "by_category": dict(sorted(by_category.items())),
+        "media_items": sum(1 for c in cases for i in c.items() if i.media is not None),
+    }

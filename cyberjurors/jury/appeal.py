@@ -72,24 +72,48 @@ def appeal_notes(before: DisputeCase, after: DisputeCase, appeal: AppealFiled) -
     """What the verdict should note about the appeal's own text: new evidence or grounds that address the jury."""
     notes = [n for n in jury_addressed(after) if n not in jury_addressed(before)]
     if instruction_sentences(appeal.grounds):
-        notes.append(f"the {appeal.appellant}'s appeal grounds contain text addressed to the jury; they were treated "
-                     "as a party's claim, not as an instruction")
+        notes.append(
+            f"the {appeal.appellant}'s appeal grounds contain text addressed to the jury; they were treated "
+            "as a party's claim, not as an instruction"
+        )
     return notes
 
 
-def appeal_file(record: CaseFile, first: Verdict, appeal: AppealFiled, case: DisputeCase, notes: list[str],
-                accepted_at: datetime | None = None) -> CaseFile:
+def appeal_file(
+    record: CaseFile,
+    first: Verdict,
+    appeal: AppealFiled,
+    case: DisputeCase,
+    notes: list[str],
+    accepted_at: datetime | None = None,
+) -> CaseFile:
     """The second instance's case file before its stage II: the record (the first instance's
     ``clues`` result, or its admitted case) with the appealed case, no rounds and a budget of its own."""
-    brief = AppealBrief(appeal_id=appeal_id(appeal), appellant=appeal.appellant, grounds=appeal.grounds,
-                        new_evidence=[i.id for i in appeal.evidence], filed_at=appeal.filed_at, first_instance=first)
-    return record.model_copy(update={
-        "case": case, "digest": case.digest(), "received_at": accepted_at or now(), "rounds": [], "usage": {},
-        "budget_stop": None, "problems": [*record.problems, *notes], "appeal": brief})
+    brief = AppealBrief(
+        appeal_id=appeal_id(appeal),
+        appellant=appeal.appellant,
+        grounds=appeal.grounds,
+        new_evidence=[i.id for i in appeal.evidence],
+        filed_at=appeal.filed_at,
+        first_instance=first,
+    )
+    return record.model_copy(
+        update={
+            "case": case,
+            "digest": case.digest(),
+            "received_at": accepted_at or now(),
+            "rounds": [],
+            "usage": {},
+            "budget_stop": None,
+            "problems": [*record.problems, *notes],
+            "appeal": brief,
+        }
+    )
 
 
-async def appeal_clues(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings,
-                       precedents: Remembers) -> CaseFile:
+async def appeal_clues(
+    case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings, precedents: Remembers
+) -> CaseFile:
     """The second instance's stage II: select-perceive over the new evidence, after the appellant's
     clues, and the panel's memories from the precedent pool. A record without stage II (kept from
     before appeals were on) runs stages I and II on the appealed case."""
@@ -100,13 +124,20 @@ async def appeal_clues(case_file: CaseFile, jury: Jury, llm: LLM, settings: Sett
     elif case_file.clues is not None and case_file.focus is not None and appeal.new_evidence:
         budget = CaseBudget.of(case_file, settings)
         items = [case_file.case.item(i) for i in appeal.new_evidence]
-        chain, usage, problems = await more_clues(case_file.case, case_file.focus, appeal.appellant, items,
-                                                  case_file.clues, llm, settings, budget)
-        case_file = case_file.model_copy(update={
-            "clues": chain, "problems": [*case_file.problems, *problems], "budget_stop": budget.stopped,
-            "usage": {**case_file.usage, "clues": usage}})
-        case_file = case_file.model_copy(update={
-            "unread_evidence": await unread_evidence(case_file, case_file.clues, settings)})
+        chain, usage, problems = await more_clues(
+            case_file.case, case_file.focus, appeal.appellant, items, case_file.clues, llm, settings, budget
+        )
+        case_file = case_file.model_copy(
+            update={
+                "clues": chain,
+                "problems": [*case_file.problems, *problems],
+                "budget_stop": budget.stopped,
+                "usage": {**case_file.usage, "clues": usage},
+            }
+        )
+        case_file = case_file.model_copy(
+            update={"unread_evidence": await unread_evidence(case_file, case_file.clues, settings)}
+        )
     elif case_file.clues is None and not settings.clues_stage:  # passive: the jurors see every item, new ones too
         case_file = case_file.model_copy(update={"unread_evidence": await unread_evidence(case_file, None, settings)})
     return await panel_memory(case_file, jury, precedents)

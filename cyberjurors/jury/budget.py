@@ -36,7 +36,7 @@ class CaseBudget:
     """steps skipped for it"""
 
     @classmethod
-    def of(cls, case_file: CaseFile, settings: Settings) -> "CaseBudget":
+    def of(cls, case_file: CaseFile, settings: Settings) -> CaseBudget:
         """The case's budget with what its stages have spent so far."""
         return cls(settings.case_token_budget, settings.case_cost_budget_usd, spent_on(case_file))
 
@@ -60,8 +60,9 @@ class CaseBudget:
         limit = self.reached()
         if limit is None:
             return None
-        return BudgetStop(limit=limit, stage=stage, tokens=self.spent.total_tokens,
-                          cost_usd=round(self.spent.cost_usd, 6))
+        return BudgetStop(
+            limit=limit, stage=stage, tokens=self.spent.total_tokens, cost_usd=round(self.spent.cost_usd, 6)
+        )
 
 
 def spent_on(case_file: CaseFile) -> Usage:
@@ -76,8 +77,10 @@ def describe(stop: BudgetStop, settings: Settings) -> str:
 
 
 def clues_note(stop: BudgetStop, skipped: int, settings: Settings) -> str:
-    return (f"per-case budget reached during stage II ({describe(stop, settings)}): up to {skipped} select-perceive "
-            f"step{'s' if skipped != 1 else ''} skipped; the jury judged with the clues perceived so far")
+    return (
+        f"per-case budget reached during stage II ({describe(stop, settings)}): up to {skipped} select-perceive "
+        f"step{'s' if skipped != 1 else ''} skipped; the jury judged with the clues perceived so far"
+    )
 
 
 def round_stop(case_file: CaseFile, settings: Settings) -> BudgetStop | None:
@@ -89,5 +92,7 @@ def round_stop(case_file: CaseFile, settings: Settings) -> BudgetStop | None:
 
 def round_note(stop: BudgetStop, settings: Settings) -> str:
     held = stop.stage.removeprefix("round-")
-    return (f"per-case budget reached ({describe(stop, settings)}): deliberation stopped after round {held} of "
-            f"{settings.rounds}, with that round's majority")
+    return (
+        f"per-case budget reached ({describe(stop, settings)}): deliberation stopped after round {held} of "
+        f"{settings.rounds}, with that round's majority"
+    )

@@ -50,29 +50,41 @@ async def find_clues(
     return ClueChain(buyer=buyer.clues, seller=seller.clues), buyer.usage + seller.usage, problems
 
 
-async def screen_media(case: DisputeCase, examined: set[str], settings: Settings,
-                       among: set[str] | None = None) -> list[str]:
+async def screen_media(
+    case: DisputeCase, examined: set[str], settings: Settings, among: set[str] | None = None
+) -> list[str]:
     """A note for each media item the selector passed over (of ``among``, when given) whose header
     already shows it cannot be read (over a cap, a bomb, corrupt, missing): a reader of the verdict
     learns of it although no juror looked. Header only, nothing decoded, no URL fetched
     (``media.check_header``)."""
-    items = [i for i in case.items() if i.media is not None and i.id not in examined
-             and (among is None or i.id in among)]
+    items = [
+        i for i in case.items() if i.media is not None and i.id not in examined and (among is None or i.id in among)
+    ]
 
     async def note(item: EvidenceItem) -> list[str]:
         notes: list[str] = []
         try:
             await check_header(item.media, settings, notes)  # type: ignore[arg-type]  # filtered above
         except MediaUnreadable as err:
-            return [f"evidence {item.id} ({case.party_of(item.id)}, not selected for examination) could not be "
-                    f"read ({err.reason}): {err.detail}"]
+            return [
+                f"evidence {item.id} ({case.party_of(item.id)}, not selected for examination) could not be "
+                f"read ({err.reason}): {err.detail}"
+            ]
         return [f"evidence {item.id} ({case.party_of(item.id)}, not selected for examination): {n}" for n in notes]
 
     return [n for found in await gather_all(*(note(i) for i in items)) for n in found]
 
 
-async def more_clues(case: DisputeCase, focus: Focus, party: Party, items: list[EvidenceItem], chain: ClueChain,
-                     llm: LLM, settings: Settings, budget: CaseBudget) -> tuple[ClueChain, Usage, list[str]]:
+async def more_clues(
+    case: DisputeCase,
+    focus: Focus,
+    party: Party,
+    items: list[EvidenceItem],
+    chain: ClueChain,
+    llm: LLM,
+    settings: Settings,
+    budget: CaseBudget,
+) -> tuple[ClueChain, Usage, list[str]]:
     """Stage II on ``items`` only (evidence filed with an appeal), after the party's clues so far:
     up to T_max select-perceive steps among them, the chain's clue ids and steps going on from the
     party's last (b4 after b3), and a header check of the items passed over."""
@@ -84,8 +96,9 @@ async def more_clues(case: DisputeCase, focus: Focus, party: Party, items: list[
     return chain.model_copy(update={party: [*getattr(chain, party), *found.clues]}), found.usage, problems
 
 
-async def _warm_selection(case: DisputeCase, focus: Focus, llm: LLM, settings: Settings,
-                          budget: CaseBudget) -> LLMResult[Selection] | None:
+async def _warm_selection(
+    case: DisputeCase, focus: Focus, llm: LLM, settings: Settings, budget: CaseBudget
+) -> LLMResult[Selection] | None:
     """The buyer's first selection, made before either party's chain runs on (``warm_cache_first``):
     both parties' selectors and perceivers send the same prefix (the case metadata and O_I), and a
     provider serves a cache entry only once the call that wrote it has answered, so two first calls
@@ -98,9 +111,17 @@ async def _warm_selection(case: DisputeCase, focus: Focus, llm: LLM, settings: S
     return await llm.generate(request, Selection) if request.cache_prefix else None
 
 
-async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, settings: Settings,
-                       budget: CaseBudget, items: list[EvidenceItem] | None = None,
-                       before: list[Clue] | None = None, warm: LLMResult[Selection] | None = None) -> PartyChain:
+async def _party_clues(
+    case: DisputeCase,
+    focus: Focus,
+    party: Party,
+    llm: LLM,
+    settings: Settings,
+    budget: CaseBudget,
+    items: list[EvidenceItem] | None = None,
+    before: list[Clue] | None = None,
+    warm: LLMResult[Selection] | None = None,
+) -> PartyChain:
     """The party's chain over ``items`` (default: all its evidence), after the clues ``before`` it;
     ``warm`` is its first selection, already made (``_warm_selection``)."""
     chain = PartyChain(budget=budget)
@@ -116,8 +137,9 @@ async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, 
         if warm is not None:
             selection, warm = warm, None
         else:
-            selection = await llm.generate(_select_request(case, focus, party, unseen, rounds, before + chain.clues,
-                                                           settings), Selection)
+            selection = await llm.generate(
+                _select_request(case, focus, party, unseen, rounds, before + chain.clues, settings), Selection
+            )
         chain.spend(selection.usage)
         chosen = next((i for i in unseen if i.id == selection.output.evidence_id), None)
         if chosen is None:
@@ -127,19 +149,31 @@ async def _party_clues(case: DisputeCase, focus: Focus, party: Party, llm: LLM, 
                 )
             break
         unseen.remove(chosen)
-        clue = await _perceive(case, focus, party, step, chosen, rounds[chosen.id], selection.output, chain, llm,
-                               settings, before)
+        clue = await _perceive(
+            case, focus, party, step, chosen, rounds[chosen.id], selection.output, chain, llm, settings, before
+        )
         chain.clues.append(clue)
     return chain
 
 
 def _select_request(
-    case: DisputeCase, focus: Focus, party: Party, unseen: list[EvidenceItem], rounds: dict[str, int],
-    chain: list[Clue], settings: Settings,
+    case: DisputeCase,
+    focus: Focus,
+    party: Party,
+    unseen: list[EvidenceItem],
+    rounds: dict[str, int],
+    chain: list[Clue],
+    settings: Settings,
 ) -> LLMRequest:
-    return stage_request("select", settings, system=prompts.SELECT_SYSTEM, shared=[_clue_prefix(case, focus)],
-                         prompt=[prompts.select_prompt(party, [(rounds[i.id], i) for i in unseen], chain)],
-                         task=SelectTask(case, focus, party, list(unseen), list(chain)), case_id=case.case_id)
+    return stage_request(
+        "select",
+        settings,
+        system=prompts.SELECT_SYSTEM,
+        shared=[_clue_prefix(case, focus)],
+        prompt=[prompts.select_prompt(party, [(rounds[i.id], i) for i in unseen], chain)],
+        task=SelectTask(case, focus, party, list(unseen), list(chain)),
+        case_id=case.case_id,
+    )
 
 
 def _clue_prefix(case: DisputeCase, focus: Focus) -> str:
@@ -148,35 +182,67 @@ def _clue_prefix(case: DisputeCase, focus: Focus) -> str:
 
 
 async def _perceive(
-    case: DisputeCase, focus: Focus, party: Party, step: int, item: EvidenceItem, round_no: int,
-    selection: Selection, chain: PartyChain, llm: LLM, settings: Settings, before: list[Clue] | None = None,
+    case: DisputeCase,
+    focus: Focus,
+    party: Party,
+    step: int,
+    item: EvidenceItem,
+    round_no: int,
+    selection: Selection,
+    chain: PartyChain,
+    llm: LLM,
+    settings: Settings,
+    before: list[Clue] | None = None,
 ) -> Clue:
     clue_id = f"{party[0]}{step}"
-    base = dict(id=clue_id, party=party, step=step, evidence_id=item.id, evidence_kind=item.kind,
-                selection_reason=selection.reason)
+    base = dict(
+        id=clue_id,
+        party=party,
+        step=step,
+        evidence_id=item.id,
+        evidence_kind=item.kind,
+        selection_reason=selection.reason,
+    )
     notes: list[str] = []
     try:
         media, frames = await _media_parts(item, party, settings, notes)
     except MediaUnreadable as err:
         chain.problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
-        return Clue(**base, clue="(unreadable)", assessment=f"The {item.kind} could not be read: {err.reason}.",
-                    leaning="neutral", problem=err.reason)
+        return Clue(
+            **base,
+            clue="(unreadable)",
+            assessment=f"The {item.kind} could not be read: {err.reason}.",
+            leaning="neutral",
+            problem=err.reason,
+        )
     chain.problems += [f"evidence {item.id}: {n}" for n in notes]
     earlier = [*(before or []), *chain.clues]
-    request = stage_request("perceive", settings, system=prompts.PERCEIVE_SYSTEM, shared=[_clue_prefix(case, focus)],
-                            prompt=[prompts.perceive_prompt(party, round_no, item, earlier), *media],
-                            task=PerceiveTask(case, focus, party, item, earlier, frames),
-                            case_id=case.case_id)
+    request = stage_request(
+        "perceive",
+        settings,
+        system=prompts.PERCEIVE_SYSTEM,
+        shared=[_clue_prefix(case, focus)],
+        prompt=[prompts.perceive_prompt(party, round_no, item, earlier), *media],
+        task=PerceiveTask(case, focus, party, item, earlier, frames),
+        case_id=case.case_id,
+    )
     result = await llm.generate(request, Perception)
     chain.spend(result.usage)
     seen = {f.index: f for f in frames}
     cited = [n for n in result.output.frames if n in seen]
-    return Clue(**base, clue=result.output.clue, assessment=result.output.assessment, leaning=result.output.leaning,
-                frames=cited, frame_times_s=[round(seen[n].time_s, 3) for n in cited])
+    return Clue(
+        **base,
+        clue=result.output.clue,
+        assessment=result.output.assessment,
+        leaning=result.output.leaning,
+        frames=cited,
+        frame_times_s=[round(seen[n].time_s, 3) for n in cited],
+    )
 
 
-async def _media_parts(item: EvidenceItem, party: Party, settings: Settings,
-                       notes: list[str]) -> tuple[list[Part], list[Frame]]:
+async def _media_parts(
+    item: EvidenceItem, party: Party, settings: Settings, notes: list[str]
+) -> tuple[list[Part], list[Frame]]:
     label = prompts.evidence_label(item, party)
     if item.kind == "image" and item.media:
         return [await load_image(item.media, settings, label=label, notes=notes)], []
@@ -207,8 +273,15 @@ async def unread_passive(case_file: CaseFile, settings: Settings) -> list[str]:
 
 async def _passive_entry(case_file: CaseFile, settings: Settings) -> tuple[list[Part], list[str], list[str]]:
     # keyed by the digest computed once at intake, not by re-hashing the case on every lookup
-    key = (case_file.digest, str(settings.media_root), settings.passive_frames_per_video, settings.max_image_side,
-           settings.frame_sampling, settings.frame_event_share, settings.frame_event_max_frames)
+    key = (
+        case_file.digest,
+        str(settings.media_root),
+        settings.passive_frames_per_video,
+        settings.max_image_side,
+        settings.frame_sampling,
+        settings.frame_event_share,
+        settings.frame_event_max_frames,
+    )
     if key not in _passive:
         _passive[key] = await _decode_all(case_file.case, settings)
         if len(_passive) > PASSIVE_CASES_KEPT:
@@ -228,8 +301,13 @@ async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part]
         label = prompts.evidence_label(item, party)
         if item.kind == "image":
             return [await load_image(item.media, settings, label=label, notes=notes)]  # type: ignore[arg-type]
-        frames = await sample_frames(item.media, settings, settings.passive_frames_per_video,  # type: ignore[arg-type]
-                                     label=label, notes=notes)
+        frames = await sample_frames(
+            item.media,
+            settings,
+            settings.passive_frames_per_video,  # type: ignore[arg-type]
+            label=label,
+            notes=notes,
+        )
         return [f.image for f in frames]
 
     parts: list[Part] = []

@@ -43,27 +43,52 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
             argument, spent = await _argue(case_file, focus, clues, party, turn, debate, shared, rules, llm, settings)
             debate.append(argument)
             usage += spent
-    request = stage_request("judge", settings, system=prompts.with_rules(prompts.JUDGE_SYSTEM, rules), shared=shared,
-                            prompt=[prompts.judge_prompt(debate)],
-                            task=JudgeTask(case_file.case, focus, clues, list(debate)), case_id=case_file.case_id)
+    request = stage_request(
+        "judge",
+        settings,
+        system=prompts.with_rules(prompts.JUDGE_SYSTEM, rules),
+        shared=shared,
+        prompt=[prompts.judge_prompt(debate)],
+        task=JudgeTask(case_file.case, focus, clues, list(debate)),
+        case_id=case_file.case_id,
+    )
     result = await llm.generate(request, BallotDraft)
     draft = result.output
-    ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=[], juror=0, round=1,
-                    model=result.model)
+    ballot = Ballot(
+        **draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=[], juror=0, round=1, model=result.model
+    )
     votes = Votes.of([ballot])
-    summary = RoundSummary(summary=ballot.justification, round=1, votes=votes,
-                           buyer_arguments=[a.statement for a in debate if a.party == "buyer"],
-                           seller_arguments=[a.statement for a in debate if a.party == "seller"])
+    summary = RoundSummary(
+        summary=ballot.justification,
+        round=1,
+        votes=votes,
+        buyer_arguments=[a.statement for a in debate if a.party == "buyer"],
+        seller_arguments=[a.statement for a in debate if a.party == "seller"],
+    )
     return JuryRound(round=1, ballots=[ballot], summary=summary), usage + result.usage
 
 
-async def _argue(case_file: CaseFile, focus: Focus | None, clues: list[Clue] | None, party: Party, turn: int,
-                 debate: list[Argument], shared: list[Part], rules: str | None, llm: LLM,
-                 settings: Settings) -> tuple[Argument, Usage]:
-    request = stage_request("advocate", settings, system=prompts.with_rules(prompts.advocate_system(party), rules),
-                            shared=shared, prompt=[prompts.advocate_prompt(party, turn, debate)],
-                            task=AdvocateTask(case_file.case, focus, clues, party, turn, list(debate)),
-                            case_id=case_file.case_id)
+async def _argue(
+    case_file: CaseFile,
+    focus: Focus | None,
+    clues: list[Clue] | None,
+    party: Party,
+    turn: int,
+    debate: list[Argument],
+    shared: list[Part],
+    rules: str | None,
+    llm: LLM,
+    settings: Settings,
+) -> tuple[Argument, Usage]:
+    request = stage_request(
+        "advocate",
+        settings,
+        system=prompts.with_rules(prompts.advocate_system(party), rules),
+        shared=shared,
+        prompt=[prompts.advocate_prompt(party, turn, debate)],
+        task=AdvocateTask(case_file.case, focus, clues, party, turn, list(debate)),
+        case_id=case_file.case_id,
+    )
     result = await llm.generate(request, ArgumentDraft)
     known = {i.id for i in case_file.case.items()}
     cited = [e for e in result.output.cited_evidence if e in known]  # an advocate cannot cite what is not there

@@ -50,19 +50,30 @@ def _margin(verdict: Verdict, settings: Settings) -> list[Finding]:
         return []
     v = verdict.votes
     scale = "" if v.total == JURY_SIZE else f", {margin:.1f} on the {JURY_SIZE}-vote scale"
-    return [Finding("narrow_margin", f"the jury split {max(v.buyer, v.seller)}:{min(v.buyer, v.seller)} (margin "
-                                     f"{verdict.margin}{scale}), below escalation_margin {settings.escalation_margin:g}")]
+    return [
+        Finding(
+            "narrow_margin",
+            f"the jury split {max(v.buyer, v.seller)}:{min(v.buyer, v.seller)} (margin "
+            f"{verdict.margin}{scale}), below escalation_margin {settings.escalation_margin:g}",
+        )
+    ]
 
 
 def _coverage(case_file: CaseFile, verdict: Verdict, settings: Settings) -> list[Finding]:
     if settings.precedent_backend == "none":  # judged without precedents by configuration, not for want of them
         return []
     if verdict.precedent_coverage == "low":
-        return [Finding("low_precedent_coverage", "too few guidelines in the case's category: cross-category ones "
-                                                  "were added")]
+        return [
+            Finding(
+                "low_precedent_coverage", "too few guidelines in the case's category: cross-category ones were added"
+            )
+        ]
     if verdict.precedent_coverage == "none":
-        problem = case_file.precedents.problem if case_file.precedents and case_file.precedents.problem else \
-            "nothing was retrieved"
+        problem = (
+            case_file.precedents.problem
+            if case_file.precedents and case_file.precedents.problem
+            else "nothing was retrieved"
+        )
         return [Finding("no_precedent_coverage", f"the jury had no precedents: {problem}")]
     return []
 
@@ -72,8 +83,11 @@ def _verification(verdict: Verdict) -> list[Finding]:
     if check is None or check.status != "failed":
         return []
     removed = f"; {len(check.removed_claims)} claims removed" if check.removed_claims else ""
-    return [Finding("verification_failed", f"the verifier still rejected the justification after {check.turns} "
-                                           f"turns{removed}")]
+    return [
+        Finding(
+            "verification_failed", f"the verifier still rejected the justification after {check.turns} turns{removed}"
+        )
+    ]
 
 
 def _injection(case_file: CaseFile) -> list[Finding]:
@@ -101,8 +115,14 @@ def _budget(verdict: Verdict) -> list[Finding]:
 
 def findings(case_file: CaseFile, verdict: Verdict, settings: Settings) -> list[Finding]:
     """Every reason ``escalate_on`` switches on that this verdict meets, in the closed set's order."""
-    found = [*_margin(verdict, settings), *_coverage(case_file, verdict, settings), *_verification(verdict),
-             *_injection(case_file), *_unreadable(case_file), *_budget(verdict)]
+    found = [
+        *_margin(verdict, settings),
+        *_coverage(case_file, verdict, settings),
+        *_verification(verdict),
+        *_injection(case_file),
+        *_unreadable(case_file),
+        *_budget(verdict),
+    ]
     return [f for f in found if f.reason in settings.escalate_on]
 
 
@@ -116,15 +136,24 @@ def escalation_id(verdict: Verdict) -> str:
     return str(uuid.uuid5(ESCALATION_NAMESPACE, verdict.verdict_id))
 
 
-def escalation_event(case_file: CaseFile, verdict: Verdict, settings: Settings, raised_at: datetime,
-                     trim: bool = False) -> Escalation:
+def escalation_event(
+    case_file: CaseFile, verdict: Verdict, settings: Settings, raised_at: datetime, trim: bool = False
+) -> Escalation:
     """The event for ``disputes.escalations``; ``trim`` leaves out the ballots of every round but the
     last (their summaries and votes stay), for a record too large to send whole."""
     record = case_file
     if trim:
         kept = [r if r is case_file.rounds[-1] else r.model_copy(update={"ballots": []}) for r in case_file.rounds]
         record = case_file.model_copy(update={"rounds": kept})
-    return Escalation(escalation_id=escalation_id(verdict), case_id=verdict.case_id, verdict_id=verdict.verdict_id,
-                      instance=verdict.instance, reasons=verdict.escalation_reasons,
-                      notes=[f.note for f in findings(case_file, verdict, settings)], verdict=verdict,
-                      case_file=record, ballots_trimmed=trim, raised_at=raised_at)
+    return Escalation(
+        escalation_id=escalation_id(verdict),
+        case_id=verdict.case_id,
+        verdict_id=verdict.verdict_id,
+        instance=verdict.instance,
+        reasons=verdict.escalation_reasons,
+        notes=[f.note for f in findings(case_file, verdict, settings)],
+        verdict=verdict,
+        case_file=record,
+        ballots_trimmed=trim,
+        raised_at=raised_at,
+    )

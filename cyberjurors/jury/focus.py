@@ -10,7 +10,13 @@ from .model_inputs import FocusTask
 
 
 async def extract_focus(case: DisputeCase, llm: LLM, settings: Settings) -> tuple[Focus, Usage]:
-    request = stage_request("focus", settings, system=prompts.FOCUS_SYSTEM, prompt=[prompts.focus_prompt(case)],
-                            task=FocusTask(case), case_id=case.case_id)
+    request = stage_request(
+        "focus",
+        settings,
+        system=prompts.FOCUS_SYSTEM,
+        prompt=[prompts.focus_prompt(case)],
+        task=FocusTask(case),
+        case_id=case.case_id,
+    )
     result = await llm.generate(request, Focus)
     return result.output, result.usage

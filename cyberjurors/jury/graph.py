@@ -26,7 +26,7 @@ def small_world(n: int, out_degree: int = 4, rewire_p: float = 0.2, seed: int = 
     following: dict[int, tuple[int, ...]] = {}
     for juror in range(n):
         follows = [(juror + step) % n for step in range(1, k + 1)]
-        for i, target in enumerate(follows):
+        for i in range(len(follows)):
             if rng.random() < rewire_p:
                 candidates = [j for j in range(n) if j != juror and j not in follows]
                 if candidates:

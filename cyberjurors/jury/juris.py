@@ -44,16 +44,24 @@ async def juris(grounds: Grounds, jury: Jury, llm: LLM, settings: Settings) -> t
     accepted = Counter(sid for ballot, _ in votes for sid in set(ballot.accepted) if sid in candidates)
     selected = {sid: text for sid, text in candidates.items() if 2 * accepted[sid] > len(voters)}
     if not selected:
-        return None, usage, [f"JURIS: no candidate sentence was accepted by a majority of the {len(voters)} voting "
-                             "jurors; the justification is the round summary"]
+        return (
+            None,
+            usage,
+            [
+                f"JURIS: no candidate sentence was accepted by a majority of the {len(voters)} voting "
+                "jurors; the justification is the round summary"
+            ],
+        )
     edited, edit_usage = await edit(selected, grounds, llm, settings)
     return edited, usage + edit_usage, []
 
 
 def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
     """id -> sentence, A1, B1, A2, B2, ...: each drafter's first (strongest) sentences first."""
-    own = [[(f"{DRAFTERS[n]}{i}", s.strip()) for i, s in enumerate(d.sentences[:limit], 1) if s.strip()]
-           for n, d in enumerate(drafts)]
+    own = [
+        [(f"{DRAFTERS[n]}{i}", s.strip()) for i, s in enumerate(d.sentences[:limit], 1) if s.strip()]
+        for n, d in enumerate(drafts)
+    ]
     merged: dict[str, str] = {}
     for pair in zip_longest(*own):
         merged |= dict(entry for entry in pair if entry is not None)
@@ -62,30 +70,51 @@ def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
 
 async def draft(drafter: int, grounds: Grounds, llm: LLM, settings: Settings) -> tuple[CandidateSentences, Usage]:
     request = stage_request(
-        "draft", settings, juror=drafter, system=prompts.DRAFT_SYSTEM, shared=[grounds.sources()],
+        "draft",
+        settings,
+        juror=drafter,
+        system=prompts.DRAFT_SYSTEM,
+        shared=[grounds.sources()],
         prompt=[prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris_max_sentences)],
-        task=DraftTask(grounds.case, grounds.focus, grounds.clues, grounds.guidelines, grounds.winner, grounds.votes,
-                       grounds.majority, drafter, settings.juris_max_sentences),
+        task=DraftTask(
+            grounds.case,
+            grounds.focus,
+            grounds.clues,
+            grounds.guidelines,
+            grounds.winner,
+            grounds.votes,
+            grounds.majority,
+            drafter,
+            settings.juris_max_sentences,
+        ),
         case_id=grounds.case.case_id,
     )
     result = await llm.generate(request, CandidateSentences)
     return result.output, result.usage
 
 
-async def vote(juror: int, candidates: dict[str, str], grounds: Grounds, jury: Jury, llm: LLM,
-               settings: Settings) -> tuple[SentenceVotes, Usage]:
+async def vote(
+    juror: int, candidates: dict[str, str], grounds: Grounds, jury: Jury, llm: LLM, settings: Settings
+) -> tuple[SentenceVotes, Usage]:
     """One juror's accepted sentences. Same system prompt, case prefix and model as its ballots."""
     case_file = grounds.case_file
     media = await attached_media(case_file, settings)
     persona = jury.personas[juror]
     request = stage_request(
-        "juror", settings, juror=juror,
+        "juror",
+        settings,
+        juror=juror,
         system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
-        shared=[prompts.case_prefix(grounds.case, grounds.focus, grounds.clues,
-                                    case_file.precedents.cases if case_file.precedents else []), *media],
+        shared=[
+            prompts.case_prefix(
+                grounds.case, grounds.focus, grounds.clues, case_file.precedents.cases if case_file.precedents else []
+            ),
+            *media,
+        ],
         prompt=[prompts.vote_prompt(persona.card(), grounds.verdict_line(), candidates)],
-        task=SentenceVoteTask(grounds.case, grounds.focus, grounds.clues, juror, persona, grounds.winner,
-                              grounds.votes, candidates),
+        task=SentenceVoteTask(
+            grounds.case, grounds.focus, grounds.clues, juror, persona, grounds.winner, grounds.votes, candidates
+        ),
         case_id=grounds.case.case_id,
     )
     result = await llm.generate(request, SentenceVotes)
@@ -94,9 +123,13 @@ async def vote(juror: int, candidates: dict[str, str], grounds: Grounds, jury: J
 
 async def edit(selected: dict[str, str], grounds: Grounds, llm: LLM, settings: Settings) -> tuple[str, Usage]:
     request = stage_request(
-        "summary", settings, system=prompts.EDIT_SYSTEM, shared=[prompts.metadata_block(grounds.case)],
+        "summary",
+        settings,
+        system=prompts.EDIT_SYSTEM,
+        shared=[prompts.metadata_block(grounds.case)],
         prompt=[prompts.edit_prompt(grounds.verdict_line(), selected)],
-        task=EditTask(grounds.case, grounds.winner, grounds.votes, selected), case_id=grounds.case.case_id,
+        task=EditTask(grounds.case, grounds.winner, grounds.votes, selected),
+        case_id=grounds.case.case_id,
     )
     result = await llm.generate(request, JustificationDraft)
     return result.output.justification.strip() or " ".join(selected.values()), result.usage

@@ -34,8 +34,11 @@ def record(text: str, **attrs: object) -> str:
 
 
 def quote(item: EvidenceItem, party: str, round_no: int, body: str | None = None) -> str:
-    return _tagged("evidence", body if body is not None else (item.text or ""),
-                   {"id": item.id, "party": party, "round": round_no, "kind": item.kind})
+    return _tagged(
+        "evidence",
+        body if body is not None else (item.text or ""),
+        {"id": item.id, "party": party, "round": round_no, "kind": item.kind},
+    )
 
 
 def form_field(name: str, text: str) -> str:
@@ -74,8 +77,11 @@ def transcript(case: DisputeCase) -> str:
 @lru_cache(maxsize=8)
 def verdict_rules(path: Path | None = None) -> str:
     """The platform's verdict rules (+Rules): the packaged conventions, or the platform's own file."""
-    return (path.read_text(encoding="utf-8") if path else
-            resources.files(__package__).joinpath("verdict_rules.md").read_text(encoding="utf-8")).strip()
+    return (
+        path.read_text(encoding="utf-8")
+        if path
+        else resources.files(__package__).joinpath("verdict_rules.md").read_text(encoding="utf-8")
+    ).strip()
 
 
 def rules_for(settings: Settings) -> str | None:
@@ -169,18 +175,24 @@ JUROR_SYSTEM = (
     "below, whether the buyer or the seller should win. First analyse the logical conflicts between "
     "the parties' claims and the clues (stage III), then give your vote and a justification that "
     "cites the clue ids in brackets, e.g. [b1], [s2], and the ids of any guidelines you relied on "
-    "(stage IV). Judge as the person described in your persona would, but on the evidence. "
-    + DATA_RULE
+    "(stage IV). Judge as the person described in your persona would, but on the evidence. " + DATA_RULE
 )
 
 
 def precedent_case_lines(cases: list[PrecedentRef]) -> str:
-    return "\n".join(f"- [{c.id}] ({c.category}) decided for the {c.favours}: {record(c.text[:400], of='past case')}"
-                     for c in cases) or "- (none retrieved)"
+    return (
+        "\n".join(
+            f"- [{c.id}] ({c.category}) decided for the {c.favours}: {record(c.text[:400], of='past case')}"
+            for c in cases
+        )
+        or "- (none retrieved)"
+    )
 
 
-PASSIVE_EVIDENCE = ("Every photo and sampled video frame the parties submitted is attached after the transcript, "
-                    "each labelled with its evidence id.")
+PASSIVE_EVIDENCE = (
+    "Every photo and sampled video frame the parties submitted is attached after the transcript, "
+    "each labelled with its evidence id."
+)
 
 
 def appeal_block(appeal: AppealBrief) -> str:
@@ -201,8 +213,13 @@ def appeal_block(appeal: AppealBrief) -> str:
     )
 
 
-def case_prefix(case: DisputeCase, focus: Focus | None, clues: list[Clue] | None,
-                precedent_cases: list[PrecedentRef], appeal: AppealBrief | None = None) -> str:
+def case_prefix(
+    case: DisputeCase,
+    focus: Focus | None,
+    clues: list[Clue] | None,
+    precedent_cases: list[PrecedentRef],
+    appeal: AppealBrief | None = None,
+) -> str:
     """The part of a juror's prompt identical for all jurors of a case: it is cached. Without
     stage I there is no focus block; without stage II (clues None) the media follow as images; on
     appeal, the appeal block comes before the transcript."""
@@ -212,8 +229,10 @@ def case_prefix(case: DisputeCase, focus: Focus | None, clues: list[Clue] | None
     if clues is not None:
         parts.append(f"Clue chain O_II (select-perceive results, per party):\n{clue_lines(clues)}")
     if precedent_cases:
-        parts.append("Similar past cases on this platform and how their juries decided:\n"
-                     + precedent_case_lines(precedent_cases))
+        parts.append(
+            "Similar past cases on this platform and how their juries decided:\n"
+            + precedent_case_lines(precedent_cases)
+        )
     if appeal is not None:
         parts.append(appeal_block(appeal))
     parts.append(f"Full transcript:\n{transcript(case)}")
@@ -227,7 +246,8 @@ def guideline_lines(memory: list[PrecedentRef]) -> str:
         return "(none retrieved)"
     return "\n".join(
         f"[{g.id}] ({g.category}, usually favours {g.favours or 'neither side'}, confidence {g.confidence or 0:.2f}): "
-        f"{record(g.text, of='guideline')}" for g in memory
+        f"{record(g.text, of='guideline')}"
+        for g in memory
     )
 
 
@@ -270,6 +290,7 @@ def summary_prompt(round_no: int, ballots: list[tuple[str, str, str]]) -> str:
 
 # --- Court debate (the AgentsCourt-style reference baseline) ------------------------------
 
+
 def advocate_system(party: str) -> str:
     return (
         f"You are the {party}'s advocate before an e-commerce dispute judge. Argue for the {party} from the "
@@ -279,8 +300,14 @@ def advocate_system(party: str) -> str:
 
 
 def debate_lines(debate: list[Argument]) -> str:
-    return "\n".join(f"- turn {a.turn}, {a.party}'s advocate (citing {', '.join(a.cited_evidence) or 'nothing'}): "
-                     f"{record(a.statement, of=f'{a.party} advocate')}" for a in debate) or "- (the debate opens with you)"
+    return (
+        "\n".join(
+            f"- turn {a.turn}, {a.party}'s advocate (citing {', '.join(a.cited_evidence) or 'nothing'}): "
+            f"{record(a.statement, of=f'{a.party} advocate')}"
+            for a in debate
+        )
+        or "- (the debate opens with you)"
+    )
 
 
 def advocate_prompt(party: str, turn: int, debate: list[Argument]) -> str:
@@ -300,8 +327,10 @@ def judge_prompt(debate: list[Argument]) -> str:
 
 # --- The verdict's justification: verified (VERDICT's supervisor), or voted (JURIS) -------
 
-def sources_block(case: DisputeCase, focus: Focus | None, clues: list[Clue] | None,
-                  guidelines: list[PrecedentRef]) -> str:
+
+def sources_block(
+    case: DisputeCase, focus: Focus | None, clues: list[Clue] | None, guidelines: list[PrecedentRef]
+) -> str:
     """What a justification may rest on: the order record, the focus and claims, O_II (each clue
     with its evidence id and frames) and the guidelines the majority cited; without stage II, the
     parties' evidence items themselves. Identical for every verifier turn of a case (cached)."""
@@ -311,8 +340,10 @@ def sources_block(case: DisputeCase, focus: Focus | None, clues: list[Clue] | No
     if clues is not None:
         parts.append(f"Clue chain O_II (what was actually perceived, per party):\n{clue_lines(clues)}")
     else:
-        parts.append("The parties' evidence (no clue chain was built; photos and videos are known here only by "
-                     f"their captions):\n{transcript(case)}")
+        parts.append(
+            "The parties' evidence (no clue chain was built; photos and videos are known here only by "
+            f"their captions):\n{transcript(case)}"
+        )
     parts.append(f"Guidelines the majority cited:\n{guideline_lines(guidelines)}")
     return "\n\n".join(parts)
 
@@ -343,10 +374,14 @@ VERIFY_SYSTEM = (
 )
 
 
-def verify_prompt(verdict: str, majority: list[tuple[str, str, str]], justification: str, turn: int,
-                  feedback: list[str]) -> str:
-    parts = [verdict, f"The majority's justifications:\n{voice_lines(majority)}",
-             f"The justification to check (draft {turn}):\n{record(justification, of='justification')}"]
+def verify_prompt(
+    verdict: str, majority: list[tuple[str, str, str]], justification: str, turn: int, feedback: list[str]
+) -> str:
+    parts = [
+        verdict,
+        f"The majority's justifications:\n{voice_lines(majority)}",
+        f"The justification to check (draft {turn}):\n{record(justification, of='justification')}",
+    ]
     if feedback:
         parts.append(f"Your feedback on the earlier drafts:\n{feedback_lines(feedback)}")
     parts.append("Check every factual claim of the justification against the sources above.")
@@ -362,16 +397,20 @@ REVISE_SYSTEM = (
 )
 
 
-def revise_prompt(verdict: str, majority: list[tuple[str, str, str]], justification: str, feedback: list[str],
-                  untraceable: list[str]) -> str:
+def revise_prompt(
+    verdict: str, majority: list[tuple[str, str, str]], justification: str, feedback: list[str], untraceable: list[str]
+) -> str:
     named = "\n".join(f"- {record(c, of='untraceable claim')}" for c in untraceable) or "- (none named)"
-    return "\n\n".join([
-        verdict, f"The majority's justifications:\n{voice_lines(majority)}",
-        f"The current draft:\n{record(justification, of='justification')}",
-        f"The supervisor's feedback, every turn so far:\n{feedback_lines(feedback)}",
-        f"Claims the supervisor could not trace in the current draft:\n{named}",
-        "Write the revised justification.",
-    ])
+    return "\n\n".join(
+        [
+            verdict,
+            f"The majority's justifications:\n{voice_lines(majority)}",
+            f"The current draft:\n{record(justification, of='justification')}",
+            f"The supervisor's feedback, every turn so far:\n{feedback_lines(feedback)}",
+            f"Claims the supervisor could not trace in the current draft:\n{named}",
+            "Write the revised justification.",
+        ]
+    )
 
 
 DRAFT_SYSTEM = (
@@ -383,8 +422,10 @@ DRAFT_SYSTEM = (
 
 
 def draft_prompt(verdict: str, majority: list[tuple[str, str, str]], max_sentences: int) -> str:
-    return (f"{verdict}\n\nThe majority's justifications:\n{voice_lines(majority)}\n\n"
-            f"Propose at most {max_sentences} candidate sentences.")
+    return (
+        f"{verdict}\n\nThe majority's justifications:\n{voice_lines(majority)}\n\n"
+        f"Propose at most {max_sentences} candidate sentences."
+    )
 
 
 def candidate_lines(candidates: dict[str, str]) -> str:
@@ -407,8 +448,7 @@ EDIT_SYSTEM = (
     "You are the chief editor of an e-commerce dispute jury's justification. The jurors accepted the sentences "
     "below by vote. Consolidate them into one coherent justification of the verdict: order them, merge "
     "repetitions, resolve references, keep every clue and guideline id in brackets. Add no fact, clue, "
-    "guideline, number or reason that is not in the accepted sentences, and drop none of their reasons. "
-    + DATA_RULE
+    "guideline, number or reason that is not in the accepted sentences, and drop none of their reasons. " + DATA_RULE
 )
 
 

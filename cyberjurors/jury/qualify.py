@@ -41,7 +41,7 @@ from ..personas import Persona, reserves
 from ..precedents.build import built_case_ids, case_digest
 from ..precedents.index import PrecedentIndex
 from ..precedents.models import PrecedentCase
-from ..schemas import BallotDraft, JuryComposition, JuryRound, JurorScore, JurySeat, Party, Standing
+from ..schemas import BallotDraft, JurorScore, JuryComposition, JuryRound, JurySeat, Party, Standing
 from . import prompts
 from .model_inputs import QualifyTask
 from .rounds import Jury
@@ -70,8 +70,10 @@ async def labelled_cases(settings: Settings, index: PrecedentIndex) -> list[Prec
     """The cases a build indexed into H (``build-state.json``), at most MAX_CANDIDATES of them."""
     ids = built_case_ids(settings)
     if not ids:
-        raise QualificationError(f"no labelled cases in the precedent base at {settings.precedent_dir}: build it "
-                                 "first (cyberjurors precedents build CASES)")
+        raise QualificationError(
+            f"no labelled cases in the precedent base at {settings.precedent_dir}: build it "
+            "first (cyberjurors precedents build CASES)"
+        )
     chosen = sorted(ids, key=_hash)[:MAX_CANDIDATES]
     return [d.case for d in await index.get([f"case:{i}" for i in chosen]) if d.case is not None]
 
@@ -92,8 +94,10 @@ def draw_mock_cases(labelled: Sequence[PrecedentCase], k: int) -> list[Precedent
     for side, n in wanted.items():
         pool = _clearest_in_turn([c for c in labelled if c.winner == side])
         if len(pool) < n:
-            raise QualificationError(f"the precedent base has {len(pool)} labelled cases the {side} won; "
-                                     f"{k} mock cases need {n} of each side (lower qualification_cases or add cases)")
+            raise QualificationError(
+                f"the precedent base has {len(pool)} labelled cases the {side} won; "
+                f"{k} mock cases need {n} of each side (lower qualification_cases or add cases)"
+            )
         drawn += pool[:n]
     return sorted(drawn, key=lambda c: c.case_id)
 
@@ -107,8 +111,10 @@ def mock_digest(cases: Sequence[PrecedentCase]) -> str:
 
 def mock_case_block(case: PrecedentCase) -> str:
     """The mock case as a juror reads it: its stored record (order, dispute, each party's statements)."""
-    return (f"Mock case {case.case_id} (category {case.category}): a dispute from this platform's history, "
-            f"known only by its record:\n{prompts.record(case.summary, of='mock case')}")
+    return (
+        f"Mock case {case.case_id} (category {case.category}): a dispute from this platform's history, "
+        f"known only by its record:\n{prompts.record(case.summary, of='mock case')}"
+    )
 
 
 def juror_system(settings: Settings) -> str:
@@ -117,11 +123,16 @@ def juror_system(settings: Settings) -> str:
 
 async def mock_ballot(persona: Persona, seat: int, case: PrecedentCase, llm: LLM, settings: Settings) -> Party:
     request = stage_request(
-        "qualify", settings, juror=seat, system=juror_system(settings), shared=[mock_case_block(case)],
+        "qualify",
+        settings,
+        juror=seat,
+        system=juror_system(settings),
+        shared=[mock_case_block(case)],
         # the persona is not an ``own`` part here: each (mock case, persona) pair is asked once, so only the
         # mock case, read by every persona, is worth caching
         prompt=[prompts.juror_own(persona.card(), [], precedents=False), prompts.juror_round(1, [], None)],
-        task=QualifyTask(case.case_id, case.category, case.summary, seat, persona), case_id=f"qualify:{case.case_id}",
+        task=QualifyTask(case.case_id, case.category, case.summary, seat, persona),
+        case_id=f"qualify:{case.case_id}",
     )
     return (await llm.generate(request, BallotDraft)).output.vote
 
@@ -134,12 +145,17 @@ class Counts:
     seller_correct: int
 
 
-async def decide_mock_cases(persona: Persona, seat: int, mock: Sequence[PrecedentCase], llm: LLM,
-                            settings: Settings) -> Counts:
+async def decide_mock_cases(
+    persona: Persona, seat: int, mock: Sequence[PrecedentCase], llm: LLM, settings: Settings
+) -> Counts:
     votes = await gather_all(*(mock_ballot(persona, seat, case, llm, settings) for case in mock))
-    right = {side: sum(v == c.winner for v, c in zip(votes, mock) if c.winner == side) for side in ("buyer", "seller")}
-    return Counts(sum(c.winner == "buyer" for c in mock), sum(c.winner == "seller" for c in mock),
-                  right["buyer"], right["seller"])
+    right = {
+        side: sum(v == c.winner for v, c in zip(votes, mock, strict=True) if c.winner == side)
+        for side in ("buyer", "seller")
+    }
+    return Counts(
+        sum(c.winner == "buyer" for c in mock), sum(c.winner == "seller" for c in mock), right["buyer"], right["seller"]
+    )
 
 
 def scored(persona: str, model: str, n: Counts, settings: Settings) -> JurorScore:
@@ -150,12 +166,28 @@ def scored(persona: str, model: str, n: Counts, settings: Settings) -> JurorScor
     bias = seller_share - labelled
     accurate = accuracy >= settings.qualification_min_accuracy
     balanced = abs(bias) <= settings.qualification_max_bias + BIAS_SLACK
-    standing: Standing = ("qualified" if accurate and balanced else "fails_bias" if accurate else
-                          "fails_accuracy" if balanced else "fails_both")
-    return JurorScore(persona=persona, model=model, buyer_cases=n.buyer_cases, seller_cases=n.seller_cases,
-                      buyer_correct=n.buyer_correct, seller_correct=n.seller_correct, accuracy=round(accuracy, 4),
-                      seller_share=round(seller_share, 4), labelled_seller_share=round(labelled, 4),
-                      bias=round(bias, 4), standing=standing)
+    standing: Standing = (
+        "qualified"
+        if accurate and balanced
+        else "fails_bias"
+        if accurate
+        else "fails_accuracy"
+        if balanced
+        else "fails_both"
+    )
+    return JurorScore(
+        persona=persona,
+        model=model,
+        buyer_cases=n.buyer_cases,
+        seller_cases=n.seller_cases,
+        buyer_correct=n.buyer_correct,
+        seller_correct=n.seller_correct,
+        accuracy=round(accuracy, 4),
+        seller_share=round(seller_share, 4),
+        labelled_seller_share=round(labelled, 4),
+        bias=round(bias, 4),
+        standing=standing,
+    )
 
 
 def weight(score: JurorScore, settings: Settings) -> float:
@@ -235,9 +267,14 @@ class Qualifier:
 
     def key(self, persona: Persona, model: str) -> str:
         # what the ballot was asked with: the system prompt and the prompt's fixed text (a persona left blank)
-        asked = juror_system(self.settings) + prompts.juror_own("", [], precedents=False) + prompts.juror_round(1, [], None)
-        return _hash(json.dumps([CACHE_FORMAT, persona.model_dump(), self.llm.backend, model, mock_digest(self.mock),
-                                 _hash(asked)]))
+        asked = (
+            juror_system(self.settings) + prompts.juror_own("", [], precedents=False) + prompts.juror_round(1, [], None)
+        )
+        return _hash(
+            json.dumps(
+                [CACHE_FORMAT, persona.model_dump(), self.llm.backend, model, mock_digest(self.mock), _hash(asked)]
+            )
+        )
 
     async def score(self, persona: Persona, seat: int) -> JurorScore:
         model = self.settings.model_for("juror", seat)
@@ -262,8 +299,13 @@ async def seat_jury(jury: Jury, candidates: Sequence[Persona], qualifier: Qualif
         personas, seats = list(jury.personas), []
         spare = [c for c in candidates if c.name not in {p.name for p in personas}]
         for k, score in enumerate(scores):
-            seat = JurySeat(seat=k, persona=score.persona, model=score.model, score=score,
-                            weight=weight(score, settings) if settings.qualification == "reweight" else 1.0)
+            seat = JurySeat(
+                seat=k,
+                persona=score.persona,
+                model=score.model,
+                score=score,
+                weight=weight(score, settings) if settings.qualification == "reweight" else 1.0,
+            )
             if not score.qualified and settings.qualification == "replace":
                 personas[k], seat = await _replacement(k, seat, spare, personas[k], qualifier)
             seats.append(seat)
@@ -271,35 +313,48 @@ async def seat_jury(jury: Jury, candidates: Sequence[Persona], qualifier: Qualif
         qualifier.cache.save()  # what was scored stays scored, even if a later call failed
     failing = [s for s in seats if s.score and not s.score.qualified]
     composition = JuryComposition(
-        qualification=settings.qualification, status="qualified", mock_cases=[c.case_id for c in qualifier.mock],
-        min_accuracy=settings.qualification_min_accuracy, max_bias=settings.qualification_max_bias, seats=seats,
-        note=f"{len(failing)} of {len(seats)} serving personas failed qualification" if failing else None)
+        qualification=settings.qualification,
+        status="qualified",
+        mock_cases=[c.case_id for c in qualifier.mock],
+        min_accuracy=settings.qualification_min_accuracy,
+        max_bias=settings.qualification_max_bias,
+        seats=seats,
+        note=f"{len(failing)} of {len(seats)} serving personas failed qualification" if failing else None,
+    )
     return replace(jury, personas=personas, composition=composition)
 
 
-async def _replacement(k: int, seat: JurySeat, spare: list[Persona], failed: Persona,
-                       qualifier: Qualifier) -> tuple[Persona, JurySeat]:
+async def _replacement(
+    k: int, seat: JurySeat, spare: list[Persona], failed: Persona, qualifier: Qualifier
+) -> tuple[Persona, JurySeat]:
     """The first spare persona that qualifies on seat k's model takes it (and leaves ``spare``);
     when none does, the failing persona keeps the seat."""
     while spare:
         candidate = spare.pop(0)
         score = await qualifier.score(candidate, k)
         if score.qualified:
-            return candidate, seat.model_copy(update={"persona": candidate.name, "score": score,
-                                                      "replaced": seat.score})
+            return candidate, seat.model_copy(
+                update={"persona": candidate.name, "score": score, "replaced": seat.score}
+            )
     return failed, seat
 
 
 def unvetted(jury: Jury, settings: Settings, reason: str) -> Jury:
     """The gate is on but could not run: the jury serves as configured, and says why on every verdict."""
     assert jury.composition is not None
-    composition = jury.composition.model_copy(update={"qualification": settings.qualification, "status": "not_run",
-                                                      "note": f"qualification could not run: {reason}"})
+    composition = jury.composition.model_copy(
+        update={
+            "qualification": settings.qualification,
+            "status": "not_run",
+            "note": f"qualification could not run: {reason}",
+        }
+    )
     return replace(jury, composition=composition)
 
 
-async def qualified_jury(settings: Settings, llm: LLM, index: PrecedentIndex,
-                         jury: Jury | None = None) -> tuple[Jury, Qualifier]:
+async def qualified_jury(
+    settings: Settings, llm: LLM, index: PrecedentIndex, jury: Jury | None = None
+) -> tuple[Jury, Qualifier]:
     """The configured jury seated by the gate, and the qualifier (its scores, the calls the cache saved).
     Raises QualificationError when the precedent base cannot supply the mock cases, LLMError when a
     mock ballot fails after the retries."""

@@ -53,7 +53,7 @@ class Jury:
     """who sits where, on which model, qualified or not (``qualify.py``); the case file records it at round 1"""
 
     @classmethod
-    def from_settings(cls, settings: Settings, size: int | None = None) -> "Jury":
+    def from_settings(cls, settings: Settings, size: int | None = None) -> Jury:
         """The configured jury of ``jurors``, or of ``size`` (the appeal's panel: the first-instance
         personas and the file's reserves after them), unvetted."""
         n = size or settings.jurors
@@ -61,8 +61,9 @@ class Jury:
         seats = [JurySeat(seat=k, persona=p.name, model=settings.model_for("juror", k)) for k, p in enumerate(personas)]
         return cls(
             personas=personas,
-            graph=complete(n) if settings.social_graph == "complete" else
-            small_world(n, settings.graph_out_degree, settings.graph_rewire_p, settings.graph_seed),
+            graph=complete(n)
+            if settings.social_graph == "complete"
+            else small_world(n, settings.graph_out_degree, settings.graph_rewire_p, settings.graph_seed),
             composition=JuryComposition(qualification="off", status="unvetted", seats=seats),
         )
 
@@ -105,7 +106,9 @@ def case_stages(case_file: CaseFile) -> tuple[Focus | None, list[Clue] | None]:
     return case_file.focus, case_file.clues.all() if case_file.clues is not None else None
 
 
-async def own_stages(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[Focus | None, list[Clue] | None, Usage]:
+async def own_stages(
+    case_file: CaseFile, llm: LLM, settings: Settings
+) -> tuple[Focus | None, list[Clue] | None, Usage]:
     """The naive configuration (``per_juror_stages``): a juror that shares nothing re-runs stages I-II."""
     focus, usage = await extract_focus(case_file.case, llm, settings) if settings.focus_stage else (None, Usage())
     if focus is None or not settings.clues_stage:
@@ -115,8 +118,14 @@ async def own_stages(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple
 
 
 async def _ballot(
-    juror: int, round_no: int, previous: JuryRound | None, case_file: CaseFile, media: list[Part], jury: Jury,
-    llm: LLM, settings: Settings,
+    juror: int,
+    round_no: int,
+    previous: JuryRound | None,
+    case_file: CaseFile,
+    media: list[Part],
+    jury: Jury,
+    llm: LLM,
+    settings: Settings,
 ) -> tuple[Ballot, Usage]:
     if settings.per_juror_stages:
         focus, clues, usage = await own_stages(case_file, llm, settings)
@@ -127,16 +136,26 @@ async def _ballot(
     neighbours = [previous.ballots[j] for j in jury.graph.neighbours(juror)] if previous else []
     summary = previous.summary if previous and settings.round_summary else None
     request = stage_request(
-        "juror", settings, juror=juror,
+        "juror",
+        settings,
+        juror=juror,
         system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
-        shared=[prompts.case_prefix(case_file.case, focus, clues,
-                                    case_file.precedents.cases if case_file.precedents else [], case_file.appeal),
-                *media],
+        shared=[
+            prompts.case_prefix(
+                case_file.case,
+                focus,
+                clues,
+                case_file.precedents.cases if case_file.precedents else [],
+                case_file.appeal,
+            ),
+            *media,
+        ],
         # the persona and memory are the same in every round: a part of their own, cached across rounds
         own=[prompts.juror_own(persona.card(), memory, precedents=settings.precedent_backend != "none")],
         prompt=[prompts.juror_round(round_no, jury.voices(neighbours), summary.summary if summary else None)],
-        task=JurorTask(case_file.case, focus, clues, juror, persona, memory, round_no, neighbours, summary,
-                       case_file.appeal),
+        task=JurorTask(
+            case_file.case, focus, clues, juror, persona, memory, round_no, neighbours, summary, case_file.appeal
+        ),
         case_id=case_file.case_id,
     )
     result = await llm.generate(request, BallotDraft)
@@ -148,8 +167,14 @@ async def _ballot(
     # what a juror relied on is what it listed and what its justification names, among the clues that exist
     clue_ids = {c.id for c in clues or []}
     relied = [c for c in dict.fromkeys([*draft.cited_clues, *clue_labels(draft.justification)]) if c in clue_ids]
-    ballot = Ballot(**draft.model_dump(exclude={"cited_guidelines", "cited_clues"}), cited_clues=relied,
-                    cited_guidelines=list(dict.fromkeys(cited)), juror=juror, round=round_no, model=result.model)
+    ballot = Ballot(
+        **draft.model_dump(exclude={"cited_guidelines", "cited_clues"}),
+        cited_clues=relied,
+        cited_guidelines=list(dict.fromkeys(cited)),
+        juror=juror,
+        round=round_no,
+        model=result.model,
+    )
     return ballot, usage
 
 
@@ -158,18 +183,28 @@ def tally(round_no: int, ballots: list[Ballot]) -> RoundSummary:
     votes = Votes.of(ballots)
     lead = next(b for b in ballots if b.vote == votes.winner)
     side = lambda party: [b.justification for b in ballots if b.vote == party][:3]  # noqa: E731
-    return RoundSummary(summary=lead.justification if len(ballots) == 1 else
-                        f"{votes.buyer} for the buyer, {votes.seller} for the seller. {lead.justification}",
-                        buyer_arguments=side("buyer"), seller_arguments=side("seller"), round=round_no, votes=votes)
+    return RoundSummary(
+        summary=lead.justification
+        if len(ballots) == 1
+        else f"{votes.buyer} for the buyer, {votes.seller} for the seller. {lead.justification}",
+        buyer_arguments=side("buyer"),
+        seller_arguments=side("seller"),
+        round=round_no,
+        votes=votes,
+    )
 
 
 async def _summarize(
     case_file: CaseFile, round_no: int, ballots: list[Ballot], jury: Jury, llm: LLM, settings: Settings
 ) -> tuple[RoundSummary, Usage]:
     request = stage_request(
-        "summary", settings, system=prompts.SUMMARY_SYSTEM, shared=[prompts.metadata_block(case_file.case)],
+        "summary",
+        settings,
+        system=prompts.SUMMARY_SYSTEM,
+        shared=[prompts.metadata_block(case_file.case)],
         prompt=[prompts.summary_prompt(round_no, jury.voices(ballots))],
-        task=SummaryTask(case_file.case, round_no, ballots), case_id=case_file.case_id,
+        task=SummaryTask(case_file.case, round_no, ballots),
+        case_id=case_file.case_id,
     )
     result = await llm.generate(request, RoundSummaryDraft)
     votes = Votes.of(ballots)

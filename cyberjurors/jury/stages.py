@@ -45,8 +45,9 @@ async def focus_stage(case_file: CaseFile, llm: LLM, settings: Settings) -> Case
     return case_file.model_copy(update={"focus": focus, "usage": {**case_file.usage, "focus": usage}})
 
 
-async def _clue_chain(case_file: CaseFile, llm: LLM, settings: Settings,
-                      budget: CaseBudget) -> tuple[ClueChain | None, Usage, list[str]]:
+async def _clue_chain(
+    case_file: CaseFile, llm: LLM, settings: Settings, budget: CaseBudget
+) -> tuple[ClueChain | None, Usage, list[str]]:
     if not settings.clues_stage:
         # stage II off: jurors get every item at once; note here what they will not be able to read
         return None, Usage(), (await passive_evidence(case_file, settings))[1]
@@ -65,11 +66,16 @@ async def clues_stage(case_file: CaseFile, llm: LLM, settings: Settings, precede
     )
     if found.problem:
         problems = [*problems, found.problem]
-    return case_file.model_copy(update={"clues": chain, "precedents": found,
-                                        "problems": [*case_file.problems, *problems],
-                                        "usage": {**case_file.usage, "clues": usage},
-                                        "budget_stop": budget.stopped,
-                                        "unread_evidence": await unread_evidence(case_file, chain, settings)})
+    return case_file.model_copy(
+        update={
+            "clues": chain,
+            "precedents": found,
+            "problems": [*case_file.problems, *problems],
+            "usage": {**case_file.usage, "clues": usage},
+            "budget_stop": budget.stopped,
+            "unread_evidence": await unread_evidence(case_file, chain, settings),
+        }
+    )
 
 
 async def unread_evidence(case_file: CaseFile, chain: ClueChain | None, settings: Settings) -> list[str]:
@@ -87,8 +93,13 @@ async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Setti
     total = case_file.usage.get("round")
     # the jury that opens the deliberation is the one the verdict names (a court has no jurors)
     seated = {"jury": jury.composition if settings.deliberation == "jury" else None} if not case_file.rounds else {}
-    return case_file.model_copy(update={"rounds": [*case_file.rounds, result], **seated,
-                                        "usage": {**case_file.usage, "round": total + usage if total else usage}})
+    return case_file.model_copy(
+        update={
+            "rounds": [*case_file.rounds, result],
+            **seated,
+            "usage": {**case_file.usage, "round": total + usage if total else usage},
+        }
+    )
 
 
 async def verdict_stage(case_file: CaseFile, llm: LLM, settings: Settings, jury: Jury | None = None) -> Verdict:
@@ -110,9 +121,19 @@ async def justify(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings)
     if settings.justification == "juris":
         if budget.reached():  # JURIS is one step: it starts only within the budget
             stop = budget.stop("verdict")
-            return Justified(text, None, Usage(), [skipped_note("JURIS and the verification were skipped; the "
-                                                                "justification is the round summary", stop, settings)],
-                             stop)
+            return Justified(
+                text,
+                None,
+                Usage(),
+                [
+                    skipped_note(
+                        "JURIS and the verification were skipped; the justification is the round summary",
+                        stop,
+                        settings,
+                    )
+                ],
+                stop,
+            )
         voted, usage, notes = await juris(grounds, jury, llm, settings)
         budget.add(usage)
         text = voted or text
@@ -121,16 +142,25 @@ async def justify(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings)
     return checked
 
 
-async def judge(case: DisputeCase, llm: LLM, settings: Settings, jury: Jury | None = None,
-                precedents: Retriever | None = None) -> Verdict:
+async def judge(
+    case: DisputeCase, llm: LLM, settings: Settings, jury: Jury | None = None, precedents: Retriever | None = None
+) -> Verdict:
     """One case through every stage in this process, no Kafka: for benchmarks and tests. Without a
     retriever the jury sees no precedents (open a ``PrecedentBase`` and pass it to have them)."""
     case_file = CaseFile(case=case, received_at=now(), backend=llm.backend)
-    return await judge_file(case_file, llm, settings, jury or Jury.from_settings(settings), precedents or NoPrecedents())
+    return await judge_file(
+        case_file, llm, settings, jury or Jury.from_settings(settings), precedents or NoPrecedents()
+    )
 
 
-async def judge_file(case_file: CaseFile, llm: LLM, settings: Settings, jury: Jury, precedents: Retriever,
-                     at: Callable[[str], None] = lambda stage: None) -> Verdict:
+async def judge_file(
+    case_file: CaseFile,
+    llm: LLM,
+    settings: Settings,
+    jury: Jury,
+    precedents: Retriever,
+    at: Callable[[str], None] = lambda stage: None,
+) -> Verdict:
     """An admitted case file through focus, clues, the rounds and the verdict, back to back, as the
     topology runs them hop by hop; ``at`` hears each stage's name (focus, clues, round-N, verdict)
     as it starts, so a failure can be told by its stage as a dead letter would be."""

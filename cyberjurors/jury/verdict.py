@@ -32,8 +32,9 @@ def verdict_id(case_file: CaseFile) -> str:
     return str(uuid.uuid5(VERDICT_NAMESPACE, f"{case_file.case_id}:{case_file.digest}"))
 
 
-def decide(case_file: CaseFile, settings: Settings, decided_at: datetime,
-           justified: Justified | None = None) -> Verdict:
+def decide(
+    case_file: CaseFile, settings: Settings, decided_at: datetime, justified: Justified | None = None
+) -> Verdict:
     """``justified``: the verified (or jury-voted) justification with what it cost; None = the
     final round's summary as it is."""
     final = case_file.rounds[-1]
@@ -44,11 +45,15 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime,
     cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner, justification)
     guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
     precedents = case_file.precedents
-    seen = sorted({ref for juror in range(len(final.ballots)) for ref in
-                   (g.ref for g in memory_for(juror, case_file))})
-    models = ["offline"] if case_file.backend == "offline" else sorted(
-        {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")} | {b.model for b in final.ballots}
-        | justifying_models(justified, settings)
+    seen = sorted({ref for juror in range(len(final.ballots)) for ref in (g.ref for g in memory_for(juror, case_file))})
+    models = (
+        ["offline"]
+        if case_file.backend == "offline"
+        else sorted(
+            {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")}
+            | {b.model for b in final.ballots}
+            | justifying_models(justified, settings)
+        )
     )
     # deliberation that ended before it was over on its own ended for the budget
     stopped = None if deliberation_over(case_file, settings) else round_stop(case_file, settings)
@@ -72,9 +77,16 @@ def decide(case_file: CaseFile, settings: Settings, decided_at: datetime,
         precedents_seen=seen,
         precedent_coverage=precedents.coverage if precedents else "none",
         focus=case_file.focus.focus if case_file.focus else "",
-        problems=[plain(p, 1000) for p in [*case_file.problems, *notes, *weighted_note(votes, winner),
-                                           *([round_note(stopped, settings)] if stopped else []),
-                                           *(justified.notes if justified else [])]],
+        problems=[
+            plain(p, 1000)
+            for p in [
+                *case_file.problems,
+                *notes,
+                *weighted_note(votes, winner),
+                *([round_note(stopped, settings)] if stopped else []),
+                *(justified.notes if justified else []),
+            ]
+        ],
         budget_reached=bool(stops),
         budget_stops=stops,
         votes_by_model=votes_by_model(final, settings),
@@ -93,8 +105,10 @@ def weighted_note(votes: Votes, winner: str) -> list[str]:
     """Said when the weighted ballots (reweight) decided against the head count."""
     if winner == votes.winner:
         return []
-    return [f"the {winner} wins by the jurors' qualification weights, against a head count of {votes.buyer} for "
-            f"the buyer and {votes.seller} for the seller"]
+    return [
+        f"the {winner} wins by the jurors' qualification weights, against a head count of {votes.buyer} for "
+        f"the buyer and {votes.seller} for the seller"
+    ]
 
 
 def justifying_models(justified: Justified | None, settings: Settings) -> set[str]:
@@ -109,16 +123,20 @@ def votes_by_model(final: JuryRound, settings: Settings) -> dict[str, Votes]:
     """The final round's votes by the model each juror seat was given (``juror_models``, round
     robin; the court's judge has the juror role's model). Keyed by the configured name, so a
     provider answering with a dated name, or a stand-in answering for every model, still groups by seat."""
-    seat = (lambda b: settings.model_for("juror", b.juror)) if settings.deliberation == "jury" else (  # noqa: E731
-        lambda b: settings.model_for("juror"))
+    seat = (
+        (lambda b: settings.model_for("juror", b.juror))
+        if settings.deliberation == "jury"
+        else (lambda b: settings.model_for("juror"))
+    )
     by_model: dict[str, list[Ballot]] = {}
     for ballot in final.ballots:
         by_model.setdefault(seat(ballot), []).append(ballot)
     return {model: Votes.of(ballots) for model, ballots in sorted(by_model.items())}
 
 
-def verdict_clues(case_file: CaseFile, final: JuryRound, winner: str,
-                  justification: str | None = None) -> tuple[list[Clue], list[Clue], list[str]]:
+def verdict_clues(
+    case_file: CaseFile, final: JuryRound, winner: str, justification: str | None = None
+) -> tuple[list[Clue], list[Clue], list[str]]:
     """The clues the majority cited (most cited first), the other clues the justification (the
     round summary unless given) names, e.g. the minority's as the summary reports them, and notes
     for a reader: a majority that cited nothing, a label that is no clue of this case."""
@@ -132,6 +150,11 @@ def verdict_clues(case_file: CaseFile, final: JuryRound, winner: str,
         notes.append(f"the {winner}'s majority cited no clue of the clue chain")
     unknown = [c for c in named if c not in clues]
     if unknown:
-        notes.append("the justification names " + ", ".join(f"[{c}]" for c in unknown)
-                     + ", which " + ("is" if len(unknown) == 1 else "are") + " no clue of this case")
+        notes.append(
+            "the justification names "
+            + ", ".join(f"[{c}]" for c in unknown)
+            + ", which "
+            + ("is" if len(unknown) == 1 else "are")
+            + " no clue of this case"
+        )
     return cited_clues, mentioned, notes

@@ -59,15 +59,23 @@ class Grounds:
     voices: list[tuple[str, str, str]]
 
     @classmethod
-    def of(cls, case_file: CaseFile, jury: Jury) -> "Grounds":
+    def of(cls, case_file: CaseFile, jury: Jury) -> Grounds:
         final = case_file.rounds[-1]
         winner = final.votes.winner
         majority = [b for b in final.ballots if b.vote == winner]
         cited = {g.split("@")[0] for b in majority for g in b.cited_guidelines}
         pool = case_file.precedents.guidelines if case_file.precedents else []
         focus, clues = case_stages(case_file)
-        return cls(case_file, focus, clues, [g for g in pool if g.id in cited], winner, final.votes, majority,
-                   jury.voices(majority))
+        return cls(
+            case_file,
+            focus,
+            clues,
+            [g for g in pool if g.id in cited],
+            winner,
+            final.votes,
+            majority,
+            jury.voices(majority),
+        )
 
     @property
     def case(self) -> DisputeCase:
@@ -114,42 +122,73 @@ async def verified(text: str, grounds: Grounds, llm: LLM, settings: Settings, bu
         feedback.append(answer.feedback.strip() or "rejected without feedback")
     stop = budget.stop("verdict") if turns < settings.verifier_max_turns else None
     if answer is None:  # the budget was reached before the first check
-        return Justified(text, None, spent, [skipped_note("the justification was not verified", stop, settings)],
-                         stop)
+        return Justified(text, None, spent, [skipped_note("the justification was not verified", stop, settings)], stop)
     kept, removed, unmatched = remove_claims(text, answer.untraceable_claims)
     final = kept or fallback(grounds)
     notes = [failed_note(turns, removed, settings)]
     if unmatched:
-        notes.append("the verifier named claims not found in the justification, left as they are: "
-                     + "; ".join(f'"{c}"' for c in unmatched))
+        notes.append(
+            "the verifier named claims not found in the justification, left as they are: "
+            + "; ".join(f'"{c}"' for c in unmatched)
+        )
     if stop is not None:
-        notes.append(skipped_note(f"verification stopped after turn {turns} of {settings.verifier_max_turns}",
-                                  stop, settings))
-    return Justified(final, Verification(status="failed", turns=turns, removed_claims=removed, feedback=feedback),
-                     spent, notes, stop)
+        notes.append(
+            skipped_note(f"verification stopped after turn {turns} of {settings.verifier_max_turns}", stop, settings)
+        )
+    return Justified(
+        final, Verification(status="failed", turns=turns, removed_claims=removed, feedback=feedback), spent, notes, stop
+    )
 
 
-async def verify(text: str, turn: int, feedback: list[str], grounds: Grounds, llm: LLM,
-                 settings: Settings) -> tuple[VerificationDraft, Usage]:
+async def verify(
+    text: str, turn: int, feedback: list[str], grounds: Grounds, llm: LLM, settings: Settings
+) -> tuple[VerificationDraft, Usage]:
     request = stage_request(
-        "verify", settings, system=prompts.VERIFY_SYSTEM, shared=[grounds.sources()],
+        "verify",
+        settings,
+        system=prompts.VERIFY_SYSTEM,
+        shared=[grounds.sources()],
         prompt=[prompts.verify_prompt(grounds.verdict_line(), grounds.voices, text, turn, feedback)],
-        task=VerifyTask(grounds.case, grounds.focus, grounds.clues, grounds.guidelines, grounds.winner,
-                        grounds.votes, grounds.majority, text, turn, list(feedback)),
+        task=VerifyTask(
+            grounds.case,
+            grounds.focus,
+            grounds.clues,
+            grounds.guidelines,
+            grounds.winner,
+            grounds.votes,
+            grounds.majority,
+            text,
+            turn,
+            list(feedback),
+        ),
         case_id=grounds.case.case_id,
     )
     result = await llm.generate(request, VerificationDraft)
     return result.output, result.usage
 
 
-async def revise(text: str, feedback: list[str], untraceable: list[str], grounds: Grounds, llm: LLM,
-                 settings: Settings) -> tuple[str, Usage]:
+async def revise(
+    text: str, feedback: list[str], untraceable: list[str], grounds: Grounds, llm: LLM, settings: Settings
+) -> tuple[str, Usage]:
     """The summariser's revision of a rejected justification, with the feedback of every turn."""
     request = stage_request(
-        "summary", settings, system=prompts.REVISE_SYSTEM, shared=[grounds.sources()],
+        "summary",
+        settings,
+        system=prompts.REVISE_SYSTEM,
+        shared=[grounds.sources()],
         prompt=[prompts.revise_prompt(grounds.verdict_line(), grounds.voices, text, feedback, untraceable)],
-        task=ReviseTask(grounds.case, grounds.focus, grounds.clues, grounds.guidelines, grounds.winner,
-                        grounds.votes, grounds.majority, text, list(feedback), list(untraceable)),
+        task=ReviseTask(
+            grounds.case,
+            grounds.focus,
+            grounds.clues,
+            grounds.guidelines,
+            grounds.winner,
+            grounds.votes,
+            grounds.majority,
+            text,
+            list(feedback),
+            list(untraceable),
+        ),
         case_id=grounds.case.case_id,
     )
     result = await llm.generate(request, JustificationDraft)
@@ -185,15 +224,22 @@ def remove_claims(text: str, claims: list[str]) -> tuple[str, list[str], list[st
 
 def fallback(grounds: Grounds) -> str:
     """The justification when no sentence of it could be traced."""
-    return (f"{grounds.verdict_line()} None of the reasons drafted for it could be traced to the perceived clues "
-            "or the cited guidelines, so none is given here.")
+    return (
+        f"{grounds.verdict_line()} None of the reasons drafted for it could be traced to the perceived clues "
+        "or the cited guidelines, so none is given here."
+    )
 
 
 def failed_note(turns: int, removed: list[str], settings: Settings) -> str:
-    gone = f"{len(removed)} untraceable sentence{'s' if len(removed) != 1 else ''} removed" if removed else \
-        "nothing could be removed"
-    return (f"the justification failed verification (still rejected after {turns} of {settings.verifier_max_turns} "
-            f"turns): {gone}")
+    gone = (
+        f"{len(removed)} untraceable sentence{'s' if len(removed) != 1 else ''} removed"
+        if removed
+        else "nothing could be removed"
+    )
+    return (
+        f"the justification failed verification (still rejected after {turns} of {settings.verifier_max_turns} "
+        f"turns): {gone}"
+    )
 
 
 def skipped_note(what: str, stop: BudgetStop | None, settings: Settings) -> str:

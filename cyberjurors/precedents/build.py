@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +68,7 @@ class BuildFailed(CyberJurorsError, RuntimeError):
 
     kind = "build_failed"
 
-    def __init__(self, message: str, report: "BuildReport"):
+    def __init__(self, message: str, report: BuildReport):
         super().__init__(message)
         self.report = report
 
@@ -226,9 +226,15 @@ def chunk_digest(category: str, cases: Sequence[PrecedentCase], backend: str, mo
 # --- the build -------------------------------------------------------------------------------------
 
 
-async def build_precedents(paths: Sequence[Path], settings: Settings, llm: LLM, index: PrecedentIndex,
-                           embedder: Embedder, progress: Progress | None = None,
-                           merge_threshold: float = MERGE_THRESHOLD) -> BuildReport:
+async def build_precedents(
+    paths: Sequence[Path],
+    settings: Settings,
+    llm: LLM,
+    index: PrecedentIndex,
+    embedder: Embedder,
+    progress: Progress | None = None,
+    merge_threshold: float = MERGE_THRESHOLD,
+) -> BuildReport:
     """Index the labelled cases as H and distil N per category; see the module docstring.
     Raises ``BuildInputError`` for a missing path and ``BuildFailed`` (with the partial report)
     when a distil call or an index write fails; a re-run then resumes."""
@@ -250,8 +256,9 @@ async def build_precedents(paths: Sequence[Path], settings: Settings, llm: LLM, 
     return report
 
 
-async def _index_cases(precedents: list[PrecedentCase], index: PrecedentIndex, state: BuildState,
-                       report: BuildReport, tick: Progress) -> None:
+async def _index_cases(
+    precedents: list[PrecedentCase], index: PrecedentIndex, state: BuildState, report: BuildReport, tick: Progress
+) -> None:
     digests = {c.case_id: case_digest(c) for c in precedents}
     present = {d.id for d in await index.get([c.doc_id for c in precedents])} if precedents else set()
     todo = [c for c in precedents if not (state.cases.get(c.case_id) == digests[c.case_id] and c.doc_id in present)]
@@ -259,7 +266,7 @@ async def _index_cases(precedents: list[PrecedentCase], index: PrecedentIndex, s
     total = len(precedents)
     tick("cases", report.cases_unchanged, total)
     for start in range(0, len(todo), INDEX_BATCH):
-        batch = todo[start:start + INDEX_BATCH]
+        batch = todo[start : start + INDEX_BATCH]
         result = await _upsert(index, [Document.of_case(c) for c in batch], report)
         done = set(result.indexed)
         for c in batch:
@@ -279,9 +286,17 @@ async def _upsert(index: PrecedentIndex, documents: list[Document], report: Buil
     return result
 
 
-async def _distil_all(precedents: list[PrecedentCase], settings: Settings, llm: LLM, index: PrecedentIndex,
-                      embedder: Embedder, state: BuildState, report: BuildReport, tick: Progress,
-                      threshold: float) -> None:
+async def _distil_all(
+    precedents: list[PrecedentCase],
+    settings: Settings,
+    llm: LLM,
+    index: PrecedentIndex,
+    embedder: Embedder,
+    state: BuildState,
+    report: BuildReport,
+    tick: Progress,
+    threshold: float,
+) -> None:
     backend, model = getattr(llm, "backend", "?"), settings.model_for("distil")
     remembering = _Remembering(embedder)
     by_category = {c: [p for p in precedents if p.category == c] for c in CATEGORIES}
@@ -294,8 +309,11 @@ async def _distil_all(precedents: list[PrecedentCase], settings: Settings, llm: 
 
     # a chunk is done when the state says so and its guidelines are still in the index
     recorded = sorted({g for _, d, _ in plan if d in state.chunks for g in state.chunks[d]["guidelines"]})
-    present = {d.id.removeprefix("guideline:") for d in await index.get([f"guideline:{g}" for g in recorded])} \
-        if recorded else set()
+    present = (
+        {d.id.removeprefix("guideline:") for d in await index.get([f"guideline:{g}" for g in recorded])}
+        if recorded
+        else set()
+    )
     pending = []
     for category, digest, chunk in plan:
         done = state.chunks.get(digest)
@@ -307,8 +325,9 @@ async def _distil_all(precedents: list[PrecedentCase], settings: Settings, llm: 
 
     def start(item: tuple[str, str, list[PrecedentCase]]) -> asyncio.Task[ChunkResult]:
         category, digest, chunk = item
-        return asyncio.ensure_future(distil_chunk(category, chunk, llm, settings, case_id=f"distil:{category}:"
-                                                                                          f"{digest[:12]}"))
+        return asyncio.ensure_future(
+            distil_chunk(category, chunk, llm, settings, case_id=f"distil:{category}:{digest[:12]}")
+        )
 
     tasks = [start(item) for item in pending[:LOOKAHEAD]]
     try:
@@ -318,14 +337,21 @@ async def _distil_all(precedents: list[PrecedentCase], settings: Settings, llm: 
             try:
                 result = await tasks[n]
             except LLMError as err:
-                raise BuildFailed(f"distilling {category} cases {chunk[0].case_id}..{chunk[-1].case_id} failed "
-                                  f"({err.kind}): {err}. {report.chunks_distilled} chunks of this run are saved; "
-                                  "run the build again to resume", report) from err
+                raise BuildFailed(
+                    f"distilling {category} cases {chunk[0].case_id}..{chunk[-1].case_id} failed "
+                    f"({err.kind}): {err}. {report.chunks_distilled} chunks of this run are saved; "
+                    "run the build again to resume",
+                    report,
+                ) from err
             report.usage = report.usage + result.usage.model_copy(update={"calls": max(1, result.usage.calls)})
             report.notes += result.notes
             ids = await merge_and_store(category, result.guidelines, index, remembering, threshold, report)
-            state.chunks[digest] = {"category": category, "cases": [c.case_id for c in chunk], "guidelines": ids,
-                                    "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            state.chunks[digest] = {
+                "category": category,
+                "cases": [c.case_id for c in chunk],
+                "guidelines": ids,
+                "at": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
             state.save()
             report.chunks_distilled += 1
             tick("chunks", report.chunks_skipped + report.chunks_distilled, report.chunks_total)
@@ -347,12 +373,18 @@ class _Remembering:
     def encode(self, texts: list[str]) -> np.ndarray:
         new = list(dict.fromkeys(t for t in texts if t not in self.seen))
         if new:
-            self.seen.update(zip(new, self.inner.encode(new)))
+            self.seen.update(zip(new, self.inner.encode(new), strict=True))
         return np.stack([self.seen[t] for t in texts]) if texts else np.zeros((0, self.dims), np.float32)
 
 
-async def merge_and_store(category: str, fresh: list[Guideline], index: PrecedentIndex, embedder: Embedder,
-                           threshold: float, report: BuildReport) -> list[str]:
+async def merge_and_store(
+    category: str,
+    fresh: list[Guideline],
+    index: PrecedentIndex,
+    embedder: Embedder,
+    threshold: float,
+    report: BuildReport,
+) -> list[str]:
     """Fold one chunk's guidelines into the index's; returns the ids the chunk's rules ended up as."""
     if not fresh:
         return []
@@ -365,8 +397,9 @@ async def merge_and_store(category: str, fresh: list[Guideline], index: Preceden
             other = hit.document.guideline
             if other is not None and other.category == category:
                 existing.setdefault(other.id, other)
-    merge = await asyncio.to_thread(plan_merge, fresh, embedder, threshold,
-                                    existing=sorted(existing.values(), key=lambda g: g.id))
+    merge = await asyncio.to_thread(
+        plan_merge, fresh, embedder, threshold, existing=sorted(existing.values(), key=lambda g: g.id)
+    )
     fresh_ids = {g.id for g in fresh}
     for g in fresh:
         into = merge.absorbed.get(g.id)
@@ -380,6 +413,9 @@ async def merge_and_store(category: str, fresh: list[Guideline], index: Preceden
     if write:
         result = await _upsert(index, [Document.of_guideline(g) for g in write], report)
         if result.failed:
-            raise BuildFailed(f"the index refused {len(result.failed)} guidelines: "
-                              + "; ".join(f"{k}: {v}" for k, v in list(result.failed.items())[:3]), report)
+            raise BuildFailed(
+                f"the index refused {len(result.failed)} guidelines: "
+                + "; ".join(f"{k}: {v}" for k, v in list(result.failed.items())[:3]),
+                report,
+            )
     return sorted({merge.absorbed.get(g.id, g.id) for g in fresh})

@@ -41,30 +41,144 @@ MERGE_THRESHOLD = 0.9
 # Lexical dispute types, first match wins (the order matters: "never arrived ... broken" is about
 # delivery). Used for tags on H and by the offline stand-in; a model writes its own dispute_type.
 DISPUTE_TYPES: dict[str, tuple[str, ...]] = {
-    "not_received": ("never arrived", "not received", "never received", "didn't arrive", "did not arrive",
-                     "not delivered", "never delivered", "never turned up", "never got", "not arrived",
-                     "has not arrived", "hasn't arrived", "lost in transit", "in transit", "parcel lost",
-                     "missing parcel", "no parcel", "stolen", "not found", "marked delivered", "left at the door",
-                     "left at the front door", "not at the door", "locker"),
-    "return_window": ("return window", "return period", "returns period", "return policy", "return requested",
-                      "wants to return", "to return", "returned", "after the deadline", "too late", "late return",
-                      "window closed", "return deadline", "outside the window", "past the return"),
-    "damaged": ("damaged", "damage", "broken", "cracked", "crack", "dented", "dent", "shattered", "smashed",
-                "crushed", "torn", "ripped", "split open", "leaking", "scratched", "bent", "snapped", "thawed",
-                "melted"),
-    "not_as_described": ("not as described", "different from the listing", "does not match", "doesn't match",
-                         "wrong item", "wrong size", "wrong colour", "wrong color", "wrong model", "counterfeit",
-                         "fake", "not genuine", "listing", "as listed", "advertised", "description", "missing",
-                         "incomplete", "without", "smaller", "labelled", "labeled", "expected", "colour", "color"),
-    "quality": ("stopped working", "stopped charging", "faulty", "fault", "defect", "defective", "stale", "expired",
-                "best before", "best-before", "use by", "quality", "poor", "pilling", "faded", "shrank", "battery",
-                "mould", "mold", "rancid", "taste", "smell", "noisy", "overheat", "doesn't work", "does not work",
-                "not working", "error", "invalid", "already used", "redeemed", "zero balance", "revoked", "banned",
-                "rusted", "rust", "leaks", "sinks", "separated", "came apart"),
+    "not_received": (
+        "never arrived",
+        "not received",
+        "never received",
+        "didn't arrive",
+        "did not arrive",
+        "not delivered",
+        "never delivered",
+        "never turned up",
+        "never got",
+        "not arrived",
+        "has not arrived",
+        "hasn't arrived",
+        "lost in transit",
+        "in transit",
+        "parcel lost",
+        "missing parcel",
+        "no parcel",
+        "stolen",
+        "not found",
+        "marked delivered",
+        "left at the door",
+        "left at the front door",
+        "not at the door",
+        "locker",
+    ),
+    "return_window": (
+        "return window",
+        "return period",
+        "returns period",
+        "return policy",
+        "return requested",
+        "wants to return",
+        "to return",
+        "returned",
+        "after the deadline",
+        "too late",
+        "late return",
+        "window closed",
+        "return deadline",
+        "outside the window",
+        "past the return",
+    ),
+    "damaged": (
+        "damaged",
+        "damage",
+        "broken",
+        "cracked",
+        "crack",
+        "dented",
+        "dent",
+        "shattered",
+        "smashed",
+        "crushed",
+        "torn",
+        "ripped",
+        "split open",
+        "leaking",
+        "scratched",
+        "bent",
+        "snapped",
+        "thawed",
+        "melted",
+    ),
+    "not_as_described": (
+        "not as described",
+        "different from the listing",
+        "does not match",
+        "doesn't match",
+        "wrong item",
+        "wrong size",
+        "wrong colour",
+        "wrong color",
+        "wrong model",
+        "counterfeit",
+        "fake",
+        "not genuine",
+        "listing",
+        "as listed",
+        "advertised",
+        "description",
+        "missing",
+        "incomplete",
+        "without",
+        "smaller",
+        "labelled",
+        "labeled",
+        "expected",
+        "colour",
+        "color",
+    ),
+    "quality": (
+        "stopped working",
+        "stopped charging",
+        "faulty",
+        "fault",
+        "defect",
+        "defective",
+        "stale",
+        "expired",
+        "best before",
+        "best-before",
+        "use by",
+        "quality",
+        "poor",
+        "pilling",
+        "faded",
+        "shrank",
+        "battery",
+        "mould",
+        "mold",
+        "rancid",
+        "taste",
+        "smell",
+        "noisy",
+        "overheat",
+        "doesn't work",
+        "does not work",
+        "not working",
+        "error",
+        "invalid",
+        "already used",
+        "redeemed",
+        "zero balance",
+        "revoked",
+        "banned",
+        "rusted",
+        "rust",
+        "leaks",
+        "sinks",
+        "separated",
+        "came apart",
+    ),
 }
 OTHER = "other"
-_TYPE_PATTERNS = {t: re.compile("|".join(rf"(?<!\w){re.escape(k)}(?!\w)" for k in keys))
-                  for t, keys in DISPUTE_TYPES.items()}
+_TYPE_PATTERNS = {
+    t: re.compile("|".join(rf"(?<!\w){re.escape(k)}(?!\w)" for k in keys)) for t, keys in DISPUTE_TYPES.items()
+}
 
 
 def dispute_types_of(text: str) -> list[str]:
@@ -121,8 +235,10 @@ def summarize_case(case: DisputeCase) -> PrecedentCase:
     ``PARTY_CHARS`` (earlier rounds first: they state the claims); sentences that address the jury
     instead of the dispute are left out. A case without ground-truth votes is no precedent."""
     if case.ground_truth is None:
-        raise PrecedentError("bad_case", f"case {case.case_id} has no ground truth (the 17 jury votes): "
-                                         "only decided cases can be precedents")
+        raise PrecedentError(
+            "bad_case",
+            f"case {case.case_id} has no ground truth (the 17 jury votes): only decided cases can be precedents",
+        )
     d = case.metadata
     delivered = f"delivered {d.delivered_at.date().isoformat()}" if d.delivered_at else "delivery not recorded"
     lines = [
@@ -137,8 +253,14 @@ def summarize_case(case: DisputeCase) -> PrecedentCase:
     tags = dispute_types_of(f"{d.dispute_reason} {d.requested_remedy}")
     tags += [f"{k}_evidence" for k in ("image", "video") if k in kinds]
     votes = case.ground_truth
-    return PrecedentCase(case_id=case.case_id, category=d.category, summary="\n".join(lines),
-                         winner=votes.winner, votes=Votes(buyer=votes.buyer, seller=votes.seller), tags=tags)
+    return PrecedentCase(
+        case_id=case.case_id,
+        category=d.category,
+        summary="\n".join(lines),
+        winner=votes.winner,
+        votes=Votes(buyer=votes.buyer, seller=votes.seller),
+        tags=tags,
+    )
 
 
 def party_statements(summary: str, party: Party) -> list[str]:
@@ -146,15 +268,14 @@ def party_statements(summary: str, party: Party) -> list[str]:
     prefix = _PARTY_LINE[party]
     for line in summary.splitlines():
         if line.startswith(prefix):
-            rest = line[len(prefix):]
+            rest = line[len(prefix) :]
             return [] if rest == "(nothing submitted)" else rest.split(_SEP)
     return []
 
 
 def case_dispute_type(case: PrecedentCase) -> str:
     known = [t for t in case.tags if t in DISPUTE_TYPES or t == OTHER]
-    return known[0] if known else dispute_type_of(case.summary.split("\n")[1] if "\n" in case.summary
-                                                  else case.summary)
+    return known[0] if known else dispute_type_of(case.summary.split("\n")[1] if "\n" in case.summary else case.summary)
 
 
 # --- N: what the model is asked for ---------------------------------------------------------
@@ -171,20 +292,30 @@ class DistillTask:
 class GuidelineDraft(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    rule: str = Field(description=(
-        "One short, testable rule a juror can apply to a new case: a concrete condition and the outcome it "
-        "leads to, in one sentence, e.g. \"when the seller's own video shows the defect before shipping, the "
-        "buyer wins regardless of the return window\". Name the evidence that decides, not the parties of a "
-        "particular case; no case ids in the rule."))
-    dispute_type: str = Field(description=(
-        "short snake_case tag for the kind of dispute, e.g. not_received, damaged, not_as_described, "
-        "return_window, quality, used_or_worn, wrong_item"))
+    rule: str = Field(
+        description=(
+            "One short, testable rule a juror can apply to a new case: a concrete condition and the outcome it "
+            "leads to, in one sentence, e.g. \"when the seller's own video shows the defect before shipping, the "
+            'buyer wins regardless of the return window". Name the evidence that decides, not the parties of a '
+            "particular case; no case ids in the rule."
+        )
+    )
+    dispute_type: str = Field(
+        description=(
+            "short snake_case tag for the kind of dispute, e.g. not_received, damaged, not_as_described, "
+            "return_window, quality, used_or_worn, wrong_item"
+        )
+    )
     favours: Party | None = Field(description="the side the rule decides for; null if it decides for neither")
-    supporting_cases: list[str] = Field(description=(
-        "ids of the cases above that the rule rests on (copied exactly from the case list; at least one)"))
-    confidence: float = Field(description=(
-        "0 to 1: how consistently the cited juries decided this way and how many cases support it; "
-        "a rule from one case or from split votes stays below 0.6"))
+    supporting_cases: list[str] = Field(
+        description=("ids of the cases above that the rule rests on (copied exactly from the case list; at least one)")
+    )
+    confidence: float = Field(
+        description=(
+            "0 to 1: how consistently the cited juries decided this way and how many cases support it; "
+            "a rule from one case or from split votes stays below 0.6"
+        )
+    )
 
     @field_validator("confidence")
     @classmethod
@@ -197,9 +328,12 @@ class GuidelineDraft(BaseModel):
 class GuidelineDrafts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    guidelines: list[GuidelineDraft] = Field(description=(
-        "the verdict guidelines these cases support, most general and best supported first; one rule per "
-        "distinct convention, no two rules saying the same thing; an empty list if the cases share none"))
+    guidelines: list[GuidelineDraft] = Field(
+        description=(
+            "the verdict guidelines these cases support, most general and best supported first; one rule per "
+            "distinct convention, no two rules saying the same thing; an empty list if the cases share none"
+        )
+    )
 
 
 DISTIL_SYSTEM = (
@@ -216,15 +350,19 @@ DISTIL_SYSTEM = (
 
 def render_case(case: PrecedentCase) -> str:
     tags = escape(" ".join(case.tags))
-    return (f'<case id="{escape(case.case_id)}" winner="{case.winner}" '
-            f'votes="buyer {case.votes.buyer} : seller {case.votes.seller}" tags="{tags}">\n'
-            f'<evidence case="{escape(case.case_id)}">{escape(case.summary, quote=False)}</evidence>\n</case>')
+    return (
+        f'<case id="{escape(case.case_id)}" winner="{case.winner}" '
+        f'votes="buyer {case.votes.buyer} : seller {case.votes.seller}" tags="{tags}">\n'
+        f'<evidence case="{escape(case.case_id)}">{escape(case.summary, quote=False)}</evidence>\n</case>'
+    )
 
 
 def distil_prompt(category: str, cases: Sequence[PrecedentCase]) -> str:
     listing = "\n".join(render_case(c) for c in cases)
-    return (f"Category: {category}\n\n{len(cases)} decided cases (each summary quotes the parties):\n{listing}\n\n"
-            "Write the verdict guidelines these cases support. supporting_cases must be ids from this list.")
+    return (
+        f"Category: {category}\n\n{len(cases)} decided cases (each summary quotes the parties):\n{listing}\n\n"
+        "Write the verdict guidelines these cases support. supporting_cases must be ids from this list."
+    )
 
 
 # --- distillation ----------------------------------------------------------------------------
@@ -233,7 +371,7 @@ def distil_prompt(category: str, cases: Sequence[PrecedentCase]) -> str:
 def chunks(cases: Iterable[PrecedentCase], size: int = CHUNK_SIZE) -> list[list[PrecedentCase]]:
     """Cases in case-id order, cut into chunks of ``size``: the same cases always give the same chunks."""
     ordered = sorted(cases, key=lambda c: c.case_id)
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 def normalise_rule(rule: str) -> str:
@@ -256,14 +394,26 @@ class ChunkResult:
     notes: list[str] = field(default_factory=list)
 
 
-async def distil_chunk(category: str, cases: Sequence[PrecedentCase], llm: LLM, settings: Settings,
-                       now: datetime | None = None, case_id: str = "") -> ChunkResult:
+async def distil_chunk(
+    category: str,
+    cases: Sequence[PrecedentCase],
+    llm: LLM,
+    settings: Settings,
+    now: datetime | None = None,
+    case_id: str = "",
+) -> ChunkResult:
     """One call: guidelines from at most ``CHUNK_SIZE`` cases, checked against those cases."""
     if len(cases) > CHUNK_SIZE:
         raise ValueError(f"a distil call takes at most {CHUNK_SIZE} cases, got {len(cases)}")
     now = now or schemas.now()
-    request = stage_request("distil", settings, system=DISTIL_SYSTEM, prompt=[distil_prompt(category, cases)],
-                            task=DistillTask(category, list(cases)), case_id=case_id or f"distil:{category}")
+    request = stage_request(
+        "distil",
+        settings,
+        system=DISTIL_SYSTEM,
+        prompt=[distil_prompt(category, cases)],
+        task=DistillTask(category, list(cases)),
+        case_id=case_id or f"distil:{category}",
+    )
     result = await llm.generate(request, GuidelineDrafts)
     known = {c.case_id for c in cases}
     notes: list[str] = []
@@ -273,8 +423,9 @@ async def distil_chunk(category: str, cases: Sequence[PrecedentCase], llm: LLM, 
         cited = [c.removeprefix("case:").strip() for c in draft.supporting_cases]
         unknown = sorted({c for c in cited if c not in known})
         if unknown:
-            notes.append(f"{category}: dropped supporting case ids not in the chunk: {', '.join(unknown)} "
-                         f"(rule: {rule[:80]!r})")
+            notes.append(
+                f"{category}: dropped supporting case ids not in the chunk: {', '.join(unknown)} (rule: {rule[:80]!r})"
+            )
         supporting = sorted({c for c in cited if c in known})
         if not rule or not supporting:
             notes.append(f"{category}: dropped a rule with no supporting case from the chunk: {rule[:80]!r}")
@@ -284,14 +435,25 @@ async def distil_chunk(category: str, cases: Sequence[PrecedentCase], llm: LLM, 
         confidence = round(min(1.0, max(0.0, draft.confidence)), 4)
         if gid in out:  # the same rule twice in one answer: one guideline
             seen = out[gid]
-            out[gid] = seen.model_copy(update={
-                "supporting_cases": sorted({*seen.supporting_cases, *supporting}),
-                "confidence": max(seen.confidence, confidence)})
+            out[gid] = seen.model_copy(
+                update={
+                    "supporting_cases": sorted({*seen.supporting_cases, *supporting}),
+                    "confidence": max(seen.confidence, confidence),
+                }
+            )
             continue
-        out[gid] = Guideline(id=gid, rule=rule, category=category, dispute_type=dtype, tags=[dtype],
-                             favours=draft.favours, supporting_cases=supporting, confidence=confidence,
-                             updated_at=now, history=[GuidelineChange(version=1, reason="created",
-                                                                      confidence=confidence, at=now)])
+        out[gid] = Guideline(
+            id=gid,
+            rule=rule,
+            category=category,
+            dispute_type=dtype,
+            tags=[dtype],
+            favours=draft.favours,
+            supporting_cases=supporting,
+            confidence=confidence,
+            updated_at=now,
+            history=[GuidelineChange(version=1, reason="created", confidence=confidence, at=now)],
+        )
     for note in notes:
         log.info("distil: %s", note)
     return ChunkResult(list(out.values()), result.usage, notes)
@@ -304,9 +466,16 @@ async def distil(category: str, cases: Sequence[PrecedentCase], llm: LLM, settin
     for chunk in chunks(c for c in cases if c.category == category or category == "all"):
         for g in (await distil_chunk(category, chunk, llm, settings)).guidelines:
             seen = out.get(g.id)
-            out[g.id] = g if seen is None else seen.model_copy(update={
-                "supporting_cases": sorted({*seen.supporting_cases, *g.supporting_cases}),
-                "confidence": max(seen.confidence, g.confidence)})
+            out[g.id] = (
+                g
+                if seen is None
+                else seen.model_copy(
+                    update={
+                        "supporting_cases": sorted({*seen.supporting_cases, *g.supporting_cases}),
+                        "confidence": max(seen.confidence, g.confidence),
+                    }
+                )
+            )
     return list(out.values())
 
 
@@ -324,8 +493,13 @@ class MergePlan:
     """ids whose content changed by a merge (and so got a new version)."""
 
 
-def plan_merge(fresh: Sequence[Guideline], embedder: Embedder, threshold: float = MERGE_THRESHOLD,
-               existing: Sequence[Guideline] = (), now: datetime | None = None) -> MergePlan:
+def plan_merge(
+    fresh: Sequence[Guideline],
+    embedder: Embedder,
+    threshold: float = MERGE_THRESHOLD,
+    existing: Sequence[Guideline] = (),
+    now: datetime | None = None,
+) -> MergePlan:
     """Fold each fresh guideline into the most similar kept one of the same category that favours the
     same side, if their rules' cosine is at least ``threshold`` (or they share an id).
 
@@ -359,28 +533,41 @@ def plan_merge(fresh: Sequence[Guideline], embedder: Embedder, threshold: float 
             continue
         into = merged[best]
         absorbed[g.id] = into.id
-        merged[best] = into.model_copy(update={
-            "supporting_cases": sorted({*into.supporting_cases, *g.supporting_cases}),
-            "tags": sorted({*into.tags, *g.tags}, key=lambda t: (t != into.dispute_type, t)),
-            "confidence": max(into.confidence, g.confidence),
-        })
+        merged[best] = into.model_copy(
+            update={
+                "supporting_cases": sorted({*into.supporting_cases, *g.supporting_cases}),
+                "tags": sorted({*into.tags, *g.tags}, key=lambda t: (t != into.dispute_type, t)),
+                "confidence": max(into.confidence, g.confidence),
+            }
+        )
     out: list[Guideline] = []
     changed: set[str] = set()
     for j in kept:
         before, after = everything[j], merged[j]
-        if (after.supporting_cases, after.tags, after.confidence) != (before.supporting_cases, before.tags,
-                                                                      before.confidence):
+        if (after.supporting_cases, after.tags, after.confidence) != (
+            before.supporting_cases,
+            before.tags,
+            before.confidence,
+        ):
             version = before.version + 1
-            after = after.model_copy(update={"version": version, "updated_at": now, "history": [
-                *after.history, GuidelineChange(version=version, reason="merged", confidence=after.confidence,
-                                                at=now)]})
+            after = after.model_copy(
+                update={
+                    "version": version,
+                    "updated_at": now,
+                    "history": [
+                        *after.history,
+                        GuidelineChange(version=version, reason="merged", confidence=after.confidence, at=now),
+                    ],
+                }
+            )
             changed.add(after.id)
         out.append(after)
     return MergePlan(out, absorbed, changed)
 
 
-def merge_near_duplicates(guidelines: Sequence[Guideline], embedder: Embedder,
-                          threshold: float = MERGE_THRESHOLD) -> list[Guideline]:
+def merge_near_duplicates(
+    guidelines: Sequence[Guideline], embedder: Embedder, threshold: float = MERGE_THRESHOLD
+) -> list[Guideline]:
     """Within each category, rules whose embeddings have cosine >= ``threshold`` (and that favour the
     same side) become one: union of supporting cases, the highest confidence, the version bumped if
     anything changed. The strongest rule (confidence, then support) keeps its id and wording."""

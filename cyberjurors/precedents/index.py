@@ -20,8 +20,9 @@ class PrecedentIndex(Protocol):
 
     async def upsert(self, documents: Sequence[Document]) -> UpsertReport: ...
 
-    async def search(self, query: str, *, kind: Kind, category: str | None = None, k: int = 10,
-                     mode: SearchMode = "hybrid") -> list[Hit]: ...
+    async def search(
+        self, query: str, *, kind: Kind, category: str | None = None, k: int = 10, mode: SearchMode = "hybrid"
+    ) -> list[Hit]: ...
 
     async def get(self, ids: Sequence[str]) -> list[Document]: ...
 
@@ -39,8 +40,10 @@ def check_query(query: str, category: str | None, k: int) -> str:
     if not text:
         raise PrecedentError("bad_query", "the query text is empty")
     if category is not None and category not in (*CATEGORIES, ANY_CATEGORY):
-        raise PrecedentError("unknown_category", f"unknown category {category!r}; expected one of "
-                                                 f"{', '.join((*CATEGORIES, ANY_CATEGORY))}")
+        raise PrecedentError(
+            "unknown_category",
+            f"unknown category {category!r}; expected one of {', '.join((*CATEGORIES, ANY_CATEGORY))}",
+        )
     if k < 1:
         raise PrecedentError("bad_query", f"k must be at least 1, got {k}")
     return text[:MAX_QUERY_CHARS]

@@ -56,15 +56,28 @@ def adjust(guideline: Guideline, agreed: bool, case_id: str, min_confidence: flo
     retire = not agreed and confidence < min_confidence  # a confirmed rule gains; only doubt retires
     reason = "retired" if retire else "outcome_agreed" if agreed else "outcome_disagreed"
     version = guideline.version + 1
-    return guideline.model_copy(update={
-        "version": version, "confidence": confidence, "active": not retire, "updated_at": now,
-        "history": [*guideline.history, GuidelineChange(version=version, reason=reason, confidence=confidence,
-                                                        case_id=case_id, at=now)],
-    })
+    return guideline.model_copy(
+        update={
+            "version": version,
+            "confidence": confidence,
+            "active": not retire,
+            "updated_at": now,
+            "history": [
+                *guideline.history,
+                GuidelineChange(version=version, reason=reason, confidence=confidence, case_id=case_id, at=now),
+            ],
+        }
+    )
 
 
-async def learn(outcome: OutcomeReported, verdict: Verdict, case_file: CaseFile, index: PrecedentIndex,
-                settings: Settings, now: datetime | None = None) -> LearningReport:
+async def learn(
+    outcome: OutcomeReported,
+    verdict: Verdict,
+    case_file: CaseFile,
+    index: PrecedentIndex,
+    settings: Settings,
+    now: datetime | None = None,
+) -> LearningReport:
     now = now or schemas.now()
     agreed = outcome.votes.winner == verdict.winner
     report = LearningReport(agreed=agreed)
@@ -90,8 +103,9 @@ async def learn(outcome: OutcomeReported, verdict: Verdict, case_file: CaseFile,
     return report
 
 
-async def redistil(category: str, case_ids: list[str], index: PrecedentIndex, embedder: Embedder, llm: LLM,
-                   settings: Settings) -> BuildReport:
+async def redistil(
+    category: str, case_ids: list[str], index: PrecedentIndex, embedder: Embedder, llm: LLM, settings: Settings
+) -> BuildReport:
     """Distil a category again from its confirmed cases and fold the rules into N exactly as a
     build does: a rule close to an existing guideline becomes a new version of it."""
     report = BuildReport()

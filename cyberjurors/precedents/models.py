@@ -91,17 +91,31 @@ class Document(Record):
     guideline: Guideline | None = None
 
     @classmethod
-    def of_case(cls, case: PrecedentCase) -> "Document":
-        return cls(id=case.doc_id, kind="case", category=case.category, text=case.summary,
-                   keywords={"outcome": [case.winner], "tags": case.tags}, case=case)
+    def of_case(cls, case: PrecedentCase) -> Document:
+        return cls(
+            id=case.doc_id,
+            kind="case",
+            category=case.category,
+            text=case.summary,
+            keywords={"outcome": [case.winner], "tags": case.tags},
+            case=case,
+        )
 
     @classmethod
-    def of_guideline(cls, guideline: Guideline) -> "Document":
-        return cls(id=guideline.doc_id, kind="guideline", category=guideline.category, text=guideline.rule,
-                   keywords={"dispute_type": [guideline.dispute_type], "tags": guideline.tags,
-                             "outcome": [guideline.favours] if guideline.favours else [],
-                             "active": ["true" if guideline.active else "false"]},
-                   guideline=guideline)
+    def of_guideline(cls, guideline: Guideline) -> Document:
+        return cls(
+            id=guideline.doc_id,
+            kind="guideline",
+            category=guideline.category,
+            text=guideline.rule,
+            keywords={
+                "dispute_type": [guideline.dispute_type],
+                "tags": guideline.tags,
+                "outcome": [guideline.favours] if guideline.favours else [],
+                "active": ["true" if guideline.active else "false"],
+            },
+            guideline=guideline,
+        )
 
 
 class Hit(Record):

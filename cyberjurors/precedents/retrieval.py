@@ -32,8 +32,11 @@ RETRYABLE = {"unreachable", "rate_limited", "timeout", "server_error"}
 def query_text(case: DisputeCase, focus: Focus | None) -> str:
     """Without stage I (ablations), the parties' first messages stand in for the focus and claims."""
     d = case.metadata
-    claims = ([focus.focus, *focus.buyer_claims, *focus.seller_claims] if focus else
-              [i.text or "" for p in ("buyer", "seller") for _, i in case.texts(p)[:2]])
+    claims = (
+        [focus.focus, *focus.buyer_claims, *focus.seller_claims]
+        if focus
+        else [i.text or "" for p in ("buyer", "seller") for _, i in case.texts(p)[:2]]
+    )
     return " ".join([*claims, d.product, d.dispute_reason, d.requested_remedy])
 
 
@@ -41,12 +44,29 @@ def to_ref(hit: Hit) -> PrecedentRef:
     doc = hit.document
     if doc.guideline is not None:
         g = doc.guideline
-        return PrecedentRef(id=g.id, kind="guideline", version=g.version, text=g.rule, category=g.category,
-                            favours=g.favours, confidence=g.confidence, score=hit.score, rank=hit.rank,
-                            sources=hit.sources)
+        return PrecedentRef(
+            id=g.id,
+            kind="guideline",
+            version=g.version,
+            text=g.rule,
+            category=g.category,
+            favours=g.favours,
+            confidence=g.confidence,
+            score=hit.score,
+            rank=hit.rank,
+            sources=hit.sources,
+        )
     case = doc.case
-    return PrecedentRef(id=case.case_id if case else doc.id, kind="case", text=doc.text, category=doc.category,
-                        favours=case.winner if case else None, score=hit.score, rank=hit.rank, sources=hit.sources)
+    return PrecedentRef(
+        id=case.case_id if case else doc.id,
+        kind="case",
+        text=doc.text,
+        category=doc.category,
+        favours=case.winner if case else None,
+        score=hit.score,
+        rank=hit.rank,
+        sources=hit.sources,
+    )
 
 
 class PersonaMatcher:
@@ -66,7 +86,7 @@ class PersonaMatcher:
         if new:
             if len(self._rules) + len(new) > self._cache_size:
                 self._rules.clear()
-            self._rules.update(zip(new, self.embedder.encode(new)))
+            self._rules.update(zip(new, self.embedder.encode(new), strict=True))
         rules = np.stack([self._rules[g.text] for g in guidelines])
         match = self.vectors @ rules.T  # jurors x guidelines
         top = np.argsort(-match, axis=1, kind="stable")[:, :k]
@@ -79,8 +99,9 @@ def failed(case_id: str, err: PrecedentError) -> Precedents:
     return Precedents(coverage="none", problem=f"precedent retrieval failed ({err.kind}): {err}"[:500])
 
 
-async def retrieve(case: DisputeCase, focus: Focus | None, index: PrecedentIndex, matcher: PersonaMatcher,
-                   settings: Settings) -> Precedents:
+async def retrieve(
+    case: DisputeCase, focus: Focus | None, index: PrecedentIndex, matcher: PersonaMatcher, settings: Settings
+) -> Precedents:
     """Never raises for a retrieval failure: retries the retryable ones, then returns coverage
     'none' with the problem stated, so the case goes on without precedents."""
     query, category = query_text(case, focus), case.metadata.category
@@ -92,8 +113,11 @@ async def retrieve(case: DisputeCase, focus: Focus | None, index: PrecedentIndex
             reraise=True,
         ):
             with attempt:
-                cases = await index.search(query, kind="case", category=category, k=settings.precedent_cases_k) \
-                    if settings.precedent_cases_k else []
+                cases = (
+                    await index.search(query, kind="case", category=category, k=settings.precedent_cases_k)
+                    if settings.precedent_cases_k
+                    else []
+                )
                 pool = await index.search(query, kind="guideline", category=category, k=settings.precedent_pool_k)
                 in_category = sum(h.document.category == category for h in pool)
                 coverage = "high"

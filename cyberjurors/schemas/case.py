@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Literal, Protocol, get_args
 
@@ -43,7 +43,7 @@ CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$"), AfterVal
 
 def now() -> datetime:
     """The time every record is stamped with: aware, in UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Strict(BaseModel):
@@ -59,12 +59,14 @@ class MediaRef(Strict):
     path: str | None = Field(None, description="relative to the worker's media root")
     url: str | None = Field(None, description="http(s) URL on the worker's allow-list")
     data_base64: str | None = Field(None, description="small inline payload")
-    stored: Sha256 | None = Field(None, description="sha256 of the bytes in the media store: what ingest puts in "
-                                                    "place of data_base64 (a claim check)")
+    stored: Sha256 | None = Field(
+        None,
+        description="sha256 of the bytes in the media store: what ingest puts in place of data_base64 (a claim check)",
+    )
     sha256: Sha256 | None = Field(None, description="content hash, checked when the media is read")
 
     @model_validator(mode="after")
-    def _one_source(self) -> "MediaRef":
+    def _one_source(self) -> MediaRef:
         given = [s for s in (self.path, self.url, self.data_base64, self.stored) if s is not None]
         if len(given) != 1:
             raise ValueError("media needs exactly one of path, url, data_base64, stored")
@@ -78,7 +80,7 @@ class EvidenceItem(Strict):
     media: MediaRef | None = None
 
     @model_validator(mode="after")
-    def _shape(self) -> "EvidenceItem":
+    def _shape(self) -> EvidenceItem:
         if self.kind == "text":
             if not self.text or self.media is not None:
                 raise ValueError(f"text evidence {self.id!r} needs text and no media")
@@ -108,7 +110,7 @@ class CaseMetadata(Strict):
     requested_remedy: str = Field(min_length=1, max_length=500)
 
     @model_validator(mode="after")
-    def _delivered_after_order(self) -> "CaseMetadata":
+    def _delivered_after_order(self) -> CaseMetadata:
         if self.delivered_at is not None and self.delivered_at < self.ordered_at:
             raise PydanticCustomError("delivered_before_ordered", "delivered_at is before ordered_at")
         return self
@@ -125,7 +127,7 @@ class Votes(Strict):
     seller: int = Field(ge=0, strict=True)
 
     @classmethod
-    def of(cls, ballots: Iterable[Voter]) -> "Votes":
+    def of(cls, ballots: Iterable[Voter]) -> Votes:
         """The split of a round's ballots (anything with a ``vote``)."""
         sides = [b.vote for b in ballots]
         return cls(buyer=sides.count("buyer"), seller=sides.count("seller"))
@@ -141,7 +143,7 @@ class Votes(Strict):
 
 class GroundTruthVotes(Votes):
     @model_validator(mode="after")
-    def _jury_size(self) -> "GroundTruthVotes":
+    def _jury_size(self) -> GroundTruthVotes:
         if self.total != JURY_SIZE:
             raise ValueError(f"ground-truth votes must sum to {JURY_SIZE}, got {self.total}")
         return self
@@ -154,7 +156,7 @@ class DisputeCase(Strict):
     ground_truth: GroundTruthVotes | None = None
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> "DisputeCase":
+    def _unique_ids(self) -> DisputeCase:
         seen: set[str] = set()
         for item in self.items():
             if item.id in seen:

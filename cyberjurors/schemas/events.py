@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, Field, TypeAdapter, model_validator
 
@@ -36,8 +36,9 @@ EventId = Annotated[str, Field(max_length=128), AfterValidator(_no_hidden_charac
 
 class EventBase(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
-    event_id: EventId | None = Field(None, description="producer's id, without control or format characters; "
-                                                       "repeats are ignored")
+    event_id: EventId | None = Field(
+        None, description="producer's id, without control or format characters; repeats are ignored"
+    )
     sent_at: AwareDatetime | None = None
 
 
@@ -78,18 +79,23 @@ class OutcomeReported(EventBase):
 
     type: Literal["outcome"] = "outcome"
     case_id: CaseId
-    votes: Votes = Field(description=f"the deciding jury's votes: {JURY_SIZE} in all, except from a human panel "
-                                     "(source human_panel), whose size is its own")
+    votes: Votes = Field(
+        description=f"the deciding jury's votes: {JURY_SIZE} in all, except from a human panel "
+        "(source human_panel), whose size is its own"
+    )
     decided_at: AwareDatetime | None = None
     source: Literal["platform_jury", "human_panel"] | None = Field(
-        None, description="who decided: the platform's jury, or the human panel an escalation went to")
+        None, description="who decided: the platform's jury, or the human panel an escalation went to"
+    )
     escalation_id: str | None = Field(None, max_length=64, description="the escalation a human panel answers")
 
     @model_validator(mode="after")
-    def _jury_size(self) -> "OutcomeReported":
+    def _jury_size(self) -> OutcomeReported:
         if self.source != "human_panel" and self.votes.total != JURY_SIZE:
-            raise ValueError(f"votes: the platform's jury has {JURY_SIZE} votes, got {self.votes.total} (a human "
-                             "panel of another size says source: human_panel)")
+            raise ValueError(
+                f"votes: the platform's jury has {JURY_SIZE} votes, got {self.votes.total} (a human "
+                "panel of another size says source: human_panel)"
+            )
         if self.votes.total < 1:
             raise ValueError("votes: a human panel's votes must count at least one vote")
         return self
@@ -108,12 +114,12 @@ class AppealFiled(EventBase):
     appellant: Party
     verdict_id: str = Field(min_length=1, max_length=64, description="the first-instance verdict appealed")
     grounds: str = Field(min_length=1, max_length=MAX_GROUNDS_CHARS, description="the statement of grounds")
-    evidence: list[EvidenceItem] = Field(default_factory=list, description="new evidence, ids new to the case; it "
-                                         "joins the case as a round of the appellant's")
+    evidence: list[EvidenceItem] = Field(
+        default_factory=list,
+        description="new evidence, ids new to the case; it joins the case as a round of the appellant's",
+    )
     filed_at: AwareDatetime = Field(description="when the party filed it: the window is counted to this")
 
 
-DisputeEvent = Annotated[
-    Union[CaseSubmitted, CaseOpened, EvidenceSubmitted, EvidenceClosed], Field(discriminator="type")
-]
+DisputeEvent = Annotated[CaseSubmitted | CaseOpened | EvidenceSubmitted | EvidenceClosed, Field(discriminator="type")]
 dispute_event = TypeAdapter(DisputeEvent)

@@ -40,8 +40,11 @@ class JurySeat(Record):
     persona: str
     model: str = Field(description="the seat's model (juror_models, round robin)")
     score: JurorScore | None = Field(None, description="the serving persona's qualification; absent when off")
-    replaced: JurorScore | None = Field(None, description="the persona first called to this seat, which failed "
-                                                          "qualification and was replaced (its score says why)")
+    replaced: JurorScore | None = Field(
+        None,
+        description="the persona first called to this seat, which failed "
+        "qualification and was replaced (its score says why)",
+    )
     weight: float = Field(1.0, description="what the seat's ballot counts in the verdict's majority (reweight)")
     vote: Party | None = Field(None, description="on a verdict: the seat's final-round ballot")
 
@@ -52,12 +55,15 @@ class JuryComposition(Record):
     qualification: QualificationMode
     status: Literal["unvetted", "qualified", "not_run"] = Field(
         description="unvetted: qualification off; qualified: every persona was scored (some may have failed: see "
-                    "the seats); not_run: the gate is on but could not run (note says why), the jury is unvetted")
+        "the seats); not_run: the gate is on but could not run (note says why), the jury is unvetted"
+    )
     note: str | None = None
-    mock_cases: list[str] = Field(default_factory=list, description="ids of the precedent base's labelled cases "
-                                                                    "each persona decided")
+    mock_cases: list[str] = Field(
+        default_factory=list, description="ids of the precedent base's labelled cases each persona decided"
+    )
     min_accuracy: float | None = None
     max_bias: float | None = None
     seats: list[JurySeat]
-    weighted: dict[Party, float] | None = Field(None, description="on a verdict decided by weighted ballots "
-                                                                  "(reweight): the weighted tally that decided it")
+    weighted: dict[Party, float] | None = Field(
+        None, description="on a verdict decided by weighted ballots (reweight): the weighted tally that decided it"
+    )

@@ -23,7 +23,6 @@ class Record(BaseModel):
 
 from .jury import JuryComposition  # noqa: E402  (it builds on Record; the case file and verdict name it)
 
-
 # --- model outputs -----------------------------------------------------------------------
 
 
@@ -81,13 +80,18 @@ class ArgumentDraft(Record):
 class VerificationDraft(Record):
     """The verifier's answer on one draft of the verdict's justification (VERDICT's Pass/Reject)."""
 
-    decision: Literal["pass", "reject"] = Field(description="pass when every factual claim of the justification "
-                                                            "traces to a clue, a cited guideline, the order record "
-                                                            "or a party's stated claim; reject otherwise")
+    decision: Literal["pass", "reject"] = Field(
+        description="pass when every factual claim of the justification "
+        "traces to a clue, a cited guideline, the order record "
+        "or a party's stated claim; reject otherwise"
+    )
     feedback: str = Field("", description="on reject: what is wrong and how to correct it")
-    untraceable_claims: list[str] = Field(default_factory=list, description="on reject: each claim of the "
-                                          "justification that traces to nothing, quoted verbatim as the whole "
-                                          "sentence it stands in")
+    untraceable_claims: list[str] = Field(
+        default_factory=list,
+        description="on reject: each claim of the "
+        "justification that traces to nothing, quoted verbatim as the whole "
+        "sentence it stands in",
+    )
 
 
 class JustificationDraft(Record):
@@ -99,8 +103,9 @@ class JustificationDraft(Record):
 class CandidateSentences(Record):
     """JURIS: one drafter's candidate sentences for the verdict's justification."""
 
-    sentences: list[str] = Field(description="one claim per sentence, each citing the clue or guideline ids it "
-                                             "rests on in brackets")
+    sentences: list[str] = Field(
+        description="one claim per sentence, each citing the clue or guideline ids it rests on in brackets"
+    )
 
 
 class SentenceVotes(Record):
@@ -128,7 +133,7 @@ class Usage(Record):
     latency_s: float = 0.0
     cost_usd: float = Field(0.0, description="estimated from llm_prices when the call was made (0 for stand-ins)")
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
 
     @property
@@ -213,8 +218,11 @@ class Precedents(Record):
     cases: list[PrecedentRef] = Field(default_factory=list)
     guidelines: list[PrecedentRef] = Field(default_factory=list)
     memory: dict[int, list[str]] = Field(default_factory=dict, description="juror -> guideline ids")
-    coverage: Coverage = Field("none", description="high; low = too few in the category, cross-category "
-                                                   "guidelines added; none = nothing retrieved or retrieval failed")
+    coverage: Coverage = Field(
+        "none",
+        description="high; low = too few in the category, cross-category "
+        "guidelines added; none = nothing retrieved or retrieval failed",
+    )
     problem: str | None = None
 
     def memory_of(self, juror: int) -> list[PrecedentRef]:
@@ -227,9 +235,11 @@ class BudgetStop(Record):
     what was skipped because of it."""
 
     limit: Literal["tokens", "cost"]
-    stage: str = Field(description="clues: further select steps skipped, the jury judged what was perceived; "
-                                   "round-N: deliberation stopped after round N with its majority; verdict: the "
-                                   "justification's verification (or JURIS) skipped or cut short")
+    stage: str = Field(
+        description="clues: further select steps skipped, the jury judged what was perceived; "
+        "round-N: deliberation stopped after round N with its majority; verdict: the "
+        "justification's verification (or JURIS) skipped or cut short"
+    )
     tokens: int = Field(description="tokens the case had used when the budget was found reached")
     cost_usd: float
 
@@ -238,17 +248,27 @@ class Verification(Record):
     """What the verifier (the Adjudication Supervisor of VERDICT) made of the verdict's justification:
     every factual claim must trace to a perceived clue (O_II) or a cited guideline."""
 
-    status: Literal["passed", "failed"] = Field(description="passed: the justification was accepted within "
-                                                "verifier_max_turns; failed: still rejected after them, and the "
-                                                "claims that could not be traced were removed")
+    status: Literal["passed", "failed"] = Field(
+        description="passed: the justification was accepted within "
+        "verifier_max_turns; failed: still rejected after them, and the "
+        "claims that could not be traced were removed"
+    )
     turns: int = Field(description="verifier calls made (1 = accepted as first drafted)")
-    removed_claims: list[str] = Field(default_factory=list, description="claims dropped from the justification "
-                                                                        "because they could not be traced")
+    removed_claims: list[str] = Field(
+        default_factory=list, description="claims dropped from the justification because they could not be traced"
+    )
     feedback: list[str] = Field(default_factory=list, description="the verifier's accumulated feedback, in order")
 
 
-EscalationReason = Literal["narrow_margin", "low_precedent_coverage", "no_precedent_coverage", "verification_failed",
-                           "injection", "decisive_evidence_unreadable", "budget_reached"]
+EscalationReason = Literal[
+    "narrow_margin",
+    "low_precedent_coverage",
+    "no_precedent_coverage",
+    "verification_failed",
+    "injection",
+    "decisive_evidence_unreadable",
+    "budget_reached",
+]
 ESCALATION_REASONS: tuple[EscalationReason, ...] = get_args(EscalationReason)
 
 
@@ -267,9 +287,12 @@ class CaseFile(Record):
     backend: str = ""
     digest: str = Field("", description="the case's content hash (DisputeCase.digest), computed once at intake")
     budget_stop: BudgetStop | None = Field(None, description="stage II stopped early: the per-case budget was reached")
-    unread_evidence: list[str] = Field(default_factory=list, description="evidence the jury was to examine that could "
-                                       "not be read: items stage II selected whose perception failed, or, with stage "
-                                       "II off, every media item that could not be decoded")
+    unread_evidence: list[str] = Field(
+        default_factory=list,
+        description="evidence the jury was to examine that could "
+        "not be read: items stage II selected whose perception failed, or, with stage "
+        "II off, every media item that could not be decoded",
+    )
     appeal: AppealBrief | None = Field(None, description="the second instance: the appeal it judges")
     jury: JuryComposition | None = Field(None, description="the jury that deliberates, set at round 1")
 
@@ -288,8 +311,9 @@ class CaseFile(Record):
 
 class Verdict(Record):
     schema_version: Literal[1] = SCHEMA_VERSION
-    verdict_id: str = Field(description="derived from the case (instance 2: from the appeal): the same case always "
-                                        "yields the same id")
+    verdict_id: str = Field(
+        description="derived from the case (instance 2: from the appeal): the same case always yields the same id"
+    )
     case_id: str
     instance: Literal[1, 2] = Field(1, description="1: the jury's decision; 2: the appeal's, final")
     appeal_of: str | None = Field(None, description="instance 2: the verdict_id of the first-instance verdict appealed")
@@ -299,28 +323,40 @@ class Verdict(Record):
     margin: int
     rounds_used: int
     early_stopped: bool
-    escalated: bool = Field(False, description="too doubtful to stand alone: the case went to disputes.escalations "
-                                               "for a human panel")
+    escalated: bool = Field(
+        False, description="too doubtful to stand alone: the case went to disputes.escalations for a human panel"
+    )
     escalation_reasons: list[EscalationReason] = Field(default_factory=list, description="why (escalate_on)")
     justification: str
-    cited_clues: list[Clue] = Field(description="the clues the majority cited, most cited first; empty (with a "
-                                                "note in problems) when it cited none")
-    mentioned_clues: list[Clue] = Field(default_factory=list, description="other clues the justification names, "
-                                                                          "e.g. the minority's")
+    cited_clues: list[Clue] = Field(
+        description="the clues the majority cited, most cited first; empty (with a note in problems) when it cited none"
+    )
+    mentioned_clues: list[Clue] = Field(
+        default_factory=list, description="other clues the justification names, e.g. the minority's"
+    )
     cited_precedents: list[str] = Field(default_factory=list, description="guideline id@version the majority cited")
     precedents_seen: list[str] = Field(default_factory=list, description="every guideline id@version jurors saw")
     precedent_coverage: Coverage = "none"
     focus: str
     problems: list[str] = Field(default_factory=list)
-    budget_reached: bool = Field(False, description="the per-case budget cut the work short (select steps skipped "
-                                                    "or rounds not held); the problems say what was skipped")
+    budget_reached: bool = Field(
+        False,
+        description="the per-case budget cut the work short (select steps skipped "
+        "or rounds not held); the problems say what was skipped",
+    )
     budget_stops: list[BudgetStop] = Field(default_factory=list, description="where the budget stopped the case")
-    votes_by_model: dict[str, Votes] = Field(default_factory=dict, description="the final round's votes by the "
-                                             "model each juror seat was given (juror_models)")
-    verification: Verification | None = Field(None, description="the verifier's check of the justification; "
-                                                                "absent when the verifier is off")
-    jury: JuryComposition | None = Field(None, description="who sat: each seat's persona, model and final vote, "
-                                                           "its qualification and weight, the personas replaced")
+    votes_by_model: dict[str, Votes] = Field(
+        default_factory=dict,
+        description="the final round's votes by the model each juror seat was given (juror_models)",
+    )
+    verification: Verification | None = Field(
+        None, description="the verifier's check of the justification; absent when the verifier is off"
+    )
+    jury: JuryComposition | None = Field(
+        None,
+        description="who sat: each seat's persona, model and final vote, "
+        "its qualification and weight, the personas replaced",
+    )
     tokens: Usage
     latency_s: float
     backend: str
@@ -355,12 +391,16 @@ class Escalation(Record):
     reasons: list[EscalationReason]
     notes: list[str] = Field(description="what set each reason off, for the panel")
     verdict: Verdict
-    case_file: CaseFile = Field(description="the record: the case with its media by reference (path under media_root, "
-                                            "url, or stored: a sha256 in the media store), the focus O_I, the clue "
-                                            "chain O_II, the precedents, every round's ballots and summary, and, for "
-                                            "instance 2, the appeal")
-    ballots_trimmed: bool = Field(False, description="earlier rounds' ballots were left out to fit max_event_bytes "
-                                                     "(their summaries and votes are kept)")
+    case_file: CaseFile = Field(
+        description="the record: the case with its media by reference (path under media_root, "
+        "url, or stored: a sha256 in the media store), the focus O_I, the clue "
+        "chain O_II, the precedents, every round's ballots and summary, and, for "
+        "instance 2, the appeal"
+    )
+    ballots_trimmed: bool = Field(
+        False,
+        description="earlier rounds' ballots were left out to fit max_event_bytes (their summaries and votes are kept)",
+    )
     raised_at: datetime
 
 
@@ -373,13 +413,17 @@ class DeadLetter(Record):
     partition: int | None = None
     offset: int | None = None
     key: str | None = None
-    original_base64: str = Field("", description="the message value exactly as received, when the letter can "
-                                                 "carry it within max_event_bytes")
+    original_base64: str = Field(
+        "", description="the message value exactly as received, when the letter can carry it within max_event_bytes"
+    )
     original_ref: str | None = Field(None, description="else the sha256 of the original in the media store")
     original_bytes: int | None = Field(None, description="the original's size")
     failed_at: datetime
-    replayable: bool | None = Field(None, description="whether resending the original may succeed, decided where "
-                                                      "the letter was written; absent from older letters")
+    replayable: bool | None = Field(
+        None,
+        description="whether resending the original may succeed, decided where "
+        "the letter was written; absent from older letters",
+    )
 
 
 CaseFile.model_rebuild()  # AppealBrief names the Verdict, defined after the case file

@@ -31,10 +31,10 @@ from ..llm import LLM, LLMError
 from ..media_store import MediaStore, open_store
 from ..precedents.precedent_base import PrecedentBase
 from . import expiry
+from .appeals import Appeals
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
 from .ingest import Ingest, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
-from .appeals import Appeals
 from .outcomes import Outcomes
 from .probes import Health
 from .seating import Seating
@@ -82,8 +82,9 @@ def faust_app(settings: Settings) -> faust.App:
     return app
 
 
-def create_app(settings: Settings, llm: LLM | None = None, precedents: PrecedentBase | None = None,
-               clock: expiry.Clock = time.time) -> faust.App:
+def create_app(
+    settings: Settings, llm: LLM | None = None, precedents: PrecedentBase | None = None, clock: expiry.Clock = time.time
+) -> faust.App:
     """``clock`` (unix seconds) decides when stored state expires; a test moves it instead of waiting."""
     llm = llm or build_llm(settings)
     jury = Jury.from_settings(settings)
@@ -93,12 +94,18 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     def topic(name: str) -> faust.TopicT:
         # keys stay bytes: a producer's key that is not UTF-8 must reach a handler (and a dead letter),
         # not fail Faust's decoding before it
-        return app.topic(settings.topic(name), key_type=bytes, value_serializer="raw", key_serializer="raw",
-                         partitions=settings.partitions)
+        return app.topic(
+            settings.topic(name),
+            key_type=bytes,
+            value_serializer="raw",
+            key_serializer="raw",
+            partitions=settings.partitions,
+        )
 
     def table(name: str, **options: Any) -> faust.TableT:
-        return app.Table(name, default=None, partitions=settings.partitions, options=rocksdb_options(settings),
-                         **options)
+        return app.Table(
+            name, default=None, partitions=settings.partitions, options=rocksdb_options(settings), **options
+        )
 
     in_flight = metrics.CasesInFlight()
     metrics.set_seller_share_reference(settings.drift_reference_seller_share)
@@ -106,13 +113,26 @@ def create_app(settings: Settings, llm: LLM | None = None, precedents: Precedent
     intake = table("intake")
     letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes, intake)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
-    results = StageResults(table("stage-results", value_type=bytes), table("stage-times"), settings.state_retention_s,
-                           clock, max_bytes=settings.max_event_bytes, keep_for_appeal=settings.appeal_window_s > 0,
-                           max_rounds=settings.rounds)
+    results = StageResults(
+        table("stage-results", value_type=bytes),
+        table("stage-times"),
+        settings.state_retention_s,
+        clock,
+        max_bytes=settings.max_event_bytes,
+        keep_for_appeal=settings.appeal_window_s > 0,
+        max_rounds=settings.rounds,
+    )
     ingest = Ingest(settings, llm.backend, intake, results, topic("disputes.ready"), letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)
-    verdicts = Verdicts(settings, results, topic("disputes.verdicts"), in_flight, work.verdict,
-                        escalations=topic("disputes.escalations"), letters=letters)
+    verdicts = Verdicts(
+        settings,
+        results,
+        topic("disputes.verdicts"),
+        in_flight,
+        work.verdict,
+        escalations=topic("disputes.escalations"),
+        letters=letters,
+    )
     hop = StageHop(results, letters, in_flight, verdicts.resend)
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
@@ -153,8 +173,12 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
     """One short agent per stage: each hands its events to a handler."""
     concurrency = settings.stage_concurrency
     focused, clues, rounds = topic("disputes.focus"), topic("disputes.clues"), topic("disputes.rounds")
-    deliberations = app.topic(settings.topic("disputes.clues"), settings.topic("disputes.rounds"),
-                              value_serializer="raw", key_serializer="raw")
+    deliberations = app.topic(
+        settings.topic("disputes.clues"),
+        settings.topic("disputes.rounds"),
+        value_serializer="raw",
+        key_serializer="raw",
+    )
 
     @app.agent(topic("disputes.events"), name="ingest", concurrency=concurrency)
     async def ingest_agent(stream: faust.StreamT) -> None:
@@ -254,8 +278,13 @@ def expire_media(app: faust.App, settings: Settings, store: MediaStore) -> None:
     expiry.every(app, settings.media_sweep_interval_s, sweep, name="media")
 
 
-def housekeeping(app: faust.App, settings: Settings, in_flight: metrics.CasesInFlight,
-                 precedents: PrecedentBase, seating: Seating | None = None) -> None:
+def housekeeping(
+    app: faust.App,
+    settings: Settings,
+    in_flight: metrics.CasesInFlight,
+    precedents: PrecedentBase,
+    seating: Seating | None = None,
+) -> None:
     """Forget the cases of partitions moved away; open the precedent base as the app starts (not on
     the first case, and not after joining the group: the model loads while the worker waits for its
     partitions), and keep what the probes report (``app.cyberjurors_health``)."""

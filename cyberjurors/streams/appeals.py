@@ -52,8 +52,16 @@ class Refused(CyberJurorsError):
 
 
 class Appeals:
-    def __init__(self, settings: Settings, llm: LLM, precedents: Remembers, results: StageResults,
-                 verdicts: Verdicts, letters: DeadLetters, store: MediaStore):
+    def __init__(
+        self,
+        settings: Settings,
+        llm: LLM,
+        precedents: Remembers,
+        results: StageResults,
+        verdicts: Verdicts,
+        letters: DeadLetters,
+        store: MediaStore,
+    ):
         self.settings = settings
         self.llm = llm
         self.jury = Jury.from_settings(settings, settings.appeal_jurors)
@@ -110,8 +118,13 @@ class Appeals:
     async def parse(self, event: Any) -> AppealFiled:
         size = len(event.value or b"") + len(event.message.key or b"")
         if size > self.settings.max_event_bytes:
-            await self.letters.write(event, "appeal", "invalid_appeal", f"{size} bytes, limit max_event_bytes="
-                                    f"{self.settings.max_event_bytes}; send large media by path or URL", replayable=False)
+            await self.letters.write(
+                event,
+                "appeal",
+                "invalid_appeal",
+                f"{size} bytes, limit max_event_bytes={self.settings.max_event_bytes}; send large media by path or URL",
+                replayable=False,
+            )
             raise Refused
         try:
             appeal = AppealFiled.model_validate_json(intake.checked_json(event.value))
@@ -136,9 +149,15 @@ class Appeals:
             if taken.appeal is not None and taken.appeal.appeal_id == key:
                 return taken
             brief = taken.appeal
-            await self.letters.write(event, "appeal", "appeal_already_filed", f"case {case_id} was appealed already (by the "
-                                    f"{brief.appellant if brief else '?'}, filed {_when(brief)}); one appeal per "
-                                    "case, and the second instance's verdict is final", replayable=False)
+            await self.letters.write(
+                event,
+                "appeal",
+                "appeal_already_filed",
+                f"case {case_id} was appealed already (by the "
+                f"{brief.appellant if brief else '?'}, filed {_when(brief)}); one appeal per "
+                "case, and the second instance's verdict is final",
+                replayable=False,
+            )
             raise Refused
         first = await self.first_verdict(event, appeal)
         await self.check(event, appeal, first)
@@ -153,27 +172,52 @@ class Appeals:
         if stored is not None:
             return Verdict.model_validate_json(stored)
         if self.results.stored(appeal.case_id, StageResults.EXPIRED) is not None:
-            await self.letters.write(event, "appeal", "case_expired", f"case {appeal.case_id} was decided and its state has "
-                                    f"expired (state_retention_s={self.settings.state_retention_s:g}, "
-                                    f"appeal_window_s={self.settings.appeal_window_s:g}): nothing left to appeal", replayable=False)
+            await self.letters.write(
+                event,
+                "appeal",
+                "case_expired",
+                f"case {appeal.case_id} was decided and its state has "
+                f"expired (state_retention_s={self.settings.state_retention_s:g}, "
+                f"appeal_window_s={self.settings.appeal_window_s:g}): nothing left to appeal",
+                replayable=False,
+            )
             raise Refused
-        await self.letters.write(event, "appeal", "unknown_case", f"no verdict for case {appeal.case_id} yet: replay the letter "
-                                "once the case is decided", replayable=True)
+        await self.letters.write(
+            event,
+            "appeal",
+            "unknown_case",
+            f"no verdict for case {appeal.case_id} yet: replay the letter once the case is decided",
+            replayable=True,
+        )
         raise Refused
 
     async def check(self, event: Any, appeal: AppealFiled, first: Verdict) -> None:
         """The appeal names the case's first verdict, comes from its loser, after that verdict, within the window."""
         window = self.settings.appeal_window_s
         if appeal.verdict_id != first.verdict_id:
-            await self.letters.write(event, "appeal", "appeal_wrong_verdict", f"the appeal names verdict {appeal.verdict_id[:64]}; "
-                                    f"case {appeal.case_id}'s first-instance verdict is {first.verdict_id}", replayable=False)
+            await self.letters.write(
+                event,
+                "appeal",
+                "appeal_wrong_verdict",
+                f"the appeal names verdict {appeal.verdict_id[:64]}; "
+                f"case {appeal.case_id}'s first-instance verdict is {first.verdict_id}",
+                replayable=False,
+            )
             raise Refused
         if appeal.appellant == first.winner:
-            await self.letters.write(event, "appeal", "appeal_by_winner", f"the {appeal.appellant} won the first instance "
-                                    f"({first.votes.buyer}:{first.votes.seller}); only the losing party may appeal", replayable=False)
+            await self.letters.write(
+                event,
+                "appeal",
+                "appeal_by_winner",
+                f"the {appeal.appellant} won the first instance "
+                f"({first.votes.buyer}:{first.votes.seller}); only the losing party may appeal",
+                replayable=False,
+            )
             raise Refused
         if window <= 0:
-            await self.letters.write(event, "appeal", "appeal_window_closed", "appeals are off (appeal_window_s=0)", replayable=False)
+            await self.letters.write(
+                event, "appeal", "appeal_window_closed", "appeals are off (appeal_window_s=0)", replayable=False
+            )
             raise Refused
         skew = self.settings.clock_skew_s
         # filed_at is the platform's clock and decided_at ours: within the skew, the clocks may disagree on which
@@ -181,16 +225,28 @@ class Appeals:
         # would be negative and let it through
         early = (first.decided_at - appeal.filed_at).total_seconds() - skew
         if early > 0:
-            await self.letters.write(event, "appeal", "appeal_before_verdict", f"filed_at {shown_time(appeal.filed_at)} is "
-                                    f"before verdict {first.verdict_id} was decided ({shown_time(first.decided_at)}), "
-                                    f"beyond clock_skew_s={skew:g}: an appeal can only be filed against a verdict "
-                                    "that exists", replayable=False)
+            await self.letters.write(
+                event,
+                "appeal",
+                "appeal_before_verdict",
+                f"filed_at {shown_time(appeal.filed_at)} is "
+                f"before verdict {first.verdict_id} was decided ({shown_time(first.decided_at)}), "
+                f"beyond clock_skew_s={skew:g}: an appeal can only be filed against a verdict "
+                "that exists",
+                replayable=False,
+            )
             raise Refused
         late = (appeal.filed_at - first.decided_at).total_seconds() - window
         if late > 0:
-            await self.letters.write(event, "appeal", "appeal_window_closed", f"filed {late / 86400:.1f} days after the "
-                                    f"window closed (appeal_window_s={window:g} from the verdict of "
-                                    f"{first.decided_at:%Y-%m-%d %H:%M} UTC)", replayable=False)
+            await self.letters.write(
+                event,
+                "appeal",
+                "appeal_window_closed",
+                f"filed {late / 86400:.1f} days after the "
+                f"window closed (appeal_window_s={window:g} from the verdict of "
+                f"{first.decided_at:%Y-%m-%d %H:%M} UTC)",
+                replayable=False,
+            )
             raise Refused
 
     async def record(self, event: Any, appeal: AppealFiled, first: Verdict) -> CaseFile:
@@ -198,7 +254,9 @@ class Appeals:
         evidence (intake's rules, the media claim check, max_case_bytes)."""
         base = self.results.stored(appeal.case_id, "clues") or self.results.stored(appeal.case_id, "ready")
         if base is None:  # a verdict without its record: only an older version's leftovers
-            await self.letters.write(event, "appeal", "case_expired", f"case {appeal.case_id}'s record is no longer kept", replayable=False)
+            await self.letters.write(
+                event, "appeal", "case_expired", f"case {appeal.case_id}'s record is no longer kept", replayable=False
+            )
             raise Refused
         record = CaseFile.model_validate_json(base)
         try:
@@ -211,10 +269,15 @@ class Appeals:
             case_file = appeal_file(record, first, appeal, case, appeal_notes(record.case, case, appeal))
             size = len(case_file.model_dump_json())
             if size > self.settings.max_case_bytes:
-                raise intake.Rejected("case_too_large", f"the appealed case file is {size} bytes with its media in "
-                                      f"the media store, limit max_case_bytes={self.settings.max_case_bytes}")
+                raise intake.Rejected(
+                    "case_too_large",
+                    f"the appealed case file is {size} bytes with its media in "
+                    f"the media store, limit max_case_bytes={self.settings.max_case_bytes}",
+                )
         except intake.Rejected as err:
-            await self.letters.write(event, "appeal", "appeal_evidence_rejected", f"{err.reason}: {err.detail}", replayable=False)
+            await self.letters.write(
+                event, "appeal", "appeal_evidence_rejected", f"{err.reason}: {err.detail}", replayable=False
+            )
             raise Refused from err
         except ValidationError as err:  # an evidence id the case already uses
             await self.letters.write(event, "appeal", "appeal_evidence_rejected", for_people(err), replayable=False)
@@ -227,17 +290,22 @@ class Appeals:
         case_id = case_file.case_id
         if await self.verdicts.resend(case_id, instance=2):
             return
-        case_file = await self.step(case_id, "appeal/clues", case_file,
-                                    lambda cf: appeal_clues(cf, self.jury, self.llm, self.settings, self.precedents))
+        case_file = await self.step(
+            case_id,
+            "appeal/clues",
+            case_file,
+            lambda cf: appeal_clues(cf, self.jury, self.llm, self.settings, self.precedents),
+        )
         while not is_settled(case_file, self.settings):
             stage = f"appeal/round-{len(case_file.rounds) + 1}"
-            case_file = await self.step(case_id, stage, case_file,
-                                        lambda cf: round_stage(cf, self.jury, self.llm, self.settings))
-        await self.verdicts.publish(case_file, event,
-                                    lambda cf: verdict_stage(cf, self.llm, self.settings, self.jury))
+            case_file = await self.step(
+                case_id, stage, case_file, lambda cf: round_stage(cf, self.jury, self.llm, self.settings)
+            )
+        await self.verdicts.publish(case_file, event, lambda cf: verdict_stage(cf, self.llm, self.settings, self.jury))
 
-    async def step(self, case_id: str, stage: str, case_file: CaseFile,
-                   work: Callable[[CaseFile], Awaitable[CaseFile]]) -> CaseFile:
+    async def step(
+        self, case_id: str, stage: str, case_file: CaseFile, work: Callable[[CaseFile], Awaitable[CaseFile]]
+    ) -> CaseFile:
         stored = self.results.stored(case_id, stage)
         if stored is not None:
             tracing.mark(replayed=True)

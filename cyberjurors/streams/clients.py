@@ -19,8 +19,8 @@ from aiokafka.structs import ConsumerRecord
 from .. import tracing
 from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
-from ..media_store import StoreError, digest_of, open_store
 from ..intake import checked_json
+from ..media_store import StoreError, digest_of, open_store
 from ..schemas import AppealFiled, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
 from .dead_letters import RECORD_OVERHEAD
 from .kafka import REPLAYED, client_options
@@ -95,14 +95,22 @@ def _event(text: str, source: str) -> Outgoing:
 
 def oversize(events: Iterable[Outgoing], settings: Settings) -> list[str]:
     """What a worker would dead-letter as event_too_large: refused before anything is sent."""
-    return [f"{e.source}: {len(e.value)} bytes, over max_event_bytes={settings.max_event_bytes} (send large "
-            "media by path or URL)" for e in events if len(e.value) + len(e.case_id.encode()) > settings.max_event_bytes]
+    return [
+        f"{e.source}: {len(e.value)} bytes, over max_event_bytes={settings.max_event_bytes} (send large "
+        "media by path or URL)"
+        for e in events
+        if len(e.value) + len(e.case_id.encode()) > settings.max_event_bytes
+    ]
 
 
 def producer_for(settings: Settings) -> AIOKafkaProducer:
     # The embedded broker has no idempotent producer; acks=all still waits for the write.
-    return AIOKafkaProducer(**client_options(settings), acks="all", enable_idempotence=False,
-                            max_request_size=settings.max_event_bytes + RECORD_OVERHEAD)
+    return AIOKafkaProducer(
+        **client_options(settings),
+        acks="all",
+        enable_idempotence=False,
+        max_request_size=settings.max_event_bytes + RECORD_OVERHEAD,
+    )
 
 
 async def produce(settings: Settings, events: list[Outgoing], topic: str = "disputes.events") -> None:
@@ -113,8 +121,9 @@ async def produce(settings: Settings, events: list[Outgoing], topic: str = "disp
 
 
 @contextlib.asynccontextmanager
-async def producing(settings: Settings, topic: str = "disputes.events") -> AsyncIterator[
-        Callable[[list[Outgoing]], Awaitable[None]]]:
+async def producing(
+    settings: Settings, topic: str = "disputes.events"
+) -> AsyncIterator[Callable[[list[Outgoing]], Awaitable[None]]]:
     """``produce`` on one producer for as long as the block lasts: events sent over time (a paced
     benchmark) without a connection per send."""
     producer = producer_for(settings)
@@ -155,8 +164,10 @@ class Placed:
 
 
 async def placed_letters(settings: Settings) -> list[Placed]:
-    return [Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset, tuple(r.headers or ()))
-            async for r in records(settings, "disputes.dlq", follow=False)]
+    return [
+        Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset, tuple(r.headers or ()))
+        async for r in records(settings, "disputes.dlq", follow=False)
+    ]
 
 
 def replayable(letter: DeadLetter) -> bool:
@@ -170,8 +181,9 @@ def replayable(letter: DeadLetter) -> bool:
         return reason.removeprefix("llm_") not in FINAL_LLM_KINDS
     if reason.startswith("precedents_"):
         return reason.removeprefix("precedents_") not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
-    return (reason in ("stage_failed", "ingest_failed", "state_expired")
-            or (letter.stage == "outcomes" and reason == "unknown_case"))
+    return reason in ("stage_failed", "ingest_failed", "state_expired") or (
+        letter.stage == "outcomes" and reason == "unknown_case"
+    )
 
 
 @dataclass(frozen=True)
@@ -186,10 +198,13 @@ class LetterFilter:
     case: str | None = None
 
     def __call__(self, letter: DeadLetter) -> bool:
-        return ((self.since is None or letter.failed_at >= self.since)
-                and (self.until is None or letter.failed_at < self.until)
-                and self.reason in (None, letter.reason) and self.case in (None, letter.key)
-                and self.stage in (None, letter.stage, letter.stage.split("-")[0]))
+        return (
+            (self.since is None or letter.failed_at >= self.since)
+            and (self.until is None or letter.failed_at < self.until)
+            and self.reason in (None, letter.reason)
+            and self.case in (None, letter.key)
+            and self.stage in (None, letter.stage, letter.stage.split("-")[0])
+        )
 
 
 async def replayed(settings: Settings) -> dict[str, bytes]:
@@ -232,7 +247,9 @@ async def original(settings: Settings, letter: DeadLetter) -> bytes:
     """The letter's original bytes: carried, or read from the media store."""
     if letter.original_ref is None:
         return base64.b64decode(letter.original_base64)
-    return await open_store(settings).get(letter.original_ref, max(settings.max_event_bytes, letter.original_bytes or 0))
+    return await open_store(settings).get(
+        letter.original_ref, max(settings.max_event_bytes, letter.original_bytes or 0)
+    )
 
 
 @dataclass
@@ -284,18 +301,29 @@ async def replay(settings: Settings, letters: list[Placed], again: bool = False,
                 result.failed.append((placed, err.detail))
                 continue
             # in the failed case's trace (the letter's headers carry it): what the stages do with it joins it
-            span = tracing.start_producing(letter.key or "", letter.topic, "replay",
-                                           parent=tracing.context_of(placed.headers))
+            span = tracing.start_producing(
+                letter.key or "", letter.topic, "replay", parent=tracing.context_of(placed.headers)
+            )
             try:
                 headers = list(tracing.headers(tracing.in_span(span)).items())
                 await producer.send_and_wait(letter.topic, value, key=(letter.key or "").encode(), headers=headers)
             finally:
                 span.end()
             digest = digest_of(value)
-            note = {"replayed_at": now().isoformat(), "case": letter.key, "reason": letter.reason,
-                    "stage": letter.stage, "topic": letter.topic, "original": digest}
-            await producer.send_and_wait(settings.topic(REPLAYED), json.dumps(note).encode(), key=placed.id.encode(),
-                                         headers=list(tracing.headers().items()))
+            note = {
+                "replayed_at": now().isoformat(),
+                "case": letter.key,
+                "reason": letter.reason,
+                "stage": letter.stage,
+                "topic": letter.topic,
+                "original": digest,
+            }
+            await producer.send_and_wait(
+                settings.topic(REPLAYED),
+                json.dumps(note).encode(),
+                key=placed.id.encode(),
+                headers=list(tracing.headers().items()),
+            )
             originals.add((letter.topic, digest))  # a second letter with the same original in this run waits too
             result.sent.append(placed)
     finally:
@@ -314,9 +342,13 @@ def _all_partitions(consumer: AIOKafkaConsumer, settings: Settings, names: Itera
 
 def _reader(settings: Settings, from_beginning: bool) -> AIOKafkaConsumer:
     """A consumer outside any group: it reads whole topics and commits nothing."""
-    return AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False,
-                            fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
-                            auto_offset_reset="earliest" if from_beginning else "latest")
+    return AIOKafkaConsumer(
+        **client_options(settings),
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
+        auto_offset_reset="earliest" if from_beginning else "latest",
+    )
 
 
 async def _position(consumer: AIOKafkaConsumer, partitions: list[TopicPartition], from_beginning: bool) -> None:
@@ -327,8 +359,13 @@ async def _position(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]
         await consumer.seek_to_end(*partitions)
 
 
-async def follow(settings: Settings, topic: str = "disputes.verdicts", from_beginning: bool = True,
-                 follow: bool = True, idle_timeout_s: float = 2.0) -> AsyncIterator[tuple[str, bytes]]:
+async def follow(
+    settings: Settings,
+    topic: str = "disputes.verdicts",
+    from_beginning: bool = True,
+    follow: bool = True,
+    idle_timeout_s: float = 2.0,
+) -> AsyncIterator[tuple[str, bytes]]:
     """Yield (key, value) from a topic without joining a consumer group.
 
     With ``follow=False`` it stops once it has caught up with the end of the topic.
@@ -337,8 +374,9 @@ async def follow(settings: Settings, topic: str = "disputes.verdicts", from_begi
         yield (record.key or b"").decode(errors="replace"), record.value
 
 
-async def records(settings: Settings, topic: str, from_beginning: bool = True, follow: bool = True,
-                  idle_timeout_s: float = 2.0) -> AsyncIterator[ConsumerRecord]:
+async def records(
+    settings: Settings, topic: str, from_beginning: bool = True, follow: bool = True, idle_timeout_s: float = 2.0
+) -> AsyncIterator[ConsumerRecord]:
     """``follow``, yielding the consumer's records (topic, partition, offset, key, value)."""
     consumer = _reader(settings, from_beginning)
     await consumer.start()
@@ -392,7 +430,7 @@ class Outcomes:
         self._consumer = _reader(settings, from_beginning)
         self._dlq = settings.topic("disputes.dlq")
 
-    async def __aenter__(self) -> "Outcomes":
+    async def __aenter__(self) -> Outcomes:
         await self._consumer.start()
         try:
             partitions = _all_partitions(self._consumer, self.settings, [self.settings.topic(t) for t in self.TOPICS])
@@ -411,9 +449,14 @@ class Outcomes:
         with contextlib.suppress(Exception, asyncio.TimeoutError):
             await asyncio.wait_for(self._consumer.stop(), 5)  # never hang the clean-up
 
-    async def wait(self, case_ids: Collection[str], timeout_s: float | None = None,
-                   idle_timeout_s: float | None = None, on_outcome: Hook | None = None,
-                   on_poll: Hook | None = None) -> dict[str, Outcome]:
+    async def wait(
+        self,
+        case_ids: Collection[str],
+        timeout_s: float | None = None,
+        idle_timeout_s: float | None = None,
+        on_outcome: Hook | None = None,
+        on_poll: Hook | None = None,
+    ) -> dict[str, Outcome]:
         """Until every case in ``case_ids`` has an outcome, ``timeout_s`` has passed since the call or
         ``idle_timeout_s`` since the last new outcome; returns those that arrived (what a missing one
         means is the caller's to say). ``on_outcome(outcome)`` runs for each new outcome, ``on_poll()``
@@ -425,7 +468,9 @@ class Outcomes:
         last = time.monotonic()
         while len(got) < len(wanted):
             now = time.monotonic()
-            if (deadline is not None and now > deadline) or (idle_timeout_s is not None and now - last > idle_timeout_s):
+            if (deadline is not None and now > deadline) or (
+                idle_timeout_s is not None and now - last > idle_timeout_s
+            ):
                 break
             for outcome in await self._poll(wanted):
                 if outcome.case_id in got:

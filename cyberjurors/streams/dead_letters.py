@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import MutableMapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aiokafka.errors import MessageSizeTooLargeError
@@ -59,8 +59,10 @@ async def send_bounded(out: Sender, key: bytes, value: bytes, max_bytes: int | N
     try:
         await out.send(key=key, value=value, headers=tracing.headers())
     except MessageSizeTooLargeError as err:
-        raise OutputTooLarge(f"{len(value)} bytes refused as too large by the producer or the broker "
-                             f"({for_people(err)}); is the broker's max.message.bytes below max_event_bytes?") from err
+        raise OutputTooLarge(
+            f"{len(value)} bytes refused as too large by the producer or the broker "
+            f"({for_people(err)}); is the broker's max.message.bytes below max_event_bytes?"
+        ) from err
 
 
 def letter_for(message: Any, stage: str, reason: str, detail: str, replayable: bool) -> DeadLetter:
@@ -68,10 +70,19 @@ def letter_for(message: Any, stage: str, reason: str, detail: str, replayable: b
     carrying the original as base64."""
     key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else message.key
     value = message.value or b""
-    return DeadLetter(reason=reason, detail=plain(detail), stage=stage, topic=message.topic,
-                      partition=message.partition, offset=message.offset, key=key[:MAX_KEY_CHARS] if key else key,
-                      replayable=replayable, original_base64=base64.b64encode(value).decode(),
-                      original_bytes=len(value), failed_at=now())
+    return DeadLetter(
+        reason=reason,
+        detail=plain(detail),
+        stage=stage,
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key=key[:MAX_KEY_CHARS] if key else key,
+        replayable=replayable,
+        original_base64=base64.b64encode(value).decode(),
+        original_bytes=len(value),
+        failed_at=now(),
+    )
 
 
 def bug(err: BaseException) -> str:
@@ -84,8 +95,14 @@ class DeadLetters:
     noted on its admitted entry, so intake can say so when the same case is submitted again (it
     ignores it: only a replay of the letter judges it again)."""
 
-    def __init__(self, topic: Sender, in_flight: metrics.CasesInFlight, store: MediaStore | None = None,
-                 max_bytes: int = DEFAULT_MAX_BYTES, intake: MutableMapping[str, Any] | None = None):
+    def __init__(
+        self,
+        topic: Sender,
+        in_flight: metrics.CasesInFlight,
+        store: MediaStore | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        intake: MutableMapping[str, Any] | None = None,
+    ):
         self.topic = topic
         self.in_flight = in_flight
         self.store = store
@@ -101,8 +118,9 @@ class DeadLetters:
         if reason not in Reason.__members__:  # the table test keeps this from happening; never lose the letter
             log.error("dead-letter reason %r is not in errors.Reason", reason)
         letter = letter_for(message, stage, reason, detail, replayable)
-        log.warning("dead letter from %s: %s (%s) key=%s offset=%s", stage, reason, detail[:300], letter.key,
-                    message.offset)
+        log.warning(
+            "dead letter from %s: %s (%s) key=%s offset=%s", stage, reason, detail[:300], letter.key, message.offset
+        )
         key = (letter.key or "").encode()
         value = letter.model_dump_json().encode()
         try:
@@ -131,22 +149,39 @@ class DeadLetters:
                 raise StoreError("no media store configured", kind="unavailable")
             letter = letter.model_copy(update={"original_base64": "", "original_ref": await self.store.put(original)})
         except StoreError as err:  # the letter still goes out; the original stays only in its source topic
-            log.error("dead letter for %s offset %s: its original (%d bytes) could not be stored: %s",
-                      letter.topic, letter.offset, len(original), err.detail)
-            letter = letter.model_copy(update={
-                "original_base64": "", "detail": plain(f"{letter.detail}; the original ({len(original)} bytes) is "
-                                                       f"too large to carry and could not be stored: {err.detail}")})
+            log.error(
+                "dead letter for %s offset %s: its original (%d bytes) could not be stored: %s",
+                letter.topic,
+                letter.offset,
+                len(original),
+                err.detail,
+            )
+            letter = letter.model_copy(
+                update={
+                    "original_base64": "",
+                    "detail": plain(
+                        f"{letter.detail}; the original ({len(original)} bytes) is "
+                        f"too large to carry and could not be stored: {err.detail}"
+                    ),
+                }
+            )
         try:
             await send_bounded(self.topic, key, letter.model_dump_json().encode(), self.max_bytes)
         except OutputTooLarge as err:  # cannot happen below a sane broker limit; say so rather than crash
-            log.error("dead letter for %s/%s offset %s could not be sent: %s (original_ref %s)", letter.topic,
-                      letter.partition, letter.offset, err.detail, letter.original_ref)
+            log.error(
+                "dead letter for %s/%s offset %s could not be sent: %s (original_ref %s)",
+                letter.topic,
+                letter.partition,
+                letter.offset,
+                err.detail,
+                letter.original_ref,
+            )
 
 
 def shown_time(at: datetime) -> str:
     """A time for a letter's detail: in UTC, or as it was given when UTC cannot hold it
     (0001-01-01T00:00+01:00 is in year 0 there)."""
     try:
-        return f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     except OverflowError:
         return at.isoformat(timespec="minutes")

@@ -28,8 +28,9 @@ from .worker_process import WorkerProcess
 
 def verdict_table(verdict: Verdict) -> Table:
     instance = f", appeal of {verdict.appeal_of}: final" if verdict.instance == 2 else ""
-    table = Table(title=f"{verdict.case_id} ({verdict.category}{instance})", title_justify="left", show_header=False,
-                  expand=True)
+    table = Table(
+        title=f"{verdict.case_id} ({verdict.category}{instance})", title_justify="left", show_header=False, expand=True
+    )
     table.add_column(style="bold", width=14)
     table.add_column()
     split = f"buyer {verdict.votes.buyer} : seller {verdict.votes.seller} (of {verdict.votes.total})"
@@ -37,14 +38,20 @@ def verdict_table(verdict: Verdict) -> Table:
     table.add_row("rounds", f"{verdict.rounds_used}" + (" (early stop)" if verdict.early_stopped else ""))
     table.add_row("focus", Text(verdict.focus))
     table.add_row("justification", Text(verdict.justification))
-    clues = "; ".join(f"[{c.id}] {c.evidence_id}" + (f" frames {c.frames}" if c.frames else "")
-                      for c in verdict.cited_clues[:4])
+    clues = "; ".join(
+        f"[{c.id}] {c.evidence_id}" + (f" frames {c.frames}" if c.frames else "") for c in verdict.cited_clues[:4]
+    )
     table.add_row("clues", Text(clues or "-"))
-    table.add_row("precedents", Text(f"coverage {verdict.precedent_coverage}; "
-                                     f"cited {', '.join(verdict.cited_precedents[:3]) or 'none'}"))
+    table.add_row(
+        "precedents",
+        Text(f"coverage {verdict.precedent_coverage}; cited {', '.join(verdict.cited_precedents[:3]) or 'none'}"),
+    )
     t = verdict.tokens
-    table.add_row("cost", f"{t.calls} calls, {t.input_tokens:,} in / {t.output_tokens:,} out / "
-                          f"{t.cache_read_tokens:,} cache read / {t.cache_write_tokens:,} cache write tokens")
+    table.add_row(
+        "cost",
+        f"{t.calls} calls, {t.input_tokens:,} in / {t.output_tokens:,} out / "
+        f"{t.cache_read_tokens:,} cache read / {t.cache_write_tokens:,} cache write tokens",
+    )
     table.add_row("latency", f"{verdict.latency_s:.2f}s  backend={verdict.backend}")
     if verdict.escalated:
         table.add_row("escalated", Text("to a human panel: " + ", ".join(verdict.escalation_reasons)))
@@ -55,15 +62,23 @@ def verdict_table(verdict: Verdict) -> Table:
 
 async def collect(settings: Settings, expected: set[str], console: Console, timeout_s: float) -> tuple[int, int]:
     """Print verdicts and dead letters for the expected cases until all are in; returns (verdicts, dead)."""
-    with Progress(TextColumn("[bold]jury"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("[bold]jury"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("verdicts", total=len(expected))
 
         def show(outcome: Outcome) -> None:
             letter = outcome.dead_letter
             if letter is not None:
-                console.print(f"[red]dead letter[/] {escape(outcome.case_id)}: {letter.reason} at {letter.stage}: "
-                              f"{escape(letter.detail)}")
+                console.print(
+                    f"[red]dead letter[/] {escape(outcome.case_id)}: {letter.reason} at {letter.stage}: "
+                    f"{escape(letter.detail)}"
+                )
             else:
                 console.print(verdict_table(outcome.verdict))  # type: ignore[arg-type]
             progress.advance(task)
@@ -103,19 +118,21 @@ def seed_precedents(settings: Settings, console: Console, source: Path = PRECEDE
                 await llm.aclose()
             after = await index.count("case"), await index.count("guideline")
         done = "reusing" if not report.cases_indexed and not report.chunks_distilled else "built"
-        return (f"precedent base: {done} {settings.precedent_dir} ({after[0]} cases, {after[1]} guidelines from "
-                f"{source.name}; {report.chunks_distilled} distil calls on the {settings.backend} backend, "
-                f"{report.elapsed_s:.1f}s)")
+        return (
+            f"precedent base: {done} {settings.precedent_dir} ({after[0]} cases, {after[1]} guidelines from "
+            f"{source.name}; {report.chunks_distilled} distil calls on the {settings.backend} backend, "
+            f"{report.elapsed_s:.1f}s)"
+        )
 
     try:
         console.print(asyncio.run(seed()), markup=False)
     except (PrecedentError, BuildFailed, OSError, ValueError) as err:
-        console.print(f"precedent base not ready, verdicts go without precedents: {err}", style="yellow",
-                      markup=False)
+        console.print(f"precedent base not ready, verdicts go without precedents: {err}", style="yellow", markup=False)
 
 
-def run_demo(paths: list[Path], settings: Settings, console: Console, timeout_s: float = 600,
-             bootstrap: str | None = None) -> int:
+def run_demo(
+    paths: list[Path], settings: Settings, console: Console, timeout_s: float = 600, bootstrap: str | None = None
+) -> int:
     events = read_events(paths)
     expected = {e.case_id for e in events}
     workdir = Path(settings.datadir).parent
@@ -125,17 +142,21 @@ def run_demo(paths: list[Path], settings: Settings, console: Console, timeout_s:
         if bootstrap is None:
             bootstrap = stack.enter_context(embedded_broker(log=workdir / "broker.log"))
             console.print(f"embedded broker (Tansu) on {bootstrap}")
-        settings = settings.model_copy(update={
-            "kafka_bootstrap_servers": bootstrap,
-            "app_id": f"{settings.app_id}-demo-{uuid.uuid4().hex[:6]}",
-        })
+        settings = settings.model_copy(
+            update={
+                "kafka_bootstrap_servers": bootstrap,
+                "app_id": f"{settings.app_id}-demo-{uuid.uuid4().hex[:6]}",
+            }
+        )
         asyncio.run(ensure_topics(settings))
         worker = WorkerProcess(settings, workdir / "worker.log")
         stack.push(worker)  # stopped on the way out, before the broker; pushed first, so an interrupt
-        worker.start()      # between starting and pushing cannot leave it running
-        console.print(f"worker started (backend: [bold]{settings.backend}[/]"
-                      + (", a labelled stand-in, not model judgement" if settings.backend == "offline" else "")
-                      + f"; log: {worker.log_path})")
+        worker.start()  # between starting and pushing cannot leave it running
+        console.print(
+            f"worker started (backend: [bold]{settings.backend}[/]"
+            + (", a labelled stand-in, not model judgement" if settings.backend == "offline" else "")
+            + f"; log: {worker.log_path})"
+        )
         started = time.monotonic()
         asyncio.run(produce(settings, events))
         console.print(f"produced {len(events)} events for {len(expected)} cases to disputes.events")

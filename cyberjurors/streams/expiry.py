@@ -36,8 +36,9 @@ def current_partition() -> int | None:
     return None if event is None else event.message.partition
 
 
-def due(table: Mapping[str, Any], cutoff: float, partitions: Collection[int] | None = None,
-        most: int | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+def due(
+    table: Mapping[str, Any], cutoff: float, partitions: Collection[int] | None = None, most: int | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """The entries stamped before ``cutoff`` (on ``partitions``, when given), at most ``most``.
     A value without a stamp is never due: it was not written to expire."""
     found = 0

@@ -36,9 +36,17 @@ log = logging.getLogger("cyberjurors.streams")
 
 
 class Ingest:
-    def __init__(self, settings: Settings, backend: str, state: MutableMapping[str, Any], results: StageResults,
-                 ready: Sender, letters: DeadLetters, in_flight: metrics.CasesInFlight,
-                 clock: expiry.Clock = time.time):
+    def __init__(
+        self,
+        settings: Settings,
+        backend: str,
+        state: MutableMapping[str, Any],
+        results: StageResults,
+        ready: Sender,
+        letters: DeadLetters,
+        in_flight: metrics.CasesInFlight,
+        clock: expiry.Clock = time.time,
+    ):
         self.settings = settings
         self.backend = backend
         self.state = state
@@ -74,9 +82,12 @@ class Ingest:
             state = self.state.get(event.case_id) or {}
             if "draft" in state:  # admitted, it would replace the draft's evidence without a word
                 draft = intake.Draft.model_validate(state["draft"])
-                raise intake.Rejected("case_already_open", f"case {event.case_id} is open for incremental events "
-                                      f"({len(draft.rounds)} rounds so far): close it with evidence_closed, or "
-                                      "send the whole case under a new case_id")
+                raise intake.Rejected(
+                    "case_already_open",
+                    f"case {event.case_id} is open for incremental events "
+                    f"({len(draft.rounds)} rounds so far): close it with evidence_closed, or "
+                    "send the whole case under a new case_id",
+                )
             await self.admit(event.case, [], partition)
             if "held" in state:
                 await self.refuse_held(event.case_id, state["held"])
@@ -128,12 +139,22 @@ class Ingest:
         held = list(state.get("held", []))
         total = self.count_held()
         if len(held) >= self.settings.early_evidence_per_case or total >= self.settings.early_evidence_total:
-            limit = (f"{len(held)} held for this case, limit early_evidence_per_case="
-                     f"{self.settings.early_evidence_per_case}") if len(held) >= self.settings.early_evidence_per_case \
+            limit = (
+                (
+                    f"{len(held)} held for this case, limit early_evidence_per_case="
+                    f"{self.settings.early_evidence_per_case}"
+                )
+                if len(held) >= self.settings.early_evidence_per_case
                 else f"{total} held on this worker, limit early_evidence_total={self.settings.early_evidence_total}"
-            await self.letters.write(Original.of(message).event(), "ingest", "early_evidence_overflow",
-                                     f"{event.type} for case {event.case_id}, which is not open yet: {limit}; "
-                                     "replay it once the case is open", replayable=True)
+            )
+            await self.letters.write(
+                Original.of(message).event(),
+                "ingest",
+                "early_evidence_overflow",
+                f"{event.type} for case {event.case_id}, which is not open yet: {limit}; "
+                "replay it once the case is open",
+                replayable=True,
+            )
             return
         at = state.get("at", self.clock())  # the first held event's time: none waits beyond early_evidence_wait_s
         held.append({"message": Original.of(message).as_json(), "type": event.type, "received_at": self.clock()})
@@ -150,8 +171,10 @@ class Ingest:
                 event = intake.parse_event(original.value)
                 draft = intake.fold(draft, event, self.settings)  # type: ignore[arg-type]
                 waited = max(0.0, self.clock() - entry["received_at"])
-                draft.notes.append(f"{event.type} (event {event.event_id or original.offset}) arrived before the "
-                                   f"case was opened; it was held {waited:.0f} s and folded in")
+                draft.notes.append(
+                    f"{event.type} (event {event.event_id or original.offset}) arrived before the "
+                    f"case was opened; it was held {waited:.0f} s and folded in"
+                )
             except intake.Duplicate as dup:
                 draft.notes.append(f"duplicate event ignored: {dup}")
             except intake.Rejected as err:
@@ -163,15 +186,21 @@ class Ingest:
         """Events held for a case that then came whole: the whole case is what was judged, so each
         is dead-lettered (final) with its original bytes rather than forgotten."""
         for entry in held:
-            await self.letters.write(Original.from_json(entry["message"]).event(), "ingest", "case_closed",
-                                     f"{entry['type']} for case {case_id} came before the case was opened, and the "
-                                     "case was then submitted whole: judged without it", replayable=False)
+            await self.letters.write(
+                Original.from_json(entry["message"]).event(),
+                "ingest",
+                "case_closed",
+                f"{entry['type']} for case {case_id} came before the case was opened, and the "
+                "case was then submitted whole: judged without it",
+                replayable=False,
+            )
         self.held_total = None
 
     def count_held(self) -> int:
         if self.held_total is None:
-            self.held_total = sum(len(v["held"]) for v in list(self.state.values())
-                                  if isinstance(v, dict) and "held" in v)
+            self.held_total = sum(
+                len(v["held"]) for v in list(self.state.values()) if isinstance(v, dict) and "held" in v
+            )
         return self.held_total
 
     async def expire(self, partitions: Collection[int] | None = None) -> int:
@@ -183,17 +212,25 @@ class Ingest:
         for case_id, entry in expiry.due(self.state, now_s - self.settings.early_evidence_wait_s, partitions):
             if "held" in entry:
                 for held in entry["held"]:
-                    await self.letters.write(Original.from_json(held["message"]).event(), "ingest", "case_never_opened",
-                                             f"{held['type']} for case {case_id}: the case was not opened within "
-                                             f"early_evidence_wait_s={self.settings.early_evidence_wait_s:g}",
-                                             replayable=True)
+                    await self.letters.write(
+                        Original.from_json(held["message"]).event(),
+                        "ingest",
+                        "case_never_opened",
+                        f"{held['type']} for case {case_id}: the case was not opened within "
+                        f"early_evidence_wait_s={self.settings.early_evidence_wait_s:g}",
+                        replayable=True,
+                    )
                 cases += self.forget(case_id, entry)
         for case_id, entry in expiry.due(self.state, now_s - self.settings.intake_draft_ttl_s, partitions):
             if "draft" in entry:
                 draft = intake.Draft.model_validate(entry["draft"])
-                await self.letters.write(Original.of_draft(draft, self.settings, entry.get("partition")), "ingest",
-                                         "draft_expired", expired_detail(draft, self.settings),
-                                         replayable=False)  # the same events would be left open again
+                await self.letters.write(
+                    Original.of_draft(draft, self.settings, entry.get("partition")),
+                    "ingest",
+                    "draft_expired",
+                    expired_detail(draft, self.settings),
+                    replayable=False,
+                )  # the same events would be left open again
                 cases += self.forget(case_id, entry)
         for case_id, entry in expiry.due(self.state, now_s - self.settings.state_retention_s, partitions):
             if "digest" in entry:  # an admitted case: nothing to tell anyone, its verdict is long out
@@ -213,8 +250,10 @@ class Ingest:
         dead letter keeps it, in the media store when too large to carry)."""
         size = len(event.value or b"") + len(event.message.key or b"")
         if size > self.settings.max_event_bytes:
-            raise intake.Rejected("event_too_large", f"{size} bytes, limit max_event_bytes="
-                                  f"{self.settings.max_event_bytes}; send large media by path or URL")
+            raise intake.Rejected(
+                "event_too_large",
+                f"{size} bytes, limit max_event_bytes={self.settings.max_event_bytes}; send large media by path or URL",
+            )
 
     async def admit(self, case: DisputeCase, notes: list[str], partition: int) -> None:
         digest = case.digest()
@@ -223,8 +262,10 @@ class Ingest:
             self.ignore_unchanged(case.case_id, state)
             return
         if state.get("digest") or case.case_id in self.admitting:
-            raise intake.Rejected("case_already_submitted", f"case {case.case_id} was already submitted "
-                                  "with different content; use a new case_id")
+            raise intake.Rejected(
+                "case_already_submitted",
+                f"case {case.case_id} was already submitted with different content; use a new case_id",
+            )
         problems = [*notes, *intake.admit(case, self.settings)]
         self.admitting[case.case_id] = digest  # the other ingest actors may meet the same case meanwhile
         try:
@@ -249,19 +290,30 @@ class Ingest:
             return
         final = "" if letter.get("replayable") else " --final"
         after = "" if letter.get("replayable") else ", once what made it fail has changed"
-        log.warning("case %s submitted again unchanged; ignored: it was already dead-lettered at %s (%s), and "
-                    "submitting it again does not judge it again; `cyberjurors dlq --replay%s --case %s` does%s",
-                    case_id, letter.get("stage"), letter.get("reason"), final, case_id, after)
+        log.warning(
+            "case %s submitted again unchanged; ignored: it was already dead-lettered at %s (%s), and "
+            "submitting it again does not judge it again; `cyberjurors dlq --replay%s --case %s` does%s",
+            case_id,
+            letter.get("stage"),
+            letter.get("reason"),
+            final,
+            case_id,
+            after,
+        )
 
     async def case_file(self, case: DisputeCase, problems: list[str], digest: str) -> bytes:
         """The case file's JSON with inline media moved to the media store, within max_case_bytes: the
         rest of max_event_bytes is room for what the stages add, so no later hand-off outgrows it."""
-        case_file = CaseFile(case=await self.claim_check(case), received_at=now(), problems=problems,
-                             backend=self.backend, digest=digest)
+        case_file = CaseFile(
+            case=await self.claim_check(case), received_at=now(), problems=problems, backend=self.backend, digest=digest
+        )
         value = case_file.model_dump_json().encode()
         if len(value) > self.settings.max_case_bytes:
-            raise intake.Rejected("case_too_large", f"the case file is {len(value)} bytes with its media in the "
-                                  f"media store, limit max_case_bytes={self.settings.max_case_bytes}")
+            raise intake.Rejected(
+                "case_too_large",
+                f"the case file is {len(value)} bytes with its media in the "
+                f"media store, limit max_case_bytes={self.settings.max_case_bytes}",
+            )
         return value
 
     async def claim_check(self, case: DisputeCase) -> DisputeCase:
@@ -294,8 +346,10 @@ async def claim_check(store: MediaStore, items: list[dict]) -> bool:
             media["stored"] = await store.put(base64.b64decode(media.pop("data_base64")))
             moved = True
         elif "stored" in media and not await store.touch(media["stored"]):
-            raise intake.Rejected("invalid_case", f"evidence {item['id']}: media stored as "
-                                  f"{media['stored'][:12]}… is not in the media store")
+            raise intake.Rejected(
+                "invalid_case",
+                f"evidence {item['id']}: media stored as {media['stored'][:12]}… is not in the media store",
+            )
     return moved
 
 
@@ -308,18 +362,22 @@ def key_problem(key: bytes | str | None, case_id: str) -> str | None:
         return f"the message has no Kafka key: key each event by its case_id ({case_id})"
     shown = key.decode(errors="replace") if isinstance(key, bytes) else key
     if key != (case_id.encode() if isinstance(key, bytes) else case_id):
-        return (f'the Kafka key "{shown[:80]}" is not the case_id "{case_id}": keys decide partitions, and all '
-                "of a case's events must be on its case_id's partition; send it again keyed by its case_id")
+        return (
+            f'the Kafka key "{shown[:80]}" is not the case_id "{case_id}": keys decide partitions, and all '
+            "of a case's events must be on its case_id's partition; send it again keyed by its case_id"
+        )
     return None
 
 
 def expired_detail(draft: intake.Draft, settings: Settings) -> str:
     rounds = ", ".join(f"{r.party} round {r.round}" for r in draft.rounds) or "no evidence"
     ids = ", ".join(draft.event_ids) or "none given"
-    return (f"case {draft.case_id}: evidence was never closed within "
-            f"intake_draft_ttl_s={settings.intake_draft_ttl_s:g}; received case_opened and {rounds} "
-            f"(event ids: {ids}); the letter holds them as an intake draft, "
-            "which can be sent again as a whole case")
+    return (
+        f"case {draft.case_id}: evidence was never closed within "
+        f"intake_draft_ttl_s={settings.intake_draft_ttl_s:g}; received case_opened and {rounds} "
+        f"(event ids: {ids}); the letter holds them as an intake draft, "
+        "which can be sent again as a whole case"
+    )
 
 
 @dataclass(frozen=True)
@@ -334,24 +392,29 @@ class Original:
     offset: int | None
 
     @classmethod
-    def of(cls, message: Any) -> "Original":
+    def of(cls, message: Any) -> Original:
         key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else message.key
         return cls(key, message.value or b"", message.topic, message.partition, message.offset)
 
     @classmethod
-    def of_draft(cls, draft: intake.Draft, settings: Settings, partition: int | None) -> "Letter":
+    def of_draft(cls, draft: intake.Draft, settings: Settings, partition: int | None) -> Letter:
         value = draft.model_dump_json().encode()
         return Letter(cls(draft.case_id, value, settings.topic("disputes.events"), partition, None))
 
     @classmethod
-    def from_json(cls, data: dict) -> "Original":
+    def from_json(cls, data: dict) -> Original:
         return cls(**{**data, "value": base64.b64decode(data["value"])})
 
     def as_json(self) -> dict:
-        return {"key": self.key, "value": base64.b64encode(self.value).decode(), "topic": self.topic,
-                "partition": self.partition, "offset": self.offset}
+        return {
+            "key": self.key,
+            "value": base64.b64encode(self.value).decode(),
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+        }
 
-    def event(self) -> "Letter":
+    def event(self) -> Letter:
         return Letter(self)
 
 
@@ -363,5 +426,9 @@ class Letter:
 def schedule_expiry(app: faust.App, ingest: Ingest) -> None:
     """The intake sweep, in a timer every state_sweep_interval_s, over the partitions this worker holds."""
     events = ingest.settings.topic("disputes.events")
-    expiry.every(app, ingest.settings.state_sweep_interval_s, name="intake",
-                 sweep=lambda: ingest.expire(expiry.active_partitions(app, events)))
+    expiry.every(
+        app,
+        ingest.settings.state_sweep_interval_s,
+        name="intake",
+        sweep=lambda: ingest.expire(expiry.active_partitions(app, events)),
+    )

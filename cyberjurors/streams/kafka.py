@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from typing import Any
 
@@ -12,9 +13,17 @@ from aiokafka.errors import TopicAlreadyExistsError
 from ..config import Settings
 
 TOPICS = (
-    "disputes.events", "disputes.ready", "disputes.focus", "disputes.clues",
-    "disputes.rounds", "disputes.verdicts", "disputes.outcomes", "disputes.dlq", "disputes.dlq-replayed",
-    "disputes.escalations", "disputes.appeals",
+    "disputes.events",
+    "disputes.ready",
+    "disputes.focus",
+    "disputes.clues",
+    "disputes.rounds",
+    "disputes.verdicts",
+    "disputes.outcomes",
+    "disputes.dlq",
+    "disputes.dlq-replayed",
+    "disputes.escalations",
+    "disputes.appeals",
 )
 # which dead letters `dlq --replay` has sent back, keyed by the letter's topic/partition/offset:
 # compacted, since only the last record per letter matters
@@ -60,8 +69,12 @@ def client_options(settings: Settings) -> dict[str, Any]:
 def faust_credentials(settings: Settings) -> faust.types.auth.CredentialsT | None:
     context = ssl_context(settings)
     if settings.kafka_security_protocol.startswith("SASL"):
-        return faust.SASLCredentials(username=settings.kafka_sasl_username, password=settings.kafka_sasl_password,
-                                     mechanism=settings.kafka_sasl_mechanism, ssl_context=context)
+        return faust.SASLCredentials(
+            username=settings.kafka_sasl_username,
+            password=settings.kafka_sasl_password,
+            mechanism=settings.kafka_sasl_mechanism,
+            ssl_context=context,
+        )
     return faust.SSLCredentials(context) if context else None
 
 
@@ -82,14 +95,18 @@ async def ensure_topics(settings: Settings) -> list[str]:
         wanted = [settings.topic(name) for name in TOPICS]
         missing = [t for t in wanted if t not in existing]
         if missing:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another worker won the race
                 await admin.create_topics(
-                    [NewTopic(t, settings.partitions, settings.replication_factor,
-                              topic_configs=topic_configs(settings, t.removeprefix(settings.topic_prefix)))
-                     for t in missing]
+                    [
+                        NewTopic(
+                            t,
+                            settings.partitions,
+                            settings.replication_factor,
+                            topic_configs=topic_configs(settings, t.removeprefix(settings.topic_prefix)),
+                        )
+                        for t in missing
+                    ]
                 )
-            except TopicAlreadyExistsError:
-                pass  # another worker won the race
         return missing
     finally:
         await admin.close()

@@ -69,16 +69,21 @@ class LagReader:
     async def read(self) -> Lag:
         admin, consumer = await self._clients()
         known = await consumer.topics()  # all topics' metadata, without naming (and so creating) any
-        partitions = [TopicPartition(topic, p) for topic in self.topics if topic in known
-                      for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        partitions = [
+            TopicPartition(topic, p)
+            for topic in self.topics
+            if topic in known
+            for p in sorted(consumer.partitions_for_topic(topic) or ())
+        ]
         if not partitions:
             return {}
         committed = await admin.list_consumer_group_offsets(self.group, partitions=partitions)
         ends = await consumer.end_offsets(partitions)
         starts = await consumer.beginning_offsets(partitions)
-        return {(tp.topic, tp.partition): lag_of(ends[tp], committed[tp].offset if tp in committed else None,
-                                                 starts[tp])
-                for tp in partitions}
+        return {
+            (tp.topic, tp.partition): lag_of(ends[tp], committed[tp].offset if tp in committed else None, starts[tp])
+            for tp in partitions
+        }
 
     async def close(self) -> None:
         admin, consumer, self._admin, self._consumer = self._admin, self._consumer, None, None
@@ -130,10 +135,12 @@ class ConsumerLag(Service):
     async def update(self) -> None:
         try:
             lag = await asyncio.wait_for(self.reader.read(), timeout=max(5.0, self.interval_s))
-        except Exception as err:  # noqa: BLE001 - lag is an observation: a failed read must not stop the worker
+        except Exception as err:  # lag is an observation: a failed read must not stop the worker
             if not self._failing:
-                log.warning("consumer lag not read (%s); the series are removed until a read succeeds", err or
-                            type(err).__name__)
+                log.warning(
+                    "consumer lag not read (%s); the series are removed until a read succeeds",
+                    err or type(err).__name__,
+                )
             self._failing = True
             self.gauge.clear()
             await self.reader.close()  # a fresh connection next time

@@ -32,8 +32,15 @@ log = logging.getLogger("cyberjurors.streams")
 
 
 class Outcomes:
-    def __init__(self, settings: Settings, llm: LLM, precedents: PrecedentBase, results: StageResults,
-                 confirmed: MutableMapping[str, Any], letters: DeadLetters):
+    def __init__(
+        self,
+        settings: Settings,
+        llm: LLM,
+        precedents: PrecedentBase,
+        results: StageResults,
+        confirmed: MutableMapping[str, Any],
+        letters: DeadLetters,
+    ):
         self.settings = settings
         self.llm = llm
         self.precedents = precedents
@@ -71,17 +78,29 @@ class Outcomes:
         decided = Verdict.model_validate_json(verdict)
         if outcome.escalation_id is not None and outcome.escalation_id not in self.escalations(outcome.case_id):
             # a panel's decision routed to the wrong case would be learned from, and counted, as this one's
-            await self.letters.write(event, "outcomes", "invalid_outcome", f"escalation_id is not an escalation of case "
-                                     f"{outcome.case_id}: a human panel's decision names the escalation it answers, "
-                                     "as disputes.escalations gave it for this case", replayable=False)
+            await self.letters.write(
+                event,
+                "outcomes",
+                "invalid_outcome",
+                f"escalation_id is not an escalation of case "
+                f"{outcome.case_id}: a human panel's decision names the escalation it answers, "
+                "as disputes.escalations gave it for this case",
+                replayable=False,
+            )
             return
         earlier = self.count(outcome, decided)
         if earlier is not None:
             if differs := _differences(earlier, outcome):
-                await self.letters.write(event, "outcomes", "outcome_conflict", f"case {outcome.case_id}: an outcome "
-                                         f"was counted already ({_described(earlier)}); this one differs in "
-                                         f"{differs} ({_described(outcome)}). The first stands: a counter cannot "
-                                         "take one back; neither counted nor learned from", replayable=False)
+                await self.letters.write(
+                    event,
+                    "outcomes",
+                    "outcome_conflict",
+                    f"case {outcome.case_id}: an outcome "
+                    f"was counted already ({_described(earlier)}); this one differs in "
+                    f"{differs} ({_described(outcome)}). The first stands: a counter cannot "
+                    "take one back; neither counted nor learned from",
+                    replayable=False,
+                )
                 return
             log.info("case %s: outcome already counted, not counted again", outcome.case_id)
         if not self.precedents.enabled:
@@ -89,8 +108,9 @@ class Outcomes:
         try:
             await self.learn(outcome, decided, CaseFile.model_validate_json(case_file), event.message.partition)
         except (PrecedentError, LLMError) as err:
-            await self.letters.write(event, "outcomes", f"precedents_{err.kind}", for_people(err),
-                                     replayable=err.replayable)
+            await self.letters.write(
+                event, "outcomes", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
+            )
         except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
             log.exception("outcome for case %s failed", outcome.case_id)
             await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
@@ -120,17 +140,32 @@ class Outcomes:
         retention = f"state_retention_s={self.settings.state_retention_s:g}"
         decided_at = outcome.decided_at.timestamp() if outcome.decided_at is not None else None
         if self.results.stored(outcome.case_id, StageResults.EXPIRED) is not None:
-            await self.letters.write(event, "outcomes", "case_expired", f"case {outcome.case_id} was decided and its "
-                                     f"verdict has expired ({retention}): nothing left to compare or learn from",
-                                     replayable=False)
+            await self.letters.write(
+                event,
+                "outcomes",
+                "case_expired",
+                f"case {outcome.case_id} was decided and its "
+                f"verdict has expired ({retention}): nothing left to compare or learn from",
+                replayable=False,
+            )
         elif self.results.older_than_retention(decided_at) and self.results.stored(outcome.case_id, "ready") is None:
-            await self.letters.write(event, "outcomes", "case_expired", f"case {outcome.case_id} was decided at "
-                                     f"{shown_time(outcome.decided_at)}, longer ago than {retention}, and "
-                                     "nothing is kept for it: its verdict, if it had one, has expired",
-                                     replayable=False)
+            await self.letters.write(
+                event,
+                "outcomes",
+                "case_expired",
+                f"case {outcome.case_id} was decided at "
+                f"{shown_time(outcome.decided_at)}, longer ago than {retention}, and "
+                "nothing is kept for it: its verdict, if it had one, has expired",
+                replayable=False,
+            )
         else:
-            await self.letters.write(event, "outcomes", "unknown_case", f"no verdict for case {outcome.case_id} "
-                                     "yet: replay the letter once the case is decided", replayable=True)
+            await self.letters.write(
+                event,
+                "outcomes",
+                "unknown_case",
+                f"no verdict for case {outcome.case_id} yet: replay the letter once the case is decided",
+                replayable=True,
+            )
 
     def count(self, outcome: OutcomeReported, decided: Verdict) -> OutcomeReported | None:
         """The drift counters and a human panel's agreement, once per case: the first outcome reported
@@ -143,24 +178,39 @@ class Outcomes:
         if outcome.source == "human_panel" and decided.escalated:
             agreed = real.winner == decided.winner
             metrics.HUMAN_DECISIONS.labels("agree" if agreed else "disagree").inc()
-            log.info("case %s: the human panel %s the escalated verdict (%s)", outcome.case_id,
-                     "upheld" if agreed else "overturned", ", ".join(decided.escalation_reasons))
+            log.info(
+                "case %s: the human panel %s the escalated verdict (%s)",
+                outcome.case_id,
+                "upheld" if agreed else "overturned",
+                ", ".join(decided.escalation_reasons),
+            )
         return None
 
     async def learn(self, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile, partition: int) -> None:
         index, matcher = await self.precedents.open()
         report = await learning.learn(outcome, decided, case_file, index, self.settings)
-        log.info("case %s: outcome %s our verdict; added %s, raised %s, lowered %s, retired %s",
-                 outcome.case_id, "agrees with" if report.agreed else "differs from", report.case_added,
-                 report.raised, report.lowered, report.retired)
+        log.info(
+            "case %s: outcome %s our verdict; added %s, raised %s, lowered %s, retired %s",
+            outcome.case_id,
+            "agrees with" if report.agreed else "differs from",
+            report.case_added,
+            report.raised,
+            report.lowered,
+            report.retired,
+        )
         if not report.case_added:
             return
         key = f"{decided.category}/{partition}"
         pending = sorted({*(self.confirmed.get(key) or []), report.case_added})
         if len(pending) >= self.settings.redistil_after:
             done = await learning.redistil(decided.category, pending, index, matcher.embedder, self.llm, self.settings)
-            log.info("re-distilled %s from %d confirmed cases: %d new guidelines, %d merged",
-                     decided.category, len(pending), done.guidelines_created, done.guidelines_merged)
+            log.info(
+                "re-distilled %s from %d confirmed cases: %d new guidelines, %d merged",
+                decided.category,
+                len(pending),
+                done.guidelines_created,
+                done.guidelines_merged,
+            )
             pending = []
         self.confirmed[key] = pending
 
@@ -170,8 +220,12 @@ def _decision(outcome: OutcomeReported) -> dict[str, Any]:
     source and the escalation answered, which counting and learning judge by. Not decided_at nor the
     envelope (event_id, sent_at, schema_version): a platform resending the same decision may restamp
     them. No source is the platform's jury (the schema holds it to 17 votes)."""
-    return {"votes": f"{outcome.votes.buyer}:{outcome.votes.seller}", "winner": outcome.votes.winner,
-            "source": outcome.source or "platform_jury", "escalation_id": outcome.escalation_id}
+    return {
+        "votes": f"{outcome.votes.buyer}:{outcome.votes.seller}",
+        "winner": outcome.votes.winner,
+        "source": outcome.source or "platform_jury",
+        "escalation_id": outcome.escalation_id,
+    }
 
 
 def _differences(earlier: OutcomeReported, later: OutcomeReported) -> str:

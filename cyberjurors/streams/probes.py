@@ -50,8 +50,9 @@ class Health(Service):
     precedent base: started with the app (before it joins its group), so the model loads while the
     worker waits for its partitions."""
 
-    def __init__(self, app: faust.App, precedents: PrecedentBase, topics: Collection[str],
-                 seating: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self, app: faust.App, precedents: PrecedentBase, topics: Collection[str], seating: Any = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.app = app
         self.precedents = precedents
@@ -70,8 +71,12 @@ class Health(Service):
         if not self.precedents.enabled:
             return
         try:
-            async for attempt in AsyncRetrying(retry=retry_if_exception(_transient), wait=PRECEDENT_RETRY_WAIT,
-                                               before_sleep=self._open_failed, reraise=True):
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception(_transient),
+                wait=PRECEDENT_RETRY_WAIT,
+                before_sleep=self._open_failed,
+                reraise=True,
+            ):
                 with attempt:
                     await self.precedents.open()
             self.precedent_error = None
@@ -150,8 +155,9 @@ class ProbeServer(Service):
 
     async def startupz(self, request: web.Request) -> web.Response:
         reasons = self.health.started()
-        return web.json_response({"status": "starting" if reasons else "ok", "reasons": reasons},
-                                 status=503 if reasons else 200)
+        return web.json_response(
+            {"status": "starting" if reasons else "ok", "reasons": reasons}, status=503 if reasons else 200
+        )
 
     async def on_start(self) -> None:
         runner = web.AppRunner(self.routes(), access_log=None)  # a probe every few seconds is no news

@@ -21,8 +21,8 @@ from ..config import Settings
 from ..errors import CyberJurorsError, for_people
 from ..jury import qualify
 from ..llm import LLM
-from ..precedents.precedent_base import PrecedentBase
 from ..precedents.index import PrecedentIndex
+from ..precedents.precedent_base import PrecedentBase
 from .probes import PRECEDENT_RETRY_WAIT, _transient
 from .stage_hop import StageWork
 
@@ -42,8 +42,12 @@ class Seating(Service):
     async def _open_base(self) -> PrecedentIndex:
         """The index, as the probes' opening finds it; a passing failure (a search cluster not up yet) is
         tried again a few times (about 30 s) before the gate gives up and the jury serves unvetted."""
-        async for attempt in AsyncRetrying(retry=retry_if_exception(_transient), wait=PRECEDENT_RETRY_WAIT,
-                                           stop=stop_after_attempt(OPEN_ATTEMPTS), reraise=True):
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(_transient),
+            wait=PRECEDENT_RETRY_WAIT,
+            stop=stop_after_attempt(OPEN_ATTEMPTS),
+            reraise=True,
+        ):
             with attempt:
                 index, _ = await self.precedents.open()
         return index
@@ -59,8 +63,11 @@ class Seating(Service):
             index = await self._open_base()
             jury, qualifier = await qualify.qualified_jury(self.settings, self.llm, index, jury)
             note = jury.composition.note if jury.composition else None
-            log.info("jury seated: %s; %d mock ballots read from the cache",
-                     note or "every serving persona qualified", qualifier.calls_saved)
+            log.info(
+                "jury seated: %s; %d mock ballots read from the cache",
+                note or "every serving persona qualified",
+                qualifier.calls_saved,
+            )
         except CyberJurorsError as err:  # LLMError, PrecedentError, QualificationError
             log.error("qualification could not run (%s): the jury serves unvetted", for_people(err))
             jury = qualify.unvetted(jury, self.settings, for_people(err))

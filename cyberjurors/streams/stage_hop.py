@@ -57,12 +57,30 @@ class StageResults:
     ``escalation`` holds a first-instance verdict's escalation. They expire with the case."""
 
     EXPIRED = "expired"
-    LASTING = ("ready", "focus", "clues", "verdict", "escalation", "appeal", "appeal/clues", "appeal/verdict",
-               "appeal/escalation", "outcome", EXPIRED)
+    LASTING = (
+        "ready",
+        "focus",
+        "clues",
+        "verdict",
+        "escalation",
+        "appeal",
+        "appeal/clues",
+        "appeal/verdict",
+        "appeal/escalation",
+        "outcome",
+        EXPIRED,
+    )
 
-    def __init__(self, table: MutableMapping[str, Any], times: MutableMapping[str, Any] | None = None,
-                 retention_s: float = 7 * 86400, clock: expiry.Clock = time.time,
-                 max_bytes: int | None = None, keep_for_appeal: bool = False, max_rounds: int = 1):
+    def __init__(
+        self,
+        table: MutableMapping[str, Any],
+        times: MutableMapping[str, Any] | None = None,
+        retention_s: float = 7 * 86400,
+        clock: expiry.Clock = time.time,
+        max_bytes: int | None = None,
+        keep_for_appeal: bool = False,
+        max_rounds: int = 1,
+    ):
         self.table = table
         self.times: MutableMapping[str, Any] = {} if times is None else times
         self.retention_s = retention_s
@@ -178,8 +196,13 @@ class StageHop:
     """``resend_verdict(case_id)`` re-sends a decided case's stored verdict (False if it has none):
     a redelivered input of a decided case, whose intermediate results are gone, ends there."""
 
-    def __init__(self, results: StageResults, letters: DeadLetters, in_flight: metrics.CasesInFlight,
-                 resend_verdict: Callable[[str], Awaitable[bool]] | None = None):
+    def __init__(
+        self,
+        results: StageResults,
+        letters: DeadLetters,
+        in_flight: metrics.CasesInFlight,
+        resend_verdict: Callable[[str], Awaitable[bool]] | None = None,
+    ):
         self.results = results
         self.letters = letters
         self.in_flight = in_flight
@@ -240,9 +263,14 @@ class StageHop:
         if self.results.older_than_retention(sent_at):
             age_h = (self.results.clock() - sent_at) / 3600
             await self.letters.write(
-                event, stage, "state_expired", f"this input was sent {age_h:.1f} h ago, more than state_retention_s "
+                event,
+                stage,
+                "state_expired",
+                f"this input was sent {age_h:.1f} h ago, more than state_retention_s "
                 f"({self.results.retention_s:.0f} s), and nothing is stored for case {case_id} any more; replay "
-                "the letter to judge the case again", replayable=True)
+                "the letter to judge the case again",
+                replayable=True,
+            )
             return False
         return True
 

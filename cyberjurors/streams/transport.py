@@ -119,8 +119,11 @@ class SafeAcks(driver.Consumer):
         not done: what the fetch loop hands on meanwhile was fetched before it, from at or past
         where the seek goes, and is read again once it is done (at a restart, Faust resumes the
         fetcher for the changelogs before it seeks the stream partitions)."""
-        return (tp in self._reading and self._sought.get(tp) != self._reading[tp]
-                and self.app.topics.acks_enabled_for(tp.topic))
+        return (
+            tp in self._reading
+            and self._sought.get(tp) != self._reading[tp]
+            and self.app.topics.acks_enabled_for(tp.topic)
+        )
 
     def _to_message(self, tp: TP, record: Any) -> Any:
         message = super()._to_message(tp, record)
@@ -212,8 +215,9 @@ class SafeAcks(driver.Consumer):
             return False
         if start is None or first >= start:
             return False
-        self.log.warning("%s: offsets %d..%d were deleted by the broker before they were handled (retention)",
-                         tp, first, start - 1)
+        self.log.warning(
+            "%s: offsets %d..%d were deleted by the broker before they were handled (retention)", tp, first, start - 1
+        )
         self._handled[tp].update(range(first, start))
         return True
 
@@ -262,8 +266,9 @@ class SafeAcks(driver.Consumer):
                     stalled = None
                 lost = self.dropped(tp) | ({stalled} if stalled is not None else set())
                 if lost:
-                    self.log.warning("%s: offsets %s were dropped unhandled; reading again from %s",
-                                     tp, sorted(lost), min(lost))
+                    self.log.warning(
+                        "%s: offsets %s were dropped unhandled; reading again from %s", tp, sorted(lost), min(lost)
+                    )
                     self._new_reading(tp)
                     self._read_offset.holding.pop(tp, None)
                     await self.seek(tp, min(lost))
@@ -289,8 +294,9 @@ class SafeAcks(driver.Consumer):
             self._new_reading(tp)
         self._read_offset.holding.clear()  # held there, the fetch loop stalled on the embedded broker
         committed = {ensure_TP(tp): offset for tp, offset in (await self.seek_to_committed()).items()}
-        self._read_offset.update({tp: offset if offset is not None and offset >= 0 else None
-                                  for tp, offset in committed.items()})
+        self._read_offset.update(
+            {tp: offset if offset is not None and offset >= 0 else None for tp, offset in committed.items()}
+        )
         self._committed_offset.update({tp: offset or None for tp, offset in committed.items() if offset is not None})
         for tp in assigned:
             offset = committed.get(tp)

@@ -45,9 +45,16 @@ class Verdicts:
     """``work`` decides a settled case's verdict (the worker's ``StageWork.verdict``, with its
     model and jury); without it the verdict is the final round's, decided without a model call."""
 
-    def __init__(self, settings: Settings, results: StageResults, out: Sender, in_flight: metrics.CasesInFlight,
-                 work: Decide | None = None, escalations: Sender | None = None,
-                 letters: DeadLetters | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        results: StageResults,
+        out: Sender,
+        in_flight: metrics.CasesInFlight,
+        work: Decide | None = None,
+        escalations: Sender | None = None,
+        letters: DeadLetters | None = None,
+    ):
         self.settings = settings
         self.work = work
         self.results = results
@@ -101,13 +108,20 @@ class Verdicts:
         self.finish(case_id, instance)  # after the verdict is stored: a crash in between re-sends it
         metrics.STAGE_LATENCY.labels("verdict").observe(time.perf_counter() - started)
         self.count(decided, case_file)
-        log.info("case %s: verdict %s (instance %d), votes %s%s%s", case_id, decided.winner, instance, decided.votes,
-                 " (per-case budget reached)" if decided.budget_reached else "",
-                 f", escalated: {', '.join(decided.escalation_reasons)}" if decided.escalated else "")
+        log.info(
+            "case %s: verdict %s (instance %d), votes %s%s%s",
+            case_id,
+            decided.winner,
+            instance,
+            decided.votes,
+            " (per-case budget reached)" if decided.budget_reached else "",
+            f", escalated: {', '.join(decided.escalation_reasons)}" if decided.escalated else "",
+        )
         return decided
 
-    async def decide(self, case_file: CaseFile, escalation_stage: str, event: Any,
-                     work: Decide | None) -> tuple[Verdict, bytes | None]:
+    async def decide(
+        self, case_file: CaseFile, escalation_stage: str, event: Any, work: Decide | None
+    ) -> tuple[Verdict, bytes | None]:
         """The verdict and its escalation's bytes (stored before the verdict); an escalation stored
         by a worker that died before storing its verdict gives the verdict back (and repeats no call)."""
         case_id = case_file.case_id
@@ -125,9 +139,15 @@ class Verdicts:
             except OutputTooLarge as err:
                 detail = err.detail
         if self.letters is not None and event is not None:  # the verdict still goes out, marked escalated
-            await self.letters.write(event, "escalation", "output_too_large", f"the escalation of verdict "
-                                     f"{decided.verdict_id} does not fit even without the earlier rounds' ballots: "
-                                     f"{detail}", replayable=False)
+            await self.letters.write(
+                event,
+                "escalation",
+                "output_too_large",
+                f"the escalation of verdict "
+                f"{decided.verdict_id} does not fit even without the earlier rounds' ballots: "
+                f"{detail}",
+                replayable=False,
+            )
         return decided, None
 
     def count(self, decided: Verdict, case_file: CaseFile) -> None:
@@ -138,6 +158,12 @@ class Verdicts:
             reversed_ = decided.winner != case_file.appeal.first_instance.winner
             metrics.APPEAL_VERDICTS.labels("reversed" if reversed_ else "upheld").inc()
             return
-        metrics.record_verdict(decided.category, decided.winner, decided.margin, decided.rounds_used,
-                               decided.early_stopped, decided.latency_s)
+        metrics.record_verdict(
+            decided.category,
+            decided.winner,
+            decided.margin,
+            decided.rounds_used,
+            decided.early_stopped,
+            decided.latency_s,
+        )
         metrics.record_ballots(decided.votes_by_model, decided.winner)

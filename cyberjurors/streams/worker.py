@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -71,8 +72,9 @@ async def broker_view(settings: Settings, timeout_s: float) -> BrokerView:
     over a broker restart); raises if the broker does not answer within ``timeout_s``."""
     request_ms = max(1000, int(timeout_s * 1000))
     admin = AIOKafkaAdminClient(**client_options(settings), request_timeout_ms=request_ms)
-    reader = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False,
-                              request_timeout_ms=request_ms)
+    reader = AIOKafkaConsumer(
+        **client_options(settings), group_id=None, enable_auto_commit=False, request_timeout_ms=request_ms
+    )
 
     async def read() -> BrokerView:
         await admin.start()
@@ -80,8 +82,11 @@ async def broker_view(settings: Settings, timeout_s: float) -> BrokerView:
         ours = {settings.topic(name) for name in TOPICS}
         # all topics, not ours by name: a metadata request naming a topic makes the embedded broker
         # create it, and a topic that is gone must read as gone
-        partitions = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics()
-                      if t["topic"] in ours and not t["error_code"]}
+        partitions = {
+            t["topic"]: len(t["partitions"])
+            for t in await admin.describe_topics()
+            if t["topic"] in ours and not t["error_code"]
+        }
         await reader.start()  # end offsets of the topics that exist only: asking for one names it
         ends = await reader.end_offsets([TopicPartition(t, p) for t, n in sorted(partitions.items()) for p in range(n)])
         return BrokerView(cluster.get("cluster_id"), partitions, ends)
@@ -90,17 +95,17 @@ async def broker_view(settings: Settings, timeout_s: float) -> BrokerView:
         return await asyncio.wait_for(read(), timeout_s)
     finally:
         for client in (reader.stop, admin.close):
-            try:
+            with contextlib.suppress(Exception):  # closing a client of a dead broker may fail; nothing to keep
                 await asyncio.wait_for(client(), timeout_s)
-            except Exception:  # noqa: BLE001 - closing a client of a dead broker may fail; nothing to keep
-                pass
 
 
 def lost_state(seen: BrokerView, baseline: BrokerView) -> str | None:
     """Why the broker no longer holds what the worker started on, or None."""
     if baseline.cluster_id and seen.cluster_id != baseline.cluster_id:
-        return (f"the broker answers as cluster {seen.cluster_id!r}, not {baseline.cluster_id!r}: "
-                "a different or restarted broker, without this worker's offsets, group and changelogs")
+        return (
+            f"the broker answers as cluster {seen.cluster_id!r}, not {baseline.cluster_id!r}: "
+            "a different or restarted broker, without this worker's offsets, group and changelogs"
+        )
     for topic, count in sorted(baseline.partitions.items()):
         now = seen.partitions.get(topic)
         if now is None:
@@ -118,8 +123,10 @@ def went_back(ends: dict[TopicPartition, int], seen: dict[TopicPartition, int]) 
     for tp, end in sorted(ends.items()):
         before = seen.get(tp)
         if before is not None and end < before:
-            return (f"partition {tp.topic}/{tp.partition} ends at offset {end}, below the {before} it had: the "
-                    "broker lost its log (restarted without its data?), and this worker's offsets and tables with it")
+            return (
+                f"partition {tp.topic}/{tp.partition} ends at offset {end}, below the {before} it had: the "
+                "broker lost its log (restarted without its data?), and this worker's offsets and tables with it"
+            )
     return None
 
 
@@ -143,13 +150,15 @@ class BrokerWatch:
         timeout_s = max(1.0, self.settings.broker_check_interval_s)
         try:
             seen = await broker_view(self.settings, timeout_s)
-        except Exception as err:  # noqa: BLE001 - any failure to read the metadata counts as not reaching it
+        except Exception as err:  # any failure to read the metadata counts as not reaching it
             now = self.clock()
             self.unreachable_since = self.unreachable_since if self.unreachable_since is not None else now
             waited = now - self.unreachable_since
             if waited >= self.settings.broker_loss_exit_s:
-                return (f"the broker at {self.settings.kafka_bootstrap_servers} has not answered for "
-                        f"{waited:.0f}s (broker_loss_exit_s={self.settings.broker_loss_exit_s:g}): {err!r}")
+                return (
+                    f"the broker at {self.settings.kafka_bootstrap_servers} has not answered for "
+                    f"{waited:.0f}s (broker_loss_exit_s={self.settings.broker_loss_exit_s:g}): {err!r}"
+                )
             return None
         self.unreachable_since = None
         reason = lost_state(seen, self.baseline) or went_back(seen.ends, self.ends)
@@ -161,8 +170,11 @@ class BrokerWatch:
             await asyncio.sleep(self.settings.broker_check_interval_s)
             reason = await self.check()
             if reason:
-                hard_exit(EXIT_BROKER_LOST, f"broker lost: {reason}; exiting with status {EXIT_BROKER_LOST} "
-                                            "for the supervisor to start a fresh worker")
+                hard_exit(
+                    EXIT_BROKER_LOST,
+                    f"broker lost: {reason}; exiting with status {EXIT_BROKER_LOST} "
+                    "for the supervisor to start a fresh worker",
+                )
 
 
 def dump_snapshot(folder: Path) -> Path:
@@ -183,8 +195,14 @@ class Worker(faust.Worker):
     under ``snapshots`` (bench/soak.py --tracemalloc diffs them) instead of mode's debugger, which
     a worker without a terminal cannot use."""
 
-    def __init__(self, app: faust.App, *services: Service, stop_deadline_s: float, snapshots: Path | None = None,
-                 **options: object) -> None:
+    def __init__(
+        self,
+        app: faust.App,
+        *services: Service,
+        stop_deadline_s: float,
+        snapshots: Path | None = None,
+        **options: object,
+    ) -> None:
         super().__init__(app, *services, **options)
         self.stop_deadline_s = stop_deadline_s
         self.snapshots = snapshots
@@ -206,8 +224,10 @@ class Worker(faust.Worker):
 
     def _schedule_shutdown(self, sig: signal.Signals) -> None:
         if self._deadline is None:
-            message = (f"not stopped {self.stop_deadline_s:g}s after {sig.name} (stop_deadline_s): "
-                       f"exiting with status {EXIT_STOP_DEADLINE}")
+            message = (
+                f"not stopped {self.stop_deadline_s:g}s after {sig.name} (stop_deadline_s): "
+                f"exiting with status {EXIT_STOP_DEADLINE}"
+            )
             # a thread, not the event loop: the loop may be what is stuck
             self._deadline = threading.Timer(self.stop_deadline_s, hard_exit, (EXIT_STOP_DEADLINE, message))
             self._deadline.daemon = True
@@ -240,9 +260,14 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
         metrics.serve(settings.metrics_port, settings.metrics_host)
     provider = tracing.setup(settings, "cyberjurors-worker")
     try:
-        Worker(app, *worker_services(app, settings), loglevel=loglevel, quiet=True,
-               stop_deadline_s=settings.stop_deadline_s,
-               snapshots=settings.datadir / "tracemalloc").execute_from_commandline()
+        Worker(
+            app,
+            *worker_services(app, settings),
+            loglevel=loglevel,
+            quiet=True,
+            stop_deadline_s=settings.stop_deadline_s,
+            snapshots=settings.datadir / "tracemalloc",
+        ).execute_from_commandline()
     finally:
         tracing.shutdown(provider)  # what is still batched goes out
 

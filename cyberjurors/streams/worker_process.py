@@ -29,8 +29,7 @@ def child_env(settings: Settings, inherited: Mapping[str, str] | None = None) ->
     CYBERJURORS_* names would win anyway (see config.py); dropping the others also keeps a setting
     the parent left unset (None) from being filled in by an exported ecosystem name."""
     inherited = os.environ if inherited is None else inherited
-    env = {k: v for k, v in inherited.items()
-           if not k.upper().startswith(ENV_PREFIX) and k not in ECOSYSTEM_ENV}
+    env = {k: v for k, v in inherited.items() if not k.upper().startswith(ENV_PREFIX) and k not in ECOSYSTEM_ENV}
     return env | settings_env(settings)
 
 
@@ -59,23 +58,30 @@ class WorkerProcess:
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
     """Variables set beside the settings (a benchmark names each worker's Kafka client this way)."""
+    python: str = sys.executable
+    """The interpreter to run it with (a test runs a worker from a core-only install this way)."""
     process: subprocess.Popen | None = field(default=None, init=False)
     _log_start: int = field(default=0, init=False)
 
-    def __enter__(self) -> "WorkerProcess":
+    def __enter__(self) -> WorkerProcess:
         return self if self.process is not None else self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         interrupted = exc is not None and not isinstance(exc, Exception)
         self.stop(self.INTERRUPTED_STOP_TIMEOUT_S if interrupted else self.STOP_TIMEOUT_S)
 
-    def start(self) -> "WorkerProcess":
+    def start(self) -> WorkerProcess:
         env = child_env(self.settings) | self.env
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen([sys.executable, "-m", "cyberjurors", "worker"], env=env,
-                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            [self.python, "-m", "cyberjurors", "worker"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self
 
     def wait_for(self, *markers: str, timeout_s: float = 120) -> bool:
