@@ -102,7 +102,7 @@ from elasticsearch.helpers import async_bulk
 from pydantic import ValidationError
 
 from ..config import Settings
-from .embeddings import Embedder
+from .embeddings import Embedder, canonical
 from .index import RRF_K, category_filter, check_query, fuse
 from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
@@ -294,7 +294,7 @@ class ElasticsearchIndex:
                 raise PrecedentError("corrupt", f"{name} (behind {alias}) has no _meta.embedding_model: it was not "
                                                 f"made by cyberjurors; choose another elasticsearch_index_prefix or "
                                                 f"delete it")
-            if model != self.embedder.name or dims != self.embedder.dims:
+            if canonical(str(model)) != canonical(self.embedder.name) or dims != self.embedder.dims:
                 raise PrecedentError("model_mismatch", (
                     f"{alias} ({name}) holds vectors of {model!r} ({dims} dims) but the configured embedding_model is "
                     f"{self.embedder.name!r} ({self.embedder.dims} dims); set embedding_model={model!r}, or rebuild "

@@ -68,7 +68,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..schemas import now
-from .embeddings import Embedder
+from .embeddings import Embedder, canonical
 from .index import category_filter, check_query, fuse
 from .models import ANY_CATEGORY, CATEGORIES, KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
@@ -352,7 +352,7 @@ class EmbeddedIndex:
         if manifest.get("format") != FORMAT:
             raise _corrupt(str(path), f"format {manifest.get('format')!r} is not the supported format {FORMAT}")
         model, dims = manifest.get("embedding_model"), manifest.get("dims")
-        if model != self.embedding_model or dims != self.dims:
+        if canonical(str(model)) != canonical(self.embedding_model) or dims != self.dims:
             raise PrecedentError(
                 "model_mismatch",
                 f"the precedent index at {self.folder} holds vectors of embedding model {model!r} ({dims} dims), "
