@@ -1,34 +1,60 @@
 # The CyberJurors image: the `cyberjurors` command (worker, topics, produce, precedents, ...).
 #   docker build -t cyberjurors .      (docker-compose.yml builds it for you)
-FROM python:3.11-slim
+# Two stages: the first installs the locked packages into a venv and fetches the embedding model
+# (each file checked against its pinned sha256); the second carries that venv, the model and the
+# sample cases, with no compiler, no pip cache and no root user.
+ARG PYTHON_IMAGE=python:3.11-slim
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+FROM ${PYTHON_IMAGE} AS build
 
-WORKDIR /app
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
 
-# The CPU build of torch first, from PyTorch's CPU index: left to sentence-transformers, pip would
-# pull the CUDA build (several GB) from PyPI. Its own layer, so code changes do not re-download it.
-RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+# The production backends beside the core (rocksdb tables, Elasticsearch, S3 media); no torch,
+# no console, no embedded broker. Every package pinned and hashed: requirements/image.txt.
+COPY requirements/image.txt requirements/build.txt /src/requirements/
+RUN python -m venv /opt/cyberjurors \
+    && /opt/cyberjurors/bin/pip install --require-hashes --no-deps -r /src/requirements/build.txt \
+    && /opt/cyberjurors/bin/pip install --require-hashes --no-deps -r /src/requirements/image.txt
 
-# Then the project and its dependencies (torch is already satisfied). README.md is the package's
-# long description, so setuptools needs it.
-COPY pyproject.toml README.md ./
-COPY cyberjurors ./cyberjurors
-RUN pip install '.[s3]' && python -c "import cyberjurors, torch; print('torch', torch.__version__)"
+# README.md is the package's long description and LICENSE its licence file, so setuptools needs both
+COPY pyproject.toml README.md LICENSE /src/
+COPY cyberjurors /src/cyberjurors
+RUN /opt/cyberjurors/bin/pip install --no-deps --no-build-isolation /src \
+    && /opt/cyberjurors/bin/cyberjurors embedder fetch --to /opt/cyberjurors/share/cyberjurors/models/all-MiniLM-L6-v2 \
+    && /opt/cyberjurors/bin/pip uninstall -y pip setuptools \
+    && /opt/cyberjurors/bin/python -m compileall -q /opt/cyberjurors/lib
 
-# Sample cases, their media (CYBERJURORS_MEDIA_ROOT=/app/examples) and the decided cases for the
-# precedent base.
-COPY examples ./examples
+FROM ${PYTHON_IMAGE}
+
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="cyberjurors" \
+      org.opencontainers.image.description="Streaming e-commerce dispute verdicts by a simulated LLM jury" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.documentation="README.md and docs/ in the source repository"
+
+ENV PATH=/opt/cyberjurors/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
 
 RUN useradd --create-home --uid 10001 --user-group cyberjurors \
     && mkdir -p /data \
     && chown cyberjurors:cyberjurors /data
-USER cyberjurors
 
-# JSON log lines (one object a line, with case_id, stage and trace_id) for a log pipeline to index
+COPY --from=build /opt/cyberjurors /opt/cyberjurors
+WORKDIR /app
+# Sample cases, their media (CYBERJURORS_MEDIA_ROOT=/app/examples) and the decided cases for the
+# precedent base.
+COPY examples ./examples
+USER 10001:10001
+
+# JSON log lines (one object a line, with case_id, stage and trace_id) for a log pipeline to index.
+# The model lies where a worker looks by default; mount a vetted copy elsewhere and set
+# CYBERJURORS_EMBEDDING_MODEL_DIR to use that instead.
 ENV CYBERJURORS_LOG_FORMAT=json \
     CYBERJURORS_MEDIA_ROOT=/app/examples \
     CYBERJURORS_DATADIR=/data/faust \

@@ -260,6 +260,7 @@ def broker(port: int = 9092, host: str = "127.0.0.1") -> None:
     """Run the embedded Kafka-protocol broker (Tansu, in memory) in the foreground."""
     from .streams.broker import start_broker
 
+    embedded_broker_ready()
     process, bootstrap = start_broker(port, host)
     console.print(f"embedded broker listening on {bootstrap} (in-memory; Ctrl-C stops it)")
     signal.signal(signal.SIGTERM, lambda *_: process.terminate())
@@ -321,6 +322,8 @@ def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"
         config = config.model_copy(update={"datadir": Path("data/demo/faust").resolve()})
     if "CYBERJURORS_PRECEDENT_DIR" not in os.environ:
         config = config.model_copy(update={"precedent_dir": Path("data/demo/precedents").resolve()})
+    if bootstrap is None:
+        embedded_broker_ready()
     embedder_ready(config)
     with stopped_by_signals():
         code = run_demo(paths, config, console, timeout, bootstrap)
@@ -340,13 +343,16 @@ def console_cmd(
     try:
         from .console.run import run_console
     except ImportError as err:
-        console.print(f"[red]the console needs the console extra:[/] pip install 'cyberjurors[console]' ({err.name} "
-                      "is not installed)")
+        from rich.markup import escape
+
+        said = f"pip install 'cyberjurors[console]' ({err.name} is not installed)"
+        console.print(f"[red]the console needs the console extra:[/] {escape(said)}")
         raise typer.Exit(2) from err
     from .streams.clients import InputError
 
     config = load_settings(settings, console_host=host, console_port=port, kafka_bootstrap_servers=bootstrap)
     if embedded:
+        embedded_broker_ready()
         embedder_ready(config)
     if paths and not embedded:
         console.print("[red]cases to judge go with --embedded[/] (on your Kafka, send them with `cyberjurors produce`)")
@@ -410,6 +416,19 @@ def _precedent_failure(err: Exception) -> typer.Exit:
     if kind in PRECEDENT_HINTS:
         console.print(PRECEDENT_HINTS[kind])
     return typer.Exit(2)
+
+
+def embedded_broker_ready() -> None:
+    """The embedded broker's binary comes with the embedded extra: without it, one line."""
+    from .streams.broker import BrokerError, tansu_binary
+
+    try:
+        tansu_binary()
+    except BrokerError as err:
+        from rich.markup import escape
+
+        console.print(f"[red]no embedded broker:[/] {escape(str(err))}", soft_wrap=True)
+        raise typer.Exit(2) from err
 
 
 def embedder_ready(config: Settings) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -84,9 +85,9 @@ async def server() -> AsyncIterator[ScriptedServer]:
 
 
 @contextlib.asynccontextmanager
-async def worker_process(settings: Settings, log: Path) -> AsyncIterator[WorkerProcess]:
+async def worker_process(settings: Settings, log: Path, python: str = sys.executable) -> AsyncIterator[WorkerProcess]:
     await ensure_topics(settings)
-    worker = WorkerProcess(settings, log).start()
+    worker = WorkerProcess(settings, log, python=python).start()
     try:
         yield worker
     finally:
