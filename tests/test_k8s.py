@@ -350,8 +350,8 @@ def test_the_worker_probes_hit_what_the_worker_serves(rendered: tuple[str, list[
     for probe in probes.values():
         assert port(container, probe["port"]) == int(data["CYBERJURORS_PROBE_PORT"])
     assert port(container, "metrics") == int(data["CYBERJURORS_METRICS_PORT"])
-    assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= 180, (
-        "the start loads a ~700 MB model: give it minutes"
+    assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= 60, (
+        "the start checks the model's sha256 and maps it, and opens the precedent index: give it a minute"
     )
     deployment = one(docs, "Deployment", "cyberjurors-worker")
     template = deployment["spec"]["template"]
