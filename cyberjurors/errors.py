@@ -151,7 +151,8 @@ FINAL_PRECEDENT_KINDS = frozenset(
 # unknown_case is also an outcome's reason when it came before its verdict: replayable there, so
 # the flag is decided where the letter is built (streams/dead_letters.py), not from the reason alone;
 # an outcome after its verdict expired is case_expired instead, final
-Reason = StrEnum(
+# the functional API, its members computed from the lists above (which mypy cannot enumerate)
+Reason = StrEnum(  # type: ignore[misc]
     "Reason",
     [
         (r, r)

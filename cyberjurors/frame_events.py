@@ -19,8 +19,9 @@ header and timestamp checks.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import av
 import numpy as np
@@ -85,7 +86,8 @@ def thumbnails(
     """Frame index -> thumbnail (float32, h x THUMB_WIDTH x 3) for the frames in ``ranges``,
     decoding at most ``cap`` frames in all. ``check_size`` sees every decoded frame's size first
     (a bitstream may hold larger frames than its header says)."""
-    decoder = av.CodecContext.create(stream.codec_context.name, "r")
+    # a video stream's codec: PyAV makes it a VideoCodecContext (the name is a str, so the stub cannot tell)
+    decoder = cast(av.VideoCodecContext, av.CodecContext.create(stream.codec_context.name, "r"))
     decoder.extradata = stream.codec_context.extradata
     decoder.options = {"skip_loop_filter": "all"}  # compared, never shown: deblocking is wasted work here
     decoder.thread_count = 1  # one decode is one slot of media_decode_concurrency
@@ -112,11 +114,11 @@ def thumbnails(
 def _from_keyframe(
     container: av.container.InputContainer,
     stream: av.VideoStream,
-    decoder: av.CodecContext,
+    decoder: av.VideoCodecContext,
     key: tuple[int, int],
     pts: list[int],
     start: int,
-):
+) -> Iterator[av.VideoFrame]:
     """Decoded frames from the keyframe ``key`` (pts, dts) on. Seeking by its pts lands on it where
     the container's index is kept by presentation time (MP4, in FFmpeg), and a whole group of
     pictures early when seeking by dts; other containers may overshoot by pts, so a seek that
@@ -134,7 +136,9 @@ def _from_keyframe(
             return
 
 
-def _decode(container: av.container.InputContainer, stream: av.VideoStream, decoder: av.CodecContext):
+def _decode(
+    container: av.container.InputContainer, stream: av.VideoStream, decoder: av.VideoCodecContext
+) -> Iterator[av.VideoFrame]:
     for packet in container.demux(stream):
         yield from decoder.decode(packet if packet.size else None)
 
@@ -227,7 +231,8 @@ def _uncovered(n: int, skeleton: list[int], found: list[Event], slots: int) -> l
         ((min(e.score, CLEAR) * max(0.0, 1 - len(e.covers) / spacing), e) for e in found),
         key=lambda pair: (-pair[0], pair[1].start),
     )
-    taken, extra = set(skeleton), []
+    taken = set(skeleton)
+    extra: list[int] = []
     for priority, event in ranked:
         if len(extra) >= slots or priority <= 0:
             break

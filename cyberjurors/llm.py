@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
@@ -29,6 +29,7 @@ from .schemas import Usage
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
+R2 = TypeVar("R2")
 
 
 @dataclass(frozen=True)
@@ -205,31 +206,39 @@ class LLMError(CyberJurorsError, RuntimeError):
         self.usage = usage
 
     @property
-    def replayable(self) -> bool:  # type: ignore[override]
+    def replayable(self) -> bool:  # type: ignore[override]  # a class attribute on CyberJurorsError, read only here
         return self.kind not in FINAL_LLM_KINDS
 
 
 class LLM(Protocol):
-    backend: str
+    @property
+    def backend(self) -> str: ...  # read only: a router's or a guard's is derived from the backends it holds
+
     # A backend that answers every request with one stand-in (offline, scripted) may set
     # ``model_label`` to its name; metrics then label its calls with that, not the requested model.
 
     async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]: ...
 
 
-async def gather_all(*calls: Awaitable[R]) -> list[R]:
+async def gather_all(*calls: Coroutine[Any, Any, R]) -> list[R]:
     """Run calls concurrently; if one fails, cancel the rest (no paying for answers that will be
     thrown away) and raise that first error itself, not an ExceptionGroup. Inside a run in waves
     (``waves.py``) each call is a flow of its own while it runs."""
     tasks: list[asyncio.Task[R]] = []
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(call) for call in calls]  # type: ignore[arg-type]
+            tasks = [group.create_task(call) for call in calls]
             if (run := waves.current()) is not None:
                 run.fork(tasks)
     except BaseExceptionGroup as errors:
         raise errors.exceptions[0] from None
     return [t.result() for t in tasks]
+
+
+async def gather_pair(first: Coroutine[Any, Any, R], second: Coroutine[Any, Any, R2]) -> tuple[R, R2]:
+    """``gather_all`` of two calls that answer different types, each answer typed."""
+    a, b = await gather_all(first, second)  # in the order given
+    return cast(R, a), cast(R2, b)
 
 
 def estimate_tokens(request: LLMRequest) -> int:
@@ -333,5 +342,5 @@ class GuardedLLM:
             **({"batch": True} if self.batch else {}),
             **(usage.model_dump(exclude={"calls"}) if usage is not None else {"latency_s": elapsed}),
         }
-        with self.call_log.open("a", encoding="utf-8") as log:  # type: ignore[union-attr]
+        with self.call_log.open("a", encoding="utf-8") as log:
             log.write(json.dumps(line) + "\n")

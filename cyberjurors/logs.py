@@ -225,7 +225,8 @@ def _log_uncaught() -> None:
                 "uncaught %s in thread %s",
                 args.exc_type.__name__,
                 getattr(args.thread, "name", "?"),
-                exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+                # threading types exc_value as optional, logging wants it set; it prints the tuple either way
+                exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
             )
 
     def on_unraisable(info: Any) -> None:

@@ -387,6 +387,12 @@ class Timeline:
 _PROBE_WITHOUT_DECODING = [{"skip_frame": "all"}] * 16
 
 
+def _open_video(source: str | io.IOBase) -> av.container.InputContainer:
+    """``av.open`` for reading (its default mode for these sources), the probe told not to decode."""
+    # PyAV takes a dict of options per stream; its stub says list[str], so no overload matches
+    return av.open(source, "r", stream_options=_PROBE_WITHOUT_DECODING)  # type: ignore[call-overload]
+
+
 def _sample_video(
     source: io.RawIOBase | io.BufferedIOBase,
     media_type: str,
@@ -395,7 +401,7 @@ def _sample_video(
     label: str,
     notes: list[str] | None,
 ) -> list[Frame]:
-    with _video_errors(), av.open(source, stream_options=_PROBE_WITHOUT_DECODING) as container:
+    with _video_errors(), _open_video(source) as container:
         stream = _video_stream(container, media_type, settings, notes)
         line = _timeline(container, stream, settings)
         if not line.pts:
@@ -451,9 +457,7 @@ def _video_errors() -> Iterator[None]:
 def _video_header(source: Path | io.BytesIO, media_type: str, settings: Settings, notes: list[str] | None) -> None:
     with (
         _video_errors(),
-        av.open(
-            str(source) if isinstance(source, Path) else source, stream_options=_PROBE_WITHOUT_DECODING
-        ) as container,
+        _open_video(str(source) if isinstance(source, Path) else source) as container,
     ):
         _video_stream(container, media_type, settings, notes)
 
@@ -468,8 +472,8 @@ async def check_header(ref: MediaRef, settings: Settings, notes: list[str] | Non
         return
     if ref.path is not None:
         try:
-            source: Path | io.BytesIO = _resolve(ref.path, settings)
-            info = source.stat()
+            path = _resolve(ref.path, settings)
+            info = path.stat()
         except MediaRejected as err:
             raise MediaUnreadable(err.reason, err.detail) from err
         except OSError as err:
@@ -479,6 +483,7 @@ async def check_header(ref: MediaRef, settings: Settings, notes: list[str] | Non
         size = info.st_size
         if size > settings.max_media_bytes:
             raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
+        source: Path | io.BytesIO = path
     else:
         data = await _read(ref, settings)
         size, source = len(data), io.BytesIO(data)
@@ -583,7 +588,7 @@ def _grab(
     there; the next pick goes on decoding when no whole group of pictures lies between, so a short
     clip is decoded once rather than once per pick."""
     frames: list[Frame] = []
-    decoded = iter(())
+    decoded: Iterator[av.VideoFrame] = iter(())
     position: int | None = None  # pts of the frame decoded last
     for n in picks:
         target = line.pts[n]
@@ -595,7 +600,7 @@ def _grab(
             container.seek(min(key_pts, key_dts), stream=stream, backward=True)
             decoded = container.decode(stream)
         frame = next((f for f in decoded if f.pts is not None and f.pts >= target), None)
-        if frame is None:
+        if frame is None or frame.pts is None:  # (it has a pts: the search above skips those without)
             break
         position = frame.pts
         source = bisect.bisect_left(line.pts, frame.pts)

@@ -44,7 +44,9 @@ def load_personas(n: int, path: Path | None = None, seed: int = 7) -> list[Perso
     if n <= len(personas):
         return personas[:n]
     fields = {
-        name: f.annotation.__args__ for name, f in Persona.model_fields.items() if hasattr(f.annotation, "__args__")
+        name: f.annotation.__args__
+        for name, f in Persona.model_fields.items()
+        if f.annotation is not None and hasattr(f.annotation, "__args__")
     }
     combos = list(itertools.product(*fields.values()))
     random.Random(seed).shuffle(combos)

@@ -29,6 +29,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from . import logs
 from .schemas import SCHEMA_VERSION
@@ -223,7 +224,7 @@ def in_span(span: Span) -> Context:
 def dead_letter(stage: str, reason: str, replayable: bool) -> Iterator[Span]:
     """A span for writing one dead letter: a child of the stage that failed, or a trace of its own
     when no stage is under way (the expiry sweeps)."""
-    attributes = {
+    attributes: dict[str, AttributeValue] = {
         STAGE: stage,
         "cyberjurors.dead_letter.reason": reason,
         "cyberjurors.dead_letter.replayable": replayable,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -59,7 +59,7 @@ class Waves(Generic[P]):
     """the calls of each wave answered so far, in order"""
     _task: asyncio.Task[None] | None = None
 
-    async def gather(self, *calls: Awaitable[R]) -> list[R]:
+    async def gather(self, *calls: Coroutine[Any, Any, R]) -> list[R]:
         """Run each call as a flow of this run (one per case), like ``gather_all``: if one fails, the
         rest are cancelled and that error is raised. All are counted before any starts, so the first
         to wait cannot start a wave the others have not joined yet; each leaves the count when its
@@ -71,7 +71,7 @@ class Waves(Generic[P]):
         try:
             async with asyncio.TaskGroup() as group:
                 for call in calls:
-                    task = group.create_task(call, context=context.copy())  # type: ignore[arg-type]
+                    task = group.create_task(call, context=context.copy())
                     task.add_done_callback(lambda _: self._leave())
                     tasks.append(task)
         except BaseExceptionGroup as errors:

@@ -118,13 +118,13 @@ async def test_a_precedent_base_that_fails_to_open_ends_the_start_but_not_readin
     )
     app = create_app(settings)
     health = app.cyberjurors_health
-    assert health.started() == ["loading the precedent base (embedding model and index)"]
+    assert health.not_started() == ["loading the precedent base (embedding model and index)"]
     await health.start()
     try:
         deadline = time.monotonic() + 60
-        while health.started() and time.monotonic() < deadline:
+        while health.not_started() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert health.started() == []
+        assert health.not_started() == []
         reasons = health.not_ready()
         assert reasons[0] == "waiting for the consumer group to assign partitions"
         assert reasons[1].startswith("precedent base not open: ") and "no-such-model" in reasons[1]

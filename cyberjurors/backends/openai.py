@@ -24,12 +24,12 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import openai
 import pydantic
 from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionContentPartParam
 
 from .. import metrics
 from ..config import OPENAI_EFFORTS, OpenAIEffort, Settings, reasons
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from openai._legacy_response import LegacyAPIResponse
 
 
-def content_parts(parts: list[Part]) -> list[dict]:
+def content_parts(parts: list[Part]) -> list[ChatCompletionContentPartParam]:
     return [
         {"type": "text", "text": part.text}
         if isinstance(part, TextPart)
@@ -69,7 +69,7 @@ def usage_of(usage: CompletionUsage | None) -> Usage:
     )
 
 
-def billed(raw: LegacyAPIResponse[object]) -> Usage:
+def billed(raw: LegacyAPIResponse[Any]) -> Usage:
     """The usage of a reply whose content did not parse, read from the raw body."""
     body = raw.http_response.json()
     return usage_of(
@@ -168,7 +168,7 @@ class OpenAICompatibleLLM:
                     {"role": "user", "content": content_parts(request.parts())},
                 ],
                 response_format=output_type,
-                **limits,  # type: ignore[arg-type]
+                **limits,  # type: ignore[arg-type]  # a dict of the keys output_limits chose, not a TypedDict
             )
             completion = raw.parse()
         except openai.APITimeoutError as e:  # before APIConnectionError: it is a subclass

@@ -8,7 +8,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -248,9 +248,10 @@ async def review_post(request: Request) -> Response:
     card = review_card(console, request.path_params["escalation_id"])
     headers = None
     try:
+        # the form's values are str: an UploadFile would come only from a file input, and it has none
         check_form(request, form.get(CSRF_FIELD))  # type: ignore[arg-type]
         reviewer = console.auth.require(request)
-        choice = proposed(*(form.get(k) for k in ("winner", "buyer", "seller", "rationale")))  # type: ignore[misc]
+        choice = proposed(*(form.get(k) for k in ("winner", "buyer", "seller", "rationale")))  # type: ignore[arg-type]
         done = await console.reviews.decide(
             card["e"].escalation_id, card["e"].case_id, choice, reviewer, override=form.get("override") == "on"
         )
@@ -270,7 +271,7 @@ def _card(
     card: dict[str, Any],
     message: str,
     status: int,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Response:
     if "hx-request" not in request.headers:  # a plain form post: back to the queue
         if status >= 400:
@@ -304,7 +305,7 @@ async def dlq_page(request: Request) -> Response:
 async def dlq_replay(request: Request) -> Response:
     console = console_of(request)
     form = await request.form()
-    check_form(request, form.get(CSRF_FIELD))  # type: ignore[arg-type]
+    check_form(request, form.get(CSRF_FIELD))  # type: ignore[arg-type]  # a str: see review_post
     console.auth.require(request)
     stored = console.store.letter(str(form.get("letter", "")))
     if stored is None:

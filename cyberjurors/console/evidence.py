@@ -52,6 +52,7 @@ class FrameCache:
             if key in self._frames:
                 self._frames.move_to_end(key)
                 return self._frames[key]
+            # item comes from media_item(), which returns only items with media
             found = await sample_frames(item.media, settings, frame_count(settings))  # type: ignore[arg-type]
             self._frames[key] = found
             while len(self._frames) > self.size:
@@ -60,7 +61,7 @@ class FrameCache:
 
 
 async def photo(item: EvidenceItem, settings: Settings) -> bytes:
-    part = await load_image(item.media, settings, label=item.id)  # type: ignore[arg-type]
+    part = await load_image(item.media, settings, label=item.id)  # type: ignore[arg-type]  # from media_item()
     return part.data
 
 

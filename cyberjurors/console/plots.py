@@ -33,7 +33,7 @@ def switches(rounds: list[JuryRound]) -> list[set[int]]:
     out: list[set[int]] = []
     before: dict[int, str] = {}
     for r in rounds:
-        now = {b.juror: b.vote for b in r.ballots}
+        now: dict[int, str] = {b.juror: b.vote for b in r.ballots}
         out.append({j for j, v in now.items() if j in before and before[j] != v})
         before = now or before
     return out

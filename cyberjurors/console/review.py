@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from ..config import Settings
 from ..errors import CyberJurorsError
-from ..schemas import OutcomeReported, Votes, now
+from ..schemas import OutcomeReported, Party, Votes, now
 from ..streams.clients import Outgoing, produce
 from .store import Decision, Store
 
@@ -32,15 +32,19 @@ class BadDecision(CyberJurorsError, ValueError):
 
 @dataclass(frozen=True)
 class Proposed:
-    winner: Literal["buyer", "seller"]
+    winner: Party
     buyer: int
     seller: int
     rationale: str | None
 
 
+def _is_side(value: str | None) -> TypeGuard[Party]:
+    return value in ("buyer", "seller")
+
+
 def proposed(winner: str | None, buyer: str | None, seller: str | None, rationale: str | None) -> Proposed:
     """A decision from the form: a winner, and a panel's votes or none (a reviewer alone: 1 to 0)."""
-    if winner not in ("buyer", "seller"):
+    if not _is_side(winner):
         raise BadDecision("choose the winner: buyer or seller")
     text = (rationale or "").strip() or None
     if text is not None and len(text) > MAX_RATIONALE_CHARS:

@@ -324,7 +324,8 @@ class Store:
     def verdict_rows(self, chosen: CaseFilter, limit: int = 500) -> tuple[list[sqlite3.Row], int]:
         """Verdicts, newest first, with their escalation id and whether a decision was recorded; and
         how many matched in all."""
-        where, args = ["1 = 1"], []
+        where: list[str] = ["1 = 1"]
+        args: list[str | int] = []
         for column, value in (("category", chosen.category), ("winner", chosen.winner)):
             if value:
                 where.append(f"v.{column} = ?")

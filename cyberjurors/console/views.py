@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ..config import Settings
 from ..jury.rounds import Jury
-from ..schemas import Ballot, CaseFile, Escalation, EvidenceRound, JuryRound, PrecedentRef, Usage, Verdict
+from ..schemas import Ballot, CaseFile, Escalation, EvidenceRound, JuryRound, Party, PrecedentRef, Usage, Verdict
 from .evidence import FrameCache, Strip, strip
 from .plots import switches
 from .store import Decision, Store
@@ -87,7 +87,8 @@ def juror_names(record: CaseFile, settings: Settings) -> list[str]:
 
 def round_views(record: CaseFile, settings: Settings) -> list[RoundView]:
     names = juror_names(record, settings)
-    out, before = [], {}
+    out: list[RoundView] = []
+    before: dict[int, Party] = {}  # each juror's vote in the round before
     for r, moved in zip(record.rounds, switches(record.rounds), strict=True):
         rows = [
             BallotRow(

@@ -244,13 +244,13 @@ def _point(judged: Sequence[CaseResult], margin_below: float | None) -> RiskPoin
             return False
         return _other_reasons(r.verdict) or scaled_margin(r.verdict) < margin_below
 
-    auto = [r for r in judged if not escalated(r)]
-    errors = vote_errors([r.truth.seller for r in auto], [r.verdict.votes for r in auto])  # type: ignore[union-attr]
+    auto = [(r, r.verdict) for r in judged if r.verdict is not None and not escalated(r)]  # (all have one)
+    errors = vote_errors([r.truth.seller for r, _ in auto], [v.votes for _, v in auto])
     return RiskPoint(
         margin_below=margin_below,
         escalated_share=(len(judged) - len(auto)) / len(judged),
         auto_decided=len(auto),
-        accuracy=accuracy([r.truth.winner for r in auto], [r.verdict.winner for r in auto]),  # type: ignore[union-attr]
+        accuracy=accuracy([r.truth.winner for r, _ in auto], [v.winner for _, v in auto]),
         vote_mae=errors.mae if errors else None,
     )
 
@@ -267,7 +267,7 @@ def risk_coverage(
     best = max(reaching, key=lambda p: (p.auto_decided, -(p.margin_below or 0)), default=None)
     return RiskCoverage(
         points=points,
-        other_reasons_share=_mean([_other_reasons(r.verdict) for r in judged]) or 0.0,  # type: ignore[arg-type]
+        other_reasons_share=_mean([_other_reasons(r.verdict) for r in judged if r.verdict is not None]) or 0.0,
         target_accuracy=target,
         operating_point=best,
     )
@@ -327,12 +327,13 @@ def _swap_fields(results: Sequence[CaseResult]) -> dict:
     consistent = sum(v.winner != s.winner for v, s in both)
     # the twin's buyer votes should equal the original's seller votes (both on the 17 scale)
     scaled = [(scaled_seller_votes(v.votes), scaled_seller_votes(s.votes)) for v, s in both]
-    single_judge = any(a is None or b is None for a, b in scaled)
+    known = [(a, b) for a, b in scaled if a is not None and b is not None]
+    single_judge = len(known) < len(scaled)  # a single judge's verdict has no votes to compare
     return {
         "swap_pairs": len(pairs),
         "swap_failed": dict(Counter(r.swapped_failure or "unknown" for r in pairs if r.swapped is None)),
         "swap_consistency": consistent / len(pairs) if pairs else None,
-        "swap_vote_mae": None if single_judge else _mean([abs(a - (JURY_SIZE - b)) for a, b in scaled]),
+        "swap_vote_mae": None if single_judge else _mean([abs(a - (JURY_SIZE - b)) for a, b in known]),
     }
 
 
@@ -348,7 +349,7 @@ def _verification_fields(verdicts: Sequence[Verdict]) -> dict:
 
 def _summary(results: Sequence[CaseResult]) -> Summary:
     judged = [r for r in results if r.verdict is not None]
-    verdicts = [r.verdict for r in judged]
+    verdicts = [r.verdict for r in results if r.verdict is not None]
     y_true = [r.truth.winner for r in judged]
     y_pred = [v.winner for v in verdicts]
     errors = vote_errors([r.truth.seller for r in judged], [v.votes for v in verdicts])

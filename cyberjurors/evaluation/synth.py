@@ -21,13 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from pydantic import Field
 
 from ..errors import CyberJurorsError
-from ..schemas import CATEGORIES, JURY_SIZE, DisputeCase, GroundTruthVotes
+from ..schemas import CATEGORIES, JURY_SIZE, PARTIES, DisputeCase, GroundTruthVotes
 from ..schemas.case import Strict
 from . import synth_media as media
 from .synth_templates import CAPTIONS, LINES, SCENARIOS, Fact, Scenario, case_facts, fill, iso
@@ -36,6 +36,7 @@ GENERATOR = "cyberjurors.synth"
 VERSION = 2  # 2: long clips (clip_frames, clue_frames), plants record their cuts
 Modality = Literal["text", "image", "video"]
 Party = Literal["buyer", "seller"]
+K = TypeVar("K")
 MODALITIES: tuple[Modality, ...] = ("text", "image", "video")
 MEDIA_SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "video/mp4": "mp4"}
 
@@ -137,7 +138,7 @@ class CasePlan:
         return self.fact.holders(self.modality)[self.variant]
 
 
-def allocate(shares: Mapping[str, float], n: int) -> list[str]:
+def allocate(shares: Mapping[K, float], n: int) -> list[K]:
     """n labels in the given shares, exactly up to rounding (largest remainder), unshuffled."""
     total = sum(shares.values())
     quotas = {k: n * v / total for k, v in shares.items()}
@@ -161,7 +162,7 @@ def plan_cases(
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))
     categories = [CATEGORIES[i % len(CATEGORIES)] for i in range(cases)]
     n_seller = round(cases * seller_share)
-    sides: list[Party] = ["seller"] * n_seller + ["buyer"] * (cases - n_seller)
+    sides: list[Party] = ["seller" if i < n_seller else "buyer" for i in range(cases)]
     modalities = allocate(mix, cases)
     for column in (categories, sides, modalities):
         rng.shuffle(column)
@@ -183,7 +184,7 @@ def plan_cases(
     return plans
 
 
-def _modality_mix(mix: Mapping[str, float] | None) -> dict[str, float]:
+def _modality_mix(mix: Mapping[str, float] | None) -> dict[Modality, float]:
     mix = dict(mix) if mix is not None else {m: 1 / 3 for m in MODALITIES}
     if not set(mix) <= set(MODALITIES) or any(v < 0 for v in mix.values()) or sum(mix.values()) <= 0:
         raise SynthError(f"modality_mix needs non-negative shares of {MODALITIES} with a positive sum, got {mix}")
@@ -258,7 +259,7 @@ def build_case(plan: CasePlan, seed: int, items: tuple[int, int], clips: ClipSha
 
     files: dict[str, bytes] = {}
     plant_info: dict = {}
-    numbers = Counter()  # photos and clips are numbered through the case: "photo 3"
+    numbers: Counter[str] = Counter()  # photos and clips are numbered through the case: "photo 3"
 
     def evidence(draft: Draft, eid: str) -> dict:
         item: dict = {"id": eid, "kind": draft.kind, "text": draft.text}
@@ -316,7 +317,8 @@ class _Picker:
     """Seeded choices of wording without repeats within a case."""
 
     def __init__(self, rng: np.random.Generator):
-        self.rng, self.used = rng, set()
+        self.rng = rng
+        self.used: set[str] = set()
 
     def one(self, options):
         return options[int(self.rng.integers(len(options)))]
@@ -393,10 +395,16 @@ def _party_rounds(
         line = pick.fresh(pool, facts)
         return Draft("text", line, role=role) if line else None
 
+    def sure(pool: list[str], role: str) -> Draft:
+        """A line from a pool this party has not drawn from yet: every pool holds one."""
+        draft = text(pool, role)
+        assert draft is not None, f"the {role} lines of {party} ran out"
+        return draft
+
     sizes = [2 + int(x) for x in np.bincount(pick.rng.integers(0, n_rounds, count - 2 * n_rounds), minlength=n_rounds)]
-    greeting, signoff = text(lines["greetings"], "greeting"), text(lines["signoffs"], "signoff")
+    greeting, signoff = sure(lines["greetings"], "greeting"), sure(lines["signoffs"], "signoff")
     room = count - 2
-    must = [text(claims, "claim"), text(claims, "claim")] + ([planted] if planted else [])
+    must = [sure(claims, "claim"), sure(claims, "claim")] + ([planted] if planted else [])
     optional = [
         *decoys,
         text(lines["records"], "record"),
@@ -473,9 +481,9 @@ def _render(
         "fps": fps,
         "cuts": [shot.start for shot in media.plan_shots(visual, frames, fps, clue)[1:]],
     }
+    shots = media.shot_clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
     # a keyframe at least every 2 s (and at cuts, where x264 puts one itself), like a phone's encoder
-    images = media.shot_clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
-    return media.encode_clip(images, fps, gop=2 * fps), info
+    return media.encode_clip(shots, fps, gop=2 * fps), info
 
 
 def _clue_frames(frames: int, rng: np.random.Generator, lengths: tuple[int, int] = (2, 4)) -> range:
@@ -502,9 +510,7 @@ def video_plant(index: int, seed: int, clips: ClipShape) -> tuple[bytes, dict]:
     scene, the same renderer and encoder), with its record (``visual``, ``probe``, ``frames``,
     ``frame_count``, ``fps``, ``cuts``): for measuring frame selection on many clips without the
     rest of each case. Scenarios and sides go round-robin over those a clip can hold."""
-    kinds = [
-        (scenario, side) for scenario in SCENARIOS for side in ("buyer", "seller") if scenario.facts[side].clip_holders
-    ]
+    kinds = [(scenario, side) for scenario in SCENARIOS for side in PARTIES if scenario.facts[side].clip_holders]
     scenario, side = kinds[index % len(kinds)]
     rng = np.random.default_rng(np.random.SeedSequence([seed, 2, index]))
     facts = case_facts(rng, scenario, side)
@@ -610,16 +616,19 @@ CLIP_FRAMES = (90, 6000)
 def _clip_shape(clip_frames: tuple[int, int] | None, clue_frames: tuple[int, int]) -> ClipShape:
     """Checked: long clips of CLIP_FRAMES, a clue of at least a frame and at most a tenth of the
     shortest clip (8 frames in short clips, which hold 30-45)."""
+    frames: tuple[int, int] | None = None
     if clip_frames is not None:
         lo, hi = clip_frames
         if not CLIP_FRAMES[0] <= lo <= hi <= CLIP_FRAMES[1]:
             raise SynthError(
                 f"clip_frames must satisfy {CLIP_FRAMES[0]} <= min <= max <= {CLIP_FRAMES[1]}, got {clip_frames}"
             )
-    longest = 8 if clip_frames is None else clip_frames[0] // 10
-    if not 1 <= clue_frames[0] <= clue_frames[1] <= longest:
+        frames = (lo, hi)
+    first, last = clue_frames
+    longest = 8 if frames is None else frames[0] // 10
+    if not 1 <= first <= last <= longest:
         raise SynthError(f"clue_frames must satisfy 1 <= min <= max <= {longest} for these clips, got {clue_frames}")
-    return ClipShape(tuple(clip_frames) if clip_frames else None, tuple(clue_frames))
+    return ClipShape(frames, (first, last))
 
 
 def _environment() -> dict[str, str]:

@@ -97,10 +97,10 @@ class Probe(BaseModel):
 # ----------------------------------------------------------------------------------------------
 # drawing helpers
 
-_FONTS: dict[int, ImageFont.FreeTypeFont] = {}
+_FONTS: dict[int, ImageFont.FreeTypeFont | ImageFont.ImageFont] = {}
 
 
-def font(size: int) -> ImageFont.FreeTypeFont:
+def font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     if size not in _FONTS:
         _FONTS[size] = ImageFont.load_default(size=size)
     return _FONTS[size]
@@ -203,7 +203,7 @@ def scene_document(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
 
 def scene_fabric(rng: random.Random, title: str) -> tuple[Image.Image, Box]:
     tint = rng.choice([(176, 198, 226), (222, 210, 186), (206, 206, 210), (232, 206, 206), (196, 220, 200)])
-    light = tuple(min(255, c + 18) for c in tint)
+    light = (min(255, tint[0] + 18), min(255, tint[1] + 18), min(255, tint[2] + 18))
     im = mottled((W, H), tint, light, rng, grain=2)
     d = ImageDraw.Draw(im)
     weave = tuple(c - 10 for c in tint)
@@ -649,7 +649,7 @@ def encode_clip(
     first = next(frames)
     out = io.BytesIO()
     with av.open(out, "w", format="mp4", options={"fflags": "+bitexact"}) as container:
-        codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+        codec: Literal["libx264", "mpeg4"] = "libx264" if "libx264" in av.codecs_available else "mpeg4"
         options = {"threads": "1", "flags": "+bitexact"}
         if codec == "libx264":
             options.update(crf=crf, preset=preset)
@@ -669,7 +669,7 @@ def encode_clip(
 
 
 def decode_clip(data: bytes) -> list[Image.Image]:
-    with av.open(io.BytesIO(data)) as container:
+    with av.open(io.BytesIO(data), "r") as container:
         return [frame.to_image() for frame in container.decode(video=0)]
 
 

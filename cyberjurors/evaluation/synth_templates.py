@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Final
 
 import numpy as np
 
@@ -21,7 +22,8 @@ from . import synth_media as media
 # evidence may carry the clue: the favoured side's own proof, or the other side's admission (the
 # seller's packing video showing the crack, the buyer's slip "it worked fine for weeks").
 
-B, S = "buyer", "seller"
+B: Final = "buyer"
+S: Final = "seller"
 _BRACKETS = re.compile(r"\[([^\]]*)\]")
 
 
@@ -37,7 +39,7 @@ def fill(template: str, facts: dict) -> str:
 class Fact:
     clue: str
     records: tuple[tuple[Party, str], ...]
-    visual_spec: tuple[str, str, str, tuple[int, int, int]]  # scene, mark, label, colour
+    visual_spec: tuple[media.Scene, media.Mark, str, media.RGB]  # scene, mark, label, colour
     photo_holders: tuple[Party, ...]
     clip_holders: tuple[Party, ...]
     label_is_clue: bool = True  # False: the label repeats something the texts already say

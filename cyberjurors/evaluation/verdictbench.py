@@ -175,7 +175,8 @@ def convert_verdictbench(src: str | Path, out: str | Path, media_root: str | Pat
     given). Every bad line is reported, with its number, before anything is written."""
     src, out = Path(src), Path(out)
     root = Path(media_root) if media_root is not None else src.parent
-    problems, cases, ids = Problems(), [], {}
+    problems, cases = Problems(), []
+    ids: dict[str, int] = {}  # case id -> the line it was first used on
     for n, line in enumerate(src.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue

@@ -14,7 +14,19 @@ from dataclasses import dataclass, field
 from ..config import Settings
 from ..llm import LLM, LLMRequest, LLMResult, Part, gather_all, stage_request
 from ..media import Frame, MediaUnreadable, check_header, load_image, sample_frames
-from ..schemas import CaseFile, Clue, ClueChain, DisputeCase, EvidenceItem, Focus, Party, Perception, Selection, Usage
+from ..schemas import (
+    CaseFile,
+    Clue,
+    ClueChain,
+    DisputeCase,
+    EvidenceItem,
+    Focus,
+    MediaRef,
+    Party,
+    Perception,
+    Selection,
+    Usage,
+)
 from . import prompts
 from .budget import CaseBudget, clues_note
 from .model_inputs import PerceiveTask, SelectTask
@@ -297,17 +309,11 @@ async def attached_media(case_file: CaseFile, settings: Settings) -> list[Part]:
 
 async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str], list[str]]:
 
-    async def one(item: EvidenceItem, party: Party, notes: list[str]) -> list[Part]:
+    async def one(item: EvidenceItem, media: MediaRef, party: Party, notes: list[str]) -> list[Part]:
         label = prompts.evidence_label(item, party)
         if item.kind == "image":
-            return [await load_image(item.media, settings, label=label, notes=notes)]  # type: ignore[arg-type]
-        frames = await sample_frames(
-            item.media,
-            settings,
-            settings.passive_frames_per_video,  # type: ignore[arg-type]
-            label=label,
-            notes=notes,
-        )
+            return [await load_image(media, settings, label=label, notes=notes)]
+        frames = await sample_frames(media, settings, settings.passive_frames_per_video, label=label, notes=notes)
         return [f.image for f in frames]
 
     parts: list[Part] = []
@@ -318,7 +324,7 @@ async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part]
             continue
         notes: list[str] = []
         try:
-            parts += await one(item, case.party_of(item.id), notes)
+            parts += await one(item, item.media, case.party_of(item.id), notes)
             problems += [f"evidence {item.id}: {n}" for n in notes]
         except MediaUnreadable as err:
             problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..config import Settings
-from ..llm import LLM, gather_all
+from ..llm import LLM, gather_pair
 from ..personas import Persona
 from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, PrecedentRef, Precedents, Usage, Verdict, now
 from .budget import CaseBudget
@@ -60,7 +60,7 @@ async def clues_stage(case_file: CaseFile, llm: LLM, settings: Settings, precede
     """Stage II and precedent retrieval, side by side (retrieval needs only the focus). Once the
     per-case budget is reached no further select step starts: the jury gets what was perceived."""
     budget = CaseBudget.of(case_file, settings)
-    (chain, usage, problems), found = await gather_all(
+    (chain, usage, problems), found = await gather_pair(
         _clue_chain(case_file, llm, settings, budget),
         precedents.retrieve(case_file.case, case_file.focus),
     )
@@ -117,7 +117,8 @@ async def justify(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings)
     text = case_file.rounds[-1].summary.summary
     grounds = Grounds.of(case_file, jury)
     budget = CaseBudget.of(case_file, settings)
-    usage, notes = Usage(), []
+    usage = Usage()
+    notes: list[str] = []
     if settings.justification == "juris":
         if budget.reached():  # JURIS is one step: it starts only within the budget
             stop = budget.stop("verdict")

@@ -40,7 +40,7 @@ from pydantic import ValidationError
 from ..config import Settings
 from ..errors import CyberJurorsError
 from ..llm import LLM, LLMError
-from ..schemas import DisputeCase, Usage
+from ..schemas import Category, DisputeCase, Usage
 from .distill import CHUNK_SIZE, MERGE_THRESHOLD, ChunkResult, chunks, distil_chunk, plan_merge, summarize_case
 from .embeddings import Embedder
 from .index import PrecedentIndex
@@ -301,7 +301,7 @@ async def _distil_all(
     remembering = _Remembering(embedder)
     by_category = {c: [p for p in precedents if p.category == c] for c in CATEGORIES}
     report.categories = {c: len(cs) for c, cs in by_category.items() if cs}
-    plan: list[tuple[str, str, list[PrecedentCase]]] = []  # (category, digest, chunk), in build order
+    plan: list[tuple[Category, str, list[PrecedentCase]]] = []  # (category, digest, chunk), in build order
     for category, cases in by_category.items():
         for chunk in chunks(cases, CHUNK_SIZE):
             plan.append((category, chunk_digest(category, chunk, backend, model), chunk))

@@ -247,7 +247,7 @@ def summarize_case(case: DisputeCase) -> PrecedentCase:
         f"Dispute: {_sentence(_clip(d.dispute_reason, 400))} Requested: {_sentence(_clip(d.requested_remedy, 160))}",
     ]
     for party in ("buyer", "seller"):
-        said = _statements(case, party)  # type: ignore[arg-type]
+        said = _statements(case, party)
         lines.append(_PARTY_LINE[party] + (_SEP.join(said) if said else "(nothing submitted)"))
     kinds = {i.kind for i in case.items()}
     tags = dispute_types_of(f"{d.dispute_reason} {d.requested_remedy}")
@@ -524,7 +524,7 @@ def plan_merge(
             same = other.id == g.id
             if not same and (other.category != g.category or other.favours != g.favours):
                 continue
-            score = 1.0 if same else float(vectors[i] @ vectors[j])  # type: ignore[index]
+            score = 1.0 if same else float(vectors[i] @ vectors[j])  # type: ignore[index]  # None only with no loop
             if score >= threshold and score > best_score:
                 best, best_score = j, score
         if best is None:

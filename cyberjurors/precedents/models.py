@@ -144,5 +144,5 @@ class PrecedentError(CyberJurorsError, RuntimeError):
         super().__init__(message, kind=kind)
 
     @property
-    def replayable(self) -> bool:  # type: ignore[override]
+    def replayable(self) -> bool:  # type: ignore[override]  # a class attribute on CyberJurorsError, read only here
         return self.kind not in FINAL_PRECEDENT_KINDS

@@ -3,6 +3,7 @@
 from .case import (
     CATEGORIES,
     JURY_SIZE,
+    PARTIES,
     SCHEMA_VERSION,
     CaseMetadata,
     Category,
@@ -64,6 +65,7 @@ __all__ = [
     "CATEGORIES",
     "ESCALATION_REASONS",
     "JURY_SIZE",
+    "PARTIES",
     "SCHEMA_VERSION",
     "STANDINGS",
     "AppealBrief",

@@ -6,16 +6,17 @@ import hashlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Literal, Protocol, get_args
+from typing import Annotated, Final, Literal, Protocol, get_args
 
 from iso4217 import Currency
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 JURY_SIZE = 17  # ground-truth votes come from the platform's 17 human jurors
 
 Party = Literal["buyer", "seller"]
+PARTIES: tuple[Party, ...] = get_args(Party)
 Category = Literal["appliances", "clothing", "food", "digital", "others"]
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 EvidenceKind = Literal["text", "image", "video"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+from faust.types import TableT
 
 from .. import metrics, tracing
 from ..backends import build_llm
@@ -78,7 +79,7 @@ def faust_app(settings: Settings) -> faust.App:
         autodiscover=False,
     )
     use_fetch_wait(app, settings.kafka_fetch_max_wait_ms)  # before any topic or agent is declared
-    app.cyberjurors_settings = settings  # type: ignore[attr-defined]
+    app.cyberjurors_settings = settings  # type: ignore[attr-defined]  # for the Worker (worker.py)
     return app
 
 
@@ -102,7 +103,7 @@ def create_app(
             partitions=settings.partitions,
         )
 
-    def table(name: str, **options: Any) -> faust.TableT:
+    def table(name: str, **options: Any) -> TableT:
         return app.Table(
             name, default=None, partitions=settings.partitions, options=rocksdb_options(settings), **options
         )
@@ -244,13 +245,18 @@ def expire_state(app: faust.App, settings: Settings, results: StageResults) -> N
 
     unadopted = [True]  # after each rebalance's recovery: stamp the cases that lost their stage-times entry
 
-    @app.on_partitions_assigned.connect
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]  # see forget_moved_cases
     async def adopt_after_recovery(sender: faust.App, assigned: set, **kwargs: object) -> None:
         unadopted[0] = True
 
     async def sweep() -> int:
         active = expiry.active_partitions(app, settings.topic("disputes.events"))
-        if unadopted[0] and app.tables.recovery.completed.is_set() and not (app.rebalancing or app.in_recovery):
+        # app.tables is a TableManager, whose recovery TableManagerT does not declare
+        if (
+            unadopted[0]
+            and app.tables.recovery.completed.is_set()  # type: ignore[attr-defined]
+            and not (app.rebalancing or app.in_recovery)
+        ):
             unadopted[0] = False
             if adopted := results.adopt(settings.partitions, active):
                 log.info("stage-results: %d cases without a stage-times entry stamped to expire", adopted)
@@ -290,11 +296,12 @@ def housekeeping(
     partitions), and keep what the probes report (``app.cyberjurors_health``)."""
     pipeline = {settings.topic(name) for name in PIPELINE}
 
-    @app.on_partitions_assigned.connect
+    # mode types a receiver as (sender, *args, signal=..., **kwargs): none taking an argument by name fits
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def forget_moved_cases(sender: faust.App, assigned: set, **kwargs: object) -> None:
         # the full new assignment: cases on partitions now owned by another worker are theirs to count
         in_flight.keep_partitions({tp.partition for tp in assigned if tp.topic in pipeline})
 
     health = Health(app, precedents, [settings.topic(name) for name in CONSUMED], seating=seating)
     app.add_dependency(health)  # started with the app, before the consumer joins its group
-    app.cyberjurors_health = health  # type: ignore[attr-defined]
+    app.cyberjurors_health = health  # type: ignore[attr-defined]  # for the probe server (worker.py)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -498,7 +499,7 @@ class Outcomes:
         return out
 
 
-async def await_outcomes(settings: Settings, case_ids: Collection[str], **wait: object) -> dict[str, Outcome]:
+async def await_outcomes(settings: Settings, case_ids: Collection[str], **wait: Any) -> dict[str, Outcome]:
     """``Outcomes.wait`` for cases already sent (read from the beginning of the topics)."""
     async with Outcomes(settings) as outcomes:
-        return await outcomes.wait(case_ids, **wait)  # type: ignore[arg-type]
+        return await outcomes.wait(case_ids, **wait)

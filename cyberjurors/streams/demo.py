@@ -80,7 +80,7 @@ async def collect(settings: Settings, expected: set[str], console: Console, time
                     f"{escape(letter.detail)}"
                 )
             else:
-                console.print(verdict_table(outcome.verdict))  # type: ignore[arg-type]
+                console.print(verdict_table(outcome.verdict))  # type: ignore[arg-type]  # no letter: a verdict
             progress.advance(task)
 
         outcomes = await await_outcomes(settings, expected, timeout_s=timeout_s, on_outcome=show)

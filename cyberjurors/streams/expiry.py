@@ -63,8 +63,8 @@ def forget(table: MutableMapping[str, Any], key: str, partition: int | None) -> 
     if partition is None or faust.current_event() is not None or not hasattr(table, "send_changelog"):
         del table[key]
         return True
-    table.data.pop(key, None)  # type: ignore[attr-defined]
-    table.send_changelog(partition, key, None, value_serializer="raw")  # type: ignore[attr-defined]
+    table.data.pop(key, None)  # type: ignore[attr-defined]  # a Faust table's store: it has send_changelog
+    table.send_changelog(partition, key, None, value_serializer="raw")
     return True
 
 
@@ -74,8 +74,8 @@ def put(table: MutableMapping[str, Any], key: str, value: Any, partition: int | 
     if partition is None or faust.current_event() is not None or not hasattr(table, "send_changelog"):
         table[key] = value
         return
-    store_put(table.data, key, value, partition)  # type: ignore[attr-defined]
-    table.send_changelog(partition, key, value)  # type: ignore[attr-defined]
+    store_put(table.data, key, value, partition)  # type: ignore[attr-defined]  # as in forget
+    table.send_changelog(partition, key, value)
 
 
 def store_put(store: Any, key: str, value: Any, partition: int) -> None:

@@ -26,7 +26,7 @@ import faust
 from .. import intake, metrics, tracing
 from ..config import Settings
 from ..media_store import MediaStore, open_store
-from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, now
+from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, EvidenceSubmitted, now
 from ..schemas.events import DisputeEvent
 from . import expiry
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug
@@ -81,11 +81,11 @@ class Ingest:
         if isinstance(event, CaseSubmitted):
             state = self.state.get(event.case_id) or {}
             if "draft" in state:  # admitted, it would replace the draft's evidence without a word
-                draft = intake.Draft.model_validate(state["draft"])
+                open_draft = intake.Draft.model_validate(state["draft"])
                 raise intake.Rejected(
                     "case_already_open",
                     f"case {event.case_id} is open for incremental events "
-                    f"({len(draft.rounds)} rounds so far): close it with evidence_closed, or "
+                    f"({len(open_draft.rounds)} rounds so far): close it with evidence_closed, or "
                     "send the whole case under a new case_id",
                 )
             await self.admit(event.case, [], partition)
@@ -104,7 +104,9 @@ class Ingest:
                     self.state[event.case_id] = before
                 raise
 
-    async def fold(self, event: DisputeEvent, partition: int, message: Any) -> intake.Draft | None:
+    async def fold(
+        self, event: CaseOpened | EvidenceSubmitted | EvidenceClosed, partition: int, message: Any
+    ) -> intake.Draft | None:
         """Apply an incremental event to its case's draft in the table; None for a repeat (noted on the
         draft), for evidence held until its case opens, and for a repeated close of a judged case."""
         state = self.state.get(event.case_id) or {}
@@ -118,7 +120,7 @@ class Ingest:
             return None
         draft = intake.Draft.model_validate(state["draft"]) if "draft" in state else None
         try:
-            draft = intake.fold(draft, event, self.settings)  # type: ignore[arg-type]  # not a CaseSubmitted here
+            draft = intake.fold(draft, event, self.settings)
         except intake.Duplicate as dup:
             log.info("case %s: %s", event.case_id, dup)
             if draft is not None:
@@ -169,6 +171,7 @@ class Ingest:
             original = Original.from_json(entry["message"])
             try:
                 event = intake.parse_event(original.value)
+                # a held event is an incremental one: a CaseSubmitted is never held
                 draft = intake.fold(draft, event, self.settings)  # type: ignore[arg-type]
                 waited = max(0.0, self.clock() - entry["received_at"])
                 draft.notes.append(

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -125,8 +126,8 @@ class ConsumerLag(Service):
     Started with the worker (before it joins the group), so a worker that never gets partitions
     still shows what is waiting."""
 
-    def __init__(self, settings: Settings, group: str, topics: Iterable[str], **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, settings: Settings, group: str, topics: Iterable[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # mode's Service options, passed on
         self.interval_s = settings.lag_interval_s
         self.reader = LagReader(settings, group, topics)
         self.gauge = LagGauge(group)

@@ -148,7 +148,11 @@ class Outcomes:
                 f"verdict has expired ({retention}): nothing left to compare or learn from",
                 replayable=False,
             )
-        elif self.results.older_than_retention(decided_at) and self.results.stored(outcome.case_id, "ready") is None:
+        elif (
+            outcome.decided_at is not None  # (so decided_at is too)
+            and self.results.older_than_retention(decided_at)
+            and self.results.stored(outcome.case_id, "ready") is None
+        ):
             await self.letters.write(
                 event,
                 "outcomes",

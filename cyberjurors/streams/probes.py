@@ -61,7 +61,8 @@ class Health(Service):
         self.assignment: frozenset[faust.types.TP] | None = None
         self.precedent_error: str | None = None
         self.precedents_tried = not precedents.enabled
-        app.on_partitions_assigned.connect(self._assigned)
+        # mode types a receiver as (sender, *args, signal=..., **kwargs): none taking an argument by name fits
+        app.on_partitions_assigned.connect(self._assigned)  # type: ignore[arg-type]
 
     async def _assigned(self, sender: faust.App, assigned: set, **kwargs: object) -> None:
         self.assignment = frozenset(assigned)  # the whole new assignment, every rebalance
@@ -94,8 +95,8 @@ class Health(Service):
         self.precedent_error = str(err)
         self.precedents_tried = True
 
-    def started(self) -> list[str]:
-        """Why the start is not done yet (empty: done)."""
+    def not_started(self) -> list[str]:
+        """Why the start is not done yet (empty: done). Not ``started``: mode's Service has that, a bool."""
         reasons = [] if self.precedents_tried else ["loading the precedent base (embedding model and index)"]
         return reasons + self._unseated()
 
@@ -112,7 +113,10 @@ class Health(Service):
             reasons.append("waiting for the consumer group to assign partitions")
         elif app.rebalancing:
             reasons.append("rebalancing: the consumer group is moving partitions between workers")
-        if self.assignment is not None and (app.in_recovery or not app.tables.recovery.completed.is_set()):
+        # app.tables is a TableManager, whose recovery TableManagerT does not declare
+        if self.assignment is not None and (
+            app.in_recovery or not app.tables.recovery.completed.is_set()  # type: ignore[attr-defined]
+        ):
             reasons.append("recovering tables from their changelogs")
         if self.precedents.enabled and not self.precedents.is_open:
             reasons.append(f"precedent base not open: {self.precedent_error or 'loading'}")
@@ -154,7 +158,7 @@ class ProbeServer(Service):
         return web.json_response(body, status=503 if reasons else 200)
 
     async def startupz(self, request: web.Request) -> web.Response:
-        reasons = self.health.started()
+        reasons = self.health.not_started()
         return web.json_response(
             {"status": "starting" if reasons else "ok", "reasons": reasons}, status=503 if reasons else 200
         )

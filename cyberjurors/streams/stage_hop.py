@@ -260,7 +260,7 @@ class StageHop:
         a re-read of old history must not re-run the jury unnoticed. That one is dead-lettered as
         replayable: a replay is sent anew and runs."""
         sent_at = getattr(event.message, "timestamp", None)
-        if self.results.older_than_retention(sent_at):
+        if sent_at is not None and self.results.older_than_retention(sent_at):
             age_h = (self.results.clock() - sent_at) / 3600
             await self.letters.write(
                 event,

@@ -70,6 +70,8 @@ class ReadOffsets(defaultdict):
 class SafeAcks(driver.Consumer):
     """Faust's consumer, committing only what a handler finished (see the module's docstring)."""
 
+    _read_offset: ReadOffsets  # Faust's mapping, replaced by one that can hold an offset
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._fetched: defaultdict[TP, set[int]] = defaultdict(set)  # counted in the current reading
@@ -142,7 +144,9 @@ class SafeAcks(driver.Consumer):
     def queued(self, tp: TP) -> set[int]:
         """Offsets of ``tp`` waiting in an agent's queue."""
         offsets = set()
-        for channel in list(self.app.topics._topic_name_index.get(tp.topic, ())):
+        # the Conductor's index of channels by topic: private, not declared by ConductorT
+        index = self.app.topics._topic_name_index  # type: ignore[attr-defined]
+        for channel in list(index.get(tp.topic, ())):
             queue = getattr(channel, "_queue", None)
             for event in list(getattr(queue, "_queue", ())):
                 message = getattr(event, "message", None)

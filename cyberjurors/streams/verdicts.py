@@ -96,7 +96,8 @@ class Verdicts:
         instance = 2 if case_file.appeal is not None else 1
         verdict_stage, escalation_stage = stages(instance)
         if await self.resend(case_id, instance):  # a replay: re-sent, not counted again
-            return Verdict.model_validate_json(self.results.stored(case_id, verdict_stage))  # type: ignore[arg-type]
+            stored = self.results.stored(case_id, verdict_stage)  # resend() found it: not None
+            return Verdict.model_validate_json(stored)  # type: ignore[arg-type]
         started = time.perf_counter()
         decided, escalation = await self.decide(case_file, escalation_stage, event, work or self.work)
         tracing.mark(verdict_id=decided.verdict_id, winner=decided.winner)

@@ -28,6 +28,7 @@ import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -201,7 +202,7 @@ class Worker(faust.Worker):
         *services: Service,
         stop_deadline_s: float,
         snapshots: Path | None = None,
-        **options: object,
+        **options: Any,  # faust.Worker's own options, passed on
     ) -> None:
         super().__init__(app, *services, **options)
         self.stop_deadline_s = stop_deadline_s
@@ -210,7 +211,7 @@ class Worker(faust.Worker):
 
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         # Faust has just replaced the root logger's handlers with its own: give them our format and filters
-        settings: Settings = self.app.cyberjurors_settings  # type: ignore[attr-defined]
+        settings: Settings = self.app.cyberjurors_settings  # type: ignore[attr-defined]  # set by faust_app()
         if settings.log_format == "json":
             self.spinner = None  # its terminal escapes are not JSON, even where no terminal is
         super().on_setup_root_logger(logger, level)
@@ -277,7 +278,8 @@ def worker_services(app: faust.App, settings: Settings) -> list[Service]:
     the probe endpoints, and the consumer-lag reader when there is a metrics endpoint to show it."""
     services: list[Service] = []
     if settings.probe_port:
-        services.append(ProbeServer(app.cyberjurors_health, settings.probe_host, settings.probe_port))
+        health = app.cyberjurors_health  # type: ignore[attr-defined]  # set on the app by housekeeping() (app.py)
+        services.append(ProbeServer(health, settings.probe_host, settings.probe_port))
     if settings.metrics_port and settings.lag_interval_s:
         services.append(ConsumerLag(settings, settings.app_id, [settings.topic(name) for name in CONSUMED]))
     return services
