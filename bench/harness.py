@@ -57,15 +57,16 @@ def make_console(width: int = 160) -> Console:
 
 
 def example_cases(count: int | None = None) -> list[DisputeCase]:
-    return [DisputeCase.model_validate_json(p.read_text())
-            for p in sorted((EXAMPLES / "cases").glob("*.json"))][:count]
+    return [DisputeCase.model_validate_json(p.read_text()) for p in sorted((EXAMPLES / "cases").glob("*.json"))][:count]
 
 
 def copies(count: int, tag: str) -> list[DisputeCase]:
     """``count`` copies of the example cases with unique ids ``<tag>-<i>-<example id>``."""
     base = example_cases()
-    return [base[i % len(base)].model_copy(update={"case_id": f"{tag}-{i}-{base[i % len(base)].case_id}"})
-            for i in range(count)]
+    return [
+        base[i % len(base)].model_copy(update={"case_id": f"{tag}-{i}-{base[i % len(base)].case_id}"})
+        for i in range(count)
+    ]
 
 
 def partition_of(key: str, partitions: int) -> int:
@@ -113,12 +114,18 @@ class Workers:
 
     def __init__(self, settings: Settings, count: int, folder: Path):
         self.settings, self.folder = settings, folder
-        self.processes = [WorkerProcess(settings.model_copy(update={
-            "datadir": folder / f"w{i}" / "faust", "llm_call_log": folder / f"w{i}" / "calls.jsonl"}),
-            folder / f"w{i}" / "worker.log", env={"BROKER_CLIENT_ID": f"{settings.app_id}-w{i}"})
-            for i in range(count)]
+        self.processes = [
+            WorkerProcess(
+                settings.model_copy(
+                    update={"datadir": folder / f"w{i}" / "faust", "llm_call_log": folder / f"w{i}" / "calls.jsonl"}
+                ),
+                folder / f"w{i}" / "worker.log",
+                env={"BROKER_CLIENT_ID": f"{settings.app_id}-w{i}"},
+            )
+            for i in range(count)
+        ]
 
-    def __enter__(self) -> "Workers":
+    def __enter__(self) -> Workers:
         for process in self.processes:
             process.start()
         return self
@@ -137,8 +144,10 @@ class Workers:
         for i, w in enumerate(self.processes):
             if (only is None or i in only) and not w.alive():
                 tail = w.log_path.read_text(errors="replace")[-3000:] if w.log_path.exists() else "(no log)"
-                raise BenchError(f"worker {i} exited (code {w.process.returncode}); "  # type: ignore[union-attr]
-                                 f"end of {w.log_path}:\n{tail}")
+                raise BenchError(
+                    f"worker {i} exited (code {w.process.returncode}); "  # type: ignore[union-attr]
+                    f"end of {w.log_path}:\n{tail}"
+                )
 
     def calls(self, i: int, wanted: set[str]) -> list[dict]:
         """Worker i's model-call log entries for the given cases."""
@@ -189,8 +198,9 @@ class GroupWatch:
             self.disturbed |= group.state != "Stable" or group.member_ids != self.settled.member_ids
 
 
-async def settled_group(settings: Settings, workers: Workers, timeout_s: float,
-                        members: Collection[int] | None = None) -> Group:
+async def settled_group(
+    settings: Settings, workers: Workers, timeout_s: float, members: Collection[int] | None = None
+) -> Group:
     """Until the group is Stable with every worker (or those in ``members``) a member and no other,
     the same members twice 1 s apart."""
     members = range(len(workers.processes)) if members is None else members
@@ -220,7 +230,7 @@ class LagProbe:
         self.admin = AIOKafkaAdminClient(**client_options(settings))
         self.consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
 
-    async def __aenter__(self) -> "LagProbe":
+    async def __aenter__(self) -> LagProbe:
         await self.admin.start()
         await self.consumer.start()
         self.partitions = [TopicPartition(t, p) for t in self.topics for p in range(self.settings.partitions)]
@@ -266,9 +276,15 @@ async def paced(settings: Settings, cases: list[DisputeCase], rate: float) -> As
             yield case
 
 
-async def run_cases(settings: Settings, cases: list[DisputeCase], timeout_s: float = 900,
-                    from_beginning: bool = True, on_verdict: Callable[[int], None] = lambda n: None,
-                    on_poll: Callable[[], object] | None = None, rate: float | None = None) -> Burst:
+async def run_cases(
+    settings: Settings,
+    cases: list[DisputeCase],
+    timeout_s: float = 900,
+    from_beginning: bool = True,
+    on_verdict: Callable[[int], None] = lambda n: None,
+    on_poll: Callable[[], object] | None = None,
+    rate: float | None = None,
+) -> Burst:
     """Produce the cases (at once, or evenly at ``rate`` cases a minute) and wait for all their
     verdicts; a dead letter, or verdicts still missing after ``timeout_s``, is a BenchError.
     ``on_poll`` may check the workers."""
@@ -277,8 +293,9 @@ async def run_cases(settings: Settings, cases: list[DisputeCase], timeout_s: flo
     def verdict(outcome: Outcome) -> None:
         letter = outcome.dead_letter
         if letter is not None:
-            raise BenchError(f"case {outcome.case_id} dead-lettered: {letter.reason} at {letter.stage}: "
-                             f"{letter.detail}")
+            raise BenchError(
+                f"case {outcome.case_id} dead-lettered: {letter.reason} at {letter.stage}: {letter.detail}"
+            )
         arrived.append(outcome)
         on_verdict(len(arrived))
 
@@ -289,8 +306,7 @@ async def run_cases(settings: Settings, cases: list[DisputeCase], timeout_s: flo
         else:
             async for _ in paced(settings, cases, rate):
                 pass
-        got = await outcomes.wait([c.case_id for c in cases], timeout_s=timeout_s, on_outcome=verdict,
-                                  on_poll=on_poll)
+        got = await outcomes.wait([c.case_id for c in cases], timeout_s=timeout_s, on_outcome=verdict, on_poll=on_poll)
     if len(got) < len(cases):
         raise BenchError(f"{len(cases) - len(got)} of {len(cases)} verdicts missing after {timeout_s:.0f}s")
     return Burst(got, started, outcomes.repeats)
@@ -360,8 +376,10 @@ def ratios(values: dict[tuple[int, int], float], ks: list[int]) -> dict[int, lis
 
 
 def machine() -> str:
-    return (f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load average "
-            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return (
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
 
 
 def table(title: str, columns: list[str] | tuple[str, ...], left: tuple[str, ...] = ()) -> Table:
@@ -373,6 +391,7 @@ def table(title: str, columns: list[str] | tuple[str, ...], left: tuple[str, ...
 
 def interrupt_on_sigterm() -> None:
     """A kill goes through the same clean-up as Ctrl-C."""
+
     def raise_interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
@@ -414,9 +433,11 @@ def heap_growth(snapshots: list[tuple[int, Path]]) -> tuple[str, Table]:
     """A worker's traced Python heap at each (cases so far, snapshot), its slope, and what grew from
     the first snapshot to the last."""
     heap = [(done, traced_mb(path)) for done, path in snapshots]
-    return (f"traced Python heap: {', '.join(f'{mb:.1f}' for _, mb in heap)} MB at {snapshots[0][0]}-"
-            f"{snapshots[-1][0]} cases; slope {slope_per_1000(heap):.2f} MB per 1,000 cases",
-            snapshot_growth(snapshots[0][1], snapshots[-1][1]))
+    return (
+        f"traced Python heap: {', '.join(f'{mb:.1f}' for _, mb in heap)} MB at {snapshots[0][0]}-"
+        f"{snapshots[-1][0]} cases; slope {slope_per_1000(heap):.2f} MB per 1,000 cases",
+        snapshot_growth(snapshots[0][1], snapshots[-1][1]),
+    )
 
 
 def traced_mb(snapshot: Path) -> float:
@@ -431,12 +452,14 @@ def snapshot_growth(before: Path, after: Path, top: int = 12, frames: int = 8) -
     ignored = [tracemalloc.Filter(False, f) for f in (tracemalloc.__file__, "<frozen importlib._bootstrap*>")]
     old, new = (tracemalloc.Snapshot.load(str(p)).filter_traces(ignored) for p in (before, after))
     by_tb = new.compare_to(old, "traceback")
-    out = table(f"Growth from {before.name} to {after.name}", ["KB", "blocks", "where (innermost last)"],
-                left=("where (innermost last)",))
+    out = table(
+        f"Growth from {before.name} to {after.name}",
+        ["KB", "blocks", "where (innermost last)"],
+        left=("where (innermost last)",),
+    )
     for stat in new.compare_to(old, "lineno")[:top]:
         site = stat.traceback[0]
-        tb = max((s for s in by_tb if s.traceback[-1] == site),
-                 key=lambda s: s.size_diff, default=stat)
+        tb = max((s for s in by_tb if s.traceback[-1] == site), key=lambda s: s.size_diff, default=stat)
         where = "\n".join(f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in list(tb.traceback)[-frames:])
         out.add_row(f"{stat.size_diff / 1024:+.0f}", f"{stat.count_diff:+d}", where)
     return out
@@ -447,7 +470,9 @@ def still_alive(worker: WorkerProcess) -> None:
         raise BenchError(f"the worker exited; see {worker.log_path}")
 
 
-def ready_worker(settings: Settings, log: Path, env: dict[str, str], timeout_s: float = 1800) -> tuple[WorkerProcess, float]:
+def ready_worker(
+    settings: Settings, log: Path, env: dict[str, str], timeout_s: float = 1800
+) -> tuple[WorkerProcess, float]:
     """A worker started, and the seconds from its start to Faust's "Worker ready" in its log
     (tables recovered, partitions assigned). Long allowed: a memory store on a broker that does not
     compact (the embedded one) reads every changelog record ever written."""
@@ -472,7 +497,9 @@ async def changelog_records(settings: Settings, tables: tuple[str, ...]) -> int:
     consumer = AIOKafkaConsumer(**client_options(settings))
     await consumer.start()
     try:
-        tps = [TopicPartition(f"{settings.app_id}-{t}-changelog", p) for t in tables for p in range(settings.partitions)]
+        tps = [
+            TopicPartition(f"{settings.app_id}-{t}-changelog", p) for t in tables for p in range(settings.partitions)
+        ]
         return sum((await consumer.end_offsets(tps)).values())
     finally:
         await consumer.stop()
@@ -487,8 +514,11 @@ def recovery_read_s(log: Path) -> float:
                 clock = line[1:24].split(" ")[1]  # [2026-11-25 12:27:34,404]
                 h, m, s = clock.replace(",", ".").split(":")
                 stamps[mark] = int(h) * 3600 + int(m) * 60 + float(s)
-    return (stamps["Done reading from changelog topics"] - stamps["Restoring state from changelog topics"]
-            if len(stamps) == 2 else float("nan"))
+    return (
+        stamps["Done reading from changelog topics"] - stamps["Restoring state from changelog topics"]
+        if len(stamps) == 2
+        else float("nan")
+    )
 
 
 def scrape_entries(port: int) -> dict[str, float]:
@@ -512,7 +542,7 @@ def rocksdb_keys(datadir: Path, tables: tuple[str, ...]) -> dict[str, int]:
         for path in sorted(datadir.rglob(f"{name}-*.db")):
             db = rocksdict.Rdict(str(path), access_type=rocksdict.AccessType.read_only())
             try:
-                out[name] = out.get(name, 0) + sum(1 for _ in db.keys())
+                out[name] = out.get(name, 0) + sum(1 for _ in db.keys())  # noqa: SIM118  # iter(Rdict) indexes it by 0, 1, ...
             finally:
                 db.close()
     return out

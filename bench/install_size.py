@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import typer
-from harness import make_console
 from rich.table import Table
 
 from cyberjurors.precedents.embeddings import default_model_dir
+from harness import make_console
 
 ROOT = Path(__file__).resolve().parents[1]
 console = make_console()
@@ -31,8 +31,19 @@ def main() -> None:
     venv = Path(tempfile.mkdtemp(prefix="cj-core-")) / "venv"
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    subprocess.run([venv / "bin/pip", "install", "-q", "--disable-pip-version-check", "--require-hashes", "--no-deps",
-                    "-r", ROOT / "requirements/core.txt"], check=True)
+    subprocess.run(
+        [
+            venv / "bin/pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            ROOT / "requirements/core.txt",
+        ],
+        check=True,
+    )
     installed = time.monotonic() - started
     site = next(venv.glob("lib/python3*/site-packages"))
     heavy = sorted(("torch", "transformers", "sentence_transformers", "scipy", "sympy", "sklearn"))

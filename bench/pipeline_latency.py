@@ -31,9 +31,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import typer
-from harness import EXAMPLES, Burst, copies, free_port, make_console, peak_rss_mb
-from harness import call_log as read_call_log
-from harness import run_cases as run_burst
 from rich.table import Table
 
 from cyberjurors.backends.offline import OfflineLLM
@@ -44,6 +41,9 @@ from cyberjurors.schemas import DisputeCase
 from cyberjurors.streams.broker import embedded_broker
 from cyberjurors.streams.kafka import ensure_topics
 from cyberjurors.streams.worker_process import WorkerProcess
+from harness import EXAMPLES, Burst, copies, free_port, make_console, peak_rss_mb
+from harness import call_log as read_call_log
+from harness import run_cases as run_burst
 
 console = make_console()
 
@@ -113,11 +113,22 @@ def ready_after(worker: WorkerProcess, port: int, started: float) -> float:
 def measure(runtime: str, latency: float, cases: int, repeat: int, concurrency: int) -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix=f"cj-bench-{runtime}-"))
     probe_port = free_port()
-    settings = Settings(llm_backend="offline", offline_latency_s=latency, llm_concurrency=concurrency,
-                        media_root=EXAMPLES, datadir=work / "faust", llm_call_log=work / "calls.jsonl",
-                        app_id=f"bench-{runtime}", partitions=4, stage_concurrency=16, commit_interval_s=1.0,
-                        precedent_dir=work / "precedents", embedding_runtime=runtime, probe_port=probe_port,
-                        metrics_port=0)
+    settings = Settings(
+        llm_backend="offline",
+        offline_latency_s=latency,
+        llm_concurrency=concurrency,
+        media_root=EXAMPLES,
+        datadir=work / "faust",
+        llm_call_log=work / "calls.jsonl",
+        app_id=f"bench-{runtime}",
+        partitions=4,
+        stage_concurrency=16,
+        commit_interval_s=1.0,
+        precedent_dir=work / "precedents",
+        embedding_runtime=runtime,
+        probe_port=probe_port,
+        metrics_port=0,
+    )
     asyncio.run(seed_precedents(settings))  # retrieval runs beside select-perceive, as in production
     with embedded_broker(log=work / "broker.log") as bootstrap:
         settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
@@ -132,8 +143,13 @@ def measure(runtime: str, latency: float, cases: int, repeat: int, concurrency: 
                 for case in copies(3, f"single{r}"):
                     took = run_cases(settings, [case]).took(case.case_id)
                     entries = call_log(settings.llm_call_log)[case.case_id]
-                    singles.append((took, critical_calls(entries, settings.warm_cache_first, concurrency) * latency,
-                                    old_critical_calls(entries, settings.warm_cache_first) * latency))
+                    singles.append(
+                        (
+                            took,
+                            critical_calls(entries, settings.warm_cache_first, concurrency) * latency,
+                            old_critical_calls(entries, settings.warm_cache_first) * latency,
+                        )
+                    )
             burst = copies(cases, "burst")
             measured = run_cases(settings, burst)
             wall = measured.last - measured.started
@@ -144,26 +160,44 @@ def measure(runtime: str, latency: float, cases: int, repeat: int, concurrency: 
             worker.stop()
     ratios = [took / bound for took, bound, _ in singles]
     bound = concurrency / (total_calls / cases * latency) * 60
-    return {"latency": statistics.median(t for t, _, _ in singles), "bound": statistics.median(b for _, b, _ in singles),
-            "ratio": statistics.median(ratios), "ratio_max": max(ratios), "n": len(ratios),
-            "old_ratio": statistics.median(took / old for took, _, old in singles),
-            "wall": wall, "calls": total_calls / cases, "throughput": cases / wall * 60, "cap": bound,
-            "rss": peak_rss, "ready": ready_s}
+    return {
+        "latency": statistics.median(t for t, _, _ in singles),
+        "bound": statistics.median(b for _, b, _ in singles),
+        "ratio": statistics.median(ratios),
+        "ratio_max": max(ratios),
+        "n": len(ratios),
+        "old_ratio": statistics.median(took / old for took, _, old in singles),
+        "wall": wall,
+        "calls": total_calls / cases,
+        "throughput": cases / wall * 60,
+        "cap": bound,
+        "rss": peak_rss,
+        "ready": ready_s,
+    }
 
 
 def main(latency: float = 0.5, cases: int = 24, repeat: int = 3, concurrency: int = 16) -> None:
     runtimes = ["numpy"] + (["sentence-transformers"] if importlib.util.find_spec("sentence_transformers") else [])
     results = {runtime: measure(runtime, latency, cases, repeat, concurrency) for runtime in runtimes}
-    table = Table(title=f"pipeline vs bounds (offline backend, L = {latency}s, C = {concurrency}), by embedding runtime")
+    table = Table(
+        title=f"pipeline vs bounds (offline backend, L = {latency}s, C = {concurrency}), by embedding runtime"
+    )
     table.add_column("measure")
     for runtime in runtimes:
         table.add_column(runtime, justify="right")
-    rows = [("single case latency, median (s)", "{latency:.2f}"), ("critical-path bound, median (s)", "{bound:.2f}"),
-            ("latency / bound, median (n={n})", "{ratio:.3f}x"), ("latency / bound, max", "{ratio_max:.3f}x"),
-            ("latency / the earlier bound, median", "{old_ratio:.3f}x"),
-            (f"burst of {cases} cases: wall (s)", "{wall:.1f}"), ("calls per case, mean", "{calls:.1f}"),
-            ("throughput (cases/min)", "{throughput:.1f}"), ("concurrency bound (cases/min)", "{cap:.1f}"),
-            ("worker peak RSS (MB)", "{rss:.0f}"), ("worker start to ready (s)", "{ready:.1f}")]
+    rows = [
+        ("single case latency, median (s)", "{latency:.2f}"),
+        ("critical-path bound, median (s)", "{bound:.2f}"),
+        ("latency / bound, median (n={n})", "{ratio:.3f}x"),
+        ("latency / bound, max", "{ratio_max:.3f}x"),
+        ("latency / the earlier bound, median", "{old_ratio:.3f}x"),
+        (f"burst of {cases} cases: wall (s)", "{wall:.1f}"),
+        ("calls per case, mean", "{calls:.1f}"),
+        ("throughput (cases/min)", "{throughput:.1f}"),
+        ("concurrency bound (cases/min)", "{cap:.1f}"),
+        ("worker peak RSS (MB)", "{rss:.0f}"),
+        ("worker start to ready (s)", "{ready:.1f}"),
+    ]
     for label, cell in rows:
         table.add_row(label.format(**results["numpy"]), *(cell.format(**results[r]) for r in runtimes))
     table.add_row("throughput / bound", *(f"{results[r]['throughput'] / results[r]['cap']:.1%}" for r in runtimes))

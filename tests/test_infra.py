@@ -355,9 +355,10 @@ def test_elasticsearch_is_a_local_single_node(services: dict) -> None:
 
 def test_dockerfile(services: dict) -> None:
     text = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-slim\b", text, re.M)
-    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in text
-    assert text.index("torch==2.13.0") < text.index("pip install '.[s3]'"), "torch CPU first, then the project"
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim\b", text, re.M)
+    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
+    assert "torch" not in " ".join(re.findall(r"^RUN .*(?:\n .*)*", text, re.M)), "the image is torch-free"
+    assert "embedder fetch" in text, "the model is in the image, checked by its sha256"
     user = re.findall(r"^USER (\S+)", text, re.M)
     assert user and user[-1] not in ("root", "0")
     assert re.search(r'^ENTRYPOINT \["cyberjurors"\]', text, re.M)
@@ -368,7 +369,8 @@ def test_dockerfile(services: dict) -> None:
     }
     assert {".git", ".venv", "data"} <= ignored
     copied = {src for line in re.findall(r"^COPY (.+)$", text, re.M) for src in line.split()[:-1]}
-    for needed in ("cyberjurors", "examples", "pyproject.toml", "README.md"):  # the package, its media, its metadata
+    # the package, its media, its metadata and licence, the lock it installs from
+    for needed in ("cyberjurors", "examples", "pyproject.toml", "README.md", "LICENSE", "requirements/image.txt"):
         assert needed in copied and needed not in ignored, needed
 
 

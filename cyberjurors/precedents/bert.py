@@ -18,13 +18,17 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from ..errors import CyberJurorsError
+
 BATCH_TOKENS = 4096  # word pieces a forward pass holds at most (16 texts of 256 pieces)
 FFN_ROWS = 256  # word pieces through the feed-forward block at a time: 1.5 MB a temporary
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64}
 
 
-class ModelFormatError(ValueError):
+class ModelFormatError(CyberJurorsError, ValueError):
     """The folder does not hold a model this encoder can run (says which file and why)."""
+
+    kind = "model_format"
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -74,17 +78,24 @@ class BertConfig:
         except (OSError, ValueError) as err:
             raise ModelFormatError(f"{folder / 'config.json'}: {err}") from err
         if config.get("model_type") != "bert" or config.get("hidden_act") not in ("gelu", None):
-            raise ModelFormatError(f"{folder} holds a {config.get('model_type')!r} model with "
-                                   f"{config.get('hidden_act')!r} activation; this encoder runs BERT with GELU")
+            raise ModelFormatError(
+                f"{folder} holds a {config.get('model_type')!r} model with "
+                f"{config.get('hidden_act')!r} activation; this encoder runs BERT with GELU"
+            )
         pooling = _read_json(folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
         if not pooling.get("pooling_mode_mean_tokens") or any(
-                pooling.get(mode) for mode in ("pooling_mode_cls_token", "pooling_mode_max_tokens",
-                                               "pooling_mode_mean_sqrt_len_tokens")):
+            pooling.get(mode)
+            for mode in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens")
+        ):
             raise ModelFormatError(f"{folder} pools other than by the mean of its tokens")
         bert = _read_json(folder / "sentence_bert_config.json", {})
-        return cls(hidden=config["hidden_size"], layers=config["num_hidden_layers"],
-                   heads=config["num_attention_heads"], eps=config.get("layer_norm_eps", 1e-12),
-                   max_tokens=min(bert.get("max_seq_length", 512), config["max_position_embeddings"]))
+        return cls(
+            hidden=config["hidden_size"],
+            layers=config["num_hidden_layers"],
+            heads=config["num_attention_heads"],
+            eps=config.get("layer_norm_eps", 1e-12),
+            max_tokens=min(bert.get("max_seq_length", 512), config["max_position_embeddings"]),
+        )
 
 
 def _read_json(path: Path, default: dict) -> dict:
@@ -112,8 +123,16 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     t += 1
     np.reciprocal(t, out=t)
     poly = t * np.float32(0.17087277)
-    for coefficient in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196,
-                        1.00002368):
+    for coefficient in (
+        -0.82215223,
+        1.48851587,
+        -1.13520398,
+        0.27886807,
+        -0.18628806,
+        0.09678418,
+        0.37409196,
+        1.00002368,
+    ):
         poly += np.float32(coefficient)
         poly *= t
     poly -= np.float32(1.26551223)
@@ -133,12 +152,15 @@ class BertEncoder:
 
     def __init__(self, folder: Path):
         self.config = BertConfig.read(folder)
-        self.weights = {name.removeprefix("bert."): tensor
-                        for name, tensor in read_safetensors(folder / "model.safetensors").items()}
+        self.weights = {
+            name.removeprefix("bert."): tensor
+            for name, tensor in read_safetensors(folder / "model.safetensors").items()
+        }
         missing = [name for name in self._names() if name not in self.weights]
         if missing:
-            raise ModelFormatError(f"{folder / 'model.safetensors'} lacks {len(missing)} BERT tensors, "
-                                   f"e.g. {missing[0]!r}")
+            raise ModelFormatError(
+                f"{folder / 'model.safetensors'} lacks {len(missing)} BERT tensors, e.g. {missing[0]!r}"
+            )
         try:
             self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         except Exception as err:  # tokenizers raises a bare Exception for a file it cannot parse
@@ -148,13 +170,27 @@ class BertEncoder:
         self.dims = self.config.hidden
 
     def _names(self) -> list[str]:
-        names = ["embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
-                 "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight"]
+        names = [
+            "embeddings.word_embeddings.weight",
+            "embeddings.position_embeddings.weight",
+            "embeddings.token_type_embeddings.weight",
+            "embeddings.LayerNorm.weight",
+        ]
         for layer in range(self.config.layers):
             prefix = f"encoder.layer.{layer}."
-            names += [prefix + part + ".weight" for part in (
-                "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
-                "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm")]
+            names += [
+                prefix + part + ".weight"
+                for part in (
+                    "attention.self.query",
+                    "attention.self.key",
+                    "attention.self.value",
+                    "attention.output.dense",
+                    "attention.output.LayerNorm",
+                    "intermediate.dense",
+                    "output.dense",
+                    "output.LayerNorm",
+                )
+            ]
         return names
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
@@ -167,7 +203,7 @@ class BertEncoder:
         start = 0
         while start < len(order):
             longest = max(len(encodings[order[start]].ids), 1)
-            chosen = order[start:start + max(1, min(batch_size, BATCH_TOKENS // longest))]
+            chosen = order[start : start + max(1, min(batch_size, BATCH_TOKENS // longest))]
             out[chosen] = self._forward([encodings[i].ids for i in chosen])
             start += len(chosen)
         return out
@@ -178,9 +214,12 @@ class BertEncoder:
         ids = np.zeros((len(pieces), length), dtype=np.int64)
         mask = np.zeros((len(pieces), length), dtype=np.float32)
         for row, seq in enumerate(pieces):
-            ids[row, :len(seq)], mask[row, :len(seq)] = seq, 1
-        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
-             + w["embeddings.token_type_embeddings.weight"][0])
+            ids[row, : len(seq)], mask[row, : len(seq)] = seq, 1
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:length]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
         # padding attends to nothing: the most negative float32, as transformers' extended mask
         bias = ((1 - mask) * np.finfo(np.float32).min)[:, None, None, :]
@@ -203,8 +242,10 @@ class BertEncoder:
             return value @ w[prefix + name + ".weight"].T + w[prefix + name + ".bias"]
 
         flat = x.reshape(-1, hidden)
-        q, k, v = (dense(f"attention.self.{n}", flat).reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
-                   for n in ("query", "key", "value"))
+        q, k, v = (
+            dense(f"attention.self.{n}", flat).reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
+            for n in ("query", "key", "value")
+        )
         context = np.empty((batch, length, heads, size), dtype=np.float32)
         for row in range(batch):
             scores = q[row] @ k[row].transpose(0, 2, 1)  # (heads, length, length): softmax in place
@@ -216,11 +257,15 @@ class BertEncoder:
             context[row] = (scores @ v[row]).transpose(1, 0, 2)
         attended = dense("attention.output.dense", context.reshape(-1, hidden))
         attended += flat
-        attended = _layer_norm(attended, w[prefix + "attention.output.LayerNorm.weight"],
-                               w[prefix + "attention.output.LayerNorm.bias"], eps)
+        attended = _layer_norm(
+            attended,
+            w[prefix + "attention.output.LayerNorm.weight"],
+            w[prefix + "attention.output.LayerNorm.bias"],
+            eps,
+        )
         out = np.empty_like(attended)
         for start in range(0, attended.shape[0], FFN_ROWS):
-            rows = attended[start:start + FFN_ROWS]
-            out[start:start + FFN_ROWS] = dense("output.dense", _gelu(dense("intermediate.dense", rows))) + rows
+            rows = attended[start : start + FFN_ROWS]
+            out[start : start + FFN_ROWS] = dense("output.dense", _gelu(dense("intermediate.dense", rows))) + rows
         out = _layer_norm(out, w[prefix + "output.LayerNorm.weight"], w[prefix + "output.LayerNorm.bias"], eps)
         return out.reshape(batch, length, hidden)

@@ -84,7 +84,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from elasticsearch import AsyncElasticsearch
@@ -106,6 +106,7 @@ from .embeddings import Embedder, canonical
 from .index import RRF_K, category_filter, check_query, fuse
 from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
+T = TypeVar("T")
 log = logging.getLogger("cyberjurors.precedents.elastic")
 
 PLURAL = {"case": "cases", "guideline": "guidelines"}
@@ -123,10 +124,20 @@ UNKNOWN_RETRIEVER = re.compile(r"unknown retriever \[rrf\]|Unknown key for a STA
 class ElasticsearchIndex:
     """``PrecedentIndex`` on an Elasticsearch 9 cluster (see the module docstring)."""
 
-    def __init__(self, client: AsyncElasticsearch, embedder: Embedder, *, prefix: str = "cyberjurors",
-                 rank_window: int = 50, rrf_sources: bool = False, bulk_chunk_size: int = 250,
-                 bulk_max_retries: int = 3, bulk_initial_backoff: float = 0.5, bulk_max_backoff: float = 30.0,
-                 refresh: str | bool = "wait_for"):
+    def __init__(
+        self,
+        client: AsyncElasticsearch,
+        embedder: Embedder,
+        *,
+        prefix: str = "cyberjurors",
+        rank_window: int = 50,
+        rrf_sources: bool = False,
+        bulk_chunk_size: int = 250,
+        bulk_max_retries: int = 3,
+        bulk_initial_backoff: float = 0.5,
+        bulk_max_backoff: float = 30.0,
+        refresh: str | bool = "wait_for",
+    ):
         self.client = client
         self.embedder = embedder
         self.embedding_model = embedder.name
@@ -146,7 +157,7 @@ class ElasticsearchIndex:
             self.where = "the Elasticsearch cluster"
 
     @classmethod
-    def from_settings(cls, settings: Settings, embedder: Embedder, **options: Any) -> "ElasticsearchIndex":
+    def from_settings(cls, settings: Settings, embedder: Embedder, **options: Any) -> ElasticsearchIndex:
         """A client from ``elasticsearch_*`` settings: API key (preferred) or basic auth, TLS CA
         file / verification, request timeout, and the client's retries on 429/502/503/504,
         connection errors and timeouts."""
@@ -161,14 +172,22 @@ class ElasticsearchIndex:
         tls: dict[str, Any] = {"verify_certs": settings.elasticsearch_verify_certs}
         if settings.elasticsearch_ca_certs is not None:
             if not url.lower().startswith("https://"):
-                raise PrecedentError("unreachable", f"elasticsearch_ca_certs is set but ELASTICSEARCH_URL={url} is "
-                                                    f"not https: use an https:// URL or unset the CA file")
+                raise PrecedentError(
+                    "unreachable",
+                    f"elasticsearch_ca_certs is set but ELASTICSEARCH_URL={url} is "
+                    f"not https: use an https:// URL or unset the CA file",
+                )
             tls["ca_certs"] = str(settings.elasticsearch_ca_certs)
         client = AsyncElasticsearch(
-            url, **auth, **tls,
+            url,
+            **auth,
+            **tls,
             request_timeout=settings.elasticsearch_timeout_s,
-            max_retries=settings.elasticsearch_max_retries, retry_on_status=RETRY_ON_STATUS, retry_on_timeout=True,
-            retry_backoff_base=0.2, retry_backoff_cap=2.0,
+            max_retries=settings.elasticsearch_max_retries,
+            retry_on_status=RETRY_ON_STATUS,
+            retry_on_timeout=True,
+            retry_backoff_base=0.2,
+            retry_backoff_cap=2.0,
         )
         return cls(client, embedder, prefix=settings.elasticsearch_index_prefix, **options)
 
@@ -197,11 +216,18 @@ class ElasticsearchIndex:
                 "kind": keyword,
                 "category": keyword,
                 "text": {"type": "text", "analyzer": "english"},
-                "keywords": {"type": "object", "dynamic": True,
-                             "properties": {name: keyword for name in KEYWORD_FIELDS}},
-                "embedding": {"type": "dense_vector", "dims": int(self.embedder.dims), "index": True,
-                              "similarity": "cosine",
-                              "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100}},
+                "keywords": {
+                    "type": "object",
+                    "dynamic": True,
+                    "properties": {name: keyword for name in KEYWORD_FIELDS},
+                },
+                "embedding": {
+                    "type": "dense_vector",
+                    "dims": int(self.embedder.dims),
+                    "index": True,
+                    "similarity": "cosine",
+                    "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100},
+                },
                 "case": {"type": "object", "enabled": False},
                 "guideline": {"type": "object", "enabled": False},
             },
@@ -235,9 +261,12 @@ class ElasticsearchIndex:
             with self._errors(f"opening {alias}"):
                 if not await self._current(alias):
                     if not create:
-                        raise PrecedentError("index_missing", f"{self.where} has no precedent index {alias}; "
-                                                              f"create it with: cyberjurors precedents build FILE|DIR, or "
-                                                              f"check elasticsearch_index_prefix={self.prefix!r}")
+                        raise PrecedentError(
+                            "index_missing",
+                            f"{self.where} has no precedent index {alias}; "
+                            f"create it with: cyberjurors precedents build FILE|DIR, or "
+                            f"check elasticsearch_index_prefix={self.prefix!r}",
+                        )
                     if put_template:
                         await self.client.indices.put_index_template(name=self.template_name, **self.template())
                         put_template = False
@@ -269,9 +298,12 @@ class ElasticsearchIndex:
             await self.client.indices.create(index=name, **body)
         except ApiError as err:
             if _error_type(err.body) == "invalid_alias_name_exception":
-                raise PrecedentError("corrupt", f"cannot create alias {alias} on {self.where}: an index named {alias} "
-                                                f"exists that is not an alias; delete it or choose another "
-                                                f"elasticsearch_index_prefix") from err
+                raise PrecedentError(
+                    "corrupt",
+                    f"cannot create alias {alias} on {self.where}: an index named {alias} "
+                    f"exists that is not an alias; delete it or choose another "
+                    f"elasticsearch_index_prefix",
+                ) from err
             raise
 
     async def _create_first(self, alias: str) -> None:
@@ -291,14 +323,21 @@ class ElasticsearchIndex:
             meta = (body.get("mappings") or {}).get("_meta") or {}
             model, dims = meta.get("embedding_model"), meta.get("embedding_dims")
             if model is None:
-                raise PrecedentError("corrupt", f"{name} (behind {alias}) has no _meta.embedding_model: it was not "
-                                                f"made by cyberjurors; choose another elasticsearch_index_prefix or "
-                                                f"delete it")
+                raise PrecedentError(
+                    "corrupt",
+                    f"{name} (behind {alias}) has no _meta.embedding_model: it was not "
+                    f"made by cyberjurors; choose another elasticsearch_index_prefix or "
+                    f"delete it",
+                )
             if canonical(str(model)) != canonical(self.embedder.name) or dims != self.embedder.dims:
-                raise PrecedentError("model_mismatch", (
-                    f"{alias} ({name}) holds vectors of {model!r} ({dims} dims) but the configured embedding_model is "
-                    f"{self.embedder.name!r} ({self.embedder.dims} dims); set embedding_model={model!r}, or rebuild "
-                    f"the index with the new model"))
+                raise PrecedentError(
+                    "model_mismatch",
+                    (
+                        f"{alias} ({name}) holds vectors of {model!r} ({dims} dims) but the configured embedding_model is "
+                        f"{self.embedder.name!r} ({self.embedder.dims} dims); set embedding_model={model!r}, or rebuild "
+                        f"the index with the new model"
+                    ),
+                )
 
     async def rebuild(self, kind: Kind, documents: Sequence[Document]) -> UpsertReport:
         """Load ``documents`` into a new concrete index, point the alias at it in one atomic
@@ -318,9 +357,12 @@ class ElasticsearchIndex:
         try:
             report = await self._bulk(docs, index=new, require_alias=False, refresh=False, doing=f"loading {new}")
             if report.failed:
-                raise PrecedentError("bulk_failed", f"rebuild of {alias} abandoned, {alias} unchanged: "
-                                                    f"{len(report.failed)} of {len(docs)} documents failed "
-                                                    f"({_reasons(report.failed)})")
+                raise PrecedentError(
+                    "bulk_failed",
+                    f"rebuild of {alias} abandoned, {alias} unchanged: "
+                    f"{len(report.failed)} of {len(docs)} documents failed "
+                    f"({_reasons(report.failed)})",
+                )
             with self._errors(f"rebuilding {alias}"):
                 await self.client.indices.refresh(index=new)
                 actions: list[dict[str, Any]] = [{"remove": {"index": name, "alias": alias}} for name in old]
@@ -341,16 +383,25 @@ class ElasticsearchIndex:
         docs = list(documents)
         if not docs:
             return UpsertReport()
-        return await self._bulk(docs, index=None, require_alias=True, refresh=self.refresh,
-                                doing=f"indexing {len(docs)} documents")
+        return await self._bulk(
+            docs, index=None, require_alias=True, refresh=self.refresh, doing=f"indexing {len(docs)} documents"
+        )
 
-    async def _bulk(self, docs: list[Document], *, index: str | None, require_alias: bool, refresh: str | bool,
-                    doing: str) -> UpsertReport:
+    async def _bulk(
+        self, docs: list[Document], *, index: str | None, require_alias: bool, refresh: str | bool, doing: str
+    ) -> UpsertReport:
         if not docs:
             return UpsertReport()
         vectors = await self._encode([d.text for d in docs])
-        actions = [{"_op_type": "index", "_index": index or self.alias(d.kind), "_id": d.id,
-                    "_source": {**d.model_dump(mode="json"), "embedding": v}} for d, v in zip(docs, vectors)]
+        actions = [
+            {
+                "_op_type": "index",
+                "_index": index or self.alias(d.kind),
+                "_id": d.id,
+                "_source": {**d.model_dump(mode="json"), "embedding": v},
+            }
+            for d, v in zip(docs, vectors, strict=True)
+        ]
         params: dict[str, Any] = {"refresh": refresh}
         if require_alias:
             params["require_alias"] = True
@@ -358,8 +409,8 @@ class ElasticsearchIndex:
             _, errors = await self._send_bulk(actions, **params)
         failed: dict[str, str] = {}
         statuses: dict[str, tuple[int, str]] = {}
-        for item in errors:  # type: ignore[union-attr]
-            (_, info), = item.items()
+        for item in errors:
+            ((_, info),) = item.items()
             doc_id = str(info.get("_id"))
             status, etype, reason = int(info.get("status", 0)), _error_type(info), _error_reason(info)
             failed[doc_id] = f"{status} {etype}: {reason}"[:500]
@@ -369,25 +420,42 @@ class ElasticsearchIndex:
             if all(s == 429 for s, _ in statuses.values()):
                 kind, hint = "rate_limited", "the cluster kept rejecting writes (429) after retries: it is overloaded"
             elif all(t == "index_not_found_exception" for _, t in statuses.values()):
-                kind, hint = "index_missing", "the alias does not exist: create it with cyberjurors precedents build FILE|DIR"
+                kind, hint = (
+                    "index_missing",
+                    "the alias does not exist: create it with cyberjurors precedents build FILE|DIR",
+                )
             else:
                 kind, hint = "bulk_failed", "see the reasons"
-            err = PrecedentError(kind, f"{doing} on {self.where}: none of {len(failed)} documents was indexed; "
-                                       f"{hint} ({_reasons(failed)})")
+            err = PrecedentError(
+                kind,
+                f"{doing} on {self.where}: none of {len(failed)} documents was indexed; {hint} ({_reasons(failed)})",
+            )
             err.report = report  # type: ignore[attr-defined]
             raise err
         if failed:
-            log.warning("%s: %d of %d documents failed: %s", doing, len(failed), len(report.indexed) + len(failed),
-                        _reasons(failed))
+            log.warning(
+                "%s: %d of %d documents failed: %s",
+                doing,
+                len(failed),
+                len(report.indexed) + len(failed),
+                _reasons(failed),
+            )
         return report
 
     async def _send_bulk(self, actions: list[dict[str, Any]], **params: Any) -> tuple[int, Any]:
         """One bulk request in chunks, 429s retried by the helper; failed items come back, not raised
         (with ``raise_on_error`` the helper stops at a chunk's first failure before retrying any)."""
-        return await async_bulk(self.client, actions, chunk_size=self.bulk_chunk_size, raise_on_error=False,
-                                raise_on_exception=True, max_retries=self.bulk_max_retries,
-                                initial_backoff=self.bulk_initial_backoff, max_backoff=self.bulk_max_backoff,
-                                **params)
+        return await async_bulk(
+            self.client,
+            actions,
+            chunk_size=self.bulk_chunk_size,
+            raise_on_error=False,
+            raise_on_exception=True,
+            max_retries=self.bulk_max_retries,
+            initial_backoff=self.bulk_initial_backoff,
+            max_backoff=self.bulk_max_backoff,
+            **params,
+        )
 
     async def delete(self, ids: Sequence[str]) -> int:
         wanted = list(dict.fromkeys(ids))
@@ -397,13 +465,14 @@ class ElasticsearchIndex:
         with self._errors(f"deleting {len(wanted)} documents"):
             deleted, errors = await self._send_bulk(actions, refresh=self.refresh)
         other = {}
-        for item in errors:  # type: ignore[union-attr]
-            (_, info), = item.items()
+        for item in errors:
+            ((_, info),) = item.items()
             if int(info.get("status", 0)) != 404:  # not found (document or index): nothing to delete
                 other[str(info.get("_id"))] = f"{info.get('status')} {_error_type(info)}: {_error_reason(info)}"
         if other:
-            raise PrecedentError("bulk_failed", f"deleting on {self.where}: {len(other)} deletions failed "
-                                                f"({_reasons(other)})")
+            raise PrecedentError(
+                "bulk_failed", f"deleting on {self.where}: {len(other)} deletions failed ({_reasons(other)})"
+            )
         return int(deleted)
 
     # --- reads -------------------------------------------------------------------------------------
@@ -432,8 +501,9 @@ class ElasticsearchIndex:
             resp = await self.client.count(index=alias, query=self._filter(kind, category))
         return int(resp.body["count"])
 
-    async def search(self, query: str, *, kind: Kind, category: str | None = None, k: int = 10,
-                     mode: SearchMode = "hybrid") -> list[Hit]:
+    async def search(
+        self, query: str, *, kind: Kind, category: str | None = None, k: int = 10, mode: SearchMode = "hybrid"
+    ) -> list[Hit]:
         text = check_query(query, category, k)
         if kind not in KINDS:
             raise PrecedentError("bad_query", f"unknown kind {kind!r}; expected case or guideline")
@@ -443,8 +513,13 @@ class ElasticsearchIndex:
         window = max(k, self.rank_window)
         vector = (await self._encode([text]))[0] if mode != "bm25" else None
         bm25 = {"query": {"bool": {"must": [{"match": {"text": {"query": text}}}], "filter": [flt]}}}
-        knn = {"field": "embedding", "query_vector": vector, "k": window,
-               "num_candidates": min(10_000, max(NUM_CANDIDATES_MIN, 2 * window)), "filter": flt}
+        knn = {
+            "field": "embedding",
+            "query_vector": vector,
+            "k": window,
+            "num_candidates": min(10_000, max(NUM_CANDIDATES_MIN, 2 * window)),
+            "filter": flt,
+        }
         source = {"excludes": ["embedding"]}
         with self._errors(f"searching {alias}"):
             if mode == "bm25":
@@ -455,30 +530,41 @@ class ElasticsearchIndex:
                 return self._hits(kind, fuse({"vector": _ids(hits)})[:k], hits)
             return await self._hybrid(kind, alias, k, window, bm25, knn, source)
 
-    async def _hybrid(self, kind: Kind, alias: str, k: int, window: int, bm25: dict, knn: dict,
-                      source: dict) -> list[Hit]:
+    async def _hybrid(
+        self, kind: Kind, alias: str, k: int, window: int, bm25: dict, knn: dict, source: dict
+    ) -> list[Hit]:
         lexical = {"size": window, "source": source, **bm25}
         semantic = {"size": window, "source": source, "knn": knn}
         if self.rrf is not False:
-            rrf = {"retriever": {"rrf": {"retrievers": [{"standard": bm25}, {"knn": knn}],
-                                         "rank_window_size": window, "rank_constant": RRF_K}},
-                   "size": k, "source": source}
+            rrf = {
+                "retriever": {
+                    "rrf": {
+                        "retrievers": [{"standard": bm25}, {"knn": knn}],
+                        "rank_window_size": window,
+                        "rank_constant": RRF_K,
+                    }
+                },
+                "size": k,
+                "source": source,
+            }
             bodies = [rrf, lexical, semantic] if self.rrf_sources else [rrf]
             fused, *subs = await asyncio.gather(*(self._search(alias, **b) for b in bodies), return_exceptions=True)
             why = rrf_refusal(fused) if isinstance(fused, ApiError) else None
             if why is None:
-                _raise_first([fused, *subs])
+                body, *lists_of = _raise_first([fused, *subs])
                 self.rrf = True
-                lists = {"bm25": _ids(subs[0]), "vector": _ids(subs[1])} if subs else {}
-                ranked = [(h["_id"], float(h["_score"] or 0.0), _ranks(h["_id"], lists)) for h in fused["hits"]["hits"]]
-                return self._hits(kind, ranked, fused)
+                lists = {"bm25": _ids(lists_of[0]), "vector": _ids(lists_of[1])} if lists_of else {}
+                ranked = [(h["_id"], float(h["_score"] or 0.0), _ranks(h["_id"], lists)) for h in body["hits"]["hits"]]
+                return self._hits(kind, ranked, body)
             self._give_up_rrf(why)
             if subs and not any(isinstance(r, BaseException) for r in subs):
-                return self._fused(kind, k, *subs)  # the sub-queries already ran
-        results = await asyncio.gather(self._search(alias, **lexical), self._search(alias, **semantic),
-                                       return_exceptions=True)
-        _raise_first(results)
-        return self._fused(kind, k, *results)
+                lexical_body, semantic_body = _raise_first(subs)  # the sub-queries already ran
+                return self._fused(kind, k, lexical_body, semantic_body)
+        results = await asyncio.gather(
+            self._search(alias, **lexical), self._search(alias, **semantic), return_exceptions=True
+        )
+        lexical_body, semantic_body = _raise_first(results)
+        return self._fused(kind, k, lexical_body, semantic_body)
 
     async def close(self) -> None:
         await self.client.close()
@@ -487,8 +573,13 @@ class ElasticsearchIndex:
     def _give_up_rrf(self, why: str) -> None:
         if self.rrf is not False:
             self.rrf, self.rrf_refusal = False, why
-            log.info("%s refused the rrf retriever (%s): hybrid search now sends a BM25 and a kNN query and "
-                     "fuses them client-side (RRF, k=%d)", self.where, why, RRF_K)
+            log.info(
+                "%s refused the rrf retriever (%s): hybrid search now sends a BM25 and a kNN query and "
+                "fuses them client-side (RRF, k=%d)",
+                self.where,
+                why,
+                RRF_K,
+            )
 
     async def _search(self, alias: str, **body: Any) -> dict:
         resp = await self.client.search(index=alias, **body)
@@ -501,16 +592,21 @@ class ElasticsearchIndex:
     def _hits(self, kind: Kind, ranked: list[tuple[str, float, dict[str, int]]], *responses: dict) -> list[Hit]:
         sources = {h["_id"]: h["_source"] for r in responses for h in r["hits"]["hits"] if "_source" in h}
         ranked = sorted((r for r in ranked if r[0] in sources), key=lambda r: -r[1])  # stable: keeps ties' order
-        return [Hit(id=i, kind=kind, score=score, rank=n, sources=src, document=self._document(sources[i]))
-                for n, (i, score, src) in enumerate(ranked, 1)]
+        return [
+            Hit(id=i, kind=kind, score=score, rank=n, sources=src, document=self._document(sources[i]))
+            for n, (i, score, src) in enumerate(ranked, 1)
+        ]
 
     def _document(self, source: dict) -> Document:
         try:
             return Document.model_validate({k: v for k, v in source.items() if k != "embedding"})
         except ValidationError as err:
-            raise PrecedentError("corrupt", f"a stored precedent on {self.where} does not parse as a Document "
-                                            f"({err.error_count()} errors, first: {err.errors()[0]['msg']}); "
-                                            f"rebuild the index") from err
+            raise PrecedentError(
+                "corrupt",
+                f"a stored precedent on {self.where} does not parse as a Document "
+                f"({err.error_count()} errors, first: {err.errors()[0]['msg']}); "
+                f"rebuild the index",
+            ) from err
 
     def _filter(self, kind: Kind, category: str | None) -> dict[str, Any]:
         clauses: list[dict[str, Any]] = [{"term": {"kind": kind}}]
@@ -521,13 +617,16 @@ class ElasticsearchIndex:
 
     def _aliases_for(self, doc_id: str) -> list[str]:
         kind = doc_id.split(":", 1)[0]
-        return [self.alias(kind)] if kind in KINDS else [self.alias(k) for k in KINDS]  # type: ignore[arg-type]
+        return [self.alias(kind)] if kind in KINDS else [self.alias(k) for k in KINDS]
 
     async def _encode(self, texts: list[str]) -> list[list[float]]:
         vectors = np.asarray(await asyncio.to_thread(self.embedder.encode, texts))
         if vectors.shape != (len(texts), self.embedder.dims):
-            raise PrecedentError("model_mismatch", f"embedding model {self.embedder.name!r} returned shape "
-                                                   f"{vectors.shape}, expected ({len(texts)}, {self.embedder.dims})")
+            raise PrecedentError(
+                "model_mismatch",
+                f"embedding model {self.embedder.name!r} returned shape "
+                f"{vectors.shape}, expected ({len(texts)}, {self.embedder.dims})",
+            )
         return vectors.astype(np.float64).round(7).tolist()  # short JSON; Elasticsearch stores float32
 
     @contextlib.contextmanager
@@ -538,55 +637,92 @@ class ElasticsearchIndex:
         except PrecedentError:
             raise
         except UnsupportedProductError as err:
-            raise PrecedentError("unreachable", f"{doing}: the server at {self.where} is not Elasticsearch (no "
-                                                f"'X-Elastic-Product: Elasticsearch' header); check "
-                                                f"ELASTICSEARCH_URL") from err
+            raise PrecedentError(
+                "unreachable",
+                f"{doing}: the server at {self.where} is not Elasticsearch (no "
+                f"'X-Elastic-Product: Elasticsearch' header); check "
+                f"ELASTICSEARCH_URL",
+            ) from err
         except ApiError as err:
             raise api_error(err, doing, self.where, self.prefix) from err
         except ConnectionTimeout as err:
-            raise PrecedentError("timeout", f"{doing}: {self.where} did not answer in time after its "
-                                            f"retries ({err}); check the cluster's health and load, or raise "
-                                            f"elasticsearch_timeout_s") from err
+            raise PrecedentError(
+                "timeout",
+                f"{doing}: {self.where} did not answer in time after its "
+                f"retries ({err}); check the cluster's health and load, or raise "
+                f"elasticsearch_timeout_s",
+            ) from err
         except SSLError as err:
-            raise PrecedentError("unreachable", f"{doing}: TLS to {self.where} failed ({err}); check "
-                                                f"elasticsearch_ca_certs and elasticsearch_verify_certs") from err
+            raise PrecedentError(
+                "unreachable",
+                f"{doing}: TLS to {self.where} failed ({err}); check "
+                f"elasticsearch_ca_certs and elasticsearch_verify_certs",
+            ) from err
         except ConnectionError as err:
-            raise PrecedentError("unreachable", f"{doing}: cannot connect to {self.where} ({err}); check "
-                                                f"ELASTICSEARCH_URL and that the cluster is up and reachable") from err
+            raise PrecedentError(
+                "unreachable",
+                f"{doing}: cannot connect to {self.where} ({err}); check "
+                f"ELASTICSEARCH_URL and that the cluster is up and reachable",
+            ) from err
         except SerializationError as err:
-            raise PrecedentError("server_error", f"{doing}: {self.where} sent an unreadable answer ({err}); check "
-                                                 f"that ELASTICSEARCH_URL points at Elasticsearch 9") from err
+            raise PrecedentError(
+                "server_error",
+                f"{doing}: {self.where} sent an unreadable answer ({err}); check "
+                f"that ELASTICSEARCH_URL points at Elasticsearch 9",
+            ) from err
         except TransportError as err:
-            raise PrecedentError("unreachable", f"{doing}: talking to {self.where} failed ({err}); check "
-                                                f"ELASTICSEARCH_URL and the network") from err
+            raise PrecedentError(
+                "unreachable",
+                f"{doing}: talking to {self.where} failed ({err}); check ELASTICSEARCH_URL and the network",
+            ) from err
 
 
 def api_error(err: ApiError, doing: str, where: str, prefix: str) -> PrecedentError:
     status, etype, reason = err.meta.status, _error_type(err.body), _error_reason(err.body)
     said = f"{status} {etype}: {reason}"[:400]
     if status == 401:
-        return PrecedentError("auth", f"{doing}: {where} refused the credentials ({said}); check "
-                                      f"ELASTICSEARCH_API_KEY, or elasticsearch_username / elasticsearch_password")
+        return PrecedentError(
+            "auth",
+            f"{doing}: {where} refused the credentials ({said}); check "
+            f"ELASTICSEARCH_API_KEY, or elasticsearch_username / elasticsearch_password",
+        )
     if status == 403:
-        return PrecedentError("auth", f"{doing}: the credentials lack a privilege ({said}); the API key or user "
-                                      f"needs index privileges read, write, create_index, manage on {prefix}-* "
-                                      f"and the cluster privilege manage_index_templates")
+        return PrecedentError(
+            "auth",
+            f"{doing}: the credentials lack a privilege ({said}); the API key or user "
+            f"needs index privileges read, write, create_index, manage on {prefix}-* "
+            f"and the cluster privilege manage_index_templates",
+        )
     if status == 404:
-        return PrecedentError("index_missing", f"{doing}: not found on {where} ({said}); create the precedent "
-                                               f"indexes (cyberjurors precedents build FILE|DIR) or check "
-                                               f"elasticsearch_index_prefix={prefix!r}")
+        return PrecedentError(
+            "index_missing",
+            f"{doing}: not found on {where} ({said}); create the precedent "
+            f"indexes (cyberjurors precedents build FILE|DIR) or check "
+            f"elasticsearch_index_prefix={prefix!r}",
+        )
     if status == 429:
-        return PrecedentError("rate_limited", f"{doing}: {where} still rejects requests (429) after "
-                                              f"retries ({said}); the cluster is overloaded: "
-                                              f"slow down or scale it")
+        return PrecedentError(
+            "rate_limited",
+            f"{doing}: {where} still rejects requests (429) after "
+            f"retries ({said}); the cluster is overloaded: "
+            f"slow down or scale it",
+        )
     if status >= 500:
-        return PrecedentError("server_error", f"{doing}: {where} failed ({said}); check the cluster's health "
-                                              f"(GET _cluster/health) and its logs")
+        return PrecedentError(
+            "server_error",
+            f"{doing}: {where} failed ({said}); check the cluster's health (GET _cluster/health) and its logs",
+        )
     if etype == "media_type_header_exception":
-        return PrecedentError("server_error", f"{doing}: {where} refused the client's compatibility header "
-                                              f"({said}); this client needs an Elasticsearch 9 cluster")
-    return PrecedentError("corrupt", f"{doing}: {where} rejected the request ({said}); the indexes under "
-                                     f"{prefix}-* do not have the layout this version expects: rebuild them")
+        return PrecedentError(
+            "server_error",
+            f"{doing}: {where} refused the client's compatibility header "
+            f"({said}); this client needs an Elasticsearch 9 cluster",
+        )
+    return PrecedentError(
+        "corrupt",
+        f"{doing}: {where} rejected the request ({said}); the indexes under "
+        f"{prefix}-* do not have the layout this version expects: rebuild them",
+    )
 
 
 def rrf_refusal(err: ApiError) -> str | None:
@@ -594,11 +730,17 @@ def rrf_refusal(err: ApiError) -> str | None:
     status = err.meta.status
     for node in _error_nodes(err.body):
         etype, reason = str(node.get("type", "")), str(node.get("reason", ""))
-        if status == 403 and etype == "security_exception" and (
-                "license.expired.feature" in node or reason.startswith(LICENCE_REASON)):
+        if (
+            status == 403
+            and etype == "security_exception"
+            and ("license.expired.feature" in node or reason.startswith(LICENCE_REASON))
+        ):
             return f"403 {etype}: {reason}"
-        if status == 400 and etype in ("parsing_exception", "x_content_parse_exception",
-                                       "illegal_argument_exception") and UNKNOWN_RETRIEVER.search(reason):
+        if (
+            status == 400
+            and etype in ("parsing_exception", "x_content_parse_exception", "illegal_argument_exception")
+            and UNKNOWN_RETRIEVER.search(reason)
+        ):
             return f"400 {etype}: {reason}"
     return None
 
@@ -636,10 +778,14 @@ def _error_reason(body: Any) -> str:
     return str(error)
 
 
-def _raise_first(results: Sequence[Any]) -> None:
+def _raise_first(results: Sequence[T | BaseException]) -> list[T]:
+    """``asyncio.gather(..., return_exceptions=True)``'s results, or the first exception among them."""
+    found = []
     for result in results:
         if isinstance(result, BaseException):
             raise result
+        found.append(result)
+    return found
 
 
 def _ranks(doc_id: str, lists: dict[str, list[str]]) -> dict[str, int]:

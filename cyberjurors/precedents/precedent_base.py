@@ -21,8 +21,13 @@ log = logging.getLogger("cyberjurors.precedents")
 
 
 def open_embedder(settings: Settings) -> Embedder:
-    return load_embedder(settings.embedding_model, settings.embedding_batch_size, settings.embedding_model_dir,
-                         settings.embedding_model_sha256, settings.embedding_runtime)
+    return load_embedder(
+        settings.embedding_model,
+        settings.embedding_batch_size,
+        settings.embedding_model_dir,
+        settings.embedding_model_sha256,
+        settings.embedding_runtime,
+    )
 
 
 async def open_index(settings: Settings, embedder: Embedder | None = None, create: bool = True) -> PrecedentIndex:

