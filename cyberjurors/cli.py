@@ -585,6 +585,7 @@ def _precedents_enabled(config: Settings) -> None:
             "(default) or elasticsearch"
         )
         raise typer.Exit(2)
+    embedder_ready(config)
 
 
 @precedents_app.command("build")
@@ -1028,6 +1029,8 @@ def _eval(
             console.print(f"[red]--media-root {escape(str(media_root))} is not a folder[/]")
             raise typer.Exit(2)
         config = config.model_copy(update={"media_root": media_root.resolve()})
+    embedded_broker_ready()  # each ablation runs on an embedded broker of its own
+    embedder_ready(config)
     data = _dataset(dataset)
     try:
         chosen = select(ablation, config)
