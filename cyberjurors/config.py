@@ -26,6 +26,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from .errors import install_extra
 from .model_catalog import TokenPrices, facts, find, list_prices
 from .schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
@@ -727,7 +728,7 @@ class Settings(BaseSettings):
         ]
         for setting, used, module, extra in wanted:
             if used and importlib.util.find_spec(module) is None:
-                raise ValueError(f"{setting} needs the {extra} extra: pip install 'cyberjurors[{extra}]'")
+                raise ValueError(f"{setting} needs the {extra} extra: {install_extra(extra)}")
 
     def _check_cost_budget(self) -> None:
         """A cost ceiling counts a model without a price as free: it would never stop a case."""

@@ -39,6 +39,13 @@ class CyberJurorsError(Exception):
             self.kind = kind
 
 
+def install_extra(extra: str) -> str:
+    """How to add an extra. The project is installed from its source and locks (it is not on PyPI
+    under its name), so the hint names the checkout, never a bare package name."""
+    first = ", torch's CPU build first" if extra == "torch" else ""
+    return f"pip install '.[{extra}]' in a checkout of cyberjurors{first} (docs/dependencies.md)"
+
+
 # --- dead-letter reasons: a closed set -------------------------------------------------------
 
 # LLMError.kind: what a model call can fail with after the backend's own retries (README "LLM
@@ -64,6 +71,7 @@ PRECEDENT_KINDS = (
     "model_missing",
     "model_tampered",  # a model file whose sha256 is not the pinned one
     "model_unpinned",  # a model other than the default with no embedding_model_sha256
+    "model_unreadable",  # files in place and as pinned, but not a model the numpy runtime can run
     "extra_missing",  # embedding_runtime=sentence-transformers without the torch extra
     "model_mismatch",
     "corrupt",

@@ -53,7 +53,7 @@ from urllib.parse import unquote, urlsplit
 
 from . import metrics
 from .config import Settings
-from .errors import CyberJurorsError
+from .errors import CyberJurorsError, install_extra
 
 log = logging.getLogger("cyberjurors.media_store")
 
@@ -391,7 +391,7 @@ class FsspecMediaStore(DatedStore):
             self.fs, root = fsspec.core.url_to_fs(url, use_listings_cache=False)
         except ImportError as err:
             raise StoreError(
-                f"{self.url}: {reason(err)} (e.g. pip install 'cyberjurors[s3]')", kind="unsupported"
+                f"{self.url}: {reason(err)} (for s3://, {install_extra('s3')})", kind="unsupported"
             ) from err
         except (ValueError, TypeError) as err:
             raise StoreError(f"{self.url}: {reason(err)}", kind="unsupported") from err

@@ -168,7 +168,7 @@ def test_a_folder_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
     sha = hashlib.sha256(b"\xff" * 64).hexdigest()
     with pytest.raises(PrecedentError) as err:
         NumpyEmbedder("my-bert", folder, weights_sha256=sha)
-    assert err.value.kind == "model_missing" and "gpt2" in str(err.value)
+    assert err.value.kind == "model_unreadable" and "gpt2" in str(err.value)
     (folder / "config.json").write_text((MODEL_DIR / "config.json").read_text())
     with pytest.raises(PrecedentError) as err:
         NumpyEmbedder("my-bert", folder, weights_sha256=sha)
@@ -192,26 +192,36 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
-@pytest.mark.parametrize("damage", ["missing", "tampered", "not_a_model"])
+@pytest.mark.parametrize("damage", ["missing", "tampered", "not_a_model", "unreadable"])
 def test_the_worker_refuses_to_start_in_one_line(tmp_path: Path, damage: str) -> None:
     folder = tmp_path / "model"
+    env = {"CYBERJURORS_EMBEDDING_MODEL_DIR": str(folder), "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
     if damage != "missing":
         copy_model(folder)
-    if damage == "tampered":
+    if damage in ("tampered", "unreadable"):
         (folder / "model.safetensors").write_bytes(b"\x00" * 1024)
+    if damage == "unreadable":  # vetted by its sum, yet no model: refused at start, not retried forever
+        env["CYBERJURORS_EMBEDDING_MODEL_SHA256"] = __import__("hashlib").sha256(b"\x00" * 1024).hexdigest()
     if damage == "not_a_model":
         (folder / "config.json").unlink()
-    done = cli("worker", env={"CYBERJURORS_EMBEDDING_MODEL_DIR": str(folder), "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"})
+    done = cli("worker", env=env)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in done.stderr, lines
-    assert "embedding_model" in lines[0] and str(folder) in lines[0]
+    assert str(folder) in lines[0]
+    kind = {
+        "missing": "model_missing",
+        "tampered": "model_tampered",
+        "not_a_model": "model_missing",
+        "unreadable": "model_unreadable",
+    }[damage]
+    assert f"({kind})" in lines[0] and ("embedding_model" in lines[0] or damage == "unreadable")
 
 
 def test_a_configured_feature_without_its_extra_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "rocksdict", None)  # as if the rocksdb extra were not installed
     with pytest.raises(
-        ValueError, match=r"table_store=rocksdb needs the rocksdb extra: pip install 'cyberjurors\[rocksdb\]'"
+        ValueError, match=r"table_store=rocksdb needs the rocksdb extra: pip install '\.\[rocksdb\]' in a checkout"
     ):
         Settings(table_store="rocksdb")
     Settings(table_store="memory")  # nothing else asks for it

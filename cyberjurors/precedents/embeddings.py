@@ -21,11 +21,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
+from ..errors import install_extra
 from .models import PrecedentError
+
+if TYPE_CHECKING:
+    from .bert import BertEncoder
 
 Runtime = Literal["numpy", "sentence-transformers"]
 
@@ -114,10 +118,8 @@ def check_model_dir(folder: Path, name: str, weights_sha256: str | None, complet
     release = RELEASES.get(canonical(name))
     where = "embedding_model_dir (CYBERJURORS_EMBEDDING_MODEL_DIR)"
     if not folder.is_dir():
-        fix = "run `cyberjurors embedder fetch`" if release else f"set {where} to the folder holding it"
-        raise PrecedentError(
-            "model_missing", f"no embedding model at {folder}: {fix}, or set {where} to a copy of your own"
-        )
+        fix = "run `cyberjurors embedder fetch`, or set " if release else "set "
+        raise PrecedentError("model_missing", f"no embedding model at {folder}: {fix}{where} to the folder holding it")
     missing = [file for file in (release.files if complete and release else REQUIRED) if not (folder / file).is_file()]
     if missing:
         raise PrecedentError(
@@ -138,26 +140,35 @@ def check_model_dir(folder: Path, name: str, weights_sha256: str | None, complet
     for file, expected in pins.items():
         path = folder / file
         if path.is_file() and (actual := sha256_of(path)) != expected:
+            own = (
+                "set embedding_model_sha256 if you vetted this one"
+                if file == "model.safetensors"
+                else f"give your own model a name of its own (embedding_model) and pin its weights "
+                f"(embedding_model_sha256): {file} is pinned for {name}"
+            )
+            fetch_it = "replace it with the vetted file (`cyberjurors embedder fetch --force`), or " if release else ""
             raise PrecedentError(
                 "model_tampered",
-                f"{path} has sha256 {actual[:16]}..., not the pinned "
-                f"{expected[:16]}...: replace it with the vetted file (`cyberjurors "
-                f"embedder fetch --force`), or set embedding_model_sha256 if you "
-                "vetted this one",
+                f"{path} has sha256 {actual[:16]}..., not the pinned {expected[:16]}...: {fetch_it}{own}",
             )
+
+
+def open_model(folder: Path, name: str, weights_sha256: str | None) -> BertEncoder:
+    """The checked model, opened: what a worker does at start (the weights are mapped, not read)."""
+    from .bert import BertEncoder, ModelFormatError
+
+    check_model_dir(folder, name, weights_sha256)
+    try:
+        return BertEncoder(folder)
+    except ModelFormatError as err:
+        raise PrecedentError("model_unreadable", f"cannot run the embedding model at {folder}: {err}") from err
 
 
 class NumpyEmbedder:
     """A BERT sentence encoder without torch (``bert.BertEncoder``)."""
 
     def __init__(self, name: str, folder: Path, batch_size: int = 32, weights_sha256: str | None = None):
-        from .bert import BertEncoder, ModelFormatError
-
-        check_model_dir(folder, name, weights_sha256)
-        try:
-            self._encoder = BertEncoder(folder)
-        except ModelFormatError as err:
-            raise PrecedentError("model_missing", f"cannot run the embedding model at {folder}: {err}") from err
+        self._encoder = open_model(folder, name, weights_sha256)
         self.name, self.dims, self.batch_size = canonical(name), self._encoder.dims, batch_size
         # One encode at a time, always on the same thread: its matrix products already use every
         # core the BLAS library has, and the activations' memory, once freed, stays in that one
@@ -182,7 +193,7 @@ class SentenceEmbedder:
         except ImportError as err:
             raise PrecedentError(
                 "extra_missing",
-                "embedding_runtime=sentence-transformers needs the torch extra: pip install 'cyberjurors[torch]'",
+                "embedding_runtime=sentence-transformers needs the torch extra: " + install_extra("torch"),
             ) from err
         transformers_logging.disable_progress_bar()  # no "Loading weights" bar in CLI and worker output
         self.name, self.batch_size = canonical(name), batch_size

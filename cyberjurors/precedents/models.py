@@ -136,7 +136,8 @@ class UpsertReport(Record):
 
 class PrecedentError(CyberJurorsError, RuntimeError):
     """Retrieval or indexing failed; ``kind`` is a short bounded label for logs and metrics:
-    bad_query, unknown_category, index_missing, model_missing, model_tampered, model_unpinned, extra_missing,
+    bad_query, unknown_category, index_missing, model_missing, model_tampered, model_unpinned, model_unreadable,
+    extra_missing,
     model_mismatch, corrupt, unreachable, auth,
     rate_limited, timeout, server_error, bulk_failed. Replayable unless the kind is one the same
     input meets again (``errors.FINAL_PRECEDENT_KINDS``)."""

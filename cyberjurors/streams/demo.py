@@ -88,14 +88,19 @@ async def collect(settings: Settings, expected: set[str], console: Console, time
     return len(outcomes) - dead, dead
 
 
-PRECEDENT_SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "precedents"
+def precedent_samples() -> Path:
+    """examples/precedents of the checkout: beside the package (an editable install), else under the
+    current folder, where the demo's cases are read from too (an install into site-packages)."""
+    beside = Path(__file__).resolve().parents[2] / "examples" / "precedents"
+    return beside if beside.is_dir() else Path("examples", "precedents").resolve()
 
 
-def seed_precedents(settings: Settings, console: Console, source: Path = PRECEDENT_SAMPLES) -> None:
+def seed_precedents(settings: Settings, console: Console, source: Path | None = None) -> None:
     """Build the embedded precedent base from the sample decided cases when it is missing or empty, or
     finish it when an earlier seeding from them was interrupted; otherwise reuse it. One line of output."""
     if settings.precedent_backend != "embedded":
         return
+    samples_dir = source or precedent_samples()
     from ..backends import build_llm
     from ..precedents.build import BuildFailed, build_precedents, built_case_ids, read_cases
     from ..precedents.models import PrecedentError
@@ -104,23 +109,23 @@ def seed_precedents(settings: Settings, console: Console, source: Path = PRECEDE
     async def seed() -> str:
         async with opened_base(settings) as (index, embedder):
             before = await index.count("case"), await index.count("guideline")
-            samples = {c.case_id for _, c in read_cases([source])[0]} if source.exists() else set()
+            samples = {c.case_id for _, c in read_cases([samples_dir])[0]} if samples_dir.exists() else set()
             built = built_case_ids(settings)
             ours = built is not None and built <= samples
             if any(before) and not ours:
                 return f"precedent base: reusing {settings.precedent_dir} ({before[0]} cases, {before[1]} guidelines)"
             if not samples:
-                return f"precedent base at {settings.precedent_dir} is empty and {source} has no sample cases"
+                return f"precedent base at {settings.precedent_dir} is empty and {samples_dir} has no sample cases"
             llm = build_llm(settings)
             try:
-                report = await build_precedents([source], settings, llm, index, embedder)
+                report = await build_precedents([samples_dir], settings, llm, index, embedder)
             finally:
                 await llm.aclose()
             after = await index.count("case"), await index.count("guideline")
         done = "reusing" if not report.cases_indexed and not report.chunks_distilled else "built"
         return (
             f"precedent base: {done} {settings.precedent_dir} ({after[0]} cases, {after[1]} guidelines from "
-            f"{source.name}; {report.chunks_distilled} distil calls on the {settings.backend} backend, "
+            f"{samples_dir.name}; {report.chunks_distilled} distil calls on the {settings.backend} backend, "
             f"{report.elapsed_s:.1f}s)"
         )
 
