@@ -23,6 +23,7 @@ from .errors import for_people, install_extra
 
 if TYPE_CHECKING:
     from .precedents.models import Kind, SearchMode
+    from .streams.clients import Placed
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 schemas_app = typer.Typer(no_args_is_help=True, help="JSON Schema of the public events.")
@@ -252,7 +253,6 @@ def dlq(
     from rich.markup import escape
 
     from .streams.clients import LetterFilter, placed_letters, replay_state, replayable, replayed, replayed_originals
-    from .streams.clients import replay as resend
 
     for flag, given in (("--again", again), ("--final", final)):
         if given and not replay:
@@ -279,20 +279,26 @@ def dlq(
         )
     console.print(f"{len(letters)} dead letters")
     if replay:
-        with traced(config, "cyberjurors-dlq"):
-            result = asyncio.run(resend(config, letters, again=again, final=final))
-        for x, why in result.failed:
-            console.print(f"[red]not replayed[/] {escape(shown(x.letter.key or '-'))} ({x.id}): {escape(why)}")
-        held = (
-            f"; {len(result.failed_again)} failed again after a replay (--again sends them)"
-            if result.failed_again
-            else ""
-        )
-        hint = " (--final sends them, once what made them fail has changed)" if result.final else ""
-        console.print(
-            f"replayed {len(result.sent)}; {len(result.already)} replayed before{held}; {len(result.final)} "
-            f"would fail the same way{hint}; {len(result.failed)} could not be read"
-        )
+        _replay_letters(config, letters, again, final)
+
+
+def _replay_letters(config: Settings, letters: list[Placed], again: bool, final: bool) -> None:
+    from rich.markup import escape
+
+    from .streams.clients import replay as resend
+
+    with traced(config, "cyberjurors-dlq"):
+        result = asyncio.run(resend(config, letters, again=again, final=final))
+    for x, why in result.failed:
+        console.print(f"[red]not replayed[/] {escape(shown(x.letter.key or '-'))} ({x.id}): {escape(why)}")
+    held = (
+        f"; {len(result.failed_again)} failed again after a replay (--again sends them)" if result.failed_again else ""
+    )
+    hint = " (--final sends them, once what made them fail has changed)" if result.final else ""
+    console.print(
+        f"replayed {len(result.sent)}; {len(result.already)} replayed before{held}; {len(result.final)} "
+        f"would fail the same way{hint}; {len(result.failed)} could not be read"
+    )
 
 
 @app.command()
@@ -1026,10 +1032,8 @@ def _eval(
     from rich.markup import escape
 
     from .backends.batch import StoreDamaged
-    from .evaluation import report
     from .evaluation.ladder import select
     from .evaluation.runner import EvalError, Options, run_eval, unusable_out
-    from .evaluation.swap import is_swapped
 
     config = load_settings(settings)
     if media_root is not None:
@@ -1037,7 +1041,8 @@ def _eval(
             console.print(f"[red]--media-root {escape(str(media_root))} is not a folder[/]")
             raise typer.Exit(2)
         config = config.model_copy(update={"media_root": media_root.resolve()})
-    embedded_broker_ready()  # each ablation runs on an embedded broker of its own
+    if bootstrap is None:
+        embedded_broker_ready()  # each ablation runs on an embedded broker of its own
     embedder_ready(config)
     data = _dataset(dataset)
     try:
@@ -1077,6 +1082,17 @@ def _eval(
     except StoreDamaged as err:
         console.print(f"[red]unusable batch store:[/] {escape(str(err))}")
         raise typer.Exit(2) from err
+    if _print_reports(reports, out, max_failures):
+        raise typer.Exit(1)
+
+
+def _print_reports(reports: list[Any], out: Path, max_failures: int) -> bool:
+    """The reports, written and shown; True when an ablation lost more cases than ``max_failures``."""
+    from rich.markup import escape
+
+    from .evaluation import report
+    from .evaluation.swap import is_swapped
+
     for done in reports:
         console.print(report.render(done))
     if len(reports) > 1:
@@ -1097,8 +1113,7 @@ def _eval(
             + escape(report.failed_list(done.failed_cases, 20)),
             soft_wrap=True,
         )
-    if too_many:
-        raise typer.Exit(1)
+    return too_many
 
 
 def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:

@@ -86,7 +86,7 @@ def thumbnails(
     """Frame index -> thumbnail (float32, h x THUMB_WIDTH x 3) for the frames in ``ranges``,
     decoding at most ``cap`` frames in all. ``check_size`` sees every decoded frame's size first
     (a bitstream may hold larger frames than its header says)."""
-    # a video stream's codec: PyAV makes it a VideoCodecContext (the name is a str, so the stub cannot tell)
+    # a video stream's codec: PyAV makes it a VideoCodecContext (the name is a str, so its type hints cannot tell)
     decoder = cast(av.VideoCodecContext, av.CodecContext.create(stream.codec_context.name, "r"))
     decoder.extradata = stream.codec_context.extradata
     decoder.options = {"skip_loop_filter": "all"}  # compared, never shown: deblocking is wasted work here

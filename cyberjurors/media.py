@@ -389,7 +389,7 @@ _PROBE_WITHOUT_DECODING = [{"skip_frame": "all"}] * 16
 
 def _open_video(source: str | io.IOBase) -> av.container.InputContainer:
     """``av.open`` for reading (its default mode for these sources), the probe told not to decode."""
-    # PyAV takes a dict of options per stream; its stub says list[str], so no overload matches
+    # PyAV takes a dict of options per stream; its type hints say list[str], so no overload matches
     return av.open(source, "r", stream_options=_PROBE_WITHOUT_DECODING)  # type: ignore[call-overload]
 
 

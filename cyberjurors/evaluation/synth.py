@@ -225,13 +225,8 @@ class ClipShape:
     clue: tuple[int, int] = (2, 4)
 
 
-def build_case(plan: CasePlan, seed: int, items: tuple[int, int], clips: ClipShape = ClipShape()) -> Built:
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 1, plan.index]))
-    scenario, fact, side = plan.scenario, plan.fact, plan.planted_side
-    facts = case_facts(rng, scenario, side)
-    pick = _Picker(rng)
-    case_id = f"synth-{seed}-{plan.index:04d}-{scenario.category}-{scenario.kind}"
-
+def _shape(rng: np.random.Generator, items: tuple[int, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """Items and rounds per party: about half the items each (at least 5), 2-4 rounds."""
     total = int(rng.integers(items[0], items[1] + 1))
     n_buyer = min(max((total + int(rng.integers(-1, 2))) // 2, 5), total - 5)
     counts = {"buyer": n_buyer, "seller": total - n_buyer}
@@ -240,7 +235,17 @@ def build_case(plan: CasePlan, seed: int, items: tuple[int, int], clips: ClipSha
         "buyer": rounds_buyer,
         "seller": max(2, min(counts["seller"] // 2, rounds_buyer - int(rng.integers(0, 2)))),
     }
+    return counts, rounds
 
+
+def build_case(plan: CasePlan, seed: int, items: tuple[int, int], clips: ClipShape = ClipShape()) -> Built:
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 1, plan.index]))
+    scenario, fact, side = plan.scenario, plan.fact, plan.planted_side
+    facts = case_facts(rng, scenario, side)
+    pick = _Picker(rng)
+    case_id = f"synth-{seed}-{plan.index:04d}-{scenario.category}-{scenario.kind}"
+
+    counts, rounds = _shape(rng, items)
     planted = _planted_draft(plan, facts, pick)
     decoys = _decoy_media(plan, facts, pick)
     submissions = {
