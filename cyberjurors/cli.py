@@ -304,10 +304,16 @@ def _replay_letters(config: Settings, letters: list[Placed], again: bool, final:
 @app.command()
 def broker(port: int = 9092, host: str = "127.0.0.1") -> None:
     """Run the embedded Kafka-protocol broker (Tansu, in memory) in the foreground."""
-    from .streams.broker import start_broker
+    from .streams.broker import BrokerError, start_broker
 
     embedded_broker_ready()
-    process, bootstrap = start_broker(port, host)
+    try:
+        process, bootstrap = start_broker(port, host)
+    except BrokerError as err:
+        from rich.markup import escape
+
+        console.print(f"[red]no embedded broker:[/] {escape(str(err))}", soft_wrap=True)
+        raise typer.Exit(2) from err
     console.print(f"embedded broker listening on {bootstrap} (in-memory; Ctrl-C stops it)")
     signal.signal(signal.SIGTERM, lambda *_: process.terminate())
     try:

@@ -193,3 +193,23 @@ async def test_produce_sends_an_outcome_to_disputes_outcomes_and_refuses_a_key_g
     assert "1 outcomes to" in " ".join(sent.stdout.split())
     assert await read_topic(settings, "disputes.outcomes", until=1, timeout_s=20) == [("c-7", outcome.read_bytes())]
     assert len(await read_topic(settings, "disputes.events", until=2, timeout_s=5)) == 1
+
+
+def test_the_broker_refuses_a_port_already_in_use() -> None:
+    """Something already listening there would pass for the broker being up."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "cyberjurors", "broker", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert f"127.0.0.1:{port} is in use" in lines[0]

@@ -75,6 +75,13 @@ def start_broker(
     workers while the broker still runs (a worker whose broker is gone hangs on shutdown until it
     is killed) and stops the broker last. ``cluster_id``: a fixed one, as a Tansu started by hand
     keeps (tests of the watch); by default a fresh one per start."""
+    if port:  # something already listening there would pass for this broker being up
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as err:
+                raise BrokerError(f"{host}:{port} is in use ({err.strerror}): choose another port") from err
     port = port or free_port()
     url = f"tcp://{host}:{port}"
     # Tansu's default id is the same on every start; a fresh one marks the state it lost as gone
