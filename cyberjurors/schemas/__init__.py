@@ -23,6 +23,7 @@ from .events import (
     DisputeEvent,
     EvidenceClosed,
     EvidenceSubmitted,
+    DecidedBy,
     OutcomeReported,
     dispute_event,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "JurySeat",
     "JustificationDraft",
     "MediaRef",
+    "DecidedBy",
     "OutcomeReported",
     "Party",
     "Perception",

@@ -73,6 +73,14 @@ class EvidenceClosed(EventBase):
     case_id: CaseId
 
 
+class DecidedBy(Strict):
+    """The person whose human-panel decision an outcome carries, as the console proved them."""
+
+    reviewer: EventId = Field(min_length=1, description="who decided: a console user, an SSO name, or `service`")
+    role: Literal["reviewer", "supervisor"] = Field(description="the role they decided in")
+    override_of: EventId | None = Field(None, description="the event_id of the decision this one overrides")
+
+
 class OutcomeReported(EventBase):
     """On ``disputes.outcomes``: how a case was finally decided (the platform's real jury, or the
     human panel an escalated case went to). It feeds verdict drift and the precedent base."""
@@ -88,6 +96,13 @@ class OutcomeReported(EventBase):
         None, description="who decided: the platform's jury, or the human panel an escalation went to"
     )
     escalation_id: str | None = Field(None, max_length=64, description="the escalation a human panel answers")
+    decided_by: DecidedBy | None = Field(None, description="a human panel's decision: who made it")
+    signature: str | None = Field(
+        None,
+        max_length=128,
+        description="a human panel's decision: `hmac-sha256:<key id>:<hex>` over the rest of the "
+        "event, by the console's outcome_signing_key; workers refuse a human_panel outcome without a valid one",
+    )
 
     @model_validator(mode="after")
     def _jury_size(self) -> OutcomeReported:
