@@ -283,12 +283,14 @@ def dlq(
 
 
 def _replay_letters(config: Settings, letters: list[Placed], again: bool, final: bool) -> None:
+    import getpass
+
     from rich.markup import escape
 
     from .streams.clients import replay as resend
 
     with traced(config, "cyberjurors-dlq"):
-        result = asyncio.run(resend(config, letters, again=again, final=final))
+        result = asyncio.run(resend(config, letters, again=again, final=final, by=f"cli:{getpass.getuser()}"))
     for x, why in result.failed:
         console.print(f"[red]not replayed[/] {escape(shown(x.letter.key or '-'))} ({x.id}): {escape(why)}")
     held = (
@@ -430,9 +432,17 @@ def console_cmd(
             f"[red]the console needs the {extras.replace(',', ' and ')} extra:[/] {escape(said)}", soft_wrap=True
         )
         raise typer.Exit(2) from err
+    from .console.run import Exposed, check_exposure
     from .streams.clients import InputError
 
     config = load_settings(settings, console_host=host, console_port=port, kafka_bootstrap_servers=bootstrap)
+    try:
+        check_exposure(config, embedded)
+    except Exposed as err:
+        from rich.markup import escape
+
+        console.print(f"[red]not started:[/] {escape(err.detail)}", soft_wrap=True)
+        raise typer.Exit(2) from err
     if embedded:
         embedded_broker_ready()
         embedder_ready(config)
@@ -465,6 +475,30 @@ def console_cmd(
         console.print(f"[red]not sent:[/] {escape(str(err))}")
         raise typer.Exit(2) from err
     raise typer.Exit(code)
+
+
+@app.command("console-password")
+def console_password(
+    user: Annotated[str, typer.Argument(help="the user name, to print the settings line with")] = "",
+) -> None:
+    """Print the argon2 hash of a password (read from the terminal, or one line of stdin) for
+    console_users; the password itself is stored nowhere."""
+    import sys
+
+    try:
+        from .console.auth import hash_password
+    except ImportError as err:
+        console.print(f"[red]the console extra is needed:[/] {install_extra('console')}", soft_wrap=True)
+        raise typer.Exit(2) from err
+    if sys.stdin.isatty():
+        password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    if len(password) < 12:
+        console.print("[red]a console password has 12 characters at least[/]")
+        raise typer.Exit(2)
+    hashed = hash_password(password)
+    print(f"{json.dumps({user: hashed})}" if user else hashed)
 
 
 @schemas_app.command("export")

@@ -1,5 +1,6 @@
 """The console's web application (Starlette, Jinja2 with autoescaping, htmx for the small
-interactions). Pages: the case list, a case, the review queue, the dead letters."""
+interactions). Pages: the case list, a case, the review queue, the dead letters, the audit log,
+sign-in. Who may do what is auth.py's; every action and every refusal is audited (audit.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 import jinja2
 from aiokafka.errors import KafkaError
@@ -20,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -30,12 +32,26 @@ from ..config import Settings
 from ..jury.rounds import Jury
 from ..media import MediaUnreadable
 from ..schemas import CATEGORIES
+from ..streams import signing
 from ..streams.clients import Placed, original_digest, replay, replay_state, replayed_originals
-from .auth import CSRF_FIELD, Auth, check_form, csrf_token, keep_csrf
+from .audit import Audit
+from .auth import (
+    CSRF_FIELD,
+    LOGIN_CSRF_COOKIE,
+    Auth,
+    Person,
+    Refused,
+    address,
+    check_form,
+    check_login_csrf,
+    login_csrf,
+    password_ok,
+)
 from .evidence import FrameCache, NoSuchEvidence, media_item, photo
 from .feed import Feed
 from .plots import social_graph, vote_shift
 from .review import BadDecision, Reviews, proposed
+from .sessions import Sessions
 from .store import CaseFilter, Store, StoredLetter, stamp
 from .views import instance_view, juror_names, jury_size
 
@@ -66,15 +82,67 @@ class SecurityHeaders:
         await self.app(scope, receive, sending if scope["type"] == "http" else send)
 
 
+class BodyCap:
+    """Refuses a request body over ``limit`` bytes (413) before the application reads it: by its
+    Content-Length when it gives one, else as it streams in."""
+
+    def __init__(self, app: ASGIApp, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        said = dict(scope["headers"]).get(b"content-length")
+        if said is not None and (not said.isdigit() or int(said) > self.limit):
+            await self.refuse(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise Refused(413, f"a request body is at most {self.limit} bytes", audit="refused_body_too_large")
+            return message
+
+        await self.app(scope, counted, send)
+
+    async def refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        console = getattr(request.app.state, "console", None) if "app" in scope else None
+        if console is not None:
+            console.audit.record("anonymous", "", "refused_body_too_large", "refused", address(request), scope["path"])
+        response = PlainTextResponse(f"a request body is at most {self.limit} bytes", status_code=413)
+        await response(scope, receive, send)
+
+
 @dataclass
 class Console:
     settings: Settings
     store: Store
     auth: Auth
+    sessions: Sessions
+    audit: Audit
     reviews: Reviews
     frames: FrameCache
     feed: Feed
     templates: Jinja2Templates
+
+    def note(
+        self, request: Request, person: Person | None, action: str, result: str, target: str = "", detail: str = ""
+    ):
+        """An audit entry for what ``person`` (or an unproven caller) did or tried."""
+        return self.audit.record(
+            person.name if person else "anonymous",
+            person.shown_roles if person else "",
+            action,
+            result,
+            address(request),
+            target,
+            detail,
+        )
 
 
 def console_of(request: Request) -> Console:
@@ -93,20 +161,38 @@ def templates() -> Jinja2Templates:
     env.filters["when"] = lambda at: at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at else ""
     env.filters["stamp_when"] = lambda s: s[:19].replace("T", " ") if s else ""
     env.filters["pct"] = lambda x: f"{x:.0%}"
+    # every id that enters a URL: a "/" or ".." in it stays inside its path segment
+    env.filters["seg"] = lambda text: quote(str(text), safe="")
     return Jinja2Templates(env=env)
 
 
 def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+    """A page for the person asking: their session's CSRF token in its forms. A person the SSO proxy
+    vouches for gets a console session (for that token) on their first page."""
     console = console_of(request)
-    token = csrf_token(request)
-    user = console.auth.user(request)
+    try:
+        person = console.auth.identify(request)
+    except Refused:
+        person = None
+    fresh = None
+    if person is not None and person.via == "sso" and person.session is None:
+        fresh = console.sessions.start(person.name, "sso", replacing=request.cookies.get(console.auth.session_cookie))
+        person = Person(person.name, person.roles, "sso", fresh, person.groups)
     response = console.templates.TemplateResponse(
         request,
         name,
-        context | {"csrf": token, "csrf_field": CSRF_FIELD, "user": user, "auth_configured": console.auth.configured},
+        context
+        | {
+            "csrf": person.session.csrf if person and person.session else "",
+            "csrf_field": CSRF_FIELD,
+            "person": person,
+            "auth_configured": console.auth.configured,
+        },
         status_code=status,
     )
-    return keep_csrf(response, token)
+    if fresh is not None:
+        console.auth.keep_session(response, fresh)
+    return response
 
 
 # --- the case list --------------------------------------------------------------------------------
@@ -244,43 +330,38 @@ async def review_page(request: Request) -> Response:
 
 async def review_post(request: Request) -> Response:
     console = console_of(request)
+    person = console.auth.require(request, "decide")  # before the body is read
     form = await request.form()
-    card = review_card(console, request.path_params["escalation_id"])
-    headers = None
+    check_form(request, person, form.get(CSRF_FIELD))
+    card = review_card(console, str(form.get("escalation") or ""))
+    escalation, case_id = card["e"].escalation_id, card["e"].case_id
     try:
         # the form's values are str: an UploadFile would come only from a file input, and it has none
-        check_form(request, form.get(CSRF_FIELD))  # type: ignore[arg-type]
-        reviewer = console.auth.require(request)
         choice = proposed(*(form.get(k) for k in ("winner", "buyer", "seller", "rationale")))  # type: ignore[arg-type]
-        done = await console.reviews.decide(
-            card["e"].escalation_id, card["e"].case_id, choice, reviewer, override=form.get("override") == "on"
-        )
+        done = await console.reviews.decide(escalation, case_id, choice, person, override=form.get("override") == "on")
         message, status = done.message, {"refused": 409}.get(done.status, 200)
-    except HTTPException as err:  # not signed in, a stale or foreign form
-        message, status, headers = err.detail, err.status_code, err.headers
+        if done.status == "published":
+            d = done.decision
+            action = "override" if d.override_of else "decide"
+            detail = f"{d.winner} {d.buyer}:{d.seller} as {d.role}; event {d.event_id}"
+            console.note(request, person, action, "done", escalation, detail)
+    except Refused as err:  # another's decision without the supervisor's role; no signing key
+        message, status = err.detail, err.status_code
+        console.note(request, person, err.audit or "refused", "refused", escalation, err.detail)
     except BadDecision as err:
         message, status = err.detail, 400
     except (KafkaError, OSError) as err:  # recorded, not published: the same decision again publishes it
         message, status = f"recorded but not published ({err}): submit the same decision again", 503
-    return _card(request, console, card, message, status, headers)
+    return _card(request, console, card, message, status)
 
 
-def _card(
-    request: Request,
-    console: Console,
-    card: dict[str, Any],
-    message: str,
-    status: int,
-    headers: Mapping[str, str] | None = None,
-) -> Response:
+def _card(request: Request, console: Console, card: dict[str, Any], message: str, status: int) -> Response:
     if "hx-request" not in request.headers:  # a plain form post: back to the queue
         if status >= 400:
-            raise HTTPException(status, message, headers=headers)
-        return RedirectResponse(f"/review?show=all#{card['e'].escalation_id}", status_code=303)
+            raise HTTPException(status, message)
+        return RedirectResponse(f"/review?show=all#{quote(card['e'].escalation_id, safe='')}", status_code=303)
     fresh = review_card(console, card["e"].escalation_id)
-    response = page(request, "_review_card.html", fresh | {"message": message, "failed": status >= 400}, status)
-    response.headers.update(headers or {})
-    return response
+    return page(request, "_review_card.html", fresh | {"message": message, "failed": status >= 400}, status)
 
 
 # --- dead letters ---------------------------------------------------------------------------------
@@ -304,13 +385,28 @@ async def dlq_page(request: Request) -> Response:
 
 async def dlq_replay(request: Request) -> Response:
     console = console_of(request)
+    person = console.auth.require(request, "replay")  # before the body is read
     form = await request.form()
-    check_form(request, form.get(CSRF_FIELD))  # type: ignore[arg-type]  # a str: see review_post
-    console.auth.require(request)
+    check_form(request, person, form.get(CSRF_FIELD))
     stored = console.store.letter(str(form.get("letter", "")))
     if stored is None:
         raise HTTPException(404, "no such dead letter")
-    result = await replay(console.settings, [_placed(stored)], again=form.get("again") == "on")
+    row = next(r for r in letter_rows(console) if r["l"].id == stored.id)
+    why = str(form.get("reason") or "").strip()[:500]
+    if row["state"] == "final" and not why:
+        raise Refused(
+            400,
+            "a final letter is replayed only with a reason (what changed since it failed)",
+            audit="refused_replay_final",
+        )
+    result = await replay(
+        console.settings,
+        [_placed(stored)],
+        again=form.get("again") == "on",
+        final=row["state"] == "final",
+        by=person.name,
+        why=why or None,
+    )
     if result.sent:  # as disputes.dlq-replayed now says; the feed reads the same note back
         note = {"topic": stored.letter.topic, "original": original_digest(stored.letter), "case": stored.letter.key}
         console.store.note_replay(stored.id, json.dumps(note).encode())
@@ -325,20 +421,98 @@ async def dlq_replay(request: Request) -> Response:
         if result.failed
         else "final: not replayed"
     )
+    action = "replay_final" if row["state"] == "final" else "replay"
+    console.note(request, person, action, "done" if result.sent else said, stored.id, why)
     if "hx-request" not in request.headers:
         return RedirectResponse("/dlq", status_code=303)
     row = next(r for r in letter_rows(console) if r["l"].id == stored.id)
     return page(request, "_letter_row.html", {"r": row, "message": said})
 
 
-# --- the rest ------------------------------------------------------------------------------------
+# --- signing in, the audit log --------------------------------------------------------------------
+
+
+def _next(request: Request, given: object) -> str:
+    back = given if isinstance(given, str) else "/review"
+    return back if back.startswith("/") and not back.startswith("//") and "\\" not in back else "/review"
+
+
+def login_page(request: Request, message: str = "", status: int = 200, name: str = "") -> Response:
+    console = console_of(request)
+    token = login_csrf(request)
+    response = console.templates.TemplateResponse(
+        request,
+        "login.html",
+        {
+            "csrf": token,
+            "csrf_field": CSRF_FIELD,
+            "person": None,
+            "auth_configured": console.auth.configured,
+            "passwords": bool(console.auth.users),
+            "next": _next(request, request.query_params.get("next")),
+            "message": message,
+            "name": name,
+        },
+        status_code=status,
+    )
+    response.set_cookie(
+        LOGIN_CSRF_COOKIE, token, httponly=True, samesite="strict", secure=console.auth.secure_cookies, path="/"
+    )
+    return response
 
 
 async def login(request: Request) -> Response:
-    """Asks the browser for credentials (basic auth) and goes back where the person came from."""
-    console_of(request).auth.require(request)
-    back = request.query_params.get("next", "/review")
-    return RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/review", 303)
+    console = console_of(request)
+    person = console.auth.identify(request)
+    if person is not None and person.via != "token":
+        return RedirectResponse(_next(request, request.query_params.get("next")), 303)
+    return login_page(request)
+
+
+async def login_post(request: Request) -> Response:
+    console = console_of(request)
+    form = await request.form()
+    check_login_csrf(request, form.get(CSRF_FIELD))
+    name = str(form.get("user") or "").strip()[:128]
+    where = address(request)
+    if console.sessions.locked(name, where):
+        console.audit.record(name or "anonymous", "", "sign_in", "refused", where, "", "locked: too many failures")
+        return login_page(request, "too many failed sign-ins: try again later", 429, name)
+    if not await asyncio.to_thread(password_ok, console.auth.users.get(name), str(form.get("password") or "")):
+        console.sessions.failed(name, where)
+        console.audit.record(name or "anonymous", "", "sign_in", "refused", where, "", "wrong name or password")
+        return login_page(request, "wrong name or password", 401, name)
+    console.sessions.succeeded(name)
+    session = console.sessions.start(name, "password", replacing=request.cookies.get(console.auth.session_cookie))
+    person = Person(name, console.auth.roles_of(name), "password", session)
+    console.note(request, person, "sign_in", "done")
+    response = RedirectResponse(_next(request, form.get("next")), 303)
+    console.auth.keep_session(response, session)
+    response.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
+    return response
+
+
+async def logout(request: Request) -> Response:
+    console = console_of(request)
+    person = console.auth.identify(request)
+    if person is None or person.via == "token":
+        return RedirectResponse("/login", 303)
+    form = await request.form()
+    check_form(request, person, form.get(CSRF_FIELD))
+    console.sessions.end(request.cookies.get(console.auth.session_cookie))
+    console.note(request, person, "sign_out", "done")
+    response = RedirectResponse("/login", 303)
+    console.auth.end_session(response)
+    return response
+
+
+async def audit_page(request: Request) -> Response:
+    console = console_of(request)
+    console.auth.require(request, "audit")
+    return page(request, "audit.html", {"entries": console.audit.entries()})
+
+
+# --- the rest ------------------------------------------------------------------------------------
 
 
 async def health(request: Request) -> Response:
@@ -369,45 +543,93 @@ ROUTES = [
     Route("/media/{case_id}/{instance:int}/{evidence_id}", media_photo),
     Route("/media/{case_id}/{instance:int}/{evidence_id}/frames/{n:int}", media_frame),
     Route("/review", review_page),
-    Route("/review/{escalation_id}", review_post, methods=["POST"]),
+    Route("/review/decide", review_post, methods=["POST"]),
     Route("/dlq", dlq_page),
     Route("/dlq/replay", dlq_replay, methods=["POST"]),
+    Route("/audit", audit_page),
     Route("/login", login),
+    Route("/login", login_post, methods=["POST"]),
+    Route("/logout", logout, methods=["POST"]),
     Route("/healthz", health),
     Route("/favicon.ico", no_icon),
     Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
 ]
 
 
+async def refused(request: Request, err: Exception) -> Response:
+    """A refusal, audited when it refuses an action. A page asked for without signing in goes to the
+    sign-in page; an htmx request is told where to go, or gets the reason beside what it acted on."""
+    assert isinstance(err, HTTPException)
+    console = console_of(request)
+    if isinstance(err, Refused) and (err.audit or request.method == "POST"):
+        try:
+            person = console.auth.identify(request)
+        except Refused:
+            person = None
+        console.note(request, person, err.audit or "refused_unauthenticated", "refused", request.url.path, err.detail)
+    htmx = "hx-request" in request.headers
+    if err.status_code == 401:
+        back = request.url.path if request.method == "GET" else urlsplit(request.headers.get("hx-current-url", "")).path
+        to = "/login?next=" + quote(_next(request, back or "/review"), safe="/")
+        if htmx:
+            return PlainTextResponse(err.detail, status_code=401, headers={"HX-Redirect": to})
+        if request.method == "GET":
+            return RedirectResponse(to, 303)
+    if htmx:
+        fragment = console.templates.get_template("_refused.html").render(message=err.detail)
+        return HTMLResponse(fragment, status_code=err.status_code, headers={"HX-Reswap": "beforeend"})
+    return PlainTextResponse(err.detail, status_code=err.status_code, headers=err.headers)
+
+
 def create_app(
     settings: Settings,
     store: Store | None = None,
     *,
-    token: str | None = None,
+    users: dict[str, str] | None = None,
     public_pages: bool | None = None,
     follow: bool = True,
 ) -> Starlette:
-    """The console over ``store`` (``console_db`` when not given). ``token`` stands in for
-    ``console_token`` (the command's generated one); ``follow`` starts the feed with the app."""
+    """The console over ``store`` (``console_db`` when not given). ``users`` stands in for
+    ``console_users`` (the command's user for one run); ``follow`` starts the feed and the audit
+    log's publishing with the app."""
     store = store or Store(Path(settings.console_db))
+    store.verified = lambda outcome: signing.check(outcome, settings).ok
+    sessions = Sessions(store, settings)
     auth = Auth(
-        token or settings.console_token,
-        dict(settings.console_users),
+        settings,
+        sessions,
+        dict(settings.console_users if users is None else users),
         settings.console_public_pages if public_pages is None else public_pages,
+        settings.console_token,
     )
-    console = Console(settings, store, auth, Reviews(settings, store), FrameCache(), Feed(settings, store), templates())
+    console = Console(
+        settings,
+        store,
+        auth,
+        sessions,
+        Audit(settings, store),
+        Reviews(settings, store),
+        FrameCache(),
+        Feed(settings, store),
+        templates(),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        task = asyncio.create_task(console.feed.run()) if follow else None
+        tasks = [asyncio.create_task(console.feed.run()), asyncio.create_task(console.audit.run())] if follow else []
         try:
             yield
         finally:
-            if task is not None:
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    app = Starlette(routes=ROUTES, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
+    app = Starlette(
+        routes=ROUTES,
+        lifespan=lifespan,
+        middleware=[Middleware(SecurityHeaders), Middleware(BodyCap, limit=settings.console_max_body_bytes)],
+        exception_handlers={HTTPException: refused},
+    )
     app.state.console = console
     return app

@@ -1,29 +1,73 @@
-"""Who may act in the console, and forms only the console's own pages can submit.
+"""Who is asking, proven, and what their roles let them do.
 
-Review decisions and replays need a person: HTTP basic auth against ``console_users`` (name ->
-password), or the ``console_token`` as the password (any name, which is recorded as the reviewer),
-or ``Authorization: Bearer <console_token>`` for scripts. Pages that only show may be open
-(``console_public_pages``, or the embedded default). Every POST form carries a CSRF token that must
-equal the console's cookie of the same name (a double-submit cookie, SameSite=Strict, set when a
-page is rendered): another site can make a browser post, with its basic-auth credentials, but
-cannot read the cookie to put it in the form. A cross-site ``Origin`` is refused as well.
+Three ways in, each naming a person the console can stand behind:
+
+- **a password** (``console_users``: name -> argon2 hash) checked on the sign-in page, which opens a
+  session: a random id in an HttpOnly, SameSite=Strict cookie (``__Host-`` and Secure when the
+  console is served over TLS, its own or a proxy's), kept in the store only as its sha256, ended by
+  sign-out, ``console_session_ttl_s`` after sign-in or ``console_session_idle_s`` unused;
+- **single sign-on**: the header a trusted proxy sets (oauth2-proxy's ``X-Forwarded-User`` and
+  ``X-Forwarded-Groups``), believed only from ``console_trusted_proxies``; from anywhere else the
+  header is refused and audited;
+- **the service token** (``Authorization: Bearer``), for scripts: it acts as ``service``, never as a
+  named person.
+
+Roles (``viewer``, ``reviewer``, ``supervisor``, ``operator``) come from ``console_user_roles`` and
+the SSO groups' ``console_group_roles``; a person with none is a viewer. Every POST form carries the
+session's own CSRF token (a form from another session, or another site, is refused); the sign-in
+form, before any session, carries a double-submit cookie.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
+import ipaddress
 import secrets
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
 
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-REALM = 'Basic realm="cyberjurors console", charset="UTF-8"'
-CSRF_COOKIE = "cj_csrf"
+from ..config import ConsoleRole, Settings
+from .sessions import Session, Sessions
+
 CSRF_FIELD = "csrf"
+LOGIN_CSRF_COOKIE = "cj_signin"
+Action = Literal["read", "decide", "override", "replay", "audit"]
+# which roles allow each action; every role reads
+ALLOWED: dict[Action, frozenset[ConsoleRole]] = {
+    "read": frozenset({"viewer", "reviewer", "supervisor", "operator"}),
+    "decide": frozenset({"reviewer", "supervisor"}),
+    "override": frozenset({"supervisor"}),  # another person's standing decision
+    "replay": frozenset({"operator"}),
+    "audit": frozenset({"supervisor", "operator"}),
+}
+SAID: dict[Action, str] = {
+    "read": "read the console",
+    "decide": "publish a decision",
+    "override": "override another person's decision",
+    "replay": "replay a dead letter",
+    "audit": "read the audit log",
+}
+HASHER = PasswordHasher()
+# verified against when the name is unknown, so a wrong name takes as long as a wrong password
+_NOBODY = HASHER.hash(secrets.token_urlsafe(16))
+
+
+def hash_password(password: str) -> str:
+    return HASHER.hash(password)
+
+
+def password_ok(stored: str | None, given: str) -> bool:
+    try:
+        return HASHER.verify(stored or _NOBODY, given) and stored is not None
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
 
 
 def _same(given: str, expected: str) -> bool:
@@ -31,66 +75,161 @@ def _same(given: str, expected: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Person:
+    name: str
+    roles: frozenset[ConsoleRole]
+    via: Literal["password", "sso", "token"]
+    session: Session | None = None
+    groups: tuple[str, ...] = ()
+
+    def may(self, action: Action) -> bool:
+        return bool(self.roles & ALLOWED[action])
+
+    @property
+    def shown_roles(self) -> str:
+        return ", ".join(r for r in ("viewer", "reviewer", "supervisor", "operator") if r in self.roles)
+
+
+class Refused(HTTPException):
+    """A request the console will not serve, with what the audit log should say about it."""
+
+    def __init__(self, status: int, detail: str, audit: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(status, detail, headers=headers)
+        self.audit = audit
+
+
+def address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+@dataclass
 class Auth:
-    token: str | None
-    users: dict[str, str]
-    public_pages: bool
+    settings: Settings
+    sessions: Sessions
+    users: dict[str, str] = field(default_factory=dict)  # the configured ones, or this run's
+    public_pages: bool = False
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        self.proxies = [ipaddress.ip_network(p, strict=False) for p in self.settings.console_trusted_proxies]
 
     @property
     def configured(self) -> bool:
-        return bool(self.token or self.users)
+        return bool(self.users or self.token or self.proxies)
 
-    def user(self, request: Request) -> str | None:
-        """The person the request authenticates as, or None."""
+    @property
+    def secure_cookies(self) -> bool:
+        return bool(self.settings.console_tls_cert or self.settings.console_behind_proxy)
+
+    @property
+    def session_cookie(self) -> str:
+        # __Host- holds the browser to a Secure, host-only, path=/ cookie, which only HTTPS can set
+        return "__Host-cj_session" if self.secure_cookies else "cj_session"
+
+    def roles_of(self, name: str, groups: Iterable[str] = ()) -> frozenset[ConsoleRole]:
+        roles: set[ConsoleRole] = set(self.settings.console_user_roles.get(name, []))
+        for group in groups:
+            roles |= set(self.settings.console_group_roles.get(group, []))
+        return frozenset(roles or {"viewer"})
+
+    def trusted(self, request: Request) -> bool:
+        try:
+            at = ipaddress.ip_address(address(request))
+        except ValueError:
+            return False
+        return any(at in net for net in self.proxies)
+
+    def identify(self, request: Request) -> Person | None:
+        """The person the request proves, or None. A sign-on header from an untrusted address is refused."""
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and self.token and _same(value.strip(), self.token):
-            return "token"
-        if scheme.lower() != "basic":
-            return None
-        try:
-            name, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        known = self.users.get(name)
-        if known is not None and _same(password, known):
-            return name
-        if self.token and _same(password, self.token):
-            return name or "token"
-        return None
-
-    def require(self, request: Request) -> str:
-        """The person, or 401 with a basic-auth challenge."""
-        if not self.configured:
-            raise HTTPException(403, "no console_token or console_users is configured: review and replay are off")
-        who = self.user(request)
-        if who is None:
-            raise HTTPException(
-                401,
-                "sign in to review or replay (basic auth: a console user, or the console token)",
-                headers={"WWW-Authenticate": REALM},
+            return Person("service", frozenset(self.settings.console_token_roles), "token")
+        sso_name = request.headers.get(self.settings.console_sso_user_header)
+        if sso_name is not None:
+            if not self.trusted(request):
+                raise Refused(
+                    403,
+                    f"a {self.settings.console_sso_user_header} header from {address(request)}, "
+                    "which is not a trusted proxy (console_trusted_proxies)",
+                    audit="untrusted_sso_header",
+                )
+            groups = tuple(
+                g.strip() for g in request.headers.get(self.settings.console_sso_groups_header, "").split(",")
             )
-        return who
+            groups = tuple(g for g in groups if g)
+            name = sso_name.strip()[:128]
+            if name:
+                session = self.sessions.get(request.cookies.get(self.session_cookie))
+                if session is not None and (session.user != name or session.via != "sso"):
+                    session = None  # the proxy signed in someone else: their session is not this one
+                return Person(name, self.roles_of(name, groups), "sso", session, groups)
+        session = self.sessions.get(request.cookies.get(self.session_cookie))
+        if session is None or session.via != "password" or session.user not in self.users:
+            return None  # a user removed from the settings is signed out with it
+        return Person(session.user, self.roles_of(session.user), "password", session)
 
-    def may_read(self, request: Request) -> None:
-        if not self.public_pages:
-            self.require(request)
+    def require(self, request: Request, action: Action) -> Person:
+        """The person, allowed ``action``; else 401 (nobody proven) or 403 (a role missing)."""
+        if not self.configured:
+            raise Refused(
+                403, "no console_users, console_token or trusted SSO proxy is configured: the console is read-only"
+            )
+        person = self.identify(request)
+        if person is None:
+            raise Refused(401, f"sign in to {SAID[action]}")
+        if not person.may(action):
+            needs = " or ".join(sorted(ALLOWED[action]))
+            raise Refused(
+                403,
+                f"{person.name} ({person.shown_roles}) may not {SAID[action]}: it needs {needs}",
+                audit=f"refused_{action}",
+            )
+        return person
+
+    def may_read(self, request: Request) -> Person | None:
+        if self.public_pages:
+            return self.identify(request)
+        return self.require(request, "read")
+
+    # --- cookies -----------------------------------------------------------------------------------
+
+    def keep_session(self, response: Response, session: Session) -> None:
+        response.set_cookie(
+            self.session_cookie,
+            session.id,
+            max_age=int(self.settings.console_session_ttl_s),
+            httponly=True,
+            samesite="strict",
+            secure=self.secure_cookies,
+            path="/",
+        )
+
+    def end_session(self, response: Response) -> None:
+        response.delete_cookie(self.session_cookie, path="/", secure=self.secure_cookies, httponly=True)
 
 
-def csrf_token(request: Request) -> str:
-    """The token the page's forms carry: the console's cookie when the browser has one, else a new one."""
-    return request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
-
-
-def keep_csrf(response: Response, token: str) -> Response:
-    response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
-    return response
-
-
-def check_form(request: Request, form_token: str | None) -> None:
-    """403 unless the form's token equals the cookie and the request does not come from another origin."""
+def check_form(request: Request, person: Person, form_token: object) -> None:
+    """403 unless the form comes from this site and carries the session's own CSRF token (scripts with
+    the service token carry none: a browser never sends a bearer token by itself)."""
     origin = request.headers.get("origin")
     if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
-        raise HTTPException(403, "a form from another site is refused")
-    cookie = request.cookies.get(CSRF_COOKIE)
-    if not cookie or not form_token or not _same(form_token, cookie):
-        raise HTTPException(403, "the form's CSRF token is missing or stale: reload the page and submit again")
+        raise Refused(403, "a form from another site is refused", audit="refused_foreign_form")
+    if person.via == "token":
+        return
+    expected = person.session.csrf if person.session else None
+    if not expected or not isinstance(form_token, str) or not _same(form_token, expected):
+        raise Refused(
+            403,
+            "the form's CSRF token is not this session's: reload the page and submit again",
+            audit="refused_csrf",
+        )
+
+
+def login_csrf(request: Request) -> str:
+    return request.cookies.get(LOGIN_CSRF_COOKIE) or secrets.token_urlsafe(32)
+
+
+def check_login_csrf(request: Request, form_token: object) -> None:
+    cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
+    if not cookie or not isinstance(form_token, str) or not _same(form_token, cookie):
+        raise Refused(403, "the sign-in form is stale: reload it and sign in again", audit="refused_csrf")

@@ -1,6 +1,11 @@
 """A human decision on an escalated case: recorded in the store, then published to
-disputes.outcomes as ``{"type": "outcome", "source": "human_panel", "escalation_id": ...}``, where
-it feeds drift and the precedent base like any outcome.
+disputes.outcomes as ``{"type": "outcome", "source": "human_panel", "escalation_id": ...,
+"decided_by": {"reviewer": ..., "role": ...}, "signature": ...}``, signed with
+``outcome_signing_key`` (streams/signing.py), where it feeds drift and the precedent base like any
+outcome. Without the key the console publishes no decision: the workers would refuse it.
+
+Roles: a reviewer decides, and may replace their own standing decision; replacing someone else's
+(or one read from the topic) takes a supervisor.
 
 Idempotent: a decision is the winner and the votes. Submitting the one that stands again publishes
 nothing (unless its publication had failed: then it is published now, once). A different decision
@@ -19,8 +24,10 @@ from typing import Literal, TypeGuard
 
 from ..config import Settings
 from ..errors import CyberJurorsError
-from ..schemas import OutcomeReported, Party, Votes, now
+from ..schemas import DecidedBy, OutcomeReported, Party, Votes, now
+from ..streams import signing
 from ..streams.clients import Outgoing, produce
+from .auth import Person, Refused
 from .store import Decision, Store
 
 MAX_RATIONALE_CHARS = 2000
@@ -76,8 +83,14 @@ class Reviews:
         self._lock = asyncio.Lock()  # one decision at a time: a double click cannot publish twice
 
     async def decide(
-        self, escalation_id: str, case_id: str, choice: Proposed, reviewer: str, override: bool
+        self, escalation_id: str, case_id: str, choice: Proposed, person: Person, override: bool
     ) -> Submitted:
+        if not self.settings.outcome_signing_key:
+            raise Refused(
+                503,
+                "no outcome_signing_key is set: a decision would not be signed, and the workers would refuse it",
+                audit="refused_unsigned",
+            )
         async with self._lock:
             history = self.store.decisions(escalation_id)
             standing = history[-1] if history else None
@@ -95,6 +108,15 @@ class Reviews:
                     f"a different decision stands ({standing.winner}, "
                     f"{standing.buyer}:{standing.seller}); tick override to replace it",
                 )
+            others = standing is not None and (standing.origin != "console" or standing.reviewer != person.name)
+            if others and not person.may("override"):
+                by = standing.reviewer if standing and standing.reviewer else "a panel on disputes.outcomes"
+                raise Refused(
+                    403,
+                    f"the standing decision is {by}'s: replacing another person's decision needs a supervisor",
+                    audit="refused_override",
+                )
+            role = "reviewer" if not others and "reviewer" in person.roles else "supervisor"
             decision = self.store.add_decision(
                 escalation_id,
                 case_id,
@@ -102,8 +124,9 @@ class Reviews:
                 choice.buyer,
                 choice.seller,
                 choice.rationale,
-                reviewer,
+                person.name,
                 standing.seq if standing else None,
+                role,
             )
             await self.publish(decision)
             return Submitted(
@@ -113,6 +136,7 @@ class Reviews:
             )
 
     async def publish(self, decision: Decision) -> None:
+        replaced = self.store.decision(decision.override_of) if decision.override_of else None
         outcome = OutcomeReported(
             case_id=decision.case_id,
             votes=Votes(buyer=decision.buyer, seller=decision.seller),
@@ -120,7 +144,13 @@ class Reviews:
             source="human_panel",
             escalation_id=decision.escalation_id,
             event_id=decision.event_id,
+            decided_by=DecidedBy(
+                reviewer=decision.reviewer or "unknown",
+                role="supervisor" if decision.role == "supervisor" else "reviewer",
+                override_of=replaced.event_id if replaced else None,
+            ),
         )
+        outcome = signing.sign(outcome, self.settings.outcome_signing_key or "")
         await produce(
             self.settings,
             [

@@ -1,10 +1,16 @@
 """Running the console: on a configured Kafka, or with ``--embedded`` beside its own embedded
-broker and one worker (as the demo runs), optionally judging sample cases first."""
+broker and one worker (as the demo runs), optionally judging sample cases first.
+
+It refuses to be reached from other machines unprotected: a bind to a non-loopback address needs
+someone who can sign in (console_users, console_token or a trusted SSO proxy) and HTTPS, its own
+(console_tls_cert) or a proxy's (console_behind_proxy); ``--embedded``, whose pages are open,
+serves on loopback only."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import secrets
 import uuid
 from pathlib import Path
@@ -13,25 +19,70 @@ import uvicorn
 from rich.console import Console
 
 from ..config import Settings
+from ..errors import CyberJurorsError
 from ..streams.broker import embedded_broker
 from ..streams.clients import produce, read_events
 from ..streams.demo import seed_precedents
 from ..streams.kafka import ensure_topics
 from ..streams.worker_process import WorkerProcess
 from .app import create_app
+from .auth import hash_password
+
+RUN_USER = "admin"
+# what the worker beside an embedded console needs none of
+CONSOLE_SECRETS = ("console_token", "console_users", "console_user_roles", "console_group_roles", "console_tls_key")
 
 
-def sign_in_token(settings: Settings, out: Console) -> str | None:
-    """The configured token; or, with neither a token nor users configured, one made for this run."""
-    if settings.console_token or settings.console_users:
-        return settings.console_token
-    token = secrets.token_urlsafe(18)
+class Exposed(CyberJurorsError, ValueError):
+    kind = "console_exposed"
+
+
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: Settings, embedded: bool) -> None:
+    """Refuse a start that would serve the console to other machines without sign-in or HTTPS."""
+    host = settings.console_host
+    if loopback(host):
+        return
+    if embedded:
+        raise Exposed(
+            f"--embedded serves its pages to anyone who can reach them: it binds loopback only, not {host} "
+            "(run `cyberjurors console` on your Kafka to serve other machines)"
+        )
+    if not (settings.console_users or settings.console_token or settings.console_trusted_proxies):
+        raise Exposed(
+            f"console_host={host} reaches other machines, and no one could sign in: set console_users, "
+            "console_token or console_trusted_proxies (docs/console-deployment.md)"
+        )
+    if not (settings.console_tls_cert or settings.console_behind_proxy):
+        raise Exposed(
+            f"console_host={host} would send passwords and sessions in plain HTTP: set console_tls_cert and "
+            "console_tls_key, or console_behind_proxy=true when a proxy in front serves HTTPS"
+        )
+    if bool(settings.console_tls_cert) != bool(settings.console_tls_key):
+        raise Exposed("console_tls_cert and console_tls_key go together")
+
+
+def run_users(settings: Settings, out: Console) -> tuple[Settings, dict[str, str] | None]:
+    """With no one configured to sign in (on loopback), a user for this run with every role, its
+    password printed; else the configured ones."""
+    if settings.console_users or settings.console_token or settings.console_trusted_proxies:
+        return settings, None
+    password = secrets.token_urlsafe(18)
     out.print(
-        f"no console_token or console_users set: reviewers sign in with any user name and the password "
-        f"[bold]{token}[/] (this run only)",
+        f"no console_users set: sign in as [bold]{RUN_USER}[/] with the password [bold]{password}[/] "
+        "(this run only; reviewer, supervisor and operator)",
         highlight=False,
     )
-    return token
+    roles = settings.console_user_roles | {RUN_USER: ["reviewer", "supervisor", "operator"]}
+    return settings.model_copy(update={"console_user_roles": roles}), {RUN_USER: hash_password(password)}
 
 
 def start_embedded(settings: Settings, stack: contextlib.ExitStack, paths: list[Path], out: Console) -> Settings:
@@ -41,13 +92,22 @@ def start_embedded(settings: Settings, stack: contextlib.ExitStack, paths: list[
     workdir.mkdir(parents=True, exist_ok=True)
     seed_precedents(settings, out)
     bootstrap = stack.enter_context(embedded_broker(log=workdir / "broker.log"))
-    settings = settings.model_copy(
-        update={"kafka_bootstrap_servers": bootstrap, "app_id": f"{settings.app_id}-console-{uuid.uuid4().hex[:6]}"}
-    )
+    update: dict[str, object] = {
+        "kafka_bootstrap_servers": bootstrap,
+        "app_id": f"{settings.app_id}-console-{uuid.uuid4().hex[:6]}",
+    }
+    if not settings.outcome_signing_key:  # this run's console signs, this run's worker verifies
+        update["outcome_signing_key"] = secrets.token_urlsafe(32)
+    settings = settings.model_copy(update=update)
     asyncio.run(ensure_topics(settings))
-    # the worker needs no reviewer's credentials
+    # the worker verifies the console's decisions: it needs the signing key, and no one's sign-in
     worker = WorkerProcess(
-        settings.model_copy(update={"console_token": None, "console_users": {}}), workdir / "worker.log"
+        settings.model_copy(
+            update={
+                name: Settings.model_fields[name].get_default(call_default_factory=True) for name in CONSOLE_SECRETS
+            }
+        ),
+        workdir / "worker.log",
     )
     stack.push(worker)
     worker.start()
@@ -62,19 +122,36 @@ def start_embedded(settings: Settings, stack: contextlib.ExitStack, paths: list[
 
 
 def run_console(settings: Settings, out: Console, embedded: bool = False, paths: list[Path] | None = None) -> int:
-    token = sign_in_token(settings, out)
+    check_exposure(settings, embedded)
+    settings, users = run_users(settings, out)
+    if not settings.outcome_signing_key and not embedded:
+        out.print(
+            "[yellow]no outcome_signing_key set:[/] decisions cannot be published (the workers refuse unsigned "
+            "ones); set the workers' key here too",
+            highlight=False,
+        )
     with contextlib.ExitStack() as stack:
         if embedded:
             settings = start_embedded(settings, stack, paths or [], out)
-        app = create_app(settings, token=token, public_pages=True if embedded else None)
+        app = create_app(settings, users=users, public_pages=True if embedded else None)
+        scheme = "https" if settings.console_tls_cert else "http"
         out.print(
-            f"console on [bold]http://{settings.console_host}:{settings.console_port}/[/] (reading "
+            f"console on [bold]{scheme}://{settings.console_host}:{settings.console_port}/[/] (reading "
             f"{settings.kafka_bootstrap_servers}; store {settings.console_db}); Ctrl-C stops it",
             highlight=False,
         )
         server = uvicorn.Server(
             uvicorn.Config(
-                app, host=settings.console_host, port=settings.console_port, log_level="warning", access_log=False
+                app,
+                host=settings.console_host,
+                port=settings.console_port,
+                log_level="warning",
+                access_log=False,
+                ssl_certfile=settings.console_tls_cert,
+                ssl_keyfile=settings.console_tls_key,
+                # the client address the sign-in lockout and the SSO check go by is the socket's, never a header's
+                proxy_headers=False,
+                h11_max_incomplete_event_size=16 * 1024,
             )
         )
         asyncio.run(server.serve())

@@ -19,7 +19,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -57,7 +57,17 @@ CREATE TABLE IF NOT EXISTS decisions (
   buyer INTEGER, seller INTEGER, rationale TEXT, reviewer TEXT, decided_at TEXT, published_at TEXT,
   override_of INTEGER, origin TEXT);
 CREATE INDEX IF NOT EXISTS decisions_escalation ON decisions (escalation_id);
+CREATE TABLE IF NOT EXISTS sessions (
+  id TEXT PRIMARY KEY, user TEXT, via TEXT, csrf TEXT, created REAL, last_seen REAL, expires REAL);
+CREATE TABLE IF NOT EXISTS signin_failures (key TEXT, at REAL);
+CREATE INDEX IF NOT EXISTS signin_failures_key ON signin_failures (key, at);
+CREATE TABLE IF NOT EXISTS audit (
+  id TEXT PRIMARY KEY, at TEXT, actor TEXT, roles TEXT, action TEXT, result TEXT, target TEXT, detail TEXT,
+  address TEXT, published INTEGER);
+CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
 """
+# columns added since a store was first made: (table, column, type)
+ADDED_COLUMNS = [("decisions", "role", "TEXT")]
 
 # what each topic (unprefixed) holds, as the store files it
 FILED_AS = {
@@ -67,6 +77,7 @@ FILED_AS = {
     "disputes.dlq": "letter",
     "disputes.dlq-replayed": "replayed",
     "disputes.outcomes": "outcome",
+    "disputes.audit": "audit",
 }
 BROKER_BOUND = ("offsets", "letters", "replayed", "outcomes")
 
@@ -109,6 +120,7 @@ class Decision:
     published_at: str | None
     override_of: int | None
     origin: str
+    role: str | None = None
 
     def same_votes(self, winner: str, buyer: int, seller: int) -> bool:
         return (self.winner, self.buyer, self.seller) == (winner, buyer, seller)
@@ -135,8 +147,12 @@ class CaseFilter:
 
 
 class Store:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, verified: Callable[[OutcomeReported], bool] | None = None):
+        """``verified`` says whether a human panel's outcome read from the topic carries a valid
+        signature; one that does not is kept as read, but decides nothing here (its escalation stays
+        awaiting a decision), as the workers count and learn nothing from it."""
         self.path = path
+        self.verified = verified or (lambda outcome: False)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
@@ -144,6 +160,10 @@ class Store:
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(SCHEMA)
+            for table, column, kind in ADDED_COLUMNS:
+                have = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")  # names are ours
 
     def close(self) -> None:
         with self._lock:
@@ -304,6 +324,16 @@ class Store:
         )
         if outcome.source != "human_panel" or outcome.escalation_id is None:
             return
+        if not self.verified(outcome):
+            log.warning(
+                "a human panel's outcome for case %s at %s/%d/%d is not signed by a key this console holds: "
+                "it decides nothing (the workers dead-letter it)",
+                outcome.case_id,
+                message.topic,
+                message.partition,
+                message.offset,
+            )
+            return
         event_id = outcome.event_id or f"{message.topic}/{message.partition}/{message.offset}"
         at = stamp(outcome.decided_at or datetime.now(UTC))
         known = db.execute("SELECT seq FROM decisions WHERE event_id = ?", (event_id,)).fetchone()
@@ -312,11 +342,33 @@ class Store:
                 "UPDATE decisions SET published_at = coalesce(published_at, ?) WHERE seq = ?", (at, known["seq"])
             )
             return
-        v = outcome.votes
+        v, by = outcome.votes, outcome.decided_by
         db.execute(
             "INSERT INTO decisions (escalation_id, case_id, event_id, winner, buyer, seller, decided_at, "
-            "published_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'topic')",
-            (outcome.escalation_id, outcome.case_id, event_id, v.winner, v.buyer, v.seller, at, at),
+            "published_at, origin, reviewer, role) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'topic', ?, ?)",
+            (
+                outcome.escalation_id,
+                outcome.case_id,
+                event_id,
+                v.winner,
+                v.buyer,
+                v.seller,
+                at,
+                at,
+                by.reviewer if by else None,
+                by.role if by else None,
+            ),
+        )
+
+    def _audit(self, db: sqlite3.Connection, message: Message) -> None:
+        entry = json.loads(message.value or b"")
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise ValueError("an audit entry is an object with an id")
+        fields = ("id", "at", "actor", "roles", "action", "result", "target", "detail", "address")
+        db.execute(
+            f"INSERT INTO audit ({', '.join(fields)}, published) VALUES ({', '.join('?' * len(fields))}, 1) "
+            "ON CONFLICT(id) DO UPDATE SET published = 1",
+            tuple(str(entry.get(f, "")) for f in fields),
         )
 
     # --- reading for the pages -------------------------------------------------------------------
@@ -419,6 +471,7 @@ class Store:
         rationale: str | None,
         reviewer: str,
         override_of: int | None,
+        role: str,
     ) -> Decision:
         """Record a console decision, not yet published; its event id counts the escalation's decisions."""
         with self.transaction() as db:
@@ -427,7 +480,7 @@ class Store:
             ]
             cursor = db.execute(
                 "INSERT INTO decisions (escalation_id, case_id, event_id, winner, buyer, seller, rationale, reviewer, "
-                "decided_at, override_of, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'console')",
+                "decided_at, override_of, origin, role) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'console', ?)",
                 (
                     escalation_id,
                     case_id,
@@ -439,10 +492,15 @@ class Store:
                     reviewer,
                     stamp(datetime.now(UTC)),
                     override_of,
+                    role,
                 ),
             )
             row = db.execute("SELECT * FROM decisions WHERE seq = ?", (cursor.lastrowid,)).fetchone()
         return Decision(**dict(row))
+
+    def decision(self, seq: int) -> Decision | None:
+        rows = self._rows("SELECT * FROM decisions WHERE seq = ?", seq)
+        return Decision(**dict(rows[0])) if rows else None
 
     def published(self, seq: int) -> None:
         with self.transaction() as db:
@@ -481,6 +539,6 @@ class Store:
             db.execute("INSERT OR REPLACE INTO replayed VALUES (?, ?)", (letter_id, note))
 
     def counts(self) -> dict[str, int]:
-        tables = ("verdicts", "escalations", "records", "letters", "replayed", "outcomes", "decisions")
+        tables = ("verdicts", "escalations", "records", "letters", "replayed", "outcomes", "decisions", "audit")
         counted = {t: self._rows(f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in tables}
         return counted | {"skipped": int(self.meta("skipped") or 0)}

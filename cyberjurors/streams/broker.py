@@ -26,9 +26,15 @@ class BrokerError(CyberJurorsError, RuntimeError):
     kind = "broker"
 
 
-# what Tansu reads from the environment (`tansu broker --help`): an inherited STORAGE_ENGINE (say a
-# postgres:// URL) or SCHEMA_REGISTRY would change what "the embedded, in-memory broker" means
-TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY")
+# the broker inherits only these: nothing of its parent's secrets (API keys, the console's token,
+# the outcome signing key) and nothing Tansu reads as its own configuration (`tansu broker --help`:
+# an inherited STORAGE_ENGINE, say a postgres:// URL, would change what "in-memory" means)
+BROKER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
+
+
+def broker_env(parent: dict[str, str] | None = None) -> dict[str, str]:
+    parent = dict(os.environ) if parent is None else parent
+    return {k: v for k, v in parent.items() if k in BROKER_ENV}
 
 
 def tansu_binary() -> Path:
@@ -87,7 +93,7 @@ def start_broker(
     # Tansu's default id is the same on every start; a fresh one marks the state it lost as gone
     cluster_id = cluster_id or f"cyberjurors-embedded-{uuid.uuid4().hex[:12]}"
     out = log.open("ab") if log else subprocess.DEVNULL
-    env = {k: v for k, v in os.environ.items() if k not in TANSU_ENV}
+    env = broker_env()
     process = subprocess.Popen(
         [
             str(tansu_binary()),

@@ -264,7 +264,14 @@ class Replay:
     """Final letters not sent: the same input would fail the same way (``final`` sends them)."""
 
 
-async def replay(settings: Settings, letters: list[Placed], again: bool = False, final: bool = False) -> Replay:
+async def replay(
+    settings: Settings,
+    letters: list[Placed],
+    again: bool = False,
+    final: bool = False,
+    by: str | None = None,
+    why: str | None = None,
+) -> Replay:
     """Send each replayable letter's original back to the topic it came from, with its key, once:
     each one sent is recorded in disputes.dlq-replayed (compacted, keyed by the letter's id, noting
     the original's sha256) right after, and letters found there are left alone. A replay that fails
@@ -277,7 +284,10 @@ async def replay(settings: Settings, letters: list[Placed], again: bool = False,
     its max_tokens, a case over a limit): ``final`` sends those too, on the same terms, once the
     operator has changed what made them fail. Its original goes back where it was read, as a
     replayable one's does: a stage's letter to that stage's input, so intake, which ignores a case
-    submitted again unchanged, is not in the way; an intake letter's case was never admitted."""
+    submitted again unchanged, is not in the way; an intake letter's case was never admitted.
+
+    ``by`` (who replayed: a console person, or ``cli:<login>``) and ``why`` (an operator's reason)
+    go into the note on disputes.dlq-replayed."""
     done = await replayed(settings)
     originals = replayed_originals(done)
     result = Replay([], [], [])
@@ -318,7 +328,7 @@ async def replay(settings: Settings, letters: list[Placed], again: bool = False,
                 "stage": letter.stage,
                 "topic": letter.topic,
                 "original": digest,
-            }
+            } | {k: v for k, v in (("by", by), ("why", why)) if v}
             await producer.send_and_wait(
                 settings.topic(REPLAYED),
                 json.dumps(note).encode(),

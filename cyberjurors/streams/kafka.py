@@ -24,10 +24,14 @@ TOPICS = (
     "disputes.dlq-replayed",
     "disputes.escalations",
     "disputes.appeals",
+    "disputes.audit",
 )
 # which dead letters `dlq --replay` has sent back, keyed by the letter's topic/partition/offset:
 # compacted, since only the last record per letter matters
 REPLAYED = "disputes.dlq-replayed"
+# who did what in the console (decisions, overrides, replays, sign-ins): kept whatever becomes of the
+# console's own database; each entry is keyed by its own id, so compaction drops none
+AUDIT = "disputes.audit"
 
 
 def topic_configs(settings: Settings, name: str) -> dict[str, str]:
@@ -36,6 +40,10 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     outlives the letter (config.Settings.media_retention)."""
     if name == REPLAYED:
         return {"cleanup.policy": "compact"}
+    if name == AUDIT:
+        if settings.audit_topic_retention_s is None:
+            return {"cleanup.policy": "compact"}
+        return {"retention.ms": str(int(settings.audit_topic_retention_s * 1000))}
     if name == "disputes.dlq":
         return {"retention.ms": str(int(settings.dlq_retention_s * 1000))}
     return {}
