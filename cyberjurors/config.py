@@ -682,9 +682,7 @@ class Settings(BaseSettings):
         description="a service token for scripts (Authorization: Bearer): it acts as itself "
         "(actor `service`), never as a named person, with console_token_roles",
     )
-    console_token_roles: list[ConsoleRole] = Field(
-        default_factory=lambda: ["viewer"], description="what the service token may do"
-    )
+    console_token_roles: list[ConsoleRole] = Field(["viewer"], description="what the service token may do")
     console_trusted_proxies: list[str] = Field(
         default_factory=list,
         description="addresses or networks (CIDR) of the single-sign-on proxy in front of the console "

@@ -1,8 +1,8 @@
 """The console without a browser: its store (idempotent upserts, the fullest record kept, a restart
-that resumes at the stored offsets on a real broker), who may act (basic auth, the token, CSRF,
-another site's forms), a reviewer's decision published to disputes.outcomes once, media refused
-outside media_root, and party text escaped in the HTML. tests/test_console_browser.py drives it in
-Chromium."""
+that resumes at the stored offsets on a real broker), pages behind sign-in unless open, a
+reviewer's decision published to disputes.outcomes once, media refused outside media_root, and party
+text escaped in the HTML. tests/test_console_auth.py tries every way around who may act;
+tests/test_console_browser.py drives the console in Chromium."""
 
 from __future__ import annotations
 
@@ -223,80 +223,59 @@ def escalated_store(tmp_path: Path, settings: Settings, after: list[CaseFile], v
     return store, raised.escalation_id
 
 
-def csrf_of(client: TestClient, path: str = "/review") -> str:
-    page = client.get(path, auth=("ann", "pw"))
-    assert page.status_code == 200
-    return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+def signed_in(client: TestClient, user: str = "ann") -> str:
+    """Sign in on the sign-in page; the CSRF token of the session it opened."""
+    from .test_console_auth import PASSWORD, csrf_of, sign_in
+
+    assert sign_in(client, user, PASSWORD).status_code == 303
+    return csrf_of(client)
 
 
-def decide(client: TestClient, escalation_id: str, token: str, auth: object = ("ann", "pw"), **form: str):
+def decide(client: TestClient, escalation_id: str, token: str, **form: str):
     return client.post(
-        f"/review/{escalation_id}",
-        data={"csrf": token, "winner": "seller", **form},
-        auth=auth,
+        "/review/decide",
+        data={"csrf": token, "escalation": escalation_id, "winner": "seller", **form},
         headers={"HX-Request": "true"},
     )
 
 
-def test_review_and_replay_refuse_anyone_not_signed_in_and_forms_from_elsewhere(tmp_path, airfryer):
-    settings = offline(console_users={"ann": "pw"}, console_token="t0ken")
-    store, escalation_id = escalated_store(tmp_path, settings, *airfryer)
-    with TestClient(create_app(settings, store, follow=False, public_pages=True)) as client:
-        token = csrf_of(client)
-        for auth in (None, ("ann", "wrong"), ("", "not-the-token")):
-            refused = decide(client, escalation_id, token, auth=auth)
-            assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Basic")
-        bearer = client.post(
-            f"/review/{escalation_id}",
-            data={"csrf": token, "winner": "seller"},
-            headers={"Authorization": "Bearer nope"},
-        )
-        assert bearer.status_code == 401
-        assert decide(client, escalation_id, "forged").status_code == 403
-        elsewhere = client.post(
-            f"/review/{escalation_id}",
-            data={"csrf": token, "winner": "seller"},
-            auth=("ann", "pw"),
-            headers={"Origin": "http://evil.example"},
-        )
-        assert elsewhere.status_code == 403
-        client.cookies.clear()
-        assert decide(client, escalation_id, token).status_code == 403  # a token without its cookie
-        client.get("/dlq")
-        token = client.cookies["cj_csrf"]
-        replay = client.post("/dlq/replay", data={"csrf": token, "letter": "disputes.dlq/0/0"})
-        assert replay.status_code == 401
-        assert client.get("/login").status_code == 401
-        assert client.get("/login?next=/dlq", auth=("x", "t0ken"), follow_redirects=False).headers["location"] == "/dlq"
-        assert (
-            client.get("/login?next=//evil.example", auth=("ann", "pw"), follow_redirects=False).headers["location"]
-            == "/review"
-        )
-    assert store.decisions(escalation_id) == []  # nothing was recorded by any of them
+def test_pages_need_someone_signed_in_unless_open_and_nothing_is_decided_without_credentials(tmp_path, airfryer):
+    from .test_console_auth import HASHED
 
-
-def test_pages_need_a_reviewer_unless_open_and_nothing_is_decided_without_credentials(tmp_path, airfryer):
-    settings = offline(console_users={"ann": "pw"})
+    settings = offline(console_users={"ann": HASHED}, console_user_roles={"ann": ["reviewer"]})
     store, escalation_id = escalated_store(tmp_path, settings, *airfryer)
+    paths = ("/cases", f"/cases/{AIRFRYER}", "/review", "/dlq", f"/media/{AIRFRYER}/1/b2-1/frames/1")
     with TestClient(create_app(settings, store, follow=False)) as client:
-        for path in ("/cases", f"/cases/{AIRFRYER}", "/review", "/dlq", f"/media/{AIRFRYER}/1/b2-1/frames/1"):
-            assert client.get(path).status_code == 401, path
-            assert client.get(path, auth=("ann", "pw")).status_code == 200, path
+        for path in paths:
+            to = client.get(path, follow_redirects=False)
+            assert to.status_code == 303 and to.headers["location"].startswith("/login?next=/"), path
         assert client.get("/healthz").status_code == 200
+        signed_in(client)
+        for path in paths:
+            assert client.get(path).status_code == 200, path
     with TestClient(create_app(offline(), store, follow=False, public_pages=True)) as client:
         assert client.get("/cases").status_code == 200
-        token = re.search(r'name="csrf" value="([^"]+)"', client.get("/review").text).group(1)
-        assert decide(client, escalation_id, token, auth=("ann", "pw")).status_code == 403  # no reviewer configured
+        refused = decide(client, escalation_id, "")
+        assert refused.status_code == 403 and "read-only" in refused.text  # no one configured to sign in
+    assert store.decisions(escalation_id) == []
 
 
 @pytest.mark.integration
 async def test_a_decision_is_published_once_and_a_different_one_only_as_an_override(settings, tmp_path, airfryer):
-    settings = settings.model_copy(update={"console_users": {"ann": "pw"}})
+    from .test_console_auth import HASHED, KEY
+
+    settings = settings.model_copy(
+        update={
+            "console_users": {"ann": HASHED},
+            "console_user_roles": {"ann": ["reviewer"]},
+            "outcome_signing_key": KEY,
+        }
+    )
     store, escalation_id = escalated_store(tmp_path, settings, *airfryer)
 
     def run() -> list[tuple[int, str]]:
         with TestClient(create_app(settings, store, follow=False, public_pages=True)) as client:
-            token = csrf_of(client)
+            token = signed_in(client)
             said = [
                 decide(client, escalation_id, token, buyer="2", seller="3", rationale="the seal was intact"),
                 decide(client, escalation_id, token, buyer="2", seller="3"),  # the same decision again
@@ -315,23 +294,33 @@ async def test_a_decision_is_published_once_and_a_different_one_only_as_an_overr
     assert {(o.source, o.escalation_id, o.case_id) for o in outcomes} == {("human_panel", escalation_id, AIRFRYER)}
     assert len({o.event_id for o in outcomes}) == 2
     history = store.decisions(escalation_id)
-    assert [(d.winner, d.reviewer, d.rationale, d.override_of) for d in history] == [
-        ("seller", "ann", "the seal was intact", None),
-        ("buyer", "ann", None, history[0].seq),
+    assert [(d.winner, d.reviewer, d.role, d.rationale, d.override_of) for d in history] == [
+        ("seller", "ann", "reviewer", "the seal was intact", None),
+        ("buyer", "ann", "reviewer", None, history[0].seq),
     ]
     assert all(d.published_at for d in history)
 
 
-def test_a_human_panels_decision_read_from_the_topic_marks_the_case_reviewed(tmp_path, airfryer):
-    settings = offline()
+def test_a_human_panels_signed_decision_read_from_the_topic_marks_the_case_reviewed(tmp_path, airfryer):
+    from cyberjurors.schemas import DecidedBy
+    from cyberjurors.streams import signing
+
+    from .test_console_auth import KEY
+
+    settings = offline(outcome_signing_key=KEY)
     store, escalation_id = escalated_store(tmp_path, settings, *airfryer)
+    store.verified = lambda outcome: signing.check(outcome, settings).ok
     assert store.escalation_ids(reviewed=False) == [escalation_id]
-    outcome = OutcomeReported(
-        case_id=AIRFRYER,
-        votes={"buyer": 0, "seller": 5},
-        source="human_panel",
-        escalation_id=escalation_id,
-        event_id="panel-7",
+    outcome = signing.sign(
+        OutcomeReported(
+            case_id=AIRFRYER,
+            votes={"buyer": 0, "seller": 5},
+            source="human_panel",
+            escalation_id=escalation_id,
+            event_id="panel-7",
+            decided_by=DecidedBy(reviewer="pat", role="reviewer"),
+        ),
+        KEY,
     )
     for offset in (0, 0):
         store.apply("outcome", Msg("disputes.outcomes", 0, offset, outcome.model_dump_json().encode()))
@@ -510,4 +499,4 @@ def test_embedded_it_judges_the_cases_it_is_given_serves_them_and_stops_with_its
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         log.close()
-    assert "password" in (tmp_path / "console.log").read_text()  # the run's token, printed
+    assert re.search(r"sign in as admin with the password \S{20,}", (tmp_path / "console.log").read_text())

@@ -27,7 +27,7 @@ from cyberjurors.streams import signing
 from cyberjurors.streams.broker import broker_env
 
 from .conftest import read_topic
-from .test_console import AIRFRYER, Msg, airfryer, escalated_store, offline  # noqa: F401 (a fixture)
+from .test_console import AIRFRYER, Msg, escalated_store, judged, offline, sample
 
 PASSWORD = "correct horse battery"
 HASHED = hash_password(PASSWORD)
@@ -68,6 +68,12 @@ def decide(client: TestClient, escalation_id: str, token: str, headers: dict | N
         data={"csrf": token, "escalation": escalation_id, "winner": "seller", **form},
         headers={"HX-Request": "true", **(headers or {})},
     )
+
+
+@pytest.fixture(scope="module")
+def airfryer():
+    _, after, verdict = asyncio.run(judged(sample(AIRFRYER), offline()))
+    return after, verdict
 
 
 def audited(store: Store) -> list[tuple[str, str, str]]:
