@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..config import ConsoleRole, Settings
+from ..errors import CyberJurorsError
 from .sessions import Session, Sessions
 
 CSRF_FIELD = "csrf"
@@ -90,11 +91,13 @@ class Person:
         return ", ".join(r for r in ("viewer", "reviewer", "supervisor", "operator") if r in self.roles)
 
 
-class Refused(HTTPException):
-    """A request the console will not serve, with what the audit log should say about it."""
+class Refused(CyberJurorsError, HTTPException):
+    """A request the console will not serve (an HTTP status), with what the audit log should say about it."""
+
+    kind = "console_refused"
 
     def __init__(self, status: int, detail: str, audit: str | None = None, headers: dict[str, str] | None = None):
-        super().__init__(status, detail, headers=headers)
+        HTTPException.__init__(self, status, detail, headers=headers)
         self.audit = audit
 
 
