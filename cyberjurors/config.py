@@ -38,6 +38,8 @@ Provider = Literal["anthropic", "openai", "offline"]
 # what a person may do in the console: read; publish decisions; override another's decision; replay dead letters
 ConsoleRole = Literal["viewer", "reviewer", "supervisor", "operator"]
 CONSOLE_ROLES: tuple[ConsoleRole, ...] = get_args(ConsoleRole)
+# what a worker never needs: who may sign in to the console, and how
+CONSOLE_SECRETS = ("console_token", "console_users", "console_user_roles", "console_group_roles", "console_tls_key")
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 
 
@@ -734,6 +736,16 @@ class Settings(BaseSettings):
         description="how long disputes.audit keeps entries; unset = kept for good (compacted on each "
         "entry's own id, so nothing is dropped)",
     )
+
+    def for_worker(self) -> Settings:
+        """These settings without what only the console needs (who may sign in, and how): a worker
+        child process is handed no one's password hash and no service token. It keeps
+        outcome_signing_key, which it verifies human-panel decisions with."""
+        return self.model_copy(
+            update={
+                name: Settings.model_fields[name].get_default(call_default_factory=True) for name in CONSOLE_SECRETS
+            }
+        )
 
     @field_validator("console_users")
     @classmethod

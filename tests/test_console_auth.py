@@ -468,3 +468,18 @@ def test_an_audit_entry_is_bounded_whatever_it_is_given(tmp_path):
     [row] = store._rows("SELECT * FROM audit")
     assert (len(row["actor"]), len(row["target"]), len(row["detail"])) == (128, 200, MAX_DETAIL_CHARS)
     assert row["id"] == entry["id"] and row["published"] == 0
+
+
+def test_a_worker_child_gets_the_signing_key_and_no_one_s_sign_in(tmp_path):
+    from cyberjurors.streams.worker_process import WorkerProcess
+
+    shows_env = tmp_path / "env.sh"  # in place of python: prints the environment it was given
+    shows_env.write_text("#!/bin/sh\nenv\n")
+    shows_env.chmod(0o755)
+    worker = WorkerProcess(settings_for(), tmp_path / "worker.log", python=str(shows_env)).start()
+    assert worker.process.wait(30) == 0
+    given = dict(line.split("=", 1) for line in (tmp_path / "worker.log").read_text().splitlines() if "=" in line)
+    assert given["CYBERJURORS_OUTCOME_SIGNING_KEY"] == KEY
+    assert json.loads(given.get("CYBERJURORS_CONSOLE_USERS", "{}")) == {}
+    assert "CYBERJURORS_CONSOLE_TOKEN" not in given
+    assert not any(HASHED in value for value in given.values())

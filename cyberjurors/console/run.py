@@ -29,8 +29,6 @@ from .app import create_app
 from .auth import hash_password
 
 RUN_USER = "admin"
-# what the worker beside an embedded console needs none of
-CONSOLE_SECRETS = ("console_token", "console_users", "console_user_roles", "console_group_roles", "console_tls_key")
 
 
 class Exposed(CyberJurorsError, ValueError):
@@ -101,14 +99,7 @@ def start_embedded(settings: Settings, stack: contextlib.ExitStack, paths: list[
     settings = settings.model_copy(update=update)
     asyncio.run(ensure_topics(settings))
     # the worker verifies the console's decisions: it needs the signing key, and no one's sign-in
-    worker = WorkerProcess(
-        settings.model_copy(
-            update={
-                name: Settings.model_fields[name].get_default(call_default_factory=True) for name in CONSOLE_SECRETS
-            }
-        ),
-        workdir / "worker.log",
-    )
+    worker = WorkerProcess(settings.for_worker(), workdir / "worker.log")
     stack.push(worker)
     worker.start()
     out.print(

@@ -71,7 +71,7 @@ class WorkerProcess:
         self.stop(self.INTERRUPTED_STOP_TIMEOUT_S if interrupted else self.STOP_TIMEOUT_S)
 
     def start(self) -> WorkerProcess:
-        env = child_env(self.settings) | self.env
+        env = child_env(self.settings.for_worker()) | self.env
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
