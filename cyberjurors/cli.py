@@ -491,7 +491,7 @@ def console_password(
         console.print(f"[red]the console extra is needed:[/] {install_extra('console')}", soft_wrap=True)
         raise typer.Exit(2) from err
     if sys.stdin.isatty():
-        password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
+        password = typer.prompt("password", hide_input=True, confirmation_prompt=True, err=True)
     else:
         password = sys.stdin.readline().rstrip("\n")
     if len(password) < 12:

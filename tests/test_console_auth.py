@@ -483,3 +483,28 @@ def test_a_worker_child_gets_the_signing_key_and_no_one_s_sign_in(tmp_path):
     assert json.loads(given.get("CYBERJURORS_CONSOLE_USERS", "{}")) == {}
     assert "CYBERJURORS_CONSOLE_TOKEN" not in given
     assert not any(HASHED in value for value in given.values())
+
+
+def test_behind_a_tls_proxy_a_form_from_the_https_origin_is_this_site(tmp_path, airfryer):
+    settings = settings_for(console_behind_proxy=True)
+    store, _ = escalated_store(tmp_path, settings, *airfryer)
+    # the proxy serves https://console.example; the console itself is reached over plain HTTP
+    with TestClient(create_app(settings, store, follow=False), base_url="http://console.example") as client:
+        form = client.get("/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)
+        client.cookies.set("cj_signin", token)
+        signed = client.post(
+            "/login",
+            data={"csrf": token, "user": "vera", "password": PASSWORD, "next": "/review"},
+            headers={"Origin": "https://console.example"},
+            follow_redirects=False,
+        )
+        assert signed.status_code == 303
+        session = signed.cookies.get("__Host-cj_session") or re.search(
+            r"__Host-cj_session=([^;]+)", signed.headers["set-cookie"]
+        ).group(1)
+        client.cookies.set("__Host-cj_session", session)  # httpx sends no Secure cookie over http: by hand
+        assert "vera <small>(viewer)</small>" in client.get("/review").text
+        other = client.post("/logout", data={"csrf": csrf_of(client)}, headers={"Origin": "https://evil.example"})
+        assert other.status_code == 403
+    assert ("vera", "refused_foreign_form", "refused") in audited(store)

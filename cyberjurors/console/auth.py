@@ -214,8 +214,7 @@ class Auth:
 def check_form(request: Request, person: Person, form_token: object) -> None:
     """403 unless the form comes from this site and carries the session's own CSRF token (scripts with
     the service token carry none: a browser never sends a bearer token by itself)."""
-    origin = request.headers.get("origin")
-    if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+    if not same_origin(request):
         raise Refused(403, "a form from another site is refused", audit="refused_foreign_form")
     if person.via == "token":
         return
@@ -228,11 +227,24 @@ def check_form(request: Request, person: Person, form_token: object) -> None:
         )
 
 
+def same_origin(request: Request) -> bool:
+    """Whether the request's Origin (when the browser sends one) is this console. Behind a proxy that
+    serves HTTPS the console itself is reached over HTTP: the browser's origin is https then."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    console = request.app.state.console
+    schemes = {request.url.scheme} | ({"https"} if console.settings.console_behind_proxy else set())
+    return origin in {f"{scheme}://{request.headers.get('host', '')}" for scheme in schemes}
+
+
 def login_csrf(request: Request) -> str:
     return request.cookies.get(LOGIN_CSRF_COOKIE) or secrets.token_urlsafe(32)
 
 
 def check_login_csrf(request: Request, form_token: object) -> None:
+    if not same_origin(request):
+        raise Refused(403, "a sign-in form from another site is refused", audit="refused_foreign_form")
     cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
     if not cookie or not isinstance(form_token, str) or not _same(form_token, cookie):
         raise Refused(403, "the sign-in form is stale: reload it and sign in again", audit="refused_csrf")
