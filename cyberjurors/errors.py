@@ -131,6 +131,10 @@ OTHER_REASONS = (
     "draft_expired",  # an incremental case never closed within intake_draft_ttl_s: not replayable
     "case_expired",  # an outcome for a case whose verdict expired (state_retention_s): not replayable
     "outcome_conflict",  # a second outcome for a counted case with other votes, source or escalation: final
+    # human-panel outcomes (streams/signing.py): refused before anything is counted or learned
+    "unsigned_outcome",  # source human_panel without a signature or decided_by: final, only the signer can fix it
+    "forged_outcome",  # a signature that does not verify (altered after signing, or a bad signature): final
+    "outcome_unverifiable",  # signed with a key id this worker does not hold: replayable once it holds the key
     # appeals (disputes.appeals, stage appeal), all final: the same appeal would be refused the same way
     "invalid_appeal",  # an appeal event that does not parse, or over max_event_bytes
     "appeal_evidence_rejected",  # evidence filed with an appeal that intake's rules refuse (the reason in the detail)

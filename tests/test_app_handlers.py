@@ -22,10 +22,11 @@ from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
 from cyberjurors.jury.verdict import VERDICT_NAMESPACE, verdict_id
 from cyberjurors.llm import LLMError
-from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, Verdict
+from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, DisputeCase, OutcomeReported, Verdict
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.ingest import Ingest
 from cyberjurors.streams.outcomes import Outcomes
+from cyberjurors.streams.signing import sign
 from cyberjurors.streams.stage_hop import StageHop, StageResults
 from cyberjurors.streams.verdicts import Verdicts
 
@@ -238,7 +239,8 @@ async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and
     whatever its envelope or decided_at) is logged and ignored; one with other votes (the tester's
     10:7, then 1:16) must not vanish in a log line: a dead letter keeps it, final, saying what was
     counted and what differs."""
-    settings = Settings(llm_backend="offline", jurors=3, rounds=1)
+    key = "the console's outcome signing key, 32+ chars"
+    settings = Settings(llm_backend="offline", jurors=3, rounds=1, outcome_signing_key=key)
     llm, jury = OfflineLLM(), Jury.from_settings(settings)
     case_file = await focus_stage(CaseFile(case=text_case("c-1"), received_at=NOW), llm, settings)
     case_file = await round_stage(await clues_stage(case_file, llm, settings, NoPrecedents()), jury, llm, settings)
@@ -275,6 +277,9 @@ async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and
     assert parts.table["c-1/outcome"] is stored and counted._value.get() == before + 1  # the first stands
 
     panel = first | {"votes": {"buyer": 2, "seller": 1}, "source": "human_panel"}  # another decider
-    await outcomes(event(json.dumps(panel).encode(), b"c-1"))
+    by = DecidedBy(reviewer="ann", role="reviewer")  # signed: the console's word, refused only as a conflict
+    await outcomes(
+        event(sign(OutcomeReported.model_validate(panel | {"decided_by": by}), key).model_dump_json().encode(), b"c-1")
+    )
     assert [d.reason for d in dead(parts.dlq)] == ["outcome_conflict"] * 2
     assert "differs in votes, source (" in dead(parts.dlq)[1].detail

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -19,11 +21,13 @@ from cyberjurors.jury.escalation import escalate, escalation_event, escalation_i
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage
 from cyberjurors.jury.verdict import decide
+from cyberjurors.precedents import learning
 from cyberjurors.schemas import (
     ESCALATION_REASONS,
     BallotDraft,
     CaseFile,
     DeadLetter,
+    DecidedBy,
     DisputeCase,
     Escalation,
     Focus,
@@ -36,6 +40,7 @@ from cyberjurors.schemas import (
     Verdict,
     Verification,
 )
+from cyberjurors.streams import signing
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcomes import Outcomes
@@ -45,7 +50,18 @@ from cyberjurors.streams.verdicts import Verdicts
 from .conftest import EXAMPLES, calls, read_topic, worker_process
 from .test_app_handlers import NOW, Topic, event
 
-BASE = {"llm_backend": "offline", "precedent_backend": "none", "rounds": 1, "warm_cache_first": False}
+KEY = "the console's outcome signing key, 32+ chars"  # outcome_signing_key: human-panel outcomes verify under it
+OTHER_KEY = "another console's signing key, 32+ chars"
+# every reason a human panel's outcome is refused for its signature (streams/signing.py), each driven here:
+# the "outcomes" rows of tests/test_dead_letters.py's table for them
+SIGNATURE_REASONS = {"unsigned_outcome", "forged_outcome", "outcome_unverifiable"}
+BASE = {
+    "llm_backend": "offline",
+    "precedent_backend": "none",
+    "rounds": 1,
+    "warm_cache_first": False,
+    "outcome_signing_key": KEY,
+}
 
 
 def conf(**over) -> Settings:
@@ -352,11 +368,18 @@ def outcomes_counted() -> float:
     )
 
 
-def outcomes_handler(s: Settings, h: SimpleNamespace, dlq: Topic) -> Outcomes:
+def signed(panel: dict, key: str = KEY) -> bytes:
+    """A human panel's decision as the console publishes it: who decided, signed with ``key``."""
+    outcome = OutcomeReported.model_validate(panel | {"decided_by": DecidedBy(reviewer="ann", role="reviewer")})
+    return signing.sign(outcome, key).model_dump_json().encode()
+
+
+def outcomes_handler(s: Settings, h: SimpleNamespace, dlq: Topic, precedents: Any = None) -> Outcomes:
+    base: Any = precedents or SimpleNamespace(enabled=False)  # off unless a test brings a double
     return Outcomes(
         s,
         OfflineLLM(),
-        SimpleNamespace(enabled=False),
+        base,
         h.verdicts.results,
         {},  # type: ignore[arg-type]
         DeadLetters(dlq, metrics.CasesInFlight()),
@@ -384,16 +407,17 @@ async def test_a_human_panels_decision_on_an_escalated_case_feeds_drift_and_is_c
         "source": "human_panel",
         "escalation_id": escalation_id(decided),
     }  # a panel of three, for the buyer: against our 9:8 seller
+    sent = signed(panel)
     for _ in range(2):  # the second time a redelivery: counted once
-        await outcomes(event(json.dumps(panel).encode(), b"esc-1"))
+        await outcomes(event(sent, b"esc-1"))
     assert dlq.sent == []
     assert metrics.HUMAN_DECISIONS.labels("disagree")._value.get() == before[0] + 1
     assert disagreed._value.get() == before[1] + 1  # real winner buyer, ours seller
     error = metrics.OUTCOME_VOTE_ERROR.labels(decided.category)._sum.get() - before[2]
     assert error == pytest.approx(abs(9 - 17 / 3))  # a panel of three scaled to the 17-vote split
-    assert h.table["esc-1/outcome"] == OutcomeReported.model_validate(panel).model_dump_json().encode()
+    assert h.table["esc-1/outcome"] == sent
     # the same votes without source must be the platform's 17-member jury
-    await outcomes(event(json.dumps(panel | {"source": None}).encode(), b"esc-1"))
+    await outcomes(event(json.dumps(json.loads(sent) | {"source": None}).encode(), b"esc-1"))
     assert json.loads(dlq.sent[0][1])["reason"] == "invalid_outcome"
 
 
@@ -409,7 +433,7 @@ async def test_a_panels_decision_on_an_unescalated_verdict_feeds_drift_but_not_t
         sum(metrics.HUMAN_DECISIONS.labels(a)._value.get() for a in ("agree", "disagree")),
     )
     panel = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 0, "seller": 1}, "source": "human_panel"}
-    await outcomes_handler(s, h, dlq)(event(json.dumps(panel).encode(), b"esc-1"))
+    await outcomes_handler(s, h, dlq)(event(signed(panel), b"esc-1"))
     assert dlq.sent == [] and outcomes_counted() == counted + 1
     assert sum(metrics.HUMAN_DECISIONS.labels(a)._value.get() for a in ("agree", "disagree")) == panels
 
@@ -424,15 +448,136 @@ async def test_a_panels_decision_naming_another_escalation_is_refused_not_learne
     counted = outcomes_counted()
     other = decided.model_copy(update={"verdict_id": "another-case-verdict"})  # another case's escalation
     panel = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 2, "seller": 1}, "source": "human_panel"}
-    for wrong in (escalation_id(other), "\u202e\u0000" * 32):
-        await outcomes(event(json.dumps(panel | {"escalation_id": wrong}).encode(), b"esc-1"))
+    for wrong in (escalation_id(other), "\u202e\u0000" * 32):  # signed: the console's word, for the wrong case
+        await outcomes(event(signed(panel | {"escalation_id": wrong}), b"esc-1"))
     letters = [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
     assert [(d.stage, d.reason, d.replayable) for d in letters] == [("outcomes", "invalid_outcome", False)] * 2
     assert letters[0].detail.startswith("escalation_id is not an escalation of case esc-1")
     assert "\u202e" not in letters[1].detail  # the offending id is not echoed
     assert outcomes_counted() == counted and "esc-1/outcome" not in h.table  # neither was taken as its decision
-    await outcomes(event(json.dumps(panel | {"escalation_id": escalation_id(decided)}).encode(), b"esc-1"))
+    await outcomes(event(signed(panel | {"escalation_id": escalation_id(decided)}), b"esc-1"))
     assert len(dlq.sent) == 2 and outcomes_counted() == counted + 1
+
+
+def drift() -> tuple[float, ...]:
+    """What an outcome moves when it is counted: the drift counters (outcomes and the vote error's
+    observations and sum, whatever their labels) and the human panels' agreement."""
+    errors = [s for f in metrics.OUTCOME_VOTE_ERROR.collect() for s in f.samples]
+    return (
+        outcomes_counted(),
+        sum(s.value for s in errors if s.name == "cyberjurors_outcome_vote_error_count"),
+        sum(s.value for s in errors if s.name == "cyberjurors_outcome_vote_error_sum"),
+        *(metrics.HUMAN_DECISIONS.labels(a)._value.get() for a in ("agree", "disagree")),
+    )
+
+
+async def test_a_human_panels_decision_is_counted_and_learned_only_when_signed_by_a_key_the_worker_holds(
+    monkeypatch, caplog
+):
+    s = conf()
+    h = handler(s)
+    decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=9)))
+    h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
+    learned: list[OutcomeReported] = []
+
+    async def learn(outcome: OutcomeReported, *_: object) -> learning.LearningReport:
+        learned.append(outcome)
+        return learning.LearningReport(agreed=outcome.votes.winner == decided.winner)
+
+    async def opened() -> tuple[None, None]:
+        return None, None
+
+    monkeypatch.setattr(learning, "learn", learn)
+    dlq = Topic()
+    outcomes = outcomes_handler(s, h, dlq, SimpleNamespace(enabled=True, open=opened))
+    panel = {
+        "type": "outcome",
+        "case_id": "esc-1",
+        "votes": {"buyer": 2, "seller": 1},
+        "source": "human_panel",
+        "escalation_id": escalation_id(decided),
+    }  # the panel overturns our 9:8 for the seller: what a forger would claim, to lower our guidelines
+    altered = json.loads(signed(panel | {"votes": {"buyer": 1, "seller": 2}})) | {"votes": panel["votes"]}
+    unsigned = OutcomeReported.model_validate(panel | {"decided_by": {"reviewer": "ann", "role": "reviewer"}})
+    nobody = signing.sign(OutcomeReported.model_validate(panel), KEY)  # a valid MAC, but no one named as deciding
+    refused = [
+        unsigned.model_dump_json().encode(),
+        json.dumps(altered).encode(),  # signed for the seller, then turned for the buyer
+        signed(panel, key=OTHER_KEY),
+        nobody.model_dump_json().encode(),
+    ]
+    before = drift()
+    with caplog.at_level(logging.WARNING, logger="cyberjurors.streams"):
+        for value in refused:
+            await outcomes(event(value, b"esc-1"))
+    letters = [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
+    assert [(d.stage, d.reason, d.replayable, d.key) for d in letters] == [
+        ("outcomes", "unsigned_outcome", False, "esc-1"),
+        ("outcomes", "forged_outcome", False, "esc-1"),
+        ("outcomes", "outcome_unverifiable", True, "esc-1"),
+        ("outcomes", "unsigned_outcome", False, "esc-1"),
+    ]
+    assert {d.reason for d in letters} == SIGNATURE_REASONS
+    assert [base64.b64decode(d.original_base64) for d in letters] == refused  # kept as sent, for the audit
+    assert "without its signature" in letters[0].detail and "without its decided_by" in letters[3].detail
+    assert "altered after signing" in letters[1].detail
+    assert f"signed with key {signing.key_id(OTHER_KEY)}, which this worker does not hold" in letters[2].detail
+    assert drift() == before, "a refused decision moved the drift counters or the panels' count"
+    assert "esc-1/outcome" not in h.table and learned == []  # not taken as the case's outcome, nothing learned
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.funcName == "handle"]
+    assert warned == [
+        f"case esc-1: a human panel's decision refused, {reason}"
+        for reason in ("unsigned_outcome", "forged_outcome", "outcome_unverifiable", "unsigned_outcome")
+    ]
+
+    genuine = signed(panel)  # the console's: counted once and learned from, though forgeries came first
+    await outcomes(event(genuine, b"esc-1"))
+    assert len(dlq.sent) == len(refused)
+    counted, errors, _, agreed, disagreed = drift()
+    assert (counted, errors, agreed, disagreed) == (before[0] + 1, before[1] + 1, before[3], before[4] + 1)
+    assert h.table["esc-1/outcome"] == genuine
+    assert [o.model_dump_json().encode() for o in learned] == [genuine]
+
+
+async def test_a_signature_not_in_the_consoles_form_is_forged_and_never_echoed(caplog):
+    s = conf()
+    h = handler(s)
+    decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=9)))
+    h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
+    dlq = Topic()
+    outcomes = outcomes_handler(s, h, dlq)
+    genuine = json.loads(signed({"case_id": "esc-1", "votes": {"buyer": 2, "seller": 1}, "source": "human_panel"}))
+    _, kid, mac = genuine["signature"].split(":")
+    before = drift()
+    with caplog.at_level(logging.WARNING, logger="cyberjurors.streams"):
+        for signature in (
+            "hmac-sha256:x\n[WARNING] case esc-1: upheld by the supervisor\x1b[2J:ab",  # a forged log line
+            f"hmac-sha1:{kid}:{mac}",
+            f"hmac-sha256:{kid.upper()}:{mac}",
+            f"hmac-sha256:{kid}:{mac[:-1]}",
+        ):
+            await outcomes(event(json.dumps(genuine | {"signature": signature}).encode(), b"esc-1"))
+    letters = [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
+    assert [(d.reason, d.replayable) for d in letters] == [("forged_outcome", False)] * 4
+    assert all(d.detail == "the signature is not hmac-sha256:<key id>:<hex>" for d in letters)
+    assert not [r for r in caplog.records if "upheld by the supervisor" in r.getMessage()]
+    assert drift() == before and "esc-1/outcome" not in h.table
+    assert decided.escalated
+
+
+async def test_the_platforms_own_jury_needs_no_signature():
+    s = conf()  # a worker holding a key: only human-panel decisions must be signed
+    h = handler(s)
+    decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=9)))
+    h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
+    dlq = Topic()
+    before = drift()
+    platform = {"type": "outcome", "case_id": "esc-1", "votes": {"buyer": 12, "seller": 5}, "source": "platform_jury"}
+    await outcomes_handler(s, h, dlq)(event(json.dumps(platform).encode(), b"esc-1"))
+    assert dlq.sent == [] and "esc-1/outcome" in h.table
+    counted, errors, _, agreed, disagreed = drift()
+    assert (counted, errors, agreed, disagreed) == (before[0] + 1, before[1] + 1, before[3], before[4])
+    assert decided.escalated  # an escalated case: the panel's count is for human panels only
 
 
 # --- a real worker ------------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 counters, once per case: a redelivered outcome is not counted again, and one whose decision differs
 from the counted one's is a final dead letter, ``outcome_conflict``) whether or not the precedent
 base is on; with it on, learned from, and every ``redistil_after`` confirmed cases of a category on
-a partition the category's guidelines are re-distilled.
+a partition the category's guidelines are re-distilled. A human panel's decision (``source:
+human_panel``) must carry a signature by a key the worker holds (streams/signing.py): one without it
+(``unsigned_outcome``), with one that does not verify (``forged_outcome``) or by a key this worker
+does not hold (``outcome_unverifiable``, replayable) is a dead letter before anything is counted or learned.
 
 One outcome at a time (the agent's concurrency is 1): guideline versions must not race.
 """
@@ -24,6 +27,7 @@ from ..precedents import learning
 from ..precedents.models import PrecedentError
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, OutcomeReported, Verdict
+from . import signing
 from .dead_letters import DeadLetters, bug, shown_time
 from .ingest import key_problem
 from .stage_hop import StageResults
@@ -71,6 +75,12 @@ class Outcomes:
             await self.letters.write(event, "outcomes", "key_mismatch", problem, replayable=False)
             return
         tracing.name_case(outcome.case_id)
+        checked = signing.check(outcome, self.settings)
+        if not checked.ok:  # before the drift counters, the stored outcome and learning: a forgery changes nothing
+            # a security event, apart from the dead letter's own line (which carries the detail)
+            log.warning("case %s: a human panel's decision refused, %s", outcome.case_id, checked.reason)
+            await self.letters.write(event, "outcomes", checked.reason, checked.detail, replayable=checked.replayable)
+            return
         verdict, case_file = self.final(outcome.case_id)
         if verdict is None or case_file is None:
             await self.unmatched(event, outcome)
