@@ -42,6 +42,7 @@ from cyberjurors.streams.kafka import client_options, ensure_topics
 
 from .conftest import read_topic, running_app
 from .test_appeals import APPEAL_REASONS
+from .test_escalation import SIGNATURE_REASONS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cyberjurors"
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -108,6 +109,10 @@ TABLE: dict[tuple[str, str], bool] = {
     ("outcomes", "unknown_case"): True,  # the outcome came before its verdict
     ("outcomes", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
     ("outcomes", "outcome_conflict"): False,  # another decision than the counted one's: the first stands
+    # a human panel's decision whose signature does not prove the console sent it (streams/signing.py)
+    ("outcomes", "unsigned_outcome"): False,  # no signature or no decided_by: only the signer can add them
+    ("outcomes", "forged_outcome"): False,  # altered after signing, or not a signature: it never verifies
+    ("outcomes", "outcome_unverifiable"): True,  # by a key this worker lacks: replay once it holds the key
     ("outcomes", "stage_failed"): True,
     **{
         ("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
@@ -263,6 +268,18 @@ def _flag(call: ast.Call, fn: ast.AST) -> bool | tuple[type, ...]:
     return caught
 
 
+def _refusals(path: str = "streams/signing.py") -> dict[str, bool]:
+    """reason -> replayable for each ``Checked(False, reason, ..., replayable=...)`` that ``signing.check``
+    can return: a letter written with ``checked.reason`` carries one of them."""
+    found = {}
+    for call in ast.walk(_source(path)):
+        if isinstance(call, ast.Call) and _callee(call) == "Checked" and len(call.args) >= 2:
+            flags = [k.value for k in call.keywords if k.arg == "replayable"]
+            assert all(isinstance(f, ast.Constant) for f in flags), ast.unparse(call)
+            found[call.args[1].value] = flags[0].value if flags else False  # type: ignore[attr-defined]
+    return found
+
+
 def reasons_in_source() -> dict[tuple[str, str], bool]:
     """(family, reason) -> replayable for every dead letter the code can write."""
     rejected: set[str] = set()
@@ -280,6 +297,10 @@ def reasons_in_source() -> dict[tuple[str, str], bool]:
     writes = [w for path in STREAMS for w in _letters_written(_source(path))]
     assert writes, "no dead letters written in streams/: has the handler's write method been renamed?"
     for call, fn in writes:
+        if ast.unparse(call.args[2]) == "checked.reason":  # signing.check's refusals, each with its own flag
+            assert [ast.unparse(k.value) for k in call.keywords if k.arg == "replayable"] == ["checked.replayable"]
+            found |= {(family(call.args[1].value), r): f for r, f in _refusals().items()}  # type: ignore[attr-defined]
+            continue
         stage, reason, flag = call.args[1], call.args[2], _flag(call, fn)
         where = family(stage.value) if isinstance(stage, ast.Constant) else "pipeline"  # a stage hop's stage
         if isinstance(reason, ast.Constant):
@@ -320,7 +341,13 @@ def test_replayable_reads_the_letters_flag():
 
 
 # reasons first written after the flag existed: no letter without the flag can carry them
-SINCE_THE_FLAG = {"case_never_opened", "early_evidence_overflow", "case_expired", "key_mismatch"}
+SINCE_THE_FLAG = {
+    "case_never_opened",
+    "early_evidence_overflow",
+    "case_expired",
+    "key_mismatch",
+    *SIGNATURE_REASONS,
+}
 
 
 def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_rule():
@@ -696,4 +723,6 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     driven = {(family(d.stage), d.reason) for d in letters} | {("ingest", r) for r in [*INTAKE, "invalid_case"]}
     driven |= {("ingest", r) for r in HELD}  # need minutes of waiting on a running app: driven by a moved clock there
     driven |= {("appeal", r) for r in APPEAL_REASONS}  # each driven through the appeal handler in test_appeals.py
+    # each driven through the outcomes handler in test_escalation.py
+    driven |= {("outcomes", r) for r in SIGNATURE_REASONS}
     assert driven == set(TABLE)
