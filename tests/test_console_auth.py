@@ -508,3 +508,22 @@ def test_behind_a_tls_proxy_a_form_from_the_https_origin_is_this_site(tmp_path, 
         other = client.post("/logout", data={"csrf": csrf_of(client)}, headers={"Origin": "https://evil.example"})
         assert other.status_code == 403
     assert ("vera", "refused_foreign_form", "refused") in audited(store)
+
+
+def test_the_audit_log_page_shows_supervisors_who_did_what(console):
+    client, _, escalation_id = console
+    sign_in(client, "vera", "not her password")
+    sign_in(client, "vera")
+    decide(client, escalation_id, csrf_of(client))
+    client.cookies.clear()
+    sign_in(client, "sue")
+    page = client.get("/audit")
+    assert page.status_code == 200
+    rows = re.findall(r'<tr class="entry (\w+)" data-action="(\w+)" data-actor="([^"]+)">', page.text)
+    assert rows == [  # newest first
+        ("done", "sign_in", "sue"),
+        ("refused", "refused_decide", "vera"),
+        ("done", "sign_in", "vera"),
+        ("refused", "sign_in", "vera"),
+    ]
+    assert "testclient" in page.text  # from where

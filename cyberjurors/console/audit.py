@@ -65,7 +65,7 @@ class Audit:
         return entry
 
     def entries(self, limit: int = 500) -> list[dict[str, Any]]:
-        rows = self.store._rows("SELECT * FROM audit ORDER BY at DESC, id LIMIT ?", limit)
+        rows = self.store._rows("SELECT * FROM audit ORDER BY at DESC, rowid DESC LIMIT ?", limit)
         return [dict(r) for r in rows]
 
     async def flush(self) -> int:
