@@ -597,11 +597,6 @@ def test_a_password_signs_in_onto_next_and_signing_out_ends_the_session(deployed
     thief.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="console bug: after a wrong password the sign-in page forgets `next` (app.py login_page reads it "
-    "from the query string, and the form posts to /login without one), so the right one lands on /review",
-)
 def test_a_wrong_password_first_still_lands_on_next(deployed, browser):
     from playwright.sync_api import expect
 
@@ -620,11 +615,6 @@ def test_a_wrong_password_first_still_lands_on_next(deployed, browser):
     assert (kept, landed) == ("/dlq", f"{deployed.url}/dlq")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="console bug: its pages carry no Cache-Control, so after sign-out the browser's Back shows a page "
-    "as the signed-out person saw it, from its cache (app.py page(): no `Cache-Control: no-store`)",
-)
 def test_back_after_signing_out_shows_no_page_as_signed_in(deployed, browser):
     from playwright.sync_api import expect
 

@@ -609,3 +609,60 @@ async def test_a_worker_sends_escalations_keyed_by_case_and_resends_the_same_one
         again = await read_topic(settings, "disputes.escalations", until=2, timeout_s=60)
     assert [v for _, v in again] == [raised, raised]  # the same escalation, not a second one
     assert len(calls(settings.llm_call_log)) == model_calls
+
+
+async def test_a_supervisors_signed_override_replaces_the_standing_decision_and_only_it(monkeypatch):
+    s = conf()
+    h = handler(s)
+    decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=9)))
+    h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
+    followed: list[tuple[str | None, str | None]] = []
+
+    async def overridden(earlier: OutcomeReported, outcome: OutcomeReported, *_: object) -> learning.LearningReport:
+        followed.append((earlier.event_id, outcome.event_id))
+        return learning.LearningReport(agreed=outcome.votes.winner == decided.winner)
+
+    async def opened() -> tuple[None, None]:
+        return None, None
+
+    async def learn(outcome: OutcomeReported, *_: object) -> learning.LearningReport:
+        return learning.LearningReport(agreed=True)
+
+    monkeypatch.setattr(learning, "overridden", overridden)
+    monkeypatch.setattr(learning, "learn", learn)
+    dlq = Topic()
+    outcomes = outcomes_handler(s, h, dlq, SimpleNamespace(enabled=True, open=opened))
+    panel = {
+        "type": "outcome",
+        "case_id": "esc-1",
+        "source": "human_panel",
+        "escalation_id": escalation_id(decided),
+    }
+
+    def by(who: str, role: str, event_id: str, buyer: int, seller: int, override_of: str | None = None) -> bytes:
+        outcome = OutcomeReported.model_validate(
+            panel
+            | {
+                "votes": {"buyer": buyer, "seller": seller},
+                "event_id": event_id,
+                "decided_by": DecidedBy(reviewer=who, role=role, override_of=override_of),
+            }
+        )
+        return signing.sign(outcome, KEY).model_dump_json().encode()
+
+    first = by("ann", "reviewer", "console:e:1", 0, 1)
+    await outcomes(event(first, b"esc-1"))
+    counted = drift()
+    stray = by("bob", "reviewer", "console:e:9", 1, 0)  # different, naming nothing it overrides
+    override = by("sue", "supervisor", "console:e:2", 1, 0, override_of="console:e:1")
+    stale = by("sue", "supervisor", "console:e:3", 2, 0, override_of="console:e:0")  # names no standing decision
+    for value in (stray, override, override, first, stale):  # the override redelivered; the first one too
+        await outcomes(event(value, b"esc-1"))
+    assert [json.loads(v)["reason"] for _, v in dlq.sent] == ["outcome_conflict", "outcome_conflict"]
+    assert [DeadLetter.model_validate_json(v).original_base64 for _, v in dlq.sent] == [
+        base64.b64encode(stray).decode(),
+        base64.b64encode(stale).decode(),
+    ]
+    assert h.table["esc-1/outcome"] == override  # the standing decision now
+    assert followed == [("console:e:1", "console:e:2")]  # the precedent base followed it once
+    assert drift() == counted  # the counters keep the first decision

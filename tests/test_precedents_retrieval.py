@@ -244,6 +244,42 @@ async def test_outcomes_raise_lower_and_retire_guidelines_with_versions(tmp_path
     await index.close()
 
 
+async def test_a_supervisors_override_moves_the_precedent_base_to_its_decision_once(tmp_path, embedder, case):
+    from cyberjurors.schemas import DecidedBy
+
+    index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
+    await index.upsert([Document.of_guideline(guideline(1, "clothing", "buyer", RULES[0][2], confidence=0.5))])
+    s = settings(tmp_path)
+    case_file, verdict = CaseFile(case=case, received_at=NOW), verdict_for(case, "buyer", ["g-test01@1"])
+    panel = dict(case_id=case.case_id, source="human_panel", escalation_id="e1")
+    first = OutcomeReported(**panel, votes={"buyer": 3, "seller": 0}, event_id="console:e1:1")
+    await learning.learn(first, verdict, case_file, index, s, NOW)  # agreed: the case confirmed, the rule raised
+    assert (await index.get(["guideline:g-test01"]))[0].guideline.confidence == pytest.approx(0.55)
+
+    reversed_ = OutcomeReported(
+        **panel,
+        votes={"buyer": 0, "seller": 1},
+        event_id="console:e1:2",
+        decided_by=DecidedBy(reviewer="sue", role="supervisor", override_of="console:e1:1"),
+    )
+    for _ in range(2):  # a redelivered override applies once
+        report = await learning.overridden(first, reversed_, verdict, case_file, index, s, NOW)
+    assert not report.agreed and report.case_added is None
+    assert await index.get([f"case:{case.case_id}"]) == []  # no longer a precedent for the buyer
+    rule = (await index.get(["guideline:g-test01"]))[0].guideline
+    assert (rule.version, rule.history[-1].reason) == (3, "outcome_disagreed")
+    assert rule.confidence == pytest.approx(0.55 * 0.8) and rule.history[-1].case_id == f"{case.case_id}@console:e1:2"
+
+    split = OutcomeReported.model_validate(
+        reversed_.model_dump() | {"votes": {"buyer": 4, "seller": 1}, "event_id": "console:e1:3"}
+    )
+    report = await learning.overridden(reversed_, split, verdict, case_file, index, s, NOW)
+    [again] = await index.get([f"case:{case.case_id}"])
+    assert report.agreed and again.case.votes.buyer == 4  # the override's own votes
+    assert (await index.get(["guideline:g-test01"]))[0].guideline.version == 4  # raised back, one step
+    await index.close()
+
+
 async def test_redistilling_a_category_from_confirmed_cases_folds_rules_into_the_base(tmp_path, embedder):
     from cyberjurors.backends.offline import OfflineLLM
     from cyberjurors.precedents.distill import summarize_case

@@ -192,6 +192,8 @@ def page(request: Request, name: str, context: dict[str, Any], status: int = 200
     )
     if fresh is not None:
         console.auth.keep_session(response, fresh)
+    # what a person saw signed in is not shown again from the cache after they sign out
+    response.headers["cache-control"] = "no-store"
     return response
 
 
@@ -437,7 +439,7 @@ def _next(request: Request, given: object) -> str:
     return back if back.startswith("/") and not back.startswith("//") and "\\" not in back else "/review"
 
 
-def login_page(request: Request, message: str = "", status: int = 200, name: str = "") -> Response:
+def login_page(request: Request, message: str = "", status: int = 200, name: str = "", back: object = None) -> Response:
     console = console_of(request)
     token = login_csrf(request)
     response = console.templates.TemplateResponse(
@@ -449,7 +451,7 @@ def login_page(request: Request, message: str = "", status: int = 200, name: str
             "person": None,
             "auth_configured": console.auth.configured,
             "passwords": bool(console.auth.users),
-            "next": _next(request, request.query_params.get("next")),
+            "next": _next(request, request.query_params.get("next") if back is None else back),
             "message": message,
             "name": name,
         },
@@ -458,6 +460,7 @@ def login_page(request: Request, message: str = "", status: int = 200, name: str
     response.set_cookie(
         LOGIN_CSRF_COOKIE, token, httponly=True, samesite="strict", secure=console.auth.secure_cookies, path="/"
     )
+    response.headers["cache-control"] = "no-store"
     return response
 
 
@@ -477,11 +480,11 @@ async def login_post(request: Request) -> Response:
     where = address(request)
     if console.sessions.locked(name, where):
         console.audit.record(name or "anonymous", "", "sign_in", "refused", where, "", "locked: too many failures")
-        return login_page(request, "too many failed sign-ins: try again later", 429, name)
+        return login_page(request, "too many failed sign-ins: try again later", 429, name, form.get("next"))
     if not await asyncio.to_thread(password_ok, console.auth.users.get(name), str(form.get("password") or "")):
         console.sessions.failed(name, where)
         console.audit.record(name or "anonymous", "", "sign_in", "refused", where, "", "wrong name or password")
-        return login_page(request, "wrong name or password", 401, name)
+        return login_page(request, "wrong name or password", 401, name, form.get("next"))
     console.sessions.succeeded(name)
     session = console.sessions.start(name, "password", replacing=request.cookies.get(console.auth.session_cookie))
     person = Person(name, console.auth.roles_of(name), "password", session)

@@ -103,6 +103,49 @@ async def learn(
     return report
 
 
+async def overridden(
+    earlier: OutcomeReported,
+    outcome: OutcomeReported,
+    verdict: Verdict,
+    case_file: CaseFile,
+    index: PrecedentIndex,
+    settings: Settings,
+    now: datetime | None = None,
+) -> LearningReport:
+    """A human panel's decision replaced by a supervisor's override (signed, naming it): the
+    precedent base follows the override. The confirmed case becomes the override's, or goes when the
+    override no longer agrees with the jury. When the override reverses agreement, each cited
+    guideline takes one step the other way (not an exact undo: other cases may have moved it since),
+    recorded under the override's own id, so a redelivery applies it once."""
+    now = now or schemas.now()
+    was = earlier.votes.winner == verdict.winner
+    agreed = outcome.votes.winner == verdict.winner
+    report = LearningReport(agreed=agreed)
+    if agreed:
+        precedent = confirmed_case(case_file, outcome)
+        await index.upsert([Document.of_case(precedent)])
+        report.case_added = precedent.case_id
+    elif was:
+        await index.delete([f"case:{outcome.case_id}"])
+    if agreed == was:
+        return report
+    key = f"{outcome.case_id}@{outcome.event_id or 'override'}"
+    cited = [f"guideline:{ref.split('@')[0]}" for ref in verdict.cited_precedents]
+    changed = []
+    for doc in await index.get(cited):
+        if doc.guideline is None:
+            continue
+        new = adjust(doc.guideline, agreed, key, settings.guideline_min_confidence, now)
+        if new is not None:
+            changed.append(Document.of_guideline(new))
+            (report.raised if agreed else report.lowered).append(new.ref)
+            if not new.active:
+                report.retired.append(new.id)
+    if changed:
+        await index.upsert(changed)
+    return report
+
+
 async def redistil(
     category: str, case_ids: list[str], index: PrecedentIndex, embedder: Embedder, llm: LLM, settings: Settings
 ) -> BuildReport:

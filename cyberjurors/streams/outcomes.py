@@ -101,16 +101,12 @@ class Outcomes:
         earlier = self.count(outcome, decided)
         if earlier is not None:
             if differs := _differences(earlier, outcome):
-                await self.letters.write(
-                    event,
-                    "outcomes",
-                    "outcome_conflict",
-                    f"case {outcome.case_id}: an outcome "
-                    f"was counted already ({_described(earlier)}); this one differs in "
-                    f"{differs} ({_described(outcome)}). The first stands: a counter cannot "
-                    "take one back; neither counted nor learned from",
-                    replayable=False,
-                )
+                if _overrides(outcome, earlier):
+                    await self.override(event, earlier, outcome, decided, CaseFile.model_validate_json(case_file))
+                elif _overrides(earlier, outcome):  # redelivered, after the override that replaced it
+                    log.info("case %s: a decision since overridden, redelivered: left alone", outcome.case_id)
+                else:
+                    await self.conflict(event, earlier, outcome, differs)
                 return
             log.info("case %s: outcome already counted, not counted again", outcome.case_id)
         if not self.precedents.enabled:
@@ -124,6 +120,52 @@ class Outcomes:
         except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
             log.exception("outcome for case %s failed", outcome.case_id)
             await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
+
+    async def conflict(self, event: Any, earlier: OutcomeReported, outcome: OutcomeReported, differs: str) -> None:
+        await self.letters.write(
+            event,
+            "outcomes",
+            "outcome_conflict",
+            f"case {outcome.case_id}: an outcome "
+            f"was counted already ({_described(earlier)}); this one differs in "
+            f"{differs} ({_described(outcome)}). The first stands: a counter cannot "
+            "take one back; neither counted nor learned from",
+            replayable=False,
+        )
+
+    async def override(
+        self, event: Any, earlier: OutcomeReported, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile
+    ) -> None:
+        """A supervisor's signed override of the standing human-panel decision: it stands from now on
+        and the precedent base follows it; the drift counters keep the first decision (a counter
+        cannot take one back)."""
+        self.results.replace_outcome(outcome.case_id, outcome.model_dump_json().encode())
+        by = outcome.decided_by.reviewer if outcome.decided_by else "?"
+        log.info(
+            "case %s: %s overrode the human panel's decision (%s, now %s); the drift counters keep the first",
+            outcome.case_id,
+            by,
+            _described(earlier),
+            _described(outcome),
+        )
+        if not self.precedents.enabled:
+            return
+        try:
+            index, _ = await self.precedents.open()
+            report = await learning.overridden(earlier, outcome, decided, case_file, index, self.settings)
+        except (PrecedentError, LLMError) as err:
+            await self.letters.write(
+                event, "outcomes", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
+            )
+            return
+        log.info(
+            "case %s: the precedent base follows the override: case %s, raised %s, lowered %s, retired %s",
+            outcome.case_id,
+            report.case_added or "removed",
+            report.raised,
+            report.lowered,
+            report.retired,
+        )
 
     def final(self, case_id: str) -> tuple[bytes | None, bytes | None]:
         """The case's last word and the case file it judged: an appeal's verdict on the appealed case
@@ -227,6 +269,19 @@ class Outcomes:
             )
             pending = []
         self.confirmed[key] = pending
+
+
+def _overrides(later: OutcomeReported, earlier: OutcomeReported) -> bool:
+    """Whether ``later`` is a human panel's override that names ``earlier`` (its signature has been
+    checked by then: only the console, or a key holder, can say so)."""
+    by = later.decided_by
+    return (
+        later.source == "human_panel"
+        and by is not None
+        and by.override_of is not None
+        and by.override_of == earlier.event_id
+        and later.escalation_id == earlier.escalation_id
+    )
 
 
 def _decision(outcome: OutcomeReported) -> dict[str, Any]:
