@@ -10,7 +10,7 @@ import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -129,6 +129,7 @@ class Console:
     frames: FrameCache
     feed: Feed
     templates: Jinja2Templates
+    checking: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))  # password checks at once
 
     def note(
         self, request: Request, person: Person | None, action: str, result: str, target: str = "", detail: str = ""
@@ -481,7 +482,9 @@ async def login_post(request: Request) -> Response:
     if console.sessions.locked(name, where):
         console.audit.record(name or "anonymous", "", "sign_in", "refused", where, "", "locked: too many failures")
         return login_page(request, "too many failed sign-ins: try again later", 429, name, form.get("next"))
-    if not await asyncio.to_thread(password_ok, console.auth.users.get(name), str(form.get("password") or "")):
+    async with console.checking:  # each check holds argon2's 64 MiB: a flood of sign-ins is bounded in memory
+        ok = await asyncio.to_thread(password_ok, console.auth.users.get(name), str(form.get("password") or ""))
+    if not ok:
         console.sessions.failed(name, where)
         console.audit.record(name or "anonymous", "", "sign_in", "refused", where, "", "wrong name or password")
         return login_page(request, "wrong name or password", 401, name, form.get("next"))
