@@ -47,6 +47,7 @@ console: install-demo
 lint: install
 	$(BIN)/ruff check
 	$(BIN)/ruff format --check
+	$(BIN)/lint-imports --no-cache
 
 typecheck: install
 	$(BIN)/mypy

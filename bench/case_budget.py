@@ -21,11 +21,11 @@ import statistics
 import typer
 from rich.table import Table
 
-from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import DEFAULT_LLM_PRICES, Settings
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM
-from cyberjurors.metrics import PriceTable
+from cyberjurors.llm.port import GuardedLLM
+from cyberjurors.llm.prices import PriceTable
 from cyberjurors.schemas import DisputeCase, Verdict
 from harness import EXAMPLES, example_cases, make_console
 

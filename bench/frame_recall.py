@@ -25,10 +25,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from cyberjurors import media
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.synth import ClipShape, video_plant
 from cyberjurors.evaluation.synth_media import decode_clip, encode_clip
+from cyberjurors.evidence import media
 from harness import EXAMPLES, machine, make_console, med, table
 
 console = make_console(150)

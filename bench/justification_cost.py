@@ -25,11 +25,11 @@ import statistics
 import typer
 from rich.table import Table
 
-from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury.model_inputs import VerifyTask
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM, LLMRequest, LLMResult, T
+from cyberjurors.llm.port import GuardedLLM, LLMRequest, LLMResult, T
 from cyberjurors.schemas import DisputeCase, Usage, Verdict, VerificationDraft
 from harness import EXAMPLES, example_cases, make_console
 from token_economy import billable, usd

@@ -33,8 +33,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.precedent_base import opened_base
 from cyberjurors.schemas import DisputeCase

@@ -19,10 +19,10 @@ import time
 import typer
 from rich.table import Table
 
-from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM
+from cyberjurors.llm.port import GuardedLLM
 from cyberjurors.schemas import DisputeCase, Usage
 from harness import EXAMPLES, example_cases, make_console
 

@@ -2,7 +2,7 @@
 case prefix save per verdict, the cache-read share of each case's input, and what the Message
 Batches API saves on an evaluation of the ablation ladder.
 
-Every call goes through the real anthropic SDK (``backends/anthropic.py``, and ``backends/batch.py``
+Every call goes through the real anthropic SDK (``llm/backends/anthropic.py``, and ``llm/backends/batch.py``
 for batches) to a local server that checks requests the way the Messages API documents them and
 accounts for the prompt cache by prefix (``tests/messages_server.py``, ``StrictModel``): cache
 breakpoints (at most 4, 1-hour ones first), each model's minimum cacheable prefix, TTLs refreshed by
@@ -62,23 +62,23 @@ from rich.table import Table
 from harness import EXAMPLES, example_cases, make_console
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the local server lives with the tests
-from cyberjurors.backends import build_llm
-from cyberjurors.backends.anthropic import AnthropicLLM, user_content
-from cyberjurors.backends.batch import BatchStore, Pending
-from cyberjurors.backends.batch import MessageBatches as BatchExecutor
-from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.assembly import build_llm
 from cyberjurors.config import DEFAULT_LLM_PRICES, Settings
 from cyberjurors.evaluation.batch import judge_case, opened_precedents, wave_llm
 from cyberjurors.evaluation.ladder import LADDER
 from cyberjurors.jury import prompts
 from cyberjurors.jury.model_inputs import JurorTask
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import LLM, LLMRequest, LLMResult, T, TextPart, gather_all
+from cyberjurors.llm.backends.anthropic import AnthropicLLM, user_content
+from cyberjurors.llm.backends.batch import BatchStore, Pending
+from cyberjurors.llm.backends.batch import MessageBatches as BatchExecutor
+from cyberjurors.llm.port import LLM, LLMRequest, LLMResult, T, TextPart, gather_all
+from cyberjurors.llm.waves import Waves
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.precedent_base import opened_base
 from cyberjurors.schemas import DisputeCase, Usage, Verdict
-from cyberjurors.waves import Waves
 from tests.messages_server import (
     MessageBatches,
     ScriptedServer,

@@ -21,11 +21,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from rich.table import Table
 
-from cyberjurors import tracing
-from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM
+from cyberjurors.llm.port import GuardedLLM
+from cyberjurors.observability import tracing
 from cyberjurors.schemas import DisputeCase
 from harness import example_cases, make_console
 

@@ -106,7 +106,7 @@ def load_settings(path: Path | None, **overrides: Any) -> Settings:
 @app.command()
 def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
     """Run a Faust worker for the jury pipeline against KAFKA_BOOTSTRAP_SERVERS."""
-    from . import logs
+    from .observability import logs
 
     config = load_settings(settings)
     embedder_ready(config)
@@ -119,7 +119,7 @@ def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
 @contextlib.contextmanager
 def traced(config: Settings, service: str) -> Iterator[None]:
     """Spans of the command exported when ``otlp_endpoint`` is set (sent before it returns)."""
-    from .tracing import setup, shutdown
+    from .observability.tracing import setup, shutdown
 
     provider = setup(config, service)
     try:
@@ -171,10 +171,10 @@ def verdicts(
     settings: SettingsOption = None,
 ) -> None:
     """Print the verdict topic from the beginning, each verdict with its trace id (when traced)."""
+    from .observability.tracing import trace_id_of
     from .schemas import Verdict
     from .streams.clients import records
     from .streams.demo import verdict_table
-    from .tracing import trace_id_of
 
     config = load_settings(settings)
 
@@ -205,7 +205,7 @@ def _when(text: str | None) -> datetime | None:
 def shown(text: str, limit: int = 80) -> str:
     """A producer-chosen key or detail as a terminal may print it: control characters (escape codes
     that clear or recolour the screen) written out, and at most ``limit`` characters."""
-    from .logs import written_out
+    from .observability.logs import written_out
 
     safe = written_out(text)
     return safe if len(safe) <= limit else safe[: limit - 1] + "…"
@@ -343,7 +343,7 @@ def media_sweep(
     media_sweep_interval_s); safe beside running workers and other sweeps."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from .media_store import StoreError, open_store
+    from .evidence.media_store import StoreError, open_store
 
     config = load_settings(settings)
     try:
@@ -654,7 +654,7 @@ def precedents_build(
     A re-run skips what is done and finishes an interrupted build."""
     from rich.markup import escape
 
-    from .backends import build_llm
+    from .assembly import build_llm
     from .precedents.build import BuildFailed
     from .precedents.models import PrecedentError
 
@@ -873,9 +873,9 @@ def jury_qualify(
     would serve. The scores are cached beside the precedent base, where workers read them at start."""
     from rich.markup import escape
 
-    from .backends import build_llm
+    from .assembly import build_llm
     from .jury.qualify import QualificationError
-    from .llm import LLMError
+    from .llm.port import LLMError
     from .precedents.models import PrecedentError
 
     config = load_settings(settings)
@@ -1071,9 +1071,9 @@ def _eval(
 ) -> None:
     from rich.markup import escape
 
-    from .backends.batch import StoreDamaged
     from .evaluation.ladder import select
     from .evaluation.runner import EvalError, Options, run_eval, unusable_out
+    from .llm.backends.batch import StoreDamaged
 
     config = load_settings(settings)
     if media_root is not None:

@@ -27,7 +27,7 @@ from pydantic_settings import (
 )
 
 from .errors import install_extra
-from .model_catalog import TokenPrices, facts, find, list_prices
+from .llm.catalog import TokenPrices, facts, find, list_prices
 from .schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
 Role = Literal[
@@ -81,7 +81,7 @@ class EcosystemEnvSource(PydanticBaseSettingsSource):
         return {name: os.environ[env] for env, name in ECOSYSTEM_ENV.items() if os.environ.get(env)}
 
 
-# Dated, sourced list prices (model_catalog.py); ``llm_prices`` replaces the whole table when set.
+# Dated, sourced list prices (llm/catalog.py); ``llm_prices`` replaces the whole table when set.
 DEFAULT_LLM_PRICES = list_prices()
 
 Effort = Literal["low", "medium", "high", "xhigh", "max"]

@@ -12,7 +12,7 @@ bargauge with explicit gridPos; every panel and query names the data source thro
 infra/grafana/provisioning/datasources/prometheus.yml. The ``instance`` variable selects workers
 (all by default), which matters once docker compose runs several (``--scale worker=N``).
 
-Every query uses only metrics the workers export (cyberjurors/metrics.py) or the series the
+Every query uses only metrics the workers export (cyberjurors/observability/metrics.py) or the series the
 recording rules in infra/recording.yml derive from them (the fleet's drift: ``cyberjurors:...``,
 fleet-wide by construction, so the Worker filter does not apply to them); tests/test_infra.py
 checks the names, and that Grafana's own generated types (grafana-foundation-sdk) read every

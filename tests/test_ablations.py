@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.ladder import ABLATIONS, LADDER, REFERENCES, select
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.prompts import verdict_rules
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM, ImagePart
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import GuardedLLM, ImagePart
 from cyberjurors.schemas import DisputeCase
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -158,8 +158,8 @@ async def test_naive_configuration_reruns_stages_per_juror_and_pays_full_price()
 
 
 def test_prompt_caching_off_marks_nothing_cacheable_for_the_provider():
-    from cyberjurors.backends.anthropic import user_content
-    from cyberjurors.llm import LLMRequest, TextPart
+    from cyberjurors.llm.backends.anthropic import user_content
+    from cyberjurors.llm.port import LLMRequest, TextPart
 
     request = LLMRequest(role="juror", model="m", system="s", shared=[TextPart("the case")], prompt=[TextPart("p")])
     assert user_content(request)[0]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
@@ -225,7 +225,7 @@ async def test_the_offline_estimate_keeps_one_cache_entry_per_role_and_prefix_as
     role's later calls read its own. A system prompt marked on its own is read by the next case."""
     from cyberjurors.jury.focus import extract_focus
     from cyberjurors.jury.model_inputs import FocusTask
-    from cyberjurors.llm import stage_request
+    from cyberjurors.llm.port import stage_request
     from cyberjurors.schemas import Focus
 
     log = tmp_path / "calls.jsonl"

@@ -15,13 +15,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from cyberjurors import metrics
-from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
 from cyberjurors.jury.verdict import VERDICT_NAMESPACE, verdict_id
-from cyberjurors.llm import LLMError
+from cyberjurors.llm.port import LLMError
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, DisputeCase, OutcomeReported, Verdict
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.ingest import Ingest

@@ -16,16 +16,15 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
-from cyberjurors import metrics
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS
+from cyberjurors.evidence.media_store import open_store
 from cyberjurors.jury.model_inputs import JurorTask
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
-from cyberjurors.llm import LLMError
-from cyberjurors.media_store import open_store
-from cyberjurors.personas import load_personas
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import LLMError
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import (
     BallotDraft,
     CaseFile,
@@ -37,6 +36,7 @@ from cyberjurors.schemas import (
     Selection,
     Verdict,
 )
+from cyberjurors.schemas.personas import load_personas
 from cyberjurors.streams.appeals import Appeals
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import DeadLetters

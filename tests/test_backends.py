@@ -16,11 +16,11 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from cyberjurors.backends import build_llm
-from cyberjurors.backends.anthropic import AnthropicLLM, user_content
-from cyberjurors.backends.openai import OpenAICompatibleLLM
+from cyberjurors.assembly import build_llm
 from cyberjurors.config import Settings
-from cyberjurors.llm import GuardedLLM, ImagePart, LLMError, LLMRequest, TextPart
+from cyberjurors.llm.backends.anthropic import AnthropicLLM, user_content
+from cyberjurors.llm.backends.openai import OpenAICompatibleLLM
+from cyberjurors.llm.port import GuardedLLM, ImagePart, LLMError, LLMRequest, TextPart
 from cyberjurors.schemas import BallotDraft
 
 from .messages_server import (

@@ -26,11 +26,7 @@ from rich.console import Console
 from rich.progress import Progress
 from typer.testing import CliRunner
 
-from cyberjurors.backends import build_llm
-from cyberjurors.backends.anthropic import AnthropicLLM
-from cyberjurors.backends.batch import BatchStop, BatchStore, InProcess, Pending, StoreDamaged, custom_id
-from cyberjurors.backends.batch import MessageBatches as Batches
-from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.assembly import build_llm
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.batch import judge_in_waves
@@ -39,11 +35,15 @@ from cyberjurors.evaluation.ladder import ABLATIONS
 from cyberjurors.evaluation.runner import EvalError, Options, run_eval
 from cyberjurors.evaluation.synth import generate
 from cyberjurors.jury import prompts
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM, gather_all, stage_request
-from cyberjurors.metrics import PriceTable
+from cyberjurors.llm.backends.anthropic import AnthropicLLM
+from cyberjurors.llm.backends.batch import BatchStop, BatchStore, InProcess, Pending, StoreDamaged, custom_id
+from cyberjurors.llm.backends.batch import MessageBatches as Batches
+from cyberjurors.llm.port import GuardedLLM, gather_all, stage_request
+from cyberjurors.llm.prices import PriceTable
+from cyberjurors.llm.waves import Waves
 from cyberjurors.schemas import DisputeCase, Focus, Usage, Verdict
-from cyberjurors.waves import Waves
 
 from .messages_server import MessageBatches, ScriptedServer, StrictModel, serving
 
@@ -445,7 +445,7 @@ async def test_a_torn_last_line_is_cut_off_so_that_the_next_append_starts_a_line
     store.submit("msgbatch_a", ["r1"])
     with store.batches_path.open("a") as batches:
         batches.write('{"batch_id": "msgbatch_b", "custom_')  # killed mid-append
-    with caplog.at_level("WARNING", "cyberjurors.backends.batch"):
+    with caplog.at_level("WARNING", "cyberjurors.llm.backends.batch"):
         reopened = BatchStore(tmp_path / "store")
     assert f"{store.batches_path}: line 2 is an unfinished append" in caplog.text
     assert reopened.submitted == {"msgbatch_a": ["r1"]}
@@ -502,7 +502,7 @@ async def test_a_stored_batch_the_provider_does_not_know_is_forgotten_and_its_en
         (first,) = await executor.answer([paid])
         lost_id = custom_id(executor.llm.params(lost.request, Focus))
         store.submit("msgbatch_gone", [lost_id])  # another workspace's, or deleted after 29 days
-        with caplog.at_level("WARNING", "cyberjurors.backends.batch"):
+        with caplog.at_level("WARNING", "cyberjurors.llm.backends.batch"):
             kept, again = await executor.answer([paid, lost])
         assert (
             "message batch msgbatch_gone is unknown to the provider" in caplog.text and "its 1 entries" in caplog.text

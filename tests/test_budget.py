@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cyberjurors import metrics
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import DEFAULT_LLM_PRICES, Settings
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage
-from cyberjurors.llm import GuardedLLM
-from cyberjurors.metrics import PriceTable
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import GuardedLLM
+from cyberjurors.llm.prices import PriceTable
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import (
     BallotDraft,
     CaseFile,

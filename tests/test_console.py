@@ -17,13 +17,13 @@ import pytest
 from PIL import Image
 from starlette.testclient import TestClient
 
-from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
 from cyberjurors.console.app import create_app
 from cyberjurors.console.feed import Feed
 from cyberjurors.console.store import Store
 from cyberjurors.jury import stages
 from cyberjurors.jury.escalation import escalation_event
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury, is_settled
 from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, MediaRef, OutcomeReported, Verdict, now
 from cyberjurors.streams.clients import Outgoing, produce

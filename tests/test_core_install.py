@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import default_model_dir, load_embedder

@@ -23,16 +23,16 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from cyberjurors import intake
-from cyberjurors.backends import batch
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, Reason
 from cyberjurors.errors import LLM_KINDS as LLM_KIND_LIST
 from cyberjurors.errors import PRECEDENT_KINDS as PRECEDENT_KIND_LIST
+from cyberjurors.evidence import intake
 from cyberjurors.jury.model_inputs import FocusTask
-from cyberjurors.llm import LLMError
+from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.llm.backends import batch
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import LLMError
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.models import PrecedentError
 from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, Focus, Precedents
@@ -189,7 +189,7 @@ def _error_kinds(error: str) -> set[str]:
                 if isinstance(arg, ast.Constant):
                     kinds.add(arg.value)
                 elif isinstance(arg, ast.Call) and _callee(arg) == "status_kind":
-                    kinds |= _returns(_source("backends/anthropic.py"), "status_kind")
+                    kinds |= _returns(_source("llm/backends/anthropic.py"), "status_kind")
                 elif isinstance(arg, ast.Call) and _callee(arg) == "batch_kind":  # an errored Message Batches entry
                     kinds |= {*batch.ERROR_KINDS.values(), batch.batch_kind("an error type not in the table")}
                 elif (
@@ -283,7 +283,7 @@ def _refusals(path: str = "streams/signing.py") -> dict[str, bool]:
 def reasons_in_source() -> dict[tuple[str, str], bool]:
     """(family, reason) -> replayable for every dead letter the code can write."""
     rejected: set[str] = set()
-    for path in ("intake.py", "media.py", *STREAMS):
+    for path in ("evidence/intake.py", "evidence/media.py", *STREAMS):
         for call in ast.walk(_source(path)):
             if isinstance(call, ast.Call) and _callee(call) in ("Rejected", "MediaRejected"):
                 arg = call.args[0]
@@ -291,7 +291,7 @@ def reasons_in_source() -> dict[tuple[str, str], bool]:
                     rejected.add(arg.value)
                 else:  # Rejected(_reason(err)) and Rejected(err.reason) from a MediaRejected
                     assert ast.unparse(arg) in ("_reason(err)", "err.reason"), ast.unparse(arg)
-    rejected |= _returns(_source("intake.py"), "_reason")
+    rejected |= _returns(_source("evidence/intake.py"), "_reason")
     rejected |= set(intake._TYPE_REASONS.values())  # _reason returns these by the pydantic error's type
     found: dict[tuple[str, str], bool] = {}
     writes = [w for path in STREAMS for w in _letters_written(_source(path))]

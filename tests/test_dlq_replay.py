@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
-from cyberjurors.llm import LLMError
-from cyberjurors.media_store import LocalMediaStore
+from cyberjurors.evidence.media_store import LocalMediaStore
+from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import LLMError
 from cyberjurors.schemas import DeadLetter
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.clients import (

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from cyberjurors.config import Settings
 from cyberjurors.errors import for_people, plain
-from cyberjurors.media import MediaUnreadable, load_image, sample_frames
+from cyberjurors.evidence.media import MediaUnreadable, load_image, sample_frames
 from cyberjurors.schemas import DisputeCase, MediaRef
 
 INTERNALS = ("0x", "object at", "<_io", "input_value", "errors.pydantic.dev")
@@ -115,8 +115,8 @@ def test_every_exception_the_package_defines_derives_from_one_root():
 
 
 def test_the_root_carries_kind_and_detail_and_old_attributes_still_work():
-    from cyberjurors import intake
-    from cyberjurors.llm import LLMError
+    from cyberjurors.evidence import intake
+    from cyberjurors.llm.port import LLMError
     from cyberjurors.precedents.models import PrecedentError
 
     rejected = intake.Rejected("text_too_long", "evidence b1: 5000 characters")

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from cyberjurors import metrics
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury.escalation import escalate, escalation_event, escalation_id, findings
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage
 from cyberjurors.jury.verdict import decide
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.observability import metrics
 from cyberjurors.precedents import learning
 from cyberjurors.schemas import (
     ESCALATION_REASONS,

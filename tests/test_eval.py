@@ -12,8 +12,6 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.dataset import load_dataset
@@ -24,8 +22,10 @@ from cyberjurors.evaluation.scores import summarize
 from cyberjurors.evaluation.swap import swap_parties, twin_id
 from cyberjurors.evaluation.synth import generate
 from cyberjurors.jury.model_inputs import JurorTask
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import GuardedLLM
 from cyberjurors.schemas import BallotDraft, Verdict
 from cyberjurors.streams.clients import follow
 

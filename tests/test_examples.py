@@ -21,8 +21,8 @@ from PIL import Image
 
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.synth_media import decode_clip, difference, encode_clip
-from cyberjurors.intake import Draft, Duplicate, admit, fold
-from cyberjurors.media import sample_frames
+from cyberjurors.evidence.intake import Draft, Duplicate, admit, fold
+from cyberjurors.evidence.media import sample_frames
 from cyberjurors.schemas import (
     JURY_SIZE,
     CaseOpened,

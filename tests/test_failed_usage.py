@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from cyberjurors.backends.anthropic import AnthropicLLM
-from cyberjurors.backends.batch import BatchStore, WaveLLM
-from cyberjurors.backends.batch import MessageBatches as Batches
-from cyberjurors.backends.openai import OpenAICompatibleLLM
 from cyberjurors.config import Settings
-from cyberjurors.llm import GuardedLLM, LLMError, LLMRequest, TextPart
-from cyberjurors.metrics import PriceTable
-from cyberjurors.model_catalog import TokenPrices
+from cyberjurors.llm.backends.anthropic import AnthropicLLM
+from cyberjurors.llm.backends.batch import BatchStore, WaveLLM
+from cyberjurors.llm.backends.batch import MessageBatches as Batches
+from cyberjurors.llm.backends.openai import OpenAICompatibleLLM
+from cyberjurors.llm.catalog import TokenPrices
+from cyberjurors.llm.port import GuardedLLM, LLMError, LLMRequest, TextPart
+from cyberjurors.llm.prices import PriceTable
+from cyberjurors.llm.waves import Waves
 from cyberjurors.schemas import Focus, Usage
-from cyberjurors.waves import Waves
 
 from .messages_server import (
     MessageBatches,

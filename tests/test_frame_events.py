@@ -18,12 +18,12 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
-from cyberjurors import frame_events
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.evaluation import synth_media
+from cyberjurors.evidence import frame_events
+from cyberjurors.evidence.media import MediaUnreadable, sample_frames
 from cyberjurors.jury.clues import find_clues, passive_evidence
-from cyberjurors.media import MediaUnreadable, sample_frames
+from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 
 from .concurrency import Peak

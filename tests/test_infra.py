@@ -3,7 +3,7 @@ references (the console behind its local TLS proxy among them), the Prometheus c
 provisioning, and the dashboards (Grafana's dashboard JSON model, and every query naming only
 metrics the workers export or the recording rules record).
 
-``METRICS`` is the contract between the code (cyberjurors/metrics.py) and the recording rules,
+``METRICS`` is the contract between the code (cyberjurors/observability/metrics.py) and the recording rules,
 dashboards and alerts; tests/test_prometheus_live.py checks the same queries against a real
 Prometheus scraping a real worker.
 """
@@ -31,7 +31,7 @@ COMPOSE = ROOT / "docker-compose.yml"
 PROVISIONED_DATASOURCE = INFRA / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
 PROVISIONED_DASHBOARDS = INFRA / "grafana" / "provisioning" / "dashboards" / "dashboards.yml"
 
-# name -> type, as cyberjurors/metrics.py defines them (counters carry their _total here)
+# name -> type, as cyberjurors/observability/metrics.py defines them (counters carry their _total here)
 METRICS: dict[str, str] = {
     "cyberjurors_case_latency_seconds": "histogram",  # {category}
     "cyberjurors_stage_latency_seconds": "histogram",  # {stage: focus|clues|round|verdict}

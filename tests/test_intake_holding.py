@@ -14,8 +14,9 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
-from cyberjurors import intake, metrics
 from cyberjurors.config import Settings
+from cyberjurors.evidence import intake
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter
 from cyberjurors.streams import ingest as handler
 from cyberjurors.streams.dead_letters import DeadLetters

@@ -25,8 +25,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Gauge
 
-from cyberjurors import metrics
 from cyberjurors.config import Settings
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter
 from cyberjurors.streams import ingest as handler
 from cyberjurors.streams.dead_letters import DeadLetters

@@ -6,16 +6,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury import prompts
 from cyberjurors.jury.clues import find_clues
 from cyberjurors.jury.focus import extract_focus
 from cyberjurors.jury.graph import small_world
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury, is_settled, run_round
 from cyberjurors.jury.verdict import decide
-from cyberjurors.personas import load_personas
+from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import (
     BallotDraft,
     CaseFile,
@@ -25,6 +24,7 @@ from cyberjurors.schemas import (
     RoundSummaryDraft,
     Selection,
 )
+from cyberjurors.schemas.personas import load_personas
 
 from .conftest import EXAMPLES
 

@@ -9,11 +9,11 @@ from fractions import Fraction
 
 import pytest
 
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury.model_inputs import JurorTask
 from cyberjurors.jury.rounds import Jury, is_settled, majority_share, run_round
 from cyberjurors.jury.verdict import decide
+from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import (
     Ballot,
     BallotDraft,

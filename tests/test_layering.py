@@ -1,10 +1,12 @@
-"""The package's layering and its single definitions: the reasoning side never imports the
-streaming or evaluation side, the precedent base never imports the jury, and the things the
-package once defined in several places exist once."""
+"""The package's layering and its single definitions: the rooms keep import-linter's layers
+(pyproject.toml), the package root holds only its entry points and core, and the things the package
+once defined in several places exist once."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,57 +14,30 @@ import pytest
 import cyberjurors
 
 PACKAGE = Path(cyberjurors.__file__).parent
-REASONING = [
-    "jury",
-    "precedents",
-    "llm.py",
-    "backends",
-    "intake.py",
-    "media.py",
-    "frame_events.py",
-    "safety.py",
-    "personas.py",
-    "schemas",
-]
+ROOT_MODULES = {"__init__.py", "__main__.py", "cli.py", "config.py", "errors.py", "assembly.py"}
 
 
 def modules(path: Path) -> list[Path]:
     return [path] if path.is_file() else sorted(path.rglob("*.py"))
 
 
-def imported(file: Path) -> set[str]:
-    """Every module a file imports, relative imports resolved (``from .x import y`` also yields ``...x.y``)."""
-    package = ".".join(file.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]).split(".")
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = (
-                ".".join([*package[: len(package) - node.level + 1], node.module or ""]).strip(".")
-                if node.level
-                else node.module or ""
-            )
-            names |= {base} | {f"{base}.{a.name}" for a in node.names}
-    return names
+def test_the_rooms_keep_their_layers():
+    """The layers are import-linter's contract in pyproject.toml (`make lint` runs it too): a room
+    imports only the rooms below it, so the reasoning side (jury, precedents, evidence, llm) never
+    imports streams, evaluation or the console, and the precedent base never imports the jury."""
+    checked = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        cwd=PACKAGE.parent,
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    assert "rooms stack in layers KEPT" in checked.stdout
 
 
-@pytest.mark.parametrize("part", REASONING)
-def test_the_reasoning_side_does_not_import_streams_or_evaluation(part):
-    # the console (cyberjurors/console/) is on the streaming side: it reads topics
-    for file in modules(PACKAGE / part):
-        wrong = {
-            m
-            for m in imported(file)
-            if m.startswith(("cyberjurors.streams", "cyberjurors.evaluation", "cyberjurors.console"))
-        }
-        assert not wrong, f"{file.relative_to(PACKAGE)} imports {sorted(wrong)}"
-
-
-def test_the_precedent_base_does_not_import_the_jury():
-    for file in modules(PACKAGE / "precedents"):
-        wrong = {m for m in imported(file) if m.startswith("cyberjurors.jury")}
-        assert not wrong, f"{file.relative_to(PACKAGE)} imports {sorted(wrong)}"
+def test_the_package_root_holds_only_the_entry_points_and_the_core():
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose == ROOT_MODULES
 
 
 @pytest.mark.parametrize("name", ["Record", "Strict", "CATEGORIES", "KINDS", "now", "written_out"])

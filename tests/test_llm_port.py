@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from rich.console import Console
 
-from cyberjurors.backends.scripted import ScriptedLLM
-from cyberjurors.llm import GuardedLLM, LLMError, LLMRequest, TextPart, gather_all
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import GuardedLLM, LLMError, LLMRequest, TextPart, gather_all
 from cyberjurors.schemas import Clue, Selection, Usage, Verdict, Votes
 from cyberjurors.streams.demo import verdict_table
 
@@ -109,7 +109,7 @@ def test_demo_table_prints_party_and_model_text_literally():
 
 def test_stage_request_takes_the_role_s_model_the_output_cap_and_strings_as_text():
     from cyberjurors.config import Settings
-    from cyberjurors.llm import ImagePart, stage_request
+    from cyberjurors.llm.port import ImagePart, stage_request
 
     settings = Settings(
         llm_backend="offline",

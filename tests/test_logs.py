@@ -1,4 +1,4 @@
-"""Log lines (cyberjurors/logs.py): JSON on request, with the case, stage and trace they belong to;
+"""Log lines (cyberjurors/observability/logs.py): JSON on request, with the case, stage and trace they belong to;
 e-mail addresses and phone numbers redacted on request. tests/test_tracing_worker.py checks a real
 worker's output line by line."""
 
@@ -13,8 +13,8 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from cyberjurors import logs, tracing
 from cyberjurors.config import Settings
+from cyberjurors.observability import logs, tracing
 
 
 @pytest.fixture

@@ -24,11 +24,18 @@ import pytest
 from aiohttp import web
 from PIL import Image, ImageFile, PngImagePlugin
 
-from cyberjurors import media
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.evidence import media
+from cyberjurors.evidence.media import (
+    MediaRejected,
+    MediaUnreadable,
+    check_reference,
+    load_image,
+    read_bytes,
+    sample_frames,
+)
 from cyberjurors.jury.clues import find_clues, passive_evidence
-from cyberjurors.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes, sample_frames
+from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 from cyberjurors.streams.broker import free_port
 

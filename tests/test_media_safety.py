@@ -20,11 +20,11 @@ import pytest
 from aiohttp import web
 from PIL import Image, ImageStat
 
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.evidence.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes
 from cyberjurors.jury.clues import find_clues
 from cyberjurors.jury.model_inputs import PerceiveTask, SelectTask
-from cyberjurors.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes
+from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import DisputeCase, Focus, MediaRef, Perception, Selection
 
 
@@ -314,7 +314,7 @@ def clip(media: Path) -> str:
 
 @pytest.mark.parametrize("budget", [2, 3, 4, 7, 9])
 async def test_sampled_frames_span_the_video_from_first_to_last(media, clip, budget):
-    from cyberjurors.media import sample_frames
+    from cyberjurors.evidence.media import sample_frames
 
     total = len(PALETTE)
     frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), settings_for(media), budget)
@@ -328,7 +328,7 @@ async def test_sampled_frames_span_the_video_from_first_to_last(media, clip, bud
 
 @pytest.mark.parametrize("budget", [10, 11, 30, None])
 async def test_a_budget_at_least_the_length_samples_every_frame(media, clip, budget):
-    from cyberjurors.media import sample_frames
+    from cyberjurors.evidence.media import sample_frames
 
     s = settings_for(media, frames_per_video=30)  # None: the configured default
     frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), s, budget)

@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY
 from pydantic import ValidationError
 
 from cyberjurors.config import Settings
-from cyberjurors.media_store import (
+from cyberjurors.evidence.media_store import (
     DAY_S,
     FsspecMediaStore,
     LocalMediaStore,
@@ -436,7 +436,7 @@ async def test_sweeps_at_once_on_one_store_delete_each_object_once(tmp_path):
 
 @pytest.mark.integration
 async def test_the_worker_sweeps_expired_media_on_its_timer(settings, tmp_path):
-    from cyberjurors.backends.offline import OfflineLLM
+    from cyberjurors.jury.offline import OfflineLLM
     from cyberjurors.streams.app import create_app
     from cyberjurors.streams.kafka import ensure_topics
 

@@ -17,10 +17,10 @@ import av
 import pytest
 from PIL import Image
 
-from cyberjurors import media
-from cyberjurors.backends.scripted import ScriptedLLM
+from cyberjurors.evidence import media
+from cyberjurors.evidence.media import MediaUnreadable, check_header, load_image, sample_frames
 from cyberjurors.jury.clues import find_clues, passive_evidence
-from cyberjurors.media import MediaUnreadable, check_header, load_image, sample_frames
+from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 
 from .test_media_bounds import clip, settings_for

@@ -15,11 +15,12 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from cyberjurors import metrics
-from cyberjurors.backends.anthropic import AnthropicLLM
-from cyberjurors.backends.openai import OpenAICompatibleLLM
 from cyberjurors.config import Settings, TokenPrices
-from cyberjurors.llm import GuardedLLM, LLMError, LLMRequest, LLMResult, TextPart
+from cyberjurors.llm.backends.anthropic import AnthropicLLM
+from cyberjurors.llm.backends.openai import OpenAICompatibleLLM
+from cyberjurors.llm.port import GuardedLLM, LLMError, LLMRequest, LLMResult, TextPart
+from cyberjurors.llm.prices import PriceTable
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import (
     CATEGORIES,
     BallotDraft,
@@ -327,7 +328,7 @@ def test_every_label_combination_exists_from_the_start():
 
 
 def test_price_table_exact_snapshot_unknown_and_free_backends():
-    table = metrics.PriceTable(
+    table = PriceTable(
         {
             "claude-sonnet": TokenPrices(input=1, output=2),
             "claude-sonnet-5-5": TokenPrices(input=3, output=15, cache_read=0.3, cache_write=3.75),
@@ -345,7 +346,7 @@ def test_price_table_exact_snapshot_unknown_and_free_backends():
 
 
 def test_price_settings_default_and_from_the_environment(monkeypatch):
-    assert Settings().llm_prices["claude-sonnet-5-5"].output == 10  # model_catalog.py, dated and sourced
+    assert Settings().llm_prices["claude-sonnet-5-5"].output == 10  # llm/catalog.py, dated and sourced
     monkeypatch.setenv("CYBERJURORS_LLM_PRICES", json.dumps({"qwen2.5-vl-7b": {"input": 0.1, "output": 0.2}}))
     prices = Settings().llm_prices
     assert set(prices) == {"qwen2.5-vl-7b"} and prices["qwen2.5-vl-7b"].cache_read == 0
@@ -386,7 +387,7 @@ async def test_guard_records_calls_tokens_cost_and_errors_with_the_requested_mod
     cache_before = REGISTRY.get_sample_value("cyberjurors_llm_tokens_total", {**keys, "kind": "cache_read"})
     errors_before = REGISTRY.get_sample_value("cyberjurors_llm_errors_total", {**keys, "kind": "overloaded"})
 
-    prices = metrics.PriceTable(Settings().llm_prices)
+    prices = PriceTable(Settings().llm_prices)
     await GuardedLLM(Billed(), prices=prices).generate(req, Selection)
     with pytest.raises(LLMError):
         await GuardedLLM(Billed(fail=True), prices=prices).generate(req, Selection)
@@ -403,7 +404,7 @@ async def test_an_unpriced_model_counts_zero_cost_and_is_reported():
     req = LLMRequest(role="juror", model="mystery-model", system="s", shared=[], prompt=[TextPart("p")])
     keys = {"backend": "anthropic", "model": "mystery-model"}
     before = REGISTRY.get_sample_value("cyberjurors_llm_unpriced_calls_total", keys)
-    await GuardedLLM(Billed(), prices=metrics.PriceTable(Settings().llm_prices)).generate(req, Selection)
+    await GuardedLLM(Billed(), prices=PriceTable(Settings().llm_prices)).generate(req, Selection)
     assert delta("cyberjurors_llm_unpriced_calls_total", keys, before) == 1
     assert REGISTRY.get_sample_value("cyberjurors_llm_cost_usd_total", {**keys, "role": "juror"}) == 0
 

@@ -15,10 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from cyberjurors import metrics
-from cyberjurors.backends import build_llm
-from cyberjurors.backends.routed import RoutedLLM
-from cyberjurors.backends.scripted import ScriptedLLM
+from cyberjurors.assembly import build_llm
 from cyberjurors.config import Settings, TokenPrices, split_model
 from cyberjurors.evaluation.dataset import load_dataset
 from cyberjurors.evaluation.ladder import ABLATIONS, LADDER, select
@@ -28,6 +25,9 @@ from cyberjurors.evaluation.runner import Options, run_eval
 from cyberjurors.evaluation.scores import summarize
 from cyberjurors.evaluation.synth import generate
 from cyberjurors.jury.stages import judge
+from cyberjurors.llm.backends.routed import RoutedLLM
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import BallotDraft, DisputeCase, RoundSummaryDraft, Votes
 
 from .conftest import EXAMPLES, calls

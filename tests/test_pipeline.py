@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cyberjurors.backends.scripted import ScriptedLLM
-from cyberjurors.llm import LLMRequest
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import LLMRequest
 from cyberjurors.schemas import (
     BallotDraft,
     CaseFile,

@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 import pytest
 
 from cyberjurors.config import Settings
-from cyberjurors.personas import load_personas
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.precedents.models import Document, Guideline, UpsertReport
 from cyberjurors.precedents.retrieval import PersonaMatcher, retrieve
 from cyberjurors.schemas import CaseFile, DisputeCase, Focus, OutcomeReported, Usage, Verdict, Votes
+from cyberjurors.schemas.personas import load_personas
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 STARTS = [0.0, 0.05, 0.1, 0.2, 0.25, 0.3, 0.333, 0.5, 0.55, 0.7, 0.9, 0.99, 1.0]

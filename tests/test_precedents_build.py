@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.cli import app
 from cyberjurors.config import Settings
-from cyberjurors.llm import LLMError, LLMRequest, LLMResult
+from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import LLMError, LLMRequest, LLMResult
 from cyberjurors.precedents.build import BuildFailed, BuildReport, build_precedents, read_cases
 from cyberjurors.precedents.distill import (
     DistillTask,

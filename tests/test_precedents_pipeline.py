@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from cyberjurors.backends.offline import OfflineLLM
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder

@@ -9,8 +9,7 @@ import pytest
 
 from cyberjurors.config import Settings
 from cyberjurors.jury.rounds import Jury
-from cyberjurors.metrics import PRECEDENT_FALLBACKS
-from cyberjurors.personas import load_personas
+from cyberjurors.observability.metrics import PRECEDENT_FALLBACKS
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
@@ -27,6 +26,7 @@ from cyberjurors.schemas import (
     Verdict,
     Votes,
 )
+from cyberjurors.schemas.personas import load_personas
 
 from .conftest import EXAMPLES
 
@@ -281,7 +281,7 @@ async def test_a_supervisors_override_moves_the_precedent_base_to_its_decision_o
 
 
 async def test_redistilling_a_category_from_confirmed_cases_folds_rules_into_the_base(tmp_path, embedder):
-    from cyberjurors.backends.offline import OfflineLLM
+    from cyberjurors.jury.offline import OfflineLLM
     from cyberjurors.precedents.distill import summarize_case
 
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)

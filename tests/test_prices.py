@@ -1,4 +1,4 @@
-"""Prices that are dated and sourced (issue 13, item 2): the table in model_catalog.py, the cost of a
+"""Prices that are dated and sourced (issue 13, item 2): the table in llm/catalog.py, the cost of a
 call by token kind, cache TTL and batch, and what the cost metric and a call's usage record."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from urllib.parse import urlparse
 import pytest
 from prometheus_client import REGISTRY
 
-from cyberjurors import metrics
 from cyberjurors.config import Settings
-from cyberjurors.llm import GuardedLLM, LLMRequest, LLMResult, TextPart
-from cyberjurors.model_catalog import MODELS, TokenPrices, facts, list_prices
+from cyberjurors.llm.catalog import MODELS, TokenPrices, facts, list_prices
+from cyberjurors.llm.port import GuardedLLM, LLMRequest, LLMResult, TextPart
+from cyberjurors.llm.prices import PriceTable
 from cyberjurors.schemas import Selection, Usage
 
 # Sonnet 5.5: 1M uncached input, 100k output of which 40k thinking, 2M cache reads, 300k cache
@@ -55,7 +55,7 @@ def test_sonnet_5_5_as_its_page_lists_it() -> None:
 
 
 def test_the_cost_of_a_known_usage_by_hand() -> None:
-    table = metrics.PriceTable(list_prices())
+    table = PriceTable(list_prices())
     assert table.cost("anthropic", "claude-sonnet-5-5", USAGE) == pytest.approx(SONNET_5_5_COST)
     assert table.cost("anthropic", "claude-sonnet-5-5", USAGE, batch=True) == pytest.approx(SONNET_5_5_COST / 2)
     # thinking is billed inside output, once
@@ -75,7 +75,7 @@ def test_llm_prices_default_to_the_table_and_can_still_be_overridden() -> None:
     mine = Settings(llm_prices={"claude-sonnet-5-5": {"input": 1, "output": 4, "cache_read": 0.05, "cache_write": 1.5}})
     price = mine.llm_prices["claude-sonnet-5-5"]
     assert price.write_1h == 2 and price.batch == 0.5  # unstated: 2x input, half price in batches
-    cost = metrics.PriceTable(mine.llm_prices).cost("anthropic", "claude-sonnet-5-5", USAGE)
+    cost = PriceTable(mine.llm_prices).cost("anthropic", "claude-sonnet-5-5", USAGE)
     assert cost == pytest.approx(1 + 0.4 + 0.1 + 0.3 + 0.2)
     assert set(mine.llm_prices) == {"claude-sonnet-5-5"}  # setting it replaces the whole table
     with pytest.raises(ValueError):
@@ -112,7 +112,7 @@ async def test_the_cost_metric_and_the_calls_usage_agree() -> None:
     cost_before = sample("cyberjurors_llm_cost_usd_total")
 
     req = LLMRequest(role="perceive", model="claude-sonnet-5-5", system="s", shared=[], prompt=[TextPart("p")])
-    result = await GuardedLLM(Thinker(), prices=metrics.PriceTable(Settings().llm_prices)).generate(req, Selection)
+    result = await GuardedLLM(Thinker(), prices=PriceTable(Settings().llm_prices)).generate(req, Selection)
 
     expected = (500 * 2 + 2600 * 10 + 3000 * 0.2 + 1000 * 4) / 1e6
     assert result.usage.cost_usd == pytest.approx(expected)
@@ -133,7 +133,7 @@ async def test_the_cost_metric_and_the_calls_usage_agree() -> None:
     ],
 )
 def test_a_dated_snapshot_is_priced_as_its_model(model: str) -> None:
-    assert metrics.PriceTable(list_prices()).price(model) is MODELS["claude-sonnet-5-5"].prices
+    assert PriceTable(list_prices()).price(model) is MODELS["claude-sonnet-5-5"].prices
     assert facts(model) is MODELS["claude-sonnet-5-5"]
 
 
@@ -142,7 +142,7 @@ def test_a_dated_snapshot_is_priced_as_its_model(model: str) -> None:
 )
 def test_another_model_whose_name_starts_like_a_known_one_has_no_price_and_no_facts(model: str) -> None:
     # priced as Sonnet 5 it would be billed, budgeted and sent thinking settings of another model
-    assert metrics.PriceTable(list_prices()).price(model) is None
+    assert PriceTable(list_prices()).price(model) is None
     assert facts(model) is None
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors import metrics
 from cyberjurors.config import Settings
+from cyberjurors.observability import metrics
 from cyberjurors.streams.app import CONSUMED, create_app
 from cyberjurors.streams.broker import free_port
 from cyberjurors.streams.kafka import ensure_topics

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from cyberjurors import intake
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.evidence import intake
 from cyberjurors.jury import prompts
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import ImagePart, LLMRequest, TextPart, with_labels
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import ImagePart, LLMRequest, TextPart, with_labels
 from cyberjurors.schemas import (
     ArgumentDraft,
     BallotDraft,

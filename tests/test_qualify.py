@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury.model_inputs import QualifyTask
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.qualify import (
     CACHE_FILE,
     Counts,
@@ -34,7 +33,8 @@ from cyberjurors.jury.qualify import (
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import judge
 from cyberjurors.jury.verdict import decide
-from cyberjurors.metrics import record_jury
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.observability.metrics import record_jury
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
@@ -374,8 +374,8 @@ async def test_jury_qualify_prints_the_table_and_a_worker_seats_its_jury_from_th
 
 async def test_a_mock_case_reaches_the_model_only_as_marked_record():
     from cyberjurors.jury.qualify import mock_ballot
-    from cyberjurors.personas import load_personas
     from cyberjurors.precedents.models import PrecedentCase
+    from cyberjurors.schemas.personas import load_personas
 
     from .test_prompt_safety import ORDER, unmarked
 

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
-from cyberjurors.llm import LLMError
+from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import LLMError
 from cyberjurors.schemas import DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.clients import placed_letters, produce, read_events, replay, replayable

@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 import pytest
 
-from cyberjurors.backends.offline import OfflineLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury.escalation import escalation_id
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import Embedder, load_embedder

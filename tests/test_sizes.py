@@ -23,9 +23,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError
 from PIL import Image
 
-from cyberjurors import media, metrics
 from cyberjurors.config import Settings
-from cyberjurors.media_store import LocalMediaStore, day_of, digest_of
+from cyberjurors.evidence import media
+from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter, MediaRef, Verdict
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.dead_letters import DeadLetters

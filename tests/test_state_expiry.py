@@ -18,9 +18,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.jury import clues
+from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.clients import Outgoing, produce, read_events
@@ -291,8 +291,8 @@ async def test_a_worker_on_the_rocksdb_store_judges_and_keeps_its_state_on_disk_
 
 
 def test_the_offline_backends_prompt_cache_keeps_the_last_prefixes_only():
-    from cyberjurors.backends import offline
-    from cyberjurors.llm import LLMRequest, TextPart
+    from cyberjurors.jury import offline
+    from cyberjurors.llm.port import LLMRequest, TextPart
     from cyberjurors.schemas import Focus
 
     llm = offline.OfflineLLM()

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from cyberjurors.backends.anthropic import AnthropicLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury import prompts
-from cyberjurors.llm import stage_request
+from cyberjurors.llm.backends.anthropic import AnthropicLLM
+from cyberjurors.llm.port import stage_request
 from cyberjurors.schemas import BallotDraft, DisputeCase
 
 from .conftest import EXAMPLES

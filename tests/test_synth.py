@@ -20,8 +20,8 @@ from cyberjurors.config import Settings
 from cyberjurors.evaluation import synth_media
 from cyberjurors.evaluation.dataset import load_dataset
 from cyberjurors.evaluation.synth import CATEGORIES, JURY_ACCURACY, SynthError, SynthManifest, generate, plan_cases
-from cyberjurors.intake import admit
-from cyberjurors.media import sample_frames
+from cyberjurors.evidence.intake import admit
+from cyberjurors.evidence.media import sample_frames
 from cyberjurors.schemas import JURY_SIZE, DisputeCase
 
 N = 30

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.backends import build_llm
-from cyberjurors.backends.anthropic import system_content, thinking_params, user_content
-from cyberjurors.backends.openai import output_limits
+from cyberjurors.assembly import build_llm
 from cyberjurors.config import ROLE_CALLS, Settings
 from cyberjurors.jury import prompts
 from cyberjurors.jury.stages import judge
-from cyberjurors.llm import GuardedLLM, ImagePart, LLMError, LLMRequest, TextPart, can_cache, stage_request
+from cyberjurors.llm.backends.anthropic import system_content, thinking_params, user_content
+from cyberjurors.llm.backends.openai import output_limits
+from cyberjurors.llm.port import GuardedLLM, ImagePart, LLMError, LLMRequest, TextPart, can_cache, stage_request
 from cyberjurors.schemas import BallotDraft, DisputeCase, Selection, Verdict
 
 from .messages_server import Received, ScriptedServer, ThinkingModel, anthropic_message

@@ -18,14 +18,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from cyberjurors import metrics, tracing
-from cyberjurors.backends.anthropic import AnthropicLLM
-from cyberjurors.backends.offline import OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents
-from cyberjurors.llm import GuardedLLM, LLMError
+from cyberjurors.llm.backends.anthropic import AnthropicLLM
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import GuardedLLM, LLMError
+from cyberjurors.observability import metrics, tracing
 from cyberjurors.schemas import SCHEMA_VERSION, BallotDraft, CaseFile, DeadLetter, Selection, Verdict
 from cyberjurors.streams.app import Handlers, deliberate
 from cyberjurors.streams.dead_letters import DeadLetters

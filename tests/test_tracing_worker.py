@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cyberjurors import tracing
 from cyberjurors.config import Settings
+from cyberjurors.observability import tracing
 from cyberjurors.schemas import Verdict
 from cyberjurors.streams.clients import Outgoing, produce, producer_for, read_events, records
 from cyberjurors.streams.kafka import ensure_topics

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.config import Settings
 from cyberjurors.jury.rounds import Jury, clue_labels, run_round
 from cyberjurors.jury.verdict import decide
+from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import BallotDraft, CaseFile, Clue, ClueChain, DisputeCase, RoundSummaryDraft
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)

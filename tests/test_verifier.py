@@ -18,9 +18,6 @@ import pytest
 from prometheus_client import REGISTRY
 from typer.testing import CliRunner
 
-from cyberjurors import metrics
-from cyberjurors.backends.offline import LABEL, OfflineLLM
-from cyberjurors.backends.scripted import ScriptedLLM
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
 from cyberjurors.jury.budget import spent_on
@@ -32,10 +29,13 @@ from cyberjurors.jury.model_inputs import (
     SentenceVoteTask,
     VerifyTask,
 )
+from cyberjurors.jury.offline import LABEL, OfflineLLM
 from cyberjurors.jury.rounds import Jury, is_settled
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage, verdict_stage
 from cyberjurors.jury.verify import remove_claims
-from cyberjurors.llm import LLMError
+from cyberjurors.llm.backends.scripted import ScriptedLLM
+from cyberjurors.llm.port import LLMError
+from cyberjurors.observability import metrics
 from cyberjurors.schemas import (
     CandidateSentences,
     CaseFile,

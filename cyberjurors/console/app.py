@@ -29,8 +29,8 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Settings
+from ..evidence.media import MediaUnreadable
 from ..jury.rounds import Jury
-from ..media import MediaUnreadable
 from ..schemas import CATEGORIES
 from ..streams import signing
 from ..streams.clients import Placed, original_digest, replay, replay_state, replayed_originals

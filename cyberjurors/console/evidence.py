@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..config import Settings
 from ..errors import CyberJurorsError
-from ..media import Frame, MediaUnreadable, load_image, sample_frames
+from ..evidence.media import Frame, MediaUnreadable, load_image, sample_frames
 from ..schemas import CaseFile, Clue, EvidenceItem, Verdict
 
 

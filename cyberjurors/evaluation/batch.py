@@ -1,6 +1,6 @@
 """``cyberjurors eval --batch``: a configuration's cases judged side by side in one process, in
 stage-synchronous waves (``waves.py``), their model calls answered through Anthropic's Message
-Batches API at the batch price (``backends/batch.py``), or, with the offline stand-in, in process.
+Batches API at the batch price (``llm/backends/batch.py``), or, with the offline stand-in, in process.
 
 The same stage functions as the stream (``jury.stages.judge_file``: focus, clues, the rounds, the
 verdict), the same admission checks as ingest (``intake.admit``) and the same precedent retrieval;
@@ -29,19 +29,20 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .. import intake, logs
-from ..backends import backend_for
-from ..backends.anthropic import AnthropicLLM
-from ..backends.batch import BatchStop, BatchStore, InProcess, MessageBatches, Pending, WaveLLM, WaveStats
-from ..backends.routed import routed
+from ..assembly import backend_for
 from ..config import Settings, split_model
+from ..evidence import intake
 from ..jury.rounds import Jury
 from ..jury.stages import NoPrecedents, Retriever, judge_file
-from ..llm import LLM, GuardedLLM, LLMError
-from ..metrics import PriceTable
+from ..llm.backends.anthropic import AnthropicLLM
+from ..llm.backends.batch import BatchStop, BatchStore, InProcess, MessageBatches, Pending, WaveLLM, WaveStats
+from ..llm.backends.routed import routed
+from ..llm.port import LLM, GuardedLLM, LLMError
+from ..llm.prices import PriceTable
+from ..llm.waves import Waves
+from ..observability import logs
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, DisputeCase, Verdict, now
-from ..waves import Waves
 from .dataset import Dataset
 from .ladder import Ablation
 from .report import BatchRun, DatasetInfo, EvalReport, model_prices
@@ -239,7 +240,7 @@ def evaluate_batch(
             record: RecordFn = lambda case_id, verdict, failure: run.record(key, case_id, verdict, failure)  # noqa: E731
             # outside a terminal the progress display shows nothing: each batch's counts are logged instead
             shown = (
-                logs.shown(settings, "cyberjurors.backends.batch")
+                logs.shown(settings, "cyberjurors.llm.backends.batch")
                 if not console.is_terminal
                 else contextlib.nullcontext()
             )

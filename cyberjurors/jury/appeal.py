@@ -23,9 +23,8 @@ from datetime import datetime
 from typing import Protocol
 
 from ..config import Settings
-from ..llm import LLM
-from ..personas import Persona
-from ..safety import instruction_sentences, jury_addressed
+from ..evidence.safety import instruction_sentences, jury_addressed
+from ..llm.port import LLM
 from ..schemas import (
     AppealBrief,
     AppealFiled,
@@ -36,6 +35,7 @@ from ..schemas import (
     Verdict,
     now,
 )
+from ..schemas.personas import Persona
 from .budget import CaseBudget
 from .clues import more_clues
 from .rounds import Jury

@@ -12,8 +12,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..config import Settings
-from ..llm import LLM, LLMRequest, LLMResult, Part, gather_all, stage_request
-from ..media import Frame, MediaUnreadable, check_header, load_image, sample_frames
+from ..evidence.media import Frame, MediaUnreadable, check_header, load_image, sample_frames
+from ..llm.port import LLM, LLMRequest, LLMResult, Part, gather_all, stage_request
 from ..schemas import (
     CaseFile,
     Clue,

@@ -10,7 +10,7 @@ split", which the metrics treat as no split) and the debate kept in its summary'
 from __future__ import annotations
 
 from ..config import Settings
-from ..llm import LLM, Part, TextPart, stage_request
+from ..llm.port import LLM, Part, TextPart, stage_request
 from ..schemas import (
     Argument,
     ArgumentDraft,

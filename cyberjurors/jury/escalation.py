@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..config import Settings
-from ..safety import instruction_sentences, jury_addressed
+from ..evidence.safety import instruction_sentences, jury_addressed
 from ..schemas import JURY_SIZE, CaseFile, Escalation, EscalationReason, Verdict
 
 ESCALATION_NAMESPACE = uuid.UUID("0c4f3a55-6b1e-4f55-9d0e-5f2a7c1d8e44")

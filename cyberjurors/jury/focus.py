@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..config import Settings
-from ..llm import LLM, stage_request
+from ..llm.port import LLM, stage_request
 from ..schemas import DisputeCase, Focus, Usage
 from . import prompts
 from .model_inputs import FocusTask

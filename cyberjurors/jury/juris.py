@@ -19,7 +19,7 @@ from collections import Counter
 from itertools import zip_longest
 
 from ..config import Settings
-from ..llm import LLM, gather_all, stage_request
+from ..llm.port import LLM, gather_all, stage_request
 from ..schemas import CandidateSentences, JustificationDraft, SentenceVotes, Usage
 from . import prompts
 from .clues import attached_media

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..media import Frame
-from ..personas import Persona
+from ..evidence.media import Frame
 from ..schemas import (
     AppealBrief,
     Argument,
@@ -23,6 +22,7 @@ from ..schemas import (
     RoundSummary,
     Votes,
 )
+from ..schemas.personas import Persona
 
 
 @dataclass(frozen=True)

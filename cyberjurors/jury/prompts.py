@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config import Settings
-from ..safety import DATA_RULE
+from ..evidence.safety import DATA_RULE
 from ..schemas import AppealBrief, Argument, Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
 
 

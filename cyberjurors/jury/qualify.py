@@ -36,12 +36,12 @@ from pathlib import Path
 
 from ..config import Settings
 from ..errors import CyberJurorsError
-from ..llm import LLM, gather_all, stage_request
-from ..personas import Persona, reserves
+from ..llm.port import LLM, gather_all, stage_request
 from ..precedents.build import built_case_ids, case_digest
 from ..precedents.index import PrecedentIndex
 from ..precedents.models import PrecedentCase
 from ..schemas import BallotDraft, JurorScore, JuryComposition, JuryRound, JurySeat, Party, Standing
+from ..schemas.personas import Persona, reserves
 from . import prompts
 from .model_inputs import QualifyTask
 from .rounds import Jury

@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass
 
 from ..config import Settings
-from ..llm import LLM, Part, gather_all, stage_request
-from ..personas import Persona, load_personas
+from ..llm.port import LLM, Part, gather_all, stage_request
 from ..schemas import (
     Ballot,
     BallotDraft,
@@ -29,6 +28,7 @@ from ..schemas import (
     Usage,
     Votes,
 )
+from ..schemas.personas import Persona, load_personas
 from . import prompts
 from .budget import round_stop
 from .clues import attached_media, find_clues

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..config import Settings
-from ..llm import LLM, gather_pair
-from ..personas import Persona
+from ..llm.port import LLM, gather_pair
 from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, PrecedentRef, Precedents, Usage, Verdict, now
+from ..schemas.personas import Persona
 from .budget import CaseBudget
 from .clues import find_clues, passive_evidence, unread_passive
 from .focus import extract_focus

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..config import Settings
-from ..llm import LLM, stage_request
+from ..llm.port import LLM, stage_request
 from ..schemas import (
     Ballot,
     BudgetStop,

@@ -39,7 +39,7 @@ from pydantic import ValidationError
 
 from ..config import Settings
 from ..errors import CyberJurorsError
-from ..llm import LLM, LLMError
+from ..llm.port import LLM, LLMError
 from ..schemas import Category, DisputeCase, Usage
 from .distill import CHUNK_SIZE, MERGE_THRESHOLD, ChunkResult, chunks, distil_chunk, plan_merge, summarize_case
 from .embeddings import Embedder

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import schemas
 from ..config import Settings
-from ..llm import LLM, stage_request
-from ..safety import DATA_RULE, without_instructions
+from ..evidence.safety import DATA_RULE, without_instructions
+from ..llm.port import LLM, stage_request
 from ..schemas import DisputeCase, Party, Usage, Votes
 from .embeddings import Embedder
 from .models import Guideline, GuidelineChange, PrecedentCase, PrecedentError

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from .. import schemas
 from ..config import Settings
-from ..llm import LLM
+from ..llm.port import LLM
 from ..schemas import CaseFile, OutcomeReported, Verdict
 from .build import BuildReport, merge_and_store
 from .distill import MERGE_THRESHOLD, distil, summarize_case

@@ -9,9 +9,9 @@ import time
 from collections.abc import AsyncIterator, Sequence
 
 from ..config import Settings
-from ..metrics import PRECEDENT_RETRIEVAL
-from ..personas import Persona
+from ..observability.metrics import PRECEDENT_RETRIEVAL
 from ..schemas import DisputeCase, Focus, PrecedentRef, Precedents
+from ..schemas.personas import Persona
 from .embeddings import Embedder, load_embedder
 from .index import PrecedentIndex
 from .models import PrecedentError

@@ -18,9 +18,9 @@ import numpy as np
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..config import Settings
-from ..metrics import PRECEDENT_COLD_STARTS, PRECEDENT_FALLBACKS
-from ..personas import Persona
+from ..observability.metrics import PRECEDENT_COLD_STARTS, PRECEDENT_FALLBACKS
 from ..schemas import DisputeCase, Focus, PrecedentRef, Precedents
+from ..schemas.personas import Persona
 from .embeddings import Embedder
 from .index import PrecedentIndex
 from .models import Hit, PrecedentError

@@ -23,13 +23,13 @@ from typing import Any
 import faust
 from faust.types import TableT
 
-from .. import metrics, tracing
-from ..backends import build_llm
+from ..assembly import build_llm
 from ..config import Settings
 from ..errors import for_people
+from ..evidence.media_store import MediaStore, open_store
 from ..jury.rounds import Jury, is_settled
-from ..llm import LLM, LLMError
-from ..media_store import MediaStore, open_store
+from ..llm.port import LLM, LLMError
+from ..observability import metrics, tracing
 from ..precedents.precedent_base import PrecedentBase
 from . import expiry
 from .appeals import Appeals

@@ -28,14 +28,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import intake, metrics, tracing
 from ..config import Settings
 from ..errors import CyberJurorsError, for_people
+from ..evidence import intake
+from ..evidence.media_store import MediaStore
 from ..jury.appeal import Remembers, appeal_clues, appeal_file, appeal_id, appeal_notes, with_evidence
 from ..jury.rounds import Jury, is_settled
 from ..jury.stages import round_stage, verdict_stage
-from ..llm import LLM, LLMError
-from ..media_store import MediaStore
+from ..llm.port import LLM, LLMError
+from ..observability import metrics, tracing
 from ..schemas import AppealFiled, CaseFile, Verdict
 from .dead_letters import DeadLetters, OutputTooLarge, bug, shown_time
 from .ingest import claim_check, key_problem

@@ -17,11 +17,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from .. import tracing
 from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
-from ..intake import checked_json
-from ..media_store import StoreError, digest_of, open_store
+from ..evidence.intake import checked_json
+from ..evidence.media_store import StoreError, digest_of, open_store
+from ..observability import tracing
 from ..schemas import AppealFiled, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
 from .dead_letters import RECORD_OVERHEAD
 from .kafka import REPLAYED, client_options

@@ -24,9 +24,9 @@ from typing import Any, Protocol
 
 from aiokafka.errors import MessageSizeTooLargeError
 
-from .. import metrics, tracing
 from ..errors import CyberJurorsError, Reason, for_people, plain
-from ..media_store import MediaStore, StoreError
+from ..evidence.media_store import MediaStore, StoreError
+from ..observability import metrics, tracing
 from ..schemas import DeadLetter, now
 from . import expiry
 

@@ -101,7 +101,7 @@ def seed_precedents(settings: Settings, console: Console, source: Path | None = 
     if settings.precedent_backend != "embedded":
         return
     samples_dir = source or precedent_samples()
-    from ..backends import build_llm
+    from ..assembly import build_llm
     from ..precedents.build import BuildFailed, build_precedents, built_case_ids, read_cases
     from ..precedents.models import PrecedentError
     from ..precedents.precedent_base import opened_base

@@ -23,9 +23,10 @@ from typing import Any
 
 import faust
 
-from .. import intake, metrics, tracing
 from ..config import Settings
-from ..media_store import MediaStore, open_store
+from ..evidence import intake
+from ..evidence.media_store import MediaStore, open_store
+from ..observability import metrics, tracing
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, EvidenceSubmitted, now
 from ..schemas.events import DisputeEvent
 from . import expiry

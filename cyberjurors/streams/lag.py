@@ -25,8 +25,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from mode import Service
 from prometheus_client import Gauge
 
-from .. import metrics
 from ..config import Settings
+from ..observability import metrics
 from .kafka import client_options
 
 log = logging.getLogger("cyberjurors.lag")

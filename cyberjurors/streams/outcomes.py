@@ -18,11 +18,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import intake, metrics, tracing
 from ..config import Settings
 from ..errors import for_people
+from ..evidence import intake
 from ..jury.escalation import escalation_id
-from ..llm import LLM, LLMError
+from ..llm.port import LLM, LLMError
+from ..observability import metrics, tracing
 from ..precedents import learning
 from ..precedents.models import PrecedentError
 from ..precedents.precedent_base import PrecedentBase

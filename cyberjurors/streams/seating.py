@@ -16,11 +16,11 @@ from typing import Any
 from mode import Service
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from .. import metrics
 from ..config import Settings
 from ..errors import CyberJurorsError, for_people
 from ..jury import qualify
-from ..llm import LLM
+from ..llm.port import LLM
+from ..observability import metrics
 from ..precedents.index import PrecedentIndex
 from ..precedents.precedent_base import PrecedentBase
 from .probes import PRECEDENT_RETRY_WAIT, _transient

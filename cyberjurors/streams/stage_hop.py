@@ -17,12 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import metrics, tracing
 from ..config import Settings
 from ..errors import for_people
 from ..jury import stages
 from ..jury.rounds import Jury
-from ..llm import LLM, LLMError
+from ..llm.port import LLM, LLMError
+from ..observability import metrics, tracing
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, Verdict
 from . import expiry

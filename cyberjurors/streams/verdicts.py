@@ -22,10 +22,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import metrics, tracing
 from ..config import Settings
 from ..jury.escalation import escalation_event
 from ..jury.verdict import decide
+from ..observability import metrics, tracing
 from ..schemas import CaseFile, Escalation, Verdict, now
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, send_bounded
 from .stage_hop import StageResults

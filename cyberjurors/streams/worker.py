@@ -35,8 +35,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from mode import Service
 
-from .. import logs, metrics, tracing
 from ..config import Settings
+from ..observability import logs, metrics, tracing
 from .app import CONSUMED, create_app
 from .kafka import TOPICS, client_options, ensure_topics
 from .lag import ConsumerLag

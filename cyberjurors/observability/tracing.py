@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
@@ -31,14 +31,13 @@ from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from ..schemas import SCHEMA_VERSION, Usage
 from . import logs
-from .schemas import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from .config import Settings
-    from .llm import LLMRequest, LLMResult
+    from ..config import Settings
 
 SCOPE = "cyberjurors"
 CASE_ID = "cyberjurors.case_id"
@@ -237,8 +236,33 @@ def dead_letter(stage: str, reason: str, replayable: bool) -> Iterator[Span]:
 # --- model-call spans ---------------------------------------------------------------------------
 
 
+class Call(Protocol):
+    """What a model-call span reads of the port's request (llm/port.py's LLMRequest): observability
+    sits below the LLM room and does not import it."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def case_id(self) -> str: ...
+    @property
+    def max_output_tokens(self) -> int: ...
+
+
+class Answer(Protocol):
+    """What a model-call span reads of the port's result (LLMResult)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+
+
 @contextlib.contextmanager
-def model_call(provider: str, request: LLMRequest, queued_s: float = 0.0) -> Iterator[Span]:
+def model_call(provider: str, request: Call, queued_s: float = 0.0) -> Iterator[Span]:
     """A CLIENT span for one model call, named and attributed as the GenAI semantic conventions'
     inference span (``chat {model}``); ``answered`` or ``failed`` completes it."""
     attributes: dict[str, Any] = {
@@ -262,7 +286,7 @@ def model_call(provider: str, request: LLMRequest, queued_s: float = 0.0) -> Ite
         yield span
 
 
-def answered(span: Span, result: LLMResult[Any]) -> None:
+def answered(span: Span, result: Answer) -> None:
     if not span.is_recording():
         return
     usage = result.usage

@@ -31,10 +31,10 @@ import pydantic
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionContentPartParam
 
-from .. import metrics
-from ..config import OPENAI_EFFORTS, OpenAIEffort, Settings, reasons
-from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
-from ..schemas import Usage
+from ...config import OPENAI_EFFORTS, OpenAIEffort, Settings, reasons
+from ...observability import metrics
+from ...schemas import Usage
+from ..port import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
 from .anthropic import invalid, status_kind
 
 if TYPE_CHECKING:

@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from . import metrics
-from .config import Settings
-from .errors import CyberJurorsError, install_extra
+from ..config import Settings
+from ..errors import CyberJurorsError, install_extra
+from ..observability import metrics
 
 log = logging.getLogger("cyberjurors.media_store")
 

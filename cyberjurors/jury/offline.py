@@ -17,23 +17,8 @@ from collections import Counter, OrderedDict
 
 from pydantic import BaseModel
 
-from ..jury.model_inputs import (
-    AdvocateTask,
-    DraftTask,
-    EditTask,
-    FocusTask,
-    JudgeTask,
-    JurorTask,
-    PerceiveTask,
-    QualifyTask,
-    ReviseTask,
-    SelectTask,
-    SentenceVoteTask,
-    SummaryTask,
-    VerifyTask,
-)
-from ..jury.verify import remove_claims, sentences
-from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart
+from ..evidence.safety import without_instructions
+from ..llm.port import LLMError, LLMRequest, LLMResult, Part, T, TextPart
 from ..precedents.distill import (
     DISPUTE_TYPES,
     OTHER,
@@ -43,7 +28,6 @@ from ..precedents.distill import (
     case_dispute_type,
     party_statements,
 )
-from ..safety import without_instructions
 from ..schemas import (
     PARTIES,
     ArgumentDraft,
@@ -63,6 +47,22 @@ from ..schemas import (
     VerificationDraft,
     Votes,
 )
+from .model_inputs import (
+    AdvocateTask,
+    DraftTask,
+    EditTask,
+    FocusTask,
+    JudgeTask,
+    JurorTask,
+    PerceiveTask,
+    QualifyTask,
+    ReviseTask,
+    SelectTask,
+    SentenceVoteTask,
+    SummaryTask,
+    VerifyTask,
+)
+from .verify import remove_claims, sentences
 
 LABEL = "[offline stand-in]"
 BUYER_CUES = (

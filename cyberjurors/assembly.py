@@ -1,25 +1,25 @@
-"""LLM backends behind the port in ``llm.py``."""
+"""LLM backends behind the port in ``llm/port.py``."""
 
 from __future__ import annotations
 
-from ..config import Provider, Settings
-from ..llm import LLM, GuardedLLM
-from ..metrics import PriceTable
+from .config import Provider, Settings
+from .llm.port import LLM, GuardedLLM
+from .llm.prices import PriceTable
 
 
 def backend_for(provider: Provider, settings: Settings) -> LLM:
     """One provider's backend, with its own client."""
     match provider:
         case "anthropic":
-            from .anthropic import AnthropicLLM
+            from .llm.backends.anthropic import AnthropicLLM
 
             return AnthropicLLM.from_settings(settings)
         case "openai":
-            from .openai import OpenAICompatibleLLM
+            from .llm.backends.openai import OpenAICompatibleLLM
 
             return OpenAICompatibleLLM.from_settings(settings)
         case _:
-            from .offline import OfflineLLM
+            from .jury.offline import OfflineLLM
 
             return OfflineLLM(latency_s=settings.offline_latency_s, prompt_caching=settings.prompt_caching)
 
@@ -30,7 +30,7 @@ def build_llm(settings: Settings) -> GuardedLLM:
     router over every provider the settings use; the cap and the rate limit stay per worker."""
     backend: LLM
     if settings.providers_named():
-        from .routed import routed
+        from .llm.backends.routed import routed
 
         backend = routed(settings, lambda provider: backend_for(provider, settings))
     else:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..config import Provider, Settings, split_model
-from ..llm import LLM, LLMRequest, LLMResult, T
+from ...config import Provider, Settings, split_model
+from ..port import LLM, LLMRequest, LLMResult, T
 
 
 @dataclass

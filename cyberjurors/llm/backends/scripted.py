@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from ..llm import LLMRequest, LLMResult, T
-from ..schemas import Usage
+from ...schemas import Usage
+from ..port import LLMRequest, LLMResult, T
 
 Answer = Callable[[LLMRequest, type[BaseModel]], BaseModel | Awaitable[BaseModel]]
 

@@ -9,7 +9,7 @@ then the select and perceive steps, ..., round 1's warm-up jurors, the other jur
 summaries, and so on: stage by stage, because every case waits for its answer before its next call.
 
 To tell when nothing can go further, a run counts its *flows*: each case is one (``Waves.gather``), a ``gather_all``
-(``llm.py``) turns one into several (the two parties' chains, the jurors of a round) and back into
+(``llm/port.py``) turns one into several (the two parties' chains, the jurors of a round) and back into
 one when they are done, and a flow stops counting while it waits in ``Waves.wait``. When the count
 reaches zero with calls waiting, the wave is due. The stage functions wait only on the model, on
 their own children and on work that finishes by itself (decoding media, retrieval in a thread);
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from .errors import CyberJurorsError
+from ..errors import CyberJurorsError
 
 P = TypeVar("P")
 R = TypeVar("R")

@@ -12,11 +12,9 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .config import Settings
-from .errors import CyberJurorsError, Reason, validation_summary
-from .media import MediaRejected, check_reference
-from .safety import jury_addressed
-from .schemas import (
+from ..config import Settings
+from ..errors import CyberJurorsError, Reason, validation_summary
+from ..schemas import (
     CaseMetadata,
     CaseOpened,
     CaseSubmitted,
@@ -27,7 +25,9 @@ from .schemas import (
     GroundTruthVotes,
     dispute_event,
 )
-from .schemas.events import DisputeEvent
+from ..schemas.events import DisputeEvent
+from .media import MediaRejected, check_reference
+from .safety import jury_addressed
 
 
 class Rejected(CyberJurorsError, ValueError):

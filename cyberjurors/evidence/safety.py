@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .schemas import DisputeCase
+    from ..schemas import DisputeCase
 
 _INSTRUCTION = re.compile(
     r"(ignore (all |any )?(previous|prior|above) (instructions|prompts?)"

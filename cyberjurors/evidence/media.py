@@ -30,12 +30,12 @@ import av
 from PIL import Image, UnidentifiedImageError
 from yarl import URL
 
+from ..config import Settings
+from ..errors import CyberJurorsError, for_people
+from ..llm.port import ImagePart
+from ..schemas import MediaRef
 from . import frame_events
-from .config import Settings
-from .errors import CyberJurorsError, for_people
-from .llm import ImagePart
 from .media_store import StoreError, open_store
-from .schemas import MediaRef
 
 # What the bytes may turn out to be (Pillow's ``format``, PyAV's demuxer name) for each declared
 # type. The declared type is the sender's claim; Pillow and FFmpeg go by the contents, so bytes

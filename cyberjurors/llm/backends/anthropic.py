@@ -36,11 +36,11 @@ import pydantic
 from anthropic.types import Message
 from pydantic import BaseModel
 
-from .. import metrics
-from ..config import Settings
-from ..llm import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
-from ..model_catalog import facts
-from ..schemas import Usage
+from ...config import Settings
+from ...observability import metrics
+from ...schemas import Usage
+from ..catalog import facts
+from ..port import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
 
 STOP_KINDS = {"refusal": "refused", "max_tokens": "truncated", "model_context_window_exceeded": "truncated"}
 
@@ -214,7 +214,7 @@ class AnthropicLLM:
 
     def params(self, request: LLMRequest, output_type: type[BaseModel]) -> dict[str, Any]:
         """The body of one Messages call: what ``messages.create`` sends, and what a Message Batches
-        entry carries as its ``params`` (``backends/batch.py``)."""
+        entry carries as its ``params`` (``llm/backends/batch.py``)."""
         params = thinking_params(request)
         output_config: dict[str, Any] = {
             "format": {"type": "json_schema", "schema": anthropic.transform_schema(output_type)}

@@ -21,11 +21,13 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
-from . import metrics, tracing, waves
-from .config import Effort, Role, Settings, Thinking
-from .errors import FINAL_LLM_KINDS, CyberJurorsError
-from .model_catalog import facts
-from .schemas import Usage
+from ..config import Effort, Role, Settings, Thinking
+from ..errors import FINAL_LLM_KINDS, CyberJurorsError
+from ..observability import metrics, tracing
+from ..schemas import Usage
+from . import waves
+from .catalog import facts
+from .prices import PriceTable
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
@@ -169,13 +171,13 @@ def prefix_tokens(system: str, shared: Sequence[Part]) -> int:
 
 def can_cache(model: str, system: str, shared: Sequence[Part]) -> bool:
     """Whether a breakpoint after ``shared`` can cache anything: there is a prefix, and it may reach
-    the model's minimum cacheable length (model_catalog.py; unknown models: assume it can)."""
+    the model's minimum cacheable length (llm/catalog.py; unknown models: assume it can)."""
     return bool(shared) and reaches_minimum(model, prefix_tokens(system, shared))
 
 
 def reaches_minimum(model: str, tokens: int) -> bool:
     """Whether a prefix of about ``tokens`` may reach the model's minimum cacheable length
-    (model_catalog.py; unknown models: assume it can)."""
+    (llm/catalog.py; unknown models: assume it can)."""
     known = facts(model)
     return known is None or tokens >= known.min_cacheable_tokens
 
@@ -252,7 +254,7 @@ class GuardedLLM:
     concurrency: int = 16
     tokens_per_minute: int | None = None
     call_log: Path | None = None
-    prices: metrics.PriceTable | None = None
+    prices: PriceTable | None = None
     batch: bool = False
     """the inner backend answers through the Message Batches API: calls are priced at its share"""
     _slots: asyncio.Semaphore = field(init=False)
@@ -301,7 +303,9 @@ class GuardedLLM:
                     tracing.failed(span, err.kind)
                     if err.usage is not None:  # a reply came and was billed: its tokens and cost count as an answer's
                         usage = err.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
-                        cost = metrics.record_llm_spend(backend, model, request.role, usage, self.prices, self.batch)
+                        cost = metrics.record_llm_spend(
+                            backend, model, request.role, usage, self._cost(backend, model, usage)
+                        )
                         err.usage = usage.model_copy(update={"cost_usd": cost})
                     self._log(request, elapsed, backend, error=err.kind, usage=err.usage)
                     metrics.record_llm_error(backend, model, request.role, elapsed, err.kind)
@@ -315,10 +319,17 @@ class GuardedLLM:
                 tracing.answered(span, result)
             elapsed = time.perf_counter() - started
         usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
-        cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self.prices, self.batch)
+        cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self._cost(backend, model, usage))
         result.usage = usage.model_copy(update={"cost_usd": cost})  # what the per-case budget adds up
         self._log(request, elapsed, backend, result=result, usage=result.usage)
         return result
+
+    def _cost(self, backend: str, model: str, usage: Usage) -> float | None:
+        """USD for a call's usage, at the Message Batches share when ``batch``; None without a price."""
+        cost = (self.prices or PriceTable()).cost(backend, model, usage, batch=self.batch)
+        if cost is None and self.prices is not None:
+            self.prices.warn_once(model)
+        return cost
 
     def _log(
         self,

@@ -38,7 +38,7 @@ from opentelemetry import trace
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-from .config import Settings
+from ..config import Settings
 
 case_id: ContextVar[str | None] = ContextVar("cyberjurors_case_id", default=None)
 stage: ContextVar[str | None] = ContextVar("cyberjurors_stage", default=None)

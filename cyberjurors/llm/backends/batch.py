@@ -49,8 +49,8 @@ from tenacity import (
     wait_fixed,
 )
 
-from ..errors import FINAL_LLM_KINDS, CyberJurorsError, for_people
-from ..llm import LLM, LLMError, LLMRequest, LLMResult, T
+from ...errors import FINAL_LLM_KINDS, CyberJurorsError, for_people
+from ..port import LLM, LLMError, LLMRequest, LLMResult, T
 from ..waves import Waves
 from .anthropic import AnthropicLLM, read_message
 

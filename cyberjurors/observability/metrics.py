@@ -31,14 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
-from .model_catalog import find
-from .schemas import CATEGORIES, ESCALATION_REASONS
+from ..schemas import CATEGORIES, ESCALATION_REASONS
 
 if TYPE_CHECKING:
     import faust
 
-    from .model_catalog import TokenPrices
-    from .schemas import BudgetStop, JuryComposition, Usage, Verification, Votes
+    from ..schemas import BudgetStop, JuryComposition, Usage, Verification, Votes
 
 log = logging.getLogger("cyberjurors.metrics")
 
@@ -53,7 +51,6 @@ SIDES = ("buyer", "seller")
 # A partition of a call's tokens, so summing every kind gives its total: output is the answer and
 # thinking the reasoning (Usage.output_tokens holds both, as providers bill them).
 TOKEN_KINDS = ("input", "output", "thinking", "cache_read", "cache_write")
-FREE_BACKENDS = {"offline", "scripted"}  # they bill nothing, whatever the model name says
 
 # --- latency ---------------------------------------------------------------------------------
 
@@ -317,48 +314,6 @@ def stage_label(stage: str) -> str:
 # --- LLM calls -------------------------------------------------------------------------------
 
 
-class PriceTable:
-    """USD per million tokens, by model and token kind (setting ``llm_prices``; by default the dated,
-    sourced list prices of model_catalog.py).
-
-    A model is priced by its exact name, else as a dated snapshot of a table key (so
-    "claude-sonnet-5-5" also prices "claude-sonnet-5-5-20260101", and nothing prices an unknown
-    "claude-sonnet-5-6"). The offline and
-    scripted backends cost nothing. A model not in the table costs 0 and is counted in
-    ``cyberjurors_llm_unpriced_calls_total``.
-    """
-
-    def __init__(self, prices: Mapping[str, TokenPrices] | None = None):
-        self.prices = dict(prices or {})
-        self._warned: set[str] = set()
-
-    def price(self, model: str) -> TokenPrices | None:
-        return find(self.prices, model)
-
-    def cost(self, backend: str, model: str, usage: Usage, batch: bool = False) -> float | None:
-        """USD for one call's usage (or a sum of one model's calls); None when the model has no
-        price. Cache writes are priced by TTL; ``batch``: made through the Message Batches API."""
-        if backend in FREE_BACKENDS:
-            return 0.0
-        price = self.price(model)
-        if price is None:
-            return None
-        write_5m = usage.cache_write_tokens - usage.cache_write_1h_tokens
-        full = (
-            usage.input_tokens * price.input
-            + usage.output_tokens * price.output
-            + usage.cache_read_tokens * price.cache_read
-            + write_5m * price.cache_write
-            + usage.cache_write_1h_tokens * price.write_1h
-        ) / 1e6
-        return full * price.batch if batch else full
-
-    def warn_once(self, model: str) -> None:
-        if model not in self._warned:
-            self._warned.add(model)
-            log.warning("no price for model %r in llm_prices: its cost is counted as 0", model)
-
-
 def token_kinds(usage: Usage) -> dict[str, int]:
     """A call's tokens by metric kind (``TOKEN_KINDS``): answer and thinking apart."""
     thinking = min(usage.thinking_tokens, usage.output_tokens)  # a provider's count never exceeds its total
@@ -371,28 +326,21 @@ def token_kinds(usage: Usage) -> dict[str, int]:
     }
 
 
-def record_llm_call(
-    backend: str, model: str, role: str, elapsed_s: float, usage: Usage, prices: PriceTable | None, batch: bool = False
-) -> float:
-    """Count one answered call; returns its estimated cost in USD (0 when unpriced), which the
-    per-case budget adds up; ``batch``: answered through the Message Batches API, at its price."""
+def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage: Usage, cost: float | None) -> float:
+    """Count one answered call and its estimated cost in USD (None: the model has no price, counted
+    as 0); returns the cost counted, which the per-case budget adds up."""
     LLM_CALLS.labels(backend, model, role).inc()
     LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
-    return record_llm_spend(backend, model, role, usage, prices, batch)
+    return record_llm_spend(backend, model, role, usage, cost)
 
 
-def record_llm_spend(
-    backend: str, model: str, role: str, usage: Usage, prices: PriceTable | None, batch: bool = False
-) -> float:
+def record_llm_spend(backend: str, model: str, role: str, usage: Usage, cost: float | None) -> float:
     """Count a billed reply's tokens and estimated cost, returned (0 when unpriced): an answer's, or
     one the provider sent and billed that failed our checks (cut, refused, not a valid answer)."""
     for kind, tokens in token_kinds(usage).items():
         LLM_TOKENS.labels(backend, model, role, kind).inc(tokens)
-    cost = (prices or PriceTable()).cost(backend, model, usage, batch=batch)
     if cost is None:
         LLM_UNPRICED.labels(backend, model).inc()
-        if prices is not None:
-            prices.warn_once(model)
         cost = 0.0
     LLM_COST.labels(backend, model, role).inc(cost)
     return cost

@@ -1,0 +1,3 @@
+"""Evidence: intake's checks of what platforms send, photos and videos read within their caps
+(media.py, frame_events.py), the media store that keeps inline evidence, and the safety screen for
+text addressed to the jury."""
