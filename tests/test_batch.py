@@ -32,7 +32,8 @@ from cyberjurors.config import Settings
 from cyberjurors.evaluation.batch import judge_in_waves
 from cyberjurors.evaluation.dataset import load_dataset
 from cyberjurors.evaluation.ladder import ABLATIONS
-from cyberjurors.evaluation.runner import EvalError, Options, run_eval
+from cyberjurors.evaluation.runner import run_eval
+from cyberjurors.evaluation.runs import EvalError, Options
 from cyberjurors.evaluation.synth import generate
 from cyberjurors.jury import prompts
 from cyberjurors.jury.offline import OfflineLLM

@@ -161,7 +161,7 @@ def test_produce_says_what_is_wrong_with_deep_json_an_empty_file_and_accepts_a_b
 
 
 def test_dlq_shows_producer_chosen_keys_without_their_control_characters():
-    from cyberjurors.cli import shown
+    from cyberjurors.cli.base import shown
 
     assert shown("\x1b[2J\x1b[31mcase") == "\\x1b[2J\\x1b[31mcase"
     assert "\x1b" not in shown("\x1b]0;title\x07") and len(shown("k" * 5000)) == 80

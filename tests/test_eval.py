@@ -17,7 +17,8 @@ from cyberjurors.config import Settings
 from cyberjurors.evaluation.dataset import load_dataset
 from cyberjurors.evaluation.ladder import ABLATIONS, CONFIGURED
 from cyberjurors.evaluation.results import CaseResult
-from cyberjurors.evaluation.runner import EvalError, Options, RunState, run_eval
+from cyberjurors.evaluation.runner import run_eval
+from cyberjurors.evaluation.runs import EvalError, Options, RunState
 from cyberjurors.evaluation.scores import summarize
 from cyberjurors.evaluation.swap import swap_parties, twin_id
 from cyberjurors.evaluation.synth import generate

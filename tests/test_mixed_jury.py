@@ -21,7 +21,8 @@ from cyberjurors.evaluation.dataset import load_dataset
 from cyberjurors.evaluation.ladder import ABLATIONS, LADDER, select
 from cyberjurors.evaluation.report import DatasetInfo, EvalReport, render, to_markdown
 from cyberjurors.evaluation.results import CaseResult
-from cyberjurors.evaluation.runner import Options, run_eval
+from cyberjurors.evaluation.runner import run_eval
+from cyberjurors.evaluation.runs import Options
 from cyberjurors.evaluation.scores import summarize
 from cyberjurors.evaluation.synth import generate
 from cyberjurors.jury.stages import judge

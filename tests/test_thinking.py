@@ -364,7 +364,8 @@ def test_eval_caches_for_an_hour_unless_the_ttl_is_set(tmp_path: Path, monkeypat
     from types import SimpleNamespace
 
     from cyberjurors.evaluation.ladder import LADDER
-    from cyberjurors.evaluation.runner import Options, worker_settings
+    from cyberjurors.evaluation.runner import worker_settings
+    from cyberjurors.evaluation.runs import Options
 
     def ttl(base: Settings) -> str:
         dataset, run = SimpleNamespace(media_root=EXAMPLES), SimpleNamespace(run_id="r1")

@@ -46,7 +46,7 @@ from ..schemas import CaseFile, DisputeCase, Verdict, now
 from .dataset import Dataset
 from .ladder import Ablation
 from .report import BatchRun, DatasetInfo, EvalReport, model_prices
-from .runner import EvalError, Options, RunState, case_results, failed_cases, fingerprint, media_root, public_settings
+from .runs import EvalError, Options, RunState, case_results, failed_cases, fingerprint, media_root, public_settings
 from .scores import summarize
 from .swap import swap_parties, twin_id
 

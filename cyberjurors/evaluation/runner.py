@@ -21,24 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
-import shutil
 import tempfile
 import time
-import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..config import Settings
-from ..errors import CyberJurorsError
-from ..schemas import DisputeCase, Verdict
+from ..schemas import DisputeCase
 from ..streams.broker import embedded_broker
 from ..streams.clients import Outcome, Outcomes, Outgoing, case_event, produce
 from ..streams.kafka import ensure_topics
@@ -46,7 +39,7 @@ from ..streams.worker_process import WorkerProcess
 from .dataset import Dataset
 from .ladder import Ablation
 from .report import DatasetInfo, EvalReport, model_prices
-from .results import CaseResult
+from .runs import EvalError, Options, RunState, case_results, failed_cases, media_root, public_settings
 from .scores import summarize
 from .swap import swap_parties, twin_id
 
@@ -77,100 +70,6 @@ RUN_PLACES = {
     "batch_max_wait_s",
     "batch_retry_s",
 }
-
-
-class EvalError(CyberJurorsError, RuntimeError):
-    kind = "eval_failed"
-
-
-def public_settings(settings: Settings) -> dict[str, Any]:
-    return settings.model_dump(mode="json", exclude=SECRETS)
-
-
-def fingerprint(settings: Settings) -> str:
-    judged = {k: v for k, v in public_settings(settings).items() if k not in RUN_PLACES}
-    return hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Options:
-    out: Path
-    concurrency: int = 8
-    party_swap: bool = True
-    timeout_s: float = 600.0
-    """Give up on the remaining cases of a configuration when no result has arrived for this long."""
-    fresh: bool = False
-    batch: bool = False
-    """judge in waves through the Message Batches API (``batch.py``) instead of the streaming topology"""
-
-
-class RunState:
-    """OUT/run.json and OUT/results/*.jsonl: what has been decided so far, and under which settings."""
-
-    def __init__(self, out: Path, dataset: Dataset, fresh: bool):
-        self.out = out
-        self.path = out / "run.json"
-        (out / "results").mkdir(parents=True, exist_ok=True)
-        state = json.loads(self.path.read_text()) if self.path.exists() and not fresh else {}
-        if state and state.get("dataset_sha256") != dataset.sha256:
-            raise EvalError(
-                f"{out} holds results for another dataset ({state.get('dataset_source')}); "
-                "use --fresh to discard them, or another --out"
-            )
-        if fresh:
-            for old in (out / "results").glob("*.jsonl"):
-                old.unlink()
-            shutil.rmtree(out / "batches", ignore_errors=True)  # eval --batch's batches and their answers
-        self.state = state or {
-            "run_id": uuid.uuid4().hex[:8],
-            "dataset_sha256": dataset.sha256,
-            "dataset_source": str(dataset.source),
-            "configurations": {},
-        }
-        self._save()
-
-    @property
-    def run_id(self) -> str:
-        return self.state["run_id"]
-
-    def _save(self) -> None:
-        self.path.write_text(json.dumps(self.state, indent=2))
-
-    def results_path(self, key: str) -> Path:
-        return self.out / "results" / f"{key}.jsonl"
-
-    def claim(self, key: str, settings: Settings) -> None:
-        known = self.state["configurations"].get(key)
-        mark = fingerprint(settings)
-        if known and known != mark:
-            raise EvalError(
-                f"{self.results_path(key)} was produced with different settings for {key!r}; "
-                "use --fresh to start over, or another --out"
-            )
-        self.state["configurations"][key] = mark
-        self._save()
-
-    def decided(self, key: str) -> dict[str, Verdict]:
-        path = self.results_path(key)
-        if not path.exists():
-            return {}
-        verdicts = {}
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("verdict"):
-                verdicts[record["case_id"]] = Verdict.model_validate(record["verdict"])
-        return verdicts
-
-    def record(self, key: str, case_id: str, verdict: Verdict | None = None, failure: str | None = None) -> None:
-        line = {"case_id": case_id, "verdict": verdict.model_dump(mode="json") if verdict else None, "failure": failure}
-        with self.results_path(key).open("a", encoding="utf-8") as out:
-            out.write(json.dumps(line) + "\n")
-
-
-def media_root(base: Settings, dataset: Dataset) -> Path:
-    """Where the cases' media paths are looked up: a media_root set on purpose (environment,
-    settings file, ``--media-root``) wins over the dataset's own folder."""
-    return base.media_root if "media_root" in base.model_fields_set else dataset.media_root
 
 
 def missing_media(dataset: Dataset, root: Path) -> list[tuple[str, str]]:
@@ -290,39 +189,6 @@ async def _collect(
         failures[case_id] = "timeout"
         run.record(key, case_id, failure="timeout")
     return failures
-
-
-def case_results(
-    dataset: Dataset, verdicts: dict[str, Verdict], failures: dict[str, str], party_swap: bool
-) -> list[CaseResult]:
-    results = []
-    for case in dataset.cases:
-        assert case.ground_truth is not None  # load_dataset refuses cases without it
-        twin = twin_id(case.case_id)
-        results.append(
-            CaseResult(
-                case_id=case.case_id,
-                category=case.metadata.category,
-                truth=case.ground_truth,
-                verdict=verdicts.get(case.case_id),
-                failure=failures.get(case.case_id),
-                swapped=verdicts.get(twin) if party_swap else None,
-                swapped_failure=failures.get(twin) if party_swap else None,
-            )
-        )
-    return results
-
-
-def failed_cases(results: list[CaseResult], party_swap: bool) -> dict[str, str]:
-    """Every case sent that has no verdict, party-swap twins included: case id -> why (the dead
-    letter's ``stage:reason``, or ``timeout``)."""
-    failed = {}
-    for r in results:
-        if r.verdict is None:
-            failed[r.case_id] = r.failure or "no verdict"
-        if party_swap and r.swapped is None:
-            failed[twin_id(r.case_id)] = r.swapped_failure or "no verdict"
-    return dict(sorted(failed.items()))
 
 
 def evaluate_one(

@@ -14,8 +14,7 @@ from pydantic import Field
 from ..errors import FINAL_PRECEDENT_KINDS, CyberJurorsError
 from ..schemas import CATEGORIES as CATEGORIES  # re-exported for the index backends and the build
 from ..schemas import Party, Votes
-from ..schemas.case import Category
-from ..schemas.reasoning import Record
+from ..schemas.case import Category, Record
 
 Kind = Literal["case", "guideline"]
 KINDS: tuple[Kind, ...] = get_args(Kind)

@@ -53,6 +53,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Record(BaseModel):
+    """What the pipeline itself writes (case files, verdicts, letters): no unknown field, and not frozen."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class MediaRef(Strict):
     """Where a photo or video lives. Exactly one of path, url, data_base64, stored."""
 

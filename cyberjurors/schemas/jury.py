@@ -7,8 +7,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from .case import Party
-from .reasoning import Record
+from .case import Party, Record
 
 QualificationMode = Literal["off", "report", "replace", "reweight"]
 Standing = Literal["qualified", "fails_accuracy", "fails_bias", "fails_both"]

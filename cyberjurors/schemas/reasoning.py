@@ -10,18 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from .case import SCHEMA_VERSION, DisputeCase, Party, Votes
+from .case import SCHEMA_VERSION, DisputeCase, Party, Record, Votes
+from .jury import JuryComposition
 
 Leaning = Literal["buyer", "seller", "neutral"]
-
-
-class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-from .jury import JuryComposition  # noqa: E402  (it builds on Record; the case file and verdict name it)
 
 # --- model outputs -----------------------------------------------------------------------
 
