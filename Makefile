@@ -8,7 +8,7 @@ PIP    := $(BIN)/pip install -q --disable-pip-version-check
 UV     ?= $(BIN)/uv
 MODEL  := $(VENV)/share/cyberjurors/models/all-MiniLM-L6-v2
 
-.PHONY: demo console test lint typecheck check install install-demo bench media lock lowest clean
+.PHONY: demo console test test-fast lint typecheck check install install-demo bench media lock lowest clean
 
 # the project itself, from the working tree, over the locked packages (setuptools is locked too,
 # so nothing outside requirements/ is installed)
@@ -63,6 +63,11 @@ test: lint typecheck
 	# four test files at a time (each on one process: --dist loadfile), each with its own broker; most
 	# tests wait on a broker or a worker rather than the CPU, so four run well on two cores
 	$(BIN)/python -m pytest -q -n 4 --dist loadfile
+
+# the fast lane while developing: the lint, the types and every test that starts no broker, worker
+# or browser (the tests marked integration); `make test` runs them all, as CI does
+test-fast: lint typecheck
+	$(BIN)/python -m pytest -q -m "not integration" -n 2
 
 # Regenerate the lockfiles after a change to pyproject.toml's dependencies (uv is in the dev extra).
 # test.txt first, for this machine's kind (Linux x86-64, CPython 3.11, torch's CPU build); the others

@@ -39,6 +39,12 @@ class CyberJurorsError(Exception):
             self.kind = kind
 
 
+class OutputTooLarge(CyberJurorsError):
+    """A message over ``max_event_bytes``, or one the broker refused as too large."""
+
+    kind = "output_too_large"
+
+
 def install_extra(extra: str) -> str:
     """How to add an extra. The project is installed from its source and locks (it is not on PyPI
     under its name), so the hint names the checkout, never a bare package name."""

@@ -23,11 +23,12 @@ from cyberjurors.jury.verdict import VERDICT_NAMESPACE, verdict_id
 from cyberjurors.llm.port import LLMError
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, DisputeCase, OutcomeReported, Verdict
-from cyberjurors.streams.dead_letters import DeadLetters
+from cyberjurors.state.results import StageResults
+from cyberjurors.streams.dead_letters import DeadLetters, hand_on
 from cyberjurors.streams.ingest import Ingest
 from cyberjurors.streams.outcomes import Outcomes
 from cyberjurors.streams.signing import sign
-from cyberjurors.streams.stage_hop import StageHop, StageResults
+from cyberjurors.streams.stage_hop import StageHop
 from cyberjurors.streams.verdicts import Verdicts
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -206,8 +207,8 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
         DeadLetters(dlq, metrics.CasesInFlight()),
     )
     for stage in ("ready", "verdict"):
-        await results.hand_on("decided", stage, b"{}", Topic())
-    await results.hand_on("in-flight", "ready", b"{}", Topic())
+        await hand_on(results, "decided", stage, b"{}", Topic())
+    await hand_on(results, "in-flight", "ready", b"{}", Topic())
 
     def outcome(case_id: str, decided_at: str | None = None) -> SimpleNamespace:
         raw = {"type": "outcome", "case_id": case_id, "votes": {"buyer": 12, "seller": 5}}

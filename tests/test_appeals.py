@@ -37,10 +37,10 @@ from cyberjurors.schemas import (
     Verdict,
 )
 from cyberjurors.schemas.personas import load_personas
+from cyberjurors.state.results import StageResults
 from cyberjurors.streams.appeals import Appeals
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.stage_hop import StageResults
 from cyberjurors.streams.verdicts import Verdicts
 
 from .conftest import EXAMPLES, calls, read_topic, worker_process

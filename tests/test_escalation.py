@@ -40,11 +40,11 @@ from cyberjurors.schemas import (
     Verdict,
     Verification,
 )
+from cyberjurors.state.results import StageResults
 from cyberjurors.streams import signing
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcomes import Outcomes
-from cyberjurors.streams.stage_hop import StageResults
 from cyberjurors.streams.verdicts import Verdicts
 
 from .conftest import EXAMPLES, calls, read_topic, worker_process

@@ -18,9 +18,9 @@ from cyberjurors.config import Settings
 from cyberjurors.evidence import intake
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter
+from cyberjurors.state.results import StageResults
 from cyberjurors.streams import ingest as handler
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.stage_hop import StageResults
 
 METADATA = {
     "category": "clothing",

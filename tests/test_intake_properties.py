@@ -28,9 +28,9 @@ from prometheus_client import CollectorRegistry, Gauge
 from cyberjurors.config import Settings
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter
+from cyberjurors.state.results import StageResults
 from cyberjurors.streams import ingest as handler
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.stage_hop import StageResults
 
 from .test_dead_letters import TABLE
 

@@ -397,6 +397,9 @@ def test_seeding_on_a_provider_closes_its_client_in_its_own_event_loop(tmp_path,
         gc.collect()
         await asyncio.sleep(0.1)
 
+    # a client another test of this process left behind is collected now, outside any event loop,
+    # and not during this test's, where its close would be logged as if this test had leaked it
+    gc.collect()
     with serving(ScriptedServer(respond=StrictModel())) as url:
         settings = Settings(
             llm_backend="anthropic",

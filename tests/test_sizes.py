@@ -28,11 +28,12 @@ from cyberjurors.evidence import media
 from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter, MediaRef, Verdict
+from cyberjurors.state.results import StageResults
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.ingest import Ingest
 from cyberjurors.streams.kafka import client_options, ensure_topics
-from cyberjurors.streams.stage_hop import StageHop, StageResults
+from cyberjurors.streams.stage_hop import StageHop
 
 from .conftest import read_topic, running_app
 from .test_app_handlers import NOW, Topic, event, text_case

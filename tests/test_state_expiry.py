@@ -22,10 +22,11 @@ from cyberjurors.jury import clues
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DeadLetter, Verdict
+from cyberjurors.state.results import StageResults
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.streams.dead_letters import hand_on
 from cyberjurors.streams.kafka import client_options, ensure_topics
-from cyberjurors.streams.stage_hop import StageResults
 from cyberjurors.streams.worker_process import WorkerProcess
 
 from .conftest import EXAMPLES, calls, read_topic, running_app
@@ -235,11 +236,11 @@ async def test_stage_results_expire_only_on_the_given_partitions_and_keep_fresh_
 
     for case_id, partition in (("old-0", 0), ("old-1", 1)):
         for stage in ("ready", "focus", "clues", "round-1", "round-2", "verdict"):
-            await results.hand_on(case_id, stage, b"{}", Out())
+            await hand_on(results, case_id, stage, b"{}", Out())
         times[case_id]["partition"] = partition
     assert results.finish("old-0") == 4 and case_keys(table, "old-0") == {"ready", "verdict"}
     clock.now += 101
-    await results.hand_on("fresh", "ready", b"{}", Out())
+    await hand_on(results, "fresh", "ready", b"{}", Out())
     assert await results.expire(partitions={0}) == 1
     assert case_keys(table, "old-0") == {"expired"} and times["old-0"]["partition"] == 0  # a decided case's marker
     assert case_keys(table, "old-1") == {"ready", "focus", "clues", "round-1", "round-2", "verdict"}
@@ -310,7 +311,7 @@ def test_the_offline_backends_prompt_cache_keeps_the_last_prefixes_only():
 
 
 async def test_cases_left_without_a_stage_times_entry_are_adopted_and_expire():
-    from cyberjurors.streams import expiry
+    from cyberjurors.state import expiry
 
     clock = Clock()
     table = {"lost/ready": b"{}", "lost/verdict": b"{}", "kept/ready": b"{}", "other/ready": b"{}"}
@@ -376,7 +377,7 @@ async def test_state_written_outside_an_event_goes_to_its_partition_on_the_rocks
     """The sweep runs in a timer, with no event: Faust's RocksDB store takes a write's partition from
     the current event (and asserts there is one), so the expired marker and an adopted case's stamp
     failed there and every sweep stopped at the first decided case: nothing expired on RocksDB."""
-    from cyberjurors.streams import expiry
+    from cyberjurors.state import expiry
 
     settings = settings.model_copy(update={"table_store": "rocksdb", "state_sweep_interval_s": 3600})
     clock = Clock()

@@ -27,10 +27,11 @@ from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import GuardedLLM, LLMError
 from cyberjurors.observability import metrics, tracing
 from cyberjurors.schemas import SCHEMA_VERSION, BallotDraft, CaseFile, DeadLetter, Selection, Verdict
+from cyberjurors.state.results import StageResults
 from cyberjurors.streams.app import Handlers, deliberate
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.ingest import Ingest
-from cyberjurors.streams.stage_hop import StageHop, StageResults, StageWork
+from cyberjurors.streams.stage_hop import StageHop, StageWork
 from cyberjurors.streams.verdicts import Verdicts
 
 from .messages_server import ScriptedServer, anthropic_error, anthropic_message

@@ -47,10 +47,11 @@ from cyberjurors.schemas import (
     Verification,
     VerificationDraft,
 )
+from cyberjurors.state.results import StageResults
 from cyberjurors.streams.app import deliberate
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.stage_hop import StageHop, StageResults
+from cyberjurors.streams.stage_hop import StageHop
 from cyberjurors.streams.verdicts import Verdicts
 
 from .conftest import EXAMPLES, calls, read_topic, worker_process

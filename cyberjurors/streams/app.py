@@ -31,7 +31,8 @@ from ..jury.rounds import Jury, is_settled
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
 from ..precedents.precedent_base import PrecedentBase
-from . import expiry
+from ..state import expiry, tables
+from ..state.results import StageResults
 from .appeals import Appeals
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
 from .ingest import Ingest, schedule_expiry
@@ -39,7 +40,7 @@ from .kafka import faust_broker_url, faust_credentials
 from .outcomes import Outcomes
 from .probes import Health
 from .seating import Seating
-from .stage_hop import StageHop, StageResults, StageWork
+from .stage_hop import StageHop, StageWork
 from .transport import handled, use_fetch_wait
 from .verdicts import Verdicts
 
@@ -55,7 +56,7 @@ def faust_app(settings: Settings) -> faust.App:
         settings.app_id,
         broker=faust_broker_url(settings),
         broker_credentials=faust_credentials(settings),
-        store="rocksdb://" if settings.table_store == "rocksdb" else "memory://",  # rocksdb: under datadir
+        store=tables.store_url(settings),
         datadir=str(settings.datadir),
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication_factor,
@@ -104,9 +105,7 @@ def create_app(
         )
 
     def table(name: str, **options: Any) -> TableT:
-        return app.Table(
-            name, default=None, partitions=settings.partitions, options=rocksdb_options(settings), **options
-        )
+        return tables.table(app, settings, name, **options)
 
     in_flight = metrics.CasesInFlight()
     metrics.set_seller_share_reference(settings.drift_reference_seller_share)
@@ -147,16 +146,6 @@ def create_app(
     expire_state(app, settings, results)
     expire_media(app, settings, store)
     return app
-
-
-def rocksdb_options(settings: Settings) -> dict[str, int] | None:
-    """Faust's RocksDB options for one table partition's database, within ``rocksdb_partition_mb``.
-    Faust's defaults (64 MB memtables, three of them, and a 2 GB block cache, per database: one per
-    table and partition) let a worker's memory grow by hundreds of MB before a memtable is flushed."""
-    if settings.table_store != "rocksdb":
-        return None
-    half = settings.rocksdb_partition_mb * 2**20 // 2
-    return {"write_buffer_size": half // 2, "max_write_buffer_number": 2, "block_cache_size": half}
 
 
 @dataclass

@@ -38,9 +38,9 @@ from ..jury.stages import round_stage, verdict_stage
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
 from ..schemas import AppealFiled, CaseFile, Verdict
+from ..state.results import StageResults
 from .dead_letters import DeadLetters, OutputTooLarge, bug, shown_time
 from .ingest import claim_check, key_problem
-from .stage_hop import StageResults
 from .verdicts import Verdicts
 
 log = logging.getLogger("cyberjurors.streams")

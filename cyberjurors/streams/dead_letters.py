@@ -24,11 +24,12 @@ from typing import Any, Protocol
 
 from aiokafka.errors import MessageSizeTooLargeError
 
-from ..errors import CyberJurorsError, Reason, for_people, plain
+from ..errors import OutputTooLarge, Reason, for_people, plain
 from ..evidence.media_store import MediaStore, StoreError
 from ..observability import metrics, tracing
 from ..schemas import DeadLetter, now
-from . import expiry
+from ..state import expiry
+from ..state.results import StageResults
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -43,12 +44,6 @@ class Sender(Protocol):
     """What a handler sends to: a Faust topic, or a list-backed fake in tests."""
 
     async def send(self, *, key: bytes, value: bytes, headers: tracing.Headers | None = None) -> Any: ...
-
-
-class OutputTooLarge(CyberJurorsError):
-    """A message over ``max_event_bytes``, or one the broker refused as too large."""
-
-    kind = "output_too_large"
 
 
 async def send_bounded(out: Sender, key: bytes, value: bytes, max_bytes: int | None) -> None:
@@ -185,3 +180,12 @@ def shown_time(at: datetime) -> str:
         return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     except OverflowError:
         return at.isoformat(timespec="minutes")
+
+
+async def hand_on(
+    results: StageResults, case_id: str, stage: str, value: bytes, out: Sender, hold_s: float = 0.0
+) -> None:
+    """Store first, then send: a replay after a crash in between re-sends what was stored. With
+    ``hold_s``, the case's keys expire that much later than the retention after this."""
+    results.put(case_id, stage, value, hold_s)
+    await send_bounded(out, case_id.encode(), value, results.max_bytes)

@@ -29,9 +29,9 @@ from ..evidence.media_store import MediaStore, open_store
 from ..observability import metrics, tracing
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, EvidenceSubmitted, now
 from ..schemas.events import DisputeEvent
-from . import expiry
-from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug
-from .stage_hop import StageResults
+from ..state import expiry
+from ..state.results import StageResults
+from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, hand_on
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -331,7 +331,7 @@ class Ingest:
     async def hand_on(self, case_id: str, value: bytes, partition: int) -> None:
         self.in_flight.add(case_id, partition)  # before the hand-off, which yields to the other stages
         try:
-            await self.results.hand_on(case_id, "ready", value, self.ready)
+            await hand_on(self.results, case_id, "ready", value, self.ready)
         except BaseException as err:
             self.in_flight.discard(case_id)
             if isinstance(err, OutputTooLarge):  # refused by a broker whose limit is below max_event_bytes

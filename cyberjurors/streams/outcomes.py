@@ -28,10 +28,10 @@ from ..precedents import learning
 from ..precedents.models import PrecedentError
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, OutcomeReported, Verdict
+from ..state.results import StageResults
 from . import signing
 from .dead_letters import DeadLetters, bug, shown_time
 from .ingest import key_problem
-from .stage_hop import StageResults
 
 log = logging.getLogger("cyberjurors.streams")
 

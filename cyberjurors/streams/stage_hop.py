@@ -8,11 +8,9 @@ the stored output and re-sends it instead of calling the model again.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,175 +23,12 @@ from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
 from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, Verdict
-from . import expiry
-from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, send_bounded
+from ..state.results import StageResults
+from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, hand_on
 
 log = logging.getLogger("cyberjurors.streams")
 
 Work = Callable[[CaseFile], Awaitable[CaseFile]]
-
-
-class StageResults:
-    """``stage-results``: "case_id/stage" -> the JSON bytes that stage sent on (a CaseFile, or the
-    Verdict). The Faust table is declared with ``value_type=bytes`` so it stores, and its changelog
-    carries, the very bytes the topic got; an older version's changelog held the same JSON as a
-    json-serialised dict, which reads back as JSON bytes too.
-
-    What is kept, and for how long: a case in flight keeps every stage's output (a redelivered
-    input re-sends it instead of calling the model again). Its verdict deletes the intermediate
-    ones (focus, clues, round-N): ``ready`` and ``verdict`` stay, for outcome learning and to
-    re-send the verdict to a redelivered input, and ``outcome`` marks that the case's reported
-    outcome was counted (``mark_outcome``); every key of the case is deleted
-    ``retention_s`` after its last stage result (``times``: case_id -> ``expiry.stamp``), by
-    ``expire``, which a timer calls. A decided case leaves a marker (``case_id/expired``, a few
-    dozen bytes) for one more ``retention_s``, so an outcome that comes after its verdict expired
-    is told from one that came before its verdict.
-
-    Appeals (``keep_for_appeal``): a decided case also keeps ``clues`` (its focus, clue chain and
-    precedents: the original record a second instance re-examines), and its verdict may be stored
-    with a hold (``hand_on(hold_s=...)``) so the case outlives the appeal window when that is longer
-    than the retention. An appeal's keys live under ``case_id/appeal`` (the accepted appeal's case
-    file), ``appeal/clues``, ``appeal/round-N``, ``appeal/verdict`` and ``appeal/escalation``;
-    ``escalation`` holds a first-instance verdict's escalation. They expire with the case."""
-
-    EXPIRED = "expired"
-    LASTING = (
-        "ready",
-        "focus",
-        "clues",
-        "verdict",
-        "escalation",
-        "appeal",
-        "appeal/clues",
-        "appeal/verdict",
-        "appeal/escalation",
-        "outcome",
-        EXPIRED,
-    )
-
-    def __init__(
-        self,
-        table: MutableMapping[str, Any],
-        times: MutableMapping[str, Any] | None = None,
-        retention_s: float = 7 * 86400,
-        clock: expiry.Clock = time.time,
-        max_bytes: int | None = None,
-        keep_for_appeal: bool = False,
-        max_rounds: int = 1,
-    ):
-        self.table = table
-        self.times: MutableMapping[str, Any] = {} if times is None else times
-        self.retention_s = retention_s
-        self.clock = clock
-        self.max_bytes = max_bytes  # max_event_bytes: an output over it is refused before it is stored
-        self.keep_for_appeal = keep_for_appeal
-        self.max_rounds = max_rounds  # T: the rounds a case can have
-
-    def stored(self, case_id: str, stage: str) -> bytes | None:
-        return self.table.get(f"{case_id}/{stage}")
-
-    async def hand_on(self, case_id: str, stage: str, value: bytes, out: Sender, hold_s: float = 0.0) -> None:
-        """Store first, then send: a replay after a crash in between re-sends what was stored. With
-        ``hold_s``, the case's keys expire that much later than the retention after this."""
-        self.put(case_id, stage, value, hold_s)
-        await send_bounded(out, case_id.encode(), value, self.max_bytes)
-
-    def put(self, case_id: str, stage: str, value: bytes, hold_s: float = 0.0) -> None:
-        """Store a result without sending it (a step of work done inside one handler, or what is
-        sent after something else)."""
-        if self.max_bytes is not None and len(case_id) + len(value) > self.max_bytes:  # before the table's changelog
-            raise OutputTooLarge(f"{stage}: {len(value)} bytes, limit max_event_bytes={self.max_bytes}")
-        self.table[f"{case_id}/{stage}"] = value
-        # the stamp is when the case's retention starts counting: later by hold_s
-        self.times[case_id] = expiry.stamp(self.clock() + hold_s, expiry.current_partition())
-
-    def rounds(self, case_id: str, prefix: str = "") -> list[str]:
-        """The stored round keys of a case (``prefix`` "appeal/" for the second instance's). Every round
-        up to T (``max_rounds``) is probed: a recovery that skipped part of a verdict's batch of
-        tombstones (the embedded broker, see ``adopt``) can leave round-2 without round-1, and a key
-        no probe finds would never expire. Past T (a case judged when T was higher) rounds are
-        stored in order, so probing stops at the first missing one."""
-        found = []
-        for n in itertools.count(1):
-            key = f"{case_id}/{prefix}round-{n}"
-            if key in self.table:
-                found.append(key)
-            elif n > self.max_rounds:
-                return found
-        return found
-
-    def mark_outcome(self, case_id: str, outcome: bytes) -> bool:
-        """Record that the case's reported outcome was counted; False when one was already (a
-        redelivered outcome, after a restart or a rebalance too: the mark is in the table's
-        changelog). Called from the outcomes agent, whose event has the case's partition."""
-        key = f"{case_id}/outcome"
-        if key in self.table:
-            return False
-        self.table[key] = outcome
-        return True
-
-    def replace_outcome(self, case_id: str, outcome: bytes) -> None:
-        """A supervisor's override stands now in place of the counted outcome (which stays counted)."""
-        self.table[f"{case_id}/outcome"] = outcome
-
-    def keys(self, case_id: str) -> list[str]:
-        """Every key the case has in the table."""
-        found = [f"{case_id}/{stage}" for stage in self.LASTING]
-        return [key for key in found if key in self.table] + self.rounds(case_id) + self.rounds(case_id, "appeal/")
-
-    def finish(self, case_id: str) -> int:
-        """The first-instance verdict is stored: delete its intermediate results (tombstones in the
-        changelog, on the event's partition): focus, the rounds, and the clues unless an appeal may
-        need them. Returns how many were deleted."""
-        stages = ["focus"] + ([] if self.keep_for_appeal else ["clues"])
-        done = [f"{case_id}/{stage}" for stage in stages] + self.rounds(case_id)
-        return sum(expiry.forget(self.table, key, None) for key in done)
-
-    def finish_appeal(self, case_id: str) -> int:
-        """The second-instance verdict is stored: delete its intermediate results and the first
-        instance's clues, kept for it."""
-        done = [f"{case_id}/clues", f"{case_id}/appeal/clues", *self.rounds(case_id, "appeal/")]
-        return sum(expiry.forget(self.table, key, None) for key in done)
-
-    def older_than_retention(self, at: float | None) -> bool:
-        """Whether something stamped ``at`` (unix seconds) is past the retention: its case's state
-        may have expired."""
-        return at is not None and at < self.clock() - self.retention_s
-
-    def adopt(self, partitions: int, active: Collection[int] | None = None) -> int:
-        """Stamp now every case that has stage results but no ``times`` entry, so its keys expire
-        too. A times write or a tombstone lost in a crash would leave them for good, and so does the
-        embedded broker: recovery stops at the high watermark Tansu 0.6 reports from a batch's first
-        offset, skipping the rest of a verdict's batch of tombstones. Reads every key: run after
-        recovery, not every sweep. A case's partition is its key's: every topic is keyed by case id."""
-        cases = {key.split("/", 1)[0] for key in list(self.table.keys())} - set(self.times.keys())
-        adopted = 0
-        for case_id in cases:
-            partition = expiry.key_partition(case_id, partitions)
-            if active is None or partition in active:
-                expiry.put(self.times, case_id, expiry.stamp(self.clock(), partition), partition)
-                adopted += 1
-        return adopted
-
-    async def expire(self, partitions: Collection[int] | None = None) -> int:
-        """Delete every key of the cases whose last stage result is older than the retention (on
-        ``partitions``, when given: the ones this worker holds). Returns the number of cases."""
-        cases = 0
-        for case_id, entry in expiry.due(self.times, self.clock() - self.retention_s, partitions):
-            partition = entry.get("partition")
-            decided = f"{case_id}/verdict" in self.table
-            for key in self.keys(case_id):
-                expiry.forget(self.table, key, partition)
-            if decided:  # the marker, stamped to go one retention later (then nothing is left)
-                marker = json.dumps({"last_stage_at": entry["at"], "expired_at": self.clock()}).encode()
-                expiry.put(self.table, f"{case_id}/{self.EXPIRED}", marker, partition)
-                expiry.put(self.times, case_id, expiry.stamp(self.clock(), partition), partition)
-            else:
-                expiry.forget(self.times, case_id, partition)
-            cases += 1
-            if cases % 500 == 0:
-                await asyncio.sleep(0)  # a long sweep lets the stream agents run
-        return cases
 
 
 class StageHop:
@@ -254,7 +89,7 @@ class StageHop:
             return
         metrics.STAGE_LATENCY.labels(metrics.stage_label(stage)).observe(time.perf_counter() - started)
         try:
-            await self.results.hand_on(result.case_id, stage, result.model_dump_json().encode(), out)
+            await hand_on(self.results, result.case_id, stage, result.model_dump_json().encode(), out)
         except OutputTooLarge as err:  # the same case would grow the same way
             await self.letters.write(event, stage, "output_too_large", err.detail, replayable=False)
 

@@ -27,8 +27,8 @@ from ..jury.escalation import escalation_event
 from ..jury.verdict import decide
 from ..observability import metrics, tracing
 from ..schemas import CaseFile, Escalation, Verdict, now
-from .dead_letters import DeadLetters, OutputTooLarge, Sender, send_bounded
-from .stage_hop import StageResults
+from ..state.results import StageResults
+from .dead_letters import DeadLetters, OutputTooLarge, Sender, hand_on, send_bounded
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -103,7 +103,7 @@ class Verdicts:
         tracing.mark(verdict_id=decided.verdict_id, winner=decided.winner)
         # a first-instance verdict may be appealed: its case is kept for the appeal window at least
         hold = max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s) if instance == 1 else 0.0
-        await self.results.hand_on(case_id, verdict_stage, decided.model_dump_json().encode(), self.out, hold_s=hold)
+        await hand_on(self.results, case_id, verdict_stage, decided.model_dump_json().encode(), self.out, hold_s=hold)
         if escalation is not None and self.escalations is not None:
             await send_bounded(self.escalations, case_id.encode(), escalation, self.settings.max_event_bytes)
         self.finish(case_id, instance)  # after the verdict is stored: a crash in between re-sends it

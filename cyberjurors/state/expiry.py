@@ -6,7 +6,7 @@ partition of that event. A sweep runs in a timer, with no event, so each entry k
 it was written on (``stamp``) and the sweep sends the tombstone there itself. Only partitions this
 worker holds as active are swept: a standby copy, or a partition moved away, is another worker's.
 
-Used by ``stage_hop.StageResults`` (a case's stored stage results, ``state_retention_s`` after its
+Used by ``results.StageResults`` (a case's stored stage results, ``state_retention_s`` after its
 last one) and open to any table whose values carry ``{"at": unix seconds, "partition": n}``.
 """
 
