@@ -39,6 +39,13 @@ class CyberJurorsError(Exception):
             self.kind = kind
 
 
+class StoreError(CyberJurorsError, RuntimeError):
+    """A store cannot give or take what it keeps; ``kind`` says how. The media store: ``missing``,
+    ``corrupt``, ``too_large``, ``bad_ref``, ``unavailable`` (it failed or cannot be reached),
+    ``unsupported`` (no store for that URL). The batch store: ``batch_store_damaged`` (a line that is
+    neither valid nor a torn last one). The console's store: ``console_store``."""
+
+
 class OutputTooLarge(CyberJurorsError):
     """A message over ``max_event_bytes``, or one the broker refused as too large."""
 

@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 from cyberjurors.assembly import build_llm
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
+from cyberjurors.errors import StoreError
 from cyberjurors.evaluation.batch import judge_in_waves
 from cyberjurors.evaluation.dataset import load_dataset
 from cyberjurors.evaluation.ladder import ABLATIONS
@@ -39,7 +40,7 @@ from cyberjurors.jury import prompts
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
 from cyberjurors.llm.backends.anthropic import AnthropicLLM
-from cyberjurors.llm.backends.batch import BatchStop, BatchStore, InProcess, Pending, StoreDamaged, custom_id
+from cyberjurors.llm.backends.batch import BatchStop, BatchStore, InProcess, Pending, custom_id
 from cyberjurors.llm.backends.batch import MessageBatches as Batches
 from cyberjurors.llm.port import GuardedLLM, gather_all, stage_request
 from cyberjurors.llm.prices import PriceTable
@@ -471,8 +472,9 @@ def test_a_damaged_line_before_the_last_stops_the_run_naming_it(tmp_path: Path, 
     lines = path.read_bytes().splitlines(keepends=True)
     lines.insert(1, line.encode("utf-8", "surrogateescape") + b"\n")
     path.write_bytes(b"".join(lines))
-    with pytest.raises(StoreDamaged, match=rf"{file}, line 2: not a valid record .*--fresh"):
+    with pytest.raises(StoreError, match=rf"{file}, line 2: not a valid record .*--fresh") as damaged:
         BatchStore(tmp_path / "store")
+    assert damaged.value.kind == "batch_store_damaged"
 
 
 async def test_eval_batch_on_a_damaged_store_exits_2_and_submits_nothing(dataset, tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 
 from cyberjurors.config import Settings
+from cyberjurors.precedents.base import open_index
 from cyberjurors.precedents.elastic import ElasticsearchIndex
 from cyberjurors.precedents.index import RRF_K, fuse
 from cyberjurors.precedents.models import Document, Guideline, PrecedentCase, PrecedentError
-from cyberjurors.precedents.precedent_base import open_index
 from cyberjurors.schemas import Votes
 
 from .fake_elasticsearch import (

@@ -11,10 +11,10 @@ from cyberjurors.config import Settings
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.observability.metrics import PRECEDENT_FALLBACKS
 from cyberjurors.precedents import learning
+from cyberjurors.precedents.base import PrecedentBase
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.precedents.models import Document, Guideline, PrecedentCase
-from cyberjurors.precedents.precedent_base import PrecedentBase
 from cyberjurors.precedents.retrieval import PersonaMatcher, retrieve
 from cyberjurors.schemas import (
     CaseFile,

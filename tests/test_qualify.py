@@ -35,10 +35,10 @@ from cyberjurors.jury.stages import judge
 from cyberjurors.jury.verdict import decide
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.observability.metrics import record_jury
+from cyberjurors.precedents.base import opened_base
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
-from cyberjurors.precedents.precedent_base import opened_base
 from cyberjurors.schemas import (
     Ballot,
     BallotDraft,

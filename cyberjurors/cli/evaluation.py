@@ -119,10 +119,10 @@ def _eval(
 ) -> None:
     from rich.markup import escape
 
+    from ..errors import StoreError
     from ..evaluation.ladder import select
     from ..evaluation.runner import run_eval, unusable_out
     from ..evaluation.runs import EvalError, Options
-    from ..llm.backends.batch import StoreDamaged
 
     config = load_settings(settings)
     if media_root is not None:
@@ -168,7 +168,7 @@ def _eval(
     except EvalError as err:
         console.print(f"[red]evaluation stopped:[/] {escape(str(err))}")
         raise typer.Exit(1) from err
-    except StoreDamaged as err:
+    except StoreError as err:
         console.print(f"[red]unusable batch store:[/] {escape(str(err))}")
         raise typer.Exit(2) from err
     if _print_reports(reports, out, max_failures):

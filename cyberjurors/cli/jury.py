@@ -70,7 +70,7 @@ def jury_qualify(
 
 async def _qualify(config: Settings, llm):
     from ..jury.qualify import qualified_jury
-    from ..precedents.precedent_base import opened_base
+    from ..precedents.base import opened_base
 
     async with opened_base(config, create=False) as (index, _), contextlib.aclosing(llm):
         return await qualified_jury(config, llm, index)

@@ -136,8 +136,8 @@ async def _build(paths: list[Path], config: Settings, llm):
     """The build with a progress bar per stage; (report, cases, guidelines in the index afterwards)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..precedents.base import opened_base
     from ..precedents.build import build_precedents
-    from ..precedents.precedent_base import opened_base
 
     async with opened_base(config) as (index, embedder), contextlib.aclosing(llm):
         with Progress(
@@ -220,8 +220,8 @@ def precedents_search(
     """Search the precedent base the way the jury's retrieval does (hybrid = BM25 + vectors, fused by RRF)."""
     from rich.markup import escape
 
+    from ..precedents.base import opened_base
     from ..precedents.models import PrecedentError
-    from ..precedents.precedent_base import opened_base
 
     if kind not in (None, "case", "guideline"):
         console.print(f"[red]--kind must be case or guideline, not {escape(kind)}[/]")

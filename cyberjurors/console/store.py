@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from ..errors import CyberJurorsError
+from ..errors import StoreError
 from ..schemas import CaseFile, DeadLetter, Escalation, OutcomeReported, Verdict
 
 log = logging.getLogger("cyberjurors.console")
@@ -80,10 +80,6 @@ FILED_AS = {
     "disputes.audit": "audit",
 }
 BROKER_BOUND = ("offsets", "letters", "replayed", "outcomes")
-
-
-class StoreFailed(CyberJurorsError, RuntimeError):
-    kind = "console_store"
 
 
 class Message(Protocol):
@@ -431,7 +427,7 @@ class Store:
         record = self.record(row["case_id"], row["instance"])
         body = json.loads(row["body"])
         if record is None:
-            raise StoreFailed(f"escalation {row['escalation_id']} has no record")
+            raise StoreError(f"escalation {row['escalation_id']} has no record", kind="console_store")
         return Escalation.model_validate(body | {"case_file": record[0]})
 
     def escalation_ids(self, reviewed: bool | None = None, limit: int = 200) -> list[str]:

@@ -41,7 +41,7 @@ from ..llm.port import LLM, GuardedLLM, LLMError
 from ..llm.prices import PriceTable
 from ..llm.waves import Waves
 from ..observability import logs
-from ..precedents.precedent_base import PrecedentBase
+from ..precedents.base import PrecedentBase
 from ..schemas import CaseFile, DisputeCase, Verdict, now
 from .dataset import Dataset
 from .ladder import Ablation

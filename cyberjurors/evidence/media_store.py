@@ -52,7 +52,7 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ..config import Settings
-from ..errors import CyberJurorsError, install_extra
+from ..errors import StoreError, install_extra
 from ..observability import metrics
 
 log = logging.getLogger("cyberjurors.media_store")
@@ -65,11 +65,6 @@ OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"}
 
 Clock = Callable[[], float]
 T = TypeVar("T")
-
-
-class StoreError(CyberJurorsError, RuntimeError):
-    """The store cannot give or take an object: ``missing``, ``corrupt``, ``too_large``, ``bad_ref``,
-    ``unavailable`` (the store failed or cannot be reached), ``unsupported`` (no store for that URL)."""
 
 
 def digest_of(data: bytes) -> str:

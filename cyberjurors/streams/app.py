@@ -30,7 +30,7 @@ from ..evidence.media_store import MediaStore, open_store
 from ..jury.rounds import Jury, is_settled
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
-from ..precedents.precedent_base import PrecedentBase
+from ..precedents.base import PrecedentBase
 from ..state import expiry, tables
 from ..state.results import StageResults
 from .appeals import Appeals

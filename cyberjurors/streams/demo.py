@@ -102,9 +102,9 @@ def seed_precedents(settings: Settings, console: Console, source: Path | None = 
         return
     samples_dir = source or precedent_samples()
     from ..assembly import build_llm
+    from ..precedents.base import opened_base
     from ..precedents.build import BuildFailed, build_precedents, built_case_ids, read_cases
     from ..precedents.models import PrecedentError
-    from ..precedents.precedent_base import opened_base
 
     async def seed() -> str:
         async with opened_base(settings) as (index, embedder):

@@ -25,8 +25,8 @@ from ..jury.escalation import escalation_id
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
 from ..precedents import learning
+from ..precedents.base import PrecedentBase
 from ..precedents.models import PrecedentError
-from ..precedents.precedent_base import PrecedentBase
 from ..schemas import CaseFile, OutcomeReported, Verdict
 from ..state.results import StageResults
 from . import signing

@@ -31,8 +31,8 @@ from aiohttp import web
 from mode import Service
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
+from ..precedents.base import PrecedentBase
 from ..precedents.models import PrecedentError
-from ..precedents.precedent_base import PrecedentBase
 
 log = logging.getLogger("cyberjurors.probes")
 

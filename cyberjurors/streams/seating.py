@@ -21,8 +21,8 @@ from ..errors import CyberJurorsError, for_people
 from ..jury import qualify
 from ..llm.port import LLM
 from ..observability import metrics
+from ..precedents.base import PrecedentBase
 from ..precedents.index import PrecedentIndex
-from ..precedents.precedent_base import PrecedentBase
 from .probes import PRECEDENT_RETRY_WAIT, _transient
 from .stage_hop import StageWork
 

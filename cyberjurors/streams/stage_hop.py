@@ -21,7 +21,7 @@ from ..jury import stages
 from ..jury.rounds import Jury
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
-from ..precedents.precedent_base import PrecedentBase
+from ..precedents.base import PrecedentBase
 from ..schemas import CaseFile, Verdict
 from ..state.results import StageResults
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, hand_on

@@ -49,7 +49,7 @@ from tenacity import (
     wait_fixed,
 )
 
-from ...errors import FINAL_LLM_KINDS, CyberJurorsError, for_people
+from ...errors import FINAL_LLM_KINDS, CyberJurorsError, StoreError, for_people
 from ..port import LLM, LLMError, LLMRequest, LLMResult, T
 from ..waves import Waves
 from .anthropic import AnthropicLLM, read_message
@@ -150,13 +150,6 @@ def custom_id(body: dict[str, Any]) -> str:
     return "r" + hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:48]
 
 
-class StoreDamaged(CyberJurorsError, ValueError):
-    """A line of the batch store that is neither valid nor a torn last line: reading past it would
-    drop what it records (a batch submitted, an answer paid for) and pay for it again."""
-
-    kind = "batch_store_damaged"
-
-
 class Submitted(BaseModel):
     model_config = ConfigDict(extra="forbid")
     batch_id: str
@@ -205,7 +198,7 @@ class BatchStore:
     custom_ids it carries; a line when its results were read, or when the provider did not know it)
     and ``results.jsonl`` (each entry's result: the message, or the error, expiry or cancel).
     Append-only. A torn last line (a run killed while appending) is cut off with a warning; any
-    other line that is not a valid record stops the run (``StoreDamaged``): skipping it would pay
+    other line that is not a valid record stops the run (``StoreError``, kind ``batch_store_damaged``): skipping it would pay
     for what it records again. Messages stay on disk: an index of offsets is kept in memory."""
 
     def __init__(self, folder: Path):
@@ -240,11 +233,12 @@ class BatchStore:
                 except ValidationError as err:
                     if offset + len(line) == size and not line.endswith(b"\n"):
                         break
-                    raise StoreDamaged(
+                    raise StoreError(
                         f"{path}, line {number}: not a valid record ({for_people(err, 300)}). The batch store is "
                         "damaged, and reading past the line would send and pay again for what it records: restore "
                         "the file, or delete that line (its entries are then sent again), or start over with "
-                        "--fresh (discards every stored answer)"
+                        "--fresh (discards every stored answer)",
+                        kind="batch_store_damaged",
                     ) from err
                 yield record, offset
                 offset += len(line)
