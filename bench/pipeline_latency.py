@@ -35,8 +35,8 @@ from rich.table import Table
 
 from cyberjurors.config import Settings
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.precedents.base import opened_base
 from cyberjurors.precedents.build import build_precedents
-from cyberjurors.precedents.precedent_base import opened_base
 from cyberjurors.schemas import DisputeCase
 from cyberjurors.streams.broker import embedded_broker
 from cyberjurors.streams.kafka import ensure_topics

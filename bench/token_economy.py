@@ -76,8 +76,8 @@ from cyberjurors.llm.backends.batch import BatchStore, Pending
 from cyberjurors.llm.backends.batch import MessageBatches as BatchExecutor
 from cyberjurors.llm.port import LLM, LLMRequest, LLMResult, T, TextPart, gather_all
 from cyberjurors.llm.waves import Waves
+from cyberjurors.precedents.base import opened_base
 from cyberjurors.precedents.build import build_precedents
-from cyberjurors.precedents.precedent_base import opened_base
 from cyberjurors.schemas import DisputeCase, Usage, Verdict
 from tests.messages_server import (
     MessageBatches,
