@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     pass
 
 
+from ..observability.progress import bar as progress_bar
 from .base import SettingsOption, app, console, embedded_broker_ready, embedder_ready, load_settings, stopped_by_signals
 
 dataset_app = typer.Typer(no_args_is_help=True, help="Labelled datasets: split them, convert VerdictBench.")
@@ -240,18 +241,10 @@ def synth(
 ) -> None:
     """Generate a SYNTHETIC benchmark: multimodal cases with a planted decisive clue and noisy jury votes."""
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..evaluation.synth import SynthError, generate
 
-    with Progress(
-        TextColumn("[bold]synth"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with progress_bar(console, "[bold]synth") as progress:
         task = progress.add_task("cases", total=cases)
         try:
             manifest = generate(

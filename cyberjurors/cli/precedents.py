@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..precedents.models import Kind, SearchMode
 
 
+from ..observability.progress import bar as progress_bar
 from .base import SettingsOption, _precedent_failure, _precedents_enabled, app, console, embedder_ready, load_settings
 
 precedents_app = typer.Typer(
@@ -134,20 +135,12 @@ def _decided_cases(paths: list[Path]) -> None:
 
 async def _build(paths: list[Path], config: Settings, llm):
     """The build with a progress bar per stage; (report, cases, guidelines in the index afterwards)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..precedents.base import opened_base
     from ..precedents.build import build_precedents
 
     async with opened_base(config) as (index, embedder), contextlib.aclosing(llm):
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress:
+        with progress_bar(console) as progress:
             bars = {
                 "cases": progress.add_task("cases indexed", total=None),
                 "chunks": progress.add_task("chunks distilled", total=None),

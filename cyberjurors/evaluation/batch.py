@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, TaskID
 
 from ..assembly import backend_for
 from ..config import Settings, split_model
@@ -41,6 +41,7 @@ from ..llm.port import LLM, GuardedLLM, LLMError
 from ..llm.prices import PriceTable
 from ..llm.waves import Waves
 from ..observability import logs
+from ..observability.progress import bar as progress_bar
 from ..precedents.base import PrecedentBase
 from ..schemas import CaseFile, DisputeCase, Verdict, now
 from .dataset import Dataset
@@ -228,14 +229,7 @@ def evaluate_batch(
     )
     judged = Judged()
     if pending:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress:
+        with progress_bar(console) as progress:
             task = progress.add_task(f"{ablation.key} verdicts", total=len(pending))
             record: RecordFn = lambda case_id, verdict, failure: run.record(key, case_id, verdict, failure)  # noqa: E731
             # outside a terminal the progress display shows nothing: each batch's counts are logged instead

@@ -28,9 +28,10 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from ..config import Settings
+from ..observability.progress import bar as progress_bar
 from ..schemas import DisputeCase
 from ..streams.broker import embedded_broker
 from ..streams.clients import Outcome, Outcomes, Outgoing, case_event, produce
@@ -42,34 +43,6 @@ from .report import DatasetInfo, EvalReport, model_prices
 from .runs import EvalError, Options, RunState, case_results, failed_cases, media_root, public_settings
 from .scores import summarize
 from .swap import swap_parties, twin_id
-
-SECRETS = {
-    "anthropic_api_key",
-    "openai_api_key",
-    "elasticsearch_api_key",
-    "elasticsearch_password",
-    "kafka_sasl_password",
-}
-# where and under which names a run happens, not how it judges: left out of the fingerprint
-RUN_PLACES = {
-    "kafka_bootstrap_servers",
-    "app_id",
-    "topic_prefix",
-    "datadir",
-    "metrics_port",
-    "llm_call_log",
-    "media_root",
-    "stage_concurrency",
-    "llm_concurrency",
-    "probe_port",
-    "probe_host",
-    "lag_interval_s",
-    "batch_poll_s",
-    "batch_max_attempts",
-    "batch_max_cases",
-    "batch_max_wait_s",
-    "batch_retry_s",
-}
 
 
 def missing_media(dataset: Dataset, root: Path) -> list[tuple[str, str]]:
@@ -228,14 +201,7 @@ def evaluate_one(
                 ready.append("precedent base open|precedent base could not be opened")
             if not worker.wait_for(*ready, timeout_s=180):
                 raise EvalError(f"the {ablation.key} worker did not become ready; see {log}")
-            with Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=console,
-                transient=True,
-            ) as progress:
+            with progress_bar(console) as progress:
                 failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))
         verdicts = run.decided(ablation.key)
     results = case_results(dataset, verdicts, failures, options.party_swap)

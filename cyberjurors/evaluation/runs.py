@@ -1,4 +1,5 @@
-"""What one evaluation run is, whether it streams (runner.py) or batches (batch.py): its options, the state kept in its output folder, its settings' fingerprint, and the results it collects."""
+"""What one evaluation run is, whether it streams (runner.py) or batches (batch.py): its options,
+the state kept in its output folder, its settings' fingerprint, and the results it collects."""
 
 from __future__ import annotations
 

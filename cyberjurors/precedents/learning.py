@@ -82,15 +82,36 @@ async def learn(
     agreed = outcome.votes.winner == verdict.winner
     report = LearningReport(agreed=agreed)
     if agreed:
-        precedent = confirmed_case(case_file, outcome)
-        await index.upsert([Document.of_case(precedent)])
-        report.case_added = precedent.case_id
+        await _confirm(case_file, outcome, index, report)
+    await _adjust_cited(verdict, agreed, outcome.case_id, index, settings, now, report)
+    return report
+
+
+async def _confirm(
+    case_file: CaseFile, outcome: OutcomeReported, index: PrecedentIndex, report: LearningReport
+) -> None:
+    """The case, with the votes that decided it, as a precedent (upserted: the latest decision's votes)."""
+    precedent = confirmed_case(case_file, outcome)
+    await index.upsert([Document.of_case(precedent)])
+    report.case_added = precedent.case_id
+
+
+async def _adjust_cited(
+    verdict: Verdict,
+    agreed: bool,
+    key: str,
+    index: PrecedentIndex,
+    settings: Settings,
+    now: datetime,
+    report: LearningReport,
+) -> None:
+    """Each guideline the verdict cited, one step up (agreed) or down, once per ``key``."""
     cited = [f"guideline:{ref.split('@')[0]}" for ref in verdict.cited_precedents]
     changed = []
     for doc in await index.get(cited):
         if doc.guideline is None:
             continue
-        new = adjust(doc.guideline, agreed, outcome.case_id, settings.guideline_min_confidence, now)
+        new = adjust(doc.guideline, agreed, key, settings.guideline_min_confidence, now)
         if new is None:
             report.unchanged.append(doc.guideline.id)
             continue
@@ -100,7 +121,6 @@ async def learn(
             report.retired.append(new.id)
     if changed:
         await index.upsert(changed)
-    return report
 
 
 async def overridden(
@@ -122,27 +142,12 @@ async def overridden(
     agreed = outcome.votes.winner == verdict.winner
     report = LearningReport(agreed=agreed)
     if agreed:
-        precedent = confirmed_case(case_file, outcome)
-        await index.upsert([Document.of_case(precedent)])
-        report.case_added = precedent.case_id
+        await _confirm(case_file, outcome, index, report)
     elif was:
         await index.delete([f"case:{outcome.case_id}"])
-    if agreed == was:
-        return report
-    key = f"{outcome.case_id}@{outcome.event_id or 'override'}"
-    cited = [f"guideline:{ref.split('@')[0]}" for ref in verdict.cited_precedents]
-    changed = []
-    for doc in await index.get(cited):
-        if doc.guideline is None:
-            continue
-        new = adjust(doc.guideline, agreed, key, settings.guideline_min_confidence, now)
-        if new is not None:
-            changed.append(Document.of_guideline(new))
-            (report.raised if agreed else report.lowered).append(new.ref)
-            if not new.active:
-                report.retired.append(new.id)
-    if changed:
-        await index.upsert(changed)
+    if agreed != was:
+        key = f"{outcome.case_id}@{outcome.event_id or 'override'}"
+        await _adjust_cited(verdict, agreed, key, index, settings, now, report)
     return report
 
 

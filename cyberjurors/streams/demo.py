@@ -14,11 +14,11 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from ..config import Settings
+from ..observability.progress import bar as progress_bar
 from ..schemas import Verdict
 from .broker import embedded_broker
 from .clients import Outcome, await_outcomes, produce, read_events
@@ -62,14 +62,7 @@ def verdict_table(verdict: Verdict) -> Table:
 
 async def collect(settings: Settings, expected: set[str], console: Console, timeout_s: float) -> tuple[int, int]:
     """Print verdicts and dead letters for the expected cases until all are in; returns (verdicts, dead)."""
-    with Progress(
-        TextColumn("[bold]jury"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with progress_bar(console, "[bold]jury") as progress:
         task = progress.add_task("verdicts", total=len(expected))
 
         def show(outcome: Outcome) -> None:
