@@ -374,6 +374,15 @@ def signed(panel: dict, key: str = KEY) -> bytes:
     return signing.sign(outcome, key).model_dump_json().encode()
 
 
+def precedents_on() -> SimpleNamespace:
+    """A precedent base that is on, for a test that replaces what learning does with it."""
+
+    async def opened() -> tuple[None, None]:
+        return None, None
+
+    return SimpleNamespace(enabled=True, open=opened)
+
+
 def outcomes_handler(s: Settings, h: SimpleNamespace, dlq: Topic, precedents: Any = None) -> Outcomes:
     base: Any = precedents or SimpleNamespace(enabled=False)  # off unless a test brings a double
     return Outcomes(
@@ -484,12 +493,9 @@ async def test_a_human_panels_decision_is_counted_and_learned_only_when_signed_b
         learned.append(outcome)
         return learning.LearningReport(agreed=outcome.votes.winner == decided.winner)
 
-    async def opened() -> tuple[None, None]:
-        return None, None
-
     monkeypatch.setattr(learning, "learn", learn)
     dlq = Topic()
-    outcomes = outcomes_handler(s, h, dlq, SimpleNamespace(enabled=True, open=opened))
+    outcomes = outcomes_handler(s, h, dlq, precedents_on())
     panel = {
         "type": "outcome",
         "case_id": "esc-1",
@@ -622,16 +628,13 @@ async def test_a_supervisors_signed_override_replaces_the_standing_decision_and_
         followed.append((earlier.event_id, outcome.event_id))
         return learning.LearningReport(agreed=outcome.votes.winner == decided.winner)
 
-    async def opened() -> tuple[None, None]:
-        return None, None
-
     async def learn(outcome: OutcomeReported, *_: object) -> learning.LearningReport:
         return learning.LearningReport(agreed=True)
 
     monkeypatch.setattr(learning, "overridden", overridden)
     monkeypatch.setattr(learning, "learn", learn)
     dlq = Topic()
-    outcomes = outcomes_handler(s, h, dlq, SimpleNamespace(enabled=True, open=opened))
+    outcomes = outcomes_handler(s, h, dlq, precedents_on())
     panel = {
         "type": "outcome",
         "case_id": "esc-1",
