@@ -47,7 +47,7 @@ async def judge_all(cases: list[DisputeCase], settings: Settings) -> list[float]
     """Seconds per case, each judged inside a stage span (a no-op one when tracing is off)."""
     llm, seconds = GuardedLLM(OfflineLLM()), []
     for case in cases:
-        event = SimpleNamespace(headers={}, message=SimpleNamespace(topic="disputes.ready", partition=0, offset=0))
+        event = SimpleNamespace(headers={}, message=SimpleNamespace(topic="disputes.intake", partition=0, offset=0))
         started = time.perf_counter()
         with tracing.consuming(event, "focus", case.case_id):
             await judge(case, llm, settings)

@@ -96,7 +96,7 @@ PRECEDENT_KINDS = (
     "bulk_failed",
     "bad_case",
 )
-# intake.Rejected.reason (media.MediaRejected's included): input refused at ingest, never replayable
+# intake.Rejected.reason (media.MediaRejected's included): input refused at intake, never replayable
 REJECTIONS = (
     "invalid_json",
     "invalid_event",
@@ -136,7 +136,7 @@ OTHER_REASONS = (
     "invalid_case_file",  # a pipeline topic held something that is not a case file: not replayable
     "invalid_outcome",  # an outcome event that does not parse: not replayable
     "output_too_large",  # a stage's output over max_event_bytes or refused by the broker: the same case grows alike
-    "ingest_failed",  # an exception inside intake (a bug): replayable once it is fixed
+    "intake_failed",  # an exception inside intake (a bug): replayable once it is fixed
     "stage_failed",  # an exception inside a stage or learning (a bug): likewise
     "state_expired",  # a stage input older than state_retention_s whose case has nothing stored: replayable
     "case_never_opened",  # evidence held early_evidence_wait_s for a case_opened that never came: replayable

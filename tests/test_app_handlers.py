@@ -25,11 +25,11 @@ from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, DisputeCase, OutcomeReported, Verdict
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.dead_letters import DeadLetters, hand_on
-from cyberjurors.streams.ingest import Ingest
-from cyberjurors.streams.outcomes import Outcomes
+from cyberjurors.streams.intake import Intake
+from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.signing import sign
 from cyberjurors.streams.stage_hop import StageHop
-from cyberjurors.streams.verdicts import Verdicts
+from cyberjurors.streams.verdict import Verdicts
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -94,22 +94,22 @@ def dead(dlq: Topic) -> list[DeadLetter]:
 
 async def test_ingest_admits_once_with_the_digest_and_stores_the_bytes_it_sends(parts):
     ready = Topic()
-    ingest = Ingest(
+    intake = Intake(
         Settings(llm_backend="offline"), "offline", {}, parts.results, ready, parts.letters, parts.in_flight
     )
     case = text_case()
     submitted = json.dumps({"type": "case", "case": case.model_dump(mode="json")}).encode()
-    await ingest(event(submitted, b"c-1"))
-    await ingest(event(submitted, b"c-1"))  # the same content again: ignored
+    await intake(event(submitted, b"c-1"))
+    await intake(event(submitted, b"c-1"))  # the same content again: ignored
     [(key, value)] = ready.sent
-    assert key == b"c-1" and parts.table["c-1/ready"] is value
+    assert key == b"c-1" and parts.table["c-1/intake"] is value
     assert CaseFile.model_validate_json(value).digest == case.digest()
 
     changed = json.loads(submitted)
     changed["case"]["rounds"][0]["items"][0]["text"] = "Changed."
-    await ingest(event(json.dumps(changed).encode(), b"c-1"))
+    await intake(event(json.dumps(changed).encode(), b"c-1"))
     [letter] = dead(parts.dlq)
-    assert (letter.stage, letter.reason, letter.replayable) == ("ingest", "case_already_submitted", False)
+    assert (letter.stage, letter.reason, letter.replayable) == ("intake", "case_already_submitted", False)
 
 
 async def test_a_hop_parses_once_serialises_once_and_replays_the_stored_bytes(parts, monkeypatch):
@@ -206,9 +206,9 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
         {},
         DeadLetters(dlq, metrics.CasesInFlight()),
     )
-    for stage in ("ready", "verdict"):
+    for stage in ("intake", "verdict"):
         await hand_on(results, "decided", stage, b"{}", Topic())
-    await hand_on(results, "in-flight", "ready", b"{}", Topic())
+    await hand_on(results, "in-flight", "intake", b"{}", Topic())
 
     def outcome(case_id: str, decided_at: str | None = None) -> SimpleNamespace:
         raw = {"type": "outcome", "case_id": case_id, "votes": {"buyer": 12, "seller": 5}}
@@ -245,6 +245,7 @@ async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and
     llm, jury = OfflineLLM(), Jury.from_settings(settings)
     case_file = await focus_stage(CaseFile(case=text_case("c-1"), received_at=NOW), llm, settings)
     case_file = await round_stage(await clues_stage(case_file, llm, settings, NoPrecedents()), jury, llm, settings)
+    # stored under the key an earlier release used for intake's output (state/results.py RENAMED)
     parts.table["c-1/ready"] = case_file.model_dump_json().encode()
     decided = await Verdicts(settings, parts.results, Topic(), parts.in_flight).publish(case_file)
     outcomes = Outcomes(settings, llm, SimpleNamespace(enabled=False), parts.results, {}, parts.letters)
@@ -267,7 +268,7 @@ async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and
     await outcomes(event(other, b"c-1"))
     [letter] = dead(parts.dlq)
     assert (letter.stage, letter.reason, letter.replayable, letter.key) == (
-        "outcomes",
+        "outcome",
         "outcome_conflict",
         False,
         "c-1",

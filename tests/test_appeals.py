@@ -38,10 +38,10 @@ from cyberjurors.schemas import (
 )
 from cyberjurors.schemas.personas import load_personas
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams.appeals import Appeals
+from cyberjurors.streams.appeal import Appeals
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.verdicts import Verdicts
+from cyberjurors.streams.verdict import Verdicts
 
 from .conftest import EXAMPLES, calls, read_topic, worker_process
 from .test_app_handlers import NOW, Topic, event
@@ -159,7 +159,7 @@ def conf(tmp_path, **over) -> Settings:
 async def decided(settings: Settings, h: SimpleNamespace, case_id: str = CASE) -> Verdict:
     """The first instance as the pipeline leaves it: ready and clues stored, the verdict published."""
     case_file = CaseFile(case=make_case(case_id), received_at=NOW)
-    h.results.put(case_id, "ready", case_file.model_dump_json().encode())
+    h.results.put(case_id, "intake", case_file.model_dump_json().encode())
     case_file = await focus_stage(case_file, h.llm, settings)
     case_file = await clues_stage(case_file, h.llm, settings, NoPrecedents())
     h.results.put(case_id, "clues", case_file.model_dump_json().encode())
@@ -256,7 +256,7 @@ async def test_an_appeal_with_new_evidence_reverses_the_verdict_with_a_larger_pa
     # the record of the first instance is reused, not redone: no focus call, no select for b1 or s1
     assert "focus" not in {c.role for c in calls}
     # what the second instance kept, and what it dropped once decided
-    assert {k.removeprefix(f"{CASE}/") for k in h.table} == {"ready", "verdict", "appeal", "appeal/verdict"}
+    assert {k.removeprefix(f"{CASE}/") for k in h.table} == {"intake", "verdict", "appeal", "appeal/verdict"}
     assert second.rounds_used == 2 and not second.escalated  # 9 : 0 in the end
 
 
@@ -380,7 +380,7 @@ async def test_an_appeal_filed_before_its_verdict_is_refused_beyond_the_clock_sk
 
 
 async def test_new_inline_evidence_is_checked_before_it_is_stored(tmp_path):
-    # intake's rules run while the media are still inline, as at ingest: base64 that is not base64 was a
+    # intake's rules run while the media are still inline, as at intake: base64 that is not base64 was a
     # bug letter (stage_failed, replayable) and inline media over max_inline_bytes went to the store
     settings = conf(tmp_path, max_inline_bytes=50)
     h = handlers(settings)
@@ -505,12 +505,12 @@ async def test_a_decided_case_is_kept_for_the_appeal_window_and_the_appeal_clean
     for results in (h.results, h.appeals.results):
         results.clock, results.retention_s = (lambda: clock.now), day
     first = await decided(settings, h)
-    assert {k.removeprefix(f"{CASE}/") for k in h.table} == {"ready", "clues", "verdict"}
+    assert {k.removeprefix(f"{CASE}/") for k in h.table} == {"intake", "clues", "verdict"}
     clock.now += 3 * day - 60
     assert await h.results.expire() == 0  # past the retention, inside the window
     await send(h, appeal(first, evidence=[], filed_at=(first.decided_at + timedelta(days=2)).isoformat()))
     assert letters(h) == [] and {k.removeprefix(f"{CASE}/") for k in h.table} == {
-        "ready",
+        "intake",
         "verdict",
         "appeal",
         "appeal/verdict",

@@ -215,7 +215,7 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
             "stray",
             b'{"case": {"case_id": 7}, "received_at": "yesterday"}',
             "stray",
-            topic=settings.topic("disputes.ready"),
+            topic=settings.topic("disputes.intake"),
         )
     ]
 
@@ -233,7 +233,7 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
     for key, (value, reason) in DEAD.items():
         assert key in dead, f"no dead letter for {key}"
         assert dead[key].reason == reason, (key, dead[key])
-        assert dead[key].stage == "ingest"
+        assert dead[key].stage == "intake"
         assert base64.b64decode(dead[key].original_base64) == value
         assert dead[key].topic == settings.topic("disputes.events") and dead[key].offset is not None
 
@@ -246,7 +246,7 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
     )
 
     stray = dead["stray"]
-    assert (stray.reason, stray.stage, stray.topic) == ("invalid_case_file", "focus", settings.topic("disputes.ready"))
+    assert (stray.reason, stray.stage, stray.topic) == ("invalid_case_file", "focus", settings.topic("disputes.intake"))
     assert "case.case_id: Input should be a valid string" in stray.detail
 
     verdicts = {}

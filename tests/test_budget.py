@@ -267,7 +267,7 @@ async def test_a_budget_stopped_case_is_decided_once_and_its_redeliveries_call_n
         assert before["juror"] == settings.jurors
 
         redelivered = []
-        for topic in ("disputes.ready", "disputes.focus", "disputes.clues", "disputes.rounds"):
+        for topic in ("disputes.intake", "disputes.focus", "disputes.clues", "disputes.rounds"):
             [(_, sent)] = await read_topic(settings, topic, until=1, keys={case_id}, timeout_s=30)
             redelivered.append(Outgoing(case_id, sent, "redelivery", topic=settings.topic(topic)))
         await produce(settings, redelivered)
@@ -276,7 +276,7 @@ async def test_a_budget_stopped_case_is_decided_once_and_its_redeliveries_call_n
         assert Counter(c["role"] for c in calls(settings.llm_call_log)) == before
 
         samples = await scrape_until(port, lambda s: value(s, "cyberjurors_verdicts_total") >= 1)
-        assert value(samples, "cyberjurors_budget_stops_total", limit="tokens", stage="round") == 1
+        assert value(samples, "cyberjurors_budget_stops_total", limit="tokens", stage="rounds") == 1
         assert value(samples, "cyberjurors_budget_stops_total") == 1  # the re-sent verdicts counted nothing
         assert value(samples, "cyberjurors_ballots_total") == settings.jurors
         assert value(samples, "cyberjurors_ballots_total", vote=decided.winner, majority=decided.winner) == max(
@@ -287,7 +287,7 @@ async def test_a_budget_stopped_case_is_decided_once_and_its_redeliveries_call_n
 def test_budget_stops_are_counted_by_limit_and_stage_kind():
     from cyberjurors.schemas import BudgetStop
 
-    before = {k: metrics.BUDGET_STOPS.labels(*k)._value.get() for k in [("tokens", "clues"), ("cost", "round")]}
+    before = {k: metrics.BUDGET_STOPS.labels(*k)._value.get() for k in [("tokens", "clues"), ("cost", "rounds")]}
     metrics.record_budget_stops(
         [
             BudgetStop(limit="tokens", stage="clues", tokens=9, cost_usd=0),
@@ -295,4 +295,4 @@ def test_budget_stops_are_counted_by_limit_and_stage_kind():
         ]
     )
     assert metrics.BUDGET_STOPS.labels("tokens", "clues")._value.get() == before[("tokens", "clues")] + 1
-    assert metrics.BUDGET_STOPS.labels("cost", "round")._value.get() == before[("cost", "round")] + 1
+    assert metrics.BUDGET_STOPS.labels("cost", "rounds")._value.get() == before[("cost", "rounds")] + 1

@@ -108,7 +108,7 @@ def test_a_record_applied_twice_is_stored_once_and_the_offset_moves_past_it(tmp_
     letter = DeadLetter(
         reason="invalid_json",
         detail="not JSON",
-        stage="ingest",
+        stage="intake",
         topic="disputes.events",
         original_base64=base64.b64encode(b"{").decode(),
         failed_at=now(),

@@ -229,7 +229,7 @@ def test_a_final_letter_is_replayed_only_with_a_reason(tmp_path, airfryer):
     letter = DeadLetter(
         reason="invalid_json",
         detail="not JSON",
-        stage="ingest",
+        stage="intake",
         topic="disputes.events",
         original_base64="ew==",
         failed_at=now(),

@@ -53,10 +53,10 @@ NOW = datetime(2026, 11, 1, tzinfo=UTC)
 LLM_KINDS = set(LLM_KIND_LIST)
 PRECEDENT_KINDS = set(PRECEDENT_KIND_LIST)
 
-# (stage family, reason) -> replayable. Families: ingest; pipeline (focus, clues, round-N, round); outcomes.
+# (stage family, reason) -> replayable. Families: intake; pipeline (focus, clues, round-N, rounds); outcome.
 TABLE: dict[tuple[str, str], bool] = {
     **{
-        ("ingest", reason): False
+        ("intake", reason): False
         for reason in (
             "invalid_json",
             "invalid_event",
@@ -92,11 +92,11 @@ TABLE: dict[tuple[str, str], bool] = {
             "too_many_items",
         )
     },
-    ("ingest", "case_never_opened"): True,  # held evidence whose case never opened: replay once it is open
-    ("ingest", "early_evidence_overflow"): True,  # likewise, past the holding caps
-    ("ingest", "ingest_failed"): True,  # a bug, like stage_failed: kept to be replayed once it is fixed
-    ("ingest", "event_too_large"): False,  # over max_event_bytes: it would be again
-    ("ingest", "case_too_large"): False,  # the case file over max_case_bytes: likewise
+    ("intake", "case_never_opened"): True,  # held evidence whose case never opened: replay once it is open
+    ("intake", "early_evidence_overflow"): True,  # likewise, past the holding caps
+    ("intake", "intake_failed"): True,  # a bug, like stage_failed: kept to be replayed once it is fixed
+    ("intake", "event_too_large"): False,  # over max_event_bytes: it would be again
+    ("intake", "case_too_large"): False,  # the case file over max_case_bytes: likewise
     ("pipeline", "invalid_case_file"): False,
     ("pipeline", "output_too_large"): False,  # the same case grows the same way
     ("pipeline", "stage_failed"): True,
@@ -104,18 +104,18 @@ TABLE: dict[tuple[str, str], bool] = {
     # a model failure the same input meets again (errors.FINAL_LLM_KINDS: bad_request, refused, truncated,
     # unsupported_task) is final; the others may pass by themselves
     **{("pipeline", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
-    ("outcomes", "invalid_outcome"): False,
-    ("outcomes", "key_mismatch"): False,  # keyed other than by its case_id: it would land on the wrong partition again
-    ("outcomes", "unknown_case"): True,  # the outcome came before its verdict
-    ("outcomes", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
-    ("outcomes", "outcome_conflict"): False,  # another decision than the counted one's: the first stands
+    ("outcome", "invalid_outcome"): False,
+    ("outcome", "key_mismatch"): False,  # keyed other than by its case_id: it would land on the wrong partition again
+    ("outcome", "unknown_case"): True,  # the outcome came before its verdict
+    ("outcome", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
+    ("outcome", "outcome_conflict"): False,  # another decision than the counted one's: the first stands
     # a human panel's decision whose signature does not prove the console sent it (streams/signing.py)
-    ("outcomes", "unsigned_outcome"): False,  # no signature or no decided_by: only the signer can add them
-    ("outcomes", "forged_outcome"): False,  # altered after signing, or not a signature: it never verifies
-    ("outcomes", "outcome_unverifiable"): True,  # by a key this worker lacks: replay once it holds the key
-    ("outcomes", "stage_failed"): True,
+    ("outcome", "unsigned_outcome"): False,  # no signature or no decided_by: only the signer can add them
+    ("outcome", "forged_outcome"): False,  # altered after signing, or not a signature: it never verifies
+    ("outcome", "outcome_unverifiable"): True,  # by a key this worker lacks: replay once it holds the key
+    ("outcome", "stage_failed"): True,
     **{
-        ("outcomes", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
+        ("outcome", f"precedents_{kind}"): kind not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
         for kind in PRECEDENT_KINDS | LLM_KINDS
     },
     # appeals (stage appeal): a refused appeal would be refused again; the second instance's work as a stage's
@@ -141,7 +141,7 @@ TABLE: dict[tuple[str, str], bool] = {
 
 
 def family(stage: str) -> str:
-    return stage if stage in ("ingest", "outcomes", "appeal") else "pipeline"
+    return stage if stage in ("intake", "outcome", "appeal") else "pipeline"
 
 
 def letter(stage: str, reason: str, original: bytes = b"{}", replayable: bool | None = None) -> DeadLetter:
@@ -315,7 +315,7 @@ def reasons_in_source() -> dict[tuple[str, str], bool]:
             found |= {(where, prefix + k): flag if isinstance(flag, bool) else kind_flag(k, flag) for k in kinds}
         else:
             assert ast.unparse(reason) == "err.reason", ast.unparse(reason)  # the Rejected ones above
-            found |= {("ingest", r): flag if isinstance(flag, bool) else kind_flag(r, flag) for r in rejected}
+            found |= {("intake", r): flag if isinstance(flag, bool) else kind_flag(r, flag) for r in rejected}
         if isinstance(reason, ast.Constant) and not isinstance(flag, bool):
             found[(where, reason.value)] = kind_flag(reason.value, flag)
     return found
@@ -352,15 +352,16 @@ SINCE_THE_FLAG = {
 
 def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_rule():
     stages = {
-        "ingest": ["ingest"],
-        "pipeline": ["focus", "clues", "round-1", "round-3", "round", "jury"],
-        "outcomes": ["outcomes"],
+        "intake": ["intake", "ingest"],  # and the stage names of an earlier release (docs/renamed.md)
+        "pipeline": ["focus", "clues", "round-1", "round-3", "rounds", "round", "jury"],
+        "outcome": ["outcome", "outcomes"],
     }
     for (where, reason), flag in TABLE.items():
         if reason in SINCE_THE_FLAG or where == "appeal":  # appeals came after the flag
             continue
         for stage in stages[where]:
             assert replayable(letter(stage, reason)) is flag, (stage, reason)
+    assert replayable(letter("ingest", "ingest_failed")) is True  # the reason's name then
 
 
 # --- intake reasons, by driving intake ------------------------------------------------------
@@ -423,8 +424,8 @@ def closed(case_id: str = "c-1") -> bytes:
     return json.dumps({"type": "evidence_closed", "case_id": case_id}).encode()
 
 
-def ingest(settings: Settings, *raws: bytes) -> None:
-    """What the ingest agent does with a sequence of events for one case, without the stream."""
+def run_intake(settings: Settings, *raws: bytes) -> None:
+    """What the intake agent does with a sequence of events for one case, without the stream."""
     draft = None
     for raw in raws:
         event = intake.parse_event(raw)
@@ -505,12 +506,12 @@ INTAKE = {  # reason -> the events that end in it
     "round_changed": [opened(), evidence(), evidence(item="b2")],
     "duplicate_json_key": [b'{"type": "evidence_closed", "case_id": "c-1", "case_id": "c-2"}'],
 }
-# decided by the ingest agent: driven below, and the held and expired ones (HELD) by the real ingest
+# decided by the intake agent: driven below, and the held and expired ones (HELD) by the real intake
 # handler with a clock the test moves, in tests/test_intake_holding.py, flags included
 HELD = {"case_never_opened", "early_evidence_overflow", "draft_expired"}
-APP_INGEST = {"case_already_submitted", "ingest_failed", *HELD}
+APP_INGEST = {"case_already_submitted", "intake_failed", *HELD}
 
-APP_INGEST |= {"event_too_large", "case_too_large", "key_mismatch"}  # the ingest agent's own checks: driven below
+APP_INGEST |= {"event_too_large", "case_too_large", "key_mismatch"}  # the intake agent's own checks: driven below
 
 
 @pytest.mark.parametrize("reason", sorted(INTAKE))
@@ -519,9 +520,9 @@ def test_each_intake_reason_is_produced_by_intake_and_is_not_replayable(tmp_path
         llm_backend="offline", media_root=tmp_path, max_text_chars=1000, max_media_items=4, max_inline_bytes=1000
     )
     with pytest.raises(intake.Rejected) as err:
-        ingest(s, *INTAKE[reason])
+        run_intake(s, *INTAKE[reason])
     assert err.value.reason == reason
-    assert err.value.replayable is TABLE[("ingest", reason)] is False
+    assert err.value.replayable is TABLE[("intake", reason)] is False
 
 
 def test_invalid_case_is_produced_by_a_draft_that_does_not_make_a_case():
@@ -533,11 +534,11 @@ def test_invalid_case_is_produced_by_a_draft_that_does_not_make_a_case():
     with pytest.raises(intake.Rejected) as err:
         bad.to_case()
     assert err.value.reason == "invalid_case"
-    assert err.value.replayable is TABLE[("ingest", "invalid_case")] is False
+    assert err.value.replayable is TABLE[("intake", "invalid_case")] is False
 
 
 def test_every_ingest_row_is_driven():
-    rows = {reason for where, reason in TABLE if where == "ingest"}
+    rows = {reason for where, reason in TABLE if where == "intake"}
     assert rows == set(INTAKE) | {"invalid_case"} | APP_INGEST
 
 
@@ -561,13 +562,13 @@ class NoPrecedents:
 
 
 async def send_old_case_file(settings: Settings, case_id: str) -> None:
-    """A case file on disputes.ready stamped 30 days ago: what re-reading old history delivers."""
+    """A case file on disputes.intake stamped 30 days ago: what re-reading old history delivers."""
     value = CaseFile(case=DisputeCase.model_validate(case(case_id)), received_at=NOW).model_dump_json().encode()
     producer = AIOKafkaProducer(**client_options(settings))
     await producer.start()
     try:
         await producer.send_and_wait(
-            settings.topic("disputes.ready"),
+            settings.topic("disputes.intake"),
             value,
             key=case_id.encode(),
             timestamp_ms=int((time.time() - 30 * 86400) * 1000),
@@ -604,8 +605,8 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     admit = intake.admit
 
     def buggy_admit(case, s):
-        if case.case_id == "ingest-bug":
-            raise Bug("a bug in ingest")
+        if case.case_id == "intake-bug":
+            raise Bug("a bug in intake")
         return admit(case, s)
 
     async def failing_learn(outcome, *args, **kw):
@@ -635,12 +636,12 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     expected = [(f"llm-{k}", "focus", f"llm_{k}") for k in LLM_KINDS]  # (key, stage, reason)
     sends += [
         Outgoing("bug", whole(case("bug")), "test"),
-        Outgoing("ingest-bug", whole(case("ingest-bug")), "test"),
+        Outgoing("intake-bug", whole(case("intake-bug")), "test"),
         Outgoing("judged", whole(case("judged")), "test"),
         Outgoing(
             "judged", whole(case("judged", buyer_items=[{"id": "b1", "kind": "text", "text": "Changed."}])), "test"
         ),
-        Outgoing("bad-ready", b"not a case file", "test", topic=settings.topic("disputes.ready")),
+        Outgoing("bad-ready", b"not a case file", "test", topic=settings.topic("disputes.intake")),
         Outgoing("bad-clues", b'{"case": 1}', "test", topic=settings.topic("disputes.clues")),
         Outgoing("bad-outcome", b'{"type": "outcome"}', "test", topic=outcomes),
         Outgoing("never-judged", outcome("never-judged"), "test", topic=outcomes),
@@ -668,21 +669,21 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
         "too-big", whole(case("too-big", buyer_items=[{"id": "b1", "kind": "text", "text": "t" * 250_000}])), "test"
     )
     expected += [
-        ("too-big", "ingest", "event_too_large"),
-        ("big-case", "ingest", "case_too_large"),
+        ("too-big", "intake", "event_too_large"),
+        ("big-case", "intake", "case_too_large"),
         ("huge-focus", "focus", "output_too_large"),
     ]
     expected += [
         ("bug", "focus", "stage_failed"),
-        ("ingest-bug", "ingest", "ingest_failed"),
-        ("judged", "ingest", "case_already_submitted"),
+        ("intake-bug", "intake", "intake_failed"),
+        ("judged", "intake", "case_already_submitted"),
         ("bad-ready", "focus", "invalid_case_file"),
-        ("bad-clues", "round", "invalid_case_file"),
-        ("bad-outcome", "outcomes", "invalid_outcome"),
-        ("never-judged", "outcomes", "unknown_case"),
-        ("long-ago", "outcomes", "case_expired"),
-        ("not-the-id", "ingest", "key_mismatch"),
-        ("not-judged", "outcomes", "key_mismatch"),
+        ("bad-clues", "rounds", "invalid_case_file"),
+        ("bad-outcome", "outcome", "invalid_outcome"),
+        ("never-judged", "outcome", "unknown_case"),
+        ("long-ago", "outcome", "case_expired"),
+        ("not-the-id", "intake", "key_mismatch"),
+        ("not-judged", "outcome", "key_mismatch"),
     ]
     # outcomes for a judged case whose learning fails: the precedent base, a model call, a bug
     later = [Outgoing("judged", outcome("judged", f"precedent:{k}"), "test", topic=outcomes) for k in PRECEDENT_KINDS]
@@ -698,8 +699,8 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
         )
     ]
     expected += [("judged", "outcomes", f"precedents_{k}") for k in [*PRECEDENT_KINDS, *LLM_KINDS]]
-    expected += [("judged", "outcomes", "stage_failed")]
-    expected += [("judged", "outcomes", "outcome_conflict")]
+    expected += [("judged", "outcome", "stage_failed")]
+    expected += [("judged", "outcome", "outcome_conflict")]
     expected += [("expired", "focus", "state_expired")]  # a case file first sent 30 days ago, read again
 
     await ensure_topics(settings)
@@ -720,9 +721,9 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
         assert d.replayable is replayable(d) is TABLE[row], (row, d.replayable)
 
     # together with the intake reasons driven above, every row of the table was produced
-    driven = {(family(d.stage), d.reason) for d in letters} | {("ingest", r) for r in [*INTAKE, "invalid_case"]}
-    driven |= {("ingest", r) for r in HELD}  # need minutes of waiting on a running app: driven by a moved clock there
+    driven = {(family(d.stage), d.reason) for d in letters} | {("intake", r) for r in [*INTAKE, "invalid_case"]}
+    driven |= {("intake", r) for r in HELD}  # need minutes of waiting on a running app: driven by a moved clock there
     driven |= {("appeal", r) for r in APPEAL_REASONS}  # each driven through the appeal handler in test_appeals.py
     # each driven through the outcomes handler in test_escalation.py
-    driven |= {("outcomes", r) for r in SIGNATURE_REASONS}
+    driven |= {("outcome", r) for r in SIGNATURE_REASONS}
     assert driven == set(TABLE)

@@ -111,7 +111,7 @@ async def test_the_filters_pick_by_time_reason_stage_and_case(settings):
     assert keys(LetterFilter(until=T0 + timedelta(hours=5))) == ["a"]  # until is exclusive
     assert keys(LetterFilter(since=T0 + timedelta(hours=1), until=T0 + timedelta(hours=6))) == ["b"]
     assert keys(LetterFilter(reason="llm_timeout")) == ["a", "b"]
-    assert keys(LetterFilter(stage="round")) == ["b", "c"] and keys(LetterFilter(stage="round-3")) == ["c"]
+    assert keys(LetterFilter(stage="rounds")) == ["b", "c"] and keys(LetterFilter(stage="round-3")) == ["c"]
     assert keys(LetterFilter(case="c", reason="stage_failed")) == ["c"]
 
 
@@ -203,7 +203,7 @@ async def test_the_command_sends_final_letters_only_with_final_and_each_once(set
         settings,
         [
             letter(settings, "a", "llm_truncated", "focus", False, 0, b"original-a"),
-            letter(settings, "b", "text_too_long", "ingest", False, 1, b"original-b"),
+            letter(settings, "b", "text_too_long", "intake", False, 1, b"original-b"),
         ],
     )
     assert cli(settings, "dlq", "--final").returncode == 2  # it goes with --replay
@@ -290,5 +290,5 @@ async def test_a_case_cut_off_by_thinking_is_judged_after_the_budget_is_raised_a
 
             again = said(cli(raised, "dlq", "--replay", "--final"))
             assert "replayed 0; 1 replayed before" in again, again
-            assert len(await read_topic(raised, "disputes.ready", until=3, timeout_s=5)) == 2  # admitted, replayed
+            assert len(await read_topic(raised, "disputes.intake", until=3, timeout_s=5)) == 2  # admitted, replayed
             assert len(await read_topic(raised, "disputes.dlq", until=2, timeout_s=3)) == 1

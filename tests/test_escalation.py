@@ -44,8 +44,8 @@ from cyberjurors.state.results import StageResults
 from cyberjurors.streams import signing
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.outcomes import Outcomes
-from cyberjurors.streams.verdicts import Verdicts
+from cyberjurors.streams.outcome import Outcomes
+from cyberjurors.streams.verdict import Verdicts
 
 from .conftest import EXAMPLES, calls, read_topic, worker_process
 from .test_app_handlers import NOW, Topic, event
@@ -53,7 +53,7 @@ from .test_app_handlers import NOW, Topic, event
 KEY = "the console's outcome signing key, 32+ chars"  # outcome_signing_key: human-panel outcomes verify under it
 OTHER_KEY = "another console's signing key, 32+ chars"
 # every reason a human panel's outcome is refused for its signature (streams/signing.py), each driven here:
-# the "outcomes" rows of tests/test_dead_letters.py's table for them
+# the "outcome" rows of tests/test_dead_letters.py's table for them
 SIGNATURE_REASONS = {"unsigned_outcome", "forged_outcome", "outcome_unverifiable"}
 BASE = {
     "llm_backend": "offline",
@@ -460,7 +460,7 @@ async def test_a_panels_decision_naming_another_escalation_is_refused_not_learne
     for wrong in (escalation_id(other), "\u202e\u0000" * 32):  # signed: the console's word, for the wrong case
         await outcomes(event(signed(panel | {"escalation_id": wrong}), b"esc-1"))
     letters = [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
-    assert [(d.stage, d.reason, d.replayable) for d in letters] == [("outcomes", "invalid_outcome", False)] * 2
+    assert [(d.stage, d.reason, d.replayable) for d in letters] == [("outcome", "invalid_outcome", False)] * 2
     assert letters[0].detail.startswith("escalation_id is not an escalation of case esc-1")
     assert "\u202e" not in letters[1].detail  # the offending id is not echoed
     assert outcomes_counted() == counted and "esc-1/outcome" not in h.table  # neither was taken as its decision
@@ -518,10 +518,10 @@ async def test_a_human_panels_decision_is_counted_and_learned_only_when_signed_b
             await outcomes(event(value, b"esc-1"))
     letters = [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
     assert [(d.stage, d.reason, d.replayable, d.key) for d in letters] == [
-        ("outcomes", "unsigned_outcome", False, "esc-1"),
-        ("outcomes", "forged_outcome", False, "esc-1"),
-        ("outcomes", "outcome_unverifiable", True, "esc-1"),
-        ("outcomes", "unsigned_outcome", False, "esc-1"),
+        ("outcome", "unsigned_outcome", False, "esc-1"),
+        ("outcome", "forged_outcome", False, "esc-1"),
+        ("outcome", "outcome_unverifiable", True, "esc-1"),
+        ("outcome", "unsigned_outcome", False, "esc-1"),
     ]
     assert {d.reason for d in letters} == SIGNATURE_REASONS
     assert [base64.b64decode(d.original_base64) for d in letters] == refused  # kept as sent, for the audit
@@ -610,8 +610,8 @@ async def test_a_worker_sends_escalations_keyed_by_case_and_resends_the_same_one
         assert [len(r.ballots) for r in record.rounds] == [5] and record.rounds[0].summary.votes == decided.votes
         model_calls = len(calls(settings.llm_call_log))
 
-        [(_, ready)] = await read_topic(settings, "disputes.ready", until=1, keys={case_id}, timeout_s=30)
-        await produce(settings, [Outgoing(case_id, ready, "redelivery", topic=settings.topic("disputes.ready"))])
+        [(_, ready)] = await read_topic(settings, "disputes.intake", until=1, keys={case_id}, timeout_s=30)
+        await produce(settings, [Outgoing(case_id, ready, "redelivery", topic=settings.topic("disputes.intake"))])
         again = await read_topic(settings, "disputes.escalations", until=2, timeout_s=60)
     assert [v for _, v in again] == [raised, raised]  # the same escalation, not a second one
     assert len(calls(settings.llm_call_log)) == model_calls

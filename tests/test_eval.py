@@ -184,7 +184,7 @@ def test_eval_exits_1_naming_the_failed_cases_unless_tolerated(
     eval_env(monkeypatch, settings)
     out = tmp_path / "eval"
     args = ["eval", str(data), "--ablation", "baseline", "--out", str(out), "--bootstrap", broker, "--timeout", "120"]
-    failed = {too_long: "ingest:text_too_long", twin_id(too_long): "ingest:text_too_long"}
+    failed = {too_long: "intake:text_too_long", twin_id(too_long): "intake:text_too_long"}
 
     strict = CliRunner().invoke(cli, args)
     said = " ".join(strict.output.split())
@@ -196,7 +196,7 @@ def test_eval_exits_1_naming_the_failed_cases_unless_tolerated(
     assert all(f"{case_id} ({reason})" in said for case_id, reason in failed.items()), said
     (report,) = json.loads((out / "report.json").read_text())  # written all the same
     assert report["failed_cases"] == failed and report["summary"]["verdicts"] == 1
-    assert f"`{too_long}` (ingest:text_too_long)" in (out / "report.md").read_text()
+    assert f"`{too_long}` (intake:text_too_long)" in (out / "report.md").read_text()
 
     first = (out / "report.json").read_bytes()
     tolerant = CliRunner().invoke(cli, [*args, "--max-failures", "2"])  # resumes: sends the two again

@@ -74,7 +74,7 @@ def test_a_later_run_never_overwrites_an_earlier_report(tmp_path: Path) -> None:
 
 
 def test_failed_cases_are_listed_and_old_reports_still_load(tmp_path: Path) -> None:
-    failed = {f"c{i:02}": "timeout" for i in range(60)} | {"x~swapped": "ingest:text_too_long"}
+    failed = {f"c{i:02}": "timeout" for i in range(60)} | {"x~swapped": "intake:text_too_long"}
     md = to_markdown([report("IV-CoT", failed_cases=failed)])
     line = next(line for line in md.splitlines() if line.startswith("- cases without a verdict"))
     assert line.startswith("- cases without a verdict: `c00` (timeout), `c01` (timeout)")

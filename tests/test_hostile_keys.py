@@ -1,5 +1,5 @@
 """A platform's producer picks the Kafka key: one that is not UTF-8 must end as a dead letter like any
-other bad input, not crash the ingest agent past it (the message was lost before); a valid case under
+other bad input, not crash the intake agent past it (the message was lost before); a valid case under
 a key other than its case_id is refused (``key_mismatch``), since keys decide partitions."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ async def test_an_event_whose_key_is_not_utf8_is_dead_lettered_and_the_worker_go
         verdicts = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=180)
         assert worker.alive(), (tmp_path / "worker.log").read_text()[-3000:]
     first, bad_key_letter, other = [DeadLetter.model_validate_json(v) for _, v in letters]
-    assert (first.stage, first.reason, first.key) == ("ingest", "missing_case_id", "\ufffd\ufffd")
+    assert (first.stage, first.reason, first.key) == ("intake", "missing_case_id", "\ufffd\ufffd")
     assert base64.b64decode(first.original_base64) == bad_value
     assert (bad_key_letter.reason, bad_key_letter.key, bad_key_letter.replayable) == (
         "key_mismatch",

@@ -49,10 +49,10 @@ async def test_tombstones_times_out_of_range_and_a_fifo_end_in_letters_or_notes(
         await producer.stop()
     got = {key: DeadLetter.model_validate_json(value) for key, value in letters}
     assert {k: (d.stage, d.reason, d.replayable) for k, d in got.items()} == {
-        "gone-event": ("ingest", "invalid_json", False),
-        "gone-outcome": ("outcomes", "invalid_outcome", False),
+        "gone-event": ("intake", "invalid_json", False),
+        "gone-outcome": ("outcome", "invalid_outcome", False),
         "gone-appeal": ("appeal", "invalid_appeal", False),
-        "old": ("outcomes", "case_expired", False),
+        "old": ("outcome", "case_expired", False),
     }
     assert all("no value (a Kafka tombstone)" in got[k].detail for k in ("gone-event", "gone-outcome", "gone-appeal"))
     assert "decided at 0001-01-01T00:00+01:00" in got["old"].detail

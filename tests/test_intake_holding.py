@@ -1,6 +1,6 @@
 """Intake keeps everything: evidence that comes before its case_opened is held and folded in, or
 dead-lettered with its original bytes when the case never opens; abandoned drafts expire; repeats
-are ignored; a changed round is refused. The real ingest handler (streams/ingest.py) with a dict
+are ignored; a changed round is refused. The real intake handler (streams/intake.py) with a dict
 for its table, lists for its topics and a clock the test moves.
 """
 
@@ -19,7 +19,7 @@ from cyberjurors.evidence import intake
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import ingest as handler
+from cyberjurors.streams import intake as handler
 from cyberjurors.streams.dead_letters import DeadLetters
 
 METADATA = {
@@ -78,7 +78,7 @@ def case_key(raw: bytes) -> bytes:
     return (event.get("case_id") or event["case"]["case_id"]).encode()
 
 
-class Intake:
+class Stage:
     def __init__(self, tmp_path, **settings):
         self.settings = Settings(
             llm_backend="offline",
@@ -92,7 +92,7 @@ class Intake:
         self.ready, self.dlq = Topic(), Topic()
         self.now = 1_000_000.0
         in_flight = metrics.CasesInFlight(Gauge("test_in_flight", "", registry=CollectorRegistry()))
-        self.handler = handler.Ingest(
+        self.handler = handler.Intake(
             self.settings,
             "offline",
             self.table,
@@ -130,68 +130,68 @@ class Intake:
 
 
 def test_evidence_before_its_case_is_held_and_folded_in_with_a_note(tmp_path):
-    ingest = Intake(tmp_path)
+    stage = Stage(tmp_path)
     early = evidence(party="seller", item="s1")
-    ingest.send(early, evidence(), closed())
-    assert not ingest.letters and not ingest.admitted
-    assert [h["type"] for h in ingest.table["c-1"]["held"]] == [
+    stage.send(early, evidence(), closed())
+    assert not stage.letters and not stage.admitted
+    assert [h["type"] for h in stage.table["c-1"]["held"]] == [
         "evidence_submitted",
         "evidence_submitted",
         "evidence_closed",
     ]
-    ingest.now += 42
-    ingest.send(opened())
-    (case_file,) = ingest.admitted  # the held close closed it
+    stage.now += 42
+    stage.send(opened())
+    (case_file,) = stage.admitted  # the held close closed it
     assert [(r.party, r.round) for r in case_file.case.rounds] == [("buyer", 1), ("seller", 1)]
     notes = [p for p in case_file.problems if "arrived before the case was opened" in p]
     assert len(notes) == 3 and all("held 42 s" in p for p in notes)
-    assert not ingest.letters
-    assert "held" not in ingest.table["c-1"]
+    assert not stage.letters
+    assert "held" not in stage.table["c-1"]
 
 
 def test_held_evidence_of_a_case_that_never_opens_is_dead_lettered_with_its_bytes_and_replayable(tmp_path):
-    ingest = Intake(tmp_path)
+    stage = Stage(tmp_path)
     raws = [evidence(), evidence(party="seller", item="s1")]
-    ingest.send(raws[0])
-    ingest.now += 200
-    ingest.send(raws[1])
-    assert ingest.expire(99) == 0  # 299 s after the first: still waiting
-    assert len(ingest.table["c-1"]["held"]) == 2 and not ingest.letters
-    assert ingest.expire(2) == 1  # the wait runs from the first held event
-    letters = ingest.letters
+    stage.send(raws[0])
+    stage.now += 200
+    stage.send(raws[1])
+    assert stage.expire(99) == 0  # 299 s after the first: still waiting
+    assert len(stage.table["c-1"]["held"]) == 2 and not stage.letters
+    assert stage.expire(2) == 1  # the wait runs from the first held event
+    letters = stage.letters
     assert [d.reason for d in letters] == ["case_never_opened"] * 2
     assert [base64.b64decode(d.original_base64) for d in letters] == raws
     assert all(
-        d.replayable and d.stage == "ingest" and d.topic == "disputes.events" and d.partition == 1 for d in letters
+        d.replayable and d.stage == "intake" and d.topic == "disputes.events" and d.partition == 1 for d in letters
     )
     assert [d.offset for d in letters] == [1, 2]
-    assert "c-1" not in ingest.table
-    ingest.send(opened(), *[base64.b64decode(d.original_base64) for d in letters], closed())  # the replay
-    (case_file,) = ingest.admitted
+    assert "c-1" not in stage.table
+    stage.send(opened(), *[base64.b64decode(d.original_base64) for d in letters], closed())  # the replay
+    (case_file,) = stage.admitted
     assert len(case_file.case.rounds) == 2
 
 
 def test_held_events_are_bounded_per_case_and_per_worker(tmp_path):
-    ingest = Intake(tmp_path, early_evidence_per_case=2, early_evidence_total=3)
-    ingest.send(evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
-    (over,) = ingest.letters
+    stage = Stage(tmp_path, early_evidence_per_case=2, early_evidence_total=3)
+    stage.send(evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
+    (over,) = stage.letters
     assert (over.reason, over.replayable) == ("early_evidence_overflow", True)
     assert "early_evidence_per_case=2" in over.detail
     assert base64.b64decode(over.original_base64) == evidence(round_=3, item="b3")
-    ingest.send(evidence("c-2"), evidence("c-3"))
-    assert [d.reason for d in ingest.letters] == ["early_evidence_overflow"] * 2
-    assert "early_evidence_total=3" in ingest.letters[-1].detail and ingest.letters[-1].key == "c-3"
-    assert sorted(ingest.table) == ["c-1", "c-2"]
+    stage.send(evidence("c-2"), evidence("c-3"))
+    assert [d.reason for d in stage.letters] == ["early_evidence_overflow"] * 2
+    assert "early_evidence_total=3" in stage.letters[-1].detail and stage.letters[-1].key == "c-3"
+    assert sorted(stage.table) == ["c-1", "c-2"]
 
 
 def test_a_held_event_that_cannot_apply_is_dead_lettered_alone_when_the_case_opens(tmp_path):
-    ingest = Intake(tmp_path)
+    stage = Stage(tmp_path)
     clash = evidence(round_=2, item="b1", event_id="again")  # the evidence id b1 a second time
-    ingest.send(evidence(), clash, opened(), closed())
-    (letter,) = ingest.letters
+    stage.send(evidence(), clash, opened(), closed())
+    (letter,) = stage.letters
     assert (letter.reason, letter.replayable) == ("duplicate_evidence_id", False)
     assert base64.b64decode(letter.original_base64) == clash
-    (case_file,) = ingest.admitted
+    (case_file,) = stage.admitted
     assert [i.id for i in case_file.case.items()] == ["b1"]
 
 
@@ -199,66 +199,66 @@ def test_a_held_event_that_cannot_apply_is_dead_lettered_alone_when_the_case_ope
 
 
 def test_a_repeated_evidence_closed_is_ignored_after_the_case_went_to_the_jury(tmp_path):
-    ingest = Intake(tmp_path)
-    ingest.send(opened(), evidence(), closed(), closed(event_id="close-again"))
-    assert len(ingest.admitted) == 1 and not ingest.letters
-    ingest.send(evidence(round_=2, item="b2"))  # new evidence after the close is still refused
-    assert [d.reason for d in ingest.letters] == ["case_closed"]
+    stage = Stage(tmp_path)
+    stage.send(opened(), evidence(), closed(), closed(event_id="close-again"))
+    assert len(stage.admitted) == 1 and not stage.letters
+    stage.send(evidence(round_=2, item="b2"))  # new evidence after the close is still refused
+    assert [d.reason for d in stage.letters] == ["case_closed"]
 
 
 def test_a_whole_case_for_a_case_open_for_incremental_events_is_refused_and_the_draft_goes_on(tmp_path):
     """Admitted, the whole case replaced the draft: its rounds were never judged and no letter said
     so (a new user's try). The draft is what was opened first; the whole case comes back as a
     letter with its bytes, and closing the draft judges the draft's evidence."""
-    ingest = Intake(tmp_path)
+    stage = Stage(tmp_path)
     whole = case_event()
-    ingest.send(opened(), evidence(item="d1", text="Only in the draft."), whole)
-    (letter,) = ingest.letters
+    stage.send(opened(), evidence(item="d1", text="Only in the draft."), whole)
+    (letter,) = stage.letters
     assert (letter.reason, letter.replayable) == ("case_already_open", False)
     assert "1 rounds so far" in letter.detail
     assert base64.b64decode(letter.original_base64) == whole
-    assert not ingest.admitted
-    ingest.send(closed())
-    (case_file,) = ingest.admitted
+    assert not stage.admitted
+    stage.send(closed())
+    (case_file,) = stage.admitted
     assert [(i.id, i.text) for i in case_file.case.items()] == [("d1", "Only in the draft.")]
 
 
 def test_events_held_for_a_case_that_then_comes_whole_are_dead_lettered_not_forgotten(tmp_path):
-    ingest = Intake(tmp_path)
+    stage = Stage(tmp_path)
     early = [evidence(party="seller", item="s1"), closed()]
-    ingest.send(*early, case_event())
-    (case_file,) = ingest.admitted
+    stage.send(*early, case_event())
+    (case_file,) = stage.admitted
     assert [i.id for i in case_file.case.items()] == ["b1"]
-    letters = ingest.letters
+    letters = stage.letters
     assert [(d.reason, d.replayable) for d in letters] == [("case_closed", False)] * 2
     assert [base64.b64decode(d.original_base64) for d in letters] == early
     assert "submitted whole" in letters[0].detail
-    assert "held" not in ingest.table["c-1"]
+    assert "held" not in stage.table["c-1"]
 
 
 def test_a_round_resent_with_other_items_is_refused_and_the_first_version_stands(tmp_path):
-    ingest = Intake(tmp_path)
+    stage = Stage(tmp_path)
     changed = evidence(item="b9", text="Something else entirely.", event_id="buyer-1-v2")
-    ingest.send(opened(), evidence(), changed, closed())
-    (letter,) = ingest.letters
+    stage.send(opened(), evidence(), changed, closed())
+    (letter,) = stage.letters
     assert (letter.reason, letter.replayable) == ("round_changed", False)
     assert base64.b64decode(letter.original_base64) == changed
-    (case_file,) = ingest.admitted
+    (case_file,) = stage.admitted
     assert [(i.id, i.text) for i in case_file.case.items()] == [("b1", "Torn.")]
 
 
 def test_the_same_round_resent_with_a_new_stamp_is_a_duplicate_noted_on_the_case(tmp_path):
-    ingest = Intake(tmp_path)
-    ingest.send(opened(), evidence(), evidence(event_id="buyer-1-retry", submitted_at="2026-09-02T10:00:00Z"), closed())
-    assert not ingest.letters
-    (case_file,) = ingest.admitted
+    stage = Stage(tmp_path)
+    stage.send(opened(), evidence(), evidence(event_id="buyer-1-retry", submitted_at="2026-09-02T10:00:00Z"), closed())
+    assert not stage.letters
+    (case_file,) = stage.admitted
     assert any("duplicate event ignored" in p and "buyer round 1" in p for p in case_file.problems)
 
 
 @pytest.mark.parametrize(
     "event_id",
     [
-        "x\n[2026-11-26 18:45:00,000] [11516] [WARNING] dead letter from ingest: FORGED",
+        "x\n[2026-11-26 18:45:00,000] [11516] [WARNING] dead letter from intake: FORGED",
         "b1\x1b[2J",
         "b1\u202e1-reyub",
         "b1\u200b",
@@ -269,12 +269,12 @@ def test_the_same_round_resent_with_a_new_stamp_is_a_duplicate_noted_on_the_case
 def test_an_event_id_with_control_or_format_characters_is_refused_and_never_noted(tmp_path, event_id):
     """An event id goes into log lines and, when repeated, into the public verdict's notes: a line
     break there forged a log line and a verdict problem; the event is refused like a bad case_id."""
-    ingest = Intake(tmp_path)
+    stage = Stage(tmp_path)
     forged = evidence(event_id=event_id)
-    ingest.send(opened(), forged, forged, evidence(party="seller", item="s1"), closed())
-    assert [(d.reason, d.replayable, d.key) for d in ingest.letters] == [("invalid_event", False, "c-1")] * 2
-    assert all(base64.b64decode(d.original_base64) == forged and "event_id" in d.detail for d in ingest.letters)
-    (case_file,) = ingest.admitted
+    stage.send(opened(), forged, forged, evidence(party="seller", item="s1"), closed())
+    assert [(d.reason, d.replayable, d.key) for d in stage.letters] == [("invalid_event", False, "c-1")] * 2
+    assert all(base64.b64decode(d.original_base64) == forged and "event_id" in d.detail for d in stage.letters)
+    (case_file,) = stage.admitted
     assert [i.id for i in case_file.case.items()] == ["s1"] and not case_file.problems
 
 
@@ -282,41 +282,41 @@ def test_an_event_id_with_control_or_format_characters_is_refused_and_never_note
 
 
 def test_an_abandoned_draft_expires_into_a_letter_listing_what_was_received(tmp_path):
-    ingest = Intake(tmp_path)
-    ingest.send(opened(), evidence())
-    ingest.now += 3000
-    ingest.send(evidence(party="seller", item="s1"))  # activity: the draft's time starts again
-    assert ingest.expire(3599) == 0 and "draft" in ingest.table["c-1"]
-    assert ingest.expire(2) == 1
-    (letter,) = ingest.letters
+    stage = Stage(tmp_path)
+    stage.send(opened(), evidence())
+    stage.now += 3000
+    stage.send(evidence(party="seller", item="s1"))  # activity: the draft's time starts again
+    assert stage.expire(3599) == 0 and "draft" in stage.table["c-1"]
+    assert stage.expire(2) == 1
+    (letter,) = stage.letters
     assert (letter.reason, letter.replayable, letter.key, letter.partition) == ("draft_expired", False, "c-1", 1)
     assert "buyer round 1, seller round 1" in letter.detail and "open, buyer-1, seller-1" in letter.detail
     kept = intake.Draft.model_validate_json(base64.b64decode(letter.original_base64))
     assert [(r.party, r.round) for r in kept.rounds] == [("buyer", 1), ("seller", 1)]
-    assert "c-1" not in ingest.table
-    ingest.send(closed())  # a close after the expiry finds no case: held, not admitted
-    assert not ingest.admitted and "held" in ingest.table["c-1"]
+    assert "c-1" not in stage.table
+    stage.send(closed())  # a close after the expiry finds no case: held, not admitted
+    assert not stage.admitted and "held" in stage.table["c-1"]
 
 
 def test_an_admitted_case_is_remembered_for_the_retention_then_forgotten_without_a_letter(tmp_path):
-    ingest = Intake(tmp_path, state_retention_s=86_400, appeal_window_s=0)
-    ingest.send(case_event())
-    assert ingest.expire(86_000) == 0  # inside the retention: kept, past the draft and held-evidence waits
-    assert "digest" in ingest.table["c-1"] and not ingest.letters
-    ingest.send(case_event())  # the same case again inside the retention: ignored
-    assert len(ingest.admitted) == 1 and not ingest.letters
-    ingest.expire(1_000)  # past the retention: the record goes with the case's other state, quietly
-    assert "c-1" not in ingest.table and not ingest.letters
+    stage = Stage(tmp_path, state_retention_s=86_400, appeal_window_s=0)
+    stage.send(case_event())
+    assert stage.expire(86_000) == 0  # inside the retention: kept, past the draft and held-evidence waits
+    assert "digest" in stage.table["c-1"] and not stage.letters
+    stage.send(case_event())  # the same case again inside the retention: ignored
+    assert len(stage.admitted) == 1 and not stage.letters
+    stage.expire(1_000)  # past the retention: the record goes with the case's other state, quietly
+    assert "c-1" not in stage.table and not stage.letters
 
 
 def test_with_an_appeal_window_longer_than_the_retention_the_record_is_held_as_long_as_the_verdict(tmp_path):
-    ingest = Intake(tmp_path, state_retention_s=86_400, appeal_window_s=3 * 86_400)
-    ingest.send(case_event())
-    ingest.expire(3 * 86_400 - 100)  # past the retention, inside the window: the case may still be appealed
-    ingest.send(case_event())
-    assert "digest" in ingest.table["c-1"] and len(ingest.admitted) == 1 and not ingest.letters
-    ingest.expire(200)  # the window closed: forgotten with the case's other state
-    assert "c-1" not in ingest.table
+    stage = Stage(tmp_path, state_retention_s=86_400, appeal_window_s=3 * 86_400)
+    stage.send(case_event())
+    stage.expire(3 * 86_400 - 100)  # past the retention, inside the window: the case may still be appealed
+    stage.send(case_event())
+    assert "digest" in stage.table["c-1"] and len(stage.admitted) == 1 and not stage.letters
+    stage.expire(200)  # the window closed: forgotten with the case's other state
+    assert "c-1" not in stage.table
 
 
 # --- validation -----------------------------------------------------------------------------
@@ -406,13 +406,13 @@ def test_a_naive_sent_at_or_submitted_at_is_refused():
 
 
 def test_rounds_per_party_and_case_text_are_capped_as_a_draft_grows(tmp_path):
-    ingest = Intake(tmp_path, max_rounds_per_party=2, max_case_text_chars=30)
-    ingest.send(opened(), evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
-    assert [d.reason for d in ingest.letters] == ["too_many_rounds"]
-    ingest.send(evidence(party="seller", item="s1", text="x" * 21))  # 5 + 5 + 21 > 30
-    assert [d.reason for d in ingest.letters] == ["too_many_rounds", "case_text_too_long"]
-    ingest.send(evidence(party="seller", item="s1", text="x" * 20), closed())  # exactly 30
-    (case_file,) = ingest.admitted
+    stage = Stage(tmp_path, max_rounds_per_party=2, max_case_text_chars=30)
+    stage.send(opened(), evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
+    assert [d.reason for d in stage.letters] == ["too_many_rounds"]
+    stage.send(evidence(party="seller", item="s1", text="x" * 21))  # 5 + 5 + 21 > 30
+    assert [d.reason for d in stage.letters] == ["too_many_rounds", "case_text_too_long"]
+    stage.send(evidence(party="seller", item="s1", text="x" * 20), closed())  # exactly 30
+    (case_file,) = stage.admitted
     assert len(case_file.case.rounds) == 3
 
 
@@ -436,13 +436,13 @@ def test_a_whole_case_over_the_caps_is_refused(tmp_path):
 def test_an_event_keyed_other_than_by_its_case_id_is_refused_with_the_reason(tmp_path):
     """Keys decide partitions and each table keeps a case on its case_id's partition: a case's event
     under another key would be folded by another worker. Refused, final, with the key and the id."""
-    ingest = Intake(tmp_path)
-    ingest.send(opened(), key=b"c-2")
-    ingest.send(opened(), key=b"\xff\xfe")
-    ingest.send(opened(), key=None)  # the harness's own key: the case_id, admitted as the control
-    assert [(d.reason, d.replayable) for d in ingest.letters] == [("key_mismatch", False)] * 2
-    assert 'the Kafka key "c-2" is not the case_id "c-1"' in ingest.letters[0].detail
-    assert ingest.letters[1].key == "\ufffd\ufffd" and list(ingest.table) == ["c-1"]
+    stage = Stage(tmp_path)
+    stage.send(opened(), key=b"c-2")
+    stage.send(opened(), key=b"\xff\xfe")
+    stage.send(opened(), key=None)  # the harness's own key: the case_id, admitted as the control
+    assert [(d.reason, d.replayable) for d in stage.letters] == [("key_mismatch", False)] * 2
+    assert 'the Kafka key "c-2" is not the case_id "c-1"' in stage.letters[0].detail
+    assert stage.letters[1].key == "\ufffd\ufffd" and list(stage.table) == ["c-1"]
 
 
 def test_a_utf8_byte_order_mark_is_read_past_and_other_ones_are_named():

@@ -1,7 +1,7 @@
 """Property tests of intake: whatever arrives on ``disputes.events`` ends as an admitted case (that
 the next stage can read), a rejection with one of intake's reasons, a duplicate, or a draft still
 waiting for evidence; never an exception escaping intake (which the worker can only dead-letter as
-``ingest_failed``, a bug).
+``intake_failed``, a bug).
 
 Inputs: arbitrary bytes; and events shaped like the schema (whole cases, case_opened,
 evidence_submitted, evidence_closed), built from valid values with fields randomly dropped, added,
@@ -29,12 +29,12 @@ from cyberjurors.config import Settings
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import ingest as handler
+from cyberjurors.streams import intake as handler
 from cyberjurors.streams.dead_letters import DeadLetters
 
 from .test_dead_letters import TABLE
 
-REASONS = {reason for where, reason in TABLE if where == "ingest"} - {"ingest_failed"}
+REASONS = {reason for where, reason in TABLE if where == "intake"} - {"intake_failed"}
 EXAMPLES = hsettings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
@@ -74,8 +74,8 @@ def case_key(raw: bytes) -> bytes:
     return case_id.encode("utf-8", "surrogatepass") if isinstance(case_id, str) else b"k"
 
 
-class Ingest:
-    """The ingest agent's handler (streams/ingest.py) with dicts for its tables and lists for its
+class Intake:
+    """The intake agent's handler (streams/intake.py) with dicts for its tables and lists for its
     topics; each call says how one event ended."""
 
     def __init__(self, settings: Settings):
@@ -84,7 +84,7 @@ class Ingest:
         self.ready, self.dlq = Topic(), Topic()
         in_flight = metrics.CasesInFlight(Gauge("test_in_flight", "", registry=CollectorRegistry()))
         self.now = 1_000_000.0
-        self.handler = handler.Ingest(
+        self.handler = handler.Intake(
             settings,
             "offline",
             self.table,
@@ -110,7 +110,7 @@ class Ingest:
         )
         if len(self.dlq.sent) > letters:
             letter = DeadLetter.model_validate_json(self.dlq.sent[-1])
-            # ingest_failed (an exception escaping intake) is not among them
+            # intake_failed (an exception escaping intake) is not among them
             assert letter.reason in REASONS, f"rejected with a reason intake does not document: {letter}"
             return letter.reason
         if len(self.ready.sent) > sent:
@@ -127,7 +127,7 @@ class Ingest:
             if item.media is not None and item.media.url is not None:
                 url = urlsplit(item.media.url)
                 assert url.scheme in ("http", "https") and url.hostname in self.settings.url_allowlist, item.media.url
-        # what went on to disputes.ready, read back by the next stage; the digest is the submitted case's,
+        # what went on to disputes.intake, read back by the next stage; the digest is the submitted case's,
         # before inline media moved to the media store
         if not any(i.media is not None and i.media.stored is not None for i in case.items()):
             assert case_file.digest == case.digest()
@@ -375,23 +375,23 @@ def encode(obj: object, ascii_only: bool) -> bytes:
 @EXAMPLES
 @given(raw=st.binary(max_size=600) | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")))
 def test_arbitrary_bytes_end_in_a_rejection_never_an_escaping_error(config, raw):
-    outcome = Ingest(config)(raw)
+    outcome = Intake(config)(raw)
     assert outcome in REASONS | {"admitted", "pending", "duplicate", "unchanged"}
 
 
 @EXAMPLES
 @given(obj=event(), ascii_only=st.booleans())
 def test_schema_shaped_events_end_admitted_or_rejected_with_a_reason(config, obj, ascii_only):
-    outcome = Ingest(config)(encode(obj, ascii_only))
+    outcome = Intake(config)(encode(obj, ascii_only))
     assert outcome in REASONS | {"admitted", "pending", "duplicate"}
 
 
 @EXAMPLES
 @given(objs=st.lists(event(), min_size=1, max_size=8), ascii_only=st.booleans())
 def test_sequences_of_events_for_the_same_cases_never_escape(config, objs, ascii_only):
-    ingest = Ingest(config)
+    intake = Intake(config)
     for obj in objs:
-        assert ingest(encode(obj, ascii_only)) in REASONS | {"admitted", "pending", "duplicate", "unchanged"}
+        assert intake(encode(obj, ascii_only)) in REASONS | {"admitted", "pending", "duplicate", "unchanged"}
 
 
 VALID_ITEM = {"id": "b1", "kind": "text", "text": "The seam was torn on arrival."}
@@ -427,10 +427,10 @@ def incremental(draw) -> list[object]:
 @EXAMPLES
 @given(objs=incremental())
 def test_incremental_histories_in_any_order_never_escape(config, objs):
-    ingest = Ingest(config)
-    outcomes = [ingest(encode(obj, True)) for obj in objs]
+    intake = Intake(config)
+    outcomes = [intake(encode(obj, True)) for obj in objs]
     assert set(outcomes) <= REASONS | {"admitted", "pending", "duplicate", "unchanged"}
-    assert len(ingest.admitted) == len(set(ingest.admitted))  # a case goes to the jury once
+    assert len(intake.admitted) == len(set(intake.admitted))  # a case goes to the jury once
 
 
 @EXAMPLES
@@ -438,16 +438,16 @@ def test_incremental_histories_in_any_order_never_escape(config, objs):
 def test_what_intake_holds_ends_in_a_dead_letter_when_it_expires(config, objs):
     """Held evidence and open drafts are bounded in time: once the waits are over, the sweep leaves
     no held event and no draft in the table, and each held event is in a dead letter, byte for byte."""
-    ingest = Ingest(config)
+    intake = Intake(config)
     for obj in objs:
-        ingest(encode(obj, True))
-    held = [base64.b64decode(h["message"]["value"]) for s in ingest.table.values() for h in s.get("held", [])]
-    drafts = [s["draft"]["case_id"] for s in ingest.table.values() if "draft" in s]
-    letters = len(ingest.dlq.sent)
-    ingest.now += max(config.early_evidence_wait_s, config.intake_draft_ttl_s) + 1
-    asyncio.run(ingest.handler.expire())
-    assert not [s for s in ingest.table.values() if "held" in s or "draft" in s]
-    written = [DeadLetter.model_validate_json(v) for v in ingest.dlq.sent[letters:]]
+        intake(encode(obj, True))
+    held = [base64.b64decode(h["message"]["value"]) for s in intake.table.values() for h in s.get("held", [])]
+    drafts = [s["draft"]["case_id"] for s in intake.table.values() if "draft" in s]
+    letters = len(intake.dlq.sent)
+    intake.now += max(config.early_evidence_wait_s, config.intake_draft_ttl_s) + 1
+    asyncio.run(intake.handler.expire())
+    assert not [s for s in intake.table.values() if "held" in s or "draft" in s]
+    written = [DeadLetter.model_validate_json(v) for v in intake.dlq.sent[letters:]]
     never_opened = [base64.b64decode(d.original_base64) for d in written if d.reason == "case_never_opened"]
     assert sorted(never_opened) == sorted(held)
     assert sorted(d.key for d in written if d.reason == "draft_expired") == sorted(drafts)
@@ -497,5 +497,5 @@ MEDIA_REASONS = {
 @EXAMPLES
 @given(obj=case_with_media())
 def test_media_references_are_admitted_or_refused_with_their_reason(config, obj):
-    outcome = Ingest(config)(encode(obj, True))
+    outcome = Intake(config)(encode(obj, True))
     assert outcome in MEDIA_REASONS | {"admitted"}

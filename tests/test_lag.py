@@ -74,7 +74,7 @@ async def test_a_failed_read_removes_the_series_and_the_next_read_brings_them_ba
 @pytest.mark.integration
 async def test_the_reader_takes_the_groups_commits_against_the_end_offsets(settings: Settings) -> None:
     await ensure_topics(settings)
-    events, ready = settings.topic("disputes.events"), settings.topic("disputes.ready")
+    events, ready = settings.topic("disputes.events"), settings.topic("disputes.intake")
     producer = AIOKafkaProducer(**client_options(settings), enable_idempotence=False)
     await producer.start()
     try:
@@ -127,7 +127,7 @@ async def partition_counts(settings: Settings, topic: str, total: int) -> Counte
 @pytest.mark.timeout(300)
 async def test_metrics_show_the_lag_of_cases_a_stuck_stage_has_not_finished(settings: Settings, tmp_path: Path) -> None:
     """Every case is ingested (no lag on disputes.events) but stage I hangs on a model call that takes
-    ten minutes, so nothing on disputes.ready is committed: its lag is every admitted case, on the
+    ten minutes, so nothing on disputes.intake is committed: its lag is every admitted case, on the
     partition the case is on."""
     port = free_port()
     settings = settings.model_copy(
@@ -136,7 +136,7 @@ async def test_metrics_show_the_lag_of_cases_a_stuck_stage_has_not_finished(sett
     cases = read_events([EXAMPLES / "cases"])[:5]
     await ensure_topics(settings)
     await produce_events(settings, cases)
-    events, ready = settings.topic("disputes.events"), settings.topic("disputes.ready")
+    events, ready = settings.topic("disputes.events"), settings.topic("disputes.intake")
     # one record per produce request, so the embedded broker's end offsets are exact
     worker = WorkerProcess(settings, tmp_path / "worker.log", env={"PRODUCER_MAX_BATCH_SIZE": "1"}).start()
     try:

@@ -150,13 +150,13 @@ def test_a_producer_value_cannot_forge_a_text_line_and_faust_tables_stay(restore
     redaction (which merges the arguments into the message) runs after."""
     out = configured(restore_logging, log_redact_pii=redact)
     logging.getLogger("cyberjurors.streams").warning(
-        "dead letter from %s: %s (%s) key=%s offset=%s", "ingest", "invalid_event", "case.case_id: no match", FORGED, 7
+        "dead letter from %s: %s (%s) key=%s offset=%s", "intake", "invalid_event", "case.case_id: no match", FORGED, 7
     )
     table = "+Worker---+------+\n| id     | app  |\n+--------+------+"
     logging.getLogger("faust.worker").info("[^Worker]: Ready\n%s", table)
     dead, *faust = out.getvalue().splitlines()
     assert dead.endswith(
-        f"[WARNING] dead letter from ingest: invalid_event (case.case_id: no match) key={WRITTEN_OUT} offset=7"
+        f"[WARNING] dead letter from intake: invalid_event (case.case_id: no match) key={WRITTEN_OUT} offset=7"
     )
     assert faust[0].endswith("[INFO] [^Worker]: Ready") and faust[1:] == table.splitlines()
 

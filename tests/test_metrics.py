@@ -100,7 +100,7 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
                 DeadLetter.model_validate_json(v)
                 for _, v in await read_topic(settings, "disputes.dlq", until=1, timeout_s=30)
             ]
-            assert [(d.stage, d.reason) for d in letters] == [("ingest", "invalid_json")]
+            assert [(d.stage, d.reason) for d in letters] == [("intake", "invalid_json")]
 
             # Faust commits on its own timer, which may run late on a loaded machine: wait for it too
             after = await scrape_until(
@@ -140,7 +140,7 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
                 ("focus", len(verdicts)),
                 ("clues", len(verdicts)),
                 ("verdict", len(verdicts)),
-                ("round", sum(v.rounds_used for v in verdicts)),
+                ("rounds", sum(v.rounds_used for v in verdicts)),
             ]:
                 assert value(after, "cyberjurors_stage_latency_seconds_count", stage=stage) == expected, stage
             assert value(after, "cyberjurors_cases_in_flight") == 0
@@ -162,7 +162,7 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
 
             # dead letters and drift
             assert value(after, "cyberjurors_dead_letters_total") == 1
-            assert value(after, "cyberjurors_dead_letters_total", stage="ingest", reason="invalid_json") == 1
+            assert value(after, "cyberjurors_dead_letters_total", stage="intake", reason="invalid_json") == 1
 
             # Faust's own sensor on the same endpoint
             assert value(after, "cyberjurors_faust_messages_received_total") >= len(cases) + 1
@@ -216,7 +216,7 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             done = await scrape_until(
                 port,
                 lambda s: (
-                    value(s, "cyberjurors_dead_letters_total", stage="outcomes") >= 2
+                    value(s, "cyberjurors_dead_letters_total", stage="outcome") >= 2
                     and value(s, "cyberjurors_outcomes_total") >= len(first)
                 ),
             )
@@ -239,8 +239,8 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
     assert labelled(done, "cyberjurors_outcomes_total", "category") == Counter(ours[c].category for c in counted)
     assert value(done, "cyberjurors_outcome_vote_error_count") == len(counted)
     assert value(done, "cyberjurors_outcome_vote_error_sum") == pytest.approx(sum(errors[c] for c in counted))
-    assert value(done, "cyberjurors_dead_letters_total", stage="outcomes", reason="unknown_case") == 1
-    assert value(done, "cyberjurors_dead_letters_total", stage="outcomes", reason="invalid_outcome") == 1
+    assert value(done, "cyberjurors_dead_letters_total", stage="outcome", reason="unknown_case") == 1
+    assert value(done, "cyberjurors_dead_letters_total", stage="outcome", reason="invalid_outcome") == 1
 
     # a restarted worker (its counters start at 0, its tables recover from their changelogs) does not
     # count a redelivered outcome again, and counts a new one
@@ -254,7 +254,7 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
             again = await scrape_until(
                 port,
                 lambda s: (
-                    value(s, "cyberjurors_dead_letters_total", stage="outcomes") >= 1
+                    value(s, "cyberjurors_dead_letters_total", stage="outcome") >= 1
                     and value(s, "cyberjurors_outcomes_total") >= 1
                 ),
                 timeout_s=90,
@@ -262,7 +262,7 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
         except BaseException:
             print((tmp_path / "worker-2.log").read_text()[-6000:])
             raise
-    assert value(again, "cyberjurors_dead_letters_total", stage="outcomes", reason="invalid_outcome") == 1
+    assert value(again, "cyberjurors_dead_letters_total", stage="outcome", reason="invalid_outcome") == 1
     assert value(again, "cyberjurors_outcomes_total") == 1
     assert value(again, "cyberjurors_outcomes_total", category=ours[late.case_id].category) == 1
     assert value(again, "cyberjurors_outcome_vote_error_sum") == pytest.approx(errors[late.case_id])
@@ -492,14 +492,11 @@ def test_cases_in_flight_is_derived_from_the_set_of_cases():
     assert gauge("cyberjurors_cases_in_flight") == 0
 
 
-def test_round_stages_share_one_label():
-    assert [metrics.stage_label(s) for s in ("focus", "clues", "round-1", "round-3", "round")] == [
-        "focus",
-        "clues",
-        "round",
-        "round",
-        "round",
-    ]
+def test_round_stages_share_one_label_and_an_earlier_releases_names_map_to_todays():
+    labels = [metrics.stage_label(s) for s in ("focus", "clues", "round-1", "round-3", "rounds")]
+    assert labels == ["focus", "clues", "rounds", "rounds", "rounds"]
+    earlier = [metrics.stage_label(s) for s in ("ingest", "round", "jury", "outcomes", "appeal")]
+    assert earlier == ["intake", "rounds", "rounds", "outcome", "appeal"]
 
 
 def test_the_endpoint_is_off_at_port_zero_and_a_taken_port_is_not_fatal():

@@ -318,8 +318,8 @@ async def test_every_dashboard_query_and_alert_rule_runs_on_prometheus(
             "sum(cyberjurors_outcomes_total)": 3,  # the three outcomes
             "sum(cyberjurors_outcome_vote_error_count)": 3,
             "cyberjurors:outcomes:increase1h": 2.9,  # the rules have seen them
-            'sum(cyberjurors_dead_letters_total{stage="ingest"})': 1,  # the malformed event
-            'sum(cyberjurors_dead_letters_total{stage="round"})': 1,  # the provider's jurors
+            'sum(cyberjurors_dead_letters_total{stage="intake"})': 1,  # the malformed event
+            'sum(cyberjurors_dead_letters_total{stage="rounds"})': 1,  # the provider's jurors
             'sum(cyberjurors_llm_errors_total{backend="anthropic"})': 1,
             "sum(cyberjurors_llm_retries_total)": 1,  # the 529
             'sum(cyberjurors_llm_tokens_total{kind="cache_write"})': 1800,

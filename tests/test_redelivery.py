@@ -1,5 +1,5 @@
 """A stage whose output is already stored is not run again when its input is redelivered: with a
-real worker, after a case's verdict, the exact ``disputes.ready`` and ``disputes.focus`` messages
+real worker, after a case's verdict, the exact ``disputes.intake`` and ``disputes.focus`` messages
 are sent again (what a consumer sees when an offset commit is lost); the worker calls no model and
 the verdict comes out again, the same. The verdict deleted the case's intermediate results, so each
 redelivered input of the decided case re-sends the stored verdict itself instead of its stage's output."""
@@ -37,7 +37,7 @@ async def test_redelivered_stage_inputs_reuse_the_stored_outputs(settings, worke
     assert all(before[r] > 0 for r in ("focus", "select", "perceive", "juror")), before
 
     redelivered = []
-    for topic in ("disputes.ready", "disputes.focus"):
+    for topic in ("disputes.intake", "disputes.focus"):
         [(key, value)] = await read_topic(settings, topic, until=1, keys={case_id}, timeout_s=30)
         assert CaseFile.model_validate_json(value).case_id == case_id
         redelivered.append(Outgoing(case_id, value, "redelivery", topic=settings.topic(topic)))

@@ -118,8 +118,8 @@ async def test_a_worker_counts_and_learns_a_human_panels_decision_only_when_the_
         found = await read_topic(settings, "disputes.dlq", until=2, timeout_s=60)
         letters = [DeadLetter.model_validate_json(v) for _, v in found]
         assert [(d.stage, d.reason, d.replayable, d.key) for d in letters] == [
-            ("outcomes", "unsigned_outcome", False, case_id),
-            ("outcomes", "forged_outcome", False, case_id),
+            ("outcome", "unsigned_outcome", False, case_id),
+            ("outcome", "forged_outcome", False, case_id),
         ], log.read_text()[-3000:]
         assert drift(scrape(port)) == counted, "a refused decision moved the drift counters"
         assert await holdings(settings, embedder, case_id, cited) == base, "a refused decision taught the base"

@@ -31,7 +31,7 @@ from cyberjurors.schemas import CaseFile, DeadLetter, MediaRef, Verdict
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.ingest import Ingest
+from cyberjurors.streams.intake import Intake
 from cyberjurors.streams.kafka import client_options, ensure_topics
 from cyberjurors.streams.stage_hop import StageHop
 
@@ -116,7 +116,7 @@ def parts(settings: Settings, ready: Topic | None = None, dlq: Topic | None = No
     state: dict = {}
     ready = ready or Topic()
     results = StageResults(table, max_bytes=settings.max_event_bytes)
-    ingest = Ingest(settings, "offline", state, results, ready, letters, in_flight)
+    intake = Intake(settings, "offline", state, results, ready, letters, in_flight)
     return SimpleNamespace(
         dlq=dlq,
         store=store,
@@ -125,7 +125,7 @@ def parts(settings: Settings, ready: Topic | None = None, dlq: Topic | None = No
         state=state,
         ready=ready,
         results=results,
-        ingest=ingest,
+        intake=intake,
         in_flight=in_flight,
     )
 
@@ -141,9 +141,9 @@ async def test_an_event_over_max_event_bytes_is_a_dead_letter_with_its_original_
     p = parts(small)
     big = whole(case("big", [{"id": f"b{n}", "kind": "text", "text": "torn " * 2000} for n in range(5)]))
     assert len(big) > small.max_event_bytes
-    await p.ingest(event(big, b"big"))
+    await p.intake(event(big, b"big"))
     [letter] = dead(p.dlq)
-    assert (letter.reason, letter.stage, letter.replayable) == ("event_too_large", "ingest", False)
+    assert (letter.reason, letter.stage, letter.replayable) == ("event_too_large", "intake", False)
     assert p.ready.sent == [] and p.state == {} and p.table == {}  # nothing recorded as submitted
     # the letter fits; the original is kept whole in the media store
     assert len(p.dlq.sent[0][1]) <= small.max_event_bytes and letter.original_base64 == ""
@@ -154,12 +154,12 @@ async def test_an_event_over_max_event_bytes_is_a_dead_letter_with_its_original_
 async def test_a_rejected_input_under_the_limit_whose_letter_would_not_fit_keeps_its_original_in_the_store(small):
     p = parts(small)
     junk = b"{" + b"x" * 35_000  # under max_event_bytes, but as base64 the letter would be over it
-    await p.ingest(event(junk, b"junk"))
+    await p.intake(event(junk, b"junk"))
     [letter] = dead(p.dlq)
     assert letter.reason == "invalid_json" and letter.original_ref == digest_of(junk)
     assert await p.store.get(letter.original_ref, len(junk)) == junk
 
-    await p.ingest(event(b"{", b"small"))  # a small one is carried in the letter as before
+    await p.intake(event(b"{", b"small"))  # a small one is carried in the letter as before
     assert base64.b64decode(dead(p.dlq)[1].original_base64) == b"{" and dead(p.dlq)[1].original_ref is None
 
 
@@ -167,7 +167,7 @@ async def test_inline_media_is_moved_to_the_store_and_read_back_from_it(small):
     p = parts(small)
     first, second = noise_png(60, 1), noise_png(60, 2)
     submitted = whole(case("media", [photo("b1", first), photo("b2", second)]))
-    await p.ingest(event(submitted, b"media"))
+    await p.intake(event(submitted, b"media"))
     assert dead(p.dlq) == []
     [(_key, value)] = p.ready.sent
     case_file = CaseFile.model_validate_json(value)
@@ -187,7 +187,7 @@ async def test_inline_media_is_moved_to_the_store_and_read_back_from_it(small):
 async def test_a_stored_reference_must_name_an_object_in_the_store(small):
     p = parts(small)
     absent = {"id": "b1", "kind": "image", "text": "x", "media": {"media_type": "image/png", "stored": "ab" * 32}}
-    await p.ingest(event(whole(case("absent", [absent])), b"absent"))
+    await p.intake(event(whole(case("absent", [absent])), b"absent"))
     [letter] = dead(p.dlq)
     assert (letter.reason, letter.replayable) == ("invalid_case", False) and p.ready.sent == []
 
@@ -198,7 +198,7 @@ async def test_a_case_naming_an_older_stored_object_keeps_it_for_another_retenti
     ref = await LocalMediaStore(root, small.media_retention, lambda: days_ago).put(noise_png(20, 3))
     named = {"id": "b1", "kind": "image", "text": "x", "media": {"media_type": "image/png", "stored": ref}}
     p = parts(small)
-    await p.ingest(event(whole(case("named", [named])), b"named"))
+    await p.intake(event(whole(case("named", [named])), b"named"))
     assert dead(p.dlq) == [] and len(p.ready.sent) == 1
     # refreshed: a copy under today's folder, so the sweep of the older day leaves the case its photo
     assert (root / day_of(time.time()) / ref[:2] / ref).exists() and (root / day_of(days_ago) / ref[:2] / ref).exists()
@@ -219,7 +219,7 @@ async def test_reading_a_stored_reference_that_went_missing_or_changed_is_a_note
 async def test_a_case_file_over_max_case_bytes_is_refused_at_admission(small):
     p = parts(small)
     texts = [{"id": f"b{n}", "kind": "text", "text": "torn " * 1400} for n in range(4)]  # 28 kB: under the event limit
-    await p.ingest(event(whole(case("long", texts)), b"long"))
+    await p.intake(event(whole(case("long", texts)), b"long"))
     [letter] = dead(p.dlq)
     assert (letter.reason, letter.replayable) == ("case_too_large", False)
     assert p.state == {} and p.ready.sent == []
@@ -228,13 +228,13 @@ async def test_a_case_file_over_max_case_bytes_is_refused_at_admission(small):
 async def test_a_failed_hand_off_leaves_the_case_unrecorded_so_a_resubmission_is_admitted(small):
     p = parts(small, ready=FailOnce(ConnectionError("broker went away")))
     submitted = whole(case("c-1", [{"id": "b1", "kind": "text", "text": "Torn seam."}]))
-    await p.ingest(event(submitted, b"c-1"))
+    await p.intake(event(submitted, b"c-1"))
     [letter] = dead(p.dlq)
-    assert (letter.reason, letter.replayable) == ("ingest_failed", True)
+    assert (letter.reason, letter.replayable) == ("intake_failed", True)
     assert p.state.get("c-1") is None and "c-1" not in p.in_flight.cases
-    await p.ingest(event(submitted, b"c-1"))  # the producer's retry, or the letter's replay
+    await p.intake(event(submitted, b"c-1"))  # the producer's retry, or the letter's replay
     assert len(p.ready.sent) == 1 and p.state["c-1"]["digest"]
-    await p.ingest(event(submitted, b"c-1"))  # now it is submitted: the same again is ignored
+    await p.intake(event(submitted, b"c-1"))  # now it is submitted: the same again is ignored
     assert len(p.ready.sent) == 1 and len(dead(p.dlq)) == 1
 
 
@@ -250,9 +250,9 @@ async def test_a_failed_hand_off_of_an_incremental_case_leaves_its_draft_open(sm
     ).encode()
     closed = json.dumps({"type": "evidence_closed", "case_id": "c-2", "event_id": "close-1"}).encode()
     for raw in (opened, evidence, closed):
-        await p.ingest(event(raw, b"c-2"))
-    assert [x.reason for x in dead(p.dlq)] == ["ingest_failed"] and p.ready.sent == []
-    await p.ingest(event(closed, b"c-2"))  # the letter's replay closes it again
+        await p.intake(event(raw, b"c-2"))
+    assert [x.reason for x in dead(p.dlq)] == ["intake_failed"] and p.ready.sent == []
+    await p.intake(event(closed, b"c-2"))  # the letter's replay closes it again
     [(key, value)] = p.ready.sent
     assert key == b"c-2" and CaseFile.model_validate_json(value).case.items()[0].id == "b1"
 
@@ -287,7 +287,7 @@ async def test_a_message_the_producer_refuses_as_too_large_is_dead_lettered_not_
 
 async def test_a_letter_the_broker_refuses_is_sent_again_with_its_original_in_the_store(small):
     p = parts(small, dlq=FailOnce(MessageSizeTooLargeError()))
-    await p.ingest(event(b"not json", b"k"))
+    await p.intake(event(b"not json", b"k"))
     [letter] = dead(p.dlq)
     assert letter.reason == "invalid_json" and letter.original_base64 == ""
     assert await p.store.get(letter.original_ref, 100) == b"not json"
@@ -349,7 +349,7 @@ async def test_a_case_with_inline_media_travels_with_references_and_gets_its_ver
     async with running_app(create_app(settings)):
         await send_raw(settings, [("photos", submitted)])
         verdicts = await read_topic(settings, "disputes.verdicts", until=1, keys={"photos"}, timeout_s=120)
-        ready = await read_topic(settings, "disputes.ready", until=1, keys={"photos"}, timeout_s=10)
+        ready = await read_topic(settings, "disputes.intake", until=1, keys={"photos"}, timeout_s=10)
     assert Verdict.model_validate_json(verdicts[0][1]).case_id == "photos"
     [(_, value)] = ready
     assert len(value) < 10_000

@@ -158,17 +158,17 @@ async def test_a_redelivered_input_past_the_retention_is_dead_lettered_with_its_
     async with running_app(app):
         await produce(settings, [event])
         assert await read_topic(settings, "disputes.verdicts", until=1, timeout_s=120)
-        [(_, ready)] = await read_topic(settings, "disputes.ready", until=1, keys={case_id}, timeout_s=30)
+        [(_, ready)] = await read_topic(settings, "disputes.intake", until=1, keys={case_id}, timeout_s=30)
         before = Counter(c.role for c in llm.calls)
 
         # within the retention the decided case's verdict is re-sent, no model called
-        await produce(settings, [Outgoing(case_id, ready, "redelivery", topic=settings.topic("disputes.ready"))])
+        await produce(settings, [Outgoing(case_id, ready, "redelivery", topic=settings.topic("disputes.intake"))])
         assert len(await read_topic(settings, "disputes.verdicts", until=2, timeout_s=60)) == 2
 
         clock.now += settings.state_retention_s + 1  # the case's state expires; the ready message is old
         assert await until(lambda: case_keys(app.tables["stage-results"], case_id) == {"expired"})  # a marker only
         # the same message read again (an offset reset): it carries the time it was first sent
-        await send_at(settings, "disputes.ready", case_id, ready, clock.now - settings.state_retention_s - 60)
+        await send_at(settings, "disputes.intake", case_id, ready, clock.now - settings.state_retention_s - 60)
         [(_, raw)] = await read_topic(settings, "disputes.dlq", until=1, timeout_s=60)
     letter = DeadLetter.model_validate_json(raw)
     assert (letter.reason, letter.stage, letter.key, letter.replayable) == ("state_expired", "focus", case_id, True)
@@ -283,9 +283,9 @@ async def test_a_worker_on_the_rocksdb_store_judges_and_keeps_its_state_on_disk_
     assert not any(k.startswith(f'"{case_id}/round') for k in stored)
     model_calls = len(calls(settings.llm_call_log))
 
-    [(_, ready)] = await read_topic(settings, "disputes.ready", until=1, keys={case_id}, timeout_s=30)
+    [(_, ready)] = await read_topic(settings, "disputes.intake", until=1, keys={case_id}, timeout_s=30)
     async with rocksdb_worker(settings, tmp_path / "worker-2.log"):
-        await produce(settings, [Outgoing(case_id, ready, "redelivery", topic=settings.topic("disputes.ready"))])
+        await produce(settings, [Outgoing(case_id, ready, "redelivery", topic=settings.topic("disputes.intake"))])
         verdicts = await read_topic(settings, "disputes.verdicts", until=2, timeout_s=180)
     assert [v for _, v in verdicts] == [verdict, verdict]  # re-sent from the restored store
     assert len(calls(settings.llm_call_log)) == model_calls

@@ -28,18 +28,18 @@ from cyberjurors.llm.port import GuardedLLM, LLMError
 from cyberjurors.observability import metrics, tracing
 from cyberjurors.schemas import SCHEMA_VERSION, BallotDraft, CaseFile, DeadLetter, Selection, Verdict
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams.app import Handlers, deliberate
+from cyberjurors.streams.app import Handlers, next_round
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.ingest import Ingest
+from cyberjurors.streams.intake import Intake
 from cyberjurors.streams.stage_hop import StageHop, StageWork
-from cyberjurors.streams.verdicts import Verdicts
+from cyberjurors.streams.verdict import Verdicts
 
 from .messages_server import ScriptedServer, anthropic_error, anthropic_message
 from .test_app_handlers import NOW, Topic, text_case
 from .test_backends import BALLOT, juror_request
 from .test_llm_port import request
 
-STAGES = ("ingest", "focus", "clues", "round-1", "round-2", "verdict")
+STAGES = ("intake", "focus", "clues", "round-1", "round-2", "verdict")
 ROLES = {
     "focus": {"focus"},
     "clues": {"select", "perceive"},
@@ -103,18 +103,18 @@ class Pipeline:
         self.letters = DeadLetters(self.topics["dlq"], in_flight)
         verdicts = Verdicts(settings, self.results, self.topics["verdicts"], in_flight)
         self.hop = StageHop(self.results, self.letters, in_flight, verdicts.resend)
-        ingest = Ingest(settings, llm.backend, {}, self.results, self.topics["ready"], self.letters, in_flight)
+        intake = Intake(settings, llm.backend, {}, self.results, self.topics["ready"], self.letters, in_flight)
         work = StageWork(settings, llm, Jury.from_settings(settings), NoPrecedents())  # type: ignore[arg-type]
-        self.h = Handlers(ingest, self.hop, work, verdicts, None, self.letters)  # type: ignore[arg-type]
+        self.h = Handlers(intake, self.hop, work, verdicts, None, self.letters)  # type: ignore[arg-type]
 
     async def judge(self, submitted: bytes, headers: dict[str, bytes]) -> None:
         t = self.topics
-        await self.h.ingest(message(submitted, headers, "disputes.events"))
-        await self.hop(last(t["ready"], "disputes.ready"), "focus", t["focus"], self.h.work.focus)
+        await self.h.intake(message(submitted, headers, "disputes.events"))
+        await self.hop(last(t["ready"], "disputes.intake"), "focus", t["focus"], self.h.work.focus)
         await self.hop(last(t["focus"], "disputes.focus"), "clues", t["clues"], self.h.work.clues)
         incoming = last(t["clues"], "disputes.clues")
         while not t["verdicts"].sent:
-            await deliberate(self.h, self.settings, incoming, t["rounds"])
+            await next_round(self.h, self.settings, incoming, t["rounds"])
             incoming = last(t["rounds"], "disputes.rounds")
 
 
@@ -137,7 +137,7 @@ async def test_a_case_through_every_handler_is_one_trace_with_a_span_per_stage_a
     assert {hexes(s)[0] for s in finished} == {trace_id}, "one trace for the case, from its produce on"
     stages = {s.name: s for s in finished if s.name in STAGES}
     assert sorted(stages) == sorted(STAGES) and len([s for s in finished if s.name in STAGES]) == len(STAGES)
-    # each stage continues from the message the previous one sent: produce -> ingest -> ... -> verdict
+    # each stage continues from the message the previous one sent: produce -> intake -> ... -> verdict
     parent = produce_span
     for name in STAGES:
         span = stages[name]
@@ -148,7 +148,7 @@ async def test_a_case_through_every_handler_is_one_trace_with_a_span_per_stage_a
     assert stages["round-1"].attributes["messaging.destination.name"] == "disputes.clues"
 
     # every message sent carries the headers, its traceparent naming the span that sent it
-    sent_by = {"ready": "ingest", "focus": "focus", "clues": "clues", "verdicts": "verdict"}
+    sent_by = {"ready": "intake", "focus": "focus", "clues": "clues", "verdicts": "verdict"}
     for topic, stage in sent_by.items():
         [headers] = pipeline.topics[topic].headers
         assert parent_of(headers) == hexes(stages[stage]), topic
@@ -184,8 +184,8 @@ async def test_a_replayed_stage_result_is_resent_in_the_cases_trace(spans):
     pipeline = Pipeline(jury_settings(), GuardedLLM(OfflineLLM()))
     t = pipeline.topics
     trace_id, _ = parent_of(headers := produced())
-    await pipeline.h.ingest(message(submitted(), headers, "disputes.events"))
-    ready = last(t["ready"], "disputes.ready")
+    await pipeline.h.intake(message(submitted(), headers, "disputes.events"))
+    ready = last(t["ready"], "disputes.intake")
     await pipeline.hop(ready, "focus", t["focus"], pipeline.h.work.focus)
     await pipeline.hop(ready, "focus", t["focus"], pipeline.h.work.focus)  # the same message again
     assert t["focus"].sent[0] == t["focus"].sent[1]
@@ -196,8 +196,8 @@ async def test_a_replayed_stage_result_is_resent_in_the_cases_trace(spans):
     assert len([s for s in spans.get_finished_spans() if s.name.startswith("chat ")]) == 1  # focus ran once
 
     # once decided, a redelivered input re-sends the stored verdict, in the same trace
-    await pipeline.judge(submitted(), headers)  # ingest ignores the resubmission; the stages run on
-    ready_again = message(t["ready"].sent[0][1], t["ready"].headers[0], "disputes.ready", offset=99)
+    await pipeline.judge(submitted(), headers)  # intake ignores the resubmission; the stages run on
+    ready_again = message(t["ready"].sent[0][1], t["ready"].headers[0], "disputes.intake", offset=99)
     await pipeline.hop(ready_again, "focus", t["focus"], pipeline.h.work.focus)
     resend = [s for s in spans.get_finished_spans() if s.name == "focus"][-1]
     assert resend.attributes["cyberjurors.replayed"] is True
@@ -214,7 +214,7 @@ async def test_dead_letters_carry_the_cases_trace(spans):
         raise LLMError("overloaded", "try later")
 
     await pipeline.hop(
-        message(case_file.model_dump_json().encode(), headers, "disputes.ready"), "focus", t["focus"], overloaded
+        message(case_file.model_dump_json().encode(), headers, "disputes.intake"), "focus", t["focus"], overloaded
     )
     [letter_headers] = t["dlq"].headers
     focus = next(s for s in spans.get_finished_spans() if s.name == "focus")
@@ -227,7 +227,7 @@ async def test_dead_letters_carry_the_cases_trace(spans):
 
     # a letter written outside any stage (an expiry sweep) starts a trace of its own, never none
     await pipeline.letters.write(
-        message(b"x", None, "disputes.events"), "ingest", "case_never_opened", "late", replayable=True
+        message(b"x", None, "disputes.events"), "intake", "case_never_opened", "late", replayable=True
     )
     assert parent_of(t["dlq"].headers[-1])[0] != parent_of(headers)[0]
 
@@ -236,9 +236,9 @@ async def test_a_message_without_trace_context_starts_the_cases_trace_at_ingest(
     pipeline = Pipeline(jury_settings(), GuardedLLM(OfflineLLM()))
     await pipeline.judge(submitted(), {})
     finished = spans.get_finished_spans()
-    [ingest] = [s for s in finished if s.name == "ingest"]
-    assert ingest.parent is None and len({hexes(s)[0] for s in finished}) == 1
-    assert parent_of(pipeline.topics["verdicts"].headers[0])[0] == hexes(ingest)[0]
+    [intake] = [s for s in finished if s.name == "intake"]
+    assert intake.parent is None and len({hexes(s)[0] for s in finished}) == 1
+    assert parent_of(pipeline.topics["verdicts"].headers[0])[0] == hexes(intake)[0]
 
 
 # --- model calls through a real SDK backend --------------------------------------------------------
@@ -314,7 +314,7 @@ def test_tracing_is_off_without_an_endpoint_and_the_headers_still_go_out(monkeyp
         assert tracing.headers() == {"content-type": b"application/json", "schema-version": b"1"}
         # a producer's trace context is passed on untouched: nothing recorded, nothing lost
         incoming = {"traceparent": b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-        with tracing.consuming(message(b"{}", incoming, "disputes.ready"), "focus") as span:
+        with tracing.consuming(message(b"{}", incoming, "disputes.intake"), "focus") as span:
             assert not span.is_recording()
             assert tracing.headers()["traceparent"] == incoming["traceparent"]
     finally:

@@ -31,7 +31,7 @@ from .test_cli import cli
 
 pytestmark = pytest.mark.integration
 
-STAGES = ("ingest", "focus", "clues", "round-1", "round-2", "verdict")
+STAGES = ("intake", "focus", "clues", "round-1", "round-2", "verdict")
 EMAIL, PHONE = "jane.doe@example.com", "+44 20 7946 0958"
 
 
@@ -151,7 +151,7 @@ async def test_a_case_is_one_exported_trace_and_every_log_line_is_json(
 
 
 def check_stage_chain(spans: list[Received], produce_span: str, case_id: str) -> None:
-    """produce -> ingest -> focus -> clues -> round-1 -> round-2 -> verdict, each a child of the span
+    """produce -> intake -> focus -> clues -> round-1 -> round-2 -> verdict, each a child of the span
     that sent its message."""
     first = {}
     for span in sorted(spans, key=lambda s: s.start_ns):
@@ -203,7 +203,7 @@ def check_log(log: Path, trace_id: str, case_id: str, secret: str) -> None:
     about_case = [p for p in parsed if p.get("case_id") == case_id]
     assert any(p["stage"] == "verdict" and "verdict" in p["message"] for p in about_case)
     assert about_case and all(p["trace_id"] == trace_id and len(p["span_id"]) == 16 for p in about_case)
-    [letter] = [p for p in parsed if p["message"].startswith("dead letter from ingest: invalid_json")]
+    [letter] = [p for p in parsed if p["message"].startswith("dead letter from intake: invalid_json")]
     assert "key=[email] [phone]" in letter["message"] and letter["trace_id"] != trace_id
     assert EMAIL not in text and "7946 0958" not in text
     assert secret not in text

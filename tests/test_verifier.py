@@ -48,11 +48,11 @@ from cyberjurors.schemas import (
     VerificationDraft,
 )
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams.app import deliberate
+from cyberjurors.streams.app import next_round
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.stage_hop import StageHop
-from cyberjurors.streams.verdicts import Verdicts
+from cyberjurors.streams.verdict import Verdicts
 
 from .conftest import EXAMPLES, calls, read_topic, worker_process
 
@@ -391,13 +391,13 @@ async def test_a_verifier_that_fails_dead_letters_the_verdict_step_and_its_repla
     incoming = SimpleNamespace(
         value=raw, message=SimpleNamespace(key=b"k", value=raw, topic="t", partition=0, offset=3, timestamp=None)
     )
-    await deliberate(handlers, s, incoming, Topic())  # type: ignore[arg-type]
+    await next_round(handlers, s, incoming, Topic())  # type: ignore[arg-type]
     [letter] = [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
     assert (letter.stage, letter.reason, letter.replayable) == ("verdict", "llm_overloaded", True)
     assert out.sent == [] and results.stored(case_file.case_id, "verdict") is None
 
     failing["now"] = False  # the provider recovered: the letter's replay decides
-    await deliberate(handlers, s, incoming, Topic())  # type: ignore[arg-type]
+    await next_round(handlers, s, incoming, Topic())  # type: ignore[arg-type]
     [(_, value)] = out.sent
     assert Verdict.model_validate_json(value).verification == Verification(status="passed", turns=1)
 

@@ -102,7 +102,7 @@ def dlq(
         ),
     ] = False,
     reason: Annotated[str | None, typer.Option(help="only letters with this reason")] = None,
-    stage: Annotated[str | None, typer.Option(help="only letters from this stage (round = every round-N)")] = None,
+    stage: Annotated[str | None, typer.Option(help="only letters from this stage (rounds = every round-N)")] = None,
     case: Annotated[str | None, typer.Option(help="only letters for this case_id")] = None,
     since: Annotated[
         str | None, typer.Option(help="only letters written at or after this ISO time (UTC if no zone)")
@@ -122,12 +122,16 @@ def dlq(
     --reason, --stage, --case, --since and --until."""
     from rich.markup import escape
 
+    from ..observability.metrics import RENAMED_STAGES
     from ..streams.clients import LetterFilter, placed_letters, replay_state, replayable, replayed, replayed_originals
 
     for flag, given in (("--again", again), ("--final", final)):
         if given and not replay:
             console.print(f"[red]{flag} goes with --replay[/]")
             raise typer.Exit(2)
+    if stage in RENAMED_STAGES:
+        console.print(f"[red]stage {stage!r} is now {RENAMED_STAGES[stage]!r} (docs/renamed.md)[/]")
+        raise typer.Exit(2)
     config = load_settings(settings)
     chosen = LetterFilter(since=_when(since), until=_when(until), reason=reason, stage=stage, case=case)
     letters = [x for x in asyncio.run(placed_letters(config)) if chosen(x.letter)]

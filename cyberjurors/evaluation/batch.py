@@ -3,7 +3,7 @@ stage-synchronous waves (``waves.py``), their model calls answered through Anthr
 Batches API at the batch price (``llm/backends/batch.py``), or, with the offline stand-in, in process.
 
 The same stage functions as the stream (``jury.stages.judge_file``: focus, clues, the rounds, the
-verdict), the same admission checks as ingest (``intake.admit``) and the same precedent retrieval;
+verdict), the same admission checks as intake (``intake.admit``) and the same precedent retrieval;
 what differs is the transport: no Kafka and no worker, and a model call returns when its wave has
 been answered. So the focus calls of every case go out as one batch, then each select and perceive
 step, round 1's warm-up jurors, the other jurors, the summaries, ... Cases are taken
@@ -119,7 +119,7 @@ async def judge_case(
 ) -> tuple[Verdict | None, str | None]:
     """One case (a flow of the run: ``Waves.gather``): its verdict, or why there is none as a dead
     letter would say it (``stage:reason``). A stop of the whole run (``BatchStop``) is raised."""
-    stage = ["ingest"]
+    stage = ["intake"]
     try:
         problems = intake.admit(case, settings)
         case_file = CaseFile(case=case, received_at=now(), problems=problems, backend=llm.backend)
@@ -127,7 +127,7 @@ async def judge_case(
             case_file, llm, settings, jury, precedents, at=lambda name: stage.__setitem__(0, name)
         ), None
     except intake.Rejected as err:
-        return None, f"ingest:{err.reason}"
+        return None, f"intake:{err.reason}"
     except LLMError as err:
         return None, f"{stage[0]}:llm_{err.kind}"
     except BatchStop:

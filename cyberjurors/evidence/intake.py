@@ -1,8 +1,8 @@
 """Admission of dispute events: parse, check limits and media references, fold incremental events.
 
 Everything here either returns something the jury can work on or raises ``Rejected`` with a
-short machine-readable reason (one of ``errors.REJECTIONS``); the ingest handler
-(``streams/ingest.py``) turns a rejection into a dead letter that is never replayed.
+short machine-readable reason (one of ``errors.REJECTIONS``); the intake handler
+(``streams/intake.py``) turns a rejection into a dead letter that is never replayed.
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ async def _read(ref: MediaRef, settings: Settings) -> bytes:
             raise MediaUnreadable("missing_file", f"{ref.path}: {err.strerror}") from err
     if ref.url is not None:
         return await _fetch(_check_url(ref.url, settings), settings)
-    if ref.stored is not None:  # moved out of the stream at ingest (claim check): read from the media store
+    if ref.stored is not None:  # moved out of the stream at intake (claim check): read from the media store
         try:
             return await open_store(settings).get(ref.stored, settings.max_media_bytes)
         except StoreError as err:
@@ -465,7 +465,7 @@ def _video_header(source: Path | io.BytesIO, media_type: str, settings: Settings
 async def check_header(ref: MediaRef, settings: Settings, notes: list[str] | None = None) -> None:
     """An item the jury may never look at, checked as cheaply as it can be: its size, and the
     image's or video's header against the caps (a bomb, a corrupt file), nothing decoded. A file
-    under ``media_root`` is opened where it lies; a stored object (inline media moved at ingest, at
+    under ``media_root`` is opened where it lies; a stored object (inline media moved at intake, at
     most ``max_inline_bytes``) is read from the store. A URL is never fetched for this: it passes
     unchecked. Raises MediaUnreadable as reading the item would, and adds to ``notes`` what it would."""
     if ref.url is not None:

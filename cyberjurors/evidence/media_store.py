@@ -1,6 +1,6 @@
 """A content-addressed store for bytes that must not travel in the stream (a claim check).
 
-Inline media (``data_base64``) is moved here at ingest and the case carries only its sha256
+Inline media (``data_base64``) is moved here at intake and the case carries only its sha256
 (``MediaRef.stored``), so every message of an admitted case stays small; a dead letter whose
 original is too large to carry stores the original here and names it (``DeadLetter.original_ref``).
 

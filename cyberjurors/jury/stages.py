@@ -90,14 +90,14 @@ async def unread_evidence(case_file: CaseFile, chain: ClueChain | None, settings
 
 async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> CaseFile:
     result, usage = await run_round(case_file, jury, llm, settings)
-    total = case_file.usage.get("round")
+    total = case_file.usage.get("rounds")
     # the jury that opens the deliberation is the one the verdict names (a court has no jurors)
     seated = {"jury": jury.composition if settings.deliberation == "jury" else None} if not case_file.rounds else {}
     return case_file.model_copy(
         update={
             "rounds": [*case_file.rounds, result],
             **seated,
-            "usage": {**case_file.usage, "round": total + usage if total else usage},
+            "usage": {**case_file.usage, "rounds": total + usage if total else usage},
         }
     )
 

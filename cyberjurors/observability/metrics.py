@@ -20,7 +20,7 @@ What counts, and when:
   survive a restart as a counter reset, so the fleet's seller-win share, outcome accuracy, recall
   and vote MAE are computed by Prometheus recording rules (infra/recording.yml) from
   ``sum by (...) (rate(...))``. An outcome is counted once per case, whichever worker sees it and
-  however often it is redelivered (streams/outcomes.py keeps the mark in the stage-results table).
+  however often it is redelivered (streams/outcome.py keeps the mark in the stage-results table).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ STAGE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 RETRIEVAL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
-STAGES = ("focus", "clues", "round", "verdict")
+STAGES = ("focus", "clues", "rounds", "verdict")
 SIDES = ("buyer", "seller")
 # A partition of a call's tokens, so summing every kind gives its total: output is the answer and
 # thinking the reasoning (Usage.output_tokens holds both, as providers bill them).
@@ -56,14 +56,14 @@ TOKEN_KINDS = ("input", "output", "thinking", "cache_read", "cache_write")
 
 CASE_LATENCY = Histogram(
     "cyberjurors_case_latency_seconds",
-    "From ingest (CaseFile.received_at) to the verdict, for cases first decided here",
+    "From intake (CaseFile.received_at) to the verdict, for cases first decided here",
     ["category"],
     buckets=CASE_BUCKETS,
 )
 STAGE_LATENCY = Histogram(
     "cyberjurors_stage_latency_seconds",
     "Time a stage spent working on a case (not the time the case waited in Kafka); every "
-    "deliberation round is stage=round",
+    "deliberation round is stage=rounds",
     ["stage"],
     buckets=STAGE_BUCKETS,
 )
@@ -187,7 +187,7 @@ CLAIMS_REMOVED = Counter(
 )
 DEAD_LETTERS = Counter(
     "cyberjurors_dead_letters_total",
-    "Messages sent to disputes.dlq; stage round-N is counted as round",
+    "Messages sent to disputes.dlq; stage round-N is counted as rounds",
     ["stage", "reason"],
 )
 
@@ -286,7 +286,7 @@ def _prime() -> None:
             for side in SIDES:
                 OUTCOMES.labels(agreement, side, category)
     for limit in ("tokens", "cost"):
-        for stage in ("clues", "round", "verdict"):
+        for stage in ("clues", "rounds", "verdict"):
             BUDGET_STOPS.labels(limit, stage)
     for tier in TIERS.values():
         ESCALATED_VERDICTS.labels(tier)
@@ -305,10 +305,15 @@ def _prime() -> None:
 _prime()
 
 
+# stage labels of an earlier release, before each stage had one name (docs/renamed.md); dead letters
+# written then still carry them
+RENAMED_STAGES = {"ingest": "intake", "jury": "rounds", "round": "rounds", "outcomes": "outcome"}
+
+
 def stage_label(stage: str) -> str:
-    """round-1, round-2, ... -> round: one series per kind of stage, not per round number (a case
-    file the deliberation could not read has no round number and is dead-lettered as "round")."""
-    return "round" if stage.startswith("round-") else stage
+    """round-1, round-2, ... -> rounds: one series per stage, not per round number (a case file the
+    rounds stage could not read has no round number and is dead-lettered as "rounds")."""
+    return "rounds" if stage.startswith("round-") else RENAMED_STAGES.get(stage, stage)
 
 
 # --- LLM calls -------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Every message the service produces carries Kafka headers: the W3C trace context 
 sent it (``traceparent``, and ``tracestate``/``baggage`` when there are any, by the configured
 propagator), ``content-type: application/json`` and ``schema-version`` (the schema version of the
 events and records, ``schemas.SCHEMA_VERSION``). Each stage continues the trace from the headers
-of the message it takes, so a case's produce, ingest, focus, clues, round-N and verdict spans, its
+of the message it takes, so a case's produce, intake, focus, clues, round-N and verdict spans, its
 model calls and its dead letters share one trace id; a stage result replayed from the
 ``stage-results`` table is re-sent under the span of the redelivered input, in the same trace.
 
@@ -180,7 +180,7 @@ def consuming(event: Any, stage: str, case_id: str | None = None, group: str | N
 
 
 def name_stage(stage: str) -> None:
-    """The current stage span is this stage (the deliberate agent learns whether a message is a
+    """The current stage span is this stage (the rounds agent learns whether a message is a
     round or the verdict only once it has read it)."""
     span = trace.get_current_span()
     span.update_name(stage)

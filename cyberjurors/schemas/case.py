@@ -68,7 +68,7 @@ class MediaRef(Strict):
     data_base64: str | None = Field(None, description="small inline payload")
     stored: Sha256 | None = Field(
         None,
-        description="sha256 of the bytes in the media store: what ingest puts in place of data_base64 (a claim check)",
+        description="sha256 of the bytes in the media store: what intake puts in place of data_base64 (a claim check)",
     )
     sha256: Sha256 | None = Field(None, description="content hash, checked when the media is read")
 

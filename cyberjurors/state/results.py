@@ -8,7 +8,7 @@ import itertools
 import json
 import time
 from collections.abc import Collection, MutableMapping
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import OutputTooLarge
 from . import expiry
@@ -22,7 +22,7 @@ class StageResults:
 
     What is kept, and for how long: a case in flight keeps every stage's output (a redelivered
     input re-sends it instead of calling the model again). Its verdict deletes the intermediate
-    ones (focus, clues, round-N): ``ready`` and ``verdict`` stay, for outcome learning and to
+    ones (focus, clues, round-N): ``intake`` and ``verdict`` stay, for outcome learning and to
     re-send the verdict to a redelivered input, and ``outcome`` marks that the case's reported
     outcome was counted (``mark_outcome``); every key of the case is deleted
     ``retention_s`` after its last stage result (``times``: case_id -> ``expiry.stamp``), by
@@ -38,7 +38,10 @@ class StageResults:
     ``escalation`` holds a first-instance verdict's escalation. They expire with the case."""
 
     EXPIRED = "expired"
+    # a key an earlier release stored under another stage name (docs/renamed.md): read, and expired
+    RENAMED: ClassVar[dict[str, str]] = {"intake": "ready"}
     LASTING = (
+        "intake",
         "ready",
         "focus",
         "clues",
@@ -71,7 +74,10 @@ class StageResults:
         self.max_rounds = max_rounds  # T: the rounds a case can have
 
     def stored(self, case_id: str, stage: str) -> bytes | None:
-        return self.table.get(f"{case_id}/{stage}")
+        found = self.table.get(f"{case_id}/{stage}")
+        if found is None and stage in self.RENAMED:
+            return self.table.get(f"{case_id}/{self.RENAMED[stage]}")
+        return found
 
     def put(self, case_id: str, stage: str, value: bytes, hold_s: float = 0.0) -> None:
         """Store a result without sending it (a step of work done inside one handler, or what is

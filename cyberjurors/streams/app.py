@@ -1,15 +1,18 @@
 """The Faust app: ten topics, four tables and one short agent per stage of the jury pipeline.
 
-    disputes.events -> ingest -> disputes.ready -> focus -> disputes.focus -> clues
-    -> disputes.clues -> deliberate (round 1) -> disputes.rounds -> deliberate (round t+1 ... or
-    the verdict) -> disputes.verdicts (and, for a doubtful verdict, disputes.escalations);
-    disputes.appeals -> appeals (the second instance) -> disputes.verdicts;
-    disputes.outcomes -> outcomes;  anything unusable -> disputes.dlq
+    disputes.events -> intake -> disputes.intake -> focus -> disputes.focus -> clues
+    -> disputes.clues -> rounds (round 1) -> disputes.rounds -> rounds (round t+1 ... or the
+    verdict) -> disputes.verdicts (and, for a doubtful verdict, disputes.escalations);
+    disputes.appeals -> appeal (the second instance) -> disputes.verdicts;
+    disputes.outcomes -> outcome;  anything unusable -> disputes.dlq
+
+Each stage has one name: its agent, its module (here and in the reasoning layers), and the
+``stage`` label of its metrics, spans and dead letters (docs/glossary.md).
 
 Every message is keyed by case_id, so a case stays on one partition. Each agent hands its
-events to a handler that takes its dependencies explicitly and can be tested alone: ``ingest``
-(Ingest), ``stage_hop`` (focus, clues and the rounds, with stored-result replay), ``verdicts``,
-``appeals``, ``outcomes`` and ``dead_letters``. The reasoning lives in ``cyberjurors.jury``, not here.
+events to a handler that takes its dependencies explicitly and can be tested alone: ``intake``
+(Intake), ``stage_hop`` (focus, clues and the rounds, with stored-result replay), ``verdict``,
+``appeal``, ``outcome`` and ``dead_letters``. The reasoning lives in ``cyberjurors.jury``, not here.
 """
 
 from __future__ import annotations
@@ -33,20 +36,20 @@ from ..observability import metrics, tracing
 from ..precedents.base import PrecedentBase
 from ..state import expiry, tables
 from ..state.results import StageResults
-from .appeals import Appeals
+from .appeal import Appeals
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
-from .ingest import Ingest, schedule_expiry
+from .intake import Intake, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
-from .outcomes import Outcomes
+from .outcome import Outcomes
 from .probes import Health
 from .seating import Seating
 from .stage_hop import StageHop, StageWork
 from .transport import handled, use_fetch_wait
-from .verdicts import Verdicts
+from .verdict import Verdicts
 
 log = logging.getLogger("cyberjurors.streams")
 
-PIPELINE = ("disputes.events", "disputes.ready", "disputes.focus", "disputes.clues", "disputes.rounds")
+PIPELINE = ("disputes.events", "disputes.intake", "disputes.focus", "disputes.clues", "disputes.rounds")
 # every topic the worker's consumer group reads (the agents' sources): what its lag and readiness are about
 CONSUMED = (*PIPELINE, "disputes.outcomes", "disputes.appeals")
 
@@ -110,8 +113,8 @@ def create_app(
     in_flight = metrics.CasesInFlight()
     metrics.set_seller_share_reference(settings.drift_reference_seller_share)
     store = open_store(settings, clock)
-    intake = table("intake")
-    letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes, intake)
+    drafts = table("intake")
+    letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes, drafts)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(
         table("stage-results", value_type=bytes),
@@ -122,7 +125,7 @@ def create_app(
         keep_for_appeal=settings.appeal_window_s > 0,
         max_rounds=settings.rounds,
     )
-    ingest = Ingest(settings, llm.backend, intake, results, topic("disputes.ready"), letters, in_flight)
+    intake = Intake(settings, llm.backend, drafts, results, topic("disputes.intake"), letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)
     verdicts = Verdicts(
         settings,
@@ -137,12 +140,12 @@ def create_app(
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
 
-    handlers = Handlers(ingest, hop, work, verdicts, outcomes, letters, appeals)
+    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals)
     stream_agents(app, settings, topic, handlers)
     seating = Seating(settings, llm, work, precedents)  # the qualification gate, when on
     app.add_dependency(seating)
     housekeeping(app, settings, in_flight, precedents, seating)
-    schedule_expiry(app, ingest)  # held early evidence and abandoned drafts
+    schedule_expiry(app, intake)  # held early evidence and abandoned drafts
     expire_state(app, settings, results)
     expire_media(app, settings, store)
     return app
@@ -150,7 +153,7 @@ def create_app(
 
 @dataclass
 class Handlers:
-    ingest: Ingest
+    intake: Intake
     hop: StageHop
     work: StageWork
     verdicts: Verdicts
@@ -163,18 +166,18 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
     """One short agent per stage: each hands its events to a handler."""
     concurrency = settings.stage_concurrency
     focused, clues, rounds = topic("disputes.focus"), topic("disputes.clues"), topic("disputes.rounds")
-    deliberations = app.topic(
+    round_inputs = app.topic(
         settings.topic("disputes.clues"),
         settings.topic("disputes.rounds"),
         value_serializer="raw",
         key_serializer="raw",
     )
 
-    @app.agent(topic("disputes.events"), name="ingest", concurrency=concurrency)
-    async def ingest_agent(stream: faust.StreamT) -> None:
-        await each(stream, h.ingest)
+    @app.agent(topic("disputes.events"), name="intake", concurrency=concurrency)
+    async def intake_agent(stream: faust.StreamT) -> None:
+        await each(stream, h.intake)
 
-    @app.agent(topic("disputes.ready"), name="focus", concurrency=concurrency)
+    @app.agent(topic("disputes.intake"), name="focus", concurrency=concurrency)
     async def focus_agent(stream: faust.StreamT) -> None:
         await each(stream, lambda event: h.hop(event, "focus", focused, h.work.focus))
 
@@ -182,16 +185,16 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
     async def clues_agent(stream: faust.StreamT) -> None:
         await each(stream, lambda event: h.hop(event, "clues", clues, h.work.clues))
 
-    @app.agent(deliberations, name="deliberate", concurrency=concurrency)
-    async def deliberate_agent(stream: faust.StreamT) -> None:
-        await each(stream, lambda event: deliberate(h, settings, event, rounds))
+    @app.agent(round_inputs, name="rounds", concurrency=concurrency)
+    async def rounds_agent(stream: faust.StreamT) -> None:
+        await each(stream, lambda event: next_round(h, settings, event, rounds))
 
-    @app.agent(topic("disputes.outcomes"), name="outcomes", concurrency=1)  # guideline versions must not race
-    async def outcomes_agent(stream: faust.StreamT) -> None:
+    @app.agent(topic("disputes.outcomes"), name="outcome", concurrency=1)  # guideline versions must not race
+    async def outcome_agent(stream: faust.StreamT) -> None:
         await each(stream, h.outcomes)
 
-    @app.agent(topic("disputes.appeals"), name="appeals", concurrency=concurrency)  # a case's appeals in turn
-    async def appeals_agent(stream: faust.StreamT) -> None:
+    @app.agent(topic("disputes.appeals"), name="appeal", concurrency=concurrency)  # a case's appeals in turn
+    async def appeal_agent(stream: faust.StreamT) -> None:
         await each(stream, h.appeals)  # type: ignore[arg-type]  # always set by create_app
 
 
@@ -203,11 +206,11 @@ async def each(stream: faust.StreamT, handler: Callable[[faust.EventT], Awaitabl
         handled(event)
 
 
-async def deliberate(h: Handlers, settings: Settings, event: Any, rounds: Sender) -> None:
+async def next_round(h: Handlers, settings: Settings, event: Any, rounds: Sender) -> None:
     """Round after round until the jury is settled, then the verdict; the case file is parsed once.
     Its span is "round-N" or "verdict", named once the case file says which."""
-    with tracing.consuming(event, "round"):
-        case_file = await h.hop.parse(event, "round")
+    with tracing.consuming(event, "rounds"):
+        case_file = await h.hop.parse(event, "rounds")
         if case_file is None:
             return
         tracing.name_case(case_file.case_id)

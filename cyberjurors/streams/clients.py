@@ -21,7 +21,7 @@ from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
 from ..evidence.intake import checked_json
 from ..evidence.media_store import StoreError, digest_of, open_store
-from ..observability import tracing
+from ..observability import metrics, tracing
 from ..schemas import AppealFiled, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
 from .dead_letters import RECORD_OVERHEAD
 from .kafka import REPLAYED, client_options
@@ -182,15 +182,15 @@ def replayable(letter: DeadLetter) -> bool:
         return reason.removeprefix("llm_") not in FINAL_LLM_KINDS
     if reason.startswith("precedents_"):
         return reason.removeprefix("precedents_") not in FINAL_LLM_KINDS | FINAL_PRECEDENT_KINDS
-    return reason in ("stage_failed", "ingest_failed", "state_expired") or (
-        letter.stage == "outcomes" and reason == "unknown_case"
+    return reason in ("stage_failed", "intake_failed", "ingest_failed", "state_expired") or (
+        metrics.stage_label(letter.stage) == "outcome" and reason == "unknown_case"
     )
 
 
 @dataclass(frozen=True)
 class LetterFilter:
     """Which letters ``dlq`` lists and replays: failed within [since, until), a reason, a stage
-    ("round" takes every round-N), a case."""
+    ("rounds" takes every round-N, and a letter of an earlier release is found by today's name), a case."""
 
     since: datetime | None = None
     until: datetime | None = None
@@ -204,7 +204,7 @@ class LetterFilter:
             and (self.until is None or letter.failed_at < self.until)
             and self.reason in (None, letter.reason)
             and self.case in (None, letter.key)
-            and self.stage in (None, letter.stage, letter.stage.split("-")[0])
+            and self.stage in (None, letter.stage, metrics.stage_label(letter.stage))
         )
 
 

@@ -125,7 +125,7 @@ class DeadLetters:
         except OutputTooLarge:  # the original goes to the media store, the letter names it
             await self._send_by_reference(letter, message.value or b"", key)
         metrics.record_dead_letter(stage, reason)
-        if stage not in ("ingest", "outcomes") and letter.key:  # a case that left the pipeline
+        if stage not in ("intake", "outcome") and letter.key:  # a case that left the pipeline
             self.in_flight.discard(letter.key)
             self._note_on_intake(letter, message.partition)
 

@@ -14,7 +14,7 @@ from ..config import Settings
 
 TOPICS = (
     "disputes.events",
-    "disputes.ready",
+    "disputes.intake",
     "disputes.focus",
     "disputes.clues",
     "disputes.rounds",

@@ -31,7 +31,7 @@ from ..schemas import CaseFile, OutcomeReported, Verdict
 from ..state.results import StageResults
 from . import signing
 from .dead_letters import DeadLetters, bug, shown_time
-from .ingest import key_problem
+from .intake import key_problem
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -56,31 +56,31 @@ class Outcomes:
         self.letters = letters
 
     async def __call__(self, event: Any) -> None:
-        with tracing.consuming(event, "outcomes"):  # in the trace of whoever reported it
+        with tracing.consuming(event, "outcome"):  # in the trace of whoever reported it
             try:
                 await self.handle(event)
             except Exception as err:  # a bug must cost one outcome (kept in the DLQ), not a crash of the agent
                 log.exception("outcome at offset %s failed", event.message.offset)
-                await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
+                await self.letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
 
     async def handle(self, event: Any) -> None:
         try:
             outcome = OutcomeReported.model_validate_json(intake.checked_json(event.value))
         except ValidationError as err:  # would fail the same way again
-            await self.letters.write(event, "outcomes", "invalid_outcome", for_people(err), replayable=False)
+            await self.letters.write(event, "outcome", "invalid_outcome", for_people(err), replayable=False)
             return
         except intake.Rejected as err:  # a foreign byte-order mark, a key twice in one object
-            await self.letters.write(event, "outcomes", "invalid_outcome", err.detail, replayable=False)
+            await self.letters.write(event, "outcome", "invalid_outcome", err.detail, replayable=False)
             return
         if problem := key_problem(event.message.key, outcome.case_id):  # its verdict is on its case_id's partition
-            await self.letters.write(event, "outcomes", "key_mismatch", problem, replayable=False)
+            await self.letters.write(event, "outcome", "key_mismatch", problem, replayable=False)
             return
         tracing.name_case(outcome.case_id)
         checked = signing.check(outcome, self.settings)
         if not checked.ok:  # before the drift counters, the stored outcome and learning: a forgery changes nothing
             # a security event, apart from the dead letter's own line (which carries the detail)
             log.warning("case %s: a human panel's decision refused, %s", outcome.case_id, checked.reason)
-            await self.letters.write(event, "outcomes", checked.reason, checked.detail, replayable=checked.replayable)
+            await self.letters.write(event, "outcome", checked.reason, checked.detail, replayable=checked.replayable)
             return
         verdict, case_file = self.final(outcome.case_id)
         if verdict is None or case_file is None:
@@ -91,7 +91,7 @@ class Outcomes:
             # a panel's decision routed to the wrong case would be learned from, and counted, as this one's
             await self.letters.write(
                 event,
-                "outcomes",
+                "outcome",
                 "invalid_outcome",
                 f"escalation_id is not an escalation of case "
                 f"{outcome.case_id}: a human panel's decision names the escalation it answers, "
@@ -116,16 +116,16 @@ class Outcomes:
             await self.learn(outcome, decided, CaseFile.model_validate_json(case_file), event.message.partition)
         except (PrecedentError, LLMError) as err:
             await self.letters.write(
-                event, "outcomes", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
+                event, "outcome", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
             )
         except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
             log.exception("outcome for case %s failed", outcome.case_id)
-            await self.letters.write(event, "outcomes", "stage_failed", bug(err), replayable=True)
+            await self.letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
 
     async def conflict(self, event: Any, earlier: OutcomeReported, outcome: OutcomeReported, differs: str) -> None:
         await self.letters.write(
             event,
-            "outcomes",
+            "outcome",
             "outcome_conflict",
             f"case {outcome.case_id}: an outcome "
             f"was counted already ({_described(earlier)}); this one differs in "
@@ -156,7 +156,7 @@ class Outcomes:
             report = await learning.overridden(earlier, outcome, decided, case_file, index, self.settings)
         except (PrecedentError, LLMError) as err:
             await self.letters.write(
-                event, "outcomes", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
+                event, "outcome", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
             )
             return
         log.info(
@@ -174,7 +174,7 @@ class Outcomes:
         appealed = self.results.stored(case_id, "appeal/verdict")
         if appealed is not None:
             return appealed, self.results.stored(case_id, "appeal")
-        return self.results.stored(case_id, "verdict"), self.results.stored(case_id, "ready")
+        return self.results.stored(case_id, "verdict"), self.results.stored(case_id, "intake")
 
     def escalations(self, case_id: str) -> set[str]:
         """The ids of the case's escalations: its first-instance verdict's and its appeal verdict's, when escalated."""
@@ -195,7 +195,7 @@ class Outcomes:
         if self.results.stored(outcome.case_id, StageResults.EXPIRED) is not None:
             await self.letters.write(
                 event,
-                "outcomes",
+                "outcome",
                 "case_expired",
                 f"case {outcome.case_id} was decided and its "
                 f"verdict has expired ({retention}): nothing left to compare or learn from",
@@ -204,11 +204,11 @@ class Outcomes:
         elif (
             outcome.decided_at is not None  # (so decided_at is too)
             and self.results.older_than_retention(decided_at)
-            and self.results.stored(outcome.case_id, "ready") is None
+            and self.results.stored(outcome.case_id, "intake") is None
         ):
             await self.letters.write(
                 event,
-                "outcomes",
+                "outcome",
                 "case_expired",
                 f"case {outcome.case_id} was decided at "
                 f"{shown_time(outcome.decided_at)}, longer ago than {retention}, and "
@@ -218,7 +218,7 @@ class Outcomes:
         else:
             await self.letters.write(
                 event,
-                "outcomes",
+                "outcome",
                 "unknown_case",
                 f"no verdict for case {outcome.case_id} yet: replay the letter once the case is decided",
                 replayable=True,

@@ -40,8 +40,8 @@ from ..observability import metrics, tracing
 from ..schemas import AppealFiled, CaseFile, Verdict
 from ..state.results import StageResults
 from .dead_letters import DeadLetters, OutputTooLarge, bug, shown_time
-from .ingest import claim_check, key_problem
-from .verdicts import Verdicts
+from .intake import claim_check, key_problem
+from .verdict import Verdicts
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -253,7 +253,7 @@ class Appeals:
     async def record(self, event: Any, appeal: AppealFiled, first: Verdict) -> CaseFile:
         """The second instance's case file: the kept record with the new evidence checked like any
         evidence (intake's rules, the media claim check, max_case_bytes)."""
-        base = self.results.stored(appeal.case_id, "clues") or self.results.stored(appeal.case_id, "ready")
+        base = self.results.stored(appeal.case_id, "clues") or self.results.stored(appeal.case_id, "intake")
         if base is None:  # a verdict without its record: only an older version's leftovers
             await self.letters.write(
                 event, "appeal", "case_expired", f"case {appeal.case_id}'s record is no longer kept", replayable=False
@@ -261,7 +261,7 @@ class Appeals:
             raise Refused
         record = CaseFile.model_validate_json(base)
         try:
-            # intake's rules before the claim check, as at ingest: inline media's base64 and size are
+            # intake's rules before the claim check, as at intake: inline media's base64 and size are
             # checked while they are still inline, and nothing refused reaches the media store
             intake.admit(with_evidence(record.case, appeal), self.settings)
             data = appeal.model_dump(mode="json", exclude_none=True)

@@ -1,4 +1,4 @@
-"""disputes.events -> disputes.ready: admit whole cases, fold incremental events into a draft
+"""disputes.events -> disputes.intake: admit whole cases, fold incremental events into a draft
 until the evidence closes, and refuse what cannot be judged (``intake.Rejected``).
 
 The ``intake`` table holds, per case_id, ``{"draft": Draft json}`` while incremental events
@@ -36,14 +36,14 @@ from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, hand_on
 log = logging.getLogger("cyberjurors.streams")
 
 
-class Ingest:
+class Intake:
     def __init__(
         self,
         settings: Settings,
         backend: str,
         state: MutableMapping[str, Any],
         results: StageResults,
-        ready: Sender,
+        sent_to: Sender,
         letters: DeadLetters,
         in_flight: metrics.CasesInFlight,
         clock: expiry.Clock = time.time,
@@ -52,7 +52,7 @@ class Ingest:
         self.backend = backend
         self.state = state
         self.results = results
-        self.ready = ready
+        self.sent_to = sent_to
         self.letters = letters
         self.in_flight = in_flight
         self.store = open_store(settings, clock)
@@ -61,7 +61,7 @@ class Ingest:
         self.held_total: int | None = None  # events held on this worker; counted from the table when None
 
     async def __call__(self, event: Any) -> None:
-        with tracing.consuming(event, "ingest"):
+        with tracing.consuming(event, "intake"):
             await self.handle(event)
 
     async def handle(self, event: Any) -> None:
@@ -73,10 +73,10 @@ class Ingest:
                 raise intake.Rejected("key_mismatch", problem)
             await self.take(parsed, event.message.partition, event.message)
         except intake.Rejected as err:  # rejected input: it would be rejected again
-            await self.letters.write(event, "ingest", err.reason, err.detail, replayable=err.replayable)
+            await self.letters.write(event, "intake", err.reason, err.detail, replayable=err.replayable)
         except Exception as err:  # a bug must cost one event (kept in the DLQ to replay once fixed), not the worker
-            log.exception("ingest failed on offset %s", event.message.offset)
-            await self.letters.write(event, "ingest", "ingest_failed", bug(err), replayable=True)
+            log.exception("intake failed on offset %s", event.message.offset)
+            await self.letters.write(event, "intake", "intake_failed", bug(err), replayable=True)
 
     async def take(self, event: DisputeEvent, partition: int, message: Any) -> None:
         if isinstance(event, CaseSubmitted):
@@ -152,7 +152,7 @@ class Ingest:
             )
             await self.letters.write(
                 Original.of(message).event(),
-                "ingest",
+                "intake",
                 "early_evidence_overflow",
                 f"{event.type} for case {event.case_id}, which is not open yet: {limit}; "
                 "replay it once the case is open",
@@ -182,7 +182,7 @@ class Ingest:
             except intake.Duplicate as dup:
                 draft.notes.append(f"duplicate event ignored: {dup}")
             except intake.Rejected as err:
-                await self.letters.write(original.event(), "ingest", err.reason, err.detail, replayable=err.replayable)
+                await self.letters.write(original.event(), "intake", err.reason, err.detail, replayable=err.replayable)
         self.held_total = None if self.held_total is None else max(0, self.held_total - len(held))
         return draft
 
@@ -192,7 +192,7 @@ class Ingest:
         for entry in held:
             await self.letters.write(
                 Original.from_json(entry["message"]).event(),
-                "ingest",
+                "intake",
                 "case_closed",
                 f"{entry['type']} for case {case_id} came before the case was opened, and the "
                 "case was then submitted whole: judged without it",
@@ -218,7 +218,7 @@ class Ingest:
                 for held in entry["held"]:
                     await self.letters.write(
                         Original.from_json(held["message"]).event(),
-                        "ingest",
+                        "intake",
                         "case_never_opened",
                         f"{held['type']} for case {case_id}: the case was not opened within "
                         f"early_evidence_wait_s={self.settings.early_evidence_wait_s:g}",
@@ -230,7 +230,7 @@ class Ingest:
                 draft = intake.Draft.model_validate(entry["draft"])
                 await self.letters.write(
                     Original.of_draft(draft, self.settings, entry.get("partition")),
-                    "ingest",
+                    "intake",
                     "draft_expired",
                     expired_detail(draft, self.settings),
                     replayable=False,
@@ -271,7 +271,7 @@ class Ingest:
                 f"case {case.case_id} was already submitted with different content; use a new case_id",
             )
         problems = [*notes, *intake.admit(case, self.settings)]
-        self.admitting[case.case_id] = digest  # the other ingest actors may meet the same case meanwhile
+        self.admitting[case.case_id] = digest  # the other intake actors may meet the same case meanwhile
         try:
             value = await self.case_file(case, problems, digest)
             await self.hand_on(case.case_id, value, partition)
@@ -331,7 +331,7 @@ class Ingest:
     async def hand_on(self, case_id: str, value: bytes, partition: int) -> None:
         self.in_flight.add(case_id, partition)  # before the hand-off, which yields to the other stages
         try:
-            await hand_on(self.results, case_id, "ready", value, self.ready)
+            await hand_on(self.results, case_id, "intake", value, self.sent_to)
         except BaseException as err:
             self.in_flight.discard(case_id)
             if isinstance(err, OutputTooLarge):  # refused by a broker whose limit is below max_event_bytes
@@ -427,12 +427,12 @@ class Letter:
     message: Original
 
 
-def schedule_expiry(app: faust.App, ingest: Ingest) -> None:
+def schedule_expiry(app: faust.App, intake: Intake) -> None:
     """The intake sweep, in a timer every state_sweep_interval_s, over the partitions this worker holds."""
-    events = ingest.settings.topic("disputes.events")
+    events = intake.settings.topic("disputes.events")
     expiry.every(
         app,
-        ingest.settings.state_sweep_interval_s,
+        intake.settings.state_sweep_interval_s,
         name="intake",
-        sweep=lambda: ingest.expire(expiry.active_partitions(app, events)),
+        sweep=lambda: intake.expire(expiry.active_partitions(app, events)),
     )
