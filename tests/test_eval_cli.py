@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
+from cyberjurors.config.catalog import CHECKED, MODELS, TokenPrices
 from cyberjurors.evaluation.report import UNPRICED, model_prices, render, to_markdown
 from cyberjurors.evaluation.scores import summarize
-from cyberjurors.llm.catalog import CHECKED, MODELS, TokenPrices
 
 from .conftest import EXAMPLES
 from .test_eval_metrics import result

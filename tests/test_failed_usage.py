@@ -19,11 +19,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from cyberjurors.config import Settings
+from cyberjurors.config.catalog import TokenPrices
 from cyberjurors.llm.backends.anthropic import AnthropicLLM
 from cyberjurors.llm.backends.batch import BatchStore, WaveLLM
 from cyberjurors.llm.backends.batch import MessageBatches as Batches
 from cyberjurors.llm.backends.openai import OpenAICompatibleLLM
-from cyberjurors.llm.catalog import TokenPrices
 from cyberjurors.llm.port import GuardedLLM, LLMError, LLMRequest, TextPart
 from cyberjurors.llm.prices import PriceTable
 from cyberjurors.llm.waves import Waves

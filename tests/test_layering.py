@@ -14,7 +14,7 @@ import pytest
 import cyberjurors
 
 PACKAGE = Path(cyberjurors.__file__).parent
-ROOT_MODULES = {"__init__.py", "__main__.py", "config.py", "errors.py", "assembly.py"}
+ROOT_MODULES = {"__init__.py", "__main__.py", "errors.py", "assembly.py"}
 
 
 def modules(path: Path) -> list[Path]:

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from cyberjurors.config import Settings
-from cyberjurors.llm.catalog import MODELS, TokenPrices, facts, list_prices
+from cyberjurors.config.catalog import MODELS, TokenPrices, facts, list_prices
 from cyberjurors.llm.port import GuardedLLM, LLMRequest, LLMResult, TextPart
 from cyberjurors.llm.prices import PriceTable
 from cyberjurors.schemas import Selection, Usage

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..config import Settings, split_model
-from ..llm.catalog import facts
+from ..config.catalog import facts
 from ..llm.prices import FREE_BACKENDS, PriceTable
 from .scores import ModelBallots, PersonaBallots, RiskCoverage, RiskPoint, Summary
 
@@ -88,7 +88,7 @@ class ModelPrice(BaseModel):
         description="the share of each price paid, when the run was priced at "
         "the Message Batches price; None: full price",
     )
-    checked: date | None = Field(None, description="when the list price was checked (llm/catalog.py)")
+    checked: date | None = Field(None, description="when the list price was checked (config/catalog.py)")
     sources: list[str] = Field(default_factory=list)
     note: str = Field(
         "", description="why a price is missing, or that it came from llm_prices rather than the dated list"
@@ -97,7 +97,7 @@ class ModelPrice(BaseModel):
 
 def model_prices(settings: Settings, models: Sequence[str], backend: str, batch: bool) -> list[ModelPrice]:
     """What each model used was priced at, with the list price's date and sources when the table's
-    entry is llm/catalog.py's."""
+    entry is config/catalog.py's."""
     table = PriceTable(settings.llm_prices)
     found = []
     for spec in models:
@@ -223,7 +223,7 @@ COLUMNS: list[tuple[str, Callable[[Summary], str]]] = [
 ]
 NOTES = (
     "Cases = verdicts/cases; failures are counted apart and left out of the metrics. "
-    "USD/case at llm_prices (the dated list prices of llm/catalog.py unless overridden; 0 offline). "
+    "USD/case at llm_prices (the dated list prices of config/catalog.py unless overridden; 0 offline). "
     "MAE/RMSE: seller votes out of 17; * = a jury of another size, scaled to 17; "
     "Verified: share of verified justifications that passed / verifier calls per verdict; "
     "– = not defined (no cases, or a single judge)."
@@ -290,7 +290,7 @@ COST_COLUMNS: list[tuple[str, Callable[[EvalReport], str]]] = [
 ]
 COST_NOTES = (
     "USD/case batch: this run's tokens at the Message Batches price (each model's batch share, "
-    "llm/catalog.py). Same tokens, streaming prices: what the discount saved on these very tokens, not a "
+    "config/catalog.py). Same tokens, streaming prices: what the discount saved on these very tokens, not a "
     "streaming measurement. Streaming run: `eval` without --batch of the same configuration into the same "
     "--out, its own tokens at standard prices (cache hits differ: in a batch they are best-effort); batch / "
     "streaming run compares the two measured runs. In process (offline) nothing is priced."

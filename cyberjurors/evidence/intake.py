@@ -12,7 +12,7 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import Settings
+from ..config import EvidenceSettings
 from ..errors import CyberJurorsError, Reason, validation_summary
 from ..schemas import (
     CaseMetadata,
@@ -148,7 +148,7 @@ def checked_json(raw: bytes | None) -> bytes:
     return raw
 
 
-def check_size(rounds: list[EvidenceRound], settings: Settings) -> None:
+def check_size(rounds: list[EvidenceRound], settings: EvidenceSettings) -> None:
     """Rounds per party, items and the case's text together within their settings (what a jury reads grows with each)."""
     for party in ("buyer", "seller"):
         count = sum(r.party == party for r in rounds)
@@ -164,7 +164,7 @@ def check_size(rounds: list[EvidenceRound], settings: Settings) -> None:
         )
 
 
-def admit(case: DisputeCase, settings: Settings) -> list[str]:
+def admit(case: DisputeCase, settings: EvidenceSettings) -> list[str]:
     """Check configured limits and media references; return problems worth noting on the verdict."""
     check_size(case.rounds, settings)
     items = case.items()
@@ -209,7 +209,9 @@ class Draft(BaseModel):
 
 
 def fold(
-    draft: Draft | None, event: CaseOpened | EvidenceSubmitted | EvidenceClosed, settings: Settings | None = None
+    draft: Draft | None,
+    event: CaseOpened | EvidenceSubmitted | EvidenceClosed,
+    settings: EvidenceSettings | None = None,
 ) -> Draft:
     """Apply one incremental event. Raises Duplicate for a repeat, Rejected for one that cannot apply.
     With ``settings``, a round that would take the draft past the case caps is refused on arrival,
@@ -237,7 +239,7 @@ def fold(
     return draft
 
 
-def _add_round(draft: Draft, new: EvidenceRound, settings: Settings | None) -> Draft:
+def _add_round(draft: Draft, new: EvidenceRound, settings: EvidenceSettings | None) -> Draft:
     same = next((r for r in draft.rounds if (r.party, r.round) == (new.party, new.round)), None)
     if same is not None and same.items == new.items:  # a resend, perhaps restamped
         raise Duplicate(f"the same {new.party} round {new.round} was submitted twice")

@@ -30,7 +30,7 @@ import av
 from PIL import Image, UnidentifiedImageError
 from yarl import URL
 
-from ..config import Settings
+from ..config import EvidenceSettings, Settings
 from ..errors import CyberJurorsError, for_people
 from ..llm.port import ImagePart
 from ..schemas import MediaRef
@@ -77,7 +77,7 @@ class Frame:
     image: ImagePart
 
 
-def check_reference(kind: str, ref: MediaRef, settings: Settings) -> None:
+def check_reference(kind: str, ref: MediaRef, settings: EvidenceSettings) -> None:
     supported = {"image": SUPPORTED_IMAGE_TYPES, "video": SUPPORTED_VIDEO_TYPES}.get(kind, set())
     if ref.media_type not in SUPPORTED_IMAGE_TYPES | SUPPORTED_VIDEO_TYPES:
         raise MediaRejected("unsupported_media_type", f"{ref.media_type!r} is not a supported image or video type")
@@ -93,7 +93,7 @@ def check_reference(kind: str, ref: MediaRef, settings: Settings) -> None:
             raise MediaRejected("inline_too_large", f"{len(data)} bytes inline, limit {settings.max_inline_bytes}")
 
 
-def _resolve(path: str, settings: Settings) -> Path:
+def _resolve(path: str, settings: EvidenceSettings) -> Path:
     root = settings.media_root.resolve()
     try:
         full = (root / path).resolve()  # follows symlinks and "..", so neither can escape the root
@@ -119,7 +119,7 @@ def _regular_file(path: Path, shown: str) -> BinaryIO:
         raise
 
 
-def _check_url(url: str, settings: Settings, base: URL | None = None) -> URL:
+def _check_url(url: str, settings: EvidenceSettings, base: URL | None = None) -> URL:
     """The URL parsed once, by yarl (aiohttp's own URL type), and that same object is what is
     fetched: a check and a fetcher that parse differently (``http://a\\@b/``) cannot disagree."""
     if "\\" in url or any(ord(c) < 0x21 or c == "\x7f" for c in url):  # read differently by different parsers

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..config import Settings
+from ..config import JurySettings
 from ..schemas import BudgetStop, CaseFile, Usage
 
 Limit = Literal["tokens", "cost"]
@@ -36,7 +36,7 @@ class CaseBudget:
     """steps skipped for it"""
 
     @classmethod
-    def of(cls, case_file: CaseFile, settings: Settings) -> CaseBudget:
+    def of(cls, case_file: CaseFile, settings: JurySettings) -> CaseBudget:
         """The case's budget with what its stages have spent so far."""
         return cls(settings.case_token_budget, settings.case_cost_budget_usd, spent_on(case_file))
 
@@ -69,28 +69,28 @@ def spent_on(case_file: CaseFile) -> Usage:
     return sum(case_file.usage.values(), Usage())
 
 
-def describe(stop: BudgetStop, settings: Settings) -> str:
+def describe(stop: BudgetStop, settings: JurySettings) -> str:
     """How far over which ceiling, for a reader: "412,345 tokens of case_token_budget 400,000"."""
     if stop.limit == "tokens":
         return f"{stop.tokens:,} tokens of case_token_budget {settings.case_token_budget:,}"
     return f"${stop.cost_usd:.4f} of case_cost_budget_usd ${settings.case_cost_budget_usd:.4f}"
 
 
-def clues_note(stop: BudgetStop, skipped: int, settings: Settings) -> str:
+def clues_note(stop: BudgetStop, skipped: int, settings: JurySettings) -> str:
     return (
         f"per-case budget reached during stage II ({describe(stop, settings)}): up to {skipped} select-perceive "
         f"step{'s' if skipped != 1 else ''} skipped; the jury judged with the clues perceived so far"
     )
 
 
-def round_stop(case_file: CaseFile, settings: Settings) -> BudgetStop | None:
+def round_stop(case_file: CaseFile, settings: JurySettings) -> BudgetStop | None:
     """The budget stop of a deliberation that has held at least one round and reached the budget."""
     if not case_file.rounds:
         return None  # a verdict needs one round: the budget never stops a case before it
     return CaseBudget.of(case_file, settings).stop(f"round-{len(case_file.rounds)}")
 
 
-def round_note(stop: BudgetStop, settings: Settings) -> str:
+def round_note(stop: BudgetStop, settings: JurySettings) -> str:
     held = stop.stage.removeprefix("round-")
     return (
         f"per-case budget reached ({describe(stop, settings)}): deliberation stopped after round {held} of "

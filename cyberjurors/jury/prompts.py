@@ -15,7 +15,7 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
-from ..config import Settings
+from ..config import JurySettings
 from ..evidence.safety import DATA_RULE
 from ..schemas import AppealBrief, Argument, Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
 
@@ -84,7 +84,7 @@ def verdict_rules(path: Path | None = None) -> str:
     ).strip()
 
 
-def rules_for(settings: Settings) -> str | None:
+def rules_for(settings: JurySettings) -> str | None:
     """The verdict rules when the settings switch them on (+Rules), else none."""
     return verdict_rules(settings.verdict_rules_file) if settings.verdict_rules else None
 

@@ -21,12 +21,12 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 
-from ..config import Effort, Role, Settings, Thinking
+from ..config import Effort, LLMSettings, Role, Thinking
+from ..config.catalog import facts
 from ..errors import FINAL_LLM_KINDS, CyberJurorsError
 from ..observability import metrics, tracing
 from ..schemas import Usage
 from . import waves
-from .catalog import facts
 from .prices import PriceTable
 
 T = TypeVar("T", bound=BaseModel)
@@ -113,7 +113,7 @@ class LLMRequest:
 
 def stage_request(
     role: Role,
-    settings: Settings,
+    settings: LLMSettings,
     *,
     system: str,
     prompt: Sequence[str | Part],
@@ -171,13 +171,13 @@ def prefix_tokens(system: str, shared: Sequence[Part]) -> int:
 
 def can_cache(model: str, system: str, shared: Sequence[Part]) -> bool:
     """Whether a breakpoint after ``shared`` can cache anything: there is a prefix, and it may reach
-    the model's minimum cacheable length (llm/catalog.py; unknown models: assume it can)."""
+    the model's minimum cacheable length (config/catalog.py; unknown models: assume it can)."""
     return bool(shared) and reaches_minimum(model, prefix_tokens(system, shared))
 
 
 def reaches_minimum(model: str, tokens: int) -> bool:
     """Whether a prefix of about ``tokens`` may reach the model's minimum cacheable length
-    (llm/catalog.py; unknown models: assume it can)."""
+    (config/catalog.py; unknown models: assume it can)."""
     known = facts(model)
     return known is None or tokens >= known.min_cacheable_tokens
 

@@ -1,13 +1,13 @@
 """What a model call costs: USD per million tokens by model and token kind (the setting
-``llm_prices``; by default the dated, sourced list prices of ``catalog.py``)."""
+``llm_prices``; by default the dated, sourced list prices of ``config/catalog.py``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
 
+from ..config.catalog import TokenPrices, find
 from ..schemas import Usage
-from .catalog import TokenPrices, find
 
 log = logging.getLogger("cyberjurors.metrics")
 FREE_BACKENDS = {"offline", "scripted"}  # they bill nothing, whatever the model name says
@@ -15,7 +15,7 @@ FREE_BACKENDS = {"offline", "scripted"}  # they bill nothing, whatever the model
 
 class PriceTable:
     """USD per million tokens, by model and token kind (setting ``llm_prices``; by default the dated,
-    sourced list prices of catalog.py).
+    sourced list prices of config/catalog.py).
 
     A model is priced by its exact name, else as a dated snapshot of a table key (so
     "claude-sonnet-5-5" also prices "claude-sonnet-5-5-20260101", and nothing prices an unknown

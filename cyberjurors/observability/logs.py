@@ -38,7 +38,7 @@ from opentelemetry import trace
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-from ..config import Settings
+from ..config import ObservabilitySettings
 
 case_id: ContextVar[str | None] = ContextVar("cyberjurors_case_id", default=None)
 stage: ContextVar[str | None] = ContextVar("cyberjurors_stage", default=None)
@@ -155,12 +155,12 @@ class JsonLines(JsonFormatter):
         )
 
 
-def filters(settings: Settings) -> list[logging.Filter]:
+def filters(settings: ObservabilitySettings) -> list[logging.Filter]:
     # WriteOut before Redact: Redact merges the arguments into the message, so they must be written out first
     return [CaseContext(), WriteOut(), *([Redact()] if settings.log_redact_pii else [])]
 
 
-def adopt(root: logging.Logger, settings: Settings) -> None:
+def adopt(root: logging.Logger, settings: ObservabilitySettings) -> None:
     """Give the handlers someone else installed on ``root`` (Faust's) our filters, and our JSON
     formatter when ``log_format`` is json."""
     for handler in root.handlers:
@@ -171,7 +171,7 @@ def adopt(root: logging.Logger, settings: Settings) -> None:
             handler.setFormatter(JsonLines())
 
 
-def our_handler(settings: Settings, stream: IO[str] | None, text: str) -> logging.Handler:
+def our_handler(settings: ObservabilitySettings, stream: IO[str] | None, text: str) -> logging.Handler:
     """A handler to ``stream`` (stderr) with our filters, in JSON or in the ``text`` format."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonLines() if settings.log_format == "json" else logging.Formatter(text))
@@ -180,7 +180,7 @@ def our_handler(settings: Settings, stream: IO[str] | None, text: str) -> loggin
     return handler
 
 
-def configure(settings: Settings, level: int | str = logging.INFO, stream: IO[str] | None = None) -> None:
+def configure(settings: ObservabilitySettings, level: int | str = logging.INFO, stream: IO[str] | None = None) -> None:
     """One handler on the root logger, to ``stream`` (stderr); warnings and uncaught exceptions
     logged through it, so with JSON on nothing the process reports is left as plain text."""
     handler = our_handler(settings, stream, "[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
@@ -194,7 +194,9 @@ def configure(settings: Settings, level: int | str = logging.INFO, stream: IO[st
 
 
 @contextlib.contextmanager
-def shown(settings: Settings, name: str, level: int = logging.INFO, stream: IO[str] | None = None) -> Iterator[None]:
+def shown(
+    settings: ObservabilitySettings, name: str, level: int = logging.INFO, stream: IO[str] | None = None
+) -> Iterator[None]:
     """Within it, ``name``'s lines from ``level`` up are written to ``stream`` (stderr) as
     ``configure`` writes them, when nothing has configured logging (a command that shows progress
     in a terminal, and has only these lines to show when its output goes to a file or a CI log)."""

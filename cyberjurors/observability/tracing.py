@@ -37,7 +37,7 @@ from . import logs
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from ..config import Settings
+    from ..config import ObservabilitySettings
 
 SCOPE = "cyberjurors"
 CASE_ID = "cyberjurors.case_id"
@@ -61,7 +61,7 @@ def install(provider: TracerProvider | None) -> None:
     _tracer = provider.get_tracer(SCOPE) if provider is not None else trace.get_tracer(SCOPE)
 
 
-def setup(settings: Settings, service: str = "cyberjurors") -> TracerProvider | None:
+def setup(settings: ObservabilitySettings, service: str = "cyberjurors") -> TracerProvider | None:
     """The SDK with an OTLP/HTTP exporter to ``otlp_endpoint``, as the global provider (so the
     Anthropic SDK's own spans join in), or None when tracing is off. Call ``provider.shutdown()``
     at exit to send what is still batched."""

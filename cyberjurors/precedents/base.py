@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from ..config import Settings
+from ..config import PrecedentSettings
 from ..observability.metrics import PRECEDENT_RETRIEVAL
 from ..schemas import DisputeCase, Focus, PrecedentRef, Precedents
 from ..schemas.personas import Persona
@@ -20,7 +20,7 @@ from .retrieval import PersonaMatcher, failed, retrieve
 log = logging.getLogger("cyberjurors.precedents")
 
 
-def open_embedder(settings: Settings) -> Embedder:
+def open_embedder(settings: PrecedentSettings) -> Embedder:
     return load_embedder(
         settings.embedding_model,
         settings.embedding_batch_size,
@@ -30,7 +30,9 @@ def open_embedder(settings: Settings) -> Embedder:
     )
 
 
-async def open_index(settings: Settings, embedder: Embedder | None = None, create: bool = True) -> PrecedentIndex:
+async def open_index(
+    settings: PrecedentSettings, embedder: Embedder | None = None, create: bool = True
+) -> PrecedentIndex:
     """The index named by ``precedent_backend``; raises PrecedentError (index_missing,
     model_mismatch, corrupt, unreachable, ...) with a message that says what to do."""
     embedder = embedder or open_embedder(settings)
@@ -49,14 +51,16 @@ async def open_index(settings: Settings, embedder: Embedder | None = None, creat
     return await EmbeddedIndex.open(settings.precedent_dir, embedder, create=create)
 
 
-async def open_base(settings: Settings, create: bool = True) -> tuple[PrecedentIndex, Embedder]:
+async def open_base(settings: PrecedentSettings, create: bool = True) -> tuple[PrecedentIndex, Embedder]:
     """The embedding model (loaded in a thread: it takes seconds) and the index opened with it."""
     embedder = await asyncio.to_thread(open_embedder, settings)
     return await open_index(settings, embedder, create=create), embedder
 
 
 @contextlib.asynccontextmanager
-async def opened_base(settings: Settings, create: bool = True) -> AsyncIterator[tuple[PrecedentIndex, Embedder]]:
+async def opened_base(
+    settings: PrecedentSettings, create: bool = True
+) -> AsyncIterator[tuple[PrecedentIndex, Embedder]]:
     """``async with opened_base(settings) as (index, embedder):`` the configured index for the
     block, closed after it however the block is left."""
     index, embedder = await open_base(settings, create)
@@ -70,7 +74,7 @@ class PrecedentBase:
     """The worker's handle on B: opens the index and the persona matcher once (loading the
     embedding model takes seconds, so ``open`` is called at worker start), then retrieves per case."""
 
-    def __init__(self, settings: Settings, personas: Sequence[Persona]):
+    def __init__(self, settings: PrecedentSettings, personas: Sequence[Persona]):
         self.settings = settings
         self.personas = list(personas)
         self._opened: tuple[PrecedentIndex, PersonaMatcher] | None = None

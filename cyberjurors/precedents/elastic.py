@@ -101,7 +101,7 @@ from elasticsearch.exceptions import (
 from elasticsearch.helpers import async_bulk
 from pydantic import ValidationError
 
-from ..config import Settings
+from ..config import PrecedentSettings
 from .embeddings import Embedder, canonical
 from .index import RRF_K, category_filter, check_query, fuse
 from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
@@ -157,7 +157,7 @@ class ElasticsearchIndex:
             self.where = "the Elasticsearch cluster"
 
     @classmethod
-    def from_settings(cls, settings: Settings, embedder: Embedder, **options: Any) -> ElasticsearchIndex:
+    def from_settings(cls, settings: PrecedentSettings, embedder: Embedder, **options: Any) -> ElasticsearchIndex:
         """A client from ``elasticsearch_*`` settings: API key (preferred) or basic auth, TLS CA
         file / verification, request timeout, and the client's retries on 429/502/503/504,
         connection errors and timeouts."""

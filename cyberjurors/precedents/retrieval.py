@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from ..config import Settings
+from ..config import PrecedentSettings
 from ..observability.metrics import PRECEDENT_COLD_STARTS, PRECEDENT_FALLBACKS
 from ..schemas import DisputeCase, Focus, PrecedentRef, Precedents
 from ..schemas.personas import Persona
@@ -100,7 +100,7 @@ def failed(case_id: str, err: PrecedentError) -> Precedents:
 
 
 async def retrieve(
-    case: DisputeCase, focus: Focus | None, index: PrecedentIndex, matcher: PersonaMatcher, settings: Settings
+    case: DisputeCase, focus: Focus | None, index: PrecedentIndex, matcher: PersonaMatcher, settings: PrecedentSettings
 ) -> Precedents:
     """Never raises for a retrieval failure: retries the retryable ones, then returns coverage
     'none' with the problem stated, so the case goes on without precedents."""

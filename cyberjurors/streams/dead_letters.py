@@ -28,7 +28,7 @@ from ..errors import OutputTooLarge, Reason, for_people, plain
 from ..evidence.media_store import MediaStore, StoreError
 from ..observability import metrics, tracing
 from ..schemas import DeadLetter, now
-from ..state import expiry
+from ..state.intake import IntakeTable
 from ..state.results import StageResults
 
 log = logging.getLogger("cyberjurors.streams")
@@ -102,7 +102,7 @@ class DeadLetters:
         self.in_flight = in_flight
         self.store = store
         self.max_bytes = max_bytes
-        self.intake = intake
+        self.intake = None if intake is None else IntakeTable(intake)
 
     async def write(self, event: Any, stage: str, reason: str, detail: str, *, replayable: bool) -> None:
         with tracing.dead_letter(stage, reason, replayable):  # the letter's headers carry the case's trace
@@ -132,11 +132,8 @@ class DeadLetters:
     def _note_on_intake(self, letter: DeadLetter, partition: int | None) -> None:
         if self.intake is None or not letter.key or letter.stage == "appeal":  # an appeal's case has its verdict
             return
-        entry = self.intake.get(letter.key)
-        if not (isinstance(entry, dict) and entry.get("digest")):  # a case intake no longer keeps
-            return
         noted = {"stage": letter.stage, "reason": letter.reason, "replayable": letter.replayable}
-        expiry.put(self.intake, letter.key, {**entry, "dead_letter": noted}, partition)
+        self.intake.note_dead_letter(letter.key, noted, partition)
 
     async def _send_by_reference(self, letter: DeadLetter, original: bytes, key: bytes) -> None:
         try:

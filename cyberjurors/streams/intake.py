@@ -30,6 +30,7 @@ from ..observability import metrics, tracing
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, EvidenceSubmitted, now
 from ..schemas.events import DisputeEvent
 from ..state import expiry
+from ..state.intake import IntakeTable
 from ..state.results import StageResults
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, hand_on
 
@@ -50,7 +51,7 @@ class Intake:
     ):
         self.settings = settings
         self.backend = backend
-        self.state = state
+        self.table = IntakeTable(state)
         self.results = results
         self.sent_to = sent_to
         self.letters = letters
@@ -80,9 +81,8 @@ class Intake:
 
     async def take(self, event: DisputeEvent, partition: int, message: Any) -> None:
         if isinstance(event, CaseSubmitted):
-            state = self.state.get(event.case_id) or {}
-            if "draft" in state:  # admitted, it would replace the draft's evidence without a word
-                open_draft = intake.Draft.model_validate(state["draft"])
+            state = self.table.entry(event.case_id)
+            if (open_draft := self.table.draft(event.case_id)) is not None:  # admitted, it would replace its evidence
                 raise intake.Rejected(
                     "case_already_open",
                     f"case {event.case_id} is open for incremental events "
@@ -93,7 +93,7 @@ class Intake:
             if "held" in state:
                 await self.refuse_held(event.case_id, state["held"])
             return
-        before = self.state.get(event.case_id)
+        before = self.table.entry(event.case_id)
         draft = await self.fold(event, partition, message)
         if draft is not None and draft.closed:
             try:
@@ -101,8 +101,8 @@ class Intake:
             except BaseException:
                 # the close did not go through: the draft is left as it was, so the producer's retry
                 # or the dead letter's replay closes it again rather than meeting a closed draft
-                if before is not None:
-                    self.state[event.case_id] = before
+                if before:
+                    self.table.restore(event.case_id, before)
                 raise
 
     async def fold(
@@ -110,7 +110,7 @@ class Intake:
     ) -> intake.Draft | None:
         """Apply an incremental event to its case's draft in the table; None for a repeat (noted on the
         draft), for evidence held until its case opens, and for a repeated close of a judged case."""
-        state = self.state.get(event.case_id) or {}
+        state = self.table.entry(event.case_id)
         if state.get("digest"):
             if isinstance(event, EvidenceClosed):  # the producer's retry: the case already went on closed
                 log.info("case %s: evidence_closed repeated after the case went to the jury; ignored", event.case_id)
@@ -119,7 +119,7 @@ class Intake:
         if "draft" not in state and not isinstance(event, CaseOpened):
             await self.hold(event, state, partition, message)
             return None
-        draft = intake.Draft.model_validate(state["draft"]) if "draft" in state else None
+        draft = self.table.draft(event.case_id)
         try:
             draft = intake.fold(draft, event, self.settings)
         except intake.Duplicate as dup:
@@ -134,8 +134,7 @@ class Intake:
         return draft
 
     def keep(self, draft: intake.Draft, partition: int) -> None:
-        # stamped with the last event's time: a draft expires intake_draft_ttl_s after it stops changing
-        self.state[draft.case_id] = expiry.stamp(self.clock(), partition, draft=draft.model_dump(mode="json"))
+        self.table.keep_draft(draft, self.clock(), partition)
 
     async def hold(self, event: DisputeEvent, state: dict, partition: int, message: Any) -> None:
         """Keep an event for a case not yet opened, within the caps; past them, a replayable dead letter."""
@@ -161,7 +160,7 @@ class Intake:
             return
         at = state.get("at", self.clock())  # the first held event's time: none waits beyond early_evidence_wait_s
         held.append({"message": Original.of(message).as_json(), "type": event.type, "received_at": self.clock()})
-        self.state[event.case_id] = expiry.stamp(at, partition, held=held)
+        self.table.hold(event.case_id, held, at, partition)
         self.held_total = total + 1
         log.info("case %s: %s held until the case opens", event.case_id, event.type)
 
@@ -202,9 +201,7 @@ class Intake:
 
     def count_held(self) -> int:
         if self.held_total is None:
-            self.held_total = sum(
-                len(v["held"]) for v in list(self.state.values()) if isinstance(v, dict) and "held" in v
-            )
+            self.held_total = self.table.held_count()
         return self.held_total
 
     async def expire(self, partitions: Collection[int] | None = None) -> int:
@@ -213,7 +210,7 @@ class Intake:
         given). Returns the number of held or draft cases expired."""
         now_s = self.clock()
         cases = 0
-        for case_id, entry in expiry.due(self.state, now_s - self.settings.early_evidence_wait_s, partitions):
+        for case_id, entry in self.table.due(now_s - self.settings.early_evidence_wait_s, partitions):
             if "held" in entry:
                 for held in entry["held"]:
                     await self.letters.write(
@@ -225,7 +222,7 @@ class Intake:
                         replayable=True,
                     )
                 cases += self.forget(case_id, entry)
-        for case_id, entry in expiry.due(self.state, now_s - self.settings.intake_draft_ttl_s, partitions):
+        for case_id, entry in self.table.due(now_s - self.settings.intake_draft_ttl_s, partitions):
             if "draft" in entry:
                 draft = intake.Draft.model_validate(entry["draft"])
                 await self.letters.write(
@@ -236,18 +233,14 @@ class Intake:
                     replayable=False,
                 )  # the same events would be left open again
                 cases += self.forget(case_id, entry)
-        for case_id, entry in expiry.due(self.state, now_s - self.settings.state_retention_s, partitions):
+        for case_id, entry in self.table.due(now_s - self.settings.state_retention_s, partitions):
             if "digest" in entry:  # an admitted case: nothing to tell anyone, its verdict is long out
                 self.forget(case_id, entry)
         self.held_total = None  # recounted from the table on the next hold
         return cases
 
     def forget(self, case_id: str, entry: dict) -> int:
-        # the letters are out: delete unless an event changed the entry meanwhile (then a later sweep
-        # sees it again, and a letter may be written twice, never lost)
-        if self.state.get(case_id) != entry:
-            return 0
-        return int(expiry.forget(self.state, case_id, entry.get("partition")))
+        return int(self.table.forget(case_id, entry))  # the letters are out
 
     def check_size(self, event: Any) -> None:
         """Before anything is parsed or recorded: an event over max_event_bytes is refused whole (its
@@ -261,7 +254,7 @@ class Intake:
 
     async def admit(self, case: DisputeCase, notes: list[str], partition: int) -> None:
         digest = case.digest()
-        state = self.state.get(case.case_id) or {}
+        state = self.table.entry(case.case_id)
         if digest in (state.get("digest"), self.admitting.get(case.case_id)):
             self.ignore_unchanged(case.case_id, state)
             return
@@ -282,7 +275,7 @@ class Intake:
         # stamped, so the record expires with the case's other state (state_retention_s, held for the
         # appeal window like its verdict: a resubmission meanwhile is the same case, not a new one)
         hold = max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s)
-        self.state[case.case_id] = expiry.stamp(self.clock() + hold, partition, digest=digest)
+        self.table.admitted(case.case_id, digest, self.clock() + hold, partition)
 
     def ignore_unchanged(self, case_id: str, state: dict) -> None:
         """A case submitted again unchanged is ignored (a producer's retry must not judge it twice).

@@ -26,7 +26,7 @@ def child_env(settings: Settings, inherited: Mapping[str, str] | None = None) ->
     """The environment for a child process that must run with exactly these settings: the inherited
     one without any CYBERJURORS_* variable (the settings file included) or ecosystem name that
     Settings reads (KAFKA_BOOTSTRAP_SERVERS, ANTHROPIC_API_KEY, ...), plus ``settings_env``. The
-    CYBERJURORS_* names would win anyway (see config.py); dropping the others also keeps a setting
+    CYBERJURORS_* names would win anyway (see config/settings.py); dropping the others also keeps a setting
     the parent left unset (None) from being filled in by an exported ecosystem name."""
     inherited = os.environ if inherited is None else inherited
     env = {k: v for k, v in inherited.items() if not k.upper().startswith(ENV_PREFIX) and k not in ECOSYSTEM_ENV}

@@ -36,10 +36,10 @@ import pydantic
 from anthropic.types import Message
 from pydantic import BaseModel
 
-from ...config import Settings
+from ...config import LLMSettings
+from ...config.catalog import facts
 from ...observability import metrics
 from ...schemas import Usage
-from ..catalog import facts
 from ..port import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
 
 STOP_KINDS = {"refusal": "refused", "max_tokens": "truncated", "model_context_window_exceeded": "truncated"}
@@ -200,7 +200,7 @@ class AnthropicLLM:
         self.prompt_caching = prompt_caching
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AnthropicLLM:
+    def from_settings(cls, settings: LLMSettings) -> AnthropicLLM:
         return cls(
             anthropic.AsyncAnthropic(
                 api_key=settings.anthropic_api_key,

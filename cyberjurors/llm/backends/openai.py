@@ -12,7 +12,7 @@ reasoning and ``reasoning_effort``; their reasoning tokens are counted as thinki
 ``auto`` and ``adaptive`` both leave the reasoning to the model (it has no other mode); ``off``
 sends the lowest effort the endpoint takes (``openai_reasoning_efforts``) and keeps no room for
 reasoning only when that is "none"; ``budget`` and efforts the endpoint does not list are refused
-when the settings load (``Settings._check_openai_reasoning``). Other models get none of these.
+when the settings load (``LLMSettings._check_openai_reasoning``). Other models get none of these.
 Retries and timeouts are the SDK's own; failures become ``LLMError`` with the same kinds as the
 ``anthropic`` backend. This SDK has no middleware: a request event hook on its HTTP client reads
 the ``x-stainless-retry-count`` header the SDK puts on every attempt, so
@@ -31,7 +31,7 @@ import pydantic
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionContentPartParam
 
-from ...config import OPENAI_EFFORTS, OpenAIEffort, Settings, reasons
+from ...config import OPENAI_EFFORTS, LLMSettings, OpenAIEffort, reasons
 from ...observability import metrics
 from ...schemas import Usage
 from ..port import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
@@ -140,7 +140,7 @@ class OpenAICompatibleLLM:
         self.reasoning_efforts = tuple(reasoning_efforts)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OpenAICompatibleLLM:
+    def from_settings(cls, settings: LLMSettings) -> OpenAICompatibleLLM:
         return cls(
             openai.AsyncOpenAI(
                 base_url=settings.openai_base_url,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ...config import Provider, Settings, split_model
+from ...config import LLMSettings, Provider, split_model
 from ..port import LLM, LLMRequest, LLMResult, T
 
 
@@ -50,7 +50,7 @@ class RoutedLLM:
                 await close()
 
 
-def routed(settings: Settings, build: Callable[[Provider], LLM]) -> RoutedLLM:
+def routed(settings: LLMSettings, build: Callable[[Provider], LLM]) -> RoutedLLM:
     """A router over the providers the model settings use, each backend built once by ``build``."""
     used = {split_model(m)[0] or settings.backend for m in settings.model_specs()}
     return RoutedLLM(settings.backend, {provider: build(provider) for provider in sorted(used)})

@@ -1,0 +1,61 @@
+"""Settings in sections (``settings.py``), and the dated catalog of the models they may name
+(``catalog.py``)."""
+
+from .catalog import TokenPrices
+from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSettings
+from .evidence import EvidenceSettings
+from .jury import JurySettings
+from .kafka import KafkaSettings
+from .llm import (
+    DEFAULT_LLM_PRICES,
+    OPENAI_EFFORTS,
+    PROVIDERS,
+    ROLE_CALLS,
+    ROLES,
+    Effort,
+    LLMSettings,
+    OpenAIEffort,
+    Provider,
+    Role,
+    RoleCall,
+    Thinking,
+    reasons,
+    split_model,
+)
+from .observability import ObservabilitySettings
+from .precedents import PrecedentSettings
+from .settings import ECOSYSTEM_ENV, ENV_PREFIX, SECTIONS, SETTINGS_FILE_ENV, Settings
+from .state import StateSettings
+
+__all__ = [
+    "CONSOLE_ROLES",
+    "CONSOLE_SECRETS",
+    "DEFAULT_LLM_PRICES",
+    "ECOSYSTEM_ENV",
+    "ENV_PREFIX",
+    "OPENAI_EFFORTS",
+    "PROVIDERS",
+    "ROLES",
+    "ROLE_CALLS",
+    "SECTIONS",
+    "SETTINGS_FILE_ENV",
+    "ConsoleRole",
+    "ConsoleSettings",
+    "Effort",
+    "EvidenceSettings",
+    "JurySettings",
+    "KafkaSettings",
+    "LLMSettings",
+    "ObservabilitySettings",
+    "OpenAIEffort",
+    "PrecedentSettings",
+    "Provider",
+    "Role",
+    "RoleCall",
+    "Settings",
+    "StateSettings",
+    "Thinking",
+    "TokenPrices",
+    "reasons",
+    "split_model",
+]

@@ -1,0 +1,67 @@
+"""The evidence section: what a case may hold, how media is read, and where it is stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class EvidenceSettings(BaseModel):
+    """What ``evidence/`` needs: the caps intake checks, media reading and its bounds, the media store."""
+
+    media_root: Path = Path(".")
+    url_allowlist: list[str] = Field(
+        default_factory=list,
+        description="allowed origins: host (http on 80, https on 443), host:port, or scheme://host[:port]",
+    )
+    max_text_chars: int = 20_000
+    max_media_items: int = 40
+    max_inline_bytes: int = 512_000
+    max_media_bytes: int = 50_000_000
+    max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
+    max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
+    # each item costs its tags and ids in every juror's prompt whatever its text: 7,000 one-character
+    # items (within the text cap and max_case_bytes) cost 2.3M tokens against a normal case's 74k
+    max_case_items: int = Field(200, ge=1, description="evidence items of a case, both parties' rounds together")
+    max_case_bytes: int = Field(
+        400_000,
+        ge=4_096,
+        description="the case file at admission (inline media moved to "
+        "the media store); the rest of max_event_bytes is room for what the stages add",
+    )
+    frames_per_video: int = Field(30, ge=1)
+    # Which frames of a video (issue 15): evenly spaced, or a uniform skeleton plus the clip's visual
+    # events (cuts, brief changes), found by decoding up to frame_event_max_frames small frames.
+    frame_sampling: Literal["uniform", "events"] = "uniform"
+    frame_event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
+    frame_event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
+    max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
+    # Media within bounds (issue 11): every cap is checked from the header before a full decode; an
+    # item over a cap is noted on that item ("image_too_large", "video_too_long", ...), never fatal.
+    max_image_pixels: int = Field(50_000_000, ge=1, description="width x height an image may declare")
+    max_image_dimension: int = Field(16_384, ge=64, description="longest side an image may declare, in pixels")
+    max_video_pixels: int = Field(4096 * 2160, ge=1, description="width x height of a video's frames (DCI 4K)")
+    max_video_dimension: int = Field(4096, ge=64, description="longest side of a video's frames, in pixels")
+    max_video_duration_s: float = Field(600.0, gt=0, description="longest video, by its header and its timestamps")
+    max_video_frames: int = Field(36_000, ge=1, description="most frames a video may hold (10 min at 60 fps)")
+    media_decode_concurrency: int = Field(2, ge=1, description="image and video decodes at once per process")
+    media_fetch_timeout_s: float = Field(30.0, gt=0, description="one deadline for a URL fetch, body included")
+    max_url_redirects: int = Field(
+        3, ge=0, description="redirects followed by a URL fetch, each target checked against url_allowlist again"
+    )
+    media_store: str = Field(
+        "data/media",
+        description="content-addressed store for inline media and dead-letter "
+        "originals too large to carry: a folder or file:// URL, or an object store by URL "
+        "(s3://bucket/prefix, gs://, az://, memory://) through fsspec",
+    )
+    media_retention_s: float | None = Field(
+        None,
+        gt=0,
+        description="a media store object is deleted this long (at most a day more) after the last "
+        "put or reference that named it; default state_retention_s + dlq_retention_s; "
+        "never below either",
+    )
+    media_sweep_interval_s: float = Field(3600.0, gt=0, description="how often a worker deletes expired media")

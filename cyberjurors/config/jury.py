@@ -1,0 +1,152 @@
+"""The jury section: the method (the paper's defaults), trust, qualification, budgets and recourse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
+
+
+class JurySettings(BaseModel):
+    """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
+    the verifier and JURIS, qualification, the per-case budget, escalation and appeals."""
+
+    jurors: int = Field(17, ge=1, description="N")
+    rounds: int = Field(3, ge=1, description="T, discussion rounds")
+    focus_stage: bool = Field(True, description="stage I, focus extraction; off = jurors read the raw case")
+    max_select_steps: int = Field(
+        3,
+        ge=0,
+        description="T_max, select-perceive steps per party; 1 = SR-CoT's single-step selection; "
+        "0 = stage II off: jurors get every item at once, media attached (passive perception)",
+    )
+    passive_frames_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
+    early_stop: float = Field(0.8, gt=0.5, le=1.0, description="delta, majority share that ends deliberation")
+    early_stopping: bool = Field(True, description="off = always deliberate all T rounds")
+    round_summary: bool = Field(
+        True,
+        description="F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
+        "and the verdict's justification is the majority's first ballot",
+    )
+    social_graph: Literal["small_world", "complete"] = Field(
+        "small_world", description="who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
+    )
+    graph_out_degree: int = Field(4, ge=0, description="accounts each juror follows")
+    graph_rewire_p: float = Field(0.2, ge=0, le=1)
+    graph_seed: int = 7
+    personas_file: Path | None = None
+    verdict_rules: bool = Field(True, description="the platform's verdict rules in the juror prompt (+Rules)")
+    verdict_rules_file: Path | None = Field(None, description="your platform's rules; default: the packaged ones")
+    deliberation: Literal["jury", "court"] = Field(
+        "jury", description="jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
+    )
+    court_rounds: int = Field(2, ge=1, description="debate turns per advocate (deliberation=court)")
+    per_juror_stages: bool = Field(
+        False, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
+    )
+    warm_cache_first: bool = Field(
+        True,
+        description="in round 1, one juror runs before the others so they read the cached case prefix; in "
+        "stage II, the buyer's first selection runs before the seller's chain so the seller's "
+        "selector reads the prefix it wrote (only where that prefix is marked cacheable)",
+    )
+    verifier: bool = Field(
+        False,
+        description="after the final round a verifier checks that every factual claim of the verdict's "
+        "justification traces to a perceived clue or a cited guideline (Pass / Reject with "
+        "feedback; the summariser revises, up to verifier_max_turns); off: no verify calls "
+        "(the paper's method has none)",
+    )
+    verifier_max_turns: int = Field(
+        3,
+        ge=1,
+        description="T_max: verifier calls per verdict; a justification still rejected after them has "
+        "its untraceable claims removed (verification failed)",
+    )
+    justification: Literal["summary", "juris"] = Field(
+        "summary",
+        description="summary = the final round's summary S_T (the paper); juris = two drafters propose "
+        "sentences, juris_voters jurors vote on each, an editor consolidates the accepted "
+        "ones, and the verifier checks the result (JURIS: always verified)",
+    )
+    juris_voters: int = Field(
+        5,
+        ge=1,
+        description="jurors (seats 0..K-1) who vote on JURIS's candidate sentences: "
+        "the JURIS paper's K = 5; capped at the jury's size",
+    )
+    juris_max_sentences: int = Field(6, ge=1, description="candidate sentences kept per JURIS drafter")
+    qualification: Literal["off", "report", "replace", "reweight"] = Field(
+        "off",
+        description="off = the paper's unvetted jury; report = qualify every persona at worker start and say "
+        "so, change nothing; replace = a failing persona's seat goes to the first qualified reserve "
+        "of personas_file; reweight = a failing persona's ballot counts less in the verdict's "
+        "majority (see README, Juror qualification)",
+    )
+    qualification_cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
+    qualification_min_accuracy: float = Field(
+        0.6, ge=0, le=1, description="below this share of mock cases decided as the real jury did, a persona fails"
+    )
+    qualification_max_bias: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="a persona whose seller-vote share on the mock cases differs from their "
+        "labelled seller share by more than this fails",
+    )
+    # 0 = off (not None: a child worker gets its settings as env vars, where None would be left out
+    # and the default come back)
+    case_token_budget: int = Field(
+        400_000,
+        ge=0,
+        description="tokens of every kind (input, output, cache read and write) one case may use; "
+        "once reached, no further select step or jury round starts: the verdict is the "
+        "last round's majority, marked budget_reached. 0 = off",
+    )
+    case_cost_budget_usd: float = Field(
+        0.0, ge=0, description="the same ceiling in estimated USD (llm_prices); 0 = off"
+    )
+    escalation_margin: float = Field(
+        5,
+        ge=0,
+        description="escalate a verdict whose vote margin, on the 17-vote scale, is below this (5: 9:8 and "
+        "10:7); 0 = never for the margin",
+    )
+    escalate_on: list[EscalationReason] = Field(
+        default_factory=lambda: list[EscalationReason](r for r in ESCALATION_REASONS if r != "low_precedent_coverage"),
+        description="which reasons escalate a verdict to disputes.escalations: narrow_margin, low_precedent_coverage, "
+        "no_precedent_coverage (both only with a precedent base configured), verification_failed, "
+        "injection, decisive_evidence_unreadable, budget_reached; [] = never",
+    )
+    appeal_window_s: float = Field(
+        30 * 86400,
+        ge=0,
+        description="how long after a first-instance verdict its loser may appeal (eBay: 30 days); "
+        "a decided case's state is kept at least this long; 0 = appeals off",
+    )
+    appeal_jurors: int = Field(31, ge=1, description="the second instance's panel (Taobao's appeal panels: 31)")
+    clock_skew_s: float = Field(
+        300,
+        ge=0,
+        description="how far the platform's clocks may be from ours: an appeal filed (filed_at, the "
+        "platform's clock) up to this long before its verdict was decided (decided_at, ours) "
+        "is taken as filed after it; earlier, it is refused (appeal_before_verdict)",
+    )
+
+    @field_validator("case_token_budget", "case_cost_budget_usd", mode="before")
+    @classmethod
+    def _budget_off(cls, value: object) -> object:
+        return 0 if value is None or value == "" else value
+
+    @property
+    def verifies(self) -> bool:
+        """Whether the verdict's justification is verified: the verifier is on, or JURIS asks for it."""
+        return self.verifier or self.justification == "juris"
+
+    @property
+    def clues_stage(self) -> bool:
+        """Stage II runs (it needs stage I's focus); off, jurors get every item at once, media attached."""
+        return self.focus_stage and self.max_select_steps > 0

@@ -1,0 +1,70 @@
+"""The Kafka section: the cluster, the topics, the Faust worker's consumer and how it stops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class KafkaSettings(BaseModel):
+    """What ``streams/`` needs to reach the cluster and run the stage agents."""
+
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
+    topic_prefix: str = ""
+    partitions: int = Field(4, ge=1)
+    replication_factor: int = Field(1, ge=1)
+    app_id: str = "cyberjurors"
+    datadir: Path = Path("data/faust")
+    # Short timeouts suit the embedded broker and tests; raise them on a real cluster.
+    session_timeout_s: float = 10.0
+    heartbeat_interval_s: float = 1.0
+    commit_interval_s: float = 1.0
+    kafka_fetch_max_wait_ms: int = Field(
+        50,
+        ge=1,
+        description="how long an empty fetch waits at the broker; the embedded broker never answers "
+        "early, so each topic hop costs up to this. On Apache Kafka 500 saves requests",
+    )
+    # Faust's exactly-once needs Kafka transactions; the embedded broker has none.
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    stage_concurrency: int = Field(8, ge=1, description="cases each stage agent works on at once")
+    web_port: int | None = Field(None, description="Faust's web server port; off when unset")
+    broker_loss_exit_s: float = Field(
+        30.0,
+        gt=0,
+        description="a worker that cannot reach its broker this long exits with status 75; one whose "
+        "broker lost its topics or answers as another cluster exits at once",
+    )
+    broker_check_interval_s: float = Field(2.0, gt=0, description="how often a worker reads its broker's metadata")
+    stop_deadline_s: float = Field(
+        15.0, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
+    )
+    # Kafka's broker message.max.bytes / topic max.message.bytes default to 1 MiB (1,048,588); keep
+    # max_event_bytes below whatever your cluster sets. The producers allow it plus record overhead.
+    max_event_bytes: int = Field(
+        1_000_000,
+        ge=16_384,
+        description="largest message taken or sent: a bigger event "
+        "is dead-lettered (event_too_large), a bigger stage output too (output_too_large)",
+    )
+    # A stored object must outlive everything that can still name it: the case it came with (its stage
+    # inputs are processed up to state_retention_s after admission) and the dead letters written for
+    # it, which `dlq --replay` may send back for as long as disputes.dlq keeps them.
+    dlq_retention_s: float = Field(
+        7 * 86400,
+        gt=0,
+        description="retention.ms given to disputes.dlq when it is created (Kafka's default, "
+        "7 days): how long a dead letter can be replayed",
+    )
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}{name}"

@@ -1,0 +1,301 @@
+"""The LLM section: the backends, the models per role and per juror seat, effort and thinking,
+limits, prompt caching, prices, and ``eval --batch``'s Message Batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .catalog import TokenPrices, facts, list_prices
+
+Role = Literal[
+    "focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge", "verify", "draft", "qualify"
+]
+ROLES: tuple[Role, ...] = get_args(Role)
+Provider = Literal["anthropic", "openai", "offline"]
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+
+
+def split_model(spec: str) -> tuple[Provider | None, str]:
+    """``"openai:gpt-5-mini"`` -> ("openai", "gpt-5-mini"); a name without a known provider prefix
+    (``"claude-sonnet-5-5"``, or Ollama's ``"qwen2.5vl:7b"``) -> (None, the name): the default backend's."""
+    provider, sep, name = spec.partition(":")
+    if sep and name and provider in PROVIDERS:
+        return provider, name
+    return None, spec
+
+
+# Dated, sourced list prices (config/catalog.py); ``llm_prices`` replaces the whole table when set.
+DEFAULT_LLM_PRICES = list_prices()
+
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+Thinking = Literal["auto", "adaptive", "budget", "off"]
+# The Chat Completions API's reasoning_effort values, lowest first; which of them a model takes
+# varies (o-series low..high, gpt-5 adds minimal, gpt-5.1 none, later models xhigh and max), so
+# ``openai_reasoning_efforts`` says which the endpoint's reasoning models take.
+OpenAIEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+OPENAI_EFFORTS: tuple[OpenAIEffort, ...] = get_args(OpenAIEffort)
+
+
+def reasons(model: str, reasoning_models: list[str] | tuple[str, ...]) -> bool:
+    """An OpenAI-compatible reasoning model: named in ``openai_reasoning_models`` (exactly or as a prefix)."""
+    return any(model.startswith(name) for name in reasoning_models)
+
+
+class RoleCall(BaseModel):
+    """How one role's model calls are made. A field left unset takes the ``llm_*`` setting of the
+    same name when that is set, else the role's built-in value (``ROLE_CALLS``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    effort: Effort | None = None
+    thinking: Thinking | None = None
+    thinking_budget: int | None = Field(None, ge=0, le=64_000)
+    max_output_tokens: int | None = Field(None, ge=1, le=64_000)
+
+
+# Thinking tokens count toward a reply's max_tokens, so a call asks for max_output_tokens (the
+# structured answer) + thinking_budget unless thinking is off: 2,048 + 4,096 leaves a reply that
+# thinks 2,000 tokens room for a ballot several times over. Effort follows the work: picking one
+# item or summarising ballots needs little, the judge's single ruling the most; distil's answer is
+# a list of guidelines for up to 8 cases. The verifier checks every claim of a justification against
+# the clues (medium); a JURIS drafter restates the majority's reasons as sentences (low), which the
+# jurors and the verifier then check.
+_BASE_CALL: dict[str, Any] = {
+    "effort": "medium",
+    "thinking": "auto",
+    "thinking_budget": 4096,
+    "max_output_tokens": 2048,
+}
+_ROLE_OVERRIDES: dict[str, dict[str, Any]] = {
+    "focus": {},
+    "select": {"effort": "low", "max_output_tokens": 1024},
+    "perceive": {},
+    "juror": {},
+    "summary": {"effort": "low"},
+    "distil": {"max_output_tokens": 4096},
+    "advocate": {},
+    "judge": {"effort": "high"},
+    "verify": {},
+    "draft": {"effort": "low"},
+    "qualify": {},  # a mock-case ballot: a juror's call, so a juror's room and effort
+}
+ROLE_CALLS: dict[str, RoleCall] = {role: RoleCall(**(_BASE_CALL | over)) for role, over in _ROLE_OVERRIDES.items()}
+GLOBAL_CALL = {
+    "effort": "llm_effort",
+    "thinking": "llm_thinking",
+    "thinking_budget": "llm_thinking_budget",
+    "max_output_tokens": "max_output_tokens",
+}
+
+
+class LLMSettings(BaseModel):
+    """What ``llm/`` needs, and what any stage asks of it: which model a role or seat calls, and how."""
+
+    llm_backend: Literal["auto", "anthropic", "openai", "offline"] = "auto"
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+    model: str = "claude-sonnet-5-5"
+    model_focus: str | None = None
+    model_select: str | None = None
+    model_perceive: str | None = None
+    model_juror: str | None = None
+    model_summary: str | None = None
+    model_distil: str | None = None
+    model_advocate: str | None = None
+    model_judge: str | None = None
+    model_verify: str | None = None
+    model_draft: str | None = None
+    juror_models: list[str] = Field(
+        default_factory=list,
+        description="spread jurors over these models, round robin; any model setting may name "
+        "its provider: anthropic:NAME, openai:NAME (OPENAI_BASE_URL), offline:NAME",
+    )
+    juris_drafter_models: list[str] = Field(
+        default_factory=list,
+        description="the two JURIS drafters' models (drafter i gets entry i mod the length); "
+        "empty = both on model_draft (or model)",
+    )
+    # Effort and thinking (issue 13): unset (None), each role takes its own value from ROLE_CALLS.
+    max_output_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=64_000,
+        description="room for the structured answer itself, thinking not included; "
+        "unset = 2048 (select 1024, distil 4096)",
+    )
+    llm_effort: Effort | None = Field(
+        None,
+        description="output_config.effort (reasoning_effort on openai reasoning models, one of "
+        "openai_reasoning_efforts) for every role; unset = medium (select and summary low, judge "
+        "high); sent only to models that take it",
+    )
+    llm_thinking: Thinking | None = Field(
+        None,
+        description="auto (unset) = the model's default, with room kept for it; adaptive; budget = "
+        "{type: enabled, budget_tokens}; off = the model's way to turn it off (openai reasoning "
+        "models: the lowest of openai_reasoning_efforts; budget is refused there)",
+    )
+    llm_thinking_budget: int | None = Field(
+        None,
+        ge=0,
+        le=64_000,
+        description="tokens of max_tokens kept for thinking (budget_tokens in budget mode, "
+        "at least 1024 there); unset = 4096",
+    )
+    llm_roles: dict[Role, RoleCall] = Field(
+        default_factory=dict, description="per role: effort, thinking, thinking_budget, max_output_tokens"
+    )
+    openai_reasoning_models: list[str] = Field(
+        default_factory=lambda: ["o1", "o3", "o4", "gpt-5"],
+        description="openai backend: models (or name prefixes) that reason: sent max_completion_tokens and "
+        "reasoning_effort instead of max_tokens",
+    )
+    openai_reasoning_efforts: list[OpenAIEffort] = Field(
+        default_factory=lambda: list[OpenAIEffort](["low", "medium", "high"]),
+        min_length=1,
+        description="the reasoning_effort values the openai endpoint's reasoning models take (the o-series and "
+        "gpt-5 models take low, medium, high); a role's effort outside it is refused at start, "
+        "and llm_thinking=off sends the lowest of them",
+    )
+    llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")
+    llm_tokens_per_minute: int | None = Field(None, description="input-token rate limit per worker")
+    llm_timeout_s: float = 120.0
+    llm_max_retries: int = 4
+    offline_latency_s: float = Field(0.0, ge=0, description="simulated per-call latency (offline backend)")
+    llm_call_log: Path | None = Field(None, description="append one JSON line per LLM call")
+    prompt_caching: bool = Field(True, description="mark the per-case shared prefix cacheable at the provider")
+    prompt_cache_ttl: Literal["5m", "1h"] = Field(
+        "5m",
+        description="how long a cached prefix lives; 1h where a case's calls may be further apart (eval uses "
+        "1h unless this is set)",
+    )
+    llm_prices: dict[str, TokenPrices] = Field(
+        default_factory=lambda: dict(DEFAULT_LLM_PRICES),
+        description="USD per million tokens by model (exact name, or a prefix of it) and kind: "
+        "input, output, cache_read, cache_write. Setting it replaces the whole table. "
+        "Unlisted models cost 0 (counted in cyberjurors_llm_unpriced_calls_total); "
+        "the offline backend always costs 0",
+    )
+    batch_poll_s: float = Field(
+        30.0, gt=0, description="eval --batch: seconds between status checks of a Message Batch"
+    )
+    batch_max_wait_s: float = Field(
+        90_000.0,
+        gt=0,
+        description="eval --batch: seconds a Message Batch is polled "
+        "before the run stops (the same command resumes): a little over the API's "
+        "24-hour processing limit",
+    )
+    batch_retry_s: float = Field(
+        600.0,
+        gt=0,
+        description="eval --batch: seconds a status check or a result "
+        "download is tried again on connection errors and 5xx, with backoff",
+    )
+    batch_max_attempts: int = Field(
+        3,
+        ge=1,
+        description="eval --batch: batches an entry may be sent in; an errored "
+        "(retryable) or expired entry goes again in the next one",
+    )
+    batch_max_cases: int = Field(
+        500,
+        ge=1,
+        description="eval --batch: cases judged side by side in one set of waves "
+        "(bounds memory; a larger set means fewer, larger batches)",
+    )
+
+    @property
+    def backend(self) -> Literal["anthropic", "openai", "offline"]:
+        if self.llm_backend != "auto":
+            return self.llm_backend
+        return "anthropic" if self.anthropic_api_key else "offline"
+
+    def model_specs(self) -> set[str]:
+        """Every model some role or juror may be sent to, as configured (provider prefix included)."""
+        return {self.model_for(role) for role in ROLES} | set(self.juror_models) | set(self.juris_drafter_models)
+
+    def providers_named(self) -> set[Provider]:
+        """The providers model settings name by prefix (``openai:...``); bare names go to ``backend``."""
+        return {p for p in (split_model(m)[0] for m in self.model_specs()) if p is not None}
+
+    def call_for(self, role: Role) -> RoleCall:
+        """The role's effort, thinking, thinking budget and answer room, every field resolved: the
+        role's entry in llm_roles, else the llm_* setting, else the role's built-in value."""
+        # a mock-case ballot qualifies the juror that will serve: it is made as the juror's unless named
+        given = self.llm_roles.get(role) or (self.llm_roles.get("juror") if role == "qualify" else None) or RoleCall()
+        builtin = ROLE_CALLS.get(role, ROLE_CALLS["juror"])
+        resolved = {}
+        for field, setting in GLOBAL_CALL.items():
+            for value in (getattr(given, field), getattr(self, setting), getattr(builtin, field)):
+                if value is not None:
+                    resolved[field] = value
+                    break
+        return RoleCall(**resolved)
+
+    def models_of(self, role: Role) -> list[str]:
+        """Every model a role's calls may go to."""
+        seats = {"juror": self.juror_models, "qualify": self.juror_models, "draft": self.juris_drafter_models}.get(
+            role, []
+        )
+        return list(dict.fromkeys([self.model_for(role), *seats]))
+
+    def model_for(self, role: Role, juror_index: int | None = None) -> str:
+        """The role's model; a juror seat (or a JURIS drafter, by its index) takes its entry of
+        juror_models (juris_drafter_models), round robin, when that list is set."""
+        if role == "juror" and juror_index is not None and self.juror_models:
+            return self.juror_models[juror_index % len(self.juror_models)]
+        if role == "qualify":  # a persona is qualified on the model of the seat it is to take
+            return self.model_for("juror", juror_index)
+        if role == "draft" and juror_index is not None and self.juris_drafter_models:
+            return self.juris_drafter_models[juror_index % len(self.juris_drafter_models)]
+        return getattr(self, f"model_{role}") or self.model
+
+    def openai_reasons(self, spec: str) -> bool:
+        """Whether calls to this model setting go to the openai backend, as a reasoning model."""
+        provider, name = split_model(spec)
+        return (provider or self.backend) == "openai" and reasons(name, self.openai_reasoning_models)
+
+    def _check_thinking(self) -> None:
+        """A thinking type or effort a model refuses would dead-letter every case (400): refuse it here."""
+        for role in ROLE_CALLS:
+            call = self.call_for(role)  # type: ignore[arg-type]
+            if call.thinking == "budget" and (call.thinking_budget or 0) < 1024:
+                raise ValueError(f"thinking=budget for {role} needs a thinking_budget of at least 1024 tokens")
+            self._check_openai_reasoning(role, call)  # type: ignore[arg-type]
+            if call.thinking not in ("adaptive", "budget"):
+                continue
+            for model in self.models_of(role):  # type: ignore[arg-type]
+                provider, name = split_model(model)
+                known = facts(name) if (provider or self.backend) != "openai" else None
+                if known is not None and call.thinking not in known.thinking_types:
+                    takes = ", ".join(sorted(known.thinking_types)) or "no thinking"
+                    raise ValueError(
+                        f"thinking={call.thinking} for {role} is refused by {model} (it takes {takes}; use auto)"
+                    )
+
+    def _check_openai_reasoning(self, role: Role, call: RoleCall) -> None:
+        """On an OpenAI-compatible reasoning model effort goes as ``reasoning_effort`` and there is
+        no thinking parameter: ``budget`` has nothing to go to (``max_completion_tokens`` caps the
+        reasoning and the answer together), and an effort the endpoint does not list is a 400."""
+        for spec in self.models_of(role):
+            if not self.openai_reasons(spec):
+                continue
+            if call.thinking == "budget":
+                raise ValueError(
+                    f"thinking=budget for {role} is refused by {spec}: an OpenAI-compatible reasoning "
+                    "model takes no thinking budget (use auto; thinking_budget is still the room kept "
+                    "for its reasoning)"
+                )
+            if call.thinking != "off" and call.effort not in self.openai_reasoning_efforts:
+                raise ValueError(
+                    f"effort={call.effort} for {role} is refused by {spec}: its reasoning_effort may be "
+                    f"{', '.join(self.openai_reasoning_efforts)} (openai_reasoning_efforts); set "
+                    f"{role}'s effort (llm_roles, llm_effort) to one of them, or list {call.effort} in "
+                    "openai_reasoning_efforts if the model takes it"
+                )

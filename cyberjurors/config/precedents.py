@@ -1,0 +1,62 @@
+"""The precedents section: the precedent base's store, retrieval, learning and embeddings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class PrecedentSettings(BaseModel):
+    """What ``precedents/`` needs."""
+
+    precedent_backend: Literal["embedded", "elasticsearch", "none"] = "embedded"
+    precedent_dir: Path = Field(Path("data/precedents"), description="the embedded index's folder")
+    memory_k: int = Field(3, ge=0, description="K, guidelines per juror memory (read once precedents land)")
+    precedent_cases_k: int = Field(5, ge=0, description="top-H historical cases retrieved per case")
+    precedent_pool_k: int = Field(12, ge=1, description="guidelines retrieved per case, the pool jurors draw from")
+    precedent_min_in_category: int = Field(
+        3, ge=0, description="fewer guidelines than this in the category: add cross-category ones, coverage low"
+    )
+    precedent_retries: int = Field(
+        1, ge=0, description="retrieval retries (each with the client's own) before a case goes on without"
+    )
+    guideline_min_confidence: float = Field(0.2, ge=0, le=1, description="guidelines below this are retired")
+    redistil_after: int = Field(20, ge=1, description="confirmed outcomes in a category before it is re-distilled")
+    embedding_model: str = Field(
+        "all-MiniLM-L6-v2",
+        description="the sentence-embedding model, recorded with "
+        "the vectors (an index built with another refuses to open)",
+    )
+    embedding_runtime: Literal["numpy", "sentence-transformers"] = Field(
+        "numpy",
+        description="numpy = BERT models such as the default, no torch; sentence-transformers = any "
+        "sentence-transformers model (the torch extra), from embedding_model_dir or the local "
+        "Hugging Face cache",
+    )
+    embedding_model_dir: Path | None = Field(
+        None,
+        description="the folder holding the model's files (a platform "
+        "mounts its vetted copy here); default: where `cyberjurors embedder "
+        "fetch` puts it, inside the Python environment",
+    )
+    embedding_model_sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-fA-F]{64}$",
+        description="sha256 of "
+        "model.safetensors, checked at load; pinned for all-MiniLM-L6-v2, "
+        "needed for any other model on the numpy runtime",
+    )
+    embedding_batch_size: int = Field(
+        32, ge=1, le=1024, description="texts per forward pass (also capped at 4,096 word pieces a pass)"
+    )
+    elasticsearch_url: str | None = None
+    elasticsearch_api_key: str | None = None
+    elasticsearch_username: str | None = None
+    elasticsearch_password: str | None = None
+    elasticsearch_ca_certs: Path | None = None
+    elasticsearch_verify_certs: bool = True
+    elasticsearch_index_prefix: str = "cyberjurors"
+    elasticsearch_timeout_s: float = Field(10.0, description="per request attempt")
+    elasticsearch_max_retries: int = Field(2, ge=0, description="the client's retries on 429/502/503/504/timeouts")

@@ -1,0 +1,203 @@
+"""Settings: environment variables (prefix ``CYBERJURORS_``) or a TOML file, in sections.
+
+``Settings`` is composed of one section per layer (``SECTIONS``): Kafka, LLM, jury, precedents,
+evidence, state, observability, console, each a pydantic model in this package. A section's
+fields keep their flat names, so every environment variable and settings-file key is the field's
+name; a function that needs one section is typed with it (``evidence.media`` takes
+``EvidenceSettings``), and the type checker refuses a read of any other section's field there.
+
+A few names follow their ecosystems' conventions and are read without the prefix too (see
+``ECOSYSTEM_ENV``): ``KAFKA_BOOTSTRAP_SERVERS``, ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``,
+``OPENAI_BASE_URL``, ``ELASTICSEARCH_URL``, ``ELASTICSEARCH_API_KEY``, ``OTEL_EXPORTER_OTLP_ENDPOINT``.
+
+Precedence, first found wins: values passed in code (a command's options), ``CYBERJURORS_*``
+variables, the settings file, the ecosystem names, the defaults. So anything said to CyberJurors
+by name beats a name other tools share: an exported ``KAFKA_BOOTSTRAP_SERVERS`` cannot redirect a
+child worker whose parent hands it ``CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from ..errors import install_extra
+from .catalog import find
+from .console import CONSOLE_SECRETS, ConsoleSettings
+from .evidence import EvidenceSettings
+from .jury import JurySettings
+from .kafka import KafkaSettings
+from .llm import LLMSettings, split_model
+from .observability import ObservabilitySettings
+from .precedents import PrecedentSettings
+from .state import StateSettings
+
+SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
+
+
+ENV_PREFIX = "CYBERJURORS_"
+# ecosystem variable -> setting; read after CYBERJURORS_* and the settings file (see the module docstring)
+ECOSYSTEM_ENV: dict[str, str] = {
+    "KAFKA_BOOTSTRAP_SERVERS": "kafka_bootstrap_servers",
+    "ANTHROPIC_API_KEY": "anthropic_api_key",
+    "OPENAI_API_KEY": "openai_api_key",
+    "OPENAI_BASE_URL": "openai_base_url",
+    "ELASTICSEARCH_URL": "elasticsearch_url",
+    "ELASTICSEARCH_API_KEY": "elasticsearch_api_key",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "otlp_endpoint",
+}
+
+
+class EcosystemEnvSource(PydanticBaseSettingsSource):
+    """The ecosystem names, as they are (no prefix, exact case); an empty one counts as unset."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        for env, name in ECOSYSTEM_ENV.items():
+            if name == field_name and os.environ.get(env):
+                return os.environ[env], field_name, False
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {name: os.environ[env] for env, name in ECOSYSTEM_ENV.items() if os.environ.get(env)}
+
+
+# section name -> its model, in the order the reference lists them
+SECTIONS: dict[str, type[BaseModel]] = {
+    "kafka": KafkaSettings,
+    "llm": LLMSettings,
+    "jury": JurySettings,
+    "precedents": PrecedentSettings,
+    "evidence": EvidenceSettings,
+    "state": StateSettings,
+    "observability": ObservabilitySettings,
+    "console": ConsoleSettings,
+}
+
+
+# the last base's fields come first (pydantic collects them in reverse method resolution order)
+class Settings(
+    BaseSettings,
+    ConsoleSettings,
+    ObservabilitySettings,
+    StateSettings,
+    EvidenceSettings,
+    PrecedentSettings,
+    JurySettings,
+    LLMSettings,
+    KafkaSettings,
+):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    def for_worker(self) -> Settings:
+        """These settings without what only the console needs (who may sign in, and how): a worker
+        child process is handed no one's password hash and no service token. It keeps
+        outcome_signing_key, which it verifies human-panel decisions with."""
+        return self.model_copy(
+            update={
+                name: Settings.model_fields[name].get_default(call_default_factory=True) for name in CONSOLE_SECRETS
+            }
+        )
+
+    @model_validator(mode="after")
+    def _backend(self) -> Settings:
+        if self.llm_backend == "anthropic" and not self.anthropic_api_key:
+            raise ValueError("llm_backend=anthropic needs ANTHROPIC_API_KEY")
+        if self.precedent_backend == "elasticsearch" and not self.elasticsearch_url:
+            raise ValueError("precedent_backend=elasticsearch needs ELASTICSEARCH_URL")
+        if self.llm_backend == "openai" and not self.openai_base_url:
+            raise ValueError("llm_backend=openai needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
+        named = self.providers_named()
+        if "anthropic" in named and not self.anthropic_api_key:
+            raise ValueError("a model named anthropic:... needs ANTHROPIC_API_KEY")
+        if "openai" in named and not self.openai_base_url:
+            raise ValueError("a model named openai:... needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
+        if self.max_case_bytes >= self.max_event_bytes:
+            raise ValueError("max_case_bytes must be below max_event_bytes: the stages add to the case file")
+        if self.media_retention_s is not None and self.media_retention_s < max(
+            self.state_retention_s, self.dlq_retention_s
+        ):
+            raise ValueError(
+                "media_retention_s must be at least state_retention_s and dlq_retention_s: a case or "
+                "a dead letter would name media already deleted"
+            )
+        self._check_thinking()
+        self._check_cost_budget()
+        self._check_extras()
+        return self
+
+    def _check_extras(self) -> None:
+        """A configured feature whose extra is not installed: refused here in one line, not as an
+        ImportError from deep inside a worker."""
+        wanted = [
+            ("table_store=rocksdb", self.table_store == "rocksdb", "rocksdict", "rocksdb"),
+            (
+                "precedent_backend=elasticsearch",
+                self.precedent_backend == "elasticsearch",
+                "elasticsearch",
+                "elasticsearch",
+            ),
+            (f"media_store={self.media_store}", self.media_store.startswith(("s3://", "s3a://")), "s3fs", "s3"),
+            (
+                "embedding_runtime=sentence-transformers",
+                self.embedding_runtime == "sentence-transformers",
+                "sentence_transformers",
+                "torch",
+            ),
+        ]
+        for setting, used, module, extra in wanted:
+            if used and importlib.util.find_spec(module) is None:
+                raise ValueError(f"{setting} needs the {extra} extra: {install_extra(extra)}")
+
+    def _check_cost_budget(self) -> None:
+        """A cost ceiling counts a model without a price as free: it would never stop a case."""
+        if not self.case_cost_budget_usd:
+            return
+        unpriced = sorted(
+            {
+                name
+                for provider, name in map(split_model, self.model_specs())
+                if (provider or self.backend) != "offline" and find(self.llm_prices, name) is None
+            }
+        )
+        if unpriced:
+            raise ValueError(
+                f"case_cost_budget_usd needs a price for every model a call may go to; llm_prices has "
+                f"none for {', '.join(unpriced)} (add them to llm_prices, or use case_token_budget)"
+            )
+
+    @property
+    def media_retention(self) -> float:
+        """How long a media store object is kept after its last put (``media_retention_s`` or its default)."""
+        if self.media_retention_s is not None:
+            return self.media_retention_s
+        return self.state_retention_s + self.dlq_retention_s
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # first found wins: code, CYBERJURORS_*, the settings file, then the ecosystem names
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_file = os.environ.get(SETTINGS_FILE_ENV)
+        if toml_file:
+            if not Path(toml_file).is_file():
+                raise FileNotFoundError(f"{SETTINGS_FILE_ENV}={toml_file}: no such settings file")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        sources.append(EcosystemEnvSource(settings_cls))
+        return tuple(sources)

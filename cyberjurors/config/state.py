@@ -1,0 +1,51 @@
+"""The state section: what workers keep between messages, for how long, and where."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class StateSettings(BaseModel):
+    """What ``state/`` and intake's held events need: retention, sweeps, the table store."""
+
+    state_retention_s: float = Field(
+        7 * 86400,
+        gt=0,
+        description="a case's stored verdict and admitted case file (what outcomes and "
+        "redeliveries read) are deleted this long after its last stage result; "
+        "keep it >= the pipeline topics' retention.ms (Kafka's default: 7 days)",
+    )
+    state_sweep_interval_s: float = Field(60.0, gt=0, description="how often a worker deletes expired state")
+    table_store: Literal["memory", "rocksdb"] = Field(
+        "memory",
+        description="memory = tables rebuilt from their changelogs at start (the embedded default); "
+        "rocksdb = on local disk under datadir (production), recovery reads only what is new",
+    )
+    rocksdb_partition_mb: int = Field(
+        16,
+        ge=2,
+        description="rocksdb: memory one table partition's database may hold, half in its write "
+        "buffers (two memtables), half in its block cache; a worker holds up to this x 4 "
+        "tables x its partitions (Faust's defaults: 192 MB of memtables and a 2 GB cache each)",
+    )
+    early_evidence_wait_s: float = Field(
+        300.0,
+        gt=0,
+        description="evidence (or evidence_closed) for a case not yet opened is held this long after "
+        "the case's first such event, then dead-lettered (case_never_opened, replayable); "
+        "checked every state_sweep_interval_s",
+    )
+    early_evidence_per_case: int = Field(
+        21,
+        ge=1,
+        description="events held per unopened case; more are dead-lettered (early_evidence_overflow, replayable)",
+    )
+    early_evidence_total: int = Field(10_000, ge=1, description="events held per worker across unopened cases")
+    intake_draft_ttl_s: float = Field(
+        7 * 86400,
+        gt=0,
+        description="an incremental case whose evidence is not closed this long after its last event "
+        "is dead-lettered (draft_expired, with what was received) and forgotten",
+    )
