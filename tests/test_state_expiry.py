@@ -105,13 +105,13 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
         await produce(settings, [event])
         [(_, verdict)] = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=120)
         # what outcomes and a redelivery read stays; focus, clues and both rounds are gone
-        assert case_keys(results, case_id) == {"ready", "verdict"}
+        assert case_keys(results, case_id) == {"intake", "verdict"}
         assert results[f"{case_id}/verdict"] == verdict
         assert case_id in times
 
         clock.now += settings.state_retention_s - 1  # not yet: nothing more goes
         await asyncio.sleep(4 * settings.state_sweep_interval_s)
-        assert case_keys(results, case_id) == {"ready", "verdict"}
+        assert case_keys(results, case_id) == {"intake", "verdict"}
 
         clock.now += 2  # past the retention: the worker's timer deletes the rest, leaving a marker
         assert await until(lambda: case_keys(results, case_id) == {"expired"} and case_id in times), (
@@ -129,7 +129,7 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
         }
     rounds = Verdict.model_validate_json(verdict).rounds_used
     assert tombstones == {
-        "ready",
+        "intake",
         "focus",
         "clues",
         "verdict",
@@ -235,16 +235,16 @@ async def test_stage_results_expire_only_on_the_given_partitions_and_keep_fresh_
             pass
 
     for case_id, partition in (("old-0", 0), ("old-1", 1)):
-        for stage in ("ready", "focus", "clues", "round-1", "round-2", "verdict"):
+        for stage in ("intake", "focus", "clues", "round-1", "round-2", "verdict"):
             await hand_on(results, case_id, stage, b"{}", Out())
         times[case_id]["partition"] = partition
-    assert results.finish("old-0") == 4 and case_keys(table, "old-0") == {"ready", "verdict"}
+    assert results.finish("old-0") == 4 and case_keys(table, "old-0") == {"intake", "verdict"}
     clock.now += 101
-    await hand_on(results, "fresh", "ready", b"{}", Out())
+    await hand_on(results, "fresh", "intake", b"{}", Out())
     assert await results.expire(partitions={0}) == 1
     assert case_keys(table, "old-0") == {"expired"} and times["old-0"]["partition"] == 0  # a decided case's marker
-    assert case_keys(table, "old-1") == {"ready", "focus", "clues", "round-1", "round-2", "verdict"}
-    assert await results.expire() == 1 and set(table) == {"fresh/ready", "old-0/expired", "old-1/expired"}
+    assert case_keys(table, "old-1") == {"intake", "focus", "clues", "round-1", "round-2", "verdict"}
+    assert await results.expire() == 1 and set(table) == {"fresh/intake", "old-0/expired", "old-1/expired"}
     assert set(times) == {"fresh", "old-0", "old-1"}
 
 
@@ -394,3 +394,19 @@ async def test_state_written_outside_an_event_goes_to_its_partition_on_the_rocks
         assert await results.expire() == 1
         assert case_keys(results.table, "old") == {"expired"}  # the marker, in partition's database
         assert results.times["old"]["at"] == clock.now
+
+
+async def test_a_case_stored_under_an_earlier_releases_intake_key_is_read_and_expires_with_the_case():
+    clock = Clock()
+    table, times = {}, {}
+    results = StageResults(table, times, retention_s=100, clock=clock)
+
+    class Out:
+        async def send(self, *, key, value, headers=None):
+            pass
+
+    await hand_on(results, "old", "ready", b'{"case": 1}', Out())  # what the release before the renaming wrote
+    await hand_on(results, "old", "verdict", b"{}", Out())
+    assert results.stored("old", "intake") == b'{"case": 1}' and results.stored("new", "intake") is None
+    clock.now += 101
+    assert await results.expire() == 1 and set(table) == {"old/expired"}
