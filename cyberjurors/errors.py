@@ -97,66 +97,78 @@ PRECEDENT_KINDS = (
     "bad_case",
 )
 # intake.Rejected.reason (media.MediaRejected's included): input refused at intake, never replayable
-REJECTIONS = (
-    "invalid_json",
-    "invalid_event",
-    "unknown_event_type",
-    "missing_case_id",
-    "unsupported_schema_version",
-    "invalid_votes",
-    "too_many_media",
-    "text_too_long",
-    "unsupported_media_type",
-    "kind_mismatch",
-    "inline_too_large",
-    "path_outside_media_root",
-    "url_not_allowed",
-    "bad_base64",
-    "invalid_case",
-    "case_already_open",
-    "unknown_case",
-    "case_closed",
-    "duplicate_evidence_id",
-    "no_evidence",
-    "case_already_submitted",
-    "event_too_large",
-    "case_too_large",
-    "naive_timestamp",
-    "delivered_before_ordered",
-    "amount_out_of_range",
-    "unknown_currency",
-    "too_many_rounds",
-    "case_text_too_long",
-    "round_changed",
-    "duplicate_json_key",
-    "key_mismatch",
-    "too_many_items",
-)
-OTHER_REASONS = (
-    "invalid_case_file",  # a pipeline topic held something that is not a case file: not replayable
-    "invalid_outcome",  # an outcome event that does not parse: not replayable
-    "output_too_large",  # a stage's output over max_event_bytes or refused by the broker: the same case grows alike
-    "intake_failed",  # an exception inside intake (a bug): replayable once it is fixed
-    "stage_failed",  # an exception inside a stage or learning (a bug): likewise
-    "state_expired",  # a stage input older than state_retention_s whose case has nothing stored: replayable
-    "case_never_opened",  # evidence held early_evidence_wait_s for a case_opened that never came: replayable
-    "early_evidence_overflow",  # evidence for an unopened case past the holding caps: replayable once it opens
-    "draft_expired",  # an incremental case never closed within intake_draft_ttl_s: not replayable
-    "case_expired",  # an outcome for a case whose verdict expired (state_retention_s): not replayable
-    "outcome_conflict",  # a second outcome for a counted case with other votes, source or escalation: final
+# (the same input would be refused again). Reason -> what it means, for docs/reference/dead-letters.
+REJECTIONS: dict[str, str] = {
+    "invalid_json": "not JSON, a record without a value, or a UTF-16/32 byte-order mark",
+    "invalid_event": "JSON of the wrong shape or types, or control characters in an id",
+    "unknown_event_type": "a `type` that is not a dispute event",
+    "missing_case_id": "no `case_id`",
+    "unsupported_schema_version": "a `schema_version` this version does not read",
+    "invalid_votes": "real-jury votes not summing to 17, or given as strings",
+    "too_many_media": "more than `max_media_items` media items",
+    "text_too_long": "an item's text over `max_text_chars`",
+    "unsupported_media_type": "a media type the jury cannot read",
+    "kind_mismatch": "a media type that is not the item's kind",
+    "inline_too_large": "inline media over `max_inline_bytes`",
+    "path_outside_media_root": "a media path escaping `media_root`",
+    "url_not_allowed": "a media URL whose origin is not on `url_allowlist`, or with user info",
+    "bad_base64": "inline media that does not decode",
+    "invalid_case": "a case breaking the case rules (ids, evidence shape), or a stored media reference not in the store",
+    "case_already_open": "`case_opened` twice, or a whole case for a case open for incremental events",
+    "unknown_case": "an event for a case intake does not know",
+    "case_closed": "evidence after the case went to the jury, or held evidence for a case that then came whole",
+    "duplicate_evidence_id": "an evidence id used twice in a case",
+    "no_evidence": "evidence closed with none submitted",
+    "case_already_submitted": "the same `case_id` resubmitted with other content",
+    "event_too_large": "an event over `max_event_bytes` (its original goes to the media store)",
+    "case_too_large": "the case file over `max_case_bytes` after inline media moved out",
+    "naive_timestamp": "a timestamp without a time zone",
+    "delivered_before_ordered": "a delivery date before the order date",
+    "amount_out_of_range": "an amount not finite, negative or over 10^12",
+    "unknown_currency": "a currency not in ISO 4217",
+    "too_many_rounds": "more than `max_rounds_per_party` evidence rounds for a party",
+    "case_text_too_long": "more than `max_case_text_chars` of evidence text in a case",
+    "round_changed": "a round resent with other items (the first version stands)",
+    "duplicate_json_key": "the same key twice in one JSON object",
+    "key_mismatch": "a Kafka key other than the event's `case_id` (also for outcomes and appeals)",
+    "too_many_items": "more than `max_case_items` evidence items in a case",
+}
+# reason -> (replayable, what it means): whether the letter can succeed when sent again is decided
+# where it is written (streams/dead_letters.py) and carried on it; these are the flags written
+OTHER_REASONS: dict[str, tuple[bool, str]] = {
+    "invalid_case_file": (False, "a pipeline topic held something that is not a case file"),
+    "invalid_outcome": (False, "an outcome event that does not parse"),
+    "output_too_large": (
+        False,
+        "a stage's output over `max_event_bytes` or refused by the broker: the case grows alike",
+    ),
+    "intake_failed": (True, "an exception inside intake (a bug): replay once it is fixed"),
+    "stage_failed": (True, "an exception inside a stage or learning (a bug): replay once it is fixed"),
+    "state_expired": (True, "a stage input older than `state_retention_s` whose case has nothing stored"),
+    "case_never_opened": (True, "evidence held `early_evidence_wait_s` for a `case_opened` that never came"),
+    "early_evidence_overflow": (True, "evidence for an unopened case past the holding caps: replay once it opens"),
+    "draft_expired": (False, "an incremental case not closed within `intake_draft_ttl_s`; the letter holds the draft"),
+    "case_expired": (False, "an outcome or appeal for a case whose record expired (`state_retention_s`)"),
+    "outcome_conflict": (False, "a second outcome for a counted case with other votes, source or escalation"),
     # human-panel outcomes (streams/signing.py): refused before anything is counted or learned
-    "unsigned_outcome",  # source human_panel without a signature or decided_by: final, only the signer can fix it
-    "forged_outcome",  # a signature that does not verify (altered after signing, or a bad signature): final
-    "outcome_unverifiable",  # signed with a key id this worker does not hold: replayable once it holds the key
+    "unsigned_outcome": (
+        False,
+        "a human-panel outcome without a signature or `decided_by`: only the signer can fix it",
+    ),
+    "forged_outcome": (False, "a signature that does not verify (altered after signing, or not a signature)"),
+    "outcome_unverifiable": (True, "signed with a key id this worker does not hold: replay once it holds the key"),
     # appeals (disputes.appeals, stage appeal), all final: the same appeal would be refused the same way
-    "invalid_appeal",  # an appeal event that does not parse, or over max_event_bytes
-    "appeal_evidence_rejected",  # evidence filed with an appeal that intake's rules refuse (the reason in the detail)
-    "appeal_already_filed",  # a second, different appeal for a case: one appeal per case, the second instance final
-    "appeal_by_winner",  # the appellant won the first instance: only the losing party may appeal
-    "appeal_window_closed",  # filed more than appeal_window_s after the first-instance verdict, or appeals off
-    "appeal_before_verdict",  # filed (filed_at) before the verdict it names was decided, beyond clock_skew_s
-    "appeal_wrong_verdict",  # the verdict_id named is not the case's first-instance verdict
-)
+    "invalid_appeal": (False, "an appeal event that does not parse, or over `max_event_bytes`"),
+    "appeal_evidence_rejected": (
+        False,
+        "evidence filed with an appeal that intake's rules refuse (the reason in the detail)",
+    ),
+    "appeal_already_filed": (False, "a second, different appeal for a case: the second instance is final"),
+    "appeal_by_winner": (False, "the appellant won the first instance: only the losing party may appeal"),
+    "appeal_window_closed": (False, "filed more than `appeal_window_s` after the verdict, or appeals off"),
+    "appeal_before_verdict": (False, "filed before the verdict it names was decided, beyond `clock_skew_s`"),
+    "appeal_wrong_verdict": (False, "the verdict id named is not the case's first-instance verdict"),
+}
 # Kinds whose failure the same input under the same settings would meet again, so a letter carrying
 # them is not replayable; every other kind may pass by itself (a fault that clears, a sampled answer
 # that parses next time, a key or a precedent base an operator restores).

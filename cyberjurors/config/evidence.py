@@ -11,15 +11,17 @@ from pydantic import BaseModel, Field
 class EvidenceSettings(BaseModel):
     """What ``evidence/`` needs: the caps intake checks, media reading and its bounds, the media store."""
 
-    media_root: Path = Path(".")
+    media_root: Path = Field(
+        Path("."), description="the folder local media paths are read under; a path escaping it is refused"
+    )
     url_allowlist: list[str] = Field(
         default_factory=list,
         description="allowed origins: host (http on 80, https on 443), host:port, or scheme://host[:port]",
     )
-    max_text_chars: int = 20_000
-    max_media_items: int = 40
-    max_inline_bytes: int = 512_000
-    max_media_bytes: int = 50_000_000
+    max_text_chars: int = Field(20_000, description="longest text of one evidence item")
+    max_media_items: int = Field(40, description="most media items in a case")
+    max_inline_bytes: int = Field(512_000, description="largest inline (base64) media item, decoded")
+    max_media_bytes: int = Field(50_000_000, description="largest media file or download read")
     max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
     max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
     # each item costs its tags and ids in every juror's prompt whatever its text: 7,000 one-character
@@ -31,10 +33,13 @@ class EvidenceSettings(BaseModel):
         description="the case file at admission (inline media moved to "
         "the media store); the rest of max_event_bytes is room for what the stages add",
     )
-    frames_per_video: int = Field(30, ge=1)
+    frames_per_video: int = Field(30, ge=1, description="frames of each video the perceiver sees (the paper: 30)")
     # Which frames of a video (issue 15): evenly spaced, or a uniform skeleton plus the clip's visual
     # events (cuts, brief changes), found by decoding up to frame_event_max_frames small frames.
-    frame_sampling: Literal["uniform", "events"] = "uniform"
+    frame_sampling: Literal["uniform", "events"] = Field(
+        "uniform",
+        description="uniform = evenly spaced frames; events = a uniform skeleton plus the clip's visual events (cuts, brief changes)",
+    )
     frame_event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
     frame_event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")

@@ -35,9 +35,13 @@ class JurySettings(BaseModel):
         "small_world", description="who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
     )
     graph_out_degree: int = Field(4, ge=0, description="accounts each juror follows")
-    graph_rewire_p: float = Field(0.2, ge=0, le=1)
-    graph_seed: int = 7
-    personas_file: Path | None = None
+    graph_rewire_p: float = Field(0.2, ge=0, le=1, description="the small-world graph's rewiring probability")
+    graph_seed: int = Field(
+        7, description="the social graph's random seed: the same seed seats the same graph on every worker"
+    )
+    personas_file: Path | None = Field(
+        None, description="the jurors' personas (JSON); unset = the packaged ones (schemas/personas.json)"
+    )
     verdict_rules: bool = Field(True, description="the platform's verdict rules in the juror prompt (+Rules)")
     verdict_rules_file: Path | None = Field(None, description="your platform's rules; default: the packaged ones")
     deliberation: Literal["jury", "court"] = Field(

@@ -11,23 +11,46 @@ from pydantic import BaseModel, Field
 class KafkaSettings(BaseModel):
     """What ``streams/`` needs to reach the cluster and run the stage agents."""
 
-    kafka_bootstrap_servers: str = "127.0.0.1:9092"
-    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
-    kafka_sasl_username: str | None = None
-    kafka_sasl_password: str | None = None
-    kafka_ssl_cafile: Path | None = None
-    kafka_ssl_certfile: Path | None = None
-    kafka_ssl_keyfile: Path | None = None
-    topic_prefix: str = ""
-    partitions: int = Field(4, ge=1)
-    replication_factor: int = Field(1, ge=1)
-    app_id: str = "cyberjurors"
-    datadir: Path = Path("data/faust")
+    kafka_bootstrap_servers: str = Field(
+        "127.0.0.1:9092", description="the Kafka cluster, host:port comma-separated (or KAFKA_BOOTSTRAP_SERVERS)"
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        "PLAIN", description="with SASL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+    )
+    kafka_sasl_username: str | None = Field(None, description="with SASL: the user name")
+    kafka_sasl_password: str | None = Field(None, description="with SASL: the password")
+    kafka_ssl_cafile: Path | None = Field(
+        None, description="with SSL: the CA bundle (PEM) the brokers' certificates are checked against"
+    )
+    kafka_ssl_certfile: Path | None = Field(
+        None, description="with SSL: this client's certificate (PEM), for mutual TLS"
+    )
+    kafka_ssl_keyfile: Path | None = Field(None, description="with SSL: this client's private key (PEM)")
+    topic_prefix: str = Field(
+        "", description="put before every topic name (e.g. 'staging.'), so several deployments share a cluster"
+    )
+    partitions: int = Field(
+        4, ge=1, description="partitions of every topic the worker creates: the most workers a stage can spread over"
+    )
+    replication_factor: int = Field(
+        1, ge=1, description="replicas of every topic the worker creates (3 on a production cluster)"
+    )
+    app_id: str = Field(
+        "cyberjurors", description="the Faust app's id: the consumer group and the prefix of its table changelogs"
+    )
+    datadir: Path = Field(
+        Path("data/faust"), description="the Faust worker's data folder (RocksDB tables with table_store=rocksdb)"
+    )
     # Short timeouts suit the embedded broker and tests; raise them on a real cluster.
-    session_timeout_s: float = 10.0
-    heartbeat_interval_s: float = 1.0
-    commit_interval_s: float = 1.0
+    session_timeout_s: float = Field(
+        10.0,
+        description="the consumer group's session timeout; short for the embedded broker and tests, raise it on a real cluster",
+    )
+    heartbeat_interval_s: float = Field(1.0, description="the consumer's heartbeat interval")
+    commit_interval_s: float = Field(1.0, description="how often processed offsets are committed")
     kafka_fetch_max_wait_ms: int = Field(
         50,
         ge=1,
@@ -35,7 +58,9 @@ class KafkaSettings(BaseModel):
         "early, so each topic hop costs up to this. On Apache Kafka 500 saves requests",
     )
     # Faust's exactly-once needs Kafka transactions; the embedded broker has none.
-    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
+        "at_least_once", description="exactly_once needs Kafka transactions (Apache Kafka, not the embedded broker)"
+    )
     stage_concurrency: int = Field(8, ge=1, description="cases each stage agent works on at once")
     web_port: int | None = Field(None, description="Faust's web server port; off when unset")
     broker_loss_exit_s: float = Field(

@@ -94,22 +94,39 @@ GLOBAL_CALL = {
 class LLMSettings(BaseModel):
     """What ``llm/`` needs, and what any stage asks of it: which model a role or seat calls, and how."""
 
-    llm_backend: Literal["auto", "anthropic", "openai", "offline"] = "auto"
-    anthropic_api_key: str | None = None
-    anthropic_base_url: str | None = None
-    openai_api_key: str | None = None
-    openai_base_url: str | None = None
-    model: str = "claude-sonnet-5-5"
-    model_focus: str | None = None
-    model_select: str | None = None
-    model_perceive: str | None = None
-    model_juror: str | None = None
-    model_summary: str | None = None
-    model_distil: str | None = None
-    model_advocate: str | None = None
-    model_judge: str | None = None
-    model_verify: str | None = None
-    model_draft: str | None = None
+    llm_backend: Literal["auto", "anthropic", "openai", "offline"] = Field(
+        "auto",
+        description="auto = anthropic when ANTHROPIC_API_KEY is set, else offline (the labelled stand-in); or anthropic, openai, offline",
+    )
+    anthropic_api_key: str | None = Field(None, description="the Anthropic API key (or ANTHROPIC_API_KEY)")
+    anthropic_base_url: str | None = Field(
+        None, description="another Messages API endpoint (a gateway or proxy); unset = Anthropic's"
+    )
+    openai_api_key: str | None = Field(
+        None, description="the key of the OpenAI-compatible endpoint (or OPENAI_API_KEY)"
+    )
+    openai_base_url: str | None = Field(
+        None, description="the OpenAI-compatible endpoint: vLLM, llama.cpp server, Ollama, ... (or OPENAI_BASE_URL)"
+    )
+    model: str = Field("claude-sonnet-5-5", description="the model of every role not set on its own")
+    model_focus: str | None = Field(None, description="stage I's model; unset = model")
+    model_select: str | None = Field(None, description="stage II's selector's model; unset = model")
+    model_perceive: str | None = Field(
+        None, description="stage II's perceiver's model (it reads the photos and frames); unset = model"
+    )
+    model_juror: str | None = Field(
+        None, description="the jurors' model (juror_models spreads them over several); unset = model"
+    )
+    model_summary: str | None = Field(None, description="the round summary's model; unset = model")
+    model_distil: str | None = Field(
+        None, description="the model that distils guidelines from precedents; unset = model"
+    )
+    model_advocate: str | None = Field(None, description="the advocates' model (deliberation=court); unset = model")
+    model_judge: str | None = Field(None, description="the judge's model (deliberation=court); unset = model")
+    model_verify: str | None = Field(None, description="the verifier's model; unset = model")
+    model_draft: str | None = Field(
+        None, description="the JURIS drafters' model (juris_drafter_models spreads them); unset = model"
+    )
     juror_models: list[str] = Field(
         default_factory=list,
         description="spread jurors over these models, round robin; any model setting may name "
@@ -164,8 +181,10 @@ class LLMSettings(BaseModel):
     )
     llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")
     llm_tokens_per_minute: int | None = Field(None, description="input-token rate limit per worker")
-    llm_timeout_s: float = 120.0
-    llm_max_retries: int = 4
+    llm_timeout_s: float = Field(120.0, description="one model call's deadline, per attempt")
+    llm_max_retries: int = Field(
+        4, description="retries of a model call on 429, 5xx, overloaded and connection errors, with backoff"
+    )
     offline_latency_s: float = Field(0.0, ge=0, description="simulated per-call latency (offline backend)")
     llm_call_log: Path | None = Field(None, description="append one JSON line per LLM call")
     prompt_caching: bool = Field(True, description="mark the per-case shared prefix cacheable at the provider")

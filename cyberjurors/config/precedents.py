@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field
 class PrecedentSettings(BaseModel):
     """What ``precedents/`` needs."""
 
-    precedent_backend: Literal["embedded", "elasticsearch", "none"] = "embedded"
+    precedent_backend: Literal["embedded", "elasticsearch", "none"] = Field(
+        "embedded", description="embedded (no server), elasticsearch, or none to judge without precedents"
+    )
     precedent_dir: Path = Field(Path("data/precedents"), description="the embedded index's folder")
     memory_k: int = Field(3, ge=0, description="K, guidelines per juror memory (read once precedents land)")
     precedent_cases_k: int = Field(5, ge=0, description="top-H historical cases retrieved per case")
@@ -51,12 +53,16 @@ class PrecedentSettings(BaseModel):
     embedding_batch_size: int = Field(
         32, ge=1, le=1024, description="texts per forward pass (also capped at 4,096 word pieces a pass)"
     )
-    elasticsearch_url: str | None = None
-    elasticsearch_api_key: str | None = None
-    elasticsearch_username: str | None = None
-    elasticsearch_password: str | None = None
-    elasticsearch_ca_certs: Path | None = None
-    elasticsearch_verify_certs: bool = True
-    elasticsearch_index_prefix: str = "cyberjurors"
+    elasticsearch_url: str | None = Field(None, description="the Elasticsearch cluster (or ELASTICSEARCH_URL)")
+    elasticsearch_api_key: str | None = Field(None, description="its API key (or ELASTICSEARCH_API_KEY)")
+    elasticsearch_username: str | None = Field(None, description="basic auth user, when no API key")
+    elasticsearch_password: str | None = Field(None, description="basic auth password")
+    elasticsearch_ca_certs: Path | None = Field(
+        None, description="the CA bundle (PEM) the cluster's certificate is checked against"
+    )
+    elasticsearch_verify_certs: bool = Field(True, description="check the cluster's TLS certificate")
+    elasticsearch_index_prefix: str = Field(
+        "cyberjurors", description="put before the index names, so several deployments share a cluster"
+    )
     elasticsearch_timeout_s: float = Field(10.0, description="per request attempt")
     elasticsearch_max_retries: int = Field(2, ge=0, description="the client's retries on 429/502/503/504/timeouts")
