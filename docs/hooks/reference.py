@@ -1,0 +1,237 @@
+"""The reference pages, generated from the code each time the site is built, so they cannot drift:
+every setting, every CLI command, the public events' JSON Schemas, every metric and every dead-letter
+reason. An mkdocs hook (``hooks:`` in mkdocs.yml); ``tests/.../test_docs.py`` imports it too."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+PAGES = {
+    "reference/settings.md": "settings_page",
+    "reference/cli.md": "cli_page",
+    "reference/schemas.md": "schemas_page",
+    "reference/metrics.md": "metrics_page",
+    "reference/dead-letters.md": "reasons_page",
+}
+GENERATED = "<!-- generated from the code by docs/hooks/reference.py: edit the code, not this page -->\n\n"
+
+
+def cell(text: object) -> str:
+    """Text for one table cell: one line, pipes escaped."""
+    return re.sub(r"\s+", " ", str(text)).replace("|", "\\|").strip()
+
+
+def code(text: object) -> str:
+    shown = cell(text)
+    return f"`{shown}`" if shown else ""
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+def _default(field: Any) -> str:
+    from pydantic_core import PydanticUndefined
+
+    if field.default_factory is not None:
+        value = field.default_factory()
+    elif field.default is PydanticUndefined:
+        return "(required)"
+    else:
+        value = field.default
+    if isinstance(value, dict) and len(json.dumps(value, default=str)) > 80:
+        return f"{len(value)} entries"
+    return json.dumps(value, default=str)
+
+
+def _type(field: Any) -> str:
+    shown = str(field.annotation).replace("typing.", "").replace("pathlib.", "")
+    return re.sub(r"<class '([\w.]+)'>", r"\1", shown).replace("NoneType", "None")
+
+
+def setting_names() -> set[str]:
+    from cyberjurors.config import Settings
+
+    return set(Settings.model_fields)
+
+
+def settings_page() -> str:
+    from cyberjurors.config import ECOSYSTEM_ENV, ENV_PREFIX, SECTIONS
+
+    also = {setting: env for env, setting in ECOSYSTEM_ENV.items()}
+    out = [
+        "# Settings\n\n",
+        GENERATED,
+        "Every setting, by section ([settings in sections](../settings.md)). Each is read from the "
+        f"environment variable shown (prefix `{ENV_PREFIX}`), from the settings file named by "
+        "`CYBERJURORS_SETTINGS_FILE` (TOML, the same names in lower case), or passed by a command's "
+        "options; first found wins: options, variables, the file, the ecosystem names, the defaults.\n",
+    ]
+    for name, section in SECTIONS.items():
+        out.append(f"\n## {name}\n\n{cell(section.__doc__ or '')}\n\n")
+        out.append("| setting | environment variable | type | default | description |\n|---|---|---|---|---|\n")
+        for field_name, field in section.model_fields.items():
+            env = code(ENV_PREFIX + field_name.upper())
+            if field_name in also:
+                env += f" or {code(also[field_name])}"
+            out.append(
+                f"| {code(field_name)} | {env} | {code(_type(field))} | {code(_default(field))} "
+                f"| {cell(field.description or '')} |\n"
+            )
+    return "".join(out)
+
+
+# --- CLI --------------------------------------------------------------------------------------
+
+
+def _commands(command: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+    if hasattr(command, "commands"):  # a group
+        for name, sub in command.commands.items():
+            yield from _commands(sub, [*path, name])
+    else:
+        yield " ".join(path), command
+
+
+def commands() -> dict[str, Any]:
+    import typer.main
+
+    from cyberjurors.cli import app
+
+    return dict(_commands(typer.main.get_command(app), ["cyberjurors"]))
+
+
+def cli_page() -> str:
+    out = ["# Command line\n\n", GENERATED, "Every command of `cyberjurors`, with its options (`--help` shows the same).\n"]
+    for name, command in commands().items():
+        doc = (command.help or "").strip()
+        out.append(f"\n## `{name}`\n\n{doc}\n\n")
+        rows = []
+        for param in command.params:
+            if getattr(param, "hidden", False) or param.name == "help":
+                continue
+            if param.param_type_name == "option":
+                flags = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
+            else:
+                flags = f"`{param.name.upper()}`"
+            default = "" if param.default is None or callable(param.default) else code(param.default)
+            rows.append(f"| {flags} | {cell(getattr(param, 'help', '') or '')} | {default} |\n")
+        if rows:
+            out.append("| argument or option | meaning | default |\n|---|---|---|\n" + "".join(rows))
+    return "".join(out)
+
+
+# --- schemas ----------------------------------------------------------------------------------
+
+
+def schemas_page() -> str:
+    from cyberjurors.schemas.public import PUBLIC, json_schemas
+
+    out = [
+        "# Event schemas\n\n",
+        GENERATED,
+        "The public events, each keyed by `case_id` on its topic. `cyberjurors schemas export DIR` writes "
+        "these JSON Schemas as files, for producers and consumers in any language.\n",
+    ]
+    for name, schema in json_schemas().items():
+        topic = PUBLIC[name][1]
+        out.append(f"\n## {name}\n\nOn `{topic}`. {cell(schema.get('description', ''))}\n\n")
+        properties = schema.get("properties", {})
+        if properties:
+            required = set(schema.get("required", []))
+            out.append("| field | required | description |\n|---|---|---|\n")
+            for field, spec in properties.items():
+                out.append(f"| `{field}` | {'yes' if field in required else ''} | {cell(spec.get('description', ''))} |\n")
+        body = json.dumps(schema, indent=2)
+        out.append(f'\n??? note "The whole schema"\n\n    ```json\n{_indent(body)}\n    ```\n')
+    return "".join(out)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def metrics() -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """Exposed name -> (type, label names, help) for every metric the package defines, and Faust's
+    sensor's under its fixed prefix."""
+    from faust.sensors.prometheus import FaustMetrics
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from cyberjurors.observability import metrics as ours
+
+    found = {}
+    wrappers = [m for m in vars(ours).values() if isinstance(m, MetricWrapperBase)]
+    faust = FaustMetrics.create(CollectorRegistry(), ours.FAUST_PREFIX)
+    wrappers += [m for m in faust if isinstance(m, MetricWrapperBase)]  # a NamedTuple
+    for metric in wrappers:
+        kind = metric._type  # noqa: SLF001  # the wrapper's own record of what it is
+        name = metric._name + ("_total" if kind == "counter" else "")  # noqa: SLF001
+        found[name] = (kind, tuple(metric._labelnames), metric._documentation)  # noqa: SLF001
+    return dict(sorted(found.items()))
+
+
+def metrics_page() -> str:
+    out = [
+        "# Metrics\n\n",
+        GENERATED,
+        "Every metric a worker serves on `/metrics` (`metrics_port`). A histogram `X` is exposed as "
+        "`X_bucket`, `X_sum` and `X_count`. `cyberjurors_faust_*` are Faust's own sensor's.\n\n",
+        "| metric | type | labels | meaning |\n|---|---|---|---|\n",
+    ]
+    for name, (kind, labels, help_) in metrics().items():
+        out.append(f"| `{name}` | {kind} | {', '.join(f'`{x}`' for x in labels)} | {cell(help_)} |\n")
+    return "".join(out)
+
+
+# --- dead-letter reasons ----------------------------------------------------------------------
+
+
+def reasons() -> dict[str, tuple[str, str]]:
+    """Reason -> (replayable, meaning) for every reason a dead letter can carry."""
+    from cyberjurors import errors
+
+    out = {reason: ("no", meaning) for reason, meaning in errors.REJECTIONS.items()}
+    out["unknown_case"] = (
+        "no at intake; yes at stage outcome (it came before its verdict)",
+        errors.REJECTIONS["unknown_case"] + "; or an outcome for a case not decided yet",
+    )
+    for reason, (replayable, meaning) in errors.OTHER_REASONS.items():
+        out[reason] = ("yes" if replayable else "no", meaning)
+    for kind in errors.LLM_KINDS:
+        final = kind in errors.FINAL_LLM_KINDS
+        out[f"llm_{kind}"] = ("no" if final else "yes", f"a model call failed after the retries: {kind}")
+    for kind in dict.fromkeys((*errors.PRECEDENT_KINDS, *errors.LLM_KINDS)):
+        final = kind in errors.FINAL_PRECEDENT_KINDS | errors.FINAL_LLM_KINDS
+        out[f"precedents_{kind}"] = ("no" if final else "yes", f"the precedent base failed: {kind}")
+    return out
+
+
+def reasons_page() -> str:
+    out = [
+        "# Dead-letter reasons\n\n",
+        GENERATED,
+        "Every reason a message on `disputes.dlq` can carry (`errors.Reason`, a closed set). A replayable "
+        "letter may succeed when sent again (`cyberjurors dlq --replay`); a final one would fail the same "
+        "way under the same settings and code (`--replay --final` sends it once they changed). The flag "
+        "is set by the handler that writes the letter and carried on it.\n\n",
+        "| reason | replayable | meaning |\n|---|---|---|\n",
+    ]
+    for reason, (replayable, meaning) in reasons().items():
+        out.append(f"| `{reason}` | {cell(replayable)} | {cell(meaning)} |\n")
+    return "".join(out)
+
+
+# --- the hook ---------------------------------------------------------------------------------
+
+
+def on_files(files: Any, config: Any) -> Any:
+    from mkdocs.structure.files import File
+
+    for path, maker in PAGES.items():
+        files.append(File.generated(config, path, content=globals()[maker]()))
+    return files
