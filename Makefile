@@ -8,7 +8,7 @@ PIP    := $(BIN)/pip install -q --disable-pip-version-check
 UV     ?= $(BIN)/uv
 MODEL  := $(VENV)/share/cyberjurors/models/all-MiniLM-L6-v2
 
-.PHONY: demo console test test-fast lint typecheck check install install-demo bench media lock lowest clean
+.PHONY: demo console test test-fast lint typecheck docs check install install-demo bench media lock lowest clean
 
 # the project itself, from the working tree, over the locked packages (setuptools is locked too,
 # so nothing outside requirements/ is installed)
@@ -52,7 +52,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-test: lint typecheck
+# the documentation site, strictly: a broken link, a missing anchor or a page outside the nav fails it;
+# the reference pages are generated from the code as it builds (docs/hooks/reference.py)
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs
 	# Prometheus 2.42 (server + promtool) from Debian for the alert-rule and live Prometheus tests;
 	# apt-get needs root, and the package starts no service
 	command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
@@ -66,7 +71,7 @@ test: lint typecheck
 
 # the fast lane while developing: the lint, the types and every test that starts no broker, worker
 # or browser (the tests marked integration); `make test` runs them all, as CI does
-test-fast: lint typecheck
+test-fast: lint typecheck docs
 	$(BIN)/python -m pytest -q -m "not integration" -n 2
 
 # Regenerate the lockfiles after a change to pyproject.toml's dependencies (uv is in the dev extra).

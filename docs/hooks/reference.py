@@ -103,7 +103,11 @@ def commands() -> dict[str, Any]:
 
 
 def cli_page() -> str:
-    out = ["# Command line\n\n", GENERATED, "Every command of `cyberjurors`, with its options (`--help` shows the same).\n"]
+    out = [
+        "# Command line\n\n",
+        GENERATED,
+        "Every command of `cyberjurors`, with its options (`--help` shows the same).\n",
+    ]
     for name, command in commands().items():
         doc = (command.help or "").strip()
         out.append(f"\n## `{name}`\n\n{doc}\n\n")
@@ -142,7 +146,9 @@ def schemas_page() -> str:
             required = set(schema.get("required", []))
             out.append("| field | required | description |\n|---|---|---|\n")
             for field, spec in properties.items():
-                out.append(f"| `{field}` | {'yes' if field in required else ''} | {cell(spec.get('description', ''))} |\n")
+                out.append(
+                    f"| `{field}` | {'yes' if field in required else ''} | {cell(spec.get('description', ''))} |\n"
+                )
         body = json.dumps(schema, indent=2)
         out.append(f'\n??? note "The whole schema"\n\n    ```json\n{_indent(body)}\n    ```\n')
     return "".join(out)
@@ -169,9 +175,9 @@ def metrics() -> dict[str, tuple[str, tuple[str, ...], str]]:
     faust = FaustMetrics.create(CollectorRegistry(), ours.FAUST_PREFIX)
     wrappers += [m for m in faust if isinstance(m, MetricWrapperBase)]  # a NamedTuple
     for metric in wrappers:
-        kind = metric._type  # noqa: SLF001  # the wrapper's own record of what it is
-        name = metric._name + ("_total" if kind == "counter" else "")  # noqa: SLF001
-        found[name] = (kind, tuple(metric._labelnames), metric._documentation)  # noqa: SLF001
+        kind = metric._type  # the wrapper's own record of what it is
+        name = metric._name + ("_total" if kind == "counter" else "")
+        found[name] = (kind, tuple(metric._labelnames), metric._documentation)
     return dict(sorted(found.items()))
 
 

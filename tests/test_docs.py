@@ -1,0 +1,111 @@
+"""The documentation's reference pages are generated from the code (docs/hooks/reference.py): each
+lists every setting, command, public event, metric and dead-letter reason, found here by another
+path than the generator's; and every alert links its runbook in the site."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+from prometheus_client import REGISTRY, generate_latest
+
+from cyberjurors import errors
+from cyberjurors.cli import app
+from cyberjurors.config import Settings
+from cyberjurors.observability import metrics as _metrics  # noqa: F401  # registers the metrics
+from cyberjurors.schemas.public import PUBLIC
+
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
+
+
+def reference() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("reference", ROOT / "docs" / "hooks" / "reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REF = reference()
+
+
+def entries(page: str) -> set[str]:
+    """What a page has an entry for: a table row's first cell, or a heading, in backticks or not."""
+    rows = re.findall(r"^\| `([^`]+)` \|", page, re.M)
+    headings = re.findall(r"^#{2,3} `?([^`\n]+?)`?$", page, re.M)
+    return set(rows) | set(headings)
+
+
+def commands(typer_app, path: str = "cyberjurors") -> set[str]:
+    found = {f"{path} {c.name or c.callback.__name__.replace('_', '-')}" for c in typer_app.registered_commands}
+    for group in typer_app.registered_groups:
+        found |= commands(group.typer_instance, f"{path} {group.name}")
+    return found
+
+
+def exposed_metrics() -> set[str]:
+    text = generate_latest(REGISTRY).decode()
+    typed = dict(re.findall(r"^# TYPE (cyberjurors_\S+) (\S+)$", text, re.M))
+    # prometheus_client adds a <name>_created gauge beside each counter and histogram
+    return {name for name in typed if not name.endswith("_created")}
+
+
+EXPECTED = {
+    "settings_page": lambda: set(Settings.model_fields),
+    "cli_page": lambda: commands(app),
+    "schemas_page": lambda: set(PUBLIC),
+    "metrics_page": exposed_metrics,
+    "reasons_page": lambda: {reason.value for reason in errors.Reason},
+}
+
+
+@pytest.mark.parametrize("page", sorted(EXPECTED))
+def test_each_reference_page_has_an_entry_for_everything_the_code_has(page):
+    expected = EXPECTED[page]()
+    assert expected, "nothing found to check against"
+    generated = getattr(REF, page)()
+    assert expected - entries(generated) == set()
+
+
+@pytest.mark.parametrize("page", sorted(EXPECTED))
+def test_a_page_missing_one_entry_is_caught(page):
+    generated = getattr(REF, page)()
+    name = sorted(EXPECTED[page]())[0]
+    lines = [line for line in generated.splitlines() if f"`{name}`" not in line and line.strip("# ") != name]
+    assert name in EXPECTED[page]() - entries("\n".join(lines))
+
+
+def test_every_setting_has_its_environment_variable_type_default_and_a_description():
+    page = REF.settings_page()
+    for name, field in Settings.model_fields.items():
+        (row,) = [line for line in page.splitlines() if line.startswith(f"| `{name}` |")]
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert cells[1].startswith(f"`CYBERJURORS_{name.upper()}`") and cells[2] and cells[3], row
+        assert cells[4] == REF.cell(field.description) != "", row
+
+
+def test_every_reason_says_whether_its_letter_is_replayable():
+    rows = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", REF.reasons_page(), re.M))
+    assert {r.value for r in errors.Reason} <= set(rows)
+    assert rows["stage_failed"].strip() == "yes" and rows["invalid_json"].strip() == "no"
+    assert rows["llm_timeout"].strip() == "yes" and rows["llm_refused"].strip() == "no"
+
+
+def alerts() -> list[dict]:
+    rules = yaml.safe_load((ROOT / "infra" / "alerts.yml").read_text())
+    return [rule for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
+
+
+def test_every_alert_links_its_runbook_section_in_the_site():
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_url"]
+    runbooks = (ROOT / "docs" / "operations" / "alerts.md").read_text()
+    headings = set(re.findall(r"^## (\S+)$", runbooks, re.M))
+    assert alerts()
+    for rule in alerts():
+        name = rule["alert"]
+        assert rule["annotations"]["runbook_url"] == f"{site}operations/alerts/#{name.lower()}"
+        assert name in headings, f"docs/operations/alerts.md has no section for {name}"
