@@ -109,3 +109,14 @@ def test_every_alert_links_its_runbook_section_in_the_site():
         name = rule["alert"]
         assert rule["annotations"]["runbook_url"] == f"{site}operations/alerts/#{name.lower()}"
         assert name in headings, f"docs/operations/alerts.md has no section for {name}"
+
+
+def test_every_command_and_each_of_its_arguments_and_options_says_what_it_does():
+    silent = [
+        f"{name} {param.name}"
+        for name, command in REF.commands().items()
+        for param in command.params
+        if param.name != "help" and not getattr(param, "help", None)
+    ]
+    assert silent == []
+    assert all(command.help for command in REF.commands().values())

@@ -28,9 +28,9 @@ def console_cmd(
             "the demo does (its pages open without signing in)"
         ),
     ] = False,
-    bootstrap: str | None = None,
-    host: str | None = None,
-    port: int | None = None,
+    bootstrap: Annotated[str | None, typer.Option(help="the Kafka to read (default: kafka_bootstrap_servers)")] = None,
+    host: Annotated[str | None, typer.Option(help="address to listen on (default: console_host)")] = None,
+    port: Annotated[int | None, typer.Option(help="port to listen on (default: console_port)")] = None,
     settings: SettingsOption = None,
 ) -> None:
     """The web console: cases, evidence and deliberation, the review queue for escalated cases,

@@ -230,8 +230,8 @@ def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:
 @app.command()
 def synth(
     out: Annotated[Path, typer.Argument(help="folder for cases.jsonl, media/ and manifest.json")],
-    cases: Annotated[int, typer.Option(min=1)] = 100,
-    seed: int = 0,
+    cases: Annotated[int, typer.Option(min=1, help="cases to make")] = 100,
+    seed: Annotated[int, typer.Option(help="the same seed makes the same cases")] = 0,
     seller_share: Annotated[float, typer.Option(min=0, max=1, help="share of cases planted for the seller")] = 0.626,
     clip_frames: Annotated[
         tuple[int, int] | None,
@@ -273,7 +273,7 @@ def synth(
 def dataset_split(
     dataset: Annotated[Path, typer.Argument(help="cases with ground_truth: a .jsonl file or a folder")],
     out: Annotated[Path, typer.Option(help="folder for train/val/test.jsonl and split.json")],
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(help="the same seed makes the same split")] = 0,
     ratios: Annotated[str, typer.Option(help="train:val:test")] = "3:1:2",
 ) -> None:
     """Stratified split by category x difficulty band (vote margin), 3:1:2 as in VerdictBench."""

@@ -26,7 +26,10 @@ from .base import (
 
 
 @app.command()
-def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
+def worker(
+    settings: SettingsOption = None,
+    loglevel: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+) -> None:
     """Run a Faust worker for the jury pipeline against KAFKA_BOOTSTRAP_SERVERS."""
     from ..observability import logs
 
@@ -39,7 +42,10 @@ def worker(settings: SettingsOption = None, loglevel: str = "info") -> None:
 
 
 @app.command()
-def broker(port: int = 9092, host: str = "127.0.0.1") -> None:
+def broker(
+    port: Annotated[int, typer.Option(help="port to listen on")] = 9092,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+) -> None:
     """Run the embedded Kafka-protocol broker (Tansu, in memory) in the foreground."""
     from ..streams.broker import BrokerError, start_broker
 
@@ -71,9 +77,12 @@ def topics(settings: SettingsOption = None) -> None:
 
 @app.command()
 def demo(
-    paths: Annotated[list[Path], typer.Argument()] = [Path("examples/cases"), Path("examples/incremental")],  # noqa: B006
-    timeout: float = 600,
-    bootstrap: str | None = None,
+    paths: Annotated[list[Path], typer.Argument(help="case/event .json, events .jsonl, or folders")] = [  # noqa: B006
+        Path("examples/cases"),
+        Path("examples/incremental"),
+    ],
+    timeout: Annotated[float, typer.Option(help="seconds without any new verdict before giving up")] = 600,
+    bootstrap: Annotated[str | None, typer.Option(help="an external Kafka; default: an embedded broker")] = None,
     settings: SettingsOption = None,
 ) -> None:
     """Embedded broker + one worker + the sample cases; prints each verdict as it arrives.
