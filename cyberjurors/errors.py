@@ -61,8 +61,8 @@ def install_extra(extra: str) -> str:
 
 # --- dead-letter reasons: a closed set -------------------------------------------------------
 
-# LLMError.kind: what a model call can fail with after the backend's own retries (README "LLM
-# backends"), plus the offline backend's unsupported_task
+# LLMError.kind: what a model call can fail with after the backend's own retries
+# (docs/guides/llm-backends.md), plus the offline backend's unsupported_task
 LLM_KINDS = (
     "rate_limited",
     "overloaded",

@@ -361,7 +361,7 @@ class ThinkingModel:
 
 # --- a strict Messages API: the documented request limits and prompt-cache accounting --------
 #
-# The provider's facts are stated here on their own, not read from cyberjurors/llm/catalog.py,
+# The provider's facts are stated here on their own, not read from cyberjurors/config/catalog.py,
 # so a wrong entry there shows up as a difference here. Minimum cacheable prefix per model (issue
 # 13, the models' pages): a breakpoint on a shorter prefix caches nothing.
 MIN_CACHEABLE = {"claude-sonnet-5-5": 512, "claude-sonnet-5": 1024, "claude-opus-4-7": 2048, "claude-haiku-4-5": 4096}

@@ -16,7 +16,7 @@ reviewers, a supervisor and an operator, each allowed and refused in turn; the w
 console holding the same outcome signing key; and the audit log, read as a supervisor, listing what
 they did. The pages that only show stay open (console_public_pages), as the first tests read them.
 
-Set CYBERJURORS_CONSOLE_SCREENSHOTS=docs/console to keep the pages' screenshots (the README's)."""
+Set CYBERJURORS_CONSOLE_SCREENSHOTS=docs/console to keep the pages' screenshots (docs/guides/console.md's)."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ from .test_escalation import SIGNATURE_REASONS
 PACKAGE = Path(__file__).resolve().parents[1] / "cyberjurors"
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
-# LLMError kinds (README "LLM backends", plus the offline backend's unsupported_task) and
+# LLMError kinds (docs/guides/llm-backends.md, plus the offline backend's unsupported_task) and
 # PrecedentError kinds (precedents/models.py), as errors.py enumerates them; the outcome path
 # dead-letters both as precedents_<kind>. The scan below checks them against the raising code.
 LLM_KINDS = set(LLM_KIND_LIST)

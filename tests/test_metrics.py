@@ -346,7 +346,7 @@ def test_price_table_exact_snapshot_unknown_and_free_backends():
 
 
 def test_price_settings_default_and_from_the_environment(monkeypatch):
-    assert Settings().llm_prices["claude-sonnet-5-5"].output == 10  # llm/catalog.py, dated and sourced
+    assert Settings().llm_prices["claude-sonnet-5-5"].output == 10  # config/catalog.py, dated and sourced
     monkeypatch.setenv("CYBERJURORS_LLM_PRICES", json.dumps({"qwen2.5-vl-7b": {"input": 0.1, "output": 0.2}}))
     prices = Settings().llm_prices
     assert set(prices) == {"qwen2.5-vl-7b"} and prices["qwen2.5-vl-7b"].cache_read == 0

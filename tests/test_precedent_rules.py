@@ -24,11 +24,11 @@ MIN = 0.2
 
 
 def agreed(c: float) -> float:
-    return c + 0.1 * (1 - c)  # README: a tenth of the way to 1
+    return c + 0.1 * (1 - c)  # docs/concepts/precedents.md: c + 0.1(1 - c), a tenth of the way to 1
 
 
 def disagreed(c: float) -> float:
-    return 0.8 * c  # README: loses a fifth
+    return 0.8 * c  # docs/concepts/precedents.md: 0.8 c, loses a fifth
 
 
 def rule(

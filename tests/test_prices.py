@@ -1,4 +1,4 @@
-"""Prices that are dated and sourced (issue 13, item 2): the table in llm/catalog.py, the cost of a
+"""Prices that are dated and sourced (issue 13, item 2): the table in config/catalog.py, the cost of a
 call by token kind, cache TTL and batch, and what the cost metric and a call's usage record."""
 
 from __future__ import annotations

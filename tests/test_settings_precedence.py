@@ -118,7 +118,7 @@ def test_a_child_gets_exactly_its_parents_settings(clean_env: pytest.MonkeyPatch
 
 
 def cyberjurors(*args: str, cwd: Path, timeout_s: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
-    """The CLI with DEAD exported, as README's "Running the pieces" does with a real bootstrap."""
+    """The CLI with DEAD exported, as docs/operations/kafka.md does with a real bootstrap."""
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("CYBERJURORS_")}
     full = (
         base

@@ -88,7 +88,7 @@ class JurySettings(BaseModel):
         description="off = the paper's unvetted jury; report = qualify every persona at worker start and say "
         "so, change nothing; replace = a failing persona's seat goes to the first qualified reserve "
         "of personas_file; reweight = a failing persona's ballot counts less in the verdict's "
-        "majority (see README, Juror qualification)",
+        "majority (docs/guides/qualification.md)",
     )
     qualification_cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
     qualification_min_accuracy: float = Field(

