@@ -4,6 +4,7 @@ or in the dead-letter topic with its reason, stage and original bytes; the worke
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 
@@ -13,6 +14,7 @@ from cyberjurors.schemas import DeadLetter, Verdict
 from cyberjurors.streams.clients import Outgoing, produce
 
 from ..conftest import read_topic, worker_process
+from ..factories import case_data, whole
 
 pytestmark = pytest.mark.integration
 
@@ -28,33 +30,13 @@ METADATA = {
 }
 
 
-def case(case_id: str, buyer_items: list[dict] | None = None, **extra) -> dict:
-    return {
-        "case_id": case_id,
-        "metadata": METADATA,
-        "rounds": [
-            {
-                "party": "buyer",
-                "round": 1,
-                "items": buyer_items
-                or [
-                    {"id": "b1", "kind": "text", "text": "The seam was torn when the parcel arrived, clearly damaged."}
-                ],
-            },
-            {
-                "party": "seller",
-                "round": 1,
-                "items": [
-                    {"id": "s1", "kind": "text", "text": "It left our warehouse intact and was delivered on time."}
-                ],
-            },
-        ],
-        **extra,
-    }
-
-
-def whole(c: dict) -> bytes:
-    return json.dumps({"type": "case", "case": c}).encode()
+# the bad-input sample: its own dispute form (delivered, a refund on return) and longer texts
+case = functools.partial(
+    case_data,
+    metadata=METADATA,
+    buyer="The seam was torn when the parcel arrived, clearly damaged.",
+    seller="It left our warehouse intact and was delivered on time.",
+)
 
 
 def image(id_: str, **media) -> dict:

@@ -22,7 +22,6 @@ from cyberjurors.streams.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 from ..unit.jury.test_budget import NOW, spent
-from ..unit.jury.test_budget import case as case
 from ..unit.observability.test_metrics import scrape_until, value
 
 # --- a real worker ---------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from cyberjurors.schemas import OutcomeReported
 from cyberjurors.streams.clients import Outgoing, produce
 
 from ..conftest import EXAMPLES, read_topic
-from ..unit.console.test_console import AIRFRYER, decide, escalated_store, judged, offline, sample, signed_in
+from ..factories import example_case
+from ..unit.console.test_console import AIRFRYER, decide, escalated_store, judged, offline, signed_in
 from ..unit.console.test_console import airfryer as airfryer
 
 KETTLE = "appl-001-kettle-crack"
@@ -27,7 +28,7 @@ KETTLE = "appl-001-kettle-crack"
 @pytest.mark.integration
 async def test_a_restarted_console_resumes_at_its_stored_offsets(settings, tmp_path, airfryer):
     _after, verdict = airfryer
-    kettle = (await judged(sample(KETTLE), offline()))[2]
+    kettle = (await judged(example_case(KETTLE), offline()))[2]
 
     def send(*vs):
         return produce(

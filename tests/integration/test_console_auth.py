@@ -17,7 +17,7 @@ from cyberjurors.streams import signing
 
 from ..conftest import read_topic
 from ..unit.console.test_auth import KEY, PEOPLE, ROLES, audited, csrf_of, decide, sign_in
-from ..unit.console.test_auth import airfryer as airfryer
+from ..unit.console.test_console import airfryer as airfryer
 from ..unit.console.test_console import escalated_store
 
 # --- publishing, on a real broker ---------------------------------------------------------------

@@ -25,9 +25,11 @@ from cyberjurors.streams.clients import Outgoing, produce, replayable
 from cyberjurors.streams.kafka import client_options, ensure_topics
 
 from ..conftest import read_topic, running_app
+from ..factories import case_data as case
+from ..factories import whole
 from ..unit.jury.test_escalation import SIGNATURE_REASONS
 from ..unit.streams.test_appeals import APPEAL_REASONS
-from ..unit.streams.test_dead_letters import HELD, INTAKE, LLM_KINDS, NOW, PRECEDENT_KINDS, TABLE, case, family, whole
+from ..unit.streams.test_dead_letters import HELD, INTAKE, LLM_KINDS, NOW, PRECEDENT_KINDS, TABLE, family
 
 # --- the app's own dead letters, from a running app -----------------------------------------
 

@@ -14,7 +14,8 @@ from cyberjurors.schemas import DeadLetter
 from cyberjurors.streams.kafka import client_options
 
 from ..conftest import read_topic, worker_process
-from .test_bad_input import case, whole
+from ..factories import whole
+from .test_bad_input import case
 
 pytestmark = pytest.mark.integration
 

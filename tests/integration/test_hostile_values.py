@@ -16,7 +16,8 @@ from cyberjurors.schemas import DeadLetter, Verdict
 from cyberjurors.streams.kafka import client_options
 
 from ..conftest import read_topic, worker_process
-from .test_bad_input import case, image, whole
+from ..factories import whole
+from .test_bad_input import case, image
 
 pytestmark = pytest.mark.integration
 

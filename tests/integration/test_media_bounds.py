@@ -25,7 +25,8 @@ async def test_bombs_and_oversized_media_end_in_verdicts_with_notes_on_a_real_wo
     from cyberjurors.streams.clients import Outgoing, produce
 
     from ..conftest import read_topic, worker_process
-    from .test_bad_input import case, image, video, whole
+    from ..factories import whole
+    from .test_bad_input import case, image, video
 
     settings = settings.model_copy(update={"media_root": tmp_path, "jurors": 3, "rounds": 1})
     (tmp_path / "bomb.png").write_bytes(png((15_000, 15_000)))

@@ -17,8 +17,6 @@ from cyberjurors.evaluation.runner import run_eval
 from cyberjurors.evaluation.runs import Options
 from cyberjurors.evaluation.synth import generate
 
-from ..unit.jury.test_budget import case as case  # the fixture (a text-only case), requested by name
-
 pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 

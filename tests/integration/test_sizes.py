@@ -15,7 +15,9 @@ from cyberjurors.streams.app import create_app
 from cyberjurors.streams.kafka import client_options, ensure_topics
 
 from ..conftest import read_topic, running_app
-from ..unit.streams.test_sizes import case, noise_png, photo, whole
+from ..factories import case_data as case
+from ..factories import whole
+from ..unit.streams.test_sizes import noise_png, photo
 
 # --- the real app on the embedded broker ----------------------------------------------------
 

@@ -9,7 +9,6 @@ tests/integration/test_console_auth.py, on the session's embedded broker."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 
@@ -26,7 +25,8 @@ from cyberjurors.schemas import DecidedBy, OutcomeReported
 from cyberjurors.streams import signing
 from cyberjurors.streams.broker import broker_env
 
-from .test_console import AIRFRYER, Msg, escalated_store, judged, offline, sample
+from .test_console import AIRFRYER, Msg, escalated_store, offline
+from .test_console import airfryer as airfryer  # the fixture, requested by name
 
 PASSWORD = "correct horse battery"
 HASHED = hash_password(PASSWORD)
@@ -67,12 +67,6 @@ def decide(client: TestClient, escalation_id: str, token: str, headers: dict | N
         data={"csrf": token, "escalation": escalation_id, "winner": "seller", **form},
         headers={"HX-Request": "true", **(headers or {})},
     )
-
-
-@pytest.fixture(scope="module")
-def airfryer():
-    _, after, verdict = asyncio.run(judged(sample(AIRFRYER), offline()))
-    return after, verdict
 
 
 def audited(store: Store) -> list[tuple[str, str, str]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,9 @@ from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury, is_settled
 from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, MediaRef, OutcomeReported, Verdict, now
 
+from ... import factories
 from ...conftest import EXAMPLES
+from ...factories import example_case
 
 AIRFRYER = "appl-002-airfryer-heater-fault"
 
@@ -40,18 +43,8 @@ class Msg:
     headers: tuple = ()
 
 
-def offline(**over: object) -> Settings:
-    return Settings(
-        **{
-            "llm_backend": "offline",
-            "precedent_backend": "none",
-            "media_root": EXAMPLES,
-            "early_stopping": False,
-            "metrics_port": 0,
-            "probe_port": 0,
-            **over,
-        }
-    )
+# the shared settings with the sample media; every case deliberates all its rounds
+offline = functools.partial(factories.settings, media_root=EXAMPLES, early_stopping=False, metrics_port=0, probe_port=0)
 
 
 async def judged(case: DisputeCase, settings: Settings) -> tuple[CaseFile, list[CaseFile], Verdict]:
@@ -69,13 +62,9 @@ async def judged(case: DisputeCase, settings: Settings) -> tuple[CaseFile, list[
     return record, after, await stages.verdict_stage(record, llm, settings, jury)
 
 
-def sample(name: str) -> DisputeCase:
-    return DisputeCase.model_validate_json((EXAMPLES / "cases" / f"{name}.json").read_text())
-
-
 @pytest.fixture(scope="module")
 def airfryer() -> tuple[list[CaseFile], Verdict]:
-    _, after, verdict = asyncio.run(judged(sample(AIRFRYER), offline()))
+    _, after, verdict = asyncio.run(judged(example_case(AIRFRYER), offline()))
     return after, verdict
 
 

@@ -3,13 +3,13 @@ the Faust app runs (``jury.stages``), and the naive cost configuration shares no
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from cyberjurors.config import Settings
 from cyberjurors.evaluation.ladder import ABLATIONS, LADDER, REFERENCES, select
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.prompts import verdict_rules
@@ -18,25 +18,15 @@ from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import GuardedLLM, ImagePart
 from cyberjurors.schemas import DisputeCase
 
+from ... import factories
 from ...conftest import EXAMPLES
+from ...factories import example_case
 
 RULES_MARK = verdict_rules().splitlines()[1][:60]
 
 
-def case(name: str) -> DisputeCase:
-    return DisputeCase.model_validate(json.loads((EXAMPLES / "cases" / name).read_text()))
-
-
-def base(**overrides) -> Settings:
-    return Settings(
-        **{
-            "llm_backend": "offline",
-            "precedent_backend": "none",
-            "media_root": EXAMPLES,
-            "metrics_port": 0,
-            **overrides,
-        }
-    )
+# the shared settings with the sample media (each rung then sets its own)
+base = functools.partial(factories.settings, media_root=EXAMPLES, metrics_port=0)
 
 
 def recording(prompt_caching: bool = True) -> ScriptedLLM:
@@ -55,7 +45,7 @@ VIDEO_CASE = "digi-002-phone-cracked-screen.json"
 
 
 async def test_baseline_is_one_call_on_the_raw_case_with_the_media_attached():
-    dispute = case(VIDEO_CASE)
+    dispute = example_case(VIDEO_CASE)
     verdict, llm, roles = await run("baseline", dispute)
     assert roles == {"juror": 1}
     (call,) = llm.calls
@@ -69,7 +59,7 @@ async def test_baseline_is_one_call_on_the_raw_case_with_the_media_attached():
 
 
 async def test_rules_rung_adds_only_the_rules():
-    dispute = case(VIDEO_CASE)
+    dispute = example_case(VIDEO_CASE)
     _, baseline, _ = await run("baseline", dispute)
     _, ruled, roles = await run("rules", dispute)
     assert roles == {"juror": 1}
@@ -78,7 +68,7 @@ async def test_rules_rung_adds_only_the_rules():
 
 
 async def test_sr_cot_selects_once_per_party_and_iv_cot_iterates():
-    dispute = case("appl-002-airfryer-heater-fault.json")
+    dispute = example_case("appl-002-airfryer-heater-fault.json")
     sr, _sr_llm, sr_roles = await run("sr-cot", dispute)
     iv, iv_llm, iv_roles = await run("iv-cot", dispute)
     assert sr_roles["focus"] == 1 and sr_roles["select"] == 2 and sr_roles["perceive"] == 2 and sr_roles["juror"] == 1
@@ -91,14 +81,14 @@ async def test_sr_cot_selects_once_per_party_and_iv_cot_iterates():
 
 
 async def test_jury_rung_runs_seventeen_jurors_per_round_with_summaries():
-    verdict, _llm, roles = await run("jury", case("appl-001-kettle-crack.json"))
+    verdict, _llm, roles = await run("jury", example_case("appl-001-kettle-crack.json"))
     assert verdict.votes.total == 17
     assert roles["juror"] == 17 * verdict.rounds_used and roles["summary"] == verdict.rounds_used
     assert verdict.early_stopped == (verdict.rounds_used < 3)
 
 
 async def test_agentscourt_two_advocates_then_one_judge():
-    verdict, llm, roles = await run("agentscourt", case(VIDEO_CASE))
+    verdict, llm, roles = await run("agentscourt", example_case(VIDEO_CASE))
     assert roles == {"advocate": 4, "judge": 1}
     parties = [c.task.party for c in llm.calls if c.role == "advocate"]
     assert parties == ["buyer", "seller", "buyer", "seller"]
@@ -108,7 +98,7 @@ async def test_agentscourt_two_advocates_then_one_judge():
 
 
 async def test_chateval_three_agents_two_rounds_everyone_reads_everyone_no_summariser():
-    verdict, llm, roles = await run("chateval", case("appl-001-kettle-crack.json"))
+    verdict, llm, roles = await run("chateval", example_case("appl-001-kettle-crack.json"))
     assert roles == {"juror": 6}  # no summary calls, no early stop
     second = [c for c in llm.calls if c.task.round == 2]
     assert len(second) == 3 and all(len(c.task.neighbours) == 2 and c.task.summary is None for c in second)
@@ -144,7 +134,7 @@ def test_select_names_groups_and_rejects_unknown_keys():
 
 
 async def test_naive_configuration_reruns_stages_per_juror_and_pays_full_price():
-    dispute = case("appl-001-kettle-crack.json")
+    dispute = example_case("appl-001-kettle-crack.json")
     shared_settings = base(jurors=5, rounds=2, early_stopping=False)
     naive_settings = base(jurors=5, rounds=2, early_stopping=False, per_juror_stages=True, prompt_caching=False)
     # GuardedLLM counts the calls, as in the worker
@@ -184,7 +174,7 @@ async def test_passive_media_are_decoded_once_per_case_not_once_per_round(monkey
     perception._passive.clear()  # earlier tests may have decoded this case already
     monkeypatch.setattr(perception, "load_image", counting_image)
     monkeypatch.setattr(perception, "sample_frames", counting_frames)
-    dispute = case(VIDEO_CASE)
+    dispute = example_case(VIDEO_CASE)
     verdict, _, roles = await run("chateval", dispute)  # the clue stage, then two rounds
     assert verdict.rounds_used == 2 and roles == {"juror": 6}
     assert decoded and set(decoded.values()) == {1}
@@ -192,7 +182,7 @@ async def test_passive_media_are_decoded_once_per_case_not_once_per_round(monkey
 
 
 async def test_verifier_rung_adds_only_the_verifier_to_the_full_method():
-    dispute = case("appl-001-kettle-crack.json")
+    dispute = example_case("appl-001-kettle-crack.json")
     plain, _, plain_roles = await run("precedent", dispute)
     verified, llm, roles = await run("verifier", dispute)
     assert roles - plain_roles == {"verify": 1} and plain_roles - roles == Counter()  # one check: it passed
@@ -203,7 +193,7 @@ async def test_verifier_rung_adds_only_the_verifier_to_the_full_method():
 
 
 async def test_juris_rung_votes_the_justification_and_verifies_it():
-    dispute = case("appl-001-kettle-crack.json")
+    dispute = example_case("appl-001-kettle-crack.json")
     verified, _, verified_roles = await run("verifier", dispute)
     voted, _llm, roles = await run("juris", dispute)
     # two drafts, five jurors voting, one editor's call: the only difference from +Verifier
@@ -230,7 +220,7 @@ async def test_the_offline_estimate_keeps_one_cache_entry_per_role_and_prefix_as
     from cyberjurors.schemas import Focus
 
     log = tmp_path / "calls.jsonl"
-    llm, dispute = GuardedLLM(OfflineLLM(), call_log=log), case("appl-001-kettle-crack.json")
+    llm, dispute = GuardedLLM(OfflineLLM(), call_log=log), example_case("appl-001-kettle-crack.json")
     await judge(dispute, llm, base(jurors=3, rounds=1, early_stopping=False))
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     for role in ("select", "perceive", "juror"):
@@ -250,7 +240,7 @@ async def test_the_offline_estimate_keeps_one_cache_entry_per_role_and_prefix_as
                 Focus,
             )
         ).usage
-        for c in (dispute, case("clot-001-shirt-torn-seam.json"))
+        for c in (dispute, example_case("clot-001-shirt-torn-seam.json"))
     ]
     assert (usages[0].cache_write_tokens, usages[0].cache_read_tokens) == (len(system) // 4, 0)
     assert (usages[1].cache_write_tokens, usages[1].cache_read_tokens) == (0, len(system) // 4)

@@ -11,6 +11,7 @@ offline stand-in runs the same waves in process, so the wave logic is also teste
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -47,6 +48,7 @@ from cyberjurors.llm.prices import PriceTable
 from cyberjurors.llm.waves import Waves
 from cyberjurors.schemas import DisputeCase, Focus, Usage, Verdict
 
+from ... import factories
 from ...conftest import ROOT
 from ...messages_server import MessageBatches, ScriptedServer, StrictModel, serving
 
@@ -85,20 +87,8 @@ def juror_votes(body: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def anthropic_settings(url: str, **over: Any) -> Settings:
-    return Settings(
-        **{
-            "llm_backend": "anthropic",
-            "anthropic_api_key": "sk-ant-test",
-            "anthropic_base_url": url,
-            "llm_max_retries": 0,
-            "precedent_backend": "none",
-            "media_root": EXAMPLES,
-            "metrics_port": 0,
-            "batch_poll_s": 0.01,
-            **over,
-        }
-    )
+# the shared anthropic settings, the batches polled without a pause
+anthropic_settings = functools.partial(factories.anthropic_settings, batch_poll_s=0.01)
 
 
 # --- the waves, in process -------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ...conftest import EXAMPLES
 CATEGORIES = ("appliances", "clothing", "food", "digital", "others")
 
 
-def case(case_id: str, category: str = "food", seller: int = 3, text: str = "It arrived broken.") -> dict:
+def labelled_case(case_id: str, category: str = "food", seller: int = 3, text: str = "It arrived broken.") -> dict:
     return {
         "case_id": case_id,
         "metadata": {
@@ -47,7 +47,10 @@ def case(case_id: str, category: str = "food", seller: int = 3, text: str = "It 
 
 def cases(n: int, seed: int = 1) -> list[DisputeCase]:
     rng = random.Random(seed)
-    return [DisputeCase.model_validate(case(f"c{i:04d}", rng.choice(CATEGORIES), rng.randint(0, 17))) for i in range(n)]
+    return [
+        DisputeCase.model_validate(labelled_case(f"c{i:04d}", rng.choice(CATEGORIES), rng.randint(0, 17)))
+        for i in range(n)
+    ]
 
 
 def jsonl(path: Path, records: list) -> Path:
@@ -74,31 +77,31 @@ def test_directory_and_jsonl_load_the_same_cases(tmp_path: Path) -> None:
 
 def test_nested_directory_mixes_json_and_jsonl(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "a" / "one.json").write_text(json.dumps(case("one")))
-    jsonl(tmp_path / "a" / "b" / "more.jsonl", [case("two"), "", case("three")])
+    (tmp_path / "a" / "one.json").write_text(json.dumps(labelled_case("one")))
+    jsonl(tmp_path / "a" / "b" / "more.jsonl", [labelled_case("two"), "", labelled_case("three")])
     (tmp_path / "notes.txt").write_text("not a case")
     data = load_dataset(tmp_path)
     # files in sorted path order (a/b/more.jsonl before a/one.json), lines in file order
     assert [c.case_id for c in data.cases] == ["two", "three", "one"]
-    jsonl(tmp_path / "a" / "b" / "more.jsonl", [case("two"), case("three", seller=4)])
+    jsonl(tmp_path / "a" / "b" / "more.jsonl", [labelled_case("two"), labelled_case("three", seller=4)])
     assert load_dataset(tmp_path).sha256 != data.sha256  # content changed -> digest changed
 
 
 def test_every_problem_is_reported_with_file_and_line(tmp_path: Path) -> None:
-    no_truth = case("no-truth")
+    no_truth = labelled_case("no-truth")
     del no_truth["ground_truth"]
-    bad_votes = case("bad-votes")
+    bad_votes = labelled_case("bad-votes")
     bad_votes["ground_truth"] = {"buyer": 10, "seller": 10}
     path = jsonl(
         tmp_path / "d.jsonl",
         [
-            case("ok"),  # 1
+            labelled_case("ok"),  # 1
             '{"case_id": "broken", ',  # 2
             no_truth,  # 3
             bad_votes,  # 4
-            case("ok"),  # 5: same content again: fine
-            case("ok", text="Something else."),  # 6: same id, different content
-            {**case("x"), "metadata": {"category": "toys"}},  # 7
+            labelled_case("ok"),  # 5: same content again: fine
+            labelled_case("ok", text="Something else."),  # 6: same id, different content
+            {**labelled_case("x"), "metadata": {"category": "toys"}},  # 7
         ],
     )
     with pytest.raises(DatasetError) as err:
@@ -116,7 +119,7 @@ def test_every_problem_is_reported_with_file_and_line(tmp_path: Path) -> None:
 def test_problems_in_a_json_file_name_the_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "bad.json").write_text('{\n  "case_id": "x",\n  oops\n}')
-    (tmp_path / "good.json").write_text(json.dumps(case("good")))
+    (tmp_path / "good.json").write_text(json.dumps(labelled_case("good")))
     with pytest.raises(DatasetError) as err:
         load_dataset(tmp_path)
     assert err.value.problems == [
@@ -214,13 +217,13 @@ def test_split_is_deterministic_and_ignores_input_order() -> None:
 
 
 def test_tiny_strata() -> None:
-    one = [DisputeCase.model_validate(case("solo", "digital", 0))]
+    one = [DisputeCase.model_validate(labelled_case("solo", "digital", 0))]
     assert {k: [c.case_id for c in v] for k, v in stratified_split(one).items()} == {
         "train": ["solo"],
         "val": [],
         "test": [],
     }
-    two = [DisputeCase.model_validate(case(f"p{i}", "clothing", 9)) for i in range(2)]
+    two = [DisputeCase.model_validate(labelled_case(f"p{i}", "clothing", 9)) for i in range(2)]
     split = stratified_split(two)
     assert (len(split["train"]), len(split["val"]), len(split["test"])) == (1, 0, 1)
 
@@ -231,7 +234,7 @@ def test_split_rejects_bad_input() -> None:
         stratified_split(data + data[:1])
     with pytest.raises(ValueError, match="ratios"):
         stratified_split(data, (1, 1))
-    no_truth = case("nt")
+    no_truth = labelled_case("nt")
     del no_truth["ground_truth"]
     with pytest.raises(ValueError, match="no ground_truth"):
         stratified_split([DisputeCase.model_validate(no_truth)])

@@ -11,7 +11,7 @@ from cyberjurors.schemas import DisputeCase, GroundTruthVotes
 from ...conftest import EXAMPLES
 
 
-def case(**over) -> DisputeCase:
+def party_worded_case(**over) -> DisputeCase:
     return DisputeCase.model_validate(
         {
             "case_id": "c-1",
@@ -58,7 +58,7 @@ def case(**over) -> DisputeCase:
 
 
 def test_parties_words_and_votes_are_exchanged() -> None:
-    original = case()
+    original = party_worded_case()
     twin = swap_parties(original)
     assert twin.case_id == "c-1" + SWAP_SUFFIX == "c-1:swap"
     assert [r.party for r in twin.rounds] == ["seller", "buyer"]
@@ -83,7 +83,7 @@ def test_only_whole_words_change() -> None:
 
 
 def test_swapping_twice_gives_the_original_back() -> None:
-    original = case()
+    original = party_worded_case()
     assert swap_parties(swap_parties(original)) == original
     assert swap_parties(swap_parties(original)).digest() == original.digest()
     for example in load_dataset(EXAMPLES / "cases").cases:
@@ -95,13 +95,13 @@ def test_swapping_twice_gives_the_original_back() -> None:
 
 
 def test_case_without_ground_truth() -> None:
-    twin = swap_parties(case(ground_truth=None))
+    twin = swap_parties(party_worded_case(ground_truth=None))
     assert twin.ground_truth is None and twin.rounds[0].party == "seller"
 
 
 def test_ids() -> None:
     assert is_swapped("c-1:swap") and not is_swapped("c-1") and not is_swapped("swap")
     assert original_id("c-1:swap") == "c-1" and original_id("c-1") == "c-1"
-    assert len(swap_parties(case(case_id="x" * 123)).case_id) == 128
+    assert len(swap_parties(party_worded_case(case_id="x" * 123)).case_id) == 128
     with pytest.raises(ValueError, match="too long"):
-        swap_parties(case(case_id="x" * 124))
+        swap_parties(party_worded_case(case_id="x" * 124))

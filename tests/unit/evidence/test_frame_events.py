@@ -18,7 +18,6 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
-from cyberjurors.config import Settings
 from cyberjurors.evaluation import synth_media
 from cyberjurors.evidence import frame_events
 from cyberjurors.evidence.media import MediaUnreadable, sample_frames
@@ -27,13 +26,10 @@ from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 
 from ...concurrency import Peak
+from ...factories import settings
 from .test_media_safety import FOCUS, one_photo_case, select_first_then_perceive
 
 FPS = 15
-
-
-def settings_for(root: Path, **kw) -> Settings:
-    return Settings(media_root=root, llm_backend="offline", precedent_backend="none", **kw)
 
 
 def video(path: Path, data: bytes) -> MediaRef:
@@ -88,8 +84,8 @@ def planted(request, tmp_path_factory) -> tuple[Path, MediaRef, synth_media.Prob
 @pytest.mark.parametrize("budget", BUDGETS)
 async def test_a_three_frame_clue_between_uniform_picks_is_caught_by_events_and_missed_by_uniform(planted, budget):
     root, ref, probe, clue = planted
-    uniform = await sample_frames(ref, settings_for(root), budget)
-    events = await sample_frames(ref, settings_for(root, frame_sampling="events"), budget)
+    uniform = await sample_frames(ref, settings(media_root=root), budget)
+    events = await sample_frames(ref, settings(media_root=root, frame_sampling="events"), budget)
     assert len(uniform) == len(events) == budget  # the same budget
     assert not {f.source_index for f in uniform} & set(clue)
     assert max(shown(f.image.data, probe) for f in uniform) < 0.5 * probe.min_share
@@ -107,14 +103,14 @@ async def test_the_setting_reaches_the_perceiver_and_the_jurors_passive_read(pla
     raw["rounds"][0]["items"][0].update(kind="video", media={"media_type": "video/mp4", "path": "clip.mp4"})
     case_file = CaseFile(case=DisputeCase.model_validate(raw), received_at="2026-09-02T10:00:00Z")
     for sampling, sees in (("uniform", False), ("events", True)):
-        s = settings_for(root, frame_sampling=sampling, frames_per_video=16, max_select_steps=2)
+        s = settings(media_root=root, frame_sampling=sampling, frames_per_video=16, max_select_steps=2)
         llm = ScriptedLLM(select_first_then_perceive)
         await find_clues(case_file.case, FOCUS, llm, s)
         [perceived] = [c.task for c in llm.calls if c.role == "perceive" and c.task.item.id == "b-photo"]
         assert len(perceived.frames) == 16
         assert bool({f.source_index for f in perceived.frames} & set(clue)) == sees, sampling
 
-        s = settings_for(root, frame_sampling=sampling, passive_frames_per_video=16, max_select_steps=0)
+        s = settings(media_root=root, frame_sampling=sampling, passive_frames_per_video=16, max_select_steps=0)
         parts, problems = await passive_evidence(case_file, s)
         assert not problems and len(parts) == 16
         assert (max(shown(p.data, probe) for p in parts) >= probe.min_share) == sees, sampling
@@ -166,7 +162,7 @@ def numbered(tmp_path_factory) -> tuple[Path, MediaRef, range]:
 @pytest.mark.parametrize("budget", [5, 12, 40])
 async def test_every_frame_event_selection_picks_keeps_its_index_time_and_label(numbered, budget):
     root, ref, flash = numbered
-    frames = await sample_frames(ref, settings_for(root, frame_sampling="events"), budget, label="evidence s2")
+    frames = await sample_frames(ref, settings(media_root=root, frame_sampling="events"), budget, label="evidence s2")
     sources = [f.source_index for f in frames]
     assert len(frames) == budget and sources == sorted(set(sources))
     assert [number_of(f.image.data) for f in frames] == sources  # each picture is the frame it is said to be
@@ -196,14 +192,14 @@ async def test_the_event_pass_decodes_no_more_frames_than_its_cap(numbered, monk
 
     monkeypatch.setattr(frame_events, "_decode", counting_decode)
     monkeypatch.setattr(frame_events, "thumbnails", recording_thumbnails)
-    frames = await sample_frames(ref, settings_for(root, frame_sampling="events", frame_event_max_frames=60), 12)
+    frames = await sample_frames(ref, settings(media_root=root, frame_sampling="events", frame_event_max_frames=60), 12)
     assert 0 < sum(decoded) <= 60 and len(analysed[0]) <= 60
     assert min(analysed[0]) < 30 and max(analysed[0]) > 200  # spread over the clip, not its first 60 frames
     assert [number_of(f.image.data) for f in frames] == [f.source_index for f in frames]
     assert len(frames) == 12
 
     decoded.clear(), analysed.clear()  # the control: a cap above the length analyses every frame
-    await sample_frames(ref, settings_for(root, frame_sampling="events", frame_event_max_frames=1000), 12)
+    await sample_frames(ref, settings(media_root=root, frame_sampling="events", frame_event_max_frames=1000), 12)
     assert sum(decoded) == 240 and analysed[0] == set(range(240))
 
 
@@ -211,9 +207,9 @@ async def test_uniform_sampling_runs_no_event_pass(numbered, monkeypatch):
     root, ref, _ = numbered
     calls: list[int] = []
     monkeypatch.setattr(frame_events, "thumbnails", lambda *a: calls.append(1) or {})
-    await sample_frames(ref, settings_for(root), 12)
+    await sample_frames(ref, settings(media_root=root), 12)
     assert calls == []
-    await sample_frames(ref, settings_for(root, frame_sampling="events"), 12)
+    await sample_frames(ref, settings(media_root=root, frame_sampling="events"), 12)
     assert calls == [1]
 
 
@@ -223,9 +219,12 @@ async def test_the_header_caps_refuse_a_video_before_its_event_pass(numbered, mo
     real = frame_events.thumbnails
     monkeypatch.setattr(frame_events, "thumbnails", lambda *a: calls.append(1) or real(*a))
     with pytest.raises(MediaUnreadable) as err:
-        await sample_frames(ref, settings_for(root, frame_sampling="events", max_video_frames=200), 12)
+        await sample_frames(ref, settings(media_root=root, frame_sampling="events", max_video_frames=200), 12)
     assert err.value.reason == "video_too_long" and calls == []
-    assert len(await sample_frames(ref, settings_for(root, frame_sampling="events", max_video_frames=240), 12)) == 12
+    assert (
+        len(await sample_frames(ref, settings(media_root=root, frame_sampling="events", max_video_frames=240), 12))
+        == 12
+    )
     assert calls == [1]
 
 
@@ -233,7 +232,7 @@ async def test_event_passes_run_inside_the_bounded_decode_pool(numbered, monkeyp
     root, ref, _ = numbered
     spy = Peak(frame_events.thumbnails, bound=1)
     monkeypatch.setattr(frame_events, "thumbnails", spy)
-    s = settings_for(root, frame_sampling="events", media_decode_concurrency=1)
+    s = settings(media_root=root, frame_sampling="events", media_decode_concurrency=1)
     results = await asyncio.gather(*(sample_frames(ref, s, 8) for _ in range(3)))
     assert [len(r) for r in results] == [8, 8, 8] and spy.most == 1
 
@@ -248,8 +247,8 @@ async def test_a_clip_without_events_is_sampled_exactly_as_uniformly(tmp_path):
         Image.fromarray((scene + rng.normal(0, 3, scene.shape)).clip(0, 255).astype(np.uint8)) for _ in range(150)
     )
     ref = video(tmp_path / "still.mp4", synth_media.encode_clip(frames, FPS, gop=30))
-    uniform = await sample_frames(ref, settings_for(tmp_path), 10)
-    events = await sample_frames(ref, settings_for(tmp_path, frame_sampling="events"), 10)
+    uniform = await sample_frames(ref, settings(media_root=tmp_path), 10)
+    events = await sample_frames(ref, settings(media_root=tmp_path, frame_sampling="events"), 10)
     assert [f.source_index for f in events] == [f.source_index for f in uniform] == sorted(uniform_grid(150, 10))
 
 

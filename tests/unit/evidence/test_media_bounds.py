@@ -17,7 +17,6 @@ import random
 import stat
 from collections.abc import AsyncIterator
 from fractions import Fraction
-from pathlib import Path
 
 import av
 import pytest
@@ -40,11 +39,8 @@ from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 from cyberjurors.streams.broker import free_port
 
 from ...concurrency import Peak
+from ...factories import settings
 from .test_media_safety import FOCUS, PALETTE, colour_of, one_photo_case, select_first_then_perceive
-
-
-def settings_for(root: Path, **kw) -> Settings:
-    return Settings(media_root=root, llm_backend="offline", precedent_backend="none", **kw)
 
 
 def png(size: tuple[int, int], mode: str = "1", info: PngImagePlugin.PngInfo | None = None) -> bytes:
@@ -79,7 +75,7 @@ def image_ref(data: bytes, media_type: str = "image/png") -> MediaRef:
 
 
 async def test_a_12000_square_png_is_refused_from_its_header_and_never_decoded(tmp_path, loads):
-    s = settings_for(tmp_path)
+    s = settings(media_root=tmp_path)
     data = png((12_000, 12_000))
     assert len(data) < 100_000  # small on the wire: only the header tells
     with pytest.raises(MediaUnreadable) as err:
@@ -101,7 +97,7 @@ async def test_a_12000_square_png_is_refused_from_its_header_and_never_decoded(t
     ],
 )
 async def test_the_dimension_and_pixel_caps_are_separate_settings(tmp_path, loads, size, limits, refused):
-    s = settings_for(tmp_path, **limits)
+    s = settings(media_root=tmp_path, **limits)
     if refused:
         with pytest.raises(MediaUnreadable) as err:
             await load_image(image_ref(png(size)), s)
@@ -113,7 +109,7 @@ async def test_the_dimension_and_pixel_caps_are_separate_settings(tmp_path, load
 
 async def test_a_png_decompression_bomb_is_an_image_bomb_even_with_the_caps_raised(tmp_path, loads):
     # 15000x15000 = 225M pixels: past twice Pillow's MAX_IMAGE_PIXELS, so Image.open itself refuses
-    s = settings_for(tmp_path, max_image_pixels=10**9, max_image_dimension=100_000)
+    s = settings(media_root=tmp_path, max_image_pixels=10**9, max_image_dimension=100_000)
     with pytest.raises(MediaUnreadable) as err:
         await load_image(image_ref(png((15_000, 15_000))), s)
     assert err.value.reason == "image_bomb" and loads == []
@@ -125,7 +121,7 @@ async def test_a_png_with_a_huge_compressed_text_chunk_is_an_image_bomb(tmp_path
         info.add_text("comment", "0" * chars, zip=True)  # zTXt: 10 MB of text deflates to ~10 KB
         return png((32, 32), "RGB", info)
 
-    s = settings_for(tmp_path)
+    s = settings(media_root=tmp_path)
     with pytest.raises(MediaUnreadable) as err:
         await load_image(image_ref(with_text(10_000_000)), s)
     assert err.value.reason == "image_bomb"
@@ -148,7 +144,7 @@ async def test_a_path_to_a_fifo_a_device_or_a_folder_is_a_note_and_nothing_waits
             pytest.skip("making a device node needs root")
     else:
         target.mkdir()
-    settings = settings_for(tmp_path)
+    config = settings(media_root=tmp_path)
     reads = [media.check_header] if special == "device" else [read_bytes, media.check_header]  # a broken
     # read_bytes would read a device without end: only the header check, which reads a few bytes, is tried on it
     try:
@@ -156,7 +152,7 @@ async def test_a_path_to_a_fifo_a_device_or_a_folder_is_a_note_and_nothing_waits
             for read in reads:
                 with pytest.raises(MediaUnreadable) as err:
                     await asyncio.wait_for(
-                        read(MediaRef(media_type=media_type, path="item"), settings), 30
+                        read(MediaRef(media_type=media_type, path="item"), config), 30
                     )  # a hang fails
                 assert (err.value.reason, err.value.detail) == (
                     "not_a_file",
@@ -171,7 +167,7 @@ async def test_a_path_to_a_fifo_a_device_or_a_folder_is_a_note_and_nothing_waits
 async def test_a_large_jpeg_is_decoded_reduced_never_at_full_size(tmp_path, loads):
     out = io.BytesIO()
     Image.new("RGB", (4000, 3000), (30, 120, 200)).save(out, "JPEG")
-    s = settings_for(tmp_path, max_image_side=768)
+    s = settings(media_root=tmp_path, max_image_side=768)
     part = await load_image(image_ref(out.getvalue(), "image/jpeg"), s)
     assert Image.open(io.BytesIO(part.data)).size == (768, 576)
     [decoded] = loads
@@ -182,7 +178,7 @@ async def test_a_bomb_or_an_oversized_photo_is_a_note_on_that_item_and_the_case_
     (tmp_path / "bomb.png").write_bytes(png((15_000, 15_000)))
     (tmp_path / "huge.png").write_bytes(png((12_000, 12_000)))
     (tmp_path / "fine.png").write_bytes(png((16, 16), "RGB"))
-    s = settings_for(tmp_path, max_select_steps=2)
+    s = settings(media_root=tmp_path, max_select_steps=2)
     for path, problem in [("bomb.png", "image_bomb"), ("huge.png", "image_too_large"), ("fine.png", None)]:
         llm = ScriptedLLM(select_first_then_perceive)
         chain, _, problems = await find_clues(one_photo_case(path, None), FOCUS, llm, s)
@@ -201,7 +197,7 @@ async def test_a_bomb_or_an_oversized_photo_is_a_note_on_that_item_and_the_case_
 async def test_at_most_media_decode_concurrency_decodes_run_at_once(tmp_path, monkeypatch):
     spy = Peak(media._image_part, bound=2)
     monkeypatch.setattr(media, "_image_part", spy)
-    s = settings_for(tmp_path, media_decode_concurrency=2)
+    s = settings(media_root=tmp_path, media_decode_concurrency=2)
     parts = await asyncio.gather(*(load_image(image_ref(png((16, 16), "RGB")), s) for _ in range(6)))
     assert len(parts) == 6 and spy.most == 2
 
@@ -261,11 +257,13 @@ async def test_an_8192_square_video_is_refused_from_its_header_before_any_frame_
     (tmp_path / "huge.mp4").write_bytes(huge_clip)
     ref = MediaRef(media_type="video/mp4", path="huge.mp4")
     with pytest.raises(MediaUnreadable) as err:
-        await sample_frames(ref, settings_for(tmp_path))
+        await sample_frames(ref, settings(media_root=tmp_path))
     assert err.value.reason == "video_too_large" and "8192x8192" in err.value.detail and grabs == []
 
     (tmp_path / "small.mp4").write_bytes(clip(3))  # the control goes through the same step
-    assert len(await sample_frames(MediaRef(media_type="video/mp4", path="small.mp4"), settings_for(tmp_path))) == 3
+    assert (
+        len(await sample_frames(MediaRef(media_type="video/mp4", path="small.mp4"), settings(media_root=tmp_path))) == 3
+    )
     assert grabs == [1]
 
 
@@ -274,9 +272,9 @@ async def test_a_video_longer_than_the_cap_is_refused_by_its_timestamps(tmp_path
     (tmp_path / "long.mp4").write_bytes(clip(2, pts_step=3500))
     ref = MediaRef(media_type="video/mp4", path="long.mp4")
     with pytest.raises(MediaUnreadable) as err:
-        await sample_frames(ref, settings_for(tmp_path))
+        await sample_frames(ref, settings(media_root=tmp_path))
     assert err.value.reason == "video_too_long"
-    frames = await sample_frames(ref, settings_for(tmp_path, max_video_duration_s=800))
+    frames = await sample_frames(ref, settings(media_root=tmp_path, max_video_duration_s=800))
     assert [round(f.time_s) for f in frames] == [0, 700]
 
 
@@ -284,7 +282,7 @@ async def test_a_video_longer_than_the_cap_is_refused_by_its_timestamps(tmp_path
 async def test_a_video_with_more_frames_than_the_cap_is_refused(tmp_path, cap, refused):
     (tmp_path / "ten.mp4").write_bytes(clip(10))
     ref = MediaRef(media_type="video/mp4", path="ten.mp4")
-    s = settings_for(tmp_path, max_video_frames=cap)
+    s = settings(media_root=tmp_path, max_video_frames=cap)
     if refused:
         with pytest.raises(MediaUnreadable) as err:
             await sample_frames(ref, s)
@@ -347,7 +345,7 @@ def test_seeking_keeps_every_label_right_however_the_picks_fall(long_gop_clip, b
 async def test_frames_are_downscaled_as_they_are_decoded(tmp_path):
     (tmp_path / "wide.mp4").write_bytes(clip(4, size=(1280, 720)))
     frames = await sample_frames(
-        MediaRef(media_type="video/mp4", path="wide.mp4"), settings_for(tmp_path, max_image_side=256)
+        MediaRef(media_type="video/mp4", path="wide.mp4"), settings(media_root=tmp_path, max_image_side=256)
     )
     assert [Image.open(io.BytesIO(f.image.data)).size for f in frames] == [(256, 144)] * 4
 
@@ -358,7 +356,7 @@ async def test_an_oversized_video_is_a_note_on_that_item_and_the_case_goes_on(tm
     raw["rounds"][0]["items"][0].update(kind="video", media={"media_type": "video/mp4", "path": "huge.mp4"})
     case = DisputeCase.model_validate(raw)
     llm = ScriptedLLM(select_first_then_perceive)
-    chain, _, problems = await find_clues(case, FOCUS, llm, settings_for(tmp_path, max_select_steps=2))
+    chain, _, problems = await find_clues(case, FOCUS, llm, settings(media_root=tmp_path, max_select_steps=2))
     [video] = chain.buyer
     assert video.problem == "video_too_large" and len(problems) == 1
     assert [c.evidence_id for c in chain.seller] == ["s-text"]
@@ -393,7 +391,7 @@ async def test_media_the_selector_passed_over_are_noted_from_their_headers_nothi
     ]
     raw = one_photo_case("fine.png", None).model_dump(mode="json")
     raw["rounds"][0]["items"] = items
-    s = settings_for(tmp_path, max_select_steps=1, url_allowlist=["127.0.0.1"])
+    s = settings(media_root=tmp_path, max_select_steps=1, url_allowlist=["127.0.0.1"])
     chain, _, problems = await find_clues(
         DisputeCase.model_validate(raw), FOCUS, ScriptedLLM(select_first_then_perceive), s
     )
@@ -487,12 +485,12 @@ def url_ref(url: str, media_type: str = "image/png") -> MediaRef:
 async def test_a_body_over_a_megabyte_is_read_whole(tmp_path, servers, length):
     allowed, _ = servers
     assert len(BIG_JPEG) > 1_100_000
-    s = settings_for(tmp_path, url_allowlist=[allowed.host])
+    s = settings(media_root=tmp_path, url_allowlist=[allowed.host])
     ref = url_ref(f"http://{allowed.host}/big.jpg?length={length}", "image/jpeg")
     assert await read_bytes(ref, s) == BIG_JPEG
     assert Image.open(io.BytesIO((await load_image(ref, s)).data)).size == (768, 768)
 
-    small = settings_for(tmp_path, url_allowlist=[allowed.host], max_media_bytes=len(BIG_JPEG) - 1)
+    small = settings(media_root=tmp_path, url_allowlist=[allowed.host], max_media_bytes=len(BIG_JPEG) - 1)
     with pytest.raises(MediaUnreadable) as err:  # and never more than the limit
         await read_bytes(ref, small)
     assert err.value.reason == "too_large"
@@ -500,7 +498,7 @@ async def test_a_body_over_a_megabyte_is_read_whole(tmp_path, servers, length):
 
 async def test_a_body_that_trickles_in_is_cut_off_at_the_one_deadline(tmp_path, servers):
     allowed, _ = servers
-    s = settings_for(tmp_path, url_allowlist=[allowed.host], media_fetch_timeout_s=1.0)
+    s = settings(media_root=tmp_path, url_allowlist=[allowed.host], media_fetch_timeout_s=1.0)
     with pytest.raises(MediaUnreadable) as err:
         await read_bytes(url_ref(f"http://{allowed.host}/trickle.png"), s)
     assert err.value.reason == "fetch_timeout"
@@ -509,7 +507,7 @@ async def test_a_body_that_trickles_in_is_cut_off_at_the_one_deadline(tmp_path, 
 
 async def test_a_redirect_is_followed_only_to_an_origin_on_the_list(tmp_path, servers):
     allowed, other = servers
-    s = settings_for(tmp_path, url_allowlist=[allowed.host])
+    s = settings(media_root=tmp_path, url_allowlist=[allowed.host])
     port = allowed.host.split(":")[1]
     same = f"http:!!{allowed.host}!photo.png"
     assert await read_bytes(url_ref(f"http://{allowed.host}/to-{same}"), s) == png((16, 16), "RGB")
@@ -521,7 +519,7 @@ async def test_a_redirect_is_followed_only_to_an_origin_on_the_list(tmp_path, se
         assert err.value.reason == "url_not_allowed"
     assert other.hits == []  # the off-list server was never asked
 
-    loop = settings_for(tmp_path, url_allowlist=[allowed.host], max_url_redirects=0)
+    loop = settings(media_root=tmp_path, url_allowlist=[allowed.host], max_url_redirects=0)
     with pytest.raises(MediaUnreadable) as err:
         await read_bytes(url_ref(f"http://{allowed.host}/to-{same}"), loop)
     assert err.value.reason == "fetch_failed"
@@ -530,7 +528,7 @@ async def test_a_redirect_is_followed_only_to_an_origin_on_the_list(tmp_path, se
 async def test_the_allow_list_compares_the_port(tmp_path, servers):
     allowed, other = servers
     for allowlist in ([allowed.host], ["127.0.0.1"]):  # another port; a bare host means the default ports
-        s = settings_for(tmp_path, url_allowlist=allowlist)
+        s = settings(media_root=tmp_path, url_allowlist=allowlist)
         ref = url_ref(f"http://{other.host}/photo.png")
         with pytest.raises(MediaRejected) as err:
             check_reference("image", ref, s)
@@ -539,7 +537,7 @@ async def test_the_allow_list_compares_the_port(tmp_path, servers):
             await read_bytes(ref, s)
         assert err.value.reason == "url_not_allowed"
     assert other.hits == []
-    s = settings_for(tmp_path, url_allowlist=[other.host])
+    s = settings(media_root=tmp_path, url_allowlist=[other.host])
     check_reference("image", url_ref(f"http://{other.host}/photo.png"), s)  # the control
     assert await read_bytes(url_ref(f"http://{other.host}/photo.png"), s)
 
@@ -563,7 +561,7 @@ async def test_the_allow_list_compares_the_port(tmp_path, servers):
     ],
 )
 def test_allow_list_entries_are_origins(tmp_path, entry, allowed, refused):
-    s = settings_for(tmp_path, url_allowlist=[entry])
+    s = settings(media_root=tmp_path, url_allowlist=[entry])
     for url in allowed:
         check_reference("image", url_ref(url), s)
     for url in refused:
@@ -583,7 +581,7 @@ def test_allow_list_entries_are_origins(tmp_path, entry, allowed, refused):
     ],
 )
 async def test_urls_parsers_disagree_on_are_refused(tmp_path, url):
-    s = settings_for(tmp_path, url_allowlist=["a", "b"])
+    s = settings(media_root=tmp_path, url_allowlist=["a", "b"])
     with pytest.raises(MediaRejected) as err:
         check_reference("image", url_ref(url), s)
     assert err.value.reason == "url_not_allowed"

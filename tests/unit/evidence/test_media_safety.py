@@ -20,12 +20,13 @@ import pytest
 from aiohttp import web
 from PIL import Image, ImageStat
 
-from cyberjurors.config import Settings
 from cyberjurors.evidence.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes
 from cyberjurors.jury.clues import find_clues
 from cyberjurors.jury.model_inputs import PerceiveTask, SelectTask
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import DisputeCase, Focus, MediaRef, Perception, Selection
+
+from ...factories import settings
 
 
 def png(colour: tuple[int, int, int] = (200, 30, 30)) -> bytes:
@@ -48,10 +49,6 @@ def media(tmp_path: Path) -> Path:
     return root
 
 
-def settings_for(root: Path, **kw) -> Settings:
-    return Settings(media_root=root, llm_backend="offline", precedent_backend="none", **kw)
-
-
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -60,7 +57,7 @@ def sha(data: bytes) -> str:
 
 
 async def test_read_bytes_checks_the_sha256_of_a_file_and_of_inline_data(media):
-    s = settings_for(media)
+    s = settings(media_root=media)
     data = (media / "inside.png").read_bytes()
     assert await read_bytes(MediaRef(media_type="image/png", path="inside.png", sha256=sha(data)), s) == data
     inline = base64.b64encode(data).decode()
@@ -118,7 +115,7 @@ FOCUS = Focus(focus="Was the shirt torn on arrival?", buyer_claims=["torn"], sel
 
 
 async def test_stage_two_records_a_hash_mismatch_on_the_clue_and_goes_on(media):
-    s = settings_for(media, max_select_steps=2)
+    s = settings(media_root=media, max_select_steps=2)
     data = (media / "inside.png").read_bytes()
 
     good = ScriptedLLM(select_first_then_perceive)
@@ -165,7 +162,7 @@ NON_HTTP = ["ftp", "file", "gopher", "ws", "data"]
 @pytest.mark.parametrize("scheme", NON_HTTP)
 async def test_a_non_http_scheme_on_an_allowed_host_is_refused_at_intake_and_at_read_time(media, photo_server, scheme):
     host, data = photo_server
-    s = settings_for(media, url_allowlist=[host])  # 127.0.0.1:<port>: the allow-list compares the port too
+    s = settings(media_root=media, url_allowlist=[host])  # 127.0.0.1:<port>: the allow-list compares the port too
     allowed = MediaRef(media_type="image/png", url=f"http://{host}/photo.png")
     check_reference("image", allowed, s)  # the control: same host, http
     assert await read_bytes(allowed, s) == data
@@ -181,7 +178,7 @@ async def test_a_non_http_scheme_on_an_allowed_host_is_refused_at_intake_and_at_
 
 async def test_an_http_url_on_a_host_not_allowed_is_refused_at_intake_and_at_read_time(media, photo_server):
     host, _ = photo_server
-    s = settings_for(media, url_allowlist=["photos.example"])
+    s = settings(media_root=media, url_allowlist=["photos.example"])
     ref = MediaRef(media_type="image/png", url=f"http://{host}/photo.png")
     with pytest.raises(MediaRejected) as err:
         check_reference("image", ref, s)
@@ -195,7 +192,7 @@ async def test_an_http_url_on_a_host_not_allowed_is_refused_at_intake_and_at_rea
     "url", ["http://[::1/photo.png", "https://[photos.example/x.png", "http://photos.example\x00/x"]
 )
 def test_a_malformed_url_is_refused_not_an_escaping_error(media, url):
-    s = settings_for(media, url_allowlist=["photos.example", "::1"])
+    s = settings(media_root=media, url_allowlist=["photos.example", "::1"])
     with pytest.raises(MediaRejected) as err:
         check_reference("image", MediaRef(media_type="image/png", url=url), s)
     assert err.value.reason == "url_not_allowed"
@@ -216,14 +213,14 @@ OUTSIDE = [
 
 @pytest.mark.parametrize("path", INSIDE)
 async def test_paths_that_stay_inside_the_media_root_are_accepted_and_read(media, path):
-    s = settings_for(media)
+    s = settings(media_root=media)
     check_reference("image", MediaRef(media_type="image/png", path=path), s)
     assert await read_bytes(MediaRef(media_type="image/png", path=path), s) == (media / path).resolve().read_bytes()
 
 
 @pytest.mark.parametrize("path", [*OUTSIDE, str(Path("/etc/passwd"))])
 async def test_paths_leaving_the_media_root_by_dotdot_or_symlink_are_refused(media, path):
-    s = settings_for(media)
+    s = settings(media_root=media)
     ref = MediaRef(media_type="image/png", path=path)
     with pytest.raises(MediaRejected) as err:
         check_reference("image", ref, s)
@@ -236,7 +233,7 @@ async def test_paths_leaving_the_media_root_by_dotdot_or_symlink_are_refused(med
 @pytest.mark.parametrize("path", ["in\x00side.png", "sub/\x00", "loop.png"])
 async def test_a_path_that_cannot_be_resolved_is_refused_not_an_escaping_error(media, path):
     os.symlink("loop.png", media / "loop.png")  # a symlink to itself
-    s = settings_for(media)
+    s = settings(media_root=media)
     with pytest.raises(MediaRejected) as err:
         check_reference("image", MediaRef(media_type="image/png", path=path), s)
     assert err.value.reason == "path_outside_media_root"
@@ -245,7 +242,7 @@ async def test_a_path_that_cannot_be_resolved_is_refused_not_an_escaping_error(m
 async def test_a_symlink_retargeted_outside_after_admission_is_noted_on_the_clue(media):
     """Admitted while it pointed inside; by the time stage II reads it, it points outside. The
     read is refused and, like any unreadable item, noted on the clue; the case goes on."""
-    s = settings_for(media, max_select_steps=2)
+    s = settings(media_root=media, max_select_steps=2)
     link = media / "moving.png"
     link.symlink_to(media / "inside.png")
     case = one_photo_case("moving.png", None)
@@ -317,7 +314,7 @@ async def test_sampled_frames_span_the_video_from_first_to_last(media, clip, bud
     from cyberjurors.evidence.media import sample_frames
 
     total = len(PALETTE)
-    frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), settings_for(media), budget)
+    frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), settings(media_root=media), budget)
     sources = [f.source_index for f in frames]
     assert len(frames) == budget and sources == sorted(set(sources))
     assert sources[0] == 0 and sources[-1] == total - 1  # the last frame is there whenever two fit
@@ -330,7 +327,7 @@ async def test_sampled_frames_span_the_video_from_first_to_last(media, clip, bud
 async def test_a_budget_at_least_the_length_samples_every_frame(media, clip, budget):
     from cyberjurors.evidence.media import sample_frames
 
-    s = settings_for(media, frames_per_video=30)  # None: the configured default
+    s = settings(media_root=media, frames_per_video=30)  # None: the configured default
     frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), s, budget)
     assert [f.source_index for f in frames] == list(range(len(PALETTE)))
     assert [colour_of(f.image.data) for f in frames] == list(range(len(PALETTE)))

@@ -23,7 +23,8 @@ from cyberjurors.jury.clues import find_clues, passive_evidence
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
 
-from .test_media_bounds import clip, settings_for
+from ...factories import settings
+from .test_media_bounds import clip
 from .test_media_bounds import loads as loads  # a fixture, requested by name
 from .test_media_safety import FOCUS, one_photo_case, select_first_then_perceive
 
@@ -77,7 +78,7 @@ def grabs(monkeypatch) -> list[object]:
     "fmt, declared", [("TIFF", "image/png"), ("ICO", "image/png"), ("BMP", "image/jpeg"), ("TIFF", "image/gif")]
 )
 async def test_an_image_whose_bytes_are_an_unsupported_format_is_refused_undecoded(tmp_path, loads, fmt, declared):
-    s = settings_for(tmp_path)
+    s = settings(media_root=tmp_path)
     ref = inline(picture(fmt), declared)
     with pytest.raises(MediaUnreadable) as err:
         await load_image(ref, s)
@@ -98,12 +99,12 @@ async def test_a_format_pillow_knows_only_by_trying_its_opener_is_not_tried(tmp_
     (Run-length encoded: an uncompressed TGA's first bytes happen to be a cursor's signature.)"""
     ref = inline(picture("TGA", rle=True), "image/png")
     with pytest.raises(MediaUnreadable) as err:
-        await load_image(ref, settings_for(tmp_path))
+        await load_image(ref, settings(media_root=tmp_path))
     assert err.value.reason == "corrupt_image" and loads == []
 
 
 async def test_a_supported_format_other_than_the_declared_one_is_read_with_a_note(tmp_path):
-    s = settings_for(tmp_path)
+    s = settings(media_root=tmp_path)
     notes: list[str] = []
     part = await load_image(inline(picture("JPEG"), "image/png"), s, notes=notes)
     assert Image.open(io.BytesIO(part.data)).size == (32, 24)
@@ -142,7 +143,7 @@ async def test_a_supported_format_other_than_the_declared_one_is_read_with_a_not
     ids=["png", "jpeg", "gif", "avi"],
 )
 async def test_a_video_whose_bytes_are_no_supported_container_is_refused_undecoded(tmp_path, grabs, data, demuxer):
-    s = settings_for(tmp_path)
+    s = settings(media_root=tmp_path)
     ref = inline(data, "video/mp4")
     with pytest.raises(MediaUnreadable) as err:
         await sample_frames(ref, s)
@@ -160,7 +161,7 @@ async def test_a_video_whose_bytes_are_no_supported_container_is_refused_undecod
 
 
 async def test_a_supported_container_other_than_the_declared_one_is_read_with_a_note(tmp_path):
-    s = settings_for(tmp_path)
+    s = settings(media_root=tmp_path)
     mp4, mkv = clip(3), container_clip("matroska")
     notes: list[str] = []
     assert len(await sample_frames(inline(mp4, "video/webm"), s, notes=notes)) == 3
@@ -195,7 +196,7 @@ def case_with(items: list[dict]) -> DisputeCase:
 
 async def test_a_mislabelled_photo_is_noted_on_its_clue_and_the_case_goes_on(tmp_path: Path, loads):
     (tmp_path / "kettle.png").write_bytes(picture("TIFF"))
-    s = settings_for(tmp_path, max_select_steps=2)
+    s = settings(media_root=tmp_path, max_select_steps=2)
     llm = ScriptedLLM(select_first_then_perceive)
     chain, _, problems = await find_clues(one_photo_case("kettle.png", None), FOCUS, llm, s)
     [photo] = chain.buyer
@@ -215,7 +216,7 @@ async def test_a_mislabelled_photo_is_noted_on_its_clue_and_the_case_goes_on(tmp
 
 async def test_a_jpeg_declared_png_is_perceived_and_the_mismatch_noted(tmp_path: Path):
     (tmp_path / "seam.png").write_bytes(picture("JPEG"))
-    s = settings_for(tmp_path, max_select_steps=2)
+    s = settings(media_root=tmp_path, max_select_steps=2)
     llm = ScriptedLLM(select_first_then_perceive)
     chain, _, problems = await find_clues(one_photo_case("seam.png", None), FOCUS, llm, s)
     [photo] = chain.buyer
@@ -249,7 +250,7 @@ async def test_mislabelled_media_the_selector_passed_over_are_noted_from_their_h
         ]
     )
     chain, _, problems = await find_clues(
-        case, FOCUS, ScriptedLLM(select_first_then_perceive), settings_for(tmp_path, max_select_steps=1)
+        case, FOCUS, ScriptedLLM(select_first_then_perceive), settings(media_root=tmp_path, max_select_steps=1)
     )
     assert [c.evidence_id for c in chain.buyer] == ["b-text"]
     noted = {p.split()[1]: p for p in problems}

@@ -9,6 +9,7 @@ budget-stopped case is decided once.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -33,12 +34,15 @@ from cyberjurors.schemas import (
     Verdict,
 )
 
+from ... import factories
+
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 JURORS = 5
 
 
 @pytest.fixture
-def case() -> DisputeCase:
+def three_item_case() -> DisputeCase:
+    """A wool coat whose buyer sends three text items: the select steps a budget can cut short."""
     return DisputeCase.model_validate(
         {
             "case_id": "budget-1",
@@ -97,18 +101,8 @@ async def answer(request, output_type):  # type: ignore[no-untyped-def]
     )
 
 
-def settings(**overrides) -> Settings:  # type: ignore[no-untyped-def]
-    return Settings(
-        **{
-            "llm_backend": "offline",
-            "precedent_backend": "none",
-            "metrics_port": 0,
-            "jurors": JURORS,
-            "rounds": 3,
-            "case_token_budget": 0,
-            **overrides,
-        }
-    )
+# the shared settings with this module's jury: JURORS jurors, T = 3 rounds, no budget unless a test sets one
+settings = functools.partial(factories.settings, metrics_port=0, jurors=JURORS, rounds=3, case_token_budget=0)
 
 
 def spent(case_file: CaseFile) -> Usage:
@@ -134,12 +128,12 @@ async def judged(case: DisputeCase, **overrides) -> tuple[Verdict, ScriptedLLM]:
     return await judge(case, llm, settings(**overrides)), llm
 
 
-async def test_a_case_over_the_budget_stops_after_the_round_in_progress_with_its_majority(case):
-    spend = await boundaries(case)
-    unlimited, _ = await judged(case)
+async def test_a_case_over_the_budget_stops_after_the_round_in_progress_with_its_majority(three_item_case):
+    spend = await boundaries(three_item_case)
+    unlimited, _ = await judged(three_item_case)
     assert unlimited.rounds_used == 3 and not unlimited.budget_reached
 
-    verdict, llm = await judged(case, case_token_budget=spend["round-1"])
+    verdict, llm = await judged(three_item_case, case_token_budget=spend["round-1"])
     assert verdict.rounds_used == 1 and verdict.budget_reached and not verdict.early_stopped
     assert (verdict.winner, verdict.votes.seller, verdict.votes.buyer) == ("seller", 3, 2)  # round 1's majority
     assert verdict.justification == "round 1: 3 for the seller"
@@ -152,24 +146,24 @@ async def test_a_case_over_the_budget_stops_after_the_round_in_progress_with_its
     assert verdict.tokens.total_tokens == spend["round-1"]
 
     # one token more and round 1 no longer reaches it: round 2 starts, and is the last
-    verdict, _ = await judged(case, case_token_budget=spend["round-1"] + 1)
+    verdict, _ = await judged(three_item_case, case_token_budget=spend["round-1"] + 1)
     assert verdict.rounds_used == 2 and [s.stage for s in verdict.budget_stops] == ["round-2"]
 
 
-async def test_a_case_under_the_budget_is_unchanged(case):
-    spend = await boundaries(case)
-    off, off_llm = await judged(case)
+async def test_a_case_under_the_budget_is_unchanged(three_item_case):
+    spend = await boundaries(three_item_case)
+    off, off_llm = await judged(three_item_case)
     # reached only by the last round: nothing was left to stop, so nothing is marked
     for budget in (spend["round-3"], spend["round-3"] + 1, 10 * spend["round-3"]):
-        on, on_llm = await judged(case, case_token_budget=budget)
+        on, on_llm = await judged(three_item_case, case_token_budget=budget)
         assert on.model_dump(exclude={"latency_s", "decided_at"}) == off.model_dump(exclude={"latency_s", "decided_at"})
         assert on_llm.roles() == off_llm.roles()
         assert not any("budget" in p for p in on.problems)
 
 
-async def test_a_budget_reached_in_stage_ii_skips_the_next_select_steps_and_the_jury_judges_once(case):
-    spend = await boundaries(case)
-    verdict, llm = await judged(case, case_token_budget=spend["focus"] + 1)
+async def test_a_budget_reached_in_stage_ii_skips_the_next_select_steps_and_the_jury_judges_once(three_item_case):
+    spend = await boundaries(three_item_case)
+    verdict, llm = await judged(three_item_case, case_token_budget=spend["focus"] + 1)
     # both parties' first steps started before the budget was reached; the buyer's next two did not
     juror_call = next(c for c in llm.calls if c.role == "juror")
     assert [c.evidence_id for c in juror_call.task.clues] == ["b1", "s1"]
@@ -179,7 +173,7 @@ async def test_a_budget_reached_in_stage_ii_skips_the_next_select_steps_and_the_
     assert any("during stage II" in p and "up to 2 select-perceive steps skipped" in p for p in verdict.problems)
 
     # reached already by stage I: no select step at all, the jury still decides, from the transcript
-    verdict, llm = await judged(case, case_token_budget=1)
+    verdict, llm = await judged(three_item_case, case_token_budget=1)
     assert "select" not in llm.roles() and Counter(llm.roles())["juror"] == JURORS
     assert verdict.rounds_used == 1 and [s.stage for s in verdict.budget_stops] == ["clues", "round-1"]
     assert any("up to 4 select-perceive steps skipped" in p for p in verdict.problems)
@@ -187,7 +181,7 @@ async def test_a_budget_reached_in_stage_ii_skips_the_next_select_steps_and_the_
     assert juror_call.task.clues == [] and "The lining was torn on arrival." in juror_call.shared[0].text
 
 
-async def test_the_cost_ceiling_adds_up_each_call_at_its_models_price(case):
+async def test_the_cost_ceiling_adds_up_each_call_at_its_models_price(three_item_case):
     """Each call's cost is estimated where metrics price it (GuardedLLM, llm_prices) and carried in
     its usage; the ceiling compares their sum."""
     prices = PriceTable(DEFAULT_LLM_PRICES)
@@ -198,14 +192,14 @@ async def test_the_cost_ceiling_adds_up_each_call_at_its_models_price(case):
     s = settings()
     llm, jury = priced(), Jury.from_settings(s)
     case_file = await clues_stage(
-        await focus_stage(CaseFile(case=case, received_at=NOW), llm, s), llm, s, NoPrecedents()
+        await focus_stage(CaseFile(case=three_item_case, received_at=NOW), llm, s), llm, s, NoPrecedents()
     )
     first = await round_stage(case_file, jury, llm, s)
     cost = spent(first).cost_usd
     assert cost == pytest.approx(prices.cost("anthropic", "claude-sonnet-5-5", spent(first)))
     assert cost > 0
 
-    verdict = await judge(case, priced(), settings(case_cost_budget_usd=cost * (1 - 1e-9)))
+    verdict = await judge(three_item_case, priced(), settings(case_cost_budget_usd=cost * (1 - 1e-9)))
     assert verdict.rounds_used == 1 and [(s.limit, s.stage) for s in verdict.budget_stops] == [("cost", "round-1")]
     assert verdict.tokens.cost_usd == pytest.approx(cost)
     assert any("of case_cost_budget_usd" in p for p in verdict.problems)

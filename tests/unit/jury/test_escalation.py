@@ -6,6 +6,7 @@ disputes.escalations topic on a real worker: tests/integration/test_escalation.p
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 from types import SimpleNamespace
@@ -46,6 +47,7 @@ from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.verdict import Verdicts
 
+from ...factories import case, settings
 from ..streams.test_app_handlers import NOW, Topic, event
 
 KEY = "the console's outcome signing key, 32+ chars"  # outcome_signing_key: human-panel outcomes verify under it
@@ -53,42 +55,14 @@ OTHER_KEY = "another console's signing key, 32+ chars"
 # every reason a human panel's outcome is refused for its signature (streams/signing.py), each driven here:
 # the "outcome" rows of tests/unit/streams/test_dead_letters.py's table for them
 SIGNATURE_REASONS = {"unsigned_outcome", "forged_outcome", "outcome_unverifiable"}
-BASE = {
-    "llm_backend": "offline",
-    "precedent_backend": "none",
-    "rounds": 1,
-    "warm_cache_first": False,
-    "outcome_signing_key": KEY,
-}
 
 
-def conf(**over) -> Settings:
-    return Settings(**(BASE | over))
+conf = functools.partial(settings, rounds=1, warm_cache_first=False, outcome_signing_key=KEY)
 
 
 def make_case(buyer_text: str = "The seam was torn when it arrived.", extra: list[dict] | None = None) -> DisputeCase:
-    return DisputeCase.model_validate(
-        {
-            "case_id": "esc-1",
-            "metadata": {
-                "category": "clothing",
-                "product": "Linen shirt",
-                "order_amount": "45.00",
-                "currency": "EUR",
-                "ordered_at": "2026-09-01T10:00:00Z",
-                "dispute_reason": "Seam torn",
-                "requested_remedy": "Refund",
-            },
-            "rounds": [
-                {
-                    "party": "buyer",
-                    "round": 1,
-                    "items": [{"id": "b1", "kind": "text", "text": buyer_text}, *(extra or [])],
-                },
-                {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
-            ],
-        }
-    )
+    """The shared case as esc-1, the buyer saying ``buyer_text`` (and ``extra`` after it)."""
+    return case("esc-1", [{"id": "b1", "kind": "text", "text": buyer_text}, *(extra or [])])
 
 
 def jury(sellers: int, select: str | None = "first"):

@@ -40,14 +40,15 @@ from cyberjurors.schemas import (
     Ballot,
     BallotDraft,
     CaseFile,
-    DisputeCase,
     JuryRound,
     RoundSummary,
     Verdict,
     Votes,
 )
 
+from ... import factories
 from ...conftest import EXAMPLES
+from ...factories import example_case
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -77,9 +78,7 @@ def settings_for(base: Path, tmp_path: Path, **kw: object) -> Settings:
         folder.mkdir()
         for f in base.iterdir():
             (folder / f.name).write_bytes(f.read_bytes())
-    return Settings(
-        **{"llm_backend": "offline", "precedent_dir": folder, "qualification": "replace", "metrics_port": 0, **kw}
-    )
+    return factories.settings(precedents=folder, **({"qualification": "replace", "metrics_port": 0} | kw))
 
 
 async def truths(settings: Settings) -> dict[str, str]:
@@ -200,7 +199,7 @@ async def test_the_offline_stand_in_qualifies_deterministically(base: Path, tmp_
 async def test_the_verdict_carries_the_composition(base: Path, tmp_path: Path):
     settings = settings_for(base, tmp_path, precedent_backend="none")
     jury, _ = await seat(settings, scripted(await truths(settings), {"Arjun": "seller"}))
-    case = DisputeCase.model_validate_json((EXAMPLES / "cases" / "clot-002-jacket-signed-delivery.json").read_text())
+    case = example_case("clot-002-jacket-signed-delivery.json")
     verdict = await judge(case, OfflineLLM(), settings.model_copy(update={"media_root": EXAMPLES}), jury)
 
     composition = Verdict.model_validate_json(verdict.model_dump_json()).jury
@@ -247,7 +246,7 @@ async def test_reweight_counts_a_failing_persona_less_and_can_turn_the_verdict(b
     assert weights[1] == 0.0 and weights[:1] + weights[2:] == [1.0] * 16  # chance on the buyer's cases: nothing
     assert jury.personas[1].name == "Arjun"  # kept, not replaced
 
-    case = DisputeCase.model_validate_json((EXAMPLES / "cases" / "clot-002-jacket-signed-delivery.json").read_text())
+    case = example_case("clot-002-jacket-signed-delivery.json")
     sellers = {1, *range(9, 17)}  # 9 for the seller by head count, Arjun among them
     file = CaseFile(case=case, received_at=NOW, rounds=[final_round(17, sellers)], jury=jury.composition)
     verdict = decide(file, settings, NOW)

@@ -9,7 +9,6 @@ from fractions import Fraction
 
 import pytest
 
-from cyberjurors.config import Settings
 from cyberjurors.jury.model_inputs import JurorTask
 from cyberjurors.jury.rounds import Jury, is_settled, majority_share, run_round
 from cyberjurors.jury.verdict import decide
@@ -18,7 +17,6 @@ from cyberjurors.schemas import (
     Ballot,
     BallotDraft,
     CaseFile,
-    DisputeCase,
     JuryRound,
     PrecedentRef,
     Precedents,
@@ -26,30 +24,11 @@ from cyberjurors.schemas import (
     Votes,
 )
 
+from ...factories import case, settings
+
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
-CASE = DisputeCase.model_validate(
-    {
-        "case_id": "rules-1",
-        "metadata": {
-            "category": "clothing",
-            "product": "Linen shirt",
-            "order_amount": "45.00",
-            "currency": "EUR",
-            "ordered_at": "2026-09-01T10:00:00Z",
-            "dispute_reason": "Seam torn on arrival",
-            "requested_remedy": "Refund",
-        },
-        "rounds": [
-            {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
-            {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
-        ],
-    }
-)
-
-
-def settings(**kw) -> Settings:
-    return Settings(**{"llm_backend": "offline", "precedent_backend": "none", **kw})
+CASE = case("rules-1")
 
 
 def ballot(juror: int, vote: str, round_no: int = 1) -> Ballot:

@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cyberjurors.config import Settings
 from cyberjurors.jury.rounds import Jury, clue_labels, run_round
 from cyberjurors.jury.verdict import decide
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import BallotDraft, CaseFile, Clue, ClueChain, DisputeCase, RoundSummaryDraft
+
+from ...factories import settings
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -65,10 +66,6 @@ def case_file() -> CaseFile:
     return CaseFile(case=case, received_at=NOW, clues=chain, backend="scripted")
 
 
-def settings(jurors: int = 5) -> Settings:
-    return Settings(llm_backend="offline", jurors=jurors, precedent_backend="none")
-
-
 async def deliberate(case_file: CaseFile, ballot, summary: str, jurors: int = 5):
     """One scripted round: ``ballot(juror)`` gives (vote, justification, cited_clues)."""
 
@@ -85,7 +82,7 @@ async def deliberate(case_file: CaseFile, ballot, summary: str, jurors: int = 5)
             cited_clues=cited,
         )
 
-    s = settings(jurors)
+    s = settings(jurors=jurors)
     jury_round, _ = await run_round(case_file, Jury.from_settings(s), ScriptedLLM(answer), s)
     case_file = case_file.model_copy(update={"rounds": [jury_round]})
     return jury_round, decide(case_file, s, NOW)

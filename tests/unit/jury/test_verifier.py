@@ -6,7 +6,7 @@ editor; everything else is the offline stand-in, through the same stage function
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -36,7 +36,6 @@ from cyberjurors.schemas import (
     CandidateSentences,
     CaseFile,
     DeadLetter,
-    DisputeCase,
     JustificationDraft,
     SentenceVotes,
     Verdict,
@@ -49,28 +48,16 @@ from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.stage_hop import StageHop
 from cyberjurors.streams.verdict import Verdicts
 
+from ... import factories
 from ...conftest import EXAMPLES
+from ...factories import example_case
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 KETTLE = "appl-001-kettle-crack.json"
 
 
-def case(name: str = KETTLE) -> DisputeCase:
-    return DisputeCase.model_validate(json.loads((EXAMPLES / "cases" / name).read_text()))
-
-
-def config(**overrides) -> Settings:
-    return Settings(
-        **{
-            "llm_backend": "offline",
-            "precedent_backend": "none",
-            "media_root": EXAMPLES,
-            "metrics_port": 0,
-            "jurors": 5,
-            "rounds": 1,
-            **overrides,
-        }
-    )
+# the shared settings with the sample media and a quick jury: five jurors, one round
+config = functools.partial(factories.settings, media_root=EXAMPLES, metrics_port=0, jurors=5, rounds=1)
 
 
 def scripted(answers: dict[type, Callable]) -> ScriptedLLM:
@@ -90,7 +77,7 @@ def tasks(llm: ScriptedLLM, kind: type) -> list:
 async def settled(s: Settings, llm=None) -> CaseFile:
     """A case through focus, clues and its rounds on the offline stand-in: ready for the verdict."""
     llm, jury = llm or OfflineLLM(), Jury.from_settings(s)
-    case_file = await focus_stage(CaseFile(case=case(), received_at=NOW, backend="offline"), llm, s)
+    case_file = await focus_stage(CaseFile(case=example_case(KETTLE), received_at=NOW, backend="offline"), llm, s)
     case_file = await clues_stage(case_file, llm, s, NoPrecedents())
     while not is_settled(case_file, s):
         case_file = await round_stage(case_file, jury, llm, s)
@@ -115,7 +102,7 @@ async def test_a_verifier_that_rejects_twice_then_passes_gets_three_drafts_with_
             JustificationDraft: lambda r: JustificationDraft(justification=next(revisions)),
         }
     )
-    verdict = await judge(case(), llm, config(verifier=True))
+    verdict = await judge(example_case(KETTLE), llm, config(verifier=True))
 
     checks, revises = tasks(llm, VerifyTask), tasks(llm, ReviseTask)
     summary = [c.task for c in llm.calls if c.role == "summary" and not isinstance(c.task, ReviseTask)]
@@ -154,7 +141,7 @@ async def test_a_claim_still_untraceable_after_t_max_turns_is_removed_from_the_j
             JustificationDraft: lambda r: JustificationDraft(justification=draft),  # never fixes it
         }
     )
-    verdict = await judge(case(), llm, config(verifier=True))
+    verdict = await judge(example_case(KETTLE), llm, config(verifier=True))
 
     assert len(tasks(llm, VerifyTask)) == 3 and len(tasks(llm, ReviseTask)) == 2  # no revision after the last turn
     assert verdict.justification == "The kettle arrived cracked [b1]. The seller offered a partial refund."
@@ -193,14 +180,14 @@ def test_claims_are_removed_by_their_sentences_only():
 
 async def test_the_verifier_is_off_by_default_and_the_verdict_then_says_nothing_of_it():
     llm = scripted({})
-    verdict = await judge(case(), llm, config())
+    verdict = await judge(example_case(KETTLE), llm, config())
     assert "verify" not in llm.roles() and verdict.verification is None
     assert verdict.justification.startswith(f"{LABEL} Round {verdict.rounds_used}:")
 
 
 async def test_a_budget_reached_before_the_verdict_skips_verification_and_says_so():
     llm = scripted({})
-    verdict = await judge(case(), llm, config(verifier=True, case_token_budget=1))
+    verdict = await judge(example_case(KETTLE), llm, config(verifier=True, case_token_budget=1))
     assert not tasks(llm, VerifyTask) and verdict.verification is None
     assert verdict.budget_reached and "verdict" in [s.stage for s in verdict.budget_stops]
     assert any("the justification was not verified" in p for p in verdict.problems)
@@ -252,7 +239,7 @@ def juris_model() -> ScriptedLLM:
 async def test_juris_builds_the_justification_from_the_sentences_a_majority_of_jurors_voted_for():
     llm = juris_model()
     s = config(jurors=7, justification="juris", juris_drafter_models=["offline:drafter-a", "offline:drafter-b"])
-    verdict = await judge(case(), llm, s)
+    verdict = await judge(example_case(KETTLE), llm, s)
 
     drafts = [c for c in llm.calls if isinstance(c.task, DraftTask)]
     assert [(c.role, c.model, c.task.drafter) for c in drafts] == [
@@ -294,7 +281,7 @@ async def test_juris_builds_the_justification_from_the_sentences_a_majority_of_j
 
 async def test_juris_with_no_sentence_accepted_keeps_the_round_summary_and_still_verifies_it():
     llm = scripted({SentenceVotes: lambda r: SentenceVotes(accepted=[])})
-    verdict = await judge(case(), llm, config(justification="juris"))
+    verdict = await judge(example_case(KETTLE), llm, config(justification="juris"))
     assert not tasks(llm, EditTask) and len(tasks(llm, SentenceVoteTask)) == 5
     assert verdict.justification.startswith(f"{LABEL} Round") and verdict.verification is not None
     assert any("no candidate sentence was accepted by a majority of the 5 voting jurors" in p for p in verdict.problems)
@@ -323,7 +310,7 @@ async def test_the_offline_stand_in_verifies_by_labels_deterministically():
 
 async def test_the_offline_stand_in_runs_juris_deterministically_and_labels_it():
     s = config(justification="juris", jurors=7)
-    first, again = [await judge(case(), OfflineLLM(), s) for _ in range(2)]
+    first, again = [await judge(example_case(KETTLE), OfflineLLM(), s) for _ in range(2)]
     assert first.model_dump(exclude={"decided_at", "latency_s"}) == again.model_dump(
         exclude={"decided_at", "latency_s"}
     )

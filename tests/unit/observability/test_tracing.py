@@ -6,6 +6,7 @@ over OTLP.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -34,6 +35,7 @@ from cyberjurors.streams.intake import Intake
 from cyberjurors.streams.stage_hop import StageHop, StageWork
 from cyberjurors.streams.verdict import Verdicts
 
+from ... import factories
 from ...messages_server import ScriptedServer, anthropic_error, anthropic_message
 from ..llm.backends.test_backends import BALLOT, juror_request
 from ..llm.test_port import request
@@ -122,9 +124,8 @@ def submitted(case_id: str = "c-1") -> bytes:
     return json.dumps({"type": "case", "case": text_case(case_id).model_dump(mode="json")}).encode()
 
 
-def jury_settings() -> Settings:
-    # two full rounds, so the trace shows round-1, round-2 and then the verdict
-    return Settings(llm_backend="offline", jurors=3, rounds=2, early_stopping=False, precedent_backend="none")
+# two full rounds, so the trace shows round-1, round-2 and then the verdict
+jury_settings = functools.partial(factories.settings, jurors=3, rounds=2, early_stopping=False)
 
 
 async def test_a_case_through_every_handler_is_one_trace_with_a_span_per_stage_and_per_model_call(spans):

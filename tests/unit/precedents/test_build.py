@@ -27,11 +27,11 @@ from cyberjurors.precedents.distill import (
     summarize_case,
 )
 from cyberjurors.precedents.embedded import EmbeddedIndex
-from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.precedents.models import CATEGORIES, Guideline, PrecedentError
 from cyberjurors.schemas import DisputeCase
 
 from ...conftest import EXAMPLES
+from ...factories import settings
 
 SAMPLES = EXAMPLES / "precedents"
 SAMPLE_IDS = {
@@ -40,14 +40,10 @@ SAMPLE_IDS = {
 }
 
 
-def settings(folder: Path) -> Settings:
-    return Settings(llm_backend="offline", precedent_dir=folder)
-
-
 async def build(folder: Path, llm, embedder, paths=(SAMPLES,)) -> BuildReport:
     index = await EmbeddedIndex.open(folder, embedder)
     try:
-        return await build_precedents(list(paths), settings(folder), llm, index, embedder)
+        return await build_precedents(list(paths), settings(precedents=folder), llm, index, embedder)
     finally:
         await index.close()
 
@@ -68,11 +64,6 @@ async def counts(folder: Path, embedder) -> dict[str, int]:
         return out
     finally:
         await index.close()
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return load_embedder()
 
 
 @pytest.fixture(scope="module")

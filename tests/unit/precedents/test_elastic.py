@@ -53,7 +53,7 @@ class HashEmbedder:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def case(n: int, category: str = "clothing", winner: str = "buyer", summary: str | None = None) -> Document:
+def precedent(n: int, category: str = "clothing", winner: str = "buyer", summary: str | None = None) -> Document:
     return Document.of_case(
         PrecedentCase(
             case_id=f"h{n}",
@@ -208,7 +208,7 @@ async def test_an_index_without_cyberjurors_meta_is_corrupt(fake_es, make_index)
 
 async def test_upsert_sends_one_bulk_with_alias_ids_and_vectors_and_is_idempotent(fake_es, make_index):
     index = await make_index()
-    docs = [case(1), case(2, "food"), guideline(1)]
+    docs = [precedent(1), precedent(2, "food"), guideline(1)]
     report = await index.upsert(docs)
     assert report.indexed == [d.id for d in docs] and report.failed == {}
 
@@ -252,7 +252,7 @@ async def test_partial_bulk_failure_names_the_failed_documents_and_429_items_are
         "rejected execution of coordinating operation [shard_detail=[cjt-cases-v1][0][P]]",
         times=2,
     )
-    report = await index.upsert([case(1), case(2), case(3), case(4)])
+    report = await index.upsert([precedent(1), precedent(2), precedent(3), precedent(4)])
     assert report.failed == {"case:h2": "400 document_parsing_exception: [1:42] failed to parse field [text]"}
     assert report.indexed == ["case:h1", "case:h3", "case:h4"]
     bulks = fake_es.requests_to("PUT", "/_bulk") + fake_es.requests_to("POST", "/_bulk")
@@ -269,28 +269,28 @@ async def test_a_bulk_where_nothing_is_indexed_raises_with_the_report(fake_es, m
     for n in (1, 2):
         fake_es.fail_item(f"case:h{n}", 400, "document_parsing_exception", "bad document", times=None)
     with pytest.raises(PrecedentError) as err:
-        await index.upsert([case(1), case(2)])
+        await index.upsert([precedent(1), precedent(2)])
     assert err.value.kind == "bulk_failed" and "case:h1" in str(err.value) and "case:h2" in str(err.value)
     assert set(err.value.report.failed) == {"case:h1", "case:h2"}
 
     fake_es.item_failures.clear()
     fake_es.fail_item("case:h5", 429, "es_rejected_execution_exception", "queue full", times=None)
     with pytest.raises(PrecedentError) as err:
-        await index.upsert([case(5)])
+        await index.upsert([precedent(5)])
     assert err.value.kind == "rate_limited"
 
 
 async def test_upsert_into_a_missing_alias_does_not_auto_create_an_index(fake_es, make_index):
     index = await make_index(ensure=False)
     with pytest.raises(PrecedentError) as err:
-        await index.upsert([case(1)])
+        await index.upsert([precedent(1)])
     assert err.value.kind == "index_missing"
     assert fake_es.indices == {}
 
 
 async def test_delete_counts_what_existed(fake_es, make_index):
     index = await make_index()
-    await index.upsert([case(1), case(2), guideline(1)])
+    await index.upsert([precedent(1), precedent(2), guideline(1)])
     assert await index.delete(["case:h1", "guideline:g1", "case:h404"]) == 2
     assert sorted(fake_es.indices[f"{CASES}-v1"].docs) == ["case:h2"] and not fake_es.indices[f"{GUIDELINES}-v1"].docs
 
@@ -301,8 +301,8 @@ async def test_delete_counts_what_existed(fake_es, make_index):
 async def seeded(make_index, fake_es, **options) -> ElasticsearchIndex:
     index = await make_index(**options)
     await index.upsert(
-        [case(n) for n in range(1, 7)]
-        + [case(9, "food")]
+        [precedent(n) for n in range(1, 7)]
+        + [precedent(9, "food")]
         + [guideline(1), guideline(2, "all"), guideline(3, active=False), guideline(4, "food")]
     )
     fake_es.script("bm25", ["case:h3", "case:h1", "case:h5", "case:h9"])
@@ -348,7 +348,7 @@ async def test_hybrid_search_sends_one_rrf_retriever_request(fake_es, make_index
     assert [h.rank for h in hits] == [1, 2, 3]
     assert [h.score for h in hits] == pytest.approx([s for _, s, _ in expected[:3]], rel=1e-6)
     assert all(h.sources == {} for h in hits)  # rrf reports fused scores only
-    assert hits[0].document == case(1) and hits[0].kind == "case"
+    assert hits[0].document == precedent(1) and hits[0].kind == "case"
     assert index.rrf is True
 
     # guidelines: the category filter admits cross-category rules ('all')
@@ -446,9 +446,9 @@ async def test_inactive_guidelines_are_filtered_and_bad_queries_refused(fake_es,
 
 async def test_rebuild_loads_a_new_index_and_swaps_the_alias_atomically(fake_es, make_index):
     index = await make_index()
-    await index.upsert([case(1), case(2)])
+    await index.upsert([precedent(1), precedent(2)])
     before = len(fake_es.requests)
-    report = await index.rebuild("case", [case(2), case(3)])
+    report = await index.rebuild("case", [precedent(2), precedent(3)])
     assert report.indexed == ["case:h2", "case:h3"]
     new = fake_es.requests[before:]
     [create] = [r for r in new if r.method == "PUT" and r.path == f"/{CASES}-v2"]
@@ -472,19 +472,19 @@ async def test_rebuild_loads_a_new_index_and_swaps_the_alias_atomically(fake_es,
 
 async def test_a_failed_rebuild_leaves_the_alias_alone(fake_es, make_index):
     index = await make_index()
-    await index.upsert([case(1)])
+    await index.upsert([precedent(1)])
     fake_es.fail_item("case:h3", 400, "document_parsing_exception", "bad", times=None)
     with pytest.raises(PrecedentError) as err:
-        await index.rebuild("case", [case(2), case(3)])
+        await index.rebuild("case", [precedent(2), precedent(3)])
     assert err.value.kind == "bulk_failed" and "case:h3" in str(err.value)
     assert fake_es.alias_target(CASES) == [f"{CASES}-v1"] and f"{CASES}-v2" not in fake_es.indices
     assert not fake_es.requests_to("POST", "/_aliases")
 
 
 async def test_rebuild_moves_an_index_to_a_new_embedding_model(fake_es, make_index):
-    await (await make_index()).upsert([case(1)])
+    await (await make_index()).upsert([precedent(1)])
     newer = await make_index(HashEmbedder(name="hash-16", dims=16), ensure=False)
-    await newer.rebuild("case", [case(1)])
+    await newer.rebuild("case", [precedent(1)])
     await newer.rebuild("guideline", [guideline(1)])
     await newer.ensure(create=False)  # no mismatch any more
     assert fake_es.indices[f"{CASES}-v2"].mappings["_meta"]["embedding_model"] == "hash-16"
@@ -615,7 +615,7 @@ async def test_open_index_with_the_elasticsearch_backend(fake_es, monkeypatch):
     try:
         assert isinstance(index, ElasticsearchIndex)
         assert sorted(fake_es.indices) == [f"{CASES}-v1", f"{GUIDELINES}-v1"]
-        await index.upsert([case(1)])
+        await index.upsert([precedent(1)])
         fake_es.script("bm25", ["case:h1"])
         fake_es.script("knn", ["case:h1"])
         [hit] = await index.search("seam", kind="case", category="clothing", k=1)

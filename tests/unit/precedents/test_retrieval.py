@@ -7,13 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cyberjurors.config import Settings
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.observability.metrics import PRECEDENT_FALLBACKS
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.base import PrecedentBase
 from cyberjurors.precedents.embedded import EmbeddedIndex
-from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.precedents.models import Document, Guideline, PrecedentCase
 from cyberjurors.precedents.retrieval import PersonaMatcher, retrieve
 from cyberjurors.schemas import (
@@ -29,6 +27,7 @@ from cyberjurors.schemas import (
 from cyberjurors.schemas.personas import load_personas
 
 from ...conftest import EXAMPLES
+from ...factories import example_case, settings
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -64,14 +63,9 @@ def guideline(n: int, category: str, favours: str, rule: str, confidence: float 
     )
 
 
-@pytest.fixture(scope="module")
-def embedder():
-    return load_embedder()
-
-
 @pytest.fixture
 def case() -> DisputeCase:
-    return DisputeCase.model_validate_json((EXAMPLES / "cases" / "clot-001-shirt-torn-seam.json").read_text())
+    return example_case("clot-001-shirt-torn-seam")
 
 
 def focus(case: DisputeCase) -> Focus:
@@ -80,10 +74,6 @@ def focus(case: DisputeCase) -> Focus:
         buyer_claims=["the seam tore the first time the shirt was worn"],
         seller_claims=["the shirt left the warehouse intact"],
     )
-
-
-def settings(tmp_path, **kw) -> Settings:
-    return Settings(llm_backend="offline", precedent_dir=tmp_path / "precedents", **kw)
 
 
 async def test_jurors_with_different_personas_get_different_subsets_of_the_same_pool(embedder):
@@ -150,7 +140,7 @@ async def test_retrieval_fills_pool_and_memory_and_widens_on_cold_start(tmp_path
             )
         ]
     )
-    s = settings(tmp_path, precedent_pool_k=6, memory_k=3, jurors=5)
+    s = settings(precedents=tmp_path / "precedents", precedent_pool_k=6, memory_k=3, jurors=5)
     matcher = PersonaMatcher(Jury.from_settings(s).personas, embedder)
 
     found = await retrieve(case, focus(case), index, matcher, s)
@@ -169,7 +159,7 @@ async def test_retrieval_fills_pool_and_memory_and_widens_on_cold_start(tmp_path
 async def test_retrieval_failure_goes_on_without_precedents_and_is_counted(tmp_path, case):
     # an Elasticsearch URL where nothing listens: the real client path fails, retries, then gives up
     s = settings(
-        tmp_path,
+        precedents=tmp_path / "precedents",
         precedent_backend="elasticsearch",
         elasticsearch_url="http://127.0.0.1:9",
         precedent_retries=1,
@@ -209,7 +199,7 @@ async def test_outcomes_raise_lower_and_retire_guidelines_with_versions(tmp_path
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
     rule = guideline(1, "clothing", "buyer", RULES[0][2], confidence=0.5)
     await index.upsert([Document.of_guideline(rule)])
-    s = settings(tmp_path, guideline_min_confidence=0.3)
+    s = settings(precedents=tmp_path / "precedents", guideline_min_confidence=0.3)
     case_file = CaseFile(case=case, received_at=NOW)
     buyer_won = OutcomeReported(case_id=case.case_id, votes={"buyer": 11, "seller": 6})
 
@@ -249,7 +239,7 @@ async def test_a_supervisors_override_moves_the_precedent_base_to_its_decision_o
 
     index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
     await index.upsert([Document.of_guideline(guideline(1, "clothing", "buyer", RULES[0][2], confidence=0.5))])
-    s = settings(tmp_path)
+    s = settings(precedents=tmp_path / "precedents")
     case_file, verdict = CaseFile(case=case, received_at=NOW), verdict_for(case, "buyer", ["g-test01@1"])
     panel = dict(case_id=case.case_id, source="human_panel", escalation_id="e1")
     first = OutcomeReported(**panel, votes={"buyer": 3, "seller": 0}, event_id="console:e1:1")
@@ -291,7 +281,7 @@ async def test_redistilling_a_category_from_confirmed_cases_folds_rules_into_the
     ]
     await index.upsert([Document.of_case(c) for c in confirmed])
     ids = [c.case_id for c in confirmed]
-    s = settings(tmp_path)
+    s = settings(precedents=tmp_path / "precedents")
 
     first = await learning.redistil("clothing", ids, index, embedder, OfflineLLM(), s)
     assert first.guidelines_created > 0

@@ -12,11 +12,12 @@ import pytest
 from cyberjurors.config import Settings
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.embedded import EmbeddedIndex
-from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.precedents.models import Document, Guideline, UpsertReport
 from cyberjurors.precedents.retrieval import PersonaMatcher, retrieve
-from cyberjurors.schemas import CaseFile, DisputeCase, Focus, OutcomeReported, Usage, Verdict, Votes
+from cyberjurors.schemas import CaseFile, Focus, OutcomeReported, Usage, Verdict, Votes
 from cyberjurors.schemas.personas import load_personas
+
+from ...factories import case
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 STARTS = [0.0, 0.05, 0.1, 0.2, 0.25, 0.3, 0.333, 0.5, 0.55, 0.7, 0.9, 0.99, 1.0]
@@ -126,24 +127,7 @@ class DictIndex:
         return UpsertReport(indexed=[d.id for d in documents])
 
 
-CASE = DisputeCase.model_validate(
-    {
-        "case_id": "learn-1",
-        "metadata": {
-            "category": "clothing",
-            "product": "Linen shirt",
-            "order_amount": "45.00",
-            "currency": "EUR",
-            "ordered_at": "2026-09-01T10:00:00Z",
-            "dispute_reason": "Seam torn on arrival",
-            "requested_remedy": "Refund",
-        },
-        "rounds": [
-            {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
-            {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
-        ],
-    }
-)
+CASE = case("learn-1")
 
 
 def verdict(winner: str, cited: list[str]) -> Verdict:
@@ -209,11 +193,6 @@ FOOD = [
     "An opened jar of honey cannot be returned unless it was spoiled on arrival.",
     "A broken seal on a baby formula tin decides the dispute for the buyer.",
 ]
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return load_embedder()
 
 
 FOCUS = Focus(

@@ -19,7 +19,6 @@ import av
 import pytest
 from PIL import Image
 
-from cyberjurors.config import Settings
 from cyberjurors.evaluation.synth_media import decode_clip, difference, encode_clip
 from cyberjurors.evidence.intake import Draft, Duplicate, admit, fold
 from cyberjurors.evidence.media import sample_frames
@@ -34,6 +33,7 @@ from cyberjurors.schemas import (
 )
 
 from ...conftest import EXAMPLES
+from ...factories import settings
 
 MEDIA = EXAMPLES / "media"
 MANIFEST = json.loads((MEDIA / "MANIFEST.json").read_text())
@@ -42,10 +42,6 @@ INCREMENTAL_FILES = sorted((EXAMPLES / "incremental").glob("*.jsonl"))
 VIDEOS = sorted(name for name, entry in MANIFEST.items() if entry["kind"] == "video")
 IMAGES = sorted(name for name, entry in MANIFEST.items() if entry["kind"] == "image")
 EVIDENCE_ID = re.compile(r"^(?P<party>[bs])(?P<round>\d+)-(?P<n>\d+)$")
-
-
-def settings() -> Settings:
-    return Settings(llm_backend="offline", media_root=EXAMPLES)
 
 
 def load_cases() -> list[DisputeCase]:
@@ -135,7 +131,7 @@ def test_case_is_multi_round_with_consistent_evidence_ids(case: DisputeCase):
 
 @pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.case_id)
 def test_media_paths_exist_and_hashes_match(case: DisputeCase):
-    admit(case, settings())  # supported type, path inside the media root
+    admit(case, settings(media_root=EXAMPLES))  # supported type, path inside the media root
     for item in case.items():
         if item.media is None:
             continue
@@ -224,7 +220,7 @@ def test_video_shows_the_clue_only_in_the_stated_frames(name: str):
 @pytest.mark.parametrize("name", VIDEOS)
 async def test_uniform_sampling_catches_the_clue(name: str):
     entry = MANIFEST[name]
-    s = settings()
+    s = settings(media_root=EXAMPLES)
     first, last = entry["clue_frames"]
     assert last - first + 1 > entry["frames"] / s.frames_per_video, "the window must outlast the sampling step"
     ref = MediaRef(media_type="video/mp4", path=f"media/{name}", sha256=entry["sha256"])

@@ -22,7 +22,7 @@ from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, roun
 from cyberjurors.jury.verdict import VERDICT_NAMESPACE, verdict_id
 from cyberjurors.llm.port import LLMError
 from cyberjurors.observability import metrics
-from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, DisputeCase, OutcomeReported, Verdict
+from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, OutcomeReported, Verdict
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.dead_letters import DeadLetters, hand_on
 from cyberjurors.streams.intake import Intake
@@ -30,6 +30,8 @@ from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.signing import sign
 from cyberjurors.streams.stage_hop import StageHop
 from cyberjurors.streams.verdict import Verdicts
+
+from ...factories import case as text_case  # a text-only case
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -47,27 +49,6 @@ class Topic:
 def event(value: bytes, key: bytes = b"k", partition: int = 0) -> SimpleNamespace:
     return SimpleNamespace(
         value=value, message=SimpleNamespace(key=key, value=value, topic="t", partition=partition, offset=7)
-    )
-
-
-def text_case(case_id: str = "c-1") -> DisputeCase:
-    return DisputeCase.model_validate(
-        {
-            "case_id": case_id,
-            "metadata": {
-                "category": "clothing",
-                "product": "Linen shirt",
-                "order_amount": "45.00",
-                "currency": "EUR",
-                "ordered_at": "2026-09-01T10:00:00Z",
-                "dispute_reason": "Seam torn",
-                "requested_remedy": "Refund",
-            },
-            "rounds": [
-                {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "Torn seam."}]},
-                {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "Intact."}]},
-            ],
-        }
     )
 
 

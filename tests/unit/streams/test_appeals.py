@@ -28,7 +28,6 @@ from cyberjurors.schemas import (
     BallotDraft,
     CaseFile,
     DeadLetter,
-    DisputeCase,
     Focus,
     Perception,
     RoundSummaryDraft,
@@ -41,6 +40,8 @@ from cyberjurors.streams.appeal import Appeals
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.verdict import Verdicts
 
+from ... import factories
+from ...factories import case
 from .test_app_handlers import NOW, Topic, event
 
 # every reason an appeal can be dead-lettered with (the "appeal" rows of tests/unit/streams/test_dead_letters.py), each driven here
@@ -60,27 +61,6 @@ APPEAL_REASONS = {
     *(f"llm_{k}" for k in LLM_KINDS),
 }
 CASE = "app-1"
-
-
-def make_case(case_id: str = CASE) -> DisputeCase:
-    return DisputeCase.model_validate(
-        {
-            "case_id": case_id,
-            "metadata": {
-                "category": "clothing",
-                "product": "Linen shirt",
-                "order_amount": "45.00",
-                "currency": "EUR",
-                "ordered_at": "2026-09-01T10:00:00Z",
-                "dispute_reason": "Seam torn",
-                "requested_remedy": "Refund",
-            },
-            "rounds": [
-                {"party": "buyer", "round": 1, "items": [{"id": "b1", "kind": "text", "text": "The seam was torn."}]},
-                {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
-            ],
-        }
-    )
 
 
 def png() -> str:
@@ -135,11 +115,9 @@ class Jurors:
 
 
 def conf(tmp_path, **over) -> Settings:
-    return Settings(
+    return factories.settings(
         **(
             {
-                "llm_backend": "offline",
-                "precedent_backend": "none",
                 "jurors": 5,
                 "appeal_jurors": 9,
                 "rounds": 2,
@@ -155,7 +133,7 @@ def conf(tmp_path, **over) -> Settings:
 
 async def decided(settings: Settings, h: SimpleNamespace, case_id: str = CASE) -> Verdict:
     """The first instance as the pipeline leaves it: ready and clues stored, the verdict published."""
-    case_file = CaseFile(case=make_case(case_id), received_at=NOW)
+    case_file = CaseFile(case=case(case_id), received_at=NOW)
     h.results.put(case_id, "intake", case_file.model_dump_json().encode())
     case_file = await focus_stage(case_file, h.llm, settings)
     case_file = await clues_stage(case_file, h.llm, settings, NoPrecedents())

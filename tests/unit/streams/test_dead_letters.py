@@ -31,6 +31,8 @@ from cyberjurors.schemas import DeadLetter
 from cyberjurors.streams.clients import replayable
 
 from ...conftest import ROOT
+from ...factories import METADATA, whole
+from ...factories import case_data as case
 from ..jury.test_escalation import SIGNATURE_REASONS
 
 PACKAGE = ROOT / "cyberjurors"
@@ -354,36 +356,6 @@ def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_r
 
 
 # --- intake reasons, by driving intake ------------------------------------------------------
-
-METADATA = {
-    "category": "clothing",
-    "product": "Linen shirt",
-    "order_amount": "45.00",
-    "currency": "EUR",
-    "ordered_at": "2026-09-01T10:00:00Z",
-    "dispute_reason": "Seam torn on arrival",
-    "requested_remedy": "Refund",
-}
-
-
-def case(case_id: str = "c-1", buyer_items: list[dict] | None = None, **extra) -> dict:
-    return {
-        "case_id": case_id,
-        "metadata": METADATA,
-        **extra,
-        "rounds": [
-            {
-                "party": "buyer",
-                "round": 1,
-                "items": buyer_items or [{"id": "b1", "kind": "text", "text": "Torn seam."}],
-            },
-            {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
-        ],
-    }
-
-
-def whole(c: dict, **event) -> bytes:
-    return json.dumps({"type": "case", "case": c, **event}).encode()
 
 
 def photo(**media) -> list[dict]:

@@ -22,15 +22,7 @@ from cyberjurors.state.results import StageResults
 from cyberjurors.streams import intake as handler
 from cyberjurors.streams.dead_letters import DeadLetters
 
-METADATA = {
-    "category": "clothing",
-    "product": "Linen shirt",
-    "order_amount": "45.00",
-    "currency": "EUR",
-    "ordered_at": "2026-09-01T10:00:00Z",
-    "dispute_reason": "Seam torn",
-    "requested_remedy": "Refund",
-}
+from ...factories import METADATA
 
 
 def opened(case_id: str = "c-1", event_id: str = "open") -> bytes:

@@ -26,38 +26,16 @@ from cyberjurors.config import Settings
 from cyberjurors.evidence import media
 from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of
 from cyberjurors.observability import metrics
-from cyberjurors.schemas import CaseFile, DeadLetter, MediaRef
+from cyberjurors.schemas import CaseFile, MediaRef
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.intake import Intake
 from cyberjurors.streams.stage_hop import StageHop
 
-from .test_app_handlers import NOW, Topic, event, text_case
-
-METADATA = {
-    "category": "clothing",
-    "product": "Linen shirt",
-    "order_amount": "45.00",
-    "currency": "EUR",
-    "ordered_at": "2026-09-01T10:00:00Z",
-    "dispute_reason": "Seam torn",
-    "requested_remedy": "Refund",
-}
-
-
-def case(case_id: str, buyer_items: list[dict]) -> dict:
-    return {
-        "case_id": case_id,
-        "metadata": METADATA,
-        "rounds": [
-            {"party": "buyer", "round": 1, "items": buyer_items},
-            {"party": "seller", "round": 1, "items": [{"id": "s1", "kind": "text", "text": "It left intact."}]},
-        ],
-    }
-
-
-def whole(c: dict) -> bytes:
-    return json.dumps({"type": "case", "case": c}).encode()
+from ... import factories
+from ...factories import METADATA, whole
+from ...factories import case_data as case
+from .test_app_handlers import NOW, Topic, dead, event, text_case
 
 
 def noise_png(side: int, seed: int) -> bytes:
@@ -93,13 +71,8 @@ class FailOnce(Topic):
 
 @pytest.fixture
 def small(tmp_path) -> Settings:
-    return Settings(
-        llm_backend="offline",
-        precedent_backend="none",
-        media_store=str(tmp_path / "store"),
-        max_event_bytes=40_000,
-        max_case_bytes=20_000,
-        max_inline_bytes=30_000,
+    return factories.settings(
+        media_store=str(tmp_path / "store"), max_event_bytes=40_000, max_case_bytes=20_000, max_inline_bytes=30_000
     )
 
 
@@ -124,10 +97,6 @@ def parts(settings: Settings, ready: Topic | None = None, dlq: Topic | None = No
         intake=intake,
         in_flight=in_flight,
     )
-
-
-def dead(dlq: Topic) -> list[DeadLetter]:
-    return [DeadLetter.model_validate_json(v) for _, v in dlq.sent]
 
 
 # --- handlers -------------------------------------------------------------------------------

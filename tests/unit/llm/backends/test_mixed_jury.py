@@ -29,8 +29,8 @@ from cyberjurors.observability import metrics
 from cyberjurors.schemas import BallotDraft, DisputeCase, RoundSummaryDraft, Votes
 
 from ....conftest import EXAMPLES, calls
+from ....factories import case
 from ....messages_server import ScriptedServer, anthropic_message, chat_completion
-from ...jury.test_budget import case as case  # the fixture (a text-only case), requested by name
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -65,7 +65,7 @@ def calls_metric(backend: str, model: str) -> float:
 
 
 async def test_each_jurors_call_goes_to_its_provider_through_the_real_sdk_clients(
-    case: DisputeCase, server: ScriptedServer, openai_server: ScriptedServer, tmp_path: Path
+    server: ScriptedServer, openai_server: ScriptedServer, tmp_path: Path
 ):
     server.reply(anthropic_message(ballot("buyer"), input_tokens=1000, output_tokens=100))
     openai_server.reply(chat_completion(ballot("seller"), prompt_tokens=2000, completion_tokens=50))
@@ -87,7 +87,7 @@ async def test_each_jurors_call_goes_to_its_provider_through_the_real_sdk_client
     assert isinstance(llm.inner, RoutedLLM) and set(llm.inner.backends) == {"anthropic", "openai", "offline"}
     before = calls_metric("anthropic", "claude-a"), calls_metric("openai", "qwen2.5vl:7b")
     try:
-        verdict = await judge(case, llm, settings)
+        verdict = await judge(case(), llm, settings)  # a text-only case
     finally:
         await llm.inner.aclose()
 

@@ -15,9 +15,9 @@ from cyberjurors.config import Settings
 from cyberjurors.jury import prompts
 from cyberjurors.llm.backends.anthropic import AnthropicLLM
 from cyberjurors.llm.port import stage_request
-from cyberjurors.schemas import BallotDraft, DisputeCase
+from cyberjurors.schemas import BallotDraft
 
-from ....conftest import EXAMPLES
+from ....factories import example_case
 from ....messages_server import MIN_CACHEABLE, PromptCache, Received, StrictModel, count_tokens
 
 SCHEMA = {
@@ -184,7 +184,7 @@ def test_images_cost_their_pixels_and_bad_ones_are_refused() -> None:
 def test_a_jurors_persona_and_memory_are_read_from_the_cache_in_later_rounds_at_5_minutes(ttl: str) -> None:
     """The juror's request as the backend builds it: the case prefix, then its own part (persona and
     memory) as a second breakpoint where that pays (5-minute writes), then the round's part."""
-    case = DisputeCase.model_validate_json((EXAMPLES / "cases" / "appl-001-kettle-crack.json").read_text())
+    case = example_case("appl-001-kettle-crack.json")
     settings = Settings(llm_backend="anthropic", anthropic_api_key="x", prompt_cache_ttl=ttl)
     llm = AnthropicLLM.from_settings(settings)
     model = StrictModel(cache=PromptCache(clock=Clock()))
@@ -227,7 +227,7 @@ def test_each_cases_first_juror_reads_the_system_prompt_with_the_rules_from_an_e
     system = prompts.with_rules(prompts.JUROR_SYSTEM, prompts.verdict_rules())
     bills, prefixes = [], []
     for name in ("appl-001-kettle-crack.json", "clot-001-shirt-torn-seam.json"):
-        case = DisputeCase.model_validate_json((EXAMPLES / "cases" / name).read_text())
+        case = example_case(name)
         prefixes.append(prompts.case_prefix(case, None, None, []))
         request = stage_request(
             "juror",

@@ -26,6 +26,7 @@ from cyberjurors.llm.port import GuardedLLM, ImagePart, LLMError, LLMRequest, Te
 from cyberjurors.schemas import BallotDraft, DisputeCase, Selection, Verdict
 
 from ....conftest import EXAMPLES
+from ....factories import anthropic_settings
 from ....messages_server import Received, ScriptedServer, ThinkingModel, anthropic_message
 
 CASES = [DisputeCase.model_validate_json(p.read_text()) for p in sorted((EXAMPLES / "cases").glob("*.json"))]
@@ -41,19 +42,6 @@ async def thinker() -> AsyncIterator[ScriptedServer]:
     await server.start()
     yield server
     await server.stop()
-
-
-def anthropic_settings(url: str, **over: object) -> Settings:
-    return Settings(
-        llm_backend="anthropic",
-        anthropic_api_key="sk-ant-test",
-        anthropic_base_url=url,
-        llm_max_retries=0,
-        precedent_backend="none",
-        media_root=EXAMPLES,
-        metrics_port=0,
-        **over,
-    )
 
 
 async def judge_all(settings: Settings) -> list[Verdict | LLMError]:
