@@ -187,7 +187,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
             topic=outcomes,
         )
     ]
-    expected += [("judged", "outcomes", f"precedents_{k}") for k in [*PRECEDENT_KINDS, *LLM_KINDS]]
+    expected += [("judged", "outcome", f"precedents_{k}") for k in [*PRECEDENT_KINDS, *LLM_KINDS]]
     expected += [("judged", "outcome", "stage_failed")]
     expected += [("judged", "outcome", "outcome_conflict")]
     expected += [("expired", "focus", "state_expired")]  # a case file first sent 30 days ago, read again

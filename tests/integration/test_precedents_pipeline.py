@@ -70,7 +70,7 @@ async def test_worker_retrieves_precedents_and_learns_from_outcomes(settings, tm
         assert len(set(memories)) >= 2, "every juror got the same guidelines"
 
     [letter] = [DeadLetter.model_validate_json(v) for k, v in letters]
-    assert (letter.reason, letter.stage, letter.key) == ("unknown_case", "outcomes", "never-seen")
+    assert (letter.reason, letter.stage, letter.key) == ("unknown_case", "outcome", "never-seen")
 
     index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
     [added] = await index.get([f"case:{agreed.case_id}"])

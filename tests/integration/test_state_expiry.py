@@ -105,13 +105,13 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
         await produce(settings, [event])
         [(_, verdict)] = await read_topic(settings, "disputes.verdicts", until=1, timeout_s=120)
         # what outcomes and a redelivery read stays; focus, clues and both rounds are gone
-        assert case_keys(results, case_id) == {"ready", "verdict"}
+        assert case_keys(results, case_id) == {"intake", "verdict"}
         assert results[f"{case_id}/verdict"] == verdict
         assert case_id in times
 
         clock.now += settings.state_retention_s - 1  # not yet: nothing more goes
         await asyncio.sleep(4 * settings.state_sweep_interval_s)
-        assert case_keys(results, case_id) == {"ready", "verdict"}
+        assert case_keys(results, case_id) == {"intake", "verdict"}
 
         clock.now += 2  # past the retention: the worker's timer deletes the rest, leaving a marker
         assert await until(lambda: case_keys(results, case_id) == {"expired"} and case_id in times), (
@@ -129,7 +129,7 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
         }
     rounds = Verdict.model_validate_json(verdict).rounds_used
     assert tombstones == {
-        "ready",
+        "intake",
         "focus",
         "clues",
         "verdict",
