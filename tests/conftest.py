@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -17,7 +18,7 @@ from cyberjurors.config import Settings
 from cyberjurors.streams.broker import embedded_broker
 from cyberjurors.streams.clients import follow
 from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.streams.worker_process import WorkerProcess, child_env
 
 from .messages_server import ScriptedServer
 
@@ -129,6 +130,14 @@ async def read_topic(
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(read(), timeout_s)
     return seen
+
+
+def cli(settings: Settings, *args: str, timeout: float = 120, **env_overrides: str) -> subprocess.CompletedProcess[str]:
+    """The `cyberjurors` command in a child process, with the settings a command hands its worker."""
+    env = child_env(settings) | env_overrides
+    return subprocess.run(
+        [sys.executable, "-m", "cyberjurors", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def calls(log: Path) -> list[dict]:

@@ -1,0 +1,174 @@
+"""``dlq --replay`` on the embedded broker: each replayable letter is sent back once (the record in
+disputes.dlq-replayed is read by any later replay, from any machine), final letters never, an
+original kept in the media store is sent from there, a letter whose original failed again after a
+replay is held back (sent with ``--again``), and the filters pick by time, reason, stage and case. A
+final letter is sent only by ``--replay --final`` (after what made it fail has changed), once as
+well. With a running app and a worker: tests/integration/test_dlq_replay.py.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime, timedelta
+
+from cyberjurors.evidence.media_store import LocalMediaStore
+from cyberjurors.schemas import DeadLetter
+from cyberjurors.streams.clients import (
+    LetterFilter,
+    Outgoing,
+    placed_letters,
+    produce,
+    replay,
+    replayed,
+)
+from cyberjurors.streams.kafka import ensure_topics
+
+from ...conftest import cli, read_topic
+
+T0 = datetime(2026, 11, 1, 12, tzinfo=UTC)
+
+
+def letter(
+    settings,
+    key: str,
+    reason: str,
+    stage: str,
+    replayable: bool,
+    hours: int,
+    original: bytes = b"",
+    ref: str | None = None,
+) -> Outgoing:
+    d = DeadLetter(
+        reason=reason,
+        detail="d",
+        stage=stage,
+        topic=settings.topic("disputes.events"),
+        partition=0,
+        offset=0,
+        key=key,
+        replayable=replayable,
+        original_base64=base64.b64encode(original).decode(),
+        original_ref=ref,
+        failed_at=T0 + timedelta(hours=hours),
+    )
+    return Outgoing(key, d.model_dump_json().encode(), "test", topic=settings.topic("disputes.dlq"))
+
+
+async def test_each_replayable_letter_is_replayed_once_and_final_ones_never(settings, tmp_path):
+    settings = settings.model_copy(update={"media_store": str(tmp_path / "store")})
+    stored = b'{"type": "case", "large": "' + b"z" * 5000 + b'"}'
+    ref = await LocalMediaStore(tmp_path / "store").put(stored)
+    await ensure_topics(settings)
+    await produce(
+        settings,
+        [
+            letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a"),
+            letter(settings, "b", "llm_bad_request", "focus", False, 1, b"original-b"),
+            letter(settings, "c", "stage_failed", "round-2", True, 2, ref=ref),
+            letter(settings, "d", "llm_overloaded", "clues", True, 3, b"original-d"),
+        ],
+    )
+    letters = await placed_letters(settings)
+    assert sorted(x.letter.key for x in letters) == ["a", "b", "c", "d"]
+
+    first = await replay(settings, letters)
+    assert sorted(x.letter.key for x in first.sent) == ["a", "c", "d"] and first.already == [] and first.failed == []
+    sent = await read_topic(settings, "disputes.events", until=3, timeout_s=20)
+    assert sorted(sent) == sorted([("a", b"original-a"), ("c", stored), ("d", b"original-d")])
+    assert set(await replayed(settings)) == {x.id for x in first.sent}
+
+    again = await replay(settings, await placed_letters(settings))  # a second run, as from another machine
+    assert again.sent == [] and sorted(x.letter.key for x in again.already) == ["a", "c", "d"]
+    assert len(await read_topic(settings, "disputes.events", until=4, timeout_s=3)) == 3  # nothing re-sent
+
+
+async def test_the_filters_pick_by_time_reason_stage_and_case(settings):
+    await ensure_topics(settings)
+    await produce(
+        settings,
+        [
+            letter(settings, "a", "llm_timeout", "focus", True, 0),
+            letter(settings, "b", "llm_timeout", "round-2", True, 5),
+            letter(settings, "c", "stage_failed", "round-3", True, 10),
+        ],
+    )
+    letters = [x.letter for x in await placed_letters(settings)]
+
+    def keys(f: LetterFilter) -> list[str]:
+        return sorted(x.key for x in letters if f(x))
+
+    assert keys(LetterFilter(since=T0 + timedelta(hours=5))) == ["b", "c"]
+    assert keys(LetterFilter(until=T0 + timedelta(hours=5))) == ["a"]  # until is exclusive
+    assert keys(LetterFilter(since=T0 + timedelta(hours=1), until=T0 + timedelta(hours=6))) == ["b"]
+    assert keys(LetterFilter(reason="llm_timeout")) == ["a", "b"]
+    assert keys(LetterFilter(stage="rounds")) == ["b", "c"] and keys(LetterFilter(stage="round-3")) == ["c"]
+    assert keys(LetterFilter(case="c", reason="stage_failed")) == ["c"]
+
+
+async def test_the_command_replays_the_chosen_letters_once(settings):
+    await ensure_topics(settings)
+    await produce(
+        settings,
+        [
+            letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a"),
+            letter(settings, "b", "llm_timeout", "focus", True, 30, b"original-b"),
+        ],
+    )
+    first = cli(settings, "dlq", "--replay", "--until", "2026-11-02")
+    assert first.returncode == 0, first.stderr
+    assert "1 dead letters" in first.stdout and "replayed 1;" in first.stdout
+    second = cli(settings, "dlq", "--replay")
+    assert second.returncode == 0, second.stderr
+    assert "replayed 1; 1 replayed before" in second.stdout
+    sent = await read_topic(settings, "disputes.events", until=3, timeout_s=5)
+    assert sorted(sent) == [("a", b"original-a"), ("b", b"original-b")]
+
+
+def said(result) -> str:
+    """The command's output on one line (rich wraps it at the width of a terminal it does not have)."""
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
+
+
+async def test_the_command_holds_back_a_letter_whose_original_failed_after_a_replay(settings):
+    await ensure_topics(settings)
+    await produce(settings, [letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a")])
+    assert "replayed 1;" in cli(settings, "dlq", "--replay").stdout
+    await produce(settings, [letter(settings, "a", "llm_timeout", "focus", True, 1, b"original-a")])  # failed again
+    assert "failed again after a replay" in said(cli(settings, "dlq"))
+    held = said(cli(settings, "dlq", "--replay"))
+    assert "replayed 0; 1 replayed before; 1 failed again after a replay (--again sends them)" in held, held
+    sent = said(cli(settings, "dlq", "--replay", "--again"))
+    assert "replayed 1; 1 replayed before;" in sent, sent
+    assert len(await read_topic(settings, "disputes.events", until=3, timeout_s=5)) == 2
+
+
+async def test_the_command_sends_final_letters_only_with_final_and_each_once(settings):
+    await ensure_topics(settings)
+    await produce(
+        settings,
+        [
+            letter(settings, "a", "llm_truncated", "focus", False, 0, b"original-a"),
+            letter(settings, "b", "text_too_long", "intake", False, 1, b"original-b"),
+        ],
+    )
+    assert cli(settings, "dlq", "--final").returncode == 2  # it goes with --replay
+    left = said(cli(settings, "dlq", "--replay"))
+    assert "replayed 0; 0 replayed before; 2 would fail the same way (--final sends them" in left, left
+    picked = said(cli(settings, "dlq", "--replay", "--final", "--reason", "llm_truncated"))
+    assert "replayed 1; 0 replayed before; 0 would fail" in picked, picked
+    assert await read_topic(settings, "disputes.events", until=2, timeout_s=5) == [("a", b"original-a")]
+    assert "final, replayed" in said(cli(settings, "dlq", "--case", "a"))
+
+    second = said(cli(settings, "dlq", "--replay", "--final", "--reason", "llm_truncated"))
+    assert "replayed 0; 1 replayed before" in second, second
+    plain = said(cli(settings, "dlq", "--replay"))  # without --final the sent one stays replayed, b stays final
+    assert "replayed 0; 1 replayed before; 1 would fail the same way" in plain, plain
+
+    # a's replay failed the same way again: a new letter, same original, held back like any other
+    await produce(settings, [letter(settings, "a", "llm_truncated", "focus", False, 2, b"original-a")])
+    held = said(cli(settings, "dlq", "--replay", "--final", "--case", "a"))
+    assert "replayed 0; 1 replayed before; 1 failed again after a replay (--again sends them)" in held, held
+    sent = said(cli(settings, "dlq", "--replay", "--final", "--again", "--case", "a"))
+    assert "replayed 1; 1 replayed before" in sent, sent
+    assert len(await read_topic(settings, "disputes.events", until=3, timeout_s=5)) == 2
