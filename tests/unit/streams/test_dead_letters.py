@@ -502,3 +502,16 @@ def test_invalid_case_is_produced_by_a_draft_that_does_not_make_a_case():
 def test_every_ingest_row_is_driven():
     rows = {reason for where, reason in TABLE if where == "intake"}
     assert rows == set(INTAKE) | {"invalid_case"} | APP_INGEST
+
+
+def test_the_documented_flag_of_each_reason_is_the_one_its_writers_set():
+    """errors.OTHER_REASONS feeds docs/reference/dead-letters: its flags are the source's."""
+    from cyberjurors.errors import OTHER_REASONS, REJECTIONS
+
+    for reason, (flag, meaning) in OTHER_REASONS.items():
+        written = {where: replayable for (where, r), replayable in TABLE.items() if r == reason}
+        assert written, f"{reason} is documented but no handler writes it"
+        assert set(written.values()) == {flag}, (reason, written)
+        assert meaning
+    for reason in set(REJECTIONS) - {"unknown_case"}:  # unknown_case: replayable at stage outcome
+        assert not any(replayable for (_, r), replayable in TABLE.items() if r == reason), reason
