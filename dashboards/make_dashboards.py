@@ -14,9 +14,9 @@ infra/grafana/provisioning/datasources/prometheus.yml. The ``instance`` variable
 
 Every query uses only metrics the workers export (cyberjurors/observability/metrics.py) or the series the
 recording rules in infra/recording.yml derive from them (the fleet's drift: ``cyberjurors:...``,
-fleet-wide by construction, so the Worker filter does not apply to them); tests/test_infra.py
+fleet-wide by construction, so the Worker filter does not apply to them); tests/unit/project/test_infra.py
 checks the names, and that Grafana's own generated types (grafana-foundation-sdk) read every
-field back unchanged; tests/test_prometheus_live.py runs every query against a real Prometheus.
+field back unchanged; tests/integration/test_prometheus_live.py runs every query against a real Prometheus.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ text a little differently). The files' bytes are not: PNG's zlib stream and JPEG
 library build, and libx264 may encode the same frames to other bytes on another CPU or build,
 or even on a second run. The committed files are therefore the reference. The sha256 and size
 in MANIFEST.json (and the sha256 the cases carry) identify those particular encodes, and a rerun
-writes its own; tests/test_examples.py compares a rerun with them by decoded pixels and probes,
+writes its own; tests/unit/project/test_examples.py compares a rerun with them by decoded pixels and probes,
 never by bytes. Rewriting examples/media/ means copying the new sha256 into the cases.
 
 Each file holds a clue a juror who looks at the pixels can find (a battery level, a stamp, a

@@ -76,7 +76,7 @@ def faust_app(settings: Settings) -> faust.App:
         # our topics is caught by the worker's broker watch (streams/worker.py, exit 75), and the
         # embedded broker (Tansu 0.6) reports an end offset from its last batch's first offset, so a
         # standby replica that read a verdict's batch of tombstones is "ahead" and the next rebalance
-        # stopped its worker (tests/test_rebalance.py).
+        # stopped its worker (tests/integration/test_rebalance.py).
         recovery_consistency_check=settings.table_store != "memory",
         web_enabled=settings.web_port is not None,
         web_port=settings.web_port or 6066,
