@@ -172,3 +172,13 @@ async def test_the_command_sends_final_letters_only_with_final_and_each_once(set
     sent = said(cli(settings, "dlq", "--replay", "--final", "--again", "--case", "a"))
     assert "replayed 1; 1 replayed before" in sent, sent
     assert len(await read_topic(settings, "disputes.events", until=3, timeout_s=5)) == 2
+
+
+def test_a_stage_name_of_an_earlier_release_is_refused_with_todays_name():
+    from typer.testing import CliRunner
+
+    from cyberjurors.cli import app
+
+    result = CliRunner().invoke(app, ["dlq", "--stage", "ingest"])
+    assert result.exit_code == 2
+    assert "'ingest' is now 'intake'" in result.output and "renamed.md" in result.output
