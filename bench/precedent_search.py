@@ -192,7 +192,7 @@ async def sustained(
                 if due > time.perf_counter():
                     await asyncio.sleep(due - time.perf_counter())
             case = extra_case(docs, 10_000 + i)
-            await index.upsert([case.model_copy(update={"id": f"case:outcome-{rate}-{i}"})])
+            await index.upsert([case.model_copy(update={"id": f"case:outcome-{rate}-{pace}-{i}"})])
             cited = [guidelines[(2 * i) % len(guidelines)].id, guidelines[(2 * i + 1) % len(guidelines)].id]
             changed = []
             for doc in await index.get(cited):

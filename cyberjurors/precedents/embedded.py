@@ -170,11 +170,15 @@ class _Words:
         self.schema = builder.build()
         self.index = tantivy.Index(self.schema)
         self.index.register_tokenizer("bm25", _analyzer())
+        # reloaded by ``commit`` only: the default (reload on commit, on a thread of tantivy's) takes
+        # the same lock as an explicit reload, and a collision costs tantivy's 100 ms retry
+        self.index.config_reader(reload_policy="Manual")
         self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self.pending = False  # changes not committed yet (not searchable)
 
-    def put(self, key: int, category: str, text: str) -> None:
-        self.writer.delete_documents_by_term("key", key)
+    def put(self, key: int, category: str, text: str, replace: bool = True) -> None:
+        if replace:  # a delete costs every segment a look-up at the commit: only when the key is there
+            self.writer.delete_documents_by_term("key", key)
         self.writer.add_document(tantivy.Document(text=text, category=category, key=key))
         self.pending = True
 
@@ -238,6 +242,11 @@ class _Vectors:
             grown[: len(self.where)] = self.where
             self.where = grown
         self.where[keys] = code
+
+    def kind_of(self, key: int) -> Kind | None:
+        """The kind this key is searched under now (None: not in memory, e.g. an inactive guideline)."""
+        code = int(self.where[key]) if key < len(self.where) else -1
+        return PARTS[code][0] if code >= 0 else None
 
     def remove(self, keys: np.ndarray) -> None:
         keys = keys[keys < len(self.where)]
@@ -407,7 +416,7 @@ class EmbeddedIndex:
             rows = self._reader.execute("SELECT key, kind, category, text FROM documents WHERE active = 1 ORDER BY key")
             while batch := rows.fetchmany(READ_CHUNK):
                 for key, kind, category, text in batch:
-                    words[kind].put(key, category, text)
+                    words[kind].put(key, category, text, replace=False)
             if since is None:  # no usable snapshot: every vector from its row
                 self._apply_vectors(vectors, "SELECT key, kind, category, active, vector FROM documents", ())
                 since_count = len(vectors)
@@ -494,16 +503,17 @@ class EmbeddedIndex:
                     (since,),
                 ).fetchall()
             for key in gone:
-                for w in self._words.values():
-                    w.remove(key)
+                held = self._vectors.kind_of(key)
+                if held is not None:
+                    self._words[held].remove(key)
             if gone:
                 self._vectors.remove(np.asarray(gone, np.int64))
             for key, kind, category, active, text, _ in changed:
-                for other in KINDS:
-                    if other != kind or not active:
-                        self._words[other].remove(key)
+                held = self._vectors.kind_of(key)  # where this process has it now, if anywhere
+                if held is not None and (held != kind or not active):
+                    self._words[held].remove(key)
                 if active:
-                    self._words[kind].put(key, category, text)
+                    self._words[kind].put(key, category, text, replace=held == kind)
             for start in range(0, len(changed), READ_CHUNK):
                 chunk = changed[start : start + READ_CHUNK]
                 keys = np.fromiter((r[0] for r in chunk), np.int64, len(chunk))
