@@ -538,15 +538,19 @@ class EmbeddedIndex:
             blobs = [bytes(graph.save() or b"") for graph in self._vectors.graphs]
             self._since_snapshot = 0
         spec = f"{VECTOR_SPEC} dims={self.dims}"
-        with self._write_lock, self._transaction(self._writer, immediate=True):
-            newest = self._writer.execute("SELECT max(seq) FROM vector_snapshot").fetchone()[0]
-            if newest is not None and newest >= seq:
-                return
-            self._writer.execute("DELETE FROM vector_snapshot")
-            self._writer.executemany(
-                "INSERT INTO vector_snapshot (part, seq, spec, data) VALUES (?, ?, ?, ?)",
-                [(code, seq, spec, blob) for code, blob in enumerate(blobs)],
-            )
+        try:
+            with self._write_lock, self._transaction(self._writer, immediate=True):
+                newest = self._writer.execute("SELECT max(seq) FROM vector_snapshot").fetchone()[0]
+                if newest is not None and newest >= seq:
+                    return
+                self._writer.execute("DELETE FROM vector_snapshot")
+                self._writer.executemany(
+                    "INSERT INTO vector_snapshot (part, seq, spec, data) VALUES (?, ?, ?, ?)",
+                    [(code, seq, spec, blob) for code, blob in enumerate(blobs)],
+                )
+        except sqlite3.Error as err:  # the write it follows is committed: a snapshot is only a shortcut
+            log.warning("precedent store %s: the vector snapshot was not saved (%s)", self.folder, err)
+            return
         log.info("precedent store %s: vector snapshot saved at change %d", self.folder, seq)
 
     # --- the PrecedentIndex protocol ------------------------------------------------------------
