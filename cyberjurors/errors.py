@@ -81,6 +81,7 @@ PRECEDENT_KINDS = (
     "bad_query",
     "unknown_category",
     "index_missing",
+    "needs_migration",  # a folder holding only the previous embedded store: `precedents migrate` converts it
     "model_missing",
     "model_tampered",  # a model file whose sha256 is not the pinned one
     "model_unpinned",  # a model other than the default with no embedding_model_sha256

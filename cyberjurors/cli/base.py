@@ -125,6 +125,7 @@ def shown(text: str, limit: int = 80) -> str:
 
 PRECEDENT_HINTS = {
     "index_missing": "Build it first: cyberjurors precedents build examples/precedents (or your own decided cases).",
+    "needs_migration": "Convert it once: cyberjurors precedents migrate (reads the old files, writes precedents.sqlite3 beside them).",
     "model_missing": "Run `cyberjurors embedder fetch`, or set CYBERJURORS_EMBEDDING_MODEL_DIR to the folder "
     "holding the model.",
     "unreachable": "Check ELASTICSEARCH_URL and that the cluster is up.",

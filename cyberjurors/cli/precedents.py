@@ -275,4 +275,53 @@ def _hits_table(title: str, hits):
     return table
 
 
+@precedents_app.command("migrate")
+def precedents_migrate(
+    source: Annotated[
+        Path | None,
+        typer.Option("--from", help="the folder of the previous-format store (manifest.json); default: precedent_dir"),
+    ] = None,
+    target: Annotated[
+        Path | None,
+        typer.Option("--to", help="the folder for the SQLite store; default: the --from folder, beside the old files"),
+    ] = None,
+    settings: SettingsOption = None,
+) -> None:
+    """Copy a precedent store of the previous format (JSON lines + numpy files) into the SQLite store.
+
+    Documents and vectors are copied as they are (nothing is embedded again). Idempotent: a re-run
+    writes only what is missing or differs. The old files are left in place."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..precedents.migrate import migrate
+    from ..precedents.models import PrecedentError
+
+    config = load_settings(settings)
+    source = source or config.precedent_dir
+    with progress_bar(console) as progress:
+        task = progress.add_task("documents copied", total=None)
+        try:
+            report = asyncio.run(
+                migrate(source, target, lambda done, total: progress.update(task, completed=done, total=total))
+            )
+        except PrecedentError as err:
+            raise _precedent_failure(err) from err
+    table = Table(title="precedent store migrated", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("from", escape(str(report.source)))
+    table.add_row("to", escape(str(report.target / "precedents.sqlite3")) + (" (new)" if report.created else ""))
+    table.add_row("embedding model", f"{escape(report.embedding_model)} ({report.dims} dims)")
+    table.add_row(
+        "documents", f"{report.documents} read: {report.written} written, {report.unchanged} already there alike"
+    )
+    table.add_row("time", f"{report.elapsed_s:.1f}s")
+    console.print(table)
+    console.print(
+        "The previous files are left in place; workers read the SQLite store from now on. "
+        "Delete manifest.json and the *.jsonl / *.npy files once it serves."
+    )
+
+
 # --- evaluation ------------------------------------------------------------------------------

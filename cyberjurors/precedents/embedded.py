@@ -1,281 +1,303 @@
-"""``EmbeddedIndex``: the default precedent store, on disk in one folder, no server.
+"""``EmbeddedIndex``: the default precedent store, one SQLite database in a folder, no server.
 
-Retrieval
-    BM25 by ``bm25s`` (Lucene's formula, k1=1.2 b=0.75 like Elasticsearch; its tokenizer with
-    English stopwords, Snowball stemming when PyStemmer happens to be installed) and exact cosine
-    over a float32 numpy matrix (the embeddings are normalised, so a dot product). Hybrid takes the
-    top ``max(4k, 50)`` of each side and fuses them with ``index.fuse`` (reciprocal rank); a side
-    only contributes documents it actually matched (BM25 score > 0). Filters are applied before the
-    top-n of each side, so a filtered search is not starved by other categories. Plain RRF has
-    a known blind spot: a document only one retriever finds, even at rank 1 (an exact product
+Storage (the source of truth)
+    ``precedents.sqlite3`` in the folder, in WAL mode: one row per document (its id, kind,
+    category, whether it is searchable, its text, the ``Document`` as JSON, the vector as float32
+    bytes, and the change sequence that last wrote it). Every upsert or delete batch is one
+    transaction that takes the next change sequence (``counter.seq``) and stamps the rows it writes
+    with it; a delete leaves the row's key in ``deleted`` with that sequence. A crash (a kill, a
+    power cut) mid-write leaves the previous state: SQLite rolls the unfinished transaction back.
+    Writers in several processes queue on SQLite's write lock (``busy_timeout``); readers never
+    wait for writers.
+
+Retrieval (derived, in each process's memory)
+    BM25 by tantivy (Lucene's formula, k1=1.2 b=0.75, as Elasticsearch and the previous store),
+    over one in-memory tantivy index per kind; its analyzer is the previous store's: words of 2+
+    word characters, lower-cased, bm25s's English stopwords removed, Snowball English stems.
+    Vectors by usearch: one HNSW graph per (kind, category), vectors quantised to int8 (cosine),
+    searched exactly (a scan) while a graph holds fewer than ``EXACT_BELOW`` vectors. Hybrid takes
+    the top ``max(4k, 50)`` of each side and fuses them with ``index.fuse`` (reciprocal rank); a
+    side only contributes documents it matched (BM25: sharing a term with the query). Filters come
+    before the top-n of each side (the category is a filter inside the BM25 query and the choice of
+    graphs for the vectors), so a filtered search is not starved by other categories. Plain RRF
+    has a known blind spot: a document only one retriever finds, even at rank 1 (an exact product
     code), scores 1/61 and falls below everything both retrievers rank in their top ~60.
 
-    Cases and guidelines live in separate parts (``kind`` is always a filter); inactive guidelines
-    stay stored (``get`` returns them) but are never searched or counted.
+    Cases and guidelines are apart (``kind`` is always a filter); inactive guidelines are stored
+    (``get`` returns them) but never enter the in-memory indexes, so they are never searched, and
+    ``count`` leaves them out.
 
-Cost (figures in docs/precedents.md)
-    Exact vector search is one matrix-vector product over the part's rows: no approximate index to
-    build or tune, and fast enough at the sizes a platform's precedent base reaches. bm25s cannot
-    add documents to a built index, so an upsert/delete marks its part dirty and the next search
-    of that part rebuilds the BM25 matrix from cached token ids (tokenising happens once per
-    document, at upsert or open). A steady trickle of single upserts between searches pays that
-    rebuild on the next search each time; batch writes when you can.
+Freshness
+    Each process remembers the change sequence its in-memory indexes reflect. Before each search it
+    reads ``counter.seq`` (one indexed row); when another process (or this one) wrote since, it
+    reads the rows stamped after its sequence and the keys deleted after it, in one read
+    transaction, and applies just those: no rebuild. tantivy makes added documents searchable at
+    a commit, so a kind's index is committed lazily, by the first search of that kind after a change.
 
-Files (all under the folder)
-    manifest.json                 format, embedding model and dims, generation, per part: count,
-                                  and per file its name, size and sha256. The commit point.
-    case.<gen>.jsonl, guideline.<gen>.jsonl   one ``Document`` JSON per line, row order
-    case.<gen>.npy, guideline.<gen>.npy       (rows, dims) float32, same row order
-    .lock                         advisory lock (flock): exclusive while writing, shared while loading
-
-    Every upsert/delete batch rewrites the changed part's two files under a new generation number
-    (temp file, fsync, os.replace) and then replaces the manifest, so a crash leaves either the
-    old or the new index, never a mix; files of the previous generation are deleted afterwards.
-    The rewrite is O(part size), the price of never leaving a half-written part.
-
-    The BM25 part is not persisted: it is rebuilt from the documents on open (checksums, parsing,
-    tokenising, BM25), so a stemmer or bm25s upgrade never meets a stale index.
+    The in-memory indexes are built when the store opens: tantivy from the texts (seconds at 100k
+    documents); the HNSW graphs from the newest snapshot of them kept in the database
+    (``vector_snapshot``, written by a writer once enough changes accumulated since the last),
+    plus the rows changed since it; without a snapshot, from the stored vectors (HNSW insertions:
+    ~15 s at 100k documents on two cores).
 
 Concurrency
     Within a process: CPU work runs in ``asyncio.to_thread``; a state lock guards the in-memory
-    index (searches hold it only while scoring), a write lock serialises upserts/deletes and their
-    saves. Embedding a batch happens before either lock is taken. Across processes: writers take an
-    exclusive flock and, if another process saved since this one loaded, reload before applying
-    their change (no lost updates); searches notice a newer manifest (one stat per search) and
-    reload. Each process holds the whole index in memory.
+    indexes (searches hold it while scoring), one connection writes and another reads, each under
+    a lock of its own. Embedding a batch happens before any lock is taken.
+
+The previous store (JSON lines + numpy files + manifest, ``legacy.py``) is read only by
+``cyberjurors precedents migrate`` (``migrate.py``); a folder that holds one and no database
+refuses to open with ``needs_migration``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import io
-import json
 import logging
-import os
+import sqlite3
 import threading
 import uuid
-from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
+import tantivy
+import usearch
+from bm25s.stopwords import STOPWORDS_EN  # type: ignore[import-untyped]
 from pydantic import ValidationError
+from usearch.index import Index as VectorGraph
 
 from ..schemas import now
 from .embeddings import Embedder, canonical
 from .index import category_filter, check_query, fuse
 from .models import ANY_CATEGORY, CATEGORIES, KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
-try:  # advisory file locks; absent on Windows, where a single process per folder is assumed
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
-
 log = logging.getLogger("cyberjurors.precedents.embedded")
-logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import: a line per BM25 build
 
-FORMAT = 1
-MANIFEST = "manifest.json"
-LOCK_FILE = ".lock"
-CATEGORY_CODES = {c: i for i, c in enumerate((*CATEGORIES, ANY_CATEGORY))}
-BM25_K1, BM25_B = 1.2, 0.75  # Elasticsearch's defaults, so both backends rank alike
-STOPWORDS = "en"
+FORMAT = 2  # the legacy store (manifest.json) was format 1
+DB_FILE = "precedents.sqlite3"
+LEGACY_MANIFEST = "manifest.json"
 MIN_CANDIDATES = 50  # per retriever in hybrid mode: max(4k, MIN_CANDIDATES)
 ENCODE_CHUNK = 256  # texts per embedder call at upsert (failures are reported per chunk)
 QUERY_CACHE = 256  # recent query embeddings kept (the pipeline searches cases, then guidelines)
+EXACT_BELOW = 4096  # a graph smaller than this is scanned exactly
+CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 128  # HNSW: M, ef at build, ef at search
+VECTOR_DTYPE = "i8"
+SNAPSHOT_MIN_CHANGES = 5000  # changes applied since the last vector snapshot before a writer saves one
+SNAPSHOT_SHARE = 0.1  # ... and at least this share of the documents
+TIE_MARGIN = 10  # hits fetched beyond n from each retriever, so that ties at the cut are broken by key
+BUSY_TIMEOUT_MS = 60_000
+WRITER_HEAP = 15_000_000  # tantivy's minimum arena per indexing thread
+READ_CHUNK = 4096  # rows per fetch while loading
+TERM_PATTERN = r"(?u)\b\w\w+\b"  # bm25s's token pattern
+
+# every (kind, category) that has a graph of its own: cases belong to one category, guidelines
+# may apply to all
+PARTS: tuple[tuple[Kind, str], ...] = (
+    *(("case", c) for c in CATEGORIES),
+    *(("guideline", c) for c in (*CATEGORIES, ANY_CATEGORY)),
+)
+PART_CODES = {part: i for i, part in enumerate(PARTS)}
+VECTOR_SPEC = (
+    f"usearch {usearch.__version__.split('.')[0]} {VECTOR_DTYPE} cos "
+    f"M={CONNECTIVITY} ef_add={EXPANSION_ADD} parts={len(PARTS)}"
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS counter (one INTEGER PRIMARY KEY CHECK (one = 1), seq INTEGER NOT NULL, store TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    key INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    category TEXT NOT NULL,
+    active INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    body TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_seq ON documents (seq);
+CREATE INDEX IF NOT EXISTS documents_filter ON documents (kind, category, active);
+CREATE TABLE IF NOT EXISTS deleted (key INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS deleted_seq ON deleted (seq);
+CREATE TABLE IF NOT EXISTS vector_snapshot (part INTEGER PRIMARY KEY, seq INTEGER NOT NULL, spec TEXT NOT NULL, data BLOB NOT NULL);
+"""
 
 
-def _stemmer() -> Any | None:
-    """Snowball English if PyStemmer is installed (it is optional), else no stemming."""
-    try:
-        import Stemmer  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return Stemmer.Stemmer("english")
+def _analyzer() -> tantivy.TextAnalyzer:
+    """The previous store's BM25 terms, made by tantivy: bm25s's token pattern, lower case,
+    bm25s's English stopwords, Snowball English stemming (the algorithm PyStemmer runs)."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(TERM_PATTERN))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.custom_stopword(list(STOPWORDS_EN)))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
 
 
-STEMMER_NAME = "snowball-english" if _stemmer() is not None else None
-_local = threading.local()  # PyStemmer objects are not thread-safe: one per searching thread
+_local = threading.local()
 
 
 def bm25_terms(text: str) -> list[str]:
     """The terms BM25 sees for a text: lower-cased words of 2+ characters, English stopwords
-    removed, stemmed when PyStemmer is installed."""
-    if not hasattr(_local, "stemmer"):
-        _local.stemmer = _stemmer()
-    tokens = bm25s.tokenize(
-        [text], lower=True, stopwords=STOPWORDS, stemmer=_local.stemmer, return_ids=False, show_progress=False
-    )
-    return [t for t in tokens[0] if t]
+    removed, Snowball-stemmed."""
+    if not hasattr(_local, "analyzer"):
+        _local.analyzer = _analyzer()
+    return list(_local.analyzer.analyze(text))
 
 
-def _corrupt(what: str, problem: str) -> PrecedentError:
+def _corrupt(path: Path, problem: str) -> PrecedentError:
     return PrecedentError(
         "corrupt",
-        f"precedent index file {what}: {problem}. Restore the folder from a backup "
+        f"precedent store {path}: {problem}. Restore the folder from a backup "
         "or rebuild the index (delete the folder, then re-index the precedents)",
     )
 
 
-class _Grow:
-    """A numpy array with spare rows, so appends are amortised O(1)."""
+class _Words:
+    """One kind's BM25 index, in memory (tantivy). Documents are keyed by the row's key."""
 
-    def __init__(self, shape_tail: tuple[int, ...], dtype: Any, data: np.ndarray | None = None):
-        self.n = 0 if data is None else len(data)
-        self.buf = np.zeros((max(self.n, 16), *shape_tail), dtype=dtype)
-        if data is not None:
-            self.buf[: self.n] = data
+    def __init__(self) -> None:
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("text", stored=False, tokenizer_name="bm25", index_option="freq")
+        builder.add_text_field("category", stored=False, tokenizer_name="raw", index_option="basic")
+        builder.add_integer_field("key", stored=False, indexed=True, fast=True)
+        self.schema = builder.build()
+        self.index = tantivy.Index(self.schema)
+        self.index.register_tokenizer("bm25", _analyzer())
+        # reloaded by ``commit`` only: the default (reload on commit, on a thread of tantivy's) takes
+        # the same lock as an explicit reload, and a collision costs tantivy's 100 ms retry
+        self.index.config_reader(reload_policy="Manual")
+        self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+        self.pending = False  # changes not committed yet (not searchable)
 
-    @property
-    def view(self) -> np.ndarray:
-        return self.buf[: self.n]
+    def put(self, key: int, category: str, text: str, replace: bool = True) -> None:
+        if replace:  # a delete costs every segment a look-up at the commit: only when the key is there
+            self.writer.delete_documents_by_term("key", key)
+        self.writer.add_document(tantivy.Document(text=text, category=category, key=key))
+        self.pending = True
 
-    def append(self, values: np.ndarray) -> None:
-        need = self.n + len(values)
-        if need > len(self.buf):
-            bigger = np.zeros((max(need, 2 * len(self.buf)), *self.buf.shape[1:]), dtype=self.buf.dtype)
-            bigger[: self.n] = self.buf[: self.n]
-            self.buf = bigger
-        self.buf[self.n : need] = values
-        self.n = need
+    def remove(self, key: int) -> None:
+        self.writer.delete_documents_by_term("key", key)
+        self.pending = True
 
-    def pop_into(self, row: int) -> None:
-        """Move the last row into ``row`` and drop the last row."""
-        self.n -= 1
-        if row != self.n:
-            self.buf[row] = self.buf[self.n]
+    def commit(self) -> None:
+        if self.pending:
+            self.writer.commit()
+            self.index.reload()
+            self.pending = False
+
+    def search(self, terms: list[str], categories: tuple[str, ...] | None, n: int) -> list[int]:
+        """Keys of the n best BM25 scores among documents sharing a term with the query (and in
+        one of the categories), best first; equal scores in key order."""
+        if not terms:
+            return []
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", t)) for t in terms]
+        )
+        if categories is not None:
+            admitted = tantivy.Query.term_set_query(self.schema, "category", list(categories))
+            query = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, tantivy.Query.const_score_query(admitted, 0.0)),
+                    (tantivy.Occur.Must, query),
+                ]
+            )
+        searcher = self.index.searcher()
+        hits = searcher.search(query, n + TIE_MARGIN, count=False).hits
+        keys = searcher.fast_field_values("key", [address for _, address in hits])
+        ranked = sorted(zip((score for score, _ in hits), keys, strict=True), key=lambda sk: (-sk[0], sk[1]))
+        return [int(key or 0) for _, key in ranked[:n]]
 
 
-@dataclass
-class _Part:
-    """One kind's documents. Row i of every field is the same document; a delete moves the last
-    row into the freed slot."""
+class _Vectors:
+    """The vectors in memory: one usearch graph per part, keyed by the row's key."""
 
-    kind: Kind
-    dims: int
-    ids: list[str] = field(default_factory=list)
-    lines: list[bytes] = field(default_factory=list)  # the Document as stored (JSON), parsed on demand
-    rows: dict[str, int] = field(default_factory=dict)
-    tokens: list[array] = field(default_factory=list)  # bm25s token ids per row
-    vectors: _Grow = None  # type: ignore[assignment]
-    category: _Grow = None  # type: ignore[assignment]
-    active: _Grow = None  # type: ignore[assignment]
-    tokenizer: bm25s.tokenization.Tokenizer = None
-    vocab: dict[str, int] = field(default_factory=dict)  # tokenizer vocabulary as of the last applied change
-    bm25: bm25s.BM25 | None = None
-    dirty: bool = True  # BM25 lags the documents
-    unsaved: bool = False  # files lag memory
-    files: dict[str, Any] = field(default_factory=dict)  # this part's manifest entry
+    def __init__(self, dims: int, graphs: list[VectorGraph] | None = None):
+        self.dims = dims
+        self.graphs = graphs or [self._graph() for _ in PARTS]
+        self.where = np.full(1024, -1, np.int8)  # key -> part code, -1 when absent
+        for code, graph in enumerate(self.graphs):
+            if len(graph):
+                self._place(np.asarray(graph.keys, dtype=np.int64), code)
 
-    def __post_init__(self) -> None:
-        self.vectors = self.vectors or _Grow((self.dims,), np.float32)
-        self.category = self.category or _Grow((), np.int8)
-        self.active = self.active or _Grow((), np.bool_)
-        self.tokenizer = self.tokenizer or bm25s.tokenization.Tokenizer(stopwords=STOPWORDS, stemmer=_stemmer())
+    def _graph(self) -> VectorGraph:
+        return VectorGraph(
+            ndim=self.dims,
+            metric="cos",
+            dtype=VECTOR_DTYPE,
+            connectivity=CONNECTIVITY,
+            expansion_add=EXPANSION_ADD,
+            expansion_search=EXPANSION_SEARCH,
+        )
+
+    def _place(self, keys: np.ndarray, code: int) -> None:
+        if len(keys) and keys.max() >= len(self.where):
+            grown = np.full(max(int(keys.max()) + 1, 2 * len(self.where)), -1, np.int8)
+            grown[: len(self.where)] = self.where
+            self.where = grown
+        self.where[keys] = code
+
+    def kind_of(self, key: int) -> Kind | None:
+        """The kind this key is searched under now (None: not in memory, e.g. an inactive guideline)."""
+        code = int(self.where[key]) if key < len(self.where) else -1
+        return PARTS[code][0] if code >= 0 else None
+
+    def remove(self, keys: np.ndarray) -> None:
+        keys = keys[keys < len(self.where)]
+        codes = self.where[keys]
+        for code in np.unique(codes[codes >= 0]):
+            self.graphs[code].remove(keys[codes == code])
+        self.where[keys] = -1
+
+    def put(self, keys: np.ndarray, codes: np.ndarray, vectors: np.ndarray) -> None:
+        """Add or replace: a key already present (in any part) is removed first."""
+        self.remove(keys)
+        for code in np.unique(codes):
+            chosen = codes == code
+            self.graphs[code].add(keys[chosen], vectors[chosen], threads=0 if chosen.sum() > 1000 else 1)
+            self._place(keys[chosen], int(code))
+
+    def search(self, codes: list[int], vector: np.ndarray, n: int) -> list[int]:
+        found: list[tuple[float, int]] = []
+        for code in codes:
+            graph = self.graphs[code]
+            if not len(graph):
+                continue
+            count = min(n + TIE_MARGIN, len(graph))
+            matches = graph.search(vector, count, exact=len(graph) < EXACT_BELOW, threads=1)
+            found += zip(matches.distances.tolist(), matches.keys.tolist(), strict=True)
+        found.sort()
+        return [int(key) for _, key in found[:n]]
 
     def __len__(self) -> int:
-        return len(self.ids)
-
-    def tokenize(self, texts: list[str]) -> list[array]:
-        ids = self.tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
-        return [array("i", doc) for doc in ids]
-
-    def put(self, doc_id: str, line: bytes, vector: np.ndarray, category: int, active: bool, tokens: array) -> None:
-        row = self.rows.get(doc_id)
-        if row is None:
-            self.rows[doc_id] = len(self.ids)
-            self.ids.append(doc_id)
-            self.lines.append(line)
-            self.tokens.append(tokens)
-            self.vectors.append(vector[None, :])
-            self.category.append(np.array([category], np.int8))
-            self.active.append(np.array([active]))
-        else:
-            self.lines[row], self.tokens[row] = line, tokens
-            self.vectors.buf[row], self.category.buf[row], self.active.buf[row] = vector, category, active
-        self.dirty = self.unsaved = True
-
-    def remove(self, doc_id: str) -> bool:
-        row = self.rows.pop(doc_id, None)
-        if row is None:
-            return False
-        last = len(self.ids) - 1
-        for seq in (self.ids, self.lines, self.tokens):
-            _pop_into(seq, row)
-        for grow in (self.vectors, self.category, self.active):
-            grow.pop_into(row)
-        if row != last:
-            self.rows[self.ids[row]] = row
-        self.dirty = self.unsaved = True
-        return True
-
-    def searchable(self, category: str | None) -> np.ndarray | None:
-        """Row mask for a category filter and active guidelines; None when every row qualifies."""
-        mask = None
-        admitted = category_filter(category, self.kind)
-        if admitted is not None:
-            mask = np.isin(self.category.view, [CATEGORY_CODES[c] for c in admitted])
-        if self.kind == "guideline":
-            mask = self.active.view.copy() if mask is None else mask & self.active.view
-        return mask
-
-    def ensure_bm25(self) -> bm25s.BM25 | None:
-        if self.dirty:
-            if self.ids:
-                bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
-                bm25.index((list(self.tokens), dict(self.vocab)), show_progress=False)
-                self.bm25 = bm25
-            else:
-                self.bm25 = None
-            self.dirty = False
-        return self.bm25
-
-
-def _top(scores: np.ndarray, n: int, keep: np.ndarray) -> list[int]:
-    """Rows of the n best scores among rows where keep is true, best first (ties: lower row)."""
-    candidates = np.flatnonzero(keep)
-    if len(candidates) == 0:
-        return []
-    sub = scores[candidates]
-    if len(sub) > n:
-        part = np.argpartition(-sub, n - 1)[:n]
-        candidates, sub = candidates[part], sub[part]
-    order = np.lexsort((candidates, -sub))
-    return candidates[order].tolist()
-
-
-class _HashingWriter:
-    """A write-only file wrapper that hashes and counts what passes through."""
-
-    def __init__(self, f: io.BufferedWriter):
-        self.f, self.sha, self.size = f, hashlib.sha256(), 0
-
-    def write(self, data: bytes | memoryview) -> int:
-        self.sha.update(data)
-        self.size += len(data)
-        return self.f.write(data)
+        return sum(len(g) for g in self.graphs)
 
 
 class EmbeddedIndex:
-    """Hybrid BM25 + vector precedent index in a local folder. Open with ``EmbeddedIndex.open``."""
+    """Hybrid BM25 + vector precedent index on SQLite. Open with ``EmbeddedIndex.open``."""
 
     def __init__(self, folder: Path, embedder: Embedder):
         self.folder = Path(folder)
+        self.path = self.folder / DB_FILE
         self.embedder = embedder
         self.embedding_model = embedder.name
         self.dims = int(embedder.dims)
-        self._parts: dict[Kind, _Part] = {k: _Part(k, self.dims) for k in KINDS}
-        self._generation = 0
-        self._loaded_stamp: tuple[int, int, int] | None = None  # manifest (inode, mtime_ns, size) as loaded
-        self._unloadable: tuple[int, int, int] | None = None  # a newer manifest that failed to load
+        self._writer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
         self._state = threading.RLock()
-        self._write = threading.Lock()
+        self._words: dict[Kind, _Words] = {}
+        self._vectors = _Vectors(self.dims)
+        self._applied = -1  # the change sequence the in-memory indexes reflect
+        self._store = ""  # the database's identity (a new one means a full reload)
+        self._since_snapshot = 0
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._queries_lock = threading.Lock()
         self._closed = False
@@ -283,82 +305,78 @@ class EmbeddedIndex:
     # --- opening -------------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, folder: Path, embedder: Embedder, create: bool = True) -> EmbeddedIndex:
-        """Open the index in ``folder``. A missing folder or manifest raises ``index_missing``
-        unless ``create``; an index built with another embedding model raises ``model_mismatch``;
-        unreadable or inconsistent files raise ``corrupt``."""
+    async def open(
+        cls, folder: Path, embedder: Embedder, create: bool = True, beside_legacy: bool = False
+    ) -> EmbeddedIndex:
+        """Open the store in ``folder``. A missing folder or database raises ``index_missing``
+        unless ``create``; a folder holding only the previous store's files raises
+        ``needs_migration``; a store built with another embedding model raises ``model_mismatch``;
+        an unreadable database raises ``corrupt``. ``beside_legacy`` (the migration) creates the
+        database in a folder that holds the previous store's files."""
         index = cls(folder, embedder)
-        await asyncio.to_thread(index._open_sync, create)
+        try:
+            await asyncio.to_thread(index._open_sync, create, beside_legacy)
+        except BaseException:
+            await asyncio.to_thread(index._disconnect)
+            raise
         return index
 
-    def _open_sync(self, create: bool) -> None:
-        manifest = self.folder / MANIFEST
-        if not manifest.exists():
+    def _open_sync(self, create: bool, beside_legacy: bool = False) -> None:
+        if not self.path.exists():
+            if (self.folder / LEGACY_MANIFEST).exists() and not beside_legacy:
+                raise PrecedentError(
+                    "needs_migration",
+                    f"the precedent index at {self.folder} is in the previous format (manifest.json, "
+                    "JSON lines and numpy files). Convert it once: cyberjurors precedents migrate "
+                    f"--from {self.folder}",
+                )
             if not create:
-                why = "does not exist" if not self.folder.exists() else f"has no {MANIFEST}"
+                why = "does not exist" if not self.folder.exists() else f"has no {DB_FILE}"
                 raise PrecedentError(
                     "index_missing",
                     f"no precedent index at {self.folder}: the folder {why}. "
                     "Build it first: cyberjurors precedents build FILE|DIR",
                 )
             self.folder.mkdir(parents=True, exist_ok=True)
-            with self._flock(exclusive=True):
-                if not manifest.exists():  # another process may have created it meanwhile
-                    for part in self._parts.values():
-                        part.unsaved = True
-                    self._save_locked()
-                    return
-        with self._write:
-            self._reload()
-        for part in self._parts.values():  # build BM25 now rather than on the first search
-            with self._state:
-                part.ensure_bm25()
-
-    def _manifest_stamp(self) -> tuple[int, int, int] | None:
         try:
-            st = os.stat(self.folder / MANIFEST)
-        except FileNotFoundError:
-            return None
-        return st.st_ino, st.st_mtime_ns, st.st_size
+            self._writer = self._connect()
+            self._reader = self._connect()
+            with self._transaction(self._writer, immediate=True):
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        self._writer.execute(statement)
+                self._writer.execute(
+                    "INSERT OR IGNORE INTO counter (one, seq, store) VALUES (1, 0, ?)", (uuid.uuid4().hex,)
+                )
+                meta = dict(self._writer.execute("SELECT key, value FROM meta").fetchall())
+                if not meta:
+                    meta = {
+                        "format": str(FORMAT),
+                        "embedding_model": self.embedding_model,
+                        "dims": str(self.dims),
+                        "created_at": now().isoformat(timespec="seconds"),
+                    }
+                    self._writer.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
+        except sqlite3.DatabaseError as err:
+            raise _corrupt(self.path, f"not a readable SQLite database ({err})") from err
+        self._check_meta(meta)
+        self._load()
 
-    @contextlib.contextmanager
-    def _flock(self, exclusive: bool) -> Iterator[None]:
-        if fcntl is None:
-            yield
-            return
-        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute(
+            "PRAGMA synchronous = NORMAL"
+        )  # in WAL mode: atomic and consistent; a power cut may lose the last commits
+        db.execute("PRAGMA journal_size_limit = 67108864")
+        return db
 
-    def _reload(self, flocked: bool = False) -> None:
-        """Load the folder's current state into memory (caller holds the write lock, and the
-        exclusive flock if ``flocked``: a second flock from this process would wait on it)."""
-        if not self.folder.exists():
-            raise PrecedentError("index_missing", f"no precedent index at {self.folder}: the folder does not exist")
-        with contextlib.nullcontext() if flocked else self._flock(exclusive=False):
-            stamp = self._manifest_stamp()
-            if stamp is None:
-                raise PrecedentError("index_missing", f"no precedent index at {self.folder}: no {MANIFEST}")
-            manifest = self._read_manifest()
-            parts = {kind: self._load_part(kind, manifest["parts"][kind]) for kind in KINDS}
-        with self._state:
-            self._parts, self._generation, self._loaded_stamp = parts, manifest["generation"], stamp
-
-    def _read_manifest(self) -> dict[str, Any]:
-        path = self.folder / MANIFEST
-        try:
-            manifest = json.loads(path.read_bytes())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise _corrupt(str(path), f"unreadable or not valid JSON ({err})") from err
-        if not isinstance(manifest, dict):
-            raise _corrupt(str(path), "not a JSON object")
-        if manifest.get("format") != FORMAT:
-            raise _corrupt(str(path), f"format {manifest.get('format')!r} is not the supported format {FORMAT}")
-        model, dims = manifest.get("embedding_model"), manifest.get("dims")
-        if canonical(str(model)) != canonical(self.embedding_model) or dims != self.dims:
+    def _check_meta(self, meta: dict[str, str]) -> None:
+        if meta.get("format") != str(FORMAT):
+            raise _corrupt(self.path, f"format {meta.get('format')!r} is not the supported format {FORMAT}")
+        model, dims = meta.get("embedding_model"), meta.get("dims")
+        if canonical(str(model)) != canonical(self.embedding_model) or dims != str(self.dims):
             raise PrecedentError(
                 "model_mismatch",
                 f"the precedent index at {self.folder} holds vectors of embedding model {model!r} ({dims} dims), "
@@ -366,196 +384,179 @@ class EmbeddedIndex:
                 f"embedding_model (CYBERJURORS_EMBEDDING_MODEL) back to {model!r}, or rebuild the index with the "
                 f"new model: delete {self.folder} and re-index the precedents",
             )
+
+    @contextlib.contextmanager
+    def _transaction(self, db: sqlite3.Connection, immediate: bool = False) -> Iterator[None]:
+        db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
         try:
-            generation = int(manifest["generation"])
-            for kind in KINDS:
-                entry = manifest["parts"][kind]
-                int(entry["count"]), entry["documents"]["file"], entry["vectors"]["file"]
-        except (KeyError, TypeError, ValueError) as err:
-            raise _corrupt(str(path), f"missing or malformed field ({err!r})") from err
-        manifest["generation"] = generation
-        return manifest
-
-    def _read_checked(self, entry: dict[str, Any]) -> tuple[str, bytes]:
-        name = str(entry["file"])
-        if Path(name).name != name:
-            raise _corrupt(MANIFEST, f"file name {name!r} is not a plain name")
-        path = self.folder / name
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError as err:
-            raise _corrupt(str(path), "missing") from err
-        except OSError as err:
-            raise _corrupt(str(path), f"unreadable ({err})") from err
-        if len(data) != entry.get("bytes"):
-            raise _corrupt(
-                str(path),
-                f"{len(data)} bytes on disk but the manifest says {entry.get('bytes')} (truncated or overwritten)",
-            )
-        if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
-            raise _corrupt(str(path), "sha256 checksum does not match the manifest")
-        return str(path), data
-
-    def _load_part(self, kind: Kind, entry: dict[str, Any]) -> _Part:
-        count = int(entry["count"])
-        doc_path, doc_data = self._read_checked(entry["documents"])
-        vec_path, vec_data = self._read_checked(entry["vectors"])
-
-        lines = doc_data.splitlines()
-        if len(lines) != count:
-            raise _corrupt(doc_path, f"{len(lines)} documents but the manifest says {count}")
-        try:
-            vectors = np.load(io.BytesIO(vec_data), allow_pickle=False)
-        except (ValueError, TypeError, EOFError, OSError) as err:
-            raise _corrupt(vec_path, f"not a readable .npy array ({err})") from err
-        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[1] != self.dims:
-            raise _corrupt(
-                vec_path, f"expected a float32 array (rows, {self.dims}), found {vectors.dtype} {vectors.shape}"
-            )
-        if len(vectors) != len(lines):
-            raise _corrupt(vec_path, f"{len(vectors)} vector rows but {doc_path} has {len(lines)} documents")
-
-        part = _Part(kind, self.dims, vectors=_Grow((self.dims,), np.float32, vectors))
-        del vectors
-        texts, categories, actives = [], [], []
-        for number, line in enumerate(lines, 1):
-            try:
-                doc = json.loads(line)
-                doc_id, text, category = doc["id"], doc["text"], doc["category"]
-                active = doc.get("keywords", {}).get("active", ["true"]) != ["false"]
-            except (ValueError, KeyError, TypeError, AttributeError) as err:
-                raise _corrupt(doc_path, f"line {number} is not a stored document ({err!r})") from err
-            if doc.get("kind") != kind or not isinstance(doc_id, str) or category not in CATEGORY_CODES:
-                raise _corrupt(
-                    doc_path,
-                    f"line {number} has kind {doc.get('kind')!r} / category {category!r}, "
-                    f"expected a {kind} of a known category",
-                )
-            if doc_id in part.rows:
-                raise _corrupt(doc_path, f"document {doc_id!r} appears twice")
-            part.rows[doc_id] = len(part.ids)
-            part.ids.append(doc_id)
-            texts.append(text)
-            categories.append(CATEGORY_CODES[category])
-            actives.append(active)
-        part.lines = lines
-        part.category = _Grow((), np.int8, np.array(categories, np.int8))
-        part.active = _Grow((), np.bool_, np.array(actives, np.bool_))
-        part.tokens = part.tokenize(texts)
-        part.vocab = dict(part.tokenizer.get_vocab_dict())
-        part.files = entry
-        return part
-
-    def _refresh_if_stale(self) -> None:
-        """Reload when another process saved since this one loaded (one stat per call). If what
-        it saved cannot be loaded, keep answering from memory (a writer would refuse to write
-        over it) and say so once per bad version."""
-        stamp = self._manifest_stamp()
-        if stamp == self._loaded_stamp or stamp == self._unloadable:
-            return
-        with self._write:
-            stamp = self._manifest_stamp()
-            if stamp == self._loaded_stamp or stamp == self._unloadable:
-                return
-            log.info("precedent index %s changed on disk; reloading", self.folder)
-            try:
-                self._reload()
-            except PrecedentError as err:
-                self._unloadable = stamp
-                log.warning(
-                    "precedent index %s changed on disk but cannot be loaded (%s: %s); "
-                    "searching the version loaded before",
-                    self.folder,
-                    err.kind,
-                    err,
-                )
-
-    # --- saving --------------------------------------------------------------------------------
-
-    def _save_locked(self) -> None:
-        """Write the unsaved parts under a new generation and commit with the manifest. Caller
-        holds the write lock and the exclusive flock; readers in this process may run meanwhile
-        (only writers change the parts' rows)."""
-        generation = self._generation + 1
-        written: list[Path] = []
-        old_files: list[str] = []
-        try:
-            entries = {}
-            for kind, part in self._parts.items():
-                if not part.unsaved and part.files:
-                    entries[kind] = part.files
-                    continue
-                with self._state:  # a consistent snapshot of the rows (cheap: references)
-                    lines, vectors = list(part.lines), part.vectors.view
-                doc_entry = self._write_file(
-                    f"{kind}.{generation:06d}.jsonl", lambda w, lines=lines: _write_lines(w, lines)
-                )
-                written.append(self.folder / doc_entry["file"])
-                vec_entry = self._write_file(
-                    f"{kind}.{generation:06d}.npy",
-                    lambda w, vectors=vectors: np.lib.format.write_array(w, vectors, allow_pickle=False),
-                )
-                written.append(self.folder / vec_entry["file"])
-                vec_entry.update(shape=[len(lines), self.dims], dtype="float32")
-                entries[kind] = {"count": len(lines), "documents": doc_entry, "vectors": vec_entry}
-                old_files += [part.files[f]["file"] for f in ("documents", "vectors") if part.files]
-            manifest = {
-                "format": FORMAT,
-                "embedding_model": self.embedding_model,
-                "dims": self.dims,
-                "generation": generation,
-                "revision": uuid.uuid4().hex,
-                "saved_at": now().isoformat(timespec="seconds"),
-                "bm25": {
-                    "library": f"bm25s {bm25s.__version__}",
-                    "k1": BM25_K1,
-                    "b": BM25_B,
-                    "stopwords": STOPWORDS,
-                    "stemmer": STEMMER_NAME,
-                    "persisted": False,
-                },
-                "parts": entries,
-            }
-            self._write_file(MANIFEST, lambda w: w.write(json.dumps(manifest, indent=1).encode()), final=MANIFEST)
-        except OSError as err:
-            for path in written:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-            raise PrecedentError(
-                "bulk_failed",
-                f"saving the precedent index to {self.folder} failed ({err}); "
-                "the change is in memory and the next successful save writes "
-                "it",
-            ) from err
-        _fsync_dir(self.folder)
-        with self._state:
-            for kind, part in self._parts.items():
-                if part.files is not entries[kind]:
-                    part.files, part.unsaved = entries[kind], False
-            self._generation, self._loaded_stamp = generation, self._manifest_stamp()
-        for name in old_files:
-            with contextlib.suppress(OSError):
-                (self.folder / name).unlink()
-
-    def _write_file(self, name: str, write: Any, final: str | None = None) -> dict[str, Any]:
-        tmp = self.folder / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                writer = _HashingWriter(f)
-                write(writer)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.folder / (final or name))
+            yield
         except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
             raise
-        return {"file": final or name, "bytes": writer.size, "sha256": writer.sha.hexdigest()}
+        db.execute("COMMIT")
+
+    def _disconnect(self) -> None:
+        for db in (self._writer, self._reader):
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
+        self._writer = self._reader = None
+
+    # --- the in-memory indexes ------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Build the in-memory indexes from the database (the HNSW graphs from the newest snapshot
+        when it is usable, then the changes after it)."""
+        assert self._reader is not None
+        with self._state, self._read_lock, self._transaction(self._reader):
+            seq, store = self._reader.execute("SELECT seq, store FROM counter").fetchone()
+            words: dict[Kind, _Words] = {k: _Words() for k in KINDS}
+            vectors, since = self._restore_vectors(seq)
+            rows = self._reader.execute("SELECT key, kind, category, text FROM documents WHERE active = 1 ORDER BY key")
+            while batch := rows.fetchmany(READ_CHUNK):
+                for key, kind, category, text in batch:
+                    words[kind].put(key, category, text, replace=False)
+            if since is None:  # no usable snapshot: every vector from its row
+                self._apply_vectors(vectors, "SELECT key, kind, category, active, vector FROM documents", ())
+                since_count = len(vectors)
+            else:
+                since_count = self._catch_up_vectors(vectors, since)
+        for w in words.values():
+            w.commit()
+        self._words, self._vectors, self._applied, self._store = words, vectors, seq, store
+        self._since_snapshot = since_count
+
+    def _restore_vectors(self, seq: int) -> tuple[_Vectors, int | None]:
+        """The graphs of the newest snapshot and the sequence it reflects, or empty graphs and None."""
+        assert self._reader is not None
+        rows = self._reader.execute("SELECT part, seq, spec, data FROM vector_snapshot ORDER BY part").fetchall()
+        if len(rows) != len(PARTS) or {r[1] for r in rows} != {rows[0][1]} or rows[0][1] > seq:
+            return _Vectors(self.dims), None
+        if any(r[2] != f"{VECTOR_SPEC} dims={self.dims}" for r in rows):
+            log.info("precedent store %s: the vector snapshot is of another layout; rebuilding the graphs", self.folder)
+            return _Vectors(self.dims), None
+        try:
+            graphs = [VectorGraph.restore(bytes(r[3]), view=False) for r in rows]
+        except Exception as err:  # usearch raises plain errors; the rows are the truth
+            log.warning("precedent store %s: the vector snapshot cannot be read (%s); rebuilding", self.folder, err)
+            return _Vectors(self.dims), None
+        restored: list[VectorGraph] = []
+        for g in graphs:
+            if g is None or g.ndim != self.dims:
+                return _Vectors(self.dims), None
+            g.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]  # a setter at run time; restore resets it
+            restored.append(g)
+        return _Vectors(self.dims, restored), int(rows[0][1])
+
+    def _catch_up_vectors(self, vectors: _Vectors, since: int) -> int:
+        """Apply to ``vectors`` the rows written and deleted after ``since`` (inside a read transaction)."""
+        assert self._reader is not None
+        gone = [k for (k,) in self._reader.execute("SELECT key FROM deleted WHERE seq > ?", (since,))]
+        if gone:
+            vectors.remove(np.asarray(gone, np.int64))
+        return len(gone) + self._apply_vectors(
+            vectors, "SELECT key, kind, category, active, vector FROM documents WHERE seq > ?", (since,)
+        )
+
+    def _apply_vectors(self, vectors: _Vectors, sql: str, args: tuple[Any, ...]) -> int:
+        assert self._reader is not None
+        rows = self._reader.execute(sql, args)
+        applied = 0
+        while batch := rows.fetchmany(READ_CHUNK):
+            applied += len(batch)
+            keys = np.fromiter((r[0] for r in batch), np.int64, len(batch))
+            searchable = np.fromiter((bool(r[3]) for r in batch), np.bool_, len(batch))
+            vectors.remove(keys[~searchable])
+            if not searchable.any():
+                continue
+            kept = [r for r in batch if r[3]]
+            codes = np.fromiter((PART_CODES[(r[1], r[2])] for r in kept), np.int64, len(kept))
+            blobs = b"".join(r[4] for r in kept)
+            if len(blobs) != len(kept) * self.dims * 4:
+                raise _corrupt(self.path, f"a stored vector is not {self.dims} float32 values")
+            matrix = np.frombuffer(blobs, dtype="<f4").reshape(len(kept), self.dims)
+            vectors.put(keys[searchable], codes, matrix)
+        return applied
+
+    def _refresh(self) -> None:
+        """Bring the in-memory indexes up to the database: one read of the counter, and when it
+        moved, the rows changed since (another process's writes or this one's)."""
+        assert self._reader is not None
+        with self._read_lock:
+            seq, store = self._reader.execute("SELECT seq, store FROM counter").fetchone()
+        if seq == self._applied and store == self._store:
+            return
+        with self._state:
+            if store != self._store or seq < self._applied:  # another database at this path
+                log.info("precedent store %s was replaced; reloading", self.folder)
+                self._load()
+                return
+            if seq == self._applied:
+                return
+            with self._read_lock, self._transaction(self._reader):
+                seq = self._reader.execute("SELECT seq FROM counter").fetchone()[0]
+                since = self._applied
+                gone = [k for (k,) in self._reader.execute("SELECT key FROM deleted WHERE seq > ?", (since,))]
+                changed = self._reader.execute(
+                    "SELECT key, kind, category, active, text, vector FROM documents WHERE seq > ? ORDER BY seq, key",
+                    (since,),
+                ).fetchall()
+            for key in gone:
+                held = self._vectors.kind_of(key)
+                if held is not None:
+                    self._words[held].remove(key)
+            if gone:
+                self._vectors.remove(np.asarray(gone, np.int64))
+            for key, kind, category, active, text, _ in changed:
+                held = self._vectors.kind_of(key)  # where this process has it now, if anywhere
+                if held is not None and (held != kind or not active):
+                    self._words[held].remove(key)
+                if active:
+                    self._words[kind].put(key, category, text, replace=held == kind)
+            for start in range(0, len(changed), READ_CHUNK):
+                chunk = changed[start : start + READ_CHUNK]
+                keys = np.fromiter((r[0] for r in chunk), np.int64, len(chunk))
+                searchable = np.fromiter((bool(r[3]) for r in chunk), np.bool_, len(chunk))
+                self._vectors.remove(keys[~searchable])
+                kept = [r for r in chunk if r[3]]
+                if kept:
+                    codes = np.fromiter((PART_CODES[(r[1], r[2])] for r in kept), np.int64, len(kept))
+                    matrix = np.frombuffer(b"".join(r[5] for r in kept), dtype="<f4").reshape(len(kept), self.dims)
+                    self._vectors.put(keys[searchable], codes, matrix)
+            self._applied = seq
+            self._since_snapshot += len(gone) + len(changed)
+
+    def _maybe_snapshot(self) -> None:
+        """Save the HNSW graphs when enough changed since the last snapshot (so that opening does
+        not rebuild them). Called by writers; one transaction, skipped if a newer one exists."""
+        assert self._writer is not None
+        with self._state:
+            if self._since_snapshot < max(SNAPSHOT_MIN_CHANGES, SNAPSHOT_SHARE * len(self._vectors)):
+                return
+            seq = self._applied
+            blobs = [bytes(graph.save() or b"") for graph in self._vectors.graphs]
+            self._since_snapshot = 0
+        spec = f"{VECTOR_SPEC} dims={self.dims}"
+        try:
+            with self._write_lock, self._transaction(self._writer, immediate=True):
+                newest = self._writer.execute("SELECT max(seq) FROM vector_snapshot").fetchone()[0]
+                if newest is not None and newest >= seq:
+                    return
+                self._writer.execute("DELETE FROM vector_snapshot")
+                self._writer.executemany(
+                    "INSERT INTO vector_snapshot (part, seq, spec, data) VALUES (?, ?, ?, ?)",
+                    [(code, seq, spec, blob) for code, blob in enumerate(blobs)],
+                )
+        except sqlite3.Error as err:  # the write it follows is committed: a snapshot is only a shortcut
+            log.warning("precedent store %s: the vector snapshot was not saved (%s)", self.folder, err)
+            return
+        log.info("precedent store %s: vector snapshot saved at change %d", self.folder, seq)
 
     # --- the PrecedentIndex protocol ------------------------------------------------------------
 
     async def upsert(self, documents: Sequence[Document]) -> UpsertReport:
-        """Add or replace documents by id (re-running a build is idempotent), then save."""
+        """Add or replace documents by id (re-running a build is idempotent): one transaction."""
         self._check_open()
         report = UpsertReport()
         latest: dict[str, Document] = {}
@@ -580,7 +581,7 @@ class EmbeddedIndex:
                 continue
             encoded += zip(chunk, vectors, strict=True)
         if encoded:
-            await asyncio.to_thread(self._apply, encoded)
+            await asyncio.to_thread(self.write, encoded)
         report.indexed = [d.id for d, _ in encoded]
         return report
 
@@ -592,36 +593,50 @@ class EmbeddedIndex:
             raise ValueError("embedder returned non-finite values")
         return vectors
 
-    def _apply(self, encoded: list[tuple[Document, np.ndarray]]) -> None:
-        lines = [doc.model_dump_json().encode() for doc, _ in encoded]
-        with self._write, self._flock(exclusive=True):
-            if self._manifest_stamp() != self._loaded_stamp:
-                self._reload(flocked=True)  # another process saved since we loaded: build on its state
-            by_kind: dict[Kind, list[int]] = {k: [] for k in KINDS}
-            for i, (doc, _) in enumerate(encoded):
-                by_kind[doc.kind].append(i)
-            tokens = {
-                kind: self._parts[kind].tokenize([encoded[i][0].text for i in rows])
-                for kind, rows in by_kind.items()
-                if rows
-            }
-            with self._state:
-                for kind, rows in by_kind.items():
-                    part, other = self._parts[kind], self._parts["guideline" if kind == "case" else "case"]
-                    for i, toks in zip(rows, tokens.get(kind, []), strict=False):
-                        doc, vector = encoded[i]
-                        other.remove(doc.id)  # an id that changed kind
-                        part.put(
-                            doc.id,
-                            lines[i],
-                            vector,
-                            CATEGORY_CODES[doc.category],
-                            doc.keywords.get("active", ["true"]) != ["false"],
-                            toks,
-                        )
-                    if rows:
-                        part.vocab = dict(part.tokenizer.get_vocab_dict())
-            self._save_locked()
+    def write(self, encoded: Sequence[tuple[Document, np.ndarray]]) -> None:
+        """Write documents with their vectors (already embedded, by this store's model) in one
+        transaction, then bring this process's indexes up to date. ``upsert`` embeds and calls
+        this; the migration calls it with the previous store's vectors."""
+        self._check_open()
+        rows = [
+            (
+                doc.id,
+                doc.kind,
+                doc.category,
+                int(doc.keywords.get("active", ["true"]) != ["false"]),
+                doc.text,
+                doc.model_dump_json(),
+                np.asarray(vector, dtype="<f4").tobytes(),
+            )
+            for doc, vector in encoded
+        ]
+        assert self._writer is not None
+        with self._write_lock, self._transaction(self._writer, immediate=True):
+            seq = self._writer.execute("UPDATE counter SET seq = seq + 1 RETURNING seq").fetchone()[0]
+            self._writer.executemany(
+                "INSERT INTO documents (id, kind, category, active, text, body, vector, seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, "
+                "category = excluded.category, active = excluded.active, text = excluded.text, "
+                "body = excluded.body, vector = excluded.vector, seq = excluded.seq",
+                [(*row, seq) for row in rows],
+            )
+        self._refresh()
+        self._maybe_snapshot()
+
+    def stored(self, ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+        """id -> (the Document's JSON, the vector's float32 bytes) as stored, for the ids present."""
+        self._check_open()
+        assert self._reader is not None
+        found: dict[str, tuple[str, bytes]] = {}
+        unique = list(dict.fromkeys(ids))
+        with self._read_lock:
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                rows = self._reader.execute(
+                    f"SELECT id, body, vector FROM documents WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                )
+                found.update((doc_id, (body, bytes(vector))) for doc_id, body, vector in rows)
+        return found
 
     async def search(
         self, query: str, *, kind: Kind, category: str | None = None, k: int = 10, mode: SearchMode = "hybrid"
@@ -652,41 +667,51 @@ class EmbeddedIndex:
     def _search(
         self, text: str, vector: np.ndarray | None, kind: Kind, category: str | None, k: int, mode: SearchMode
     ) -> list[Hit]:
-        self._refresh_if_stale()
+        self._check_open()
+        self._refresh()
         n = k if mode != "hybrid" else max(4 * k, MIN_CANDIDATES)
-        rankings: dict[str, list[str]] = {}
+        admitted = category_filter(category, kind)
+        found: dict[str, list[int]] = {}
         with self._state:
-            part = self._parts[kind]
-            if not part.ids:
-                return []
-            mask = part.searchable(category)
-            keep = np.ones(len(part), np.bool_) if mask is None else mask
             if mode in ("hybrid", "bm25"):
-                bm25 = part.ensure_bm25()
-                assert bm25 is not None
-                term_ids = sorted(set(bm25.get_tokens_ids(bm25_terms(text))))
-                rows: list[int] = []
-                if term_ids:
-                    scores = bm25.get_scores_from_ids(term_ids)
-                    rows = _top(scores, n, keep & (scores > 0))
-                rankings["bm25"] = [part.ids[r] for r in rows]
+                words = self._words[kind]
+                words.commit()
+                found["bm25"] = words.search(sorted(set(bm25_terms(text))), admitted, n)
             if mode in ("hybrid", "vector"):
-                sims = part.vectors.view @ vector
-                rankings["vector"] = [part.ids[r] for r in _top(sims, n, keep)]
-            fused = fuse(rankings)[:k]
-            lines = [part.lines[part.rows[doc_id]] for doc_id, _, _ in fused]
-        hits = []
-        for rank, ((doc_id, score, sources), line) in enumerate(zip(fused, lines, strict=True), 1):
-            hits.append(
-                Hit(id=doc_id, kind=kind, score=score, rank=rank, sources=sources, document=self._parse(line, doc_id))
+                codes = [PART_CODES[(kind, c)] for c in (admitted or [c for kd, c in PARTS if kd == kind])]
+                assert vector is not None
+                found["vector"] = self._vectors.search(codes, vector, n)
+        keys = list(dict.fromkeys(key for ranked in found.values() for key in ranked))
+        if not keys:
+            return []
+        stored = self._rows(keys)  # key -> (id, body); a row deleted meanwhile is left out
+        fused = fuse({name: [stored[key][0] for key in ranked if key in stored] for name, ranked in found.items()})
+        bodies = {doc_id: body for doc_id, body in stored.values()}
+        return [
+            Hit(
+                id=doc_id,
+                kind=kind,
+                score=score,
+                rank=rank,
+                sources=sources,
+                document=self._parse(bodies[doc_id], doc_id),
             )
-        return hits
+            for rank, (doc_id, score, sources) in enumerate(fused[:k], 1)
+        ]
 
-    def _parse(self, line: bytes, doc_id: str) -> Document:
+    def _rows(self, keys: list[int]) -> dict[int, tuple[str, str]]:
+        assert self._reader is not None
+        with self._read_lock:
+            rows = self._reader.execute(
+                f"SELECT key, id, body FROM documents WHERE key IN ({','.join('?' * len(keys))})", keys
+            ).fetchall()
+        return {key: (doc_id, body) for key, doc_id, body in rows}
+
+    def _parse(self, body: str, doc_id: str) -> Document:
         try:
-            return Document.model_validate_json(line)
+            return Document.model_validate_json(body)
         except ValidationError as err:
-            raise _corrupt(str(self.folder), f"stored document {doc_id!r} does not validate ({err})") from err
+            raise _corrupt(self.path, f"stored document {doc_id!r} does not validate ({err})") from err
 
     async def get(self, ids: Sequence[str]) -> list[Document]:
         """The stored documents for these ids, in the order asked; unknown ids are skipped."""
@@ -694,30 +719,47 @@ class EmbeddedIndex:
         return await asyncio.to_thread(self._get, list(ids))
 
     def _get(self, ids: list[str]) -> list[Document]:
-        self._refresh_if_stale()
-        found: list[tuple[str, bytes]] = []
-        with self._state:
-            for doc_id in ids:
-                for part in self._parts.values():
-                    row = part.rows.get(doc_id)
-                    if row is not None:
-                        found.append((doc_id, part.lines[row]))
-                        break
-        return [self._parse(line, doc_id) for doc_id, line in found]
+        assert self._reader is not None
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(ids))
+        with self._read_lock:
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                found.update(
+                    self._reader.execute(
+                        f"SELECT id, body FROM documents WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                    ).fetchall()
+                )
+        return [self._parse(found[doc_id], doc_id) for doc_id in ids if doc_id in found]
 
     async def delete(self, ids: Sequence[str]) -> int:
-        """Remove documents by id; returns how many existed. Saves when anything changed."""
+        """Remove documents by id; returns how many existed. One transaction."""
         self._check_open()
-        return await asyncio.to_thread(self._delete, list(ids))
+        return await asyncio.to_thread(self._delete, list(dict.fromkeys(ids)))
 
     def _delete(self, ids: list[str]) -> int:
-        with self._write, self._flock(exclusive=True):
-            if self._manifest_stamp() != self._loaded_stamp:
-                self._reload(flocked=True)
-            with self._state:
-                removed = sum(any(part.remove(doc_id) for part in self._parts.values()) for doc_id in set(ids))
-            if removed:
-                self._save_locked()
+        assert self._writer is not None
+        removed = 0
+        with self._write_lock, self._transaction(self._writer, immediate=True):
+            keys: list[int] = []
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                keys += [
+                    k
+                    for (k,) in self._writer.execute(
+                        f"SELECT key FROM documents WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                    )
+                ]
+            if keys:
+                seq = self._writer.execute("UPDATE counter SET seq = seq + 1 RETURNING seq").fetchone()[0]
+                self._writer.executemany("DELETE FROM documents WHERE key = ?", [(k,) for k in keys])
+                self._writer.executemany(
+                    "INSERT OR REPLACE INTO deleted (key, seq) VALUES (?, ?)", [(k, seq) for k in keys]
+                )
+                removed = len(keys)
+        if removed:
+            self._refresh()
+            self._maybe_snapshot()
         return removed
 
     async def count(self, kind: Kind, category: str | None = None) -> int:
@@ -731,64 +773,38 @@ class EmbeddedIndex:
         return await asyncio.to_thread(self._count, kind, category)
 
     def _count(self, kind: Kind, category: str | None) -> int:
-        self._refresh_if_stale()
-        with self._state:
-            part = self._parts[kind]
-            mask = part.searchable(category)
-            return len(part) if mask is None else int(mask.sum())
+        assert self._reader is not None
+        admitted = category_filter(category, kind)
+        sql, args = "SELECT count(*) FROM documents WHERE kind = ? AND active = 1", [str(kind)]
+        if admitted is not None:
+            sql += f" AND category IN ({','.join('?' * len(admitted))})"
+            args += admitted
+        with self._read_lock:
+            return int(self._reader.execute(sql, args).fetchone()[0])
 
     async def close(self) -> None:
-        """Everything is saved after each write, so closing only drops the in-memory index."""
+        """Every write is committed when it returns, so closing only drops the in-memory indexes."""
         await asyncio.to_thread(self._close)
 
     def _close(self) -> None:
-        with self._write, self._state:
+        with self._write_lock, self._read_lock, self._state:
             self._closed = True
-            self._parts = {k: _Part(k, self.dims) for k in KINDS}
+            self._words, self._vectors = {}, _Vectors(self.dims)
+            self._disconnect()
 
     def _check_open(self) -> None:
         if self._closed:
             raise PrecedentError("index_missing", f"the precedent index at {self.folder} is closed")
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{k}={len(p)}" for k, p in self._parts.items())
-        return f"EmbeddedIndex({str(self.folder)!r}, model={self.embedding_model!r}, {sizes})"
+        return f"EmbeddedIndex({str(self.folder)!r}, model={self.embedding_model!r}, change={self._applied})"
 
 
 def _problem(doc: Document) -> str | None:
-    if doc.category not in CATEGORY_CODES:
+    if doc.category not in (*CATEGORIES, ANY_CATEGORY):
         return f"unknown category {doc.category!r}"
     if doc.kind == "case" and doc.category == ANY_CATEGORY:
         return "a case belongs to one category, not 'all'"
     if not doc.text.strip():
         return "empty text"
     return None
-
-
-def _pop_into(seq: list[Any], row: int) -> None:
-    """Remove ``seq[row]`` by moving the last item into its place (rows need not keep their order)."""
-    seq[row] = seq[-1]
-    seq.pop()
-
-
-def _write_lines(writer: _HashingWriter, lines: list[bytes]) -> None:
-    buf: list[bytes] = []
-    size = 0
-    for line in lines:
-        buf.append(line)
-        buf.append(b"\n")
-        size += len(line) + 1
-        if size > 1 << 20:
-            writer.write(b"".join(buf))
-            buf, size = [], 0
-    if buf:
-        writer.write(b"".join(buf))
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -1,6 +1,9 @@
-"""The embedded precedent index with the real embedding model: what each retriever finds, fusion,
-filters, idempotent upserts, deletes, persistence, and the failures it reports (model mismatch,
-corrupt files, missing index, bad queries)."""
+"""The embedded precedent stores with the real embedding model: what each retriever finds, fusion,
+filters, idempotent upserts, deletes, persistence, and the failures they report (model mismatch,
+corrupt files, missing index, bad queries). Every test that holds for a store runs on both: the
+SQLite store (``EmbeddedIndex``, the default) and the previous file store (``LegacyIndex``, kept for
+the migration); the tests of one store's own files say which. The SQLite store's crash safety,
+two-process visibility and the migration are in test_store.py."""
 
 from __future__ import annotations
 
@@ -8,14 +11,17 @@ import asyncio
 import hashlib
 import io
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cyberjurors.precedents.embedded import EmbeddedIndex, bm25_terms
+from cyberjurors.precedents import legacy
+from cyberjurors.precedents.embedded import DB_FILE, EmbeddedIndex, bm25_terms
 from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.precedents.index import MAX_QUERY_CHARS, RRF_K
+from cyberjurors.precedents.legacy import LegacyIndex
 from cyberjurors.precedents.models import Document, Guideline, PrecedentError
 
 from ... import precedent_data as data
@@ -61,29 +67,38 @@ PROBES = [Document.of_case(data.PROBE_SEMANTIC), Document.of_case(data.PROBE_COD
 CORPUS = CASES + GUIDELINES + PROBES
 
 
+Store = type[EmbeddedIndex] | type[LegacyIndex]
+STORES = {"sqlite": EmbeddedIndex, "legacy": LegacyIndex}
+
+
 @pytest.fixture(scope="module")
 def embedder() -> CachingEmbedder:
     return CachingEmbedder(load_embedder(MODEL))
 
 
+@pytest.fixture(scope="module", params=list(STORES))
+def store(request: pytest.FixtureRequest) -> Store:
+    return STORES[request.param]
+
+
 @pytest.fixture(scope="module")
-def index(embedder: CachingEmbedder, tmp_path_factory: pytest.TempPathFactory) -> EmbeddedIndex:
-    """The full synthetic corpus, built once and only read by the tests that use it."""
+def index(store: Store, embedder: CachingEmbedder, tmp_path_factory: pytest.TempPathFactory) -> EmbeddedIndex:
+    """The full synthetic corpus, built once per store and only read by the tests that use it."""
 
     async def build() -> EmbeddedIndex:
-        idx = await EmbeddedIndex.open(tmp_path_factory.mktemp("shared") / "precedents", embedder)
+        idx = await store.open(tmp_path_factory.mktemp("shared") / "precedents", embedder)
         report = await idx.upsert(CORPUS)
         assert not report.failed and len(report.indexed) == len(CORPUS)
-        return idx
+        return idx  # type: ignore[return-value]  # both stores answer the same protocol
 
     return asyncio.run(build())
 
 
-async def fresh(folder: Path, embedder, docs: list[Document] | None = None) -> EmbeddedIndex:
-    idx = await EmbeddedIndex.open(folder, embedder)
+async def fresh(store: Store, folder: Path, embedder, docs: list[Document] | None = None) -> EmbeddedIndex:
+    idx = await store.open(folder, embedder)
     if docs:
         assert not (await idx.upsert(docs)).failed
-    return idx
+    return idx  # type: ignore[return-value]
 
 
 def ranks(hits) -> dict[str, int]:
@@ -179,10 +194,10 @@ async def test_guideline_filter_adds_cross_category_rules_and_never_returns_case
     assert all(h.document.case is not None for h in cases)
 
 
-async def test_inactive_guidelines_are_stored_but_not_searched(embedder, tmp_path: Path):
+async def test_inactive_guidelines_are_stored_but_not_searched(store: Store, embedder, tmp_path: Path):
     inactive = next(d for d in GUIDELINES if d.keywords["active"] == ["false"])
     rule = inactive.guideline.rule
-    idx = await fresh(tmp_path / "idx", embedder, GUIDELINES)
+    idx = await fresh(store, tmp_path / "idx", embedder, GUIDELINES)
 
     for mode in ("hybrid", "bm25", "vector"):
         assert inactive.id not in ranks(await idx.search(rule, kind="guideline", k=60, mode=mode))
@@ -210,16 +225,23 @@ async def test_count_follows_the_filters(index: EmbeddedIndex):
 # --- writes -----------------------------------------------------------------------------------------
 
 
-async def test_upsert_twice_does_not_duplicate_and_replaces_by_id(embedder, tmp_path: Path):
+async def test_upsert_twice_does_not_duplicate_and_replaces_by_id(store: Store, embedder, tmp_path: Path):
     docs = CASES[:40] + GUIDELINES[:10]
-    idx = await fresh(tmp_path / "idx", embedder, docs)
+    idx = await fresh(store, tmp_path / "idx", embedder, docs)
     counts = (await idx.count("case"), await idx.count("guideline"))
 
     again = await idx.upsert(docs)
     assert sorted(again.indexed) == sorted(d.id for d in docs) and not again.failed
     assert (await idx.count("case"), await idx.count("guideline")) == counts
-    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
-    assert manifest["parts"]["case"]["count"] == 40 and manifest["parts"]["guideline"]["count"] == 10
+    if store is LegacyIndex:
+        manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+        assert manifest["parts"]["case"]["count"] == 40 and manifest["parts"]["guideline"]["count"] == 10
+    else:  # one row per id
+        with sqlite3.connect(tmp_path / "idx" / DB_FILE) as db:
+            assert db.execute("SELECT kind, count(*) FROM documents GROUP BY kind ORDER BY kind").fetchall() == [
+                ("case", 40),
+                ("guideline", 10),
+            ]
     hits = await idx.search(docs[0].text, kind="case", k=40)
     assert len({h.id for h in hits}) == len(hits) == 40
 
@@ -231,16 +253,16 @@ async def test_upsert_twice_does_not_duplicate_and_replaces_by_id(embedder, tmp_
     assert await idx.count("case") == 40
 
 
-async def test_duplicate_ids_in_one_batch_keep_the_last(embedder, tmp_path: Path):
+async def test_duplicate_ids_in_one_batch_keep_the_last(store: Store, embedder, tmp_path: Path):
     first, second = CASES[0], CASES[0].model_copy(update={"text": "Second version of the summary about a kettle."})
-    idx = await fresh(tmp_path / "idx", embedder)
+    idx = await fresh(store, tmp_path / "idx", embedder)
     report = await idx.upsert([first, second])
     assert report.indexed == [first.id]
     assert (await idx.get([first.id]))[0].text == second.text and await idx.count("case") == 1
 
 
-async def test_upsert_reports_bad_documents_and_goes_on(embedder, tmp_path: Path):
-    idx = await fresh(tmp_path / "idx", FailingEmbedder(embedder.model))
+async def test_upsert_reports_bad_documents_and_goes_on(store: Store, embedder, tmp_path: Path):
+    idx = await fresh(store, tmp_path / "idx", FailingEmbedder(embedder.model))
     unknown = CASES[0].model_copy(update={"category": "furniture"})
     empty = CASES[1].model_copy(update={"text": "   "})
     case_for_all = CASES[2].model_copy(update={"category": "all"})
@@ -255,9 +277,9 @@ async def test_upsert_reports_bad_documents_and_goes_on(embedder, tmp_path: Path
     assert await idx.count("case") == 1
 
 
-async def test_delete(embedder, tmp_path: Path):
+async def test_delete(store: Store, embedder, tmp_path: Path):
     docs = CASES[:30] + GUIDELINES[:5]
-    idx = await fresh(tmp_path / "idx", embedder, docs)
+    idx = await fresh(store, tmp_path / "idx", embedder, docs)
     gone = [docs[0].id, docs[7].id, GUIDELINES[0].id]
     assert await idx.delete([*gone, "case:never-existed"]) == 3
     assert await idx.delete(gone) == 0
@@ -269,12 +291,12 @@ async def test_delete(embedder, tmp_path: Path):
     assert len(remaining) == 32 and all(d.id not in gone for d in remaining)
     await idx.close()
 
-    reopened = await EmbeddedIndex.open(tmp_path / "idx", embedder, create=False)
+    reopened = await store.open(tmp_path / "idx", embedder, create=False)
     assert await reopened.count("case") == 28 and await reopened.get(gone) == []
 
 
-async def test_concurrent_upserts_and_searches(embedder, tmp_path: Path):
-    idx = await fresh(tmp_path / "idx", embedder, CASES[:20])
+async def test_concurrent_upserts_and_searches(store: Store, embedder, tmp_path: Path):
+    idx = await fresh(store, tmp_path / "idx", embedder, CASES[:20])
     batches = [CASES[i : i + 25] for i in range(20, 270, 25)]
     jobs = [idx.upsert(b) for b in batches] + [idx.search(q, kind="case", k=5) for q, _ in data.queries(20)]
     results = await asyncio.gather(*jobs)
@@ -287,10 +309,10 @@ async def test_concurrent_upserts_and_searches(embedder, tmp_path: Path):
 # --- persistence --------------------------------------------------------------------------------------
 
 
-async def test_persistence_round_trip(embedder, tmp_path: Path):
+async def test_persistence_round_trip(store: Store, embedder, tmp_path: Path):
     docs = CASES[:60] + GUIDELINES + PROBES
     folder = tmp_path / "idx"
-    idx = await fresh(folder, embedder, docs)
+    idx = await fresh(store, folder, embedder, docs)
     await idx.delete([CASES[5].id])
     asks = [(q, "case", c) for q, c in data.queries(8)] + [(q, "guideline", c) for q, c in data.queries(4, seed=5)]
     asks.append((data.PROBE_CODE_QUERY, "case", None))
@@ -300,41 +322,47 @@ async def test_persistence_round_trip(embedder, tmp_path: Path):
         await idx.search("anything", kind="case")
 
     calls = embedder.calls
-    again = await EmbeddedIndex.open(folder, embedder, create=False)
+    again = await store.open(folder, embedder, create=False)
     assert embedder.calls == calls  # vectors come from disk, not from the model
     after = [await again.search(q, kind=kind, category=c, k=8) for q, kind, c in asks]
     assert [[h.model_dump() for h in hits] for hits in after] == [[h.model_dump() for h in hits] for hits in before]
     assert await again.count("case") == 61 and await again.get([d.id for d in PROBES]) == PROBES
     files = sorted(p.name for p in folder.iterdir())
-    assert files == [
-        ".lock",
-        "case.000003.jsonl",
-        "case.000003.npy",
-        "guideline.000002.jsonl",
-        "guideline.000002.npy",
-        "manifest.json",
-    ]  # old generations and temp files cleaned up
+    if store is LegacyIndex:
+        assert files == [
+            ".lock",
+            "case.000003.jsonl",
+            "case.000003.npy",
+            "guideline.000002.jsonl",
+            "guideline.000002.npy",
+            "manifest.json",
+        ]  # old generations and temp files cleaned up
+    else:  # the database and SQLite's write-ahead log and its index
+        assert set(files) <= {DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"} and DB_FILE in files
 
 
-async def test_a_second_writer_builds_on_the_first(embedder, tmp_path: Path):
+async def test_a_second_writer_builds_on_the_first(store: Store, embedder, tmp_path: Path):
     """Two handles on one folder (as two worker processes would have): neither loses the other's
     upserts, and a reader sees the other's writes."""
     folder = tmp_path / "idx"
-    a = await fresh(folder, embedder, CASES[:10])
-    b = await EmbeddedIndex.open(folder, embedder, create=False)
+    a = await fresh(store, folder, embedder, CASES[:10])
+    b = await store.open(folder, embedder, create=False)
     await a.upsert([CASES[10]])
     await b.upsert([CASES[11]])
     await a.delete([CASES[0].id])
     assert await b.count("case") == 11 and await a.count("case") == 11
     hits = await b.search(CASES[10].text, kind="case", k=1)
     assert hits[0].id == CASES[10].id
-    reopened = await EmbeddedIndex.open(folder, embedder, create=False)
+    reopened = await store.open(folder, embedder, create=False)
     assert {d.id for d in await reopened.get([d.id for d in CASES[:12]])} == {d.id for d in CASES[1:12]}
 
 
 async def test_a_bad_write_by_another_process_does_not_break_searches(embedder, tmp_path: Path):
+    """The legacy store: a garbled manifest written by another process (SQLite's own
+    transactions leave no such state to the SQLite store)."""
+    store = LegacyIndex
     folder = tmp_path / "idx"
-    a = await fresh(folder, embedder, CASES[:10])
+    a = await fresh(store, folder, embedder, CASES[:10])
     before = await a.search(CASES[3].text, kind="case", k=3)
     (folder / "manifest.json").write_text('{"format": 1, "garbled')
     assert await a.search(CASES[3].text, kind="case", k=3) == before  # from memory
@@ -347,21 +375,21 @@ async def test_a_bad_write_by_another_process_does_not_break_searches(embedder, 
 # --- failures --------------------------------------------------------------------------------------------
 
 
-async def test_model_mismatch(embedder, tmp_path: Path):
+async def test_model_mismatch(store: Store, embedder, tmp_path: Path):
     folder = tmp_path / "idx"
-    await (await fresh(folder, embedder, CASES[:5])).close()
+    await (await fresh(store, folder, embedder, CASES[:5])).close()
     with pytest.raises(PrecedentError) as err:
-        await EmbeddedIndex.open(folder, OtherEmbedder("other-minilm", 384))
+        await store.open(folder, OtherEmbedder("other-minilm", 384))
     assert err.value.kind == "model_mismatch"
     assert MODEL in str(err.value) and "other-minilm" in str(err.value) and "rebuild" in str(err.value)
     with pytest.raises(PrecedentError) as err:
-        await EmbeddedIndex.open(folder, OtherEmbedder(MODEL, 512))
+        await store.open(folder, OtherEmbedder(MODEL, 512))
     assert err.value.kind == "model_mismatch" and "512" in str(err.value)
 
 
-async def corrupted(folder: Path, embedder) -> PrecedentError:
+async def corrupted(folder: Path, embedder, store: Store = LegacyIndex) -> PrecedentError:
     with pytest.raises(PrecedentError) as err:
-        await EmbeddedIndex.open(folder, embedder, create=False)
+        await store.open(folder, embedder, create=False)
     assert err.value.kind == "corrupt"
     return err.value
 
@@ -377,8 +405,10 @@ def reseal(folder: Path, kind: str, what: str, content: bytes) -> None:
 
 
 async def test_corrupt_files(embedder, tmp_path: Path):
+    """The legacy store's files: checksums, sizes and rows checked at open."""
+    store = LegacyIndex
     folder = tmp_path / "idx"
-    await (await fresh(folder, embedder, CASES[:12] + GUIDELINES[:3])).close()
+    await (await fresh(store, folder, embedder, CASES[:12] + GUIDELINES[:3])).close()
     manifest = json.loads((folder / "manifest.json").read_text())
     vectors = folder / manifest["parts"]["case"]["vectors"]["file"]
     documents = folder / manifest["parts"]["case"]["documents"]["file"]
@@ -414,22 +444,42 @@ async def test_corrupt_files(embedder, tmp_path: Path):
     assert "manifest.json" in str(err) and "JSON" in str(err)
 
     (folder / "manifest.json").write_bytes(original[folder / "manifest.json"])
-    ok = await EmbeddedIndex.open(folder, embedder, create=False)  # and all is well again
+    ok = await store.open(folder, embedder, create=False)  # and all is well again
     assert await ok.count("case") == 12
 
 
-async def test_index_missing(embedder, tmp_path: Path):
+async def test_a_damaged_database_is_reported_as_corrupt(embedder, tmp_path: Path):
+    folder = tmp_path / "idx"
+    await (await fresh(EmbeddedIndex, folder, embedder, CASES[:12])).close()
+    database = folder / DB_FILE
+    original = database.read_bytes()
+    database.write_bytes(b"not a database at all" + original[22:])  # the header overwritten
+    err = await corrupted(folder, embedder, EmbeddedIndex)
+    assert DB_FILE in str(err) and "SQLite" in str(err)
+    database.write_bytes(original)
+    ok = await EmbeddedIndex.open(folder, embedder, create=False)
+    assert await ok.count("case") == 12
+
+
+async def test_the_analyzer_makes_the_legacy_stores_terms():
+    """tantivy's analyzer (the SQLite store's) and bm25s with PyStemmer (the legacy store's)
+    give every text of the corpus and every query the same terms."""
+    texts = [d.text for d in CORPUS] + [q for q, _ in data.queries(200)] + ["Café déjà-vu, the RE-shipped item_42!"]
+    assert [bm25_terms(t) for t in texts] == [legacy.bm25_terms(t) for t in texts]
+
+
+async def test_index_missing(store: Store, embedder, tmp_path: Path):
     for folder in (tmp_path / "nowhere", tmp_path):
         with pytest.raises(PrecedentError) as err:
-            await EmbeddedIndex.open(folder, embedder, create=False)
+            await store.open(folder, embedder, create=False)
         assert err.value.kind == "index_missing" and str(folder) in str(err.value)
     assert not (tmp_path / "nowhere").exists()
 
-    created = await EmbeddedIndex.open(tmp_path / "new" / "idx", embedder)
-    assert (tmp_path / "new" / "idx" / "manifest.json").is_file()
+    created = await store.open(tmp_path / "new" / "idx", embedder)
+    assert (tmp_path / "new" / "idx" / ("manifest.json" if store is LegacyIndex else DB_FILE)).is_file()
     assert await created.count("case") == 0
     assert await created.search("anything at all", kind="guideline") == []
-    reopened = await EmbeddedIndex.open(tmp_path / "new" / "idx", embedder, create=False)
+    reopened = await store.open(tmp_path / "new" / "idx", embedder, create=False)
     assert await reopened.count("guideline") == 0
 
 
