@@ -34,6 +34,7 @@ from ...conftest import ROOT
 from ...factories import METADATA, whole
 from ...factories import case_data as case
 from ..jury.test_escalation import SIGNATURE_REASONS
+from .test_appeals import APPEAL_REASONS
 
 PACKAGE = ROOT / "cyberjurors"
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -112,18 +113,8 @@ TABLE: dict[tuple[str, str], bool] = {
     # appeals (stage appeal): a refused appeal would be refused again; the second instance's work as a stage's
     **{
         ("appeal", reason): False
-        for reason in (
-            "invalid_appeal",
-            "key_mismatch",
-            "appeal_already_filed",
-            "appeal_by_winner",
-            "appeal_window_closed",
-            "appeal_before_verdict",
-            "appeal_wrong_verdict",
-            "appeal_evidence_rejected",
-            "case_expired",
-            "output_too_large",
-        )
+        for reason in APPEAL_REASONS - {"unknown_case", "stage_failed"}
+        if not reason.startswith("llm_")
     },
     ("appeal", "unknown_case"): True,  # the appeal came before its verdict
     ("appeal", "stage_failed"): True,
