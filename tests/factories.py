@@ -29,6 +29,16 @@ METADATA: dict[str, str] = {
     "dispute_reason": "Seam torn",
     "requested_remedy": "Refund",
 }
+# a wool coat with a torn lining: the case whose buyer sends several items
+WOOL_COAT: dict[str, str] = {
+    "category": "clothing",
+    "product": "Wool coat",
+    "order_amount": "120",
+    "currency": "EUR",
+    "ordered_at": "2026-10-01T00:00:00Z",
+    "dispute_reason": "Torn lining",
+    "requested_remedy": "Refund",
+}
 BUYER = "The seam was torn."
 SELLER = "It left intact."
 

@@ -43,35 +43,15 @@ JURORS = 5
 @pytest.fixture
 def three_item_case() -> DisputeCase:
     """A wool coat whose buyer sends three text items: the select steps a budget can cut short."""
-    return DisputeCase.model_validate(
-        {
-            "case_id": "budget-1",
-            "metadata": {
-                "category": "clothing",
-                "product": "Wool coat",
-                "order_amount": "120",
-                "currency": "EUR",
-                "ordered_at": "2026-10-01T00:00:00Z",
-                "dispute_reason": "Torn lining",
-                "requested_remedy": "Refund",
-            },
-            "rounds": [
-                {
-                    "party": "buyer",
-                    "round": 1,
-                    "items": [
-                        {"id": "b1", "kind": "text", "text": "The lining was torn on arrival."},
-                        {"id": "b2", "kind": "text", "text": "Here is the courier's note about the box."},
-                        {"id": "b3", "kind": "text", "text": "I asked for a refund the same day."},
-                    ],
-                },
-                {
-                    "party": "seller",
-                    "round": 1,
-                    "items": [{"id": "s1", "kind": "text", "text": "Our dispatch photo shows it intact."}],
-                },
-            ],
-        }
+    return factories.case(
+        "budget-1",
+        [
+            {"id": "b1", "kind": "text", "text": "The lining was torn on arrival."},
+            {"id": "b2", "kind": "text", "text": "Here is the courier's note about the box."},
+            {"id": "b3", "kind": "text", "text": "I asked for a refund the same day."},
+        ],
+        metadata=factories.WOOL_COAT,
+        seller="Our dispatch photo shows it intact.",
     )
 
 
