@@ -51,10 +51,10 @@ METRICS: dict[str, str] = {
     "cyberjurors_precedent_retrieval_seconds": "histogram",
     "cyberjurors_precedent_fallbacks_total": "counter",  # {reason}
     "cyberjurors_precedent_cold_starts_total": "counter",  # {category}
-    "cyberjurors_seller_win_share_reference": "gauge",
+    "cyberjurors_seller_win_share_reference_ratio": "gauge",
     "cyberjurors_outcomes_total": "counter",  # {agreement: agree|disagree, real_winner, category}
     "cyberjurors_outcome_vote_error": "histogram",  # {category}
-    "cyberjurors_consumer_lag": "gauge",  # {group, topic, partition}: the whole group's, per worker
+    "cyberjurors_consumer_lag_records": "gauge",  # {group, topic, partition}: the whole group's, per worker
     "cyberjurors_escalations_total": "counter",  # {reason, tier: first|appeal}
     "cyberjurors_escalated_verdicts_total": "counter",  # {tier}
     "cyberjurors_appeals_total": "counter",  # {appellant: buyer|seller}
@@ -485,6 +485,12 @@ def test_dockerfile(services: dict) -> None:
     # the package, its media, its metadata and licence, the lock it installs from
     for needed in ("cyberjurors", "examples", "pyproject.toml", "README.md", "LICENSE", "requirements/image.txt"):
         assert needed in copied and needed not in ignored, needed
+    # the build's REVISION argument lands where cyberjurors_build_info reads it: under the venv's prefix
+    from cyberjurors.observability.metrics import REVISION_FILE
+
+    venv = re.search(r"python -m venv (\S+)", text).group(1)
+    written = re.findall(r'"\$\{REVISION\}" > (\S+)', text)
+    assert written == [f"{venv}/{REVISION_FILE.relative_to(sys.prefix)}"], written
 
 
 # --- Prometheus -------------------------------------------------------------------------------------
