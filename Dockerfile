@@ -50,6 +50,11 @@ WORKDIR /app
 # Sample cases, their media (CYBERJURORS_MEDIA_ROOT=/app/examples) and the decided cases for the
 # precedent base.
 COPY examples ./examples
+# The commit the image is built from (docker build --build-arg REVISION=$(git rev-parse HEAD) .), where the
+# package reads it for cyberjurors_build_info{revision}: an installed package has no .git to ask. Last, so a
+# new revision rebuilds only this small layer.
+RUN mkdir -p /opt/cyberjurors/share/cyberjurors \
+    && printf '%s\n' "${REVISION}" > /opt/cyberjurors/share/cyberjurors/revision
 USER 10001:10001
 
 # JSON log lines (one object a line, with case_id, stage and trace_id) for a log pipeline to index.

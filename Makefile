@@ -8,7 +8,7 @@ PIP    := $(BIN)/pip install -q --disable-pip-version-check
 UV     ?= $(BIN)/uv
 MODEL  := $(VENV)/share/cyberjurors/models/all-MiniLM-L6-v2
 
-.PHONY: demo console test test-fast lint typecheck docs check install install-demo bench media lock lowest clean
+.PHONY: demo console test test-fast lint typecheck docs check install install-demo bench media prometheusrule lock lowest clean
 
 # the project itself, from the working tree, over the locked packages (setuptools is locked too,
 # so nothing outside requirements/ is installed)
@@ -117,6 +117,11 @@ bench: install
 
 media: install
 	$(BIN)/python examples/make_media.py
+
+# the prometheus-operator's PrometheusRule (k8s/components/monitoring) from infra/recording.yml and
+# infra/alerts.yml, the one source of the rules: run after changing either
+prometheusrule: install
+	$(BIN)/python infra/make_prometheusrule.py
 
 clean:
 	rm -rf $(VENV) .venv-lowest .venv-lowest.txt .pytest_cache build *.egg-info

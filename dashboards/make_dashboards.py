@@ -37,7 +37,7 @@ DRIFT_BAND = 0.15  # the same band as CyberJurorsSellerWinShareDrift in infra/al
 Panel = dict[str, Any]
 
 # Every worker reports its whole consumer group's lag, so it is taken once per partition (max over workers).
-LAG = "cyberjurors_consumer_lag"
+LAG = "cyberjurors_consumer_lag_records"
 LAG_DESCRIPTION = ("Records the consumer group has not committed yet (end offset minus committed offset), read from "
                    "the broker by every worker, counted once per partition. Scale on it: workers up to the "
                    "partition count.")
@@ -478,7 +478,7 @@ def verdicts() -> dict:
                           f"±{DRIFT_BAND:.0%} of the paper's {PAPER_SELLER_SHARE:.1%} (alert band)",
                           "cyberjurors:seller_win_share:ratio_rate1d", "percentunit", share_steps)),
                 (3, stat("Reference share", "drift_reference_seller_share, the max over the workers",
-                         "cyberjurors:seller_win_share_reference:max", "percentunit")),
+                         "cyberjurors:seller_win_share_reference_ratio:max", "percentunit")),
                 (5, gauge("Outcome accuracy, last day", f"agreement of our winner with the real outcome, {fleet} "
                           "(paper: 72.9%; alert below 60%); no data until outcomes arrive",
                           "cyberjurors:outcome_accuracy:ratio_rate1d", "percentunit", accuracy_steps)),
@@ -492,7 +492,7 @@ def verdicts() -> dict:
                 (12, timeseries("Seller-win share against the reference", f"over the last hour and day, {fleet}",
                                 [("cyberjurors:seller_win_share:ratio_rate1h", "last hour {{job}}"),
                                  ("cyberjurors:seller_win_share:ratio_rate1d", "last day {{job}}"),
-                                 ("cyberjurors:seller_win_share_reference:max", "reference {{job}}")],
+                                 ("cyberjurors:seller_win_share_reference_ratio:max", "reference {{job}}")],
                                 "percentunit", max_=1)),
                 (12, timeseries("Agreement with real outcomes", f"accuracy over the last hour and day, and recall "
                                 "per real winner over the day: how often we ruled for the buyer when the real jury "

@@ -37,14 +37,14 @@ class ObservabilitySettings(BaseModel):
         15.0,
         ge=0,
         description="how often a worker reads its consumer group's lag from the broker "
-        "(cyberjurors_consumer_lag, with the metrics endpoint); 0 = never",
+        "(cyberjurors_consumer_lag_records, with the metrics endpoint); 0 = never",
     )
     drift_reference_seller_share: float = Field(
         0.626,
         ge=0,
         le=1,
         description="the seller-win share verdicts are expected to show (the paper's data: "
-        "62.6%); exported as cyberjurors_seller_win_share_reference for the "
+        "62.6%); exported as cyberjurors_seller_win_share_reference_ratio for the "
         "recording rules: set it alike on every worker",
     )
     otlp_endpoint: str | None = Field(

@@ -4,7 +4,9 @@ Everything here is process-wide (prometheus-client's default registry), so one s
 worker shows the pipeline's metrics and Faust's own sensor (``cyberjurors_faust_*``) together.
 Labels are small closed sets: backend, model, role, stage, category, winner, kind, reason,
 agreement, real_winner.
-Never a case id.
+Never a case id. Names follow Prometheus's conventions: a unit as the last word (``_seconds``,
+``_records``, ``_usd``), ``_total`` on counters, ``_ratio`` on a share between 0 and 1, and
+``cyberjurors_build_info`` for what runs (docs/renamed.md lists the names this changed).
 
 What counts, and when:
 
@@ -25,12 +27,18 @@ What counts, and when:
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import logging
+import platform
+import sys
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
+from .. import __version__
 from ..schemas import CATEGORIES, ESCALATION_REASONS
 
 if TYPE_CHECKING:
@@ -51,6 +59,51 @@ SIDES = ("buyer", "seller")
 # A partition of a call's tokens, so summing every kind gives its total: output is the answer and
 # thinking the reasoning (Usage.output_tokens holds both, as providers bill them).
 TOKEN_KINDS = ("input", "output", "thinking", "cache_read", "cache_write")
+
+# --- the build -------------------------------------------------------------------------------
+
+BUILD_INFO = Gauge(
+    "cyberjurors_build_info",
+    "Always 1, labelled with what this process runs: the package version, the git revision it was built from "
+    "(unknown when no build recorded one) and the Python version. Multiply or join on instance to label another "
+    "series by release, e.g. during a rollout",
+    ["version", "revision", "python"],
+)
+# Where the image build writes the commit it was built from (the Dockerfile's REVISION argument): under
+# the environment's prefix, beside the embedding model, because an installed package has no .git to ask.
+REVISION_FILE = Path(sys.prefix) / "share" / "cyberjurors" / "revision"
+UNKNOWN = "unknown"
+
+
+def revision_of(revision_file: Path, direct_url: str | None) -> str:
+    """The git commit an install was built from: the image build's file, else the commit pip recorded
+    for an install from a git URL (PEP 610's ``direct_url.json``, its ``vcs_info.commit_id``), else
+    ``unknown`` (a source checkout installed with ``pip install -e .`` records none)."""
+    try:
+        written = revision_file.read_text(encoding="utf-8").strip()
+    except OSError:
+        written = ""
+    if written and written != UNKNOWN:
+        return written
+    try:
+        commit = json.loads(direct_url or "{}").get("vcs_info", {}).get("commit_id")
+    except (ValueError, AttributeError):  # a damaged or foreign record says nothing about the commit
+        commit = None
+    return commit if isinstance(commit, str) and commit else UNKNOWN
+
+
+def build_labels() -> dict[str, str]:
+    """The labels of ``cyberjurors_build_info`` for this process."""
+    try:
+        direct_url = importlib.metadata.distribution("cyberjurors").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        direct_url = None
+    return {
+        "version": __version__,
+        "revision": revision_of(REVISION_FILE, direct_url),
+        "python": platform.python_version(),
+    }
+
 
 # --- latency ---------------------------------------------------------------------------------
 
@@ -207,7 +260,7 @@ MEDIA_DELETED = Counter(
 # --- consumer lag ----------------------------------------------------------------------------
 
 CONSUMER_LAG = Gauge(
-    "cyberjurors_consumer_lag",
+    "cyberjurors_consumer_lag_records",
     "Records the consumer group has not committed yet, per topic and partition it consumes: the end offset "
     "minus the committed offset (minus the log start offset where nothing is committed), read from the broker "
     "every lag_interval_s. Every worker reports the whole group's lag: aggregate with max by (group, topic, "
@@ -236,7 +289,7 @@ PRECEDENT_COLD_STARTS = Counter(
 # --- drift -----------------------------------------------------------------------------------
 
 SELLER_WIN_SHARE_REFERENCE = Gauge(
-    "cyberjurors_seller_win_share_reference",
+    "cyberjurors_seller_win_share_reference_ratio",
     "The expected seller-win share (setting drift_reference_seller_share; the paper's data: 0.626); the "
     "recording rules take the max over the workers",
 )
@@ -256,12 +309,12 @@ OUTCOME_VOTE_ERROR = Histogram(
 
 # --- juror qualification (jury/qualify.py): set when the worker seats its jury ---------------------
 JUROR_ACCURACY = Gauge(
-    "cyberjurors_juror_qualification_accuracy",
+    "cyberjurors_juror_qualification_accuracy_ratio",
     "Share of its mock cases a persona decided as the real jury did, on its seat's model",
     ["persona", "model"],
 )
 JUROR_SELLER_SHARE = Gauge(
-    "cyberjurors_juror_qualification_seller_share",
+    "cyberjurors_juror_qualification_seller_share_ratio",
     "Share of a persona's mock-case votes for the seller (the mock cases are half the seller's)",
     ["persona", "model"],
 )
@@ -275,6 +328,7 @@ JUROR_WEIGHT = Gauge(
 def _prime() -> None:
     """Create the series of known label values up front, so they read 0 (or NaN) rather than
     being absent until the first event, which makes rate() and alerts behave from the start."""
+    BUILD_INFO.labels(**build_labels()).set(1)
     for stage in STAGES:
         STAGE_LATENCY.labels(stage)
     for category in CATEGORIES:

@@ -102,7 +102,7 @@ async def _close(admin: AIOKafkaAdminClient | None, consumer: AIOKafkaConsumer |
 
 
 class LagGauge:
-    """``cyberjurors_consumer_lag`` for one group: a read replaces the group's series (partitions no
+    """``cyberjurors_consumer_lag_records`` for one group: a read replaces the group's series (partitions no
     longer read are removed); ``clear`` removes them all."""
 
     def __init__(self, group: str, gauge: Gauge = metrics.CONSUMER_LAG):

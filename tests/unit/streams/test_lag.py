@@ -1,4 +1,4 @@
-"""Consumer lag (streams/lag.py): published as cyberjurors_consumer_lag. Read from the broker, and a
+"""Consumer lag (streams/lag.py): published as cyberjurors_consumer_lag_records. Read from the broker, and a
 stuck stage's lag in a worker's metrics: tests/integration/test_lag.py."""
 
 from __future__ import annotations
