@@ -64,7 +64,7 @@ class Kind:
 
 
 # the public topics (unprefixed); every other topic is internal and carries no ce_ headers
-KINDS: dict[str, Kind] = {
+PUBLIC_TOPICS: dict[str, Kind] = {
     "disputes.events": Kind("dispute-event", None, ("sent_at",)),
     "disputes.verdicts": Kind("verdict", "verdict", ("decided_at",)),
     "disputes.escalations": Kind("escalation", "escalation", ("raised_at",)),
@@ -108,7 +108,11 @@ def attributes(settings: KafkaSettings, topic: str, key: bytes, value: bytes) ->
     """The ``ce_*`` headers of a message to ``topic`` (its full name, prefix and all); none for an
     internal topic, or for a value that is not an event of the topic's kind (a dead letter's
     original replayed as it came: intake refuses it again for what it is)."""
-    kind = KINDS.get(topic.removeprefix(settings.topic_prefix)) if topic.startswith(settings.topic_prefix) else None
+    kind = (
+        PUBLIC_TOPICS.get(topic.removeprefix(settings.topic_prefix))
+        if topic.startswith(settings.topic_prefix)
+        else None
+    )
     if kind is None:
         return {}
     try:

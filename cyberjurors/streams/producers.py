@@ -97,6 +97,13 @@ async def idempotent(settings: KafkaSettings) -> bool:
     return granted
 
 
+def on_embedded(settings: KafkaSettings) -> dict[str, Any]:
+    """The settings update for a command that starts the embedded broker itself (demo, eval, the
+    console's --embedded): it knows idempotence is refused there, so ``auto`` is ``off`` and nothing
+    warns; ``on`` stays, and fails as asked."""
+    return {"kafka_idempotence": "off"} if settings.kafka_idempotence == "auto" else {}
+
+
 class Producer(driver.Producer):
     """Faust's producer, idempotent when ``idempotent`` says so (decided as it starts)."""
 

@@ -17,12 +17,14 @@ from cyberjurors.evidence import intake
 from cyberjurors.schemas.public import PUBLIC
 from cyberjurors.state.intake import MAX_CLOUDEVENT_IDS
 from cyberjurors.streams import cloudevents
-from cyberjurors.streams.cloudevents import KINDS, Publisher, attributes
+from cyberjurors.streams.cloudevents import PUBLIC_TOPICS, Publisher, attributes
 
 from ...factories import case_data, whole
 from .test_intake_holding import Stage, closed, evidence, opened
 
 SETTINGS = Settings(llm_backend="offline", topic_prefix="p.")
+# the dead-letter reasons this file drives through the intake handler (test_dead_letters.py's table)
+CLOUDEVENT_REASONS = ("ce_invalid", "ce_unsupported_specversion", "ce_type_mismatch", "ce_id_reused")
 RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
 
@@ -34,9 +36,9 @@ def text(headers: dict[str, bytes]) -> dict[str, str]:
 
 
 def test_the_public_topics_are_exactly_those_of_the_public_schemas():
-    assert set(KINDS) == {topic for _, topic in PUBLIC.values()}
-    assert {kind.schema for kind in KINDS.values()} <= set(PUBLIC)
-    assert all(PUBLIC[kind.schema][1] == topic for topic, kind in KINDS.items())
+    assert set(PUBLIC_TOPICS) == {topic for _, topic in PUBLIC.values()}
+    assert {kind.schema for kind in PUBLIC_TOPICS.values()} <= set(PUBLIC)
+    assert all(PUBLIC[kind.schema][1] == topic for topic, kind in PUBLIC_TOPICS.items())
 
 
 @pytest.mark.parametrize(
@@ -106,7 +108,7 @@ def test_each_public_record_has_its_type_schema_and_time(topic, kind, field, at)
     found = text(attributes(SETTINGS, topic, b"c-1", json.dumps({"case_id": "c-1", field: at}).encode()))
     assert found["ce_type"] == f"com.cyberjurors.{kind}.v1"
     assert found["ce_time"] == at
-    assert found["ce_dataschema"].endswith(f"/v1/{KINDS[topic.removeprefix('p.')].schema}.schema.json")
+    assert found["ce_dataschema"].endswith(f"/v1/{PUBLIC_TOPICS[topic.removeprefix('p.')].schema}.schema.json")
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from ...conftest import ROOT
 from ...factories import METADATA, whole
 from ...factories import case_data as case
 from ..jury.test_escalation import SIGNATURE_REASONS
+from .test_cloudevents import CLOUDEVENT_REASONS
 
 PACKAGE = ROOT / "cyberjurors"
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -484,7 +485,7 @@ APP_INGEST = {"case_already_submitted", "intake_failed", *HELD}
 APP_INGEST |= {"event_too_large", "case_too_large", "key_mismatch"}  # the intake agent's own checks, driven there too
 # the CloudEvents headers' rules, by the real intake handler in tests/unit/streams/test_cloudevents.py (and a
 # running worker in tests/integration/test_kcat.py)
-APP_INGEST |= {"ce_invalid", "ce_unsupported_specversion", "ce_type_mismatch", "ce_id_reused"}
+APP_INGEST |= set(CLOUDEVENT_REASONS)
 
 
 @pytest.mark.parametrize("reason", sorted(INTAKE))
