@@ -106,8 +106,9 @@ def _time(body: Mapping[str, Any], fields: tuple[str, ...]) -> str:
 
 def attributes(settings: KafkaSettings, topic: str, key: bytes, value: bytes) -> tracing.Headers:
     """The ``ce_*`` headers of a message to ``topic`` (its full name, prefix and all); none for an
-    internal topic, or for a value that is not an event of the topic's kind (a dead letter's
-    original replayed as it came: intake refuses it again for what it is)."""
+    internal topic, for a value that is not a JSON object, and on disputes.events for one whose
+    ``type`` is no dispute event's: a dead letter's original replayed as it came is then refused
+    again for what it is, not for headers that would claim a type it does not have."""
     kind = (
         PUBLIC_TOPICS.get(topic.removeprefix(settings.topic_prefix))
         if topic.startswith(settings.topic_prefix)

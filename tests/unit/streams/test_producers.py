@@ -121,3 +121,8 @@ def test_produce_under_on_against_a_broker_that_refuses_says_so_and_sends_nothin
     assert done.returncode == 2, done.stdout + done.stderr
     assert "not sent:" in done.stdout and "kafka_idempotence=on" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("given", "update"), [("auto", {"kafka_idempotence": "off"}), ("on", {}), ("off", {})])
+def test_a_command_that_starts_the_embedded_broker_sets_auto_off_and_leaves_a_choice_alone(given, update):
+    assert producers.on_embedded(Settings(llm_backend="offline", kafka_idempotence=given)) == update
