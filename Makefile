@@ -62,6 +62,9 @@ test: lint typecheck docs
 	# apt-get needs root, and the package starts no service
 	command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
 	  || echo "WARNING: could not install Debian's prometheus (apt-get needs root): the promtool and live Prometheus tests will be skipped"
+	# Debian's kcat (librdkafka) for the round trip through a client that is not ours (tests/integration/test_kcat.py)
+	command -v kcat >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
+	  || echo "WARNING: could not install Debian's kcat (apt-get needs root): the kcat round-trip tests will be skipped"
 	# Debian's Chromium for the console's browser tests (Playwright drives it; never `playwright install`)
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "WARNING: could not install Debian's chromium (apt-get needs root): the console's browser tests will be skipped"

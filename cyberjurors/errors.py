@@ -133,6 +133,13 @@ REJECTIONS: dict[str, str] = {
     "duplicate_json_key": "the same key twice in one JSON object",
     "key_mismatch": "a Kafka key other than the event's `case_id` (also for outcomes and appeals)",
     "too_many_items": "more than `max_case_items` evidence items in a case",
+    # CloudEvents headers on disputes.events (streams/cloudevents.py; a message without any is taken)
+    "ce_invalid": "`ce_` headers that are no valid CloudEvent (no `ce_specversion`, `ce_id`, `ce_source` or "
+    "`ce_type`, a `ce_time` not in RFC 3339, a header not UTF-8, a `content-type` other than JSON), "
+    "or a CloudEvent in structured mode",
+    "ce_unsupported_specversion": "a `ce_specversion` other than 1.0",
+    "ce_type_mismatch": "a `ce_type` other than the body's, `com.cyberjurors.<type>.v1`",
+    "ce_id_reused": "a `ce_id` (from the same `ce_source`) intake already took for another event of the case",
 }
 # reason -> (replayable, what it means): whether the letter can succeed when sent again is decided
 # where it is written (streams/dead_letters.py) and carried on it; these are the flags written

@@ -28,6 +28,7 @@ def produce_cmd(
     from rich.markup import escape
 
     from ..streams.clients import InputError, oversize, produce, read_events
+    from ..streams.producers import IdempotenceRefused
 
     config = load_settings(settings)
     try:
@@ -42,7 +43,11 @@ def produce_cmd(
         console.print("[red]not sent:[/] " + escape("; ".join(problems)))
         raise typer.Exit(2)
     with traced(config, "cyberjurors-producer"):
-        asyncio.run(produce(config, events))
+        try:
+            asyncio.run(produce(config, events))
+        except IdempotenceRefused as err:  # kafka_idempotence=on against a broker that refuses it
+            console.print(f"[red]not sent:[/] {escape(err.detail)}")
+            raise typer.Exit(2) from err
     outcomes = [e for e in events if e.route == "disputes.outcomes"]
     appeals = [e for e in events if e.route == "disputes.appeals"]
     cases = [e for e in events if e.route is None]

@@ -36,9 +36,14 @@ def worker(
     config = load_settings(settings)
     embedder_ready(config)
     logs.configure(config, loglevel)  # before the imports below, so their warnings are formatted too
-    from ..streams.worker import run_worker
+    from ..streams.producers import IdempotenceRefused
+    from ..streams.worker import EXIT_CONFIG, run_worker
 
-    run_worker(config, loglevel)
+    try:
+        run_worker(config, loglevel)
+    except IdempotenceRefused as err:
+        console.print(f"[red]worker not started:[/] {err.detail}")
+        raise typer.Exit(EXIT_CONFIG) from err
 
 
 @app.command()

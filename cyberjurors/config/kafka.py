@@ -57,6 +57,29 @@ class KafkaSettings(BaseModel):
         description="how long an empty fetch waits at the broker; the embedded broker never answers "
         "early, so each topic hop costs up to this. On Apache Kafka 500 saves requests",
     )
+    # Idempotence keeps a producer's retry after a lost acknowledgement from writing a message twice;
+    # the embedded broker refuses it (InitProducerId), Apache Kafka grants it (streams/producers.py).
+    kafka_idempotence: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="the idempotent producer: auto uses it wherever the broker grants a producer id and "
+        "falls back with one warning where it refuses (the embedded broker); on requires it (a producer "
+        "the broker refuses does not start); off never asks",
+    )
+    # CloudEvents binary-mode headers on every message to a public topic (streams/cloudevents.py)
+    cloudevents_source: str = Field(
+        "/cyberjurors",
+        min_length=1,
+        pattern=r"^\S+$",
+        description="the base of each message's ce_source, a URI reference naming this deployment; the "
+        "topic is appended (/cyberjurors/disputes.verdicts)",
+    )
+    schema_base_url: str = Field(
+        "https://docs.cyberjurors.example/schemas",
+        min_length=1,
+        pattern=r"^\S+$",
+        description="where the public events' JSON Schemas are published (the documentation site's "
+        "schemas/ folder): each message's ce_dataschema is <this>/v<schema version>/<event>.schema.json",
+    )
     # Faust's exactly-once needs Kafka transactions; the embedded broker has none.
     processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
         "at_least_once", description="exactly_once needs Kafka transactions (Apache Kafka, not the embedded broker)"

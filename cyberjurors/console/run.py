@@ -24,6 +24,7 @@ from ..streams.broker import embedded_broker
 from ..streams.clients import produce, read_events
 from ..streams.demo import seed_precedents
 from ..streams.kafka import ensure_topics
+from ..streams.producers import on_embedded
 from ..streams.worker_process import WorkerProcess
 from .app import create_app
 from .auth import hash_password
@@ -93,6 +94,7 @@ def start_embedded(settings: Settings, stack: contextlib.ExitStack, paths: list[
     update: dict[str, object] = {
         "kafka_bootstrap_servers": bootstrap,
         "app_id": f"{settings.app_id}-console-{uuid.uuid4().hex[:6]}",
+        **on_embedded(settings),  # no idempotence there: set, not probed
     }
     if not settings.outcome_signing_key:  # this run's console signs, this run's worker verifies
         update["outcome_signing_key"] = secrets.token_urlsafe(32)

@@ -36,6 +36,7 @@ from ..schemas import DisputeCase
 from ..streams.broker import embedded_broker
 from ..streams.clients import Outcome, Outcomes, Outgoing, case_event, produce
 from ..streams.kafka import ensure_topics
+from ..streams.producers import on_embedded
 from ..streams.worker_process import WorkerProcess
 from .dataset import Dataset
 from .ladder import Ablation
@@ -243,6 +244,7 @@ def run_eval(
         if bootstrap is None:
             bootstrap = stack.enter_context(embedded_broker(log=options.out / "logs" / "broker.log"))
             console.print(f"embedded broker (Tansu) on {bootstrap}")
+            base = base.model_copy(update=on_embedded(base))  # no idempotence there: set, not probed
         for ablation in ablations:
             reports.append(evaluate_one(dataset, ablation, base, run, bootstrap, options, console))
     return reports

@@ -28,6 +28,9 @@ SECRETS = {
 # where and under which names a run happens, not how it judges: left out of the fingerprint
 RUN_PLACES = {
     "kafka_bootstrap_servers",
+    "kafka_idempotence",  # off on the embedded broker an eval starts, auto on a --bootstrap one
+    "cloudevents_source",
+    "schema_base_url",
     "app_id",
     "topic_prefix",
     "datadir",

@@ -2,8 +2,9 @@
 
 Every message the service produces carries Kafka headers: the W3C trace context of the span that
 sent it (``traceparent``, and ``tracestate``/``baggage`` when there are any, by the configured
-propagator), ``content-type: application/json`` and ``schema-version`` (the schema version of the
-events and records, ``schemas.SCHEMA_VERSION``). Each stage continues the trace from the headers
+propagator), ``content-type: application/json`` and, deprecated for one release,
+``schema-version`` (the schema version of the events and records, ``schemas.SCHEMA_VERSION``;
+a message to a public topic says it in its CloudEvents headers, ``streams/cloudevents.py``). Each stage continues the trace from the headers
 of the message it takes, so a case's produce, intake, focus, clues, round-N and verdict spans, its
 model calls and its dead letters share one trace id; a stage result replayed from the
 ``stage-results`` table is re-sent under the span of the redelivered input, in the same trace.
@@ -131,7 +132,8 @@ def context_of(headers: Any) -> Context:
 
 def headers(context: Context | None = None) -> Headers:
     """Headers for a message sent now: the trace context (of ``context``, else the current span),
-    the content type and the schema version."""
+    the content type and the schema version (``schema-version``: deprecated, kept for one release
+    for the consumers that read it, docs/renamed.md)."""
     carrier: dict[str, str] = {}
     propagate.inject(carrier, context=context)
     out = {key: value.encode() for key, value in carrier.items()}

@@ -7,6 +7,10 @@ A case's entry is one of three, each stamped to expire (``expiry.stamp``):
 - ``digest``: the admitted case's digest, so a producer's retry is told from a new case (with
   ``dead_letter`` noted when the case then left the pipeline as one), until ``state_retention_s``.
 
+Any of them may carry ``cloudevents``: the CloudEvents ids (``<ce_source> <ce_id>``) of the case's
+events intake took, each with its content digest, so an id reused for other content is refused
+(streams/cloudevents.py); kept through the entry's changes and forgotten with it.
+
 The table is a Faust table in a worker (memory or RocksDB, ``tables.table``) or a plain dict in a
 test; either way only this class reads or writes its values.
 """
@@ -18,6 +22,11 @@ from typing import Any
 
 from ..evidence.intake import Draft
 from . import expiry
+
+CLOUDEVENTS = "cloudevents"
+# the ids kept per case: a case has a few dozen events; a producer that gives every retry a new id
+# must not grow the entry without end, and the oldest ids go first
+MAX_CLOUDEVENT_IDS = 64
 
 
 class IntakeTable:
@@ -34,14 +43,37 @@ class IntakeTable:
 
     def keep_draft(self, draft: Draft, at: float, partition: int | None) -> None:
         # stamped with the last event's time: a draft expires intake_draft_ttl_s after it stops changing
-        self.table[draft.case_id] = expiry.stamp(at, partition, draft=draft.model_dump(mode="json"))
+        self.table[draft.case_id] = expiry.stamp(
+            at, partition, draft=draft.model_dump(mode="json"), **self._kept(draft.case_id)
+        )
 
     def hold(self, case_id: str, held: list[dict[str, Any]], first_at: float, partition: int | None) -> None:
         """Events held for a case not yet opened, stamped with the first one's time."""
-        self.table[case_id] = expiry.stamp(first_at, partition, held=held)
+        self.table[case_id] = expiry.stamp(first_at, partition, held=held, **self._kept(case_id))
 
     def admitted(self, case_id: str, digest: str, until: float, partition: int | None) -> None:
-        self.table[case_id] = expiry.stamp(until, partition, digest=digest)
+        self.table[case_id] = expiry.stamp(until, partition, digest=digest, **self._kept(case_id))
+
+    def _kept(self, case_id: str) -> dict[str, Any]:
+        """What an entry keeps whatever becomes of the case: the CloudEvents ids it took."""
+        found = self.table.get(case_id) or {}
+        return {CLOUDEVENTS: found[CLOUDEVENTS]} if CLOUDEVENTS in found else {}
+
+    def cloudevent(self, case_id: str, key: str) -> str | None:
+        """The content digest of the case's event taken under this CloudEvents id, or None."""
+        found = self.table.get(case_id) or {}
+        return (found.get(CLOUDEVENTS) or {}).get(key)
+
+    def note_cloudevent(self, case_id: str, key: str, digest: str, partition: int | None) -> None:
+        """An event intake took under this CloudEvents id; nothing when intake keeps nothing for the
+        case (no entry: there would be nothing to expire it with)."""
+        entry = self.table.get(case_id)
+        if not isinstance(entry, dict) or "at" not in entry:
+            return
+        ids = {k: v for k, v in (entry.get(CLOUDEVENTS) or {}).items() if k != key}
+        ids[key] = digest  # last, as the newest
+        kept = dict(list(ids.items())[-MAX_CLOUDEVENT_IDS:])
+        expiry.put(self.table, case_id, {**entry, CLOUDEVENTS: kept}, partition)
 
     def restore(self, case_id: str, entry: dict[str, Any]) -> None:
         """Put back an entry read before a change that did not go through."""

@@ -37,11 +37,13 @@ from ..precedents.base import PrecedentBase
 from ..state import expiry, tables
 from ..state.results import StageResults
 from .appeal import Appeals
+from .cloudevents import Publisher
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
 from .intake import Intake, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
 from .outcome import Outcomes
 from .probes import Health
+from .producers import use_idempotence
 from .seating import Seating
 from .stage_hop import StageHop, StageWork
 from .transport import handled, use_fetch_wait
@@ -83,6 +85,7 @@ def faust_app(settings: Settings) -> faust.App:
         autodiscover=False,
     )
     use_fetch_wait(app, settings.kafka_fetch_max_wait_ms)  # before any topic or agent is declared
+    use_idempotence(app)  # the producer Faust starts asks for idempotence as kafka_idempotence says
     app.cyberjurors_settings = settings  # type: ignore[attr-defined]  # for the Worker (worker.py)
     return app
 
@@ -107,6 +110,10 @@ def create_app(
             partitions=settings.partitions,
         )
 
+    def public(name: str) -> Publisher:
+        """A public topic: what is sent there carries the CloudEvents headers (streams/cloudevents.py)."""
+        return Publisher(topic(name), settings, settings.topic(name))
+
     def table(name: str, **options: Any) -> TableT:
         return tables.table(app, settings, name, **options)
 
@@ -114,7 +121,7 @@ def create_app(
     metrics.set_seller_share_reference(settings.drift_reference_seller_share)
     store = open_store(settings, clock)
     drafts = table("intake")
-    letters = DeadLetters(topic("disputes.dlq"), in_flight, store, settings.max_event_bytes, drafts)
+    letters = DeadLetters(public("disputes.dlq"), in_flight, store, settings.max_event_bytes, drafts)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(
         table("stage-results", value_type=bytes),
@@ -130,10 +137,10 @@ def create_app(
     verdicts = Verdicts(
         settings,
         results,
-        topic("disputes.verdicts"),
+        public("disputes.verdicts"),
         in_flight,
         work.verdict,
-        escalations=topic("disputes.escalations"),
+        escalations=public("disputes.escalations"),
         letters=letters,
     )
     hop = StageHop(results, letters, in_flight, verdicts.resend)

@@ -75,12 +75,18 @@ def wait_for_port(host: str, port: int, timeout_s: float, process: subprocess.Po
 
 
 def start_broker(
-    port: int | None = None, host: str = "127.0.0.1", log: Path | None = None, cluster_id: str | None = None
+    port: int | None = None,
+    host: str = "127.0.0.1",
+    log: Path | None = None,
+    cluster_id: str | None = None,
+    advertised: str | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """In its own session: a Ctrl-C in the terminal reaches only its parent, which stops its Faust
     workers while the broker still runs (a worker whose broker is gone hangs on shutdown until it
     is killed) and stops the broker last. ``cluster_id``: a fixed one, as a Tansu started by hand
-    keeps (tests of the watch); by default a fresh one per start."""
+    keeps (tests of the watch); by default a fresh one per start. ``advertised`` (host:port): the
+    address clients are told to use, when they reach the broker through something in between (the
+    relay tests put before kcat); by default its own."""
     if port:  # something already listening there would pass for this broker being up
         with socket.socket() as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -101,7 +107,7 @@ def start_broker(
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            f"tcp://{advertised}" if advertised else url,
             "--storage-engine",
             "memory://tansu/",
             "--cluster-id",

@@ -23,6 +23,7 @@ from ..evidence.intake import checked_json
 from ..evidence.media_store import StoreError, digest_of, open_store
 from ..observability import metrics, tracing
 from ..schemas import AppealFiled, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
+from . import cloudevents, producers
 from .dead_letters import RECORD_OVERHEAD
 from .kafka import REPLAYED, client_options
 
@@ -104,14 +105,30 @@ def oversize(events: Iterable[Outgoing], settings: Settings) -> list[str]:
     ]
 
 
-def producer_for(settings: Settings) -> AIOKafkaProducer:
-    # The embedded broker has no idempotent producer; acks=all still waits for the write.
+def producer_for(settings: Settings, idempotent: bool = False) -> AIOKafkaProducer:
+    """acks=all either way: without idempotence (a broker that refuses it) the write is still waited for."""
     return AIOKafkaProducer(
         **client_options(settings),
         acks="all",
-        enable_idempotence=False,
+        enable_idempotence=idempotent,
         max_request_size=settings.max_event_bytes + RECORD_OVERHEAD,
     )
+
+
+async def started_producer(settings: Settings) -> AIOKafkaProducer:
+    """A started producer, idempotent wherever kafka_idempotence and the broker allow (streams/producers.py)."""
+    producer = producer_for(settings, await producers.idempotent(settings))
+    await producer.start()
+    return producer
+
+
+def message_headers(
+    settings: Settings, topic: str, key: bytes, value: bytes, span: tracing.Span | None = None
+) -> list[tuple[str, bytes]]:
+    """What a message to ``topic`` (its full name) carries: the trace context (of ``span``, else the
+    current one), the content type and, to a public topic, the CloudEvents headers."""
+    headers = tracing.headers(tracing.in_span(span) if span is not None else None)
+    return list((headers | cloudevents.attributes(settings, topic, key, value)).items())
 
 
 async def produce(settings: Settings, events: list[Outgoing], topic: str = "disputes.events") -> None:
@@ -127,8 +144,7 @@ async def producing(
 ) -> AsyncIterator[Callable[[list[Outgoing]], Awaitable[None]]]:
     """``produce`` on one producer for as long as the block lasts: events sent over time (a paced
     benchmark) without a connection per send."""
-    producer = producer_for(settings)
-    await producer.start()
+    producer = await started_producer(settings)
     spans: dict[str, tracing.Span] = {}
 
     async def send(events: list[Outgoing]) -> None:
@@ -136,8 +152,9 @@ async def producing(
             target = event.topic or settings.topic(event.route or topic)
             if event.case_id not in spans:
                 spans[event.case_id] = tracing.start_producing(event.case_id, target, "produce")
-            headers = tracing.headers(tracing.in_span(spans[event.case_id]))
-            await producer.send_and_wait(target, event.value, key=event.case_id.encode(), headers=list(headers.items()))
+            key = event.case_id.encode()
+            headers = message_headers(settings, target, key, event.value, spans[event.case_id])
+            await producer.send_and_wait(target, event.value, key=key, headers=headers)
 
     try:
         yield send
@@ -291,8 +308,7 @@ async def replay(
     done = await replayed(settings)
     originals = replayed_originals(done)
     result = Replay([], [], [])
-    producer = producer_for(settings)
-    await producer.start()
+    producer = await started_producer(settings)
     try:
         for placed in letters:
             state = replay_state(placed, done, originals, final)
@@ -316,8 +332,9 @@ async def replay(
                 letter.key or "", letter.topic, "replay", parent=tracing.context_of(placed.headers)
             )
             try:
-                headers = list(tracing.headers(tracing.in_span(span)).items())
-                await producer.send_and_wait(letter.topic, value, key=(letter.key or "").encode(), headers=headers)
+                key = (letter.key or "").encode()
+                headers = message_headers(settings, letter.topic, key, value, span)
+                await producer.send_and_wait(letter.topic, value, key=key, headers=headers)
             finally:
                 span.end()
             digest = digest_of(value)

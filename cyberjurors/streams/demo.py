@@ -23,6 +23,7 @@ from ..schemas import Verdict
 from .broker import embedded_broker
 from .clients import Outcome, await_outcomes, produce, read_events
 from .kafka import ensure_topics
+from .producers import on_embedded
 from .worker_process import WorkerProcess
 
 
@@ -140,6 +141,7 @@ def run_demo(
         if bootstrap is None:
             bootstrap = stack.enter_context(embedded_broker(log=workdir / "broker.log"))
             console.print(f"embedded broker (Tansu) on {bootstrap}")
+            settings = settings.model_copy(update=on_embedded(settings))  # no idempotence there: set, not probed
         settings = settings.model_copy(
             update={
                 "kafka_bootstrap_servers": bootstrap,

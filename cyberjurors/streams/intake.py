@@ -32,6 +32,7 @@ from ..schemas.events import DisputeEvent
 from ..state import expiry
 from ..state.intake import IntakeTable
 from ..state.results import StageResults
+from . import cloudevents
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, hand_on
 
 log = logging.getLogger("cyberjurors.streams")
@@ -68,16 +69,35 @@ class Intake:
     async def handle(self, event: Any) -> None:
         try:
             self.check_size(event)
+            headers = getattr(event, "headers", None)
+            cloudevents.refuse_structured(headers)
             parsed = intake.parse_event(event.value)
             tracing.name_case(parsed.case_id)
             if problem := key_problem(event.message.key, parsed.case_id):
                 raise intake.Rejected("key_mismatch", problem)
+            seen = cloudevents.received(headers, parsed)  # None: no ce_ headers, taken as before
+            if seen is not None:
+                self.check_reuse(parsed.case_id, seen)
             await self.take(parsed, event.message.partition, event.message)
+            if seen is not None:
+                self.table.note_cloudevent(parsed.case_id, seen.key, seen.digest, event.message.partition)
         except intake.Rejected as err:  # rejected input: it would be rejected again
             await self.letters.write(event, "intake", err.reason, err.detail, replayable=err.replayable)
         except Exception as err:  # a bug must cost one event (kept in the DLQ to replay once fixed), not the worker
             log.exception("intake failed on offset %s", event.message.offset)
             await self.letters.write(event, "intake", "intake_failed", bug(err), replayable=True)
+
+    def check_reuse(self, case_id: str, seen: cloudevents.Received) -> None:
+        """A CloudEvents id names one event: the same id again with the same content is a redelivery
+        (taken, and ignored or folded as a repeat is), with other content a producer's bug, refused
+        rather than let one of the two pass for the other downstream."""
+        before = self.table.cloudevent(case_id, seen.key)
+        if before is not None and before != seen.digest:
+            raise intake.Rejected(
+                "ce_id_reused",
+                f"ce_id {seen.id[:120]!r} from ce_source {seen.source[:120]!r} was already taken for another "
+                f"event of case {case_id}; a CloudEvent's id is unique within its source",
+            )
 
     async def take(self, event: DisputeEvent, partition: int, message: Any) -> None:
         if isinstance(event, CaseSubmitted):

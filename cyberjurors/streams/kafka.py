@@ -10,7 +10,7 @@ import faust
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from ..config import Settings
+from ..config import KafkaSettings, Settings
 
 TOPICS = (
     "disputes.events",
@@ -49,7 +49,7 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     return {}
 
 
-def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+def ssl_context(settings: KafkaSettings) -> ssl.SSLContext | None:
     if settings.kafka_security_protocol not in ("SSL", "SASL_SSL"):
         return None
     context = ssl.create_default_context(cafile=settings.kafka_ssl_cafile)
@@ -58,7 +58,7 @@ def ssl_context(settings: Settings) -> ssl.SSLContext | None:
     return context
 
 
-def client_options(settings: Settings) -> dict[str, Any]:
+def client_options(settings: KafkaSettings) -> dict[str, Any]:
     """Keyword arguments for aiokafka producers, consumers and admin clients."""
     options: dict[str, Any] = {
         "bootstrap_servers": settings.kafka_bootstrap_servers,

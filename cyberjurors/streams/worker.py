@@ -37,6 +37,7 @@ from mode import Service
 
 from ..config import Settings
 from ..observability import logs, metrics, tracing
+from . import producers
 from .app import CONSUMED, create_app
 from .kafka import TOPICS, client_options, ensure_topics
 from .lag import ConsumerLag
@@ -46,6 +47,7 @@ log = logging.getLogger("cyberjurors.worker")
 
 EXIT_BROKER_LOST = 75  # EX_TEMPFAIL (sysexits.h): a temporary failure, start me again
 EXIT_STOP_DEADLINE = 124  # as timeout(1): the stop did not finish in time
+EXIT_CONFIG = 78  # EX_CONFIG (sysexits.h): the settings ask for what the broker refuses (kafka_idempotence=on)
 
 
 def hard_exit(code: int, message: str) -> None:
@@ -237,8 +239,12 @@ class Worker(faust.Worker):
 
 
 async def prepare(settings: Settings) -> tuple[list[str], BrokerView]:
-    """The topics created, and the broker as the worker starts on it (what the watch compares to)."""
+    """The topics created, and the broker as the worker starts on it (what the watch compares to).
+    Whether the producers may be idempotent is asked here too, before Faust starts its producer
+    (which takes the answer kept for the process): under kafka_idempotence=on a refusal stops the
+    worker now, as an ``IdempotenceRefused``, not as a crash of a service Faust has started."""
     created = await ensure_topics(settings)
+    await producers.idempotent(settings)
     return created, await broker_view(settings, timeout_s=30)
 
 

@@ -129,18 +129,37 @@ def cli_page() -> str:
 # --- schemas ----------------------------------------------------------------------------------
 
 
+def schema_files() -> dict[str, str]:
+    """Site path -> content of each public event's JSON Schema: what a message's ``ce_dataschema``
+    names under ``schema_base_url`` (the site's ``schemas/``), one folder per schema version."""
+    from cyberjurors.schemas import SCHEMA_VERSION
+    from cyberjurors.schemas.public import json_schemas
+
+    return {
+        f"schemas/v{SCHEMA_VERSION}/{name}.schema.json": json.dumps(schema, indent=2) + "\n"
+        for name, schema in json_schemas().items()
+    }
+
+
 def schemas_page() -> str:
+    from cyberjurors.schemas import SCHEMA_VERSION
     from cyberjurors.schemas.public import PUBLIC, json_schemas
 
     out = [
         "# Event schemas\n\n",
         GENERATED,
         "The public events, each keyed by `case_id` on its topic. `cyberjurors schemas export DIR` writes "
-        "these JSON Schemas as files, for producers and consumers in any language.\n",
+        "these JSON Schemas as files, for producers and consumers in any language; this site publishes "
+        f"each at `schemas/v{SCHEMA_VERSION}/<name>.schema.json`, the URL a message's `ce_dataschema` header "
+        "names ([Message headers](../concepts/messages.md)).\n",
     ]
     for name, schema in json_schemas().items():
         topic = PUBLIC[name][1]
-        out.append(f"\n## {name}\n\nOn `{topic}`. {cell(schema.get('description', ''))}\n\n")
+        published = f"../schemas/v{SCHEMA_VERSION}/{name}.schema.json"
+        out.append(
+            f"\n## {name}\n\nOn `{topic}`, published as [{name}.schema.json]({published}). "
+            f"{cell(schema.get('description', ''))}\n\n"
+        )
         properties = schema.get("properties", {})
         if properties:
             required = set(schema.get("required", []))
@@ -240,4 +259,6 @@ def on_files(files: Any, config: Any) -> Any:
 
     for path, maker in PAGES.items():
         files.append(File.generated(config, path, content=globals()[maker]()))
+    for path, content in schema_files().items():
+        files.append(File.generated(config, path, content=content))
     return files

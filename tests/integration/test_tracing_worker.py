@@ -132,6 +132,12 @@ async def test_a_case_is_one_exported_trace_and_every_log_line_is_json(
     assert traceparent(verdict)[0] == trace_id == traceparent(again)[0]
     headers = dict(verdict.headers)
     assert headers["content-type"] == b"application/json" and headers["schema-version"] == b"1"
+    # a CloudEvent, and the re-sent verdict the same one: same bytes, same id and time (docs/concepts/messages.md)
+    again_headers = dict(again.headers)
+    assert headers["ce_type"] == b"com.cyberjurors.verdict.v1" and headers["ce_specversion"] == b"1.0"
+    assert again.value == verdict.value
+    assert (again_headers["ce_id"], again_headers["ce_time"]) == (headers["ce_id"], headers["ce_time"])
+    assert again_headers["traceparent"] != headers["traceparent"]  # sent again under the redelivery's span
     assert Verdict.model_validate_json(verdict.value).case_id == case_id
 
     spans = [s for s in collector.spans if s.trace_id == trace_id]

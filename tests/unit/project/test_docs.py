@@ -5,6 +5,7 @@ path than the generator's; and every alert links its runbook in the site."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +18,7 @@ from cyberjurors import errors
 from cyberjurors.cli import app
 from cyberjurors.config import Settings
 from cyberjurors.observability import metrics as _metrics  # noqa: F401  # registers the metrics
-from cyberjurors.schemas.public import PUBLIC
+from cyberjurors.schemas.public import PUBLIC, json_schemas
 
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 
@@ -120,3 +121,18 @@ def test_every_command_and_each_of_its_arguments_and_options_says_what_it_does()
     ]
     assert silent == []
     assert all(command.help for command in REF.commands().values())
+
+
+def test_every_ce_dataschema_names_a_schema_the_site_publishes():
+    """A public message's ce_dataschema (streams/cloudevents.py) under the default schema_base_url
+    is a file the documentation build writes into the site."""
+    from cyberjurors.streams.cloudevents import PUBLIC_TOPICS, dataschema
+
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_url"]
+    settings = Settings(llm_backend="offline")
+    published = {site + path for path in REF.schema_files()}
+    named = {dataschema(settings, kind.schema) for kind in PUBLIC_TOPICS.values()}
+    assert named and named <= published, named - published
+    for path, content in REF.schema_files().items():
+        name = path.rsplit("/", 1)[1].removesuffix(".schema.json")
+        assert json.loads(content) == json_schemas()[name]

@@ -35,6 +35,7 @@ from ...factories import METADATA, whole
 from ...factories import case_data as case
 from ..jury.test_escalation import SIGNATURE_REASONS
 from .test_appeals import APPEAL_REASONS
+from .test_cloudevents import CLOUDEVENT_REASONS
 
 PACKAGE = ROOT / "cyberjurors"
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -82,6 +83,10 @@ TABLE: dict[tuple[str, str], bool] = {
             "duplicate_json_key",
             "key_mismatch",
             "too_many_items",
+            "ce_invalid",
+            "ce_unsupported_specversion",
+            "ce_type_mismatch",
+            "ce_id_reused",
         )
     },
     ("intake", "case_never_opened"): True,  # held evidence whose case never opened: replay once it is open
@@ -328,6 +333,10 @@ SINCE_THE_FLAG = {
     "early_evidence_overflow",
     "case_expired",
     "key_mismatch",
+    "ce_invalid",
+    "ce_unsupported_specversion",
+    "ce_type_mismatch",
+    "ce_id_reused",
     *SIGNATURE_REASONS,
 }
 
@@ -465,6 +474,9 @@ HELD = {"case_never_opened", "early_evidence_overflow", "draft_expired"}
 APP_INGEST = {"case_already_submitted", "intake_failed", *HELD}
 
 APP_INGEST |= {"event_too_large", "case_too_large", "key_mismatch"}  # the intake agent's own checks, driven there too
+# the CloudEvents headers' rules, by the real intake handler in tests/unit/streams/test_cloudevents.py (and a
+# running worker in tests/integration/test_kcat.py)
+APP_INGEST |= set(CLOUDEVENT_REASONS)
 
 
 @pytest.mark.parametrize("reason", sorted(INTAKE))
