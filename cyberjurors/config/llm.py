@@ -179,8 +179,20 @@ class LLMSettings(BaseModel):
         "gpt-5 models take low, medium, high); a role's effort outside it is refused at start, "
         "and llm_thinking=off sends the lowest of them",
     )
-    llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")
-    llm_tokens_per_minute: int | None = Field(None, description="input-token rate limit per worker")
+    # Both limits are per worker process, not shared: the provider sees the sum over the fleet
+    # (docs/operations/scaling.md#provider-limits-are-per-worker).
+    llm_concurrency: int = Field(
+        16,
+        ge=1,
+        description="model calls in flight per worker process, not per fleet: the provider sees up to "
+        "replicas x this (KEDA's maxReplicaCount 8: 8x); set it to the fleet's share / max replicas",
+    )
+    llm_tokens_per_minute: int | None = Field(
+        None,
+        description="input tokens a minute per worker process (estimated before the call: 4 characters a "
+        "token, 1,500 an image), not per fleet: the provider sees up to replicas x this (KEDA's "
+        "maxReplicaCount 8: 8x); set it to the account's input-token limit / max replicas; unset (or 0) = no limit",
+    )
     llm_timeout_s: float = Field(120.0, description="one model call's deadline, per attempt")
     llm_max_retries: int = Field(
         4, description="retries of a model call on 429, 5xx, overloaded and connection errors, with backoff"
