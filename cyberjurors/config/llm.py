@@ -209,8 +209,16 @@ class LLMSettings(BaseModel):
         default_factory=lambda: dict(DEFAULT_LLM_PRICES),
         description="USD per million tokens by model (exact name, or a prefix of it) and kind: "
         "input, output, cache_read, cache_write. Setting it replaces the whole table. "
-        "Unlisted models cost 0 (counted in cyberjurors_llm_unpriced_calls_total); "
-        "the offline backend always costs 0",
+        "A model it does not list is priced from genai-prices' bundled list (llm_prices_fallback); "
+        "one neither lists is unpriced: left out of cost_usd, counted in tokens.unpriced_calls and "
+        "cyberjurors_llm_unpriced_calls_total; the offline backend always costs 0",
+    )
+    llm_prices_fallback: bool = Field(
+        True,
+        description="price a model llm_prices does not list from genai-prices' list as bundled in the "
+        "installed package (never fetched): the provider's list price, with the source named in "
+        "tokens.cost_sources, the cost metric's price_source label and eval reports; false = such a "
+        "model is unpriced",
     )
     batch_poll_s: float = Field(
         30.0, gt=0, description="eval --batch: seconds between status checks of a Message Batch"
