@@ -40,5 +40,5 @@ def build_llm(settings: Settings) -> GuardedLLM:
         settings.llm_concurrency,
         settings.llm_tokens_per_minute,
         settings.llm_call_log,
-        PriceTable(settings.llm_prices),
+        PriceTable.for_settings(settings),
     )

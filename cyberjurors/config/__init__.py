@@ -1,5 +1,5 @@
-"""Settings in sections (``settings.py``), and the dated catalog of the models they may name
-(``catalog.py``)."""
+"""Settings in sections (``settings.py``), the dated catalog of the models they may name
+(``catalog.py``), and the maintained price list behind it (``price_list.py``)."""
 
 from .catalog import TokenPrices
 from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSettings

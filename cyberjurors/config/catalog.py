@@ -11,7 +11,8 @@ exact name or, failing that, as a dated snapshot of a name in the table (so
 "claude-sonnet-5"), as ``llm_prices`` keys are. A model not
 here is called with the provider's defaults (no thinking or effort parameters unless a setting
 asks for them), its cache breakpoints are always placed (one below the provider's minimum costs
-nothing, it simply does not cache), and it is priced only if ``llm_prices`` lists it.
+nothing, it simply does not cache), and it is priced from ``llm_prices`` if that lists it, else from
+genai-prices' bundled list (``config/price_list.py``) if that does.
 """
 
 from __future__ import annotations

@@ -179,8 +179,20 @@ class LLMSettings(BaseModel):
         "gpt-5 models take low, medium, high); a role's effort outside it is refused at start, "
         "and llm_thinking=off sends the lowest of them",
     )
-    llm_concurrency: int = Field(16, ge=1, description="LLM calls in flight per worker")
-    llm_tokens_per_minute: int | None = Field(None, description="input-token rate limit per worker")
+    # Both limits are per worker process, not shared: the provider sees the sum over the fleet
+    # (docs/operations/scaling.md#provider-limits-are-per-worker).
+    llm_concurrency: int = Field(
+        16,
+        ge=1,
+        description="model calls in flight per worker process, not per fleet: the provider sees up to "
+        "replicas x this (KEDA's maxReplicaCount 8: 8x); set it to the fleet's share / max replicas",
+    )
+    llm_tokens_per_minute: int | None = Field(
+        None,
+        description="input tokens a minute per worker process (estimated before the call: 4 characters a "
+        "token, 1,500 an image), not per fleet: the provider sees up to replicas x this (KEDA's "
+        "maxReplicaCount 8: 8x); set it to the account's input-token limit / max replicas; unset (or 0) = no limit",
+    )
     llm_timeout_s: float = Field(120.0, description="one model call's deadline, per attempt")
     llm_max_retries: int = Field(
         4, description="retries of a model call on 429, 5xx, overloaded and connection errors, with backoff"
@@ -197,8 +209,16 @@ class LLMSettings(BaseModel):
         default_factory=lambda: dict(DEFAULT_LLM_PRICES),
         description="USD per million tokens by model (exact name, or a prefix of it) and kind: "
         "input, output, cache_read, cache_write. Setting it replaces the whole table. "
-        "Unlisted models cost 0 (counted in cyberjurors_llm_unpriced_calls_total); "
-        "the offline backend always costs 0",
+        "A model it does not list is priced from genai-prices' bundled list (llm_prices_fallback); "
+        "one neither lists is unpriced: left out of cost_usd, counted in tokens.unpriced_calls and "
+        "cyberjurors_llm_unpriced_calls_total; the offline backend always costs 0",
+    )
+    llm_prices_fallback: bool = Field(
+        True,
+        description="price a model llm_prices does not list from genai-prices' list as bundled in the "
+        "installed package (never fetched): the provider's list price, with the source named in "
+        "tokens.cost_sources, the cost metric's price_source label and eval reports; false = such a "
+        "model is unpriced",
     )
     batch_poll_s: float = Field(
         30.0, gt=0, description="eval --batch: seconds between status checks of a Message Batch"

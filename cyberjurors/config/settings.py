@@ -33,6 +33,7 @@ from pydantic_settings import (
 )
 
 from ..errors import install_extra
+from . import price_list
 from .catalog import find
 from .console import CONSOLE_SECRETS, ConsoleSettings
 from .evidence import EvidenceSettings
@@ -160,21 +161,29 @@ class Settings(
                 raise ValueError(f"{setting} needs the {extra} extra: {install_extra(extra)}")
 
     def _check_cost_budget(self) -> None:
-        """A cost ceiling counts a model without a price as free: it would never stop a case."""
+        """A cost ceiling counts a model without a price as free: it would never stop a case. A price
+        from genai-prices' list counts (``llm_prices_fallback``), as the calls are priced from it."""
         if not self.case_cost_budget_usd:
             return
         unpriced = sorted(
             {
                 name
                 for provider, name in map(split_model, self.model_specs())
-                if (provider or self.backend) != "offline" and find(self.llm_prices, name) is None
+                if (provider or self.backend) != "offline" and not self._priced(provider or self.backend, name)
             }
         )
         if unpriced:
+            fallback = f" or {price_list.SOURCE}" if self.llm_prices_fallback else ""
             raise ValueError(
-                f"case_cost_budget_usd needs a price for every model a call may go to; llm_prices has "
-                f"none for {', '.join(unpriced)} (add them to llm_prices, or use case_token_budget)"
+                f"case_cost_budget_usd needs a price for every model a call may go to; llm_prices{fallback} "
+                f"has none for {', '.join(unpriced)} (add them to llm_prices, or use case_token_budget)"
             )
+
+    def _priced(self, backend: str, model: str) -> bool:
+        if find(self.llm_prices, model) is not None:
+            return True
+        base_url = self.openai_base_url if backend == "openai" else None
+        return self.llm_prices_fallback and price_list.lookup(backend, model, base_url) is not None
 
     @property
     def media_retention(self) -> float:

@@ -105,15 +105,9 @@ def round_views(record: CaseFile, settings: Settings) -> list[RoundView]:
 
 def usage_by_stage(record: CaseFile | None, verdict: Verdict) -> list[tuple[str, Usage]]:
     rows = [(stage, used) for stage, used in (record.usage.items() if record else ())]
-    staged = sum((u for _, u in rows), Usage())
-    rest = {k: getattr(verdict.tokens, k) - getattr(staged, k) for k in Usage.model_fields}
-    if record is not None and any(v > 1e-9 for v in rest.values()):
-        rows.append(
-            (
-                "verdict",
-                Usage(**{k: max(v, 0) if isinstance(v, int) else max(round(v, 6), 0.0) for k, v in rest.items()}),
-            )
-        )
+    rest = verdict.tokens - sum((u for _, u in rows), Usage())
+    if record is not None and rest != Usage():
+        rows.append(("verdict", rest))
     return [*rows, ("total", verdict.tokens)]
 
 

@@ -102,7 +102,7 @@ def wave_llm(settings: Settings, waves: Waves[Pending], executor: InProcess | Me
     if settings.providers_named():
         inner = routed(settings, lambda provider: WaveLLM(waves, executor.backend))
     return GuardedLLM(
-        inner, UNCAPPED, None, settings.llm_call_log, PriceTable(settings.llm_prices), batch=executor.discounted
+        inner, UNCAPPED, None, settings.llm_call_log, PriceTable.for_settings(settings), batch=executor.discounted
     )
 
 

@@ -21,9 +21,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..config import Settings, split_model
+from ..config import Settings, price_list, split_model
 from ..config.catalog import facts
-from ..llm.prices import FREE_BACKENDS, PriceTable
+from ..config.price_list import Listed
+from ..llm.prices import CATALOG, FREE_BACKENDS, STAND_IN, PriceTable
+from ..llm.prices import UNPRICED as UNPRICED_SOURCE
 from .scores import ModelBallots, PersonaBallots, RiskCoverage, RiskPoint, Summary
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
@@ -68,16 +70,21 @@ class BatchRun(BaseModel):
     streaming_verdicts: int = 0
 
 
-UNPRICED = "no price: cost counted as 0"
+UNPRICED = "no price in llm_prices or genai-prices: its calls are left out of every USD figure"
 
 
 class ModelPrice(BaseModel):
     """The prices a run's costs were computed with, for one model: USD per million tokens, from the
-    same table (``llm_prices``) the cost metric and ``tokens.cost_usd`` use."""
+    same place the cost metric and ``tokens.cost_usd`` took them (``source``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     model: str
+    source: str = Field(
+        "",
+        description="catalog (config/catalog.py's dated list price), llm_prices (set by the operator), "
+        "genai-prices <version> (its bundled list, for a model neither has), stand-in, or unpriced",
+    )
     input: float | None = None
     output: float | None = None
     cache_write: float | None = Field(None, description="5-minute TTL")
@@ -89,43 +96,70 @@ class ModelPrice(BaseModel):
         "the Message Batches price; None: full price",
     )
     checked: date | None = Field(None, description="when the list price was checked (config/catalog.py)")
-    sources: list[str] = Field(default_factory=list)
-    note: str = Field(
-        "", description="why a price is missing, or that it came from llm_prices rather than the dated list"
-    )
+    sources: list[str] = Field(default_factory=list, description="the pages the price is from")
+    note: str = Field("", description="why a price is missing, or where a price that is not the dated list's came from")
 
 
 def model_prices(settings: Settings, models: Sequence[str], backend: str, batch: bool) -> list[ModelPrice]:
     """What each model used was priced at, with the list price's date and sources when the table's
-    entry is config/catalog.py's."""
-    table = PriceTable(settings.llm_prices)
+    entry is config/catalog.py's, or genai-prices' provider and pricing pages when it came from there."""
+    table = PriceTable.for_settings(settings)
     found = []
     for spec in models:
         provider, name = split_model(spec)
         if (provider or backend) in FREE_BACKENDS:
-            found.append(ModelPrice(model=spec, note=f"{provider or backend} stand-in: not priced, cost 0"))
-            continue
-        price = table.price(name)
-        if price is None:
-            found.append(ModelPrice(model=spec, note=UNPRICED))
-            continue
-        listed = facts(name)
-        dated = listed is not None and listed.prices == price
-        found.append(
-            ModelPrice(
-                model=spec,
-                input=price.input,
-                output=price.output,
-                cache_write=price.cache_write,
-                cache_write_1h=price.write_1h,
-                cache_read=price.cache_read,
-                batch_share=price.batch if batch else None,
-                checked=listed.checked if dated and listed else None,
-                sources=list(listed.sources) if dated and listed else [],
-                note=listed.note if dated and listed else "set in llm_prices: no date or source",
+            found.append(
+                ModelPrice(model=spec, source=STAND_IN, note=f"{provider or backend} stand-in: not priced, cost 0")
             )
-        )
+            continue
+        listing = table.listing(provider or backend, name)
+        if listing is None:
+            found.append(ModelPrice(model=spec, source=UNPRICED_SOURCE, note=UNPRICED))
+        elif listing.listed is not None:
+            found.append(_listed_price(spec, listing.listed, batch))
+        else:
+            assert listing.prices is not None
+            price, listed = listing.prices, facts(name)
+            dated = listing.source == CATALOG and listed is not None
+            found.append(
+                ModelPrice(
+                    model=spec,
+                    source=listing.provenance,
+                    input=price.input,
+                    output=price.output,
+                    cache_write=price.cache_write,
+                    cache_write_1h=price.write_1h,
+                    cache_read=price.cache_read,
+                    batch_share=price.batch if batch else None,
+                    checked=listed.checked if dated and listed else None,
+                    sources=list(listed.sources) if dated and listed else [],
+                    note=listed.note if dated and listed else "set in llm_prices: no date or source",
+                )
+            )
     return found
+
+
+def _listed_price(spec: str, listed: Listed, batch: bool) -> ModelPrice:
+    """A genai-prices entry, at the prices it charges each kind today: a kind without a price of its
+    own at the price of the kind it is part of (a 1-hour write as a write, a write or a read as input)."""
+    p = listed.per_million()
+    write = p.cache_write if p.cache_write is not None else p.input
+    notes = [f"{price_list.SOURCE}: {listed.provider_id}'s list price for {listed.model.id}, bundled with the package"]
+    if p.tiered:
+        notes.append("the lowest tier shown: costs apply the higher prices past the tier's input size")
+    if batch:
+        notes.append("at genai-prices' batch price where it lists one")
+    return ModelPrice(
+        model=spec,
+        source=price_list.SOURCE,
+        input=p.input,
+        output=p.output,
+        cache_write=write,
+        cache_write_1h=p.cache_write_1h if p.cache_write_1h is not None else write,
+        cache_read=p.cache_read if p.cache_read is not None else p.input,
+        sources=list(listed.pricing_pages),
+        note="; ".join(notes),
+    )
 
 
 def price_line(p: ModelPrice) -> str:
@@ -137,6 +171,7 @@ def price_line(p: ModelPrice) -> str:
     )
     if p.batch_share is not None:
         line += f", x{p.batch_share:g} at the batch price"
+    line += f"; from {p.source}" if p.source else ""
     line += f"; checked {p.checked.isoformat()}" if p.checked else ""
     line += f"; sources: {', '.join(p.sources)}" if p.sources else ""
     return line + (f" ({p.note})" if p.note else "")
@@ -195,6 +230,12 @@ def _tokens(s: Summary) -> str:
     return DASH if s.tokens_per_case is None else f"{s.tokens_per_case['total']:,.0f}"
 
 
+def _usd_per_case(s: Summary) -> str:
+    if s.cost_per_case_usd is None:
+        return DASH
+    return f"{s.cost_per_case_usd:.4f}" + ("+" if s.unpriced_calls else "")  # a floor: see NOTES
+
+
 def _mae(s: Summary) -> str:
     return _num(s.vote_mae, 2) + ("*" if s.vote_mae is not None and s.votes_scaled else "")
 
@@ -211,7 +252,7 @@ COLUMNS: list[tuple[str, Callable[[Summary], str]]] = [
     ("Seller share pred/real", lambda s: _share(s.seller_share_predicted, s.seller_share_real)),
     ("Swap consistency", lambda s: _pct(s.swap_consistency)),
     ("Tokens/case", _tokens),
-    ("USD/case", lambda s: DASH if s.cost_per_case_usd is None else f"{s.cost_per_case_usd:.4f}"),
+    ("USD/case", lambda s: _usd_per_case(s)),
     ("Calls/case", lambda s: _num(s.calls_per_case, 1)),
     ("Rounds", lambda s: _num(s.rounds_mean, 2)),
     (
@@ -223,7 +264,9 @@ COLUMNS: list[tuple[str, Callable[[Summary], str]]] = [
 ]
 NOTES = (
     "Cases = verdicts/cases; failures are counted apart and left out of the metrics. "
-    "USD/case at llm_prices (the dated list prices of config/catalog.py unless overridden; 0 offline). "
+    "USD/case at llm_prices (the dated list prices of config/catalog.py unless overridden), else at "
+    "genai-prices' bundled list (the prices section names each model's source; 0 offline); "
+    "+ = some calls had no price anywhere and are left out: the figure is a floor. "
     "MAE/RMSE: seller votes out of 17; * = a jury of another size, scaled to 17; "
     "Verified: share of verified justifications that passed / verifier calls per verdict; "
     "– = not defined (no cases, or a single judge)."
@@ -276,7 +319,7 @@ COST_COLUMNS: list[tuple[str, Callable[[EvalReport], str]]] = [
     ("Answered", lambda r: r.batch.executor if r.batch else "stream"),
     ("Waves", lambda r: f"{r.batch.waves}" if r.batch else DASH),
     ("Batches", lambda r: f"{r.batch.batches}" if r.batch else DASH),
-    ("USD/case batch", lambda r: _usd(r.summary.cost_per_case_usd)),
+    ("USD/case batch", lambda r: _usd_per_case(r.summary)),
     ("Same tokens, streaming prices", lambda r: _usd(r.batch.cost_per_case_standard_usd) if r.batch else DASH),
     (
         "Streaming run USD/case",
@@ -478,7 +521,19 @@ def render(report: EvalReport) -> Group:
         parts.append(Text(failures_said(report), style="red"))
     if report.prices:
         parts.append(Text("USD at these prices: " + "; ".join(price_line(p) for p in report.prices)))
+    if said := cost_said(report.summary):
+        parts.append(Text(said, style="yellow" if report.summary.unpriced_calls else ""))
     return Group(*parts)
+
+
+def cost_said(s: Summary) -> str:
+    """Where the run's USD came from, and the calls it leaves out."""
+    parts = []
+    if s.cost_sources:
+        parts.append("USD by price source: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(s.cost_sources.items())))
+    if s.unpriced_calls:
+        parts.append(f"{s.unpriced_calls} calls to models no price source knows are left out (USD/case is a floor)")
+    return "; ".join(parts)
 
 
 def render_ladder(reports: Sequence[EvalReport]) -> Group:
@@ -541,7 +596,7 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
             lines.append(
                 f"- batch: {b.executor}, {b.waves} waves, {b.batches} Message Batches ({b.requests} entries, "
                 f"{b.retried} sent again, {b.resumed} answers and {b.collected} batches taken from an earlier "
-                f"run); USD/case {_usd(r.summary.cost_per_case_usd)} at batch prices, "
+                f"run); USD/case {_usd_per_case(r.summary)} at batch prices, "
                 f"{_usd(b.cost_per_case_standard_usd)} for the same tokens at streaming prices"
             )
         if r.prices:
@@ -549,6 +604,8 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
                 "- USD at these prices: "
                 + "; ".join(price_line(p.model_copy(update={"model": f"`{p.model}`"})) for p in r.prices)
             )
+        if said := cost_said(r.summary):
+            lines.append(f"- {said}")
         lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
         if mixed(r.summary):
             lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]

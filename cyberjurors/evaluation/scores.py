@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..jury.escalation import scaled_margin
-from ..schemas import JURY_SIZE, Party, Verdict, Votes
+from ..schemas import JURY_SIZE, Party, Usage, Verdict, Votes
 from .dataset import difficulty_band
 from .results import CaseResult
 from .swap import is_swapped
@@ -300,7 +300,15 @@ class Summary(BaseModel):
     tokens_per_case: dict[str, float] | None = Field(
         None, description="mean per verdict by kind; thinking is part of output, total is input + output + cache"
     )
-    cost_per_case_usd: float | None = Field(None, description="mean per verdict, at llm_prices (0: offline)")
+    cost_per_case_usd: float | None = Field(
+        None,
+        description="mean per verdict, at llm_prices or else genai-prices' list (0: offline); without the "
+        "unpriced calls, so a floor when there are any",
+    )
+    cost_sources: dict[str, float] = Field(
+        default_factory=dict, description="the run's USD by where the prices came from (Usage.cost_sources)"
+    )
+    unpriced_calls: int = Field(0, description="calls to a model no price source knows, over every verdict")
     calls_per_case: float | None = None
     rounds_mean: float | None = None
     early_stop_share: float | None = None
@@ -380,6 +388,8 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
         seller_share_real=_mean([t == "seller" for t in y_true]),
         tokens_per_case={k: _mean(v) for k, v in tokens.items()} if verdicts else None,
         cost_per_case_usd=_mean([u.cost_usd for u in usage]),
+        cost_sources={k: round(v, 6) for k, v in sum(usage, Usage()).cost_sources.items()},
+        unpriced_calls=sum(u.unpriced_calls for u in usage),
         calls_per_case=_mean([u.calls for u in usage]),
         rounds_mean=_mean([v.rounds_used for v in verdicts]),
         early_stop_share=_mean([v.early_stopped for v in verdicts]),

@@ -126,10 +126,15 @@ def _check_url(url: str, settings: EvidenceSettings, base: URL | None = None) ->
         raise MediaRejected("url_not_allowed", "the URL holds a backslash, a space or a control character")
     try:
         parsed = base.join(URL(url)) if base is not None else URL(url)
-        if parsed.scheme not in DEFAULT_PORTS:
-            raise MediaRejected("url_not_allowed", f"{parsed.scheme or 'no'} scheme: only http and https are fetched")
+    except (ValueError, TypeError) as err:  # an unclosed "[" in the host
+        raise MediaRejected("url_not_allowed", "the URL cannot be parsed") from err
+    # outside the try: MediaRejected is a ValueError, and caught there it would tell the sender the URL
+    # cannot be parsed instead of what to change
+    if parsed.scheme not in DEFAULT_PORTS:
+        raise MediaRejected("url_not_allowed", f"{parsed.scheme or 'no'} scheme: only http and https are fetched")
+    try:
         origin = (parsed.scheme, parsed.host, parsed.port)  # .port: explicit, else the scheme's default
-    except (ValueError, TypeError) as err:  # an unclosed "[" in the host, a port out of range
+    except (ValueError, TypeError) as err:  # a port out of range
         raise MediaRejected("url_not_allowed", "the URL cannot be parsed") from err
     if parsed.raw_user is not None or parsed.raw_password is not None:
         raise MediaRejected("url_not_allowed", "a URL with user information is not fetched")

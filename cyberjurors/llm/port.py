@@ -27,7 +27,7 @@ from ..errors import FINAL_LLM_KINDS, CyberJurorsError
 from ..observability import metrics, tracing
 from ..schemas import Usage
 from . import waves
-from .prices import PriceTable
+from .prices import Cost, PriceTable
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
@@ -303,10 +303,9 @@ class GuardedLLM:
                     tracing.failed(span, err.kind)
                     if err.usage is not None:  # a reply came and was billed: its tokens and cost count as an answer's
                         usage = err.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
-                        cost = metrics.record_llm_spend(
-                            backend, model, request.role, usage, self._cost(backend, model, usage)
-                        )
-                        err.usage = usage.model_copy(update={"cost_usd": cost})
+                        cost = self._cost(backend, model, usage)
+                        metrics.record_llm_spend(backend, model, request.role, usage, cost.usd, cost.source)
+                        err.usage = cost.on(usage)
                     self._log(request, elapsed, backend, error=err.kind, usage=err.usage)
                     metrics.record_llm_error(backend, model, request.role, elapsed, err.kind)
                     raise
@@ -319,16 +318,17 @@ class GuardedLLM:
                 tracing.answered(span, result)
             elapsed = time.perf_counter() - started
         usage = result.usage.model_copy(update={"calls": 1, "latency_s": elapsed})
-        cost = metrics.record_llm_call(backend, model, request.role, elapsed, usage, self._cost(backend, model, usage))
-        result.usage = usage.model_copy(update={"cost_usd": cost})  # what the per-case budget adds up
+        cost = self._cost(backend, model, usage)
+        metrics.record_llm_call(backend, model, request.role, elapsed, usage, cost.usd, cost.source)
+        result.usage = cost.on(usage)  # what the per-case budget adds up, with where its prices came from
         self._log(request, elapsed, backend, result=result, usage=result.usage)
         return result
 
-    def _cost(self, backend: str, model: str, usage: Usage) -> float | None:
-        """USD for a call's usage, at the Message Batches share when ``batch``; None without a price."""
-        cost = (self.prices or PriceTable()).cost(backend, model, usage, batch=self.batch)
-        if cost is None and self.prices is not None:
-            self.prices.warn_once(model)
+    def _cost(self, backend: str, model: str, usage: Usage) -> Cost:
+        """A call's cost, at the Message Batches share when ``batch``, and its price's source."""
+        cost = (self.prices or PriceTable()).quote(backend, model, usage, batch=self.batch)
+        if cost.usd is None and self.prices is not None:
+            self.prices.warn_once(backend, model)
         return cost
 
     def _log(

@@ -153,12 +153,15 @@ LLM_TOKENS = Counter(
 )
 LLM_COST = Counter(
     "cyberjurors_llm_cost_usd_total",
-    "Estimated spend in USD from the llm_prices table",
-    ["backend", "model", "role"],
+    "Estimated spend in USD, by where the prices came from (price_source): catalog (the dated list "
+    "prices), llm_prices (set by the operator), genai-prices (its bundled list, for models neither has), "
+    "stand-in (offline: 0), unpriced (no price anywhere: 0 here, counted in cyberjurors_llm_unpriced_calls_total)",
+    ["backend", "model", "role", "price_source"],
 )
 LLM_UNPRICED = Counter(
     "cyberjurors_llm_unpriced_calls_total",
-    "Calls to a model llm_prices has no price for: their cost counted as 0, so spend is under-reported",
+    "Calls to a model no price source knows (llm_prices, genai-prices): left out of the cost, so spend is "
+    "under-reported",
     ["backend", "model"],
 )
 
@@ -385,24 +388,24 @@ def token_kinds(usage: Usage) -> dict[str, int]:
     }
 
 
-def record_llm_call(backend: str, model: str, role: str, elapsed_s: float, usage: Usage, cost: float | None) -> float:
-    """Count one answered call and its estimated cost in USD (None: the model has no price, counted
-    as 0); returns the cost counted, which the per-case budget adds up."""
+def record_llm_call(
+    backend: str, model: str, role: str, elapsed_s: float, usage: Usage, cost: float | None, price_source: str
+) -> None:
+    """Count one answered call and its estimated cost in USD (None: the model has no price)."""
     LLM_CALLS.labels(backend, model, role).inc()
     LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
-    return record_llm_spend(backend, model, role, usage, cost)
+    record_llm_spend(backend, model, role, usage, cost, price_source)
 
 
-def record_llm_spend(backend: str, model: str, role: str, usage: Usage, cost: float | None) -> float:
-    """Count a billed reply's tokens and estimated cost, returned (0 when unpriced): an answer's, or
-    one the provider sent and billed that failed our checks (cut, refused, not a valid answer)."""
+def record_llm_spend(backend: str, model: str, role: str, usage: Usage, cost: float | None, price_source: str) -> None:
+    """Count a billed reply's tokens and estimated cost: an answer's, or one the provider sent and
+    billed that failed our checks (cut, refused, not a valid answer). An unpriced reply adds 0 under
+    price_source "unpriced" and one to the unpriced calls."""
     for kind, tokens in token_kinds(usage).items():
         LLM_TOKENS.labels(backend, model, role, kind).inc(tokens)
     if cost is None:
         LLM_UNPRICED.labels(backend, model).inc()
-        cost = 0.0
-    LLM_COST.labels(backend, model, role).inc(cost)
-    return cost
+    LLM_COST.labels(backend, model, role, price_source).inc(cost or 0.0)
 
 
 def record_llm_error(backend: str, model: str, role: str, elapsed_s: float, kind: str) -> None:

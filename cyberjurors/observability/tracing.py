@@ -289,6 +289,10 @@ def model_call(provider: str, request: Call, queued_s: float = 0.0) -> Iterator[
 
 
 def answered(span: Span, result: Answer) -> None:
+    """The reply's usage under the GenAI conventions' names (their attribute registry, as
+    opentelemetry-semantic-conventions' ``gen_ai_attributes`` lists it): cache reads and cache writes
+    ("cache_creation") are parts of ``input_tokens``, reasoning (our thinking) a part of
+    ``output_tokens``. Names an earlier release used: docs/renamed.md."""
     if not span.is_recording():
         return
     usage = result.usage
@@ -298,9 +302,10 @@ def answered(span: Span, result: Answer) -> None:
             # input_tokens counts every input token, cached ones included (the conventions say so); ours
             # counts the uncached ones, as the provider bills them
             "gen_ai.usage.input_tokens": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,  # thinking included, as the conventions want
             "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
-            "gen_ai.usage.cache_write.input_tokens": usage.cache_write_tokens,
+            "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+            "gen_ai.usage.reasoning.output_tokens": usage.thinking_tokens,
         }
     )
     if result.finish_reason:

@@ -125,10 +125,43 @@ class Usage(Record):
     cache_write_1h_tokens: int = Field(0, description="of cache_write_tokens, those written with the 1-hour TTL")
     calls: int = 0
     latency_s: float = 0.0
-    cost_usd: float = Field(0.0, description="estimated from llm_prices when the call was made (0 for stand-ins)")
+    cost_usd: float = Field(
+        0.0,
+        description="estimated when the call was made, at llm_prices or else genai-prices' list (0 for "
+        "stand-ins); it leaves out unpriced calls, so with unpriced_calls above 0 it is a floor",
+    )
+    cost_sources: dict[str, float] = Field(
+        default_factory=dict,
+        description="cost_usd by where its prices came from: catalog (config/catalog.py's dated list "
+        "prices), llm_prices (set by the operator), genai-prices <version> (the list for models neither has)",
+    )
+    unpriced_calls: int = Field(
+        0, description="calls to a model no price source knows: their tokens are counted, their cost is not"
+    )
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+        summed: dict[str, object] = {}
+        for k in Usage.model_fields:
+            mine, theirs = getattr(self, k), getattr(other, k)
+            if isinstance(mine, dict):  # cost_sources: by source, in a fixed order (the same bytes every time)
+                summed[k] = {s: mine.get(s, 0.0) + theirs.get(s, 0.0) for s in sorted(mine.keys() | theirs.keys())}
+            else:
+                summed[k] = mine + theirs
+        return Usage.model_validate(summed)
+
+    def __sub__(self, other: Usage) -> Usage:
+        """What ``self`` holds beyond ``other`` (a verdict's totals less its stages'), never below 0."""
+        rest: dict[str, object] = {}
+        for k in Usage.model_fields:
+            mine, theirs = getattr(self, k), getattr(other, k)
+            if isinstance(mine, dict):
+                left = {s: round(mine.get(s, 0.0) - theirs.get(s, 0.0), 6) for s in mine}
+                rest[k] = {s: v for s, v in left.items() if v > 0}
+            elif isinstance(mine, int):
+                rest[k] = max(mine - theirs, 0)
+            else:
+                rest[k] = max(round(mine - theirs, 6), 0.0)
+        return Usage.model_validate(rest)
 
     @property
     def total_tokens(self) -> int:

@@ -181,7 +181,8 @@ def check_model_calls(spans: list[Received], settings: Settings, case_id: str) -
         assert span.kind == "CLIENT" and a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == "offline"
         assert a["gen_ai.request.model"] == settings.model and a["gen_ai.response.finish_reasons"] == ("stop",)
         assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
-        assert "gen_ai.usage.cache_read.input_tokens" in a and "gen_ai.usage.cache_write.input_tokens" in a
+        assert "gen_ai.usage.cache_read.input_tokens" in a and "gen_ai.usage.cache_creation.input_tokens" in a
+        assert "gen_ai.usage.reasoning.output_tokens" in a
         roles.setdefault(stage_of[span.parent_id], set()).add(a["cyberjurors.llm.role"])
     assert roles == {
         "focus": {"focus"},

@@ -24,7 +24,7 @@ from cyberjurors.jury import stages
 from cyberjurors.jury.escalation import escalation_event
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury, is_settled
-from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, MediaRef, OutcomeReported, Verdict, now
+from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, MediaRef, OutcomeReported, Usage, Verdict, now
 
 from ... import factories
 from ...conftest import EXAMPLES
@@ -66,6 +66,22 @@ async def judged(case: DisputeCase, settings: Settings) -> tuple[CaseFile, list[
 def airfryer() -> tuple[list[CaseFile], Verdict]:
     _, after, verdict = asyncio.run(judged(example_case(AIRFRYER), offline()))
     return after, verdict
+
+
+def test_the_cost_table_shows_what_the_verdict_step_spent_and_at_whose_prices(airfryer):
+    """The case page's tokens-and-cost table: the stages' usage from the record, then what the verdict
+    step spent beyond them (a verifier's calls), its cost by price source included, then the total."""
+    from cyberjurors.console.views import usage_by_stage
+
+    record, verdict = airfryer[0][-1], airfryer[1]
+    staged = sum(record.usage.values(), Usage())
+    verifier = Usage(input_tokens=900, output_tokens=80, calls=1, cost_usd=0.0026, cost_sources={"catalog": 0.0026})
+    rows = usage_by_stage(record, verdict.model_copy(update={"tokens": staged + verifier}))
+    assert [stage for stage, _ in rows] == [*record.usage, "verdict", "total"]
+    assert rows[-2][1] == verifier
+    assert rows[-1][1].cost_sources == {"catalog": 0.0026}
+    exact = usage_by_stage(record, verdict.model_copy(update={"tokens": staged}))
+    assert [stage for stage, _ in exact] == [*record.usage, "total"]  # nothing beyond the stages: no row
 
 
 def test_the_ballots_name_the_personas_the_record_seated(airfryer):

@@ -131,19 +131,22 @@ def test_the_report_names_the_prices_of_every_model_it_used() -> None:
         listed.prices.write_1h,
     )
     assert sonnet.batch_share == 0.5 and sonnet.checked == CHECKED == date(2026, 11, 25)
-    assert sonnet.sources == list(listed.sources)
-    assert unknown.input is None and unknown.note == UNPRICED == "no price: cost counted as 0"
+    assert sonnet.sources == list(listed.sources) and sonnet.source == "catalog"
+    assert unknown.input is None and unknown.source == "unpriced"
+    assert (
+        unknown.note == UNPRICED == "no price in llm_prices or genai-prices: its calls are left out of every USD figure"
+    )
     (streamed,) = model_prices(settings, ["claude-sonnet-5-5"], "anthropic", batch=False)
     assert streamed.batch_share is None
     # prices set in llm_prices are what the costs used: shown, with no list date to vouch for them
     own = settings.model_copy(update={"llm_prices": {"claude-sonnet-5-5": TokenPrices(input=1, output=2)}})
     (mine,) = model_prices(own, ["claude-sonnet-5-5"], "anthropic", batch=False)
-    assert (mine.input, mine.output, mine.checked, mine.sources) == (1, 2, None, [])
+    assert (mine.input, mine.output, mine.checked, mine.sources, mine.source) == (1, 2, None, [], "llm_prices")
 
     r = report("+Jury (batch)", results=[result("c1", (9, 8), (9, 8))], prices=[sonnet, unknown])
     markdown = to_markdown([r])
     line = next(line for line in markdown.splitlines() if line.startswith("- USD at these prices"))
     assert "`claude-sonnet-5-5-20260928`: input 2, output 10, cache write 2.5 (5 min) / 4 (1 h), cache read 0.2" in line
-    assert "x0.5 at the batch price; checked 2026-11-25" in line and listed.sources[0] in line
+    assert "x0.5 at the batch price; from catalog; checked 2026-11-25" in line and listed.sources[0] in line
     assert f"`claude-unknown-9`: {UNPRICED}" in line
     assert summarize([result("c1", (9, 8), (9, 8))]) == r.summary

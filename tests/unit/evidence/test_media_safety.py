@@ -3,7 +3,8 @@ again (``read_bytes``), and what stage II notes on the clue instead of failing t
 
 Every refusal has a control beside it (the same reference made acceptable), so a check that
 refuses everything fails as surely as one that refuses nothing. Reasons are asserted as codes;
-the human-readable details are not part of the contract.
+the human-readable details are not part of the contract, except where a detail is the only thing
+that tells the sender what to change (a URL's scheme, against a URL that cannot be parsed).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from aiohttp import web
 from PIL import Image, ImageStat
 
+from cyberjurors.evidence.intake import Rejected, admit
 from cyberjurors.evidence.media import MediaRejected, MediaUnreadable, check_reference, load_image, read_bytes
 from cyberjurors.jury.clues import find_clues
 from cyberjurors.jury.model_inputs import PerceiveTask, SelectTask
@@ -85,8 +87,9 @@ def select_first_then_perceive(request, output_type):
     return Perception(clue=f"looked at {task.item.id}", assessment="fine", leaning="buyer")
 
 
-def one_photo_case(path: str, digest: str | None) -> DisputeCase:
-    media = {"media_type": "image/png", "path": path, **({"sha256": digest} if digest else {})}
+def one_photo_case(path: str | None, digest: str | None, url: str | None = None) -> DisputeCase:
+    media = {"media_type": "image/png", **({"path": path} if path else {"url": url})}
+    media |= {"sha256": digest} if digest else {}
     return DisputeCase.model_validate(
         {
             "case_id": "hash-1",
@@ -171,9 +174,34 @@ async def test_a_non_http_scheme_on_an_allowed_host_is_refused_at_intake_and_at_
     with pytest.raises(MediaRejected) as err:
         check_reference("image", refused, s)
     assert err.value.reason == "url_not_allowed"
+    # the sender learns what to change, not that the URL "cannot be parsed"
+    assert err.value.detail == f"{scheme} scheme: only http and https are fetched"
     with pytest.raises((MediaRejected, MediaUnreadable)) as err:  # an admitted reference may meet other settings
         await read_bytes(refused, s)
     assert err.value.reason == "url_not_allowed"  # refused by the check, not a failed fetch
+    assert err.value.detail == f"{scheme} scheme: only http and https are fetched"
+
+
+def test_a_url_without_a_scheme_is_told_only_http_and_https_are_fetched(media):
+    s = settings(media_root=media, url_allowlist=["photos.example"])
+    with pytest.raises(MediaRejected) as err:
+        check_reference("image", MediaRef(media_type="image/png", url="//photos.example/x.png"), s)
+    assert err.value.detail == "no scheme: only http and https are fetched"
+    rejected = intake_rejection(s, "//photos.example/x.png")
+    assert rejected.reason == "url_not_allowed"
+    assert rejected.detail == "evidence b-photo: no scheme: only http and https are fetched"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://[::1/photo.png", "https://[photos.example/x.png", "http://photos.example:99999/x.png", "ftp://[::1/x"],
+)
+def test_a_url_that_cannot_be_parsed_says_so(media, url):
+    s = settings(media_root=media, url_allowlist=["photos.example", "::1"])
+    with pytest.raises(MediaRejected) as err:
+        check_reference("image", MediaRef(media_type="image/png", url=url), s)
+    assert err.value.reason == "url_not_allowed" and err.value.detail == "the URL cannot be parsed"
+    assert intake_rejection(s, url).detail == "evidence b-photo: the URL cannot be parsed"
 
 
 async def test_an_http_url_on_a_host_not_allowed_is_refused_at_intake_and_at_read_time(media, photo_server):
@@ -196,6 +224,13 @@ def test_a_malformed_url_is_refused_not_an_escaping_error(media, url):
     with pytest.raises(MediaRejected) as err:
         check_reference("image", MediaRef(media_type="image/png", url=url), s)
     assert err.value.reason == "url_not_allowed"
+
+
+def intake_rejection(s, url: str) -> Rejected:  # type: ignore[no-untyped-def]
+    """What intake tells the sender of a case whose photo is at ``url``."""
+    with pytest.raises(Rejected) as err:
+        admit(one_photo_case(None, None, url=url), s)
+    return err.value
 
 
 # --- paths: traversal and symlinks ----------------------------------------------------------

@@ -184,6 +184,8 @@ async def test_guard_records_calls_tokens_cost_and_errors_with_the_requested_mod
     keys = {"backend": "anthropic", "model": model, "role": "select"}
     names = ["cyberjurors_llm_calls_total", "cyberjurors_llm_cost_usd_total", "cyberjurors_llm_latency_seconds_count"]
     before = {n: REGISTRY.get_sample_value(n, keys) for n in names}
+    catalog = {**keys, "price_source": "catalog"}  # the cost by where its price came from
+    before[names[1]] = REGISTRY.get_sample_value(names[1], catalog)
     cache_before = REGISTRY.get_sample_value("cyberjurors_llm_tokens_total", {**keys, "kind": "cache_read"})
     errors_before = REGISTRY.get_sample_value("cyberjurors_llm_errors_total", {**keys, "kind": "overloaded"})
 
@@ -197,16 +199,18 @@ async def test_guard_records_calls_tokens_cost_and_errors_with_the_requested_mod
     assert delta("cyberjurors_llm_errors_total", {**keys, "kind": "overloaded"}, errors_before) == 1
     assert delta("cyberjurors_llm_tokens_total", {**keys, "kind": "cache_read"}, cache_before) == 4000
     expected = (1000 * 2 + 500 * 10 + 4000 * 0.2 + 2000 * 2.5) / 1e6  # Sonnet 5.5 list prices, 5-minute writes
-    assert delta("cyberjurors_llm_cost_usd_total", keys, before[names[1]]) == pytest.approx(expected)
+    assert delta("cyberjurors_llm_cost_usd_total", catalog, before[names[1]]) == pytest.approx(expected)
 
 
-async def test_an_unpriced_model_counts_zero_cost_and_is_reported():
+async def test_an_unpriced_model_is_flagged_in_the_metrics_and_in_the_calls_usage():
     req = LLMRequest(role="juror", model="mystery-model", system="s", shared=[], prompt=[TextPart("p")])
     keys = {"backend": "anthropic", "model": "mystery-model"}
     before = REGISTRY.get_sample_value("cyberjurors_llm_unpriced_calls_total", keys)
-    await GuardedLLM(Billed(), prices=PriceTable(Settings().llm_prices)).generate(req, Selection)
+    result = await GuardedLLM(Billed(), prices=PriceTable(Settings().llm_prices)).generate(req, Selection)
     assert delta("cyberjurors_llm_unpriced_calls_total", keys, before) == 1
-    assert REGISTRY.get_sample_value("cyberjurors_llm_cost_usd_total", {**keys, "role": "juror"}) == 0
+    cost = {**keys, "role": "juror", "price_source": "unpriced"}
+    assert REGISTRY.get_sample_value("cyberjurors_llm_cost_usd_total", cost) == 0
+    assert result.usage.unpriced_calls == 1 and result.usage.cost_sources == {} and result.usage.cost_usd == 0
 
 
 # --- SDK retries ----------------------------------------------------------------------------

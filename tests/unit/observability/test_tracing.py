@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from types import SimpleNamespace
 
 import anthropic
@@ -17,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
 from cyberjurors.config import Settings
@@ -24,6 +26,7 @@ from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents
 from cyberjurors.llm.backends.anthropic import AnthropicLLM
+from cyberjurors.llm.backends.openai import OpenAICompatibleLLM
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import GuardedLLM, LLMError
 from cyberjurors.observability import metrics, tracing
@@ -36,7 +39,7 @@ from cyberjurors.streams.stage_hop import StageHop, StageWork
 from cyberjurors.streams.verdict import Verdicts
 
 from ... import factories
-from ...messages_server import ScriptedServer, anthropic_error, anthropic_message
+from ...messages_server import ScriptedServer, anthropic_error, anthropic_message, chat_completion
 from ..llm.backends.test_backends import BALLOT, juror_request
 from ..llm.test_port import request
 from ..streams.test_app_handlers import NOW, Topic, text_case
@@ -254,6 +257,7 @@ async def test_a_model_call_span_has_the_genai_attributes(spans, server: Scripte
             output_tokens=85,
             cache_read=1200,
             cache_write=300,
+            thinking_tokens=40,
         ),
         anthropic_error(400, "invalid_request_error", "bad image"),
     )
@@ -275,9 +279,10 @@ async def test_a_model_call_span_has_the_genai_attributes(spans, server: Scripte
         "gen_ai.output.type": "json",
         "gen_ai.response.model": "claude-sonnet-4-6-20260101",
         "gen_ai.usage.input_tokens": 37 + 1200 + 300,  # every input token, cached ones included
-        "gen_ai.usage.output_tokens": 85,
+        "gen_ai.usage.output_tokens": 85,  # the thinking included
         "gen_ai.usage.cache_read.input_tokens": 1200,
-        "gen_ai.usage.cache_write.input_tokens": 300,
+        "gen_ai.usage.cache_creation.input_tokens": 300,
+        "gen_ai.usage.reasoning.output_tokens": 40,
         "gen_ai.response.finish_reasons": ("end_turn",),
         "cyberjurors.case_id": "case-42",
         "cyberjurors.llm.role": "juror",
@@ -288,6 +293,66 @@ async def test_a_model_call_span_has_the_genai_attributes(spans, server: Scripte
     assert failed.attributes["gen_ai.response.finish_reasons"] == ("error",)
     assert "gen_ai.usage.input_tokens" not in failed.attributes
     assert "bad image" not in str(failed.status.description)  # the provider's words may quote the request
+
+
+async def test_an_openai_compatible_call_reports_cache_reads_and_reasoning_by_the_conventions(
+    spans, server: ScriptedServer
+):
+    """Chat Completions counts cached tokens inside prompt_tokens and reasoning inside completion_tokens,
+    as the conventions count them: the span's totals are the provider's, their parts named apart."""
+    server.reply(
+        chat_completion(
+            json.dumps(BALLOT),
+            model="gpt-5",
+            prompt_tokens=900,
+            completion_tokens=300,
+            cached_tokens=600,
+            reasoning_tokens=250,
+        )
+    )
+    llm = OpenAICompatibleLLM.from_settings(
+        Settings(llm_backend="openai", openai_base_url=f"{server.url}/v1", llm_max_retries=0)
+    )
+    try:
+        await GuardedLLM(llm).generate(replace(juror_request(), model="gpt-5"), BallotDraft)
+    finally:
+        await llm.aclose()
+    [call] = [s for s in spans.get_finished_spans() if s.name.startswith("chat ")]
+    usage = {k: v for k, v in call.attributes.items() if k.startswith("gen_ai.usage.")}
+    assert usage == {
+        "gen_ai.usage.input_tokens": 900,
+        "gen_ai.usage.output_tokens": 300,
+        "gen_ai.usage.cache_read.input_tokens": 600,
+        "gen_ai.usage.cache_creation.input_tokens": 0,
+        "gen_ai.usage.reasoning.output_tokens": 250,
+    }
+    assert call.attributes["gen_ai.provider.name"] == "openai"
+
+
+async def test_every_genai_attribute_of_a_model_call_is_a_name_the_conventions_define(spans, server: ScriptedServer):
+    """Checked against OpenTelemetry's own registry of GenAI attribute names (the
+    opentelemetry-semantic-conventions package, which the SDK brings), not against names this test
+    spells itself: a misspelt or invented ``gen_ai.*`` name fails here whatever the other tests expect."""
+    server.reply(anthropic_message(json.dumps(BALLOT), cache_read=10, cache_write=20, thinking_tokens=5))
+    client = anthropic.AsyncAnthropic(api_key="sk-test", base_url=server.url, max_retries=0)
+    try:
+        await GuardedLLM(AnthropicLLM(client)).generate(juror_request(), BallotDraft)
+    finally:
+        await client.close()
+    [call] = [s for s in spans.get_finished_spans() if s.name.startswith("chat ")]
+    registry = {v for k, v in vars(gen_ai_attributes).items() if k.startswith("GEN_AI_") and isinstance(v, str)}
+    registry.discard(gen_ai_attributes.GEN_AI_USAGE_PROMPT_TOKENS)  # replaced by input_tokens
+    registry.discard(gen_ai_attributes.GEN_AI_USAGE_COMPLETION_TOKENS)  # replaced by output_tokens
+    emitted = {k for k in call.attributes if k.startswith("gen_ai.")}
+    assert emitted - registry == set()
+    usage = {
+        gen_ai_attributes.GEN_AI_USAGE_INPUT_TOKENS,
+        gen_ai_attributes.GEN_AI_USAGE_OUTPUT_TOKENS,
+        gen_ai_attributes.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        gen_ai_attributes.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        gen_ai_attributes.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+    }
+    assert usage <= emitted  # every token count the reply had is there
 
 
 async def test_a_model_call_inside_a_stage_is_its_child(spans):

@@ -338,3 +338,71 @@ async def test_the_commit_at_a_stop_waits_out_a_periodic_commit_and_then_commits
 
 async def _nothing() -> None:
     return None
+
+
+class Broker:
+    """What the periodic commit asks of the broker, answered here: the log start (ListOffsets),
+    the high watermark, the commits sent (OffsetCommit) and the seeks made."""
+
+    def __init__(self, consumer: SafeAcks, log_start: int, highwater: int, read: int):
+        self.log_start = log_start
+        self.sent: list[int] = []
+        self.seeks: list[int] = []
+
+        async def commit(offsets):  # type: ignore[no-untyped-def]
+            self.sent.append(offsets[TP0])
+            return True
+
+        async def earliest_offsets(*tps):  # type: ignore[no-untyped-def]
+            return {tp: self.log_start for tp in tps}
+
+        async def seek(tp, offset):  # type: ignore[no-untyped-def]
+            self.seeks.append(offset)
+
+        consumer._commit = commit  # type: ignore[method-assign]
+        consumer.earliest_offsets = earliest_offsets  # type: ignore[method-assign]
+        consumer.seek = seek  # type: ignore[method-assign]
+        consumer.assignment = lambda: {TP0}  # type: ignore[method-assign]
+        consumer.highwater = lambda tp: highwater  # type: ignore[method-assign]
+        consumer.app.producer.flush = _nothing  # type: ignore[method-assign]  # no producer started here
+        consumer.app.flow_control.resume()
+        consumer._read_offset[TP0] = read  # how far Faust's fetch loop has read
+
+
+async def test_the_first_live_record_at_the_log_start_holds_the_commit_while_in_a_handler(consumers):
+    """Committed 5; retention deleted 5..8, so the log starts at 9; record 9 is in a handler and 10
+    is finished. Through the periodic commit's own path (5 stalls, the broker's log start is past
+    it): 5..8 count as done and the commit goes to 9, not past it, until 9's handler returns.
+    Counting the log start itself as deleted would commit 11 and lose case 9 at the next restart."""
+    ours, _ = consumers
+    p = Partition((ours,), 5, range(9, 11))
+    p.take(9, 10)
+    p.finish(10)
+    broker = Broker(ours, log_start=9, highwater=11, read=10)  # read past 5: stalled after three ticks
+    for _ in range(5):
+        await ours.force_commit()
+    assert broker.sent == [9], f"the commit passed record 9 while its handler held it: {broker.sent}"
+    assert broker.seeks == [], "record 9 is in a handler: nothing to read again"
+    p.finish(9)
+    await ours.force_commit()
+    assert broker.sent == [9, 11]
+
+
+async def test_a_stalled_record_at_the_log_start_is_read_again_not_counted_as_deleted(consumers):
+    """Committed 9 and the log starts at 9: record 9 is live. Dropped before it was counted (10 was
+    fetched and finished, 9 never reached an agent), it stalls and is read again from 9; nothing
+    lies below the log start, so nothing is counted done or committed. Once retention deletes 9
+    too, it is passed."""
+    ours, _ = consumers
+    p = Partition((ours,), 9, range(10, 11))
+    p.take(10)
+    p.finish(10)
+    broker = Broker(ours, log_start=9, highwater=11, read=10)
+    for _ in range(3):
+        await ours.force_commit()
+    assert broker.seeks == [9], "record 9 at the log start was taken for deleted instead of read again"
+    assert broker.sent == [] and 9 not in ours._handled[TP0]
+    broker.log_start = 10
+    assert await ours._deleted(TP0, 9)
+    await ours.force_commit()
+    assert broker.sent == [11]

@@ -25,7 +25,7 @@ from cyberjurors.llm.backends.batch import BatchStore, WaveLLM
 from cyberjurors.llm.backends.batch import MessageBatches as Batches
 from cyberjurors.llm.backends.openai import OpenAICompatibleLLM
 from cyberjurors.llm.port import GuardedLLM, LLMError, LLMRequest, TextPart
-from cyberjurors.llm.prices import PriceTable
+from cyberjurors.llm.prices import CATALOG, GENAI, SETTING, STAND_IN, UNPRICED, PriceTable
 from cyberjurors.llm.waves import Waves
 from cyberjurors.schemas import Focus, Usage
 
@@ -46,6 +46,7 @@ PRICES = PriceTable(
     {**Settings().llm_prices, REASONER: TokenPrices(input=1.0, output=4.0, cache_read=0.1, cache_write=1.25)}
 )
 TOKEN_KINDS = ("input", "output", "thinking", "cache_read", "cache_write")
+PRICE_SOURCES = (CATALOG, SETTING, GENAI, STAND_IN, UNPRICED)
 
 
 pytestmark = pytest.mark.usefixtures("no_provider_env")
@@ -96,7 +97,8 @@ class Counters:
 
     def read(self) -> dict[str, float]:
         values = {f"tokens:{k}": self.value("cyberjurors_llm_tokens_total", kind=k) for k in TOKEN_KINDS}
-        values["cost"] = self.value("cyberjurors_llm_cost_usd_total")
+        # the cost over every price source (the label says where each call's price came from)
+        values["cost"] = sum(self.value("cyberjurors_llm_cost_usd_total", price_source=s) for s in PRICE_SOURCES)
         values["calls"] = self.value("cyberjurors_llm_calls_total")
         return values
 
