@@ -88,7 +88,8 @@ async def test_every_sample_case_gets_a_letter_to_each_party_in_their_language(p
     case = load(path)
     verdict = await decided(case)
     buyer, seller = await write_letters(record(case), verdict, OfflineLLM(), settings())
-    for letter, party, language in zip((buyer, seller), ("buyer", "seller"), LANGUAGES.get(path.stem, ("en", "en"))):
+    languages = LANGUAGES.get(path.stem, ("en", "en"))
+    for letter, party, language in zip((buyer, seller), ("buyer", "seller"), languages, strict=True):
         assert (letter.party, letter.locale, letter.case_id, letter.verdict_id) == (
             party,
             language,
@@ -114,7 +115,9 @@ def scripted_letter(request: LLMRequest, output_type: type) -> LetterDraft:
     return LetterDraft(
         subject=f"({task.locale}) decision",
         statements=[
-            LetterStatement(section="decision", text=f"({task.locale}) decided for the {task.facts.winner}", cites=["verdict"]),
+            LetterStatement(
+                section="decision", text=f"({task.locale}) decided for the {task.facts.winner}", cites=["verdict"]
+            ),
             *[LetterStatement(section="evidence", text=f"({task.locale}) the evidence [{c}]") for c in clue],
             LetterStatement(section="next_steps", text=f"({task.locale}) what comes next", cites=["recourse"]),
         ],
@@ -163,7 +166,10 @@ async def test_an_uncited_or_dangling_claim_injected_into_a_draft_is_removed_and
     verdict = await decided(case)
     letter = await write_letter(record(case), verdict, "buyer", ScriptedLLM(injected(UNCITED, DANGLING)), settings())
     assert UNCITED.text not in letter.body and DANGLING.text not in letter.body
-    assert [(r.text, r.reason) for r in letter.check.removed] == [(UNCITED.text, "uncited"), (DANGLING.text, "dangling")]
+    assert [(r.text, r.reason) for r in letter.check.removed] == [
+        (UNCITED.text, "uncited"),
+        (DANGLING.text, "dangling"),
+    ]
     assert (letter.check.status, letter.check.checked_by) == ("corrected", "ids")
     assert all(s.cites for s in letter.statements)
 
@@ -237,7 +243,9 @@ async def test_a_language_letters_cannot_be_written_in_falls_back_to_the_default
 
 async def test_the_default_language_is_the_platforms_and_must_be_one_letters_are_written_in():
     case = detected_case(PORTUGUESE)
-    letter = await write_letter(record(case), await decided(case), "buyer", OfflineLLM(), settings(letter_default_locale="de"))
+    letter = await write_letter(
+        record(case), await decided(case), "buyer", OfflineLLM(), settings(letter_default_locale="de")
+    )
     assert letter.locale == "de" and JURY_WORD["de"] in letter.body
     with pytest.raises(ValueError, match="letter_default_locale"):
         settings(letter_default_locale="pl")
@@ -340,7 +348,9 @@ async def test_a_party_is_told_of_their_own_private_evidence_and_the_policy_deci
     own = await write_letter(record(case), verdict, "seller", OfflineLLM(), settings())
     assert own.withheld_evidence == [] and "0928-B" in own.body  # the seller's own item, quoted to the seller
 
-    mentioned = await write_letter(record(case), verdict, "buyer", OfflineLLM(), settings(letter_private_evidence="mention"))
+    mentioned = await write_letter(
+        record(case), verdict, "buyer", OfflineLLM(), settings(letter_private_evidence="mention")
+    )
     assert "0928-B" not in letter_text(mentioned) and mentioned.withheld_evidence == ["s2-2"]
     [confidential] = [s for s in mentioned.statements if "confidential" in s.cites]
     assert "1" in confidential.text and confidential.section == "other_side"
