@@ -104,6 +104,12 @@ BUYER_CUES = (
     "different from the listing",
     "doesn't work",
     "does not work",
+    # a few of the same cues in the sample cases' other languages (de, fr, es, it), so the stand-in
+    # finds clues in a party's messages whatever language they wrote in
+    *("kaputt", "beschädigt", "defekt", "kein paket", "nie angekommen", "nicht angekommen", "gesprungen"),
+    *("cassé", "abîmé", "défectueux", "périmé", "rassis", "vieux", "jamais reçu", "jamais arrivé"),
+    *("roto", "rota", "dañado", "defectuoso", "grieta", "agrietado", "pierde agua", "nunca llegó"),
+    *("rotto", "danneggiato", "difettoso", "crepa", "mai arrivato", "non è arrivato"),
 )
 SELLER_CUES = (
     "delivered",
@@ -129,6 +135,10 @@ SELLER_CUES = (
     "photo at dispatch",
     "proof of delivery",
     "no defect",
+    *("zugestellt", "intakt", "verschlossen", "einwandfrei", "geröstet"),
+    *("livré", "intact", "scellé", "en bon état"),
+    *("entregado", "intacto", "en buen estado", "sellado"),
+    *("consegnato", "prova di consegna", "intatto", "integro", "in buono stato"),
 )
 VISUAL_WEIGHT = {"low": 0.6, "medium": 1.0, "high": 1.5}
 SELLER_EXPERIENCE_PRIOR = {"none": 0.15, "some": 0.0, "runs_shop": -0.35}
