@@ -156,7 +156,11 @@ OTHER_REASONS: dict[str, tuple[bool, str]] = {
     "case_never_opened": (True, "evidence held `early_evidence_wait_s` for a `case_opened` that never came"),
     "early_evidence_overflow": (True, "evidence for an unopened case past the holding caps: replay once it opens"),
     "draft_expired": (False, "an incremental case not closed within `intake_draft_ttl_s`; the letter holds the draft"),
-    "case_expired": (False, "an outcome or appeal for a case whose record expired (`state_retention_s`)"),
+    "case_expired": (
+        False,
+        "an outcome, appeal or verdict to write letters for, of a case whose record expired (`state_retention_s`)",
+    ),
+    "invalid_verdict": (False, "a message on disputes.verdicts that is not a verdict (stage letters)"),
     "outcome_conflict": (False, "a second outcome for a counted case with other votes, source or escalation"),
     # human-panel outcomes (streams/signing.py): refused before anything is counted or learned
     "unsigned_outcome": (

@@ -73,6 +73,9 @@ def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Se
         commit_interval_s=0.2,
         metrics_port=0,  # off: worker processes would all want 9464; tests of metrics pick a free port
         probe_port=0,  # off likewise (9465); tests of the probes pick a free port
+        # off: letters add model calls after each verdict, which tests counting a case's calls would race;
+        # tests/integration/test_letters.py turns them on
+        letters=False,
     )
 
 

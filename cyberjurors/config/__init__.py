@@ -6,6 +6,7 @@ from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSetting
 from .evidence import EvidenceSettings
 from .jury import JurySettings
 from .kafka import KafkaSettings
+from .letters import DEFAULT_LETTER_LOCALES, LetterSettings
 from .llm import (
     DEFAULT_LLM_PRICES,
     OPENAI_EFFORTS,
@@ -30,6 +31,7 @@ from .state import StateSettings
 __all__ = [
     "CONSOLE_ROLES",
     "CONSOLE_SECRETS",
+    "DEFAULT_LETTER_LOCALES",
     "DEFAULT_LLM_PRICES",
     "ECOSYSTEM_ENV",
     "ENV_PREFIX",
@@ -46,6 +48,7 @@ __all__ = [
     "JurySettings",
     "KafkaSettings",
     "LLMSettings",
+    "LetterSettings",
     "ObservabilitySettings",
     "OpenAIEffort",
     "PrecedentSettings",

@@ -11,7 +11,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from .catalog import TokenPrices, facts, list_prices
 
 Role = Literal[
-    "focus", "select", "perceive", "juror", "summary", "distil", "advocate", "judge", "verify", "draft", "qualify"
+    "focus",
+    "select",
+    "perceive",
+    "juror",
+    "summary",
+    "distil",
+    "advocate",
+    "judge",
+    "verify",
+    "draft",
+    "qualify",
+    "letter",
 ]
 ROLES: tuple[Role, ...] = get_args(Role)
 Provider = Literal["anthropic", "openai", "offline"]
@@ -81,6 +92,7 @@ _ROLE_OVERRIDES: dict[str, dict[str, Any]] = {
     "verify": {},
     "draft": {"effort": "low"},
     "qualify": {},  # a mock-case ballot: a juror's call, so a juror's room and effort
+    "letter": {"effort": "low"},  # restating a decided verdict for a party, from sources it is given
 }
 ROLE_CALLS: dict[str, RoleCall] = {role: RoleCall(**(_BASE_CALL | over)) for role, over in _ROLE_OVERRIDES.items()}
 GLOBAL_CALL = {
@@ -126,6 +138,9 @@ class LLMSettings(BaseModel):
     model_verify: str | None = Field(None, description="the verifier's model; unset = model")
     model_draft: str | None = Field(
         None, description="the JURIS drafters' model (juris_drafter_models spreads them); unset = model"
+    )
+    model_letter: str | None = Field(
+        None, description="the model that writes the letters to the parties; unset = model"
     )
     juror_models: list[str] = Field(
         default_factory=list,

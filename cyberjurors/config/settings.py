@@ -39,6 +39,7 @@ from .console import CONSOLE_SECRETS, ConsoleSettings
 from .evidence import EvidenceSettings
 from .jury import JurySettings
 from .kafka import KafkaSettings
+from .letters import LetterSettings
 from .llm import LLMSettings, split_model
 from .observability import ObservabilitySettings
 from .precedents import PrecedentSettings
@@ -78,6 +79,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "kafka": KafkaSettings,
     "llm": LLMSettings,
     "jury": JurySettings,
+    "letters": LetterSettings,
     "precedents": PrecedentSettings,
     "evidence": EvidenceSettings,
     "state": StateSettings,
@@ -94,6 +96,7 @@ class Settings(
     StateSettings,
     EvidenceSettings,
     PrecedentSettings,
+    LetterSettings,
     JurySettings,
     LLMSettings,
     KafkaSettings,

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from ..errors import StoreError
-from ..schemas import CaseFile, DeadLetter, Escalation, OutcomeReported, Verdict
+from ..schemas import CaseFile, DeadLetter, Escalation, OutcomeReported, PartyLetter, Verdict
 
 log = logging.getLogger("cyberjurors.console")
 
@@ -65,6 +65,9 @@ CREATE TABLE IF NOT EXISTS audit (
   id TEXT PRIMARY KEY, at TEXT, actor TEXT, roles TEXT, action TEXT, result TEXT, target TEXT, detail TEXT,
   address TEXT, published INTEGER);
 CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
+CREATE TABLE IF NOT EXISTS party_letters (
+  letter_id TEXT PRIMARY KEY, case_id TEXT, verdict_id TEXT, instance INTEGER, party TEXT, written_at TEXT, body TEXT);
+CREATE INDEX IF NOT EXISTS party_letters_case ON party_letters (case_id);
 """
 # columns added since a store was first made: (table, column, type)
 ADDED_COLUMNS = [("decisions", "role", "TEXT")]
@@ -78,6 +81,7 @@ FILED_AS = {
     "disputes.dlq-replayed": "replayed",
     "disputes.outcomes": "outcome",
     "disputes.audit": "audit",
+    "disputes.letters": "party_letter",  # letters to the parties; "letters" here are the dead letters
 }
 BROKER_BOUND = ("offsets", "letters", "replayed", "outcomes")
 
@@ -299,6 +303,22 @@ class Store:
             ),
         )
 
+    def _party_letter(self, db: sqlite3.Connection, message: Message) -> None:
+        """A letter to a party, upserted by its id: a re-sent letter is the same letter."""
+        letter = PartyLetter.model_validate_json(message.value or b"")
+        db.execute(
+            "INSERT OR REPLACE INTO party_letters VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                letter.letter_id,
+                letter.case_id,
+                letter.verdict_id,
+                letter.instance,
+                letter.party,
+                stamp(letter.written_at),
+                letter.model_dump_json(),
+            ),
+        )
+
     def _replayed(self, db: sqlite3.Connection, message: Message) -> None:
         key = (message.key or b"").decode()
         if message.value is None:  # a tombstone in the compacted topic
@@ -411,6 +431,11 @@ class Store:
     def record(self, case_id: str, instance: int) -> tuple[CaseFile, str] | None:
         rows = self._rows("SELECT source, body FROM records WHERE case_id = ? AND instance = ?", case_id, instance)
         return (CaseFile.model_validate_json(rows[0]["body"]), rows[0]["source"]) if rows else None
+
+    def party_letters_of(self, case_id: str) -> list[PartyLetter]:
+        """The letters the parties were sent about the case's verdicts: by instance, the buyer's first."""
+        rows = self._rows("SELECT body FROM party_letters WHERE case_id = ? ORDER BY instance, party", case_id)
+        return [PartyLetter.model_validate_json(r["body"]) for r in rows]
 
     def escalations_of(self, case_id: str) -> list[Escalation]:
         return [
@@ -535,6 +560,16 @@ class Store:
             db.execute("INSERT OR REPLACE INTO replayed VALUES (?, ?)", (letter_id, note))
 
     def counts(self) -> dict[str, int]:
-        tables = ("verdicts", "escalations", "records", "letters", "replayed", "outcomes", "decisions", "audit")
+        tables = (
+            "verdicts",
+            "escalations",
+            "records",
+            "letters",
+            "replayed",
+            "outcomes",
+            "decisions",
+            "audit",
+            "party_letters",
+        )
         counted = {t: self._rows(f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in tables}
         return counted | {"skipped": int(self.meta("skipped") or 0)}

@@ -12,7 +12,9 @@ Where each part comes from:
   second instance runs inside one handler, not over topic hops: its ballots are shown only when
   its verdict was escalated. A verdict whose record the console never read (older than the topics'
   retention when the console started) shows what the verdict alone carries;
-* the verdict step's own tokens (verifier, JURIS) are the verdict's total less the stages' usage.
+* the verdict step's own tokens (verifier, JURIS) are the verdict's total less the stages' usage;
+* the letters the parties were sent about the verdict (``disputes.letters``), with what their check
+  removed and what they withheld.
 """
 
 from __future__ import annotations
@@ -21,7 +23,18 @@ from dataclasses import dataclass, field
 
 from ..config import Settings
 from ..jury.rounds import Jury
-from ..schemas import Ballot, CaseFile, Escalation, EvidenceRound, JuryRound, Party, PrecedentRef, Usage, Verdict
+from ..schemas import (
+    Ballot,
+    CaseFile,
+    Escalation,
+    EvidenceRound,
+    JuryRound,
+    Party,
+    PartyLetter,
+    PrecedentRef,
+    Usage,
+    Verdict,
+)
 from .evidence import FrameCache, Strip, strip
 from .plots import switches
 from .store import Decision, Store
@@ -55,6 +68,7 @@ class InstanceView:
     rounds: list[RoundView] = field(default_factory=list)
     usage: list[tuple[str, Usage]] = field(default_factory=list)
     cited: list[tuple[str, PrecedentRef | None]] = field(default_factory=list)
+    party_letters: list[PartyLetter] = field(default_factory=list)
 
     @property
     def instance(self) -> int:
@@ -125,6 +139,7 @@ async def instance_view(store: Store, settings: Settings, frames: FrameCache, ve
     if view.escalation is not None:
         view.decisions = store.decisions(view.escalation.escalation_id)
     view.usage = usage_by_stage(found[0] if found else None, verdict)
+    view.party_letters = [x for x in store.party_letters_of(verdict.case_id) if x.verdict_id == verdict.verdict_id]
     if found is None:
         view.cited = cited_precedents(verdict, None)
         return view

@@ -118,6 +118,7 @@ def worker_settings(
             "llm_concurrency": max(base.llm_concurrency, options.concurrency),
             "metrics_port": 0,
             "probe_port": 0,
+            "letters": False,  # eval measures the jury: letters to parties who do not exist would be spent for nothing
         }
     )
 

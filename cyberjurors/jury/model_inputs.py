@@ -7,16 +7,19 @@ logic can be tested without parsing prompt text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from ..evidence.media import Frame
 from ..schemas import (
     AppealBrief,
     Argument,
     Ballot,
+    CaseMetadata,
     Clue,
     DisputeCase,
     EvidenceItem,
     Focus,
+    LetterStatement,
     Party,
     PrecedentRef,
     RoundSummary,
@@ -175,3 +178,67 @@ class EditTask:
     winner: Party
     votes: Votes
     selected: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LetterFacts:
+    """What code knows about a verdict for one party's letter: the decision, the remedy, what comes next."""
+
+    party: Party
+    winner: Party
+    votes: Votes
+    remedy: str
+    """the buyer's requested remedy (party-authored), granted when the buyer won"""
+    appeal_until: datetime | None
+    """instance 1 with appeals on: the losing party may appeal until then"""
+    final: bool
+    under_review: bool
+    """the verdict was escalated: a human panel reviews it before it stands"""
+    confidential: int = 0
+    """the other party's private items the letter may say exist (letter_private_evidence = mention)"""
+
+    @property
+    def won(self) -> bool:
+        return self.party == self.winner
+
+    @property
+    def granted(self) -> bool:
+        return self.winner == "buyer"
+
+
+@dataclass(frozen=True)
+class LetterSource:
+    """One of the verdict's clues a letter may describe: the clue, and the evidence item it was found in
+    as the party submitted it (None when the case no longer holds it)."""
+
+    clue: Clue
+    item: EvidenceItem | None
+    submitted_at: datetime | None
+    cited: bool
+    """the majority cited it (else the justification only names it)"""
+
+
+@dataclass(frozen=True)
+class LetterTask:
+    """A letter to one party: only what it may say. The other party's private evidence is not in it
+    unless the policy discloses it, so neither a prompt nor the stand-in can repeat it."""
+
+    case_id: str
+    metadata: CaseMetadata
+    facts: LetterFacts
+    locale: str
+    sources: list[LetterSource]
+    guidelines: list[PrecedentRef]
+    """the guidelines the majority cited whose text the record holds"""
+    cited_guidelines: list[str]
+    """every guideline id@version the verdict cites"""
+    submitted: dict[str, int]
+    """party -> evidence items the letter may count (the other party's withheld ones left out)"""
+
+
+@dataclass(frozen=True)
+class LetterVerifyTask:
+    """The verifier's input on a letter: its statements and the sources the letter was given."""
+
+    letter: LetterTask
+    statements: list[LetterStatement]

@@ -47,6 +47,7 @@ from ..schemas import (
     VerificationDraft,
     Votes,
 )
+from .letters import allowed_sources, template_draft
 from .model_inputs import (
     AdvocateTask,
     DraftTask,
@@ -54,6 +55,8 @@ from .model_inputs import (
     FocusTask,
     JudgeTask,
     JurorTask,
+    LetterTask,
+    LetterVerifyTask,
     PerceiveTask,
     QualifyTask,
     ReviseTask,
@@ -101,6 +104,12 @@ BUYER_CUES = (
     "different from the listing",
     "doesn't work",
     "does not work",
+    # a few of the same cues in the sample cases' other languages (de, fr, es, it), so the stand-in
+    # finds clues in a party's messages whatever language they wrote in
+    *("kaputt", "beschädigt", "defekt", "kein paket", "nie angekommen", "nicht angekommen", "gesprungen"),
+    *("cassé", "abîmé", "défectueux", "périmé", "rassis", "vieux", "jamais reçu", "jamais arrivé"),
+    *("roto", "rota", "dañado", "defectuoso", "grieta", "agrietado", "pierde agua", "nunca llegó"),
+    *("rotto", "danneggiato", "difettoso", "crepa", "mai arrivato", "non è arrivato"),
 )
 SELLER_CUES = (
     "delivered",
@@ -126,6 +135,10 @@ SELLER_CUES = (
     "photo at dispatch",
     "proof of delivery",
     "no defect",
+    *("zugestellt", "intakt", "verschlossen", "einwandfrei", "geröstet"),
+    *("livré", "intact", "scellé", "en bon état"),
+    *("entregado", "intacto", "en buen estado", "sellado"),
+    *("consegnato", "prova di consegna", "intatto", "integro", "in buono stato"),
 )
 VISUAL_WEIGHT = {"low": 0.6, "medium": 1.0, "high": 1.5}
 SELLER_EXPERIENCE_PRIOR = {"none": 0.15, "some": 0.0, "runs_shop": -0.35}
@@ -284,6 +297,10 @@ class OfflineLLM:
                 return self._distil(task)
             case VerifyTask() | ReviseTask() | DraftTask() | SentenceVoteTask() | EditTask():
                 return self._justification(task)
+            case LetterTask():
+                return template_draft(task, LABEL)  # the fixed sentences, labelled: no model wrote them
+            case LetterVerifyTask():
+                return self._letter_check(task)
         raise LLMError("unsupported_task", f"offline backend has no answer for {type(task).__name__}")
 
     def _select(self, task: SelectTask) -> Selection:
@@ -432,6 +449,20 @@ class OfflineLLM:
                     justification=labelled(" ".join(s.removeprefix(LABEL).strip() for s in task.selected.values()))
                 )
         raise LLMError("unsupported_task", f"offline backend has no answer for {type(task).__name__}")
+
+    @staticmethod
+    def _letter_check(task: LetterVerifyTask) -> VerificationDraft:
+        """The verifier on a letter, by labels alone, as on a justification: a statement passes when every
+        id it cites is a source of the letter. Nothing here reads what a statement claims."""
+        known = allowed_sources(task.letter)
+        bad = [s.text for s in task.statements if not s.cites or not set(s.cites) <= known]
+        if not bad:
+            return VerificationDraft(decision="pass")
+        return VerificationDraft(
+            decision="reject",
+            untraceable_claims=bad,
+            feedback=f"{LABEL} these statements cite no source of this letter: drop them.",
+        )
 
     @staticmethod
     def _candidates(task: DraftTask) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..config import JurySettings
 from ..evidence.safety import DATA_RULE
 from ..schemas import AppealBrief, Argument, Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
+from .model_inputs import LetterSource, LetterTask, LetterVerifyTask
 
 
 def _attrs(attrs: dict[str, object]) -> str:
@@ -454,3 +455,97 @@ EDIT_SYSTEM = (
 
 def edit_prompt(verdict: str, selected: dict[str, str]) -> str:
     return f"{verdict}\n\nThe sentences the jurors accepted:\n{candidate_lines(selected)}\n\nWrite the justification."
+
+
+# --- Letters to the parties ------------------------------------------------------------------
+
+LETTER_SYSTEM = (
+    "You write to one party of an e-commerce dispute about the decision on it, in the language you are "
+    "asked for. Write plainly, as to a customer: short sentences, no legal words, no ids, no brackets. The "
+    "letter has four sections: decision (what was decided and the remedy), evidence (the evidence that "
+    "decided it, described by what the party submitted or saw: 'the photo you sent on 22 September'), "
+    "other_side (what the other party showed) and next_steps (what the party can do now). Write one "
+    "statement at a time and list in its cites the ids of the sources below that it rests on: a clue id "
+    "(b1, s2), a guideline id, or verdict, recourse, order, confidential. Every statement is checked before "
+    "the letter is sent: one that cites nothing, or an id not listed below, is removed, and so is any claim "
+    "its sources do not support. State only what the sources say; add no fact, promise, amount or date of "
+    "your own, and never describe evidence that is not listed. Do not argue the case again: the decision "
+    "is made. " + DATA_RULE
+)
+
+
+def _item_line(source: LetterSource, party: str) -> str:
+    clue, item = source.clue, source.item
+    whose = "submitted by the party you write to" if clue.party == party else f"submitted by the {clue.party}"
+    when = f", on {source.submitted_at:%Y-%m-%d}" if source.submitted_at else ""
+    words = (
+        f" | the party's own words: {_tagged('evidence', item.text, {'id': item.id, 'party': clue.party})}"
+        if item is not None and item.text
+        else ""
+    )
+    return (
+        f"[{clue.id}] the {clue.party}'s {clue.evidence_kind} {clue.evidence_id} ({whose}{when}"
+        f"{'; cited by the majority' if source.cited else '; named in the justification'}): what the jury "
+        f"found: {record(clue.clue, of=clue.id)} | assessment: {record(clue.assessment, of=clue.id)}{words}"
+    )
+
+
+def letter_sources(task: LetterTask) -> str:
+    """The sources a letter may rest on, each under the id a statement cites."""
+    facts, d = task.facts, task.metadata
+    granted = "granted" if facts.granted else "not granted"
+    verdict = (
+        f"[verdict] The jury decided for the {facts.winner}: {facts.votes.buyer} votes for the buyer, "
+        f"{facts.votes.seller} for the seller. The buyer asked for {form_field('requested_remedy', facts.remedy)}: "
+        f"that is {granted}."
+    )
+    if facts.under_review:
+        verdict += " The verdict was escalated: people from the platform review it before it takes effect."
+    other = "seller" if facts.party == "buyer" else "buyer"
+    if facts.appeal_until is not None:
+        who = "the party you write to" if not facts.won else f"the {other}"
+        recourse = f"[recourse] {who} may appeal until {facts.appeal_until:%Y-%m-%d %H:%M} UTC."
+    else:
+        recourse = "[recourse] The decision is final: no appeal is open."
+    order = (
+        f"[order] Product: {form_field('product', d.product)}. Order amount: {d.order_amount} {d.currency}. "
+        f"Ordered: {d.ordered_at:%Y-%m-%d}. Delivered: {f'{d.delivered_at:%Y-%m-%d}' if d.delivered_at else 'not recorded'}. "
+        f"The buyer submitted {task.submitted.get('buyer', 0)} item(s), the seller {task.submitted.get('seller', 0)}."
+    )
+    parts = [verdict, recourse, order]
+    if facts.confidential:
+        parts.append(
+            f"[confidential] The {other} also submitted {facts.confidential} item(s) in confidence: the letter "
+            "may say so, never what they show."
+        )
+    clues = "\n".join(_item_line(s, facts.party) for s in task.sources) or "(none: say so without citing a clue)"
+    parts.append(f"Clues of the verdict:\n{clues}")
+    if task.guidelines:
+        parts.append(f"Guidelines the majority cited:\n{guideline_lines(task.guidelines)}")
+    return "\n\n".join(parts)
+
+
+def letter_prompt(task: LetterTask, language: str) -> str:
+    outcome = "won" if task.facts.won else "lost"
+    return (
+        f"Write the letter to the {task.facts.party}, who {outcome}, in {language} (locale {task.locale}). "
+        "Cover every section that the sources allow, the decision and the next steps always."
+    )
+
+
+LETTER_VERIFY_SYSTEM = (
+    "You check a letter to one party of an e-commerce dispute before it is sent. Each statement lists the "
+    "sources it cites. A statement passes when every factual claim in it is supported by the sources it "
+    "cites: the decision and remedy by verdict, appeal dates and finality by recourse, order facts by order, "
+    "what a piece of evidence shows by that clue, a rule by that guideline. Answer pass when every statement "
+    "passes; otherwise reject, and quote each statement with an unsupported claim verbatim, whole. Judge "
+    "traceability only, not the decision or the style. " + DATA_RULE
+)
+
+
+def letter_verify_prompt(task: LetterVerifyTask) -> str:
+    lines = "\n".join(
+        f"- {s.section}, citing {', '.join(s.cites) or 'nothing'}: {record(s.text, of='letter statement')}"
+        for s in task.statements
+    )
+    return f"The letter's statements:\n{lines}\n\nCheck every statement against the sources it cites."

@@ -54,7 +54,7 @@ STAGE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 RETRIEVAL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
-STAGES = ("focus", "clues", "rounds", "verdict")
+STAGES = ("focus", "clues", "rounds", "verdict", "letters")
 SIDES = ("buyer", "seller")
 # A partition of a call's tokens, so summing every kind gives its total: output is the answer and
 # thinking the reasoning (Usage.output_tokens holds both, as providers bill them).
@@ -357,6 +357,26 @@ def _prime() -> None:
         HUMAN_DECISIONS.labels(agreement)
     for status in ("passed", "failed"):
         VERIFICATIONS.labels(status)
+    for check in LETTER_CHECKS:
+        for source in LETTER_LOCALE_SOURCES:
+            LETTERS.labels(check, source)
+
+
+# --- letters to the parties ------------------------------------------------------------------
+
+LETTER_CHECKS = ("passed", "corrected")
+LETTER_LOCALE_SOURCES = ("party", "case", "detected", "default")
+LETTERS = Counter(
+    "cyberjurors_letters_total",
+    "Letters to the parties first written here: check = passed, or corrected (statements removed); "
+    "locale_source = where the language came from (default: none given or detected, or one letters are "
+    "not written in)",
+    ["check", "locale_source"],
+)
+
+
+def record_letter(check: str, locale_source: str) -> None:
+    LETTERS.labels(check, locale_source).inc()
 
 
 _prime()

@@ -11,9 +11,11 @@ from .case import (
     EvidenceItem,
     EvidenceRound,
     GroundTruthVotes,
+    Locale,
     MediaRef,
     Party,
     Votes,
+    language_of,
     now,
 )
 from .events import (
@@ -59,13 +61,23 @@ from .reasoning import (
 )
 
 # isort: split
-# after .reasoning, which it builds on
+# after .reasoning, which they build on
 from .jury import STANDINGS, JurorScore, JuryComposition, JurySeat, QualificationMode, Standing
+from .letters import (
+    LETTER_SECTIONS,
+    LetterCheck,
+    LetterDraft,
+    LetterSection,
+    LetterStatement,
+    PartyLetter,
+    RemovedStatement,
+)
 
 __all__ = [
     "CATEGORIES",
     "ESCALATION_REASONS",
     "JURY_SIZE",
+    "LETTER_SECTIONS",
     "PARTIES",
     "SCHEMA_VERSION",
     "STANDINGS",
@@ -101,13 +113,20 @@ __all__ = [
     "JuryRound",
     "JurySeat",
     "JustificationDraft",
+    "LetterCheck",
+    "LetterDraft",
+    "LetterSection",
+    "LetterStatement",
+    "Locale",
     "MediaRef",
     "OutcomeReported",
     "Party",
+    "PartyLetter",
     "Perception",
     "PrecedentRef",
     "Precedents",
     "QualificationMode",
+    "RemovedStatement",
     "RoundSummary",
     "RoundSummaryDraft",
     "Selection",
@@ -119,5 +138,6 @@ __all__ = [
     "VerificationDraft",
     "Votes",
     "dispute_event",
+    "language_of",
     "now",
 ]

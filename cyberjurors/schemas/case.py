@@ -6,10 +6,20 @@ import hashlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Final, Literal, Protocol, get_args
+from typing import Annotated, Any, Final, Literal, Protocol, get_args
 
 from iso4217 import Currency
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 SCHEMA_VERSION: Final = 1
@@ -40,6 +50,27 @@ def _iso4217(code: str) -> str:
 
 
 CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$"), AfterValidator(_iso4217)]
+# a BCP 47 language tag as platforms send them ("de", "pt-BR", "en_GB"); whether letters can be written
+# in it is the letters stage's question (letter_locales), not the schema's
+Locale = Annotated[
+    str, StringConstraints(min_length=2, max_length=35, pattern=r"^[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{1,8})*$")
+]
+
+
+def language_of(locale: str) -> str:
+    """The primary language subtag, lower-cased: "pt-BR" -> "pt", "en_GB" -> "en"."""
+    return locale.replace("_", "-").split("-")[0].lower()
+
+
+def _without_added_defaults(data: Any, model: BaseModel, added: tuple[str, ...]) -> Any:
+    """A field added after schema version 1 is left out of the JSON while it holds its default, so a
+    case that does not use it serialises (and hashes: ``DisputeCase.digest``, verdict ids, the
+    precedent base's digests) byte for byte as it did before the field existed."""
+    if isinstance(data, dict):
+        for name in added:
+            if getattr(model, name) == type(model).model_fields[name].default:
+                data.pop(name, None)
+    return data
 
 
 def now() -> datetime:
@@ -85,6 +116,15 @@ class EvidenceItem(Strict):
     kind: EvidenceKind
     text: str | None = Field(None, description="chat text, or the party's caption for media")
     media: MediaRef | None = None
+    private: bool = Field(
+        False,
+        description="submitted to the platform in confidence, not shown to the other party: the jury "
+        "weighs it, and a letter to the other party discloses it only as letter_private_evidence allows",
+    )
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_added_defaults(handler(self), self, ("private",))
 
     @model_validator(mode="after")
     def _shape(self) -> EvidenceItem:
@@ -115,12 +155,29 @@ class CaseMetadata(Strict):
     delivered_at: AwareDatetime | None = None
     dispute_reason: str = Field(min_length=1, max_length=2000)
     requested_remedy: str = Field(min_length=1, max_length=500)
+    locale: Locale | None = Field(
+        None, description="the case's language (BCP 47, e.g. de, pt-BR): both parties' unless set for one"
+    )
+    buyer_locale: Locale | None = Field(None, description="the buyer's language, over locale")
+    seller_locale: Locale | None = Field(None, description="the seller's language, over locale")
 
     @model_validator(mode="after")
     def _delivered_after_order(self) -> CaseMetadata:
         if self.delivered_at is not None and self.delivered_at < self.ordered_at:
             raise PydanticCustomError("delivered_before_ordered", "delivered_at is before ordered_at")
         return self
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_added_defaults(handler(self), self, ("locale", "buyer_locale", "seller_locale"))
+
+    def locale_of(self, party: Party) -> tuple[str | None, str]:
+        """The language the platform gave for ``party`` and where it was given: the party's own
+        field, else the case's; (None, "") when neither is set."""
+        own = self.buyer_locale if party == "buyer" else self.seller_locale
+        if own is not None:
+            return own, "party"
+        return (self.locale, "case") if self.locale is not None else (None, "")
 
 
 class Voter(Protocol):

@@ -9,6 +9,7 @@ from pydantic import TypeAdapter
 
 from .case import DisputeCase
 from .events import AppealFiled, DisputeEvent, OutcomeReported
+from .letters import PartyLetter
 from .reasoning import DeadLetter, Escalation, Verdict
 
 # name -> (the model, its topic)
@@ -19,6 +20,7 @@ PUBLIC: dict[str, tuple[Any, str]] = {
     "escalation": (Escalation, "disputes.escalations"),
     "appeal": (AppealFiled, "disputes.appeals"),
     "outcome": (OutcomeReported, "disputes.outcomes"),
+    "letter": (PartyLetter, "disputes.letters"),
     "dead-letter": (DeadLetter, "disputes.dlq"),
 }
 

@@ -35,7 +35,11 @@ class StageResults:
     with a hold (``hand_on(hold_s=...)``) so the case outlives the appeal window when that is longer
     than the retention. An appeal's keys live under ``case_id/appeal`` (the accepted appeal's case
     file), ``appeal/clues``, ``appeal/round-N``, ``appeal/verdict`` and ``appeal/escalation``;
-    ``escalation`` holds a first-instance verdict's escalation. They expire with the case."""
+    ``escalation`` holds a first-instance verdict's escalation. They expire with the case.
+
+    Letters (``streams/letters.py``): ``letters/<party>`` holds the letter sent to a party about the
+    first-instance verdict, ``appeal/letters/<party>`` about the second; ``.../draft`` the model's
+    draft until its letter is stored. They are stored with the verdict's hold and expire with the case."""
 
     EXPIRED = "expired"
     # a key an earlier release stored under another stage name (docs/renamed.md): read, and expired
@@ -51,6 +55,13 @@ class StageResults:
         "appeal/clues",
         "appeal/verdict",
         "appeal/escalation",
+        # the letters stage: each party's letter, and its draft until the letter is stored
+        *(
+            f"{instance}letters/{party}{draft}"
+            for instance in ("", "appeal/")
+            for party in ("buyer", "seller")
+            for draft in ("", "/draft")
+        ),
         "outcome",
         EXPIRED,
     )

@@ -1,9 +1,10 @@
-"""The Faust app: ten topics, four tables and one short agent per stage of the jury pipeline.
+"""The Faust app: eleven topics, four tables and one short agent per stage of the jury pipeline.
 
     disputes.events -> intake -> disputes.intake -> focus -> disputes.focus -> clues
     -> disputes.clues -> rounds (round 1) -> disputes.rounds -> rounds (round t+1 ... or the
     verdict) -> disputes.verdicts (and, for a doubtful verdict, disputes.escalations);
     disputes.appeals -> appeal (the second instance) -> disputes.verdicts;
+    disputes.verdicts -> letters (one per party) -> disputes.letters;
     disputes.outcomes -> outcome;  anything unusable -> disputes.dlq
 
 Each stage has one name: its agent, its module (here and in the reasoning layers), and the
@@ -12,7 +13,7 @@ Each stage has one name: its agent, its module (here and in the reasoning layers
 Every message is keyed by case_id, so a case stays on one partition. Each agent hands its
 events to a handler that takes its dependencies explicitly and can be tested alone: ``intake``
 (Intake), ``stage_hop`` (focus, clues and the rounds, with stored-result replay), ``verdict``,
-``appeal``, ``outcome`` and ``dead_letters``. The reasoning lives in ``cyberjurors.jury``, not here.
+``appeal``, ``letters``, ``outcome`` and ``dead_letters``. The reasoning lives in ``cyberjurors.jury``, not here.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .cloudevents import Publisher
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
 from .intake import Intake, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
+from .letters import PartyLetters
 from .outcome import Outcomes
 from .probes import Health
 from .producers import use_idempotence
@@ -53,7 +55,7 @@ log = logging.getLogger("cyberjurors.streams")
 
 PIPELINE = ("disputes.events", "disputes.intake", "disputes.focus", "disputes.clues", "disputes.rounds")
 # every topic the worker's consumer group reads (the agents' sources): what its lag and readiness are about
-CONSUMED = (*PIPELINE, "disputes.outcomes", "disputes.appeals")
+CONSUMED = (*PIPELINE, "disputes.outcomes", "disputes.appeals", "disputes.verdicts")
 
 
 def faust_app(settings: Settings) -> faust.App:
@@ -146,8 +148,9 @@ def create_app(
     hop = StageHop(results, letters, in_flight, verdicts.resend)
     outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
+    party_letters = PartyLetters(settings, llm, results, topic("disputes.letters"), letters)
 
-    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals)
+    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals, party_letters)
     stream_agents(app, settings, topic, handlers)
     seating = Seating(settings, llm, work, precedents)  # the qualification gate, when on
     app.add_dependency(seating)
@@ -167,6 +170,7 @@ class Handlers:
     outcomes: Outcomes
     letters: DeadLetters
     appeals: Appeals | None = None
+    party_letters: PartyLetters | None = None
 
 
 def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], faust.TopicT], h: Handlers) -> None:
@@ -203,6 +207,11 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
     @app.agent(topic("disputes.appeals"), name="appeal", concurrency=concurrency)  # a case's appeals in turn
     async def appeal_agent(stream: faust.StreamT) -> None:
         await each(stream, h.appeals)  # type: ignore[arg-type]  # always set by create_app
+
+    # declared with letters off too (its handler then only commits): the topics a worker reads stay one set
+    @app.agent(topic("disputes.verdicts"), name="letters", concurrency=concurrency)
+    async def letters_agent(stream: faust.StreamT) -> None:
+        await each(stream, h.party_letters)  # type: ignore[arg-type]  # always set by create_app
 
 
 async def each(stream: faust.StreamT, handler: Callable[[faust.EventT], Awaitable[None]]) -> None:

@@ -130,7 +130,7 @@ class DeadLetters:
             self._note_on_intake(letter, message.partition)
 
     def _note_on_intake(self, letter: DeadLetter, partition: int | None) -> None:
-        if self.intake is None or not letter.key or letter.stage == "appeal":  # an appeal's case has its verdict
+        if self.intake is None or not letter.key or letter.stage in ("appeal", "letters"):  # these cases have verdicts
             return
         noted = {"stage": letter.stage, "reason": letter.reason, "replayable": letter.replayable}
         self.intake.note_dead_letter(letter.key, noted, partition)

@@ -25,6 +25,7 @@ TOPICS = (
     "disputes.escalations",
     "disputes.appeals",
     "disputes.audit",
+    "disputes.letters",
 )
 # which dead letters `dlq --replay` has sent back, keyed by the letter's topic/partition/offset:
 # compacted, since only the last record per letter matters

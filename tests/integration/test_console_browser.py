@@ -3,7 +3,7 @@
 it is not there).
 
 One deployment for the module: the session's embedded broker, one real worker (offline backend,
-early stopping off, so every case deliberates all 3 rounds) judging the demo's 14 cases and a
+early stopping off, so every case deliberates all 3 rounds) judging the demo's 17 cases and a
 crafted case whose party text carries a <script>, then `cyberjurors console` as its own process
 reading that broker. Stage II's perceiver is the one stand-in for what cannot run here, a vision
 model: a local server answering the OpenAI API (tests/messages_server.py) through the real SDK

@@ -22,9 +22,20 @@ from cyberjurors.console.app import create_app
 from cyberjurors.console.store import Store
 from cyberjurors.jury import stages
 from cyberjurors.jury.escalation import escalation_event
+from cyberjurors.jury.letters import write_letters
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury, is_settled
-from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, MediaRef, OutcomeReported, Usage, Verdict, now
+from cyberjurors.schemas import (
+    CaseFile,
+    DeadLetter,
+    DisputeCase,
+    MediaRef,
+    OutcomeReported,
+    RemovedStatement,
+    Usage,
+    Verdict,
+    now,
+)
 
 from ... import factories
 from ...conftest import EXAMPLES
@@ -334,6 +345,28 @@ def test_party_text_is_escaped_in_every_page(tmp_path, airfryer):
             if path != "/cases":
                 assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html, path
             assert client.get(path).headers["content-security-policy"].startswith("default-src 'self'")
+
+
+def test_a_case_page_shows_the_letters_the_parties_were_sent_each_stored_once(tmp_path, airfryer):
+    after, verdict = airfryer
+    settings = offline()
+    letters = asyncio.run(write_letters(after[-1], verdict, OfflineLLM(), settings))
+    hostile = "<script>window.__pwned=1</script>"
+    removed = RemovedStatement(text=f"The seller lied {hostile}", cites=[], reason="uncited")
+    letters[1] = letters[1].model_copy(
+        update={"check": letters[1].check.model_copy(update={"status": "corrected", "removed": [removed]})}
+    )
+    store = Store(tmp_path / "console.sqlite3")
+    store.apply("verdict", Msg("disputes.verdicts", 0, 0, verdict.model_dump_json().encode()))
+    for offset, letter in enumerate([*letters, *letters]):  # a re-sent letter is the same letter
+        store.apply("party_letter", Msg("disputes.letters", 0, offset, letter.model_dump_json().encode()))
+    assert store.counts()["party_letters"] == 2
+    assert [x.party for x in store.party_letters_of(AIRFRYER)] == ["buyer", "seller"]
+    with TestClient(create_app(settings, store, follow=False, public_pages=True)) as client:
+        html = client.get(f"/cases/{AIRFRYER}").text
+    assert 'id="letter-1-buyer"' in html and 'id="letter-1-seller"' in html
+    assert "The jury has decided this dispute" in html and "corrected" in html and "The seller lied" in html
+    assert "<script>window" not in html and "&lt;script&gt;window" in html
 
 
 # --- the command ----------------------------------------------------------------------------------

@@ -124,11 +124,17 @@ TABLE: dict[tuple[str, str], bool] = {
     ("appeal", "unknown_case"): True,  # the appeal came before its verdict
     ("appeal", "stage_failed"): True,
     **{("appeal", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
+    # letters to the parties (stage letters): the verdict is the original; its letters' model calls as a stage's
+    ("letters", "invalid_verdict"): False,  # not a verdict: it never will be
+    ("letters", "case_expired"): False,  # the case's record is gone: no replay brings it back
+    ("letters", "output_too_large"): False,  # the same verdict writes the same letter
+    ("letters", "stage_failed"): True,
+    **{("letters", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
 }
 
 
 def family(stage: str) -> str:
-    return stage if stage in ("intake", "outcome", "appeal") else "pipeline"
+    return stage if stage in ("intake", "outcome", "appeal", "letters") else "pipeline"
 
 
 def letter(stage: str, reason: str, original: bytes = b"{}", replayable: bool | None = None) -> DeadLetter:
@@ -348,7 +354,7 @@ def test_a_letter_from_an_older_version_without_the_flag_falls_back_to_the_old_r
         "outcome": ["outcome", "outcomes"],
     }
     for (where, reason), flag in TABLE.items():
-        if reason in SINCE_THE_FLAG or where == "appeal":  # appeals came after the flag
+        if reason in SINCE_THE_FLAG or where in ("appeal", "letters"):  # appeals and letters came after the flag
             continue
         for stage in stages[where]:
             assert replayable(letter(stage, reason)) is flag, (stage, reason)

@@ -71,7 +71,7 @@ async def test_every_sample_case_gets_a_verdict_when_every_reply_thinks_2000_tok
     results = await judge_all(settings)
 
     failed = {c.case_id: r for c, r in zip(CASES, results, strict=False) if not isinstance(r, Verdict)}
-    assert not failed and len(results) == len(CASES) == 13
+    assert not failed and len(results) == len(CASES) == 16
     verdicts = [r for r in results if isinstance(r, Verdict)]
     # thinking counted in usage (inside output, as billed), for every call of every case
     assert all(v.tokens.thinking_tokens == THINKING * v.tokens.calls for v in verdicts)

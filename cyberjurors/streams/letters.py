@@ -1,0 +1,159 @@
+"""disputes.verdicts -> letters -> disputes.letters: after every verdict (and an appeal's), one letter
+per party (``jury/letters.py``), keyed by case id.
+
+The stage reads the verdict it writes about from the topic every verdict goes to, and the case it
+was decided on from ``stage-results`` (the verdict's partition is the case's): the record kept for
+appeals (``clues``) or the admitted case (``intake``), and for an appeal's verdict the appeal's case
+file (``appeal``). Each party's letter is two steps, each stored before the next: the model's draft
+(``letters/<party>/draft``), then the checked letter (``letters/<party>``, sent). A verdict delivered
+again (a redelivery, a re-sent verdict, a replayed dead letter) re-sends the stored letters and
+repeats no finished model call; a draft stored before a crash is checked, not written again.
+
+Failures are dead letters at stage ``letters`` with the verdict as their original: a model call that
+failed (``llm_<kind>``, replayable as the kind says; replaying sends the verdict to disputes.verdicts
+again, where platforms dedupe it by ``verdict_id``), a message there that is no verdict
+(``invalid_verdict``), a case whose record has expired (``case_expired``), a letter over
+``max_event_bytes`` (``output_too_large``) and a bug (``stage_failed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config import Settings
+from ..errors import for_people
+from ..jury.letters import draft_letter, finish_letter, prepare
+from ..llm.port import LLM, LLMError
+from ..observability import metrics, tracing
+from ..schemas import PARTIES, CaseFile, Party, Verdict
+from ..schemas.letters import DraftedLetter
+from ..state import expiry
+from ..state.results import StageResults
+from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, hand_on, send_bounded
+
+log = logging.getLogger("cyberjurors.streams")
+
+STAGE = "letters"
+
+
+def keys(instance: int, party: Party) -> tuple[str, str]:
+    """The stage-results keys of a party's letter about an instance's verdict, and of its draft."""
+    letter = f"{'' if instance == 1 else 'appeal/'}letters/{party}"
+    return letter, f"{letter}/draft"
+
+
+class PartyLetters:
+    """The letters stage's handler. As in every handler, ``self.letters`` writes dead letters; the
+    letters to the parties are what it sends to ``out``."""
+
+    def __init__(self, settings: Settings, llm: LLM, results: StageResults, out: Sender, letters: DeadLetters):
+        self.settings = settings
+        self.llm = llm
+        self.results = results
+        self.out = out
+        self.letters = letters
+        self.writing: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # case_id -> its lock, and who holds or waits
+
+    async def __call__(self, event: Any) -> None:
+        with tracing.consuming(event, STAGE):
+            if self.settings.letters:
+                await self.handle(event)
+
+    async def handle(self, event: Any) -> None:
+        try:
+            verdict = Verdict.model_validate_json(event.value or b"")
+        except ValidationError as err:
+            await self.letters.write(event, "letters", "invalid_verdict", for_people(err), replayable=False)
+            return
+        tracing.name_case(verdict.case_id)
+        started = time.perf_counter()
+        try:
+            record = self.record(verdict)
+            if record is None:
+                await self.letters.write(
+                    event,
+                    "letters",
+                    "case_expired",
+                    f"no record of case {verdict.case_id} is kept any more (state_retention_s="
+                    f"{self.settings.state_retention_s:g}): no letters for verdict {verdict.verdict_id}",
+                    replayable=False,
+                )
+                return
+            async with self.one_at_a_time(verdict.case_id):
+                written = [await self.letter(verdict, record, party) for party in PARTIES]
+        except LLMError as err:  # a replay resumes: stored drafts and letters are not written again
+            await self.letters.write(event, "letters", f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+        except OutputTooLarge as err:  # the same verdict would give the same letter
+            await self.letters.write(event, "letters", "output_too_large", err.detail, replayable=False)
+        except Exception as err:  # a bug must cost one verdict's letters (kept in the DLQ), not the worker
+            log.exception("case %s: letters failed", verdict.case_id)
+            await self.letters.write(event, "letters", "stage_failed", bug(err), replayable=True)
+        else:
+            if any(written):
+                metrics.STAGE_LATENCY.labels(STAGE).observe(time.perf_counter() - started)
+
+    @contextlib.asynccontextmanager
+    async def one_at_a_time(self, case_id: str) -> AsyncIterator[None]:
+        """A case's verdicts in turn on this worker (with stage_concurrency > 1 a re-sent verdict may come
+        while the first is still being written to): the second finds the first's letters stored."""
+        entry = self.writing.setdefault(case_id, (asyncio.Lock(), [0]))
+        entry[1][0] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1][0] -= 1
+            if not entry[1][0]:
+                del self.writing[case_id]
+
+    def record(self, verdict: Verdict) -> CaseFile | None:
+        """The case the verdict was decided on: for an appeal's, the appeal's case file; else the record
+        kept for appeals, or the admitted case."""
+        stages = ("appeal",) if verdict.instance == 2 else ("clues", "intake")
+        stored = next((s for s in (self.results.stored(verdict.case_id, st) for st in stages) if s is not None), None)
+        return CaseFile.model_validate_json(stored) if stored is not None else None
+
+    def hold(self, verdict: Verdict) -> float:
+        """How much longer than the retention a letter is kept: as long as its verdict (a first
+        instance's is kept for the appeal window), so storing a letter never shortens the case's hold."""
+        if verdict.instance != 1:
+            return 0.0
+        return max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s)
+
+    async def letter(self, verdict: Verdict, record: CaseFile, party: Party) -> bool:
+        """Send ``party``'s letter: the stored one, or a new one (True), its draft stored first."""
+        case_id = verdict.case_id
+        letter_key, draft_key = keys(verdict.instance, party)
+        stored = self.results.stored(case_id, letter_key)
+        if stored is not None:
+            tracing.mark(replayed=True)
+            await send_bounded(self.out, case_id.encode(), stored, self.results.max_bytes)
+            return False
+        prepared = prepare(record, verdict, party, self.settings)
+        drafted_bytes = self.results.stored(case_id, draft_key)
+        if drafted_bytes is not None:
+            drafted = DraftedLetter.model_validate_json(drafted_bytes)
+        else:
+            drafted = await draft_letter(prepared.task, self.llm, self.settings)
+            self.results.put(case_id, draft_key, drafted.model_dump_json().encode(), self.hold(verdict))
+        letter = await finish_letter(prepared, drafted, verdict, self.llm, self.settings)
+        value = letter.model_dump_json().encode()
+        await hand_on(self.results, case_id, letter_key, value, self.out, hold_s=self.hold(verdict))
+        expiry.forget(self.results.table, f"{case_id}/{draft_key}", None)  # the letter stands for it now
+        metrics.record_letter(letter.check.status, letter.locale_source)
+        log.info(
+            "case %s: letter to the %s (instance %d) in %s, check %s",
+            case_id,
+            party,
+            verdict.instance,
+            letter.locale,
+            letter.check.status,
+        )
+        return True

@@ -1,0 +1,156 @@
+"""The letters stage's handler alone, without Kafka: dict tables, list-backed topics and fake events.
+A verdict's letters are stored and sent, a redelivered verdict re-sends them with no model call, a
+draft stored before a failure is not written again, and every failure is a dead letter at stage
+letters with its reason. The letters themselves: tests/unit/jury/test_letters.py."""
+
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+import pytest
+
+from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.jury.stages import judge
+from cyberjurors.llm.port import LLMError, LLMRequest, LLMResult, T
+from cyberjurors.observability import metrics
+from cyberjurors.schemas import CaseFile, DeadLetter, PartyLetter, now
+from cyberjurors.state.results import StageResults
+from cyberjurors.streams.dead_letters import DeadLetters
+from cyberjurors.streams.letters import PartyLetters
+
+from ... import factories
+from ...conftest import EXAMPLES
+from .test_app_handlers import Topic, event
+
+settings = functools.partial(factories.settings, media_root=EXAMPLES)
+CASE = "appl-004-kettle-leak-es-en"
+CLOCK = 1_800_000_000.0
+
+
+class Counted:
+    """The offline stand-in, counting calls by role; ``fail`` makes calls of that role raise."""
+
+    backend = "offline"
+    model_label = "offline"
+
+    def __init__(self, fail: str | None = None, kind: str = "overloaded"):
+        self.inner = OfflineLLM()
+        self.roles: list[str] = []
+        self.fail, self.kind = fail, kind
+
+    async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        self.roles.append(request.role)
+        if request.role == self.fail:
+            raise LLMError(self.kind, "the provider is overloaded")
+        return await self.inner.generate(request, output_type)
+
+
+@pytest.fixture
+async def parts():
+    case = factories.example_case(CASE)
+    verdict = await judge(case, OfflineLLM(), settings())
+    table: dict[str, bytes] = {}
+    results = StageResults(table, retention_s=7 * 86400, clock=lambda: CLOCK)
+    results.put(case.case_id, "intake", CaseFile(case=case, received_at=now()).model_dump_json().encode())
+    dlq, out = Topic(), Topic()
+    return SimpleNamespace(
+        case=case,
+        verdict=verdict,
+        table=table,
+        results=results,
+        dlq=dlq,
+        out=out,
+        dead=DeadLetters(dlq, metrics.CasesInFlight()),
+        delivered=event(verdict.model_dump_json().encode(), case.case_id.encode()),
+    )
+
+
+def stage(parts: SimpleNamespace, llm: Counted, **over: object) -> PartyLetters:
+    return PartyLetters(settings(**over), llm, parts.results, parts.out, parts.dead)
+
+
+def dead(parts: SimpleNamespace) -> list[DeadLetter]:
+    return [DeadLetter.model_validate_json(v) for _, v in parts.dlq.sent]
+
+
+def sent(parts: SimpleNamespace) -> list[PartyLetter]:
+    return [PartyLetter.model_validate_json(v) for _, v in parts.out.sent]
+
+
+async def test_a_verdict_gets_two_letters_stored_then_sent_keyed_by_case(parts):
+    llm = Counted()
+    await stage(parts, llm)(parts.delivered)
+    letters = sent(parts)
+    assert [(x.party, x.locale) for x in letters] == [("buyer", "es"), ("seller", "en")]
+    assert {k for k, _ in parts.out.sent} == {CASE.encode()}
+    assert parts.table[f"{CASE}/letters/buyer"] is parts.out.sent[0][1]
+    assert f"{CASE}/letters/buyer/draft" not in parts.table  # the letter stands for its draft
+    assert llm.roles == ["letter", "letter"] and dead(parts) == []
+
+
+async def test_a_redelivered_verdict_resends_the_stored_letters_and_calls_no_model(parts):
+    llm = Counted()
+    letters = stage(parts, llm)
+    await letters(parts.delivered)
+    await letters(parts.delivered)
+    assert llm.roles == ["letter", "letter"]
+    assert parts.out.sent[2:] == parts.out.sent[:2]  # the same bytes, the same letter ids
+
+
+async def test_a_draft_stored_before_a_failure_is_checked_on_the_replay_not_written_again(parts):
+    failing = Counted(fail="verify")
+    await stage(parts, failing, verifier=True)(parts.delivered)
+    [letter] = dead(parts)
+    assert (letter.stage, letter.reason, letter.replayable) == ("letters", "llm_overloaded", True)
+    assert failing.roles == ["letter", "verify"] and parts.out.sent == []
+    assert f"{CASE}/letters/buyer/draft" in parts.table
+
+    working = Counted()
+    await stage(parts, working, verifier=True)(parts.delivered)  # the letter replayed
+    assert working.roles == ["verify", "letter", "verify"]  # the buyer's draft is not written again
+    assert [x.party for x in sent(parts)] == ["buyer", "seller"]
+    assert all(x.check.checked_by == "verifier" for x in sent(parts))
+
+
+async def test_a_model_failure_the_same_input_meets_again_is_final(parts):
+    await stage(parts, Counted(fail="letter", kind="refused"))(parts.delivered)
+    [letter] = dead(parts)
+    assert (letter.reason, letter.replayable) == ("llm_refused", False)
+
+
+async def test_what_is_no_verdict_and_a_verdict_whose_case_expired_are_dead_letters(parts):
+    llm = Counted()
+    letters = stage(parts, llm)
+    await letters(event(b'{"not": "a verdict"}', CASE.encode()))
+    del parts.table[f"{CASE}/intake"]
+    await letters(parts.delivered)
+    assert [(x.stage, x.reason, x.replayable) for x in dead(parts)] == [
+        ("letters", "invalid_verdict", False),
+        ("letters", "case_expired", False),
+    ]
+    assert llm.roles == [] and parts.out.sent == []
+
+
+async def test_with_letters_off_a_verdict_passes_by(parts):
+    llm = Counted()
+    await stage(parts, llm, letters=False)(parts.delivered)
+    assert llm.roles == [] and parts.out.sent == [] and dead(parts) == []
+
+
+async def test_storing_a_letter_keeps_the_case_for_the_appeal_window(parts):
+    """A first-instance verdict is stored with a hold so its case outlives the appeal window; the letters
+    stored after it must not bring the case's expiry forward."""
+    await stage(parts, Counted())(parts.delivered)
+    assert parts.results.times[CASE]["at"] == CLOCK + 30 * 86400 - 7 * 86400
+
+
+async def test_an_appeals_verdict_gets_letters_of_its_own_from_the_appeals_case_file(parts):
+    second = parts.verdict.model_copy(
+        update={"instance": 2, "verdict_id": "v-2", "appeal_of": parts.verdict.verdict_id}
+    )
+    parts.results.put(CASE, "appeal", parts.table[f"{CASE}/intake"])
+    await stage(parts, Counted())(event(second.model_dump_json().encode(), CASE.encode()))
+    assert [(x.instance, x.final, x.verdict_id) for x in sent(parts)] == [(2, True, "v-2")] * 2
+    assert f"{CASE}/appeal/letters/seller" in parts.table and f"{CASE}/letters/seller" not in parts.table
+    assert {f"{CASE}/appeal/letters/buyer", f"{CASE}/appeal/letters/seller"} <= set(parts.results.keys(CASE))
