@@ -92,6 +92,9 @@ def test_street_addresses_and_their_postcode_are_one_value():
 def test_names_after_a_title_or_a_cue_and_the_same_person_written_differently():
     text = "Signed by J. PARK. My name is Jiwon Park. Regards, Anna Weber. Mr Okafor called."
     assert masked(text) == "Signed by [PERSON_1]. My name is [PERSON_1]. Regards, [PERSON_2]. Mr [PERSON_3] called."
+    # a surname alone is not the person: given names that disagree are two people, however alike
+    text = "My name is Jiwon Park. Signed by M. PARK. Regards, Minho Park. Mr Park called."
+    assert masked(text) == "My name is [PERSON_1]. Signed by [PERSON_2]. Regards, [PERSON_2]. Mr [PERSON_1] called."
 
 
 def test_words_after_a_cue_that_name_nobody_are_left():
