@@ -126,6 +126,8 @@ def phones(text: str, regions: Iterable[str]) -> Iterator[Span]:
             )
 
 
+# a country code, check digits and up to 30 characters in groups: what is written as an IBAN
+_IBAN = re.compile(r"\b[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{1,4}){2,8}\b", re.IGNORECASE)
 # not after "+": "+44 20 7946 0958" is a phone number, however its digits add up
 _DIGIT_RUN = re.compile(r"(?<![\w+-])(?:\d[ -]?){12,18}\d(?![\w-])")
 
@@ -160,7 +162,6 @@ def cards(text: str) -> Iterator[Span]:
             yield Span(m.start(), m.end(), "card", digits)
 
 
-_IBAN = re.compile(r"\b[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{1,4}){2,8}\b", re.IGNORECASE)
 _GROUP_END = re.compile(r"(?=[ -])|$")
 
 
