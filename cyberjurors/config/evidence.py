@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from ..schemas import PersonalData
+
+FormField = Literal["product", "dispute_reason", "requested_remedy"]
+# every kind but URLs: a link to the listing is evidence more often than it is anyone's
+DEFAULT_MASKED: tuple[PersonalData, ...] = ("phone", "email", "card", "iban", "address", "person")
+
+# A number the dispute may turn on, kept as evidence: a label (order, tracking, parcel, invoice, ...)
+# then up to six groups of letters and digits with at least one digit ("tracking SP 4471 9023 3186 DE",
+# "order #A-10293", "Invoice no. 2026-0042"); lowercase words end it, so "order 12345 was late" keeps "order 12345"
+DEFAULT_KEEP = (
+    r"(?i:\b(?:order|tracking|parcel|shipment|consignment|invoice|receipt|rma|ticket|reference|ref)"
+    r"(?:\s+(?:number|no\.?|id|code))?)\s*[:#]?\s*#?(?=[A-Za-z0-9 -]{0,40}\d)"
+    r"(?:[A-Za-z0-9]*\d[A-Za-z0-9-]*|[A-Z]{1,3})(?:[ -](?:[A-Za-z0-9]*\d[A-Za-z0-9-]*|[A-Z]{1,3}\b)){0,5}"
+)
 
 
 class EvidenceSettings(BaseModel):
@@ -70,3 +86,47 @@ class EvidenceSettings(BaseModel):
         "never below either",
     )
     media_sweep_interval_s: float = Field(3600.0, gt=0, description="how often a worker deletes expired media")
+    # Minimisation before the model (issue 30, evidence/privacy.py): personal data in party text is
+    # replaced by stable per-case placeholders before any prompt is built.
+    privacy_mask: list[PersonalData] = Field(
+        default_factory=lambda: list(DEFAULT_MASKED),
+        description="the kinds of personal data replaced by placeholders ([PHONE_1], [EMAIL_1], ...) in the "
+        "dispute form and the evidence before any prompt is built: phone, email, card, iban, address, person, "
+        "url; [] = off (the model sees the text as submitted)",
+    )
+    privacy_phone_regions: list[str] = Field(
+        default_factory=lambda: ["GB", "US", "DE", "FR"],
+        description="where a phone number written without its country code may be from (ISO 3166 regions, "
+        "the first that reads it as a valid number wins); numbers with + or 00 are found whatever this says",
+    )
+    privacy_keep_patterns: list[str] = Field(
+        default_factory=lambda: [DEFAULT_KEEP],
+        description="regular expressions whose matches stay as they are, evidence a dispute may turn on; the "
+        "default keeps a labelled order, tracking, parcel, invoice or reference number ('tracking SP 4471 9023 "
+        "3186 DE')",
+    )
+    privacy_keep_fields: list[FormField] = Field(
+        default_factory=list,
+        description="fields of the dispute form left unmasked (product, dispute_reason, requested_remedy); "
+        "the evidence and appeal grounds are always masked",
+    )
+
+    @field_validator("privacy_phone_regions")
+    @classmethod
+    def _known_regions(cls, regions: list[str]) -> list[str]:
+        import phonenumbers  # only when the setting is given or defaulted: the settings import nothing else heavy
+
+        unknown = [r for r in regions if r not in phonenumbers.SUPPORTED_REGIONS]
+        if unknown:
+            raise ValueError(f"not a region phonenumbers knows: {', '.join(unknown)} (ISO 3166 codes, e.g. GB, US)")
+        return regions
+
+    @field_validator("privacy_keep_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"privacy_keep_patterns: {pattern!r} is no regular expression ({err})") from None
+        return patterns

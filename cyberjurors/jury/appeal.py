@@ -39,7 +39,7 @@ from ..schemas.personas import Persona
 from .budget import CaseBudget
 from .clues import more_clues
 from .rounds import Jury
-from .stages import Retriever, clues_stage, focus_stage, unread_evidence
+from .stages import Retriever, clues_stage, focus_stage, seen, unread_evidence
 
 
 class Remembers(Retriever, Protocol):
@@ -123,9 +123,10 @@ async def appeal_clues(
         case_file = await clues_stage(await focus_stage(case_file, llm, settings), llm, settings, precedents)
     elif case_file.clues is not None and case_file.focus is not None and appeal.new_evidence:
         budget = CaseBudget.of(case_file, settings)
-        items = [case_file.case.item(i) for i in appeal.new_evidence]
+        view = seen(case_file, settings).case  # the stages above mask for themselves; this call is made here
+        items = [view.item(i) for i in appeal.new_evidence]
         chain, usage, problems = await more_clues(
-            case_file.case, case_file.focus, appeal.appellant, items, case_file.clues, llm, settings, budget
+            view, case_file.focus, appeal.appellant, items, case_file.clues, llm, settings, budget
         )
         case_file = case_file.model_copy(
             update={

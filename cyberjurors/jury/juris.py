@@ -126,7 +126,7 @@ async def edit(selected: dict[str, str], grounds: Grounds, llm: LLM, settings: S
         "summary",
         settings,
         system=prompts.EDIT_SYSTEM,
-        shared=[prompts.metadata_block(grounds.case)],
+        shared=[prompts.metadata_block(grounds.case, placeholders_note=False)],
         prompt=[prompts.edit_prompt(grounds.verdict_line(), selected)],
         task=EditTask(grounds.case, grounds.winner, grounds.votes, selected),
         case_id=grounds.case.case_id,

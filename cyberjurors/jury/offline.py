@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict
 
 from pydantic import BaseModel
 
+from ..evidence.privacy import PLACEHOLDER_BODY
 from ..evidence.safety import without_instructions
 from ..llm.port import LLMError, LLMRequest, LLMResult, Part, T, TextPart
 from ..precedents.distill import (
@@ -144,7 +145,8 @@ VISUAL_WEIGHT = {"low": 0.6, "medium": 1.0, "high": 1.5}
 SELLER_EXPERIENCE_PRIOR = {"none": 0.15, "some": 0.0, "runs_shop": -0.35}
 STRICTNESS_PRIOR = {"lenient": 0.2, "moderate": 0.0, "strict": -0.2}
 _WORD = re.compile(r"[a-z0-9%]{3,}")
-_BRACKETED = re.compile(r"\[([A-Za-z0-9._:@-]+)\]")  # a cited id: [b1], [g-12@2]; not "[offline stand-in]"
+# a cited id: [b1], [g-12@2]; not "[offline stand-in]", nor a placeholder of personal data ([PHONE_1])
+_BRACKETED = re.compile(rf"\[(?!{PLACEHOLDER_BODY}\])([A-Za-z0-9._:@-]+)\]")
 _STOP = {"the", "and", "for", "with", "that", "this", "was", "are", "you", "have", "not", "but", "from", "had", "our"}
 
 

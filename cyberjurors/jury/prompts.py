@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config import JurySettings
+from ..evidence.privacy import PLACEHOLDER_RULE, shows_placeholders
 from ..evidence.safety import DATA_RULE
 from ..schemas import AppealBrief, Argument, Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
 from .model_inputs import LetterSource, LetterTask, LetterVerifyTask
@@ -52,14 +53,19 @@ def evidence_label(item: EvidenceItem, party: str) -> str:
     return f"evidence {item.id} ({party}, {item.kind})"
 
 
-def metadata_block(case: DisputeCase) -> str:
+def metadata_block(case: DisputeCase, placeholders_note: bool = True) -> str:
+    """The order record; every prompt that shows the parties' text starts with it, so the note on
+    personal-data placeholders, when the case shows any, comes here (system prompts stay the same for
+    every case). The round summariser and JURIS's editor, who rewrite what jurors wrote, go without:
+    their short prefix would double for a note about text they do not read."""
     d = case.metadata
+    placeholders = f"\nPersonal data: {PLACEHOLDER_RULE}" if placeholders_note and shows_placeholders(case) else ""
     return (
         f"Case {case.case_id}\nCategory: {d.category}\nProduct: {form_field('product', d.product)}\n"
         f"Order amount: {d.order_amount} {d.currency}\nOrdered: {d.ordered_at.isoformat()}\n"
         f"Delivered: {d.delivered_at.isoformat() if d.delivered_at else 'not recorded'}\n"
         f"Dispute reason: {form_field('dispute_reason', d.dispute_reason)}\n"
-        f"Requested remedy: {form_field('requested_remedy', d.requested_remedy)}"
+        f"Requested remedy: {form_field('requested_remedy', d.requested_remedy)}{placeholders}"
     )
 
 

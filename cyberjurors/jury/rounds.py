@@ -201,7 +201,7 @@ async def _summarize(
         "summary",
         settings,
         system=prompts.SUMMARY_SYSTEM,
-        shared=[prompts.metadata_block(case_file.case)],
+        shared=[prompts.metadata_block(case_file.case, placeholders_note=False)],
         prompt=[prompts.summary_prompt(round_no, jury.voices(ballots))],
         task=SummaryTask(case_file.case, round_no, ballots),
         case_id=case_file.case_id,

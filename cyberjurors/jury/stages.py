@@ -4,6 +4,12 @@ round (once per jury round), and the verdict (its justification verified or jury
 The Faust app runs each on its own topic hop; benchmarks and tests run them back to back in one
 process (``judge``). Both go through these functions, so an ablation that switches a stage off
 behaves the same in either: the case file passes on unchanged and no model is called.
+
+They are also where a case enters the jury: each stage works on ``seen(case_file)``, the case with
+its personal data replaced by placeholders (``evidence/privacy.py``), and hands on the case file it
+was given with only its own results added. The case file keeps the case as submitted, so every
+stage masks from the same text and gets the same placeholders; nothing the jury's code reads (the
+prompts, the offline stand-in, precedent retrieval) ever holds the values.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..config import Settings
+from ..evidence.privacy import Minimised, minimise
 from ..llm.port import LLM, gather_pair
 from ..schemas import CaseFile, ClueChain, DisputeCase, Focus, PrecedentRef, Precedents, Usage, Verdict, now
 from ..schemas.personas import Persona
@@ -38,10 +45,27 @@ class NoPrecedents:
         return {}
 
 
+def seen(case_file: CaseFile, settings: Settings) -> CaseFile:
+    """The case file as the jury sees it: the case and an appeal's grounds minimised (the same
+    placeholders in every stage, and on every worker). Only for reading: a stage's result is built
+    on the case file it was given, never on this, which masked again would escape its own placeholders."""
+    done, appeal = minimised(case_file, settings), case_file.appeal
+    if done.report is None:
+        return case_file
+    grounds = {"appeal": appeal.model_copy(update={"grounds": done.extra[0]})} if appeal else {}
+    return case_file.model_copy(update={"case": done.case, **grounds})
+
+
+def minimised(case_file: CaseFile, settings: Settings) -> Minimised:
+    """The case and an appeal's grounds (read last, so an appeal keeps the first instance's numbers) masked."""
+    appeal = case_file.appeal
+    return minimise(case_file.case, settings, (appeal.grounds,) if appeal else ())
+
+
 async def focus_stage(case_file: CaseFile, llm: LLM, settings: Settings) -> CaseFile:
     if not settings.focus_stage or settings.per_juror_stages:  # nothing shared to extract: pass it on
         return case_file
-    focus, usage = await extract_focus(case_file.case, llm, settings)
+    focus, usage = await extract_focus(seen(case_file, settings).case, llm, settings)
     return case_file.model_copy(update={"focus": focus, "usage": {**case_file.usage, "focus": usage}})
 
 
@@ -60,9 +84,10 @@ async def clues_stage(case_file: CaseFile, llm: LLM, settings: Settings, precede
     """Stage II and precedent retrieval, side by side (retrieval needs only the focus). Once the
     per-case budget is reached no further select step starts: the jury gets what was perceived."""
     budget = CaseBudget.of(case_file, settings)
+    view = seen(case_file, settings)
     (chain, usage, problems), found = await gather_pair(
-        _clue_chain(case_file, llm, settings, budget),
-        precedents.retrieve(case_file.case, case_file.focus),
+        _clue_chain(view, llm, settings, budget),
+        precedents.retrieve(view.case, case_file.focus),  # a query the precedent store may log or keep
     )
     if found.problem:
         problems = [*problems, found.problem]
@@ -89,7 +114,7 @@ async def unread_evidence(case_file: CaseFile, chain: ClueChain | None, settings
 
 
 async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> CaseFile:
-    result, usage = await run_round(case_file, jury, llm, settings)
+    result, usage = await run_round(seen(case_file, settings), jury, llm, settings)
     total = case_file.usage.get("rounds")
     # the jury that opens the deliberation is the one the verdict names (a court has no jurors)
     seated = {"jury": jury.composition if settings.deliberation == "jury" else None} if not case_file.rounds else {}
@@ -105,9 +130,10 @@ async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Setti
 async def verdict_stage(case_file: CaseFile, llm: LLM, settings: Settings, jury: Jury | None = None) -> Verdict:
     """The settled case's verdict, its justification drafted (round summary or JURIS) and verified
     as the settings say. The worker stores the result before sending it, so a redelivered input
-    re-sends it and repeats no call made here."""
-    justified = await justify(case_file, jury or Jury.from_settings(settings), llm, settings)
-    return decide(case_file, settings, now(), justified)
+    re-sends it and repeats no call made here. It records what was masked (kinds and counts)."""
+    justified = await justify(seen(case_file, settings), jury or Jury.from_settings(settings), llm, settings)
+    masked = minimised(case_file, settings).report
+    return decide(case_file, settings, now(), justified).model_copy(update={"minimisation": masked})
 
 
 async def justify(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> Justified | None:

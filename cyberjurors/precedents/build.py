@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from ..config import Settings
 from ..errors import CyberJurorsError
+from ..evidence.privacy import minimise
 from ..llm.port import LLM, LLMError
 from ..schemas import Category, DisputeCase, Usage
 from .distill import CHUNK_SIZE, MERGE_THRESHOLD, ChunkResult, chunks, distil_chunk, plan_merge, summarize_case
@@ -243,7 +244,8 @@ async def build_precedents(
     tick = progress or (lambda stage, done, total: None)
     read, report.skipped, report.files = read_cases(paths)
     report.cases_read = len(read)
-    precedents = [summarize_case(case) for _, case in read]
+    # masked as the jury's cases are: their summaries reach the distilling model and every later jury
+    precedents = [summarize_case(minimise(case, settings).case) for _, case in read]
     state = BuildState(Path(settings.precedent_dir) / STATE_FILE, index_identity(settings, index))
     try:
         await _index_cases(precedents, index, state, report, tick)

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .. import schemas
-from ..config import Settings
+from ..config import EvidenceSettings, Settings
+from ..evidence.privacy import minimise
 from ..llm.port import LLM
 from ..schemas import CaseFile, OutcomeReported, Verdict
 from .build import BuildReport, merge_and_store
@@ -41,8 +42,10 @@ class LearningReport:
     unchanged: list[str] = field(default_factory=list)
 
 
-def confirmed_case(case_file: CaseFile, outcome: OutcomeReported) -> PrecedentCase:
-    case = case_file.case.model_copy(update={"ground_truth": outcome.votes})
+def confirmed_case(case_file: CaseFile, outcome: OutcomeReported, settings: EvidenceSettings) -> PrecedentCase:
+    """The case as a precedent, its personal data masked as the jury saw it: its summary is shown to later
+    juries and distilled by a model."""
+    case = minimise(case_file.case, settings).case.model_copy(update={"ground_truth": outcome.votes})
     return summarize_case(case).model_copy(update={"decided_at": outcome.decided_at})
 
 
@@ -82,16 +85,16 @@ async def learn(
     agreed = outcome.votes.winner == verdict.winner
     report = LearningReport(agreed=agreed)
     if agreed:
-        await _confirm(case_file, outcome, index, report)
+        await _confirm(case_file, outcome, index, report, settings)
     await _adjust_cited(verdict, agreed, outcome.case_id, index, settings, now, report)
     return report
 
 
 async def _confirm(
-    case_file: CaseFile, outcome: OutcomeReported, index: PrecedentIndex, report: LearningReport
+    case_file: CaseFile, outcome: OutcomeReported, index: PrecedentIndex, report: LearningReport, settings: Settings
 ) -> None:
     """The case, with the votes that decided it, as a precedent (upserted: the latest decision's votes)."""
-    precedent = confirmed_case(case_file, outcome)
+    precedent = confirmed_case(case_file, outcome, settings)
     await index.upsert([Document.of_case(precedent)])
     report.case_added = precedent.case_id
 
@@ -142,7 +145,7 @@ async def overridden(
     agreed = outcome.votes.winner == verdict.winner
     report = LearningReport(agreed=agreed)
     if agreed:
-        await _confirm(case_file, outcome, index, report)
+        await _confirm(case_file, outcome, index, report, settings)
     elif was:
         await index.delete([f"case:{outcome.case_id}"])
     if agreed != was:

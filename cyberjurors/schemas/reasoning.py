@@ -336,6 +336,31 @@ class CaseFile(Record):
         return self.case.case_id
 
 
+PersonalData = Literal["phone", "email", "card", "iban", "address", "person", "url"]
+"""The kinds of personal data ``evidence/privacy.py`` can mask; each is a placeholder's name, e.g. [PHONE_1]."""
+PERSONAL_DATA: tuple[PersonalData, ...] = get_args(PersonalData)
+
+
+class Masked(Record):
+    """How much of one kind of personal data a case had replaced: counts, never the values."""
+
+    values: int = Field(description="distinct values (after normalising), each its own placeholder [KIND_N]")
+    occurrences: int = Field(description="places replaced in the dispute form, the evidence and an appeal's grounds")
+
+
+class Minimisation(Record):
+    """What was masked in a case before any prompt was built (``privacy_mask``): kinds and counts only."""
+
+    kinds: list[PersonalData] = Field(description="the kinds looked for (privacy_mask)")
+    masked: dict[PersonalData, Masked] = Field(
+        default_factory=dict, description="kind -> the values and places replaced; only the kinds found"
+    )
+    escaped: int = Field(
+        0, description="placeholder-shaped text a party typed, e.g. [PHONE_1], shown to the jury as (PHONE_1)"
+    )
+    kept: int = Field(0, description="detected values left as evidence because privacy_keep_patterns matched them")
+
+
 class Verdict(Record):
     schema_version: Literal[1] = SCHEMA_VERSION
     verdict_id: str = Field(
@@ -383,6 +408,11 @@ class Verdict(Record):
         None,
         description="who sat: each seat's persona, model and final vote, "
         "its qualification and weight, the personas replaced",
+    )
+    minimisation: Minimisation | None = Field(
+        None,
+        description="the personal data replaced by placeholders before any model saw the case: kinds and "
+        "counts, never the values; absent when privacy_mask is empty (and from older versions)",
     )
     tokens: Usage
     latency_s: float

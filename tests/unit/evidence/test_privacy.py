@@ -1,0 +1,249 @@
+"""Minimisation before the model (issue 30): each detector, the placeholders a case gets, and the
+rules a party's text cannot break (a typed placeholder, evidence that is nothing but personal data).
+
+The values are fictional: Ofcom's drama numbers, the card schemes' test numbers, the IBANs of the
+registries' own examples, example.org addresses."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+
+from cyberjurors.config import EvidenceSettings, Settings
+from cyberjurors.evidence import privacy
+from cyberjurors.evidence.privacy import minimise
+
+from ... import factories
+
+on = functools.partial(EvidenceSettings, privacy_phone_regions=["GB", "US", "DE"])
+
+
+def masked(text: str, **settings) -> str:  # type: ignore[no-untyped-def]
+    """One text as the jury sees it, as the buyer's only item of a case."""
+    case = factories.case("p-1", [{"id": "b1", "kind": "text", "text": text}])
+    return minimise(case, on(**settings)).case.item("b1").text or ""
+
+
+def kinds(text: str, finder) -> list[str]:  # type: ignore[no-untyped-def]
+    return [text[s.start : s.end] for s in finder(text)]
+
+
+# --- each detector --------------------------------------------------------------------------------
+
+FIVE_WAYS = ["+44 20 7946 0958", "020 7946 0958", "(020) 7946-0958", "+44 (0)20 7946 0958", "0044 20 7946 0958"]
+
+
+def test_the_same_phone_number_written_five_ways_is_one_placeholder():
+    text = "Call " + ", or ".join(FIVE_WAYS) + "."
+    assert masked(text) == "Call " + ", or ".join(["[PHONE_1]"] * 5) + "."
+    assert {s.key for s in privacy.phones(text, ["GB"])} == {"+442079460958"}
+
+
+def test_a_national_number_is_read_in_the_first_region_that_reads_it_and_numbers_differ():
+    assert kinds("ring (415) 555-2671 or 030 901820", functools.partial(privacy.phones, regions=["US", "DE"])) == [
+        "(415) 555-2671",
+        "030 901820",
+    ]
+    # without its region a national number is not found: the setting says where parties may be from
+    assert kinds("ring (415) 555-2671", functools.partial(privacy.phones, regions=["GB"])) == []
+    assert masked("+1 415-555-2671 then +44 20 7946 0958") == "[PHONE_1] then [PHONE_2]"
+
+
+def test_a_dotted_date_is_no_phone_number():
+    # libphonenumber reads 06.10.2026 as a valid German number (06102 is an area code)
+    assert masked("signed on 06.10.2026 at 11:42") == "signed on 06.10.2026 at 11:42"
+
+
+def test_e_mail_addresses_are_one_value_whatever_their_case():
+    assert masked("Write to Jane.Doe+shop@Mail.example.co.uk or jane.doe+shop@mail.example.co.uk.") == (
+        "Write to [EMAIL_1] or [EMAIL_1]."
+    )
+    assert masked("a@b and @handle and x@y.z1") == "a@b and @handle and x@y.z1"  # no domain, no e-mail
+
+
+def test_card_numbers_are_masked_only_when_their_luhn_check_holds():
+    assert masked("Paid with 4111 1111 1111 1111 and 5500-0000-0000-0004.") == "Paid with [CARD_1] and [CARD_2]."
+    # one digit off: no card number, whatever it looks like, and left as evidence
+    assert masked("Paid with 4111 1111 1111 1112.") == "Paid with 4111 1111 1111 1112."
+    assert masked("Paid with 4111111111111111 (4111 1111 1111 1111)") == "Paid with [CARD_1] ([CARD_1])"
+
+
+def test_a_luhn_valid_number_no_card_scheme_issues_is_not_a_card():
+    # 79927398713 is the Luhn check's textbook example; 8-prefixed 16 digits are no scheme's
+    assert privacy._card_scheme("8000000000000002") is False
+    assert list(privacy.cards("parcel 8000 0000 0000 0002")) == []
+
+
+def test_ibans_are_masked_when_their_national_format_and_checksum_hold():
+    text = "IBAN DE89 3704 0044 0532 0130 00 EUR, GB82WEST12345698765432, not DE89 3704 0044 0532 0130 01."
+    assert masked(text) == "IBAN [IBAN_1] EUR, [IBAN_2], not DE89 3704 0044 0532 0130 01."
+    assert {s.key for s in privacy.ibans(text)} == {"DE89370400440532013000", "GB82WEST12345698765432"}
+
+
+def test_street_addresses_and_their_postcode_are_one_value():
+    text = "Send it to 221B Baker Street, London NW1 6XE or to Lindenstr. 14B, 10115 Berlin; 221b Baker St."
+    assert masked(text) == "Send it to [ADDRESS_1] or to [ADDRESS_2]; [ADDRESS_3]."
+    # "221b baker st" is the street without the town: another value, but the street keys alike
+    assert [s.key for s in privacy.addresses("221B Baker St. and 221b baker Street")][:1] == ["221b baker street"]
+
+
+def test_names_after_a_title_or_a_cue_and_the_same_person_written_differently():
+    text = "Signed by J. PARK. My name is Jiwon Park. Regards, Anna Weber. Mr Okafor called."
+    assert masked(text) == "Signed by [PERSON_1]. My name is [PERSON_1]. Regards, [PERSON_2]. Mr [PERSON_3] called."
+    # a surname alone is not the person: given names that disagree are two people, however alike
+    text = "My name is Jiwon Park. Signed by M. PARK. Regards, Minho Park. Mr Park called."
+    assert masked(text) == "My name is [PERSON_1]. Signed by [PERSON_2]. Regards, [PERSON_2]. Mr [PERSON_1] called."
+
+
+def test_words_after_a_cue_that_name_nobody_are_left():
+    text = "Dear Sir or Madam, received by DHL. Kind regards, Blendmax Store. Hi there"
+    assert masked(text) == text
+
+
+def test_a_name_found_once_is_masked_where_no_cue_stands_before_it():
+    case = factories.case(
+        "p-2",
+        [{"id": "b1", "kind": "text", "text": "Anna Weber never got it."}],
+        seller="Regards, Anna Weber",
+    )
+    seen = minimise(case, on()).case
+    assert [seen.item("b1").text, seen.item("s1").text] == ["[PERSON_1] never got it.", "Regards, [PERSON_1]"]
+    # as written, case and all: "Park" the name is not "park" the place
+    case = factories.case("p-3", [{"id": "b1", "kind": "text", "text": "Mr Park left it in the park."}])
+    assert minimise(case, on()).case.item("b1").text == "Mr [PERSON_1] left it in the park."
+
+
+# --- the rules a party's text cannot break --------------------------------------------------------
+
+
+def test_a_placeholder_a_party_types_reaches_the_jury_in_round_brackets():
+    text = "My number is [PHONE_1], not +44 20 7946 0958; see [ email 2 ] and [Person_3]."
+    assert masked(text) == "My number is (PHONE_1), not [PHONE_1]; see (EMAIL_2) and (PERSON_3)."
+    assert minimise(factories.case("p-4", buyer=text), on()).report.escaped == 3  # type: ignore[union-attr]
+    assert privacy.PLACEHOLDER.findall(masked(text)) == ["[PHONE_1]"]  # the one real placeholder
+
+
+def test_evidence_that_is_nothing_but_personal_data_is_only_placeholders():
+    case = factories.case(
+        "p-5",
+        [
+            {"id": "b1", "kind": "text", "text": "+44 20 7946 0958"},
+            {"id": "b2", "kind": "text", "text": "jiwon.park@mail.example"},
+            {"id": "b3", "kind": "text", "text": "4111 1111 1111 1111 DE89 3704 0044 0532 0130 00"},
+        ],
+    )
+    seen = minimise(case, on()).case
+    assert [i.text for i in seen.items("buyer")] == ["[PHONE_1]", "[EMAIL_1]", "[CARD_1] [IBAN_1]"]
+
+
+def test_the_dispute_form_is_masked_and_fields_may_be_kept():
+    form = {
+        **factories.METADATA,
+        "product": "Jacket for Mr Okafor",
+        "dispute_reason": "Courier signed by J. PARK",
+        "requested_remedy": "Refund to DE89 3704 0044 0532 0130 00",
+    }
+    case = factories.case("p-6", metadata=form)
+    d = minimise(case, on()).case.metadata
+    assert (d.product, d.dispute_reason, d.requested_remedy) == (
+        "Jacket for Mr [PERSON_1]",
+        "Courier signed by [PERSON_2]",
+        "Refund to [IBAN_1]",
+    )
+    kept = minimise(case, on(privacy_keep_fields=["product"])).case.metadata
+    assert (kept.product, kept.dispute_reason) == ("Jacket for Mr Okafor", "Courier signed by [PERSON_1]")
+
+
+def test_an_order_or_tracking_number_the_dispute_turns_on_stays_evidence():
+    text = "tracking SP 4471 9023 3186 DE; Order number 4155552671; call 020 7946 0958"
+    assert masked(text) == "tracking SP 4471 9023 3186 DE; Order number 4155552671; call [PHONE_1]"
+    assert minimise(factories.case("p-7", buyer=text), on()).report.kept == 2  # type: ignore[union-attr]
+    # the platform's own pattern instead: its reference numbers kept, and nothing else
+    assert masked(text, privacy_keep_patterns=[r"\bSP(?: \d{4}){3} DE\b"]) == (
+        "tracking SP 4471 9023 3186 DE; Order number [PHONE_1]; call [PHONE_2]"
+    )
+
+
+def test_which_kinds_are_masked_is_a_setting():
+    text = "Mr Okafor, +44 20 7946 0958, jane@mail.example, https://shop.example/u/okafor"
+    assert (
+        masked(text, privacy_mask=["email"]) == "Mr Okafor, +44 20 7946 0958, [EMAIL_1], https://shop.example/u/okafor"
+    )
+    assert masked(text, privacy_mask=["url"]) == "Mr Okafor, +44 20 7946 0958, jane@mail.example, [URL_1]"
+    # off: the text as submitted, a typed placeholder too (there is nothing it could be taken for)
+    off = factories.case("p-8", buyer=text + " [PHONE_1]")
+    assert minimise(off, on(privacy_mask=[])).case is off
+    assert minimise(off, on(privacy_mask=[])).report is None
+
+
+def test_an_unmasked_url_is_kept_whole():
+    assert masked("see https://shop.example/item/4155552671?ref=2079460958 now") == (
+        "see https://shop.example/item/4155552671?ref=2079460958 now"
+    )
+
+
+# --- what the jury gets and what the verdict records ------------------------------------------------
+
+
+def test_numbers_follow_the_reading_order_and_a_case_that_grows_keeps_them():
+    """The form first, then the items in submission order; an appeal's grounds come last, so the
+    numbers of the first instance hold in the second."""
+    case = factories.case(
+        "p-9",
+        [{"id": "b1", "kind": "text", "text": "Mine is +44 20 7946 0958, theirs 020 7946 0000."}],
+        seller="Call us on 020 7946 0000 or +44 20 7946 0958.",
+        metadata={**factories.METADATA, "dispute_reason": "Called 0161 496 0000 twice"},
+    )
+    first = minimise(case, on())
+    assert first.case.metadata.dispute_reason == "Called [PHONE_1] twice"
+    assert first.case.item("b1").text == "Mine is [PHONE_2], theirs [PHONE_3]."
+    assert first.case.item("s1").text == "Call us on [PHONE_3] or [PHONE_2]."
+    appealed = minimise(case, on(), ("The seller's 020 7946 0000 rang me from 0161 496 0999.",))
+    assert appealed.case == first.case
+    assert appealed.extra == ("The seller's [PHONE_3] rang me from [PHONE_4].",)
+
+
+def test_the_report_counts_kinds_and_places_never_values():
+    case = factories.case(
+        "p-10",
+        buyer="Call +44 20 7946 0958 or 020 7946 0958; mail jane@mail.example; typed [CARD_1]; order 12345",
+    )
+    report = minimise(case, on()).report
+    assert report is not None
+    assert report.model_dump() == {
+        "kinds": ["email", "iban", "card", "phone", "address", "person"],
+        "masked": {"phone": {"values": 1, "occurrences": 2}, "email": {"values": 1, "occurrences": 1}},
+        "escaped": 1,
+        "kept": 0,
+    }
+    assert not re.search(r"\d{4}|@", report.model_dump_json())
+
+
+def test_the_same_case_masks_the_same_way_every_time_and_the_case_itself_is_untouched():
+    case = factories.case("p-11", buyer="Mr Okafor, +44 20 7946 0958")
+    before = case.model_dump_json()
+    assert minimise(case, on()) == privacy._minimise(case, on(), ())  # the cache gives what masking gives
+    assert case.model_dump_json() == before
+
+
+def test_a_case_shows_placeholders_only_once_masked():
+    case = factories.case("p-12", buyer="Mr Okafor called.")
+    assert not privacy.shows_placeholders(case)
+    assert privacy.shows_placeholders(minimise(case, on()).case)
+    assert privacy.shows_placeholders(factories.case("p-13", buyer="I typed (PHONE_1)."))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("privacy_phone_regions", ["UK"], "not a region phonenumbers knows: UK"),
+        ("privacy_keep_patterns", ["order ("], "is no regular expression"),
+        ("privacy_mask", ["ssn"], "privacy_mask"),
+        ("privacy_keep_fields", ["rounds"], "privacy_keep_fields"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_at_start(field, value, error):
+    with pytest.raises(ValueError, match=re.escape(error)):
+        Settings(**{field: value})
