@@ -51,6 +51,7 @@ from . import prompts
 from .letter_text import OTHER, TEMPLATE_LOCALES, language_name, lower_first, phrases, shown_date
 from .locales import LetterLocale, letter_locale
 from .model_inputs import LetterFacts, LetterSource, LetterTask, LetterVerifyTask
+from .stages import seen
 from .verify import remove_claims
 
 LETTER_NAMESPACE = uuid.UUID("0d7c1f43-5a52-4b7e-8f0e-3c1b6e2a9d40")
@@ -341,7 +342,10 @@ def prepare(case_file: CaseFile, verdict: Verdict, party: Party, settings: Setti
     """The letter's language, what it may say, and notes for the platform; no model call."""
     case = case_file.case
     language = letter_locale(case, party, settings)
-    task, withheld_evidence, withheld_clues = letter_task(case_file, verdict, party, language.locale, settings)
+    # the model reads the case as the jury did, minimised (the language is detected from the text as written)
+    task, withheld_evidence, withheld_clues = letter_task(
+        seen(case_file, settings), verdict, party, language.locale, settings
+    )
     notes = list(language.notes)
     if not case.items(party) and not any("sent no messages" in n for n in notes):
         notes.append(f"the {party} sent no messages or evidence in this case")

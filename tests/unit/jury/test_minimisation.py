@@ -31,6 +31,7 @@ from cyberjurors.config import Settings
 from cyberjurors.evidence.privacy import PLACEHOLDER_RULE
 from cyberjurors.jury import offline, prompts
 from cyberjurors.jury.appeal import appeal_clues, appeal_file, with_evidence
+from cyberjurors.jury.letters import write_letters
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury, is_settled
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage, seen, verdict_stage
@@ -334,3 +335,15 @@ def test_prompts_explain_placeholders_only_for_a_case_that_shows_them():
     masked = seen(CaseFile(case=seeded(PAYMENT), received_at=now()), s).case
     assert PLACEHOLDER_RULE in prompts.metadata_block(masked)
     assert PLACEHOLDER_RULE not in prompts.JUROR_SYSTEM  # system prompts stay the same for every case: cached
+
+
+async def test_no_seeded_value_reaches_the_model_through_the_letters():
+    """The letters stage reads the case file as stored (unmasked), so it must mask it as the jury does."""
+    recording = recorder()
+    for template in SEEDED:
+        case_file = CaseFile(case=seeded(template), received_at=now(), backend="offline")
+        verdict = await judge(case_file.case, OfflineLLM(), settings())
+        await write_letters(case_file, verdict, recording, settings())
+    letters = [c for c in recording.calls if c.role == "letter"]
+    assert len(letters) == 2 * len(SEEDED) and leaked(request_texts(recording)) == set()
+    assert any("[PHONE_1]" in c.text() for c in letters)  # not vacuous: the letters quote the masked evidence
