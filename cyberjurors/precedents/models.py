@@ -76,6 +76,14 @@ class Guideline(Record):
     def ref(self) -> str:
         return f"{self.id}@{self.version}"
 
+    def cites(self, case_id: str) -> bool:
+        """Whether the guideline's provenance names the case: among its supporting cases, or in its
+        history (an outcome's ``case_id``, or an override's ``case_id@event``)."""
+        return case_id in self.supporting_cases or any(
+            change.case_id is not None and (change.case_id == case_id or change.case_id.startswith(f"{case_id}@"))
+            for change in self.history
+        )
+
 
 class Document(Record):
     """The unit both indexes store: one text field for BM25 and the embedding, keyword fields

@@ -1,4 +1,5 @@
-"""The Faust app: ten topics, four tables and one short agent per stage of the jury pipeline.
+"""The Faust app: eleven topics, four tables and one short agent per stage of the jury pipeline,
+plus the ``erasure`` agent that erases a case's tables when `cyberjurors erase` asks.
 
     disputes.events -> intake -> disputes.intake -> focus -> disputes.focus -> clues
     -> disputes.clues -> rounds (round 1) -> disputes.rounds -> rounds (round t+1 ... or the
@@ -38,6 +39,7 @@ from ..state import expiry, tables
 from ..state.results import StageResults
 from .appeal import Appeals
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
+from .erasure import Erasures
 from .intake import Intake, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
 from .outcome import Outcomes
@@ -137,10 +139,13 @@ def create_app(
         letters=letters,
     )
     hop = StageHop(results, letters, in_flight, verdicts.resend)
-    outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), letters)
+    confirmed = table("confirmed-outcomes")
+    outcomes = Outcomes(settings, llm, precedents, results, confirmed, letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
+    on_disk = [drafts, results.table, results.times, confirmed]
+    erasures = Erasures(results, drafts, confirmed, store, in_flight, topic("disputes.erasures"), on_disk)
 
-    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals)
+    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals, erasures)
     stream_agents(app, settings, topic, handlers)
     seating = Seating(settings, llm, work, precedents)  # the qualification gate, when on
     app.add_dependency(seating)
@@ -160,6 +165,7 @@ class Handlers:
     outcomes: Outcomes
     letters: DeadLetters
     appeals: Appeals | None = None
+    erasures: Erasures | None = None
 
 
 def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], faust.TopicT], h: Handlers) -> None:
@@ -196,6 +202,10 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
     @app.agent(topic("disputes.appeals"), name="appeal", concurrency=concurrency)  # a case's appeals in turn
     async def appeal_agent(stream: faust.StreamT) -> None:
         await each(stream, h.appeals)  # type: ignore[arg-type]  # always set by create_app
+
+    @app.agent(topic("disputes.erasures"), name="erasure", concurrency=1)  # `cyberjurors erase`, in turn
+    async def erasure_agent(stream: faust.StreamT) -> None:
+        await each(stream, h.erasures)  # type: ignore[arg-type]  # always set by create_app
 
 
 async def each(stream: faust.StreamT, handler: Callable[[faust.EventT], Awaitable[None]]) -> None:
