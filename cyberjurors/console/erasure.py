@@ -28,7 +28,7 @@ from typing import Any
 
 from ..config import Settings
 from ..evidence.media_store import stored_refs
-from ..evidence.scrub import purge_sqlite
+from ..evidence.scrub import json_forms, purge_sqlite
 from ..streams.clients import Outgoing, produce, records
 from ..streams.erasure_journal import Step
 from ..streams.erasure_run import UNREACHABLE, Run
@@ -86,7 +86,7 @@ def erase_case(store: Store, case_id: str, ref: str, ids: list[str]) -> ConsoleE
                 (store.deny_key(db, name), ref, time.time(), json.dumps({"rows": done.rows})),
             )
     with store._lock:
-        done.notes = purge_sqlite(store._db, store.path, [case_id, *ids])
+        done.notes = purge_sqlite(store._db, store.path, json_forms(case_id, *ids))
     return done
 
 

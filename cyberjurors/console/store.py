@@ -438,6 +438,36 @@ class Store:
     def _has_erased(db: sqlite3.Connection) -> bool:
         return db.execute("SELECT 1 FROM erased LIMIT 1").fetchone() is not None
 
+    # --- retention (console_retention_s) ---------------------------------------------------------
+
+    def prune(self, before: datetime) -> int:
+        """Forget the cases whose last verdict was decided before ``before`` (their verdicts,
+        escalations, records and outcomes) and the dead letters that failed before it; blank the
+        rationale of decisions made before it. Who decided what, and the audit trail, stay. The
+        number of rows deleted; the write-ahead log truncated after (``secure_delete`` zeroed them)."""
+        cutoff = stamp(before)
+        with self.transaction() as db:
+            old = [
+                r["case_id"]
+                for r in db.execute(
+                    "SELECT case_id FROM verdicts GROUP BY case_id HAVING max(decided_at) < ?", (cutoff,)
+                )
+            ]
+            deleted = 0
+            for start in range(0, len(old), 500):
+                chunk = old[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for table in ("verdicts", "escalations", "records", "outcomes"):
+                    deleted += db.execute(f"DELETE FROM {table} WHERE case_id IN ({marks})", chunk).rowcount
+            deleted += db.execute("DELETE FROM letters WHERE failed_at < ?", (cutoff,)).rowcount
+            db.execute(
+                "UPDATE decisions SET rationale = NULL WHERE decided_at < ? AND rationale IS NOT NULL", (cutoff,)
+            )
+        if deleted:
+            with self._lock:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
+
     # --- reading for the pages -------------------------------------------------------------------
 
     def verdict_rows(self, chosen: CaseFilter, limit: int = 500) -> tuple[list[sqlite3.Row], int]:

@@ -6,12 +6,13 @@ are overwritten: ``secure_delete`` (set on every connection of the stores that h
 overwrites them with zeros as they are freed; the write-ahead log keeps the page images it was
 written with until a checkpoint truncates it; free space left by deletions made before
 ``secure_delete`` was on goes only with a VACUUM, which is run when the file is found to still hold
-a needle (the erased case id) after the rest.
+a needle (the erased case id as its JSON shows it, ``json_forms``) after the rest.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import tempfile
@@ -33,6 +34,12 @@ def residue(path: Path, needles: Sequence[str]) -> bool:
                 return True
             tail = window[-overlap:] if overlap else b""
     return False
+
+
+def json_forms(*ids: str) -> list[str]:
+    """How an id shows in the JSON a store keeps: as a whole string (``"c-1"``, never inside
+    ``"c-10"``), or opening an override's key (``"c-1@event``): the needles ``purge_sqlite`` looks for."""
+    return [form for i in ids for form in (json.dumps(i), json.dumps(i)[:-1] + "@")]
 
 
 def purge_sqlite(db: sqlite3.Connection, path: Path, needles: Sequence[str]) -> list[str]:

@@ -84,6 +84,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
@@ -104,7 +105,7 @@ from pydantic import ValidationError
 from ..config import PrecedentSettings
 from .embeddings import Embedder, canonical
 from .index import RRF_K, category_filter, check_query, fuse
-from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
+from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport, decided_before
 
 T = TypeVar("T")
 log = logging.getLogger("cyberjurors.precedents.elastic")
@@ -581,6 +582,17 @@ class ElasticsearchIndex:
             )
         docs = [self._document(h["_source"]) for h in body["hits"]["hits"]]
         return [d for d in docs if d.guideline is not None and d.guideline.cites(case_id)]
+
+    async def cases_decided_before(self, before: datetime) -> list[str]:
+        """The ids of the historical cases decided before ``before`` (``case`` is stored, not indexed:
+        read, at most ``MAX_GUIDELINES_READ`` of them, and checked here)."""
+        alias = self.alias("case")
+        with self._errors(f"reading {alias}"):
+            body = await self._search(
+                alias, query={"match_all": {}}, size=MAX_GUIDELINES_READ, source_includes=["case"]
+            )
+        cases = [h["_source"].get("case") or {} for h in body["hits"]["hits"]]
+        return sorted(c["case_id"] for c in cases if c.get("case_id") and decided_before(c.get("decided_at"), before))
 
     async def rewrite(self, documents: Sequence[Document]) -> None:
         """Replace documents whose provenance changed (an upsert: their text is embedded again)."""

@@ -60,6 +60,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,18 @@ from ..evidence.scrub import purge_sqlite
 from ..schemas import now
 from .embeddings import Embedder, canonical
 from .index import category_filter, check_query, fuse
-from .models import ANY_CATEGORY, CATEGORIES, KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
+from .models import (
+    ANY_CATEGORY,
+    CATEGORIES,
+    KINDS,
+    Document,
+    Hit,
+    Kind,
+    PrecedentError,
+    SearchMode,
+    UpsertReport,
+    decided_before,
+)
 
 log = logging.getLogger("cyberjurors.precedents.embedded")
 
@@ -782,6 +794,20 @@ class EmbeddedIndex:
             ).fetchall()
         docs = [self._parse(body, doc_id) for doc_id, body in rows]
         return [d for d in docs if d.guideline is not None and d.guideline.cites(case_id)]
+
+    async def cases_decided_before(self, before: datetime) -> list[str]:
+        """The ids of the historical cases decided before ``before`` (precedent_case_retention_s)."""
+        self._check_open()
+        return await asyncio.to_thread(self._decided_before, before)
+
+    def _decided_before(self, before: datetime) -> list[str]:
+        assert self._reader is not None
+        with self._read_lock:
+            rows = self._reader.execute(
+                "SELECT json_extract(body, '$.case.case_id'), json_extract(body, '$.case.decided_at') "
+                "FROM documents WHERE kind = 'case' AND json_extract(body, '$.case.decided_at') IS NOT NULL"
+            ).fetchall()
+        return sorted(case_id for case_id, at in rows if decided_before(at, before))
 
     async def rewrite(self, documents: Sequence[Document]) -> None:
         """Replace stored documents whose text is unchanged (their provenance rewritten): the stored

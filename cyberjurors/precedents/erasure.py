@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from ..evidence.scrub import json_forms
 from .index import PrecedentIndex
 from .models import Document, Guideline
+
+EXPIRED = "expired"  # what a guideline's history names in place of a case past precedent_case_retention_s
 
 
 class ErasableIndex(PrecedentIndex, Protocol):
@@ -27,6 +31,8 @@ class ErasableIndex(PrecedentIndex, Protocol):
     async def rewrite(self, documents: Sequence[Document]) -> None: ...
 
     async def purge(self, needles: Sequence[str]) -> list[str]: ...
+
+    async def cases_decided_before(self, before: datetime) -> list[str]: ...
 
 
 @dataclass
@@ -49,12 +55,29 @@ def without_case(guideline: Guideline, case_id: str, erased_as: str) -> Guidelin
     return guideline.model_copy(update={"supporting_cases": supporting, "history": history})
 
 
-async def erase_case(index: ErasableIndex, case_id: str, erased_as: str) -> PrecedentsErased:
+async def erase_case(index: ErasableIndex, case_id: str, erased_as: str, purge: bool = True) -> PrecedentsErased:
     """Delete the case and rewrite the guidelines naming it; ``erased_as`` is what their history
-    names instead (``erased:<reference>``, never the case id)."""
+    names instead (``erased:<reference>``, never the case id). ``purge``: the bytes out of the files
+    now (a sweep over many cases purges once, after the last)."""
     done = PrecedentsErased(cases=await index.delete([f"case:{case_id}"]))
     citing = [d.guideline for d in await index.guidelines_citing(case_id) if d.guideline is not None]
     await index.rewrite([Document.of_guideline(without_case(g, case_id, erased_as)) for g in citing])
     done.guidelines = len(citing)
-    done.notes = await index.purge([case_id])
+    if purge:
+        done.notes = await index.purge(json_forms(case_id))
+    return done
+
+
+async def expire_cases(index: ErasableIndex, retention_s: float, now: datetime | None = None) -> PrecedentsErased:
+    """``precedent_case_retention_s``: every historical case decided longer ago than that leaves the
+    base as an erased one does, its place in the guidelines' history named ``expired``."""
+    before = (now or datetime.now(UTC)) - timedelta(seconds=retention_s)
+    done = PrecedentsErased()
+    expired = await index.cases_decided_before(before)
+    for case_id in expired:
+        one = await erase_case(index, case_id, EXPIRED, purge=False)
+        done.cases += one.cases
+        done.guidelines += one.guidelines
+    if expired:
+        done.notes = await index.purge(json_forms(*expired))
     return done

@@ -70,7 +70,13 @@ def purge(table: Any, partition: int) -> bool:
     store = getattr(table, "data", None)
     if not hasattr(store, "_db_for_partition"):
         return False
+    import rocksdict  # the rocksdb extra: Faust's RocksDB store runs on it
+
     db = store._db_for_partition(partition)  # type: ignore[union-attr]  # Faust's RocksDB store
     db.flush()
-    db.compact_range(None, None)
+    # the bottom level too: by default a manual compaction leaves the bottom level's files as they are,
+    # with the deleted values in them
+    options = rocksdict.CompactOptions()
+    options.set_bottommost_level_compaction(rocksdict.BottommostLevelCompaction.force())
+    db.compact_range(None, None, options)
     return True

@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.types import TableT
@@ -35,6 +35,7 @@ from ..jury.rounds import Jury, is_settled
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
 from ..precedents.base import PrecedentBase
+from ..precedents.erasure import ErasableIndex, expire_cases
 from ..state import expiry, tables
 from ..state.results import StageResults
 from .appeal import Appeals
@@ -53,7 +54,7 @@ log = logging.getLogger("cyberjurors.streams")
 
 PIPELINE = ("disputes.events", "disputes.intake", "disputes.focus", "disputes.clues", "disputes.rounds")
 # every topic the worker's consumer group reads (the agents' sources): what its lag and readiness are about
-CONSUMED = (*PIPELINE, "disputes.outcomes", "disputes.appeals")
+CONSUMED = (*PIPELINE, "disputes.outcomes", "disputes.appeals", "disputes.erasures")
 
 
 def faust_app(settings: Settings) -> faust.App:
@@ -153,6 +154,7 @@ def create_app(
     schedule_expiry(app, intake)  # held early evidence and abandoned drafts
     expire_state(app, settings, results)
     expire_media(app, settings, store)
+    expire_precedents(app, settings, precedents)
     return app
 
 
@@ -284,6 +286,23 @@ def expire_media(app: faust.App, settings: Settings, store: MediaStore) -> None:
         return (await store.sweep()).deleted
 
     expiry.every(app, settings.media_sweep_interval_s, sweep, name="media")
+
+
+def expire_precedents(app: faust.App, settings: Settings, precedents: PrecedentBase) -> None:
+    """With precedent_case_retention_s: every media_sweep_interval_s, the worker holding partition 0 of
+    disputes.events takes the historical cases decided longer ago out of the precedent base (and out
+    of the guidelines' provenance), as media_sweep does the media store: one sweeper per group."""
+    retention, events = settings.precedent_case_retention_s, settings.topic("disputes.events")
+    if retention is None or not precedents.enabled:
+        return
+
+    async def sweep() -> int:
+        if 0 not in expiry.active_partitions(app, events):
+            return 0
+        index, _ = await precedents.open()
+        return (await expire_cases(cast(ErasableIndex, index), retention)).cases
+
+    expiry.every(app, settings.media_sweep_interval_s, sweep, name="precedents")
 
 
 def housekeeping(

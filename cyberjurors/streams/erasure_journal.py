@@ -151,10 +151,9 @@ class Journal:
         if result == "incomplete" or entry.case_id is None:
             self.save(entry)
             return []
-        needle = entry.case_id
         entry.case_id, entry.ids, entry.closed_at = None, set(), time.time()
         self.save(entry)
-        return purge_sqlite(self._db, self.path, [needle])
+        return purge_sqlite(self._db, self.path, [])  # secure_delete was on from the first row: no search
 
     def refused(self, entry: Entry, before: Entry | None) -> None:
         """A refused run erased nothing: the log says so, and the journal is as the run found it (no

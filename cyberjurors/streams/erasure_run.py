@@ -38,7 +38,7 @@ from typing import cast
 from aiokafka.errors import KafkaError
 
 from ..config import Settings
-from ..errors import StoreError, for_people
+from ..errors import CyberJurorsError, StoreError, for_people
 from ..evidence.media_store import dated_store, open_store, stored_refs
 from ..evidence.scrub import drop_lines
 from ..precedents.models import PrecedentError
@@ -48,12 +48,10 @@ from .erasure_journal import Entry, Journal, Result, Step
 from .kafka import REPLAYED, TOPICS, ensure_topics
 
 
-class Refused(Exception):
-    """The case is still in the pipeline and the run was not forced."""
+class Refused(CyberJurorsError):
+    """The case is still in the pipeline and the run was not forced: ``detail`` says where it stands."""
 
-    def __init__(self, standing: str):
-        super().__init__(standing)
-        self.standing = standing
+    kind = "in_flight"
 
 
 @dataclass
@@ -255,7 +253,7 @@ async def erase(
             entry.steps[name] = await fn(run)
         except Refused as refused:
             journal.refused(entry, before)
-            return Report(entry.ref, "refused", entry.steps, refused.standing)
+            return Report(entry.ref, "refused", entry.steps, refused.detail)
         journal.save(entry)
     result: Result = "incomplete" if entry.left else "erased" if _erased(entry) else "nothing"
     journal.finish(entry, result)

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import io
 import json
+import shutil
 import uuid
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from cyberjurors.config import Settings
 from cyberjurors.console import erasure as console_erasure
 from cyberjurors.console.feed import Feed
 from cyberjurors.console.store import Store
-from cyberjurors.evidence.media_store import digest_of
+from cyberjurors.errors import StoreError
+from cyberjurors.evidence.media_store import digest_of, open_store
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
@@ -302,3 +304,28 @@ async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume
         assert ours and all(v is None for v in ours.values())
     assert found_in(tmp_path / "data", (*SEEDED, case_id)) == {}
     assert Journal(settings.erasure_dir).open_entries() == []
+
+
+async def test_with_media_encryption_an_erased_case_s_media_cannot_be_read_from_any_copy(settings, tmp_path):
+    """Crypto-shredding: the worker seals the case's photo under the case's key; a copy taken before
+    the erasure (a backup, an object version) cannot be opened after it, since the key is gone."""
+    settings = data_settings(settings, tmp_path, media_encryption=True, case_key_secret="k" * 32,
+                             case_key_store=str(tmp_path / "data" / "case-keys"))  # fmt: skip
+    case_id = f"sealed-{uuid.uuid4().hex[:6]}"
+    async with worker_process(settings, tmp_path / "worker.log"):
+        await produce(settings, [Outgoing(case_id, whole(seeded_case(case_id)), "test")])
+        await read_topic(settings, "disputes.verdicts", until=1, keys={case_id}, timeout_s=180)
+        assert found_in(tmp_path / "data", (PHOTO_SAYS,)) == {}  # sealed: never in the clear on disk
+        backup = tmp_path / "backup"
+        shutil.copytree(settings.media_store, backup)
+        [copy] = [p for p in backup.rglob("*") if p.is_file()]
+        store = open_store(settings.model_copy(update={"media_store": str(backup)}))
+        assert PHOTO_SAYS.encode() in await store.get(copy.name, 10_000)  # readable while the key lives
+
+        erased = await asyncio.to_thread(cli, settings, "erase", "--case", case_id)
+        assert erased.returncode == 0, erased.stdout + erased.stderr
+    with pytest.raises(StoreError) as err:
+        await store.get(copy.name, 10_000)
+    assert err.value.kind == "shredded"
+    [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
+    assert entry["steps"]["keys"] == {"state": "done", "erased": 1}
