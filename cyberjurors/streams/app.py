@@ -1,4 +1,4 @@
-"""The Faust app: eleven topics, four tables and one short agent per stage of the jury pipeline,
+"""The Faust app: its topics, four tables and one short agent per stage of the jury pipeline,
 plus the ``erasure`` agent that erases a case's tables when `cyberjurors erase` asks.
 
     disputes.events -> intake -> disputes.intake -> focus -> disputes.focus -> clues

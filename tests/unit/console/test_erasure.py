@@ -44,6 +44,7 @@ def filled(tmp_path, airfryer) -> tuple[Store, str]:
                         original_base64="e30=", failed_at=now(), replayable=False)  # fmt: skip
     store.apply("letter", Msg("disputes.dlq", 0, 0, letter.model_dump_json().encode()))
     store.note_replay("disputes.dlq/0/0", json.dumps({"case": AIRFRYER}).encode())
+    store.note_replay("disputes.dlq/1/9", json.dumps({"case": AIRFRYER}).encode())  # its letter no longer here
     outcome = OutcomeReported(case_id=AIRFRYER, votes={"buyer": 14, "seller": 3})
     store.apply("outcome", Msg("disputes.outcomes", 0, 0, outcome.model_dump_json().encode()))
     cited = PrecedentRef(id=AIRFRYER, kind="case", text=SUMMARY, category="appliances", score=1.0, rank=1)
