@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -124,7 +125,7 @@ def _delete_rows(db: sqlite3.Connection, case_id: str) -> int:
     for letter in letters:
         deleted += db.execute("DELETE FROM letters WHERE id = ?", (letter,)).rowcount
         deleted += db.execute("DELETE FROM replayed WHERE id = ?", (letter,)).rowcount
-    notes = db.execute("SELECT id, note FROM replayed").fetchall()
+    notes = db.execute("SELECT id, note FROM replayed WHERE instr(note, ?) > 0", (case_id,)).fetchall()
     for letter_id, note in notes:  # a replay note names its case ("case"): one whose letter is gone
         if _json(note).get("case") == case_id:
             deleted += db.execute("DELETE FROM replayed WHERE id = ?", (letter_id,)).rowcount
@@ -132,18 +133,27 @@ def _delete_rows(db: sqlite3.Connection, case_id: str) -> int:
 
 
 def _scrub_audit(db: sqlite3.Connection, names: list[str], erased_as: str) -> int:
-    rows = db.execute("SELECT id, target, detail FROM audit").fetchall()
+    found = " OR ".join("instr(target, ?) > 0 OR instr(detail, ?) > 0" for _ in names)
+    rows = db.execute(
+        f"SELECT id, target, detail FROM audit WHERE {found}", [n for n in names for _ in "td"]
+    ).fetchall()
     changed = 0
     for row in rows:
-        target, detail = row["target"] or "", row["detail"] or ""
-        for name in names:
-            target, detail = target.replace(name, erased_as), detail.replace(name, erased_as)
+        target, detail = without(row["target"] or "", names, erased_as), without(row["detail"] or "", names, erased_as)
         if (target, detail) != (row["target"] or "", row["detail"] or ""):
             db.execute(
                 "UPDATE audit SET target = ?, detail = ?, published = 0 WHERE id = ?", (target, detail, row["id"])
             )
             changed += 1
     return changed
+
+
+def without(text: str, names: list[str], erased_as: str) -> str:
+    """``text`` with each of ``names`` (a case id, its verdict and escalation ids) replaced where it
+    stands as a whole id: erasing c-1 leaves c-10 alone."""
+    for name in names:
+        text = re.sub(rf"(?<![A-Za-z0-9._:-]){re.escape(name)}(?![A-Za-z0-9._:-])", erased_as, text)
+    return text
 
 
 def _scrub_citations(db: sqlite3.Connection, case_id: str, erased_as: str) -> int:
@@ -225,15 +235,11 @@ async def scrub_audit_topic(settings: Settings, names: list[str], erased_as: str
     rewritten = []
     for key, value in latest.items():
         entry = _json(value)
-        text = json.dumps(entry)
-        if not entry or not any(name in text for name in names):
+        if not entry:
             continue
-        for field_name in ("target", "detail"):
-            for name in names:
-                entry[field_name] = str(entry.get(field_name, "")).replace(name, erased_as)
-        if any(name in json.dumps(entry) for name in names):
-            continue  # named elsewhere (the actor: a person, not a case): not ours to change
-        rewritten.append(Outgoing(key.decode(), json.dumps(entry).encode(), "erase", route=AUDIT))
+        scrubbed = entry | {f: without(str(entry.get(f, "")), names, erased_as) for f in ("target", "detail")}
+        if scrubbed != entry:
+            rewritten.append(Outgoing(key.decode(), json.dumps(scrubbed).encode(), "erase", route=AUDIT))
     if rewritten:
         await produce(settings, rewritten)
     return len(rewritten)

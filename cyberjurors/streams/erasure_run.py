@@ -106,10 +106,10 @@ async def tables(run: Run) -> Step:
             "assigned): the request waits on disputes.erasures, and resume asks again",
         )
     run.entry.refs |= set(answer.refs)
+    await forget_request(s, run.case_id)  # answered: the request and its answer, keyed by the case id, go
     if answer.status == "in_flight":
         raise Refused(answer.standing or "in the pipeline")
     run.entry.standing = answer.standing
-    await forget_request(s, run.case_id)
     note = f"RocksDB compacted; {answer.media} media copies deleted by the worker" if answer.purged else ""
     if answer.standing:
         note = (

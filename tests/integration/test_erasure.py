@@ -247,6 +247,8 @@ async def test_a_case_in_the_pipeline_is_refused_then_forced_and_the_forced_eras
         assert refused.returncode == 3, refused.stdout + refused.stderr
         assert "refused" in refused.stdout and "being assembled" in refused.stdout
         assert any(v is not None for v in (await keys_on(settings, "intake", case_id)).values())  # untouched
+        requests = await last_values(settings, settings.topic("disputes.erasures"))
+        assert requests[case_id.encode()] is None  # even a refused request leaves no case id behind
         journal = Journal(settings.erasure_dir)
         assert journal.open_entries() == []  # nothing erased, nothing held
 
