@@ -6,6 +6,7 @@ command: tests/integration/test_erasure.py."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -16,7 +17,11 @@ from cyberjurors.precedents.erasure import EXPIRED, erase_case, expire_cases, wi
 from cyberjurors.precedents.models import Document, Guideline, GuidelineChange, PrecedentCase
 from cyberjurors.schemas import Votes
 
+from ...fake_elasticsearch import fake_es as fake_es  # a fixture, requested by name
+from .test_elastic import make_index as make_index  # a fixture, requested by name
+
 SAYS = "Quillfeather-7731 returned the kettle with the lid cracked"
+
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 
 
@@ -110,3 +115,27 @@ def test_without_case_leaves_an_id_that_only_starts_the_same():
     g = guideline("g-1", ["c-1", "c-10"], ["c-10", "c-1"]).guideline
     out = without_case(g, "c-1", "erased:x")
     assert out.supporting_cases == ["c-10"] and [c.case_id for c in out.history] == ["c-10", "erased:x"]
+
+
+async def test_on_elasticsearch_the_case_leaves_the_provenance_and_the_deletes_are_expunged(make_index, fake_es):
+    index = await make_index()
+    await index.upsert(
+        [
+            precedent("c-1", SAYS, LONG_AGO),
+            precedent("c-10", "A toaster that never heated", LONG_AGO + timedelta(days=3000)),
+            guideline("g-1", ["c-1", "c-10"], ["c-1", "c-1@console:e-1:2", "c-10"]),
+            guideline("g-2", ["c-10"], ["c-10"]),
+        ]
+    )
+    done = await erase_case(index, "c-1", "erased:ref0")
+    assert (done.cases, done.guidelines, done.notes) == (1, 1, [])
+    assert await index.get(["case:c-1"]) == []
+    [g1] = [d.guideline for d in await index.get(["guideline:g-1"])]
+    assert g1.supporting_cases == ["c-10"] and [c.case_id for c in g1.history] == ["erased:ref0"] * 2 + ["c-10"]
+    assert fake_es.requests_to("POST", r"/.*-cases/_forcemerge")  # the deleted document expunged from its segment
+    assert "c-1" not in json.dumps([doc for ix in fake_es.indices.values() for doc in ix.docs.values()]).replace(
+        "c-10", ""
+    )
+    expired = await expire_cases(index, retention_s=10 * 86400, now=LONG_AGO + timedelta(days=3001))
+    assert expired.cases == 0  # c-1 is gone already, c-10 is recent enough
+    assert (await expire_cases(index, retention_s=3600, now=LONG_AGO + timedelta(days=3001))).cases == 1
