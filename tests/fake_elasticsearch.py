@@ -318,7 +318,7 @@ class FakeElasticsearch:
                 query = (req.body or {}).get("query", {"match_all": {}})
                 n = sum(_matches(query, d, i) for ix in self._resolve(head) for i, d in ix.docs.items())
                 return 200, {"count": n, "_shards": _shards()}
-            if action == "_refresh" and m in ("POST", "GET"):
+            if action in ("_refresh", "_forcemerge") and m in ("POST", "GET"):  # nothing to merge in memory
                 self._resolve(head)
                 return 200, {"_shards": _shards()}
         raise _EsError.of(400, "illegal_argument_exception", f"fake: unsupported endpoint [{m} {req.path}]")

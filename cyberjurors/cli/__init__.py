@@ -2,7 +2,7 @@
 ``base.py`` holds the root command, the shared options and the checks several commands make first."""
 
 # each module registers its commands on import, in this order in the help: run, topics, people, data
-from . import worker, streams, console, precedents, jury, evaluation, media, schemas  # noqa: I001
+from . import worker, streams, console, precedents, jury, evaluation, media, erase, schemas  # noqa: I001
 from .base import app
 
-__all__ = ["app", "console", "evaluation", "jury", "media", "precedents", "schemas", "streams", "worker"]
+__all__ = ["app", "console", "erase", "evaluation", "jury", "media", "precedents", "schemas", "streams", "worker"]

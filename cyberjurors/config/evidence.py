@@ -130,3 +130,22 @@ class EvidenceSettings(BaseModel):
             except re.error as err:
                 raise ValueError(f"privacy_keep_patterns: {pattern!r} is no regular expression ({err})") from None
         return patterns
+    # Crypto-shredding (docs/operations/data-rights.md): each case's media sealed under a key of its
+    # own, kept apart from the media; `erase` deletes the key, and every copy of the objects (backups,
+    # object versions, a replica) is unreadable from then on.
+    media_encryption: bool = Field(
+        False,
+        description="seal the media a case puts in the media store (inline media, large dead-letter "
+        "originals) with AES-SIV under a key of the case's own, kept in case_key_store; needs case_key_secret",
+    )
+    case_key_store: str = Field(
+        "data/case-keys",
+        description="where the per-case keys are kept (a folder, or an object store by URL, as media_store): "
+        "apart from the media store, on storage whose deletions you trust; every worker, the console "
+        "and `erase` must reach it",
+    )
+    case_key_secret: str | None = Field(
+        None,
+        description="the secret (32+ characters) the key store names each case's key by (an HMAC of the "
+        "case id), so it holds no case id; the same in every worker, the console and `erase`",
+    )

@@ -135,6 +135,11 @@ class Settings(
                 "media_retention_s must be at least state_retention_s and dlq_retention_s: a case or "
                 "a dead letter would name media already deleted"
             )
+        if self.media_encryption and len(self.case_key_secret or "") < 32:
+            raise ValueError(
+                "media_encryption needs case_key_secret, 32 characters at least (`openssl rand -base64 32`): "
+                "the key store names each case's key by it"
+            )
         self._check_thinking()
         self._check_cost_budget()
         self._check_extras()

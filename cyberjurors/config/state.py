@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -48,4 +49,15 @@ class StateSettings(BaseModel):
         gt=0,
         description="an incremental case whose evidence is not closed this long after its last event "
         "is dead-lettered (draft_expired, with what was received) and forgotten",
+    )
+    erasure_dir: Path = Field(
+        Path("data/erasures"),
+        description="`cyberjurors erase`: its journal (what is left of each erasure, the case id kept "
+        "only until it completes), its log (no personal data) and the secret salt of the references both use",
+    )
+    erasure_wait_s: float = Field(
+        30.0,
+        gt=0,
+        description="how long `erase` waits for the worker holding a case's partition to erase its "
+        "tables; no answer by then (a worker down) is recorded and finished by `erase --resume`",
     )

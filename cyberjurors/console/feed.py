@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -26,6 +27,7 @@ from ..streams.worker import broker_view
 from .store import FILED_AS, Store
 
 log = logging.getLogger("cyberjurors.console")
+PRUNE_EVERY_S = 3600.0  # console_retention_s is counted in days: an hour late is no matter
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Feed:
         self.settings, self.store, self.poll_s = settings, store, poll_s
         self.status = FeedStatus()
         self.kinds = {settings.topic(name): kind for name, kind in FILED_AS.items()}
+        self._pruned_at = 0.0
 
     async def run(self) -> None:
         """Follow the topics until cancelled. A broker that cannot be reached, or anything else that
@@ -96,9 +99,20 @@ class Feed:
                     for tp in partitions
                 )
                 self.status.last_poll = time.time()
+                await self._prune()
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(consumer.stop(), 5)
+
+    async def _prune(self) -> None:
+        """``console_retention_s``: once per PRUNE_EVERY_S, what is older leaves the store."""
+        keep = self.settings.console_retention_s
+        if keep is None or time.time() - self._pruned_at < PRUNE_EVERY_S:
+            return
+        self._pruned_at = time.time()
+        before = datetime.fromtimestamp(time.time() - keep, UTC)
+        if deleted := await asyncio.to_thread(self.store.prune, before):
+            log.info("console store: %d rows older than console_retention_s deleted", deleted)
 
     async def _assign(self, consumer: AIOKafkaConsumer) -> list[TopicPartition]:
         partitions = [

@@ -15,8 +15,12 @@ records and decisions are history and stay.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import logging
+import re
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -68,6 +72,7 @@ CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
 CREATE TABLE IF NOT EXISTS party_letters (
   letter_id TEXT PRIMARY KEY, case_id TEXT, verdict_id TEXT, instance INTEGER, party TEXT, written_at TEXT, body TEXT);
 CREATE INDEX IF NOT EXISTS party_letters_case ON party_letters (case_id);
+CREATE TABLE IF NOT EXISTS erased (deny TEXT PRIMARY KEY, ref TEXT, at REAL, erased TEXT);
 """
 # columns added since a store was first made: (table, column, type)
 ADDED_COLUMNS = [("decisions", "role", "TEXT")]
@@ -95,6 +100,23 @@ class Message(Protocol):
     key: bytes | None
     value: bytes | None
     headers: Any
+
+
+WORDS = re.compile(r"[\s/,;()\[\]\"']+")
+
+
+def case_of(kind: str, value: bytes | None) -> str | None:
+    """The case a record of the console's topics belongs to (a letter's: its key), or None."""
+    try:
+        body = json.loads(value or b"")
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    if kind == "record":
+        body = body.get("case") or {}
+    found = body.get("key" if kind == "letter" else "case_id")
+    return found if isinstance(found, str) else None
 
 
 def stamp(at: datetime) -> str:
@@ -159,6 +181,9 @@ class Store:
         self._lock = threading.RLock()  # one connection shared by the feed and the pages
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
+            # what a delete or an update replaces is overwritten with zeros, not left in free space: an
+            # erased case (console/erasure.py) leaves no bytes behind in the file
+            self._db.execute("PRAGMA secure_delete=ON")
             self._db.executescript(SCHEMA)
             for table, column, kind in ADDED_COLUMNS:
                 have = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
@@ -213,10 +238,12 @@ class Store:
 
     def apply(self, kind: str, message: Message) -> bool:
         """File one record and move its partition's offset past it, in one transaction; False when the
-        record could not be read (skipped, counted)."""
+        record could not be read (skipped, counted). A record of an erased case sent before its
+        erasure is not filed (``erased``): the topics keep it until their retention passes."""
         with self.transaction() as db:
             try:
-                getattr(self, f"_{kind}")(db, message)
+                if not self.erased(db, kind, message):
+                    getattr(self, f"_{kind}")(db, message)
                 read = True
             except (ValidationError, ValueError, UnicodeDecodeError) as err:
                 log.warning(
@@ -381,11 +408,85 @@ class Store:
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             raise ValueError("an audit entry is an object with an id")
         fields = ("id", "at", "actor", "roles", "action", "result", "target", "detail", "address")
+        values = {f: str(entry.get(f, "")) for f in fields}
+        for f in ("target", "detail"):  # an entry naming an erased case, read before its scrubbed copy
+            values[f] = self.without_erased(db, values[f])
+        # the later record of an id wins: an erasure republishes an entry with the case taken out
         db.execute(
             f"INSERT INTO audit ({', '.join(fields)}, published) VALUES ({', '.join('?' * len(fields))}, 1) "
-            "ON CONFLICT(id) DO UPDATE SET published = 1",
-            tuple(str(entry.get(f, "")) for f in fields),
+            "ON CONFLICT(id) DO UPDATE SET published = 1, target = excluded.target, detail = excluded.detail",
+            tuple(values[f] for f in fields),
         )
+
+    # --- erased cases (console/erasure.py) -------------------------------------------------------
+
+    def deny_key(self, db: sqlite3.Connection, case_id: str) -> str:
+        """How the store names an erased case (or one of its ids) without keeping it: an HMAC under
+        a salt of its own, made at the first erasure."""
+        row = db.execute("SELECT value FROM meta WHERE key = 'erasure_salt'").fetchone()
+        if row is None:
+            salt = secrets.token_hex(32)
+            db.execute("INSERT INTO meta VALUES ('erasure_salt', ?)", (salt,))
+        else:
+            salt = row["value"]
+        return hmac.new(bytes.fromhex(salt), case_id.encode(), hashlib.sha256).hexdigest()
+
+    def erased(self, db: sqlite3.Connection, kind: str, message: Message) -> bool:
+        """Whether the record belongs to an erased case and was sent before the erasure (a record sent
+        later is a new submission under the same id, and is filed)."""
+        if kind in ("audit", "replayed") or not self._has_erased(db):
+            return False
+        case_id = case_of(kind, message.value)
+        if case_id is None:
+            return False
+        row = db.execute("SELECT at FROM erased WHERE deny = ?", (self.deny_key(db, case_id),)).fetchone()
+        sent_ms = getattr(message, "timestamp", None)
+        return row is not None and (not isinstance(sent_ms, int) or sent_ms / 1000 <= row["at"])
+
+    def without_erased(self, db: sqlite3.Connection, text: str) -> str:
+        """``text`` with every word that names an erased case or one of its ids (a page's path, an
+        escalation id) replaced by the erasure's reference."""
+        if not text or not self._has_erased(db):
+            return text
+        for word in set(WORDS.split(text)) - {""}:
+            row = db.execute("SELECT ref FROM erased WHERE deny = ?", (self.deny_key(db, word),)).fetchone()
+            if row is not None:
+                text = text.replace(word, f"erased:{row['ref']}")
+        return text
+
+    @staticmethod
+    def _has_erased(db: sqlite3.Connection) -> bool:
+        return db.execute("SELECT 1 FROM erased LIMIT 1").fetchone() is not None
+
+    # --- retention (console_retention_s) ---------------------------------------------------------
+
+    def prune(self, before: datetime) -> int:
+        """Forget the cases whose last verdict was decided before ``before`` (their verdicts,
+        escalations, records and outcomes) and the dead letters that failed before it; blank the
+        rationale of decisions made before it. Who decided what, and the audit trail, stay. The
+        number of rows deleted; the write-ahead log truncated after (``secure_delete`` zeroed them)."""
+        cutoff = stamp(before)
+        with self.transaction() as db:
+            old = [
+                r["case_id"]
+                for r in db.execute(
+                    "SELECT case_id FROM verdicts GROUP BY case_id HAVING max(decided_at) < ?", (cutoff,)
+                )
+            ]
+            deleted = 0
+            for start in range(0, len(old), 500):
+                chunk = old[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for table in ("verdicts", "escalations", "records", "outcomes"):
+                    deleted += db.execute(f"DELETE FROM {table} WHERE case_id IN ({marks})", chunk).rowcount
+            deleted += db.execute("DELETE FROM letters WHERE failed_at < ?", (cutoff,)).rowcount
+            db.execute(
+                "UPDATE decisions SET rationale = NULL WHERE decided_at < ? AND rationale IS NOT NULL", (cutoff,)
+            )
+        if deleted:
+            with self._lock:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
 
     # --- reading for the pages -------------------------------------------------------------------
 

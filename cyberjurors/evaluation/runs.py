@@ -24,6 +24,7 @@ SECRETS = {
     "elasticsearch_api_key",
     "elasticsearch_password",
     "kafka_sasl_password",
+    "case_key_secret",  # names every case's media key (evidence/sealing.py)
 }
 # where and under which names a run happens, not how it judges: left out of the fingerprint
 RUN_PLACES = {

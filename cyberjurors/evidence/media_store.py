@@ -77,6 +77,25 @@ def checked(ref: str) -> str:
     return ref
 
 
+def stored_refs(data: Any) -> set[str]:
+    """Every media store object a JSON document names (a case file, a verdict, an escalation, a dead
+    letter, an event): the ``stored`` reference of each media item and a letter's ``original_ref``,
+    wherever they sit; what erasing a case deletes from the store."""
+    found: set[str] = set()
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for name in ("stored", "original_ref"):
+                value = node.get(name)
+                if isinstance(value, str) and _SHA256.fullmatch(value):
+                    found.add(value)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
 def day_of(t: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(t))
 
@@ -110,9 +129,10 @@ class SweepReport:
 class MediaStore(Protocol):
     url: str
 
-    async def put(self, data: bytes) -> str:
+    async def put(self, data: bytes, case_id: str | None = None) -> str:
         """Store ``data``; return its sha256 (hex). Storing the same bytes again is the same object, and
-        keeps it another retention."""
+        keeps it another retention. ``case_id`` says whose it is: a sealing store (``sealing.py``)
+        seals it under that case's key; a plain store ignores it."""
         ...
 
     async def get(self, ref: str, limit: int) -> bytes:
@@ -130,6 +150,11 @@ class MediaStore(Protocol):
 
     async def sweep(self, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> SweepReport:
         """Delete the objects whose retention has passed; ``progress`` hears each batch's count."""
+        ...
+
+    async def erase(self, ref: str) -> int:
+        """Delete every copy of ``ref``, in every day folder, live or expired and not yet swept (an
+        erasure: `cyberjurors erase`); the number of copies deleted, 0 when there was none."""
         ...
 
 
@@ -194,7 +219,7 @@ class DatedStore(ABC):
                 return key, size
         return None
 
-    async def put(self, data: bytes) -> str:
+    async def put(self, data: bytes, case_id: str | None = None) -> str:
         ref = digest_of(data)
         key = self.key(day_of(self.clock()), ref)
         if await self._run("look up an object", self._size, key) is None:  # already put today: it lives on
@@ -235,6 +260,21 @@ class DatedStore(ABC):
         if digest_of(data) != ref:
             raise StoreError(f"media {ref[:12]}… does not match its sha256", kind="corrupt")
         return data
+
+    def _copies(self, ref: str) -> list[str]:
+        """The keys of every copy of ``ref``, whatever its day folder's age."""
+        return [key for day in self._days() if self._size(key := self.key(day, ref)) is not None]
+
+    async def erase(self, ref: str) -> int:
+        # every day folder, not only the live ones: an expired folder not yet swept still holds the bytes
+        copies = await self._run("look up an object", self._copies, checked(ref))
+        return await self._run("delete objects", self._delete, copies) if copies else 0
+
+    async def head(self, ref: str, most: int) -> bytes | None:
+        """The first ``most`` bytes of the newest live copy of ``ref`` (None when it is not stored),
+        unchecked: what a sealed object's header says (``sealing.py``), without reading the object."""
+        found = await self._run("look up an object", self._find, checked(ref))
+        return None if found is None else await self._run("read an object", self._read, found[0], most)
 
     async def sweep(self, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> SweepReport:
         """Delete every expired day folder, one shard (``<day>/<ab>``) at a time: memory holds one shard's
@@ -458,8 +498,19 @@ def shown_url(url: str) -> str:
 
 def open_store(settings: Settings, clock: Clock = time.time) -> MediaStore:
     """The store the ``media_store`` setting names: a folder (a path or ``file://`` URL), or an object
-    store by URL. An unknown scheme fails here, at start-up, rather than at the first case."""
-    where, retention = settings.media_store, settings.media_retention
+    store by URL. An unknown scheme fails here, at start-up, rather than at the first case. With
+    ``media_encryption``, that store behind the sealing one (``sealing.py``), with its key store."""
+    store = dated_store(settings.media_store, settings.media_retention, clock)
+    if not settings.media_encryption:
+        return store
+    from .sealing import KeyRing, SealedStore  # sealing builds on this module
+
+    keys = dated_store(settings.case_key_store, settings.media_retention, clock)
+    return SealedStore(store, KeyRing(keys, settings.case_key_secret or ""))
+
+
+def dated_store(where: str, retention: float, clock: Clock = time.time) -> DatedStore:
+    """A folder (a path or ``file://`` URL) or an object store by URL, keeping what it holds ``retention``."""
     parts = urlsplit(where)
     if parts.scheme == "file":
         return LocalMediaStore(Path(unquote(parts.path)), retention, clock)

@@ -84,6 +84,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
@@ -104,7 +105,7 @@ from pydantic import ValidationError
 from ..config import PrecedentSettings
 from .embeddings import Embedder, canonical
 from .index import RRF_K, category_filter, check_query, fuse
-from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
+from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport, decided_before
 
 T = TypeVar("T")
 log = logging.getLogger("cyberjurors.precedents.elastic")
@@ -115,6 +116,7 @@ RETRY_ON_STATUS = (429, 502, 503, 504)
 NUM_CANDIDATES_MIN = 100
 KEYWORD_FIELDS = ("outcome", "dispute_type", "tags", "active")
 INACTIVE = {"term": {"keywords.active": "false"}}
+MAX_GUIDELINES_READ = 10_000  # Elasticsearch's index.max_result_window: one page
 
 # What a cluster answers when it will not run the rrf retriever (see the module docstring).
 LICENCE_REASON = "current license is non-compliant"
@@ -568,6 +570,46 @@ class ElasticsearchIndex:
 
     async def close(self) -> None:
         await self.client.close()
+
+    # --- erasure (`cyberjurors erase`, precedents/erasure.py) ----------------------------------------
+    async def guidelines_citing(self, case_id: str) -> list[Document]:
+        """Every guideline, retired ones too, whose provenance names the case. ``guideline`` is
+        stored, not indexed: the guidelines are read (at most ``MAX_GUIDELINES_READ``) and checked here."""
+        alias = self.alias("guideline")
+        with self._errors(f"reading {alias}"):
+            body = await self._search(
+                alias, query={"match_all": {}}, size=MAX_GUIDELINES_READ, source_excludes=["embedding"]
+            )
+        docs = [self._document(h["_source"]) for h in body["hits"]["hits"]]
+        return [d for d in docs if d.guideline is not None and d.guideline.cites(case_id)]
+
+    async def cases_decided_before(self, before: datetime) -> list[str]:
+        """The ids of the historical cases decided before ``before`` (``case`` is stored, not indexed:
+        read, at most ``MAX_GUIDELINES_READ`` of them, and checked here)."""
+        alias = self.alias("case")
+        with self._errors(f"reading {alias}"):
+            body = await self._search(
+                alias, query={"match_all": {}}, size=MAX_GUIDELINES_READ, source_includes=["case"]
+            )
+        cases = [h["_source"].get("case") or {} for h in body["hits"]["hits"]]
+        return sorted(c["case_id"] for c in cases if c.get("case_id") and decided_before(c.get("decided_at"), before))
+
+    async def rewrite(self, documents: Sequence[Document]) -> None:
+        """Replace documents whose provenance changed (an upsert: their text is embedded again)."""
+        if documents:
+            await self.upsert(documents)
+
+    async def purge(self, needles: Sequence[str]) -> list[str]:
+        """A deleted or replaced document stays in a segment, marked deleted, until a merge: ask for
+        one that expunges deletes. What could not be done, as notes."""
+        notes = []
+        for kind in KINDS:
+            try:
+                with self._errors(f"expunging deletes from {self.alias(kind)}"):
+                    await self.client.indices.forcemerge(index=self.alias(kind), only_expunge_deletes=True)
+            except PrecedentError as err:
+                notes.append(f"{self.alias(kind)}: deleted documents not yet expunged ({err.kind})")
+        return notes
 
     # --- helpers -----------------------------------------------------------------------------------
     def _give_up_rrf(self, why: str) -> None:

@@ -60,6 +60,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +71,22 @@ from bm25s.stopwords import STOPWORDS_EN  # type: ignore[import-untyped]
 from pydantic import ValidationError
 from usearch.index import Index as VectorGraph
 
+from ..evidence.scrub import purge_sqlite
 from ..schemas import now
 from .embeddings import Embedder, canonical
 from .index import category_filter, check_query, fuse
-from .models import ANY_CATEGORY, CATEGORIES, KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
+from .models import (
+    ANY_CATEGORY,
+    CATEGORIES,
+    KINDS,
+    Document,
+    Hit,
+    Kind,
+    PrecedentError,
+    SearchMode,
+    UpsertReport,
+    decided_before,
+)
 
 log = logging.getLogger("cyberjurors.precedents.embedded")
 
@@ -370,6 +383,9 @@ class EmbeddedIndex:
             "PRAGMA synchronous = NORMAL"
         )  # in WAL mode: atomic and consistent; a power cut may lose the last commits
         db.execute("PRAGMA journal_size_limit = 67108864")
+        # what a delete or an update replaces is overwritten with zeros, not left in free space: a case
+        # erased from the base (`cyberjurors erase`) leaves no bytes behind in the file
+        db.execute("PRAGMA secure_delete = ON")
         return db
 
     def _check_meta(self, meta: dict[str, str]) -> None:
@@ -761,6 +777,63 @@ class EmbeddedIndex:
             self._refresh()
             self._maybe_snapshot()
         return removed
+
+    # --- erasure (`cyberjurors erase`, precedents/erasure.py) -----------------------------------
+
+    async def guidelines_citing(self, case_id: str) -> list[Document]:
+        """Every guideline, retired ones too, whose provenance names the case (its supporting cases,
+        or its history)."""
+        self._check_open()
+        return await asyncio.to_thread(self._citing, case_id)
+
+    def _citing(self, case_id: str) -> list[Document]:
+        assert self._reader is not None
+        with self._read_lock:
+            rows = self._reader.execute(
+                "SELECT id, body FROM documents WHERE kind = 'guideline' AND instr(body, ?) > 0", (case_id,)
+            ).fetchall()
+        docs = [self._parse(body, doc_id) for doc_id, body in rows]
+        return [d for d in docs if d.guideline is not None and d.guideline.cites(case_id)]
+
+    async def cases_decided_before(self, before: datetime) -> list[str]:
+        """The ids of the historical cases decided before ``before`` (precedent_case_retention_s)."""
+        self._check_open()
+        return await asyncio.to_thread(self._decided_before, before)
+
+    def _decided_before(self, before: datetime) -> list[str]:
+        assert self._reader is not None
+        with self._read_lock:
+            rows = self._reader.execute(
+                "SELECT json_extract(body, '$.case.case_id'), json_extract(body, '$.case.decided_at') "
+                "FROM documents WHERE kind = 'case' AND json_extract(body, '$.case.decided_at') IS NOT NULL"
+            ).fetchall()
+        return sorted(case_id for case_id, at in rows if decided_before(at, before))
+
+    async def rewrite(self, documents: Sequence[Document]) -> None:
+        """Replace stored documents whose text is unchanged (their provenance rewritten): the stored
+        vectors are kept, nothing is embedded again."""
+        self._check_open()
+        if documents:
+            await asyncio.to_thread(self._rewrite, list(documents))
+
+    def _rewrite(self, documents: list[Document]) -> None:
+        vectors = self.stored([d.id for d in documents])
+        self.write([(d, np.frombuffer(vectors[d.id][1], dtype="<f4")) for d in documents if d.id in vectors])
+
+    async def purge(self, needles: Sequence[str]) -> list[str]:
+        """After an erasure's deletes, the bytes out of the files: the vector snapshot dropped (its
+        graphs keep the vectors of removed documents; the next opening rebuilds them from the rows),
+        the write-ahead log checkpointed and truncated, and, should a needle (the case id) still be
+        found in the database file (free pages from deletions made before secure_delete was on), a
+        VACUUM. What could not be done, as notes (an empty list: done)."""
+        self._check_open()
+        return await asyncio.to_thread(self._purge, list(needles))
+
+    def _purge(self, needles: list[str]) -> list[str]:
+        assert self._writer is not None
+        with self._write_lock:
+            self._writer.execute("DELETE FROM vector_snapshot")
+            return purge_sqlite(self._writer, self.path, needles)
 
     async def count(self, kind: Kind, category: str | None = None) -> int:
         """Documents a search with the same kind and category could return: the category's

@@ -6,7 +6,7 @@ rest of the pipeline never knows which one answered.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal, get_args
 
 from pydantic import Field
@@ -75,6 +75,14 @@ class Guideline(Record):
     @property
     def ref(self) -> str:
         return f"{self.id}@{self.version}"
+
+    def cites(self, case_id: str) -> bool:
+        """Whether the guideline's provenance names the case: among its supporting cases, or in its
+        history (an outcome's ``case_id``, or an override's ``case_id@event``)."""
+        return case_id in self.supporting_cases or any(
+            change.case_id is not None and (change.case_id == case_id or change.case_id.startswith(f"{case_id}@"))
+            for change in self.history
+        )
 
 
 class Document(Record):
@@ -147,3 +155,14 @@ class PrecedentError(CyberJurorsError, RuntimeError):
     @property
     def replayable(self) -> bool:  # type: ignore[override]  # a class attribute on CyberJurorsError, read only here
         return self.kind not in FINAL_PRECEDENT_KINDS
+
+
+def decided_before(at: str | None, before: datetime) -> bool:
+    """Whether a stored ``decided_at`` (ISO 8601; without a zone, UTC) is before ``before``."""
+    if not at:
+        return False
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        return False
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)) < before

@@ -20,8 +20,36 @@ def store_url(settings: Settings) -> str:
 
 
 def table(app: faust.App, settings: Settings, name: str, **options: Any) -> TableT:
-    """A table of the worker's app, partitioned as the topics are, its entries None until set."""
-    return app.Table(name, default=None, partitions=settings.partitions, options=rocksdb_options(settings), **options)
+    """A table of the worker's app, partitioned as the topics are, its entries None until set. Its
+    changelog is created compacted with a bounded lag, as the other compacted topics are: a value an
+    expiry or an erasure deleted leaves the log within ``compaction_lag_s``."""
+    lag = {k: v for k, v in compacted(settings).items() if k != "cleanup.policy"}  # Faust sets the policy
+    return app.Table(
+        name,
+        default=None,
+        partitions=settings.partitions,
+        options=rocksdb_options(settings),
+        extra_topic_configs=lag,
+        **options,
+    )
+
+
+def ms(seconds: float) -> str:
+    return str(int(seconds * 1000))
+
+
+def compacted(settings: Settings) -> dict[str, str]:
+    """A compacted topic's configs: its replaced or deleted values leave the log within
+    ``compaction_lag_s`` (a segment rolls at least that often, and a dirty one is compacted by then),
+    and its tombstones stay ``tombstone_retention_s`` after. What bounds how long an expired or
+    erased case's values stay in a compacted topic: the table changelogs here, disputes.dlq-replayed,
+    disputes.audit and disputes.erasures (streams/kafka.py; docs/operations/data-rights.md)."""
+    return {
+        "cleanup.policy": "compact",
+        "segment.ms": ms(settings.compaction_lag_s),
+        "max.compaction.lag.ms": ms(settings.compaction_lag_s),
+        "delete.retention.ms": ms(settings.tombstone_retention_s),
+    }
 
 
 def rocksdb_options(settings: Settings) -> dict[str, int] | None:
@@ -32,3 +60,23 @@ def rocksdb_options(settings: Settings) -> dict[str, int] | None:
         return None
     half = settings.rocksdb_partition_mb * 2**20 // 2
     return {"write_buffer_size": half // 2, "max_write_buffer_number": 2, "block_cache_size": half}
+
+
+def purge(table: Any, partition: int) -> bool:
+    """After an erasure's deletes: RocksDB keeps a deleted entry's bytes in its files (the write-ahead
+    log, the sorted tables) until a compaction drops them, so flush the partition's database and
+    compact all of it, for the bytes to leave the disk now. The memory store has nothing on disk:
+    False, nothing to do."""
+    store = getattr(table, "data", None)
+    if not hasattr(store, "_db_for_partition"):
+        return False
+    import rocksdict  # the rocksdb extra: Faust's RocksDB store runs on it
+
+    db = store._db_for_partition(partition)  # type: ignore[union-attr]  # Faust's RocksDB store
+    db.flush()
+    # the bottom level too: by default a manual compaction leaves the bottom level's files as they are,
+    # with the deleted values in them
+    options = rocksdict.CompactOptions()
+    options.set_bottommost_level_compaction(rocksdict.BottommostLevelCompaction.force())
+    db.compact_range(None, None, options)
+    return True

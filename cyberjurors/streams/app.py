@@ -1,4 +1,5 @@
-"""The Faust app: eleven topics, four tables and one short agent per stage of the jury pipeline.
+"""The Faust app: its topics, four tables and one short agent per stage of the jury pipeline,
+plus the ``erasure`` agent that erases a case's tables when `cyberjurors erase` asks.
 
     disputes.events -> intake -> disputes.intake -> focus -> disputes.focus -> clues
     -> disputes.clues -> rounds (round 1) -> disputes.rounds -> rounds (round t+1 ... or the
@@ -22,7 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.types import TableT
@@ -35,11 +36,13 @@ from ..jury.rounds import Jury, is_settled
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
 from ..precedents.base import PrecedentBase
+from ..precedents.erasure import ErasableIndex, expire_cases
 from ..state import expiry, tables
 from ..state.results import StageResults
 from .appeal import Appeals
 from .cloudevents import Publisher
 from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
+from .erasure import Erasures
 from .intake import Intake, schedule_expiry
 from .kafka import faust_broker_url, faust_credentials
 from .letters import PartyLetters
@@ -55,7 +58,7 @@ log = logging.getLogger("cyberjurors.streams")
 
 PIPELINE = ("disputes.events", "disputes.intake", "disputes.focus", "disputes.clues", "disputes.rounds")
 # every topic the worker's consumer group reads (the agents' sources): what its lag and readiness are about
-CONSUMED = (*PIPELINE, "disputes.outcomes", "disputes.appeals", "disputes.verdicts")
+CONSUMED = (*PIPELINE, "disputes.outcomes", "disputes.appeals", "disputes.verdicts", "disputes.erasures")
 
 
 def faust_app(settings: Settings) -> faust.App:
@@ -146,11 +149,14 @@ def create_app(
         letters=letters,
     )
     hop = StageHop(results, letters, in_flight, verdicts.resend)
-    outcomes = Outcomes(settings, llm, precedents, results, table("confirmed-outcomes"), letters)
+    confirmed = table("confirmed-outcomes")
+    outcomes = Outcomes(settings, llm, precedents, results, confirmed, letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
     party_letters = PartyLetters(settings, llm, results, topic("disputes.letters"), letters)
+    on_disk = [drafts, results.table, results.times, confirmed]
+    erasures = Erasures(results, drafts, confirmed, store, in_flight, topic("disputes.erasures"), on_disk)
 
-    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals, party_letters)
+    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals, party_letters, erasures)
     stream_agents(app, settings, topic, handlers)
     seating = Seating(settings, llm, work, precedents)  # the qualification gate, when on
     app.add_dependency(seating)
@@ -158,6 +164,7 @@ def create_app(
     schedule_expiry(app, intake)  # held early evidence and abandoned drafts
     expire_state(app, settings, results)
     expire_media(app, settings, store)
+    expire_precedents(app, settings, precedents)
     return app
 
 
@@ -171,6 +178,7 @@ class Handlers:
     letters: DeadLetters
     appeals: Appeals | None = None
     party_letters: PartyLetters | None = None
+    erasures: Erasures | None = None
 
 
 def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], faust.TopicT], h: Handlers) -> None:
@@ -212,6 +220,10 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
     @app.agent(topic("disputes.verdicts"), name="letters", concurrency=concurrency)
     async def letters_agent(stream: faust.StreamT) -> None:
         await each(stream, h.party_letters)  # type: ignore[arg-type]  # always set by create_app
+
+    @app.agent(topic("disputes.erasures"), name="erasure", concurrency=1)  # `cyberjurors erase`, in turn
+    async def erasure_agent(stream: faust.StreamT) -> None:
+        await each(stream, h.erasures)  # type: ignore[arg-type]  # always set by create_app
 
 
 async def each(stream: faust.StreamT, handler: Callable[[faust.EventT], Awaitable[None]]) -> None:
@@ -290,6 +302,23 @@ def expire_media(app: faust.App, settings: Settings, store: MediaStore) -> None:
         return (await store.sweep()).deleted
 
     expiry.every(app, settings.media_sweep_interval_s, sweep, name="media")
+
+
+def expire_precedents(app: faust.App, settings: Settings, precedents: PrecedentBase) -> None:
+    """With precedent_case_retention_s: every media_sweep_interval_s, the worker holding partition 0 of
+    disputes.events takes the historical cases decided longer ago out of the precedent base (and out
+    of the guidelines' provenance), as media_sweep does the media store: one sweeper per group."""
+    retention, events = settings.precedent_case_retention_s, settings.topic("disputes.events")
+    if retention is None or not precedents.enabled:
+        return
+
+    async def sweep() -> int:
+        if 0 not in expiry.active_partitions(app, events):
+            return 0
+        index, _ = await precedents.open()
+        return (await expire_cases(cast(ErasableIndex, index), retention)).cases
+
+    expiry.every(app, settings.media_sweep_interval_s, sweep, name="precedents")
 
 
 def housekeeping(

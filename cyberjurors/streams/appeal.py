@@ -265,7 +265,8 @@ class Appeals:
             # checked while they are still inline, and nothing refused reaches the media store
             intake.admit(with_evidence(record.case, appeal), self.settings)
             data = appeal.model_dump(mode="json", exclude_none=True)
-            checked = AppealFiled.model_validate(data) if await claim_check(self.store, data["evidence"]) else appeal
+            moved = await claim_check(self.store, data["evidence"], appeal.case_id)
+            checked = AppealFiled.model_validate(data) if moved else appeal
             case = with_evidence(record.case, checked)
             case_file = appeal_file(record, first, appeal, case, appeal_notes(record.case, case, appeal))
             size = len(case_file.model_dump_json())

@@ -139,7 +139,9 @@ class DeadLetters:
         try:
             if self.store is None:
                 raise StoreError("no media store configured", kind="unavailable")
-            letter = letter.model_copy(update={"original_base64": "", "original_ref": await self.store.put(original)})
+            # sealed under the case's key when media_encryption is on: erasing the case shreds it too
+            ref = await self.store.put(original, letter.key or None)
+            letter = letter.model_copy(update={"original_base64": "", "original_ref": ref})
         except StoreError as err:  # the letter still goes out; the original stays only in its source topic
             log.error(
                 "dead letter for %s offset %s: its original (%d bytes) could not be stored: %s",

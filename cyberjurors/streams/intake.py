@@ -338,7 +338,8 @@ class Intake:
         a ``stored`` reference from outside must name an object the store holds, which this case now
         keeps alive for another media retention (``touch``), as a put of the same bytes would."""
         data = case.model_dump(mode="json", exclude_none=True)
-        moved = await claim_check(self.store, [item for round_ in data["rounds"] for item in round_["items"]])
+        items = [item for round_ in data["rounds"] for item in round_["items"]]
+        moved = await claim_check(self.store, items, case.case_id)
         return DisputeCase.model_validate(data) if moved else case
 
     async def hand_on(self, case_id: str, value: bytes, partition: int) -> None:
@@ -352,15 +353,16 @@ class Intake:
             raise
 
 
-async def claim_check(store: MediaStore, items: list[dict]) -> bool:
+async def claim_check(store: MediaStore, items: list[dict], case_id: str | None = None) -> bool:
     """Evidence items (as JSON) with inline media moved to the store and named by sha256 (``stored``),
     in place; a ``stored`` reference must name an object the store holds, which is kept alive for
-    another media retention (``touch``). Whether anything moved."""
+    another media retention (``touch``). Whether anything moved. ``case_id``: whose media it is (a
+    sealing store seals it under that case's key, evidence/sealing.py)."""
     moved = False
     for item in items:
         media = item.get("media") or {}
         if "data_base64" in media:
-            media["stored"] = await store.put(base64.b64decode(media.pop("data_base64")))
+            media["stored"] = await store.put(base64.b64decode(media.pop("data_base64")), case_id)
             moved = True
         elif "stored" in media and not await store.touch(media["stored"]):
             raise intake.Rejected(

@@ -11,6 +11,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from ..config import KafkaSettings, Settings
+from ..state.tables import compacted, ms
 
 TOPICS = (
     "disputes.events",
@@ -26,6 +27,7 @@ TOPICS = (
     "disputes.appeals",
     "disputes.audit",
     "disputes.letters",
+    "disputes.erasures",
 )
 # which dead letters `dlq --replay` has sent back, keyed by the letter's topic/partition/offset:
 # compacted, since only the last record per letter matters
@@ -33,21 +35,33 @@ REPLAYED = "disputes.dlq-replayed"
 # who did what in the console (decisions, overrides, replays, sign-ins): kept whatever becomes of the
 # console's own database; each entry is keyed by its own id, so compaction drops none
 AUDIT = "disputes.audit"
+# `cyberjurors erase` asking the worker that holds a case's partition to erase its tables, and the
+# answer (streams/erasure.py): keyed by the case id, compacted, tombstoned once answered
+ERASURES = "disputes.erasures"
 
 
 def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     """Configs a topic is created with (``name`` without the prefix). disputes.dlq keeps its letters
     ``dlq_retention_s``, which the media store's retention is tied to: a letter's stored original
-    outlives the letter (config.Settings.media_retention)."""
+    outlives the letter (config.Settings.media_retention). The compacted ones replace or delete
+    within ``compaction_lag_s`` (``tables.compacted``); the others keep what they carry
+    ``topic_retention_s`` (unset: the broker's default)."""
     if name == REPLAYED:
-        return {"cleanup.policy": "compact"}
+        if settings.replayed_retention_s is None:
+            return compacted(settings)
+        return compacted(settings) | {
+            "cleanup.policy": "compact,delete",
+            "retention.ms": ms(settings.replayed_retention_s),
+        }
     if name == AUDIT:
         if settings.audit_topic_retention_s is None:
-            return {"cleanup.policy": "compact"}
-        return {"retention.ms": str(int(settings.audit_topic_retention_s * 1000))}
+            return compacted(settings)
+        return {"retention.ms": ms(settings.audit_topic_retention_s)}
+    if name == ERASURES:
+        return compacted(settings)
     if name == "disputes.dlq":
-        return {"retention.ms": str(int(settings.dlq_retention_s * 1000))}
-    return {}
+        return {"retention.ms": ms(settings.dlq_retention_s)}
+    return {} if settings.topic_retention_s is None else {"retention.ms": ms(settings.topic_retention_s)}
 
 
 def ssl_context(settings: KafkaSettings) -> ssl.SSLContext | None:

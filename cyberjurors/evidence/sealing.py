@@ -1,0 +1,166 @@
+"""Crypto-shredding for the media store: each case's objects sealed under a key of the case's own.
+
+``SealedStore`` wraps the media store (``media_store.DatedStore``) when ``media_encryption`` is on.
+A put that names its case (intake's claim check, an appeal's new evidence, a dead letter's original
+too large to carry) is sealed with AES-SIV (RFC 5297, ``cryptography``'s ``AESSIV``) under that
+case's key, and stored as any object is, named by the sha256 of what is stored::
+
+    b"CJSEAL1\\0" + key id (32 bytes) + AES-SIV(key, data, associated data = the first two)
+
+AES-SIV is deterministic: the same bytes sealed under the same key give the same object, so a
+redelivered intake event stores the same reference, as a plain store does. A read recognises a
+sealed object by its header, finds the key by the id it carries and opens it; an object put before
+encryption was turned on reads as it is. ``erase`` destroys the case's key (``KeyRing.destroy``):
+every copy of the case's sealed objects, wherever it was copied (a backup, a bucket's object
+versions, a replica), can no longer be read, whether or not ``erase`` reached it.
+
+``KeyRing`` keeps the keys in a store of their own (``case_key_store``: a folder or an object store,
+apart from the media), in the media store's dated layout (``<day>/<ab>/<key id>``): a key is put or
+refreshed into today's folder by every sealed put of its case, and a sweep deletes whole expired
+days, as it does the media, so a key outlives every object sealed under it. A key's file is named
+by its id, the HMAC-SHA256 of the case id under ``case_key_secret``: the store holds no case id,
+and only whoever holds the secret can tell which case a key (or a sealed object) belongs to.
+
+Keys are never cached in memory: a key ``erase`` destroyed cannot go on being used by a worker that
+read it before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import threading
+from collections.abc import Callable
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+from ..errors import StoreError
+from .media_store import DatedStore, SweepReport, day_of
+
+MAGIC = b"CJSEAL1\0"
+KEY_ID_BYTES = 32
+HEADER = len(MAGIC) + KEY_ID_BYTES
+OVERHEAD = HEADER + 16  # the header and AES-SIV's synthetic IV
+KEY_BITS = 512  # AES-256-SIV: two 256-bit keys
+
+
+class KeyRing:
+    """Per-case keys in a ``DatedStore`` of their own (its primitives, not its content addressing:
+    a key is filed under its id, not under the digest of its bytes)."""
+
+    def __init__(self, store: DatedStore, secret: str):
+        self.store = store
+        self._secret = secret.encode()
+        self._creating = threading.Lock()  # two puts of one case in this process make one key
+
+    def key_id(self, case_id: str) -> str:
+        return hmac.new(self._secret, b"case-key:" + case_id.encode(), hashlib.sha256).hexdigest()
+
+    def _get(self, key_id: str) -> bytes | None:
+        found = self.store._find(key_id)
+        if found is None:
+            return None
+        key = self.store._read(found[0], KEY_BITS // 8 + 1)
+        if len(key) != KEY_BITS // 8:
+            raise StoreError(f"case key {key_id[:12]}… is damaged ({len(key)} bytes)", kind="corrupt")
+        return key
+
+    def _key_for(self, case_id: str) -> tuple[str, bytes]:
+        """The case's key, made on its first sealed put; kept in today's folder, so it lives another
+        retention from now, as the object about to be sealed with it does."""
+        key_id = self.key_id(case_id)
+        today = self.store.key(day_of(self.store.clock()), key_id)
+        with self._creating:
+            found = self.store._find(key_id)
+            if found is None:
+                key = AESSIV.generate_key(KEY_BITS)
+                self.store._write(today, key)
+                return key_id, key
+            if found[0] != today:
+                self.store._copy(found[0], today)
+            return key_id, self._get(key_id) or b""
+
+    def _destroy(self, case_id: str) -> int:
+        copies = self.store._copies(self.key_id(case_id))
+        return self.store._delete(copies) if copies else 0
+
+    async def key_for(self, case_id: str) -> tuple[str, bytes]:
+        return await self.store._run("keep a case key", self._key_for, case_id)
+
+    async def get(self, key_id: str) -> bytes | None:
+        return await self.store._run("read a case key", self._get, key_id)
+
+    async def has(self, case_id: str) -> bool:
+        return await self.get(self.key_id(case_id)) is not None
+
+    async def destroy(self, case_id: str) -> int:
+        """Delete every copy of the case's key: its sealed objects can no longer be read, anywhere.
+        The number of copies deleted (0: there was none, or it was destroyed before)."""
+        return await self.store._run("delete a case key", self._destroy, case_id)
+
+    async def sweep(self, dry_run: bool = False) -> SweepReport:
+        return await self.store.sweep(dry_run=dry_run)
+
+
+class SealedStore:
+    """The media store with each case's objects sealed (the ``MediaStore`` protocol)."""
+
+    def __init__(self, store: DatedStore, keys: KeyRing):
+        self.store = store
+        self.keys = keys
+        self.url = store.url
+
+    async def put(self, data: bytes, case_id: str | None = None) -> str:
+        if case_id is None:  # nothing names whose it is (no case id on a dead letter's key): stored as it is
+            return await self.store.put(data)
+        key_id, key = await self.keys.key_for(case_id)
+        header = MAGIC + bytes.fromhex(key_id)
+        sealed = await asyncio.to_thread(AESSIV(key).encrypt, data, [header])
+        return await self.store.put(header + sealed)
+
+    async def get(self, ref: str, limit: int) -> bytes:
+        data = await self.store.get(ref, limit + OVERHEAD)
+        if not data.startswith(MAGIC):
+            if len(data) > limit:
+                raise StoreError(f"media {ref[:12]}…: {len(data)} bytes, limit {limit}", kind="too_large")
+            return data
+        header, sealed = data[:HEADER], data[HEADER:]
+        key = await self.keys.get(header[len(MAGIC) :].hex())
+        if key is None:
+            raise StoreError(f"media {ref[:12]}… is sealed under a case key that was erased", kind="shredded")
+        try:
+            return await asyncio.to_thread(AESSIV(key).decrypt, sealed, [header])
+        except InvalidTag as err:
+            raise StoreError(f"media {ref[:12]}… does not open under its case key", kind="corrupt") from err
+
+    async def has(self, ref: str) -> bool:
+        return await self.store.has(ref)
+
+    async def size(self, ref: str) -> int | None:
+        return await self.store.size(ref)
+
+    async def touch(self, ref: str) -> bool:
+        """Keep the object another retention, and its key with it (a case naming a sealed object
+        refreshes the key too, or the key could expire before the object)."""
+        if not await self.store.touch(ref):
+            return False
+        head = await self.store.head(ref, HEADER)
+        if head is not None and head.startswith(MAGIC) and len(head) == HEADER:
+            await self.keys.store._run("refresh a case key", self._refresh_key, head[len(MAGIC) :].hex())
+        return True
+
+    def _refresh_key(self, key_id: str) -> None:
+        found = self.keys.store._find(key_id)
+        today = self.keys.store.key(day_of(self.keys.store.clock()), key_id)
+        if found is not None and found[0] != today:
+            self.keys.store._copy(found[0], today)
+
+    async def sweep(self, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> SweepReport:
+        report = await self.store.sweep(dry_run=dry_run, progress=progress)
+        await self.keys.sweep(dry_run=dry_run)  # keys expire as the media does: whole days, after it
+        return report
+
+    async def erase(self, ref: str) -> int:
+        return await self.store.erase(ref)

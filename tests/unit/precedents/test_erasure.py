@@ -1,0 +1,141 @@
+"""A case erased from the embedded precedent base (the real store and model): the historical case
+goes, the guidelines that name it keep their rule without it in their provenance, no byte of it is
+left in the database or its write-ahead log, the vector snapshot that held its vector is dropped,
+the base still answers; and precedent_case_retention_s takes old cases out the same way. The whole
+command: tests/integration/test_erasure.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from cyberjurors.evidence.scrub import residue
+from cyberjurors.precedents.embedded import DB_FILE, EmbeddedIndex
+from cyberjurors.precedents.erasure import EXPIRED, erase_case, expire_cases, without_case
+from cyberjurors.precedents.models import Document, Guideline, GuidelineChange, PrecedentCase
+from cyberjurors.schemas import Votes
+
+from ...fake_elasticsearch import fake_es as fake_es  # a fixture, requested by name
+from .test_elastic import make_index as make_index  # a fixture, requested by name
+
+SAYS = "Quillfeather-7731 returned the kettle with the lid cracked"
+
+LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def precedent(case_id: str, summary: str, decided_at: datetime | None = None) -> Document:
+    case = PrecedentCase(
+        case_id=case_id,
+        category="appliances",
+        summary=summary,
+        winner="buyer",
+        votes=Votes(buyer=12, seller=5),
+        decided_at=decided_at,
+    )
+    return Document.of_case(case)
+
+
+def guideline(gid: str, cases: list[str], history: list[str]) -> Document:
+    changes = [GuidelineChange(version=n + 2, reason="outcome_agreed", confidence=0.6, case_id=c) for n, c in
+               enumerate(history)]  # fmt: skip
+    return Document.of_guideline(
+        Guideline(
+            id=gid,
+            version=1 + len(history),
+            rule="A kettle cracked on arrival is the seller's to refund",
+            category="appliances",
+            dispute_type="damaged_in_transit",
+            supporting_cases=cases,
+            confidence=0.6,
+            history=changes,
+        )
+    )
+
+
+async def base(tmp_path, embedder) -> EmbeddedIndex:
+    index = await EmbeddedIndex.open(tmp_path / "precedents", embedder)
+    await index.upsert(
+        [
+            precedent("c-1", SAYS, LONG_AGO),
+            precedent("c-10", "A toaster that never heated, decided for the buyer", LONG_AGO + timedelta(days=3000)),
+            guideline("g-1", ["c-1", "c-10"], ["c-1", "c-1@console:e-1:2", "c-10"]),
+            guideline("g-2", ["c-10"], ["c-10"]),
+        ]
+    )
+    return index
+
+
+async def test_the_case_leaves_the_base_and_the_provenance_of_its_guidelines(tmp_path, embedder):
+    index = await base(tmp_path, embedder)
+    index._writer.execute("INSERT INTO vector_snapshot VALUES (0, 1, 'spec', x'00')")  # as a writer leaves one
+    done = await erase_case(index, "c-1", "erased:ref0")
+    assert (done.cases, done.guidelines, done.notes) == (1, 1, [])
+    assert await index.get(["case:c-1"]) == []
+    [g1, g2] = [d.guideline for d in await index.get(["guideline:g-1", "guideline:g-2"])]
+    assert g1.supporting_cases == ["c-10"] and [c.case_id for c in g1.history] == ["erased:ref0"] * 2 + ["c-10"]
+    assert g1.version == 4 and g1.rule.startswith("A kettle")  # what jurors saw under g-1@4 is unchanged
+    assert g2.supporting_cases == ["c-10"]  # a guideline that never named it is left alone
+    path = tmp_path / "precedents" / DB_FILE
+    for needle in ('"c-1"', "c-1@", "Quillfeather", "lid cracked"):
+        assert not residue(path, [needle]) and not residue(path.with_name(DB_FILE + "-wal"), [needle]), needle
+    assert index._reader.execute("SELECT count(*) FROM vector_snapshot").fetchone()[0] == 0
+    hits = await index.search("kettle cracked lid", kind="case", k=5)
+    assert [h.id for h in hits] == ["case:c-10"]
+    again = await erase_case(index, "c-1", "erased:ref0")
+    assert (again.cases, again.guidelines) == (0, 0)
+    await index.close()
+
+
+async def test_a_rewritten_guideline_keeps_its_vector(tmp_path, embedder):
+    index = await base(tmp_path, embedder)
+    before = index.stored(["guideline:g-1"])["guideline:g-1"][1]
+    await erase_case(index, "c-1", "erased:ref0")
+    assert np.array_equal(
+        np.frombuffer(index.stored(["guideline:g-1"])["guideline:g-1"][1], "<f4"), np.frombuffer(before, "<f4")
+    )
+    await index.close()
+
+
+async def test_retention_takes_out_the_cases_decided_longer_ago(tmp_path, embedder):
+    index = await base(tmp_path, embedder)
+    await index.upsert([precedent("c-undated", "A blender without a decision date")])
+    now = LONG_AGO + timedelta(days=3001)
+    done = await expire_cases(index, retention_s=10 * 86400, now=now)  # c-1 is that old, c-10 is not
+    assert done.cases == 1 and await index.get(["case:c-1"]) == []
+    assert {d.id for d in await index.get(["case:c-10", "case:c-undated"])} == {"case:c-10", "case:c-undated"}
+    [g1] = [d.guideline for d in await index.get(["guideline:g-1"])]
+    assert [c.case_id for c in g1.history] == [EXPIRED, EXPIRED, "c-10"]
+    assert (await expire_cases(index, retention_s=10 * 86400, now=now)).cases == 0
+    await index.close()
+
+
+def test_without_case_leaves_an_id_that_only_starts_the_same():
+    g = guideline("g-1", ["c-1", "c-10"], ["c-10", "c-1"]).guideline
+    out = without_case(g, "c-1", "erased:x")
+    assert out.supporting_cases == ["c-10"] and [c.case_id for c in out.history] == ["c-10", "erased:x"]
+
+
+async def test_on_elasticsearch_the_case_leaves_the_provenance_and_the_deletes_are_expunged(make_index, fake_es):
+    index = await make_index()
+    await index.upsert(
+        [
+            precedent("c-1", SAYS, LONG_AGO),
+            precedent("c-10", "A toaster that never heated", LONG_AGO + timedelta(days=3000)),
+            guideline("g-1", ["c-1", "c-10"], ["c-1", "c-1@console:e-1:2", "c-10"]),
+            guideline("g-2", ["c-10"], ["c-10"]),
+        ]
+    )
+    done = await erase_case(index, "c-1", "erased:ref0")
+    assert (done.cases, done.guidelines, done.notes) == (1, 1, [])
+    assert await index.get(["case:c-1"]) == []
+    [g1] = [d.guideline for d in await index.get(["guideline:g-1"])]
+    assert g1.supporting_cases == ["c-10"] and [c.case_id for c in g1.history] == ["erased:ref0"] * 2 + ["c-10"]
+    assert fake_es.requests_to("POST", r"/.*-cases/_forcemerge")  # the deleted document expunged from its segment
+    assert "c-1" not in json.dumps([doc for ix in fake_es.indices.values() for doc in ix.docs.values()]).replace(
+        "c-10", ""
+    )
+    expired = await expire_cases(index, retention_s=10 * 86400, now=LONG_AGO + timedelta(days=3001))
+    assert expired.cases == 0  # c-1 is gone already, c-10 is recent enough
+    assert (await expire_cases(index, retention_s=3600, now=LONG_AGO + timedelta(days=3001))).cases == 1

@@ -1,0 +1,210 @@
+"""`erase`'s parts without a broker: the workers' erasure handler (dict tables, a list-backed topic,
+a real media store), the journal and the log (no personal data; the case id only while something is
+left), how a run ends (erased, nothing, refused, incomplete) whatever its steps say, and the topics'
+configs that bound how long an erased value stays in a compacted topic. On a broker, with a worker:
+tests/integration/test_erasure.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from cyberjurors.config import Settings
+from cyberjurors.evidence.media_store import LocalMediaStore
+from cyberjurors.evidence.scrub import residue
+from cyberjurors.observability import metrics
+from cyberjurors.state.erasure import refs_of
+from cyberjurors.state.intake import IntakeTable
+from cyberjurors.state.results import StageResults
+from cyberjurors.streams import erasure_run
+from cyberjurors.streams.erasure import EraseAnswer, EraseRequest, Erasures
+from cyberjurors.streams.erasure_journal import Journal, Step
+from cyberjurors.streams.erasure_run import Refused, Run, erase, resume_all
+from cyberjurors.streams.kafka import topic_configs
+
+from .test_app_handlers import Topic, event
+
+PHOTO = b"\x89PNG Quillfeather-7731 on the label"
+
+
+@pytest.fixture
+def worker(tmp_path):
+    store = LocalMediaStore(tmp_path / "media")
+    results, intake, confirmed = StageResults({}, {}), {}, {}
+    out = Topic()
+    handler = Erasures(results, intake, confirmed, store, metrics.CasesInFlight(), out)
+    return SimpleNamespace(store=store, results=results, intake=IntakeTable(intake), out=out, handler=handler)
+
+
+def request(force: bool = False) -> bytes:
+    return EraseRequest(request="r1", ref="ref0", force=force).model_dump_json().encode()
+
+
+def answer(out: Topic) -> EraseAnswer:
+    key, value = out.sent[-1]
+    assert key == b"c-1" and b"c-1" not in value  # the answer names the request, not the case
+    return EraseAnswer.model_validate_json(value)
+
+
+async def test_the_worker_erases_a_decided_case_s_entries_and_media_and_answers(worker):
+    ref = await worker.store.put(PHOTO)
+    case_file = json.dumps({"case": {"case_id": "c-1", "rounds": [{"items": [{"media": {"stored": ref}}]}]}})
+    worker.results.put("c-1", "intake", case_file.encode())
+    worker.results.put("c-1", "verdict", b"{}")
+    worker.intake.admitted("c-1", "digest", 0.0, 0)
+    await worker.handler(event(request(), b"c-1"))
+    got = answer(worker.out)
+    assert (got.status, got.keys, got.media, got.refs, got.standing) == ("erased", 4, 1, [ref], None)
+    assert worker.results.table == {} and worker.intake.entry("c-1") == {}
+    assert not await worker.store.has(ref)
+    await worker.handler(event(request(), b"c-1"))
+    assert (answer(worker.out).status, answer(worker.out).keys) == ("nothing", 0)
+
+
+async def test_a_case_in_the_pipeline_is_left_alone_unless_the_request_forces_it(worker):
+    worker.results.put("c-1", "intake", b"{}")
+    worker.intake.admitted("c-1", "digest", 0.0, 0)
+    await worker.handler(event(request(), b"c-1"))
+    got = answer(worker.out)
+    assert got.status == "in_flight" and "admitted" in (got.standing or "") and got.keys == 0
+    assert "c-1/intake" in worker.results.table
+    await worker.handler(event(request(force=True), b"c-1"))
+    got = answer(worker.out)
+    assert got.status == "erased" and got.standing and worker.results.table == {}
+
+
+async def test_the_worker_s_own_answers_and_tombstones_on_the_topic_are_passed_over(worker):
+    worker.results.put("c-1", "verdict", b"{}")
+    for value in (EraseAnswer(request="r1", status="nothing").model_dump_json().encode(), b"", b"not json"):
+        await worker.handler(event(value, b"c-1"))
+    assert worker.out.sent == [] and "c-1/verdict" in worker.results.table
+
+
+def test_refs_of_reads_stored_json_and_ignores_the_rest():
+    assert refs_of(b'{"original_ref": "' + b"a" * 64 + b'"}') == {"a" * 64}
+    assert refs_of(b"\xff not json") == set() and refs_of(None) == set()
+
+
+# --- the journal and the log ---------------------------------------------------------------------
+
+
+def test_the_journal_holds_the_case_id_only_while_something_is_left(tmp_path):
+    journal = Journal(tmp_path / "erasures")
+    entry, before = journal.begin("c-1", force=False)
+    assert before is None and entry.ref == journal.ref("c-1") and entry.ref != Journal(tmp_path / "other").ref("c-1")
+    entry.steps["tables"] = Step("left", note="no worker answered")
+    journal.finish(entry, "incomplete")
+    assert [e.case_id for e in journal.open_entries()] == ["c-1"]
+    entry, before = journal.begin("c-1", force=False)
+    assert before is not None and before.steps["tables"].state == "left" and entry.runs == 2
+    entry.steps["tables"] = Step("done", 3)
+    journal.finish(entry, "erased")
+    assert journal.open_entries() == []
+    assert journal.entry(entry.ref).case_id is None and journal.entry(entry.ref).closed_at is not None
+    for path in (journal.path, journal.path.with_name("journal.sqlite3-wal"), journal.log_path):
+        assert not residue(path, ["c-1"]), path
+    lines = [json.loads(line) for line in journal.log_path.read_text().splitlines()]
+    assert [(line["ref"], line["result"]) for line in lines] == [(entry.ref, "incomplete"), (entry.ref, "erased")]
+    assert lines[1]["steps"] == {"tables": {"state": "done", "erased": 3}}
+
+
+def test_a_refused_run_leaves_the_journal_as_it_found_it(tmp_path):
+    journal = Journal(tmp_path / "erasures")
+    entry, before = journal.begin("c-1", force=False)
+    journal.refused(entry, before)
+    assert journal.entry(entry.ref) is None and not residue(journal.path, ["c-1"])
+    entry, before = journal.begin("c-2", force=False)
+    entry.steps["media"] = Step("left", note="the store was down")
+    journal.finish(entry, "incomplete")
+    entry, before = journal.begin("c-2", force=False)
+    journal.refused(entry, before)  # an erasure still open stays open, as it was
+    [kept] = journal.open_entries()
+    assert kept.case_id == "c-2" and kept.steps["media"].state == "left"
+
+
+# --- how a run ends -------------------------------------------------------------------------------
+
+
+def steps(**results: Step | BaseException):
+    """Every step replaced by one that returns (or raises) what is given, else done with nothing."""
+
+    def fn(name: str):
+        async def step(run: Run) -> Step:
+            found = results.get(name.replace(" ", "_"), Step("done"))
+            if isinstance(found, BaseException):
+                raise found
+            return found
+
+        return step
+
+    return {name: fn(name) for name in erasure_run.STEPS}
+
+
+@pytest.mark.parametrize(
+    ("given", "result"),
+    [
+        ({}, "nothing"),
+        ({"console": Step("done", 4)}, "erased"),
+        ({"media": Step("left", note="down")}, "incomplete"),
+        ({"topics": Step("kept", note="until retention")}, "nothing"),
+        ({"tables": Refused("admitted, its last stage stored: clues")}, "refused"),
+    ],
+)
+async def test_a_run_ends_erased_nothing_incomplete_or_refused(tmp_path, given, result):
+    journal = Journal(tmp_path / "erasures")
+    report = await erase(Settings(llm_backend="offline"), journal, "c-1", given=steps(**given))
+    assert report.result == result
+    assert [e.case_id for e in journal.open_entries()] == (["c-1"] if result == "incomplete" else [])
+    if result == "refused":  # stopped at the first step: nothing else ran
+        assert report.standing == "admitted, its last stage stored: clues" and report.steps == {}
+
+
+async def test_a_forced_run_stays_open_until_a_resume_finds_the_case_out_of_the_pipeline(tmp_path):
+    journal = Journal(tmp_path / "erasures")
+
+    async def forced(run: Run) -> Step:
+        run.entry.standing = "admitted, its last stage stored: focus"
+        return Step("done", 2)
+
+    report = await erase(
+        Settings(llm_backend="offline"), journal, "c-1", force=True, given=steps() | {"tables": forced}
+    )
+    assert report.result == "incomplete" and journal.open_entries()[0].force
+    [(case_id, again)] = await resume_all(Settings(llm_backend="offline"), journal, steps())
+    assert (case_id, again.result) == ("c-1", "nothing") and journal.open_entries() == []
+
+
+async def test_a_run_cut_short_leaves_its_entry_open_for_the_resume(tmp_path):
+    journal = Journal(tmp_path / "erasures")
+    with pytest.raises(KeyboardInterrupt):
+        await erase(Settings(llm_backend="offline"), journal, "c-1", given=steps(precedents=KeyboardInterrupt()))
+    [entry] = journal.open_entries()
+    assert entry.case_id == "c-1" and set(entry.steps) == {"tables", "keys", "dead letters", "console"}
+
+
+# --- the topics -----------------------------------------------------------------------------------
+
+
+def test_compacted_topics_bound_how_long_an_erased_value_stays_and_the_others_their_records():
+    settings = Settings(llm_backend="offline", topic_retention_s=86400, compaction_lag_s=3600)
+    for name in ("disputes.erasures", "disputes.dlq-replayed", "disputes.audit"):
+        configs = topic_configs(settings, name)
+        assert configs["cleanup.policy"] == "compact" and configs["max.compaction.lag.ms"] == "3600000"
+        assert configs["segment.ms"] == "3600000" and configs["delete.retention.ms"] == "86400000"
+    assert topic_configs(settings, "disputes.verdicts") == {"retention.ms": "86400000"}
+    assert topic_configs(Settings(llm_backend="offline"), "disputes.events") == {}  # the broker's own
+    assert topic_configs(settings, "disputes.dlq") == {"retention.ms": str(7 * 86400 * 1000)}
+    replayed = topic_configs(settings.model_copy(update={"replayed_retention_s": 60.0}), "disputes.dlq-replayed")
+    assert replayed["cleanup.policy"] == "compact,delete" and replayed["retention.ms"] == "60000"
+
+
+def test_the_command_refuses_what_is_no_case_id_and_wants_a_case_or_resume():
+    run = [sys.executable, "-m", "cyberjurors", "erase"]
+    bad = subprocess.run([*run, "--case", "c 1; rm"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "is not a case id" in bad.stderr
+    none = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert none.returncode == 2 and "--resume" in none.stderr
