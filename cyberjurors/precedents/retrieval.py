@@ -5,7 +5,8 @@ The query is the dispute focus, both parties' claims and the order metadata. Top
 cases and a pool of guidelines come from the category (guidelines marked 'all' included); when
 the category has too few guidelines (cold start), cross-category ones are added and coverage is
 marked low. Each juror's memory is the top-K of the pool by Φ(P_k, N_j), the cosine between the
-juror's persona and the guideline, so jurors differ in focus but draw on the same pool.
+juror's persona and the guideline, so jurors differ in focus but draw on the same pool. Each
+historical case carries its cosine with the query, for the verdict's consistency check.
 """
 
 from __future__ import annotations
@@ -93,6 +94,16 @@ class PersonaMatcher:
         return {juror: [guidelines[j].id for j in row] for juror, row in enumerate(top.tolist())}
 
 
+def similar(embedder: Embedder, query: str, refs: list[PrecedentRef]) -> list[PrecedentRef]:
+    """The historical cases with their cosine to the query, what the verdict's consistency check
+    reads (``jury/consistency.py``): the fused rank says which came first, not how near they are."""
+    if not refs:
+        return refs
+    vectors = embedder.encode([query, *(r.text for r in refs)])  # rows L2-normalised: a dot is the cosine
+    cosines = vectors[1:] @ vectors[0]
+    return [r.model_copy(update={"similarity": round(float(c), 4)}) for r, c in zip(refs, cosines, strict=True)]
+
+
 def failed(case_id: str, err: PrecedentError) -> Precedents:
     log.warning("case %s: going on without precedents, retrieval failed (%s): %s", case_id, err.kind, err)
     PRECEDENT_FALLBACKS.labels(err.kind).inc()
@@ -134,4 +145,5 @@ async def retrieve(
     if not guidelines and not cases:
         return Precedents(coverage="none", problem="the precedent base has nothing for this case")
     memory = await asyncio.to_thread(matcher.memory, guidelines, settings.memory_k)  # encoding is CPU work
-    return Precedents(cases=[to_ref(h) for h in cases], guidelines=guidelines, memory=memory, coverage=coverage)
+    near = await asyncio.to_thread(similar, matcher.embedder, query, [to_ref(h) for h in cases])
+    return Precedents(cases=near, guidelines=guidelines, memory=memory, coverage=coverage)

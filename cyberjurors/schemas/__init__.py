@@ -16,6 +16,7 @@ from .case import (
     Votes,
     now,
 )
+from .court import CONSISTENCY_OUTCOMES, ConsistencyOutcome, Court, PrecedentConsistency
 from .events import (
     AppealFiled,
     CaseOpened,
@@ -64,6 +65,7 @@ from .jury import STANDINGS, JurorScore, JuryComposition, JurySeat, Qualificatio
 
 __all__ = [
     "CATEGORIES",
+    "CONSISTENCY_OUTCOMES",
     "ESCALATION_REASONS",
     "JURY_SIZE",
     "PARTIES",
@@ -84,6 +86,8 @@ __all__ = [
     "Category",
     "Clue",
     "ClueChain",
+    "ConsistencyOutcome",
+    "Court",
     "DeadLetter",
     "DecidedBy",
     "DisputeCase",
@@ -105,6 +109,7 @@ __all__ = [
     "OutcomeReported",
     "Party",
     "Perception",
+    "PrecedentConsistency",
     "PrecedentRef",
     "Precedents",
     "QualificationMode",

@@ -13,6 +13,7 @@ from typing import Literal, get_args
 from pydantic import Field, model_validator
 
 from .case import SCHEMA_VERSION, DisputeCase, Party, Record, Votes
+from .court import Court, PrecedentConsistency
 from .jury import JuryComposition
 
 Leaning = Literal["buyer", "seller", "neutral"]
@@ -196,6 +197,11 @@ class PrecedentRef(Record):
     score: float
     rank: int
     sources: dict[str, int] = Field(default_factory=dict, description="retriever -> rank, e.g. bm25, vector")
+    similarity: float | None = Field(
+        None,
+        description="a historical case's cosine with the case's query, by the embedding model (what the "
+        "precedent consistency check reads); None for guidelines and in records from before it",
+    )
 
     @property
     def ref(self) -> str:
@@ -262,6 +268,7 @@ EscalationReason = Literal[
     "injection",
     "decisive_evidence_unreadable",
     "budget_reached",
+    "inconsistent_with_precedent",
 ]
 ESCALATION_REASONS: tuple[EscalationReason, ...] = get_args(EscalationReason)
 
@@ -289,6 +296,7 @@ class CaseFile(Record):
     )
     appeal: AppealBrief | None = Field(None, description="the second instance: the appeal it judges")
     jury: JuryComposition | None = Field(None, description="the jury that deliberates, set at round 1")
+    court: Court | None = Field(None, description="the court the court policy seated for the case, set at stage I")
 
     @model_validator(mode="after")
     def _digest_once(self) -> CaseFile:
@@ -350,6 +358,14 @@ class Verdict(Record):
         None,
         description="who sat: each seat's persona, model and final vote, "
         "its qualification and weight, the personas replaced",
+    )
+    court: Court | None = Field(
+        None, description="the court that sat (court_policy's tier); absent from verdicts written before courts"
+    )
+    precedent_consistency: PrecedentConsistency | None = Field(
+        None,
+        description="the verdict against its nearest decided precedents; absent without a precedent base "
+        "(precedent_backend = none)",
     )
     tokens: Usage
     latency_s: float
