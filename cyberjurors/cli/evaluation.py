@@ -40,7 +40,8 @@ def eval_cmd(
         typer.Option(
             help="ablation rungs to run: all, ladder, references, or keys (baseline, rules, sr-cot, iv-cot, jury, "
             "precedent, mixed-jury, agentscourt, chateval) separated by commas; mixed-jury runs with two or more "
-            "juror_models; default: the settings as given"
+            "juror_models; courts = each court of court_policy on every case (with the paper's court as the "
+            "reference), reported per court; default: the settings as given"
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="results and reports; default reports/eval-<dataset>")] = None,

@@ -3,6 +3,7 @@
 
 from .catalog import TokenPrices
 from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSettings
+from .courts import CourtSettings, CourtTier
 from .evidence import EvidenceSettings
 from .jury import JurySettings
 from .kafka import KafkaSettings
@@ -43,6 +44,8 @@ __all__ = [
     "SETTINGS_FILE_ENV",
     "ConsoleRole",
     "ConsoleSettings",
+    "CourtSettings",
+    "CourtTier",
     "Effort",
     "EvidenceSettings",
     "JurySettings",

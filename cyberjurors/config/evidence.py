@@ -130,6 +130,7 @@ class EvidenceSettings(BaseModel):
             except re.error as err:
                 raise ValueError(f"privacy_keep_patterns: {pattern!r} is no regular expression ({err})") from None
         return patterns
+
     # Crypto-shredding (docs/operations/data-rights.md): each case's media sealed under a key of its
     # own, kept apart from the media; `erase` deletes the key, and every copy of the objects (backups,
     # object versions, a replica) is unreadable from then on.

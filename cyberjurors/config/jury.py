@@ -9,6 +9,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
+# reasons a platform switches on in escalate_on: off by default, so a verdict escalates as before
+OPT_IN_REASONS: tuple[EscalationReason, ...] = ("low_precedent_coverage", "inconsistent_with_precedent")
+
 
 class JurySettings(BaseModel):
     """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
@@ -120,10 +123,25 @@ class JurySettings(BaseModel):
         "10:7); 0 = never for the margin",
     )
     escalate_on: list[EscalationReason] = Field(
-        default_factory=lambda: list[EscalationReason](r for r in ESCALATION_REASONS if r != "low_precedent_coverage"),
+        default_factory=lambda: list[EscalationReason](r for r in ESCALATION_REASONS if r not in OPT_IN_REASONS),
         description="which reasons escalate a verdict to disputes.escalations: narrow_margin, low_precedent_coverage, "
         "no_precedent_coverage (both only with a precedent base configured), verification_failed, "
-        "injection, decisive_evidence_unreadable, budget_reached; [] = never",
+        "injection, decisive_evidence_unreadable, budget_reached, inconsistent_with_precedent; "
+        "default: all but low_precedent_coverage and inconsistent_with_precedent; [] = never",
+    )
+    consistency_min_similarity: float = Field(
+        0.6,
+        ge=-1,
+        le=1,
+        description="after the vote, the verdict is compared with the retrieved historical cases of its "
+        "category whose cosine similarity to the case reaches this; where most of them went the other way "
+        "the verdict says so (and escalates, with inconsistent_with_precedent in escalate_on)",
+    )
+    consistency_min_precedents: int = Field(
+        2,
+        ge=1,
+        description="near precedents needed for the comparison: with fewer, the verdict's consistency is "
+        "no_precedent (one precedent alone never makes a verdict inconsistent)",
     )
     appeal_window_s: float = Field(
         30 * 86400,

@@ -1,6 +1,6 @@
 """Settings: environment variables (prefix ``CYBERJURORS_``) or a TOML file, in sections.
 
-``Settings`` is composed of one section per layer (``SECTIONS``): Kafka, LLM, jury, precedents,
+``Settings`` is composed of one section per layer (``SECTIONS``): Kafka, LLM, jury, courts, precedents,
 evidence, state, observability, console, each a pydantic model in this package. A section's
 fields keep their flat names, so every environment variable and settings-file key is the field's
 name; a function that needs one section is typed with it (``evidence.media`` takes
@@ -36,6 +36,7 @@ from ..errors import install_extra
 from . import price_list
 from .catalog import find
 from .console import CONSOLE_SECRETS, ConsoleSettings
+from .courts import CourtSettings
 from .evidence import EvidenceSettings
 from .jury import JurySettings
 from .kafka import KafkaSettings
@@ -80,6 +81,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "llm": LLMSettings,
     "jury": JurySettings,
     "letters": LetterSettings,
+    "courts": CourtSettings,
     "precedents": PrecedentSettings,
     "evidence": EvidenceSettings,
     "state": StateSettings,
@@ -97,6 +99,7 @@ class Settings(
     EvidenceSettings,
     PrecedentSettings,
     LetterSettings,
+    CourtSettings,
     JurySettings,
     LLMSettings,
     KafkaSettings,
@@ -112,6 +115,16 @@ class Settings(
                 name: Settings.model_fields[name].get_default(call_default_factory=True) for name in CONSOLE_SECRETS
             }
         )
+
+    def model_specs(self) -> set[str]:
+        """Every model a call may go to, the court policy's tiers' models included: they are checked
+        (prices, provider keys) and routed like any other."""
+        return super().model_specs() | {t.model for t in self.court_policy if t.model}
+
+    @property
+    def most_rounds(self) -> int:
+        """The most rounds any court may hold: how far a case's stored rounds are probed."""
+        return max([self.rounds, *(t.rounds for t in self.court_policy if t.rounds)])
 
     @model_validator(mode="after")
     def _backend(self) -> Settings:

@@ -48,7 +48,7 @@ from .dataset import Dataset
 from .ladder import Ablation
 from .report import BatchRun, DatasetInfo, EvalReport, model_prices
 from .runs import EvalError, Options, RunState, case_results, failed_cases, fingerprint, media_root, public_settings
-from .scores import summarize
+from .scores import Pricing, summarize
 from .swap import swap_parties, twin_id
 
 log = logging.getLogger(__name__)
@@ -261,7 +261,7 @@ def evaluate_batch(
         started_at=started,
         finished_at=datetime.now(UTC),
         wall_s=round(time.monotonic() - clock, 2),
-        summary=summarize(results),
+        summary=summarize(results, Pricing(settings.llm_prices, settings.model)),
         failed_cases=failed_cases(results, options.party_swap),
         mode="batch",
         prices=model_prices(settings, models, settings.backend, batch=answered == "message-batches"),

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from ..config import Settings
+from ..config import CourtTier, Settings
+from ..jury.stakes import PAPER_ROUNDS, court_for, is_paper_court
+from ..schemas import JURY_SIZE
 
 SINGLE_JUDGE = dict(jurors=1, rounds=1)
 NO_PRECEDENTS = dict(precedent_backend="none")
@@ -178,6 +181,38 @@ REFERENCES = [
 ABLATIONS = {a.key: a for a in [*LADDER, *REFERENCES]}
 GROUPS = {"all": [*LADDER, *REFERENCES], "ladder": LADDER, "references": REFERENCES}
 CONFIGURED = Ablation("configured", "Configured", "the settings as given, no overrides")
+COURTS = "courts"
+PAPER_COURT = CourtTier(name="paper", jurors=JURY_SIZE, rounds=PAPER_ROUNDS, verifier=False)
+
+
+def court_rungs(base: Settings) -> list[Ablation]:
+    """``--ablation courts``: one configuration per court of the base settings' policy, that court
+    sitting on every case (its tier widened to every amount and category), so the courts are compared
+    on the same cases; led by the paper's court when no tier is it, as the reference of the cost ratios."""
+    rungs = [
+        Ablation(
+            f"court-{tier.name}",
+            f"Court {tier.name}",
+            f"the {tier.name} court of court_policy on every case",
+            {
+                "court_policy": [
+                    tier.model_copy(update={"min_amount": Decimal(0), "max_amount": None, "categories": []})
+                ]
+            },
+        )
+        for tier in base.court_policy
+    ]
+    if not any(is_paper_court(court_for(tier, base)) for tier in base.court_policy):
+        rungs.insert(
+            0,
+            Ablation(
+                "paper-court",
+                "Paper's court",
+                "17 jurors, up to 3 rounds, the round summary unverified, the configured model, on every case",
+                {"court_policy": [PAPER_COURT]},
+            ),
+        )
+    return rungs
 
 
 def select(spec: str | None, base: Settings | None = None) -> list[Ablation]:
@@ -188,9 +223,12 @@ def select(spec: str | None, base: Settings | None = None) -> list[Ablation]:
         return [CONFIGURED]
     chosen: list[Ablation] = []
     for key in (k.strip().lower() for k in spec.split(",") if k.strip()):
+        if key == COURTS:  # the policy's courts: known only from the settings
+            chosen += [a for a in (court_rungs(base) if base is not None else []) if a not in chosen]
+            continue
         found = GROUPS.get(key) or ([ABLATIONS[key]] if key in ABLATIONS else None)
         if found is None:
-            known = ", ".join([*GROUPS, *ABLATIONS])
+            known = ", ".join([*GROUPS, COURTS, *ABLATIONS])
             raise ValueError(f"unknown ablation {key!r}; choose from {known}")
         if base is not None and key in ABLATIONS and (why := ABLATIONS[key].unavailable(base)):
             raise ValueError(why)

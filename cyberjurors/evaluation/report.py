@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Group
@@ -26,7 +26,7 @@ from ..config.catalog import facts
 from ..config.price_list import Listed
 from ..llm.prices import CATALOG, FREE_BACKENDS, STAND_IN, PriceTable
 from ..llm.prices import UNPRICED as UNPRICED_SOURCE
-from .scores import ModelBallots, PersonaBallots, RiskCoverage, RiskPoint, Summary
+from .scores import CourtScores, ModelBallots, PersonaBallots, RiskCoverage, RiskPoint, Summary
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
 MD_FAILED_SHOWN = 50
@@ -304,6 +304,17 @@ def failures_said(r: EvalReport) -> str:
     return said + (f" and {t} party-swap twins ({by_reason(twins)})" if t else "")
 
 
+def consistency_said(s: Summary) -> str | None:
+    """The consistency rate with what it is over; None when no verdict was compared (no precedent base)."""
+    if not s.precedent_consistency:
+        return None
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in s.precedent_consistency.items())
+    return (
+        f"consistency with precedent: {_pct(s.consistency_rate)} of the verdicts with enough near decided "
+        f"precedents went the way most of them did ({counts})"
+    )
+
+
 def _usd(value: float | None) -> str:
     return DASH if value is None else f"{value:.4f}"
 
@@ -430,6 +441,99 @@ def _md_persona_table(summary: Summary) -> list[str]:
     return lines
 
 
+class CourtRow(NamedTuple):
+    """One court's line of the per-court table, with its cost against the paper's court's."""
+
+    configuration: str
+    court: str
+    scores: CourtScores
+    tokens_ratio: float | None = None
+    usd_ratio: float | None = None
+
+
+def court_rows(reports: Sequence[EvalReport]) -> list[CourtRow]:
+    """Every court of every report, each with its tokens and list-price USD per case over those of the
+    reference: the first court that is the paper's (17 jurors, 3 rounds, unverified, the configured
+    model). Courts judged over the same cases (``--ablation courts``) compare like for like; within
+    one run of a policy each court judged its own cases, and the ratios say only that much."""
+    rows = [CourtRow(r.name, name, c) for r in reports for name, c in r.summary.by_court.items()]
+    paper = next((row.scores for row in rows if row.scores.paper), None)
+    if paper is None:
+        return rows
+
+    def ratio(value: float | None, reference: float | None) -> float | None:
+        return None if value is None or not reference else value / reference
+
+    def total(c: CourtScores) -> float | None:
+        return c.summary.tokens_per_case["total"] if c.summary.tokens_per_case else None
+
+    return [
+        row._replace(
+            tokens_ratio=ratio(total(row.scores), total(paper)),
+            usd_ratio=ratio(row.scores.usd_per_case_listed, paper.usd_per_case_listed),
+        )
+        for row in rows
+    ]
+
+
+def sized(reports: Sequence[EvalReport]) -> bool:
+    """Whether a court policy sat (a court other than the default one): then the per-court table is shown."""
+    return any(name != "default" for r in reports for name in r.summary.by_court)
+
+
+def _seated(c: CourtScores) -> str:
+    return f"{c.jurors} × {c.rounds}" + (" +verifier" if c.verifier else "") + (f", {c.model}" if c.model else "")
+
+
+def _times(value: float | None) -> str:
+    return DASH if value is None else f"{value:.3f}×"
+
+
+COURT_COLUMNS: list[tuple[str, Callable[[CourtRow], str]]] = [
+    ("Configuration", lambda r: r.configuration),
+    ("Jurors × rounds", lambda r: _seated(r.scores) + (" (paper)" if r.scores.paper else "")),
+    ("Cases", lambda r: f"{r.scores.summary.verdicts}"),
+    ("Acc", lambda r: _pct(r.scores.summary.accuracy)),
+    ("MAE", lambda r: _mae(r.scores.summary)),
+    ("Escalated", lambda r: _pct(r.scores.summary.escalated_share)),
+    ("Consistent", lambda r: _pct(r.scores.summary.consistency_rate)),
+    ("Tokens/case", lambda r: _tokens(r.scores.summary)),
+    ("Tokens × paper", lambda r: _times(r.tokens_ratio)),
+    ("USD/case at list", lambda r: _usd(r.scores.usd_per_case_listed)),
+    ("USD × paper", lambda r: _times(r.usd_ratio)),
+]
+COURT_NOTES = (
+    "Per court that sat (Verdict.court), over its cases with a verdict. Jurors × rounds: N and T (at most; "
+    "early stop may end sooner), the verifier when on, the model the court put every call on when it names "
+    "one. Consistent: verdicts whose nearest decided precedents mostly went their way, over those with "
+    "enough near precedents. USD/case at list: the court's tokens at the dated list prices of its model "
+    "(llm_prices; the run's model when the court names none), so on a stand-in these are what the same "
+    "tokens would cost on that model. × paper: over the paper's court (17 jurors, 3 rounds, unverified)."
+)
+
+
+def _court_table(rows: Sequence[CourtRow]) -> Table:
+    table = Table(title="Courts", caption=COURT_NOTES, caption_justify="left")
+    table.add_column("Court")
+    for header, _ in COURT_COLUMNS:
+        table.add_column(header, justify="right")
+    for row in rows:
+        table.add_row(row.court, *(cell(row) for _, cell in COURT_COLUMNS))
+    return table
+
+
+def _md_court_table(rows: Sequence[CourtRow]) -> list[str]:
+    lines = [
+        "| " + " | ".join(["Court", *(h for h, _ in COURT_COLUMNS)]) + " |",
+        "|" + "---|" * (len(COURT_COLUMNS) + 1),
+    ]
+    lines += [
+        "| " + " | ".join([row.court, *(cell(row).replace("|", "\\|") for _, cell in COURT_COLUMNS)]) + " |"
+        for row in rows
+    ]
+    return lines
+
+
 RISK_COLUMNS: list[tuple[str, Callable[[RiskPoint], str]]] = [
     ("Escalated", lambda p: _pct(p.escalated_share)),
     ("Auto-decided", lambda p: f"{p.auto_decided}"),
@@ -509,10 +613,14 @@ def render(report: EvalReport) -> Group:
     parts.append(_table(title, "", rows(report.summary)))
     if mixed(report.summary):
         parts.append(_model_table(report.summary))
+    if sized([report]):
+        parts.append(_court_table(court_rows([report])))
     if report.summary.by_persona:
         parts.append(_persona_table(report.summary))
     if report.summary.risk_coverage is not None:
         parts.append(_risk_table(report.summary.risk_coverage))
+    if said := consistency_said(report.summary):
+        parts.append(Text(said))
     if report.summary.budget_stops:
         parts.append(Text(f"per-case budget reached: {report.summary.budget_stops} verdicts cut short", style="yellow"))
     if report.batch is not None:
@@ -541,6 +649,8 @@ def render_ladder(reports: Sequence[EvalReport]) -> Group:
     parts: list[Any] = [
         _table(title, "Configuration", [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary) for r in reports])
     ]
+    if sized(reports):
+        parts.append(_court_table(court_rows(reports)))
     if any(r.batch is not None for r in reports):
         parts.append(_cost_table(reports))
     return Group(*parts)
@@ -558,6 +668,43 @@ def _md_table(first: str, labelled: Sequence[tuple[str, Summary]]) -> list[str]:
     return lines
 
 
+def _md_tables(r: EvalReport) -> list[str]:
+    """One configuration's tables in Markdown: the summary, and each table its figures call for."""
+    lines: list[str] = []
+    lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
+    if mixed(r.summary):
+        lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]
+    if sized([r]):
+        lines += ["Courts:", "", *_md_court_table(court_rows([r])), "", COURT_NOTES, ""]
+    if r.summary.by_persona:
+        lines += [
+            "Jury balance by persona" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":",
+            "",
+            *_md_persona_table(r.summary),
+            "",
+            PERSONA_NOTES,
+            "",
+        ]
+    if r.summary.risk_coverage is not None:
+        lines += [
+            "Risk–coverage" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":",
+            "",
+            *_md_risk_table(r.summary.risk_coverage),
+            "",
+            risk_notes(r.summary.risk_coverage),
+            "",
+        ]
+    lines += [
+        "Configuration:",
+        "",
+        "```json",
+        json.dumps(r.settings, indent=2, sort_keys=True, default=str),
+        "```",
+        "",
+    ]
+    return lines
+
+
 def to_markdown(reports: Sequence[EvalReport]) -> str:
     lines = ["# CyberJurors evaluation", ""]
     if any(r.stand_in for r in reports):
@@ -566,6 +713,8 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
     if len(reports) > 1:
         labelled = [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary) for r in reports]
         lines += ["## Ladder", "", *_md_table("Configuration", labelled), ""]
+    if len(reports) > 1 and sized(reports):
+        lines += ["## Courts", "", *_md_court_table(court_rows(reports)), "", COURT_NOTES, ""]
     if any(r.batch is not None for r in reports):
         lines += ["## Batch and streaming cost", "", *_md_cost_table(reports), "", COST_NOTES, ""]
     for r in reports:
@@ -587,6 +736,8 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
             lines.append(
                 f"- party-swap pairs: {r.summary.swap_pairs}; twin vote MAE {_num(r.summary.swap_vote_mae, 2)}"
             )
+        if said := consistency_said(r.summary):
+            lines.append(f"- {said}")
         if r.summary.budget_stops:
             lines.append(f"- per-case budget reached: {r.summary.budget_stops} verdicts cut short (budget_reached)")
         if r.summary.claims_removed:
@@ -606,35 +757,7 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
             )
         if said := cost_said(r.summary):
             lines.append(f"- {said}")
-        lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
-        if mixed(r.summary):
-            lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]
-        if r.summary.by_persona:
-            lines += [
-                "Jury balance by persona" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":",
-                "",
-                *_md_persona_table(r.summary),
-                "",
-                PERSONA_NOTES,
-                "",
-            ]
-        if r.summary.risk_coverage is not None:
-            lines += [
-                "Risk–coverage" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":",
-                "",
-                *_md_risk_table(r.summary.risk_coverage),
-                "",
-                risk_notes(r.summary.risk_coverage),
-                "",
-            ]
-        lines += [
-            "Configuration:",
-            "",
-            "```json",
-            json.dumps(r.settings, indent=2, sort_keys=True, default=str),
-            "```",
-            "",
-        ]
+        lines += _md_tables(r)
     return "\n".join(lines)
 
 

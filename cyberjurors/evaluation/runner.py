@@ -42,7 +42,7 @@ from .dataset import Dataset
 from .ladder import Ablation
 from .report import DatasetInfo, EvalReport, model_prices
 from .runs import EvalError, Options, RunState, case_results, failed_cases, media_root, public_settings
-from .scores import summarize
+from .scores import Pricing, summarize
 from .swap import swap_parties, twin_id
 
 
@@ -218,7 +218,7 @@ def evaluate_one(
         started_at=started,
         finished_at=datetime.now(UTC),
         wall_s=round(time.monotonic() - clock, 2),
-        summary=summarize(results),
+        summary=summarize(results, Pricing(settings.llm_prices, settings.model)),
         failed_cases=failed_cases(results, options.party_swap),
         prices=model_prices(settings, models, settings.backend, batch=False),
     )

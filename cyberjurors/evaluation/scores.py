@@ -17,8 +17,11 @@ from typing import NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..config import TokenPrices
 from ..jury.escalation import scaled_margin
-from ..schemas import JURY_SIZE, Party, Usage, Verdict, Votes
+from ..jury.stakes import is_paper_court
+from ..llm.prices import PriceTable
+from ..schemas import JURY_SIZE, Court, Party, Usage, Verdict, Votes
 from .dataset import difficulty_band
 from .results import CaseResult
 from .swap import is_swapped
@@ -324,9 +327,90 @@ class Summary(BaseModel):
         default_factory=dict, description="the jury balance: each persona's ballots (overall only)"
     )
     escalated_share: float | None = Field(None, description="verdicts published escalated, under the run's settings")
+    precedent_consistency: dict[str, int] = Field(
+        default_factory=dict,
+        description="verdicts by their consistency with precedent: consistent, inconsistent, "
+        "no_precedent (none without a precedent base)",
+    )
+    consistency_rate: float | None = Field(
+        None, description="consistent over consistent + inconsistent: how often the nearest precedents agreed"
+    )
     risk_coverage: RiskCoverage | None = Field(None, description="overall only")
+    by_court: dict[str, CourtScores] = Field(
+        default_factory=dict,
+        description="per court that sat (Verdict.court), over its cases with a verdict (overall only)",
+    )
     by_category: dict[str, Summary] = Field(default_factory=dict)
     by_band: dict[str, Summary] = Field(default_factory=dict)
+
+
+class CourtScores(BaseModel):
+    """One court's cases (Verdict.court): what it was, what it scored, and what it cost at list prices."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jurors: int
+    rounds: int
+    model: str | None = Field(None, description="the model the court put every call on; None = as configured")
+    verifier: bool
+    paper: bool = Field(description="the paper's court: 17 jurors, 3 rounds, unverified, the configured model")
+    usd_per_case_listed: float | None = Field(
+        None,
+        description="its tokens at the dated list prices (llm_prices) of its model (the run's model setting "
+        "when it names none): on a stand-in, what the same tokens would cost on that model; None if unpriced",
+    )
+    summary: Summary
+
+
+class Pricing(NamedTuple):
+    """What a court's tokens are priced with: the price table, and the model of a court that names none."""
+
+    prices: dict[str, TokenPrices]
+    model: str
+
+
+def _consistency_fields(verdicts: Sequence[Verdict]) -> dict:
+    outcomes = Counter(v.precedent_consistency.outcome for v in verdicts if v.precedent_consistency is not None)
+    decided = outcomes["consistent"] + outcomes["inconsistent"]
+    return {
+        "precedent_consistency": dict(sorted(outcomes.items())),
+        "consistency_rate": outcomes["consistent"] / decided if decided else None,
+    }
+
+
+def listed_cost(verdicts: Sequence[Verdict], court: Court, pricing: Pricing) -> float | None:
+    """Mean USD per verdict at the list prices of the court's model (not the backend's bill: a
+    stand-in bills nothing, and its token counts are what is priced here)."""
+    table = PriceTable(pricing.prices)
+    # priced as a billing backend would be: the stand-ins' own label would price everything at 0
+    costs = [table.cost("listed", court.model or pricing.model, v.tokens) for v in verdicts]
+    return None if not costs or any(c is None for c in costs) else _mean([c for c in costs if c is not None])
+
+
+def by_court(judged: Sequence[CaseResult], pricing: Pricing | None) -> dict[str, CourtScores]:
+    """Per court, in order of first appearance; verdicts without a court record (written before courts
+    existed) are left out: what sat on them is not known."""
+    groups: dict[str, list[CaseResult]] = defaultdict(list)
+    courts: dict[str, Court] = {}
+    for r in judged:
+        assert r.verdict is not None
+        if (court := r.verdict.court) is not None:
+            groups[court.name].append(r)
+            courts.setdefault(court.name, court)
+    scores = {}
+    for name, results in groups.items():
+        court = courts[name]
+        verdicts = [r.verdict for r in results if r.verdict is not None]
+        scores[name] = CourtScores(
+            jurors=court.jurors,
+            rounds=court.rounds,
+            model=court.model,
+            verifier=court.verifier,
+            paper=is_paper_court(court),
+            usd_per_case_listed=listed_cost(verdicts, court, pricing) if pricing else None,
+            summary=_summary(results),
+        )
+    return scores
 
 
 def _swap_fields(results: Sequence[CaseResult]) -> dict:
@@ -397,15 +481,17 @@ def _summary(results: Sequence[CaseResult]) -> Summary:
         latency_p95_s=percentile(latencies, 95),
         budget_stops=sum(v.budget_reached for v in verdicts),
         escalated_share=_mean([v.escalated for v in verdicts]),
+        **_consistency_fields(verdicts),
         **_verification_fields(verdicts),
         by_model=by_model(judged),
         **_swap_fields(results),
     )
 
 
-def summarize(results: Sequence[CaseResult]) -> Summary:
-    """Overall, per category and per difficulty band. Results for swapped twins passed as cases
-    of their own (id ending ":swap") are left out: twins count only in the swap fields."""
+def summarize(results: Sequence[CaseResult], pricing: Pricing | None = None) -> Summary:
+    """Overall, per court, per category and per difficulty band. Results for swapped twins passed as
+    cases of their own (id ending ":swap") are left out: twins count only in the swap fields.
+    ``pricing`` prices each court's tokens at list prices (``CourtScores.usd_per_case_listed``)."""
     results = [r for r in results if not is_swapped(r.case_id)]
     by_category: dict[str, list[CaseResult]] = defaultdict(list)
     by_band: dict[str, list[CaseResult]] = defaultdict(list)
@@ -415,6 +501,10 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
     overall = _summary(results)
     overall.risk_coverage = risk_coverage(results)
     overall.by_persona = by_persona([r for r in results if r.verdict is not None])
+    overall.by_court = by_court([r for r in results if r.verdict is not None], pricing)
     overall.by_category = {k: _summary(v) for k, v in sorted(by_category.items())}
     overall.by_band = {b: _summary(by_band[b]) for b in ("hard", "medium", "easy") if b in by_band}
     return overall
+
+
+Summary.model_rebuild()  # by_court names CourtScores, defined after it

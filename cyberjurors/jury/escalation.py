@@ -14,7 +14,9 @@ The reasons, a closed set (``schemas.ESCALATION_REASONS``), each switched on by 
 * ``decisive_evidence_unreadable``: evidence the jury was to examine could not be read
   (``CaseFile.unread_evidence``: an item stage II selected whose perception failed; with stage II
   off, any media item that could not be decoded). An item the selector passed over is not decisive;
-* ``budget_reached``: the per-case budget cut the work short.
+* ``budget_reached``: the per-case budget cut the work short;
+* ``inconsistent_with_precedent``: most of the verdict's nearest decided precedents went the other
+  way (``consistency.py``). Off by default: a platform adds it to ``escalate_on``.
 
 The event's id is derived from the verdict's, so a redelivered verdict re-sends the same escalation.
 """
@@ -113,6 +115,19 @@ def _budget(verdict: Verdict) -> list[Finding]:
     return [Finding("budget_reached", f"the per-case budget cut the work short at {where}")]
 
 
+def _precedent(verdict: Verdict) -> list[Finding]:
+    found = verdict.precedent_consistency
+    if found is None or found.outcome != "inconsistent":
+        return []
+    return [
+        Finding(
+            "inconsistent_with_precedent",
+            f"{len(found.disagreeing)} of the {len(found.compared)} nearest decided precedents went the other way: "
+            + ", ".join(found.disagreeing),
+        )
+    ]
+
+
 def findings(case_file: CaseFile, verdict: Verdict, settings: Settings) -> list[Finding]:
     """Every reason ``escalate_on`` switches on that this verdict meets, in the closed set's order."""
     found = [
@@ -122,6 +137,7 @@ def findings(case_file: CaseFile, verdict: Verdict, settings: Settings) -> list[
         *_injection(case_file),
         *_unreadable(case_file),
         *_budget(verdict),
+        *_precedent(verdict),
     ]
     return [f for f in found if f.reason in settings.escalate_on]
 

@@ -36,6 +36,7 @@ from .court import run_court
 from .focus import extract_focus
 from .graph import SocialGraph, complete, small_world
 from .model_inputs import JurorTask, SummaryTask
+from .stakes import sitting
 
 CLUE_LABEL = re.compile(r"\[([bs][1-9][0-9]*)\]")
 
@@ -226,5 +227,7 @@ def deliberation_over(case_file: CaseFile, settings: Settings) -> bool:
 
 
 def is_settled(case_file: CaseFile, settings: Settings) -> bool:
-    """Done on its own, or stopped by the per-case budget after at least one round (never mid-round)."""
+    """Done on its own, or stopped by the per-case budget after at least one round (never mid-round);
+    by the rounds of the case's court (``stakes.py``), whoever asks."""
+    settings = sitting(settings, case_file)
     return deliberation_over(case_file, settings) or round_stop(case_file, settings) is not None

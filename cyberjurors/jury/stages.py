@@ -27,6 +27,7 @@ from .clues import find_clues, passive_evidence, unread_passive
 from .focus import extract_focus
 from .juris import juris
 from .rounds import Jury, is_settled, run_round
+from .stakes import seated, sitting
 from .verdict import decide
 from .verify import Grounds, Justified, skipped_note, verified
 
@@ -62,7 +63,18 @@ def minimised(case_file: CaseFile, settings: Settings) -> Minimised:
     return minimise(case_file.case, settings, (appeal.grounds,) if appeal else ())
 
 
+def jury_for(jury: Jury, settings: Settings, case_file: CaseFile) -> Jury:
+    """The jury a court sits with (``settings`` the court's): the worker's (qualified, when the gate
+    is on) when the court seats as many, else one of the first N personas, unvetted; an appeal's
+    panel as the appeal handler seated it."""
+    if case_file.appeal is not None or len(jury) == settings.jurors:
+        return jury
+    return Jury.from_settings(settings)
+
+
 async def focus_stage(case_file: CaseFile, llm: LLM, settings: Settings) -> CaseFile:
+    """Stage I; the court that sits on the case is chosen first (``stakes.py``): its model extracts the focus."""
+    case_file, settings = seated(case_file, settings)
     if not settings.focus_stage or settings.per_juror_stages:  # nothing shared to extract: pass it on
         return case_file
     focus, usage = await extract_focus(seen(case_file, settings).case, llm, settings)
@@ -83,6 +95,7 @@ async def _clue_chain(
 async def clues_stage(case_file: CaseFile, llm: LLM, settings: Settings, precedents: Retriever) -> CaseFile:
     """Stage II and precedent retrieval, side by side (retrieval needs only the focus). Once the
     per-case budget is reached no further select step starts: the jury gets what was perceived."""
+    case_file, settings = seated(case_file, settings)
     budget = CaseBudget.of(case_file, settings)
     view = seen(case_file, settings)
     (chain, usage, problems), found = await gather_pair(
@@ -114,14 +127,16 @@ async def unread_evidence(case_file: CaseFile, chain: ClueChain | None, settings
 
 
 async def round_stage(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> CaseFile:
+    case_file, settings = seated(case_file, settings)
+    jury = jury_for(jury, settings, case_file)
     result, usage = await run_round(seen(case_file, settings), jury, llm, settings)
     total = case_file.usage.get("rounds")
-    # the jury that opens the deliberation is the one the verdict names (a court has no jurors)
-    seated = {"jury": jury.composition if settings.deliberation == "jury" else None} if not case_file.rounds else {}
+    # the jury that opens the deliberation is the one the verdict names (deliberation = court seats no jurors)
+    opening = {"jury": jury.composition if settings.deliberation == "jury" else None} if not case_file.rounds else {}
     return case_file.model_copy(
         update={
             "rounds": [*case_file.rounds, result],
-            **seated,
+            **opening,
             "usage": {**case_file.usage, "rounds": total + usage if total else usage},
         }
     )
@@ -131,7 +146,10 @@ async def verdict_stage(case_file: CaseFile, llm: LLM, settings: Settings, jury:
     """The settled case's verdict, its justification drafted (round summary or JURIS) and verified
     as the settings say. The worker stores the result before sending it, so a redelivered input
     re-sends it and repeats no call made here. It records what was masked (kinds and counts)."""
-    justified = await justify(seen(case_file, settings), jury or Jury.from_settings(settings), llm, settings)
+    settings = sitting(settings, case_file)
+    justified = await justify(
+        seen(case_file, settings), jury_for(jury or Jury.from_settings(settings), settings, case_file), llm, settings
+    )
     masked = minimised(case_file, settings).report
     return decide(case_file, settings, now(), justified).model_copy(update={"minimisation": masked})
 

@@ -13,9 +13,11 @@ from ..config import Settings
 from ..errors import plain
 from ..schemas import Ballot, CaseFile, Clue, JuryRound, Usage, Verdict, Votes
 from .budget import round_note, round_stop
+from .consistency import consistency, consistency_note
 from .escalation import escalate
 from .qualify import with_votes
 from .rounds import clue_labels, deliberation_over, memory_for
+from .stakes import court_of, sitting
 
 if TYPE_CHECKING:
     from .verify import Justified
@@ -37,6 +39,8 @@ def decide(
 ) -> Verdict:
     """``justified``: the verified (or jury-voted) justification with what it cost; None = the
     final round's summary as it is."""
+    settings = sitting(settings, case_file)  # the court's rounds and models, whoever calls
+    court = court_of(case_file, settings)
     final = case_file.rounds[-1]
     votes = final.votes
     jury, weighted_winner = with_votes(case_file.jury, final) if case_file.jury else (None, None)
@@ -58,6 +62,7 @@ def decide(
     # deliberation that ended before it was over on its own ended for the budget
     stopped = None if deliberation_over(case_file, settings) else round_stop(case_file, settings)
     stops = [s for s in (case_file.budget_stop, stopped, justified and justified.stop) if s is not None]
+    compared = consistency(case_file, winner, settings)
     appeal = case_file.appeal
     verdict = Verdict(
         verdict_id=verdict_id(case_file),
@@ -85,6 +90,8 @@ def decide(
                 *weighted_note(votes, winner),
                 *([round_note(stopped, settings)] if stopped else []),
                 *(justified.notes if justified else []),
+                *([court.note] if court.note else []),
+                *consistency_note(compared, winner),
             ]
         ],
         budget_reached=bool(stops),
@@ -92,6 +99,8 @@ def decide(
         votes_by_model=votes_by_model(final, settings),
         verification=justified.verification if justified else None,
         jury=jury,
+        court=court,
+        precedent_consistency=compared,
         tokens=sum(case_file.usage.values(), justified.usage if justified else Usage()),
         latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
         backend=case_file.backend,

@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
 from .. import __version__
-from ..schemas import CATEGORIES, ESCALATION_REASONS
+from ..schemas import CATEGORIES, CONSISTENCY_OUTCOMES, ESCALATION_REASONS
 
 if TYPE_CHECKING:
     import faust
 
-    from ..schemas import BudgetStop, JuryComposition, Usage, Verification, Votes
+    from ..schemas import BudgetStop, JuryComposition, PrecedentConsistency, Usage, Verification, Votes
 
 log = logging.getLogger("cyberjurors.metrics")
 
@@ -288,6 +288,21 @@ PRECEDENT_COLD_STARTS = Counter(
     "Cases whose category had too few guidelines, so cross-category ones were added",
     ["category"],
 )
+PRECEDENT_CONSISTENCY = Counter(
+    "cyberjurors_precedent_consistency_total",
+    "First-instance verdicts first decided here against their nearest decided precedents (jury/consistency.py): "
+    "consistent, inconsistent (most went the other way) or no_precedent (too few near enough); the consistency "
+    "rate is consistent over consistent + inconsistent. Not counted without a precedent base",
+    ["outcome"],
+)
+for _outcome in CONSISTENCY_OUTCOMES:  # every outcome reads 0 from the start, so the rate is defined at once
+    PRECEDENT_CONSISTENCY.labels(_outcome)
+
+
+def record_consistency(found: PrecedentConsistency | None) -> None:
+    if found is not None:
+        PRECEDENT_CONSISTENCY.labels(found.outcome).inc()
+
 
 # --- drift -----------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ The query is the dispute focus, both parties' claims and the order metadata. Top
 cases and a pool of guidelines come from the category (guidelines marked 'all' included); when
 the category has too few guidelines (cold start), cross-category ones are added and coverage is
 marked low. Each juror's memory is the top-K of the pool by Φ(P_k, N_j), the cosine between the
-juror's persona and the guideline, so jurors differ in focus but draw on the same pool.
+juror's persona and the guideline, so jurors differ in focus but draw on the same pool. Each
+historical case carries its cosine with the query, for the verdict's consistency check.
 """
 
 from __future__ import annotations
@@ -75,22 +76,36 @@ class PersonaMatcher:
     def __init__(self, personas: Sequence[Persona], embedder: Embedder, cache_size: int = 10_000):
         self.embedder = embedder
         self.vectors = embedder.encode([p.card() for p in personas])
-        # the same guidelines come back case after case: embed each rule text once, not per case
+        # the same guidelines (and historical cases) come back case after case: embed each text once
         self._rules: dict[str, np.ndarray] = {}
         self._cache_size = cache_size
 
-    def memory(self, guidelines: list[PrecedentRef], k: int) -> dict[int, list[str]]:
-        if not guidelines or k == 0:
-            return {}
-        new = list(dict.fromkeys(g.text for g in guidelines if g.text not in self._rules))
+    def _embedded(self, texts: list[str]) -> np.ndarray:
+        """The texts' vectors, each text encoded once while it stays in the cache."""
+        new = list(dict.fromkeys(t for t in texts if t not in self._rules))
         if new:
             if len(self._rules) + len(new) > self._cache_size:
                 self._rules.clear()
             self._rules.update(zip(new, self.embedder.encode(new), strict=True))
-        rules = np.stack([self._rules[g.text] for g in guidelines])
+        return np.stack([self._rules[t] for t in texts])
+
+    def memory(self, guidelines: list[PrecedentRef], k: int) -> dict[int, list[str]]:
+        if not guidelines or k == 0:
+            return {}
+        rules = self._embedded([g.text for g in guidelines])
         match = self.vectors @ rules.T  # jurors x guidelines
         top = np.argsort(-match, axis=1, kind="stable")[:, :k]
         return {juror: [guidelines[j].id for j in row] for juror, row in enumerate(top.tolist())}
+
+    def similar(self, query: str, refs: list[PrecedentRef]) -> list[PrecedentRef]:
+        """The historical cases with their cosine to the query, what the verdict's consistency check
+        reads (``jury/consistency.py``): the fused rank says which came first, not how near they are.
+        A case's summary is long and comes back case after case: it is encoded once, as a rule is."""
+        if not refs:
+            return refs
+        query_vector = self.embedder.encode([query])[0]  # rows L2-normalised: a dot is the cosine
+        cosines = self._embedded([r.text for r in refs]) @ query_vector
+        return [r.model_copy(update={"similarity": round(float(c), 4)}) for r, c in zip(refs, cosines, strict=True)]
 
 
 def failed(case_id: str, err: PrecedentError) -> Precedents:
@@ -134,4 +149,5 @@ async def retrieve(
     if not guidelines and not cases:
         return Precedents(coverage="none", problem="the precedent base has nothing for this case")
     memory = await asyncio.to_thread(matcher.memory, guidelines, settings.memory_k)  # encoding is CPU work
-    return Precedents(cases=[to_ref(h) for h in cases], guidelines=guidelines, memory=memory, coverage=coverage)
+    near = await asyncio.to_thread(matcher.similar, query, [to_ref(h) for h in cases])
+    return Precedents(cases=near, guidelines=guidelines, memory=memory, coverage=coverage)

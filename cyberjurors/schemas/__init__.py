@@ -18,6 +18,7 @@ from .case import (
     language_of,
     now,
 )
+from .court import CONSISTENCY_OUTCOMES, ConsistencyOutcome, Court, PrecedentConsistency
 from .events import (
     AppealFiled,
     CaseOpened,
@@ -79,6 +80,7 @@ from .letters import (
 
 __all__ = [
     "CATEGORIES",
+    "CONSISTENCY_OUTCOMES",
     "ESCALATION_REASONS",
     "JURY_SIZE",
     "LETTER_SECTIONS",
@@ -101,6 +103,8 @@ __all__ = [
     "Category",
     "Clue",
     "ClueChain",
+    "ConsistencyOutcome",
+    "Court",
     "DeadLetter",
     "DecidedBy",
     "DisputeCase",
@@ -131,6 +135,7 @@ __all__ = [
     "PartyLetter",
     "Perception",
     "PersonalData",
+    "PrecedentConsistency",
     "PrecedentRef",
     "Precedents",
     "QualificationMode",

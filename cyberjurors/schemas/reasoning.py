@@ -13,6 +13,7 @@ from typing import Literal, get_args
 from pydantic import Field, model_validator
 
 from .case import SCHEMA_VERSION, DisputeCase, Party, Record, Votes
+from .court import Court, PrecedentConsistency
 from .jury import JuryComposition
 
 Leaning = Literal["buyer", "seller", "neutral"]
@@ -229,6 +230,11 @@ class PrecedentRef(Record):
     score: float
     rank: int
     sources: dict[str, int] = Field(default_factory=dict, description="retriever -> rank, e.g. bm25, vector")
+    similarity: float | None = Field(
+        None,
+        description="a historical case's cosine with the case's query, by the embedding model (what the "
+        "precedent consistency check reads); None for guidelines and in records from before it",
+    )
 
     @property
     def ref(self) -> str:
@@ -295,6 +301,7 @@ EscalationReason = Literal[
     "injection",
     "decisive_evidence_unreadable",
     "budget_reached",
+    "inconsistent_with_precedent",
 ]
 ESCALATION_REASONS: tuple[EscalationReason, ...] = get_args(EscalationReason)
 
@@ -322,6 +329,7 @@ class CaseFile(Record):
     )
     appeal: AppealBrief | None = Field(None, description="the second instance: the appeal it judges")
     jury: JuryComposition | None = Field(None, description="the jury that deliberates, set at round 1")
+    court: Court | None = Field(None, description="the court the court policy seated for the case, set at stage I")
 
     @model_validator(mode="after")
     def _digest_once(self) -> CaseFile:
@@ -413,6 +421,14 @@ class Verdict(Record):
         None,
         description="the personal data replaced by placeholders before any model saw the case: kinds and "
         "counts, never the values; absent when privacy_mask is empty (and from older versions)",
+    )
+    court: Court | None = Field(
+        None, description="the court that sat (court_policy's tier); absent from verdicts written before courts"
+    )
+    precedent_consistency: PrecedentConsistency | None = Field(
+        None,
+        description="the verdict against its nearest decided precedents; absent without a precedent base "
+        "(precedent_backend = none)",
     )
     tokens: Usage
     latency_s: float

@@ -135,7 +135,7 @@ def create_app(
         clock,
         max_bytes=settings.max_event_bytes,
         keep_for_appeal=settings.appeal_window_s > 0,
-        max_rounds=settings.rounds,
+        max_rounds=settings.most_rounds,  # the court policy's fullest court may hold more rounds than `rounds`
     )
     intake = Intake(settings, llm.backend, drafts, results, topic("disputes.intake"), letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)

@@ -159,6 +159,7 @@ class Verdicts:
             reversed_ = decided.winner != case_file.appeal.first_instance.winner
             metrics.APPEAL_VERDICTS.labels("reversed" if reversed_ else "upheld").inc()
             return
+        metrics.record_consistency(decided.precedent_consistency)
         metrics.record_verdict(
             decided.category,
             decided.winner,

@@ -244,3 +244,72 @@ async def test_the_offline_estimate_keeps_one_cache_entry_per_role_and_prefix_as
     ]
     assert (usages[0].cache_write_tokens, usages[0].cache_read_tokens) == (len(system) // 4, 0)
     assert (usages[1].cache_write_tokens, usages[1].cache_read_tokens) == (0, len(system) // 4)
+
+
+# --- the courts of a court policy (--ablation courts) ----------------------------------------------
+
+COURT_POLICY = [
+    {"name": "small-claims", "max_amount": "60", "jurors": 5, "rounds": 1, "model": "claude-haiku-4-5"},
+    {"name": "standard", "min_amount": "60", "max_amount": "300"},
+    {"name": "high-value", "min_amount": "300", "verifier": True},
+]
+
+
+def test_courts_runs_each_court_of_the_policy_on_every_case_with_the_papers_as_reference():
+    rungs = select("courts", base(court_policy=COURT_POLICY))
+    assert [a.key for a in rungs] == ["court-small-claims", "court-standard", "court-high-value"]  # standard: paper's
+    (small,) = rungs[0].settings(base(court_policy=COURT_POLICY)).court_policy
+    assert (small.name, small.min_amount, small.max_amount, small.categories, small.jurors) == (
+        "small-claims",
+        0,
+        None,
+        [],
+        5,
+    )
+    # no tier is the paper's court: it leads, as the reference of the cost ratios
+    unpapered = select(
+        "courts, jury", base(court_policy=[COURT_POLICY[0], {**COURT_POLICY[1], "jurors": 9, "max_amount": None}])
+    )
+    assert [a.key for a in unpapered] == ["paper-court", "court-small-claims", "court-standard", "jury"]
+    assert [t.jurors for t in unpapered[0].settings(base()).court_policy] == [17]
+    assert [a.key for a in select("courts", base())] == ["paper-court"]  # no policy: the paper's court alone
+    assert select("courts") == []  # the policy is known only from settings
+
+
+def test_eval_on_synthetic_cases_reports_each_court_and_the_small_claims_court_costs_under_half_the_papers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from typer.testing import CliRunner
+
+    from cyberjurors.cli import app as cli
+    from cyberjurors.evaluation.report import court_rows, load
+    from cyberjurors.evaluation.synth import generate
+
+    generate(tmp_path / "synth", cases=3, seed=5)
+    toml = tmp_path / "courts.toml"
+    toml.write_text(
+        "\n".join(
+            "[[court_policy]]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in tier.items()) for tier in COURT_POLICY
+        )
+    )
+    monkeypatch.setenv("CYBERJURORS_LLM_BACKEND", "offline")
+    monkeypatch.setenv("CYBERJURORS_PRECEDENT_BACKEND", "none")
+    out = tmp_path / "out"
+    args = ["eval", str(tmp_path / "synth"), "--batch", "--ablation", "courts", "--no-party-swap"]
+    result = CliRunner().invoke(cli, [*args, "--settings", str(toml), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = {row.court: row for row in court_rows(load(out / "report.json"))}
+    assert list(rows) == ["small-claims", "standard", "high-value"]
+    small, paper = rows["small-claims"], rows["standard"]
+    assert paper.scores.paper and (small.scores.jurors, small.scores.rounds) == (5, 1)
+    assert all(r.scores.summary.verdicts == 3 for r in rows.values())  # every court on every case
+    # computed from the measured tokens and the dated list prices (haiku for small claims, sonnet for the paper's)
+    tokens = small.scores.summary.tokens_per_case["total"] / paper.scores.summary.tokens_per_case["total"]
+    usd = small.scores.usd_per_case_listed / paper.scores.usd_per_case_listed
+    assert (small.tokens_ratio, small.usd_ratio) == pytest.approx((tokens, usd))
+    # haiku's prices are half sonnet's, but it caches no prefix under 4,096 tokens: less is read from the cache
+    assert tokens <= 0.45 and usd <= 0.45
+    assert paper.tokens_ratio == pytest.approx(1.0)
+    markdown = (out / "report.md").read_text()
+    assert "## Courts" in markdown and "| Court | Configuration | Jurors × rounds |" in markdown
+    assert f"| {small.tokens_ratio:.3f}× |" in markdown.split("## Courts", 1)[1].split("\n\n")[1]

@@ -362,3 +362,46 @@ def test_risk_coverage_by_hand():
     assert risk_coverage(results, target=0.6).operating_point.margin_below is None  # nothing needs escalating
     assert risk_coverage([results[5]]) is None
     assert summarize(results).risk_coverage == rc
+
+
+def test_summaries_per_court_and_the_consistency_rate():
+    from cyberjurors.config import DEFAULT_LLM_PRICES
+    from cyberjurors.evaluation.scores import Pricing
+    from cyberjurors.schemas import Court, PrecedentConsistency
+
+    small = Court(name="small", jurors=5, rounds=1, model="claude-haiku-4-5", verifier=False, base_currency="EUR")
+    paper = Court(name="standard", jurors=17, rounds=3, verifier=False, base_currency="EUR")
+    spent = Usage(input_tokens=1_000_000)  # 1 M uncached input: the model's input price in USD
+
+    def judged(case_id, truth, pred, court, outcome=None):  # type: ignore[no-untyped-def]
+        r = result(case_id, truth, pred, tokens=spent)
+        found = PrecedentConsistency(outcome=outcome, min_similarity=0.6) if outcome else None
+        return r.model_copy(
+            update={"verdict": r.verdict.model_copy(update={"court": court, "precedent_consistency": found})}
+        )
+
+    s = summarize(
+        [
+            judged("a", (14, 3), (4, 1), small, "consistent"),
+            judged("b", (3, 14), (4, 1), small, "inconsistent"),
+            judged("c", (3, 14), (2, 15), paper, "consistent"),
+            judged("d", (3, 14), (2, 15), paper, "no_precedent"),
+            judged("e", (3, 14), (2, 15), paper),  # judged without a precedent base
+            result("f", (3, 14), None, failure="timeout"),
+        ],
+        Pricing(DEFAULT_LLM_PRICES, "claude-sonnet-5-5"),
+    )
+    assert s.precedent_consistency == {"consistent": 2, "inconsistent": 1, "no_precedent": 1}
+    assert s.consistency_rate == pytest.approx(2 / 3)  # no_precedent and unchecked verdicts are not compared
+    assert list(s.by_court) == ["small", "standard"]
+    by_small, by_paper = s.by_court["small"], s.by_court["standard"]
+    assert (by_small.summary.verdicts, by_small.summary.accuracy, by_small.summary.consistency_rate) == (2, 0.5, 0.5)
+    assert (by_paper.summary.verdicts, by_paper.summary.accuracy, by_paper.paper, by_small.paper) == (
+        3,
+        1.0,
+        True,
+        False,
+    )
+    # each court's tokens at its own model's dated list price: haiku 1 USD, the run's sonnet 2 USD per M input
+    assert (by_small.usd_per_case_listed, by_paper.usd_per_case_listed) == (pytest.approx(1.0), pytest.approx(2.0))
+    assert summarize([judged("g", (3, 14), (2, 15), paper)]).by_court["standard"].usd_per_case_listed is None

@@ -13,7 +13,7 @@ from cyberjurors.precedents import learning
 from cyberjurors.precedents.base import PrecedentBase
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.models import Document, Guideline, PrecedentCase
-from cyberjurors.precedents.retrieval import PersonaMatcher, retrieve
+from cyberjurors.precedents.retrieval import PersonaMatcher, query_text, retrieve
 from cyberjurors.schemas import (
     CaseFile,
     DisputeCase,
@@ -153,6 +153,34 @@ async def test_retrieval_fills_pool_and_memory_and_widens_on_cold_start(tmp_path
     cold = await retrieve(food, focus(food), index, matcher, s)
     assert cold.coverage == "low"
     assert any(g.category == "clothing" for g in cold.guidelines)  # borrowed across categories
+    await index.close()
+
+
+async def test_each_retrieved_case_carries_its_cosine_with_the_query_for_the_consistency_check(
+    tmp_path, embedder, case
+):
+    index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
+    summaries = {
+        "hist-near": "Linen shirt seam split after first wear; buyer photo of the torn seam",
+        "hist-far": "Frozen pizza delivered thawed; the courier left the box in the sun",
+    }
+    await index.upsert(
+        [
+            Document.of_case(
+                PrecedentCase(
+                    case_id=i, category="clothing", summary=text, winner="buyer", votes=Votes(buyer=12, seller=5)
+                )
+            )
+            for i, text in summaries.items()
+        ]
+    )
+    s = settings(precedents=tmp_path / "precedents", jurors=3)
+    found = await retrieve(case, focus(case), index, PersonaMatcher(Jury.from_settings(s).personas, embedder), s)
+    near = {c.id: c.similarity for c in found.cases}
+    query, *texts = embedder.encode([query_text(case, focus(case)), *summaries.values()])
+    assert near == pytest.approx({i: float(v @ query) for i, v in zip(summaries, texts, strict=True)}, abs=1e-4)
+    assert near["hist-near"] > 0.5 > near["hist-far"]  # the fused rank alone would not say how far each is
+    assert all(g.similarity is None for g in found.guidelines)
     await index.close()
 
 
