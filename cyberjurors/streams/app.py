@@ -152,7 +152,7 @@ def create_app(
     confirmed = table("confirmed-outcomes")
     outcomes = Outcomes(settings, llm, precedents, results, confirmed, letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
-    party_letters = PartyLetters(settings, llm, results, topic("disputes.letters"), letters)
+    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), letters)
     on_disk = [drafts, results.table, results.times, confirmed]
     erasures = Erasures(results, drafts, confirmed, store, in_flight, topic("disputes.erasures"), on_disk)
 

@@ -71,6 +71,7 @@ PUBLIC_TOPICS: dict[str, Kind] = {
     "disputes.appeals": Kind("appeal", "appeal", ("filed_at", "sent_at")),
     "disputes.outcomes": Kind("outcome", "outcome", ("decided_at", "sent_at")),
     "disputes.dlq": Kind("dead-letter", "dead_letter", ("failed_at",)),
+    "disputes.letters": Kind("letter", "letter", ("written_at",)),
 }
 
 

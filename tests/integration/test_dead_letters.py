@@ -31,6 +31,7 @@ from ..unit.jury.test_escalation import SIGNATURE_REASONS
 from ..unit.streams.test_appeals import APPEAL_REASONS
 from ..unit.streams.test_cloudevents import CLOUDEVENT_REASONS
 from ..unit.streams.test_dead_letters import HELD, INTAKE, LLM_KINDS, NOW, PRECEDENT_KINDS, TABLE, family
+from ..unit.streams.test_letters import LETTER_REASONS
 
 # --- the app's own dead letters, from a running app -----------------------------------------
 
@@ -219,6 +220,8 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     }  # each driven through the appeal handler in unit/streams/test_appeals.py
     # each driven through the outcomes handler in unit/jury/test_escalation.py
     driven |= {("outcome", r) for r in SIGNATURE_REASONS}
+    # each driven through the letters handler in unit/streams/test_letters.py (workers here run with letters off)
+    driven |= {("letters", r) for r in LETTER_REASONS}
     # the CloudEvents headers' rules: through the intake handler in unit/streams/test_cloudevents.py, and a
     # running worker in test_kcat.py
     driven |= {("intake", r) for r in CLOUDEVENT_REASONS}

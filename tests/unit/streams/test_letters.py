@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
 from cyberjurors.llm.port import LLMError, LLMRequest, LLMResult, T
@@ -44,6 +45,13 @@ class Counted:
         if request.role == self.fail:
             raise LLMError(self.kind, "the provider is overloaded")
         return await self.inner.generate(request, output_type)
+
+
+class Broken(Counted):
+    """A backend with a bug: what it raises is no LLMError."""
+
+    async def generate(self, request: LLMRequest, output_type: type[T]) -> LLMResult[T]:
+        raise RuntimeError("a bug")
 
 
 @pytest.fixture
@@ -113,10 +121,33 @@ async def test_a_draft_stored_before_a_failure_is_checked_on_the_replay_not_writ
     assert all(x.check.checked_by == "verifier" for x in sent(parts))
 
 
-async def test_a_model_failure_the_same_input_meets_again_is_final(parts):
-    await stage(parts, Counted(fail="letter", kind="refused"))(parts.delivered)
+@pytest.mark.parametrize("kind", LLM_KINDS)
+async def test_a_model_failure_is_a_dead_letter_of_its_kind_final_when_the_same_input_meets_it_again(parts, kind):
+    await stage(parts, Counted(fail="letter", kind=kind))(parts.delivered)
     [letter] = dead(parts)
-    assert (letter.reason, letter.replayable) == ("llm_refused", False)
+    assert (letter.stage, letter.reason, letter.replayable) == ("letters", f"llm_{kind}", kind not in FINAL_LLM_KINDS)
+
+
+async def test_a_letter_over_the_size_limit_and_a_bug_are_dead_letters(parts):
+    parts.results.max_bytes = 200  # every letter is larger
+    await stage(parts, Counted())(parts.delivered)
+    parts.results.max_bytes = None
+    await stage(parts, Broken())(parts.delivered)
+    assert [(x.stage, x.reason, x.replayable) for x in dead(parts)] == [
+        ("letters", "output_too_large", False),
+        ("letters", "stage_failed", True),
+    ]
+
+
+# the reasons of stage letters the tests above produce: tests/integration/test_dead_letters.py counts them
+# as driven (an integration worker runs with letters off)
+LETTER_REASONS = {
+    "invalid_verdict",
+    "case_expired",
+    "output_too_large",
+    "stage_failed",
+    *(f"llm_{k}" for k in LLM_KINDS),
+}
 
 
 async def test_what_is_no_verdict_and_a_verdict_whose_case_expired_are_dead_letters(parts):
