@@ -39,12 +39,18 @@ from .store import Store
 
 ERASED_TEXT = "[erased]"
 # what holds a case's rows (table -> the column naming the case); letters are found by their key
-BY_CASE = {"verdicts": "case_id", "escalations": "case_id", "records": "case_id", "outcomes": "case_id"}
+BY_CASE = {
+    "verdicts": "case_id",
+    "escalations": "case_id",
+    "records": "case_id",
+    "outcomes": "case_id",
+    "party_letters": "case_id",
+}
 
 
 @dataclass
 class ConsoleErased:
-    rows: int = 0  # verdicts, escalations, records, letters, replay notes, outcomes deleted
+    rows: int = 0  # verdicts, escalations, records, dead letters, replay notes, outcomes, party letters deleted
     decisions: int = 0  # human decisions kept with the case taken out
     audit: int = 0  # audit entries rewritten
     cited: int = 0  # other cases' records whose retrieved precedent was the case

@@ -477,7 +477,7 @@ class Store:
             for start in range(0, len(old), 500):
                 chunk = old[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                for table in ("verdicts", "escalations", "records", "outcomes"):
+                for table in ("verdicts", "escalations", "records", "outcomes", "party_letters"):
                     deleted += db.execute(f"DELETE FROM {table} WHERE case_id IN ({marks})", chunk).rowcount
             deleted += db.execute("DELETE FROM letters WHERE failed_at < ?", (cutoff,)).rowcount
             db.execute(

@@ -6,6 +6,7 @@ does not file it again from the topics (a record sent after the erasure is a new
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from cyberjurors.console.audit import Audit
 from cyberjurors.console.erasure import collect, erase_case
 from cyberjurors.console.store import Store
 from cyberjurors.evidence.scrub import residue
+from cyberjurors.jury.letters import write_letters
+from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.schemas import DeadLetter, OutcomeReported, PrecedentRef, Precedents, now
 
 from ...factories import case as text_case
@@ -48,6 +51,8 @@ def filled(tmp_path, airfryer) -> tuple[Store, str]:
     store.apply("letter", Msg("disputes.dlq", 0, 0, letter.model_dump_json().encode()))
     store.note_replay("disputes.dlq/0/0", json.dumps({"case": AIRFRYER}).encode())
     store.note_replay("disputes.dlq/1/9", json.dumps({"case": AIRFRYER}).encode())  # its letter no longer here
+    for offset, party_letter in enumerate(asyncio.run(write_letters(after[-1], verdict, OfflineLLM(), offline()))):
+        store.apply("party_letter", Msg("disputes.letters", 0, offset, party_letter.model_dump_json().encode()))
     outcome = OutcomeReported(case_id=AIRFRYER, votes={"buyer": 14, "seller": 3})
     store.apply("outcome", Msg("disputes.outcomes", 0, 0, outcome.model_dump_json().encode()))
     cited = PrecedentRef(id=AIRFRYER, kind="case", text=SUMMARY, category="appliances", score=1.0, rank=1)
@@ -63,6 +68,7 @@ def test_the_case_goes_and_a_record_that_it_was_decided_stays_without_personal_d
     done = erase_case(store, AIRFRYER, "ref0", found.ids)
     counts = store.counts()
     assert (counts["verdicts"], counts["escalations"], counts["letters"], counts["replayed"]) == (0, 0, 0, 0)
+    assert counts["party_letters"] == 0
     assert (counts["records"], counts["outcomes"], counts["decisions"]) == (1, 0, 1)
     [decision] = store.decisions("erased:ref0")
     assert (decision.case_id, decision.rationale, decision.reviewer, decision.winner) == (
