@@ -13,8 +13,12 @@ from pathlib import Path
 
 import faust
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cyberjurors.config import Settings
+from cyberjurors.observability import tracing
 from cyberjurors.streams.broker import embedded_broker
 from cyberjurors.streams.clients import follow
 from cyberjurors.streams.kafka import ensure_topics
@@ -152,3 +156,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The spans this process ends, in memory (installed as the service's tracer, removed after)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    yield exporter
+    tracing.install(None)
+    provider.shutdown()

@@ -8,18 +8,15 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from aiokafka.structs import ConsumerRecord
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cyberjurors.config import Settings
-from cyberjurors.observability import tracing
 from cyberjurors.schemas import Verdict
 from cyberjurors.streams.clients import Outgoing, produce, producer_for, read_events, records
 from cyberjurors.streams.kafka import ensure_topics
@@ -43,15 +40,9 @@ async def collector() -> AsyncIterator[Collector]:
 
 
 @pytest.fixture
-def produced_spans() -> Iterator[InMemorySpanExporter]:
+def produced_spans(spans: InMemorySpanExporter) -> InMemorySpanExporter:
     """This process plays the platform's producer: its produce spans, in memory."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    yield exporter
-    tracing.install(None)
-    provider.shutdown()
+    return spans
 
 
 async def wait_for_records(

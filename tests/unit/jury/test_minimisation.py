@@ -21,9 +21,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import REGISTRY
 
@@ -37,7 +34,6 @@ from cyberjurors.jury.rounds import Jury, is_settled
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage, seen, verdict_stage
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import GuardedLLM
-from cyberjurors.observability import tracing
 from cyberjurors.schemas import AppealFiled, CaseFile, DisputeCase, Verdict, now
 
 from ... import factories
@@ -190,16 +186,6 @@ def settings(**over: Any) -> Settings:
 
 def request_texts(llm: ScriptedLLM) -> list[str]:
     return [f"{c.system}\n{c.text()}\n{c.task!r}" for c in llm.calls]
-
-
-@pytest.fixture
-def spans():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    yield exporter
-    tracing.install(None)
 
 
 def span_texts(exporter: InMemorySpanExporter) -> list[str]:

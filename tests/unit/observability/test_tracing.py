@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from types import SimpleNamespace
 
 import anthropic
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -51,17 +48,6 @@ ROLES = {
     "round-1": {"juror", "summary"},
     "round-2": {"juror", "summary"},
 }
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    yield exporter
-    tracing.install(None)
-    provider.shutdown()
 
 
 def message(
