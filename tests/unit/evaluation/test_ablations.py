@@ -282,6 +282,7 @@ def test_eval_on_synthetic_cases_reports_each_court_and_the_small_claims_court_c
     from typer.testing import CliRunner
 
     from cyberjurors.cli import app as cli
+    from cyberjurors.config import SETTINGS_FILE_ENV
     from cyberjurors.evaluation.report import court_rows, load
     from cyberjurors.evaluation.synth import generate
 
@@ -294,6 +295,8 @@ def test_eval_on_synthetic_cases_reports_each_court_and_the_small_claims_court_c
     )
     monkeypatch.setenv("CYBERJURORS_LLM_BACKEND", "offline")
     monkeypatch.setenv("CYBERJURORS_PRECEDENT_BACKEND", "none")
+    # --settings sets this variable for the process: recorded here so that it is gone after the test
+    monkeypatch.setenv(SETTINGS_FILE_ENV, str(toml))
     out = tmp_path / "out"
     args = ["eval", str(tmp_path / "synth"), "--batch", "--ablation", "courts", "--no-party-swap"]
     result = CliRunner().invoke(cli, [*args, "--settings", str(toml), "--out", str(out)])

@@ -35,7 +35,6 @@ from ..jury.test_minimisation import (  # the seeded set and how its leaks are f
     seeded,
     settings,
     span_texts,
-    spans,  # noqa: F401  # the in-memory span exporter fixture
 )
 from .test_app_handlers import Topic, event
 
@@ -70,7 +69,7 @@ async def judged(h: Handlers, topics: dict[str, Topic], case_id: str, case_json:
 
 
 async def test_through_the_stream_handlers_nothing_personal_reaches_the_model_logs_spans_metrics_or_verdicts(
-    spans,  # noqa: F811
+    spans,
     caplog,
 ):
     caplog.set_level(logging.DEBUG)
@@ -92,7 +91,7 @@ async def test_through_the_stream_handlers_nothing_personal_reaches_the_model_lo
 
 
 async def test_a_dead_letter_says_what_failed_in_masked_words_and_keeps_its_input_as_received(
-    spans,  # noqa: F811
+    spans,
     caplog,
 ):
     caplog.set_level(logging.DEBUG)
