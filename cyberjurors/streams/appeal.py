@@ -20,10 +20,9 @@ An appeal for a case with no verdict yet is ``unknown_case``, replayable.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -41,6 +40,7 @@ from ..schemas import AppealFiled, CaseFile, Verdict
 from ..state.results import StageResults
 from .dead_letters import DeadLetters, OutputTooLarge, bug, shown_time
 from .intake import claim_check, key_problem
+from .turns import CaseTurns
 from .verdict import Verdicts
 
 log = logging.getLogger("cyberjurors.streams")
@@ -71,7 +71,7 @@ class Appeals:
         self.verdicts = verdicts
         self.letters = letters
         self.store = store
-        self.judging: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # case_id -> its lock, and who holds or waits
+        self.turns = CaseTurns()
 
     async def __call__(self, event: Any) -> None:
         with tracing.consuming(event, STAGE):
@@ -101,20 +101,11 @@ class Appeals:
             log.exception("appeal for case %s failed", appeal.case_id)
             await self.letters.write(event, "appeal", "stage_failed", bug(err), replayable=True)
 
-    @contextlib.asynccontextmanager
-    async def one_at_a_time(self, case_id: str) -> AsyncIterator[None]:
+    def one_at_a_time(self, case_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """A case's appeals, one after the other on this worker (every appeal of a case comes to the
         worker holding its partition): a second appeal sees the first accepted and stored, or refused;
         the same appeal delivered twice finds the first one's verdict and re-sends it."""
-        entry = self.judging.setdefault(case_id, (asyncio.Lock(), [0]))
-        entry[1][0] += 1
-        try:
-            async with entry[0]:
-                yield
-        finally:
-            entry[1][0] -= 1
-            if not entry[1][0]:
-                del self.judging[case_id]
+        return self.turns.one_at_a_time(case_id)
 
     async def parse(self, event: Any) -> AppealFiled:
         size = len(event.value or b"") + len(event.message.key or b"")

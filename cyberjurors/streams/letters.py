@@ -18,11 +18,9 @@ again, where platforms dedupe it by ``verdict_id``), a message there that is no 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,6 +35,7 @@ from ..schemas.letters import DraftedLetter
 from ..state import expiry
 from ..state.results import StageResults
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug, hand_on, send_bounded
+from .turns import CaseTurns
 
 log = logging.getLogger("cyberjurors.streams")
 
@@ -59,7 +58,7 @@ class PartyLetters:
         self.results = results
         self.out = out
         self.letters = letters
-        self.writing: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # case_id -> its lock, and who holds or waits
+        self.turns = CaseTurns()
 
     async def __call__(self, event: Any) -> None:
         with tracing.consuming(event, STAGE):
@@ -99,19 +98,10 @@ class PartyLetters:
             if any(written):
                 metrics.STAGE_LATENCY.labels(STAGE).observe(time.perf_counter() - started)
 
-    @contextlib.asynccontextmanager
-    async def one_at_a_time(self, case_id: str) -> AsyncIterator[None]:
+    def one_at_a_time(self, case_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """A case's verdicts in turn on this worker (with stage_concurrency > 1 a re-sent verdict may come
         while the first is still being written to): the second finds the first's letters stored."""
-        entry = self.writing.setdefault(case_id, (asyncio.Lock(), [0]))
-        entry[1][0] += 1
-        try:
-            async with entry[0]:
-                yield
-        finally:
-            entry[1][0] -= 1
-            if not entry[1][0]:
-                del self.writing[case_id]
+        return self.turns.one_at_a_time(case_id)
 
     def record(self, verdict: Verdict) -> CaseFile | None:
         """The case the verdict was decided on: for an appeal's, the appeal's case file; else the record
