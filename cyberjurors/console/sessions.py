@@ -99,7 +99,9 @@ class Sessions:
         with self.store.transaction() as db:
             db.execute("DELETE FROM signin_failures WHERE at < ?", (since,))
             for key, most in self._keys(user, address):
-                n = db.execute("SELECT count(*) FROM signin_failures WHERE key = ? AND at >= ?", (key, since)).fetchone()
+                n = db.execute(
+                    "SELECT count(*) FROM signin_failures WHERE key = ? AND at >= ?", (key, since)
+                ).fetchone()
                 if n[0] >= most:
                     return None
             db.executemany(
