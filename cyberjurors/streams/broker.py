@@ -57,6 +57,7 @@ def tansu_binary() -> Path:
 # how a worker knows it is on it (streams/worker.py: one record per changelog batch with RocksDB)
 EMBEDDED_CLUSTER = "cyberjurors-embedded-"
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
