@@ -88,10 +88,8 @@ class Soak:
 
 
 def start_worker(settings: Settings, log: Path, frames: int) -> tuple[WorkerProcess, float]:
-    # one record per producer batch: Tansu 0.6 reports a high watermark from a batch's first offset,
-    # which a RocksDB store's recovery refuses (see tests/integration/test_state_expiry.py)
-    env = {"PRODUCER_MAX_BATCH_SIZE": "1"} if settings.table_store == "rocksdb" else {}
-    return ready_worker(settings, log, env | ({"PYTHONTRACEMALLOC": str(frames)} if frames else {}))
+    # a RocksDB worker on the embedded broker sends one record per batch by itself (streams/worker.py)
+    return ready_worker(settings, log, {"PYTHONTRACEMALLOC": str(frames)} if frames else {})
 
 
 async def idle_sample(settings: Settings, worker: WorkerProcess, done: int, idle_s: float, began: float) -> Sample:

@@ -162,6 +162,10 @@ OTHER_REASONS: dict[str, tuple[bool, str]] = {
     ),
     "invalid_verdict": (False, "a message on disputes.verdicts that is not a verdict (stage letters)"),
     "outcome_conflict": (False, "a second outcome for a counted case with other votes, source or escalation"),
+    "outcome_superseded": (
+        False,
+        "an outcome other than the human panel's for an escalated case the panel decided: the panel's stands",
+    ),
     # human-panel outcomes (streams/signing.py): refused before anything is counted or learned
     "unsigned_outcome": (
         False,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -23,7 +25,53 @@ if TYPE_CHECKING:
     pass
 
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+EXIT_BROKER_UNREACHABLE = 75  # EX_TEMPFAIL (sysexits.h), as the worker's exit when it loses its broker
+
+
+def broker_unreachable(err: BaseException) -> BaseException | None:
+    """The connection failure behind ``err`` (itself, its causes, an exception group's members) when
+    it is that no Kafka broker could be reached; None for anything else."""
+    from aiokafka.errors import KafkaConnectionError
+
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [err]
+    while todo:
+        found = todo.pop()
+        if found is None or id(found) in seen:
+            continue
+        seen.add(id(found))
+        if isinstance(found, KafkaConnectionError):
+            return found
+        todo += [found.__cause__, found.__context__, *getattr(found, "exceptions", ())]
+    return None
+
+
+class CommandLine(typer.Typer):
+    """The root command. A Kafka that cannot be reached, from any command, is one line on stderr and
+    exit status 75 (EX_TEMPFAIL: try again later), not the client library's traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # the client library's own records go to the command's logging when it configures some (the
+        # worker does); else they would print through logging's last resort beside the line below
+        logging.getLogger("aiokafka").addHandler(logging.NullHandler())
+        try:
+            return super().__call__(*args, **kwargs)
+        except Exception as err:
+            cause = broker_unreachable(err)
+            if cause is None:
+                raise
+            from rich.markup import escape
+
+            Console(stderr=True).print(
+                f"[red]Kafka unreachable:[/] {escape(for_people(cause))}. Check that the broker is up and that "
+                "kafka_bootstrap_servers (KAFKA_BOOTSTRAP_SERVERS) names it",
+                soft_wrap=True,
+                highlight=False,
+            )
+            sys.exit(EXIT_BROKER_UNREACHABLE)
+
+
+app = CommandLine(no_args_is_help=True, add_completion=False, help=__doc__)
 console = Console()
 if not console.is_terminal:  # a pipe or a log file: keep wide report tables readable
     console.width = 180

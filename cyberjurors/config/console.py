@@ -19,6 +19,13 @@ class ConsoleSettings(BaseModel):
 
     console_host: str = Field("127.0.0.1", description="address `cyberjurors console` listens on")
     console_port: int = Field(8080, ge=1, le=65535, description="its port")
+    console_socket: Path | None = Field(
+        None,
+        description="serve on this Unix socket instead of console_host:console_port, for a single-sign-on "
+        "proxy beside the console (oauth2-proxy in its pod: --upstream=unix://<path>) that reaches it there: "
+        "console_sso_user_header is believed on it, and the console has no TCP port that `kubectl "
+        "port-forward` (or anything else) could reach past the proxy",
+    )
     console_db: Path = Field(
         Path("data/console.sqlite3"),
         description="the console's SQLite store: what it read from the topics, its offsets, the decisions made in it",

@@ -129,6 +129,15 @@ class JurySettings(BaseModel):
         "injection, decisive_evidence_unreadable, budget_reached, inconsistent_with_precedent; "
         "default: all but low_precedent_coverage and inconsistent_with_precedent; [] = never",
     )
+    escalation_outcome_wait_s: float = Field(
+        3 * 86400,
+        gt=0,
+        description="an outcome that is not a signed human panel's (the platform's own jury) reported "
+        "for an escalated case is held this long after it arrives, neither counted nor learned from, "
+        "waiting for the panel's decision, which then stands in its place (the held one becomes a "
+        "dead letter, outcome_superseded); none by then, the held one is counted and learned from. "
+        "A state_retention_s below it shortens it; checked every state_sweep_interval_s",
+    )
     consistency_min_similarity: float = Field(
         0.6,
         ge=-1,

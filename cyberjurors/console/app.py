@@ -479,16 +479,17 @@ async def login_post(request: Request) -> Response:
     check_login_csrf(request, form.get(CSRF_FIELD))
     name = str(form.get("user") or "").strip()[:128]
     where = address(request)
-    if console.sessions.locked(name, where):
+    attempt = console.sessions.attempt(name, where)  # counted before the check: concurrent guesses meet the limit
+    if attempt is None:
         console.audit.record(name or "anonymous", "", "sign_in", "refused", where, "", "locked: too many failures")
         return login_page(request, "too many failed sign-ins: try again later", 429, name, form.get("next"))
     async with console.checking:  # each check holds argon2's 64 MiB: a flood of sign-ins is bounded in memory
         ok = await asyncio.to_thread(password_ok, console.auth.users.get(name), str(form.get("password") or ""))
     if not ok:
-        console.sessions.failed(name, where)
+        console.sessions.failed(attempt)
         console.audit.record(name or "anonymous", "", "sign_in", "refused", where, "", "wrong name or password")
         return login_page(request, "wrong name or password", 401, name, form.get("next"))
-    console.sessions.succeeded(name)
+    console.sessions.succeeded(attempt, name)
     session = console.sessions.start(name, "password", replacing=request.cookies.get(console.auth.session_cookie))
     person = Person(name, console.auth.roles_of(name), "password", session)
     console.note(request, person, "sign_in", "done")

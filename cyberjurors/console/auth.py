@@ -7,8 +7,9 @@ Three ways in, each naming a person the console can stand behind:
   console is served over TLS, its own or a proxy's), kept in the store only as its sha256, ended by
   sign-out, ``console_session_ttl_s`` after sign-in or ``console_session_idle_s`` unused;
 - **single sign-on**: the header a trusted proxy sets (oauth2-proxy's ``X-Forwarded-User`` and
-  ``X-Forwarded-Groups``), believed only from ``console_trusted_proxies``; from anywhere else the
-  header is refused and audited;
+  ``X-Forwarded-Groups``), believed only from ``console_trusted_proxies``, or on ``console_socket``
+  (a Unix socket only the proxy beside the console reaches); from anywhere else the header is
+  refused and audited;
 - **the service token** (``Authorization: Bearer``), for scripts: it acts as ``service``, never as a
   named person.
 
@@ -118,7 +119,7 @@ class Auth:
 
     @property
     def configured(self) -> bool:
-        return bool(self.users or self.token or self.proxies)
+        return bool(self.users or self.token or self.proxies or self.settings.console_socket)
 
     @property
     def secure_cookies(self) -> bool:
@@ -136,6 +137,10 @@ class Auth:
         return frozenset(roles or {"viewer"})
 
     def trusted(self, request: Request) -> bool:
+        """Whether the request comes from the single-sign-on proxy: from console_trusted_proxies, or,
+        served on console_socket, over it (a Unix socket's peer has no address)."""
+        if self.settings.console_socket is not None and request.client is None:
+            return True
         try:
             at = ipaddress.ip_address(address(request))
         except ValueError:

@@ -14,6 +14,7 @@ import ipaddress
 import secrets
 import uuid
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from rich.console import Console
@@ -48,6 +49,10 @@ def loopback(host: str) -> bool:
 def check_exposure(settings: Settings, embedded: bool) -> None:
     """Refuse a start that would serve the console to other machines without sign-in or HTTPS."""
     host = settings.console_host
+    if settings.console_socket is not None:  # no TCP port: who reaches the socket's file reaches it
+        if embedded:
+            raise Exposed("--embedded serves its pages on loopback: console_socket is for a proxy beside the console")
+        return
     if loopback(host):
         return
     if embedded:
@@ -73,6 +78,8 @@ def run_users(settings: Settings, out: Console) -> tuple[Settings, dict[str, str
     """With no one configured to sign in (on loopback), a user for this run with every role, its
     password printed; else the configured ones."""
     if settings.console_users or settings.console_token or settings.console_trusted_proxies:
+        return settings, None
+    if settings.console_socket is not None:  # people sign in at the proxy in front
         return settings, None
     password = secrets.token_urlsafe(18)
     out.print(
@@ -127,25 +134,40 @@ def run_console(settings: Settings, out: Console, embedded: bool = False, paths:
         if embedded:
             settings = start_embedded(settings, stack, paths or [], out)
         app = create_app(settings, users=users, public_pages=True if embedded else None)
-        scheme = "https" if settings.console_tls_cert else "http"
         out.print(
-            f"console on [bold]{scheme}://{settings.console_host}:{settings.console_port}/[/] (reading "
+            f"console on [bold]{served_at(settings)}[/] (reading "
             f"{settings.kafka_bootstrap_servers}; store {settings.console_db}); Ctrl-C stops it",
             highlight=False,
         )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host=settings.console_host,
-                port=settings.console_port,
-                log_level="warning",
-                access_log=False,
-                ssl_certfile=settings.console_tls_cert,
-                ssl_keyfile=settings.console_tls_key,
-                # the client address the sign-in lockout and the SSO check go by is the socket's, never a header's
-                proxy_headers=False,
-                h11_max_incomplete_event_size=16 * 1024,
-            )
-        )
-        asyncio.run(server.serve())
+        asyncio.run(uvicorn.Server(server_config(settings, app)).serve())
     return 0
+
+
+def served_at(settings: Settings) -> str:
+    if settings.console_socket is not None:
+        return f"unix:{settings.console_socket}"
+    scheme = "https" if settings.console_tls_cert else "http"
+    return f"{scheme}://{settings.console_host}:{settings.console_port}/"
+
+
+def server_config(settings: Settings, app: Any) -> uvicorn.Config:
+    """How uvicorn serves the console: on console_socket when set (no TCP port at all), else on
+    console_host:console_port."""
+    where: dict[str, Any] = (
+        {"uds": str(settings.console_socket)}
+        if settings.console_socket is not None
+        else {"host": settings.console_host, "port": settings.console_port}
+    )
+    if settings.console_socket is not None:
+        settings.console_socket.parent.mkdir(parents=True, exist_ok=True)
+    return uvicorn.Config(
+        app,
+        **where,
+        log_level="warning",
+        access_log=False,
+        ssl_certfile=settings.console_tls_cert,
+        ssl_keyfile=settings.console_tls_key,
+        # the client address the sign-in lockout and the SSO check go by is the socket's, never a header's
+        proxy_headers=False,
+        h11_max_incomplete_event_size=16 * 1024,
+    )

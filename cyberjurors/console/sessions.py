@@ -6,8 +6,10 @@ worth nothing after it), and sign-out deletes it.
 
 Failed sign-ins are counted per user name and per address over ``console_signin_lockout_s``; past
 ``console_signin_max_failures`` for a name (four times that for an address, where several people may
-share a proxy) sign-in is refused for the rest of the window, the right password included. The rows
-are pruned as the window passes and capped, so a flood of names cannot grow the table without bound.
+share a proxy) sign-in is refused for the rest of the window, the right password included. Each
+attempt is recorded, atomically with the count it is checked against, before its password is
+checked (``attempt``), so the limits hold however many sign-ins arrive at once. The rows are pruned
+as the window passes and capped, so a flood of names cannot grow the table without bound.
 """
 
 from __future__ import annotations
@@ -84,7 +86,37 @@ class Sessions:
         most = self.settings.console_signin_max_failures
         return [(f"user:{user}", most), (f"addr:{address}", 4 * most)]
 
+    def attempt(self, user: str, address: str) -> str | None:
+        """Take a sign-in attempt for ``user`` from ``address``, before its password is checked: an
+        attempt id, or None when either is locked. Counting the window's failures and the attempts
+        still being checked, and recording this one, is one transaction (SQLite's write lock, held
+        from BEGIN IMMEDIATE), so concurrent sign-ins cannot all pass a count that none of them has
+        added to yet. The attempt counts as a failure until ``succeeded`` takes it back; one never
+        settled (a crash mid-check) stays a failure."""
+        now = self.clock()
+        since = now - self.settings.console_signin_lockout_s
+        attempt = secrets.token_hex(16)
+        with self.store.transaction() as db:
+            db.execute("DELETE FROM signin_failures WHERE at < ?", (since,))
+            for key, most in self._keys(user, address):
+                n = db.execute(
+                    "SELECT count(*) FROM signin_failures WHERE key = ? AND at >= ?", (key, since)
+                ).fetchone()
+                if n[0] >= most:
+                    return None
+            db.executemany(
+                "INSERT INTO signin_failures (key, at, attempt) VALUES (?, ?, ?)",
+                [(key, now, attempt) for key, _ in self._keys(user, address)],
+            )
+            db.execute(
+                "DELETE FROM signin_failures WHERE rowid IN (SELECT rowid FROM signin_failures ORDER BY at DESC "
+                "LIMIT -1 OFFSET ?)",
+                (MAX_FAILURE_ROWS,),
+            )
+        return attempt
+
     def locked(self, user: str, address: str) -> bool:
+        """Whether a sign-in for ``user`` from ``address`` would be refused now (what ``attempt`` checks)."""
         since = self.clock() - self.settings.console_signin_lockout_s
         for key, most in self._keys(user, address):
             n = self.store._rows("SELECT count(*) AS n FROM signin_failures WHERE key = ? AND at >= ?", key, since)
@@ -92,19 +124,14 @@ class Sessions:
                 return True
         return False
 
-    def failed(self, user: str, address: str) -> None:
-        now = self.clock()
+    def failed(self, attempt: str) -> None:
+        """The attempt's password was wrong: it stays counted, settled."""
         with self.store.transaction() as db:
-            db.execute("DELETE FROM signin_failures WHERE at < ?", (now - self.settings.console_signin_lockout_s,))
-            db.executemany(
-                "INSERT INTO signin_failures (key, at) VALUES (?, ?)", [(k, now) for k, _ in self._keys(user, address)]
-            )
-            db.execute(
-                "DELETE FROM signin_failures WHERE rowid IN (SELECT rowid FROM signin_failures ORDER BY at DESC "
-                "LIMIT -1 OFFSET ?)",
-                (MAX_FAILURE_ROWS,),
-            )
+            db.execute("UPDATE signin_failures SET attempt = NULL WHERE attempt = ?", (attempt,))
 
-    def succeeded(self, user: str) -> None:
+    def succeeded(self, attempt: str, user: str) -> None:
+        """The attempt signed in: it was no failure, and the name's settled failures are forgotten
+        (attempts still being checked for it count on until they settle)."""
         with self.store.transaction() as db:
-            db.execute("DELETE FROM signin_failures WHERE key = ?", (f"user:{user}",))
+            db.execute("DELETE FROM signin_failures WHERE attempt = ?", (attempt,))
+            db.execute("DELETE FROM signin_failures WHERE key = ? AND attempt IS NULL", (f"user:{user}",))

@@ -75,7 +75,8 @@ CREATE INDEX IF NOT EXISTS party_letters_case ON party_letters (case_id);
 CREATE TABLE IF NOT EXISTS erased (deny TEXT PRIMARY KEY, ref TEXT, at REAL, erased TEXT);
 """
 # columns added since a store was first made: (table, column, type)
-ADDED_COLUMNS = [("decisions", "role", "TEXT")]
+# signin_failures.attempt: the sign-in still being checked that a row counts (console/sessions.py), NULL once settled
+ADDED_COLUMNS = [("decisions", "role", "TEXT"), ("signin_failures", "attempt", "TEXT")]
 
 # what each topic (unprefixed) holds, as the store files it
 FILED_AS = {

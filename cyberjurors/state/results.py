@@ -7,7 +7,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Collection, MutableMapping
+from collections.abc import Collection, Mapping, MutableMapping
 from typing import Any, ClassVar
 
 from ..errors import OutputTooLarge
@@ -39,9 +39,17 @@ class StageResults:
 
     Letters (``streams/letters.py``): ``letters/<party>`` holds the letter sent to a party about the
     first-instance verdict, ``appeal/letters/<party>`` about the second; ``.../draft`` the model's
-    draft until its letter is stored. They are stored with the verdict's hold and expire with the case."""
+    draft until its letter is stored. They are stored with the verdict's hold and expire with the case.
+
+    Outcomes of an escalated case (streams/outcome.py): ``outcome/held`` keeps an outcome that is not
+    the human panel's while it waits for the panel's decision (its case's ``times`` entry carries
+    ``held``, when it came, so the sweep that releases it reads no other key, and the case is not
+    expired before it is released); ``outcome/settled`` lists the decisions finished without standing:
+    overridden, or superseded by the panel's, so a redelivered one is left alone."""
 
     EXPIRED = "expired"
+    HELD = "outcome/held"
+    SETTLED = "outcome/settled"
     # a key an earlier release stored under another stage name (docs/renamed.md): read, and expired
     RENAMED: ClassVar[dict[str, str]] = {"intake": "ready"}
     LASTING = (
@@ -63,6 +71,8 @@ class StageResults:
             for draft in ("", "/draft")
         ),
         "outcome",
+        HELD,
+        SETTLED,
         EXPIRED,
     )
 
@@ -97,7 +107,9 @@ class StageResults:
             raise OutputTooLarge(f"{stage}: {len(value)} bytes, limit max_event_bytes={self.max_bytes}")
         self.table[f"{case_id}/{stage}"] = value
         # the stamp is when the case's retention starts counting: later by hold_s
-        self.times[case_id] = expiry.stamp(self.clock() + hold_s, expiry.current_partition())
+        held = (self.times.get(case_id) or {}).get("held")  # an outcome waiting is still waiting
+        extra = {} if held is None else {"held": held}
+        self.times[case_id] = expiry.stamp(self.clock() + hold_s, expiry.current_partition(), **extra)
 
     def rounds(self, case_id: str, prefix: str = "") -> list[str]:
         """The stored round keys of a case (``prefix`` "appeal/" for the second instance's). Every round
@@ -114,19 +126,48 @@ class StageResults:
                 return found
         return found
 
-    def mark_outcome(self, case_id: str, outcome: bytes) -> bool:
+    def mark_outcome(self, case_id: str, outcome: bytes, partition: int | None = None) -> bool:
         """Record that the case's reported outcome was counted; False when one was already (a
         redelivered outcome, after a restart or a rebalance too: the mark is in the table's
-        changelog). Called from the outcomes agent, whose event has the case's partition."""
+        changelog). Called from the outcomes agent, whose event has the case's partition, or from
+        the sweep releasing a held outcome, which names it."""
         key = f"{case_id}/outcome"
         if key in self.table:
             return False
-        self.table[key] = outcome
+        expiry.put(self.table, key, outcome, partition)
         return True
 
-    def replace_outcome(self, case_id: str, outcome: bytes) -> None:
+    def replace_outcome(self, case_id: str, outcome: bytes, partition: int | None = None) -> None:
         """A supervisor's override stands now in place of the counted outcome (which stays counted)."""
-        self.table[f"{case_id}/outcome"] = outcome
+        expiry.put(self.table, f"{case_id}/outcome", outcome, partition)
+
+    def hold_outcome(self, case_id: str, record: bytes, partition: int | None) -> None:
+        """Keep an outcome that must wait (``HELD``), and note on the case's stamp when it came. The
+        stamp's time is not moved: the retention still counts from the case's last stage result."""
+        if self.max_bytes is not None and len(case_id) + len(record) > self.max_bytes:
+            raise OutputTooLarge(f"a held outcome: {len(record)} bytes, limit max_event_bytes={self.max_bytes}")
+        expiry.put(self.table, f"{case_id}/{self.HELD}", record, partition)
+        entry = dict(self.times.get(case_id) or expiry.stamp(self.clock(), partition))
+        expiry.put(self.times, case_id, entry | {"held": self.clock()}, partition)
+
+    def unhold_outcome(self, case_id: str, partition: int | None) -> None:
+        """The held outcome is released: counted, or a dead letter."""
+        expiry.forget(self.table, f"{case_id}/{self.HELD}", partition)
+        entry = self.times.get(case_id)
+        if entry is not None and "held" in entry:
+            expiry.put(self.times, case_id, {k: v for k, v in dict(entry).items() if k != "held"}, partition)
+
+    def held_due(self, cutoff: float, partitions: Collection[int] | None = None) -> list[tuple[str, int | None]]:
+        """The cases (and their partitions) whose held outcome came before ``cutoff``: one pass over
+        ``times``, as ``expire`` makes."""
+        return [
+            (case_id, entry.get("partition"))
+            for case_id, entry in list(self.times.items())
+            if isinstance(entry, Mapping)
+            and isinstance(entry.get("held"), (int, float))
+            and entry["held"] < cutoff
+            and (partitions is None or entry.get("partition") in partitions)
+        ]
 
     def keys(self, case_id: str) -> list[str]:
         """Every key the case has in the table."""
@@ -172,6 +213,8 @@ class StageResults:
         ``partitions``, when given: the ones this worker holds). Returns the number of cases."""
         cases = 0
         for case_id, entry in expiry.due(self.times, self.clock() - self.retention_s, partitions):
+            if entry.get("held") is not None:  # an outcome waits for its release (held_due) first
+                continue
             partition = entry.get("partition")
             decided = f"{case_id}/verdict" in self.table
             for key in self.keys(case_id):

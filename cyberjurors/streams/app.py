@@ -163,6 +163,7 @@ def create_app(
     housekeeping(app, settings, in_flight, precedents, seating)
     schedule_expiry(app, intake)  # held early evidence and abandoned drafts
     expire_state(app, settings, results)
+    release_held_outcomes(app, settings, outcomes)
     expire_media(app, settings, store)
     expire_precedents(app, settings, precedents)
     return app
@@ -287,6 +288,21 @@ def expire_state(app: faust.App, settings: Settings, results: StageResults) -> N
         return removed
 
     expiry.every(app, settings.state_sweep_interval_s, sweep, name="stage-results")
+
+
+def release_held_outcomes(app: faust.App, settings: Settings, outcomes: Outcomes) -> None:
+    """Every state_sweep_interval_s: count the outcomes held for a human panel's decision longer than
+    escalation_outcome_wait_s, on this worker's partitions of disputes.outcomes. Not while tables
+    recover: a held mark read before its outcome is recovered would be taken for one already gone."""
+    topic = settings.topic("disputes.outcomes")
+
+    async def sweep() -> int:
+        recovered = app.tables.recovery.completed.is_set()  # type: ignore[attr-defined]  # as in expire_state
+        if not recovered or app.rebalancing or app.in_recovery:
+            return 0
+        return await outcomes.release_due(expiry.active_partitions(app, topic))
+
+    expiry.every(app, settings.state_sweep_interval_s, sweep, name="held-outcomes")
 
 
 def expire_media(app: faust.App, settings: Settings, store: MediaStore) -> None:

@@ -53,6 +53,11 @@ def tansu_binary() -> Path:
     return path
 
 
+# the cluster id the embedded broker is started with begins with this (a fresh suffix each start):
+# how a worker knows it is on it (streams/worker.py: one record per changelog batch with RocksDB)
+EMBEDDED_CLUSTER = "cyberjurors-embedded-"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -97,7 +102,7 @@ def start_broker(
     port = port or free_port()
     url = f"tcp://{host}:{port}"
     # Tansu's default id is the same on every start; a fresh one marks the state it lost as gone
-    cluster_id = cluster_id or f"cyberjurors-embedded-{uuid.uuid4().hex[:12]}"
+    cluster_id = cluster_id or f"{EMBEDDED_CLUSTER}{uuid.uuid4().hex[:12]}"
     out = log.open("ab") if log else subprocess.DEVNULL
     env = broker_env()
     process = subprocess.Popen(

@@ -407,8 +407,8 @@ async def records(
 ) -> AsyncIterator[ConsumerRecord]:
     """``follow``, yielding the consumer's records (topic, partition, offset, key, value)."""
     consumer = _reader(settings, from_beginning)
-    await consumer.start()
     try:
+        await consumer.start()  # inside: a broker that cannot be reached leaves no consumer unclosed
         await _position(consumer, _all_partitions(consumer, settings, [settings.topic(topic)]), from_beginning)
         while True:
             batch = await consumer.getmany(timeout_ms=int(idle_timeout_s * 1000))
@@ -459,8 +459,8 @@ class Outcomes:
         self._dlq = settings.topic("disputes.dlq")
 
     async def __aenter__(self) -> Outcomes:
-        await self._consumer.start()
         try:
+            await self._consumer.start()
             partitions = _all_partitions(self._consumer, self.settings, [self.settings.topic(t) for t in self.TOPICS])
             await _position(self._consumer, partitions, self.from_beginning)
             for tp in partitions:  # resolved now, not at the first fetch

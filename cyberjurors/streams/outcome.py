@@ -7,13 +7,24 @@ human_panel``) must carry a signature by a key the worker holds (streams/signing
 (``unsigned_outcome``), with one that does not verify (``forged_outcome``) or by a key this worker
 does not hold (``outcome_unverifiable``, replayable) is a dead letter before anything is counted or learned.
 
-One outcome at a time (the agent's concurrency is 1): guideline versions must not race.
+For an escalated case the signed human panel's decision is the decision: any other outcome (the
+platform's own jury: anyone who can write to the topic can send one) that comes first is held
+(``held_outcomes.Held``, in the case's stage results), neither counted nor learned from. The
+panel's decision, when it comes, is counted and learned from and the held one becomes a final dead
+letter, ``outcome_superseded``; with none within ``escalation_outcome_wait_s`` the held one is
+counted and learned from (``release_due``, a sweep), and a panel's decision after that stands in
+its place for the precedent base, as an override does. docs/concepts/escalation.md has the diagram.
+
+One outcome at a time (the agent's concurrency is 1, and the sweep takes the same turn): guideline
+versions must not race.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Collection, MutableMapping
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,9 +39,11 @@ from ..precedents import learning
 from ..precedents.base import PrecedentBase
 from ..precedents.models import PrecedentError
 from ..schemas import CaseFile, OutcomeReported, Verdict
+from ..state import expiry
 from ..state.results import StageResults
-from . import signing
+from . import held_outcomes, signing
 from .dead_letters import DeadLetters, bug, shown_time
+from .held_outcomes import Held
 from .intake import key_problem
 
 log = logging.getLogger("cyberjurors.streams")
@@ -54,11 +67,13 @@ class Outcomes:
         # so it never holds more than categories x partitions x redistil_after ids and needs no expiry
         self.confirmed = confirmed
         self.letters = letters
+        self.turn = asyncio.Lock()  # the agent's outcomes and the sweep's releases, one at a time
 
     async def __call__(self, event: Any) -> None:
         with tracing.consuming(event, "outcome"):  # in the trace of whoever reported it
             try:
-                await self.handle(event)
+                async with self.turn:
+                    await self.handle(event)
             except Exception as err:  # a bug must cost one outcome (kept in the DLQ), not a crash of the agent
                 log.exception("outcome at offset %s failed", event.message.offset)
                 await self.letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
@@ -99,10 +114,15 @@ class Outcomes:
                 replayable=False,
             )
             return
+        if self.is_settled(outcome):  # overridden (at any depth of a chain) or superseded, redelivered
+            log.info("case %s: a decision since overridden or superseded, redelivered: left alone", outcome.case_id)
+            return
+        if decided.escalated and outcome.source != "human_panel" and await self.held_back(event, outcome):
+            return
         earlier = self.count(outcome, decided)
         if earlier is not None:
             if differs := _differences(earlier, outcome):
-                if _overrides(outcome, earlier):
+                if _overrides(outcome, earlier) or (decided.escalated and _panel_after_wait(outcome, earlier)):
                     await self.override(event, earlier, outcome, decided, CaseFile.model_validate_json(case_file))
                 elif _overrides(earlier, outcome):  # redelivered, after the override that replaced it
                     log.info("case %s: a decision since overridden, redelivered: left alone", outcome.case_id)
@@ -110,10 +130,18 @@ class Outcomes:
                     await self.conflict(event, earlier, outcome, differs)
                 return
             log.info("case %s: outcome already counted, not counted again", outcome.case_id)
+        if outcome.source == "human_panel":
+            await self.supersede_held(outcome, event.message.partition)
+        await self.learn_or_letter(event, outcome, decided, CaseFile.model_validate_json(case_file))
+
+    async def learn_or_letter(
+        self, event: Any, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile, partition: int | None = None
+    ) -> None:
+        """Learn from the counted outcome, with the precedent base on; a failure is the event's dead letter."""
         if not self.precedents.enabled:
             return
         try:
-            await self.learn(outcome, decided, CaseFile.model_validate_json(case_file), event.message.partition)
+            await self.learn(outcome, decided, case_file, event.message.partition, partition)
         except (PrecedentError, LLMError) as err:
             await self.letters.write(
                 event, "outcome", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
@@ -122,13 +150,133 @@ class Outcomes:
             log.exception("outcome for case %s failed", outcome.case_id)
             await self.letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
 
-    async def conflict(self, event: Any, earlier: OutcomeReported, outcome: OutcomeReported, differs: str) -> None:
+    # --- an escalated case's outcomes ----------------------------------------------------------------
+
+    @property
+    def wait_s(self) -> float:
+        """How long an outcome waits for the panel's decision: never longer than a case's state is kept."""
+        return min(self.settings.escalation_outcome_wait_s, self.settings.state_retention_s)
+
+    def is_settled(self, outcome: OutcomeReported) -> bool:
+        """Whether this is a decision that finished without standing: overridden, or superseded."""
+        return held_outcomes.entry(outcome, _decision(outcome)) in held_outcomes.settled(self.results, outcome.case_id)
+
+    async def held_back(self, event: Any, outcome: OutcomeReported) -> bool:
+        """An outcome that is not the human panel's, for an escalated case: held until the panel
+        decides (or escalation_outcome_wait_s passes), superseded when the panel has decided, or a
+        conflict with the one held. False when it goes on as any outcome: the one counted already
+        (at the end of its wait), redelivered, which learning may still need (a replayed letter)."""
+        case_id = outcome.case_id
+        counted = self.results.stored(case_id, "outcome")
+        if counted is not None:
+            earlier = OutcomeReported.model_validate_json(counted)
+            if not _differences(earlier, outcome):
+                return False
+            if earlier.source != "human_panel":
+                return False  # another platform outcome than the one counted: a conflict, as for any case
+            await self.superseded(event, outcome, earlier, event.message.partition)
+            return True
+        stored = self.results.stored(case_id, StageResults.HELD)
+        if stored is not None:
+            held = Held.decode(stored)
+            waiting = OutcomeReported.model_validate_json(held.value)
+            if differs := _differences(waiting, outcome):
+                await self.conflict(event, waiting, outcome, differs, held=True)
+            else:
+                log.info("case %s: the outcome held for the human panel's decision, redelivered", case_id)
+            return True
+        record = Held.of(event, outcome, self.results.clock(), self.results.max_bytes)
+        self.results.hold_outcome(case_id, record.encode(), event.message.partition)
+        log.info(
+            "case %s is escalated: its outcome (%s) is held for the human panel's decision, neither counted "
+            "nor learned from until it comes or escalation_outcome_wait_s=%g passes",
+            case_id,
+            _described(outcome),
+            self.wait_s,
+        )
+        return True
+
+    async def superseded(
+        self, event: Any, outcome: OutcomeReported, panel: OutcomeReported, partition: int | None
+    ) -> None:
+        """The human panel decided the escalated case: ``outcome`` is neither counted nor learned from."""
+        await self.letters.write(
+            event,
+            "outcome",
+            "outcome_superseded",
+            f"case {outcome.case_id} was escalated and its human panel decided ({_described(panel)}): "
+            f"the panel's signed decision is the case's; this outcome ({_described(outcome)}) is "
+            "neither counted nor learned from",
+            replayable=False,
+        )
+        held_outcomes.settle(self.results, outcome.case_id, held_outcomes.entry(outcome, _decision(outcome)), partition)
+
+    async def supersede_held(self, panel: OutcomeReported, partition: int | None) -> None:
+        """The panel's decision is counted: an outcome held for it becomes its dead letter."""
+        stored = self.results.stored(panel.case_id, StageResults.HELD)
+        if stored is None:
+            return
+        held = Held.decode(stored)
+        waiting = OutcomeReported.model_validate_json(held.value)
+        await self.superseded(held.event(panel.case_id), waiting, panel, partition)
+        self.results.unhold_outcome(panel.case_id, partition)
+
+    async def release_due(self, partitions: Collection[int] | None = None) -> int:
+        """Count, and learn from, every outcome held longer than escalation_outcome_wait_s without the
+        panel's decision (on ``partitions``: the ones this worker holds). Returns how many."""
+        cutoff = self.results.clock() - self.wait_s
+        released = 0
+        for case_id, partition in self.results.held_due(cutoff, partitions):
+            async with self.turn:
+                await self.release(case_id, partition)
+            released += 1
+        return released
+
+    async def release(self, case_id: str, partition: int | None) -> None:
+        stored = self.results.stored(case_id, StageResults.HELD)
+        if stored is None:  # erased or released in between: nothing waits
+            self.results.unhold_outcome(case_id, partition)
+            return
+        held = Held.decode(stored)
+        event = held.event(case_id)
+        with tracing.consuming(event, "outcome"):
+            try:
+                await self.count_released(event, OutcomeReported.model_validate_json(held.value), held, partition)
+            except Exception as err:  # a bug costs this outcome (kept in the DLQ), not the sweep
+                log.exception("case %s: releasing its held outcome failed", case_id)
+                await self.letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
+        self.results.unhold_outcome(case_id, partition)  # last: a crash before it releases it again, counted once
+
+    async def count_released(self, event: Any, outcome: OutcomeReported, held: Held, partition: int | None) -> None:
+        verdict, case_file = self.final(outcome.case_id)
+        if verdict is None or case_file is None:
+            await self.unmatched(event, outcome)
+            return
+        decided = Verdict.model_validate_json(verdict)
+        log.warning(
+            "case %s: no human panel's decision within escalation_outcome_wait_s=%g; the outcome held since "
+            "%s (%s) is counted and learned from",
+            outcome.case_id,
+            self.wait_s,
+            expiry_time(held.at),
+            _described(outcome),
+        )
+        earlier = self.count(outcome, decided, partition)
+        if earlier is not None and (differs := _differences(earlier, outcome)):
+            await self.conflict(event, earlier, outcome, differs)
+            return
+        await self.learn_or_letter(event, outcome, decided, CaseFile.model_validate_json(case_file), partition)
+
+    async def conflict(
+        self, event: Any, earlier: OutcomeReported, outcome: OutcomeReported, differs: str, held: bool = False
+    ) -> None:
+        said = "is held already for the human panel's decision" if held else "was counted already"
         await self.letters.write(
             event,
             "outcome",
             "outcome_conflict",
             f"case {outcome.case_id}: an outcome "
-            f"was counted already ({_described(earlier)}); this one differs in "
+            f"{said} ({_described(earlier)}); this one differs in "
             f"{differs} ({_described(outcome)}). The first stands: a counter cannot "
             "take one back; neither counted nor learned from",
             replayable=False,
@@ -139,11 +287,14 @@ class Outcomes:
     ) -> None:
         """A supervisor's signed override of the standing human-panel decision: it stands from now on
         and the precedent base follows it; the drift counters keep the first decision (a counter
-        cannot take one back)."""
-        self.results.replace_outcome(outcome.case_id, outcome.model_dump_json().encode())
+        cannot take one back). Also the panel's decision on an escalated case that comes after the
+        platform's outcome was counted at the end of its wait: the panel's stands from then on."""
+        partition = event.message.partition
+        self.results.replace_outcome(outcome.case_id, outcome.model_dump_json().encode(), partition)
+        held_outcomes.settle(self.results, outcome.case_id, held_outcomes.entry(earlier, _decision(earlier)), partition)
         by = outcome.decided_by.reviewer if outcome.decided_by else "?"
         log.info(
-            "case %s: %s overrode the human panel's decision (%s, now %s); the drift counters keep the first",
+            "case %s: %s's decision replaced the standing one (%s, now %s); the drift counters keep the first",
             outcome.case_id,
             by,
             _described(earlier),
@@ -224,11 +375,11 @@ class Outcomes:
                 replayable=True,
             )
 
-    def count(self, outcome: OutcomeReported, decided: Verdict) -> OutcomeReported | None:
+    def count(self, outcome: OutcomeReported, decided: Verdict, partition: int | None = None) -> OutcomeReported | None:
         """The drift counters and a human panel's agreement, once per case: the first outcome reported
         for it stays counted (a counter cannot take one back), as the precedent base applies a case's
         outcome once. Returns the outcome counted before this one, if any (this one is then not counted)."""
-        if not self.results.mark_outcome(outcome.case_id, outcome.model_dump_json().encode()):
+        if not self.results.mark_outcome(outcome.case_id, outcome.model_dump_json().encode(), partition):
             return OutcomeReported.model_validate_json(self.results.stored(outcome.case_id, "outcome") or b"")
         real, ours = outcome.votes, decided.votes
         metrics.record_outcome(decided.category, real.buyer, real.seller, ours.buyer, ours.seller)
@@ -243,7 +394,11 @@ class Outcomes:
             )
         return None
 
-    async def learn(self, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile, partition: int) -> None:
+    async def learn(
+        self, outcome: OutcomeReported, decided: Verdict, case_file: CaseFile, partition: int, written: int | None
+    ) -> None:
+        """``partition`` groups the re-distil count; ``written`` is the changelog partition to write it
+        to outside an event (the sweep's release), None inside one."""
         index, matcher = await self.precedents.open()
         report = await learning.learn(outcome, decided, case_file, index, self.settings)
         log.info(
@@ -269,7 +424,7 @@ class Outcomes:
                 done.guidelines_merged,
             )
             pending = []
-        self.confirmed[key] = pending
+        expiry.put(self.confirmed, key, pending, written)
 
 
 def _overrides(later: OutcomeReported, earlier: OutcomeReported) -> bool:
@@ -283,6 +438,12 @@ def _overrides(later: OutcomeReported, earlier: OutcomeReported) -> bool:
         and by.override_of == earlier.event_id
         and later.escalation_id == earlier.escalation_id
     )
+
+
+def _panel_after_wait(later: OutcomeReported, earlier: OutcomeReported) -> bool:
+    """Whether ``later`` is the human panel's (signed: checked by then) decision on an escalated
+    case whose counted outcome is not a panel's: the platform's, counted at the end of its wait."""
+    return later.source == "human_panel" and earlier.source != "human_panel"
 
 
 def _decision(outcome: OutcomeReported) -> dict[str, Any]:
@@ -302,6 +463,10 @@ def _differences(earlier: OutcomeReported, later: OutcomeReported) -> str:
     """The fields of the decision in which two outcomes differ, named; "" for a repeat of the same decision."""
     first, then = _decision(earlier), _decision(later)
     return ", ".join(name for name in first if first[name] != then[name])
+
+
+def expiry_time(at: float) -> str:
+    return shown_time(datetime.fromtimestamp(at, UTC))
 
 
 def _described(outcome: OutcomeReported) -> str:

@@ -39,6 +39,7 @@ from ..config import Settings
 from ..observability import logs, metrics, tracing
 from . import producers
 from .app import CONSUMED, create_app
+from .broker import EMBEDDED_CLUSTER
 from .kafka import TOPICS, client_options, ensure_topics
 from .lag import ConsumerLag
 from .probes import ProbeServer
@@ -253,6 +254,7 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())  # asyncio.run closed its loop; Faust needs one
     settings.datadir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings)
+    one_record_batches(app, settings, baseline.cluster_id)
     if created:
         log.info("created topics: %s", ", ".join(created))
     watch = BrokerWatch(settings, baseline)
@@ -277,6 +279,26 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
         ).execute_from_commandline()
     finally:
         tracing.shutdown(provider)  # what is still batched goes out
+
+
+def one_record_batches(app: faust.App, settings: Settings, cluster_id: str | None) -> bool:
+    """A RocksDB worker on the embedded broker sends each record in a batch of its own. Tansu 0.6
+    reports a partition's high watermark from the last batch's first offset, so after a batch of
+    several changelog records (a verdict's tombstones) Faust's RocksDB recovery, at a restart or the
+    next rebalance, finds its persisted offset past the high watermark and stops the worker
+    (ConsistencyError). With one record a batch the two agree. Apache Kafka (or a Tansu started by
+    hand under another cluster id: set PRODUCER_MAX_BATCH_SIZE=1 there) needs nothing. Before the
+    app's producer exists: it reads the size when it is made."""
+    embedded = (cluster_id or "").startswith(EMBEDDED_CLUSTER)
+    if settings.table_store != "rocksdb" or not embedded or "PRODUCER_MAX_BATCH_SIZE" in os.environ:
+        return False
+    app.conf.producer_max_batch_size = 1  # bytes: any record overflows it, so each is its own batch
+    log.info(
+        "table_store=rocksdb on the embedded broker (cluster %s): one record per produced batch, so its "
+        "changelogs' high watermarks stay exact for the RocksDB recovery",
+        cluster_id,
+    )
+    return True
 
 
 def worker_services(app: faust.App, settings: Settings) -> list[Service]:

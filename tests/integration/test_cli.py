@@ -205,3 +205,22 @@ def test_the_broker_refuses_a_port_already_in_use() -> None:
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, lines
     assert f"127.0.0.1:{port} is in use" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["worker"], ["topics"], ["produce", str(EXAMPLES / "cases")], ["verdicts", "--no-follow"], ["dlq"]],
+    ids=lambda command: command[0],
+)
+def test_a_kafka_that_cannot_be_reached_is_one_line_and_exit_75(settings, command):
+    from cyberjurors.streams.broker import free_port
+
+    closed = f"127.0.0.1:{free_port()}"  # nothing listens there
+    result = cli(settings, *command, CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS=closed, timeout=120)
+    assert result.returncode == 75, result.stderr[-3000:]  # EX_TEMPFAIL, as a worker that loses its broker
+    said = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert "Traceback" not in result.stderr and not any(line.lstrip().startswith("│") for line in said)
+    [line] = [line for line in said if "Kafka unreachable" in line]
+    assert closed.split(":")[1] in line and "KAFKA_BOOTSTRAP_SERVERS" in line
+    # at most the worker's own log line of the failed connection beside it (the worker configures logging)
+    assert len(said) <= (2 if command == ["worker"] else 1), said

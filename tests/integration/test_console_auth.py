@@ -5,18 +5,26 @@ back (tests/unit/console/test_auth.py has every other check)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
+from collections import Counter
+from collections.abc import AsyncIterator
 
+import httpx
 import pytest
+import uvicorn
+from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from cyberjurors.console.app import create_app
 from cyberjurors.console.store import Store
 from cyberjurors.schemas import OutcomeReported
 from cyberjurors.streams import signing
+from cyberjurors.streams.broker import free_port
 
 from ..conftest import read_topic
-from ..unit.console.test_auth import KEY, PEOPLE, ROLES, audited, csrf_of, decide, sign_in
+from ..unit.console.test_auth import KEY, PASSWORD, PEOPLE, ROLES, audited, csrf_of, decide, settings_for, sign_in
 from ..unit.console.test_console import airfryer as airfryer
 from ..unit.console.test_console import escalated_store
 
@@ -85,3 +93,66 @@ async def test_the_audit_log_is_on_its_topic_and_a_new_console_reads_it_back(set
         ("ann", "decide", "127.0.0.1"),
         ("mallory", "sign_in", "203.0.113.9"),
     ]
+
+
+# --- the sign-in lockout under concurrent requests -------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def served(app: Starlette) -> AsyncIterator[str]:
+    """The console app under uvicorn on a loopback port, as `cyberjurors console` serves it: its URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", proxy_headers=False))
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            assert not serving.done(), "the console did not start"
+            await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving
+
+
+async def guesses(url: str, names: list[str], password: str = "a wrong guess") -> Counter[int]:
+    """Sign-ins for ``names`` all at once, from one browser (one sign-in form's cookie), by status. The
+    client opens a connection per request in flight (httpx's pool: up to 100)."""
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        form = await client.get("/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # the double-submit cookie's
+        said = await asyncio.gather(
+            *(
+                client.post("/login", data={"csrf": token, "user": n, "password": password}, follow_redirects=False)
+                for n in names
+            )
+        )
+    return Counter(r.status_code for r in said)
+
+
+@pytest.mark.integration
+async def test_concurrent_wrong_passwords_meet_the_lockout_at_its_limits(tmp_path):
+    # 5 per name, 20 per address (console_signin_max_failures and four times it)
+    settings = settings_for(console_signin_max_failures=5)
+    store = Store(tmp_path / "console.sqlite3")
+    async with served(create_app(settings, store, follow=False)) as url:
+        assert await guesses(url, ["ann"] * 40) == {401: 5, 429: 35}  # one name, 40 guesses at once
+        # the right password, while locked, waits like the rest
+        assert await guesses(url, ["ann"], PASSWORD) == {429: 1}
+    refused = [r for r in audited(store) if r[1] == "sign_in"]
+    assert len(refused) == 41 and {result for *_, result in refused} == {"refused"}
+
+    store = Store(tmp_path / "other.sqlite3")
+    async with served(create_app(settings, store, follow=False)) as url:
+        # 40 names, one guess each, from one address at once: the address's limit holds too
+        assert await guesses(url, [f"name-{n}" for n in range(40)]) == {401: 20, 429: 20}
+        assert await guesses(url, ["bob"], PASSWORD) == {429: 1}  # the address is locked for everyone
+
+
+@pytest.mark.integration
+async def test_a_sign_in_during_a_flood_of_guesses_for_another_name_succeeds_and_clears_only_its_own(tmp_path):
+    settings = settings_for(console_signin_max_failures=5)
+    store = Store(tmp_path / "console.sqlite3")
+    async with served(create_app(settings, store, follow=False)) as url:
+        flood, right = await asyncio.gather(guesses(url, ["bob"] * 10), guesses(url, ["ann"], PASSWORD))
+        assert flood == {401: 5, 429: 5} and right == {303: 1}
+        assert await guesses(url, ["bob"], PASSWORD) == {429: 1}  # ann's success took none of bob's back

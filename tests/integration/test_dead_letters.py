@@ -79,6 +79,9 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
             "max_event_bytes": 200_000,
             "max_case_bytes": 20_000,
             "media_store": str(tmp_path / "store"),
+            # judged's outcomes are counted at once: an escalated case's wait for its human panel
+            # (test_signed_outcomes.py, unit/streams/test_held_outcomes.py) would hold them back
+            "escalate_on": [],
         }
     )
     offline = OfflineLLM()
@@ -220,6 +223,9 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     }  # each driven through the appeal handler in unit/streams/test_appeals.py
     # each driven through the outcomes handler in unit/jury/test_escalation.py
     driven |= {("outcome", r) for r in SIGNATURE_REASONS}
+    # an escalated case's human panel decided: in unit/streams/test_held_outcomes.py, and on a worker in
+    # test_signed_outcomes.py
+    driven |= {("outcome", "outcome_superseded")}
     # each driven through the letters handler in unit/streams/test_letters.py (workers here run with letters off)
     driven |= {("letters", r) for r in LETTER_REASONS}
     # the CloudEvents headers' rules: through the intake handler in unit/streams/test_cloudevents.py, and a

@@ -19,6 +19,7 @@ until the commit stopped taking offsets for holes where a reading began past the
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 
 import pytest
@@ -81,3 +82,36 @@ async def test_a_worker_joining_then_leaving_crashes_no_worker_and_loses_no_case
         for w in (first, second, third):
             await asyncio.to_thread(w.stop)
     assert not [p for p in logs if "ConsistencyError" in p.read_text()]
+
+
+@pytest.mark.timeout(900)
+async def test_rocksdb_workers_on_the_embedded_broker_survive_a_rebalance_without_being_told_how(settings, tmp_path):
+    """RocksDB keeps a table's changelog offsets on disk, and its recovery (at a rebalance or a
+    restart) refuses a persisted offset past the changelog's high watermark. Tansu 0.6 reports that
+    from the last batch's first offset, so a worker that had sent a verdict's tombstones in one batch
+    stopped at the next rebalance, unless it was started with PRODUCER_MAX_BATCH_SIZE=1. A worker now
+    sees the embedded broker's cluster id and sends one record a batch by itself (streams/worker.py)."""
+    assert "PRODUCER_MAX_BATCH_SIZE" not in os.environ
+    settings = settings.model_copy(update={"table_store": "rocksdb", "jurors": 3, "rounds": 1})
+    first, second = worker(settings, tmp_path, "a"), worker(settings, tmp_path, "b")
+    logs = [w.log_path for w in (first, second)]
+    await ensure_topics(settings)
+    try:
+        first.start()
+        await send(settings, before := cases(6, "before"))
+        await judged(settings, before)  # every partition's changelog ends in a verdict's tombstones
+        await asyncio.sleep(4 * settings.commit_interval_s)  # and the RocksDB offsets are persisted
+        second.start()  # a rebalance: each worker recovers what it is given
+        assert await asyncio.to_thread(second.wait_for, "Worker ready", timeout_s=180), logs[1].read_text()[-3000:]
+        await send(settings, joined := cases(6, "joined"))
+        await judged(settings, joined)
+        assert first.alive() and second.alive(), [p.read_text()[-3000:] for p in logs]
+        assert await asyncio.to_thread(second.stop) == 0  # and back: the first takes its partitions again
+        await send(settings, left := cases(4, "left"))
+        await judged(settings, left)
+        assert first.alive(), logs[0].read_text()[-3000:]
+    finally:
+        for w in (first, second):
+            await asyncio.to_thread(w.stop)
+    assert not [p for p in logs if "ConsistencyError" in p.read_text()]
+    assert all("one record per produced batch" in p.read_text() for p in logs)

@@ -2,11 +2,14 @@
 write to disputes.outcomes, but a ``source: human_panel`` outcome moves the drift counters and
 teaches the precedent base only when it carries a signature by the console's key. An unsigned one
 and a forged one (signed, then its votes turned) are dead letters that change nothing; the one the
-console signed is counted and learned from."""
+console signed is counted and learned from. The platform's own 17-vote outcome, which anyone may
+send, sent first for the escalated case is held across a restart of the worker, never counted or
+learned from ahead of the panel's decision, and ends as an ``outcome_superseded`` dead letter."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import NamedTuple
 
 import pytest
@@ -110,9 +113,15 @@ async def test_a_worker_counts_and_learns_a_human_panels_decision_only_when_the_
         overturned = Votes(buyer=upheld.seller, seller=upheld.buyer)
         unsigned = console.model_copy(update={"signature": None, "votes": overturned})
         forged = console.model_copy(update={"votes": overturned})  # the console's signature, the votes turned
+        # what anyone who can write to the topic may send: the platform's 17-vote jury, overturning ours
+        platform = OutcomeReported(
+            case_id=case_id, votes=Votes(buyer=17 * overturned.buyer // 3, seller=17 * overturned.seller // 3)
+        )
+        pre_empting = platform.model_dump_json().encode()
         await produce(
             settings,
-            [Outgoing(case_id, o.model_dump_json().encode(), "outcome") for o in (unsigned, forged)],
+            [Outgoing(case_id, o.model_dump_json().encode(), "outcome") for o in (unsigned, forged)]
+            + [Outgoing(case_id, pre_empting, "outcome")],
             topic="disputes.outcomes",
         )
         found = await read_topic(settings, "disputes.dlq", until=2, timeout_s=60)
@@ -121,9 +130,16 @@ async def test_a_worker_counts_and_learns_a_human_panels_decision_only_when_the_
             ("outcome", "unsigned_outcome", False, case_id),
             ("outcome", "forged_outcome", False, case_id),
         ], log.read_text()[-3000:]
-        assert drift(scrape(port)) == counted, "a refused decision moved the drift counters"
-        assert await holdings(settings, embedder, case_id, cited) == base, "a refused decision taught the base"
+        for _ in range(150):  # the platform's outcome, after them: held, no letter
+            if "is held for the human panel's decision" in log.read_text():
+                break
+            await asyncio.sleep(0.2)
+        assert drift(scrape(port)) == counted, "a refused or held outcome moved the drift counters"
+        assert await holdings(settings, embedder, case_id, cited) == base, "a refused or held outcome taught the base"
 
+    # a restart: the held outcome is in the stage-results changelog, and the new worker finds it
+    after = tmp_path / "restarted.log"
+    async with worker_process(settings, after) as worker:
         await produce(
             settings,
             [Outgoing(case_id, console.model_dump_json().encode(), "outcome")],
@@ -134,7 +150,7 @@ async def test_a_worker_counts_and_learns_a_human_panels_decision_only_when_the_
                 port, lambda s: value(s, "cyberjurors_outcomes_total") > counted["cyberjurors_outcomes_total"]
             )
         )
-        assert moved == {name: n + 1 for name, n in counted.items()}, log.read_text()[-3000:]
+        assert moved == {name: n + 1 for name, n in counted.items()}, after.read_text()[-3000:]
         assert value(scrape(port), "cyberjurors_human_decisions_total", agreement="agree") == 1
         learned = await holdings(settings, embedder, case_id, cited)
         for _ in range(100):  # learning follows the count: the case added, then the cited guidelines
@@ -143,7 +159,11 @@ async def test_a_worker_counts_and_learns_a_human_panels_decision_only_when_the_
             await asyncio.sleep(0.2)
             learned = await holdings(settings, embedder, case_id, cited)
         assert worker.alive()
-        assert len(await read_topic(settings, "disputes.dlq", until=3, timeout_s=3)) == 2  # no new letter
+        found = await read_topic(settings, "disputes.dlq", until=3, timeout_s=60)
+        superseded = DeadLetter.model_validate_json(found[2][1])
+        assert (superseded.reason, superseded.replayable) == ("outcome_superseded", False), after.read_text()[-3000:]
+        assert base64.b64decode(superseded.original_base64) == pre_empting  # kept as it was sent
+        assert len(await read_topic(settings, "disputes.dlq", until=4, timeout_s=3)) == 3  # no other letter
 
     assert learned.this_case == [upheld] and learned.cases == base.cases + 1
     for gid, (version, confidence) in base.versions.items():  # each guideline cited was confirmed

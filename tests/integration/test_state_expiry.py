@@ -250,12 +250,10 @@ async def test_stage_results_expire_only_on_the_given_partitions_and_keep_fresh_
 
 @contextlib.asynccontextmanager
 async def rocksdb_worker(settings, log):
-    """A worker whose producer sends one record per batch: the embedded broker (Tansu 0.6) reports a
-    partition's high watermark from the last batch's first offset, so after a batch of several
-    changelog records (a verdict's tombstones) Faust's RocksDB recovery finds its persisted offset
-    past the high watermark and stops the worker (ConsistencyError). Apache Kafka needs no such thing."""
+    """A RocksDB worker on the embedded broker, started as an operator would: it sends one record per
+    batch by itself (streams/worker.py; tests/integration/test_rebalance.py has why)."""
     await ensure_topics(settings)
-    worker = WorkerProcess(settings, log, env={"PRODUCER_MAX_BATCH_SIZE": "1"}).start()
+    worker = WorkerProcess(settings, log).start()
     try:
         yield worker
     finally:

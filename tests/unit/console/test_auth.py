@@ -259,7 +259,9 @@ def test_the_lockout_counts_per_address_too_and_ends_with_its_window(tmp_path):
     sessions = Sessions(Store(tmp_path / "s.sqlite3"), settings, clock=lambda: now[0])
     for name in ("a", "b", "c", "d", "e", "f", "g", "h"):  # 8 names, 1 failure each: 4 x 2 from the address
         assert not sessions.locked(name, "198.51.100.7")
-        sessions.failed(name, "198.51.100.7")
+        attempt = sessions.attempt(name, "198.51.100.7")
+        assert attempt is not None
+        sessions.failed(attempt)
     assert sessions.locked("z", "198.51.100.7") and not sessions.locked("z", "198.51.100.8")
     now[0] += 61
     assert not sessions.locked("z", "198.51.100.7")

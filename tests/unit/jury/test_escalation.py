@@ -546,7 +546,7 @@ async def test_a_signature_not_in_the_consoles_form_is_forged_and_never_echoed(c
 async def test_the_platforms_own_jury_needs_no_signature():
     s = conf()  # a worker holding a key: only human-panel decisions must be signed
     h = handler(s)
-    decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=9)))
+    decided = await h.verdicts.publish(await decided_case_file(s, jury(sellers=17)))
     h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
     dlq = Topic()
     before = drift()
@@ -555,7 +555,9 @@ async def test_the_platforms_own_jury_needs_no_signature():
     assert dlq.sent == [] and "esc-1/outcome" in h.table
     counted, errors, _, agreed, disagreed = drift()
     assert (counted, errors, agreed, disagreed) == (before[0] + 1, before[1] + 1, before[3], before[4])
-    assert decided.escalated  # an escalated case: the panel's count is for human panels only
+    # an unescalated case: counted at once. An escalated one waits for its panel's decision
+    # (tests/unit/streams/test_held_outcomes.py)
+    assert not decided.escalated
 
 
 async def test_a_supervisors_signed_override_replaces_the_standing_decision_and_only_it(monkeypatch):

