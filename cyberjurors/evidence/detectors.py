@@ -10,6 +10,7 @@ A URL never shields what it holds: its path and query are decoded and searched l
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
 import phonenumbers
-from stdnum import ean, luhn
+from stdnum import ean, luhn, numdb
 from stdnum import iban as stdnum_iban
 
 from ..schemas import PersonalData
@@ -35,6 +36,9 @@ class Span:
 
     def overlaps(self, other: Span) -> bool:
         return self.start < other.end and other.start < self.end
+
+    def __len__(self) -> int:
+        return self.end - self.start
 
     def within(self, start: int, end: int) -> bool:
         return start <= self.start and self.end <= end
@@ -113,6 +117,39 @@ _PHONE_CHUNK = re.compile(
 )
 
 
+# a number written without its country code is at least this long: shorter ones, valid in a few small
+# countries' plans, are more often a price's or a date's digits ("4 475,67 €")
+_SHORTEST = 7
+
+
+def _in_code(text: str, start: int, end: int) -> bool:
+    """Digits joined to letters or digits by a dash or a slash are part of a code ("ORD-2026-044737")."""
+    return bool(re.search(r"[A-Za-z0-9][-/]$", text[max(start - 2, 0) : start])) or bool(
+        re.match(r"[-/][A-Za-z0-9]", text[end : end + 2])
+    )
+
+
+def written_as_phone(written: str, e164: str) -> bool:
+    """Whether a number is written the way only phone numbers are: with "+" or "00", a bracket, or
+    its country's trunk prefix and grouped as its country groups phone numbers ("07911 123456",
+    libphonenumber's strict grouping); an order or tracking number is written as none of these."""
+    if written.startswith(("+", "00")) or "(" in written:
+        return True
+    number = phonenumbers.parse(e164)
+    region = phonenumbers.region_code_for_number(number)
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
+    prefix = metadata.national_prefix if metadata is not None else None
+    if not prefix or not written.startswith(prefix):
+        return False
+    strict = phonenumbers.Leniency.STRICT_GROUPING
+    return any(m.raw_string == written for m in phonenumbers.PhoneNumberMatcher(written, region, leniency=strict))
+
+
+def _barcode(written: str) -> bool:
+    """Unbroken 8, 12, 13 or 14 digits whose GS1 check digit holds: a product's barcode (EAN, UPC)."""
+    return written.isdigit() and len(written) in (8, 12, 13, 14) and ean.is_valid(written)
+
+
 def phones(text: str, regions: Iterable[str]) -> Iterator[Span]:
     """Valid numbers by libphonenumber's metadata, keyed in E.164: "+44 20 7946 0958", "020 7946 0958"
     (read in GB) and "0044 (0)20 7946-0958" are one number. The first region that reads a span wins.
@@ -123,7 +160,10 @@ def phones(text: str, regions: Iterable[str]) -> Iterator[Span]:
     for region in regions:
         for begin, end in chunks:
             for m in phonenumbers.PhoneNumberMatcher(text[begin:end], region, leniency=phonenumbers.Leniency.VALID):
-                if _DATE.fullmatch(m.raw_string):
+                if _DATE.fullmatch(m.raw_string) or _barcode(m.raw_string) or _in_code(text, begin + m.start, begin + m.end):
+                    continue
+                national = phonenumbers.national_significant_number(m.number)
+                if len(national) < _SHORTEST and not m.raw_string.startswith(("+", "00")):
                     continue
                 e164 = phonenumbers.format_number(m.number, phonenumbers.PhoneNumberFormat.E164)
                 yield Span(begin + m.start, begin + m.end, "phone", e164)
@@ -145,7 +185,7 @@ def international(digits: str) -> str | None:
 _SEP = r"(?:[ \t\u00a0\u2009\u202f]{1,3}|[-./])"
 # 13 to 19 digits, any separator between; not after "+" ("+44 20 7946 0958" is a phone number, however
 # its digits add up) and not inside a longer run of digit groups (a 22-digit tracking number)
-_DIGIT_RUN = re.compile(rf"(?<![\w+.,/-])\d(?:{_SEP}?\d){{12,18}}(?!\w)(?!{_SEP}?\d)")
+_DIGIT_RUN = re.compile(rf"(?<![A-Za-z0-9_+.,/-])\d(?:{_SEP}?\d){{11,18}}(?![A-Za-z0-9_])(?!{_SEP}?\d)")
 # card numbers are printed in fours (the last group shorter), Amex as 4-6-5 and Diners as 4-6-4
 _CARD_LAYOUTS = ((4, 6, 5), (4, 6, 4))
 
@@ -154,6 +194,10 @@ def card_scheme(digits: str) -> bool:
     """Whether the number starts as a card scheme's do (Visa, Mastercard, Amex, Diners, Discover, JCB,
     UnionPay, Maestro) and has a length they issue: most other long numbers do not."""
     two, three, four = int(digits[:2]), int(digits[:3]), int(digits[:4])
+    if len(digits) == 12:  # Maestro alone issues 12 digits
+        return two == 50 or 56 <= two <= 69
+    if len(digits) == 15 and four in (1800, 2131):  # JCB's first ranges
+        return True
     return 13 <= len(digits) <= 19 and (
         digits[0] == "4"
         or 51 <= two <= 55
@@ -162,7 +206,7 @@ def card_scheme(digits: str) -> bool:
         or 300 <= three <= 305
         or 644 <= three <= 649
         or four == 6011
-        or 3528 <= four <= 3589
+        or two == 35  # JCB (3528-3589 issued today)
         or 56 <= two <= 69
     )
 
@@ -179,7 +223,7 @@ def cards(text: str) -> Iterator[Span]:
     separator (spaces, dashes, dots, slashes): a number that fails the check is no card number,
     whatever it looks like; nor one grouped as an order number is ("113-4567890-1234567"), nor an
     unbroken 13 digits whose EAN check digit holds (a barcode), nor one written as an IBAN's account part."""
-    written_as_iban = [(m.start(), m.end()) for m in _IBAN.finditer(text)]
+    written_as_iban = [(m.start(), m.end()) for m in _IBAN.finditer(text) if _iban_country(m.group()[:2])]
     for m in _DIGIT_RUN.finditer(text):
         digits = re.sub(r"\D", "", m.group())
         if any(b <= m.start() < e for b, e in written_as_iban):
@@ -190,8 +234,13 @@ def cards(text: str) -> Iterator[Span]:
             yield Span(m.start(), m.end(), "card", digits)
 
 
-# a country code and check digits, then up to 30 letters and digits in groups of any size, any case
-_IBAN = re.compile(r"(?<!\w)[A-Za-z]{2}[ \t]?[0-9]{2}(?:(?:[ \t\u00a0]{1,3}|[-./])?[A-Za-z0-9]){10,32}")
+# a country code and check digits, then up to 30 letters and digits, spaced anyhow, any case
+_IBAN = re.compile(rf"(?<![A-Za-z0-9])[A-Za-z]{{2}}{_SEP}?[0-9]{_SEP}?[0-9](?:{_SEP}?[A-Za-z0-9]){{10,32}}")
+
+
+@functools.cache
+def _iban_country(code: str) -> bool:
+    return bool(numdb.get("iban").info(code)[0][1])
 
 
 def _overlapping(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
@@ -227,7 +276,8 @@ def ibans(text: str) -> Iterator[Span]:
 
 _L = f"(?:{LETTER}|ß)"
 _W = rf"{UPPER}{_L}*(?:['’]{_L}+)*(?:-{_L}+)*(?!\w)"  # a capitalised word: "Baker", "O'Connell", "Saint-Germain"
-_ORDINAL = r"\d{1,3}(?:st|nd|rd|th|e|er|ème|º|ª)?"  # "5th Avenue", "Calle 13", "ul. 3 Maja"
+# a number in a street's name: "5th Avenue", "ul. 3 Maja" (a number before a capitalised word)
+_ORDINAL = rf"\d{{1,3}}(?:(?:st|nd|rd|th|e|er|ème|º|ª)(?!\w)|(?=[ \t]+{UPPER}))"
 _PART = r"(?:de|du|des|la|le|les|del|della|delle|dei|degli|di|da|dos|das|do|of|the|y|e|von|van|der|den|ter|im|am)"
 _STREET_NAME = rf"(?:{_W}|{_ORDINAL})(?:(?:[ \t]+(?:{_PART}[ \t]+){{0,3}}|[ \t]*[dlDL]['’])(?:{_W}|{_ORDINAL})){{0,4}}"
 _NUMBER = r"\d{1,5}(?:[ \t]?[A-Za-z](?!\w))?(?:[ \t]?[-/][ \t]?\d{1,5}[A-Za-z]?(?!\w))?(?:[ \t](?:bis|ter)\b)?"
@@ -254,8 +304,9 @@ _TYPE = _alternation(words.STREET_TYPES)
 _TYPE_NUMBERED = _alternation(words.STREET_TYPES_NUMBERED)
 _ENDING = _alternation(words.STREET_ENDINGS)
 _LOWER = r"[a-zà-öø-ÿß\u0100-\u017f]"
-_STREET_WORD_FIRST = rf"(?<![\w'’-])(?:{_NUMBER},?[ \t]+)?(?:{_TYPE})[ \t]+{_STREET_NAME}"
-_ZH_CHAR = rf"(?![的是在到为我你他她请把和与或从给寄送发])(?!地址){HAN}"
+_PARTS = rf"(?:{_PART}[ \t]+|[dl]['’]){{0,3}}"  # "rue de la Paix", "Rua das Flores", "rue d'Alésia"
+_STREET_WORD_FIRST = rf"(?<![\w'’-])(?:{_NUMBER},?[ \t]+)?(?:{_TYPE})[ \t]+{_PARTS}{_STREET_NAME}"
+_ZH_CHAR = rf"(?:(?![的是在到为我你他她请把和与或从给寄送发址]){HAN})"
 _ADDRESSES = [
     # English: a house number (or a flat first), the street's words and its suffix
     re.compile(
@@ -265,8 +316,8 @@ _ADDRESSES = [
     # a street's word first (French, Spanish, Italian, Portuguese, Polish), its number before or after
     re.compile(rf"{_STREET_WORD_FIRST}{_TAIL}"),
     re.compile(
-        rf"(?<![\w'’-])(?:{_NUMBER},?[ \t]+(?:{_TYPE_NUMBERED})[ \t]+{_STREET_NAME}|"
-        rf"(?:{_TYPE_NUMBERED})[ \t]+{_STREET_NAME}(?=,?[ \t]*(?:n[º°.]?[ \t]?)?\d)){_TAIL}"
+        rf"(?<![\w'’-])(?:{_NUMBER},?[ \t]+(?:{_TYPE_NUMBERED})[ \t]+{_PARTS}{_STREET_NAME}|"
+        rf"(?:{_TYPE_NUMBERED})[ \t]+{_PARTS}{_STREET_NAME}(?=,?[ \t]*(?:n[º°.]?[ \t]?)?\d)){_TAIL}"
     ),
     # the street's word last (German, Dutch, Swedish), a number after it
     re.compile(

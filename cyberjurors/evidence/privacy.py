@@ -52,7 +52,7 @@ import phonenumbers
 from ..config import EvidenceSettings
 from ..schemas import DisputeCase, Masked, Minimisation, Party, PersonalData
 from . import pii_words
-from .detectors import Span, card_scheme, detect, full_name
+from .detectors import Span, card_scheme, detect, full_name, written_as_phone
 from .detectors import addresses as addresses
 from .detectors import cards as cards
 from .detectors import emails as emails
@@ -330,19 +330,23 @@ class _Masking:
 
 def _kept(span: Span, text: str, start: int, end: int) -> bool:
     """Whether a keep match (start, end) keeps a detection: never a card or an IBAN; a phone number
-    written as an order number is (unbroken digits, no leading 0) or inside a longer reference; any
-    other only when the match covers all of it."""
+    only when it is part of a longer reference, or written as no phone number but an order number
+    may be (without "+", "00", brackets or its country's trunk prefix); any other only when the
+    match covers all of it."""
     if span.kind in ("card", "iban") or not span.within(start, end):
         return False
     if span.kind != "phone":
         return True
-    written = text[span.start : span.end]
     before = text[start : span.start].split()
     longer = re.search(r"[A-Za-z0-9]", text[span.end : end]) or (before and re.search(r"\d", before[-1]))
-    return bool(longer) or (written.isdigit() and not written.startswith("0"))
+    return bool(longer) or not written_as_phone(text[span.start : span.end], span.key)
 
 
 def _overlap_free(spans: Iterable[Span]) -> list[Span]:
+    """A detection inside a longer one is part of it (a postcode read as a phone number inside an
+    address); of the others that overlap, the more specific kind, then the longer, then the first."""
+    spans = list(spans)
+    spans = [s for s in spans if not any(o.start <= s.start and s.end <= o.end and o != s and len(o) > len(s) for o in spans)]
     taken: list[Span] = []
     for span in sorted(spans, key=lambda s: (_PRIORITY[s.kind], s.start - s.end, s.start)):
         if not any(span.overlaps(t) for t in taken):
