@@ -276,10 +276,11 @@ def ibans(text: str) -> Iterator[Span]:
 
 _L = f"(?:{LETTER}|ß)"
 _W = rf"{UPPER}{_L}*(?:['’]{_L}+)*(?:-{_L}+)*(?!\w)"  # a capitalised word: "Baker", "O'Connell", "Saint-Germain"
-# a number in a street's name: "5th Avenue", "ul. 3 Maja" (a number before a capitalised word)
-_ORDINAL = rf"\d{{1,3}}(?:(?:st|nd|rd|th|e|er|ème|º|ª)(?!\w)|(?=[ \t]+{UPPER}))"
+# a number in a street's name: "5th Avenue"; first, before a capitalised word: "ul. 3 Maja"
+_ORDINAL = r"\d{1,3}(?:st|nd|rd|th|e|er|ème|º|ª|a|o)(?!\w)"
+_FIRST_NUMBER = rf"(?:{_ORDINAL}|\d{{1,3}}(?=[ \t]+(?!(?:{_alternation([*words.UNITS, *words.SECONDARY])})\b){UPPER}))"
 _PART = r"(?:de|du|des|la|le|les|del|della|delle|dei|degli|di|da|dos|das|do|of|the|y|e|von|van|der|den|ter|im|am)"
-_STREET_NAME = rf"(?:{_W}|{_ORDINAL})(?:(?:[ \t]+(?:{_PART}[ \t]+){{0,3}}|[ \t]*[dlDL]['’])(?:{_W}|{_ORDINAL})){{0,4}}"
+_STREET_NAME = rf"(?:{_W}|{_FIRST_NUMBER})(?:(?:[ \t]+(?:{_PART}[ \t]+){{0,3}}|[ \t]*[dlDL]['’])(?:{_W}|{_FIRST_NUMBER})){{0,4}}"
 _NUMBER = r"\d{1,5}(?:[ \t]?[A-Za-z](?!\w))?(?:[ \t]?[-/][ \t]?\d{1,5}[A-Za-z]?(?!\w))?(?:[ \t](?:bis|ter)\b)?"
 _POSTCODE = (
     r"(?:[A-Z]{1,2}\d[A-Z\d]?[ \t]?\d[A-Z]{2}"  # GB
@@ -289,15 +290,18 @@ _POSTCODE = (
     r"|\d{5}-?\d{3}"  # BR
     r"|\d{4,6})(?!\w)"  # DE, FR, ES, IT, US; CN's six
 )
-_TOWN = rf"{_W}(?:(?:[ \t]+(?:{_PART}[ \t]+)?|-){_W}){{0,3}}(?:[ \t]\({UPPER}{{2}}\)|[ \t]/[ \t][A-Z]{{2}})?"
+_TOWN_PART = r"(?:op|aan|bij|en|in|sur|sous|bei|an|am|im|der|den|de|la|le|les|da|do|das|dos|di|del)"
+_TOWN = (
+    rf"(?:['’][st][ -]|{_TOWN_PART}[ \t]+)?{_W}['’]?(?:(?:[ \t]+(?:{_TOWN_PART}[ \t]+){{0,2}}|-)(?:{_W}['’]?|{_ORDINAL})){{0,3}}"
+    rf"(?:[ \t]\({UPPER}{{2}}\)|[ \t]/[ \t][A-Z]{{2}}|[ \t][-–][ \t][A-Z]{{2}}(?!\w))?"
+)
 # what follows the street: a flat, then towns and postcodes, each after a comma or a line break
 # (a postcode after a space too); "London NW1 6XE", "West Jerry, IN 60742", "00080-636 Moura / ES"
 _SECONDARY = _alternation([*words.UNITS, *words.SECONDARY])
-_UNIT = rf"(?:{_SECONDARY}|#)\.?[ \t]?[\w-]{{1,6}}"
+_UNIT = rf"(?:(?:{_SECONDARY})(?![a-z])|#)\.?[ \t]?(?:(?=[\w-]{{0,5}}\d)[\w-]{{1,6}}|[A-Z](?!\w))"
 _TAIL = (
-    rf"(?:(?:[ \t]*,[ \t]*|[ \t]+)(?:n[º°.]?[ \t]?)?{_NUMBER}(?=[ \t]*(?:,|\n|$|{_SECONDARY})))?"
     rf"(?:(?:[ \t]*,[ \t]*|[ \t]+){_UNIT}){{0,2}}"
-    rf"(?:(?:[ \t]*(?:,|\n|[-–](?=[ \t]))[ \t]*|[ \t]+(?={_POSTCODE}))(?:{_POSTCODE}(?:[ \t]+{_TOWN})?|{_TOWN}(?:,?[ \t]+{_POSTCODE})?)){{0,3}}"
+    rf"(?:(?:[ \t]*(?:,|\n|[-–](?=[ \t]))[ \t]*|[ \t]+(?={_POSTCODE}))(?:{_POSTCODE}(?:[ \t]+{_TOWN})?|{_TOWN}(?:,?[ \t]+{_POSTCODE}(?:[ \t]+{_TOWN})?)?)){{0,3}}"
 )
 _SUFFIX = rf"(?:{_alternation(words.STREET_SUFFIXES)}|{_alternation(s.upper() for s in words.STREET_SUFFIXES)})\b\.?"
 _TYPE = _alternation(words.STREET_TYPES)
@@ -305,23 +309,25 @@ _TYPE_NUMBERED = _alternation(words.STREET_TYPES_NUMBERED)
 _ENDING = _alternation(words.STREET_ENDINGS)
 _LOWER = r"[a-zà-öø-ÿß\u0100-\u017f]"
 _PARTS = rf"(?:{_PART}[ \t]+|[dl]['’]){{0,3}}"  # "rue de la Paix", "Rua das Flores", "rue d'Alésia"
-_STREET_WORD_FIRST = rf"(?<![\w'’-])(?:{_NUMBER},?[ \t]+)?(?:{_TYPE})[ \t]+{_PARTS}{_STREET_NAME}"
-_ZH_CHAR = rf"(?:(?![的是在到为我你他她请把和与或从给寄送发址]){HAN})"
+# a house number after the street's name: four digits at most ("Calle Mayor, 28013 Madrid" has none)
+_NUMBER_AFTER = rf"(?:(?:[ \t]*,[ \t]*|[ \t]+)(?:n[º°.]?[ \t]?)?\d{{1,4}}(?:[ \t]?[A-Za-z](?!\w))?(?:[ \t]?[-/][ \t]?\d{{1,5}}[A-Za-z]?)?(?!\w))"
+_STREET_WORD_FIRST = rf"(?:{_TYPE})[ \t]+{_PARTS}{_STREET_NAME}{_NUMBER_AFTER}?"
+_ZH_CHAR = rf"(?:(?![的是在到为我你他她请把与或从给寄送发址]){HAN})"
 _ADDRESSES = [
     # English: a house number (or a flat first), the street's words and its suffix
     re.compile(
-        rf"(?<![\w-])(?:(?:{_UNIT},?[ \t]+)(?:{_NUMBER},?[ \t]+)?|{_NUMBER},?[ \t]+)"
+        rf"(?<![\w-])(?:(?:{_UNIT},?\s+)(?:{_NUMBER},?[ \t]+)?|{_NUMBER},?[ \t]+)"
         rf"(?:(?:{_W}|{_ORDINAL})[ \t]+){{1,4}}{_SUFFIX}(?!\w){_TAIL}"
     ),
     # a street's word first (French, Spanish, Italian, Portuguese, Polish), its number before or after
-    re.compile(rf"{_STREET_WORD_FIRST}{_TAIL}"),
+    re.compile(rf"(?<![\w'’-])(?:{_NUMBER},?[ \t]+)?{_STREET_WORD_FIRST}{_TAIL}"),
     re.compile(
         rf"(?<![\w'’-])(?:{_NUMBER},?[ \t]+(?:{_TYPE_NUMBERED})[ \t]+{_PARTS}{_STREET_NAME}|"
-        rf"(?:{_TYPE_NUMBERED})[ \t]+{_PARTS}{_STREET_NAME}(?=,?[ \t]*(?:n[º°.]?[ \t]?)?\d)){_TAIL}"
+        rf"(?:{_TYPE_NUMBERED})[ \t]+{_PARTS}{_STREET_NAME}{_NUMBER_AFTER}){_TAIL}"
     ),
     # the street's word last (German, Dutch, Swedish), a number after it
     re.compile(
-        rf"(?<![\w-])(?={UPPER})(?:(?:{UPPER}{_LOWER}*|{_PART})[-\s]){{0,3}}{_L}*?(?i:{_ENDING})(?!\w)"
+        rf"(?<![\w-])(?={UPPER})(?:(?:{UPPER}{_LOWER}*\.?|{_PART})[-\s]){{0,3}}{_L}*?(?i:{_ENDING})(?!\w)"
         rf"[ \t]?{_NUMBER}{_TAIL}"
     ),
     # Chinese: the street (街, 路, ...), its number and 号 or 座, the postcode
@@ -333,7 +339,7 @@ _ADDRESSES = [
 _CUED_ADDRESS = re.compile(
     rf"(?i:\b(?:{_alternation(words.ADDRESS_CUES, escape=False)}))[ \t]*[:,]?\s+"
     rf"(?P<address>(?:{_NUMBER},?[ \t]+)?(?:(?:{_alternation([*words.STREET_TYPES, *words.STREET_TYPES_NUMBERED, *words.STREET_ARTICLES])})[ \t]+)?"
-    rf"{_STREET_NAME}{_TAIL})"
+    rf"{_PARTS}{_STREET_NAME}{_NUMBER_AFTER}?{_TAIL})"
 )
 _ABBREVIATIONS = {
     "st": "street", "rd": "road", "ave": "avenue", "av": "avenue", "avda": "avenue", "avenida": "avenue",

@@ -33,7 +33,7 @@ NAME_CUES: dict[str, tuple[str, ...]] = {
         r"bien à vous,?", r"(?:sincères |meilleures )?salutations,?", r"bonjour", r"salut", r"cher", r"chère",
     ),
     "es": (
-        r"me llamo", r"mi nombre es", r"soy", r"nombre\s*:", r"firmado por", r"recibido por", r"entregado a",
+        r"me llamo", r"mi nombre es", r"soy", r"nombre\s*:", r"firmado por", r"(?:lo )?firmó", r"recibido por", r"entregado a",
         r"destinatario\s*:", r"a la atención de", r"atentamente,?", r"(?:un )?saludos?,?", r"cordialmente,?",
         r"hola", r"estimad[oa]", r"querid[oa]",
     ),
@@ -77,7 +77,7 @@ TITLES = (
 # lower-case words inside a name: "Sanne de Jong", "Ludwig van Beethoven", "Maria da Silva"
 PARTICLES = (
     "van", "von", "der", "den", "de", "del", "della", "dei", "di", "da", "do", "dos", "das", "du", "des", "la", "le",
-    "ter", "ten", "te", "zu", "zum", "vom", "y", "e", "bin", "ibn", "al", "el",
+    "ter", "ten", "te", "zu", "zum", "vom", "y", "e", "bin", "ibn", "al", "el", "'t", "’t",
 )  # fmt: skip
 
 # capitalised words a cue is often followed by that name nobody, in any of the languages
@@ -142,24 +142,23 @@ STREET_ENDINGS = (
 STREET_ARTICLES = ("Am", "An der", "An den", "Auf dem", "Auf der", "Im", "In der", "Zum", "Zur", "Unter den", "Hinter der")
 
 # the street's word comes first (French, Spanish, Italian, Portuguese, Polish): "rue de la Paix",
-# "Calle Mayor", "Via Roma", "Rua das Flores", "ul. Kwiatowa"; these are streets with or without a number
+# "Calle Mayor", "Via Roma", "Rua das Flores", "ul. Kwiatowa": a street with its number, or without one
+# when a capitalised name follows ("Rua Gonçalves", "Campo Diego Vargas")
 STREET_TYPES = (
     "rue", "avenue", "av.", "boulevard", "bd", "bd.", "chemin", "impasse", "allée", "quai", "route", "cours",
     "faubourg", "Rue", "Avenue", "Boulevard", "Chemin", "Impasse", "Allée", "Quai", "Calle", "C/", "C.", "Avenida",
     "Avda.", "Av.", "Paseo", "Pº", "Carretera", "Ctra.", "Travesía", "Callejón", "Carrer", "Via", "Viale", "Vicolo",
     "Corso", "Piazzale", "Rua", "Travessa", "Alameda", "Rodovia", "Estrada", "Praça", "ulica", "ul.", "aleja",
-    "al.", "plac", "pl.", "osiedle", "os.", "Ulica", "Aleja", "Plac", "Osiedle",
+    "al.", "plac", "pl.", "osiedle", "os.", "Ulica", "Aleja", "Plac", "Osiedle", "Plazuela", "Glorieta", "Ronda",
+    "Camino", "Urbanización", "Pasaje", "Pasadizo", "Rambla", "Cuesta", "Acceso", "Cañada", "Vial", "Piazza",
+    "Largo", "Strada", "Contrada", "Borgo", "Canale", "Stretto", "Incrocio", "Rotonda", "Lungomare", "Vila",
+    "Colônia", "Praia", "Campo", "Lago", "Lagoa", "Vale", "Parque", "Jardim", "Morro", "Feira", "Área", "Setor",
+    "Trecho", "Quadra", "Distrito", "Estação", "Aeroporto", "Favela", "Fazenda", "Sítio", "Chácara", "Recanto",
+    "Residencial", "Conjunto", "Condomínio", "Núcleo", "Loteamento", "Passarela", "Pátio", "Viaduto", "Vereda",
+    "Trevo", "Ladeira", "Esplanada", "Viela", "rondo", "skwer", "bulwar", "Rondo", "Skwer", "Bulwar",
 )  # fmt: skip
-# and these only with a house number: words that are also common nouns ("the plaza", "via DHL", "campo")
-STREET_TYPES_NUMBERED = (
-    "place", "square", "Place", "Plaza", "Pza.", "Plazuela", "Glorieta", "Ronda", "Camino", "Urbanización",
-    "Pasaje", "Pasadizo", "Rambla", "Cuesta", "Acceso", "Cañada", "Vial", "Piazza", "Largo", "Strada",
-    "Contrada", "Borgo", "Canale", "Stretto", "Incrocio", "Rotonda", "Lungomare", "Vila", "Colônia", "Praia",
-    "Campo", "Lago", "Lagoa", "Vale", "Parque", "Jardim", "Morro", "Feira", "Área", "Setor", "Trecho", "Quadra",
-    "Distrito", "Estação", "Aeroporto", "Favela", "Fazenda", "Sítio", "Chácara", "Recanto", "Residencial",
-    "Conjunto", "Condomínio", "Núcleo", "Loteamento", "Passarela", "Pátio", "Viaduto", "Vereda", "Trevo",
-    "Ladeira", "Esplanada", "Viela", "rondo", "skwer", "bulwar", "Rondo", "Skwer", "Bulwar",
-)  # fmt: skip
+# and these only with a house number: words English uses too ("the plaza", "Place your order")
+STREET_TYPES_NUMBERED = ("place", "square", "Place", "Plaza", "Pza.", "Square")
 # what may follow a house number of these countries: "Piso 3", "Puerta 2", "2º B", "Piano 1", "apto 12"
 SECONDARY = (
     "Piso", "Puerta", "Planta", "Esc.", "Escalera", "Bajo", "Apt.", "Apto.", "Apto", "Piano", "Interno", "Int.",
