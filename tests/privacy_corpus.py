@@ -136,7 +136,7 @@ SENTENCES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 DECOY_SENTENCES: dict[str, dict[str, tuple[str, ...]]] = {
-    "en": {"order": ("My order {v} never came.", "Order number {v}", "I bought it as {v}."), "tracking": ("Tracking {v} shows nothing.", "The parcel {v} is lost."), "price": ("I paid {v} for it.", "It cost {v}"), "date": ("It arrived on {v}.", "Ordered {v}"), "product": ("Product code {v}", "The box says {v}.")},
+    "en": {"order": ("My order {v} never came.", "Order number {v}", "Order {v} was wrong."), "tracking": ("Tracking {v} shows nothing.", "The parcel {v} is lost."), "price": ("I paid {v} for it.", "It cost {v}"), "date": ("It arrived on {v}.", "Ordered {v}"), "product": ("Product code {v}", "The box says {v}.")},
     "de": {"order": ("Meine Bestellung {v} kam nie an.", "Bestellnummer {v}"), "tracking": ("Sendungsnummer {v}", "Paket {v} ist weg."), "price": ("Ich habe {v} bezahlt.", "Preis: {v}"), "date": ("Geliefert am {v}.", "Bestellt am {v}"), "product": ("Artikelnummer {v}", "Auf der Packung steht {v}.")},
     "fr": {"order": ("Ma commande {v} n'est jamais arrivée.", "Commande n° {v}"), "tracking": ("Numéro de suivi {v}", "Le colis {v} est perdu."), "price": ("J'ai payé {v}.", "Prix : {v}"), "date": ("Livré le {v}.", "Commandé le {v}"), "product": ("Référence produit {v}", "La boîte indique {v}.")},
     "es": {"order": ("Mi pedido {v} no llegó.", "Pedido nº {v}"), "tracking": ("Número de seguimiento {v}", "El envío {v} se perdió."), "price": ("Pagué {v}.", "Precio: {v}"), "date": ("Entregado el {v}.", "Pedido el {v}"), "product": ("Código de producto {v}", "La caja dice {v}.")},
@@ -225,8 +225,8 @@ def _phone(fake: Faker, locale: str, i: int, rng: random.Random) -> str | None:
 def _email(fake: Faker, locale: str, i: int, rng: random.Random) -> str:
     if i % 2 == 0:
         return fake.email()
-    local = f"{fake.first_name()}.{fake.last_name()}".lower().replace(" ", "").replace("'", "")
-    domain = re.sub(r"[\s'’]", "", fake.last_name().lower()) if locale != "zh_CN" else fake.domain_word()
+    local = re.sub(r"[\s'’,]", "", f"{fake.first_name()}.{fake.last_name()}".lower())
+    domain = re.sub(r"[\s'’,]", "", fake.last_name().lower()) if locale != "zh_CN" else fake.domain_word()
     domain = f"{domain}.{fake.tld()}"
     if i % 4 == 3:
         domain = domain.encode("idna").decode("ascii")
@@ -264,10 +264,17 @@ def _iban(fake: Faker, locale: str, i: int, rng: random.Random) -> str | None:
     return [compact, fours, fours.lower(), rng.choice(["  ", " ", " "]).join(odd)][i % 4]
 
 
+def _surname(fake: Faker) -> str:
+    """A surname as written in a sentence: Faker lists some as sorted ("Bourgondië, van", "Dussen van")."""
+    name = fake.last_name()
+    inverted = re.fullmatch(r"(.+?),? (van|von|de|der|den|van der|van den|van de|ten|ter)", name)
+    return f"{inverted.group(2)} {inverted.group(1)}" if inverted else name
+
+
 def _person(fake: Faker, locale: str, i: int, rng: random.Random) -> str:
     if locale == "zh_CN":
         return fake.last_name() + fake.first_name()
-    return f"{fake.first_name()} {fake.last_name()}"
+    return f"{fake.first_name()} {_surname(fake)}"
 
 
 def _address(fake: Faker, locale: str, i: int, rng: random.Random) -> str:

@@ -29,7 +29,7 @@ _KEEP_LABELS = (
     "encomenda|rastreio|rastreamento|referência|código|order|beställning|ordernummer|försändelse|faktura|kvitto"
 )
 DEFAULT_KEEP = (
-    rf"(?:(?i:\b(?:{_KEEP_LABELS})(?:\s+(?:number|no\.?|nr\.?|n[º°o]\.?|id|code|nummer|numéro|número|numero|"
+    rf"(?:(?i:\b(?:{_KEEP_LABELS})(?:\s+(?:number|no\.?|nr\.?|n[º°o.]\.?|id|code|nummer|numéro|número|numero|"
     r"de suivi|di tracciamento|de seguimiento|de rastreio|produit|prodotto|de producto|do produto|produktu))?)"
     r"|(?:订单|运单|快递单|物流单|发票|商品|货|包裹)(?:号|编号)?)"
     r"\s*[:#：]?\s*#?(?=[A-Za-z0-9 -]{0,40}\d)"

@@ -279,7 +279,7 @@ _W = rf"{UPPER}{_L}*(?:['’]{_L}+)*(?:-{_L}+)*(?!\w)"  # a capitalised word: "B
 # a number in a street's name: "5th Avenue"; first, before a capitalised word: "ul. 3 Maja"
 _ORDINAL = r"\d{1,3}(?:st|nd|rd|th|e|er|ème|º|ª|a|o)(?!\w)"
 _FIRST_NUMBER = rf"(?:{_ORDINAL}|\d{{1,3}}(?=[ \t]+(?!(?:{_alternation([*words.UNITS, *words.SECONDARY])})\b){UPPER}))"
-_PART = r"(?:de|du|des|la|le|les|del|della|delle|dei|degli|di|da|dos|das|do|of|the|y|e|von|van|der|den|ter|im|am)"
+_PART = r"(?:de|du|des|la|le|les|del|della|delle|dei|degli|di|da|dos|das|do|of|the|y|e|i|von|van|der|den|ter|im|am)"
 _STREET_NAME = rf"(?:{_W}|{_FIRST_NUMBER})(?:(?:[ \t]+(?:{_PART}[ \t]+){{0,3}}|[ \t]*[dlDL]['’])(?:{_W}|{_FIRST_NUMBER})){{0,4}}"
 _NUMBER = r"\d{1,5}(?:[ \t]?[A-Za-z](?!\w))?(?:[ \t]?[-/][ \t]?\d{1,5}[A-Za-z]?(?!\w))?(?:[ \t](?:bis|ter)\b)?"
 _POSTCODE = (
@@ -292,7 +292,7 @@ _POSTCODE = (
 )
 _TOWN_PART = r"(?:op|aan|bij|en|in|sur|sous|bei|an|am|im|der|den|de|la|le|les|da|do|das|dos|di|del)"
 _TOWN = (
-    rf"(?:['’][st][ -]|{_TOWN_PART}[ \t]+)?{_W}['’]?(?:(?:[ \t]+(?:{_TOWN_PART}[ \t]+){{0,2}}|-)(?:{_W}['’]?|{_ORDINAL})){{0,3}}"
+    rf"(?:['’][st][ -]|{_TOWN_PART}[ \t]+)?{_W}['’]?(?:(?:[ \t]+(?:{_TOWN_PART}[ \t]+){{0,2}}|-)(?:{_W}['’]?|{_ORDINAL})){{0,5}}"
     rf"(?:[ \t]\({UPPER}{{2}}\)|[ \t]/[ \t][A-Z]{{2}}|[ \t][-–][ \t][A-Z]{{2}}(?!\w))?"
 )
 # what follows the street: a flat, then towns and postcodes, each after a comma or a line break
@@ -333,7 +333,7 @@ _ADDRESSES = [
     # Chinese: the street (街, 路, ...), its number and 号 or 座, the postcode
     re.compile(rf"{_ZH_CHAR}{{1,16}}?(?:大道|街|路|道|巷|胡同|弄|里)(?:\d{{1,5}}|[A-Za-z])(?:号|座|栋|幢|楼|室)(?:[ \t]?\d{{6}})?"),
     # a US military address
-    re.compile(r"\b(?:Unit|PSC|CMR|USNS|USNV|USS|USCGC)[ \t][\w ]{1,30}?,?\s+(?:APO|FPO|DPO)[ \t](?:AA|AE|AP)[ \t]\d{5}\b"),
+    re.compile(r"\b(?:Unit|PSC|CMR|USNS|USNV|USS|USCGC)[ \t][\w ,]{1,30}?,?\s+(?:APO|FPO|DPO)[ \t](?:AA|AE|AP)[ \t]\d{5}\b"),
 ]
 # after an address cue, a street is one whatever its words ("meine Adresse ist Am Markt 3, 12345 Berlin")
 _CUED_ADDRESS = re.compile(
@@ -403,7 +403,7 @@ def persons(text: str) -> Iterator[Span]:
     for m in _NAMED.finditer(text):
         name = re.sub(r"['’]s$", "", m.group("name"))  # "Mr Smith's parcel": the possessive is not the name
         parts = name.split()
-        while parts and (_is_name_word(parts[-1], words.NOT_NAMES) or parts[-1] in words.PARTICLES):
+        while parts and parts[-1] in words.PARTICLES:
             parts.pop()
         if not parts or _is_name_word(parts[0], words.NOT_NAMES):
             continue

@@ -346,11 +346,12 @@ def _overlap_free(spans: Iterable[Span]) -> list[Span]:
     """A detection inside a longer one is part of it (a postcode read as a phone number inside an
     address); of the others that overlap, the more specific kind, then the longer, then the first."""
     spans = list(spans)
-    spans = [s for s in spans if not any(o.start <= s.start and s.end <= o.end and o != s and len(o) > len(s) for o in spans)]
+    inside = {s for s in spans if any(o.start <= s.start and s.end <= o.end and len(o) > len(s) for o in spans)}
     taken: list[Span] = []
-    for span in sorted(spans, key=lambda s: (_PRIORITY[s.kind], s.start - s.end, s.start)):
-        if not any(span.overlaps(t) for t in taken):
-            taken.append(span)
+    for group in ([s for s in spans if s not in inside], list(inside)):  # a part's turn comes if its whole lost
+        for span in sorted(group, key=lambda s: (_PRIORITY[s.kind], s.start - s.end, s.start)):
+            if not any(span.overlaps(t) for t in taken):
+                taken.append(span)
     return sorted(taken, key=lambda s: s.start)
 
 
