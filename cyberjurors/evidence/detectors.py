@@ -124,8 +124,11 @@ _SHORTEST = 7
 
 def _in_code(text: str, start: int, end: int) -> bool:
     """Digits joined to letters or digits by a dash or a slash are part of a code ("ORD-2026-044737")."""
-    return bool(re.search(r"[A-Za-z0-9][-/]$", text[max(start - 2, 0) : start])) or bool(
-        re.match(r"[-/][A-Za-z0-9]", text[end : end + 2])
+    # a placeholder is such a neighbour too, so that masking what was masked decides alike
+    if not text[start : start + 1].isdigit():
+        return False
+    return bool(re.search(r"[A-Za-z0-9\]][-/]$", text[max(start - 2, 0) : start])) or bool(
+        re.match(r"[-/][A-Za-z0-9\[]", text[end : end + 2])
     )
 
 
@@ -492,18 +495,30 @@ def _text_spans(text: str, kinds: frozenset[PersonalData], regions: tuple[str, .
         yield from persons(text)
 
 
+# a placeholder, ours or one a party typed and escaped: no detector reads its digits ("(PHONE_2)5 0366")
+_MARKER = re.compile(r"[\[(](?:(?:PHONE|EMAIL|CARD|IBAN|ADDRESS|PERSON|URL)_[0-9]+|WITHHELD)[\])]")
+
+
+def _blanked(text: str, spans: Iterable[Span | re.Match[str]]) -> str:
+    """The text with these stretches as spaces: offsets kept, their characters read by no detector."""
+    out = list(text)
+    for s in spans:
+        start, end = (s.start, s.end) if isinstance(s, Span) else s.span()
+        out[start:end] = " " * (end - start)
+    return "".join(out)
+
+
 def detect(text: str, kinds: frozenset[PersonalData], regions: tuple[str, ...]) -> list[Span]:
     """Every detection of the kinds in one text, overlapping ones included. E-mail addresses first
     (an address is no URL, whatever follows its @); then URLs, which the other detectors read decoded
     (and the text's own detectors never, so a product id in a link is not read as a phone number);
-    a URL itself only when ``url`` is masked."""
+    a URL itself only when ``url`` is masked. Placeholders are read as spaces."""
+    text = _blanked(text, _MARKER.finditer(text))
     found = [*emails(text)] if "email" in kinds else []
     links = [u for u in urls(text) if not any(u.overlaps(e) for e in found)]
     if "url" in kinds:
         found += links
-    blanked = text
-    for u in links:
-        blanked = blanked[: u.start] + " " * (u.end - u.start) + blanked[u.end :]
+    blanked = _blanked(text, links)
     found += _text_spans(blanked, kinds, regions)
     found += inside_urls(text, links, kinds, regions)
     return found

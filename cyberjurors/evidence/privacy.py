@@ -185,12 +185,15 @@ def _rebuilt(case: DisputeCase, masked: Iterator[str]) -> DisputeCase:
 def phone_regions(case: DisputeCase, settings: EvidenceSettings) -> tuple[str, ...]:
     """The regions a number written without its country code is read in: the case's own (the region
     of its locale and the parties', "pt-BR" -> BR), then ``privacy_phone_regions``, then those of the
-    case's languages and of its currency (pii_words), in that order, each once."""
+    case's languages and of its currency (pii_words; a currency of many countries only for a case
+    whose languages are not given), in that order, each once: each region is a pass of the matcher."""
     d = case.metadata
     locales = [loc.replace("_", "-").split("-") for loc in (d.locale, d.buyer_locale, d.seller_locale) if loc]
     own = [p.upper() for parts in locales for p in parts[1:] if len(p) == 2 and p.isalpha()]
     derived = [r for parts in locales for r in pii_words.LANGUAGE_REGIONS.get(parts[0].lower(), ())]
-    derived += pii_words.CURRENCY_REGIONS.get(d.currency, ())
+    currency = pii_words.CURRENCY_REGIONS.get(d.currency, ())
+    if len(currency) == 1 or not locales:  # a case in German paid in euros: its languages say where
+        derived += currency
     regions = [*own, *settings.privacy_phone_regions, *derived]
     return tuple(dict.fromkeys(r for r in regions if r in phonenumbers.SUPPORTED_REGIONS))
 
@@ -270,9 +273,13 @@ class Minimised:
     values: dict[str, Value] = field(default_factory=dict)
 
 
-# the kinds whose detectors need a context a value may appear without (a cue before a name, a region for
-# a national phone number): found once, a value of these is masked wherever else the case writes it
-_FOUND_AGAIN: frozenset[PersonalData] = frozenset({"phone", "address", "person"})
+# found once, a value is masked wherever else the case writes it as it was written there: the detectors
+# of names and national phone numbers need a context (a cue, a region) a value may appear without, and
+# any value may stand where its detector does not read it (a card number glued to another by a slash)
+_FOUND_AGAIN: frozenset[PersonalData] = frozenset({"phone", "email", "card", "iban", "address", "person"})
+
+
+_BEFORE, _AFTER = r"(?<!\w)", r"(?!\w)"
 
 
 @dataclass(frozen=True)
@@ -323,9 +330,41 @@ class _Masking:
         usable = sorted((w for w, f in forms.items() if f.applies(text.author)), key=len, reverse=True)
         if not usable:
             return
-        for m in re.finditer(r"(?<!\w)(?:" + "|".join(map(re.escape, usable)) + r")(?!\w)", text.text):
+        # a form is whole words: not inside a longer one where it starts or ends with a letter or digit
+        bounded = [(_BEFORE if w[0].isalnum() else "") + re.escape(w) + (_AFTER if w[-1].isalnum() else "") for w in usable]
+        for m in re.finditer("|".join(bounded), text.text):
             form = forms[m.group()]
             yield Span(m.start(), m.end(), form.kind, form.key)
+
+
+    def closed(self, text: Text, spans: list[Span], rounds: int = 3) -> list[Span]:
+        """The spans of a text and what masking them brings to light: a value glued to another
+        ("...768108155 0366 5173") may be read only once its neighbour is a placeholder. The text is
+        read again as a second masking would read it (placeholders escaped) until nothing new is found."""
+        for _ in range(rounds):
+            if not spans:
+                return spans
+            shown, where, at = [], [], 0
+            for s in spans:
+                shown.append(text.text[at : s.start])
+                where += range(at, s.start)
+                stand_in = f"({s.kind.upper()}_1)"
+                shown.append(stand_in)
+                where += [-1] * len(stand_in)
+                at = s.end
+            shown.append(text.text[at:])
+            where += range(at, len(text.text))
+            seen = "".join(shown)
+            new = [
+                Span(where[n.start], where[n.end - 1] + 1, n.kind, n.key)
+                for n in self.resolved(detect(seen, self.kinds, self.regions), seen)
+                if -1 not in where[n.start : n.end]
+            ]
+            new = [n for n in new if not any(n.overlaps(s) for s in spans)]
+            if not new:
+                return spans
+            spans = sorted([*spans, *new], key=lambda s: s.start)
+        return spans
 
 
 def _kept(span: Span, text: str, start: int, end: int) -> bool:
@@ -384,7 +423,7 @@ def _minimise(
     final = [
         None
         if r is None
-        else _guarded(masking, t, lambda t=t, r=r: masking.resolved([*r, *masking.again(t, forms)], t.text, True))
+        else _guarded(masking, t, lambda t=t, r=r: masking.closed(t, masking.resolved([*r, *masking.again(t, forms)], t.text, True)))
         if t.masked
         else []
         for t, r in zip(texts, raw, strict=True)

@@ -370,6 +370,8 @@ def test_names_after_the_cues_of_every_language_the_letters_speak(text, want):
         ("Proszę wysłać na ul. Kwiatowa 5/3, 00-950 Warszawa.", "Proszę wysłać na [ADDRESS_1]."),
         ("Enviem para Rua das Flores, 123, 01310-100 São Paulo - SP.", "Enviem para [ADDRESS_1]."),
         ("Send to 123 Main St Apt 4B, Springfield, IL 62704.", "Send to [ADDRESS_1]."),
+        ("Send to 35913 Curtis Junction Suite 037, Stephenberg, HI 87804.", "Send to [ADDRESS_1]."),
+        ("Send to 66 Elm Ave #5, Springfield, IL 62704.", "Send to [ADDRESS_1]."),
         ("Bitte an Karl-Marx-Allee 12, 10178 Berlin.", "Bitte an [ADDRESS_1]."),
     ],
 )
