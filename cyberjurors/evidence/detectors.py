@@ -499,12 +499,13 @@ def _text_spans(text: str, kinds: frozenset[PersonalData], regions: tuple[str, .
 _MARKER = re.compile(r"[\[(](?:(?:PHONE|EMAIL|CARD|IBAN|ADDRESS|PERSON|URL)_[0-9]+|WITHHELD)[\])]")
 
 
-def _blanked(text: str, spans: Iterable[Span | re.Match[str]]) -> str:
-    """The text with these stretches as spaces: offsets kept, their characters read by no detector."""
+def blanked(text: str, spans: Iterable[Span | re.Match[str]]) -> str:
+    """The text with these stretches as NULs: offsets kept, their characters read by no detector, and
+    no space made where there was none (a cue does not reach across a blanked placeholder)."""
     out = list(text)
     for s in spans:
         start, end = (s.start, s.end) if isinstance(s, Span) else s.span()
-        out[start:end] = " " * (end - start)
+        out[start:end] = "\x00" * (end - start)
     return "".join(out)
 
 
@@ -513,12 +514,11 @@ def detect(text: str, kinds: frozenset[PersonalData], regions: tuple[str, ...]) 
     (an address is no URL, whatever follows its @); then URLs, which the other detectors read decoded
     (and the text's own detectors never, so a product id in a link is not read as a phone number);
     a URL itself only when ``url`` is masked. Placeholders are read as spaces."""
-    text = _blanked(text, _MARKER.finditer(text))
+    text = blanked(text, _MARKER.finditer(text))
     found = [*emails(text)] if "email" in kinds else []
     links = [u for u in urls(text) if not any(u.overlaps(e) for e in found)]
     if "url" in kinds:
         found += links
-    blanked = _blanked(text, links)
-    found += _text_spans(blanked, kinds, regions)
+    found += _text_spans(blanked(text, links), kinds, regions)
     found += inside_urls(text, links, kinds, regions)
     return found

@@ -40,6 +40,7 @@ Mark" does not blank the other's "Mark".
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -52,7 +53,7 @@ import phonenumbers
 from ..config import EvidenceSettings
 from ..schemas import DisputeCase, Masked, Minimisation, Party, PersonalData
 from . import pii_words
-from .detectors import Span, card_scheme, detect, full_name, written_as_phone
+from .detectors import Span, blanked, card_scheme, detect, full_name, written_as_phone
 from .detectors import addresses as addresses
 from .detectors import cards as cards
 from .detectors import emails as emails
@@ -130,15 +131,15 @@ def readable(text: str) -> str:
 def escaped(text: str) -> tuple[str, int]:
     """Placeholder-shaped text a party typed, in round brackets: matched on the text with look-alike
     letters folded and combining marks removed, replaced in the text as written."""
-    skeleton, where = [], []
-    for i, c in enumerate(text):
-        if unicodedata.category(c) == "Mn":
-            continue
-        for d in c.translate(_CONFUSABLE):
-            skeleton.append(d)
-            where.append(i)
+    folded = text.translate(_CONFUSABLE)  # one character for one: the offsets hold
+    if "[" not in folded:
+        return text, 0
+    where = list(range(len(text)))
+    if any(unicodedata.category(c) == "Mn" for c in folded):
+        where = [i for i, c in enumerate(folded) if unicodedata.category(c) != "Mn"]
+        folded = "".join(folded[i] for i in where)
     out, at, n = [], 0, 0
-    for m in _TYPED.finditer("".join(skeleton)):
+    for m in _TYPED.finditer(folded):
         start, end = where[m.start()], where[m.end() - 1] + 1
         kind = (m.group(1) or m.group(3)).upper().replace("-", "")
         out += [text[at:start], f"({kind}_{m.group(2)})" if m.group(2) else f"({kind})"]
@@ -282,6 +283,12 @@ _FOUND_AGAIN: frozenset[PersonalData] = frozenset({"phone", "email", "card", "ib
 _BEFORE, _AFTER = r"(?<!\w)", r"(?!\w)"
 
 
+@functools.lru_cache(maxsize=256)
+def _forms_pattern(forms: tuple[str, ...]) -> re.Pattern[str]:
+    """The forms, longest first, each as whole words where it starts or ends with a letter or digit."""
+    return re.compile("|".join((_BEFORE if w[0].isalnum() else "") + re.escape(w) + (_AFTER if w[-1].isalnum() else "") for w in forms))
+
+
 @dataclass(frozen=True)
 class _Form:
     kind: PersonalData
@@ -307,8 +314,12 @@ class _Masking:
     def resolved(self, spans: Iterable[Span], text: str, count: bool = False) -> list[Span]:
         """Overlapping detections: what a keep pattern keeps aside, then the most specific kind, then
         the longest, then the first, wins."""
-        kept_by = [(m.start(), m.end()) for p in self.keep for m in p.finditer(text)]
         spans = list(spans)
+        # a keep pattern reads the text as a second masking would: without what is never kept (a
+        # label inside an e-mail address masked, "...@jones.net.tracking SP 4471", labels nothing)
+        never = [s for s in _overlap_free(spans) if s.kind in _NEVER_KEPT and s.kind in self.kinds]
+        shown = blanked(text, never) if never else text
+        kept_by = [(m.start(), m.end()) for p in self.keep for m in p.finditer(shown)]
         kept = {s for s in spans if any(_kept(s, text, b, e) for b, e in kept_by)}
         if count:
             self.kept += len(_overlap_free(s for s in kept if s.kind in self.kinds))
@@ -330,9 +341,7 @@ class _Masking:
         usable = sorted((w for w, f in forms.items() if f.applies(text.author)), key=len, reverse=True)
         if not usable:
             return
-        # a form is whole words: not inside a longer one where it starts or ends with a letter or digit
-        bounded = [(_BEFORE if w[0].isalnum() else "") + re.escape(w) + (_AFTER if w[-1].isalnum() else "") for w in usable]
-        for m in re.finditer("|".join(bounded), text.text):
+        for m in _forms_pattern(tuple(usable)).finditer(text.text):
             form = forms[m.group()]
             yield Span(m.start(), m.end(), form.kind, form.key)
 
@@ -342,7 +351,7 @@ class _Masking:
         ("...768108155 0366 5173") may be read only once its neighbour is a placeholder. The text is
         read again as a second masking would read it (placeholders escaped) until nothing new is found."""
         for _ in range(rounds):
-            if not spans:
+            if not any(_glued(text.text, s) for s in spans):
                 return spans
             shown, where, at = [], [], 0
             for s in spans:
@@ -365,6 +374,16 @@ class _Masking:
                 return spans
             spans = sorted([*spans, *new], key=lambda s: s.start)
         return spans
+
+
+_NEVER_KEPT: frozenset[PersonalData] = frozenset({"email", "url", "card", "iban"})
+
+
+def _glued(text: str, span: Span) -> bool:
+    """Whether a value touches anything but a space or a sentence's end: masking it may change what
+    its neighbour reads as ("768108.3504  9774")."""
+    around = text[max(span.start - 1, 0) : span.start] + text[span.end : span.end + 1]
+    return any(not c.isspace() and c not in "!?;\"'“”«»" for c in around)
 
 
 def _kept(span: Span, text: str, start: int, end: int) -> bool:
