@@ -242,9 +242,7 @@ def _card(fake: Faker, locale: str, i: int, rng: random.Random) -> str | None:
         return None
     if i % 6 == 0:
         return digits
-    if len(digits) == 15:
-        groups = [digits[:4], digits[4:10], digits[10:]]
-    elif len(digits) == 14:
+    if len(digits) == 15 or len(digits) == 14:
         groups = [digits[:4], digits[4:10], digits[10:]]
     else:
         groups = [digits[k : k + 4] for k in range(0, len(digits), 4)]

@@ -110,18 +110,21 @@ class EvidenceSettings(BaseModel):
     privacy_phone_regions: list[str] = Field(
         default_factory=lambda: ["GB", "US", "DE", "FR"],
         description="where a phone number written without its country code may be from (ISO 3166 regions, "
-        "the first that reads it as a valid number wins); numbers with + or 00 are found whatever this says",
+        "the first that reads it as a valid number wins), read after the regions of the case's locale and the "
+        "parties' and before those of the case's languages and currency; numbers with + or 00 are found "
+        "whatever this says",
     )
     privacy_keep_patterns: list[str] = Field(
         default_factory=lambda: [DEFAULT_KEEP],
-        description="regular expressions whose matches stay as they are, evidence a dispute may turn on; the "
-        "default keeps a labelled order, tracking, parcel, invoice or reference number ('tracking SP 4471 9023 "
-        "3186 DE')",
+        description="regular expressions whose matches stay as they are, evidence a dispute may turn on: never "
+        "a card number or an IBAN, a phone number only when written as no phone number is, any other value only "
+        "when a match covers all of it; the default keeps a labelled order, tracking, parcel, invoice, reference "
+        "or product number in the letters' languages ('tracking SP 4471 9023 3186 DE', 'Bestellnummer 302-1234567')",
     )
     privacy_keep_fields: list[FormField] = Field(
         default_factory=list,
-        description="fields of the dispute form left unmasked (product, dispute_reason, requested_remedy); "
-        "the evidence and appeal grounds are always masked",
+        description="fields of the dispute form left unmasked (product, dispute_reason, requested_remedy), "
+        "a placeholder typed in them still escaped; the evidence and appeal grounds are always masked",
     )
 
     @field_validator("privacy_phone_regions")

@@ -112,7 +112,7 @@ def urls(text: str) -> Iterator[Span]:
 _DATE = re.compile(r"[0-9]{1,4}[./-][0-9]{1,2}[./-][0-9]{1,4}")
 # where a number may be: at least five digits among phone punctuation (the matcher reads only these)
 _PHONE_CHUNK = re.compile(
-    r"(?:\+|＋|\b00)?[(\[]?\d(?:[\d \t\u00a0().\-/]){3,40}\d(?:[ \t]*(?:x|ext\.?|extn\.?|#)[ \t]*\d{1,7})?",
+    r"(?:\+|\uff0b|\b00)?[(\[]?\d(?:[\d \t\u00a0().\-/]){3,40}\d(?:[ \t]*(?:x|ext\.?|extn\.?|#)[ \t]*\d{1,7})?",
     re.IGNORECASE,
 )
 
@@ -313,7 +313,7 @@ _ENDING = _alternation(words.STREET_ENDINGS)
 _LOWER = r"[a-zà-öø-ÿß\u0100-\u017f]"
 _PARTS = rf"(?:{_PART}[ \t]+|[dl]['’]){{0,3}}"  # "rue de la Paix", "Rua das Flores", "rue d'Alésia"
 # a house number after the street's name: four digits at most ("Calle Mayor, 28013 Madrid" has none)
-_NUMBER_AFTER = rf"(?:(?:[ \t]*,[ \t]*|[ \t]+)(?:n[º°.]?[ \t]?)?\d{{1,4}}(?:[ \t]?[A-Za-z](?!\w))?(?:[ \t]?[-/][ \t]?\d{{1,5}}[A-Za-z]?)?(?!\w))"
+_NUMBER_AFTER = r"(?:(?:[ \t]*,[ \t]*|[ \t]+)(?:n[º°.]?[ \t]?)?\d{1,4}(?:[ \t]?[A-Za-z](?!\w))?(?:[ \t]?[-/][ \t]?\d{1,5}[A-Za-z]?)?(?!\w))"
 _STREET_WORD_FIRST = rf"(?:{_TYPE})[ \t]+{_PARTS}{_STREET_NAME}{_NUMBER_AFTER}?"
 _ZH_CHAR = rf"(?:(?![的是在到为我你他她请把与或从给寄送发址]){HAN})"
 _ADDRESSES = [

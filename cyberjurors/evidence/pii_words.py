@@ -82,24 +82,11 @@ PARTICLES = (
 
 # capitalised words a cue is often followed by that name nobody, in any of the languages
 NOT_NAMES = frozenset(
-    """
-    sir madam team there all everyone seller buyer customer support service jury jurors the this that we you i
-    courier shop store thanks thank please dhl ups fedex dpd gls hermes usps amazon post office neighbour neighbor
-    reception concierge mail royal evri yodel parcelforce tnt inpost colissimo chronopost correos seur mrw
-    poste postnl bpost ctt correios sedex jadlog sf ems ebay etsy vinted zalando otto allegro aliexpress temu
-    kunde kundin käufer käuferin verkäufer verkäuferin damen herren grüße gruß paket kundenservice support
-    händler monsieur madame client cliente vendeur vendeuse acheteur mesdames messieurs service
-    señor señora vendedor comprador signore signora venditore acquirente cliente
-    klant verkoper koper heer mevrouw meneer sprzedawca kupujący pan pani państwo senhor senhora vendedor
-    comprador kund säljare köpare
-    """.split()
+    ["sir", "madam", "team", "there", "all", "everyone", "seller", "buyer", "customer", "support", "service", "jury", "jurors", "the", "this", "that", "we", "you", "i", "courier", "shop", "store", "thanks", "thank", "please", "dhl", "ups", "fedex", "dpd", "gls", "hermes", "usps", "amazon", "post", "office", "neighbour", "neighbor", "reception", "concierge", "mail", "royal", "evri", "yodel", "parcelforce", "tnt", "inpost", "colissimo", "chronopost", "correos", "seur", "mrw", "poste", "postnl", "bpost", "ctt", "correios", "sedex", "jadlog", "sf", "ems", "ebay", "etsy", "vinted", "zalando", "otto", "allegro", "aliexpress", "temu", "kunde", "kundin", "käufer", "käuferin", "verkäufer", "verkäuferin", "damen", "herren", "grüße", "gruß", "paket", "kundenservice", "support", "händler", "monsieur", "madame", "client", "cliente", "vendeur", "vendeuse", "acheteur", "mesdames", "messieurs", "service", "señor", "señora", "vendedor", "comprador", "signore", "signora", "venditore", "acquirente", "cliente", "klant", "verkoper", "koper", "heer", "mevrouw", "meneer", "sprzedawca", "kupujący", "pan", "pani", "państwo", "senhor", "senhora", "vendedor", "comprador", "kund", "säljare", "köpare"]
 )
 # a signature with one of these is a business's ("Kind regards, Blendmax Store"), not a person's
 BUSINESS = frozenset(
-    """
-    store shop team support service services ltd limited gmbh inc llc co company sarl sas bv ag plc official
-    outlet trading customer kg ohg ug mbh sa srl spa sl nv sp zoo ltda eireli ab oy as aps kft sro
-    """.split()
+    ["store", "shop", "team", "support", "service", "services", "ltd", "limited", "gmbh", "inc", "llc", "co", "company", "sarl", "sas", "bv", "ag", "plc", "official", "outlet", "trading", "customer", "kg", "ohg", "ug", "mbh", "sa", "srl", "spa", "sl", "nv", "sp", "zoo", "ltda", "eireli", "ab", "oy", "as", "aps", "kft", "sro"]
 )
 
 # --- streets ----------------------------------------------------------------------------------------

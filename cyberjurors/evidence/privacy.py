@@ -21,7 +21,7 @@ very spans that are then masked (one set of forms for both), so no span is repla
 number; a text whose detection fails all the same reaches the jury as ``[WITHHELD]``, said in the
 report (``Minimisation.withheld``) and in the verdict's problems, never as a dead letter.
 
-A party that types a placeholder (``[PHONE_1]``, ``[phone 1]``, ``［РЕRSОN_1］`` in Cyrillic and
+A party that types a placeholder (``[PHONE_1]``, ``[phone 1]``, ``\uff3b\u0420\u0415RS\u041eN_1\uff3d`` in Cyrillic and
 full-width letters) must not be taken for one: party text is NFKC-normalised and stripped of format
 characters (zero-width spaces and the like) in every field, ``privacy_keep_fields`` too, and any
 bracketed text that then reads as a placeholder, Greek and Cyrillic look-alike letters folded,
@@ -113,7 +113,7 @@ _PRIORITY: dict[PersonalData, int] = {
 _CONFUSABLE = str.maketrans(
     dict(
         zip(
-            "АВСЕНІЈКМОРЅТХУаеіјорсхуѕԁԀԜԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ〔〘【⟦❲⦋〕〙】⟧❳⦌",
+            "\u0410\u0412\u0421\u0415\u041d\u0406\u0408\u041a\u041c\u041e\u0420\u0405\u0422\u0425\u0423\u0430\u0435\u0456\u0458\u043e\u0440\u0441\u0445\u0443\u0455\u0501\u0500\u051c\u051d\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7\u03b1\u03b5\u03b9\u03ba\u03bd\u03bf\u03c1\u03c4\u03c5\u03c7\u3014\u3018\u3010\u27e6\u2772\u298b\u3015\u3019\u3011\u27e7\u2773\u298c",
             "ABCEHIJKMOPSTXYaeijopcxysdDWwABEZHIKMNOPTYXaeiknoptux[[[[[[]]]]]]",
             strict=True,
         )
@@ -346,12 +346,15 @@ class _Masking:
             yield Span(m.start(), m.end(), form.kind, form.key)
 
 
-    def closed(self, text: Text, spans: list[Span], rounds: int = 3) -> list[Span]:
-        """The spans of a text and what masking them brings to light: a value glued to another
-        ("...768108155 0366 5173") may be read only once its neighbour is a placeholder. The text is
+    def closed(self, text: Text, found: list[Span], rounds: int = 3) -> list[Span]:
+        """A text's spans, and what masking them brings to light: a value glued to another
+        ("...768108155 0366 5173"), or the part of a detection another one overlapped ("My name is
+        Denise Davey<e-mail>"), may be read only once its neighbour is a placeholder. Then the text is
         read again as a second masking would read it (placeholders escaped) until nothing new is found."""
+        spans = self.resolved(found, text.text, count=True)
+        lost = any(f.kind in self.kinds and f not in spans and not any(f.within(s.start, s.end) for s in spans) for f in found)
         for _ in range(rounds):
-            if not any(_glued(text.text, s) for s in spans):
+            if not lost and not any(_glued(text.text, s) for s in spans):
                 return spans
             shown, where, at = [], [], 0
             for s in spans:
@@ -418,7 +421,7 @@ def _guarded(masking: _Masking, text: Text, find: Callable[[], list[Span]]) -> l
     lost to its own evidence."""
     try:
         return find()
-    except Exception:  # noqa: BLE001  # any failure of a detector on party text withholds that text only
+    except Exception:  # any failure of a detector on party text withholds that text only
         if text.where not in masking.withheld:
             masking.withheld.append(text.where)
         return None
@@ -442,7 +445,7 @@ def _minimise(
     final = [
         None
         if r is None
-        else _guarded(masking, t, lambda t=t, r=r: masking.closed(t, masking.resolved([*r, *masking.again(t, forms)], t.text, True)))
+        else _guarded(masking, t, lambda t=t, r=r: masking.closed(t, [*r, *masking.again(t, forms)]))
         if t.masked
         else []
         for t, r in zip(texts, raw, strict=True)

@@ -12,9 +12,9 @@ import re
 import pytest
 
 from cyberjurors.config import EvidenceSettings, Settings
-from cyberjurors.schemas import DisputeCase
 from cyberjurors.evidence import privacy
 from cyberjurors.evidence.privacy import minimise
+from cyberjurors.schemas import DisputeCase
 
 from ... import factories
 
@@ -390,9 +390,9 @@ def test_a_name_learned_from_one_party_is_masked_in_the_other_party_only_as_a_fu
 
 
 def test_typed_look_alike_placeholders_are_escaped_in_every_field():
-    text = "[РЕRSОN_1] (Cyrillic), ［PHONE_2］ (full width), [PHO\u200bNE_3] (a zero-width space), [Ρerson 4] (Greek)"
+    text = "[\u0420\u0415RS\u041eN_1] (Cyrillic), \uff3bPHONE_2\uff3d (full width), [PHO\u200bNE_3] (a zero-width space), [\u03a1erson 4] (Greek)"
     assert masked(text) == "(PERSON_1) (Cyrillic), (PHONE_2) (full width), (PHONE_3) (a zero-width space), (PERSON_4) (Greek)"
-    case = items("fine", metadata={"product": "Coat [ＰＨＯＮＥ_1]"})
+    case = items("fine", metadata={"product": "Coat [\uff30\uff28\uff2f\uff2e\uff25_1]"})
     kept = minimise(case, on(privacy_keep_fields=["product"])).case.metadata.product
     assert kept == "Coat (PHONE_1)"
 

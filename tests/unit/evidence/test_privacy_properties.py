@@ -23,7 +23,7 @@ from ...privacy_corpus import LOCALES, probes
 POOL = sorted({p.value for locale in LOCALES for kind in ("phone", "email", "card", "iban", "person", "address") for p in probes(locale, kind, 6, seed=7)})
 NAMES = [f"{Faker('en_GB').first_name()} {Faker('en_GB').last_name()}" for _ in range(4)]
 CUES = ["My name is ", "Regards, ", "Mit freundlichen Grüßen\n", "Je m'appelle ", "Mr ", "signed by ", "Nazywam się "]
-LOOK_ALIKES = ["[PHONE_1]", "[phone 2]", "[РЕRSОN_1]", "［ADDRESS_1］", "[EMA\u200bIL_3]", "(CARD_1)", "[WITHHELD]", "[URL_9]"]
+LOOK_ALIKES = ["[PHONE_1]", "[phone 2]", "[\u0420\u0415RS\u041eN_1]", "\uff3bADDRESS_1\uff3d", "[EMA\u200bIL_3]", "(CARD_1)", "[WITHHELD]", "[URL_9]"]
 GLUE = ["", " ", "  ", "\n", ", ", "/", "(", ")", "[", "]", "-", ".", "\u200b", "+"]
 
 text_part = st.text(
