@@ -23,7 +23,9 @@ from tests import privacy_corpus as corpus
 console = make_console(180)
 
 
-def main(probes: int = typer.Option(400, help="values per kind and decoys per kind, per locale"), seed: int = 0) -> None:
+def main(
+    probes: int = typer.Option(400, help="values per kind and decoys per kind, per locale"), seed: int = 0
+) -> None:
     console.print(f"{machine()}; {probes} probes per cell, seed {seed}")
     out = table(
         "recall per kind (floor 99%), false positives per decoy kind (ceiling 1%), median ms per probe",

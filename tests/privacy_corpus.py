@@ -66,8 +66,18 @@ SENTENCES: dict[str, dict[str, tuple[str, ...]]] = {
         "email": ("Write to me at {v} please.", "My e-mail: {v}"),
         "card": ("I paid with my card {v} on the day.", "Card number {v}, expiry 09/28."),
         "iban": ("Refund to IBAN {v} please.", "Our account is {v}."),
-        "person": ("My name is {v} and I ordered the coat.", "Kind regards,\n{v}", "It was signed by {v} at the door.", "Dear {v}, thank you."),
-        "address": ("Please send it to {v} instead.", "My address is {v}.", "The parcel went to {v} by mistake.", "{v}"),
+        "person": (
+            "My name is {v} and I ordered the coat.",
+            "Kind regards,\n{v}",
+            "It was signed by {v} at the door.",
+            "Dear {v}, thank you.",
+        ),
+        "address": (
+            "Please send it to {v} instead.",
+            "My address is {v}.",
+            "The parcel went to {v} by mistake.",
+            "{v}",
+        ),
     },
     "de": {
         "phone": ("Bitte rufen Sie mich unter {v} an.", "Meine Nummer: {v}"),
@@ -287,7 +297,18 @@ _DRAWS = {"phone": _phone, "email": _email, "card": _card, "iban": _iban, "perso
 
 # --- the decoys ---------------------------------------------------------------------------------------
 
-_ORDERS = ("###-#######-#######", "##-#####-#####", "#1####", "ORD-2026-######", "8###############", "%#########", "A-#####", "%######", "2026-####", "??-%#####")
+_ORDERS = (
+    "###-#######-#######",
+    "##-#####-#####",
+    "#1####",
+    "ORD-2026-######",
+    "8###############",
+    "%#########",
+    "A-#####",
+    "%######",
+    "2026-####",
+    "??-%#####",
+)
 _TRACKING = ("1Z###??#########", "9400 1%## #### #### #### ##", "#### #### ####", "JD01460000########", "??#########GB", "0150 %### #### ##", "3S????#######", "SF%############", "LP00#########CN", "%#### ####### ####")  # fmt: skip
 
 

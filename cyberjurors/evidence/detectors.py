@@ -138,9 +138,8 @@ def written_as_phone(written: str, e164: str) -> bool:
     libphonenumber's strict grouping); an order or tracking number is written as none of these."""
     if written.startswith(("+", "00")) or "(" in written:
         return True
-    number = phonenumbers.parse(e164)
-    region = phonenumbers.region_code_for_number(number)
-    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
+    region = phonenumbers.region_code_for_number(phonenumbers.parse(e164))
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region) if region else None
     prefix = metadata.national_prefix if metadata is not None else None
     if not prefix or not written.startswith(prefix):
         return False
@@ -163,7 +162,11 @@ def phones(text: str, regions: Iterable[str]) -> Iterator[Span]:
     for region in regions:
         for begin, end in chunks:
             for m in phonenumbers.PhoneNumberMatcher(text[begin:end], region, leniency=phonenumbers.Leniency.VALID):
-                if _DATE.fullmatch(m.raw_string) or _barcode(m.raw_string) or _in_code(text, begin + m.start, begin + m.end):
+                if (
+                    _DATE.fullmatch(m.raw_string)
+                    or _barcode(m.raw_string)
+                    or _in_code(text, begin + m.start, begin + m.end)
+                ):
                     continue
                 national = phonenumbers.national_significant_number(m.number)
                 if len(national) < _SHORTEST and not m.raw_string.startswith(("+", "00")):
@@ -180,7 +183,11 @@ def international(digits: str) -> str | None:
         number = phonenumbers.parse("+" + digits, None)
     except phonenumbers.NumberParseException:
         return None
-    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164) if phonenumbers.is_valid_number(number) else None
+    return (
+        phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+        if phonenumbers.is_valid_number(number)
+        else None
+    )
 
 
 # --- cards and IBANs --------------------------------------------------------------------------------
@@ -283,7 +290,9 @@ _W = rf"{UPPER}{_L}*(?:['’]{_L}+)*(?:-{_L}+)*(?!\w)"  # a capitalised word: "B
 _ORDINAL = r"\d{1,3}(?:st|nd|rd|th|e|er|ème|º|ª|a|o)(?!\w)"
 _FIRST_NUMBER = rf"(?:{_ORDINAL}|\d{{1,3}}(?=[ \t]+(?!(?:{_alternation([*words.UNITS, *words.SECONDARY])})\b){UPPER}))"
 _PART = r"(?:de|du|des|la|le|les|del|della|delle|dei|degli|di|da|dos|das|do|of|the|y|e|i|von|van|der|den|ter|im|am)"
-_STREET_NAME = rf"(?:{_W}|{_FIRST_NUMBER})(?:(?:[ \t]+(?:{_PART}[ \t]+){{0,3}}|[ \t]*[dlDL]['’])(?:{_W}|{_FIRST_NUMBER})){{0,4}}"
+_STREET_NAME = (
+    rf"(?:{_W}|{_FIRST_NUMBER})(?:(?:[ \t]+(?:{_PART}[ \t]+){{0,3}}|[ \t]*[dlDL]['’])(?:{_W}|{_FIRST_NUMBER})){{0,4}}"
+)
 _NUMBER = r"\d{1,5}(?:[ \t]?[A-Za-z](?!\w))?(?:[ \t]?[-/][ \t]?\d{1,5}[A-Za-z]?(?!\w))?(?:[ \t](?:bis|ter)\b)?"
 _POSTCODE = (
     r"(?:[A-Z]{1,2}\d[A-Z\d]?[ \t]?\d[A-Z]{2}"  # GB
@@ -334,9 +343,13 @@ _ADDRESSES = [
         rf"[ \t]?{_NUMBER}{_TAIL}"
     ),
     # Chinese: the street (街, 路, ...), its number and 号 or 座, the postcode
-    re.compile(rf"{_ZH_CHAR}{{1,16}}?(?:大道|街|路|道|巷|胡同|弄|里)(?:\d{{1,5}}|[A-Za-z])(?:号|座|栋|幢|楼|室)(?:[ \t]?\d{{6}})?"),
+    re.compile(
+        rf"{_ZH_CHAR}{{1,16}}?(?:大道|街|路|道|巷|胡同|弄|里)(?:\d{{1,5}}|[A-Za-z])(?:号|座|栋|幢|楼|室)(?:[ \t]?\d{{6}})?"
+    ),
     # a US military address
-    re.compile(r"\b(?:Unit|PSC|CMR|USNS|USNV|USS|USCGC)[ \t][\w ,]{1,30}?,?\s+(?:APO|FPO|DPO)[ \t](?:AA|AE|AP)[ \t]\d{5}\b"),
+    re.compile(
+        r"\b(?:Unit|PSC|CMR|USNS|USNV|USS|USCGC)[ \t][\w ,]{1,30}?,?\s+(?:APO|FPO|DPO)[ \t](?:AA|AE|AP)[ \t]\d{5}\b"
+    ),
 ]
 # after an address cue, a street is one whatever its words ("meine Adresse ist Am Markt 3, 12345 Berlin")
 _CUED_ADDRESS = re.compile(
@@ -361,8 +374,8 @@ def _address_key(written: str) -> str:
         number = re.compile(_NUMBER).match(written, found.start())
         street_end = number.end() if number else found.end()
         if found.start() == 0 or not re.search(LETTER, written[: found.start()]):  # the number came first
-            rest = re.search(rf"(?:,|\n|{_SUFFIX}(?!\w))", written[street_end:])
-            street_end += rest.end() if rest else len(written) - street_end
+            after = re.search(rf"(?:,|\n|{_SUFFIX}(?!\w))", written[street_end:])
+            street_end += after.end() if after else len(written) - street_end
     street = [_ABBREVIATIONS.get(w, w) for w in key_words(written[:street_end])]
     rest = [_ABBREVIATIONS.get(w, w) for w in key_words(written[street_end:])]
     return " ".join(street) + "|" + " ".join(rest)
@@ -467,7 +480,9 @@ def _url_phones(decoded: str, regions: Iterable[str]) -> Iterator[Span]:
             yield Span(m.start(), m.end(), "phone", e164)
 
 
-def inside_urls(text: str, url_spans: Iterable[Span], kinds: frozenset[PersonalData], regions: tuple[str, ...]) -> Iterator[Span]:
+def inside_urls(
+    text: str, url_spans: Iterable[Span], kinds: frozenset[PersonalData], regions: tuple[str, ...]
+) -> Iterator[Span]:
     """What a URL's path and query hold (https://wa.me/447911123456, ...?iban=DE89...,
     maps...?q=221B+Baker+Street), found in its decoded text and placed back on the URL as written.
     A number in a URL is taken for a phone number only when written with its country code or under

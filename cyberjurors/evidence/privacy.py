@@ -161,7 +161,9 @@ class Text:
 _FORM = ("product", "dispute_reason", "requested_remedy")
 
 
-def _texts(case: DisputeCase, keep_fields: Iterable[str], extra: Iterable[str] = (), extra_by: Party | None = None) -> list[Text]:
+def _texts(
+    case: DisputeCase, keep_fields: Iterable[str], extra: Iterable[str] = (), extra_by: Party | None = None
+) -> list[Text]:
     """Every party-authored text of the case in reading order: the form's fields (the buyer's, who
     files the dispute), then each item, then the extra texts (an appeal's grounds)."""
     form = [Text(getattr(case.metadata, f), "buyer", f, f not in keep_fields) for f in _FORM]
@@ -286,7 +288,11 @@ _BEFORE, _AFTER = r"(?<!\w)", r"(?!\w)"
 @functools.lru_cache(maxsize=256)
 def _forms_pattern(forms: tuple[str, ...]) -> re.Pattern[str]:
     """The forms, longest first, each as whole words where it starts or ends with a letter or digit."""
-    return re.compile("|".join((_BEFORE if w[0].isalnum() else "") + re.escape(w) + (_AFTER if w[-1].isalnum() else "") for w in forms))
+    return re.compile(
+        "|".join(
+            (_BEFORE if w[0].isalnum() else "") + re.escape(w) + (_AFTER if w[-1].isalnum() else "") for w in forms
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -345,6 +351,8 @@ class _Masking:
             form = forms[m.group()]
             yield Span(m.start(), m.end(), form.kind, form.key)
 
+    def final(self, text: Text, raw: list[Span], forms: dict[str, _Form]) -> list[Span]:
+        return self.closed(text, [*raw, *self.again(text, forms)])
 
     def closed(self, text: Text, found: list[Span], rounds: int = 3) -> list[Span]:
         """A text's spans, and what masking them brings to light: a value glued to another
@@ -352,11 +360,15 @@ class _Masking:
         Denise Davey<e-mail>"), may be read only once its neighbour is a placeholder. Then the text is
         read again as a second masking would read it (placeholders escaped) until nothing new is found."""
         spans = self.resolved(found, text.text, count=True)
-        lost = any(f.kind in self.kinds and f not in spans and not any(f.within(s.start, s.end) for s in spans) for f in found)
+        lost = any(
+            f.kind in self.kinds and f not in spans and not any(f.within(s.start, s.end) for s in spans) for f in found
+        )
         for _ in range(rounds):
             if not lost and not any(_glued(text.text, s) for s in spans):
                 return spans
-            shown, where, at = [], [], 0
+            shown: list[str] = []
+            where: list[int] = []
+            at = 0
             for s in spans:
                 shown.append(text.text[at : s.start])
                 where += range(at, s.start)
@@ -439,15 +451,14 @@ def _minimise(
         shown, n = escaped(readable(t.text))
         texts.append(Text(shown, t.author, t.where, t.masked))
         escapes += n
-    raw = [_guarded(masking, t, lambda t=t: detect(t.text, kinds, masking.regions)) if t.masked else [] for t in texts]
+    raw = [
+        _guarded(masking, t, functools.partial(detect, t.text, kinds, masking.regions)) if t.masked else []
+        for t in texts
+    ]
     first = [None if r is None else masking.resolved(r, t.text) for t, r in zip(texts, raw, strict=True)]
     forms = masking.forms(texts, first)
     final = [
-        None
-        if r is None
-        else _guarded(masking, t, lambda t=t, r=r: masking.closed(t, [*r, *masking.again(t, forms)]))
-        if t.masked
-        else []
+        _guarded(masking, t, functools.partial(masking.final, t, r, forms)) if r is not None and t.masked else r
         for t, r in zip(texts, raw, strict=True)
     ]
     return _placed(case, texts, final, masking, escapes, len(extra))
@@ -481,7 +492,9 @@ def _placed(
                 if text.text[s.start : s.end] not in forms:
                     forms.append(text.text[s.start : s.end])
         masked.append("".join([*out, text.text[at:]]))
-    values = {p: Value(_kind(p), {party: tuple(f) for party, f in written.get(p, {}).items()}) for p in numbers.values()}
+    values = {
+        p: Value(_kind(p), {party: tuple(f) for party, f in written.get(p, {}).items()}) for p in numbers.values()
+    }
     split = len(masked) - extras
     report = Minimisation(
         kinds=sorted(masking.kinds, key=list(_PRIORITY).index),

@@ -154,7 +154,14 @@ async def verdict_stage(case_file: CaseFile, llm: LLM, settings: Settings, jury:
     )
     masked = minimised(case_file, settings).report
     verdict = decide(case_file, settings, now(), justified)
-    withheld = [f"{where}: could not be checked for personal data, so the jury read [WITHHELD] in its place" for where in masked.withheld] if masked else []
+    withheld = (
+        [
+            f"{where}: could not be checked for personal data, so the jury read [WITHHELD] in its place"
+            for where in masked.withheld
+        ]
+        if masked
+        else []
+    )
     return verdict.model_copy(update={"minimisation": masked, "problems": [*verdict.problems, *withheld]})
 
 

@@ -380,7 +380,9 @@ def test_street_addresses_of_the_letters_countries(text, want):
 
 
 def test_a_name_learned_from_one_party_is_masked_in_the_other_party_only_as_a_full_name():
-    case = items("Mark my words: the parcel never came. Anna Weber saw it.", seller="Regards, Mark. Signed by Anna Weber.")
+    case = items(
+        "Mark my words: the parcel never came. Anna Weber saw it.", seller="Regards, Mark. Signed by Anna Weber."
+    )
     seen = minimise(case, on())
     assert seen.case.item("b1").text == "Mark my words: the parcel never came. [PERSON_1] saw it."
     assert seen.case.item("s1").text == "Regards, [PERSON_2]. Signed by [PERSON_1]."
@@ -391,7 +393,10 @@ def test_a_name_learned_from_one_party_is_masked_in_the_other_party_only_as_a_fu
 
 def test_typed_look_alike_placeholders_are_escaped_in_every_field():
     text = "[\u0420\u0415RS\u041eN_1] (Cyrillic), \uff3bPHONE_2\uff3d (full width), [PHO\u200bNE_3] (a zero-width space), [\u03a1erson 4] (Greek)"
-    assert masked(text) == "(PERSON_1) (Cyrillic), (PHONE_2) (full width), (PHONE_3) (a zero-width space), (PERSON_4) (Greek)"
+    assert (
+        masked(text)
+        == "(PERSON_1) (Cyrillic), (PHONE_2) (full width), (PHONE_3) (a zero-width space), (PERSON_4) (Greek)"
+    )
     case = items("fine", metadata={"product": "Coat [\uff30\uff28\uff2f\uff2e\uff25_1]"})
     kept = minimise(case, on(privacy_keep_fields=["product"])).case.metadata.product
     assert kept == "Coat (PHONE_1)"

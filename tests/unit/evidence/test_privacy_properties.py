@@ -20,15 +20,33 @@ from ... import factories
 from ...privacy_corpus import LOCALES, probes
 
 # a pool of values of every kind in every locale, drawn once: hypothesis picks and places them
-POOL = sorted({p.value for locale in LOCALES for kind in ("phone", "email", "card", "iban", "person", "address") for p in probes(locale, kind, 6, seed=7)})
+POOL = sorted(
+    {
+        p.value
+        for locale in LOCALES
+        for kind in ("phone", "email", "card", "iban", "person", "address")
+        for p in probes(locale, kind, 6, seed=7)
+    }
+)
 NAMES = [f"{Faker('en_GB').first_name()} {Faker('en_GB').last_name()}" for _ in range(4)]
 CUES = ["My name is ", "Regards, ", "Mit freundlichen Grüßen\n", "Je m'appelle ", "Mr ", "signed by ", "Nazywam się "]
-LOOK_ALIKES = ["[PHONE_1]", "[phone 2]", "[\u0420\u0415RS\u041eN_1]", "\uff3bADDRESS_1\uff3d", "[EMA\u200bIL_3]", "(CARD_1)", "[WITHHELD]", "[URL_9]"]
+LOOK_ALIKES = [
+    "[PHONE_1]",
+    "[phone 2]",
+    "[\u0420\u0415RS\u041eN_1]",
+    "\uff3bADDRESS_1\uff3d",
+    "[EMA\u200bIL_3]",
+    "(CARD_1)",
+    "[WITHHELD]",
+    "[URL_9]",
+]
 GLUE = ["", " ", "  ", "\n", ", ", "/", "(", ")", "[", "]", "-", ".", "\u200b", "+"]
 
 text_part = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), max_codepoint=0x2FFFF), max_size=12
-) | st.sampled_from(["order 12345", "tracking SP 4471 9023 3186 DE", "€1.299,00", "06.10.2026", "https://shop.example/item/"])
+) | st.sampled_from(
+    ["order 12345", "tracking SP 4471 9023 3186 DE", "€1.299,00", "06.10.2026", "https://shop.example/item/"]
+)
 piece = st.one_of(
     st.sampled_from(POOL),
     st.tuples(st.sampled_from(CUES), st.sampled_from(NAMES)).map("".join),
