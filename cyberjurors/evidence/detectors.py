@@ -339,7 +339,7 @@ _ADDRESSES = [
     ),
     # the street's word last (German, Dutch, Swedish), a number after it
     re.compile(
-        rf"(?<![\w-])(?={UPPER})(?:(?:{UPPER}{_LOWER}*\.?|{_PART})[-\s]){{0,3}}{_L}*?(?i:{_ENDING})(?!\w)"
+        rf"(?<![\w-])(?={UPPER})(?:(?:(?:{UPPER}{_LOWER}*\.?|{_PART})[-\s]){{1,3}}{_L}*?|{UPPER}{_L}+?)(?i:{_ENDING})(?!\w)"
         rf"[ \t]?{_NUMBER}{_TAIL}"
     ),
     # Chinese: the street (街, 路, ...), its number and 号 or 座, the postcode
