@@ -124,6 +124,8 @@ _CONFUSABLE = str.maketrans(
 def readable(text: str) -> str:
     """Party text as the jury reads it: NFKC-normalised, without format characters (zero-width spaces,
     joiners, bidirectional marks): what the detectors and the escaping see, and what gets masked."""
+    if text.isascii():  # as it is: NFKC keeps ASCII, and ASCII has no format character
+        return text
     text = unicodedata.normalize("NFKC", text)
     return "".join(c for c in text if unicodedata.category(c) != "Cf")
 
@@ -321,6 +323,8 @@ class _Masking:
         """Overlapping detections: what a keep pattern keeps aside, then the most specific kind, then
         the longest, then the first, wins."""
         spans = list(spans)
+        if not spans:
+            return spans
         # a keep pattern reads the text as a second masking would: without what is never kept (a
         # label inside an e-mail address masked, "...@jones.net.tracking SP 4471", labels nothing)
         never = [s for s in _overlap_free(spans) if s.kind in _NEVER_KEPT and s.kind in self.kinds]
