@@ -116,6 +116,7 @@ bench: install
 	$(BIN)/python bench/rebalance.py
 	$(BIN)/python bench/soak.py
 	$(BIN)/python bench/frame_recall.py
+	$(BIN)/python bench/privacy_recall.py
 	$(BIN)/python bench/install_size.py
 
 media: install

@@ -14,12 +14,25 @@ FormField = Literal["product", "dispute_reason", "requested_remedy"]
 # every kind but URLs: a link to the listing is evidence more often than it is anyone's
 DEFAULT_MASKED: tuple[PersonalData, ...] = ("phone", "email", "card", "iban", "address", "person")
 
-# A number the dispute may turn on, kept as evidence: a label (order, tracking, parcel, invoice, ...)
-# then up to six groups of letters and digits with at least one digit ("tracking SP 4471 9023 3186 DE",
-# "order #A-10293", "Invoice no. 2026-0042"); lowercase words end it, so "order 12345 was late" keeps "order 12345"
+# A number the dispute may turn on, kept as evidence: a label (order, tracking, parcel, invoice, ..., in
+# each language letters are written in, and Chinese) then up to six groups of letters and digits with at
+# least one digit ("tracking SP 4471 9023 3186 DE", "order #A-10293", "Invoice no. 2026-0042",
+# "Bestellnummer 302-1234567", "订单号：2597343742"); lowercase words end it, so "order 12345 was late"
+# keeps "order 12345". What it keeps is decided per detection (evidence/privacy.py): never a card or an IBAN.
+_KEEP_LABELS = (
+    "order|tracking|parcel|shipment|consignment|invoice|receipt|rma|ticket|reference|ref|sku|ean|gtin|isbn|asin|"
+    "upc|mpn|model|bestellung|bestellnummer|auftrag|auftragsnummer|sendung|sendungsnummer|paket|paketnummer|"
+    "rechnung|rechnungsnummer|quittung|artikelnummer|artikel|art\\.-nr\\.?|commande|suivi|colis|facture|reçu|"
+    "référence|réf|pedido|envío|envio|seguimiento|factura|recibo|referencia|código|ordine|spedizione|"
+    "tracciamento|fattura|ricevuta|riferimento|codice|bestelling|bestelnummer|zending|trackingcode|pakket|"
+    "factuur|referentie|productcode|zamówienie|zamówienia|przesyłka|przesyłki|paczka|faktura|paragon|kod|"
+    "encomenda|rastreio|rastreamento|referência|código|order|beställning|ordernummer|försändelse|faktura|kvitto"
+)
 DEFAULT_KEEP = (
-    r"(?i:\b(?:order|tracking|parcel|shipment|consignment|invoice|receipt|rma|ticket|reference|ref)"
-    r"(?:\s+(?:number|no\.?|id|code))?)\s*[:#]?\s*#?(?=[A-Za-z0-9 -]{0,40}\d)"
+    rf"(?:(?i:\b(?:{_KEEP_LABELS})(?:\s+(?:number|no\.?|nr\.?|n[º°o.]\.?|id|code|nummer|numéro|número|numero|"
+    r"de suivi|di tracciamento|de seguimiento|de rastreio|produit|prodotto|de producto|do produto|produktu))?)"
+    r"|(?:订单|运单|快递单|物流单|发票|商品|货|包裹)(?:号|编号)?)"
+    r"\s*[:#：]?\s*#?(?=[A-Za-z0-9 -]{0,40}\d)"
     r"(?:[A-Za-z0-9]*\d[A-Za-z0-9-]*|[A-Z]{1,3})(?:[ -](?:[A-Za-z0-9]*\d[A-Za-z0-9-]*|[A-Z]{1,3}\b)){0,5}"
 )
 
@@ -97,18 +110,21 @@ class EvidenceSettings(BaseModel):
     privacy_phone_regions: list[str] = Field(
         default_factory=lambda: ["GB", "US", "DE", "FR"],
         description="where a phone number written without its country code may be from (ISO 3166 regions, "
-        "the first that reads it as a valid number wins); numbers with + or 00 are found whatever this says",
+        "the first that reads it as a valid number wins), read after the regions of the case's locale and the "
+        "parties' and before those of the case's languages and currency; numbers with + or 00 are found "
+        "whatever this says",
     )
     privacy_keep_patterns: list[str] = Field(
         default_factory=lambda: [DEFAULT_KEEP],
-        description="regular expressions whose matches stay as they are, evidence a dispute may turn on; the "
-        "default keeps a labelled order, tracking, parcel, invoice or reference number ('tracking SP 4471 9023 "
-        "3186 DE')",
+        description="regular expressions whose matches stay as they are, evidence a dispute may turn on: never "
+        "a card number or an IBAN, a phone number only when written as no phone number is, any other value only "
+        "when a match covers all of it; the default keeps a labelled order, tracking, parcel, invoice, reference "
+        "or product number in the letters' languages ('tracking SP 4471 9023 3186 DE', 'Bestellnummer 302-1234567')",
     )
     privacy_keep_fields: list[FormField] = Field(
         default_factory=list,
-        description="fields of the dispute form left unmasked (product, dispute_reason, requested_remedy); "
-        "the evidence and appeal grounds are always masked",
+        description="fields of the dispute form left unmasked (product, dispute_reason, requested_remedy), "
+        "a placeholder typed in them still escaped; the evidence and appeal grounds are always masked",
     )
 
     @field_validator("privacy_phone_regions")

@@ -60,7 +60,9 @@ def seen(case_file: CaseFile, settings: Settings) -> CaseFile:
 def minimised(case_file: CaseFile, settings: Settings) -> Minimised:
     """The case and an appeal's grounds (read last, so an appeal keeps the first instance's numbers) masked."""
     appeal = case_file.appeal
-    return minimise(case_file.case, settings, (appeal.grounds,) if appeal else ())
+    if appeal is None:
+        return minimise(case_file.case, settings)
+    return minimise(case_file.case, settings, (appeal.grounds,), appeal.appellant)
 
 
 def jury_for(jury: Jury, settings: Settings, case_file: CaseFile) -> Jury:
@@ -151,7 +153,16 @@ async def verdict_stage(case_file: CaseFile, llm: LLM, settings: Settings, jury:
         seen(case_file, settings), jury_for(jury or Jury.from_settings(settings), settings, case_file), llm, settings
     )
     masked = minimised(case_file, settings).report
-    return decide(case_file, settings, now(), justified).model_copy(update={"minimisation": masked})
+    verdict = decide(case_file, settings, now(), justified)
+    withheld = (
+        [
+            f"{where}: could not be checked for personal data, so the jury read [WITHHELD] in its place"
+            for where in masked.withheld
+        ]
+        if masked
+        else []
+    )
+    return verdict.model_copy(update={"minimisation": masked, "problems": [*verdict.problems, *withheld]})
 
 
 async def justify(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> Justified | None:

@@ -367,6 +367,11 @@ class Minimisation(Record):
         0, description="placeholder-shaped text a party typed, e.g. [PHONE_1], shown to the jury as (PHONE_1)"
     )
     kept: int = Field(0, description="detected values left as evidence because privacy_keep_patterns matched them")
+    withheld: list[str] = Field(
+        default_factory=list,
+        description="texts whose personal data could not be searched for, shown to the jury as [WITHHELD]: "
+        "evidence ids, dispute-form fields, 'extra 1' for an appeal's grounds",
+    )
 
 
 class Verdict(Record):

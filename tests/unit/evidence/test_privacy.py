@@ -14,6 +14,7 @@ import pytest
 from cyberjurors.config import EvidenceSettings, Settings
 from cyberjurors.evidence import privacy
 from cyberjurors.evidence.privacy import minimise
+from cyberjurors.schemas import DisputeCase
 
 from ... import factories
 
@@ -82,19 +83,25 @@ def test_ibans_are_masked_when_their_national_format_and_checksum_hold():
     assert {s.key for s in privacy.ibans(text)} == {"DE89370400440532013000", "GB82WEST12345698765432"}
 
 
-def test_street_addresses_and_their_postcode_are_one_value():
+def test_street_addresses_and_their_postcode_are_one_value_and_a_shortened_address_is_the_full_one():
     text = "Send it to 221B Baker Street, London NW1 6XE or to Lindenstr. 14B, 10115 Berlin; 221b Baker St."
-    assert masked(text) == "Send it to [ADDRESS_1] or to [ADDRESS_2]; [ADDRESS_3]."
-    # "221b baker st" is the street without the town: another value, but the street keys alike
-    assert [s.key for s in privacy.addresses("221B Baker St. and 221b baker Street")][:1] == ["221b baker street"]
+    assert masked(text) == "Send it to [ADDRESS_1] or to [ADDRESS_2]; [ADDRESS_1]."
+    # the street keys alike, its town and postcode aside: "221b Baker St." can only be the London one
+    assert [s.key for s in privacy.addresses("221B Baker St. and 221b baker Street")][:1] == ["221b baker street|"]
+    # and where two full addresses share the street, the shortened one could be either: a value of its own
+    text = "221B Baker Street, London; 221B Baker Street, Leeds; 221B Baker St."
+    assert masked(text) == "[ADDRESS_1]; [ADDRESS_2]; [ADDRESS_3]."
 
 
 def test_names_after_a_title_or_a_cue_and_the_same_person_written_differently():
     text = "Signed by J. PARK. My name is Jiwon Park. Regards, Anna Weber. Mr Okafor called."
     assert masked(text) == "Signed by [PERSON_1]. My name is [PERSON_1]. Regards, [PERSON_2]. Mr [PERSON_3] called."
-    # a surname alone is not the person: given names that disagree are two people, however alike
+    # given names that disagree are two people, however alike; and a surname alone that could be
+    # either of them is neither: a value of its own (issue 39: two people shared a placeholder)
     text = "My name is Jiwon Park. Signed by M. PARK. Regards, Minho Park. Mr Park called."
-    assert masked(text) == "My name is [PERSON_1]. Signed by [PERSON_2]. Regards, [PERSON_2]. Mr [PERSON_1] called."
+    assert masked(text) == "My name is [PERSON_1]. Signed by [PERSON_2]. Regards, [PERSON_2]. Mr [PERSON_3] called."
+    # with one Park in the case, "Mr Park" is that one
+    assert masked("My name is Jiwon Park. Mr Park called.") == "My name is [PERSON_1]. Mr [PERSON_1] called."
 
 
 def test_words_after_a_cue_that_name_nobody_are_left():
@@ -217,6 +224,7 @@ def test_the_report_counts_kinds_and_places_never_values():
         "masked": {"phone": {"values": 1, "occurrences": 2}, "email": {"values": 1, "occurrences": 1}},
         "escaped": 1,
         "kept": 0,
+        "withheld": [],
     }
     assert not re.search(r"\d{4}|@", report.model_dump_json())
 
@@ -247,3 +255,156 @@ def test_a_case_shows_placeholders_only_once_masked():
 def test_settings_that_cannot_work_are_refused_at_start(field, value, error):
     with pytest.raises(ValueError, match=re.escape(error)):
         Settings(**{field: value})
+
+
+# --- issue 37 item 0 and issue 39's probes: each failed before the fix ---------------------------------
+
+
+def items(*texts: str, metadata: dict | None = None, seller: str | None = None) -> DisputeCase:  # type: ignore[type-arg]
+    buyer = [{"id": f"b{i + 1}", "kind": "text", "text": t} for i, t in enumerate(texts)]
+    extra = {"seller": seller} if seller else {}
+    return factories.case("p-39", buyer, metadata={**factories.METADATA, **(metadata or {})}, **extra)
+
+
+def test_a_span_masked_is_always_a_span_numbered_so_a_case_is_never_lost_to_its_evidence():
+    # issue 37 item 0: the phone found in the second item made the first resolve differently when
+    # masked than when numbered, and "Smith Rd" was masked without a number (KeyError, a dead letter)
+    seen = minimise(items("Paid $020 7183 8712 Dr Smith Rd", "call 020 7183 8712"), on())
+    texts = [i.text for i in seen.case.items("buyer")]
+    assert texts == ["Paid $[PHONE_1] Dr [PERSON_1]", "call [PHONE_1]"]
+
+
+def test_a_text_whose_detection_fails_is_withheld_with_a_note_and_the_rest_is_masked(monkeypatch):
+    real = privacy.detect
+
+    def failing(text, kinds, regions):  # type: ignore[no-untyped-def]
+        if "boom" in text:
+            raise RecursionError("a detector gave up")
+        return real(text, kinds, regions)
+
+    monkeypatch.setattr(privacy, "detect", failing)
+    seen = privacy._minimise(items("boom, call +44 20 7946 0958", "call +44 20 7946 0958"), on(), ())
+    assert [i.text for i in seen.case.items("buyer")] == [privacy.WITHHELD, "call [PHONE_1]"]
+    assert seen.report is not None and seen.report.withheld == ["b1"]
+    assert privacy.shows_placeholders(seen.case)
+
+
+def test_personal_data_inside_a_url_is_masked_and_the_url_kept():
+    assert masked("https://wa.me/447911123456") == "https://wa.me/[PHONE_1]"
+    assert masked("pay at https://bank.example/pay?iban=DE89370400440532013000&x=1") == (
+        "pay at https://bank.example/pay?iban=[IBAN_1]&x=1"
+    )
+    assert masked("https://maps.example/?q=221B+Baker+Street,+London") == "https://maps.example/?q=[ADDRESS_1]"
+    assert masked("https://shop.example/?email=jane%40mail.example") == "https://shop.example/?email=[EMAIL_1]"
+    # a product's id in a path is not a phone number: only one with its country code, or named one
+    assert masked("https://shop.example/item/4155552671?ref=2079460958") == (
+        "https://shop.example/item/4155552671?ref=2079460958"
+    )
+    assert masked("https://shop.example/c?phone=020+7946+0958") == "https://shop.example/c?phone=[PHONE_1]"
+
+
+def test_a_keep_pattern_never_keeps_a_card_an_iban_or_a_phone_written_as_one():
+    assert masked("Receipt 4111 1111 1111 1111") == "Receipt [CARD_1]"
+    assert masked("Ref 07911 123456") == "Ref [PHONE_1]"
+    assert masked("Reference DE89 3704 0044 0532 0130 00") == "Reference [IBAN_1]"
+    assert masked("Ref +44 7911 123456 and order (020) 7946 0958") == "Ref [PHONE_1] and order [PHONE_2]"
+    # what a keep match covers only: an address it touches is masked whole
+    assert masked("Parcel 12 Baker Street, London") == "Parcel [ADDRESS_1]"
+    # and an order or tracking number, written as one, is still kept
+    assert masked("Order number 4155552671, tracking 0150 1234 5678 90") == (
+        "Order number 4155552671, tracking 0150 1234 5678 90"
+    )
+
+
+def test_national_numbers_are_read_in_the_regions_of_the_case_locale_currency_and_languages():
+    polish = items("Proszę dzwonić pod 609 141 777.", metadata={"locale": "pl-PL", "currency": "PLN"})
+    assert minimise(polish, on()).case.item("b1").text == "Proszę dzwonić pod [PHONE_1]."
+    brazilian = items("Ligue para (11) 91234-5678.", metadata={"currency": "BRL"})
+    assert minimise(brazilian, on()).case.item("b1").text == "Ligue para [PHONE_1]."
+    italian = items("Chiamatemi al 06 6982 2931.", metadata={"seller_locale": "it"})
+    assert minimise(italian, on()).case.item("b1").text == "Chiamatemi al [PHONE_1]."
+    assert privacy.phone_regions(brazilian, on())[:1] == ("BR",) or "BR" in privacy.phone_regions(brazilian, on())
+
+
+def test_cards_and_ibans_with_any_separator_and_case():
+    text = "4111.1111.1111.1111, 4111/1111/1111/1111, 4111  1111  1111  1111, 3782 822463 10005"
+    assert masked(text) == "[CARD_1], [CARD_1], [CARD_1], [CARD_2]"
+    assert masked("de89 3704  0044 053 2013 000 or DE 89 370400440532013000") == "[IBAN_1] or [IBAN_1]"
+    # an order number grouped as no card is, and a barcode, are left
+    assert masked("113-4567890-1234567 and EAN 4006381333931") == "113-4567890-1234567 and EAN 4006381333931"
+
+
+def test_e_mail_addresses_in_unicode_and_idn_are_one_value_in_either_form():
+    text = "zoé.lefèvre@exämple.fr, ZOÉ.LEFÈVRE@xn--exmple-cua.fr and 用户@例子.中国"
+    assert masked(text) == "[EMAIL_1], [EMAIL_1] and [EMAIL_2]"
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Mr O'Brien called", "Mr [PERSON_1] called"),
+        ("Mein Name ist Jürgen Müller-Lüdenscheidt.", "Mein Name ist [PERSON_1]."),
+        ("Mit freundlichen Grüßen\nAnna Weber", "Mit freundlichen Grüßen\n[PERSON_1]"),
+        ("Je m'appelle Zoé Lefèvre.", "Je m'appelle [PERSON_1]."),
+        ("Cordialement,\nMarie-Claire d'Arcy", "Cordialement,\n[PERSON_1]"),
+        ("Me llamo Íñigo Peña.", "Me llamo [PERSON_1]."),
+        ("Mi chiamo Gianluca D'Angelo.", "Mi chiamo [PERSON_1]."),
+        ("Mijn naam is Sanne de Jong.", "Mijn naam is [PERSON_1]."),
+        ("Nazywam się Łukasz Wójcik.", "Nazywam się [PERSON_1]."),
+        ("Meu nome é Conceição da Silva.", "Meu nome é [PERSON_1]."),
+        ("Med vänliga hälsningar, Åsa Öberg", "Med vänliga hälsningar, [PERSON_1]"),
+        ("我叫王伟，谢谢。", "我叫[PERSON_1],谢谢。"),
+    ],
+)
+def test_names_after_the_cues_of_every_language_the_letters_speak(text, want):
+    assert masked(text) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Envoyez au 12, rue de la Paix, 75002 Paris.", "Envoyez au [ADDRESS_1]."),
+        ("Envíenlo a Calle Mayor 5, 28013 Madrid.", "Envíenlo a [ADDRESS_1]."),
+        ("Spedite a Via Roma 12, 00184 Roma.", "Spedite a [ADDRESS_1]."),
+        ("Bezorg op Kerkstraat 12, 1017 GC Amsterdam.", "Bezorg op [ADDRESS_1]."),
+        ("Proszę wysłać na ul. Kwiatowa 5/3, 00-950 Warszawa.", "Proszę wysłać na [ADDRESS_1]."),
+        ("Enviem para Rua das Flores, 123, 01310-100 São Paulo - SP.", "Enviem para [ADDRESS_1]."),
+        ("Send to 123 Main St Apt 4B, Springfield, IL 62704.", "Send to [ADDRESS_1]."),
+        ("Send to 35913 Curtis Junction Suite 037, Stephenberg, HI 87804.", "Send to [ADDRESS_1]."),
+        ("Send to 66 Elm Ave #5, Springfield, IL 62704.", "Send to [ADDRESS_1]."),
+        ("Bitte an Karl-Marx-Allee 12, 10178 Berlin.", "Bitte an [ADDRESS_1]."),
+    ],
+)
+def test_street_addresses_of_the_letters_countries(text, want):
+    assert masked(text) == want
+
+
+def test_a_name_learned_from_one_party_is_masked_in_the_other_party_only_as_a_full_name():
+    case = items(
+        "Mark my words: the parcel never came. Anna Weber saw it.", seller="Regards, Mark. Signed by Anna Weber."
+    )
+    seen = minimise(case, on())
+    assert seen.case.item("b1").text == "Mark my words: the parcel never came. [PERSON_1] saw it."
+    assert seen.case.item("s1").text == "Regards, [PERSON_2]. Signed by [PERSON_1]."
+    # a carrier's name signed off is nobody's
+    case = items("Royal Mail lost it.", seller="Regards, Royal Mail")
+    assert minimise(case, on()).case.item("b1").text == "Royal Mail lost it."
+
+
+def test_typed_look_alike_placeholders_are_escaped_in_every_field():
+    text = "[\u0420\u0415RS\u041eN_1] (Cyrillic), \uff3bPHONE_2\uff3d (full width), [PHO\u200bNE_3] (a zero-width space), [\u03a1erson 4] (Greek)"
+    assert (
+        masked(text)
+        == "(PERSON_1) (Cyrillic), (PHONE_2) (full width), (PHONE_3) (a zero-width space), (PERSON_4) (Greek)"
+    )
+    case = items("fine", metadata={"product": "Coat [\uff30\uff28\uff2f\uff2e\uff25_1]"})
+    kept = minimise(case, on(privacy_keep_fields=["product"])).case.metadata.product
+    assert kept == "Coat (PHONE_1)"
+
+
+def test_the_values_each_placeholder_stands_for_and_who_wrote_them():
+    case = items("Call me on 020 7946 0958.", seller="We rang +44 20 7946 0958 and 0161 496 0000.")
+    values = minimise(case, on()).values
+    assert values["[PHONE_1]"] == privacy.Value("phone", {"buyer": ("020 7946 0958",), "seller": ("+44 20 7946 0958",)})
+    assert values["[PHONE_2]"].parties == {"seller"}
+    assert set(values) == {"[PHONE_1]", "[PHONE_2]"}

@@ -254,6 +254,7 @@ async def test_the_verdict_records_the_kinds_masked_and_how_many_never_the_value
         },
         "escaped": 1,
         "kept": 1,
+        "withheld": [],
     }
     assert Verdict.model_validate_json(verdict.model_dump_json()) == verdict
     # a verdict of an earlier version, without the field, still reads
@@ -333,3 +334,25 @@ async def test_no_seeded_value_reaches_the_model_through_the_letters():
     letters = [c for c in recording.calls if c.role == "letter"]
     assert len(letters) == 2 * len(SEEDED) and leaked(request_texts(recording)) == set()
     assert any("[PHONE_1]" in c.text() for c in letters)  # not vacuous: the letters quote the masked evidence
+
+
+async def test_a_text_that_cannot_be_checked_is_withheld_and_the_case_still_judged(monkeypatch):
+    """Issue 37 item 0: masking never fails a case. A detector that fails on one item's text (here made
+    to) withholds that text from the jury, and the verdict says which and why."""
+    from cyberjurors.evidence import privacy
+
+    real = privacy.detect
+
+    def failing(text, kinds, regions):  # type: ignore[no-untyped-def]
+        if "courier" in text:
+            raise ValueError("a detector failed")
+        return real(text, kinds, regions)
+
+    monkeypatch.setattr(privacy, "detect", failing)
+    case = factories.case("withheld-1", buyer="Call me on +44 20 7946 0958.", seller="The courier left it.")
+    llm = recorder()
+    verdict = await judge(case, llm, settings())
+    assert verdict.minimisation is not None and verdict.minimisation.withheld == ["s1"]
+    assert any(p.startswith("s1: could not be checked for personal data") for p in verdict.problems)
+    sent = "\n".join(request_texts(llm))
+    assert "[WITHHELD]" in sent and "courier left" not in sent and "7946" not in sent
