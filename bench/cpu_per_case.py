@@ -39,8 +39,19 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from harness import EXAMPLES, BenchError, copies, cpu_seconds, free_port, machine, make_console, med, run_cases
-from harness import sampled_top, table
+from harness import (
+    EXAMPLES,
+    BenchError,
+    copies,
+    cpu_seconds,
+    free_port,
+    machine,
+    make_console,
+    med,
+    run_cases,
+    sampled_top,
+    table,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the Messages-API double lives with the tests
 from cyberjurors.config import Settings
@@ -114,7 +125,12 @@ def one_run(
     cases did (model calls and rounds per case)."""
     run = base.datadir.parent / f"run-{uuid.uuid4().hex[:8]}"
     settings = base.model_copy(
-        update={"app_id": f"cpu-{run.name}", "topic_prefix": f"{run.name}.", "datadir": run / "faust", "media_root": media}
+        update={
+            "app_id": f"cpu-{run.name}",
+            "topic_prefix": f"{run.name}.",
+            "datadir": run / "faust",
+            "media_root": media,
+        }
     )
     if settings.precedent_backend == "embedded":  # a copy of the built one: a worker may learn into it
         shutil.copytree(built_base(python, base, base.datadir.parent), run / "precedents")
@@ -186,7 +202,9 @@ def main(
                         settings = base.model_copy(update={"precedent_backend": store})
                         cpu, did = one_run(interpreter, settings, events, media)
                         figures[corpus, store, name].append(cpu)
-                        console.print(f"rep {rep + 1}, {corpus}, precedents {store}, {name}: {cpu:.3f} CPU-s a case ({did})")
+                        console.print(
+                            f"rep {rep + 1}, {corpus}, precedents {store}, {name}: {cpu:.3f} CPU-s a case ({did})"
+                        )
         report(figures, checkouts)
         if profile:
             profiled(base, corpora["samples"], out)

@@ -588,7 +588,9 @@ def sampled_top(raw: Path, top: int = 25) -> tuple[Table, Table]:
     innermost = table(f"innermost, of {samples} samples", ["own", "function (file)"], left=("function (file)",))
     for frame, n in own.most_common(top):
         innermost.add_row(share(n), frame)
-    steps = table(f"the project's functions, of {samples} samples", ["in all", "function (file)"], left=("function (file)",))
+    steps = table(
+        f"the project's functions, of {samples} samples", ["in all", "function (file)"], left=("function (file)",)
+    )
     for frame, n in under.most_common(top):
         steps.add_row(share(n), frame)
     return innermost, steps
