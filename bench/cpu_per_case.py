@@ -16,7 +16,7 @@ its own code beside this one's, alternately, so the ratio is measured side by si
 without precedents, and writes the top of each beside the figures (``--out``).
 
 Run: .venv/bin/python bench/cpu_per_case.py [--reps 3] [--synthetic 200] [--synthetic-reps 1]
-     [--python ../main/.venv/bin/python] [--profile] [--out build/cpu_per_case]
+     [--synthetic-from FOLDER] [--python ../main/.venv/bin/python] [--profile] [--out build/cpu_per_case]
 """
 
 from __future__ import annotations
@@ -163,18 +163,22 @@ def one_run(
 
 def main(
     reps: Annotated[int, typer.Option(help="runs of the samples per checkout and setting, interleaved")] = 3,
+    samples: Annotated[bool, typer.Option(help="run the sample cases (--no-samples: the synthetic ones only)")] = True,
     synthetic: Annotated[int, typer.Option(help="synthetic cases (0: none)")] = 200,
     synthetic_reps: Annotated[int, typer.Option(help="runs of the synthetic cases per checkout and setting")] = 1,
+    synthetic_from: Annotated[Path | None, typer.Option(help="a `cyberjurors synth` folder to take them from")] = None,
     python: Annotated[list[str], typer.Option(help="another checkout's .venv/bin/python, run alternately")] = [],  # noqa: B006
     profile: Annotated[bool, typer.Option(help="sample this checkout's worker with py-spy afterwards")] = False,
     out: Annotated[Path, typer.Option(help="where the profiles go")] = Path("build/cpu_per_case"),
 ) -> None:
     work = Path(tempfile.mkdtemp(prefix="cj-cpu-"))
     checkouts = {"this": sys.executable, **{Path(p).absolute().parents[2].name: p for p in python}}
-    corpora = {"samples": (read_events([EXAMPLES / "cases", EXAMPLES / "incremental"]), EXAMPLES)}
+    corpora = {"samples": (read_events([EXAMPLES / "cases", EXAMPLES / "incremental"]), EXAMPLES)} if samples else {}
     if synthetic:
-        generate(work / "synth", cases=synthetic, seed=0)
-        corpora["synthetic"] = (read_events([work / "synth" / "cases.jsonl"]), work / "synth")
+        folder = synthetic_from or work / "synth"
+        if synthetic_from is None:
+            generate(folder, cases=synthetic, seed=0)  # ~10 minutes for 200 here: their clips are encoded
+        corpora["synthetic"] = (read_events([folder / "cases.jsonl"])[:synthetic], folder)
     port = free_port()
     server = multiprocessing.get_context("spawn").Process(target=serve, args=(port,), daemon=True)
     server.start()
@@ -195,9 +199,9 @@ def main(
     figures: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     console.print(f"{machine()}; checkouts {checkouts}; work folder {work}")
     try:
-        for rep in range(reps):
+        for rep in range(max(reps, synthetic_reps)):
             for corpus, (events, media) in corpora.items():
-                for store in ("none", "embedded") if corpus == "samples" or rep < synthetic_reps else ():
+                for store in ("none", "embedded") if rep < (reps if corpus == "samples" else synthetic_reps) else ():
                     for name, interpreter in checkouts.items():
                         settings = base.model_copy(update={"precedent_backend": store})
                         cpu, did = one_run(interpreter, settings, events, media)
@@ -206,7 +210,7 @@ def main(
                             f"rep {rep + 1}, {corpus}, precedents {store}, {name}: {cpu:.3f} CPU-s a case ({did})"
                         )
         report(figures, checkouts)
-        if profile:
+        if profile and samples:
             profiled(base, corpora["samples"], out)
     finally:
         stop_process(broker)
