@@ -18,6 +18,7 @@ import tempfile
 import threading
 import zipfile
 from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -211,19 +212,22 @@ class CachedVectors:
     def __len__(self) -> int:
         return len(self._vectors)
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        """(len(texts), dims): a row per text, in order (repeated texts encoded once)."""
+    def __call__(self, texts: list[str], known: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """(len(texts), dims): a row per text, in order (repeated texts encoded once). ``known``:
+        vectors the caller already has for some texts (a store's, by this model), kept, not encoded."""
         with self._lock:
             found = {t: self._vectors[t] for t in texts if t in self._vectors}
             for text in found:
                 self._vectors.move_to_end(text)
-        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        new = {t: v for t, v in (known or {}).items() if t in texts and t not in found}
+        missing = list(dict.fromkeys(t for t in texts if t not in found and t not in new))
         if missing:
-            found.update(zip(missing, self.embedder.encode(missing), strict=True))
+            new.update(zip(missing, self.embedder.encode(missing), strict=True))
+        if new:
+            found.update(new)
             with self._lock:
                 self.encoded += len(missing)
-                for text in missing:
-                    self._vectors[text] = found[text]
+                self._vectors.update(new)
                 while len(self._vectors) > self.size:
                     self._vectors.popitem(last=False)
         if not texts:

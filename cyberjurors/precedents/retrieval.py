@@ -133,8 +133,10 @@ async def retrieve(
     guidelines, near = [to_ref(h) for h in pool], [to_ref(h) for h in cases]
     if not guidelines and not cases:
         return Precedents(coverage="none", problem="the precedent base has nothing for this case")
-    # the rules and the summaries in one batch (those not cached): encoding is CPU work, off the loop
-    vectors = await asyncio.to_thread(matcher.texts, [r.text for r in (*guidelines, *near)])
+    # the rules' and summaries' vectors: as the store holds them, else cached, else encoded in one
+    # batch (CPU work, off the loop)
+    stored = {h.document.text: np.frombuffer(h.vector, "<f4") for h in (*pool, *cases) if h.vector is not None}
+    vectors = await asyncio.to_thread(matcher.texts, [r.text for r in (*guidelines, *near)], stored)
     memory = matcher.memory(guidelines, settings.memory_k, vectors[: len(guidelines)])
     near = matcher.similar(vector[0], near, vectors[len(guidelines) :])
     return Precedents(cases=near, guidelines=guidelines, memory=memory, coverage=coverage)

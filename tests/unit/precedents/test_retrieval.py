@@ -356,8 +356,9 @@ async def seeded_base(folder, embedder) -> None:
 
 async def test_a_cases_retrieval_embeds_each_text_once(tmp_path, embedder, monkeypatch):
     """Through the worker's PrecedentBase with the real model: a case's query is embedded once for
-    its three searches (cold start included) and its cosines, the rules and summaries in one batch,
-    and what came back for an earlier case, another jury or an appeal's panel is not embedded again."""
+    its three searches (cold start included) and its cosines; the rules and summaries are matched
+    with the vectors the store holds, and what came back for an earlier case, another jury or an
+    appeal's panel is not embedded again."""
     from cyberjurors.precedents import base
 
     await seeded_base(tmp_path / "precedents", embedder)
@@ -379,8 +380,7 @@ async def test_a_cases_retrieval_embeds_each_text_once(tmp_path, embedder, monke
     shirt, food = example_case("clot-001-shirt-torn-seam"), example_case("food-001-granola-past-best-before")
     first = await precedents.retrieve(shirt, focus(shirt))
     assert first.cases and first.guidelines and first.memory and first.problem is None
-    assert calls == 2  # the query, then every rule and summary it retrieved in one batch
-    assert counting.texts[0] == query_form(query_text(shirt, focus(shirt)))
+    assert counting.texts == [query_form(query_text(shirt, focus(shirt)))] and calls == 1
     cold = await precedents.retrieve(food, focus(food))  # three searches: the category has no rules
     assert cold.coverage == "low" and cold.problem is None
     await precedents.seat(load_personas(6)[1:])  # another jury: its memories follow, from the same vectors
@@ -414,6 +414,29 @@ async def test_the_vector_cache_is_bounded_by_its_setting(tmp_path, embedder):
     _, matcher = await precedents.open()
     assert len(matcher.texts) == 4
     await precedents.close()
+
+
+async def test_without_the_stores_vectors_the_rules_and_summaries_are_embedded_in_one_batch(tmp_path, embedder):
+    """A store that hands back no vectors (Elasticsearch's hits leave them out): the query, then
+    every rule and summary of the case in one batch, each once."""
+    await seeded_base(tmp_path / "precedents", embedder)
+    index = await EmbeddedIndex.open(tmp_path / "precedents", embedder)
+    search = index.search
+
+    async def without_vectors(*args, **kwargs):
+        return [h.model_copy(update={"vector": None}) for h in await search(*args, **kwargs)]
+
+    index.search = without_vectors  # type: ignore[method-assign]
+    counting = CountingEmbedder(embedder)
+    calls: list[int] = []
+    encode = counting.encode
+    counting.encode = lambda texts: calls.append(len(texts)) or encode(texts)  # type: ignore[method-assign]
+    s = settings(precedents=tmp_path / "precedents", jurors=3)
+    shirt = example_case("clot-001-shirt-torn-seam")
+    found = await retrieve(shirt, focus(shirt), index, PersonaMatcher(load_personas(3), counting), s)
+    assert calls[1:] == [1, len(found.guidelines) + len(found.cases)]  # personas, the query, one batch
+    assert len(set(counting.texts)) == len(counting.texts)
+    await index.close()
 
 
 async def test_a_query_vector_given_is_searched_as_the_text_would_be(tmp_path, embedder):
