@@ -118,6 +118,8 @@ bench: install
 	$(BIN)/python bench/frame_recall.py
 	$(BIN)/python bench/privacy_recall.py
 	$(BIN)/python bench/install_size.py
+	$(BIN)/python bench/embedder_speed.py
+	$(BIN)/python bench/cpu_per_case.py --profile
 
 media: install
 	$(BIN)/python examples/make_media.py

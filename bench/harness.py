@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import statistics
@@ -36,7 +37,7 @@ from rich.table import Table
 from cyberjurors.config import Settings
 from cyberjurors.schemas import DisputeCase
 from cyberjurors.streams.broker import start_broker, stop_process
-from cyberjurors.streams.clients import Outcome, Outcomes, case_event, produce, producing
+from cyberjurors.streams.clients import Outcome, Outcomes, Outgoing, case_event, produce, producing
 from cyberjurors.streams.kafka import client_options
 from cyberjurors.streams.worker_process import WorkerProcess
 
@@ -278,7 +279,7 @@ async def paced(settings: Settings, cases: list[DisputeCase], rate: float) -> As
 
 async def run_cases(
     settings: Settings,
-    cases: list[DisputeCase],
+    cases: list[DisputeCase] | list[Outgoing],
     timeout_s: float = 900,
     from_beginning: bool = True,
     on_verdict: Callable[[int], None] = lambda n: None,
@@ -287,7 +288,8 @@ async def run_cases(
 ) -> Burst:
     """Produce the cases (at once, or evenly at ``rate`` cases a minute) and wait for all their
     verdicts; a dead letter, or verdicts still missing after ``timeout_s``, is a BenchError.
-    ``on_poll`` may check the workers."""
+    ``cases`` may be events already (an incremental case's opening, rounds and close, from
+    ``streams.clients.read_events``), sent at once. ``on_poll`` may check the workers."""
     arrived: list[Outcome] = []
 
     def verdict(outcome: Outcome) -> None:
@@ -301,14 +303,15 @@ async def run_cases(
 
     async with Outcomes(settings, from_beginning=from_beginning) as outcomes:
         started = time.perf_counter()
+        ids = list(dict.fromkeys(c.case_id for c in cases))
         if rate is None:
-            await produce(settings, [case_event(c, "bench") for c in cases])
+            await produce(settings, [c if isinstance(c, Outgoing) else case_event(c, "bench") for c in cases])
         else:
-            async for _ in paced(settings, cases, rate):
+            async for _ in paced(settings, [c for c in cases if isinstance(c, DisputeCase)], rate):
                 pass
-        got = await outcomes.wait([c.case_id for c in cases], timeout_s=timeout_s, on_outcome=verdict, on_poll=on_poll)
-    if len(got) < len(cases):
-        raise BenchError(f"{len(cases) - len(got)} of {len(cases)} verdicts missing after {timeout_s:.0f}s")
+        got = await outcomes.wait(ids, timeout_s=timeout_s, on_outcome=verdict, on_poll=on_poll)
+    if len(got) < len(ids):
+        raise BenchError(f"{len(ids) - len(got)} of {len(ids)} verdicts missing after {timeout_s:.0f}s")
     return Burst(got, started, outcomes.repeats)
 
 
@@ -546,3 +549,51 @@ def rocksdb_keys(datadir: Path, tables: tuple[str, ...]) -> dict[str, int]:
             finally:
                 db.close()
     return out
+
+
+# --- a sampled profile ------------------------------------------------------------------------------
+
+FRAME = re.compile(r"^(?P<name>.*) \((?P<file>.*?)(?::\d+)?\)$")
+
+
+def _frame(text: str) -> str:
+    """``name (path:line)`` as py-spy writes a frame -> ``name (path from its package)``."""
+    found = FRAME.match(text)
+    if found is None:
+        return text
+    path = found["file"]
+    for root in ("site-packages/", "/lib/python3.11/", "/bench/"):
+        path = path.split(root)[-1]
+    return f"{found['name']} ({'cyberjurors/' + path.split('/cyberjurors/')[-1] if '/cyberjurors/' in path else path})"
+
+
+def sampled_top(raw: Path, top: int = 25) -> tuple[Table, Table]:
+    """What a ``py-spy record --format raw`` profile's samples were in, as shares of every sample:
+    the innermost functions (where the time itself goes), and the project's own functions by all
+    the time spent under them (which step of the pipeline it goes to), the worker's outer loop left out."""
+    own: Counter[str] = Counter()
+    under: Counter[str] = Counter()
+    samples = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [_frame(f) for f in stack.split(";")]
+        samples += int(count)
+        own[frames[-1]] += int(count)
+        for frame in set(frames):
+            if "(cyberjurors/" in frame and not frame.startswith(OUTER):
+                under[frame] += int(count)
+    share = lambda n: f"{n / max(samples, 1):.1%}"  # noqa: E731
+    innermost = table(f"innermost, of {samples} samples", ["own", "function (file)"], left=("function (file)",))
+    for frame, n in own.most_common(top):
+        innermost.add_row(share(n), frame)
+    steps = table(
+        f"the project's functions, of {samples} samples", ["in all", "function (file)"], left=("function (file)",)
+    )
+    for frame, n in under.most_common(top):
+        steps.add_row(share(n), frame)
+    return innermost, steps
+
+
+OUTER = ("worker (", "<module> (", "run_worker (", "each (", "handled.", "Worker.")

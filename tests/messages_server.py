@@ -76,14 +76,15 @@ class ScriptedServer:
         self.script.extend(replies)
         return self
 
-    async def start(self) -> str:
+    async def start(self, port: int = 0) -> str:
+        """On 127.0.0.1, at ``port`` (any free one by default); returns the URL."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # handler_cancellation: a handler still sleeping when its client gave up (timeout tests)
         # is cancelled, so shutting down does not wait for it.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"

@@ -60,6 +60,19 @@ class PrecedentSettings(BaseModel):
     embedding_batch_size: int = Field(
         32, ge=1, le=1024, description="texts per forward pass (also capped at 4,096 word pieces a pass)"
     )
+    embedding_threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="threads the numpy embedder's matrix products run on (the process's BLAS threads): 1 "
+        "spends the fewest CPU seconds a case; more shorten one encode on idle cores, at several times its CPU",
+    )
+    embedding_cache_size: int = Field(
+        10_000,
+        ge=0,
+        description="texts (guideline rules, case summaries) whose vectors a worker keeps for the cases "
+        "that retrieve them again, the least recently used dropped first: ~2.5 KB each",
+    )
     elasticsearch_url: str | None = Field(None, description="the Elasticsearch cluster (or ELASTICSEARCH_URL)")
     elasticsearch_api_key: str | None = Field(None, description="its API key (or ELASTICSEARCH_API_KEY)")
     elasticsearch_username: str | None = Field(None, description="basic auth user, when no API key")

@@ -10,6 +10,7 @@ prompt that sees either tag says they are to be weighed, not obeyed.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 from html import escape
 from importlib import resources
@@ -53,11 +54,29 @@ def evidence_label(item: EvidenceItem, party: str) -> str:
     return f"evidence {item.id} ({party}, {item.kind})"
 
 
+# the metadata blocks of the cases last asked for, by the case object itself (kept here, so its id
+# cannot be reused while it is): every juror of a round asks with the same case, and finding the
+# placeholders reads all of its text (docs/benchmarks.md, "Worker CPU per case")
+_BLOCKS: OrderedDict[tuple[int, bool], tuple[DisputeCase, str]] = OrderedDict()
+BLOCKS_KEPT = 64
+
+
 def metadata_block(case: DisputeCase, placeholders_note: bool = True) -> str:
     """The order record; every prompt that shows the parties' text starts with it, so the note on
     personal-data placeholders, when the case shows any, comes here (system prompts stay the same for
     every case). The round summariser and JURIS's editor, who rewrite what jurors wrote, go without:
     their short prefix would double for a note about text they do not read."""
+    key = (id(case), placeholders_note)
+    kept = _BLOCKS.get(key)
+    if kept is not None and kept[0] is case:
+        return kept[1]
+    _BLOCKS[key] = (case, block := _metadata_block(case, placeholders_note))
+    while len(_BLOCKS) > BLOCKS_KEPT:
+        _BLOCKS.popitem(last=False)
+    return block
+
+
+def _metadata_block(case: DisputeCase, placeholders_note: bool) -> str:
     d = case.metadata
     placeholders = f"\nPersonal data: {PLACEHOLDER_RULE}" if placeholders_note and shows_placeholders(case) else ""
     return (

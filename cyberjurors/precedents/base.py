@@ -12,7 +12,7 @@ from ..config import PrecedentSettings
 from ..observability.metrics import PRECEDENT_RETRIEVAL
 from ..schemas import DisputeCase, Focus, PrecedentRef, Precedents
 from ..schemas.personas import Persona
-from .embeddings import Embedder, load_embedder
+from .embeddings import CachedVectors, Embedder, load_embedder
 from .index import PrecedentIndex
 from .models import PrecedentError
 from .retrieval import PersonaMatcher, failed, retrieve
@@ -27,6 +27,7 @@ def open_embedder(settings: PrecedentSettings) -> Embedder:
         settings.embedding_model_dir,
         settings.embedding_model_sha256,
         settings.embedding_runtime,
+        settings.embedding_threads,
     )
 
 
@@ -93,7 +94,9 @@ class PrecedentBase:
         async with self._lock:
             if self._opened is None:
                 index, embedder = await open_base(self.settings)
-                matcher = await asyncio.to_thread(PersonaMatcher, self.personas, embedder)
+                # one cache for every panel's matcher: a rule is encoded once, whichever jury reads it
+                self._texts = CachedVectors(embedder, self.settings.embedding_cache_size)
+                matcher = await asyncio.to_thread(PersonaMatcher, self.personas, embedder, self._texts)
                 self._opened = (index, matcher)
             return self._opened
 
@@ -105,7 +108,10 @@ class PrecedentBase:
             self.personas = list(personas)
             if self._opened is not None:
                 index, matcher = self._opened
-                self._opened = (index, await asyncio.to_thread(PersonaMatcher, self.personas, matcher.embedder))
+                self._opened = (
+                    index,
+                    await asyncio.to_thread(PersonaMatcher, self.personas, matcher.embedder, matcher.texts),
+                )
 
     async def retrieve(self, case: DisputeCase, focus: Focus | None) -> Precedents:
         if not self.enabled:
@@ -134,7 +140,7 @@ class PrecedentBase:
         if key not in self._panels:
             if len(self._panels) >= 4:  # one or two panels in practice; never grows with the cases
                 self._panels.clear()
-            self._panels[key] = await asyncio.to_thread(PersonaMatcher, personas, matcher.embedder)
+            self._panels[key] = await asyncio.to_thread(PersonaMatcher, personas, matcher.embedder, matcher.texts)
         return await asyncio.to_thread(self._panels[key].memory, guidelines, self.settings.memory_k)
 
     async def close(self) -> None:

@@ -104,7 +104,7 @@ from pydantic import ValidationError
 
 from ..config import PrecedentSettings
 from .embeddings import Embedder, canonical
-from .index import RRF_K, category_filter, check_query, fuse
+from .index import RRF_K, category_filter, check_query, fuse, given_vector
 from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport, decided_before
 
 T = TypeVar("T")
@@ -504,7 +504,14 @@ class ElasticsearchIndex:
         return int(resp.body["count"])
 
     async def search(
-        self, query: str, *, kind: Kind, category: str | None = None, k: int = 10, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        *,
+        kind: Kind,
+        category: str | None = None,
+        k: int = 10,
+        mode: SearchMode = "hybrid",
+        vector: np.ndarray | None = None,
     ) -> list[Hit]:
         text = check_query(query, category, k)
         if kind not in KINDS:
@@ -513,11 +520,16 @@ class ElasticsearchIndex:
             raise PrecedentError("bad_query", f"unknown search mode {mode!r}; expected hybrid, bm25 or vector")
         alias, flt = self.alias(kind), self._filter(kind, category)
         window = max(k, self.rank_window)
-        vector = (await self._encode([text]))[0] if mode != "bm25" else None
+        if mode == "bm25":
+            query_vector = None
+        elif vector is None:
+            query_vector = (await self._encode([text]))[0]
+        else:
+            query_vector = given_vector(vector, self.embedder.dims).astype(np.float64).round(7).tolist()
         bm25 = {"query": {"bool": {"must": [{"match": {"text": {"query": text}}}], "filter": [flt]}}}
         knn = {
             "field": "embedding",
-            "query_vector": vector,
+            "query_vector": query_vector,
             "k": window,
             "num_candidates": min(10_000, max(NUM_CANDIDATES_MIN, 2 * window)),
             "filter": flt,

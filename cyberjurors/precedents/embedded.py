@@ -74,7 +74,7 @@ from usearch.index import Index as VectorGraph
 from ..evidence.scrub import purge_sqlite
 from ..schemas import now
 from .embeddings import Embedder, canonical
-from .index import category_filter, check_query, fuse
+from .index import category_filter, check_query, fuse, given_vector
 from .models import (
     ANY_CATEGORY,
     CATEGORIES,
@@ -655,7 +655,14 @@ class EmbeddedIndex:
         return found
 
     async def search(
-        self, query: str, *, kind: Kind, category: str | None = None, k: int = 10, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        *,
+        kind: Kind,
+        category: str | None = None,
+        k: int = 10,
+        mode: SearchMode = "hybrid",
+        vector: np.ndarray | None = None,
     ) -> list[Hit]:
         self._check_open()
         text = check_query(query, category, k)
@@ -663,7 +670,12 @@ class EmbeddedIndex:
             raise PrecedentError("bad_query", f"unknown kind {kind!r}; expected case or guideline")
         if mode not in ("hybrid", "bm25", "vector"):
             raise PrecedentError("bad_query", f"unknown search mode {mode!r}; expected hybrid, bm25 or vector")
-        vector = await asyncio.to_thread(self.query_vector, text) if mode != "bm25" else None
+        if mode == "bm25":
+            vector = None
+        elif vector is None:
+            vector = await asyncio.to_thread(self.query_vector, text)
+        else:
+            vector = given_vector(vector, self.dims)
         return await asyncio.to_thread(self._search, text, vector, kind, category, k, mode)
 
     def query_vector(self, text: str) -> np.ndarray:
@@ -700,9 +712,9 @@ class EmbeddedIndex:
         keys = list(dict.fromkeys(key for ranked in found.values() for key in ranked))
         if not keys:
             return []
-        stored = self._rows(keys)  # key -> (id, body); a row deleted meanwhile is left out
+        stored = self._rows(keys)  # key -> (id, body, vector); a row deleted meanwhile is left out
         fused = fuse({name: [stored[key][0] for key in ranked if key in stored] for name, ranked in found.items()})
-        bodies = {doc_id: body for doc_id, body in stored.values()}
+        rows = {doc_id: (body, vector) for doc_id, body, vector in stored.values()}
         return [
             Hit(
                 id=doc_id,
@@ -710,18 +722,19 @@ class EmbeddedIndex:
                 score=score,
                 rank=rank,
                 sources=sources,
-                document=self._parse(bodies[doc_id], doc_id),
+                document=self._parse(rows[doc_id][0], doc_id),
+                vector=rows[doc_id][1],
             )
             for rank, (doc_id, score, sources) in enumerate(fused[:k], 1)
         ]
 
-    def _rows(self, keys: list[int]) -> dict[int, tuple[str, str]]:
+    def _rows(self, keys: list[int]) -> dict[int, tuple[str, str, bytes]]:
         assert self._reader is not None
         with self._read_lock:
             rows = self._reader.execute(
-                f"SELECT key, id, body FROM documents WHERE key IN ({','.join('?' * len(keys))})", keys
+                f"SELECT key, id, body, vector FROM documents WHERE key IN ({','.join('?' * len(keys))})", keys
             ).fetchall()
-        return {key: (doc_id, body) for key, doc_id, body in rows}
+        return {key: (doc_id, body, bytes(vector)) for key, doc_id, body, vector in rows}
 
     def _parse(self, body: str, doc_id: str) -> Document:
         try:

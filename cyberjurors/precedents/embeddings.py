@@ -17,6 +17,8 @@ import sys
 import tempfile
 import threading
 import zipfile
+from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -167,18 +169,70 @@ def open_model(folder: Path, name: str, weights_sha256: str | None) -> BertEncod
 class NumpyEmbedder:
     """A BERT sentence encoder without torch (``bert.BertEncoder``)."""
 
-    def __init__(self, name: str, folder: Path, batch_size: int = 32, weights_sha256: str | None = None):
+    def __init__(
+        self, name: str, folder: Path, batch_size: int = 32, weights_sha256: str | None = None, threads: int = 1
+    ):
         self._encoder = open_model(folder, name, weights_sha256)
         self.name, self.dims, self.batch_size = canonical(name), self._encoder.dims, batch_size
-        # One encode at a time, always on the same thread: its matrix products already use every
-        # core the BLAS library has, and the activations' memory, once freed, stays in that one
-        # thread's malloc arena for the next encode instead of in one arena per calling thread.
+        # One encode at a time, always on the same thread: the activations' memory, once freed, stays
+        # in that one thread's malloc arena for the next encode instead of in one arena per calling
+        # thread. Its matrix products run on ``threads`` BLAS threads: OpenBLAS's threads spin while
+        # they wait, so on a worker's few shared cores more than one costs 5-8 times the CPU seconds of
+        # an encode for at most half its wall time (docs/benchmarks.md, "Worker CPU per case").
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
+        blas_threads(threads)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         return self._thread.submit(self._encoder.encode, texts, self.batch_size).result()
+
+
+def blas_threads(threads: int) -> None:
+    """Let numpy's BLAS library (OpenBLAS in numpy's wheels) use ``threads`` threads. The setting is
+    the library's, so it holds for the whole process: nothing else in a worker multiplies matrices."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads, user_api="blas")
+
+
+class CachedVectors:
+    """The vectors of texts that come back case after case (guideline rules, case summaries), each
+    encoded once while it is among the ``size`` most recently used (an LRU: memory stays bounded
+    whatever the precedent base holds); what is not cached is encoded in one batch. Thread-safe:
+    retrieval calls it from worker threads."""
+
+    def __init__(self, embedder: Embedder, size: int):
+        self.embedder, self.size = embedder, size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.encoded = 0
+        """texts encoded so far (each text missing from the cache once per miss)"""
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def __call__(self, texts: list[str], known: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """(len(texts), dims): a row per text, in order (repeated texts encoded once). ``known``:
+        vectors the caller already has for some texts (a store's, by this model), kept, not encoded."""
+        with self._lock:
+            found = {t: self._vectors[t] for t in texts if t in self._vectors}
+            for text in found:
+                self._vectors.move_to_end(text)
+        new = {t: v for t, v in (known or {}).items() if t in texts and t not in found}
+        missing = list(dict.fromkeys(t for t in texts if t not in found and t not in new))
+        if missing:
+            new.update(zip(missing, self.embedder.encode(missing), strict=True))
+        if new:
+            found.update(new)
+            with self._lock:
+                self.encoded += len(missing)
+                self._vectors.update(new)
+                while len(self._vectors) > self.size:
+                    self._vectors.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.embedder.dims), dtype=np.float32)
+        return np.stack([found[t] for t in texts])
 
 
 class SentenceEmbedder:
@@ -229,11 +283,12 @@ def load_embedder(
     model_dir: Path | None = None,
     weights_sha256: str | None = None,
     runtime: Runtime = "numpy",
+    threads: int = 1,
 ) -> Embedder:
     """One model per process: it is slow to load and large to hold."""
     if runtime == "sentence-transformers":
         return SentenceEmbedder(name, model_dir, batch_size)
-    return NumpyEmbedder(name, model_dir or default_model_dir(name), batch_size, weights_sha256)
+    return NumpyEmbedder(name, model_dir or default_model_dir(name), batch_size, weights_sha256, threads)
 
 
 def fetch(release: ModelRelease, folder: Path, force: bool = False) -> list[str]:

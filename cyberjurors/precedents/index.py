@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+
 from .models import ANY_CATEGORY, CATEGORIES, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
 RRF_K = 60  # the constant from Cormack et al. (2009), also Elasticsearch's default rank_constant
@@ -21,8 +23,18 @@ class PrecedentIndex(Protocol):
     async def upsert(self, documents: Sequence[Document]) -> UpsertReport: ...
 
     async def search(
-        self, query: str, *, kind: Kind, category: str | None = None, k: int = 10, mode: SearchMode = "hybrid"
-    ) -> list[Hit]: ...
+        self,
+        query: str,
+        *,
+        kind: Kind,
+        category: str | None = None,
+        k: int = 10,
+        mode: SearchMode = "hybrid",
+        vector: np.ndarray | None = None,
+    ) -> list[Hit]:
+        """``vector``: the query's embedding by this index's model, when the caller has it (a case's
+        retrieval embeds its query once for every search); else the index embeds ``query``."""
+        ...
 
     async def get(self, ids: Sequence[str]) -> list[Document]: ...
 
@@ -33,10 +45,16 @@ class PrecedentIndex(Protocol):
     async def close(self) -> None: ...
 
 
+def query_form(query: str) -> str:
+    """The text a query is searched (and embedded) as: whitespace collapsed, cut at MAX_QUERY_CHARS
+    (the head of a case summary carries the product and dispute)."""
+    return " ".join(query.split())[:MAX_QUERY_CHARS]
+
+
 def check_query(query: str, category: str | None, k: int) -> str:
-    """Empty text is an error; text past MAX_QUERY_CHARS is cut (the head of a case summary
-    carries the product and dispute); an unknown category is an error, not an empty result."""
-    text = " ".join(query.split())
+    """Empty text is an error; text past MAX_QUERY_CHARS is cut (``query_form``); an unknown
+    category is an error, not an empty result."""
+    text = query_form(query)
     if not text:
         raise PrecedentError("bad_query", "the query text is empty")
     if category is not None and category not in (*CATEGORIES, ANY_CATEGORY):
@@ -46,7 +64,17 @@ def check_query(query: str, category: str | None, k: int) -> str:
         )
     if k < 1:
         raise PrecedentError("bad_query", f"k must be at least 1, got {k}")
-    return text[:MAX_QUERY_CHARS]
+    return text
+
+
+def given_vector(vector: np.ndarray, dims: int) -> np.ndarray:
+    """A query vector the caller embedded, checked: one row of this index's dimensions, finite."""
+    out = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if out.shape != (dims,) or not np.isfinite(out).all():
+        raise PrecedentError(
+            "bad_query", f"the query vector has shape {np.shape(vector)}, not ({dims},), or is not finite"
+        )
+    return out
 
 
 def category_filter(category: str | None, kind: Kind) -> tuple[str, ...] | None:

@@ -72,7 +72,7 @@ from pydantic import ValidationError
 
 from ..schemas import now
 from .embeddings import Embedder, canonical
-from .index import category_filter, check_query, fuse
+from .index import category_filter, check_query, fuse, given_vector
 from .models import ANY_CATEGORY, CATEGORIES, KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
 try:  # advisory file locks; absent on Windows, where a single process per folder is assumed
@@ -627,7 +627,14 @@ class LegacyIndex:
             self._save_locked()
 
     async def search(
-        self, query: str, *, kind: Kind, category: str | None = None, k: int = 10, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        *,
+        kind: Kind,
+        category: str | None = None,
+        k: int = 10,
+        mode: SearchMode = "hybrid",
+        vector: np.ndarray | None = None,
     ) -> list[Hit]:
         self._check_open()
         text = check_query(query, category, k)
@@ -635,7 +642,12 @@ class LegacyIndex:
             raise PrecedentError("bad_query", f"unknown kind {kind!r}; expected case or guideline")
         if mode not in ("hybrid", "bm25", "vector"):
             raise PrecedentError("bad_query", f"unknown search mode {mode!r}; expected hybrid, bm25 or vector")
-        vector = await asyncio.to_thread(self.query_vector, text) if mode != "bm25" else None
+        if mode == "bm25":
+            vector = None
+        elif vector is None:
+            vector = await asyncio.to_thread(self.query_vector, text)
+        else:
+            vector = given_vector(vector, self.dims)
         return await asyncio.to_thread(self._search, text, vector, kind, category, k, mode)
 
     def query_vector(self, text: str) -> np.ndarray:

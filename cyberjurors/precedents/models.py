@@ -134,6 +134,13 @@ class Hit(Record):
     rank: int = Field(ge=1, description="1-based rank after fusion")
     sources: dict[str, int] = Field(description="retriever -> 1-based rank in its list, e.g. {'bm25': 2, 'vector': 1}")
     document: Document
+    vector: bytes | None = Field(
+        None,
+        exclude=True,
+        repr=False,
+        description="the document's text as the store embedded it (float32, little-endian), where the "
+        "store hands it back: retrieval matches with it instead of embedding the text again",
+    )
 
 
 class UpsertReport(Record):

@@ -22,8 +22,9 @@ from ..config import PrecedentSettings
 from ..observability.metrics import PRECEDENT_COLD_STARTS, PRECEDENT_FALLBACKS
 from ..schemas import DisputeCase, Focus, PrecedentRef, Precedents
 from ..schemas.personas import Persona
-from .embeddings import Embedder
-from .index import PrecedentIndex
+from ..schemas.reasoning import Coverage
+from .embeddings import CachedVectors, Embedder
+from .index import PrecedentIndex, query_form
 from .models import Hit, PrecedentError
 
 log = logging.getLogger("cyberjurors.precedents")
@@ -71,40 +72,34 @@ def to_ref(hit: Hit) -> PrecedentRef:
 
 
 class PersonaMatcher:
-    """Φ(P_k, N_j): cosine between each juror's persona and each guideline, both embedded."""
+    """Φ(P_k, N_j): cosine between each juror's persona and each guideline, both embedded. The
+    guidelines' (and historical cases') vectors come from ``texts``, the cache every matcher of the
+    worker shares, so a rule is encoded once however many cases and panels draw on it."""
 
-    def __init__(self, personas: Sequence[Persona], embedder: Embedder, cache_size: int = 10_000):
+    def __init__(self, personas: Sequence[Persona], embedder: Embedder, texts: CachedVectors | None = None):
         self.embedder = embedder
+        self.texts = texts if texts is not None else CachedVectors(embedder, 10_000)
         self.vectors = embedder.encode([p.card() for p in personas])
-        # the same guidelines (and historical cases) come back case after case: embed each text once
-        self._rules: dict[str, np.ndarray] = {}
-        self._cache_size = cache_size
 
-    def _embedded(self, texts: list[str]) -> np.ndarray:
-        """The texts' vectors, each text encoded once while it stays in the cache."""
-        new = list(dict.fromkeys(t for t in texts if t not in self._rules))
-        if new:
-            if len(self._rules) + len(new) > self._cache_size:
-                self._rules.clear()
-            self._rules.update(zip(new, self.embedder.encode(new), strict=True))
-        return np.stack([self._rules[t] for t in texts])
-
-    def memory(self, guidelines: list[PrecedentRef], k: int) -> dict[int, list[str]]:
+    def memory(self, guidelines: list[PrecedentRef], k: int, rules: np.ndarray | None = None) -> dict[int, list[str]]:
+        """Each juror's top-``k`` of ``guidelines``; ``rules``, their vectors, when the caller has them."""
         if not guidelines or k == 0:
             return {}
-        rules = self._embedded([g.text for g in guidelines])
+        rules = self.texts([g.text for g in guidelines]) if rules is None else rules
         match = self.vectors @ rules.T  # jurors x guidelines
         top = np.argsort(-match, axis=1, kind="stable")[:, :k]
         return {juror: [guidelines[j].id for j in row] for juror, row in enumerate(top.tolist())}
 
-    def similar(self, query: str, refs: list[PrecedentRef]) -> list[PrecedentRef]:
-        """The historical cases with their cosine to the query, what the verdict's consistency check
-        reads (``jury/consistency.py``): the fused rank says which came first, not how near they are.
-        A case's summary is long and comes back case after case: it is encoded once, as a rule is."""
+    def similar(
+        self, query: np.ndarray, refs: list[PrecedentRef], texts: np.ndarray | None = None
+    ) -> list[PrecedentRef]:
+        """The historical cases with their cosine to the query's vector, what the verdict's consistency
+        check reads (``jury/consistency.py``): the fused rank says which came first, not how near they
+        are. ``texts``: their vectors, when the caller has them."""
         if not refs:
             return refs
-        query_vector = self.embedder.encode([query])[0]  # rows L2-normalised: a dot is the cosine
-        cosines = self._embedded([r.text for r in refs]) @ query_vector
+        texts = self.texts([r.text for r in refs]) if texts is None else texts
+        cosines = texts @ query  # rows L2-normalised: a dot is the cosine
         return [r.model_copy(update={"similarity": round(float(c), 4)}) for r, c in zip(refs, cosines, strict=True)]
 
 
@@ -119,7 +114,9 @@ async def retrieve(
 ) -> Precedents:
     """Never raises for a retrieval failure: retries the retryable ones, then returns coverage
     'none' with the problem stated, so the case goes on without precedents."""
-    query, category = query_text(case, focus), case.metadata.category
+    # the query is embedded once, here, for every search and for the cosines below
+    query, category = query_form(query_text(case, focus)), case.metadata.category
+    vector = await asyncio.to_thread(matcher.embedder.encode, [query])
     try:
         async for attempt in AsyncRetrying(
             stop=stop_after_attempt(settings.precedent_retries + 1),
@@ -128,26 +125,35 @@ async def retrieve(
             reraise=True,
         ):
             with attempt:
-                cases = (
-                    await index.search(query, kind="case", category=category, k=settings.precedent_cases_k)
-                    if settings.precedent_cases_k
-                    else []
-                )
-                pool = await index.search(query, kind="guideline", category=category, k=settings.precedent_pool_k)
-                in_category = sum(h.document.category == category for h in pool)
-                coverage = "high"
-                if in_category < settings.precedent_min_in_category:
-                    wider = await index.search(query, kind="guideline", k=settings.precedent_pool_k)
-                    seen = {h.id for h in pool}
-                    pool += [h for h in wider if h.id not in seen][: settings.precedent_pool_k - len(pool)]
-                    coverage = "low"
+                cases, pool, coverage = await _search(index, query, vector[0], category, settings)
     except PrecedentError as err:
         return failed(case.case_id, err)
     if coverage == "low":
         PRECEDENT_COLD_STARTS.labels(category).inc()
-    guidelines = [to_ref(h) for h in pool]
+    guidelines, near = [to_ref(h) for h in pool], [to_ref(h) for h in cases]
     if not guidelines and not cases:
         return Precedents(coverage="none", problem="the precedent base has nothing for this case")
-    memory = await asyncio.to_thread(matcher.memory, guidelines, settings.memory_k)  # encoding is CPU work
-    near = await asyncio.to_thread(matcher.similar, query, [to_ref(h) for h in cases])
+    # the rules' and summaries' vectors: as the store holds them, else cached, else encoded in one
+    # batch (CPU work, off the loop)
+    stored = {h.document.text: np.frombuffer(h.vector, "<f4") for h in (*pool, *cases) if h.vector is not None}
+    vectors = await asyncio.to_thread(matcher.texts, [r.text for r in (*guidelines, *near)], stored)
+    memory = matcher.memory(guidelines, settings.memory_k, vectors[: len(guidelines)])
+    near = matcher.similar(vector[0], near, vectors[len(guidelines) :])
     return Precedents(cases=near, guidelines=guidelines, memory=memory, coverage=coverage)
+
+
+async def _search(
+    index: PrecedentIndex, query: str, vector: np.ndarray, category: str, settings: PrecedentSettings
+) -> tuple[list[Hit], list[Hit], Coverage]:
+    """The top-H cases and the guideline pool, widened across categories when the category has too few."""
+    cases = (
+        await index.search(query, kind="case", category=category, k=settings.precedent_cases_k, vector=vector)
+        if settings.precedent_cases_k
+        else []
+    )
+    pool = await index.search(query, kind="guideline", category=category, k=settings.precedent_pool_k, vector=vector)
+    if sum(h.document.category == category for h in pool) >= settings.precedent_min_in_category:
+        return cases, pool, "high"
+    wider = await index.search(query, kind="guideline", k=settings.precedent_pool_k, vector=vector)
+    seen = {h.id for h in pool}
+    return cases, pool + [h for h in wider if h.id not in seen][: settings.precedent_pool_k - len(pool)], "low"

@@ -294,3 +294,24 @@ async def test_encoding_never_runs_on_the_event_loop(tmp_path: Path) -> None:
         release.set()
         await index.close()
     assert threads and loop_thread not in threads
+
+
+def test_the_embedder_runs_blas_on_the_threads_it_is_given(tmp_path: Path) -> None:
+    """embedding_threads sets the BLAS library's threads (OpenBLAS's idle threads spin: one is the
+    CPU-cheapest), and the vectors do not depend on it."""
+    from threadpoolctl import threadpool_info
+
+    def blas() -> set[int]:
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    texts = ["the kettle arrived cracked", "seller shipped late " * 20]
+    try:
+        two = NumpyEmbedder(DEFAULT_MODEL, MODEL_DIR, threads=2)
+        assert blas() == {2}
+        vectors = two.encode(texts)
+        one = NumpyEmbedder(DEFAULT_MODEL, MODEL_DIR, threads=1)
+        assert blas() == {1}
+        np.testing.assert_allclose(one.encode(texts), vectors, atol=1e-5)
+    finally:
+        NumpyEmbedder(DEFAULT_MODEL, MODEL_DIR, threads=Settings().embedding_threads)
+    assert Settings().embedding_threads == 1  # the default

@@ -3,8 +3,10 @@ from confirmed outcomes — with the real embedding model and the real embedded 
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 
 from cyberjurors.jury.rounds import Jury
@@ -12,7 +14,9 @@ from cyberjurors.observability.metrics import PRECEDENT_FALLBACKS
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.base import PrecedentBase
 from cyberjurors.precedents.embedded import EmbeddedIndex
-from cyberjurors.precedents.models import Document, Guideline, PrecedentCase
+from cyberjurors.precedents.embeddings import CachedVectors
+from cyberjurors.precedents.index import query_form
+from cyberjurors.precedents.models import Document, Guideline, PrecedentCase, PrecedentError
 from cyberjurors.precedents.retrieval import PersonaMatcher, query_text, retrieve
 from cyberjurors.schemas import (
     CaseFile,
@@ -321,4 +325,129 @@ async def test_redistilling_a_category_from_confirmed_cases_folds_rules_into_the
     again = await learning.redistil("clothing", ids, index, embedder, OfflineLLM(), s)
     assert again.guidelines_created == 0  # the same rules: nothing new
     assert await index.count("guideline", "clothing") == len(made)
+    await index.close()
+
+
+class CountingEmbedder:
+    """The real embedder, counting every text it is asked to encode."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.dims = inner, inner.name, inner.dims
+        self.texts: list[str] = []
+
+    def encode(self, texts):
+        self.texts.extend(texts)
+        return self.inner.encode(texts)
+
+
+async def seeded_base(folder, embedder) -> None:
+    """The sample precedent cases (H) and the test rules (N), in an embedded index at ``folder``."""
+    from cyberjurors.precedents.distill import summarize_case
+
+    index = await EmbeddedIndex.open(folder, embedder)
+    history = [
+        summarize_case(DisputeCase.model_validate_json(p.read_text()))
+        for p in sorted((EXAMPLES / "precedents").glob("hist-*.json"))
+    ]
+    await index.upsert([Document.of_case(c) for c in history])
+    await index.upsert([Document.of_guideline(guideline(i, c, f, r)) for i, (c, f, r) in enumerate(RULES)])
+    await index.close()
+
+
+async def test_a_cases_retrieval_embeds_each_text_once(tmp_path, embedder, monkeypatch):
+    """Through the worker's PrecedentBase with the real model: a case's query is embedded once for
+    its three searches (cold start included) and its cosines; the rules and summaries are matched
+    with the vectors the store holds, and what came back for an earlier case, another jury or an
+    appeal's panel is not embedded again."""
+    from cyberjurors.precedents import base
+
+    await seeded_base(tmp_path / "precedents", embedder)
+    counting = CountingEmbedder(embedder)
+    monkeypatch.setattr(base, "open_embedder", lambda s: counting)
+    s = settings(precedents=tmp_path / "precedents", jurors=5, precedent_pool_k=6)
+    precedents = PrecedentBase(s, load_personas(5))
+    await precedents.open()
+    counting.texts.clear()  # the personas, once at start
+    calls = 0
+    original = counting.encode
+
+    def encode(texts):
+        nonlocal calls
+        calls += 1
+        return original(texts)
+
+    counting.encode = encode
+    shirt, food = example_case("clot-001-shirt-torn-seam"), example_case("food-001-granola-past-best-before")
+    first = await precedents.retrieve(shirt, focus(shirt))
+    assert first.cases and first.guidelines and first.memory and first.problem is None
+    assert counting.texts == [query_form(query_text(shirt, focus(shirt)))] and calls == 1
+    cold = await precedents.retrieve(food, focus(food))  # three searches: the category has no rules
+    assert cold.coverage == "low" and cold.problem is None
+    await precedents.seat(load_personas(6)[1:])  # another jury: its memories follow, from the same vectors
+    jacket = example_case("clot-002-jacket-signed-delivery")
+    assert (await precedents.retrieve(jacket, focus(jacket))).memory
+    assert await precedents.memory(first.guidelines, load_personas(8)[5:]) != {}  # an appeal's panel
+    counting.texts = [t for t in counting.texts if t not in {p.card() for p in load_personas(8)}]
+    repeated = {t: n for t, n in Counter(counting.texts).items() if n > 1}
+    assert not repeated, f"embedded more than once: {list(repeated)[:3]}"
+    await precedents.close()
+
+
+async def test_the_vector_cache_is_bounded_by_its_setting(tmp_path, embedder):
+    """The least recently used text goes first; the setting bounds the worker's cache."""
+    counting = CountingEmbedder(embedder)
+    cache = CachedVectors(counting, 3)
+    rules = [r for _, _, r in RULES[:5]]
+    cache(rules[:3])
+    cache(rules[:1])  # the first is used again: the second is now the oldest
+    cache(rules[3:5])
+    assert len(cache) == 3 and len(counting.texts) == 5
+    counting.texts.clear()
+    np.testing.assert_allclose(cache([rules[0], rules[4]]), embedder.encode([rules[0], rules[4]]), atol=1e-6)
+    assert counting.texts == []  # both kept
+    cache([rules[1]])
+    assert counting.texts == [rules[1]]  # dropped, so embedded again
+    await seeded_base(tmp_path / "precedents", embedder)
+    precedents = PrecedentBase(settings(precedents=tmp_path / "precedents", embedding_cache_size=4), load_personas(3))
+    shirt = example_case("clot-001-shirt-torn-seam")
+    assert (await precedents.retrieve(shirt, focus(shirt))).guidelines
+    _, matcher = await precedents.open()
+    assert len(matcher.texts) == 4
+    await precedents.close()
+
+
+async def test_without_the_stores_vectors_the_rules_and_summaries_are_embedded_in_one_batch(tmp_path, embedder):
+    """A store that hands back no vectors (Elasticsearch's hits leave them out): the query, then
+    every rule and summary of the case in one batch, each once."""
+    await seeded_base(tmp_path / "precedents", embedder)
+    index = await EmbeddedIndex.open(tmp_path / "precedents", embedder)
+    search = index.search
+
+    async def without_vectors(*args, **kwargs):
+        return [h.model_copy(update={"vector": None}) for h in await search(*args, **kwargs)]
+
+    index.search = without_vectors  # type: ignore[method-assign]
+    counting = CountingEmbedder(embedder)
+    calls: list[int] = []
+    encode = counting.encode
+    counting.encode = lambda texts: calls.append(len(texts)) or encode(texts)  # type: ignore[method-assign]
+    s = settings(precedents=tmp_path / "precedents", jurors=3)
+    shirt = example_case("clot-001-shirt-torn-seam")
+    found = await retrieve(shirt, focus(shirt), index, PersonaMatcher(load_personas(3), counting), s)
+    assert calls[1:] == [1, len(found.guidelines) + len(found.cases)]  # personas, the query, one batch
+    assert len(set(counting.texts)) == len(counting.texts)
+    await index.close()
+
+
+async def test_a_query_vector_given_is_searched_as_the_text_would_be(tmp_path, embedder):
+    await seeded_base(tmp_path / "precedents", embedder)
+    index = await EmbeddedIndex.open(tmp_path / "precedents", embedder)
+    query = "the seam of the shirt tore the first time it was worn"
+    vector = embedder.encode([query])[0]
+    assert await index.search(query, kind="guideline", k=5, vector=vector) == await index.search(
+        query, kind="guideline", k=5
+    )
+    with pytest.raises(PrecedentError) as err:
+        await index.search(query, kind="guideline", k=5, vector=vector[:10])
+    assert err.value.kind == "bad_query"
     await index.close()
