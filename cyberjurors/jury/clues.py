@@ -28,6 +28,7 @@ from ..schemas import (
     Usage,
 )
 from . import prompts
+from .answers import ask
 from .budget import CaseBudget, clues_note
 from .model_inputs import PerceiveTask, SelectTask
 
@@ -120,7 +121,7 @@ async def _warm_selection(
         return None
     rounds = {i.id: r.round for r in case.rounds if r.party == "buyer" for i in r.items}
     request = _select_request(case, focus, "buyer", buyer, rounds, [], settings)
-    return await llm.generate(request, Selection) if request.cache_prefix else None
+    return await ask(llm, request, Selection) if request.cache_prefix else None
 
 
 async def _party_clues(
@@ -149,8 +150,8 @@ async def _party_clues(
         if warm is not None:
             selection, warm = warm, None
         else:
-            selection = await llm.generate(
-                _select_request(case, focus, party, unseen, rounds, before + chain.clues, settings), Selection
+            selection = await ask(
+                llm, _select_request(case, focus, party, unseen, rounds, before + chain.clues, settings), Selection
             )
         chain.spend(selection.usage)
         chosen = next((i for i in unseen if i.id == selection.output.evidence_id), None)
@@ -238,7 +239,7 @@ async def _perceive(
         task=PerceiveTask(case, focus, party, item, earlier, frames),
         case_id=case.case_id,
     )
-    result = await llm.generate(request, Perception)
+    result = await ask(llm, request, Perception)
     chain.spend(result.usage)
     seen = {f.index: f for f in frames}
     cited = [n for n in result.output.frames if n in seen]

@@ -26,6 +26,7 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
+from .answers import ask
 from .clues import attached_media
 from .model_inputs import AdvocateTask, JudgeTask
 
@@ -52,7 +53,7 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
         task=JudgeTask(case_file.case, focus, clues, list(debate)),
         case_id=case_file.case_id,
     )
-    result = await llm.generate(request, BallotDraft)
+    result = await ask(llm, request, BallotDraft)
     draft = result.output
     ballot = Ballot(
         **draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=[], juror=0, round=1, model=result.model
@@ -89,7 +90,7 @@ async def _argue(
         task=AdvocateTask(case_file.case, focus, clues, party, turn, list(debate)),
         case_id=case_file.case_id,
     )
-    result = await llm.generate(request, ArgumentDraft)
+    result = await ask(llm, request, ArgumentDraft)
     known = {i.id for i in case_file.case.items()}
     cited = [e for e in result.output.cited_evidence if e in known]  # an advocate cannot cite what is not there
     return Argument(statement=result.output.statement, cited_evidence=cited, party=party, turn=turn), result.usage

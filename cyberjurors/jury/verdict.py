@@ -16,7 +16,7 @@ from .budget import round_note, round_stop
 from .consistency import consistency, consistency_note
 from .escalation import escalate
 from .qualify import with_votes
-from .rounds import clue_labels, deliberation_over, memory_for
+from .rounds import clue_labels, deliberation_over, memory_for, short_of_quorum
 from .stakes import court_of, sitting
 
 if TYPE_CHECKING:
@@ -49,13 +49,15 @@ def decide(
     cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner, justification)
     guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
     precedents = case_file.precedents
-    seen = sorted({ref for juror in range(len(final.ballots)) for ref in (g.ref for g in memory_for(juror, case_file))})
+    seated = [*(b.juror for b in final.ballots), *(a.juror for a in final.abstentions)]
+    seen = sorted({ref for juror in seated for ref in (g.ref for g in memory_for(juror, case_file))})
     models = (
         ["offline"]
         if case_file.backend == "offline"
         else sorted(
             {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")}
             | {b.model for b in final.ballots}
+            | {a.model for a in final.abstentions}
             | justifying_models(justified, settings)
         )
     )
@@ -74,7 +76,10 @@ def decide(
         votes=votes,
         margin=abs(votes.seller - votes.buyer),
         rounds_used=len(case_file.rounds),
-        early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds and not stopped,
+        early_stopped=settings.deliberation == "jury"
+        and len(case_file.rounds) < settings.rounds
+        and not stopped
+        and short_of_quorum(final, settings) is None,
         justification=justification,
         cited_clues=cited_clues,
         mentioned_clues=mentioned_clues,
@@ -86,6 +91,7 @@ def decide(
             plain(p, 1000)
             for p in [
                 *case_file.problems,
+                *round_notes(case_file),
                 *notes,
                 *weighted_note(votes, winner),
                 *([round_note(stopped, settings)] if stopped else []),
@@ -108,6 +114,27 @@ def decide(
         decided_at=decided_at,
     )
     return escalate(verdict, case_file, settings)
+
+
+def round_notes(case_file: CaseFile) -> list[str]:
+    """What went wrong in the rounds: each abstention (a juror whose answer failed twice), a summary
+    that fell back to the tally, and a final round that gave no valid ballot at all."""
+    notes = []
+    for held in case_file.rounds:
+        for a in held.abstentions:
+            how = "was cut at the output limit" if a.kind == "truncated" else "did not fit the ballot's schema"
+            notes.append(
+                f"round {held.round}: juror {a.juror} ({a.model}) abstained: its answer {how} when asked and "
+                f"when asked again; the round's votes count it as an abstention, not a vote"
+            )
+        notes += held.problems
+    final = case_file.rounds[-1]
+    if not final.ballots:
+        notes.append(
+            f"round {final.round} gave no valid ballot: the buyer wins by the tie rule on 0 votes to 0, and "
+            "the verdict stands on nothing the jury said"
+        )
+    return notes
 
 
 def weighted_note(votes: Votes, winner: str) -> list[str]:
@@ -140,7 +167,11 @@ def votes_by_model(final: JuryRound, settings: Settings) -> dict[str, Votes]:
     by_model: dict[str, list[Ballot]] = {}
     for ballot in final.ballots:
         by_model.setdefault(seat(ballot), []).append(ballot)
-    return {model: Votes.of(ballots) for model, ballots in sorted(by_model.items())}
+    abstained = Counter(settings.model_for("juror", a.juror) for a in final.abstentions)
+    return {
+        model: Votes.of(by_model.get(model, []), abstained[model])
+        for model in sorted(by_model.keys() | abstained.keys())
+    }
 
 
 def verdict_clues(

@@ -207,10 +207,27 @@ class RoundSummary(RoundSummaryDraft):
     votes: Votes
 
 
+class Abstention(Record):
+    """A juror seated for a round who gave no valid ballot: its answer was cut at the output limit,
+    or failed the ballot's schema after its repair, when first asked and when asked once more."""
+
+    juror: int
+    round: int
+    model: str
+    kind: Literal["truncated", "invalid_output"] = Field(description="how the second answer failed")
+    detail: str = Field(description="what the backend said of it, for people")
+
+
 class JuryRound(Record):
     round: int
-    ballots: list[Ballot]
+    ballots: list[Ballot] = Field(description="the valid ballots, in seat order")
     summary: RoundSummary
+    abstentions: list[Abstention] = Field(
+        default_factory=list, description="the seats that gave no valid ballot this round (summary.votes counts them)"
+    )
+    problems: list[str] = Field(
+        default_factory=list, description="notes for the verdict, e.g. a summary that fell back to the tally"
+    )
 
     @property
     def votes(self) -> Votes:
@@ -302,6 +319,7 @@ EscalationReason = Literal[
     "decisive_evidence_unreadable",
     "budget_reached",
     "inconsistent_with_precedent",
+    "quorum_not_reached",
 ]
 ESCALATION_REASONS: tuple[EscalationReason, ...] = get_args(EscalationReason)
 
@@ -410,7 +428,9 @@ class Verdict(Record):
         description="the final round's votes by the model each juror seat was given (juror_models)",
     )
     verification: Verification | None = Field(
-        None, description="the verifier's check of the justification; absent when the verifier is off"
+        None,
+        description="the verifier's check of the justification; absent when the verifier is off, or when "
+        "it gave no valid answer twice (a note in problems says so)",
     )
     jury: JuryComposition | None = Field(
         None,
