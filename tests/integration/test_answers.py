@@ -29,7 +29,9 @@ class OneJurorCutOff:
         schema = body["output_config"]["format"]["schema"]
         if "vote" in schema.get("properties", {}) and self.persona in request_text(body):
             self.cut += 1
-            return anthropic_message('{"conflicts": ["the seam', stop_reason="max_tokens", output_tokens=body["max_tokens"])
+            return anthropic_message(
+                '{"conflicts": ["the seam', stop_reason="max_tokens", output_tokens=body["max_tokens"]
+            )
         return self.model.message(body)
 
 
