@@ -144,7 +144,7 @@ lowest: install
 	CYBERJURORS_EMBEDDING_MODEL_DIR=$(abspath $(MODEL)) .venv-lowest/bin/python -m pytest -q -n 2 \
 	  -m "not integration" -p no:cacheprovider
 
-bench: install
+bench: install llm-server
 	$(BIN)/python bench/broker_hop.py
 	$(BIN)/python bench/pipeline_latency.py
 	$(BIN)/python bench/precedent_search.py
@@ -155,6 +155,7 @@ bench: install
 	$(BIN)/python bench/soak.py
 	$(BIN)/python bench/frame_recall.py
 	$(BIN)/python bench/install_size.py
+	$(BIN)/python bench/local_model.py
 
 media: install
 	$(BIN)/python examples/make_media.py
