@@ -63,6 +63,8 @@ async def test_a_case_with_a_photo_reaches_a_verdict_on_a_real_model(
     assert verdict is not None
     assert verdict.case_id == event.case_id and verdict.backend == "openai" and verdict.rounds_used == 1
     assert verdict.votes.seats == 3 and local_model.model.name in verdict.models
+    # labelled as the offline stand-in's are, never passed off as judgement (the catalog's plumbing_only)
+    assert verdict.justification.startswith("[tiny model: plumbing"), verdict.justification[:80]
     assert verdict.justification.startswith(PLUMBING_LABEL)  # never passed off as judgement
 
     # the mode auto chose: json_schema refused by this server (a 500 naming response_format), then
