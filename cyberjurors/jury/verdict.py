@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..errors import plain
-from ..llm.local_server import PLUMBING_LABEL, plumbing_only
 from ..schemas import Ballot, CaseFile, Clue, JuryRound, Usage, Verdict, Votes
 from .budget import round_note, round_stop
 from .consistency import consistency, consistency_note
@@ -65,10 +64,6 @@ def decide(
     # deliberation that ended before it was over on its own ended for the budget
     stopped = None if deliberation_over(case_file, settings) else round_stop(case_file, settings)
     stops = [s for s in (case_file.budget_stop, stopped, justified and justified.stop) if s is not None]
-    if any(plumbing_only(m) for m in models) and not justification.startswith(PLUMBING_LABEL):
-        justification = (
-            f"{PLUMBING_LABEL} {justification}"  # what wrote it cannot judge: never let it pass for judgement
-        )
     compared = consistency(case_file, winner, settings)
     appeal = case_file.appeal
     verdict = Verdict(

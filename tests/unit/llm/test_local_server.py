@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.llm.local_server import LocalModel, LocalServerError, local_server, model_file
 
 BYTES = b"GGUF" + bytes(60)
@@ -73,21 +72,3 @@ def test_a_server_that_exits_is_reported_with_its_log(tmp_path: Path):
         pass
     assert failed.value.kind == "not_ready" and "exited (3)" in failed.value.detail
     assert "error loading model" in failed.value.detail
-
-
-@pytest.mark.parametrize(
-    ("model", "tiny"),
-    [("SmolLM2-135M-Instruct", True), ("HuggingFaceTB/SmolLM2-360M-Instruct", True), ("qwen2.5-vl-7b", False)],
-)
-async def test_a_verdict_a_tiny_model_decided_is_labelled_plumbing_not_judgement(model: str, tiny: bool):
-    from cyberjurors.jury.stages import judge
-    from cyberjurors.llm.backends.scripted import ScriptedLLM
-    from cyberjurors.llm.local_server import PLUMBING_LABEL, plumbing_only
-
-    from ...factories import example_case, settings
-
-    offline = OfflineLLM()
-    llm = ScriptedLLM(lambda request, output_type: offline._answer(request.task), model_label=model)
-    verdict = await judge(example_case("appl-001-kettle-crack"), llm, settings(model=model, jurors=3, rounds=1))
-    assert plumbing_only(model) is tiny
-    assert verdict.justification.startswith(PLUMBING_LABEL) is tiny
