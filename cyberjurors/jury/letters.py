@@ -240,7 +240,7 @@ def fixed_statements(task: LetterTask, section: LetterSection) -> list[LetterSta
     other = OTHER[facts.party]
     if section == "decision":
         votes = said["votes"].format(
-            n=getattr(facts.votes, facts.winner), total=facts.votes.total, winner=said["winner"][facts.winner]
+            n=getattr(facts.votes, facts.winner), total=facts.votes.seats, winner=said["winner"][facts.winner]
         )
         remedy = said["granted" if facts.granted else "refused"].format(remedy=" ".join(facts.remedy.split()))
         return [
