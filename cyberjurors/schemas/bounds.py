@@ -12,9 +12,10 @@ them, ``tests/unit/config/test_output_room.py`` checks that it does).
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, StringConstraints
+from pydantic import BaseModel, BeforeValidator, StringConstraints
 
 ELLIPSIS = "…"
 
@@ -37,6 +38,8 @@ def first(count: int) -> Any:
     return BeforeValidator(keep)
 
 
+# a clue id ("b1") or a candidate sentence's ("A3")
+Tag = Annotated[str, _clip(16), StringConstraints(max_length=16)]
 # a cited id (a clue "b1", a guideline "g-12@3", an evidence id: the case schema's 64 characters at most)
 Ref = Annotated[str, _clip(64), StringConstraints(max_length=64)]
 # a claim, a conflict, an argument of one side: a sentence or two
@@ -47,3 +50,40 @@ Passage = Annotated[str, _clip(600), StringConstraints(max_length=600)]
 Reasons = Annotated[str, _clip(1200), StringConstraints(max_length=1200)]
 # a revised or consolidated justification: a drafted one, corrected
 Ruling = Annotated[str, _clip(1600), StringConstraints(max_length=1600)]
+
+
+# What the room for an answer is reckoned in: a JSON answer's longest form, in characters, at 3 a
+# token (English prose runs about 4; JSON punctuation and short ids fewer), and a tenth more for the
+# whitespace a model may put between the tokens of JSON.
+CHARS_PER_TOKEN = 3
+UNBOUNDED_STRING = 200  # a string the schema leaves unbounded (none of the model outputs has one)
+
+
+def longest(node: dict[str, Any], defs: dict[str, Any]) -> int:
+    """The most characters a JSON value of this schema can take (a list at its maxItems, a string
+    at its maxLength, escapes aside)."""
+    if "$ref" in node:
+        return longest(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    if options := node.get("anyOf"):
+        return max(longest(o, defs) for o in options)
+    if "enum" in node:
+        return max(len(str(v)) + 2 for v in node["enum"])
+    match node.get("type"):
+        case "object":
+            props = node.get("properties", {})
+            return 2 + sum(len(k) + 4 + longest(v, defs) for k, v in props.items())
+        case "array":
+            return 2 + node.get("maxItems", 8) * (longest(node.get("items", {}), defs) + 2)
+        case "string":
+            return node.get("maxLength", UNBOUNDED_STRING) + 2
+        case "integer" | "number":
+            return 12
+        case _:
+            return 5
+
+
+def room(*outputs: type[BaseModel]) -> int:
+    """Output tokens that hold the longest answer of any of these types, in steps of 64."""
+    most = max(longest(t.model_json_schema(), t.model_json_schema().get("$defs", {})) for t in outputs)
+    tokens = math.ceil(most / CHARS_PER_TOKEN * 1.1)
+    return math.ceil(tokens / 64) * 64

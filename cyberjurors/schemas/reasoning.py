@@ -12,7 +12,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from .bounds import Line, Passage, Reasons, Ref, Ruling, first
+from .bounds import Line, Passage, Reasons, Ref, Ruling, Tag, first
 from .case import SCHEMA_VERSION, DisputeCase, Party, Record, Votes
 from .court import Court, PrecedentConsistency
 from .jury import JuryComposition
@@ -26,10 +26,10 @@ class Focus(Record):
     """O_I = {F, F^b, F^s}: stage I, focus extraction."""
 
     focus: Passage = Field(description="the single question the jury must decide")
-    buyer_claims: Annotated[list[Line], first(6), Field(max_length=6)] = Field(
+    buyer_claims: Annotated[list[Line], first(5), Field(max_length=5)] = Field(
         description="F^b: the buyer's core claims"
     )
-    seller_claims: Annotated[list[Line], first(6), Field(max_length=6)] = Field(
+    seller_claims: Annotated[list[Line], first(5), Field(max_length=5)] = Field(
         description="F^s: the seller's core claims"
     )
 
@@ -66,7 +66,7 @@ class BallotDraft(Record):
     )
     vote: Party
     justification: Reasons = Field(description="J_k: reasons, citing clue ids like [b1] and guideline ids")
-    cited_clues: Annotated[list[Ref], first(12), Field(max_length=12)] = Field(default_factory=list)
+    cited_clues: Annotated[list[Tag], first(12), Field(max_length=12)] = Field(default_factory=list)
     cited_guidelines: Annotated[list[Ref], first(8), Field(max_length=8)] = Field(default_factory=list)
 
 
@@ -96,7 +96,7 @@ class VerificationDraft(Record):
         "or a party's stated claim; reject otherwise"
     )
     feedback: Passage = Field("", description="on reject: what is wrong and how to correct it")
-    untraceable_claims: Annotated[list[Passage], first(6), Field(max_length=6)] = Field(
+    untraceable_claims: Annotated[list[Passage], first(4), Field(max_length=4)] = Field(
         default_factory=list,
         description="on reject: each claim of the "
         "justification that traces to nothing, quoted verbatim as the whole "
@@ -121,7 +121,7 @@ class CandidateSentences(Record):
 class SentenceVotes(Record):
     """JURIS: the candidate sentences one juror accepts for the justification."""
 
-    accepted: Annotated[list[Ref], first(24), Field(max_length=24)] = Field(
+    accepted: Annotated[list[Tag], first(24), Field(max_length=24)] = Field(
         description="ids of the candidate sentences you accept, e.g. A1, B3"
     )
 
@@ -155,6 +155,16 @@ class Usage(Record):
     )
     unpriced_calls: int = Field(
         0, description="calls to a model no price source knows: their tokens are counted, their cost is not"
+    )
+    caption_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="calls by role whose model reads no images: they read each photo and video frame as its "
+        "evidence label and the party's caption (what the verdict's captions_only lists)",
+    )
+    fitted_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="calls whose prompt was cut to fit the model's context window, by what was cut "
+        '("juror on M: dropped precedents g-4; clipped evidence b1"): what the verdict\'s prompt_fitting says',
     )
 
     def __add__(self, other: Usage) -> Usage:
