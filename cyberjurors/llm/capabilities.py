@@ -14,6 +14,7 @@ the same ``Capabilities`` with the server's word folded in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..config import LLMSettings, ModelCapabilities, split_model
 from ..config.catalog import capabilities as catalog_entry
@@ -34,7 +35,8 @@ class Capabilities:
     """fact -> where it came from: "catalog", "llm_capabilities", "server /props", ..."""
 
     def with_fact(self, fact: str, value: object, source: str) -> Capabilities:
-        return replace(self, **{fact: value}, sources={**self.sources, fact: source})
+        changes: dict[str, Any] = {fact: value, "sources": {**self.sources, fact: source}}
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class ServerWord:
     images: bool | None = None
     context_window: int | None = None
     source: str = "server"
+    served_as: str | None = None
+    """the name the server lists the model under (llama-cpp-python's: the GGUF's path), by which the
+    catalog may know it when it does not know the name the settings give"""
 
 
 def setting_for(model: str, settings: LLMSettings) -> ModelCapabilities | None:
@@ -61,10 +66,12 @@ def setting_for(model: str, settings: LLMSettings) -> ModelCapabilities | None:
 def lookup(model: str, settings: LLMSettings, server: ServerWord | None = None) -> Capabilities:
     """The model's capabilities: the catalog's, the server's word over them, the settings' over all."""
     found = Capabilities()
-    entry = catalog_entry(split_model(model)[1])
+    entry, source = catalog_entry(split_model(model)[1]), "catalog"
+    if entry is None and server is not None and server.served_as:
+        entry, source = catalog_entry(server.served_as), f"catalog, as the server lists it ({server.served_as})"
     if entry is not None:
         for fact in FACTS:
-            found = found.with_fact(fact, getattr(entry, fact), "catalog")
+            found = found.with_fact(fact, getattr(entry, fact), source)
     if server is not None:
         for fact in ("images", "context_window"):
             if (value := getattr(server, fact)) is not None:

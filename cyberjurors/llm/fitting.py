@@ -97,7 +97,8 @@ def fit(parts: Sequence[Part], cut: int) -> Fitted | None:
     fitted = Fitted(list(parts), [s.name for _, s in chosen], [f"{s.name} to {c} characters" for _, s, c in clipped])
     for n, part in enumerate(parts):
         if isinstance(part, TextPart):
-            cuts = [(s, None) for m, s in chosen if m == n] + [(s, c) for m, s, c in clipped if m == n]
+            cuts: list[tuple[Span, int | None]] = [(s, None) for m, s in chosen if m == n]
+            cuts += [(s, c) for m, s, c in clipped if m == n]
             fitted.parts[n] = _cut(part, cuts)
     fitted.cut = sum(len(p.text) for p in parts if isinstance(p, TextPart)) - sum(
         len(p.text) for p in fitted.parts if isinstance(p, TextPart)

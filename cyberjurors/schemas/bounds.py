@@ -6,7 +6,7 @@ A provider that reads the bounds only as a hint (Anthropic's structured output m
 field's description) may still write past one; such an answer is cut at the bound (a string ends
 in "…", a list keeps its first items) rather than refused: the answer is still the model's, the
 reader of a stored ballot sees where it was cut, and a case is not lost for a sentence too many.
-The sizes are the room a role's answer needs (``config/llm.py`` sizes each role's output cap by
+The sizes are the room a role's answer needs, none above ``MAX_STRING`` (``config/llm.py`` sizes each role's output cap by
 them, ``tests/unit/config/test_output_room.py`` checks that it does).
 """
 
@@ -46,10 +46,13 @@ Ref = Annotated[str, _clip(64), StringConstraints(max_length=64)]
 Line = Annotated[str, _clip(300), StringConstraints(max_length=300)]
 # a clue or its assessment, the verifier's feedback, an untraceable claim quoted whole
 Passage = Annotated[str, _clip(600), StringConstraints(max_length=600)]
-# a justification, a round summary, an advocate's statement
-Reasons = Annotated[str, _clip(1200), StringConstraints(max_length=1200)]
-# a revised or consolidated justification: a drafted one, corrected
-Ruling = Annotated[str, _clip(1600), StringConstraints(max_length=1600)]
+# a justification, a round summary, an advocate's statement: the longest a string may be bounded at
+Reasons = Annotated[str, _clip(1000), StringConstraints(max_length=1000)]
+# llama.cpp builds a grammar from the schema, and its parser refuses a repetition of more than about
+# 1,000 (a string of maxLength 1,100 fails "number of rules that are going to be repeated multiplied
+# by the new repetition exceeds sane defaults"; llama-cpp-python 0.3.36's server then dies in the
+# generation that follows). No bound here may pass it.
+MAX_STRING = 1000
 
 
 # What the room for an answer is reckoned in: a JSON answer's longest form, in characters, at 3 a

@@ -12,7 +12,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from .bounds import Line, Passage, Reasons, Ref, Ruling, Tag, first
+from .bounds import Line, Passage, Reasons, Ref, Tag, first
 from .case import SCHEMA_VERSION, DisputeCase, Party, Record, Votes
 from .court import Court, PrecedentConsistency
 from .jury import JuryComposition
@@ -107,7 +107,7 @@ class VerificationDraft(Record):
 class JustificationDraft(Record):
     """A revised or consolidated justification (the summariser revising after a Reject, JURIS's editor)."""
 
-    justification: Ruling = Field(description="the justification, citing clue ids like [b1] and guideline ids")
+    justification: Reasons = Field(description="the justification, citing clue ids like [b1] and guideline ids")
 
 
 class CandidateSentences(Record):
@@ -160,6 +160,11 @@ class Usage(Record):
         default_factory=dict,
         description="calls by role whose model reads no images: they read each photo and video frame as its "
         "evidence label and the party's caption (what the verdict's captions_only lists)",
+    )
+    plumbing_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="calls by model answered by a plumbing-only tiny model (config/catalog.py): they show the "
+        "plumbing works, never judgement (the verdict is labelled a stand-in)",
     )
     fitted_calls: dict[str, int] = Field(
         default_factory=dict,
@@ -456,6 +461,21 @@ class Verdict(Record):
         None,
         description="the verdict against its nearest decided precedents; absent without a precedent base "
         "(precedent_backend = none)",
+    )
+    captions_only: list[str] = Field(
+        default_factory=list,
+        description="the roles (perceive, juror, ...) that read photos and videos as their evidence labels and the "
+        "parties' captions only: their model reads no images (llm_capabilities, the catalog or the server said so)",
+    )
+    prompt_fitting: list[str] = Field(
+        default_factory=list,
+        description="prompts cut to fit a model's context window, by role and model: the precedents dropped "
+        "(lowest-ranked first) and the parties' texts clipped, with the number of calls",
+    )
+    stand_in: bool = Field(
+        False,
+        description="decided by a stand-in: the offline backend, or a plumbing-only tiny model (config/catalog.py): "
+        "its votes and justification show the plumbing works, never judgement",
     )
     tokens: Usage
     latency_s: float
