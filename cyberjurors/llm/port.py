@@ -242,7 +242,7 @@ class LLMError(CyberJurorsError, RuntimeError):
     timeout, an HTTP error status). ``GuardedLLM`` counts it and adds its cost, as for an answer."""
 
     def __init__(self, kind: str, message: str, usage: Usage | None = None, raw: str | None = None):
-        if raw is not None:  # what the model said, for whoever reads the dead letter: bounded
+        if raw:  # what the model said, for whoever reads the dead letter: bounded
             shown = raw if len(raw) <= MAX_RAW_REPLY else raw[:MAX_RAW_REPLY] + "…"
             message = f"{message} | the raw reply ({len(raw)} characters): {shown}"
         super().__init__(message, kind=kind)
