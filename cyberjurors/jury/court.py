@@ -36,7 +36,8 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
     clues = case_file.clues.all() if case_file.clues is not None and settings.clues_stage else None
     media = await attached_media(case_file, settings)
     rules = prompts.rules_for(settings)
-    shared = [TextPart(prompts.case_prefix(case_file.case, focus, clues, [], case_file.appeal)), *media]
+    prefix = prompts.case_prefix(case_file.case, focus, clues, [], case_file.appeal)
+    shared = [TextPart(prefix, prefix.spans), *media]
     debate: list[Argument] = []
     usage = Usage()
     for turn in range(1, settings.court_rounds + 1):

@@ -10,7 +10,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..config import Settings
+from ..config.catalog import PLUMBING_LABEL
 from ..errors import plain
+from ..llm.capabilities import plumbing_only
 from ..schemas import Ballot, CaseFile, Clue, JuryRound, Usage, Verdict, Votes
 from .budget import round_note, round_stop
 from .consistency import consistency, consistency_note
@@ -66,6 +68,10 @@ def decide(
     stops = [s for s in (case_file.budget_stop, stopped, justified and justified.stop) if s is not None]
     compared = consistency(case_file, winner, settings)
     appeal = case_file.appeal
+    tokens = sum(case_file.usage.values(), justified.usage if justified else Usage())
+    plumbing = sorted({m for m in models if plumbing_only(m, settings)} | set(tokens.plumbing_calls))
+    if plumbing and not justification.startswith(PLUMBING_LABEL):
+        justification = f"{PLUMBING_LABEL} {justification}"
     verdict = Verdict(
         verdict_id=verdict_id(case_file),
         case_id=case_file.case_id,
@@ -98,6 +104,7 @@ def decide(
                 *(justified.notes if justified else []),
                 *([court.note] if court.note else []),
                 *consistency_note(compared, winner),
+                *reading_notes(tokens, plumbing),
             ]
         ],
         budget_reached=bool(stops),
@@ -107,7 +114,10 @@ def decide(
         jury=jury,
         court=court,
         precedent_consistency=compared,
-        tokens=sum(case_file.usage.values(), justified.usage if justified else Usage()),
+        captions_only=sorted(tokens.caption_calls),
+        prompt_fitting=fitting_notes(tokens),
+        stand_in=case_file.backend == "offline" or bool(plumbing),
+        tokens=tokens,
         latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
         backend=case_file.backend,
         models=models,
@@ -133,6 +143,26 @@ def round_notes(case_file: CaseFile) -> list[str]:
         notes.append(
             f"round {final.round} gave no valid ballot: the buyer wins by the tie rule on 0 votes to 0, and "
             "the verdict stands on nothing the jury said"
+        )
+    return notes
+
+
+def fitting_notes(tokens: Usage) -> list[str]:
+    """Each way a prompt was cut to fit a model's window, with how many calls it was cut so."""
+    return [f"{how} ({n} call{'s' if n != 1 else ''})" for how, n in sorted(tokens.fitted_calls.items())]
+
+
+def reading_notes(tokens: Usage, plumbing: list[str]) -> list[str]:
+    """What a reader needs to know of what the models could read, and of what they are."""
+    notes = []
+    if tokens.caption_calls:
+        roles = ", ".join(sorted(tokens.caption_calls))
+        notes.append(f"{roles} read the photos and videos as their labels and captions only: the model reads no images")
+    notes += [f"prompt fitted to the model's context window: {n}" for n in fitting_notes(tokens)]
+    if plumbing:
+        notes.append(
+            f"{', '.join(plumbing)}: a tiny model that shows the plumbing works; its votes and justification "
+            "are not judgement"
         )
     return notes
 
