@@ -159,7 +159,10 @@ def local_server(
 ) -> Iterator[LocalServer]:
     """The server on a free local port, ready (it lists its model), stopped when the block ends."""
     gguf = model_file(python, model)
-    port, threads = free_port(), threads or os.cpu_count() or 1
+    # one thread per two cores by default, as llama-cpp-python's own default: llama.cpp's threads
+    # wait for each other at every step, so on cores shared with other work (a test run, several
+    # workers) two threads were four times slower than one here (2 cores, load average 20)
+    port, threads = free_port(), threads or max(1, (os.cpu_count() or 2) // 2)
     command = [
         str(python),
         "-m",
