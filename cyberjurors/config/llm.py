@@ -8,6 +8,19 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..schemas import (
+    ArgumentDraft,
+    BallotDraft,
+    CandidateSentences,
+    Focus,
+    JustificationDraft,
+    Perception,
+    RoundSummaryDraft,
+    Selection,
+    SentenceVotes,
+    VerificationDraft,
+)
+from ..schemas.bounds import room
 from .catalog import TokenPrices, facts, list_prices
 
 Role = Literal[
@@ -68,31 +81,31 @@ class RoleCall(BaseModel):
 
 
 # Thinking tokens count toward a reply's max_tokens, so a call asks for max_output_tokens (the
-# structured answer) + thinking_budget unless thinking is off: 2,048 + 4,096 leaves a reply that
-# thinks 2,000 tokens room for a ballot several times over. Effort follows the work: picking one
-# item or summarising ballots needs little, the judge's single ruling the most; distil's answer is
-# a list of guidelines for up to 8 cases. The verifier checks every claim of a justification against
-# the clues (medium); a JURIS drafter restates the majority's reasons as sentences (low), which the
-# jurors and the verifier then check.
-_BASE_CALL: dict[str, Any] = {
-    "effort": "medium",
-    "thinking": "auto",
-    "thinking_budget": 4096,
-    "max_output_tokens": 2048,
-}
+# structured answer) + thinking_budget unless thinking is off. The answer's room is what the role's
+# output schema can hold at its bounds (schemas/bounds.py: every string has a maxLength, every list
+# a maxItems), so a model decoding under the schema's grammar always has room to finish and a
+# rambling one is stopped by the grammar, not by the cap; 4,096 tokens of thinking on top leave a
+# reply that thinks 2,000 tokens room to spare. Distil's answer (guidelines for up to 8 cases) is
+# the precedent base's and not bounded: it keeps 4,096. Effort follows the work: picking one
+# item or summarising ballots needs little, the judge's single ruling the most; the verifier checks
+# every claim of a justification against the clues (medium); a JURIS drafter restates the
+# majority's reasons as sentences (low), which the jurors and the verifier then check.
+_BASE_CALL: dict[str, Any] = {"effort": "medium", "thinking": "auto", "thinking_budget": 4096}
 _ROLE_OVERRIDES: dict[str, dict[str, Any]] = {
-    "focus": {},
-    "select": {"effort": "low", "max_output_tokens": 1024},
-    "perceive": {},
-    "juror": {},
-    "summary": {"effort": "low"},
+    "focus": {"max_output_tokens": room(Focus)},
+    "select": {"effort": "low", "max_output_tokens": room(Selection)},
+    "perceive": {"max_output_tokens": room(Perception)},
+    "juror": {"max_output_tokens": room(BallotDraft, SentenceVotes)},  # JURIS's sentence votes are a juror's
+    "summary": {"effort": "low", "max_output_tokens": room(RoundSummaryDraft, JustificationDraft)},
     "distil": {"max_output_tokens": 4096},
-    "advocate": {},
-    "judge": {"effort": "high"},
-    "verify": {},
-    "draft": {"effort": "low"},
-    "qualify": {},  # a mock-case ballot: a juror's call, so a juror's room and effort
-    "letter": {"effort": "low"},  # restating a decided verdict for a party, from sources it is given
+    "advocate": {"max_output_tokens": room(ArgumentDraft)},
+    "judge": {"effort": "high", "max_output_tokens": room(BallotDraft)},
+    "verify": {"max_output_tokens": room(VerificationDraft)},
+    "draft": {"effort": "low", "max_output_tokens": room(CandidateSentences)},
+    # a mock-case ballot: a juror's call, so a juror's room and effort
+    "qualify": {"max_output_tokens": room(BallotDraft)},
+    # restating a decided verdict for a party, from sources it is given (its schema is not bounded)
+    "letter": {"effort": "low", "max_output_tokens": 2048},
 }
 ROLE_CALLS: dict[str, RoleCall] = {role: RoleCall(**(_BASE_CALL | over)) for role, over in _ROLE_OVERRIDES.items()}
 GLOBAL_CALL = {
@@ -101,6 +114,24 @@ GLOBAL_CALL = {
     "thinking_budget": "llm_thinking_budget",
     "max_output_tokens": "max_output_tokens",
 }
+
+
+StructuredOutput = Literal["auto", "json_schema", "json_object_schema", "tool", "prompt"]
+STRUCTURED_OUTPUTS: tuple[StructuredOutput, ...] = get_args(StructuredOutput)
+
+
+class ModelCapabilities(BaseModel):
+    """What one model can read, as the operator states it (``llm_capabilities``): each field set
+    wins over the server's word and the catalog's; a field left unset takes theirs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    images: bool | None = Field(None, description="reads images; false: every role on it reads captions only")
+    context_window: int | None = Field(None, ge=512, description="tokens of prompt and answer together, as served")
+    max_output_tokens: int | None = Field(None, ge=1, description="the most one answer may hold")
+    plumbing_only: bool | None = Field(
+        None, description="a tiny model whose verdicts show the plumbing, labelled never to pass for judgement"
+    )
 
 
 class LLMSettings(BaseModel):
@@ -119,6 +150,26 @@ class LLMSettings(BaseModel):
     )
     openai_base_url: str | None = Field(
         None, description="the OpenAI-compatible endpoint: vLLM, llama.cpp server, Ollama, ... (or OPENAI_BASE_URL)"
+    )
+    openai_structured_output: StructuredOutput = Field(
+        "auto",
+        description="how the openai backend asks for a structured answer: json_schema (response_format "
+        "json_schema, strict), json_object_schema (json_object with a schema, as llama-cpp-python takes it), "
+        "tool (one forced tool call whose parameters are the schema), prompt (the schema in the system "
+        "prompt, JSON mode where the server offers it); auto = each in that order until the server takes one, "
+        "learnt from its refusal and remembered per server and model",
+    )
+    openai_server_info: bool = Field(
+        True,
+        description="ask the OpenAI-compatible server what it serves: context window and images from "
+        "/v1/models (vLLM), /props (llama.cpp), /api/show (Ollama), and its tokenizer (/tokenize, "
+        "/extras/tokenize/count) to measure prompts; false = the catalog and llm_capabilities only, "
+        "prompts estimated",
+    )
+    llm_capabilities: dict[str, ModelCapabilities] = Field(
+        default_factory=dict,
+        description="per model (as a model setting names it, or its catalog name): images, context_window, "
+        "max_output_tokens, plumbing_only; wins over the server's word and the catalog (config/catalog.py)",
     )
     model: str = Field("claude-sonnet-5-5", description="the model of every role not set on its own")
     model_focus: str | None = Field(None, description="stage I's model; unset = model")
@@ -157,8 +208,9 @@ class LLMSettings(BaseModel):
         None,
         ge=1,
         le=64_000,
-        description="room for the structured answer itself, thinking not included; "
-        "unset = 2048 (select 1024, distil 4096)",
+        description="room for the structured answer itself, thinking not included, for every role; "
+        "unset = what the role's output schema can hold at its bounds (juror 1920, select 192, ...: "
+        "docs/guides/llm-backends.md#answers-bounded-by-their-schema), distil 4096, letter 2048",
     )
     llm_effort: Effort | None = Field(
         None,

@@ -88,7 +88,7 @@ def timeline(record: CaseFile) -> list[tuple[int, list[EvidenceRound]]]:
 
 
 def jury_size(record: CaseFile) -> int:
-    return max([len(r.ballots) for r in record.rounds] + [r.summary.votes.total for r in record.rounds] + [1])
+    return max([len(r.ballots) for r in record.rounds] + [r.summary.votes.seats for r in record.rounds] + [1])
 
 
 def juror_names(record: CaseFile, settings: Settings) -> list[str]:

@@ -9,11 +9,11 @@ until the selector says nothing left is relevant.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..config import Settings
 from ..evidence.media import Frame, MediaUnreadable, check_header, load_image, sample_frames
-from ..llm.port import LLM, LLMRequest, LLMResult, Part, gather_all, stage_request
+from ..llm.port import LLM, ImagePart, LLMRequest, LLMResult, Part, gather_all, stage_request
 from ..schemas import (
     CaseFile,
     Clue,
@@ -28,6 +28,7 @@ from ..schemas import (
     Usage,
 )
 from . import prompts
+from .answers import ask
 from .budget import CaseBudget, clues_note
 from .model_inputs import PerceiveTask, SelectTask
 
@@ -120,7 +121,7 @@ async def _warm_selection(
         return None
     rounds = {i.id: r.round for r in case.rounds if r.party == "buyer" for i in r.items}
     request = _select_request(case, focus, "buyer", buyer, rounds, [], settings)
-    return await llm.generate(request, Selection) if request.cache_prefix else None
+    return await ask(llm, request, Selection) if request.cache_prefix else None
 
 
 async def _party_clues(
@@ -149,8 +150,8 @@ async def _party_clues(
         if warm is not None:
             selection, warm = warm, None
         else:
-            selection = await llm.generate(
-                _select_request(case, focus, party, unseen, rounds, before + chain.clues, settings), Selection
+            selection = await ask(
+                llm, _select_request(case, focus, party, unseen, rounds, before + chain.clues, settings), Selection
             )
         chain.spend(selection.usage)
         chosen = next((i for i in unseen if i.id == selection.output.evidence_id), None)
@@ -217,7 +218,7 @@ async def _perceive(
     )
     notes: list[str] = []
     try:
-        media, frames = await _media_parts(item, party, settings, notes)
+        media, frames = await _media_parts(item, party, round_no, settings, notes)
     except MediaUnreadable as err:
         chain.problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
         return Clue(
@@ -238,7 +239,7 @@ async def _perceive(
         task=PerceiveTask(case, focus, party, item, earlier, frames),
         case_id=case.case_id,
     )
-    result = await llm.generate(request, Perception)
+    result = await ask(llm, request, Perception)
     chain.spend(result.usage)
     seen = {f.index: f for f in frames}
     cited = [n for n in result.output.frames if n in seen]
@@ -253,15 +254,20 @@ async def _perceive(
 
 
 async def _media_parts(
-    item: EvidenceItem, party: Party, settings: Settings, notes: list[str]
+    item: EvidenceItem, party: Party, round_no: int, settings: Settings, notes: list[str]
 ) -> tuple[list[Part], list[Frame]]:
-    label = prompts.evidence_label(item, party)
+    label, caption = prompts.evidence_label(item, party), prompts.caption(item, party, round_no)
     if item.kind == "image" and item.media:
-        return [await load_image(item.media, settings, label=label, notes=notes)], []
+        return [captioned(await load_image(item.media, settings, label=label, notes=notes), caption)], []
     if item.kind == "video" and item.media:
         frames = await sample_frames(item.media, settings, label=label, notes=notes)
-        return [f.image for f in frames], frames
+        return [captioned(f.image, caption) for f in frames], frames
     return [], []
+
+
+def captioned(image: ImagePart, caption: str) -> ImagePart:
+    """The image with what a model that reads no images reads instead (``llm/fitting.captioned``)."""
+    return replace(image, caption=caption)
 
 
 PASSIVE_CASES_KEPT = 16
@@ -309,12 +315,14 @@ async def attached_media(case_file: CaseFile, settings: Settings) -> list[Part]:
 
 async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part], list[str], list[str]]:
 
+    rounds = {i.id: r.round for r in case.rounds for i in r.items}
+
     async def one(item: EvidenceItem, media: MediaRef, party: Party, notes: list[str]) -> list[Part]:
-        label = prompts.evidence_label(item, party)
+        label, caption = prompts.evidence_label(item, party), prompts.caption(item, party, rounds[item.id])
         if item.kind == "image":
-            return [await load_image(media, settings, label=label, notes=notes)]
+            return [captioned(await load_image(media, settings, label=label, notes=notes), caption)]
         frames = await sample_frames(media, settings, settings.passive_frames_per_video, label=label, notes=notes)
-        return [f.image for f in frames]
+        return [captioned(f.image, caption) for f in frames]
 
     parts: list[Part] = []
     problems: list[str] = []

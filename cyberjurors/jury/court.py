@@ -26,6 +26,7 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
+from .answers import ask
 from .clues import attached_media
 from .model_inputs import AdvocateTask, JudgeTask
 
@@ -35,7 +36,8 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
     clues = case_file.clues.all() if case_file.clues is not None and settings.clues_stage else None
     media = await attached_media(case_file, settings)
     rules = prompts.rules_for(settings)
-    shared = [TextPart(prompts.case_prefix(case_file.case, focus, clues, [], case_file.appeal)), *media]
+    prefix = prompts.case_prefix(case_file.case, focus, clues, [], case_file.appeal)
+    shared = [TextPart(prefix, prefix.spans), *media]
     debate: list[Argument] = []
     usage = Usage()
     for turn in range(1, settings.court_rounds + 1):
@@ -52,7 +54,7 @@ async def run_court(case_file: CaseFile, llm: LLM, settings: Settings) -> tuple[
         task=JudgeTask(case_file.case, focus, clues, list(debate)),
         case_id=case_file.case_id,
     )
-    result = await llm.generate(request, BallotDraft)
+    result = await ask(llm, request, BallotDraft)
     draft = result.output
     ballot = Ballot(
         **draft.model_dump(exclude={"cited_guidelines"}), cited_guidelines=[], juror=0, round=1, model=result.model
@@ -89,7 +91,7 @@ async def _argue(
         task=AdvocateTask(case_file.case, focus, clues, party, turn, list(debate)),
         case_id=case_file.case_id,
     )
-    result = await llm.generate(request, ArgumentDraft)
+    result = await ask(llm, request, ArgumentDraft)
     known = {i.id for i in case_file.case.items()}
     cited = [e for e in result.output.cited_evidence if e in known]  # an advocate cannot cite what is not there
     return Argument(statement=result.output.statement, cited_evidence=cited, party=party, turn=turn), result.usage

@@ -16,7 +16,9 @@ The reasons, a closed set (``schemas.ESCALATION_REASONS``), each switched on by 
   off, any media item that could not be decoded). An item the selector passed over is not decisive;
 * ``budget_reached``: the per-case budget cut the work short;
 * ``inconsistent_with_precedent``: most of the verdict's nearest decided precedents went the other
-  way (``consistency.py``). Off by default: a platform adds it to ``escalate_on``.
+  way (``consistency.py``). Off by default: a platform adds it to ``escalate_on``;
+* ``quorum_not_reached``: the final round had fewer valid ballots than ``ballot_quorum`` (jurors whose
+  answers failed twice abstained), so deliberation stopped there.
 
 The event's id is derived from the verdict's, so a redelivered verdict re-sends the same escalation.
 """
@@ -30,6 +32,7 @@ from datetime import datetime
 from ..config import Settings
 from ..evidence.safety import instruction_sentences, jury_addressed
 from ..schemas import JURY_SIZE, CaseFile, Escalation, EscalationReason, Verdict
+from .rounds import short_of_quorum
 
 ESCALATION_NAMESPACE = uuid.UUID("0c4f3a55-6b1e-4f55-9d0e-5f2a7c1d8e44")
 
@@ -41,9 +44,10 @@ class Finding:
 
 
 def scaled_margin(verdict: Verdict) -> float:
-    """|seller - buyer| on the real jury's 17-vote scale."""
-    total = verdict.votes.total
-    return verdict.margin * JURY_SIZE / total if total else 0.0
+    """|seller - buyer| on the real jury's 17-vote scale, over the seats: an abstention narrows the
+    margin as it would in a jury of 17, it is not taken to split as the votes cast did."""
+    seats = verdict.votes.seats
+    return verdict.margin * JURY_SIZE / seats if seats else 0.0
 
 
 def _margin(verdict: Verdict, settings: Settings) -> list[Finding]:
@@ -51,11 +55,12 @@ def _margin(verdict: Verdict, settings: Settings) -> list[Finding]:
     if margin >= settings.escalation_margin:
         return []
     v = verdict.votes
-    scale = "" if v.total == JURY_SIZE else f", {margin:.1f} on the {JURY_SIZE}-vote scale"
+    scale = "" if v.seats == JURY_SIZE else f", {margin:.1f} on the {JURY_SIZE}-vote scale"
+    abstained = f", {v.abstained} abstained" if v.abstained else ""
     return [
         Finding(
             "narrow_margin",
-            f"the jury split {max(v.buyer, v.seller)}:{min(v.buyer, v.seller)} (margin "
+            f"the jury split {max(v.buyer, v.seller)}:{min(v.buyer, v.seller)}{abstained} (margin "
             f"{verdict.margin}{scale}), below escalation_margin {settings.escalation_margin:g}",
         )
     ]
@@ -128,6 +133,23 @@ def _precedent(verdict: Verdict) -> list[Finding]:
     ]
 
 
+def _quorum(case_file: CaseFile, settings: Settings) -> list[Finding]:
+    if not case_file.rounds or settings.deliberation != "jury":
+        return []
+    last = case_file.rounds[-1]
+    need = short_of_quorum(last, settings)
+    if need is None:
+        return []
+    seats = len(last.ballots) + len(last.abstentions)
+    return [
+        Finding(
+            "quorum_not_reached",
+            f"round {last.round} had {len(last.ballots)} valid ballots of {seats} seats, below ballot_quorum "
+            f"{need}: {len(last.abstentions)} jurors abstained",
+        )
+    ]
+
+
 def findings(case_file: CaseFile, verdict: Verdict, settings: Settings) -> list[Finding]:
     """Every reason ``escalate_on`` switches on that this verdict meets, in the closed set's order."""
     found = [
@@ -138,6 +160,7 @@ def findings(case_file: CaseFile, verdict: Verdict, settings: Settings) -> list[
         *_unreadable(case_file),
         *_budget(verdict),
         *_precedent(verdict),
+        *_quorum(case_file, settings),
     ]
     return [f for f in found if f.reason in settings.escalate_on]
 

@@ -6,6 +6,7 @@ from ..config import Settings
 from ..llm.port import LLM, stage_request
 from ..schemas import DisputeCase, Focus, Usage
 from . import prompts
+from .answers import ask
 from .model_inputs import FocusTask
 
 
@@ -18,5 +19,5 @@ async def extract_focus(case: DisputeCase, llm: LLM, settings: Settings) -> tupl
         task=FocusTask(case),
         case_id=case.case_id,
     )
-    result = await llm.generate(request, Focus)
+    result = await ask(llm, request, Focus)
     return result.output, result.usage

@@ -22,6 +22,7 @@ from ..config import Settings
 from ..llm.port import LLM, gather_all, stage_request
 from ..schemas import CandidateSentences, JustificationDraft, SentenceVotes, Usage
 from . import prompts
+from .answers import NoAnswer, ask_or_none
 from .clues import attached_media
 from .model_inputs import DraftTask, EditTask, SentenceVoteTask
 from .rounds import Jury
@@ -35,25 +36,42 @@ async def juris(grounds: Grounds, jury: Jury, llm: LLM, settings: Settings) -> t
     selected: the round summary stands), the usage, and notes for the verdict."""
     drafts = await gather_all(*(draft(n, grounds, llm, settings) for n in range(len(DRAFTERS))))
     usage = sum((u for _, u in drafts), Usage())
-    candidates = interleaved([d for d, _ in drafts], settings.juris_max_sentences)
+    # a drafter whose answer failed twice proposes nothing; a voter, abstains from the sentence vote
+    notes = [
+        f"JURIS: drafter {DRAFTERS[n]} proposed nothing: {d.said()}"
+        for n, (d, _) in enumerate(drafts)
+        if isinstance(d, NoAnswer)
+    ]
+    proposed = [d if isinstance(d, CandidateSentences) else CandidateSentences(sentences=[]) for d, _ in drafts]
+    candidates = interleaved(proposed, settings.juris_max_sentences)
     if not candidates:
-        return None, usage, ["JURIS: the drafters proposed no sentence; the justification is the round summary"]
-    voters = range(min(settings.juris_voters, len(jury)))
-    votes = await gather_all(*(vote(k, candidates, grounds, jury, llm, settings) for k in voters))
-    usage += sum((u for _, u in votes), Usage())
-    accepted = Counter(sid for ballot, _ in votes for sid in set(ballot.accepted) if sid in candidates)
-    selected = {sid: text for sid, text in candidates.items() if 2 * accepted[sid] > len(voters)}
+        return None, usage, [*notes, "JURIS: the drafters proposed no sentence; the justification is the round summary"]
+    seats = range(min(settings.juris_voters, len(jury)))
+    answers = await gather_all(*(vote(k, candidates, grounds, jury, llm, settings) for k in seats))
+    usage += sum((u for _, u in answers), Usage())
+    votes = [v for v, _ in answers if isinstance(v, SentenceVotes)]
+    notes += [
+        f"JURIS: juror {k} abstained from the sentence vote: {v.said()}"
+        for k, (v, _) in zip(seats, answers, strict=True)
+        if isinstance(v, NoAnswer)
+    ]
+    accepted = Counter(sid for ballot in votes for sid in set(ballot.accepted) if sid in candidates)
+    selected = {sid: text for sid, text in candidates.items() if 2 * accepted[sid] > len(votes)}
     if not selected:
         return (
             None,
             usage,
             [
-                f"JURIS: no candidate sentence was accepted by a majority of the {len(voters)} voting "
-                "jurors; the justification is the round summary"
+                *notes,
+                f"JURIS: no candidate sentence was accepted by a majority of the {len(votes)} voting "
+                "jurors; the justification is the round summary",
             ],
         )
     edited, edit_usage = await edit(selected, grounds, llm, settings)
-    return edited, usage + edit_usage, []
+    if isinstance(edited, NoAnswer):
+        notes.append(f"JURIS: the accepted sentences stand unedited: the editor {edited.said()}")
+        return " ".join(selected.values()), usage + edit_usage, notes
+    return edited, usage + edit_usage, notes
 
 
 def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
@@ -68,7 +86,9 @@ def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
     return merged
 
 
-async def draft(drafter: int, grounds: Grounds, llm: LLM, settings: Settings) -> tuple[CandidateSentences, Usage]:
+async def draft(
+    drafter: int, grounds: Grounds, llm: LLM, settings: Settings
+) -> tuple[CandidateSentences | NoAnswer, Usage]:
     request = stage_request(
         "draft",
         settings,
@@ -89,13 +109,13 @@ async def draft(drafter: int, grounds: Grounds, llm: LLM, settings: Settings) ->
         ),
         case_id=grounds.case.case_id,
     )
-    result = await llm.generate(request, CandidateSentences)
-    return result.output, result.usage
+    result = await ask_or_none(llm, request, CandidateSentences)
+    return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
 
 
 async def vote(
     juror: int, candidates: dict[str, str], grounds: Grounds, jury: Jury, llm: LLM, settings: Settings
-) -> tuple[SentenceVotes, Usage]:
+) -> tuple[SentenceVotes | NoAnswer, Usage]:
     """One juror's accepted sentences. Same system prompt, case prefix and model as its ballots."""
     case_file = grounds.case_file
     media = await attached_media(case_file, settings)
@@ -117,11 +137,13 @@ async def vote(
         ),
         case_id=grounds.case.case_id,
     )
-    result = await llm.generate(request, SentenceVotes)
-    return result.output, result.usage
+    result = await ask_or_none(llm, request, SentenceVotes)
+    return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
 
 
-async def edit(selected: dict[str, str], grounds: Grounds, llm: LLM, settings: Settings) -> tuple[str, Usage]:
+async def edit(
+    selected: dict[str, str], grounds: Grounds, llm: LLM, settings: Settings
+) -> tuple[str | NoAnswer, Usage]:
     request = stage_request(
         "summary",
         settings,
@@ -131,5 +153,7 @@ async def edit(selected: dict[str, str], grounds: Grounds, llm: LLM, settings: S
         task=EditTask(grounds.case, grounds.winner, grounds.votes, selected),
         case_id=grounds.case.case_id,
     )
-    result = await llm.generate(request, JustificationDraft)
+    result = await ask_or_none(llm, request, JustificationDraft)
+    if isinstance(result, NoAnswer):
+        return result, result.usage
     return result.output.justification.strip() or " ".join(selected.values()), result.usage

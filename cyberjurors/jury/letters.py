@@ -48,6 +48,7 @@ from ..schemas import (
 )
 from ..schemas.letters import CONFIDENTIAL_SOURCE, FIXED_SOURCES, RECOURSE_SOURCE, VERDICT_SOURCE, DraftedLetter
 from . import prompts
+from .answers import ask
 from .letter_text import OTHER, TEMPLATE_LOCALES, language_name, lower_first, phrases, shown_date
 from .locales import LetterLocale, letter_locale
 from .model_inputs import LetterFacts, LetterSource, LetterTask, LetterVerifyTask
@@ -141,7 +142,7 @@ async def draft_letter(task: LetterTask, llm: LLM, settings: LLMSettings) -> Dra
         task=task,
         case_id=task.case_id,
     )
-    result = await llm.generate(request, LetterDraft)
+    result = await ask(llm, request, LetterDraft)
     return DraftedLetter(draft=result.output, usage=result.usage, model=result.model, backend=llm.backend)
 
 
@@ -206,7 +207,7 @@ async def verify_statements(
         task=verify_task,
         case_id=task.case_id,
     )
-    result = await llm.generate(request, VerificationDraft)
+    result = await ask(llm, request, VerificationDraft)
     if result.output.decision == "pass":
         return statements, [], result.usage
     claims = result.output.untraceable_claims
@@ -239,7 +240,7 @@ def fixed_statements(task: LetterTask, section: LetterSection) -> list[LetterSta
     other = OTHER[facts.party]
     if section == "decision":
         votes = said["votes"].format(
-            n=getattr(facts.votes, facts.winner), total=facts.votes.total, winner=said["winner"][facts.winner]
+            n=getattr(facts.votes, facts.winner), total=facts.votes.seats, winner=said["winner"][facts.winner]
         )
         remedy = said["granted" if facts.granted else "refused"].format(remedy=" ".join(facts.remedy.split()))
         return [

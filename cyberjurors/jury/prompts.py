@@ -19,6 +19,8 @@ from pathlib import Path
 from ..config import JurySettings
 from ..evidence.privacy import PLACEHOLDER_RULE, shows_placeholders
 from ..evidence.safety import DATA_RULE
+from ..llm.fitting import cat, join, mark
+from ..llm.port import Marked
 from ..schemas import AppealBrief, Argument, Clue, DisputeCase, EvidenceItem, Focus, PrecedentRef
 from .model_inputs import LetterSource, LetterTask, LetterVerifyTask
 
@@ -27,8 +29,11 @@ def _attrs(attrs: dict[str, object]) -> str:
     return "".join(f' {name}="{escape(str(value), quote=True)}"' for name, value in attrs.items())
 
 
-def _tagged(tag: str, text: str, attrs: dict[str, object]) -> str:
-    return f"<{tag}{_attrs(attrs)}>{escape(text, quote=False)}</{tag}>"
+def _tagged(tag: str, text: str, attrs: dict[str, object], clip: str | None = None) -> Marked:
+    """The tagged text; ``clip`` names its body as a span a prompt may clip to fit a model's window."""
+    opening, body = f"<{tag}{_attrs(attrs)}>", escape(text, quote=False)
+    whole = f"{opening}{body}</{tag}>"
+    return mark(whole, "clip", clip, start=len(opening), end=len(opening) + len(body)) if clip else Marked(whole)
 
 
 def record(text: str, **attrs: object) -> str:
@@ -36,12 +41,19 @@ def record(text: str, **attrs: object) -> str:
     return _tagged("record", text, attrs)
 
 
-def quote(item: EvidenceItem, party: str, round_no: int, body: str | None = None) -> str:
+def quote(item: EvidenceItem, party: str, round_no: int, body: str | None = None) -> Marked:
+    """A party's item as evidence; its text is what a prompt clips first when it must (``llm/fitting.py``)."""
     return _tagged(
         "evidence",
         body if body is not None else (item.text or ""),
         {"id": item.id, "party": party, "round": round_no, "kind": item.kind},
+        clip=f"evidence {item.id}",
     )
+
+
+def caption(item: EvidenceItem, party: str, round_no: int) -> str:
+    """What a model that reads no images reads of a photo or video: the party's caption, as evidence."""
+    return str(quote(item, party, round_no))
 
 
 def form_field(name: str, text: str) -> str:
@@ -88,7 +100,7 @@ def _metadata_block(case: DisputeCase, placeholders_note: bool) -> str:
     )
 
 
-def transcript(case: DisputeCase) -> str:
+def transcript(case: DisputeCase) -> Marked:
     """T^b and T^s in submission order; media appear as one line with the party's caption."""
     lines = []
     for r in case.rounds:
@@ -97,7 +109,7 @@ def transcript(case: DisputeCase) -> str:
             if item.kind != "text":
                 body = f"[{item.kind} {item.media.media_type if item.media else ''}] {body}".strip()
             lines.append(quote(item, r.party, r.round, body))
-    return "\n".join(lines)
+    return join("\n", lines)
 
 
 @lru_cache(maxsize=8)
@@ -151,9 +163,9 @@ FOCUS_SYSTEM = (
 )
 
 
-def focus_prompt(case: DisputeCase) -> str:
-    texts = "\n".join(quote(i, r.party, r.round) for r in case.rounds for i in r.items if i.kind == "text")
-    return f"{metadata_block(case)}\n\nThe parties' messages:\n{texts}\n\nExtract the focus and the claims."
+def focus_prompt(case: DisputeCase) -> Marked:
+    texts = join("\n", [quote(i, r.party, r.round) for r in case.rounds for i in r.items if i.kind == "text"])
+    return cat(f"{metadata_block(case)}\n\nThe parties' messages:\n", texts, "\n\nExtract the focus and the claims.")
 
 
 # --- Stage II: select-perceive -----------------------------------------------------------
@@ -166,15 +178,19 @@ SELECT_SYSTEM = (
 )
 
 
-def select_prompt(party: str, candidates: list[tuple[int, EvidenceItem]], chain: list[Clue]) -> str:
-    listing = "\n".join(
-        quote(item, party, rnd, f"[{item.kind}] {item.text or ''}".strip() if item.kind != "text" else None)
-        for rnd, item in candidates
+def select_prompt(party: str, candidates: list[tuple[int, EvidenceItem]], chain: list[Clue]) -> Marked:
+    listing = join(
+        "\n",
+        [
+            quote(item, party, rnd, f"[{item.kind}] {item.text or ''}".strip() if item.kind != "text" else None)
+            for rnd, item in candidates
+        ],
     )
-    return (
+    return cat(
         f"Clues found so far in the {party}'s evidence:\n{clue_lines(chain)}\n\n"
-        f"The {party}'s evidence not yet examined:\n{listing}\n\n"
-        "Choose one evidence_id from this list, or null."
+        f"The {party}'s evidence not yet examined:\n",
+        listing,
+        "\n\nChoose one evidence_id from this list, or null.",
     )
 
 
@@ -187,10 +203,11 @@ PERCEIVE_SYSTEM = (
 )
 
 
-def perceive_prompt(party: str, round_no: int, item: EvidenceItem, chain: list[Clue]) -> str:
-    return (
+def perceive_prompt(party: str, round_no: int, item: EvidenceItem, chain: list[Clue]) -> Marked:
+    return cat(
         f"Earlier clues from the {party}'s evidence:\n{clue_lines(chain)}\n\n"
-        f"Evidence to examine now (submitted by the {party}):\n{quote(item, party, round_no)}"
+        f"Evidence to examine now (submitted by the {party}):\n",
+        quote(item, party, round_no),
     )
 
 
@@ -205,14 +222,18 @@ JUROR_SYSTEM = (
 )
 
 
-def precedent_case_lines(cases: list[PrecedentRef]) -> str:
-    return (
-        "\n".join(
-            f"- [{c.id}] ({c.category}) decided for the {c.favours}: {record(c.text[:400], of='past case')}"
-            for c in cases
+def precedent_case_lines(cases: list[PrecedentRef]) -> Marked:
+    """One line per past case, each one a prompt drops (the lowest-ranked first) to fit a model's window."""
+    lines = [
+        mark(
+            f"- [{c.id}] ({c.category}) decided for the {c.favours}: {record(c.text[:400], of='past case')}",
+            "drop",
+            f"precedent {c.id}",
+            rank=c.rank,
         )
-        or "- (none retrieved)"
-    )
+        for c in cases
+    ]
+    return join("\n", lines) if lines else Marked("- (none retrieved)")
 
 
 PASSIVE_EVIDENCE = (
@@ -245,7 +266,7 @@ def case_prefix(
     clues: list[Clue] | None,
     precedent_cases: list[PrecedentRef],
     appeal: AppealBrief | None = None,
-) -> str:
+) -> Marked:
     """The part of a juror's prompt identical for all jurors of a case: it is cached. Without
     stage I there is no focus block; without stage II (clues None) the media follow as images; on
     appeal, the appeal block comes before the transcript."""
@@ -256,37 +277,49 @@ def case_prefix(
         parts.append(f"Clue chain O_II (select-perceive results, per party):\n{clue_lines(clues)}")
     if precedent_cases:
         parts.append(
-            "Similar past cases on this platform and how their juries decided:\n"
-            + precedent_case_lines(precedent_cases)
+            cat(
+                "Similar past cases on this platform and how their juries decided:\n",
+                precedent_case_lines(precedent_cases),
+            )
         )
     if appeal is not None:
         parts.append(appeal_block(appeal))
-    parts.append(f"Full transcript:\n{transcript(case)}")
+    parts.append(cat("Full transcript:\n", transcript(case)))
     if clues is None:
         parts.append(PASSIVE_EVIDENCE)
-    return "\n\n".join(parts)
+    return join("\n\n", parts)
 
 
-def guideline_lines(memory: list[PrecedentRef]) -> str:
+def guideline_lines(memory: list[PrecedentRef], droppable: bool = False) -> Marked:
+    """One line per guideline; ``droppable``: each one a prompt may drop (the lowest-ranked first)
+    to fit a model's window (a juror's memory; not the guidelines a justification cites)."""
     if not memory:
-        return "(none retrieved)"
-    return "\n".join(
+        return Marked("(none retrieved)")
+    lines = [
         f"[{g.id}] ({g.category}, usually favours {g.favours or 'neither side'}, confidence {g.confidence or 0:.2f}): "
         f"{record(g.text, of='guideline')}"
         for g in memory
+    ]
+    return join(
+        "\n",
+        [mark(line, "drop", f"guideline {g.id}", g.rank) for line, g in zip(lines, memory, strict=True)]
+        if droppable
+        else lines,
     )
 
 
-def juror_own(persona_card: str, memory: list[PrecedentRef], precedents: bool = True) -> str:
+def juror_own(persona_card: str, memory: list[PrecedentRef], precedents: bool = True) -> Marked:
     """What one juror reads in every round of a case: its persona and its guidelines (M_k)."""
     parts = [f"Your persona: {persona_card}"]
     if precedents:
         parts.append(
-            "Verdict guidelines from this platform's precedents that you keep in mind (cite the ids you rely "
-            "on in cited_guidelines; they are conventions, not orders, and the evidence comes first):\n"
-            + guideline_lines(memory)
+            cat(
+                "Verdict guidelines from this platform's precedents that you keep in mind (cite the ids you rely "
+                "on in cited_guidelines; they are conventions, not orders, and the evidence comes first):\n",
+                guideline_lines(memory, droppable=True),
+            )
         )
-    return "\n\n".join(parts)
+    return join("\n\n", parts)
 
 
 def juror_round(round_no: int, neighbours: list[tuple[str, str, str]], summary: str | None) -> str:
@@ -356,7 +389,7 @@ def judge_prompt(debate: list[Argument]) -> str:
 
 def sources_block(
     case: DisputeCase, focus: Focus | None, clues: list[Clue] | None, guidelines: list[PrecedentRef]
-) -> str:
+) -> Marked:
     """What a justification may rest on: the order record, the focus and claims, O_II (each clue
     with its evidence id and frames) and the guidelines the majority cited; without stage II, the
     parties' evidence items themselves. Identical for every verifier turn of a case (cached)."""
@@ -367,11 +400,14 @@ def sources_block(
         parts.append(f"Clue chain O_II (what was actually perceived, per party):\n{clue_lines(clues)}")
     else:
         parts.append(
-            "The parties' evidence (no clue chain was built; photos and videos are known here only by "
-            f"their captions):\n{transcript(case)}"
+            cat(
+                "The parties' evidence (no clue chain was built; photos and videos are known here only by "
+                "their captions):\n",
+                transcript(case),
+            )
         )
     parts.append(f"Guidelines the majority cited:\n{guideline_lines(guidelines)}")
-    return "\n\n".join(parts)
+    return join("\n\n", parts)
 
 
 def verdict_line(winner: str, buyer: int, seller: int) -> str:

@@ -43,6 +43,7 @@ from ..precedents.models import PrecedentCase
 from ..schemas import BallotDraft, JurorScore, JuryComposition, JuryRound, JurySeat, Party, Standing
 from ..schemas.personas import Persona, reserves
 from . import prompts
+from .answers import ask
 from .model_inputs import QualifyTask
 from .rounds import Jury
 
@@ -134,7 +135,7 @@ async def mock_ballot(persona: Persona, seat: int, case: PrecedentCase, llm: LLM
         task=QualifyTask(case.case_id, case.category, case.summary, seat, persona),
         case_id=f"qualify:{case.case_id}",
     )
-    return (await llm.generate(request, BallotDraft)).output.vote
+    return (await ask(llm, request, BallotDraft)).output.vote
 
 
 @dataclass(frozen=True)

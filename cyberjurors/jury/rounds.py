@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..config import Settings
 from ..llm.port import LLM, Part, gather_all, stage_request
 from ..schemas import (
+    Abstention,
     Ballot,
     BallotDraft,
     CaseFile,
@@ -30,6 +31,7 @@ from ..schemas import (
 )
 from ..schemas.personas import Persona, load_personas
 from . import prompts
+from .answers import NoAnswer, ask_or_none
 from .budget import round_stop
 from .clues import attached_media, find_clues
 from .court import run_court
@@ -93,13 +95,19 @@ async def run_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Setting
     # 17 simultaneous first-round calls would each pay to write the same case prefix.
     first = [await ballot(0)] if round_no == 1 and settings.warm_cache_first and len(jury) > 1 else []
     results = first + await gather_all(*(ballot(j) for j in range(len(first), len(jury))))
-    ballots = [b for b, _ in results]
+    ballots = [b for b, _ in results if isinstance(b, Ballot)]
+    abstentions = [b for b, _ in results if isinstance(b, Abstention)]
     usage = sum((u for _, u in results), Usage())
-    if settings.round_summary and len(jury) > 1:
-        summary, summary_usage = await _summarize(case_file, round_no, ballots, jury, llm, settings)
+    problems: list[str] = []
+    if settings.round_summary and len(ballots) > 1:
+        summary, summary_usage, problems = await _summarize(
+            case_file, round_no, ballots, abstentions, jury, llm, settings
+        )
     else:
-        summary, summary_usage = tally(round_no, ballots), Usage()
-    return JuryRound(round=round_no, ballots=ballots, summary=summary), usage + summary_usage
+        summary, summary_usage = tally(round_no, ballots, len(abstentions)), Usage()
+    return JuryRound(
+        round=round_no, ballots=ballots, summary=summary, abstentions=abstentions, problems=problems
+    ), usage + summary_usage
 
 
 def case_stages(case_file: CaseFile) -> tuple[Focus | None, list[Clue] | None]:
@@ -127,14 +135,17 @@ async def _ballot(
     jury: Jury,
     llm: LLM,
     settings: Settings,
-) -> tuple[Ballot, Usage]:
+) -> tuple[Ballot | Abstention, Usage]:
+    """Juror ``juror``'s ballot for the round, or its abstention when its answer failed twice."""
     if settings.per_juror_stages:
         focus, clues, usage = await own_stages(case_file, llm, settings)
     else:
         (focus, clues), usage = case_stages(case_file), Usage()
     persona = jury.personas[juror]
     memory = memory_for(juror, case_file)
-    neighbours = [previous.ballots[j] for j in jury.graph.neighbours(juror)] if previous else []
+    # a neighbour that abstained last round has nothing to be read
+    said = {b.juror: b for b in previous.ballots} if previous else {}
+    neighbours = [said[j] for j in jury.graph.neighbours(juror) if j in said]
     summary = previous.summary if previous and settings.round_summary else None
     request = stage_request(
         "juror",
@@ -159,8 +170,11 @@ async def _ballot(
         ),
         case_id=case_file.case_id,
     )
-    result = await llm.generate(request, BallotDraft)
+    result = await ask_or_none(llm, request, BallotDraft)
     usage += result.usage
+    if isinstance(result, NoAnswer):
+        kind = "truncated" if result.kind == "truncated" else "invalid_output"
+        return Abstention(juror=juror, round=round_no, model=request.model, kind=kind, detail=result.detail), usage
     draft = result.output
     # a juror can only rely on guidelines it was given; anything else it names is dropped
     known = {g.id: g.ref for g in memory}
@@ -179,15 +193,23 @@ async def _ballot(
     return ballot, usage
 
 
-def tally(round_no: int, ballots: list[Ballot]) -> RoundSummary:
-    """A round without F_sum (one juror, or summaries off): the count, and the majority's first reasons."""
-    votes = Votes.of(ballots)
-    lead = next(b for b in ballots if b.vote == votes.winner)
+def tally(round_no: int, ballots: list[Ballot], abstained: int = 0) -> RoundSummary:
+    """A round without F_sum (one juror, summaries off, or a summary that failed): the count, and
+    the majority's first reasons."""
+    votes = Votes.of(ballots, abstained)
+    lead = next((b for b in ballots if b.vote == votes.winner), None)
     side = lambda party: [b.justification for b in ballots if b.vote == party][:3]  # noqa: E731
+    count = f"{votes.buyer} for the buyer, {votes.seller} for the seller" + (
+        f", {abstained} abstained" if abstained else ""
+    )
+    if lead is None:
+        text = f"No juror gave a valid ballot in round {round_no} ({abstained} abstained)."
+    elif len(ballots) == 1 and not abstained:
+        text = lead.justification
+    else:
+        text = f"{count}. {lead.justification}"
     return RoundSummary(
-        summary=lead.justification
-        if len(ballots) == 1
-        else f"{votes.buyer} for the buyer, {votes.seller} for the seller. {lead.justification}",
+        summary=text,
         buyer_arguments=side("buyer"),
         seller_arguments=side("seller"),
         round=round_no,
@@ -196,8 +218,16 @@ def tally(round_no: int, ballots: list[Ballot]) -> RoundSummary:
 
 
 async def _summarize(
-    case_file: CaseFile, round_no: int, ballots: list[Ballot], jury: Jury, llm: LLM, settings: Settings
-) -> tuple[RoundSummary, Usage]:
+    case_file: CaseFile,
+    round_no: int,
+    ballots: list[Ballot],
+    abstentions: list[Abstention],
+    jury: Jury,
+    llm: LLM,
+    settings: Settings,
+) -> tuple[RoundSummary, Usage, list[str]]:
+    """F_sum over the round's valid ballots; a summary whose answer failed twice gives way to the
+    tally, with a note (the round's votes are the ballots' either way)."""
     request = stage_request(
         "summary",
         settings,
@@ -207,13 +237,24 @@ async def _summarize(
         task=SummaryTask(case_file.case, round_no, ballots),
         case_id=case_file.case_id,
     )
-    result = await llm.generate(request, RoundSummaryDraft)
-    votes = Votes.of(ballots)
-    return RoundSummary(**result.output.model_dump(), round=round_no, votes=votes), result.usage
+    result = await ask_or_none(llm, request, RoundSummaryDraft)
+    if isinstance(result, NoAnswer):
+        note = f"round {round_no}'s summary is the tally of its ballots: the summary {result.said()}"
+        return tally(round_no, ballots, len(abstentions)), result.usage, [note]
+    votes = Votes.of(ballots, len(abstentions))
+    return RoundSummary(**result.output.model_dump(), round=round_no, votes=votes), result.usage, []
 
 
 def majority_share(votes: Votes) -> float:
-    return max(votes.buyer, votes.seller) / max(votes.total, 1)
+    """The larger side's share of the seats (an abstention agrees with no one)."""
+    return max(votes.buyer, votes.seller) / max(votes.seats, 1)
+
+
+def short_of_quorum(last: JuryRound, settings: Settings) -> int | None:
+    """The quorum a round of ``last``'s seats needed, when it had fewer valid ballots; else None."""
+    seats = len(last.ballots) + len(last.abstentions)
+    need = min(settings.ballot_quorum or seats // 2 + 1, seats)
+    return need if len(last.ballots) < need else None
 
 
 def deliberation_over(case_file: CaseFile, settings: Settings) -> bool:
@@ -221,6 +262,8 @@ def deliberation_over(case_file: CaseFile, settings: Settings) -> bool:
     if not case_file.rounds:
         return False
     if settings.deliberation == "court":  # the judge rules once
+        return True
+    if short_of_quorum(case_file.rounds[-1], settings) is not None:  # escalated: people decide, not more rounds
         return True
     early = settings.early_stopping and majority_share(case_file.rounds[-1].votes) >= settings.early_stop
     return len(case_file.rounds) >= settings.rounds or early

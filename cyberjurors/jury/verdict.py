@@ -10,13 +10,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..config import Settings
+from ..config.catalog import PLUMBING_LABEL
 from ..errors import plain
+from ..llm.capabilities import plumbing_only
 from ..schemas import Ballot, CaseFile, Clue, JuryRound, Usage, Verdict, Votes
 from .budget import round_note, round_stop
 from .consistency import consistency, consistency_note
 from .escalation import escalate
 from .qualify import with_votes
-from .rounds import clue_labels, deliberation_over, memory_for
+from .rounds import clue_labels, deliberation_over, memory_for, short_of_quorum
 from .stakes import court_of, sitting
 
 if TYPE_CHECKING:
@@ -49,13 +51,15 @@ def decide(
     cited_clues, mentioned_clues, notes = verdict_clues(case_file, final, winner, justification)
     guidelines = Counter(g for b in final.ballots if b.vote == winner for g in b.cited_guidelines)
     precedents = case_file.precedents
-    seen = sorted({ref for juror in range(len(final.ballots)) for ref in (g.ref for g in memory_for(juror, case_file))})
+    seated = [*(b.juror for b in final.ballots), *(a.juror for a in final.abstentions)]
+    seen = sorted({ref for juror in seated for ref in (g.ref for g in memory_for(juror, case_file))})
     models = (
         ["offline"]
         if case_file.backend == "offline"
         else sorted(
             {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")}
             | {b.model for b in final.ballots}
+            | {a.model for a in final.abstentions}
             | justifying_models(justified, settings)
         )
     )
@@ -64,6 +68,10 @@ def decide(
     stops = [s for s in (case_file.budget_stop, stopped, justified and justified.stop) if s is not None]
     compared = consistency(case_file, winner, settings)
     appeal = case_file.appeal
+    tokens = sum(case_file.usage.values(), justified.usage if justified else Usage())
+    plumbing = sorted({m for m in models if plumbing_only(m, settings)} | set(tokens.plumbing_calls))
+    if plumbing and not justification.startswith(PLUMBING_LABEL):
+        justification = f"{PLUMBING_LABEL} {justification}"
     verdict = Verdict(
         verdict_id=verdict_id(case_file),
         case_id=case_file.case_id,
@@ -74,7 +82,10 @@ def decide(
         votes=votes,
         margin=abs(votes.seller - votes.buyer),
         rounds_used=len(case_file.rounds),
-        early_stopped=settings.deliberation == "jury" and len(case_file.rounds) < settings.rounds and not stopped,
+        early_stopped=settings.deliberation == "jury"
+        and len(case_file.rounds) < settings.rounds
+        and not stopped
+        and short_of_quorum(final, settings) is None,
         justification=justification,
         cited_clues=cited_clues,
         mentioned_clues=mentioned_clues,
@@ -86,12 +97,14 @@ def decide(
             plain(p, 1000)
             for p in [
                 *case_file.problems,
+                *round_notes(case_file),
                 *notes,
                 *weighted_note(votes, winner),
                 *([round_note(stopped, settings)] if stopped else []),
                 *(justified.notes if justified else []),
                 *([court.note] if court.note else []),
                 *consistency_note(compared, winner),
+                *reading_notes(tokens, plumbing),
             ]
         ],
         budget_reached=bool(stops),
@@ -101,13 +114,57 @@ def decide(
         jury=jury,
         court=court,
         precedent_consistency=compared,
-        tokens=sum(case_file.usage.values(), justified.usage if justified else Usage()),
+        captions_only=sorted(tokens.caption_calls),
+        prompt_fitting=fitting_notes(tokens),
+        stand_in=case_file.backend == "offline" or bool(plumbing),
+        tokens=tokens,
         latency_s=round((decided_at - case_file.received_at).total_seconds(), 3),
         backend=case_file.backend,
         models=models,
         decided_at=decided_at,
     )
     return escalate(verdict, case_file, settings)
+
+
+def round_notes(case_file: CaseFile) -> list[str]:
+    """What went wrong in the rounds: each abstention (a juror whose answer failed twice), a summary
+    that fell back to the tally, and a final round that gave no valid ballot at all."""
+    notes = []
+    for held in case_file.rounds:
+        for a in held.abstentions:
+            how = "was cut at the output limit" if a.kind == "truncated" else "did not fit the ballot's schema"
+            notes.append(
+                f"round {held.round}: juror {a.juror} ({a.model}) abstained: its answer {how} when asked and "
+                f"when asked again; the round's votes count it as an abstention, not a vote"
+            )
+        notes += held.problems
+    final = case_file.rounds[-1]
+    if not final.ballots:
+        notes.append(
+            f"round {final.round} gave no valid ballot: the buyer wins by the tie rule on 0 votes to 0, and "
+            "the verdict stands on nothing the jury said"
+        )
+    return notes
+
+
+def fitting_notes(tokens: Usage) -> list[str]:
+    """Each way a prompt was cut to fit a model's window, with how many calls it was cut so."""
+    return [f"{how} ({n} call{'s' if n != 1 else ''})" for how, n in sorted(tokens.fitted_calls.items())]
+
+
+def reading_notes(tokens: Usage, plumbing: list[str]) -> list[str]:
+    """What a reader needs to know of what the models could read, and of what they are."""
+    notes = []
+    if tokens.caption_calls:
+        roles = ", ".join(sorted(tokens.caption_calls))
+        notes.append(f"{roles} read the photos and videos as their labels and captions only: the model reads no images")
+    notes += [f"prompt fitted to the model's context window: {n}" for n in fitting_notes(tokens)]
+    if plumbing:
+        notes.append(
+            f"{', '.join(plumbing)}: a tiny model that shows the plumbing works; its votes and justification "
+            "are not judgement"
+        )
+    return notes
 
 
 def weighted_note(votes: Votes, winner: str) -> list[str]:
@@ -140,7 +197,11 @@ def votes_by_model(final: JuryRound, settings: Settings) -> dict[str, Votes]:
     by_model: dict[str, list[Ballot]] = {}
     for ballot in final.ballots:
         by_model.setdefault(seat(ballot), []).append(ballot)
-    return {model: Votes.of(ballots) for model, ballots in sorted(by_model.items())}
+    abstained = Counter(settings.model_for("juror", a.juror) for a in final.abstentions)
+    return {
+        model: Votes.of(by_model.get(model, []), abstained[model])
+        for model in sorted(by_model.keys() | abstained.keys())
+    }
 
 
 def verdict_clues(

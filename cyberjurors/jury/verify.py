@@ -34,6 +34,7 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
+from .answers import NoAnswer, ask_or_none
 from .budget import CaseBudget, describe
 from .model_inputs import ReviseTask, VerifyTask
 from .rounds import Jury, case_stages
@@ -103,29 +104,39 @@ class Justified:
 async def verified(text: str, grounds: Grounds, llm: LLM, settings: Settings, budget: CaseBudget) -> Justified:
     """Verify ``text``, revising it on each Reject while turns and budget last; what still fails
     loses its untraceable claims. The budget is checked before each turn (a revision and its check),
-    as between rounds: a turn under way is never cut."""
+    as between rounds: a turn under way is never cut. A verifier whose answer fails twice leaves the
+    justification unverified; a revision that does, the last Reject's claims to be removed."""
     feedback: list[str] = []
     spent = Usage()
     answer: VerificationDraft | None = None
     turns = 0
+    notes: list[str] = []
     while turns < settings.verifier_max_turns and not budget.reached():
         if answer is not None:  # rejected, with a turn left: the summariser revises first
-            text, usage = await revise(text, feedback, answer.untraceable_claims, grounds, llm, settings)
+            revised, usage = await revise(text, feedback, answer.untraceable_claims, grounds, llm, settings)
             spent += usage
             budget.add(usage)
+            if isinstance(revised, NoAnswer):
+                notes.append(f"the revision after turn {turns}'s Reject was not made: the summariser {revised.said()}")
+                break
+            text = revised
         turns += 1
-        answer, usage = await verify(text, turns, feedback, grounds, llm, settings)
+        checked, usage = await verify(text, turns, feedback, grounds, llm, settings)
         spent += usage
         budget.add(usage)
+        if isinstance(checked, NoAnswer):
+            what = f"the justification was not verified: the verifier {checked.said()}"
+            return Justified(text, None, spent, [*notes, what])
+        answer = checked
         if answer.decision == "pass":
             return Justified(text, Verification(status="passed", turns=turns, feedback=feedback), spent)
         feedback.append(answer.feedback.strip() or "rejected without feedback")
-    stop = budget.stop("verdict") if turns < settings.verifier_max_turns else None
+    stop = budget.stop("verdict") if turns < settings.verifier_max_turns and not notes else None
     if answer is None:  # the budget was reached before the first check
         return Justified(text, None, spent, [skipped_note("the justification was not verified", stop, settings)], stop)
     kept, removed, unmatched = remove_claims(text, answer.untraceable_claims)
     final = kept or fallback(grounds)
-    notes = [failed_note(turns, removed, settings)]
+    notes = [failed_note(turns, removed, settings), *notes]
     if unmatched:
         notes.append(
             "the verifier named claims not found in the justification, left as they are: "
@@ -142,7 +153,7 @@ async def verified(text: str, grounds: Grounds, llm: LLM, settings: Settings, bu
 
 async def verify(
     text: str, turn: int, feedback: list[str], grounds: Grounds, llm: LLM, settings: Settings
-) -> tuple[VerificationDraft, Usage]:
+) -> tuple[VerificationDraft | NoAnswer, Usage]:
     request = stage_request(
         "verify",
         settings,
@@ -163,13 +174,13 @@ async def verify(
         ),
         case_id=grounds.case.case_id,
     )
-    result = await llm.generate(request, VerificationDraft)
-    return result.output, result.usage
+    result = await ask_or_none(llm, request, VerificationDraft)
+    return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
 
 
 async def revise(
     text: str, feedback: list[str], untraceable: list[str], grounds: Grounds, llm: LLM, settings: Settings
-) -> tuple[str, Usage]:
+) -> tuple[str | NoAnswer, Usage]:
     """The summariser's revision of a rejected justification, with the feedback of every turn."""
     request = stage_request(
         "summary",
@@ -191,7 +202,9 @@ async def revise(
         ),
         case_id=grounds.case.case_id,
     )
-    result = await llm.generate(request, JustificationDraft)
+    result = await ask_or_none(llm, request, JustificationDraft)
+    if isinstance(result, NoAnswer):
+        return result, result.usage
     return result.output.justification.strip() or text, result.usage
 
 

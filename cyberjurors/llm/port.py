@@ -35,8 +35,36 @@ R2 = TypeVar("R2")
 
 
 @dataclass(frozen=True)
+class Span:
+    """A stretch of a text part a prompt may lose to fit a model's context window
+    (``llm/fitting.py``): a precedent to drop whole, or a party's text to clip."""
+
+    start: int
+    end: int
+    kind: Literal["drop", "clip"]
+    name: str
+    """what a note on the verdict calls it: precedent g-12, evidence b2"""
+    rank: int = 0
+    """drop: spans of higher rank go first (a precedent's retrieval rank: the lowest-ranked first)"""
+
+
+class Marked(str):
+    """A rendered prompt text that knows its droppable and clippable spans. It is a ``str`` (every
+    caller that reads text reads it unchanged); ``stage_request`` hands its spans on to the text part."""
+
+    spans: tuple[Span, ...]
+
+    def __new__(cls, text: str, spans: Sequence[Span] = ()) -> Marked:
+        made = super().__new__(cls, text)
+        made.spans = tuple(spans)
+        return made
+
+
+@dataclass(frozen=True)
 class TextPart:
     text: str
+    spans: tuple[Span, ...] = ()
+    """what ``llm/fitting.py`` may drop or clip when the request does not fit the model's window"""
 
 
 @dataclass(frozen=True)
@@ -44,6 +72,9 @@ class ImagePart:
     data: bytes
     media_type: str
     label: str = ""
+    caption: str = ""
+    """what a model that reads no images reads instead of the pixels, after the label: the party's
+    caption of the item, quoted as evidence (set where the jury builds the part)"""
 
 
 Part = TextPart | ImagePart
@@ -183,7 +214,7 @@ def reaches_minimum(model: str, tokens: int) -> bool:
 
 
 def _parts(items: Sequence[str | Part]) -> list[Part]:
-    return [TextPart(i) if isinstance(i, str) else i for i in items]
+    return [TextPart(i, getattr(i, "spans", ())) if isinstance(i, str) else i for i in items]
 
 
 @dataclass
@@ -194,6 +225,13 @@ class LLMResult(Generic[T]):
     backend: str
     finish_reason: str | None = None
     """Why the model stopped, as the provider says (Anthropic's stop_reason, OpenAI's finish_reason)."""
+    structured_output: str | None = None
+    """How the structured answer was asked for, where a backend chooses (openai: json_schema,
+    json_object_schema, tool or prompt: ``openai_structured_output``)."""
+
+
+# a reply that failed our checks is kept in the error, and so in the dead letter's detail, up to this
+MAX_RAW_REPLY = 1500
 
 
 class LLMError(CyberJurorsError, RuntimeError):
@@ -203,9 +241,13 @@ class LLMError(CyberJurorsError, RuntimeError):
     our checks (cut at max_tokens, refused, not a valid answer); None when no reply came (connection,
     timeout, an HTTP error status). ``GuardedLLM`` counts it and adds its cost, as for an answer."""
 
-    def __init__(self, kind: str, message: str, usage: Usage | None = None):
+    def __init__(self, kind: str, message: str, usage: Usage | None = None, raw: str | None = None):
+        if raw:  # what the model said, for whoever reads the dead letter: bounded
+            shown = raw if len(raw) <= MAX_RAW_REPLY else raw[:MAX_RAW_REPLY] + "…"
+            message = f"{message} | the raw reply ({len(raw)} characters): {shown}"
         super().__init__(message, kind=kind)
         self.usage = usage
+        self.raw = raw
 
     @property
     def replayable(self) -> bool:  # type: ignore[override]  # a class attribute on CyberJurorsError, read only here
@@ -351,6 +393,7 @@ class GuardedLLM:
             "model": result.model if result else request.model,
             "error": error,
             **({"batch": True} if self.batch else {}),
+            **({"structured_output": result.structured_output} if result and result.structured_output else {}),
             **(usage.model_dump(exclude={"calls"}) if usage is not None else {"latency_s": elapsed}),
         }
         with self.call_log.open("a", encoding="utf-8") as log:

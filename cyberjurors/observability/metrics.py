@@ -165,6 +165,13 @@ LLM_UNPRICED = Counter(
     ["backend", "model"],
 )
 
+LLM_STRUCTURED_OUTPUT = Gauge(
+    "cyberjurors_llm_structured_output",
+    "1 for the structured-output mode an OpenAI-compatible server took for a model (json_schema, "
+    "json_object_schema, tool, prompt: openai_structured_output), 0 for one it took before",
+    ["backend", "model", "mode"],
+)
+
 # --- cases and verdicts ----------------------------------------------------------------------
 
 CASES_IN_FLIGHT = Gauge(
@@ -447,6 +454,13 @@ def record_llm_error(backend: str, model: str, role: str, elapsed_s: float, kind
     LLM_CALLS.labels(backend, model, role).inc()
     LLM_LATENCY.labels(backend, model, role).observe(elapsed_s)
     LLM_ERRORS.labels(backend, model, role, kind).inc()
+
+
+def record_structured_output(backend: str, model: str, mode: str, previous: str | None) -> None:
+    """The mode a server now answers a model's structured output in (and not the one before)."""
+    if previous is not None:
+        LLM_STRUCTURED_OUTPUT.labels(backend, model, previous).set(0)
+    LLM_STRUCTURED_OUTPUT.labels(backend, model, mode).set(1)
 
 
 def record_retry(backend: str, model: str, retries_taken: int) -> None:

@@ -33,6 +33,7 @@ from .events import (
 from .reasoning import (
     ESCALATION_REASONS,
     PERSONAL_DATA,
+    Abstention,
     AppealBrief,
     Argument,
     ArgumentDraft,
@@ -88,6 +89,7 @@ __all__ = [
     "PERSONAL_DATA",
     "SCHEMA_VERSION",
     "STANDINGS",
+    "Abstention",
     "AppealBrief",
     "AppealFiled",
     "Argument",

@@ -189,16 +189,33 @@ class Votes(Strict):
     # strict: a vote count given as a string ("12") is an error, not coerced
     buyer: int = Field(ge=0, strict=True)
     seller: int = Field(ge=0, strict=True)
+    abstained: int = Field(
+        0,
+        ge=0,
+        strict=True,
+        description="jurors seated for the round who gave no valid ballot (their answer was cut off or "
+        "invalid twice): counted here, never as a vote for either side",
+    )
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_added_defaults(handler(self), self, ("abstained",))
 
     @classmethod
-    def of(cls, ballots: Iterable[Voter]) -> Votes:
-        """The split of a round's ballots (anything with a ``vote``)."""
+    def of(cls, ballots: Iterable[Voter], abstained: int = 0) -> Votes:
+        """The split of a round's ballots (anything with a ``vote``), and the seats that abstained."""
         sides = [b.vote for b in ballots]
-        return cls(buyer=sides.count("buyer"), seller=sides.count("seller"))
+        return cls(buyer=sides.count("buyer"), seller=sides.count("seller"), abstained=abstained)
 
     @property
     def total(self) -> int:
+        """The votes cast (abstentions are no votes)."""
         return self.buyer + self.seller
+
+    @property
+    def seats(self) -> int:
+        """The jurors seated for the round: the votes cast and the abstentions."""
+        return self.total + self.abstained
 
     @property
     def winner(self) -> Party:

@@ -10,10 +10,11 @@ why, for the platform.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
+from .bounds import Line, Passage, Ref, first
 from .case import SCHEMA_VERSION, Party, Record
 from .reasoning import Usage
 
@@ -38,8 +39,8 @@ class LetterStatement(Record):
         description="decision: what was decided and the remedy; evidence: the evidence that decided it; "
         "other_side: what the other party showed; next_steps: what the party can do now"
     )
-    text: str = Field(description="one or two plain sentences in the letter's language, without ids or brackets")
-    cites: list[str] = Field(
+    text: Passage = Field(description="one or two plain sentences in the letter's language, without ids or brackets")
+    cites: Annotated[list[Ref], first(8), Field(max_length=8)] = Field(
         default_factory=list,
         description="the ids it rests on: clue ids (b1, s2), guideline ids, or verdict, recourse, order, confidential",
     )
@@ -48,8 +49,10 @@ class LetterStatement(Record):
 class LetterDraft(Record):
     """A letter as the model writes it."""
 
-    subject: str = Field(description="a short subject line in the letter's language")
-    statements: list[LetterStatement] = Field(description="the letter, statement by statement, in reading order")
+    subject: Line = Field(description="a short subject line in the letter's language")
+    statements: Annotated[list[LetterStatement], first(16), Field(max_length=16)] = Field(
+        description="the letter, statement by statement, in reading order"
+    )
 
 
 class RemovedStatement(Record):

@@ -8,10 +8,11 @@ pipeline assembles around them.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
+from .bounds import Line, Passage, Reasons, Ref, Tag, first
 from .case import SCHEMA_VERSION, DisputeCase, Party, Record, Votes
 from .court import Court, PrecedentConsistency
 from .jury import JuryComposition
@@ -24,52 +25,66 @@ Leaning = Literal["buyer", "seller", "neutral"]
 class Focus(Record):
     """O_I = {F, F^b, F^s}: stage I, focus extraction."""
 
-    focus: str = Field(description="the single question the jury must decide")
-    buyer_claims: list[str] = Field(description="F^b: the buyer's core claims")
-    seller_claims: list[str] = Field(description="F^s: the seller's core claims")
+    focus: Passage = Field(description="the single question the jury must decide")
+    buyer_claims: Annotated[list[Line], first(5), Field(max_length=5)] = Field(
+        description="F^b: the buyer's core claims"
+    )
+    seller_claims: Annotated[list[Line], first(5), Field(max_length=5)] = Field(
+        description="F^s: the seller's core claims"
+    )
 
 
 class Selection(Record):
     """F_select: the one unseen evidence item most likely to hold a key clue, or none."""
 
-    evidence_id: str | None = Field(description="id of the chosen item; null when nothing left is relevant")
-    reason: str = Field(description="why this item, given the focus")
+    evidence_id: Ref | None = Field(description="id of the chosen item; null when nothing left is relevant")
+    reason: Line = Field(description="why this item, given the focus")
 
 
 class Perception(Record):
     """F_perceive on one item: clue K_t and assessment A_t."""
 
-    clue: str = Field(description="K_t: what the item shows that bears on the focus, concretely")
-    assessment: str = Field(description="A_t: what the clue means for the party's claims")
+    clue: Passage = Field(description="K_t: what the item shows that bears on the focus, concretely")
+    assessment: Passage = Field(description="A_t: what the clue means for the party's claims")
     leaning: Leaning = Field(description="which side the clue supports")
-    frames: list[int] = Field(default_factory=list, description="video frame numbers the clue is seen in")
+    frames: Annotated[list[int], first(60), Field(max_length=60)] = Field(
+        default_factory=list, description="video frame numbers the clue is seen in"
+    )
 
 
 class BallotDraft(Record):
     """Stages III-IV for one juror: conflicts first, then the individual verdict."""
 
-    conflicts: list[str] = Field(description="Delta: conflicts between the parties' claims and the clues")
-    buyer_conflicts: list[str] = Field(description="Delta^b: where the buyer's claims fail against the clues")
-    seller_conflicts: list[str] = Field(description="Delta^s: where the seller's claims fail against the clues")
+    conflicts: Annotated[list[Line], first(4), Field(max_length=4)] = Field(
+        description="Delta: conflicts between the parties' claims and the clues"
+    )
+    buyer_conflicts: Annotated[list[Line], first(3), Field(max_length=3)] = Field(
+        description="Delta^b: where the buyer's claims fail against the clues"
+    )
+    seller_conflicts: Annotated[list[Line], first(3), Field(max_length=3)] = Field(
+        description="Delta^s: where the seller's claims fail against the clues"
+    )
     vote: Party
-    justification: str = Field(description="J_k: reasons, citing clue ids like [b1] and guideline ids")
-    cited_clues: list[str] = Field(default_factory=list)
-    cited_guidelines: list[str] = Field(default_factory=list)
+    justification: Reasons = Field(description="J_k: reasons, citing clue ids like [b1] and guideline ids")
+    cited_clues: Annotated[list[Tag], first(12), Field(max_length=12)] = Field(default_factory=list)
+    cited_guidelines: Annotated[list[Ref], first(8), Field(max_length=8)] = Field(default_factory=list)
 
 
 class RoundSummaryDraft(Record):
     """F_sum: the collective summary S_t of one round's justifications."""
 
-    summary: str
-    buyer_arguments: list[str]
-    seller_arguments: list[str]
+    summary: Reasons
+    buyer_arguments: Annotated[list[Line], first(4), Field(max_length=4)]
+    seller_arguments: Annotated[list[Line], first(4), Field(max_length=4)]
 
 
 class ArgumentDraft(Record):
     """One advocate's turn in a court debate (the AgentsCourt-style reference baseline)."""
 
-    statement: str = Field(description="the argument for your party, answering the other side's last turn")
-    cited_evidence: list[str] = Field(default_factory=list, description="evidence ids the argument rests on")
+    statement: Reasons = Field(description="the argument for your party, answering the other side's last turn")
+    cited_evidence: Annotated[list[Ref], first(12), Field(max_length=12)] = Field(
+        default_factory=list, description="evidence ids the argument rests on"
+    )
 
 
 class VerificationDraft(Record):
@@ -80,8 +95,8 @@ class VerificationDraft(Record):
         "traces to a clue, a cited guideline, the order record "
         "or a party's stated claim; reject otherwise"
     )
-    feedback: str = Field("", description="on reject: what is wrong and how to correct it")
-    untraceable_claims: list[str] = Field(
+    feedback: Passage = Field("", description="on reject: what is wrong and how to correct it")
+    untraceable_claims: Annotated[list[Passage], first(4), Field(max_length=4)] = Field(
         default_factory=list,
         description="on reject: each claim of the "
         "justification that traces to nothing, quoted verbatim as the whole "
@@ -92,13 +107,13 @@ class VerificationDraft(Record):
 class JustificationDraft(Record):
     """A revised or consolidated justification (the summariser revising after a Reject, JURIS's editor)."""
 
-    justification: str = Field(description="the justification, citing clue ids like [b1] and guideline ids")
+    justification: Reasons = Field(description="the justification, citing clue ids like [b1] and guideline ids")
 
 
 class CandidateSentences(Record):
     """JURIS: one drafter's candidate sentences for the verdict's justification."""
 
-    sentences: list[str] = Field(
+    sentences: Annotated[list[Line], first(12), Field(max_length=12)] = Field(
         description="one claim per sentence, each citing the clue or guideline ids it rests on in brackets"
     )
 
@@ -106,7 +121,9 @@ class CandidateSentences(Record):
 class SentenceVotes(Record):
     """JURIS: the candidate sentences one juror accepts for the justification."""
 
-    accepted: list[str] = Field(description="ids of the candidate sentences you accept, e.g. A1, B3")
+    accepted: Annotated[list[Tag], first(24), Field(max_length=24)] = Field(
+        description="ids of the candidate sentences you accept, e.g. A1, B3"
+    )
 
 
 # --- records -----------------------------------------------------------------------------
@@ -138,6 +155,21 @@ class Usage(Record):
     )
     unpriced_calls: int = Field(
         0, description="calls to a model no price source knows: their tokens are counted, their cost is not"
+    )
+    caption_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="calls by role whose model reads no images: they read each photo and video frame as its "
+        "evidence label and the party's caption (what the verdict's captions_only lists)",
+    )
+    plumbing_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="calls by model answered by a plumbing-only tiny model (config/catalog.py): they show the "
+        "plumbing works, never judgement (the verdict is labelled a stand-in)",
+    )
+    fitted_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="calls whose prompt was cut to fit the model's context window, by what was cut "
+        '("juror on M: dropped precedents g-4; clipped evidence b1"): what the verdict\'s prompt_fitting says',
     )
 
     def __add__(self, other: Usage) -> Usage:
@@ -207,10 +239,27 @@ class RoundSummary(RoundSummaryDraft):
     votes: Votes
 
 
+class Abstention(Record):
+    """A juror seated for a round who gave no valid ballot: its answer was cut at the output limit,
+    or failed the ballot's schema after its repair, when first asked and when asked once more."""
+
+    juror: int
+    round: int
+    model: str
+    kind: Literal["truncated", "invalid_output"] = Field(description="how the second answer failed")
+    detail: str = Field(description="what the backend said of it, for people")
+
+
 class JuryRound(Record):
     round: int
-    ballots: list[Ballot]
+    ballots: list[Ballot] = Field(description="the valid ballots, in seat order")
     summary: RoundSummary
+    abstentions: list[Abstention] = Field(
+        default_factory=list, description="the seats that gave no valid ballot this round (summary.votes counts them)"
+    )
+    problems: list[str] = Field(
+        default_factory=list, description="notes for the verdict, e.g. a summary that fell back to the tally"
+    )
 
     @property
     def votes(self) -> Votes:
@@ -302,6 +351,7 @@ EscalationReason = Literal[
     "decisive_evidence_unreadable",
     "budget_reached",
     "inconsistent_with_precedent",
+    "quorum_not_reached",
 ]
 ESCALATION_REASONS: tuple[EscalationReason, ...] = get_args(EscalationReason)
 
@@ -415,7 +465,9 @@ class Verdict(Record):
         description="the final round's votes by the model each juror seat was given (juror_models)",
     )
     verification: Verification | None = Field(
-        None, description="the verifier's check of the justification; absent when the verifier is off"
+        None,
+        description="the verifier's check of the justification; absent when the verifier is off, or when "
+        "it gave no valid answer twice (a note in problems says so)",
     )
     jury: JuryComposition | None = Field(
         None,
@@ -434,6 +486,21 @@ class Verdict(Record):
         None,
         description="the verdict against its nearest decided precedents; absent without a precedent base "
         "(precedent_backend = none)",
+    )
+    captions_only: list[str] = Field(
+        default_factory=list,
+        description="the roles (perceive, juror, ...) that read photos and videos as their evidence labels and the "
+        "parties' captions only: their model reads no images (llm_capabilities, the catalog or the server said so)",
+    )
+    prompt_fitting: list[str] = Field(
+        default_factory=list,
+        description="prompts cut to fit a model's context window, by role and model: the precedents dropped "
+        "(lowest-ranked first) and the parties' texts clipped, with the number of calls",
+    )
+    stand_in: bool = Field(
+        False,
+        description="decided by a stand-in: the offline backend, or a plumbing-only tiny model (config/catalog.py): "
+        "its votes and justification show the plumbing works, never judgement",
     )
     tokens: Usage
     latency_s: float

@@ -34,7 +34,10 @@ def verdict_table(verdict: Verdict) -> Table:
     )
     table.add_column(style="bold", width=14)
     table.add_column()
-    split = f"buyer {verdict.votes.buyer} : seller {verdict.votes.seller} (of {verdict.votes.total})"
+    v = verdict.votes
+    split = f"buyer {v.buyer} : seller {v.seller} (of {v.total}" + (
+        f", {v.abstained} abstained)" if v.abstained else ")"
+    )
     table.add_row("winner", f"[bold]{verdict.winner}[/]  {split}")
     table.add_row("rounds", f"{verdict.rounds_used}" + (" (early stop)" if verdict.early_stopped else ""))
     table.add_row("focus", Text(verdict.focus))

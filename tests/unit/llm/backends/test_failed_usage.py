@@ -235,8 +235,8 @@ async def test_an_openai_answer_that_is_not_json_is_billed(server: ScriptedServe
     finally:
         await backend.aclose()
 
-    assert failed.value.kind == "invalid_output"
-    billed = Usage(input_tokens=200, output_tokens=60, cache_read_tokens=100, thinking_tokens=20)
+    assert failed.value.kind == "invalid_output" and len(server.requests) == 2  # the reply and its one repair
+    billed = Usage(input_tokens=400, output_tokens=120, cache_read_tokens=200, thinking_tokens=40)
     cost = PRICES.cost("openai", REASONER, billed)
     assert cost is not None
     assert counters.delta() == expected(counters, billed, cost)

@@ -24,6 +24,7 @@ from cyberjurors.llm.backends.anthropic import system_content, thinking_params, 
 from cyberjurors.llm.backends.openai import output_limits
 from cyberjurors.llm.port import GuardedLLM, ImagePart, LLMError, LLMRequest, TextPart, can_cache, stage_request
 from cyberjurors.schemas import BallotDraft, DisputeCase, Selection, Verdict
+from cyberjurors.schemas.bounds import room
 
 from ....conftest import EXAMPLES
 from ....factories import anthropic_settings
@@ -61,6 +62,11 @@ def by_role(requests: list[Received]) -> dict[str, list[dict]]:
         ).get("json_schema", {}).get("schema", {})
         roles.setdefault(schema.get("title", "?"), []).append(r.body)
     return roles
+
+
+# each output type's role in a case judged on the defaults (its room is the role's: ROLE_CALLS)
+ROLE_OF = {"Focus": "focus", "Selection": "select", "Perception": "perceive", "BallotDraft": "juror"}
+ROLE_OF |= {"RoundSummaryDraft": "summary", "VerificationDraft": "verify", "JustificationDraft": "summary"}
 
 
 # --- the check: every sample case gets a verdict --------------------------------------
@@ -118,7 +124,7 @@ async def test_every_sample_case_gets_a_verdict_from_an_openai_reasoning_model(t
     assert all(isinstance(r, Verdict) for r in results), [r for r in results if not isinstance(r, Verdict)]
     assert all(r.tokens.thinking_tokens == THINKING * r.tokens.calls for r in results)  # type: ignore[union-attr]
     for title, bodies in by_role(thinker.requests).items():
-        role = {"Selection": "select", "RoundSummaryDraft": "summary"}.get(title, "juror")
+        role = ROLE_OF[title]
         for body in bodies:
             assert "max_tokens" not in body
             assert body["max_completion_tokens"] == ROLE_CALLS[role].max_output_tokens + 4096
@@ -182,7 +188,8 @@ async def test_budget_thinking_on_the_wire_is_accepted_and_capped(thinker: Scrip
     finally:
         await llm.inner.aclose()  # type: ignore[attr-defined]
     [body] = [r.body for r in thinker.requests]
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1500} and body["max_tokens"] == 2048 + 1500
+    juror = ROLE_CALLS["juror"].max_output_tokens or 0
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1500} and body["max_tokens"] == juror + 1500
     assert "effort" not in body["output_config"]  # Haiku 4.5 takes none
     assert result.usage.thinking_tokens == 1500  # the server thinks up to the budget, not its 2,000
 
@@ -205,14 +212,14 @@ def test_a_thinking_type_a_known_model_refuses_is_refused_at_start() -> None:
 
 def test_role_settings_resolve_role_then_global_then_builtin(monkeypatch: pytest.MonkeyPatch) -> None:
     s = Settings()
-    assert (s.call_for("select").effort, s.call_for("select").max_output_tokens) == ("low", 1024)
+    assert (s.call_for("select").effort, s.call_for("select").max_output_tokens) == ("low", room(Selection))
     assert (s.call_for("judge").effort, s.call_for("distil").max_output_tokens) == ("high", 4096)
     monkeypatch.setenv("CYBERJURORS_LLM_EFFORT", "max")
     monkeypatch.setenv("CYBERJURORS_LLM_ROLES", json.dumps({"select": {"effort": "medium", "thinking_budget": 0}}))
     s = Settings()
     assert s.call_for("select").effort == "medium" and s.call_for("select").thinking_budget == 0
     assert s.call_for("juror").effort == "max" and s.call_for("juror").thinking_budget == 4096
-    assert stage_request("select", s, system="s", prompt=["p"], task=None, case_id="c").max_tokens() == 1024
+    assert stage_request("select", s, system="s", prompt=["p"], task=None, case_id="c").max_tokens() == room(Selection)
 
 
 def test_openai_limits_for_reasoning_and_other_models() -> None:
@@ -454,7 +461,8 @@ async def test_thinking_off_on_an_openai_reasoning_model_sends_the_lowest_effort
         await server.stop()
     sent = [(r.body["reasoning_effort"], r.body["max_completion_tokens"]) for r in server.requests]
     # "low" still reasons: the room for it stays, or the answer would be cut
-    assert sent == [("low", 2048 + 4096), ("none", 2048)]
+    juror = ROLE_CALLS["juror"].max_output_tokens or 0
+    assert sent == [("low", juror + 4096), ("none", juror)]
     assert (low.usage.thinking_tokens, none.usage.thinking_tokens) == (THINKING, 0)  # type: ignore[attr-defined]
 
 
@@ -466,9 +474,10 @@ async def test_an_openai_reply_cut_while_reasoning_says_how_much_and_what_to_rai
             await one_call(openai_settings(server.url))
     finally:
         await server.stop()
+    cap = (ROLE_CALLS["juror"].max_output_tokens or 0) + 4096
     assert err.value.kind == "truncated"
     assert str(err.value) == (
-        "openai: finish_reason length after 6144 of 6144 tokens (max_completion_tokens) spent "
+        f"openai: finish_reason length after {cap} of {cap} tokens (max_completion_tokens) spent "
         "reasoning: raise juror's thinking_budget or max_output_tokens, or lower its effort "
         "(llm_roles)"
     )
