@@ -176,6 +176,11 @@ class DatedStore(ABC):
     def _write(self, key: str, data: bytes) -> None: ...
 
     @abstractmethod
+    def _create(self, key: str, data: bytes) -> bool:
+        """Write ``data`` under ``key`` only if nothing is there (whole or absent, as ``_write``): True
+        when this call made it, False when it was there already (and is left as it was)."""
+
+    @abstractmethod
     def _read(self, key: str, most: int) -> bytes: ...
 
     @abstractmethod
@@ -262,8 +267,16 @@ class DatedStore(ABC):
         return data
 
     def _copies(self, ref: str) -> list[str]:
-        """The keys of every copy of ``ref``, whatever its day folder's age."""
+        """The keys of every copy of ``ref``, whatever its day folder's age (and in any other folder)."""
         return [key for day in self._days() if self._size(key := self.key(day, ref)) is not None]
+
+    def _newest(self, ref: str) -> str | None:
+        """The key of the newest copy of ``ref`` in any day folder, live or expired and not yet swept."""
+        found = self._find(ref)
+        if found is not None:
+            return found[0]
+        older = sorted((day for day in self._days() if day_end(day) is not None), reverse=True)
+        return next((key for day in older if self._size(key := self.key(day, ref)) is not None), None)
 
     async def erase(self, ref: str) -> int:
         # every day folder, not only the live ones: an expired folder not yet swept still holds the bytes
@@ -346,6 +359,33 @@ class LocalMediaStore(DatedStore):
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def _create(self, key: str, data: bytes) -> bool:
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            try:
+                os.link(tmp, path)  # whole, and only where nothing is: link(2) refuses an existing name
+            except FileExistsError:
+                return False
+            except OSError:  # a filesystem without hard links: exclusive, but a reader may see it partly written
+                return self._create_in_place(path, data)
+            return True
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    @staticmethod
+    def _create_in_place(path: Path, data: bytes) -> bool:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        return True
 
     def _read(self, key: str, most: int) -> bytes:
         with open(self.root / key, "rb") as f:
@@ -444,6 +484,15 @@ class FsspecMediaStore(DatedStore):
 
     def _write(self, key: str, data: bytes) -> None:
         self.fs.pipe_file(self._path(key), data)
+
+    def _create(self, key: str, data: bytes) -> bool:
+        # S3: a PUT with If-None-Match: *, refused (412) when the object exists; the memory filesystem
+        # opens "xb". A filesystem without a conditional write falls back to fsspec's look, then write.
+        try:
+            self.fs.pipe_file(self._path(key), data, mode="create")
+        except FileExistsError:
+            return False
+        return True
 
     def _read(self, key: str, most: int) -> bytes:
         return self.fs.cat_file(self._path(key), start=0, end=most)
