@@ -1,8 +1,9 @@
 """Crypto-shredding for the media store: each case's objects sealed under a key of the case's own.
 
 ``SealedStore`` wraps the media store (``media_store.DatedStore``) when ``media_encryption`` is on.
-A put that names its case (intake's claim check, an appeal's new evidence, a dead letter's original
-too large to carry) is sealed with AES-SIV (RFC 5297, ``cryptography``'s ``AESSIV``) under that
+Every put names its case (intake's claim check, an appeal's new evidence, a dead letter's original
+too large to carry); one that does not (a dead letter without a key) is refused (``no_case``), never
+stored in the clear. It is sealed with AES-SIV (RFC 5297, ``cryptography``'s ``AESSIV``) under that
 case's key, and stored as any object is, named by the sha256 of what is stored::
 
     b"CJSEAL1\\0" + key id (32 bytes) + AES-SIV(key, data, associated data = the first two)
@@ -10,14 +11,16 @@ case's key, and stored as any object is, named by the sha256 of what is stored::
 AES-SIV is deterministic: the same bytes sealed under the same key give the same object, so a
 redelivered intake event stores the same reference, as a plain store does. A read recognises a
 sealed object by its header, finds the key by the id it carries and opens it; an object put before
-encryption was turned on reads as it is. ``erase`` destroys the case's key (``KeyRing.destroy``):
+encryption was turned on reads as it is. A case naming an object that is not sealed under its own
+key (another case's, or one put before encryption) gets it sealed again under its key (``adopt``). ``erase`` destroys the case's key (``KeyRing.destroy``):
 every copy of the case's sealed objects, wherever it was copied (a backup, a bucket's object
 versions, a replica), can no longer be read, whether or not ``erase`` reached it.
 
 ``KeyRing`` keeps the keys in a store of their own (``case_key_store``: a folder or an object store,
 apart from the media), in the media store's dated layout (``<day>/<ab>/<key id>``): a key is put or
 refreshed into today's folder by every sealed put of its case, and a sweep deletes whole expired
-days, as it does the media, so a key outlives every object sealed under it. A key's file is named
+days, as it does the media, so a key outlives every object sealed under it. A key is made once,
+exclusively, and never replaced (``KeyRing``'s docstring says how). A key's file is named
 by its id, the HMAC-SHA256 of the case id under ``case_key_secret``: the store holds no case id,
 and only whoever holds the secret can tell which case a key (or a sealed object) belongs to.
 
@@ -171,8 +174,11 @@ class SealedStore:
         self.url = store.url
 
     async def put(self, data: bytes, case_id: str | None = None) -> str:
-        if case_id is None:  # nothing names whose it is (no case id on a dead letter's key): stored as it is
-            return await self.store.put(data)
+        if case_id is None:  # nothing to seal it under: refused rather than stored in the clear
+            raise StoreError(
+                "media_encryption is on and the object names no case to seal it under: not stored",
+                kind="no_case",
+            )
         key_id, key = await self.keys.key_for(case_id)
         header = MAGIC + bytes.fromhex(key_id)
         sealed = await asyncio.to_thread(AESSIV(key).encrypt, data, [header])
@@ -192,6 +198,24 @@ class SealedStore:
             return await asyncio.to_thread(AESSIV(key).decrypt, sealed, [header])
         except InvalidTag as err:
             raise StoreError(f"media {ref[:12]}… does not open under its case key", kind="corrupt") from err
+
+    async def adopt(self, ref: str, case_id: str, limit: int) -> str | None:
+        """``ref`` when it is sealed under the case's own key (kept another retention, its key too);
+        else what it holds sealed again under the case's key: an object of another case's, or one
+        put before encryption was on, becomes the case's own, so destroying the other case's key
+        leaves this case's media readable."""
+        head = await self.store.head(ref, HEADER)
+        if head is None:
+            return None
+        if head == MAGIC + bytes.fromhex(self.keys.key_id(case_id)):
+            return ref if await self.touch(ref) else None
+        try:
+            data = await self.get(ref, limit)
+        except StoreError as err:
+            if err.kind == "missing":
+                return None
+            raise
+        return await self.put(data, case_id)
 
     async def has(self, ref: str) -> bool:
         return await self.store.has(ref)

@@ -28,12 +28,12 @@ from cyberjurors.console import erasure as console_erasure
 from cyberjurors.console.feed import Feed
 from cyberjurors.console.store import Store
 from cyberjurors.errors import StoreError
-from cyberjurors.evidence.media_store import digest_of, open_store
+from cyberjurors.evidence.media_store import digest_of, open_store, owned
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
-from cyberjurors.schemas import OutcomeReported, Verdict
+from cyberjurors.schemas import CaseFile, OutcomeReported, Verdict
 from cyberjurors.streams.clients import Outgoing, placed_letters, produce, replay
 from cyberjurors.streams.erasure_journal import Journal, Step
 from cyberjurors.streams.erasure_run import Run, erase
@@ -294,7 +294,7 @@ async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume
     assert entry.case_id == case_id and entry.steps["tables"].state == "left"
     assert "no worker answered" in entry.steps["tables"].note
     assert entry.steps["console"].state == "done" and "media" not in entry.steps
-    assert digest_of(photo) in entry.refs  # found in the console's record, kept for the resume
+    assert digest_of(owned(photo, case_id)) in entry.refs  # found in the console's record, kept for the resume
     assert found_in(Path(settings.media_store), (PHOTO_SAYS,)) == stored  # not deleted yet
     assert any(v is not None for v in (await keys_on(settings, "stage-results", case_id)).values())
     journal.close()
@@ -331,3 +331,44 @@ async def test_with_media_encryption_an_erased_case_s_media_cannot_be_read_from_
     assert err.value.kind == "shredded"
     [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
     assert entry["steps"]["keys"] == {"state": "done", "erased": 1}
+
+
+async def stored_photo_refs(settings: Settings, case_ids: set[str]) -> dict[str, str]:
+    """case id -> the media store reference its admitted case file names for its photo."""
+    found = await read_topic(settings, "disputes.intake", until=len(case_ids), keys=case_ids, timeout_s=60)
+    refs = {}
+    for key, value in found:
+        case = CaseFile.model_validate_json(value).case
+        [ref] = [i.media.stored for i in case.items() if i.media is not None and i.media.stored]
+        refs[key] = ref
+    return refs
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "media_encryption"])
+async def test_erasing_one_case_leaves_another_case_s_identical_photo_readable(settings, tmp_path, sealed):
+    """Two cases submit the same photo; `erase` of the first, through the worker and every step,
+    deletes the first's object (or shreds its key) and leaves the second's photo readable: each case's
+    media objects are its own."""
+    over: dict[str, object] = {}
+    if sealed:
+        over = {
+            "media_encryption": True,
+            "case_key_secret": "k" * 32,
+            "case_key_store": str(tmp_path / "data" / "keys"),
+        }
+    settings = data_settings(settings, tmp_path, **over)
+    first, second = f"twin-a-{uuid.uuid4().hex[:6]}", f"twin-b-{uuid.uuid4().hex[:6]}"
+    photo = labelled_png(PHOTO_SAYS)
+    async with worker_process(settings, tmp_path / "worker.log"):
+        await produce(settings, [Outgoing(c, whole(seeded_case(c)), "test") for c in (first, second)])
+        await read_topic(settings, "disputes.verdicts", until=2, keys={first, second}, timeout_s=180)
+        refs = await stored_photo_refs(settings, {first, second})
+        store = open_store(settings)
+        assert await store.get(refs[first], 10_000) == photo == await store.get(refs[second], 10_000)
+
+        erased = await asyncio.to_thread(cli, settings, "erase", "--case", first)
+        assert erased.returncode == 0, erased.stdout + erased.stderr
+    with pytest.raises(StoreError) as err:
+        await store.get(refs[first], 10_000)
+    assert err.value.kind in ("missing", "shredded")  # deleted (and, sealed, its key destroyed)
+    assert await store.get(refs[second], 10_000) == photo  # the other case's evidence is all there

@@ -16,7 +16,9 @@ from cyberjurors.errors import StoreError
 from cyberjurors.evidence.media_store import DAY_S, LocalMediaStore, day_of
 from cyberjurors.evidence.sealing import CREATING, KeyRing, SealedStore
 
-from .test_media_store import RETENTION, T0, Clock
+from .test_media_store import RETENTION, T0, Clock, store_at
+from .test_media_store import s3_endpoint as s3_endpoint  # fixtures, requested by name
+from .test_media_store import url as url
 
 SECRET = "s" * 32
 PROCESSES = 4
@@ -130,10 +132,10 @@ async def test_a_key_left_half_made_is_finished_by_the_next_put_and_destroyed_wi
     assert err.value.kind == "shredded"
 
 
-async def test_a_key_is_created_exclusively_on_an_object_store_too():
-    from cyberjurors.evidence.media_store import FsspecMediaStore
-
-    store = FsspecMediaStore(f"memory://keys-{id(object())}", RETENTION, Clock())
+def test_a_key_is_created_exclusively_on_every_backend(url):
+    """The primitive the creation rests on: a second create of one name is refused and changes
+    nothing (S3: moto's server answers a PUT with If-None-Match: * on an existing key with 412)."""
+    store = store_at(url, Clock())
     assert store._create("creating/ab/x", b"first") is True
     assert store._create("creating/ab/x", b"second") is False
     assert store._read("creating/ab/x", 100) == b"first"
