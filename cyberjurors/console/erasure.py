@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from typing import Any
 
 from ..config import Settings
 from ..evidence.media_store import stored_refs
-from ..evidence.scrub import json_forms, purge_sqlite
+from ..evidence.scrub import json_forms, purge_sqlite, replace_ids
 from ..streams.clients import Outgoing, produce, records
 from ..streams.erasure_journal import Step
 from ..streams.erasure_run import UNREACHABLE, Run
@@ -156,10 +155,9 @@ def _scrub_audit(db: sqlite3.Connection, names: list[str], erased_as: str) -> in
 
 def without(text: str, names: list[str], erased_as: str) -> str:
     """``text`` with each of ``names`` (a case id, its verdict and escalation ids) replaced where it
-    stands as a whole id: erasing c-1 leaves c-10 alone."""
-    for name in names:
-        text = re.sub(rf"(?<![A-Za-z0-9._:-]){re.escape(name)}(?![A-Za-z0-9._:-])", erased_as, text)
-    return text
+    stands as a whole id, sentence punctuation around it or not ("decided c-1.", "c-1:"); erasing c-1
+    leaves c-10 alone (``scrub.token_pattern``)."""
+    return replace_ids(text, names, erased_as)
 
 
 def _scrub_citations(db: sqlite3.Connection, case_id: str, erased_as: str) -> int:

@@ -185,11 +185,25 @@ async def precedents(run: Run) -> Step:
     return Step("left" if done.notes else "done", done.cases + done.guidelines, "; ".join([note, *done.notes]))
 
 
+# How the LLM call log (llm/port.py, ``case_id`` of each line) names a case besides its id: a
+# qualification ballot on it as a mock case (jury/qualify.py), and its party-swapped twin in an
+# evaluation (evaluation/swap.py's SWAP_SUFFIX). tests/unit/streams/test_erasure.py writes each
+# through its real writer and checks this list against it.
+CALL_LOG_PREFIXES = ("", "qualify:")
+CALL_LOG_SUFFIXES = ("", ":swap")
+
+
+def call_log_forms(case_id: str) -> set[str]:
+    """Every ``case_id`` a line of the call log about the case carries."""
+    return {f"{p}{case_id}{s}" for p in CALL_LOG_PREFIXES for s in CALL_LOG_SUFFIXES}
+
+
 async def call_log(run: Run) -> Step:
     path = run.settings.llm_call_log
     if path is None or not Path(path).is_file():
         return Step("skipped", note="no llm_call_log")
-    return Step("done", drop_lines(Path(path), lambda line: _json(line).get("case_id") == run.case_id))
+    forms = call_log_forms(run.case_id)
+    return Step("done", drop_lines(Path(path), lambda line: _json(line).get("case_id") in forms))
 
 
 async def media(run: Run) -> Step:
