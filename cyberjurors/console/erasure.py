@@ -29,6 +29,7 @@ from typing import Any
 from ..config import Settings
 from ..evidence.media_store import stored_refs
 from ..evidence.scrub import json_forms, purge_sqlite, replace_ids
+from ..state.erasure import blank_precedent
 from ..streams.clients import Outgoing, produce, records
 from ..streams.erasure_journal import Step
 from ..streams.erasure_run import UNREACHABLE, Run
@@ -36,7 +37,6 @@ from ..streams.kafka import AUDIT
 from .audit import Audit
 from .store import Store
 
-ERASED_TEXT = "[erased]"
 # what holds a case's rows (table -> the column naming the case); letters are found by their key
 BY_CASE = {
     "verdicts": "case_id",
@@ -167,25 +167,10 @@ def _scrub_citations(db: sqlite3.Connection, case_id: str, erased_as: str) -> in
     rows = db.execute("SELECT rowid AS k, body FROM records WHERE instr(body, ?) > 0", (case_id,)).fetchall()
     for row in rows:
         body = json.loads(row["body"])
-        if _blank_precedent(body, case_id, erased_as):
+        if blank_precedent(body, case_id, erased_as):
             db.execute("UPDATE records SET body = ? WHERE rowid = ?", (json.dumps(body), row["k"]))
             changed += 1
     return changed
-
-
-def _blank_precedent(node: Any, case_id: str, erased_as: str) -> bool:
-    """Blank, in place, every retrieved precedent (``PrecedentRef``) that is the case."""
-    found = False
-    if isinstance(node, dict):
-        if node.get("kind") == "case" and node.get("id") == case_id and "text" in node:
-            node.update(id=erased_as, text=ERASED_TEXT)
-            found = True
-        for value in node.values():
-            found = _blank_precedent(value, case_id, erased_as) or found
-    elif isinstance(node, list):
-        for value in node:
-            found = _blank_precedent(value, case_id, erased_as) or found
-    return found
 
 
 def _json(value: Any) -> dict[str, Any]:

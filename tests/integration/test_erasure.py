@@ -372,3 +372,48 @@ async def test_erasing_one_case_leaves_another_case_s_identical_photo_readable(s
         await store.get(refs[first], 10_000)
     assert err.value.kind in ("missing", "shredded")  # deleted (and, sealed, its key destroyed)
     assert await store.get(refs[second], 10_000) == photo  # the other case's evidence is all there
+
+
+async def test_a_case_that_retrieved_the_erased_one_as_a_precedent_keeps_it_only_as_a_reference(settings, tmp_path):
+    """Issue 37, item 6: case A is decided and learned by the precedent base; case B, judged after,
+    retrieves A as a precedent and stores its summary in the worker's tables; erasing A blanks that
+    summary in B's stored results too (each rewrite on the changelog partition B's entries are on)."""
+    settings = data_settings(settings, tmp_path, precedent_backend="embedded")
+    first, then = f"cited-{uuid.uuid4().hex[:6]}", f"citing-{uuid.uuid4().hex[:6]}"
+    embedder = load_embedder(settings.embedding_model)
+    index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
+    clothing = sorted((EXAMPLES / "precedents").glob("hist-clot-*.json"))
+    await build_precedents(clothing, settings, OfflineLLM(), index, embedder)
+    await index.close()
+    async with worker_process(settings, tmp_path / "worker.log") as worker:
+        await produce(settings, [Outgoing(first, whole(seeded_case(first)), "test")])
+        [(_, value)] = await read_topic(settings, "disputes.verdicts", until=1, keys={first}, timeout_s=180)
+        winner = Verdict.model_validate_json(value).winner
+        votes = {"buyer": 3, "seller": 14} if winner == "seller" else {"buyer": 14, "seller": 3}
+        outcome = OutcomeReported(case_id=first, votes=votes).model_dump_json().encode()
+        await produce(settings, [Outgoing(first, outcome, "test")], topic="disputes.outcomes")
+        for _ in range(120):  # learned: the case joins the base
+            index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
+            learned = await index.get([f"case:{first}"])
+            await index.close()
+            if learned:
+                break
+            await asyncio.sleep(0.5)
+        assert learned, "the precedent base never learned the first case"
+        await produce(settings, [Outgoing(then, whole(seeded_case(then)), "test")])  # the same dispute again
+        await read_topic(settings, "disputes.verdicts", until=1, keys={then}, timeout_s=180)
+        named = json.dumps(first).encode()
+        before = {k: v for k, v in (await keys_on(settings, "stage-results", then)).items() if v and named in v}
+        assert before, "the second case did not retrieve the first as a precedent"
+
+        erased = await asyncio.to_thread(cli, settings, "erase", "--case", first)
+        assert erased.returncode == 0, erased.stdout + erased.stderr
+        assert worker.alive()
+        after = await keys_on(settings, "stage-results", then)
+    assert set(before) <= set(after) and all(after[k] is not None for k in before)  # rewritten, not deleted
+    assert not any(named in (v or b"") for v in after.values())
+    assert all(b'"erased:' in (after[k] or b"") for k in before)  # named by the erasure's reference
+    assert any(b'"text":"[erased]"' in (after[k] or b"") for k in before)  # and its summary blanked
+    [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
+    assert entry["steps"]["citations"]["erased"] >= len(before), entry
+    assert (await last_values(settings, settings.topic("disputes.erasures"))).get(first.encode()) is None
