@@ -52,9 +52,11 @@ KEY_BITS = 512  # AES-256-SIV: two 256-bit keys
 CREATING = "creating"  # the key store's folder where a new key is made, exclusively, before it is filed by day
 
 
-class _Moved(Exception):
+class _Moved(StoreError):
     """A key or its creation marker went between looking and reading (filed, swept, or destroyed by
-    another process): look again."""
+    another process): look again (what is left after the retries: the key store is ``unavailable``)."""
+
+    kind = "unavailable"
 
 
 class KeyRing:
@@ -80,7 +82,7 @@ class KeyRing:
         try:
             key = self.store._read(where, KEY_BITS // 8 + 1)
         except FileNotFoundError as err:
-            raise _Moved(where) from err
+            raise _Moved(f"case key {where.rsplit('/', 1)[-1][:12]}… went while it was read") from err
         if len(key) != KEY_BITS // 8:
             raise StoreError(f"case key {where.rsplit('/', 1)[-1][:12]}… is damaged ({len(key)} bytes)", kind="corrupt")
         return key
@@ -129,7 +131,7 @@ class KeyRing:
             try:
                 self.store._copy(found, today)
             except FileNotFoundError as err:  # swept or destroyed since it was found
-                raise _Moved(found) from err
+                raise _Moved(f"case key {found.rsplit('/', 1)[-1][:12]}… went while it was copied") from err
         return self._read_key(today)
 
     def _destroy(self, case_id: str) -> int:
