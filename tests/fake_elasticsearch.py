@@ -15,6 +15,12 @@ What it does:
   vectors: a test scripts which ids the lexical (``match``) and the ``knn`` sides return, in
   which order; an ``rrf`` retriever fuses those two scripted lists with the request's
   ``rank_constant`` and ``rank_window_size``, as Elasticsearch would;
+* models paged reads as a cluster does them: a point in time (``POST /{index}/_pit``, ``DELETE
+  /_pit``) is a snapshot of the documents when it was opened; a search on it (``POST /_search`` with
+  ``pit``, no index in the path) needs a ``sort`` (``_shard_doc``) and pages with ``search_after``,
+  every hit carrying its ``sort`` values; and every search refuses ``from`` + ``size`` beyond
+  ``index.max_result_window`` (``max_result_window``, 10,000 by default), ``from`` with
+  ``search_after``, an index with ``pit``, a closed or unknown point in time;
 * lets a test script failures: any status and body for matching requests (a number of times or
   always, optionally after a delay), per-document bulk item failures, slow answers.
 """
@@ -152,6 +158,9 @@ class FakeElasticsearch:
         self.item_failures: list[ItemFailure] = []
         self.scripted: dict[str, list[str]] = {}  # "bm25" | "knn" -> ids in rank order
         self.product_header = True
+        self.max_result_window = 10_000  # index.max_result_window
+        self.pits: dict[str, list[tuple[Index, str, dict]]] = {}  # open points in time: their snapshot
+        self.pits_opened = 0
         self.seq_no = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -293,6 +302,10 @@ class FakeElasticsearch:
             return self._bulk(req)
         if head == "_mget" and m in ("POST", "GET"):
             return self._mget(req)
+        if head == "_pit" and len(parts) == 1 and m == "DELETE":
+            return self._close_pit(req.body or {})
+        if head == "_search" and len(parts) == 1 and m in ("POST", "GET"):
+            return self._search_pit(req.body or {})
         if head.startswith("_"):
             raise _EsError.of(400, "illegal_argument_exception", f"fake: unsupported endpoint [{m} {req.path}]")
         if len(parts) == 1:
@@ -313,7 +326,16 @@ class FakeElasticsearch:
             if action == "_mapping" and m == "GET":
                 return 200, {ix.name: {"mappings": ix.mappings} for ix in self._resolve(head)}
             if action == "_search" and m in ("POST", "GET"):
+                if "pit" in (req.body or {}):
+                    raise _EsError.of(
+                        400,
+                        "action_request_validation_exception",
+                        "Validation Failed: 1: [indices] cannot be used with point in time. Do not specify any "
+                        "index with point in time.;",
+                    )
                 return self._search(head, req.body or {}, req.query)
+            if action == "_pit" and m == "POST":
+                return self._open_pit(head, req.query)
             if action == "_count" and m in ("POST", "GET"):
                 query = (req.body or {}).get("query", {"match_all": {}})
                 n = sum(_matches(query, d, i) for ix in self._resolve(head) for i, d in ix.docs.items())
@@ -578,10 +600,95 @@ class FakeElasticsearch:
                 out.append({"_index": ix.name, "_id": doc_id, "found": False})
         return 200, {"docs": out}
 
+    # --- points in time ----------------------------------------------------------------------------
+    def _open_pit(self, expression: str, query: dict[str, str]) -> tuple[int, Any]:
+        if "keep_alive" not in query:
+            raise _EsError.of(
+                400, "action_request_validation_exception", "Validation Failed: 1: [keep_alive] is missing;"
+            )
+        indices = self._resolve(expression)
+        pit = uuid.uuid4().hex
+        self.pits[pit] = [(ix, d, dict(src)) for ix in indices for d, src in sorted(ix.docs.items())]
+        self.pits_opened += 1
+        return 200, {"id": pit, "_shards": _shards()}
+
+    def _close_pit(self, body: dict) -> tuple[int, Any]:
+        found = self.pits.pop(str(body.get("id")), None)
+        return (200 if found is not None else 404), {
+            "succeeded": found is not None,
+            "num_freed": int(found is not None),
+        }
+
+    def _search_pit(self, body: dict) -> tuple[int, Any]:
+        """A search on a point in time: its snapshot, in ``_shard_doc`` order, after ``search_after``."""
+        pit = body.get("pit")
+        if not isinstance(pit, dict) or pit.get("id") not in self.pits:
+            if pit is None:
+                raise _EsError.of(400, "illegal_argument_exception", "fake: a search without an index needs a pit")
+            raise _EsError.of(
+                404,
+                "search_context_missing_exception",
+                f"No search context found for id [{(pit or {}).get('id')}]",
+            )
+        size, start = self._window(body)
+        sort = body.get("sort") or []
+        if sort not in (["_shard_doc"], [{"_shard_doc": "asc"}], [{"_shard_doc": {"order": "asc"}}]):
+            raise _EsError.of(
+                400, "illegal_argument_exception", f"fake: sort {sort!r} on a point in time is not modelled"
+            )
+        after = body.get("search_after")
+        first = start if after is None else int(after[0]) + 1
+        snapshot = self.pits[pit["id"]]
+        q = body.get("query", {"match_all": {}})
+        matching = [(n, ix, d, src) for n, (ix, d, src) in enumerate(snapshot) if _matches(q, src, d)]
+        page = [m for m in matching if m[0] >= first][:size]
+        hits = [{"_index": ix.name, "_id": d, "_score": None, "_source": src, "sort": [n]} for n, ix, d, src in page]
+        return 200, {
+            "pit_id": pit["id"],
+            "took": 2,
+            "timed_out": False,
+            "_shards": _shards(),
+            "hits": {"max_score": None, "hits": hits},
+        }
+
+    def _window(self, body: dict) -> tuple[int, int]:
+        """(size, from) of a search, refused as a cluster refuses them."""
+        size, start = body.get("size", 10), body.get("from", 0)
+        if body.get("search_after") is not None:
+            if start > 0:
+                raise _EsError.of(
+                    400, "illegal_argument_exception", "`from` parameter must be set to 0 when `search_after` is used."
+                )
+            if not body.get("sort"):
+                raise _EsError.of(400, "illegal_argument_exception", "Sort must contain at least one field.")
+        if start + size > self.max_result_window:
+            cause = {
+                "type": "illegal_argument_exception",
+                "reason": f"Result window is too large, from + size must be less than or equal to: "
+                f"[{self.max_result_window}] but was [{start + size}]. See the scroll api for a more efficient "
+                f"way to request large data sets. This limit can be set by changing the "
+                f"[index.max_result_window] index level setting.",
+            }
+            raise _EsError(
+                400,
+                {
+                    "error": {
+                        "root_cause": [cause],
+                        "type": "search_phase_execution_exception",
+                        "reason": "all shards failed",
+                        "phase": "query",
+                        "grouped": True,
+                        "caused_by": cause,
+                    },
+                    "status": 400,
+                },
+            )
+        return size, start
+
     # --- search ------------------------------------------------------------------------------------
     def _search(self, expression: str, body: dict, query: dict[str, str]) -> tuple[int, Any]:
         indices = self._resolve(expression)
-        size = body.get("size", 10)
+        size, start = self._window(body)
         source_spec = body.get("_source", True)
         excludes = set(source_spec.get("excludes", [])) if isinstance(source_spec, dict) else set()
         dims = next(
@@ -600,7 +707,7 @@ class FakeElasticsearch:
         else:
             q = body.get("query", {"match_all": {}})
             side = "bm25" if _has(q, "match") else None
-            ranked = self._ranked(indices, q, side)[:size]
+            ranked = self._ranked(indices, q, side)[start : start + size]
             ranked = [(ix, d, 10.0 / r) for r, (ix, d) in enumerate(ranked, 1)]
         hits = [
             {

@@ -52,7 +52,8 @@ def erase(
     settings: SettingsOption = None,
 ) -> None:
     """Erase a case's data from every store the service owns: the workers' tables (tombstones on their
-    changelogs), the case's media key and media objects, its dead letters' originals and replay notes,
+    changelogs) and its summary in other cases' stored results that retrieved it as a precedent, the
+    case's media key and media objects, its dead letters' originals and replay notes,
     the console's store and audit trail (a record that a decision was made is kept, without personal
     data), the precedent base, the LLM call log and, when asked, evaluation outputs. Prints what was
     erased where and what is left; records each step in a journal (erasure_dir) and a log without

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -29,7 +28,8 @@ from typing import Any
 
 from ..config import Settings
 from ..evidence.media_store import stored_refs
-from ..evidence.scrub import json_forms, purge_sqlite
+from ..evidence.scrub import json_forms, purge_sqlite, replace_ids
+from ..state.erasure import blank_precedent
 from ..streams.clients import Outgoing, produce, records
 from ..streams.erasure_journal import Step
 from ..streams.erasure_run import UNREACHABLE, Run
@@ -37,7 +37,6 @@ from ..streams.kafka import AUDIT
 from .audit import Audit
 from .store import Store
 
-ERASED_TEXT = "[erased]"
 # what holds a case's rows (table -> the column naming the case); letters are found by their key
 BY_CASE = {
     "verdicts": "case_id",
@@ -156,10 +155,9 @@ def _scrub_audit(db: sqlite3.Connection, names: list[str], erased_as: str) -> in
 
 def without(text: str, names: list[str], erased_as: str) -> str:
     """``text`` with each of ``names`` (a case id, its verdict and escalation ids) replaced where it
-    stands as a whole id: erasing c-1 leaves c-10 alone."""
-    for name in names:
-        text = re.sub(rf"(?<![A-Za-z0-9._:-]){re.escape(name)}(?![A-Za-z0-9._:-])", erased_as, text)
-    return text
+    stands as a whole id, sentence punctuation around it or not ("decided c-1.", "c-1:"); erasing c-1
+    leaves c-10 alone (``scrub.token_pattern``)."""
+    return replace_ids(text, names, erased_as)
 
 
 def _scrub_citations(db: sqlite3.Connection, case_id: str, erased_as: str) -> int:
@@ -169,25 +167,10 @@ def _scrub_citations(db: sqlite3.Connection, case_id: str, erased_as: str) -> in
     rows = db.execute("SELECT rowid AS k, body FROM records WHERE instr(body, ?) > 0", (case_id,)).fetchall()
     for row in rows:
         body = json.loads(row["body"])
-        if _blank_precedent(body, case_id, erased_as):
+        if blank_precedent(body, case_id, erased_as):
             db.execute("UPDATE records SET body = ? WHERE rowid = ?", (json.dumps(body), row["k"]))
             changed += 1
     return changed
-
-
-def _blank_precedent(node: Any, case_id: str, erased_as: str) -> bool:
-    """Blank, in place, every retrieved precedent (``PrecedentRef``) that is the case."""
-    found = False
-    if isinstance(node, dict):
-        if node.get("kind") == "case" and node.get("id") == case_id and "text" in node:
-            node.update(id=erased_as, text=ERASED_TEXT)
-            found = True
-        for value in node.values():
-            found = _blank_precedent(value, case_id, erased_as) or found
-    elif isinstance(node, list):
-        for value in node:
-            found = _blank_precedent(value, case_id, erased_as) or found
-    return found
 
 
 def _json(value: Any) -> dict[str, Any]:

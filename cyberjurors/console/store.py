@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from ..errors import StoreError
+from ..evidence.scrub import ID_PUNCTUATION, replace_ids
 from ..schemas import CaseFile, DeadLetter, Escalation, OutcomeReported, PartyLetter, Verdict
 
 log = logging.getLogger("cyberjurors.console")
@@ -449,10 +450,15 @@ class Store:
         escalation id) replaced by the erasure's reference."""
         if not text or not self._has_erased(db):
             return text
+        found: dict[str, str] = {}
         for word in set(WORDS.split(text)) - {""}:
-            row = db.execute("SELECT ref FROM erased WHERE deny = ?", (self.deny_key(db, word),)).fetchone()
-            if row is not None:
-                text = text.replace(word, f"erased:{row['ref']}")
+            # "c-1." ending a sentence, "c-1:" opening one: the id is the word without that punctuation
+            for name in {word, word.strip(ID_PUNCTUATION)} - {""}:
+                row = db.execute("SELECT ref FROM erased WHERE deny = ?", (self.deny_key(db, name),)).fetchone()
+                if row is not None:
+                    found[name] = row["ref"]
+        for name, ref in found.items():  # where it stands as a whole id: c-1 leaves c-10 alone
+            text = replace_ids(text, [name], f"erased:{ref}")
         return text
 
     @staticmethod

@@ -14,20 +14,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..evidence.scrub import drop_lines
+from ..evidence.scrub import drop_lines, token_pattern
 from ..streams.erasure_journal import Step
-from ..streams.erasure_run import Run
+from ..streams.erasure_run import Run, call_log_forms
 from .swap import SWAP_SUFFIX, is_swapped, original_id
 
 TEXT_FILES = (".json", ".md", ".html", ".csv", ".txt")
 
 
 def names_of(case_id: str) -> re.Pattern[bytes]:
-    """The case id and its swapped twin's, as whole ids (a case id's own characters around it would
-    make it another id: erasing c-1 leaves c-10 alone)."""
+    """The case id and its swapped twin's, and the forms a call log names them by (``qualify:c-1``),
+    as whole ids (``scrub.token_pattern``: erasing c-1 leaves c-10 alone)."""
     base = original_id(case_id) if is_swapped(case_id) else case_id
-    ids = "|".join(re.escape(i) for i in (base, base + SWAP_SUFFIX))
-    return re.compile(rf"(?<![A-Za-z0-9._:-])(?:{ids})(?![A-Za-z0-9._:-])".encode())
+    forms = call_log_forms(base) | {base + SWAP_SUFFIX}
+    return re.compile(token_pattern(*forms).pattern.encode())
 
 
 def erase_from(out: Path, case_id: str) -> tuple[int, list[str]]:

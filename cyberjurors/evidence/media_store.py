@@ -1,8 +1,16 @@
 """A content-addressed store for bytes that must not travel in the stream (a claim check).
 
-Inline media (``data_base64``) is moved here at intake and the case carries only its sha256
-(``MediaRef.stored``), so every message of an admitted case stays small; a dead letter whose
+Inline media (``data_base64``) is moved here at intake and the case carries only the sha256 of the
+object (``MediaRef.stored``), so every message of an admitted case stays small; a dead letter whose
 original is too large to carry stores the original here and names it (``DeadLetter.original_ref``).
+
+Each case's objects are its own. A put that names its case stores ``OWNED`` + a digest of the case
+id + the bytes, so the same photo submitted by two cases is two objects, and erasing one case
+(``erase``) can never delete what another names; the same bytes of one case again (a redelivered
+event) are the same object. A case that names an object already stored (a ``stored`` reference)
+gets its own copy of it (``adopt``), unless it is the case's already. Only a put that names no case
+(a dead letter without a key) is named by the bytes' own sha256 and may be shared; no erasure of a
+case names it. Reads take the tag off: callers see the bytes they put.
 
 ``MediaStore`` is the protocol. ``open_store`` picks the store the ``media_store`` setting names: a
 path or ``file://`` URL is a folder (``LocalMediaStore``, the default); ``s3://bucket/prefix``,
@@ -13,7 +21,7 @@ machines need a store they all reach (a shared folder or an object store).
 
 Expiry without a race. Objects are filed by the UTC day they were last put:
 ``<root>/<YYYY-MM-DD>/<ab>/<sha256>``. A put writes the object into today's folder unless it is
-already there, and a case that names an object already stored (``touch``) copies it there: either
+already there, and a case that names its own object already stored (``touch``) copies it there: either
 way an object lives ``retention_s`` after the last put or reference that needed it. The sweep only
 ever deletes whole day folders whose last possible put is older than the retention
 (``day end + retention <= now``). Today's folder, where every put and refresh goes, is never one of
@@ -58,6 +66,10 @@ from ..observability import metrics
 log = logging.getLogger("cyberjurors.media_store")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# A plain object of one case's: this, the case's tag (``owner_tag``), then the bytes. Two cases that
+# submit the same photo store two objects, so erasing one case deletes nothing the other names.
+OWNED = b"CJCASE1\0"
+OWNED_HEADER = len(OWNED) + 32
 _DAY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 DAY_S = 86_400
 # fsspec protocols whose one write is atomic (whole object or nothing under its name)
@@ -69,6 +81,15 @@ T = TypeVar("T")
 
 def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def owner_tag(case_id: str) -> bytes:
+    """What an object of the case's carries after ``OWNED``: a digest of the case id (not the id)."""
+    return hashlib.sha256(b"cyberjurors-media-owner:" + case_id.encode()).digest()
+
+
+def owned(data: bytes, case_id: str) -> bytes:
+    return OWNED + owner_tag(case_id) + data
 
 
 def checked(ref: str) -> str:
@@ -130,9 +151,17 @@ class MediaStore(Protocol):
     url: str
 
     async def put(self, data: bytes, case_id: str | None = None) -> str:
-        """Store ``data``; return its sha256 (hex). Storing the same bytes again is the same object, and
-        keeps it another retention. ``case_id`` says whose it is: a sealing store (``sealing.py``)
-        seals it under that case's key; a plain store ignores it."""
+        """Store ``data``; return the sha256 (hex) of what is stored. ``case_id`` says whose it is: the
+        object is that case's own (a plain store files it behind the case's tag, a sealing store,
+        ``sealing.py``, seals it under the case's key), so the same bytes of two cases are two
+        objects, and the same bytes of one case again are the same object, kept another retention.
+        Without ``case_id`` (a dead letter with no key) the object is named by the bytes' own sha256."""
+        ...
+
+    async def adopt(self, ref: str, case_id: str, limit: int) -> str | None:
+        """The case's own object holding what ``ref`` holds (a ``stored`` reference a case names):
+        ``ref`` itself, kept another retention, when it is already the case's; else a copy put as the
+        case's (read within ``limit``). None when ``ref`` is not stored."""
         ...
 
     async def get(self, ref: str, limit: int) -> bytes:
@@ -174,6 +203,11 @@ class DatedStore(ABC):
 
     @abstractmethod
     def _write(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _create(self, key: str, data: bytes) -> bool:
+        """Write ``data`` under ``key`` only if nothing is there (whole or absent, as ``_write``): True
+        when this call made it, False when it was there already (and is left as it was)."""
 
     @abstractmethod
     def _read(self, key: str, most: int) -> bytes: ...
@@ -220,6 +254,8 @@ class DatedStore(ABC):
         return None
 
     async def put(self, data: bytes, case_id: str | None = None) -> str:
+        if case_id is not None:
+            data = owned(data, case_id)
         ref = digest_of(data)
         key = self.key(day_of(self.clock()), ref)
         if await self._run("look up an object", self._size, key) is None:  # already put today: it lives on
@@ -247,23 +283,59 @@ class DatedStore(ABC):
         if found is None:
             raise StoreError(f"media {ref[:12]}… is not in the media store", kind="missing")
         key, size = found
-        if size > limit:  # from the listing, before any byte of the body is read
+        most = limit + OWNED_HEADER  # a case's object carries its tag before the bytes
+        if size > most or (size > limit and not await self._owned(key)):  # before any byte of the body is read
             raise StoreError(f"media {ref[:12]}…: {size} bytes, limit {limit}", kind="too_large")
         try:
-            data = await self._run("read an object", self._read, key, limit + 1)
+            data = await self._run("read an object", self._read, key, most + 1)
         except StoreError as err:
             if isinstance(err.__cause__, FileNotFoundError):
                 raise StoreError(f"media {ref[:12]}… is not in the media store", kind="missing") from err
             raise
-        if len(data) > limit:
+        if len(data) > most:
             raise StoreError(f"media {ref[:12]}…: over the limit of {limit} bytes", kind="too_large")
         if digest_of(data) != ref:
             raise StoreError(f"media {ref[:12]}… does not match its sha256", kind="corrupt")
+        if data.startswith(OWNED):
+            data = data[OWNED_HEADER:]
+        if len(data) > limit:
+            raise StoreError(f"media {ref[:12]}…: {len(data)} bytes, limit {limit}", kind="too_large")
         return data
 
+    async def _owned(self, key: str) -> bool:
+        """Whether the object under ``key`` is a case's own (its first bytes, not its body)."""
+        try:
+            return await self._run("read an object", self._read, key, len(OWNED)) == OWNED
+        except StoreError as err:
+            if isinstance(err.__cause__, FileNotFoundError):
+                return False
+            raise
+
+    async def adopt(self, ref: str, case_id: str, limit: int) -> str | None:
+        head = await self.head(ref, OWNED_HEADER)
+        if head is None:
+            return None
+        if head == OWNED + owner_tag(case_id):
+            return ref if await self.touch(ref) else None
+        try:
+            data = await self.get(ref, limit)
+        except StoreError as err:
+            if err.kind == "missing":  # swept or erased since the look
+                return None
+            raise
+        return await self.put(data, case_id)
+
     def _copies(self, ref: str) -> list[str]:
-        """The keys of every copy of ``ref``, whatever its day folder's age."""
+        """The keys of every copy of ``ref``, whatever its day folder's age (and in any other folder)."""
         return [key for day in self._days() if self._size(key := self.key(day, ref)) is not None]
+
+    def _newest(self, ref: str) -> str | None:
+        """The key of the newest copy of ``ref`` in any day folder, live or expired and not yet swept."""
+        found = self._find(ref)
+        if found is not None:
+            return found[0]
+        older = sorted((day for day in self._days() if day_end(day) is not None), reverse=True)
+        return next((key for day in older if self._size(key := self.key(day, ref)) is not None), None)
 
     async def erase(self, ref: str) -> int:
         # every day folder, not only the live ones: an expired folder not yet swept still holds the bytes
@@ -346,6 +418,33 @@ class LocalMediaStore(DatedStore):
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def _create(self, key: str, data: bytes) -> bool:
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            try:
+                os.link(tmp, path)  # whole, and only where nothing is: link(2) refuses an existing name
+            except FileExistsError:
+                return False
+            except OSError:  # a filesystem without hard links: exclusive, but a reader may see it partly written
+                return self._create_in_place(path, data)
+            return True
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    @staticmethod
+    def _create_in_place(path: Path, data: bytes) -> bool:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        return True
 
     def _read(self, key: str, most: int) -> bytes:
         with open(self.root / key, "rb") as f:
@@ -444,6 +543,15 @@ class FsspecMediaStore(DatedStore):
 
     def _write(self, key: str, data: bytes) -> None:
         self.fs.pipe_file(self._path(key), data)
+
+    def _create(self, key: str, data: bytes) -> bool:
+        # S3: a PUT with If-None-Match: *, refused (412) when the object exists; the memory filesystem
+        # opens "xb". A filesystem without a conditional write falls back to fsspec's look, then write.
+        try:
+            self.fs.pipe_file(self._path(key), data, mode="create")
+        except FileExistsError:
+            return False
+        return True
 
     def _read(self, key: str, most: int) -> bytes:
         return self.fs.cat_file(self._path(key), start=0, end=most)

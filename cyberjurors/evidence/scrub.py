@@ -14,10 +14,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+ID_PUNCTUATION = "._:-"  # what a case id may hold besides letters and digits (schemas.case.CaseId)
+_ID_CHAR = rf"[A-Za-z0-9{re.escape(ID_PUNCTUATION)}]"
+_PUNCTUATION = rf"[{re.escape(ID_PUNCTUATION)}]"
 
 
 def residue(path: Path, needles: Sequence[str]) -> bool:
@@ -82,3 +87,20 @@ def drop_lines(path: Path, unwanted: Callable[[bytes], bool]) -> int:
                 os.unlink(tmp)
             raise
     return dropped
+
+
+def token_pattern(*ids: str) -> re.Pattern[str]:
+    """Each of ``ids`` where it stands as a whole id in free text: the run of id characters around
+    it holds nothing else but punctuation (``.``, ``:``, ``_``, ``-``). "decided c-1.", "c-1:",
+    "(c-1)", "/cases/c-1/2", '"c-1"' name c-1; "c-10", "xc-1", "c-1.2", "c-1-b", "shop:c-1" do not,
+    as each of those could be another case's id. Group 1 is the punctuation before the id, kept by
+    ``replace_ids``; the punctuation after it is not part of the match."""
+    alternatives = "|".join(re.escape(i) for i in sorted(set(ids), key=len, reverse=True) if i)
+    if not alternatives:
+        return re.compile(r"(?!)")  # matches nothing
+    return re.compile(rf"(?<!{_ID_CHAR})({_PUNCTUATION}*)(?:{alternatives})(?={_PUNCTUATION}*(?!{_ID_CHAR}))")
+
+
+def replace_ids(text: str, ids: Sequence[str], by: str) -> str:
+    """``text`` with each of ``ids`` replaced by ``by`` wherever it stands as a whole id (``token_pattern``)."""
+    return token_pattern(*ids).sub(lambda m: m.group(1) + by, text)

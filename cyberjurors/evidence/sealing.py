@@ -1,8 +1,9 @@
 """Crypto-shredding for the media store: each case's objects sealed under a key of the case's own.
 
 ``SealedStore`` wraps the media store (``media_store.DatedStore``) when ``media_encryption`` is on.
-A put that names its case (intake's claim check, an appeal's new evidence, a dead letter's original
-too large to carry) is sealed with AES-SIV (RFC 5297, ``cryptography``'s ``AESSIV``) under that
+Every put names its case (intake's claim check, an appeal's new evidence, a dead letter's original
+too large to carry); one that does not (a dead letter without a key) is refused (``no_case``), never
+stored in the clear. It is sealed with AES-SIV (RFC 5297, ``cryptography``'s ``AESSIV``) under that
 case's key, and stored as any object is, named by the sha256 of what is stored::
 
     b"CJSEAL1\\0" + key id (32 bytes) + AES-SIV(key, data, associated data = the first two)
@@ -10,14 +11,16 @@ case's key, and stored as any object is, named by the sha256 of what is stored::
 AES-SIV is deterministic: the same bytes sealed under the same key give the same object, so a
 redelivered intake event stores the same reference, as a plain store does. A read recognises a
 sealed object by its header, finds the key by the id it carries and opens it; an object put before
-encryption was turned on reads as it is. ``erase`` destroys the case's key (``KeyRing.destroy``):
+encryption was turned on reads as it is. A case naming an object that is not sealed under its own
+key (another case's, or one put before encryption) gets it sealed again under its key (``adopt``). ``erase`` destroys the case's key (``KeyRing.destroy``):
 every copy of the case's sealed objects, wherever it was copied (a backup, a bucket's object
 versions, a replica), can no longer be read, whether or not ``erase`` reached it.
 
 ``KeyRing`` keeps the keys in a store of their own (``case_key_store``: a folder or an object store,
 apart from the media), in the media store's dated layout (``<day>/<ab>/<key id>``): a key is put or
 refreshed into today's folder by every sealed put of its case, and a sweep deletes whole expired
-days, as it does the media, so a key outlives every object sealed under it. A key's file is named
+days, as it does the media, so a key outlives every object sealed under it. A key is made once,
+exclusively, and never replaced (``KeyRing``'s docstring says how). A key's file is named
 by its id, the HMAC-SHA256 of the case id under ``case_key_secret``: the store holds no case id,
 and only whoever holds the secret can tell which case a key (or a sealed object) belongs to.
 
@@ -28,6 +31,7 @@ read it before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import threading
@@ -35,6 +39,7 @@ from collections.abc import Callable
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from ..errors import StoreError
 from .media_store import DatedStore, SweepReport, day_of
@@ -44,46 +49,93 @@ KEY_ID_BYTES = 32
 HEADER = len(MAGIC) + KEY_ID_BYTES
 OVERHEAD = HEADER + 16  # the header and AES-SIV's synthetic IV
 KEY_BITS = 512  # AES-256-SIV: two 256-bit keys
+CREATING = "creating"  # the key store's folder where a new key is made, exclusively, before it is filed by day
+
+
+class _Moved(StoreError):
+    """A key or its creation marker went between looking and reading (filed, swept, or destroyed by
+    another process): look again (what is left after the retries: the key store is ``unavailable``)."""
+
+    kind = "unavailable"
 
 
 class KeyRing:
     """Per-case keys in a ``DatedStore`` of their own (its primitives, not its content addressing:
-    a key is filed under its id, not under the digest of its bytes)."""
+    a key is filed under its id, not under the digest of its bytes).
+
+    A key is made once. A new one is first written, exclusively (``_create``: ``link(2)`` in a
+    folder, a conditional PUT on an object store), under one name that does not depend on the day
+    (``creating/<ab>/<key id>``): of processes making the same case's key at once, one writes it and
+    every other reads that one, whatever their clocks say the day is. It is then filed in today's
+    folder and the marker deleted. A key found only in an expired day folder not yet swept is copied
+    into today's (moved, not made again), so what was sealed under it still opens."""
 
     def __init__(self, store: DatedStore, secret: str):
         self.store = store
         self._secret = secret.encode()
-        self._creating = threading.Lock()  # two puts of one case in this process make one key
+        self._creating = threading.Lock()  # two puts of one case in this process: one looks at a time
 
     def key_id(self, case_id: str) -> str:
         return hmac.new(self._secret, b"case-key:" + case_id.encode(), hashlib.sha256).hexdigest()
 
-    def _get(self, key_id: str) -> bytes | None:
-        found = self.store._find(key_id)
-        if found is None:
-            return None
-        key = self.store._read(found[0], KEY_BITS // 8 + 1)
+    def _read_key(self, where: str) -> bytes:
+        try:
+            key = self.store._read(where, KEY_BITS // 8 + 1)
+        except FileNotFoundError as err:
+            raise _Moved(f"case key {where.rsplit('/', 1)[-1][:12]}… went while it was read") from err
         if len(key) != KEY_BITS // 8:
-            raise StoreError(f"case key {key_id[:12]}… is damaged ({len(key)} bytes)", kind="corrupt")
+            raise StoreError(f"case key {where.rsplit('/', 1)[-1][:12]}… is damaged ({len(key)} bytes)", kind="corrupt")
         return key
+
+    def _get(self, key_id: str) -> bytes | None:
+        """The key, from the newest copy in any day folder (an expired one not yet swept too: the
+        objects sealed under it may have been refreshed without it)."""
+        where = self.store._newest(key_id)
+        if where is None:
+            return None
+        try:
+            return self._read_key(where)
+        except _Moved:  # swept or destroyed as it was read
+            return None
 
     def _key_for(self, case_id: str) -> tuple[str, bytes]:
         """The case's key, made on its first sealed put; kept in today's folder, so it lives another
         retention from now, as the object about to be sealed with it does."""
         key_id = self.key_id(case_id)
-        today = self.store.key(day_of(self.store.clock()), key_id)
         with self._creating:
-            found = self.store._find(key_id)
-            if found is None:
-                key = AESSIV.generate_key(KEY_BITS)
-                self.store._write(today, key)
-                return key_id, key
-            if found[0] != today:
-                self.store._copy(found[0], today)
-            return key_id, self._get(key_id) or b""
+            for attempt in Retrying(retry=retry_if_exception_type(_Moved), stop=stop_after_attempt(8), reraise=True):
+                with attempt:
+                    return key_id, self._filed(key_id)
+        raise AssertionError("unreachable: the retry returns or raises")  # pragma: no cover
+
+    def _filed(self, key_id: str) -> bytes:
+        today = self.store.key(day_of(self.store.clock()), key_id)
+        found = self.store._newest(key_id)
+        if found is not None:
+            return self._refreshed(found, today)
+        marker = self.store.key(CREATING, key_id)
+        made = self.store._create(marker, AESSIV.generate_key(KEY_BITS))
+        found = self.store._newest(key_id)  # filed by another process before this one's marker
+        if found is not None:
+            if made:
+                self.store._delete([marker])
+            return self._refreshed(found, today)
+        key = self._read_key(marker)
+        if not self.store._create(today, key):  # filed meanwhile by a process holding the same marker
+            key = self._read_key(today)
+        self.store._delete([marker])
+        return key
+
+    def _refreshed(self, found: str, today: str) -> bytes:
+        if found != today:
+            try:
+                self.store._copy(found, today)
+            except FileNotFoundError as err:  # swept or destroyed since it was found
+                raise _Moved(f"case key {found.rsplit('/', 1)[-1][:12]}… went while it was copied") from err
+        return self._read_key(today)
 
     def _destroy(self, case_id: str) -> int:
-        copies = self.store._copies(self.key_id(case_id))
+        copies = self.store._copies(self.key_id(case_id))  # every folder: the creation marker too
         return self.store._delete(copies) if copies else 0
 
     async def key_for(self, case_id: str) -> tuple[str, bytes]:
@@ -100,6 +152,17 @@ class KeyRing:
         The number of copies deleted (0: there was none, or it was destroyed before)."""
         return await self.store._run("delete a case key", self._destroy, case_id)
 
+    async def refresh(self, key_id: str) -> None:
+        """Keep the key another retention (a case names an object sealed under it)."""
+        await self.store._run("refresh a case key", self._refresh, key_id)
+
+    def _refresh(self, key_id: str) -> None:
+        found = self.store._newest(key_id)
+        today = self.store.key(day_of(self.store.clock()), key_id)
+        if found is not None and found != today:
+            with contextlib.suppress(FileNotFoundError):  # swept or destroyed meanwhile: nothing to keep
+                self.store._copy(found, today)
+
     async def sweep(self, dry_run: bool = False) -> SweepReport:
         return await self.store.sweep(dry_run=dry_run)
 
@@ -113,8 +176,11 @@ class SealedStore:
         self.url = store.url
 
     async def put(self, data: bytes, case_id: str | None = None) -> str:
-        if case_id is None:  # nothing names whose it is (no case id on a dead letter's key): stored as it is
-            return await self.store.put(data)
+        if case_id is None:  # nothing to seal it under: refused rather than stored in the clear
+            raise StoreError(
+                "media_encryption is on and the object names no case to seal it under: not stored",
+                kind="no_case",
+            )
         key_id, key = await self.keys.key_for(case_id)
         header = MAGIC + bytes.fromhex(key_id)
         sealed = await asyncio.to_thread(AESSIV(key).encrypt, data, [header])
@@ -135,6 +201,24 @@ class SealedStore:
         except InvalidTag as err:
             raise StoreError(f"media {ref[:12]}… does not open under its case key", kind="corrupt") from err
 
+    async def adopt(self, ref: str, case_id: str, limit: int) -> str | None:
+        """``ref`` when it is sealed under the case's own key (kept another retention, its key too);
+        else what it holds sealed again under the case's key: an object of another case's, or one
+        put before encryption was on, becomes the case's own, so destroying the other case's key
+        leaves this case's media readable."""
+        head = await self.store.head(ref, HEADER)
+        if head is None:
+            return None
+        if head == MAGIC + bytes.fromhex(self.keys.key_id(case_id)):
+            return ref if await self.touch(ref) else None
+        try:
+            data = await self.get(ref, limit)
+        except StoreError as err:
+            if err.kind == "missing":
+                return None
+            raise
+        return await self.put(data, case_id)
+
     async def has(self, ref: str) -> bool:
         return await self.store.has(ref)
 
@@ -144,18 +228,12 @@ class SealedStore:
     async def touch(self, ref: str) -> bool:
         """Keep the object another retention, and its key with it (a case naming a sealed object
         refreshes the key too, or the key could expire before the object)."""
-        if not await self.store.touch(ref):
-            return False
         head = await self.store.head(ref, HEADER)
-        if head is not None and head.startswith(MAGIC) and len(head) == HEADER:
-            await self.keys.store._run("refresh a case key", self._refresh_key, head[len(MAGIC) :].hex())
-        return True
-
-    def _refresh_key(self, key_id: str) -> None:
-        found = self.keys.store._find(key_id)
-        today = self.keys.store.key(day_of(self.keys.store.clock()), key_id)
-        if found is not None and found[0] != today:
-            self.keys.store._copy(found[0], today)
+        if head is None:
+            return False
+        if head.startswith(MAGIC) and len(head) == HEADER:  # the key first: it must outlive the object
+            await self.keys.refresh(head[len(MAGIC) :].hex())
+        return await self.store.touch(ref)
 
     async def sweep(self, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> SweepReport:
         report = await self.store.sweep(dry_run=dry_run, progress=progress)

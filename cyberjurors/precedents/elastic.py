@@ -65,6 +65,14 @@ Upserts
     * the bulk request itself failing (unreachable, 401, 429 or 5xx after the client's retries,
       timeout) raises that error's kind; chunks sent before stay indexed, rerunning is safe.
 
+Scans
+    What reads every document (an erasure's ``guidelines_citing``, retention's
+    ``cases_decided_before``: ``case`` and ``guideline`` are stored, not indexed, so they are checked
+    client-side) pages through a point in time (``_pit``) with ``search_after`` on ``_shard_doc``,
+    ``scan_page`` hits a request: one consistent view of the index, any number of documents. A single
+    search returns at most ``index.max_result_window`` (10,000) hits, and a cluster refuses ``from``
+    + ``size`` beyond it; no read here pages with ``from``.
+
 Errors and retries
     Retries are the client's: ``max_retries`` (3) on 429/502/503/504 and on timeouts and
     connection errors (connection errors and timeouts back off, 0.2 s doubling up to 2 s; retries
@@ -83,7 +91,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -116,7 +124,8 @@ RETRY_ON_STATUS = (429, 502, 503, 504)
 NUM_CANDIDATES_MIN = 100
 KEYWORD_FIELDS = ("outcome", "dispute_type", "tags", "active")
 INACTIVE = {"term": {"keywords.active": "false"}}
-MAX_GUIDELINES_READ = 10_000  # Elasticsearch's index.max_result_window: one page
+SCAN_PAGE = 1_000  # hits a page of a scan asks for: well within index.max_result_window (10,000 by default)
+SCAN_KEEP_ALIVE = "2m"  # how long the cluster keeps a scan's point in time from one page to the next
 
 # What a cluster answers when it will not run the rrf retriever (see the module docstring).
 LICENCE_REASON = "current license is non-compliant"
@@ -139,8 +148,10 @@ class ElasticsearchIndex:
         bulk_initial_backoff: float = 0.5,
         bulk_max_backoff: float = 30.0,
         refresh: str | bool = "wait_for",
+        scan_page: int = SCAN_PAGE,
     ):
         self.client = client
+        self.scan_page = scan_page
         self.embedder = embedder
         self.embedding_model = embedder.name
         self.prefix = prefix
@@ -586,25 +597,59 @@ class ElasticsearchIndex:
     # --- erasure (`cyberjurors erase`, precedents/erasure.py) ----------------------------------------
     async def guidelines_citing(self, case_id: str) -> list[Document]:
         """Every guideline, retired ones too, whose provenance names the case. ``guideline`` is
-        stored, not indexed: the guidelines are read (at most ``MAX_GUIDELINES_READ``) and checked here."""
-        alias = self.alias("guideline")
-        with self._errors(f"reading {alias}"):
-            body = await self._search(
-                alias, query={"match_all": {}}, size=MAX_GUIDELINES_READ, source_excludes=["embedding"]
-            )
-        docs = [self._document(h["_source"]) for h in body["hits"]["hits"]]
-        return [d for d in docs if d.guideline is not None and d.guideline.cites(case_id)]
+        stored, not indexed: every guideline is read (``_scan``, page by page) and checked here."""
+        found = []
+        async for hit in self._scan(self.alias("guideline"), source_excludes=["embedding"]):
+            doc = self._document(hit["_source"])
+            if doc.guideline is not None and doc.guideline.cites(case_id):
+                found.append(doc)
+        return found
 
     async def cases_decided_before(self, before: datetime) -> list[str]:
         """The ids of the historical cases decided before ``before`` (``case`` is stored, not indexed:
-        read, at most ``MAX_GUIDELINES_READ`` of them, and checked here)."""
-        alias = self.alias("case")
-        with self._errors(f"reading {alias}"):
-            body = await self._search(
-                alias, query={"match_all": {}}, size=MAX_GUIDELINES_READ, source_includes=["case"]
-            )
-        cases = [h["_source"].get("case") or {} for h in body["hits"]["hits"]]
-        return sorted(c["case_id"] for c in cases if c.get("case_id") and decided_before(c.get("decided_at"), before))
+        every case is read, page by page, and checked here)."""
+        found = []
+        async for hit in self._scan(self.alias("case"), source_includes=["case"]):
+            case = hit["_source"].get("case") or {}
+            if case.get("case_id") and decided_before(case.get("decided_at"), before):
+                found.append(case["case_id"])
+        return sorted(found)
+
+    async def _scan(self, alias: str, **body: Any) -> AsyncIterator[dict]:
+        """Every document behind ``alias``, as hits, a page of ``scan_page`` at a time: a point in
+        time (one view of the index for the whole scan, whatever is written meanwhile) read in
+        ``_shard_doc`` order with ``search_after``. A single search stops at index.max_result_window
+        (10,000) hits, and ``from`` past it is refused; this reads any number. The point in time is
+        closed at the end, or when the caller stops early (the cluster drops it after
+        ``SCAN_KEEP_ALIVE`` otherwise)."""
+        doing = f"reading {alias}"
+        with self._errors(doing):
+            opened = await self.client.open_point_in_time(index=alias, keep_alive=SCAN_KEEP_ALIVE)
+        pit = opened.body["id"]
+        after: list[Any] | None = None
+        try:
+            while True:
+                page: dict[str, Any] = {"search_after": after} if after is not None else {}
+                with self._errors(doing):
+                    resp = await self.client.search(
+                        pit={"id": pit, "keep_alive": SCAN_KEEP_ALIVE},
+                        sort=["_shard_doc"],
+                        size=self.scan_page,
+                        track_total_hits=False,
+                        query={"match_all": {}},
+                        **page,
+                        **body,
+                    )
+                pit = resp.body.get("pit_id") or pit  # the cluster may hand back a new id: the next page uses it
+                hits = resp.body["hits"]["hits"]
+                for hit in hits:
+                    yield hit
+                if len(hits) < self.scan_page:
+                    return
+                after = hits[-1]["sort"]
+        finally:
+            with contextlib.suppress(Exception):  # expires by itself after SCAN_KEEP_ALIVE
+                await self.client.close_point_in_time(id=pit)
 
     async def rewrite(self, documents: Sequence[Document]) -> None:
         """Replace documents whose provenance changed (an upsert: their text is embedded again)."""

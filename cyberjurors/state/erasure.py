@@ -1,5 +1,6 @@
 """What a worker erases from its tables when a case is erased (`cyberjurors erase`), and whether the
-case is still in the pipeline.
+case is still in the pipeline; and, in other cases' stored results, the erased case's summary where
+they retrieved it as a precedent (``erase_citations``).
 
 Called by the erasure agent (``streams/erasure.py``) inside the erasure request's event, which is
 keyed by the case id and so sits on the case's partition: every delete is Faust's own, its
@@ -11,7 +12,7 @@ after it has recovered its tables from their changelogs.
 from __future__ import annotations
 
 import json
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,4 +86,83 @@ def erase_case(
             if case_id in cases:
                 confirmed[key] = [c for c in cases if c != case_id]
                 done.confirmed += 1
+    return done
+
+
+ERASED_TEXT = "[erased]"  # what a retrieved precedent that was an erased case shows in place of its summary
+
+
+CONSISTENCY_LISTS = ("compared", "disagreeing")  # PrecedentConsistency's lists of precedents' case ids
+
+
+def blank_precedent(node: Any, case_id: str, erased_as: str) -> bool:
+    """Blank, in place, every retrieved precedent (``PrecedentRef``) that is the case: its id becomes
+    ``erased_as``, its summary ``ERASED_TEXT``; and name it ``erased_as`` where a verdict's precedent
+    consistency lists it. Whether there was any."""
+    found = False
+    if isinstance(node, dict):
+        if node.get("kind") == "case" and node.get("id") == case_id and "text" in node:
+            node.update(id=erased_as, text=ERASED_TEXT)
+            found = True
+        for name in CONSISTENCY_LISTS:
+            listed = node.get(name)
+            if isinstance(listed, list) and case_id in listed:
+                node[name] = [erased_as if c == case_id else c for c in listed]
+                found = True
+        for value in node.values():
+            found = blank_precedent(value, case_id, erased_as) or found
+    elif isinstance(node, list):
+        for value in node:
+            found = blank_precedent(value, case_id, erased_as) or found
+    return found
+
+
+@dataclass
+class CitationsErased:
+    entries: int = 0  # other cases' stored results rewritten without the case's summary
+    cases: set[str] = field(default_factory=set)  # the cases those were
+    in_flight: set[str] = field(default_factory=set)  # of them, still in the pipeline: may store it again
+
+
+def on_partition(results: StageResults, partition: int | None) -> list[str]:
+    """The stage-results keys of the cases whose last result was stored on ``partition`` (every key
+    when None: a table outside a stream, in tests)."""
+    keys = list(results.table.keys())
+    if partition is None:
+        return keys
+    owners: dict[str, bool] = {}
+    for key in keys:
+        owner = key.split("/", 1)[0]
+        if owner not in owners:
+            stamp = results.times.get(owner)
+            owners[owner] = isinstance(stamp, Mapping) and stamp.get("partition") == partition
+    return [key for key in keys if owners[key.split("/", 1)[0]]]
+
+
+def erase_citations(
+    results: StageResults, intake: IntakeTable, keys: Sequence[str], case_id: str, erased_as: str
+) -> CitationsErased:
+    """Among ``keys`` (``on_partition``'s, a chunk at a time), every stored result of another case
+    that shows ``case_id`` as a retrieved precedent, rewritten with its summary blanked
+    (``blank_precedent``). Inside the erasure event of the entries' partition, so each write goes to
+    the changelog partition the entry was written on. Written in place, not with ``put``: the rewrite
+    does not restart the case's retention."""
+    needle = json.dumps(case_id).encode()  # as JSON writes the id: never a part of "c-10"
+    done = CitationsErased()
+    for key in keys:
+        owner = key.split("/", 1)[0]
+        value = results.table.get(key) if owner != case_id else None
+        raw = value.encode() if isinstance(value, str) else value
+        if not isinstance(raw, bytes) or needle not in raw:
+            continue
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            continue
+        if blank_precedent(body, case_id, erased_as):
+            results.table[key] = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+            done.entries += 1
+            done.cases.add(owner)
+            if standing(results, intake, owner) is not None:
+                done.in_flight.add(owner)
     return done

@@ -256,7 +256,7 @@ class Appeals:
             # checked while they are still inline, and nothing refused reaches the media store
             intake.admit(with_evidence(record.case, appeal), self.settings)
             data = appeal.model_dump(mode="json", exclude_none=True)
-            moved = await claim_check(self.store, data["evidence"], appeal.case_id)
+            moved = await claim_check(self.store, data["evidence"], appeal.case_id, self.settings.max_media_bytes)
             checked = AppealFiled.model_validate(data) if moved else appeal
             case = with_evidence(record.case, checked)
             case_file = appeal_file(record, first, appeal, case, appeal_notes(record.case, case, appeal))

@@ -231,7 +231,9 @@ async def replayed(settings: Settings) -> dict[str, bytes]:
 
 
 def original_digest(letter: DeadLetter) -> str:
-    """The sha256 of the letter's original, without reading the media store (``original_ref`` is it)."""
+    """What names the letter's original, without reading the media store: its media store reference
+    when it was stored there (the same original of the same case is the same object, so a letter
+    written when a replay of it failed again names the same), else the sha256 of its inline bytes."""
     return letter.original_ref or digest_of(base64.b64decode(letter.original_base64))
 
 
@@ -337,7 +339,7 @@ async def replay(
                 await producer.send_and_wait(letter.topic, value, key=key, headers=headers)
             finally:
                 span.end()
-            digest = digest_of(value)
+            digest = original_digest(letter)  # what the letter it fails again with will name too
             note = {
                 "replayed_at": now().isoformat(),
                 "case": letter.key,

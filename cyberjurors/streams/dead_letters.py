@@ -139,7 +139,8 @@ class DeadLetters:
         try:
             if self.store is None:
                 raise StoreError("no media store configured", kind="unavailable")
-            # sealed under the case's key when media_encryption is on: erasing the case shreds it too
+            # the case's own object (sealed under its key with media_encryption: erasing the case shreds it
+            # too); a letter with no key has no case to seal under, and an encrypting store refuses it
             ref = await self.store.put(original, letter.key or None)
             letter = letter.model_copy(update={"original_base64": "", "original_ref": ref})
         except StoreError as err:  # the letter still goes out; the original stays only in its source topic

@@ -26,22 +26,22 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import MutableMapping, Sequence
-from typing import Any, Literal
+from collections.abc import Collection, MutableMapping, Sequence
+from typing import Annotated, Any, Literal, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ..config import Settings
 from ..errors import StoreError
 from ..evidence.media_store import MediaStore
-from ..observability import metrics
+from ..observability import metrics, tracing
 from ..state import tables
-from ..state.erasure import erase_case, standing
+from ..state.erasure import erase_case, erase_citations, on_partition, standing
 from ..state.intake import IntakeTable
 from ..state.results import StageResults
 from .clients import producer_for
-from .dead_letters import Sender, send_bounded
+from .dead_letters import send_bounded
 from .kafka import ERASURES, client_options
 
 log = logging.getLogger("cyberjurors.streams")
@@ -54,6 +54,17 @@ class EraseRequest(BaseModel):
     force: bool = False  # erase a case still in the pipeline too
 
 
+class CitedRequest(BaseModel):
+    """Sent to every partition of disputes.erasures (keyed by the case id, its partition chosen): the
+    worker holding that partition blanks the case's summary in the stored results of the cases there
+    that retrieved it as a precedent. A type of its own: a worker of an earlier release, which knows
+    only ``erase``, passes it over instead of erasing on the wrong partition."""
+
+    type: Literal["cited"] = "cited"
+    request: str
+    ref: str
+
+
 class EraseAnswer(BaseModel):
     type: Literal["answer"] = "answer"
     request: str
@@ -64,6 +75,23 @@ class EraseAnswer(BaseModel):
     media_failed: int = 0  # objects the store could not delete (`erase` deletes them again)
     refs: list[str] = []  # the objects the entries named (sha256s: no personal data), for `erase` to check
     purged: bool = False  # RocksDB databases compacted (False with the memory store: nothing on disk)
+    partition: int | None = None  # a CitedRequest's answer: the partition it was asked on
+    cited: int = 0  # other cases' stored results rewritten without the case's summary
+    cited_in_flight: int = 0  # of those cases, the ones still in the pipeline (they may store it again)
+
+
+class Answering(Protocol):
+    """Where the erasure agent answers: disputes.erasures (a Faust topic), on a partition it chooses."""
+
+    async def send(
+        self, *, key: bytes, value: bytes, headers: tracing.Headers | None = None, partition: int | None = None
+    ) -> Any: ...
+
+
+ASKED: TypeAdapter[EraseRequest | CitedRequest] = TypeAdapter(
+    Annotated[EraseRequest | CitedRequest, Field(discriminator="type")]
+)
+CITED_CHUNK = 500  # stored results looked at between two turns of the event loop
 
 
 class Erasures:
@@ -76,7 +104,7 @@ class Erasures:
         confirmed: MutableMapping[str, Any],
         store: MediaStore,
         in_flight: metrics.CasesInFlight,
-        out: Sender,
+        out: Answering,
         on_disk: Sequence[Any] = (),
     ):
         self.results, self.intake, self.confirmed = results, IntakeTable(intake), confirmed
@@ -85,13 +113,44 @@ class Erasures:
 
     async def __call__(self, event: Any) -> None:
         message = event.message
+        key = message.key if isinstance(message.key, bytes) else str(message.key or "").encode()
         try:
-            request = EraseRequest.model_validate_json(message.value or b"")
+            request = ASKED.validate_json(message.value or b"")
         except ValidationError:  # an answer (ours), a tombstone, or something else: nothing to do
             return
-        key = message.key if isinstance(message.key, bytes) else str(message.key or "").encode()
+        if isinstance(request, CitedRequest):  # answered on the partition it was asked on
+            answer = await self.cited(key.decode(errors="replace"), request, message.partition)
+            value = answer.model_dump_json().encode()
+            await self.out.send(key=key, value=value, headers=tracing.headers(), partition=message.partition)
+            return
         answer = await self.erase(key.decode(errors="replace"), request, message.partition)
         await send_bounded(self.out, key, answer.model_dump_json().encode(), None)
+
+    async def cited(self, case_id: str, request: CitedRequest, partition: int) -> EraseAnswer:
+        """The case's summary out of the stored results of the cases on ``partition`` that retrieved
+        it as a precedent, a chunk of keys at a time (the worker serves between chunks)."""
+        keys = on_partition(self.results, partition)
+        answer = EraseAnswer(request=request.request, status="nothing", partition=partition)
+        in_flight: set[str] = set()
+        for start in range(0, len(keys), CITED_CHUNK):
+            done = erase_citations(
+                self.results, self.intake, keys[start : start + CITED_CHUNK], case_id, f"erased:{request.ref}"
+            )
+            answer.cited += done.entries
+            in_flight |= done.in_flight
+            await asyncio.sleep(0)
+        answer.cited_in_flight = len(in_flight)
+        if answer.cited:
+            answer.status = "erased"
+            answer.purged = any([tables.purge(table, partition) for table in self.on_disk])
+        log.info(
+            "erasure %s: its summary blanked in %d stored results on partition %d (%d of their cases in flight)",
+            request.ref,
+            answer.cited,
+            partition,
+            answer.cited_in_flight,
+        )
+        return answer
 
     async def erase(self, case_id: str, request: EraseRequest, partition: int) -> EraseAnswer:
         where = standing(self.results, self.intake, case_id)
@@ -141,32 +200,68 @@ async def answer_to(
     settings: Settings, where: TopicPartition, offset: int, request: str, wait_s: float
 ) -> EraseAnswer | None:
     """The answer to ``request`` on its partition, read from ``offset`` on for up to ``wait_s``."""
+    return (await answers_to(settings, {where: offset}, request, wait_s)).get(where.partition)
+
+
+async def answers_to(
+    settings: Settings, sent: dict[TopicPartition, int], request: str, wait_s: float
+) -> dict[int, EraseAnswer]:
+    """partition -> the answer to ``request`` there, each partition read from its offset on, until
+    every one has answered or ``wait_s`` has passed."""
     consumer = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False)
     await consumer.start()
+    found: dict[int, EraseAnswer] = {}
     try:
-        consumer.assign([where])
-        consumer.seek(where, offset)
+        consumer.assign(list(sent))
+        for where, offset in sent.items():
+            consumer.seek(where, offset)
         deadline = time.monotonic() + wait_s
-        while (left := deadline - time.monotonic()) > 0:
-            batch = await consumer.getmany(where, timeout_ms=int(min(left, 1.0) * 1000))
-            for record in batch.get(where, []):
-                with contextlib.suppress(ValidationError):
-                    answer = EraseAnswer.model_validate_json(record.value or b"")
-                    if answer.request == request:
-                        return answer
-        return None
+        while len(found) < len(sent) and (left := deadline - time.monotonic()) > 0:
+            batch = await consumer.getmany(timeout_ms=int(min(left, 1.0) * 1000))
+            for where, got in batch.items():
+                for record in got:
+                    with contextlib.suppress(ValidationError):
+                        answer = EraseAnswer.model_validate_json(record.value or b"")
+                        if answer.request == request:
+                            found[where.partition] = answer
+        return found
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(consumer.stop(), 5)
 
 
-async def forget_request(settings: Settings, case_id: str) -> None:
+async def ask_cited(
+    settings: Settings, case_id: str, ref: str, wait_s: float
+) -> tuple[set[int], dict[int, EraseAnswer]]:
+    """A ``CitedRequest`` on every partition of disputes.erasures, and up to ``wait_s`` for each
+    partition's worker to answer: (the partitions asked, partition -> answer)."""
+    request = CitedRequest(request=uuid.uuid4().hex, ref=ref)
+    topic = settings.topic(ERASURES)
+    producer = producer_for(settings)
+    await producer.start()
+    try:
+        partitions = sorted(await producer.partitions_for(topic))
+        sent = {}
+        for p in partitions:
+            done = await producer.send_and_wait(
+                topic, request.model_dump_json().encode(), key=case_id.encode(), partition=p
+            )
+            sent[TopicPartition(done.topic, done.partition)] = done.offset
+    finally:
+        await producer.stop()
+    return set(partitions), await answers_to(settings, sent, request.request, wait_s)
+
+
+async def forget_request(settings: Settings, case_id: str, partitions: Collection[int] = ()) -> None:
     """The tombstone that lets compaction drop the case's requests and answers (and so its id) from
-    ``disputes.erasures``."""
+    ``disputes.erasures``: on the case's partition, and on each of ``partitions`` (a ``CitedRequest``
+    went to every one)."""
     producer = producer_for(settings)
     await producer.start()
     try:
         await producer.send_and_wait(settings.topic(ERASURES), None, key=case_id.encode())
+        for p in partitions:
+            await producer.send_and_wait(settings.topic(ERASURES), None, key=case_id.encode(), partition=p)
     finally:
         await producer.stop()
 

@@ -5,16 +5,18 @@ it ends, so a run that stops halfway (killed, a store down) leaves a record of w
 
 1. ``tables``: the workers' tables, erased by the worker that holds the case's partition
    (``erasure.py``); a case still in the pipeline stops the run here, unless forced;
-2. ``keys``: the case's media key destroyed (crypto-shredding, ``evidence/sealing.py``);
-3. ``dead letters``: the media store originals of the case's letters found (the letters stay in
+2. ``citations``: in every partition's tables, the stored results of other cases that retrieved the
+   case as a precedent, its summary blanked (``erasure.py``, ``CitedRequest``);
+3. ``keys``: the case's media key destroyed (crypto-shredding, ``evidence/sealing.py``);
+4. ``dead letters``: the media store originals of the case's letters found (the letters stay in
    disputes.dlq, which is not compacted, until its retention), their replay notes on
    disputes.dlq-replayed replaced by an erased mark, so they are never replayed;
-4. ``console``: the console's store and the audit topic (``console/erasure.py``, given by the CLI);
-5. ``precedents``: the precedent base (``precedents/erasure.py``);
-6. ``call log``: the lines of ``llm_call_log`` about the case;
-7. ``evaluation``: evaluation output folders, when asked (``evaluation/erasure.py``, given by the CLI);
-8. ``media``: every media store object a step found (stored case files, records, letters);
-9. ``topics``: what no erasure reaches, said: the non-compacted topics, until their retention.
+5. ``console``: the console's store and the audit topic (``console/erasure.py``, given by the CLI);
+6. ``precedents``: the precedent base (``precedents/erasure.py``);
+7. ``call log``: the lines of ``llm_call_log`` about the case;
+8. ``evaluation``: evaluation output folders, when asked (``evaluation/erasure.py``, given by the CLI);
+9. ``media``: every media store object a step found (stored case files, records, letters);
+10. ``topics``: what no erasure reaches, said: the non-compacted topics, until their retention.
 
 Every step is idempotent: a second erase finds nothing left, and ``erase --resume`` runs every step
 of an unfinished erasure again.
@@ -43,7 +45,7 @@ from ..evidence.media_store import dated_store, open_store, stored_refs
 from ..evidence.scrub import drop_lines
 from ..precedents.models import PrecedentError
 from .clients import placed_letters, producer_for, replayed
-from .erasure import ask, forget_request
+from .erasure import ask, ask_cited, forget_request
 from .erasure_journal import Entry, Journal, Result, Step
 from .kafka import REPLAYED, TOPICS, ensure_topics
 
@@ -119,6 +121,36 @@ async def tables(run: Run) -> Step:
     return Step("done", answer.keys, note)
 
 
+async def citations(run: Run) -> Step:
+    """Every partition's worker blanks the case's summary in the stored results of the cases that
+    retrieved it as a precedent; a citing case still in the pipeline keeps the erasure open (its
+    later stages carry the summary from their input, and may store it again)."""
+    s = run.settings
+    try:
+        partitions, answers = await ask_cited(s, run.case_id, run.entry.ref, run.wait_s)
+    except UNREACHABLE as err:
+        return Step("left", note=f"the broker could not be reached ({for_people(err)[:120]}): resume asks again")
+    cited = sum(a.cited for a in answers.values())
+    missing = sorted(partitions - set(answers))
+    if missing:
+        return Step(
+            "left",
+            cited,
+            f"no worker answered for partition(s) {', '.join(map(str, missing))} within {run.wait_s:.0f}s: "
+            "the requests wait on disputes.erasures, and resume asks again",
+        )
+    await forget_request(s, run.case_id, partitions)  # every partition had a request under the case id
+    in_flight = sum(a.cited_in_flight for a in answers.values())
+    if in_flight:
+        return Step(
+            "left",
+            cited,
+            f"{in_flight} case(s) that retrieved it as a precedent are still in the pipeline and may store its "
+            "summary again: resume once they are decided",
+        )
+    return Step("done", cited, f"its summary blanked in {cited} stored result(s) of other cases" if cited else "")
+
+
 async def keys(run: Run) -> Step:
     """Crypto-shredding: the case's media key destroyed, so every copy of its sealed media is unreadable."""
     s = run.settings
@@ -185,11 +217,25 @@ async def precedents(run: Run) -> Step:
     return Step("left" if done.notes else "done", done.cases + done.guidelines, "; ".join([note, *done.notes]))
 
 
+# How the LLM call log (llm/port.py, ``case_id`` of each line) names a case besides its id: a
+# qualification ballot on it as a mock case (jury/qualify.py), and its party-swapped twin in an
+# evaluation (evaluation/swap.py's SWAP_SUFFIX). tests/unit/streams/test_erasure.py writes each
+# through its real writer and checks this list against it.
+CALL_LOG_PREFIXES = ("", "qualify:")
+CALL_LOG_SUFFIXES = ("", ":swap")
+
+
+def call_log_forms(case_id: str) -> set[str]:
+    """Every ``case_id`` a line of the call log about the case carries."""
+    return {f"{p}{case_id}{s}" for p in CALL_LOG_PREFIXES for s in CALL_LOG_SUFFIXES}
+
+
 async def call_log(run: Run) -> Step:
     path = run.settings.llm_call_log
     if path is None or not Path(path).is_file():
         return Step("skipped", note="no llm_call_log")
-    return Step("done", drop_lines(Path(path), lambda line: _json(line).get("case_id") == run.case_id))
+    forms = call_log_forms(run.case_id)
+    return Step("done", drop_lines(Path(path), lambda line: _json(line).get("case_id") in forms))
 
 
 async def media(run: Run) -> Step:
@@ -220,6 +266,7 @@ def _json(value: bytes | str | None) -> dict:
 
 STEPS: dict[str, StepFn | None] = {  # None: given by the caller (a room above this one), or skipped
     "tables": tables,
+    "citations": citations,
     "keys": keys,
     "dead letters": dead_letters,
     "console": None,

@@ -25,7 +25,7 @@ import faust
 
 from ..config import Settings
 from ..evidence import intake
-from ..evidence.media_store import MediaStore, open_store
+from ..evidence.media_store import MediaStore, StoreError, open_store
 from ..observability import metrics, tracing
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, EvidenceSubmitted, now
 from ..schemas.events import DisputeEvent
@@ -334,12 +334,12 @@ class Intake:
         return value
 
     async def claim_check(self, case: DisputeCase) -> DisputeCase:
-        """Inline media (data_base64) put in the media store and referenced by its sha256 (``stored``);
-        a ``stored`` reference from outside must name an object the store holds, which this case now
-        keeps alive for another media retention (``touch``), as a put of the same bytes would."""
+        """Inline media (data_base64) put in the media store as the case's own object and referenced
+        by its sha256 (``stored``); a ``stored`` reference from outside must name an object the store
+        holds, which becomes the case's own (``adopt``)."""
         data = case.model_dump(mode="json", exclude_none=True)
         items = [item for round_ in data["rounds"] for item in round_["items"]]
-        moved = await claim_check(self.store, items, case.case_id)
+        moved = await claim_check(self.store, items, case.case_id, self.settings.max_media_bytes)
         return DisputeCase.model_validate(data) if moved else case
 
     async def hand_on(self, case_id: str, value: bytes, partition: int) -> None:
@@ -353,22 +353,32 @@ class Intake:
             raise
 
 
-async def claim_check(store: MediaStore, items: list[dict], case_id: str | None = None) -> bool:
-    """Evidence items (as JSON) with inline media moved to the store and named by sha256 (``stored``),
-    in place; a ``stored`` reference must name an object the store holds, which is kept alive for
-    another media retention (``touch``). Whether anything moved. ``case_id``: whose media it is (a
-    sealing store seals it under that case's key, evidence/sealing.py)."""
+async def claim_check(store: MediaStore, items: list[dict], case_id: str, limit: int) -> bool:
+    """Evidence items (as JSON) with inline media moved to the store as the case's own objects and
+    named by their sha256 (``stored``), in place; a ``stored`` reference must name an object the store
+    holds, and is replaced by the case's own copy of it (``adopt``: the same reference, kept another
+    media retention, when it is the case's already), so no other case's erasure can take it away.
+    Whether anything changed. ``limit``: the most bytes a copied object may have."""
     moved = False
     for item in items:
         media = item.get("media") or {}
         if "data_base64" in media:
             media["stored"] = await store.put(base64.b64decode(media.pop("data_base64")), case_id)
             moved = True
-        elif "stored" in media and not await store.touch(media["stored"]):
-            raise intake.Rejected(
-                "invalid_case",
-                f"evidence {item['id']}: media stored as {media['stored'][:12]}… is not in the media store",
-            )
+        elif "stored" in media:
+            try:
+                own = await store.adopt(media["stored"], case_id, limit)
+            except StoreError as err:
+                if err.kind == "unavailable":  # the store, not the case: retried like any put
+                    raise
+                raise intake.Rejected("invalid_case", f"evidence {item['id']}: {err.detail}") from err
+            if own is None:
+                raise intake.Rejected(
+                    "invalid_case",
+                    f"evidence {item['id']}: media stored as {media['stored'][:12]}… is not in the media store",
+                )
+            moved = moved or own != media["stored"]
+            media["stored"] = own
     return moved
 
 

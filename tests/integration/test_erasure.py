@@ -28,12 +28,12 @@ from cyberjurors.console import erasure as console_erasure
 from cyberjurors.console.feed import Feed
 from cyberjurors.console.store import Store
 from cyberjurors.errors import StoreError
-from cyberjurors.evidence.media_store import digest_of, open_store
+from cyberjurors.evidence.media_store import digest_of, open_store, owned
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
-from cyberjurors.schemas import OutcomeReported, Verdict
+from cyberjurors.schemas import CaseFile, OutcomeReported, Verdict
 from cyberjurors.streams.clients import Outgoing, placed_letters, produce, replay
 from cyberjurors.streams.erasure_journal import Journal, Step
 from cyberjurors.streams.erasure_run import Run, erase
@@ -294,7 +294,7 @@ async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume
     assert entry.case_id == case_id and entry.steps["tables"].state == "left"
     assert "no worker answered" in entry.steps["tables"].note
     assert entry.steps["console"].state == "done" and "media" not in entry.steps
-    assert digest_of(photo) in entry.refs  # found in the console's record, kept for the resume
+    assert digest_of(owned(photo, case_id)) in entry.refs  # found in the console's record, kept for the resume
     assert found_in(Path(settings.media_store), (PHOTO_SAYS,)) == stored  # not deleted yet
     assert any(v is not None for v in (await keys_on(settings, "stage-results", case_id)).values())
     journal.close()
@@ -331,3 +331,89 @@ async def test_with_media_encryption_an_erased_case_s_media_cannot_be_read_from_
     assert err.value.kind == "shredded"
     [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
     assert entry["steps"]["keys"] == {"state": "done", "erased": 1}
+
+
+async def stored_photo_refs(settings: Settings, case_ids: set[str]) -> dict[str, str]:
+    """case id -> the media store reference its admitted case file names for its photo."""
+    found = await read_topic(settings, "disputes.intake", until=len(case_ids), keys=case_ids, timeout_s=60)
+    refs = {}
+    for key, value in found:
+        case = CaseFile.model_validate_json(value).case
+        [ref] = [i.media.stored for i in case.items() if i.media is not None and i.media.stored]
+        refs[key] = ref
+    return refs
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "media_encryption"])
+async def test_erasing_one_case_leaves_another_case_s_identical_photo_readable(settings, tmp_path, sealed):
+    """Two cases submit the same photo; `erase` of the first, through the worker and every step,
+    deletes the first's object (or shreds its key) and leaves the second's photo readable: each case's
+    media objects are its own."""
+    over: dict[str, object] = {}
+    if sealed:
+        over = {
+            "media_encryption": True,
+            "case_key_secret": "k" * 32,
+            "case_key_store": str(tmp_path / "data" / "keys"),
+        }
+    settings = data_settings(settings, tmp_path, **over)
+    first, second = f"twin-a-{uuid.uuid4().hex[:6]}", f"twin-b-{uuid.uuid4().hex[:6]}"
+    photo = labelled_png(PHOTO_SAYS)
+    async with worker_process(settings, tmp_path / "worker.log"):
+        await produce(settings, [Outgoing(c, whole(seeded_case(c)), "test") for c in (first, second)])
+        await read_topic(settings, "disputes.verdicts", until=2, keys={first, second}, timeout_s=180)
+        refs = await stored_photo_refs(settings, {first, second})
+        store = open_store(settings)
+        assert await store.get(refs[first], 10_000) == photo == await store.get(refs[second], 10_000)
+
+        erased = await asyncio.to_thread(cli, settings, "erase", "--case", first)
+        assert erased.returncode == 0, erased.stdout + erased.stderr
+    with pytest.raises(StoreError) as err:
+        await store.get(refs[first], 10_000)
+    assert err.value.kind in ("missing", "shredded")  # deleted (and, sealed, its key destroyed)
+    assert await store.get(refs[second], 10_000) == photo  # the other case's evidence is all there
+
+
+async def test_a_case_that_retrieved_the_erased_one_as_a_precedent_keeps_it_only_as_a_reference(settings, tmp_path):
+    """Issue 37, item 6: case A is decided and learned by the precedent base; case B, judged after,
+    retrieves A as a precedent and stores its summary in the worker's tables; erasing A blanks that
+    summary in B's stored results too (each rewrite on the changelog partition B's entries are on)."""
+    settings = data_settings(settings, tmp_path, precedent_backend="embedded")
+    first, then = f"cited-{uuid.uuid4().hex[:6]}", f"citing-{uuid.uuid4().hex[:6]}"
+    embedder = load_embedder(settings.embedding_model)
+    index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
+    clothing = sorted((EXAMPLES / "precedents").glob("hist-clot-*.json"))
+    await build_precedents(clothing, settings, OfflineLLM(), index, embedder)
+    await index.close()
+    async with worker_process(settings, tmp_path / "worker.log") as worker:
+        await produce(settings, [Outgoing(first, whole(seeded_case(first)), "test")])
+        [(_, value)] = await read_topic(settings, "disputes.verdicts", until=1, keys={first}, timeout_s=180)
+        winner = Verdict.model_validate_json(value).winner
+        votes = {"buyer": 3, "seller": 14} if winner == "seller" else {"buyer": 14, "seller": 3}
+        outcome = OutcomeReported(case_id=first, votes=votes).model_dump_json().encode()
+        await produce(settings, [Outgoing(first, outcome, "test")], topic="disputes.outcomes")
+        for _ in range(120):  # learned: the case joins the base
+            index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
+            learned = await index.get([f"case:{first}"])
+            await index.close()
+            if learned:
+                break
+            await asyncio.sleep(0.5)
+        assert learned, "the precedent base never learned the first case"
+        await produce(settings, [Outgoing(then, whole(seeded_case(then)), "test")])  # the same dispute again
+        await read_topic(settings, "disputes.verdicts", until=1, keys={then}, timeout_s=180)
+        named = json.dumps(first).encode()
+        before = {k: v for k, v in (await keys_on(settings, "stage-results", then)).items() if v and named in v}
+        assert before, "the second case did not retrieve the first as a precedent"
+
+        erased = await asyncio.to_thread(cli, settings, "erase", "--case", first)
+        assert erased.returncode == 0, erased.stdout + erased.stderr
+        assert worker.alive()
+        after = await keys_on(settings, "stage-results", then)
+    assert set(before) <= set(after) and all(after[k] is not None for k in before)  # rewritten, not deleted
+    assert not any(named in (v or b"") for v in after.values())
+    assert all(b'"erased:' in (after[k] or b"") for k in before)  # named by the erasure's reference
+    assert any(b'"text":"[erased]"' in (after[k] or b"") for k in before)  # and its summary blanked
+    [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
+    assert entry["steps"]["citations"]["erased"] >= len(before), entry
+    assert (await last_values(settings, settings.topic("disputes.erasures"))).get(first.encode()) is None

@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from cyberjurors.config import Settings
-from cyberjurors.evidence.media_store import LocalMediaStore, digest_of
+from cyberjurors.evidence.media_store import LocalMediaStore, digest_of, owned
 from cyberjurors.schemas import CaseFile, DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
 from cyberjurors.streams.kafka import client_options, ensure_topics
@@ -75,4 +75,4 @@ async def test_a_case_with_inline_media_travels_with_references_and_gets_its_ver
     [(_, value)] = ready
     assert len(value) < 10_000
     refs = [i.media.stored for i in CaseFile.model_validate_json(value).case.items() if i.media is not None]
-    assert refs == [digest_of(p) for p in photos]
+    assert refs == [digest_of(owned(p, "photos")) for p in photos]  # the case's own objects

@@ -103,6 +103,17 @@ def test_the_feed_does_not_file_the_erased_case_again_unless_sent_after_the_eras
     assert store.counts()["verdicts"] == 1
 
 
+def test_an_audit_entry_read_after_the_erasure_loses_the_id_beside_punctuation_and_keeps_lookalikes(tmp_path, airfryer):
+    store, _ = filled(tmp_path, airfryer)
+    erase_case(store, AIRFRYER, "ref0", collect(store, AIRFRYER).ids)
+    detail = f"decided {AIRFRYER}. {AIRFRYER}: upheld; {AIRFRYER}-2 and {AIRFRYER}0 are others"
+    old = {"id": "a2", "actor": "ann", "target": f"{AIRFRYER}:", "detail": detail, "action": "decide"}
+    store.apply("audit", Msg("disputes.audit", 0, 1, json.dumps(old).encode()))
+    [row] = store._rows("SELECT target, detail FROM audit WHERE id = 'a2'")
+    assert row["target"] == "erased:ref0:"
+    assert row["detail"] == f"decided erased:ref0. erased:ref0: upheld; {AIRFRYER}-2 and {AIRFRYER}0 are others"
+
+
 def test_console_retention_forgets_old_cases_and_blanks_old_rationales(tmp_path, airfryer):
     store, escalation_id = filled(tmp_path, airfryer)
     decided = datetime.fromisoformat(store._rows("SELECT decided_at FROM verdicts")[0]["decided_at"])

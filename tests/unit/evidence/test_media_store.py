@@ -26,12 +26,15 @@ from pydantic import ValidationError
 from cyberjurors.config import Settings
 from cyberjurors.evidence.media_store import (
     DAY_S,
+    OWNED,
+    OWNED_HEADER,
     FsspecMediaStore,
     LocalMediaStore,
     StoreError,
     day_of,
     digest_of,
     open_store,
+    owner_tag,
     shown_url,
 )
 from cyberjurors.streams.kafka import topic_configs
@@ -168,6 +171,24 @@ async def test_put_get_has_size_round_trip_content_addressed(url):
     assert not await store.has(other) and await store.size(other) is None
 
 
+async def test_each_case_s_objects_are_its_own_so_erasing_one_case_leaves_the_other_s(url):
+    """Issue 37, item 1: two cases that submit the same photo hold two objects; a redelivery of one
+    case's photo is the same object; erasing the first case's deletes nothing the second names."""
+    store = store_at(url, Clock())
+    first, second = await store.put(PHOTO, "c-1"), await store.put(PHOTO, "c-2")
+    assert first != second and await store.put(PHOTO, "c-1") == first
+    assert first == digest_of(OWNED + owner_tag("c-1") + PHOTO)  # named by what is stored, as any object
+    assert await store.get(first, len(PHOTO)) == PHOTO  # the tag is not counted against the limit
+    assert await store.erase(first) == 1
+    assert await store.get(second, len(PHOTO)) == PHOTO
+    with pytest.raises(StoreError):
+        await store.get(first, len(PHOTO))
+    assert await store.adopt(second, "c-2", len(PHOTO)) == second  # the case's own: the same object
+    adopted = await store.adopt(second, "c-3", len(PHOTO))  # another case naming it gets its own copy
+    assert adopted not in (None, second) and await store.get(adopted, len(PHOTO)) == PHOTO
+    assert await store.adopt(digest_of(OTHER), "c-3", 100) is None
+
+
 async def test_a_missing_object_is_missing(url):
     store = store_at(url, Clock())
     with pytest.raises(StoreError) as err:
@@ -183,9 +204,12 @@ async def test_an_object_over_the_limit_is_refused_before_its_body_is_read(url):
     store._read = lambda key, most: reads.append((key, most)) or read(key, most)
     with pytest.raises(StoreError) as err:
         await store.get(ref, len(PHOTO) - 1)
-    assert err.value.kind == "too_large" and reads == []
+    # at most the first bytes, which say whether the object is a case's own (its tag comes first)
+    assert err.value.kind == "too_large" and all(most <= len(OWNED) for _, most in reads)
+    reads.clear()
     assert await store.get(ref, len(PHOTO) + 10) == PHOTO
-    assert [most for _, most in reads] == [len(PHOTO) + 11]  # never more than the limit and one byte
+    # never more than the limit, a case's tag and one byte
+    assert [most for _, most in reads] == [len(PHOTO) + 10 + OWNED_HEADER + 1]
 
 
 async def test_an_object_that_grew_after_its_size_was_read_is_still_read_only_up_to_the_limit(url):

@@ -69,14 +69,37 @@ async def test_a_media_reference_refreshes_its_key_so_the_key_outlives_the_objec
     assert await store.get(ref, 1000) == PHOTO
 
 
-async def test_an_object_put_without_a_case_or_before_encryption_reads_as_it_is(tmp_path):
+async def test_an_object_put_before_encryption_reads_as_it_is(tmp_path):
     store = sealed(tmp_path, Clock())
     plain = await store.store.put(b"put before media_encryption was on")
+    owned = await store.store.put(b"a case's own, put before media_encryption was on", "c-1")
     assert await store.get(plain, 1000) == b"put before media_encryption was on"
-    assert await store.get(await store.put(b"no case named"), 1000) == b"no case named"
+    assert await store.get(owned, 1000) == b"a case's own, put before media_encryption was on"
     with pytest.raises(StoreError) as err:
         await store.get(plain, 5)
     assert err.value.kind == "too_large"
+
+
+async def test_a_put_that_names_no_case_is_refused_and_nothing_is_stored_in_the_clear(tmp_path):
+    store = sealed(tmp_path, Clock())
+    with pytest.raises(StoreError) as err:
+        await store.put(b"no case named: Quillfeather-7731")
+    assert err.value.kind == "no_case"
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+async def test_a_case_naming_another_case_s_sealed_object_gets_it_sealed_under_its_own_key(tmp_path):
+    store = sealed(tmp_path, Clock())
+    theirs = await store.put(PHOTO, "c-1")
+    ours = await store.adopt(theirs, "c-2", 1000)
+    assert ours is not None and ours != theirs
+    assert await store.adopt(ours, "c-2", 1000) == ours  # its own already: the same object, refreshed
+    assert await store.keys.destroy("c-1") == 1
+    assert await store.get(ours, 1000) == PHOTO  # c-1's erasure leaves c-2's photo readable
+    plain = await store.store.put(b"put before media_encryption was on")
+    adopted = await store.adopt(plain, "c-2", 1000)
+    assert adopted != plain and (await store.store.get(adopted, 1000)).startswith(MAGIC)  # sealed now
+    assert await store.adopt("ab" * 32, "c-2", 1000) is None
 
 
 def test_open_store_seals_only_with_media_encryption_and_a_secret(tmp_path):

@@ -40,10 +40,14 @@ class Topic:
     def __init__(self) -> None:
         self.sent: list[tuple[bytes, bytes]] = []
         self.headers: list[dict[str, bytes]] = []  # of each message sent, in order
+        self.partitions: list[int | None] = []  # the partition each was sent to, when one was chosen
 
-    async def send(self, *, key: bytes, value: bytes, headers: dict[str, bytes] | None = None) -> None:
+    async def send(
+        self, *, key: bytes, value: bytes, headers: dict[str, bytes] | None = None, partition: int | None = None
+    ) -> None:
         self.sent.append((key, value))
         self.headers.append(dict(headers or {}))
+        self.partitions.append(partition)
 
 
 def event(value: bytes, key: bytes = b"k", partition: int = 0) -> SimpleNamespace:

@@ -143,6 +143,23 @@ async def test_the_command_holds_back_a_letter_whose_original_failed_after_a_rep
     assert len(await read_topic(settings, "disputes.events", until=3, timeout_s=5)) == 2
 
 
+async def test_a_letter_whose_stored_original_failed_again_after_a_replay_is_held_back(settings, tmp_path):
+    """An original too large to carry is the case's own object in the media store, named by the
+    digest of what is stored (not of the original's bytes): the replay note names it as the letter
+    does, so the letter written when the replay failed again is recognised."""
+    settings = settings.model_copy(update={"media_store": str(tmp_path / "store")})
+    stored = b'{"type": "case", "large": "' + b"z" * 5000 + b'"}'
+    ref = await LocalMediaStore(tmp_path / "store").put(stored, "c")
+    await ensure_topics(settings)
+    await produce(settings, [letter(settings, "c", "stage_failed", "round-2", True, 0, ref=ref)])
+    first = await replay(settings, await placed_letters(settings))
+    assert [x.letter.key for x in first.sent] == ["c"]
+    again = await LocalMediaStore(tmp_path / "store").put(stored, "c")  # the same original failed again
+    await produce(settings, [letter(settings, "c", "stage_failed", "round-2", True, 1, ref=again)])
+    second = await replay(settings, await placed_letters(settings))
+    assert second.sent == [] and [x.letter.key for x in second.failed_again] == ["c"]
+
+
 async def test_the_command_sends_final_letters_only_with_final_and_each_once(settings):
     await ensure_topics(settings)
     await produce(

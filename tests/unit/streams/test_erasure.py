@@ -12,20 +12,24 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from pydantic import ValidationError
 
 from cyberjurors.config import Settings
 from cyberjurors.evidence.media_store import LocalMediaStore
 from cyberjurors.evidence.scrub import residue
 from cyberjurors.observability import metrics
+from cyberjurors.schemas import CaseFile, PrecedentRef, Precedents, now
+from cyberjurors.state import expiry
 from cyberjurors.state.erasure import refs_of
 from cyberjurors.state.intake import IntakeTable
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams import erasure_run
-from cyberjurors.streams.erasure import EraseAnswer, EraseRequest, Erasures
+from cyberjurors.streams.erasure import CitedRequest, EraseAnswer, EraseRequest, Erasures
 from cyberjurors.streams.erasure_journal import Journal, Step
 from cyberjurors.streams.erasure_run import Refused, Run, erase, resume_all
 from cyberjurors.streams.kafka import topic_configs
 
+from ...factories import case as text_case
 from .test_app_handlers import Topic, event
 
 PHOTO = b"\x89PNG Quillfeather-7731 on the label"
@@ -82,6 +86,59 @@ async def test_the_worker_s_own_answers_and_tombstones_on_the_topic_are_passed_o
     for value in (EraseAnswer(request="r1", status="nothing").model_dump_json().encode(), b"", b"not json"):
         await worker.handler(event(value, b"c-1"))
     assert worker.out.sent == [] and "c-1/verdict" in worker.results.table
+
+
+SUMMARY = "Quillfeather-7731 said the kettle leaked"
+
+
+def citing(case_id: str, *cited: str) -> bytes:
+    """A stored case file of ``case_id`` that retrieved ``cited`` as its precedents."""
+    refs = [
+        PrecedentRef(id=c, kind="case", text=f"{SUMMARY} ({c})", category="appliances", score=1.0, rank=n)
+        for n, c in enumerate(cited, 1)
+    ]
+    case_file = CaseFile(case=text_case(case_id), received_at=now(), precedents=Precedents(cases=refs))
+    return case_file.model_dump_json().encode()
+
+
+def cited_request() -> bytes:
+    return CitedRequest(request="r2", ref="ref0").model_dump_json().encode()
+
+
+async def test_the_case_s_summary_leaves_the_stored_results_of_cases_that_retrieved_it(worker):
+    """Issue 37, item 6: on each partition, the worker holding it blanks the erased case's summary in
+    the stored results of the cases there that retrieved it, and says which are still in flight."""
+    results = worker.results
+    results.put("c-2", "intake", citing("c-2", "c-1", "c-10"))
+    consistency = {"outcome": "consistent", "compared": ["c-1", "c-10"], "disagreeing": ["c-1"], "min_similarity": 0.5}
+    results.put("c-2", "verdict", json.dumps({"case_id": "c-2", "precedent_consistency": consistency}).encode())
+    results.put("c-3", "intake", citing("c-3", "c-1"))  # admitted, not yet decided: still in flight
+    worker.intake.admitted("c-3", "digest", 0.0, 1)
+    results.put("c-4", "intake", citing("c-4", "c-1"))  # on a partition no request was sent to (yet)
+    for case_id, partition in (("c-2", 0), ("c-3", 0), ("c-4", 1)):
+        results.times[case_id] = expiry.stamp(0.0, partition)
+    await worker.handler(event(cited_request(), b"c-1", partition=0))
+    got = EraseAnswer.model_validate_json(worker.out.sent[-1][1])
+    assert (got.status, got.partition, got.cited, got.cited_in_flight) == ("erased", 0, 3, 1)
+    assert worker.out.partitions[-1] == 0  # answered on the partition it was asked on
+    for case_id in ("c-2", "c-3"):
+        stored = CaseFile.model_validate_json(results.stored(case_id, "intake"))  # still a valid case file
+        shown = {p.id: p.text for p in stored.precedents.cases}
+        assert shown == {"erased:ref0": "[erased]", **({"c-10": f"{SUMMARY} (c-10)"} if case_id == "c-2" else {})}
+    assert b"Quillfeather" in results.stored("c-4", "intake")  # partition 1's worker does that one
+    kept = json.loads(results.stored("c-2", "verdict"))["precedent_consistency"]
+    assert (kept["compared"], kept["disagreeing"]) == (["erased:ref0", "c-10"], ["erased:ref0"])
+    await worker.handler(event(cited_request(), b"c-1", partition=1))
+    assert EraseAnswer.model_validate_json(worker.out.sent[-1][1]).cited == 1
+    assert not any(b"(c-1)" in v for v in results.table.values())
+    await worker.handler(event(cited_request(), b"c-1", partition=0))
+    assert EraseAnswer.model_validate_json(worker.out.sent[-1][1]).status == "nothing"  # twice: nothing left
+
+
+async def test_a_worker_of_an_earlier_release_passes_a_cited_request_over():
+    """A CitedRequest is no EraseRequest: an older worker's parse refuses it, and erases nothing."""
+    with pytest.raises(ValidationError):
+        EraseRequest.model_validate_json(cited_request())
 
 
 def test_refs_of_reads_stored_json_and_ignores_the_rest():
@@ -183,7 +240,7 @@ async def test_a_run_cut_short_leaves_its_entry_open_for_the_resume(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         await erase(Settings(llm_backend="offline"), journal, "c-1", given=steps(precedents=KeyboardInterrupt()))
     [entry] = journal.open_entries()
-    assert entry.case_id == "c-1" and set(entry.steps) == {"tables", "keys", "dead letters", "console"}
+    assert entry.case_id == "c-1" and set(entry.steps) == {"tables", "citations", "keys", "dead letters", "console"}
 
 
 # --- the topics -----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from PIL import Image
 
 from cyberjurors.config import Settings
 from cyberjurors.evidence import media
-from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of
+from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of, open_store, owned
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, MediaRef
 from cyberjurors.state.results import StageResults
@@ -121,7 +121,7 @@ async def test_a_rejected_input_under_the_limit_whose_letter_would_not_fit_keeps
     junk = b"{" + b"x" * 35_000  # under max_event_bytes, but as base64 the letter would be over it
     await p.intake(event(junk, b"junk"))
     [letter] = dead(p.dlq)
-    assert letter.reason == "invalid_json" and letter.original_ref == digest_of(junk)
+    assert letter.reason == "invalid_json" and letter.original_ref == digest_of(owned(junk, "junk"))
     assert await p.store.get(letter.original_ref, len(junk)) == junk
 
     await p.intake(event(b"{", b"small"))  # a small one is carried in the letter as before
@@ -137,7 +137,8 @@ async def test_inline_media_is_moved_to_the_store_and_read_back_from_it(small):
     [(_key, value)] = p.ready.sent
     case_file = CaseFile.model_validate_json(value)
     refs = [i.media for i in case_file.case.items() if i.media is not None]
-    assert [r.stored for r in refs] == [digest_of(first), digest_of(second)]
+    ours = [digest_of(owned(first, "media")), digest_of(owned(second, "media"))]  # the case's own objects
+    assert [r.stored for r in refs] == ours
     assert all(r.data_base64 is None for r in refs) and b'"data_base64":"' not in value
     assert len(value) < len(submitted) // 4  # the media left the stream
     # the same digest as the case as submitted: verdict ids do not change with the claim check
@@ -146,7 +147,7 @@ async def test_inline_media_is_moved_to_the_store_and_read_back_from_it(small):
     )
     assert await media.read_bytes(refs[0], small) == first
     stored = sorted(f.name for f in p.store.root.rglob("*") if f.is_file())
-    assert stored == sorted([digest_of(first), digest_of(second)])  # two objects, nothing else left behind
+    assert stored == sorted(ours)  # two objects, nothing else left behind
 
 
 async def test_a_stored_reference_must_name_an_object_in_the_store(small):
@@ -157,15 +158,32 @@ async def test_a_stored_reference_must_name_an_object_in_the_store(small):
     assert (letter.reason, letter.replayable) == ("invalid_case", False) and p.ready.sent == []
 
 
-async def test_a_case_naming_an_older_stored_object_keeps_it_for_another_retention(small):
+async def test_a_case_naming_a_stored_object_gets_its_own_copy_kept_another_retention(small):
     root = Path(small.media_store)
     days_ago = time.time() - 5 * 86400
-    ref = await LocalMediaStore(root, small.media_retention, lambda: days_ago).put(noise_png(20, 3))
+    photo = noise_png(20, 3)
+    ref = await LocalMediaStore(root, small.media_retention, lambda: days_ago).put(photo)  # no case's
     named = {"id": "b1", "kind": "image", "text": "x", "media": {"media_type": "image/png", "stored": ref}}
     p = parts(small)
     await p.intake(event(whole(case("named", [named])), b"named"))
     assert dead(p.dlq) == [] and len(p.ready.sent) == 1
-    # refreshed: a copy under today's folder, so the sweep of the older day leaves the case its photo
+    [item] = [i for i in CaseFile.model_validate_json(p.ready.sent[0][1]).case.items() if i.media is not None]
+    own = digest_of(owned(photo, "named"))
+    # the case's own object, in today's folder: no other case's erasure, nor the older day's sweep, takes it
+    assert item.media.stored == own and (root / day_of(time.time()) / own[:2] / own).exists()
+    assert (root / day_of(days_ago) / ref[:2] / ref).exists()  # the one it named is left to its retention
+    assert await media.read_bytes(item.media, small) == photo
+
+
+async def test_a_case_naming_its_own_stored_object_keeps_the_reference_and_refreshes_it(small):
+    root = Path(small.media_store)
+    days_ago = time.time() - 5 * 86400
+    ref = await LocalMediaStore(root, small.media_retention, lambda: days_ago).put(noise_png(20, 4), "again")
+    named = {"id": "b1", "kind": "image", "text": "x", "media": {"media_type": "image/png", "stored": ref}}
+    p = parts(small)
+    await p.intake(event(whole(case("again", [named])), b"again"))
+    [item] = [i for i in CaseFile.model_validate_json(p.ready.sent[0][1]).case.items() if i.media is not None]
+    assert item.media.stored == ref  # already the case's: no copy, the same reference
     assert (root / day_of(time.time()) / ref[:2] / ref).exists() and (root / day_of(days_ago) / ref[:2] / ref).exists()
 
 
@@ -261,3 +279,19 @@ async def test_a_letter_the_broker_refuses_is_sent_again_with_its_original_in_th
 def test_max_case_bytes_must_leave_room_below_max_event_bytes():
     with pytest.raises(ValueError):
         Settings(llm_backend="offline", max_event_bytes=100_000, max_case_bytes=100_000)
+
+
+async def test_with_media_encryption_a_keyless_original_too_large_to_carry_is_never_stored_in_the_clear(
+    small, tmp_path
+):
+    sealed = small.model_copy(
+        update={"media_encryption": True, "case_key_secret": "k" * 32, "case_key_store": str(tmp_path / "keys")}
+    )
+    p = parts(sealed)
+    p.letters.store = open_store(sealed)
+    junk = b"{ Quillfeather-7731 " + b"x" * 35_000  # no Kafka key: no case to seal it under
+    await p.intake(event(junk, None))
+    [letter] = dead(p.dlq)
+    assert letter.original_ref is None and letter.original_base64 == ""
+    assert "could not be stored" in letter.detail and "names no case" in letter.detail
+    assert [f for f in tmp_path.rglob("*") if f.is_file() and b"Quillfeather" in f.read_bytes()] == []
