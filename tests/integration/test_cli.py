@@ -109,6 +109,7 @@ def test_schemas_export_writes_json_schema_for_the_public_events(tmp_path: Path,
         "decisive_evidence_unreadable",
         "budget_reached",
         "inconsistent_with_precedent",
+        "quorum_not_reached",
     }
     outcome = json.loads((tmp_path / "outcome.schema.json").read_text())
     assert "human_panel" in json.dumps(outcome["properties"]["source"])

@@ -44,6 +44,7 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionContentPartParam
 
 from ...config import OPENAI_EFFORTS, LLMSettings, OpenAIEffort, reasons
+from ...errors import CyberJurorsError
 from ...observability import metrics
 from ...schemas import Usage
 from ..fitting import MIN_CLIPPED, Fitted, captioned, fit, has_images
@@ -149,15 +150,25 @@ FIT_ATTEMPTS = 3
 ANSWER_SHARE = 2  # an answer gets at most half the window: the case comes first
 
 
-class ShapeRefused(Exception):
-    """The server refused the request's structured-output shape (its words in the message)."""
+# the server's refusals the backend answers itself (another shape, captions, a smaller prompt); they
+# never leave it, but stay under the package's one root
+class ShapeRefused(CyberJurorsError):
+    """The server refused the request's structured-output shape (its words in the detail)."""
+
+    kind = "shape_refused"
 
 
-class ImagesRefused(Exception):
-    pass
+class ImagesRefused(CyberJurorsError):
+    """The server (or its model) takes no images."""
+
+    kind = "images_refused"
 
 
-class LengthRefused(Exception):
+class LengthRefused(CyberJurorsError):
+    """The prompt is longer than the server's context window (``window`` when it says it)."""
+
+    kind = "length_refused"
+
     def __init__(self, window: int | None, message: str):
         super().__init__(message)
         self.window = window

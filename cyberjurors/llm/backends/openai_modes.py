@@ -29,14 +29,16 @@ import pydantic
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
-from ...errors import validation_summary
+from ...errors import CyberJurorsError, validation_summary
 from .openai_server import Mode
 
 FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
 
 
-class Unusable(Exception):
+class Unusable(CyberJurorsError):
     """A reply that holds no valid answer: what is wrong with it, for the repair request and the error."""
+
+    kind = "invalid_output"
 
 
 def schema_of(output_type: type[BaseModel]) -> dict[str, Any]:
