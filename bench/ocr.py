@@ -22,13 +22,12 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the labels live with the tests
 
-from harness import machine, make_console, med, table
-
 from cyberjurors.config import Settings
 from cyberjurors.evidence import ocr
-from cyberjurors.evidence.media import decoding
 from cyberjurors.evidence.media import _image_part as image_part
+from cyberjurors.evidence.media import decoding
 from cyberjurors.evidence.privacy import minimise
+from harness import machine, make_console, med, table
 from tests import factories
 from tests.ocr_labels import LOCALES, label
 from tests.unit.evidence.test_ocr import leaks
