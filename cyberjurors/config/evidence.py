@@ -127,6 +127,19 @@ class EvidenceSettings(BaseModel):
         "a placeholder typed in them still escaped; the evidence and appeal grounds are always masked",
     )
 
+    # Text in photos and video frames (issue 39, evidence/ocr.py): read by Tesseract, the words that hold
+    # personal data boxed out before the image reaches any model, the text read (masked) in the caption
+    # of a model that reads captions only. Off by default: docs/benchmarks.md gives its cost per image.
+    privacy_ocr: bool = Field(
+        False,
+        description="read the text in photos and video frames (Tesseract) and box out the words that hold "
+        "personal data of the privacy_mask kinds before any model sees the image; the text read, masked, joins "
+        "the item's caption. An image that cannot be read this way (no tesseract, a timeout) is withheld with a note",
+    )
+    privacy_ocr_timeout_s: float = Field(
+        20.0, gt=0, description="longest Tesseract may take over one image or frame before the item is withheld"
+    )
+
     @field_validator("privacy_phone_regions")
     @classmethod
     def _known_regions(cls, regions: list[str]) -> list[str]:

@@ -252,9 +252,14 @@ def _decoder_pool(size: int) -> ThreadPoolExecutor:
     return _POOLS[size]
 
 
-async def _decode(settings: Settings, fn: Callable[..., T], *args: object) -> T:
+async def decoding(settings: Settings, fn: Callable[..., T], *args: object) -> T:
+    """``fn(*args)`` in the process's decode pool: at most ``media_decode_concurrency`` decodes (and
+    readings of an image's text, ``evidence/ocr.py``) at once, however many cases and stages ask."""
     pool = _decoder_pool(settings.media_decode_concurrency)
     return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args))
+
+
+_decode = decoding
 
 
 def _fit(size: tuple[int, int], max_side: int) -> tuple[int, int]:

@@ -276,6 +276,9 @@ class Minimised:
     extra: tuple[str, ...]
     report: Minimisation | None
     values: dict[str, Value] = field(default_factory=dict)
+    keys: dict[tuple[PersonalData, str], str] = field(default_factory=dict)
+    """each detected value's (kind, normalised form) -> its placeholder: how text read elsewhere (an
+    image's, ``mask_read_text``) gets the case's placeholders"""
 
 
 # found once, a value is masked wherever else the case writes it as it was written there: the detectors
@@ -510,7 +513,8 @@ def _placed(
         kept=masking.kept,
         withheld=masking.withheld,
     )
-    return Minimised(_rebuilt(case, iter(masked[:split])), tuple(masked[split:]), report, values)
+    keyed = {(kind, key): numbers[index[kind, key]] for kind, key in keys}
+    return Minimised(_rebuilt(case, iter(masked[:split])), tuple(masked[split:]), report, values, keyed)
 
 
 def _kind(placeholder: str) -> PersonalData:
@@ -526,6 +530,7 @@ class _Recent:
 
     def __init__(self, size: int = 64):
         self.size, self.done = size, OrderedDict[str, Minimised]()
+        self.views: dict[int, Minimised] = {}  # the jury's case (by identity) -> the masking that made it
 
     def get(
         self, case: DisputeCase, settings: EvidenceSettings, extra: tuple[str, ...], extra_by: Party | None
@@ -548,9 +553,15 @@ class _Recent:
             self.done.move_to_end(key)
             return self.done[key]
         result = self.done[key] = _minimise(case, settings, extra, extra_by)
+        self.views[id(result.case)] = result  # held here, so the id is no other object's while it is
         if len(self.done) > self.size:
-            self.done.popitem(last=False)
+            gone = self.done.popitem(last=False)[1]
+            self.views.pop(id(gone.case), None)
         return result
+
+    def of(self, view: DisputeCase) -> Minimised | None:
+        found = self.views.get(id(view))
+        return found if found is not None and found.case is view else None
 
 
 _recent = _Recent()
@@ -564,3 +575,64 @@ def minimise(
     placeholder-shaped text a party typed put in round brackets, what ``privacy_keep_patterns``
     matches kept as written. Never raises on party text: a text that cannot be searched is withheld."""
     return _recent.get(case, settings, extra, extra_by)
+
+
+def masking_of(view: DisputeCase) -> Minimised | None:
+    """The masking that made ``view``, the case as the jury sees it (what ``minimise`` returned as
+    its ``case``, the very object), while this process keeps it; None for any other case."""
+    return _recent.of(view)
+
+
+# what an image's text reads in place of a value the case's own text does not hold: words, not a
+# placeholder, so that two such values never pass for one, nor for one of the case's
+_DESCRIBED: dict[PersonalData, str] = {
+    "phone": "(a phone number)",
+    "email": "(an e-mail address)",
+    "card": "(a card number)",
+    "iban": "(an IBAN)",
+    "address": "(an address)",
+    "person": "(a name)",
+    "url": "(a URL)",
+}
+
+
+def mask_read_text(text: str, view: DisputeCase, settings: EvidenceSettings) -> tuple[list[Span], str]:
+    """Text read in a photo or a video frame (``evidence/ocr.py``), masked as the case's own: the spans
+    of personal data in it, and the text with each replaced. A value the case's text holds is found
+    as the case writes it too (a name on a label has no cue) and reads as the case's placeholder
+    ("[PHONE_1]": the buyer's phone); one it does not hold reads as its kind in words ("(a phone
+    number)"). ``view`` is the case as the jury sees it (``masking_of``); for another case only the
+    detectors look. Raises what a detector raises: the caller withholds the image."""
+    if not settings.privacy_mask:
+        return [], text
+    done = masking_of(view)
+    keys = done.keys if done is not None else {}
+    masking = _Masking(
+        frozenset(settings.privacy_mask),
+        [re.compile(p) for p in settings.privacy_keep_patterns],
+        phone_regions(view, settings),
+    )
+    key_of = {placeholder: key for (_, key), placeholder in reversed(keys.items())}
+    known = {
+        form: _Form(value.kind, key_of[placeholder], frozenset({None}))
+        for placeholder, value in (done.values.items() if done is not None else ())
+        for forms in value.written.values()
+        for form in forms
+        if len(form) >= 3 and placeholder in key_of
+    }
+    read = Text(text, None, "image")
+    spans = masking.closed(read, [*detect(text, masking.kinds, masking.regions), *masking.again(read, known)])
+    out, at = [], 0
+    for s in spans:
+        out += [escaped(text[at : s.start])[0], _placeholder_of(s, keys)]
+        at = s.end
+    return spans, "".join([*out, escaped(text[at:])[0]])
+
+
+def _placeholder_of(span: Span, keys: dict[tuple[PersonalData, str], str]) -> str:
+    """The case's placeholder for the value: its own key's, or the one name or address it can only be."""
+    if (span.kind, span.key) in keys:
+        return keys[span.kind, span.key]
+    same = _SAME.get(span.kind)
+    fits = {p for (kind, key), p in keys.items() if same and kind == span.kind and same(span.key, key)}
+    return fits.pop() if len(fits) == 1 else _DESCRIBED[span.kind]

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from ..config import Settings
+from ..evidence import ocr
 from ..evidence.media import Frame, MediaUnreadable, check_header, load_image, sample_frames
 from ..llm.port import LLM, ImagePart, LLMRequest, LLMResult, Part, gather_all, stage_request
 from ..schemas import (
@@ -218,7 +219,7 @@ async def _perceive(
     )
     notes: list[str] = []
     try:
-        media, frames = await _media_parts(item, party, round_no, settings, notes)
+        media, frames = await _media_parts(case, item, party, round_no, settings, notes)
     except MediaUnreadable as err:
         chain.problems.append(f"evidence {item.id} could not be read ({err.reason}): {err.detail}")
         return Clue(
@@ -254,20 +255,35 @@ async def _perceive(
 
 
 async def _media_parts(
-    item: EvidenceItem, party: Party, round_no: int, settings: Settings, notes: list[str]
+    case: DisputeCase, item: EvidenceItem, party: Party, round_no: int, settings: Settings, notes: list[str]
 ) -> tuple[list[Part], list[Frame]]:
     label, caption = prompts.evidence_label(item, party), prompts.caption(item, party, round_no)
     if item.kind == "image" and item.media:
-        return [captioned(await load_image(item.media, settings, label=label, notes=notes), caption)], []
+        image = captioned(await load_image(item.media, settings, label=label, notes=notes), caption)
+        return list(await _read_text(case, item, party, round_no, [image], settings)), []
     if item.kind == "video" and item.media:
         frames = await sample_frames(item.media, settings, label=label, notes=notes)
-        return [captioned(f.image, caption) for f in frames], frames
+        shown = await _read_text(case, item, party, round_no, [captioned(f.image, caption) for f in frames], settings)
+        return list(shown), [replace(f, image=p) for f, p in zip(frames, shown, strict=True)]
     return [], []
 
 
 def captioned(image: ImagePart, caption: str) -> ImagePart:
     """The image with what a model that reads no images reads instead (``llm/fitting.captioned``)."""
     return replace(image, caption=caption)
+
+
+async def _read_text(
+    case: DisputeCase, item: EvidenceItem, party: Party, round_no: int, parts: list[ImagePart], settings: Settings
+) -> list[ImagePart]:
+    """With ``privacy_ocr`` on, the item's images boxed out where their text holds personal data, and
+    that text, masked, with them (``evidence/ocr.py``); ``case`` is the case as the jury sees it.
+    Raises MediaUnreadable (the item withheld, noted) when the text cannot be read."""
+    if not settings.privacy_ocr or not settings.privacy_mask:
+        return parts
+    shown, text = await ocr.read_item(parts, case, settings)
+    said = prompts.image_text(item, party, round_no, text) if text else ""
+    return [replace(p, text=said) for p in shown]
 
 
 PASSIVE_CASES_KEPT = 16
@@ -299,6 +315,8 @@ async def _passive_entry(case_file: CaseFile, settings: Settings) -> tuple[list[
         settings.frame_sampling,
         settings.frame_event_share,
         settings.frame_event_max_frames,
+        settings.privacy_ocr,
+        settings.privacy_ocr_timeout_s,
     )
     if key not in _passive:
         _passive[key] = await _decode_all(case_file.case, settings)
@@ -320,9 +338,11 @@ async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part]
     async def one(item: EvidenceItem, media: MediaRef, party: Party, notes: list[str]) -> list[Part]:
         label, caption = prompts.evidence_label(item, party), prompts.caption(item, party, rounds[item.id])
         if item.kind == "image":
-            return [captioned(await load_image(media, settings, label=label, notes=notes), caption)]
-        frames = await sample_frames(media, settings, settings.passive_frames_per_video, label=label, notes=notes)
-        return [captioned(f.image, caption) for f in frames]
+            images = [captioned(await load_image(media, settings, label=label, notes=notes), caption)]
+        else:
+            frames = await sample_frames(media, settings, settings.passive_frames_per_video, label=label, notes=notes)
+            images = [captioned(f.image, caption) for f in frames]
+        return list(await _read_text(case, item, party, rounds[item.id], images, settings))
 
     parts: list[Part] = []
     problems: list[str] = []

@@ -56,6 +56,11 @@ def caption(item: EvidenceItem, party: str, round_no: int) -> str:
     return str(quote(item, party, round_no))
 
 
+def image_text(item: EvidenceItem, party: str, round_no: int, text: str) -> str:
+    """The text read in a photo or a video's frames (``privacy_ocr``): the party's evidence too, so quoted."""
+    return str(_tagged("evidence", text, {"id": item.id, "party": party, "round": round_no, "read_from": item.kind}))
+
+
 def form_field(name: str, text: str) -> str:
     """A free-text field of the dispute form: typed by a party, so quoted like their evidence."""
     return _tagged("evidence", text, {"field": name})

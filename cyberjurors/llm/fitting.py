@@ -155,7 +155,8 @@ def captioned(parts: Sequence[Part]) -> list[Part]:
             continue
         seen.add(item)
         said = f"the party's caption: {part.caption}" if part.caption else "no caption"
-        out.append(TextPart(f"[{part.label}: not shown, this model reads no images; {said}]"))
+        read = f"; the text read in it (OCR, personal data masked): {part.text}" if part.text else ""
+        out.append(TextPart(f"[{part.label}: not shown, this model reads no images; {said}{read}]"))
     return out
 
 
