@@ -147,3 +147,22 @@ def test_every_ce_dataschema_names_a_schema_the_site_publishes():
     for path, content in REF.schema_files().items():
         name = path.rsplit("/", 1)[1].removesuffix(".schema.json")
         assert json.loads(content) == json_schemas()[name]
+
+
+def test_the_readme_stage_table_names_every_agent_its_topics_and_modules_that_exist():
+    """One hop from the README to each stage: a row per agent the app declares, its topic in as the
+    agent reads it, and every module it links present in the package."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Stages") :].split("\n## ", 1)[0]
+    rows = {m[0]: m for m in re.findall(r"^\| `([a-z_]+)`[^|]*\| ([^|]*) \|[^|]*\|(.*)\|$", table, re.M)}
+    app_source = (ROOT / "cyberjurors" / "streams" / "app.py").read_text()
+    agents = set(re.findall(r'@app\.agent\([^\n]*name="(\w+)"', app_source))
+    # the verdict is a stage of its own (its label, its handler) run by the rounds agent's last round
+    assert len(agents) >= 8 and set(rows) == agents | {"verdict"}, set(rows) ^ (agents | {"verdict"})
+    for name, (_, topics_in, rest) in rows.items():
+        read = re.search(rf'@app\.agent\(topic\("([^"]+)"\), name="{name}"', app_source)
+        if read:  # the agents on the model stages read a topic object built beside them
+            assert f"`{read.group(1)}`" in topics_in, (name, topics_in)
+        linked = re.findall(r"\]\((cyberjurors/[\w/]+\.py)\)", rest)
+        assert linked, name
+        assert [path for path in linked if not (ROOT / path).is_file()] == [], name
