@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import anthropic
@@ -43,6 +44,14 @@ from ...schemas import Usage
 from ..port import LLMError, LLMRequest, LLMResult, Part, T, TextPart, with_labels
 
 STOP_KINDS = {"refusal": "refused", "max_tokens": "truncated", "model_context_window_exceeded": "truncated"}
+
+
+@lru_cache(maxsize=64)
+def output_schema(output_type: type) -> dict[str, Any]:
+    """The SDK's structured-output schema of an output type, built once per type: building it walks
+    the type's JSON schema, and a case asks for the same few types hundreds of times
+    (docs/benchmarks.md, "Worker CPU per case"). Shared between requests: read, never changed."""
+    return anthropic.transform_schema(output_type)
 
 
 def status_kind(status: int) -> str:
@@ -217,7 +226,7 @@ class AnthropicLLM:
         entry carries as its ``params`` (``llm/backends/batch.py``)."""
         params = thinking_params(request)
         output_config: dict[str, Any] = {
-            "format": {"type": "json_schema", "schema": anthropic.transform_schema(output_type)}
+            "format": {"type": "json_schema", "schema": output_schema(output_type)}
         }
         if params.effort is not None:
             output_config["effort"] = params.effort
