@@ -392,7 +392,10 @@ class StoreContract:
 
     async def test_a_store_built_with_another_model_is_a_mismatch(self, backend, embedder):
         await self.fresh(backend, embedder, CASES[:5])
-        for other, says in ((OtherEmbedder("other-minilm", embedder.dims), "other-minilm"), (OtherEmbedder(MODEL, 512), "512")):
+        for other, says in (
+            (OtherEmbedder("other-minilm", embedder.dims), "other-minilm"),
+            (OtherEmbedder(MODEL, 512), "512"),
+        ):
             with pytest.raises(PrecedentError) as err:
                 await backend.open(other, create=False)
             assert err.value.kind == "model_mismatch"
@@ -424,7 +427,9 @@ class StoreContract:
             embedder,
             [
                 precedent("c-1", SAYS, LONG_AGO),
-                precedent("c-10", "A toaster that never heated, decided for the buyer", LONG_AGO + timedelta(days=3000)),
+                precedent(
+                    "c-10", "A toaster that never heated, decided for the buyer", LONG_AGO + timedelta(days=3000)
+                ),
                 precedent("c-undated", "A blender without a decision date"),
                 citing("g-1", ["c-1", "c-10"], ["c-1", "c-1@console:e-1:2", "c-10"]),
                 citing("g-2", ["c-10"], ["c-10"]),
@@ -488,7 +493,9 @@ class StoreContract:
                            models=["scripted"], decided_at=now)  # fmt: skip
 
         real = OutcomeReported(case_id=case.case_id, votes={"buyer": 11, "seller": 6}, decided_at=now)
-        report = await learning.learn(real, verdict("buyer"), CaseFile(case=case, received_at=now), index, settings, now)
+        report = await learning.learn(
+            real, verdict("buyer"), CaseFile(case=case, received_at=now), index, settings, now
+        )
         assert report.agreed and report.case_added == case.case_id and report.raised == ["g-l@2"]
         [stored] = await index.get(["guideline:g-l"])
         assert stored.guideline.version == 2 and stored.guideline.confidence == pytest.approx(0.37)

@@ -1,6 +1,7 @@
-"""``ElasticsearchIndex`` at the request/response level: the real AsyncElasticsearch client and
-transport against a local fake Elasticsearch (``fake_elasticsearch.py``) that records every
-request and answers like Elasticsearch 9, with scripted failures."""
+"""``ElasticsearchIndex`` through the real AsyncElasticsearch client and transport against a local
+fake Elasticsearch (``fake_elasticsearch.py``) that records every request and answers like
+Elasticsearch 9: the store contract (store_contract.py, ``TestFakeElasticsearch``), then the
+request/response level with scripted rankings and failures."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import hashlib
 import logging
 import re
 import socket
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,6 +33,7 @@ from ...fake_elasticsearch import (
     unknown_retriever_error,
 )
 from ...fake_elasticsearch import fake_es as fake_es  # a fixture, requested by name
+from .store_contract import SCAN_PAGE, StoreContract
 
 PREFIX = "cjt"
 CASES, GUIDELINES = f"{PREFIX}-cases", f"{PREFIX}-guidelines"
@@ -90,6 +93,50 @@ def client_for(url: str, *, timeout: float = 5.0, max_retries: int = 2, **kw) ->
         retry_on_timeout=True,
         **kw,
     )
+
+
+class Cluster:
+    """One store: the indexes under one prefix of a cluster (the fake here; a live one in
+    test_elastic_live.py), each handle with a client of its own."""
+
+    reports_sources = False  # the rrf retriever reports fused scores only
+
+    def __init__(self, url: str, prefix: str, **client: Any):
+        self.url, self.prefix, self.client = url, prefix, client
+        self.where = f"{prefix}-cases"
+        self.opened: list[ElasticsearchIndex] = []
+
+    async def open(self, embedder, *, create: bool = True) -> ElasticsearchIndex:
+        index = ElasticsearchIndex(
+            AsyncElasticsearch(self.url, request_timeout=30, max_retries=2, **self.client),
+            embedder,
+            prefix=self.prefix,
+            scan_page=SCAN_PAGE,
+            bulk_initial_backoff=0.01,
+        )
+        self.opened.append(index)
+        await index.ensure(create=create)
+        return index
+
+    async def damage(self, doc_id: str) -> None:
+        [index, *_] = self.opened
+        kind = doc_id.split(":", 1)[0]
+        garbled = {"id": doc_id, "kind": kind, "category": "clothing", "text": "garbled", kind: {"votes": "many"}}
+        await index.client.bulk(
+            operations=[{"index": {"_index": index.alias(kind), "_id": doc_id}}, garbled], refresh="wait_for"
+        )
+
+    async def close(self) -> None:
+        for index in self.opened:
+            await index.close()
+
+
+class TestFakeElasticsearch(StoreContract):
+    @pytest.fixture
+    async def backend(self, fake_es: FakeElasticsearch):
+        cluster = Cluster(fake_es.url, PREFIX)
+        yield cluster
+        await cluster.close()
 
 
 @pytest.fixture
