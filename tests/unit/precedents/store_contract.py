@@ -334,6 +334,8 @@ class StoreContract:
         await idx.upsert([revived])
         hits = await idx.search(rule, kind="guideline", k=5)
         assert hits[0].id == inactive.id and await idx.count("guideline") == active_count + 1
+        if backend.reports_sources:
+            assert hits[0].sources == {"bm25": 1, "vector": 1}
 
     async def test_a_guideline_retired_and_revived_leaves_and_reenters_the_searches(self, backend, embedder):
         active = next(d for d in GUIDELINES if d.keywords["active"] == ["true"])
@@ -350,6 +352,8 @@ class StoreContract:
         await idx.upsert([Document.of_guideline(retired.guideline.model_copy(update={"active": True, "version": 3}))])
         hits = await idx.search(rule, kind="guideline", k=1)
         assert hits[0].id == active.id and hits[0].document.guideline.version == 3
+        if backend.reports_sources:
+            assert hits[0].sources == {"bm25": 1, "vector": 1}
 
     async def test_concurrent_upserts_and_searches(self, backend, embedder):
         idx = await self.fresh(backend, embedder, CASES[:20])

@@ -225,23 +225,6 @@ async def test_ensure_sends_the_template_creates_versioned_indexes_behind_aliase
     assert sorted(fake_es.indices) == [f"{CASES}-v1", f"{GUIDELINES}-v1"]
 
 
-async def test_missing_index_without_create_is_index_missing(make_index):
-    index = await make_index(ensure=False)
-    with pytest.raises(PrecedentError) as err:
-        await index.ensure(create=False)
-    assert err.value.kind == "index_missing" and CASES in str(err.value)
-
-
-async def test_opening_an_index_built_with_another_model_is_a_mismatch(make_index):
-    await make_index()
-    for other in (HashEmbedder(name="another-model"), HashEmbedder(dims=16)):
-        index = await make_index(other, ensure=False)
-        with pytest.raises(PrecedentError) as err:
-            await index.ensure(create=False)
-        assert err.value.kind == "model_mismatch"
-        assert "hash-8" in str(err.value) and "embedding_model" in str(err.value)
-
-
 async def test_an_index_without_cyberjurors_meta_is_corrupt(fake_es, make_index):
     fake_es.indices["foreign"] = Index("foreign", {"properties": {}}, {}, {CASES: {}})
     index = await make_index(ensure=False)
@@ -333,13 +316,6 @@ async def test_upsert_into_a_missing_alias_does_not_auto_create_an_index(fake_es
         await index.upsert([precedent(1)])
     assert err.value.kind == "index_missing"
     assert fake_es.indices == {}
-
-
-async def test_delete_counts_what_existed(fake_es, make_index):
-    index = await make_index()
-    await index.upsert([precedent(1), precedent(2), guideline(1)])
-    assert await index.delete(["case:h1", "guideline:g1", "case:h404"]) == 2
-    assert sorted(fake_es.indices[f"{CASES}-v1"].docs) == ["case:h2"] and not fake_es.indices[f"{GUIDELINES}-v1"].docs
 
 
 # --- search --------------------------------------------------------------------------------------
@@ -475,17 +451,6 @@ async def test_bm25_and_vector_modes_run_one_side(fake_es, make_index):
     assert [(h.id, h.rank, h.sources) for h in lexical] == [("case:h3", 1, {"bm25": 1}), ("case:h1", 2, {"bm25": 2})]
     assert [(h.id, h.sources) for h in semantic] == [("case:h1", {"vector": 1}), ("case:h4", {"vector": 2})]
     assert lexical[0].score == pytest.approx(1 / (RRF_K + 1))
-
-
-async def test_inactive_guidelines_are_filtered_and_bad_queries_refused(fake_es, make_index):
-    index = await seeded(make_index, fake_es)
-    fake_es.scripted.clear()
-    hits = await index.search("rule", kind="guideline", category="clothing", k=10)
-    assert sorted(h.id for h in hits) == ["guideline:g1", "guideline:g2"]  # g3 retired, g4 food
-    assert await index.count("guideline", "clothing") == 2
-    for bad in ({"query": "  "}, {"query": "x", "category": "toys"}, {"query": "x", "k": 0}):
-        with pytest.raises(PrecedentError):
-            await index.search(bad["query"], kind="case", category=bad.get("category"), k=bad.get("k", 3))
 
 
 # --- rebuild --------------------------------------------------------------------------------------
