@@ -430,8 +430,8 @@ class ElasticsearchIndex:
                 vectors = await self._encode([d.text for d in chunk])
             except PrecedentError:  # the model answers in another shape: no document can be indexed
                 raise
-            except Exception as err:
-                failed.update(dict.fromkeys((d.id for d in chunk), embedding_failed(err)))
+            except Exception as model_err:
+                failed.update(dict.fromkeys((d.id for d in chunk), embedding_failed(model_err)))
                 continue
             actions += [
                 {

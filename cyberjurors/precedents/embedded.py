@@ -45,7 +45,7 @@ Concurrency
     indexes (searches hold it while scoring), one connection writes and another reads, each under
     a lock of its own. Embedding a batch happens before any lock is taken.
 
-The previous store (JSON lines + numpy files + manifest, ``legacy.py``) is read only by
+The previous store (JSON lines + numpy files + manifest) is read only by
 ``cyberjurors precedents migrate`` (``migrate.py``); a folder that holds one and no database
 refuses to open with ``needs_migration``.
 """

@@ -87,9 +87,9 @@ class LegacyStore:
             raise _corrupt(path, f"not a readable manifest: not valid JSON or a field missing ({err!r})") from err
         self.parts: list[tuple[Path, list[bytes], np.ndarray]] = []
         for kind, part in parts.items():
-            doc_path, lines = self._checked(part["documents"])
+            doc_path, text = self._checked(part["documents"])
             vec_path, data = self._checked(part["vectors"])
-            lines = lines.splitlines()
+            lines = text.splitlines()
             if len(lines) != counts[kind]:
                 raise _corrupt(doc_path, f"{len(lines)} documents but the manifest says {counts[kind]}")
             try:
