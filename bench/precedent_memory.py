@@ -2,7 +2,7 @@
 open a precedent store and run 50 searches; print (as JSON) the open time and the resident memory
 grown from before the open to after the searches, the model's own memory excluded.
 
-Run: .venv/bin/python bench/precedent_memory.py legacy|sqlite FOLDER
+Run: .venv/bin/python bench/precedent_memory.py sqlite FOLDER
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
-from cyberjurors.precedents.legacy import LegacyIndex
 from harness import peak_rss_mb
 from tests import precedent_data
 
@@ -31,7 +30,7 @@ async def probe(store: str, folder: Path) -> dict[str, float]:
     gc.collect()
     before = peak_rss_mb("self", "VmRSS")
     started = time.perf_counter()
-    index = await {"legacy": LegacyIndex, "sqlite": EmbeddedIndex}[store].open(folder, model, create=False)
+    index = await {"sqlite": EmbeddedIndex}[store].open(folder, model, create=False)
     open_s = time.perf_counter() - started
     for text, category in queries:
         await index.search(text, kind="case", category=category, k=10)

@@ -1,8 +1,8 @@
-"""The embedded precedent stores side by side at 1k, 10k and 100k documents: the SQLite store (the
-default, ``precedents/embedded.py``) and the previous file store (``precedents/legacy.py``), on
-the same corpus, in one run: build, search latency, what a single upsert costs before the next
-search, memory, disk, the agreement of their top-10s, and (``--sustain``) an outcome stream
-absorbed while searching.
+"""The embedded precedent store (SQLite, ``precedents/embedded.py``) at 1k, 10k and 100k documents,
+in one run: build, search latency, what a single upsert costs before the next search, memory, disk,
+and (``--sustain``) an outcome stream absorbed while searching. (The runs dated in
+docs/benchmarks.md set it beside the previous file store, removed since; ``--stores`` takes more
+than one store again when a backend is added.)
 
 Documents are synthetic precedents (``tests/precedent_data.py``: cases and guidelines mixed, ~1 in
 10 a guideline). Vectors come from the real embedding model for the first ``--real`` documents;
@@ -14,10 +14,10 @@ retrieval only), and the end-to-end figure adds the two per query. The stores ar
 after the other at each size (interleaved by size), so machine noise hits both alike.
 
 * single upsert + next search: one more case upserted, then a case search, ``--trials`` times
-  (the previous store: ``--legacy-trials``, each costs seconds at 100k); medians and p95.
+  medians and p95.
 * memory: a fresh process opens the store (``precedent_memory.py``) and runs 50 searches; its RSS
   growth from before the open (the model already loaded) to after the searches.
-* overlap@10: per query, how many of the previous store's top-10 the SQLite store also returns
+* overlap@10 (with two stores): per query, how many of the first store's top-10 the second also returns
   (hybrid, bm25 and vector, with the category filter), as median and minimum.
 * sustained learning (largest size only): one process (one event loop, as a worker) absorbs
   outcomes at ``--rates`` per second for ``--sustain`` seconds while it keeps searching: each
@@ -57,12 +57,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
-from cyberjurors.precedents.legacy import STEMMER_NAME, LegacyIndex
 from cyberjurors.precedents.models import Document
 from tests import precedent_data
 
 console = make_console(220)
-STORES: dict[str, Any] = {"legacy": LegacyIndex, "sqlite": EmbeddedIndex}
+STORES: dict[str, Any] = {"sqlite": EmbeddedIndex}  # the previous store was removed with issue 41
 HERE = Path(__file__).resolve().parent
 
 
@@ -129,7 +128,7 @@ async def measure(
     )
 
     # one confirmed outcome arriving: a single upsert, then the next search
-    trials = options["trials"] if name == "sqlite" else options["legacy_trials"]
+    trials = options["trials"]
     upserts, nexts = [], []
     for i in range(trials):
         up, _ = await timed(index.upsert([extra_case(docs, i)]))
@@ -245,13 +244,12 @@ def main(
         10_000, help="documents embedded by the real model; larger sizes reuse these vectors with noise"
     ),
     trials: int = typer.Option(30, help="single upserts (each followed by a search) on the SQLite store"),
-    legacy_trials: int = typer.Option(3, help="the same on the previous store (seconds each at 100k)"),
     sustain: float = typer.Option(20.0, help="seconds of each sustained-learning run at the largest size; 0: none"),
     rates: str = typer.Option("50,100,0", help="outcomes a second for the sustained runs (0: unpaced)"),
     search_rates: str = typer.Option(
         "10,0", help="cases a second retrieved for meanwhile (a case search + a guideline search each; 0: back to back)"
     ),
-    stores: str = typer.Option("legacy,sqlite", help="which stores, comma-separated"),
+    stores: str = typer.Option("sqlite", help="which stores, comma-separated"),
 ) -> None:
     wanted = sorted(int(s) for s in sizes.split(","))
     names = [s for s in stores.split(",") if s]
@@ -259,7 +257,7 @@ def main(
     console.print(
         f"model {model.name}: {model.dims} dims, loaded in {load_s:.1f} s; {os.cpu_count()} CPUs; load "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; tantivy {tantivy.__version__}, usearch "
-        f"{usearch.__version__}; previous store: stemmer {STEMMER_NAME}"
+        f"{usearch.__version__}"
     )
     took, docs = clocked(precedent_data.documents, wanted[-1])
     console.print(f"generated {wanted[-1]} synthetic documents in {took:.1f} s")
@@ -275,7 +273,6 @@ def main(
         "work": work,
         "embed_s": embed_s,
         "trials": trials,
-        "legacy_trials": legacy_trials,
         "sustain": sustain,
         "rates": [float(r) for r in rates.split(",") if r],
         "search_rates": [float(r) for r in search_rates.split(",") if r],
@@ -354,15 +351,16 @@ def print_tables(results: list[dict[str, Any]], embed_rates: dict[int, float], q
         )
     console.print(search)
     by = {(r["store"], r["size"]): r for r in results}
+    names = list(dict.fromkeys(r["store"] for r in results))
     agree = table(
-        "overlap@10 of the SQLite store's top-10 with the previous store's, per query (category filter on)",
+        f"overlap@10 of the second store's top-10 with the first's ({', '.join(names)}), per query (category filter on)",
         ("docs", "hybrid median", "hybrid min", "bm25 median", "bm25 min", "vector median", "vector min"),
     )
     for size in sorted({r["size"] for r in results}):
-        if ("legacy", size) in by and ("sqlite", size) in by:
+        if len(names) == 2 and all((n, size) in by for n in names):
             cells = []
             for mode in ("hybrid", "bm25", "vector"):
-                o = overlap(by[("legacy", size)]["top"][mode], by[("sqlite", size)]["top"][mode])
+                o = overlap(by[(names[0], size)]["top"][mode], by[(names[1], size)]["top"][mode])
                 cells += [f"{np.median(o):.2f}", f"{min(o):.2f}"]
             agree.add_row(f"{size:,}", *cells)
     console.print(agree)

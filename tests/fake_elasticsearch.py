@@ -11,10 +11,13 @@ What it does:
   Elasticsearch 9's (``GET /`` info, bulk items with per-item status and errors, search hits with
   ``_id``/``_score``/``_source``, errors as ``{"error": {"root_cause": [...], "type", "reason"},
   "status"}``), every one with ``X-Elastic-Product: Elasticsearch``;
-* evaluates the filters the adapter sends (bool/term/terms/ids/match_all) but has no BM25 and no
-  vectors: a test scripts which ids the lexical (``match``) and the ``knn`` sides return, in
-  which order; an ``rrf`` retriever fuses those two scripted lists with the request's
-  ``rank_constant`` and ``rank_window_size``, as Elasticsearch would;
+* evaluates the filters the adapter sends (bool/term/terms/ids/match_all), and ranks as a cluster
+  does: a ``match`` on ``text`` by BM25 (Lucene's formula, k1=1.2 b=0.75, statistics over the
+  index; the english analyzer stood in for by the embedded store's, ``bm25_terms``), only the
+  documents sharing a term; a ``knn`` exactly, by cosine over the stored ``embedding`` (score
+  (1 + cos) / 2). A test may instead script which ids the lexical and the ``knn`` sides return,
+  in which order; an ``rrf`` retriever fuses the two lists with the request's ``rank_constant``
+  and ``rank_window_size``, as Elasticsearch would;
 * models paged reads as a cluster does them: a point in time (``POST /{index}/_pit``, ``DELETE
   /_pit``) is a snapshot of the documents when it was opened; a search on it (``POST /_search`` with
   ``pit``, no index in the path) needs a ``sort`` (``_shard_doc``) and pages with ``search_after``,
@@ -157,6 +160,7 @@ class FakeElasticsearch:
         self.failures: list[Failure] = []
         self.item_failures: list[ItemFailure] = []
         self.scripted: dict[str, list[str]] = {}  # "bm25" | "knn" -> ids in rank order
+        self._terms: dict[str, list[str]] = {}  # text -> its BM25 terms, analysed once
         self.product_header = True
         self.max_result_window = 10_000  # index.max_result_window
         self.pits: dict[str, list[tuple[Index, str, dict]]] = {}  # open points in time: their snapshot
@@ -729,12 +733,49 @@ class FakeElasticsearch:
             },
         }
 
-    def _ranked(self, indices: list[Index], query: dict, side: str | None) -> list[tuple[Index, str]]:
+    def _ranked(
+        self, indices: list[Index], query: dict, side: str | None, vector: list[float] | None = None
+    ) -> list[tuple[Index, str]]:
         found = [(ix, d) for ix in indices for d, src in sorted(ix.docs.items()) if _matches(query, src, d)]
         if side and side in self.scripted:
             order = {d: r for r, d in enumerate(self.scripted[side])}
-            found = sorted((f for f in found if f[1] in order), key=lambda f: order[f[1]])
+            return sorted((f for f in found if f[1] in order), key=lambda f: order[f[1]])
+        scores = self._bm25(indices, _match_text(query)) if side == "bm25" else {}
+        if side == "knn" and vector is not None:
+            q = np.asarray(vector, np.float64)
+            q /= np.linalg.norm(q) or 1.0
+            for ix, d in found:
+                v = np.asarray(ix.docs[d].get("embedding") or (), np.float64)
+                if v.shape == q.shape:
+                    scores[(ix.name, d)] = (1.0 + float(v @ q) / (float(np.linalg.norm(v)) or 1.0)) / 2
+        if side in ("bm25", "knn"):
+            found = sorted((f for f in found if (f[0].name, f[1]) in scores), key=lambda f: -scores[(f[0].name, f[1])])
         return found
+
+    def _analysed(self, text: str, analyse: Callable[[str], list[str]]) -> list[str]:
+        if text not in self._terms:
+            self._terms[text] = analyse(text)
+        return self._terms[text]
+
+    def _bm25(self, indices: list[Index], text: str) -> dict[tuple[str, str], float]:
+        """Lucene's BM25 of every document sharing a term with ``text``; each index its own statistics."""
+        from cyberjurors.precedents.embedded import bm25_terms
+
+        out: dict[tuple[str, str], float] = {}
+        terms = bm25_terms(text)
+        for ix in indices:
+            docs = {d: self._analysed(src.get("text", ""), bm25_terms) for d, src in ix.docs.items()}
+            if not docs:
+                continue
+            avgdl = sum(map(len, docs.values())) / len(docs) or 1.0
+            for term in terms:
+                having = [d for d, ts in docs.items() if term in ts]
+                idf = np.log(1 + (len(docs) - len(having) + 0.5) / (len(having) + 0.5))
+                for d in having:
+                    tf, dl = docs[d].count(term), len(docs[d])
+                    key = (ix.name, d)
+                    out[key] = out.get(key, 0.0) + idf * tf / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
+        return out
 
     def _knn(self, indices: list[Index], knn: dict, dims: int | None) -> list[tuple[Index, str, float]]:
         k, candidates = knn.get("k", 10), knn.get("num_candidates", 100)
@@ -748,7 +789,7 @@ class FakeElasticsearch:
                 f"than the document vectors [{dims}].",
             )
         flt = knn.get("filter", {"match_all": {}})
-        ranked = self._ranked(indices, flt, "knn")[:k]
+        ranked = self._ranked(indices, flt, "knn", knn["query_vector"])[:k]
         return [(ix, d, 1.0 - 0.01 * r) for r, (ix, d) in enumerate(ranked, 1)]
 
     def _retriever(self, indices: list[Index], retriever: dict, size: int, dims: int | None):
@@ -811,6 +852,17 @@ def _has(query: Any, key: str) -> bool:
     if isinstance(query, list):
         return any(_has(v, key) for v in query)
     return False
+
+
+def _match_text(query: Any) -> str:
+    """The text of the ``match`` clauses in a query."""
+    if isinstance(query, list):
+        return " ".join(_match_text(q) for q in query)
+    if not isinstance(query, dict):
+        return ""
+    if "match" in query:
+        return " ".join(str(v["query"] if isinstance(v, dict) else v) for v in query["match"].values())
+    return " ".join(_match_text(v) for v in query.values())
 
 
 def _field(source: dict, path: str) -> list:

@@ -20,8 +20,8 @@ Layout
 Hybrid search
     Tried first: one request with the ``rrf`` retriever (a ``standard`` retriever with a BM25
     ``match`` on ``text`` and a ``knn`` retriever on ``embedding``, both filtered on kind, category
-    and ``keywords.active``; ``rank_constant`` = ``RRF_K``; ``rank_window_size`` = max(k,
-    ``rank_window``)). If the cluster refuses the retriever itself, the index falls back, for the
+    and ``keywords.active``; ``rank_constant`` = ``RRF_K``; ``rank_window_size`` = max(4k,
+    ``rank_window``), as deep as the embedded store looks). If the cluster refuses the retriever itself, the index falls back, for the
     rest of the object's life, to a BM25 search and a kNN search sent concurrently and fused
     client-side with ``index.fuse``; the switch is logged once. The refusals recognised (and only
     these: any other error is raised, never hidden behind the fallback):
@@ -112,7 +112,17 @@ from pydantic import ValidationError
 
 from ..config import PrecedentSettings
 from .embeddings import Embedder, canonical
-from .index import RRF_K, category_filter, check_query, fuse, given_vector
+from .index import (
+    ENCODE_CHUNK,
+    RRF_K,
+    candidates,
+    category_filter,
+    check_query,
+    embedding_failed,
+    fuse,
+    given_vector,
+    problem,
+)
 from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport, decided_before
 
 T = TypeVar("T")
@@ -405,22 +415,40 @@ class ElasticsearchIndex:
     ) -> UpsertReport:
         if not docs:
             return UpsertReport()
-        vectors = await self._encode([d.text for d in docs])
-        actions = [
-            {
-                "_op_type": "index",
-                "_index": index or self.alias(d.kind),
-                "_id": d.id,
-                "_source": {**d.model_dump(mode="json"), "embedding": v},
-            }
-            for d, v in zip(docs, vectors, strict=True)
-        ]
+        failed: dict[str, str] = {}
+        actions: list[dict[str, Any]] = []
+        valid = []
+        for doc in docs:
+            refused = problem(doc)
+            if refused:
+                failed[doc.id] = refused
+            else:
+                valid.append(doc)
+        for start in range(0, len(valid), ENCODE_CHUNK):
+            chunk = valid[start : start + ENCODE_CHUNK]
+            try:
+                vectors = await self._encode([d.text for d in chunk])
+            except PrecedentError:  # the model answers in another shape: no document can be indexed
+                raise
+            except Exception as model_err:
+                failed.update(dict.fromkeys((d.id for d in chunk), embedding_failed(model_err)))
+                continue
+            actions += [
+                {
+                    "_op_type": "index",
+                    "_index": index or self.alias(d.kind),
+                    "_id": d.id,
+                    "_source": {**d.model_dump(mode="json"), "embedding": v},
+                }
+                for d, v in zip(chunk, vectors, strict=True)
+            ]
+        if not actions:  # nothing the cluster could be sent: a report, as the embedded store gives
+            return UpsertReport(failed=failed)
         params: dict[str, Any] = {"refresh": refresh}
         if require_alias:
             params["require_alias"] = True
         with self._errors(doing):
             _, errors = await self._send_bulk(actions, **params)
-        failed: dict[str, str] = {}
         statuses: dict[str, tuple[int, str]] = {}
         for item in errors:
             ((_, info),) = item.items()
@@ -429,7 +457,7 @@ class ElasticsearchIndex:
             failed[doc_id] = f"{status} {etype}: {reason}"[:500]
             statuses[doc_id] = (status, etype)
         report = UpsertReport(indexed=[i for i in dict.fromkeys(d.id for d in docs) if i not in failed], failed=failed)
-        if failed and not report.indexed:
+        if statuses and not report.indexed:
             if all(s == 429 for s, _ in statuses.values()):
                 kind, hint = "rate_limited", "the cluster kept rejecting writes (429) after retries: it is overloaded"
             elif all(t == "index_not_found_exception" for _, t in statuses.values()):
@@ -530,7 +558,7 @@ class ElasticsearchIndex:
         if mode not in ("hybrid", "bm25", "vector"):
             raise PrecedentError("bad_query", f"unknown search mode {mode!r}; expected hybrid, bm25 or vector")
         alias, flt = self.alias(kind), self._filter(kind, category)
-        window = max(k, self.rank_window)
+        window = max(candidates(k), self.rank_window)
         if mode == "bm25":
             query_vector = None
         elif vector is None:

@@ -45,7 +45,7 @@ Concurrency
     indexes (searches hold it while scoring), one connection writes and another reads, each under
     a lock of its own. Embedding a batch happens before any lock is taken.
 
-The previous store (JSON lines + numpy files + manifest, ``legacy.py``) is read only by
+The previous store (JSON lines + numpy files + manifest) is read only by
 ``cyberjurors precedents migrate`` (``migrate.py``); a folder that holds one and no database
 refuses to open with ``needs_migration``.
 """
@@ -74,7 +74,7 @@ from usearch.index import Index as VectorGraph
 from ..evidence.scrub import purge_sqlite
 from ..schemas import now
 from .embeddings import Embedder, canonical
-from .index import category_filter, check_query, fuse, given_vector
+from .index import ENCODE_CHUNK, candidates, category_filter, check_query, embedding_failed, fuse, given_vector, problem
 from .models import (
     ANY_CATEGORY,
     CATEGORIES,
@@ -93,8 +93,6 @@ log = logging.getLogger("cyberjurors.precedents.embedded")
 FORMAT = 2  # the legacy store (manifest.json) was format 1
 DB_FILE = "precedents.sqlite3"
 LEGACY_MANIFEST = "manifest.json"
-MIN_CANDIDATES = 50  # per retriever in hybrid mode: max(4k, MIN_CANDIDATES)
-ENCODE_CHUNK = 256  # texts per embedder call at upsert (failures are reported per chunk)
 QUERY_CACHE = 256  # recent query embeddings kept (the pipeline searches cases, then guidelines)
 EXACT_BELOW = 4096  # a graph smaller than this is scanned exactly
 CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 128  # HNSW: M, ef at build, ef at search
@@ -581,9 +579,9 @@ class EmbeddedIndex:
             latest[doc.id] = doc
         valid: list[Document] = []
         for doc in latest.values():
-            problem = _problem(doc)
-            if problem:
-                report.failed[doc.id] = problem
+            refused = problem(doc)
+            if refused:
+                report.failed[doc.id] = refused
             else:
                 valid.append(doc)
         encoded: list[tuple[Document, np.ndarray]] = []
@@ -593,7 +591,7 @@ class EmbeddedIndex:
                 vectors = await asyncio.to_thread(self._encode, [d.text for d in chunk])
             except Exception as err:
                 for d in chunk:
-                    report.failed[d.id] = f"embedding failed: {type(err).__name__}: {err}"[:300]
+                    report.failed[d.id] = embedding_failed(err)
                 continue
             encoded += zip(chunk, vectors, strict=True)
         if encoded:
@@ -697,7 +695,7 @@ class EmbeddedIndex:
     ) -> list[Hit]:
         self._check_open()
         self._refresh()
-        n = k if mode != "hybrid" else max(4 * k, MIN_CANDIDATES)
+        n = k if mode != "hybrid" else candidates(k)
         admitted = category_filter(category, kind)
         found: dict[str, list[int]] = {}
         with self._state:
@@ -884,13 +882,3 @@ class EmbeddedIndex:
 
     def __repr__(self) -> str:
         return f"EmbeddedIndex({str(self.folder)!r}, model={self.embedding_model!r}, change={self._applied})"
-
-
-def _problem(doc: Document) -> str | None:
-    if doc.category not in (*CATEGORIES, ANY_CATEGORY):
-        return f"unknown category {doc.category!r}"
-    if doc.kind == "case" and doc.category == ANY_CATEGORY:
-        return "a case belongs to one category, not 'all'"
-    if not doc.text.strip():
-        return "empty text"
-    return None

@@ -11,6 +11,8 @@ from .models import ANY_CATEGORY, CATEGORIES, Document, Hit, Kind, PrecedentErro
 
 RRF_K = 60  # the constant from Cormack et al. (2009), also Elasticsearch's default rank_constant
 MAX_QUERY_CHARS = 4000
+MIN_CANDIDATES = 50  # per retriever in hybrid mode: max(4k, MIN_CANDIDATES)
+ENCODE_CHUNK = 256  # texts per embedder call at upsert (failures are reported per chunk)
 
 
 class PrecedentIndex(Protocol):
@@ -95,3 +97,25 @@ def fuse(rankings: dict[str, list[str]], k: int = RRF_K) -> list[tuple[str, floa
             sources.setdefault(doc_id, {})[retriever] = rank
     ordered = sorted(scores, key=lambda d: (-scores[d], d))
     return [(d, scores[d], sources[d]) for d in ordered]
+
+
+def candidates(k: int) -> int:
+    """How deep each retriever looks in a hybrid search for the top ``k``: every store the same, so
+    that a document one retriever ranks low has the same chance of being fused in whichever serves."""
+    return max(4 * k, MIN_CANDIDATES)
+
+
+def problem(doc: Document) -> str | None:
+    """Why a store refuses a document at upsert, or None: what every store refuses alike."""
+    if doc.category not in (*CATEGORIES, ANY_CATEGORY):
+        return f"unknown category {doc.category!r}"
+    if doc.kind == "case" and doc.category == ANY_CATEGORY:
+        return "a case belongs to one category, not 'all'"
+    if not doc.text.strip():
+        return "empty text"
+    return None
+
+
+def embedding_failed(err: Exception) -> str:
+    """The report's reason for each document of a chunk the embedding model failed on."""
+    return f"embedding failed: {type(err).__name__}: {err}"[:300]

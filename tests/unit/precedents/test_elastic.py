@@ -1,6 +1,7 @@
-"""``ElasticsearchIndex`` at the request/response level: the real AsyncElasticsearch client and
-transport against a local fake Elasticsearch (``fake_elasticsearch.py``) that records every
-request and answers like Elasticsearch 9, with scripted failures."""
+"""``ElasticsearchIndex`` through the real AsyncElasticsearch client and transport against a local
+fake Elasticsearch (``fake_elasticsearch.py``) that records every request and answers like
+Elasticsearch 9: the store contract (store_contract.py, ``TestFakeElasticsearch``), then the
+request/response level with scripted rankings and failures."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import hashlib
 import logging
 import re
 import socket
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,6 +33,7 @@ from ...fake_elasticsearch import (
     unknown_retriever_error,
 )
 from ...fake_elasticsearch import fake_es as fake_es  # a fixture, requested by name
+from .store_contract import SCAN_PAGE, StoreContract
 
 PREFIX = "cjt"
 CASES, GUIDELINES = f"{PREFIX}-cases", f"{PREFIX}-guidelines"
@@ -90,6 +93,50 @@ def client_for(url: str, *, timeout: float = 5.0, max_retries: int = 2, **kw) ->
         retry_on_timeout=True,
         **kw,
     )
+
+
+class Cluster:
+    """One store: the indexes under one prefix of a cluster (the fake here; a live one in
+    test_elastic_live.py), each handle with a client of its own."""
+
+    reports_sources = False  # the rrf retriever reports fused scores only
+
+    def __init__(self, url: str, prefix: str, **client: Any):
+        self.url, self.prefix, self.client = url, prefix, client
+        self.where = f"{prefix}-cases"
+        self.opened: list[ElasticsearchIndex] = []
+
+    async def open(self, embedder, *, create: bool = True) -> ElasticsearchIndex:
+        index = ElasticsearchIndex(
+            AsyncElasticsearch(self.url, request_timeout=30, max_retries=2, **self.client),
+            embedder,
+            prefix=self.prefix,
+            scan_page=SCAN_PAGE,
+            bulk_initial_backoff=0.01,
+        )
+        self.opened.append(index)
+        await index.ensure(create=create)
+        return index
+
+    async def damage(self, doc_id: str) -> None:
+        [index, *_] = self.opened
+        kind = doc_id.split(":", 1)[0]
+        garbled = {"id": doc_id, "kind": kind, "category": "clothing", "text": "garbled", kind: {"votes": "many"}}
+        await index.client.bulk(
+            operations=[{"index": {"_index": index.alias(kind), "_id": doc_id}}, garbled], refresh="wait_for"
+        )
+
+    async def close(self) -> None:
+        for index in self.opened:
+            await index.close()
+
+
+class TestFakeElasticsearch(StoreContract):
+    @pytest.fixture
+    async def backend(self, fake_es: FakeElasticsearch):
+        cluster = Cluster(fake_es.url, PREFIX)
+        yield cluster
+        await cluster.close()
 
 
 @pytest.fixture
@@ -176,23 +223,6 @@ async def test_ensure_sends_the_template_creates_versioned_indexes_behind_aliase
     await make_index()
     assert all(r.method == "GET" for r in fake_es.requests[before:])
     assert sorted(fake_es.indices) == [f"{CASES}-v1", f"{GUIDELINES}-v1"]
-
-
-async def test_missing_index_without_create_is_index_missing(make_index):
-    index = await make_index(ensure=False)
-    with pytest.raises(PrecedentError) as err:
-        await index.ensure(create=False)
-    assert err.value.kind == "index_missing" and CASES in str(err.value)
-
-
-async def test_opening_an_index_built_with_another_model_is_a_mismatch(make_index):
-    await make_index()
-    for other in (HashEmbedder(name="another-model"), HashEmbedder(dims=16)):
-        index = await make_index(other, ensure=False)
-        with pytest.raises(PrecedentError) as err:
-            await index.ensure(create=False)
-        assert err.value.kind == "model_mismatch"
-        assert "hash-8" in str(err.value) and "embedding_model" in str(err.value)
 
 
 async def test_an_index_without_cyberjurors_meta_is_corrupt(fake_es, make_index):
@@ -286,13 +316,6 @@ async def test_upsert_into_a_missing_alias_does_not_auto_create_an_index(fake_es
         await index.upsert([precedent(1)])
     assert err.value.kind == "index_missing"
     assert fake_es.indices == {}
-
-
-async def test_delete_counts_what_existed(fake_es, make_index):
-    index = await make_index()
-    await index.upsert([precedent(1), precedent(2), guideline(1)])
-    assert await index.delete(["case:h1", "guideline:g1", "case:h404"]) == 2
-    assert sorted(fake_es.indices[f"{CASES}-v1"].docs) == ["case:h2"] and not fake_es.indices[f"{GUIDELINES}-v1"].docs
 
 
 # --- search --------------------------------------------------------------------------------------
@@ -428,17 +451,6 @@ async def test_bm25_and_vector_modes_run_one_side(fake_es, make_index):
     assert [(h.id, h.rank, h.sources) for h in lexical] == [("case:h3", 1, {"bm25": 1}), ("case:h1", 2, {"bm25": 2})]
     assert [(h.id, h.sources) for h in semantic] == [("case:h1", {"vector": 1}), ("case:h4", {"vector": 2})]
     assert lexical[0].score == pytest.approx(1 / (RRF_K + 1))
-
-
-async def test_inactive_guidelines_are_filtered_and_bad_queries_refused(fake_es, make_index):
-    index = await seeded(make_index, fake_es)
-    fake_es.scripted.clear()
-    hits = await index.search("rule", kind="guideline", category="clothing", k=10)
-    assert sorted(h.id for h in hits) == ["guideline:g1", "guideline:g2"]  # g3 retired, g4 food
-    assert await index.count("guideline", "clothing") == 2
-    for bad in ({"query": "  "}, {"query": "x", "category": "toys"}, {"query": "x", "k": 0}):
-        with pytest.raises(PrecedentError):
-            await index.search(bad["query"], kind="case", category=bad.get("category"), k=bad.get("k", 3))
 
 
 # --- rebuild --------------------------------------------------------------------------------------

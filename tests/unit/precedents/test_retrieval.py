@@ -16,7 +16,7 @@ from cyberjurors.precedents.base import PrecedentBase
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import CachedVectors
 from cyberjurors.precedents.index import query_form
-from cyberjurors.precedents.models import Document, Guideline, PrecedentCase, PrecedentError
+from cyberjurors.precedents.models import Document, Guideline, PrecedentCase
 from cyberjurors.precedents.retrieval import PersonaMatcher, query_text, retrieve
 from cyberjurors.schemas import (
     CaseFile,
@@ -436,18 +436,4 @@ async def test_without_the_stores_vectors_the_rules_and_summaries_are_embedded_i
     found = await retrieve(shirt, focus(shirt), index, PersonaMatcher(load_personas(3), counting), s)
     assert calls[1:] == [1, len(found.guidelines) + len(found.cases)]  # personas, the query, one batch
     assert len(set(counting.texts)) == len(counting.texts)
-    await index.close()
-
-
-async def test_a_query_vector_given_is_searched_as_the_text_would_be(tmp_path, embedder):
-    await seeded_base(tmp_path / "precedents", embedder)
-    index = await EmbeddedIndex.open(tmp_path / "precedents", embedder)
-    query = "the seam of the shirt tore the first time it was worn"
-    vector = embedder.encode([query])[0]
-    assert await index.search(query, kind="guideline", k=5, vector=vector) == await index.search(
-        query, kind="guideline", k=5
-    )
-    with pytest.raises(PrecedentError) as err:
-        await index.search(query, kind="guideline", k=5, vector=vector[:10])
-    assert err.value.kind == "bad_query"
     await index.close()

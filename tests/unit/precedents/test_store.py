@@ -6,6 +6,9 @@ migration from the previous store (`cyberjurors precedents migrate`, as an opera
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import io
+import json
 import os
 import signal
 import sqlite3
@@ -20,18 +23,40 @@ import pytest
 
 from cyberjurors.precedents import embedded
 from cyberjurors.precedents.embedded import DB_FILE, EmbeddedIndex
-from cyberjurors.precedents.embeddings import load_embedder
-from cyberjurors.precedents.legacy import LegacyIndex
+from cyberjurors.precedents.migrate import migrate
 from cyberjurors.precedents.models import Document, PrecedentError
 
 from ... import precedent_data as data
 from ...conftest import ROOT
-from .test_embedded import CASES, GUIDELINES, MODEL, PROBES, CachingEmbedder
+from .store_contract import CASES, GUIDELINES, MODEL, PROBES, CachingEmbedder
 
 
-@pytest.fixture(scope="module")
-def embedder() -> CachingEmbedder:
-    return CachingEmbedder(load_embedder(MODEL))
+@pytest.fixture
+def embedder(shared_embedder) -> CachingEmbedder:
+    return shared_embedder
+
+
+def previous_store(folder: Path, docs: list[Document], vectors: np.ndarray, model: str = MODEL) -> None:
+    """The files the previous store (format 1) left in a folder, written as it wrote them: per kind
+    a generation's JSON lines and numpy rows, then the manifest naming them with sizes and sha256."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.0000*"):
+        old.unlink()
+    parts = {}
+    for kind in ("case", "guideline"):
+        rows = [(d, v) for d, v in zip(docs, vectors, strict=True) if d.kind == kind]
+        buf = io.BytesIO()
+        np.save(buf, np.array([v for _, v in rows], np.float32).reshape(len(rows), vectors.shape[1]))
+        files = {}
+        for what, name, content in (
+            ("documents", f"{kind}.000002.jsonl", b"".join(d.model_dump_json().encode() + b"\n" for d, _ in rows)),
+            ("vectors", f"{kind}.000002.npy", buf.getvalue()),
+        ):
+            (folder / name).write_bytes(content)
+            files[what] = {"file": name, "bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+        parts[kind] = {"count": len(rows), **files}
+    manifest = {"format": 1, "embedding_model": model, "dims": int(vectors.shape[1]), "generation": 2, "parts": parts}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 
 def child(script: str) -> subprocess.Popen[str]:
@@ -154,27 +179,6 @@ async def test_another_processs_writes_are_searched_without_reopening(embedder, 
         assert moved.id not in {h.id for h in in_old}
 
 
-async def test_a_guideline_retired_and_revived_leaves_and_reenters_the_searches(embedder, tmp_path: Path):
-    index = await EmbeddedIndex.open(tmp_path / "idx", embedder)
-    active = next(d for d in GUIDELINES if d.keywords["active"] == ["true"])
-    assert not (await index.upsert(GUIDELINES)).failed
-    rule = active.guideline.rule
-    assert (await index.search(rule, kind="guideline", k=1))[0].id == active.id
-    count = await index.count("guideline")
-
-    retired = Document.of_guideline(active.guideline.model_copy(update={"active": False, "version": 2}))
-    await index.upsert([retired])
-    for mode in ("hybrid", "bm25", "vector"):
-        assert active.id not in {h.id for h in await index.search(rule, kind="guideline", k=60, mode=mode)}
-    assert await index.count("guideline") == count - 1
-    assert (await index.get([active.id]))[0].guideline.version == 2  # stored, with its history
-
-    await index.upsert([Document.of_guideline(retired.guideline.model_copy(update={"active": True, "version": 3}))])
-    hits = await index.search(rule, kind="guideline", k=1)
-    assert hits[0].id == active.id and hits[0].document.guideline.version == 3
-    assert hits[0].sources == {"bm25": 1, "vector": 1}
-
-
 # --- the vector snapshot ------------------------------------------------------------------------------------
 
 
@@ -239,11 +243,9 @@ def migrate_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 async def test_migrate_a_store_built_by_the_previous_code(embedder, tmp_path: Path):
     folder = tmp_path / "old"
-    old = await LegacyIndex.open(folder, embedder)
-    docs = CASES[:80] + GUIDELINES + PROBES
-    assert not (await old.upsert(docs)).failed
-    await old.delete([CASES[3].id])
-    kept = [d for d in docs if d.id != CASES[3].id]
+    kept = [d for d in CASES[:80] + GUIDELINES + PROBES if d.id != CASES[3].id]
+    old_vectors = embedder.encode([d.text for d in kept])
+    previous_store(folder, kept, old_vectors)
     with pytest.raises(PrecedentError) as err:  # the new code will not open it as it is
         await EmbeddedIndex.open(folder, embedder)
     assert err.value.kind == "needs_migration" and "precedents migrate" in str(err.value)
@@ -257,23 +259,19 @@ async def test_migrate_a_store_built_by_the_previous_code(embedder, tmp_path: Pa
 
     new = await EmbeddedIndex.open(folder, embedder, create=False)
     ids = [d.id for d in kept]
-    assert await new.get(ids) == await old.get(ids) == kept
-    assert await new.get([CASES[3].id]) == []
-    for kind in ("case", "guideline"):
-        assert await new.count(kind) == await old.count(kind)
+    assert await new.get(ids) == kept and await new.get([CASES[3].id]) == []
+    assert await new.count("case") == sum(d.kind == "case" for d in kept)
+    assert await new.count("guideline") == sum(d.kind == "guideline" and d.keywords["active"] == ["true"] for d in kept)
     # the vectors are the old ones, byte for byte (nothing was embedded again)
     stored = new.stored(ids)
     calls = embedder.calls
-    old_vectors = {d.id: v for d, v in old.documents()}
-    assert all(stored[i][1] == old_vectors[i].astype("<f4").tobytes() for i in ids)
+    assert all(stored[d.id][1] == v.astype("<f4").tobytes() for d, v in zip(kept, old_vectors, strict=True))
     assert embedder.calls == calls
-    # and the searches agree: each searchable document's own text finds the same first hit (or,
-    # where several documents share that text, one of them: the stores break exact ties apart)
+    # and they are searched: each searchable document's own text finds it first (or, where several
+    # documents share that text, one of them)
     for doc in [d for d in kept if d.keywords.get("active") != ["false"]][::5]:
         for mode in ("bm25", "vector"):
-            first = (await new.search(doc.text, kind=doc.kind, k=1, mode=mode))[0].document
-            assert first.text == (await old.search(doc.text, kind=doc.kind, k=1, mode=mode))[0].document.text
-            assert first.text == doc.text
+            assert (await new.search(doc.text, kind=doc.kind, k=1, mode=mode))[0].document.text == doc.text
     assert (await new.search(data.PROBE_CODE_QUERY, kind="case", k=1, mode="bm25"))[0].id == PROBES[1].id
     await new.close()
 
@@ -281,8 +279,8 @@ async def test_migrate_a_store_built_by_the_previous_code(embedder, tmp_path: Pa
     assert again.returncode == 0 and f"{len(kept)} read: 0 written, {len(kept)} already there alike" in again.stdout
 
     changed = kept[0].model_copy(update={"text": "A kettle that whistles the national anthem, then stops working."})
-    await old.upsert([changed])
-    await old.close()
+    old_vectors[0] = embedder.encode([changed.text])[0]
+    previous_store(folder, [changed, *kept[1:]], old_vectors)  # the old store, written to once more
     elsewhere = tmp_path / "new"
     assert migrate_cli("--from", folder, "--to", elsewhere).returncode == 0  # a fresh target
     third = migrate_cli("--from", folder)  # in place again: only the changed document
@@ -298,6 +296,57 @@ async def test_migrate_a_store_built_by_the_previous_code(embedder, tmp_path: Pa
 async def test_migrate_says_what_is_wrong(tmp_path: Path):
     nothing = migrate_cli("--from", tmp_path / "nowhere")
     assert nothing.returncode == 2 and "index_missing" in nothing.stdout and "manifest.json" in nothing.stdout
+
+
+async def corrupt(folder: Path) -> str:
+    with pytest.raises(PrecedentError) as err:
+        await migrate(folder, folder / "new")
+    assert err.value.kind == "corrupt" and not (folder / "new" / DB_FILE).exists()
+    return str(err.value)
+
+
+def reseal(folder: Path, kind: str, what: str, content: bytes) -> None:
+    """Rewrite a data file and fix its manifest entry, as a buggy writer would: the checksums pass,
+    the content is wrong."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    entry = manifest["parts"][kind][what]
+    (folder / entry["file"]).write_bytes(content)
+    entry.update(bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+async def test_migrate_refuses_damaged_files_of_the_previous_store(embedder, tmp_path: Path):
+    """Checksums, sizes and rows checked before anything is written; and the store moves once whole."""
+    folder = tmp_path / "old"
+    docs = CASES[:12] + GUIDELINES[:3]
+    previous_store(folder, docs, embedder.encode([d.text for d in docs]))
+    vectors, documents, manifest = (folder / n for n in ("case.000002.npy", "case.000002.jsonl", "manifest.json"))
+    original = {p: p.read_bytes() for p in (vectors, documents, manifest)}
+
+    def restore() -> None:
+        for path, content in original.items():
+            path.write_bytes(content)
+
+    vectors.write_bytes(original[vectors][:-1000])  # truncated
+    assert vectors.name in (said := await corrupt(folder)) and "truncated" in said
+    restore()
+    lines = original[documents].splitlines(keepends=True)
+    documents.write_bytes(b"".join([*lines[:3], lines[4], lines[3], *lines[5:]]))  # same size, other bytes
+    assert documents.name in (said := await corrupt(folder)) and "checksum" in said
+    restore()
+    buf = io.BytesIO()
+    np.save(buf, np.load(io.BytesIO(original[vectors]))[:-1])
+    reseal(folder, "case", "vectors", buf.getvalue())  # one vector row short
+    assert "11 vector rows" in (said := await corrupt(folder)) and "12 documents" in said
+    restore()
+    reseal(folder, "case", "documents", b"{not json\n" + b"".join(lines[1:]))
+    assert "line 1" in await corrupt(folder)
+    restore()
+    manifest.write_bytes(original[manifest][:-40] + b"#garbled")
+    assert "manifest.json" in (said := await corrupt(folder)) and "JSON" in said
+    restore()
+    report = await migrate(folder, folder / "new")  # and all is well again
+    assert report.documents == report.written == 15 and report.created
 
 
 def test_the_writer_waits_for_another_writer_rather_than_failing(embedder, tmp_path: Path):
