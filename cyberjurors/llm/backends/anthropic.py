@@ -225,9 +225,7 @@ class AnthropicLLM:
         """The body of one Messages call: what ``messages.create`` sends, and what a Message Batches
         entry carries as its ``params`` (``llm/backends/batch.py``)."""
         params = thinking_params(request)
-        output_config: dict[str, Any] = {
-            "format": {"type": "json_schema", "schema": output_schema(output_type)}
-        }
+        output_config: dict[str, Any] = {"format": {"type": "json_schema", "schema": output_schema(output_type)}}
         if params.effort is not None:
             output_config["effort"] = params.effort
         return {
