@@ -75,4 +75,3 @@ def restored(letter: PartyLetter, placeholders: PlaceholderMap) -> PartyLetter:
     # validated again, as every reader of disputes.letters will: a statement its values made longer than
     # its bound is cut here as there
     return PartyLetter.model_validate(data)
-

@@ -67,8 +67,7 @@ def map_key(instance: int) -> str:
 
 
 SHREDDED_NOTE = (
-    "the case key this letter's placeholders were sealed under is gone: the party's own words are shown "
-    "as placeholders"
+    "the case key this letter's placeholders were sealed under is gone: the party's own words are shown as placeholders"
 )
 
 
@@ -186,7 +185,9 @@ class PartyLetters:
         value = masked if shown is letter else shown.model_dump_json().encode()
         await send_bounded(self.out, case_id.encode(), value, self.results.max_bytes)
 
-    async def letter(self, verdict: Verdict, record: CaseFile, party: Party, placeholders: PlaceholderMap | None) -> bool:
+    async def letter(
+        self, verdict: Verdict, record: CaseFile, party: Party, placeholders: PlaceholderMap | None
+    ) -> bool:
         """Send ``party``'s letter: the stored one, or a new one (True), its draft stored first."""
         case_id = verdict.case_id
         letter_key, draft_key = keys(verdict.instance, party)

@@ -13,7 +13,7 @@ from faker import Faker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cyberjurors.evidence.privacy import PLACEHOLDER, minimise
+from cyberjurors.evidence.privacy import minimise
 from cyberjurors.jury.own_words import PlaceholderMap, Written, restored, restored_text
 from cyberjurors.schemas import PARTIES, LetterCheck, LetterStatement, PartyLetter, RemovedStatement, Usage, now
 
