@@ -19,6 +19,8 @@ from cyberjurors.jury.stages import judge
 from cyberjurors.llm.port import LLMError, LLMRequest, LLMResult, T
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter, PartyLetter, now
+from cyberjurors.state.erasure import erase_case
+from cyberjurors.state.intake import IntakeTable
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.letters import SHREDDED_NOTE, PartyLetters
@@ -277,3 +279,12 @@ async def test_a_key_store_that_fails_is_a_replayable_dead_letter_and_nothing_is
     [letter] = dead(p)
     assert (letter.stage, letter.reason, letter.replayable) == ("letters", "case_key_unavailable", True)
     assert p.out.sent == [] and "c-own/letters/placeholders" not in p.table
+
+
+async def test_erasing_the_case_deletes_its_placeholder_map_with_its_letters():
+    p = await own_words_parts()
+    await p.handler(p.delivered)
+    assert "c-own/letters/placeholders" in p.table
+    done = erase_case(p.results, IntakeTable({}), None, "c-own", None)
+    assert done.keys >= 4 and not [k for k in p.table if k.startswith("c-own/")]
+    assert not any(ADDRESS.encode() in v or PHONE.encode() in v for v in p.table.values())
