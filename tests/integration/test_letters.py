@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -15,7 +16,7 @@ from cyberjurors.evidence.sealing import MAGIC
 from cyberjurors.schemas import PartyLetter, Verdict
 from cyberjurors.streams.clients import Outgoing, produce, read_events
 
-from ..conftest import EXAMPLES, calls, read_topic, worker_process
+from ..conftest import EXAMPLES, calls, cli, read_topic, worker_process
 from ..factories import case_data, whole
 from .test_erasure import keys_on
 
@@ -86,3 +87,32 @@ async def test_each_party_s_letter_gives_back_their_own_words_and_keeps_the_othe
     for party in ("buyer", "seller"):  # the letters kept in the table: as the model wrote them, masked
         kept = table[json.dumps(f"{case_id}/letters/{party}").encode()] or b""
         assert ADDRESS.encode() not in kept and PHONE.encode() not in kept
+
+
+async def test_the_demo_prints_each_party_s_letter_after_its_verdict(settings, tmp_path):
+    """`cyberjurors demo` (on the test's broker): the case's verdict, then the letter to each party,
+    the buyer's with the buyer's address and the seller's phone masked."""
+    settings = settings.model_copy(update={"letters": True, "jurors": 3, "rounds": 1})
+    case_id = "demo-own-words"
+    case = case_data(
+        case_id,
+        buyer=f"The kettle leaked; it was delivered to {ADDRESS} and the puddle is in my photo.",
+        seller=f"Call me on {PHONE}, the kettle left our warehouse intact.",
+    )
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case))
+    run = await asyncio.to_thread(
+        cli, settings, "demo", str(path), "--bootstrap", settings.kafka_bootstrap_servers, COLUMNS="400", timeout=300
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    said = run.stdout
+    title = re.search(rf"^{case_id} \(", said, re.MULTILINE)  # the verdict's title line
+    assert title is not None, said
+    verdict_at = title.start()
+    buyer_at, seller_at = said.index(f"letter to the buyer: {case_id}"), said.index(f"letter to the seller: {case_id}")
+    assert verdict_at < buyer_at and verdict_at < seller_at
+    to_buyer = said[buyer_at:seller_at] if buyer_at < seller_at else said[buyer_at:]
+    to_seller = said[seller_at:buyer_at] if seller_at < buyer_at else said[seller_at:]
+    assert ADDRESS in to_buyer and PHONE not in to_buyer and "[PHONE_1]" in to_buyer
+    assert PHONE in to_seller and ADDRESS not in to_seller and "[ADDRESS_1]" in to_seller
+    assert "1 verdicts, 0 dead letters, 0 missing" in said
