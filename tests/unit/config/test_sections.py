@@ -35,7 +35,7 @@ def test_every_setting_is_in_exactly_one_section_and_every_section_field_is_a_se
     [
         ("CYBERJURORS_PARTITIONS", "6", "partitions", 6),
         ("CYBERJURORS_JURORS", "5", "jurors", 5),
-        ("CYBERJURORS_MODEL_JUROR", "claude-haiku-4-5", "model_juror", "claude-haiku-4-5"),
+        ("CYBERJURORS_MODEL", "claude-haiku-4-5", "model", "claude-haiku-4-5"),
         ("CYBERJURORS_PRECEDENT_POOL_K", "7", "precedent_pool_k", 7),
         ("CYBERJURORS_MAX_TEXT_CHARS", "999", "max_text_chars", 999),
         ("CYBERJURORS_TABLE_STORE", "memory", "table_store", "memory"),

@@ -1,0 +1,76 @@
+"""The settings issue 41 removed are still accepted for one release, each onto its replacement with a
+warning naming it: by keyword, by CYBERJURORS_* variable, in the settings file and in model_copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cyberjurors.config import Settings
+from cyberjurors.config.deprecated import RENAMED
+
+
+def offline(**given: object) -> Settings:
+    return Settings(llm_backend="offline", **given)
+
+
+def test_every_removed_name_is_no_setting_and_every_replacement_resolves() -> None:
+    for old, new in RENAMED.items():
+        assert old not in Settings.model_fields, old
+        assert new.split(".")[0] in Settings.model_fields, new
+
+
+# --- llm roles ---------------------------------------------------------------------------------
+
+
+def test_a_role_s_model_setting_lands_in_llm_roles_with_its_warning() -> None:
+    with pytest.warns(DeprecationWarning, match=r"model_judge is deprecated .* use llm_roles\.judge\.model"):
+        settings = offline(model_judge="claude-opus-4-5")
+    assert settings.model_for("judge") == "claude-opus-4-5"
+    assert settings.model_for("juror") == settings.model  # the others unmoved
+    assert settings.deprecations == [
+        "setting model_judge is deprecated and will be removed in the next release: use llm_roles.judge.model"
+    ]
+
+
+def test_the_global_effort_and_thinking_become_llm_roles_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CYBERJURORS_LLM_EFFORT", "max")
+    monkeypatch.setenv("cyberjurors_llm_thinking_budget", "2000")  # names are read whatever their case
+    with pytest.warns(DeprecationWarning, match=r"llm_effort .* use llm_roles\.default\.effort"):
+        settings = offline(llm_roles={"judge": {"effort": "low"}})
+    assert settings.call_for("juror").effort == "max" and settings.call_for("juror").thinking_budget == 2000
+    assert settings.call_for("judge").effort == "low"  # a role's own entry still beats the default
+    assert {n.split()[1] for n in settings.deprecations} == {"llm_effort", "llm_thinking_budget"}
+
+
+def test_the_new_name_wins_over_the_old_and_the_warning_says_so() -> None:
+    with pytest.warns(DeprecationWarning, match="llm_roles.focus.model is set too and wins, so model_focus is ignored"):
+        settings = offline(model_focus="old", llm_roles={"focus": {"model": "new"}})
+    assert settings.model_for("focus") == "new"
+
+
+def test_old_names_in_the_settings_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    toml = tmp_path / "cyberjurors.toml"
+    toml.write_text('model_letter = "claude-haiku-4-5"\nmax_output_tokens = 777\n')
+    monkeypatch.setenv("CYBERJURORS_SETTINGS_FILE", str(toml))
+    with pytest.warns(DeprecationWarning, match="max_output_tokens"):
+        settings = offline()
+    assert settings.model_for("letter") == "claude-haiku-4-5"
+    assert settings.call_for("select").max_output_tokens == 777
+
+
+def test_old_names_in_model_copy_move_too_and_unknown_names_are_refused() -> None:
+    settings = offline(llm_roles={"judge": {"effort": "high", "model": "j"}})
+    with pytest.warns(DeprecationWarning, match="llm_thinking"):
+        copied = settings.model_copy(update={"llm_thinking": "off", "model_verify": "v"})
+    assert copied.call_for("judge").thinking == "off" and copied.call_for("judge").effort == "high"
+    assert (copied.model_for("judge"), copied.model_for("verify")) == ("j", "v")
+    assert settings.model_for("verify") == settings.model  # the original untouched
+    with pytest.raises(ValueError, match="no such setting: model_jurors"):
+        settings.model_copy(update={"model_jurors": "x"})
+
+
+def test_the_default_entry_takes_no_model() -> None:
+    with pytest.raises(ValueError, match="default entry takes no model"):
+        offline(llm_roles={"default": {"model": "x"}})
