@@ -4,7 +4,7 @@
 from .catalog import TokenPrices
 from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSettings
 from .courts import CourtSettings, CourtTier
-from .evidence import EvidenceSettings
+from .evidence import EvidenceSettings, IntakeLimits
 from .jury import JurySettings
 from .kafka import KafkaSettings
 from .letters import DEFAULT_LETTER_LOCALES, LetterSettings
@@ -52,6 +52,7 @@ __all__ = [
     "CourtTier",
     "Effort",
     "EvidenceSettings",
+    "IntakeLimits",
     "JurySettings",
     "KafkaSettings",
     "LLMSettings",

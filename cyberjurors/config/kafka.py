@@ -96,14 +96,6 @@ class KafkaSettings(BaseModel):
     stop_deadline_s: float = Field(
         15.0, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
     )
-    # Kafka's broker message.max.bytes / topic max.message.bytes default to 1 MiB (1,048,588); keep
-    # max_event_bytes below whatever your cluster sets. The producers allow it plus record overhead.
-    max_event_bytes: int = Field(
-        1_000_000,
-        ge=16_384,
-        description="largest message taken or sent: a bigger event "
-        "is dead-lettered (event_too_large), a bigger stage output too (output_too_large)",
-    )
     # A stored object must outlive everything that can still name it: the case it came with (its stage
     # inputs are processed up to state_retention_s after admission) and the dead letters written for
     # it, which `dlq --replay` may send back for as long as disputes.dlq keeps them.

@@ -39,7 +39,7 @@ from . import deprecated, price_list
 from .catalog import find
 from .console import CONSOLE_SECRETS, ConsoleSettings
 from .courts import CourtSettings
-from .evidence import EvidenceSettings
+from .evidence import DEPRECATED_LIMITS, EvidenceSettings
 from .jury import JurySettings
 from .kafka import KafkaSettings
 from .letters import LetterSettings
@@ -89,6 +89,7 @@ class DeprecatedEnvSource(PydanticBaseSettingsSource):
 
 
 deprecated.rename(DEPRECATED_ROLE_SETTINGS)
+deprecated.rename(DEPRECATED_LIMITS)
 
 
 # section name -> its model, in the order the reference lists them
@@ -199,8 +200,6 @@ class Settings(
             raise ValueError("a model named anthropic:... needs ANTHROPIC_API_KEY")
         if "openai" in named and not self.openai_base_url:
             raise ValueError("a model named openai:... needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
-        if self.max_case_bytes >= self.max_event_bytes:
-            raise ValueError("max_case_bytes must be below max_event_bytes: the stages add to the case file")
         if self.media_retention_s is not None and self.media_retention_s < max(
             self.state_retention_s, self.dlq_retention_s
         ):

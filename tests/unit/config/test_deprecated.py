@@ -74,3 +74,25 @@ def test_old_names_in_model_copy_move_too_and_unknown_names_are_refused() -> Non
 def test_the_default_entry_takes_no_model() -> None:
     with pytest.raises(ValueError, match="default entry takes no model"):
         offline(llm_roles={"default": {"model": "x"}})
+
+
+# --- intake limits -----------------------------------------------------------------------------
+
+
+def test_the_intake_caps_land_in_intake_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CYBERJURORS_MAX_VIDEO_FRAMES", "1200")
+    with pytest.warns(DeprecationWarning, match=r"max_event_bytes .* use intake_limits\.max_event_bytes"):
+        settings = offline(max_event_bytes=500_000, intake_limits={"max_case_items": 9})
+    limits = settings.intake_limits
+    assert (limits.max_event_bytes, limits.max_video_frames, limits.max_case_items) == (500_000, 1200, 9)
+    assert limits.max_case_bytes == 400_000  # the others keep their defaults
+    assert {n.split()[1] for n in settings.deprecations} == {"max_event_bytes", "max_video_frames"}
+
+
+def test_an_old_cap_is_checked_as_the_new_one() -> None:
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="max_case_bytes must be below"):
+        offline(max_case_bytes=2_000_000)
+    settings = offline()
+    with pytest.warns(DeprecationWarning, match="max_text_chars"):
+        copied = settings.model_copy(update={"max_text_chars": 5})
+    assert copied.intake_limits.max_text_chars == 5 and copied.intake_limits.max_media_items == 40

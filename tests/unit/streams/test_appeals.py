@@ -359,7 +359,7 @@ async def test_an_appeal_filed_before_its_verdict_is_refused_beyond_the_clock_sk
 async def test_new_inline_evidence_is_checked_before_it_is_stored(tmp_path):
     # intake's rules run while the media are still inline, as at intake: base64 that is not base64 was a
     # bug letter (stage_failed, replayable) and inline media over max_inline_bytes went to the store
-    settings = conf(tmp_path, max_inline_bytes=50)
+    settings = conf(tmp_path, intake_limits={"max_inline_bytes": 50})
     h = handlers(settings)
     first = await decided(settings, h)
     photo = {"id": "b7", "kind": "image", "text": "photo", "media": {"media_type": "image/png"}}

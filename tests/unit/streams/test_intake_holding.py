@@ -398,7 +398,7 @@ def test_a_naive_sent_at_or_submitted_at_is_refused():
 
 
 def test_rounds_per_party_and_case_text_are_capped_as_a_draft_grows(tmp_path):
-    stage = Stage(tmp_path, max_rounds_per_party=2, max_case_text_chars=30)
+    stage = Stage(tmp_path, intake_limits={"max_rounds_per_party": 2, "max_case_text_chars": 30})
     stage.send(opened(), evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
     assert [d.reason for d in stage.letters] == ["too_many_rounds"]
     stage.send(evidence(party="seller", item="s1", text="x" * 21))  # 5 + 5 + 21 > 30
@@ -409,7 +409,9 @@ def test_rounds_per_party_and_case_text_are_capped_as_a_draft_grows(tmp_path):
 
 
 def test_a_whole_case_over_the_caps_is_refused(tmp_path):
-    settings = Settings(llm_backend="offline", media_root=tmp_path, max_rounds_per_party=1, max_case_text_chars=10)
+    settings = Settings(
+        llm_backend="offline", media_root=tmp_path, intake_limits={"max_rounds_per_party": 1, "max_case_text_chars": 10}
+    )
     two = json.loads(case_event())
     two["case"]["rounds"].append({"party": "buyer", "round": 2, "items": [{"id": "b2", "kind": "text", "text": "x"}]})
     with pytest.raises(intake.Rejected) as err:
