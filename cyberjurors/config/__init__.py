@@ -29,6 +29,7 @@ from .llm import (
 )
 from .observability import ObservabilitySettings
 from .precedents import PrecedentSettings
+from .retention import RetentionOverrides, RetentionSettings
 from .settings import ECOSYSTEM_ENV, ENV_PREFIX, SECTIONS, SETTINGS_FILE_ENV, Settings
 from .state import StateSettings
 
@@ -62,6 +63,8 @@ __all__ = [
     "OpenAIEffort",
     "PrecedentSettings",
     "Provider",
+    "RetentionOverrides",
+    "RetentionSettings",
     "Role",
     "RoleCall",
     "Settings",

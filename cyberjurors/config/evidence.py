@@ -126,13 +126,6 @@ class EvidenceSettings(BaseModel):
         "originals too large to carry: a folder or file:// URL, or an object store by URL "
         "(s3://bucket/prefix, gs://, az://, memory://) through fsspec",
     )
-    media_retention_s: float | None = Field(
-        None,
-        gt=0,
-        description="a media store object is deleted this long (at most a day more) after the last "
-        "put or reference that named it; default state_retention_s + dlq_retention_s; "
-        "never below either",
-    )
     media_sweep_interval_s: float = Field(3600.0, gt=0, description="how often a worker deletes expired media")
     # Minimisation before the model (issue 30, evidence/privacy.py): personal data in party text is
     # replaced by stable per-case placeholders before any prompt is built.

@@ -96,44 +96,6 @@ class KafkaSettings(BaseModel):
     stop_deadline_s: float = Field(
         15.0, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
     )
-    # A stored object must outlive everything that can still name it: the case it came with (its stage
-    # inputs are processed up to state_retention_s after admission) and the dead letters written for
-    # it, which `dlq --replay` may send back for as long as disputes.dlq keeps them.
-    dlq_retention_s: float = Field(
-        7 * 86400,
-        gt=0,
-        description="retention.ms given to disputes.dlq when it is created (Kafka's default, "
-        "7 days): how long a dead letter can be replayed",
-    )
-
-    # Retention of what the topics carry (docs/operations/data-rights.md): an erasure cannot reach a
-    # record in a topic that is not compacted, so how long each keeps its records is the bound on it.
-    topic_retention_s: float | None = Field(
-        None,
-        gt=0,
-        description="retention.ms given to the pipeline and public topics (events, intake, focus, "
-        "clues, rounds, verdicts, escalations, appeals, outcomes) when they are created; unset = the "
-        "broker's default (Kafka: 7 days). Keep state_retention_s at least this",
-    )
-    replayed_retention_s: float | None = Field(
-        None,
-        gt=0,
-        description="disputes.dlq-replayed: unset = compacted and kept for good (one note per letter); "
-        "set = compacted, and notes older than this deleted too",
-    )
-    compaction_lag_s: float = Field(
-        86400.0,
-        gt=0,
-        description="on the compacted topics created here (table changelogs, dlq-replayed, audit, "
-        "erasures): segment.ms and max.compaction.lag.ms, so a value replaced or deleted (by expiry, "
-        "by `erase`) leaves the log within about this long of the change",
-    )
-    tombstone_retention_s: float = Field(
-        86400.0,
-        gt=0,
-        description="delete.retention.ms of those compacted topics: how long a tombstone (a key with "
-        "no value, the key being a case id) stays readable after compaction, for readers catching up",
-    )
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

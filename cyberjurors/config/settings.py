@@ -46,6 +46,7 @@ from .letters import LetterSettings
 from .llm import DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
 from .observability import ObservabilitySettings
 from .precedents import PrecedentSettings
+from .retention import DEPRECATED_RETENTION, RetentionSettings
 from .state import StateSettings
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
@@ -90,6 +91,7 @@ class DeprecatedEnvSource(PydanticBaseSettingsSource):
 
 deprecated.rename(DEPRECATED_ROLE_SETTINGS)
 deprecated.rename(DEPRECATED_LIMITS)
+deprecated.rename(DEPRECATED_RETENTION)
 
 
 # section name -> its model, in the order the reference lists them
@@ -102,6 +104,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "precedents": PrecedentSettings,
     "evidence": EvidenceSettings,
     "state": StateSettings,
+    "retention": RetentionSettings,
     "observability": ObservabilitySettings,
     "console": ConsoleSettings,
 }
@@ -112,6 +115,7 @@ class Settings(
     BaseSettings,
     ConsoleSettings,
     ObservabilitySettings,
+    RetentionSettings,
     StateSettings,
     EvidenceSettings,
     PrecedentSettings,
@@ -200,11 +204,9 @@ class Settings(
             raise ValueError("a model named anthropic:... needs ANTHROPIC_API_KEY")
         if "openai" in named and not self.openai_base_url:
             raise ValueError("a model named openai:... needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
-        if self.media_retention_s is not None and self.media_retention_s < max(
-            self.state_retention_s, self.dlq_retention_s
-        ):
+        if self.media_retention < max(self.state_retention_s, self.dlq_retention_s):
             raise ValueError(
-                "media_retention_s must be at least state_retention_s and dlq_retention_s: a case or "
+                "retention.media_s must be at least the state's and the dead letters' retention: a case or "
                 "a dead letter would name media already deleted"
             )
         if self.media_encryption and len(self.case_key_secret or "") < 32:
@@ -264,13 +266,6 @@ class Settings(
             return True
         base_url = self.openai_base_url if backend == "openai" else None
         return self.llm_prices_fallback and price_list.lookup(backend, model, base_url) is not None
-
-    @property
-    def media_retention(self) -> float:
-        """How long a media store object is kept after its last put (``media_retention_s`` or its default)."""
-        if self.media_retention_s is not None:
-            return self.media_retention_s
-        return self.state_retention_s + self.dlq_retention_s
 
     @classmethod
     def settings_customise_sources(

@@ -96,3 +96,31 @@ def test_an_old_cap_is_checked_as_the_new_one() -> None:
     with pytest.warns(DeprecationWarning, match="max_text_chars"):
         copied = settings.model_copy(update={"max_text_chars": 5})
     assert copied.intake_limits.max_text_chars == 5 and copied.intake_limits.max_media_items == 40
+
+
+# --- retention ---------------------------------------------------------------------------------
+
+
+def test_one_period_sets_every_case_lifetime_and_an_override_sets_one() -> None:
+    settings = offline(retention_period=3 * 86400, retention={"dlq_s": 5 * 86400})
+    assert (settings.state_retention_s, settings.topic_retention_s, settings.intake_draft_ttl_s) == (3 * 86400,) * 3
+    assert settings.dlq_retention_s == 5 * 86400 and settings.media_retention == 8 * 86400
+    assert settings.console_retention_s is None and settings.compaction_lag_s == 86400
+
+
+def test_the_retention_settings_land_in_retention(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CYBERJURORS_DLQ_RETENTION_S", "1209600")
+    toml = tmp_path / "cyberjurors.toml"
+    toml.write_text("console_retention_s = 7776000\n")
+    monkeypatch.setenv("CYBERJURORS_SETTINGS_FILE", str(toml))
+    with pytest.warns(DeprecationWarning, match=r"state_retention_s .* use retention\.state_s"):
+        settings = offline(state_retention_s=3600)
+    assert (settings.state_retention_s, settings.dlq_retention_s) == (3600, 1209600)
+    assert settings.console_retention_s == 7776000 and settings.retention.console_s == 7776000
+    assert {n.split()[1] for n in settings.deprecations} == {
+        "state_retention_s",
+        "dlq_retention_s",
+        "console_retention_s",
+    }
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match=r"retention\.media_s must be at least"):
+        offline(media_retention_s=60, state_retention_s=3600)

@@ -435,7 +435,7 @@ async def test_a_decided_case_is_kept_for_the_appeal_window_and_the_appeal_clean
     """Retention 1 day, window 3 days: the decided case (with the clue chain an appeal reuses) stays
     3 days after its verdict; an appeal restamps it, and its verdict drops the steps and the kept clues."""
     day = 86_400
-    settings = conf(tmp_path, state_retention_s=day, appeal_window_s=3 * day)
+    settings = conf(tmp_path, retention={"state_s": day}, appeal_window_s=3 * day)
     h = handlers(settings)
     clock = SimpleNamespace(now=1_800_000_000.0)
     for results in (h.results, h.appeals.results):

@@ -77,7 +77,7 @@ class Stage:
             media_root=tmp_path,
             media_store=str(tmp_path / "store"),
             early_evidence_wait_s=300,
-            intake_draft_ttl_s=3600,
+            retention={"intake_draft_s": 3600, **settings.pop("retention", {})},
             **settings,
         )
         self.table: dict[str, dict] = {}
@@ -291,7 +291,7 @@ def test_an_abandoned_draft_expires_into_a_letter_listing_what_was_received(tmp_
 
 
 def test_an_admitted_case_is_remembered_for_the_retention_then_forgotten_without_a_letter(tmp_path):
-    stage = Stage(tmp_path, state_retention_s=86_400, appeal_window_s=0)
+    stage = Stage(tmp_path, retention={"state_s": 86_400}, appeal_window_s=0)
     stage.send(case_event())
     assert stage.expire(86_000) == 0  # inside the retention: kept, past the draft and held-evidence waits
     assert "digest" in stage.table["c-1"] and not stage.letters
@@ -302,7 +302,7 @@ def test_an_admitted_case_is_remembered_for_the_retention_then_forgotten_without
 
 
 def test_with_an_appeal_window_longer_than_the_retention_the_record_is_held_as_long_as_the_verdict(tmp_path):
-    stage = Stage(tmp_path, state_retention_s=86_400, appeal_window_s=3 * 86_400)
+    stage = Stage(tmp_path, retention={"state_s": 86_400}, appeal_window_s=3 * 86_400)
     stage.send(case_event())
     stage.expire(3 * 86_400 - 100)  # past the retention, inside the window: the case may still be appealed
     stage.send(case_event())
