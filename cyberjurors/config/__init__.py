@@ -6,7 +6,7 @@ from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSetting
 from .courts import CourtSettings, CourtTier
 from .evidence import EvidenceSettings, IntakeLimits
 from .jury import JurySettings
-from .kafka import KafkaSettings
+from .kafka import KafkaSettings, KafkaTimeouts
 from .letters import DEFAULT_LETTER_LOCALES, LetterSettings
 from .llm import (
     DEFAULT_LLM_PRICES,
@@ -56,6 +56,7 @@ __all__ = [
     "IntakeLimits",
     "JurySettings",
     "KafkaSettings",
+    "KafkaTimeouts",
     "LLMSettings",
     "LetterSettings",
     "ModelCapabilities",

@@ -3,9 +3,72 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class KafkaTimeouts(BaseModel):
+    """The liveness timeouts set apart from ``kafka_profile`` (the setting ``kafka_timeouts``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_timeout_s: float | None = Field(None, gt=0, description="the consumer group's session timeout")
+    heartbeat_interval_s: float | None = Field(None, gt=0, description="the consumer's heartbeat interval")
+    commit_interval_s: float | None = Field(None, gt=0, description="how often processed offsets are committed")
+    fetch_max_wait_ms: int | None = Field(
+        None,
+        ge=1,
+        description="how long an empty fetch waits at the broker; the embedded broker never answers early, "
+        "so each topic hop costs up to this",
+    )
+    broker_loss_exit_s: float | None = Field(
+        None,
+        gt=0,
+        description="a worker that cannot reach its broker this long exits with status 75; one whose broker "
+        "lost its topics or answers as another cluster exits at once",
+    )
+    broker_check_interval_s: float | None = Field(
+        None, gt=0, description="how often a worker reads its broker's metadata"
+    )
+    stop_deadline_s: float | None = Field(
+        None, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
+    )
+
+
+KafkaProfile = Literal["local", "cluster"]
+# Short timeouts suit the embedded broker and tests (a rebalance in seconds, a hop in 50 ms); a real
+# cluster's brokers answer a fetch as soon as there is data, and a rolling restart must not look like a lost broker.
+PROFILES: dict[str, KafkaTimeouts] = {
+    "local": KafkaTimeouts(
+        session_timeout_s=6,
+        heartbeat_interval_s=0.5,
+        commit_interval_s=0.2,
+        fetch_max_wait_ms=50,
+        broker_loss_exit_s=30,
+        broker_check_interval_s=2,
+        stop_deadline_s=15,
+    ),
+    "cluster": KafkaTimeouts(
+        session_timeout_s=30,
+        heartbeat_interval_s=3,
+        commit_interval_s=1,
+        fetch_max_wait_ms=500,
+        broker_loss_exit_s=120,
+        broker_check_interval_s=2,
+        stop_deadline_s=20,
+    ),
+}
+# the liveness timeouts this release folded into kafka_profile and kafka_timeouts (config/deprecated.py)
+DEPRECATED_TIMEOUTS = {
+    "session_timeout_s": "kafka_timeouts.session_timeout_s",
+    "heartbeat_interval_s": "kafka_timeouts.heartbeat_interval_s",
+    "commit_interval_s": "kafka_timeouts.commit_interval_s",
+    "kafka_fetch_max_wait_ms": "kafka_timeouts.fetch_max_wait_ms",
+    "broker_loss_exit_s": "kafka_timeouts.broker_loss_exit_s",
+    "broker_check_interval_s": "kafka_timeouts.broker_check_interval_s",
+    "stop_deadline_s": "kafka_timeouts.stop_deadline_s",
+}
 
 
 class KafkaSettings(BaseModel):
@@ -44,21 +107,20 @@ class KafkaSettings(BaseModel):
     datadir: Path = Field(
         Path("data/faust"), description="the Faust worker's data folder (RocksDB tables with table_store=rocksdb)"
     )
-    # Short timeouts suit the embedded broker and tests; raise them on a real cluster.
-    session_timeout_s: float = Field(
-        10.0,
-        description="the consumer group's session timeout; short for the embedded broker and tests, raise it on a real cluster",
-    )
-    heartbeat_interval_s: float = Field(1.0, description="the consumer's heartbeat interval")
-    commit_interval_s: float = Field(1.0, description="how often processed offsets are committed")
-    kafka_fetch_max_wait_ms: int = Field(
-        50,
-        ge=1,
-        description="how long an empty fetch waits at the broker; the embedded broker never answers "
-        "early, so each topic hop costs up to this. On Apache Kafka 500 saves requests",
-    )
     # Idempotence keeps a producer's retry after a lost acknowledgement from writing a message twice;
     # the embedded broker refuses it (InitProducerId), Apache Kafka grants it (streams/producers.py).
+    kafka_profile: KafkaProfile = Field(
+        "local",
+        description="the liveness timeouts as a set: local = the embedded broker and tests (session 6 s, "
+        "heartbeat 0.5 s, commit 0.2 s, fetch wait 50 ms, broker loss 30 s, check 2 s, stop 15 s); cluster = "
+        "Apache Kafka (30 s, 3 s, 1 s, 500 ms, 120 s, 2 s, 20 s)",
+    )
+    kafka_timeouts: KafkaTimeouts = Field(
+        default_factory=lambda: KafkaTimeouts(),
+        description="any of the profile's timeouts set apart (CYBERJURORS_KAFKA_TIMEOUTS__SESSION_TIMEOUT_S): "
+        "session_timeout_s, heartbeat_interval_s, commit_interval_s, fetch_max_wait_ms, broker_loss_exit_s, "
+        "broker_check_interval_s, stop_deadline_s",
+    )
     kafka_idempotence: Literal["auto", "on", "off"] = Field(
         "auto",
         description="the idempotent producer: auto uses it wherever the broker grants a producer id and "
@@ -86,16 +148,39 @@ class KafkaSettings(BaseModel):
     )
     stage_concurrency: int = Field(8, ge=1, description="cases each stage agent works on at once")
     web_port: int | None = Field(None, description="Faust's web server port; off when unset")
-    broker_loss_exit_s: float = Field(
-        30.0,
-        gt=0,
-        description="a worker that cannot reach its broker this long exits with status 75; one whose "
-        "broker lost its topics or answers as another cluster exits at once",
-    )
-    broker_check_interval_s: float = Field(2.0, gt=0, description="how often a worker reads its broker's metadata")
-    stop_deadline_s: float = Field(
-        15.0, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
-    )
+
+    def _timeout(self, name: str) -> Any:
+        given = getattr(self.kafka_timeouts, name)
+        return given if given is not None else getattr(PROFILES[self.kafka_profile], name)
+
+    # What every reader uses: each timeout as resolved, under the name the setting had.
+    @property
+    def session_timeout_s(self) -> float:
+        return float(self._timeout("session_timeout_s"))
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        return float(self._timeout("heartbeat_interval_s"))
+
+    @property
+    def commit_interval_s(self) -> float:
+        return float(self._timeout("commit_interval_s"))
+
+    @property
+    def kafka_fetch_max_wait_ms(self) -> int:
+        return int(self._timeout("fetch_max_wait_ms"))
+
+    @property
+    def broker_loss_exit_s(self) -> float:
+        return float(self._timeout("broker_loss_exit_s"))
+
+    @property
+    def broker_check_interval_s(self) -> float:
+        return float(self._timeout("broker_check_interval_s"))
+
+    @property
+    def stop_deadline_s(self) -> float:
+        return float(self._timeout("stop_deadline_s"))
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

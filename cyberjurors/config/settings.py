@@ -41,7 +41,7 @@ from .console import CONSOLE_SECRETS, ConsoleSettings
 from .courts import CourtSettings
 from .evidence import DEPRECATED_LIMITS, EvidenceSettings
 from .jury import JurySettings
-from .kafka import KafkaSettings
+from .kafka import DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
 from .llm import DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
 from .observability import ObservabilitySettings
@@ -92,6 +92,7 @@ class DeprecatedEnvSource(PydanticBaseSettingsSource):
 deprecated.rename(DEPRECATED_ROLE_SETTINGS)
 deprecated.rename(DEPRECATED_LIMITS)
 deprecated.rename(DEPRECATED_RETENTION)
+deprecated.rename(DEPRECATED_TIMEOUTS)
 
 
 # section name -> its model, in the order the reference lists them

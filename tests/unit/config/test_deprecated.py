@@ -124,3 +124,20 @@ def test_the_retention_settings_land_in_retention(monkeypatch: pytest.MonkeyPatc
     }
     with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match=r"retention\.media_s must be at least"):
         offline(media_retention_s=60, state_retention_s=3600)
+
+
+# --- kafka profile -----------------------------------------------------------------------------
+
+
+def test_the_profile_sets_the_liveness_timeouts_and_an_override_sets_one() -> None:
+    local, cluster = offline(), offline(kafka_profile="cluster", kafka_timeouts={"stop_deadline_s": 40})
+    assert (local.session_timeout_s, local.commit_interval_s, local.kafka_fetch_max_wait_ms) == (6, 0.2, 50)
+    assert (cluster.session_timeout_s, cluster.kafka_fetch_max_wait_ms, cluster.stop_deadline_s) == (30, 500, 40)
+
+
+def test_the_timeouts_land_in_kafka_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CYBERJURORS_KAFKA_FETCH_MAX_WAIT_MS", "700")
+    with pytest.warns(DeprecationWarning, match=r"session_timeout_s .* use kafka_timeouts\.session_timeout_s"):
+        settings = offline(kafka_profile="cluster", session_timeout_s=45)
+    assert (settings.session_timeout_s, settings.kafka_fetch_max_wait_ms, settings.heartbeat_interval_s) == (45, 700, 3)
+    assert {n.split()[1] for n in settings.deprecations} == {"session_timeout_s", "kafka_fetch_max_wait_ms"}
