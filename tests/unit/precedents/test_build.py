@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
