@@ -1,4 +1,4 @@
-"""`cyberjurors erase`: a case's data erased from every store the service owns (streams/erasure_run.py;
+"""`cyberjurors erase`: a case's data erased from every store the service owns (erasure/run.py;
 docs/operations/data-rights.md)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from .base import SettingsOption, app, console, load_settings, shown
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from ..streams.erasure_run import Report
+    from ..erasure.run import Report
 
 # the schemas' CaseId: what a case id can be (events name parties only as buyer and seller, so there
 # is no party id to erase by: a platform maps a person's request to the ids of their cases)
@@ -77,8 +77,8 @@ async def _erase(
 ) -> list[tuple[str, Report]]:
     from ..console import erasure as console_erasure
     from ..evaluation import erasure as evaluation_erasure
-    from ..streams.erasure_journal import Journal
-    from ..streams.erasure_run import erase, resume_all
+    from ..erasure.journal import Journal
+    from ..erasure.run import erase, resume_all
 
     given = {"console": console_erasure.step, "evaluation": evaluation_erasure.step}
     journal = Journal(config.erasure_dir)

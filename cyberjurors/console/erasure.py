@@ -31,8 +31,8 @@ from ..evidence.media_store import stored_refs
 from ..evidence.scrub import json_forms, purge_sqlite, replace_ids
 from ..state.erasure import blank_precedent
 from ..streams.clients import Outgoing, produce, records
-from ..streams.erasure_journal import Step
-from ..streams.erasure_run import UNREACHABLE, Run
+from ..erasure.journal import Step
+from ..erasure.run import UNREACHABLE, Run
 from ..streams.kafka import AUDIT
 from .audit import Audit
 from .store import Store

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 
 from ..evidence.scrub import drop_lines, token_pattern
-from ..streams.erasure_journal import Step
-from ..streams.erasure_run import Run, call_log_forms
+from ..erasure.journal import Step
+from ..erasure.run import Run, call_log_forms
 from .swap import SWAP_SUFFIX, is_swapped, original_id
 
 TEXT_FILES = (".json", ".md", ".html", ".csv", ".txt")

@@ -35,8 +35,8 @@ from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.schemas import CaseFile, OutcomeReported, Verdict
 from cyberjurors.streams.clients import Outgoing, placed_letters, produce, replay
-from cyberjurors.streams.erasure_journal import Journal, Step
-from cyberjurors.streams.erasure_run import Run, erase
+from cyberjurors.erasure.journal import Journal, Step
+from cyberjurors.erasure.run import Run, erase
 from cyberjurors.streams.kafka import client_options
 
 from ..conftest import EXAMPLES, cli, read_topic, worker_process

@@ -8,8 +8,8 @@ import json
 
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.erasure import erase_from, step
-from cyberjurors.streams.erasure_journal import Entry, Journal
-from cyberjurors.streams.erasure_run import Run
+from cyberjurors.erasure.journal import Entry, Journal
+from cyberjurors.erasure.run import Run
 
 
 def line(case_id: str, says: str) -> str:

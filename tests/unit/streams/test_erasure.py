@@ -23,10 +23,10 @@ from cyberjurors.state import expiry
 from cyberjurors.state.erasure import refs_of
 from cyberjurors.state.intake import IntakeTable
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import erasure_run
+from cyberjurors.erasure import run as erasure_run
 from cyberjurors.streams.erasure import CitedRequest, EraseAnswer, EraseRequest, Erasures
-from cyberjurors.streams.erasure_journal import Journal, Step
-from cyberjurors.streams.erasure_run import Refused, Run, erase, resume_all
+from cyberjurors.erasure.journal import Journal, Step
+from cyberjurors.erasure.run import Refused, Run, erase, resume_all
 from cyberjurors.streams.kafka import topic_configs
 
 from ...factories import case as text_case

@@ -24,8 +24,8 @@ from cyberjurors.llm.port import GuardedLLM, stage_request
 from cyberjurors.precedents.models import PrecedentCase
 from cyberjurors.schemas import BallotDraft, Votes
 from cyberjurors.schemas.personas import load_personas
-from cyberjurors.streams.erasure_journal import Entry
-from cyberjurors.streams.erasure_run import Run, call_log, call_log_forms
+from cyberjurors.erasure.journal import Entry
+from cyberjurors.erasure.run import Run, call_log, call_log_forms
 
 ERASED = "erased:ref0"
 # a case id (schemas.case.CaseId) that starts and ends with a letter or digit, as platforms' ids do

@@ -1,12 +1,12 @@
 """`cyberjurors erase --case ID`: a case's data erased from every store the service owns.
 
-One run takes the stores in turn, each a step recorded in the journal (``erasure_journal.py``) as
+One run takes the stores in turn, each a step recorded in the journal (``journal.py``) as
 it ends, so a run that stops halfway (killed, a store down) leaves a record of what is left:
 
 1. ``tables``: the workers' tables, erased by the worker that holds the case's partition
-   (``erasure.py``); a case still in the pipeline stops the run here, unless forced;
+   (``streams/erasure.py``); a case still in the pipeline stops the run here, unless forced;
 2. ``citations``: in every partition's tables, the stored results of other cases that retrieved the
-   case as a precedent, its summary blanked (``erasure.py``, ``CitedRequest``);
+   case as a precedent, its summary blanked (``streams/erasure.py``, ``CitedRequest``);
 3. ``keys``: the case's media key destroyed (crypto-shredding, ``evidence/sealing.py``);
 4. ``dead letters``: the media store originals of the case's letters found (the letters stay in
    disputes.dlq, which is not compacted, until its retention), their replay notes on
@@ -44,10 +44,10 @@ from ..errors import CyberJurorsError, StoreError, for_people
 from ..evidence.media_store import dated_store, open_store, stored_refs
 from ..evidence.scrub import drop_lines
 from ..precedents.models import PrecedentError
-from .clients import placed_letters, producer_for, replayed
-from .erasure import ask, ask_cited, forget_request
-from .erasure_journal import Entry, Journal, Result, Step
-from .kafka import REPLAYED, TOPICS, ensure_topics
+from ..streams.clients import placed_letters, producer_for, replayed
+from ..streams.erasure import ask, ask_cited, forget_request
+from .journal import Entry, Journal, Result, Step
+from ..streams.kafka import REPLAYED, TOPICS, ensure_topics
 
 
 class Refused(CyberJurorsError):
@@ -219,7 +219,7 @@ async def precedents(run: Run) -> Step:
 
 # How the LLM call log (llm/port.py, ``case_id`` of each line) names a case besides its id: a
 # qualification ballot on it as a mock case (jury/qualify.py), and its party-swapped twin in an
-# evaluation (evaluation/swap.py's SWAP_SUFFIX). tests/unit/streams/test_erasure.py writes each
+# evaluation (evaluation/swap.py's SWAP_SUFFIX). tests/unit/streams/test_erasure_ids.py writes each
 # through its real writer and checks this list against it.
 CALL_LOG_PREFIXES = ("", "qualify:")
 CALL_LOG_SUFFIXES = ("", ":swap")
