@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast, runtime_checkable
 
 from aiokafka.errors import KafkaError
 
@@ -78,7 +78,25 @@ class Run:
         return f"erased:{self.entry.ref}"
 
 
-StepFn = Callable[[Run], Awaitable[Step]]
+@runtime_checkable
+class ErasureStep(Protocol):
+    """One store's part of an erasure: the contract every step keeps, here and in the rooms above
+    (the console's, the evaluation outputs').
+
+    ``name`` is what the journal, the log and the report call the step (``"precedents"``), one of
+    ``STEPS``; a journal keeps it, so it is never renamed. ``erase`` erases what the store holds of
+    ``run.case_id`` and reports it as a ``Step``: ``done`` with the number of things erased (maybe
+    0), ``left`` with a note saying what is left (a resume runs the step again), ``skipped`` when
+    the store is not configured, or ``kept`` for what no erasure reaches, and until when. A step is
+    idempotent: run again, it finds nothing left. What it finds that a later step deletes (media
+    objects in ``run.entry.refs``, ids in ``run.entry.ids``) it saves with ``run.keep()`` before
+    deleting what named it. A store it cannot reach is a ``left`` step, never an exception: the one
+    exception a step raises is ``Refused`` (the case still in the pipeline), which stops the run."""
+
+    @property
+    def name(self) -> str: ...
+
+    def erase(self, run: Run) -> Awaitable[Step]: ...
 
 
 @dataclass
@@ -93,93 +111,105 @@ class Report:
 UNREACHABLE = (KafkaError, OSError, TimeoutError)
 
 
-async def tables(run: Run) -> Step:
-    """Ask the worker holding the case's partition; a case in the pipeline stops the run unless forced."""
-    s = run.settings
-    try:
-        await ensure_topics(s)  # a deployment older than disputes.erasures gets it
-        _, answer = await ask(s, run.case_id, run.entry.ref, run.entry.force, run.wait_s)
-    except UNREACHABLE as err:
-        return Step("left", note=f"the broker could not be reached ({for_people(err)[:120]}): resume asks again")
-    if answer is None:
-        return Step(
-            "left",
-            note=f"no worker answered within {run.wait_s:.0f}s (down, or the case's partition not yet "
-            "assigned): the request waits on disputes.erasures, and resume asks again",
-        )
-    run.entry.refs |= set(answer.refs)
-    await forget_request(s, run.case_id)  # answered: the request and its answer, keyed by the case id, go
-    if answer.status == "in_flight":
-        raise Refused(answer.standing or "in the pipeline")
-    run.entry.standing = answer.standing
-    note = f"RocksDB compacted; {answer.media} media copies deleted by the worker" if answer.purged else ""
-    if answer.standing:
-        note = (
-            f"forced while {answer.standing}: the stages still to run may store the case again, so this "
-            "erasure stays open; resume once the case has left the pipeline"
-        )
-    return Step("done", answer.keys, note)
+class TablesStep:
+    name = "tables"
+
+    async def erase(self, run: Run) -> Step:
+        """Ask the worker holding the case's partition; a case in the pipeline stops the run unless forced."""
+        s = run.settings
+        try:
+            await ensure_topics(s)  # a deployment older than disputes.erasures gets it
+            _, answer = await ask(s, run.case_id, run.entry.ref, run.entry.force, run.wait_s)
+        except UNREACHABLE as err:
+            return Step("left", note=f"the broker could not be reached ({for_people(err)[:120]}): resume asks again")
+        if answer is None:
+            return Step(
+                "left",
+                note=f"no worker answered within {run.wait_s:.0f}s (down, or the case's partition not yet "
+                "assigned): the request waits on disputes.erasures, and resume asks again",
+            )
+        run.entry.refs |= set(answer.refs)
+        await forget_request(s, run.case_id)  # answered: the request and its answer, keyed by the case id, go
+        if answer.status == "in_flight":
+            raise Refused(answer.standing or "in the pipeline")
+        run.entry.standing = answer.standing
+        note = f"RocksDB compacted; {answer.media} media copies deleted by the worker" if answer.purged else ""
+        if answer.standing:
+            note = (
+                f"forced while {answer.standing}: the stages still to run may store the case again, so this "
+                "erasure stays open; resume once the case has left the pipeline"
+            )
+        return Step("done", answer.keys, note)
 
 
-async def citations(run: Run) -> Step:
-    """Every partition's worker blanks the case's summary in the stored results of the cases that
-    retrieved it as a precedent; a citing case still in the pipeline keeps the erasure open (its
-    later stages carry the summary from their input, and may store it again)."""
-    s = run.settings
-    try:
-        partitions, answers = await ask_cited(s, run.case_id, run.entry.ref, run.wait_s)
-    except UNREACHABLE as err:
-        return Step("left", note=f"the broker could not be reached ({for_people(err)[:120]}): resume asks again")
-    cited = sum(a.cited for a in answers.values())
-    missing = sorted(partitions - set(answers))
-    if missing:
-        return Step(
-            "left",
-            cited,
-            f"no worker answered for partition(s) {', '.join(map(str, missing))} within {run.wait_s:.0f}s: "
-            "the requests wait on disputes.erasures, and resume asks again",
-        )
-    await forget_request(s, run.case_id, partitions)  # every partition had a request under the case id
-    in_flight = sum(a.cited_in_flight for a in answers.values())
-    if in_flight:
-        return Step(
-            "left",
-            cited,
-            f"{in_flight} case(s) that retrieved it as a precedent are still in the pipeline and may store its "
-            "summary again: resume once they are decided",
-        )
-    return Step("done", cited, f"its summary blanked in {cited} stored result(s) of other cases" if cited else "")
+class CitationsStep:
+    name = "citations"
+
+    async def erase(self, run: Run) -> Step:
+        """Every partition's worker blanks the case's summary in the stored results of the cases that
+        retrieved it as a precedent; a citing case still in the pipeline keeps the erasure open (its
+        later stages carry the summary from their input, and may store it again)."""
+        s = run.settings
+        try:
+            partitions, answers = await ask_cited(s, run.case_id, run.entry.ref, run.wait_s)
+        except UNREACHABLE as err:
+            return Step("left", note=f"the broker could not be reached ({for_people(err)[:120]}): resume asks again")
+        cited = sum(a.cited for a in answers.values())
+        missing = sorted(partitions - set(answers))
+        if missing:
+            return Step(
+                "left",
+                cited,
+                f"no worker answered for partition(s) {', '.join(map(str, missing))} within {run.wait_s:.0f}s: "
+                "the requests wait on disputes.erasures, and resume asks again",
+            )
+        await forget_request(s, run.case_id, partitions)  # every partition had a request under the case id
+        in_flight = sum(a.cited_in_flight for a in answers.values())
+        if in_flight:
+            return Step(
+                "left",
+                cited,
+                f"{in_flight} case(s) that retrieved it as a precedent are still in the pipeline and may store its "
+                "summary again: resume once they are decided",
+            )
+        return Step("done", cited, f"its summary blanked in {cited} stored result(s) of other cases" if cited else "")
 
 
-async def keys(run: Run) -> Step:
-    """Crypto-shredding: the case's media key destroyed, so every copy of its sealed media is unreadable."""
-    s = run.settings
-    if not s.case_key_secret:
-        return Step("skipped", note="media_encryption is off (no case_key_secret)")
-    from ..evidence.sealing import KeyRing
+class KeysStep:
+    name = "keys"
 
-    ring = KeyRing(dated_store(s.case_key_store, s.media_retention), s.case_key_secret)
-    try:
-        return Step("done", await ring.destroy(run.case_id))
-    except StoreError as err:
-        return Step("left", note=f"the key store: {err.detail}")
+    async def erase(self, run: Run) -> Step:
+        """Crypto-shredding: the case's media key destroyed, so every copy of its sealed media is unreadable."""
+        s = run.settings
+        if not s.case_key_secret:
+            return Step("skipped", note="media_encryption is off (no case_key_secret)")
+        from ..evidence.sealing import KeyRing
+
+        ring = KeyRing(dated_store(s.case_key_store, s.media_retention), s.case_key_secret)
+        try:
+            return Step("done", await ring.destroy(run.case_id))
+        except StoreError as err:
+            return Step("left", note=f"the key store: {err.detail}")
 
 
-async def dead_letters(run: Run) -> Step:
-    """The originals of the case's letters, for the media step; their replay notes marked erased."""
-    s = run.settings
-    try:
-        letters = [p for p in await placed_letters(s) if p.letter.key == run.case_id]
-        notes = await replayed(s)
-    except UNREACHABLE as err:
-        return Step("left", note=f"disputes.dlq could not be read ({for_people(err)[:120]})")
-    for placed in letters:
-        run.entry.refs |= stored_refs(placed.letter.model_dump())
-        run.entry.refs |= stored_refs(_json(base64.b64decode(placed.letter.original_base64)))
-    ours = {p.id for p in letters} | {k for k, v in notes.items() if _json(v).get("case") == run.case_id}
-    marked = await _mark_replayed(s, sorted(ours), run.entry.ref, notes)
-    kept = f"{len(letters)} letter(s) stay in disputes.dlq until its retention ({s.dlq_retention_s:,.0f} s)"
-    return Step("done" if not letters else "kept", marked, kept if letters else "")
+class DlqStep:
+    name = "dead letters"
+
+    async def erase(self, run: Run) -> Step:
+        """The originals of the case's letters, for the media step; their replay notes marked erased."""
+        s = run.settings
+        try:
+            letters = [p for p in await placed_letters(s) if p.letter.key == run.case_id]
+            notes = await replayed(s)
+        except UNREACHABLE as err:
+            return Step("left", note=f"disputes.dlq could not be read ({for_people(err)[:120]})")
+        for placed in letters:
+            run.entry.refs |= stored_refs(placed.letter.model_dump())
+            run.entry.refs |= stored_refs(_json(base64.b64decode(placed.letter.original_base64)))
+        ours = {p.id for p in letters} | {k for k, v in notes.items() if _json(v).get("case") == run.case_id}
+        marked = await _mark_replayed(s, sorted(ours), run.entry.ref, notes)
+        kept = f"{len(letters)} letter(s) stay in disputes.dlq until its retention ({s.dlq_retention_s:,.0f} s)"
+        return Step("done" if not letters else "kept", marked, kept if letters else "")
 
 
 async def _mark_replayed(settings: Settings, ids: Sequence[str], ref: str, notes: dict[str, bytes]) -> int:
@@ -199,22 +229,25 @@ async def _mark_replayed(settings: Settings, ids: Sequence[str], ref: str, notes
     return len(todo)
 
 
-async def precedents(run: Run) -> Step:
-    s = run.settings
-    if s.precedent_backend == "none":
-        return Step("skipped", note="precedent_backend is none")
-    from ..precedents.base import opened_base
-    from ..precedents.erasure import ErasableIndex, erase_case
+class PrecedentsStep:
+    name = "precedents"
 
-    try:
-        async with opened_base(s, create=False) as (index, _):  # both stores are erasable
-            done = await erase_case(cast(ErasableIndex, index), run.case_id, run.erased_as)
-    except PrecedentError as err:
-        if err.kind == "index_missing":
-            return Step("skipped", note="no precedent base")
-        return Step("left", note=f"the precedent base ({err.kind}): {for_people(err)[:160]}")
-    note = f"{done.cases} case, {done.guidelines} guideline(s) without it in their provenance"
-    return Step("left" if done.notes else "done", done.cases + done.guidelines, "; ".join([note, *done.notes]))
+    async def erase(self, run: Run) -> Step:
+        s = run.settings
+        if s.precedent_backend == "none":
+            return Step("skipped", note="precedent_backend is none")
+        from ..precedents.base import opened_base
+        from ..precedents.erasure import ErasableIndex, erase_case
+
+        try:
+            async with opened_base(s, create=False) as (index, _):  # both stores are erasable
+                done = await erase_case(cast(ErasableIndex, index), run.case_id, run.erased_as)
+        except PrecedentError as err:
+            if err.kind == "index_missing":
+                return Step("skipped", note="no precedent base")
+            return Step("left", note=f"the precedent base ({err.kind}): {for_people(err)[:160]}")
+        note = f"{done.cases} case, {done.guidelines} guideline(s) without it in their provenance"
+        return Step("left" if done.notes else "done", done.cases + done.guidelines, "; ".join([note, *done.notes]))
 
 
 # How the LLM call log (llm/port.py, ``case_id`` of each line) names a case besides its id: a
@@ -230,30 +263,39 @@ def call_log_forms(case_id: str) -> set[str]:
     return {f"{p}{case_id}{s}" for p in CALL_LOG_PREFIXES for s in CALL_LOG_SUFFIXES}
 
 
-async def call_log(run: Run) -> Step:
-    path = run.settings.llm_call_log
-    if path is None or not Path(path).is_file():
-        return Step("skipped", note="no llm_call_log")
-    forms = call_log_forms(run.case_id)
-    return Step("done", drop_lines(Path(path), lambda line: _json(line).get("case_id") in forms))
+class CallLogStep:
+    name = "call log"
+
+    async def erase(self, run: Run) -> Step:
+        path = run.settings.llm_call_log
+        if path is None or not Path(path).is_file():
+            return Step("skipped", note="no llm_call_log")
+        forms = call_log_forms(run.case_id)
+        return Step("done", drop_lines(Path(path), lambda line: _json(line).get("case_id") in forms))
 
 
-async def media(run: Run) -> Step:
-    """Every copy of every object the other steps found (the workers' answer, records, letters)."""
-    if not run.entry.refs:
-        return Step("done")
-    try:
-        store = open_store(run.settings)
-        return Step("done", sum([await store.erase(ref) for ref in sorted(run.entry.refs)]))
-    except StoreError as err:
-        return Step("left", note=f"the media store: {err.detail}")
+class MediaStep:
+    name = "media"
+
+    async def erase(self, run: Run) -> Step:
+        """Every copy of every object the other steps found (the workers' answer, records, letters)."""
+        if not run.entry.refs:
+            return Step("done")
+        try:
+            store = open_store(run.settings)
+            return Step("done", sum([await store.erase(ref) for ref in sorted(run.entry.refs)]))
+        except StoreError as err:
+            return Step("left", note=f"the media store: {err.detail}")
 
 
-async def topics(run: Run) -> Step:
-    s = run.settings
-    kept = [t for t in TOPICS if t not in ("disputes.dlq-replayed", "disputes.audit", "disputes.erasures")]
-    until = f"{s.topic_retention_s:,.0f} s" if s.topic_retention_s else "the broker's retention.ms (Kafka: 7 days)"
-    return Step("kept", note=f"{len(kept)} topics that are not compacted keep the case's records until {until}")
+class TopicsStep:
+    name = "topics"
+
+    async def erase(self, run: Run) -> Step:
+        s = run.settings
+        kept = [t for t in TOPICS if t not in ("disputes.dlq-replayed", "disputes.audit", "disputes.erasures")]
+        until = f"{s.topic_retention_s:,.0f} s" if s.topic_retention_s else "the broker's retention.ms (Kafka: 7 days)"
+        return Step("kept", note=f"{len(kept)} topics that are not compacted keep the case's records until {until}")
 
 
 def _json(value: bytes | str | None) -> dict:
@@ -264,18 +306,27 @@ def _json(value: bytes | str | None) -> dict:
     return found if isinstance(found, dict) else {}
 
 
-STEPS: dict[str, StepFn | None] = {  # None: given by the caller (a room above this one), or skipped
-    "tables": tables,
-    "citations": citations,
-    "keys": keys,
-    "dead letters": dead_letters,
+STEPS: dict[str, ErasureStep | None] = {  # in turn; None: given by the caller (a room above this one), or skipped
+    "tables": TablesStep(),
+    "citations": CitationsStep(),
+    "keys": KeysStep(),
+    "dead letters": DlqStep(),
     "console": None,
-    "precedents": precedents,
-    "call log": call_log,
+    "precedents": PrecedentsStep(),
+    "call log": CallLogStep(),
     "evaluation": None,
-    "media": media,
-    "topics": topics,
+    "media": MediaStep(),
+    "topics": TopicsStep(),
 }
+
+
+def _steps(given: Iterable[ErasureStep]) -> dict[str, ErasureStep | None]:
+    """``STEPS`` with the caller's steps in their places (a given step replaces one of its name)."""
+    by_name = {step.name: step for step in given}
+    unknown = sorted(set(by_name) - set(STEPS))
+    if unknown:
+        raise ValueError(f"no erasure step is called {', '.join(unknown)} (the steps: {', '.join(STEPS)})")
+    return {name: by_name.get(name, step) for name, step in STEPS.items()}
 
 
 async def erase(
@@ -284,20 +335,20 @@ async def erase(
     case_id: str,
     force: bool = False,
     wait_s: float | None = None,
-    given: Mapping[str, StepFn] | None = None,
+    given: Iterable[ErasureStep] = (),
     evaluation: Sequence[Path] = (),
 ) -> Report:
     """One run over every store for ``case_id``; each step's result is in the journal as it ends."""
+    steps = _steps(given)
     entry, before = journal.begin(case_id, force, [str(p) for p in evaluation])
     run = Run(settings, case_id, entry, journal, wait_s or settings.erasure_wait_s, [Path(p) for p in entry.evaluation])
-    steps = {name: (given or {}).get(name) or fn for name, fn in STEPS.items()}
-    for name, fn in steps.items():
-        if fn is None:
+    for name, step in steps.items():
+        if step is None:
             entry.steps[name] = Step("skipped", note="not asked for" if name == "evaluation" else "not available")
             journal.save(entry)
             continue
         try:
-            entry.steps[name] = await fn(run)
+            entry.steps[name] = await step.erase(run)
         except Refused as refused:
             journal.refused(entry, before)
             return Report(entry.ref, "refused", entry.steps, refused.detail)
@@ -313,11 +364,11 @@ def _erased(entry: Entry) -> bool:
 
 
 async def resume_all(
-    settings: Settings, journal: Journal, given: Mapping[str, StepFn] | None = None, wait_s: float | None = None
+    settings: Settings, journal: Journal, given: Iterable[ErasureStep] = (), wait_s: float | None = None
 ) -> list[tuple[str, Report]]:
     """Every erasure with something left, run again (with the force it was started with): (case id,
     report) for each."""
-    reports = []
+    reports, given = [], tuple(given)
     for entry in journal.open_entries():
         assert entry.case_id is not None  # open_entries returns only those holding it
         reports.append((entry.case_id, await erase(settings, journal, entry.case_id, entry.force, wait_s, given)))

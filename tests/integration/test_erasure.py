@@ -268,8 +268,11 @@ async def test_a_case_in_the_pipeline_is_refused_then_forced_and_the_forced_eras
     assert found_in(tmp_path / "data", (case_id, BUYER_SAYS)) == {}
 
 
-async def interrupt(run: Run) -> Step:
-    raise KeyboardInterrupt  # a kill between two steps
+class Interrupt:
+    name = "media"
+
+    async def erase(self, run: Run) -> Step:
+        raise KeyboardInterrupt  # a kill between two steps
 
 
 async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume(settings, tmp_path):
@@ -288,7 +291,7 @@ async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume
 
     journal = Journal(settings.erasure_dir)
     with pytest.raises(KeyboardInterrupt):
-        given = {"console": console_erasure.step, "media": interrupt}
+        given = (console_erasure.ConsoleStep(), Interrupt())
         await erase(settings, journal, case_id, wait_s=3, given=given)
     [entry] = journal.open_entries()
     assert entry.case_id == case_id and entry.steps["tables"].state == "left"
