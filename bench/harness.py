@@ -35,10 +35,10 @@ from rich.console import Console
 from rich.table import Table
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import client_options
 from cyberjurors.schemas import DisputeCase
 from cyberjurors.streams.broker import start_broker, stop_process
 from cyberjurors.streams.clients import Outcome, Outcomes, Outgoing, case_event, produce, producing
-from cyberjurors.streams.kafka import client_options
 from cyberjurors.streams.worker_process import WorkerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -27,8 +27,8 @@ def produce_cmd(
     disputes.outcomes, appeals ({"type": "appeal", ...}) to disputes.appeals (key = case_id)."""
     from rich.markup import escape
 
+    from ..kafka.producers import IdempotenceRefused
     from ..streams.clients import InputError, oversize, produce, read_events
-    from ..streams.producers import IdempotenceRefused
 
     config = load_settings(settings)
     try:

@@ -40,7 +40,7 @@ def worker(
     config = load_settings(settings)
     embedder_ready(config)
     logs.configure(config, loglevel)  # before the imports below, so their warnings are formatted too
-    from ..streams.producers import IdempotenceRefused
+    from ..kafka.producers import IdempotenceRefused
     from ..streams.worker import EXIT_CONFIG, run_worker
 
     try:
@@ -78,7 +78,7 @@ def broker(
 @app.command()
 def topics(settings: SettingsOption = None) -> None:
     """Create every pipeline topic with the configured partition count (idempotent)."""
-    from ..streams.kafka import ensure_topics
+    from ..kafka.cluster import ensure_topics
 
     created = asyncio.run(ensure_topics(load_settings(settings)))
     console.print(f"created: {', '.join(created)}" if created else "all topics exist")

@@ -20,8 +20,8 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from ..config import Settings
+from ..kafka.cluster import AUDIT
 from ..streams.clients import Outgoing, produce
-from ..streams.kafka import AUDIT
 from .store import Store, stamp
 
 log = logging.getLogger("cyberjurors.console.audit")

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Settings
-from ..evidence.media_store import stored_refs
-from ..evidence.scrub import json_forms, purge_sqlite, replace_ids
-from ..state.erasure import blank_precedent
-from ..streams.clients import Outgoing, produce, records
 from ..erasure.journal import Step
 from ..erasure.run import UNREACHABLE, Run
-from ..streams.kafka import AUDIT
+from ..evidence.media_store import stored_refs
+from ..evidence.scrub import json_forms, purge_sqlite, replace_ids
+from ..kafka.cluster import AUDIT
+from ..state.erasure import blank_precedent
+from ..streams.clients import Outgoing, produce, records
 from .audit import Audit
 from .store import Store
 

@@ -43,11 +43,12 @@ from ..config import Settings
 from ..errors import CyberJurorsError, StoreError, for_people
 from ..evidence.media_store import dated_store, open_store, stored_refs
 from ..evidence.scrub import drop_lines
+from ..kafka.cluster import REPLAYED, TOPICS, ensure_topics
+from ..kafka.producers import producer_for
 from ..precedents.models import PrecedentError
-from ..streams.clients import placed_letters, producer_for, replayed
+from ..streams.clients import placed_letters, replayed
 from ..streams.erasure import ask, ask_cited, forget_request
 from .journal import Entry, Journal, Result, Step
-from ..streams.kafka import REPLAYED, TOPICS, ensure_topics
 
 
 class Refused(CyberJurorsError):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..evidence.scrub import drop_lines, token_pattern
 from ..erasure.journal import Step
 from ..erasure.run import Run, call_log_forms
+from ..evidence.scrub import drop_lines, token_pattern
 from .swap import SWAP_SUFFIX, is_swapped, original_id
 
 TEXT_FILES = (".json", ".md", ".html", ".csv", ".txt")

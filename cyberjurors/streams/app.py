@@ -33,6 +33,9 @@ from ..config import Settings
 from ..errors import for_people
 from ..evidence.media_store import MediaStore, open_store
 from ..jury.rounds import Jury, is_settled
+from ..kafka.cluster import faust_broker_url, faust_credentials
+from ..kafka.producers import RECORD_OVERHEAD, use_idempotence
+from ..kafka.transport import handled, use_fetch_wait
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
 from ..precedents.base import PrecedentBase
@@ -41,17 +44,14 @@ from ..state import expiry, tables
 from ..state.results import StageResults
 from .appeal import Appeals
 from .cloudevents import Publisher
-from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
+from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug
 from .erasure import Erasures
 from .intake import Intake, schedule_expiry
-from .kafka import faust_broker_url, faust_credentials
 from .letters import PartyLetters
 from .outcome import Outcomes
 from .probes import Health
-from .producers import use_idempotence
 from .seating import Seating
 from .stage_hop import StageHop, StageWork
-from .transport import handled, use_fetch_wait
 from .verdict import Verdicts
 
 log = logging.getLogger("cyberjurors.streams")
@@ -229,7 +229,7 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
 
 async def each(stream: faust.StreamT, handler: Callable[[faust.EventT], Awaitable[None]]) -> None:
     """Hand every event to ``handler``; once it returns, the event's offset may be committed
-    (streams/transport.py: an offset Faust acked that no handler finished is never committed)."""
+    (kafka/transport.py: an offset Faust acked that no handler finished is never committed)."""
     async for event in stream.events():
         await handler(event)
         handled(event)

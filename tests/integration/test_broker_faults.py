@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import TOPICS, ensure_topics
 from cyberjurors.schemas import DisputeCase
 from cyberjurors.streams.broker import free_port, start_broker, stop_process
 from cyberjurors.streams.clients import await_outcomes, case_event, produce
-from cyberjurors.streams.kafka import TOPICS, ensure_topics
 from cyberjurors.streams.worker import (
     EXIT_BROKER_LOST,
     EXIT_STOP_DEADLINE,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from cyberjurors.kafka.cluster import TOPICS, client_options
 from cyberjurors.schemas import Verdict
-from cyberjurors.streams.kafka import TOPICS, client_options
 
 from ..conftest import EXAMPLES, cli
 
@@ -167,7 +167,7 @@ def test_invalid_settings_are_reported_in_one_line_for_people(settings):
 
 
 async def test_produce_sends_an_outcome_to_disputes_outcomes_and_refuses_a_key_given_twice(settings, tmp_path):
-    from cyberjurors.streams.kafka import ensure_topics
+    from cyberjurors.kafka.cluster import ensure_topics
 
     from ..conftest import read_topic
 

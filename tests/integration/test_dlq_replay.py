@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
 from cyberjurors.schemas import DeadLetter
@@ -21,7 +22,6 @@ from cyberjurors.streams.clients import (
     read_events,
     replay,
 )
-from cyberjurors.streams.kafka import ensure_topics
 
 from ..conftest import EXAMPLES, cli, read_topic, running_app, worker_process
 from ..messages_server import ScriptedServer, ThinkingModel, serving

@@ -27,17 +27,17 @@ from cyberjurors.config import Settings
 from cyberjurors.console import erasure as console_erasure
 from cyberjurors.console.feed import Feed
 from cyberjurors.console.store import Store
+from cyberjurors.erasure.journal import Journal, Step
+from cyberjurors.erasure.run import Run, erase
 from cyberjurors.errors import StoreError
 from cyberjurors.evidence.media_store import digest_of, open_store, owned
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import client_options
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.schemas import CaseFile, OutcomeReported, Verdict
 from cyberjurors.streams.clients import Outgoing, placed_letters, produce, replay
-from cyberjurors.erasure.journal import Journal, Step
-from cyberjurors.erasure.run import Run, erase
-from cyberjurors.streams.kafka import client_options
 
 from ..conftest import EXAMPLES, cli, read_topic, worker_process
 from ..factories import case_data, whole

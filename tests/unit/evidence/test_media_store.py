@@ -37,7 +37,7 @@ from cyberjurors.evidence.media_store import (
     owner_tag,
     shown_url,
 )
-from cyberjurors.streams.kafka import topic_configs
+from cyberjurors.kafka.cluster import topic_configs
 from cyberjurors.streams.worker_process import child_env
 
 T0 = calendar.timegm((2026, 3, 10, 12, 0, 0)) + 0.0  # noon UTC: the day ends 12 h later

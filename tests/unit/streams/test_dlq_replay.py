@@ -12,6 +12,7 @@ import base64
 from datetime import UTC, datetime, timedelta
 
 from cyberjurors.evidence.media_store import LocalMediaStore
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DeadLetter
 from cyberjurors.streams.clients import (
     LetterFilter,
@@ -21,7 +22,6 @@ from cyberjurors.streams.clients import (
     replay,
     replayed,
 )
-from cyberjurors.streams.kafka import ensure_topics
 
 from ...conftest import cli, read_topic
 

@@ -16,19 +16,19 @@ import pytest
 from pydantic import ValidationError
 
 from cyberjurors.config import Settings
+from cyberjurors.erasure import run as erasure_run
+from cyberjurors.erasure.journal import Journal, Step
+from cyberjurors.erasure.run import ErasureStep, Refused, Run, erase, resume_all
 from cyberjurors.evidence.media_store import LocalMediaStore
 from cyberjurors.evidence.scrub import residue
+from cyberjurors.kafka.cluster import topic_configs
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, PrecedentRef, Precedents, now
 from cyberjurors.state import expiry
 from cyberjurors.state.erasure import refs_of
 from cyberjurors.state.intake import IntakeTable
 from cyberjurors.state.results import StageResults
-from cyberjurors.erasure import run as erasure_run
 from cyberjurors.streams.erasure import CitedRequest, EraseAnswer, EraseRequest, Erasures
-from cyberjurors.erasure.journal import Journal, Step
-from cyberjurors.erasure.run import ErasureStep, Refused, Run, erase, resume_all
-from cyberjurors.streams.kafka import topic_configs
 
 from ...factories import case as text_case
 from .test_app_handlers import Topic, event

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from cyberjurors.config import Settings
 from cyberjurors.console.erasure import without
+from cyberjurors.erasure.journal import Entry
+from cyberjurors.erasure.run import CallLogStep, Run, call_log_forms
 from cyberjurors.evaluation.erasure import names_of
 from cyberjurors.evaluation.swap import twin_id
 from cyberjurors.evidence.scrub import token_pattern
@@ -24,8 +26,6 @@ from cyberjurors.llm.port import GuardedLLM, stage_request
 from cyberjurors.precedents.models import PrecedentCase
 from cyberjurors.schemas import BallotDraft, Votes
 from cyberjurors.schemas.personas import load_personas
-from cyberjurors.erasure.journal import Entry
-from cyberjurors.erasure.run import CallLogStep, Run, call_log_forms
 
 ERASED = "erased:ref0"
 # a case id (schemas.case.CaseId) that starts and ends with a letter or digit, as platforms' ids do
