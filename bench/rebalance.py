@@ -37,7 +37,7 @@ from cyberjurors.config import Settings
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase, Verdict
 from cyberjurors.streams.app import PIPELINE
-from cyberjurors.streams.clients import Outcome, Outcomes, records
+from cyberjurors.tooling.clients import Outcome, Outcomes, records
 from harness import (
     EXAMPLES,
     BenchError,

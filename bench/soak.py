@@ -36,7 +36,7 @@ import typer
 
 from cyberjurors.config import Settings
 from cyberjurors.kafka.cluster import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.worker_process import WorkerProcess
 from harness import (
     broker,
     changelog_records,

@@ -12,7 +12,7 @@ import typer
 from ..config import Settings
 
 if TYPE_CHECKING:
-    from ..streams.clients import Placed
+    from ..tooling.clients import Placed
 
 
 from .base import SettingsOption, _when, app, console, load_settings, shown, traced
@@ -28,7 +28,7 @@ def produce_cmd(
     from rich.markup import escape
 
     from ..kafka.producers import IdempotenceRefused
-    from ..streams.clients import InputError, oversize, produce, read_events
+    from ..tooling.clients import InputError, oversize, produce, read_events
 
     config = load_settings(settings)
     try:
@@ -68,8 +68,8 @@ def verdicts(
     """Print the verdict topic from the beginning, each verdict with its trace id (when traced)."""
     from ..observability.tracing import trace_id_of
     from ..schemas import Verdict
-    from ..streams.clients import records
-    from ..streams.demo import verdict_table
+    from ..tooling.clients import records
+    from ..tooling.demo import verdict_table
 
     config = load_settings(settings)
 
@@ -128,7 +128,7 @@ def dlq(
     from rich.markup import escape
 
     from ..observability.metrics import RENAMED_STAGES
-    from ..streams.clients import LetterFilter, placed_letters, replay_state, replayable, replayed, replayed_originals
+    from ..tooling.clients import LetterFilter, placed_letters, replay_state, replayable, replayed, replayed_originals
 
     for flag, given in (("--again", again), ("--final", final)):
         if given and not replay:
@@ -166,7 +166,7 @@ def _replay_letters(config: Settings, letters: list[Placed], again: bool, final:
 
     from rich.markup import escape
 
-    from ..streams.clients import replay as resend
+    from ..tooling.clients import replay as resend
 
     with traced(config, "cyberjurors-dlq"):
         result = asyncio.run(resend(config, letters, again=again, final=final, by=f"cli:{getpass.getuser()}"))

@@ -56,7 +56,7 @@ def broker(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
 ) -> None:
     """Run the embedded Kafka-protocol broker (Tansu, in memory) in the foreground."""
-    from ..streams.broker import BrokerError, start_broker
+    from ..tooling.broker import BrokerError, start_broker
 
     embedded_broker_ready()
     try:
@@ -108,7 +108,7 @@ def demo(
     """Embedded broker + one worker + the sample cases; prints each verdict as it arrives.
 
     Exit status: 0 when every case has a verdict, 1 otherwise; 130 / 143 on SIGINT / SIGTERM."""
-    from ..streams.demo import run_demo
+    from ..tooling.demo import run_demo
 
     config = demo_places(load_settings(settings))
     if bootstrap is None:

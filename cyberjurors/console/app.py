@@ -33,7 +33,7 @@ from ..evidence.media import MediaUnreadable
 from ..jury.rounds import Jury
 from ..schemas import CATEGORIES
 from ..streams import signing
-from ..streams.clients import Placed, original_digest, replay, replay_state, replayed_originals
+from ..tooling.clients import Placed, original_digest, replay, replay_state, replayed_originals
 from .audit import Audit
 from .auth import (
     CSRF_FIELD,

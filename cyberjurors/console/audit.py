@@ -21,7 +21,7 @@ from aiokafka.errors import KafkaError
 
 from ..config import Settings
 from ..kafka.cluster import AUDIT
-from ..streams.clients import Outgoing, produce
+from ..tooling.clients import Outgoing, produce
 from .store import Store, stamp
 
 log = logging.getLogger("cyberjurors.console.audit")

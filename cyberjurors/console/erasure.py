@@ -33,7 +33,7 @@ from ..evidence.media_store import stored_refs
 from ..evidence.scrub import json_forms, purge_sqlite, replace_ids
 from ..kafka.cluster import AUDIT
 from ..state.erasure import blank_precedent
-from ..streams.clients import Outgoing, produce, records
+from ..tooling.clients import Outgoing, produce, records
 from .audit import Audit
 from .store import Store
 

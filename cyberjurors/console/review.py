@@ -26,7 +26,7 @@ from ..config import Settings
 from ..errors import CyberJurorsError
 from ..schemas import DecidedBy, OutcomeReported, Party, Votes, now
 from ..streams import signing
-from ..streams.clients import Outgoing, produce
+from ..tooling.clients import Outgoing, produce
 from .auth import Person, Refused
 from .store import Decision, Store
 

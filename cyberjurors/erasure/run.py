@@ -46,8 +46,8 @@ from ..evidence.scrub import drop_lines
 from ..kafka.cluster import REPLAYED, TOPICS, ensure_topics
 from ..kafka.producers import producer_for
 from ..precedents.models import PrecedentError
-from ..streams.clients import placed_letters, replayed
 from ..streams.erasure import ask, ask_cited, forget_request
+from ..tooling.clients import placed_letters, replayed
 from .journal import Entry, Journal, Result, Step
 
 

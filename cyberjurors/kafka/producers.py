@@ -11,7 +11,7 @@ one warning says why. ``on`` requires it: a refusal is an ``IdempotenceRefused``
 does not start. ``off`` never asks. The answer is kept for the process, so a worker's producers,
 a CLI's and a console's ask once and warn once.
 
-Both producers follow it: the clients' (``streams/clients.py``) and Faust's. faust-streaming's
+Both producers follow it: the clients' (``tooling/clients.py``) and Faust's. faust-streaming's
 aiokafka producer turns idempotence on only inside its transactions (``processing_guarantee =
 exactly_once``) and has no setting for it otherwise, so ``use_idempotence`` gives the app a
 producer that asks, as the clients do, before it starts.

@@ -37,11 +37,10 @@ from mode import Service
 
 from ..config import Settings
 from ..kafka import producers
-from ..kafka.cluster import TOPICS, client_options, ensure_topics
+from ..kafka.cluster import EMBEDDED_CLUSTER, TOPICS, client_options, ensure_topics
 from ..kafka.lag import ConsumerLag
 from ..observability import logs, metrics, tracing
 from .app import CONSUMED, create_app
-from .broker import EMBEDDED_CLUSTER
 from .probes import ProbeServer
 
 log = logging.getLogger("cyberjurors.worker")

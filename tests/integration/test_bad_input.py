@@ -11,7 +11,7 @@ import re
 import pytest
 
 from cyberjurors.schemas import DeadLetter, Verdict
-from cyberjurors.streams.clients import Outgoing, produce
+from cyberjurors.tooling.clients import Outgoing, produce
 
 from ..conftest import read_topic, worker_process
 from ..factories import case_data, whole

@@ -22,7 +22,7 @@ from cyberjurors.precedents import learning
 from cyberjurors.precedents.models import PrecedentError
 from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, Focus, Precedents
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import Outgoing, produce, replayable
+from cyberjurors.tooling.clients import Outgoing, produce, replayable
 
 from ..conftest import read_topic, running_app
 from ..factories import case_data as case

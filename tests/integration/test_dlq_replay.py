@@ -15,7 +15,7 @@ from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
 from cyberjurors.schemas import DeadLetter
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import (
+from cyberjurors.tooling.clients import (
     Outgoing,
     placed_letters,
     produce,

@@ -37,7 +37,7 @@ from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.schemas import CaseFile, OutcomeReported, Verdict
-from cyberjurors.streams.clients import Outgoing, placed_letters, produce, replay
+from cyberjurors.tooling.clients import Outgoing, placed_letters, produce, replay
 
 from ..conftest import EXAMPLES, cli, read_topic, worker_process
 from ..factories import case_data, whole

@@ -15,10 +15,10 @@ from cyberjurors.config import Settings
 from cyberjurors.kafka.cluster import client_options, ensure_topics
 from cyberjurors.kafka.lag import LagReader
 from cyberjurors.streams.app import CONSUMED
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.clients import produce as produce_events
-from cyberjurors.streams.clients import read_events
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.clients import produce as produce_events
+from cyberjurors.tooling.clients import read_events
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES
 from ..unit.observability.test_metrics import labelled, scrape_until

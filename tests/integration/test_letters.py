@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from cyberjurors.schemas import PartyLetter, Verdict
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 

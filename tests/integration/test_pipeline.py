@@ -26,7 +26,7 @@ from cyberjurors.schemas import (
     Verdict,
 )
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import produce, read_events
+from cyberjurors.tooling.clients import produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, running_app
 

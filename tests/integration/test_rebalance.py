@@ -26,8 +26,8 @@ import pytest
 
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.clients import await_outcomes, case_event, produce
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.clients import await_outcomes, case_event, produce
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES
 

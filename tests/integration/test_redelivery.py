@@ -15,7 +15,7 @@ from faust.types import TP
 from cyberjurors.config import Settings
 from cyberjurors.schemas import CaseFile, Verdict
 from cyberjurors.streams.app import faust_app
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic
 

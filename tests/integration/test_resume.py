@@ -14,7 +14,7 @@ from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
 from cyberjurors.schemas import DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import placed_letters, produce, read_events, replay, replayable
+from cyberjurors.tooling.clients import placed_letters, produce, read_events, replay, replayable
 
 from ..conftest import EXAMPLES, calls, read_topic, running_app, worker_process
 

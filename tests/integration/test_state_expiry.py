@@ -25,9 +25,9 @@ from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DeadLetter, Verdict
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import hand_on
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES, calls, read_topic, running_app
 

@@ -20,8 +20,8 @@ from cyberjurors.config import Settings
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.kafka.producers import producer_for
 from cyberjurors.schemas import Verdict
-from cyberjurors.streams.clients import Outgoing, produce, read_events, records
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.clients import Outgoing, produce, read_events, records
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES, calls, cli
 from ..otlp_collector import Collector, Received

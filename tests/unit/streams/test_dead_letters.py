@@ -28,7 +28,7 @@ from cyberjurors.llm.backends import batch
 from cyberjurors.llm.port import LLMError
 from cyberjurors.precedents.models import PrecedentError
 from cyberjurors.schemas import DeadLetter
-from cyberjurors.streams.clients import replayable
+from cyberjurors.tooling.clients import replayable
 
 from ...conftest import ROOT
 from ...factories import METADATA, whole

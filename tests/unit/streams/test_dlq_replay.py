@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from cyberjurors.evidence.media_store import LocalMediaStore
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DeadLetter
-from cyberjurors.streams.clients import (
+from cyberjurors.tooling.clients import (
     LetterFilter,
     Outgoing,
     placed_letters,

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from cyberjurors.config import Settings
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.kafka.lag import ConsumerLag, LagGauge, lag_of
-from cyberjurors.streams.broker import free_port
+from cyberjurors.tooling.broker import free_port
 
 
 def test_lag_counts_from_the_commit_or_from_the_log_start() -> None:

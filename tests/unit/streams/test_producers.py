@@ -13,7 +13,7 @@ from cyberjurors.config import Settings
 from cyberjurors.kafka import producers
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.streams.app import faust_app
-from cyberjurors.streams.clients import Outgoing, produce, records, started_producer
+from cyberjurors.tooling.clients import Outgoing, produce, records, started_producer
 
 from ...conftest import EXAMPLES, cli
 

@@ -26,7 +26,7 @@ from ..kafka.cluster import REPLAYED, client_options
 from ..kafka.producers import producer_for
 from ..observability import metrics, tracing
 from ..schemas import AppealFiled, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
-from . import cloudevents
+from ..streams import cloudevents
 
 
 @dataclass(frozen=True)
