@@ -3,7 +3,7 @@ counters, once per case: a redelivered outcome is not counted again, and one who
 from the counted one's is a final dead letter, ``outcome_conflict``) whether or not the precedent
 base is on; with it on, learned from, and every ``redistil_after`` confirmed cases of a category on
 a partition the category's guidelines are re-distilled. A human panel's decision (``source:
-human_panel``) must carry a signature by a key the worker holds (streams/signing.py): one without it
+human_panel``) must carry a signature by a key the worker holds (evidence/signing.py): one without it
 (``unsigned_outcome``), with one that does not verify (``forged_outcome``) or by a key this worker
 does not hold (``outcome_unverifiable``, replayable) is a dead letter before anything is counted or learned.
 
@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from ..config import Settings
 from ..errors import for_people
-from ..evidence import intake
+from ..evidence import intake, signing
 from ..jury.escalation import escalation_id
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
@@ -41,7 +41,7 @@ from ..precedents.models import PrecedentError
 from ..schemas import CaseFile, OutcomeReported, Verdict
 from ..state import expiry
 from ..state.results import StageResults
-from . import held_outcomes, signing
+from . import held_outcomes
 from .dead_letters import DeadLetters, bug, shown_time
 from .held_outcomes import Held
 from .intake import key_problem

@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 
 from cyberjurors.console.app import create_app
 from cyberjurors.console.store import Store
+from cyberjurors.evidence import signing
 from cyberjurors.schemas import OutcomeReported
-from cyberjurors.streams import signing
 from cyberjurors.tooling.broker import free_port
 
 from ..conftest import read_topic

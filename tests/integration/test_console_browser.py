@@ -40,9 +40,9 @@ from PIL import Image
 
 from cyberjurors.config import Settings
 from cyberjurors.console.auth import hash_password
+from cyberjurors.evidence import signing
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase, OutcomeReported
-from cyberjurors.streams import signing
 from cyberjurors.tooling.broker import free_port
 from cyberjurors.tooling.clients import Outgoing, await_outcomes, case_event, produce, read_events, replayed
 from cyberjurors.tooling.worker_process import WorkerProcess, child_env

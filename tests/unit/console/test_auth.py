@@ -21,8 +21,8 @@ from cyberjurors.console.auth import hash_password, password_ok
 from cyberjurors.console.run import Exposed, check_exposure
 from cyberjurors.console.sessions import Sessions
 from cyberjurors.console.store import Store
+from cyberjurors.evidence import signing
 from cyberjurors.schemas import DecidedBy, OutcomeReported
-from cyberjurors.streams import signing
 from cyberjurors.tooling.broker import broker_env
 
 from .test_console import AIRFRYER, Msg, escalated_store, offline

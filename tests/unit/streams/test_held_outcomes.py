@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.evidence import signing
 from cyberjurors.jury.escalation import escalation_id
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.observability import metrics
 from cyberjurors.precedents import learning
 from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, OutcomeReported, Verdict
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import signing
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.verdict import Verdicts
