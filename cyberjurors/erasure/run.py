@@ -41,8 +41,9 @@ from aiokafka.errors import KafkaError
 
 from ..config import Settings
 from ..errors import CyberJurorsError, StoreError, for_people
-from ..evidence.media_store import dated_store, open_store, stored_refs
+from ..evidence.media_store import dated_store, stored_refs
 from ..evidence.scrub import drop_lines
+from ..evidence.stores import open_store
 from ..kafka.cluster import REPLAYED, TOPICS, ensure_topics
 from ..kafka.producers import producer_for
 from ..precedents.models import PrecedentError

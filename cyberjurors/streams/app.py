@@ -31,7 +31,8 @@ from faust.types import TableT
 from ..assembly import build_llm
 from ..config import Settings
 from ..errors import for_people
-from ..evidence.media_store import MediaStore, open_store
+from ..evidence.media_store import MediaStore
+from ..evidence.stores import open_store
 from ..jury.rounds import Jury, is_settled
 from ..kafka.cluster import faust_broker_url, faust_credentials
 from ..kafka.producers import RECORD_OVERHEAD, use_idempotence

@@ -25,7 +25,8 @@ import faust
 
 from ..config import Settings
 from ..evidence import intake
-from ..evidence.media_store import MediaStore, StoreError, open_store
+from ..evidence.media_store import MediaStore, StoreError
+from ..evidence.stores import open_store
 from ..observability import metrics, tracing
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, EvidenceSubmitted, now
 from ..schemas.events import DisputeEvent

@@ -20,7 +20,8 @@ from aiokafka.structs import ConsumerRecord
 from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
 from ..evidence.intake import checked_json
-from ..evidence.media_store import StoreError, digest_of, open_store
+from ..evidence.media_store import StoreError, digest_of
+from ..evidence.stores import open_store
 from ..kafka import producers
 from ..kafka.cluster import REPLAYED, client_options
 from ..kafka.producers import producer_for

@@ -30,7 +30,8 @@ from cyberjurors.console.store import Store
 from cyberjurors.erasure.journal import Journal, Step
 from cyberjurors.erasure.run import Run, erase
 from cyberjurors.errors import StoreError
-from cyberjurors.evidence.media_store import digest_of, open_store, owned
+from cyberjurors.evidence.media_store import digest_of, owned
+from cyberjurors.evidence.stores import open_store
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.kafka.cluster import client_options
 from cyberjurors.precedents.build import build_precedents

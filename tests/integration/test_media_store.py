@@ -9,11 +9,8 @@ import time
 
 import pytest
 
-from cyberjurors.evidence.media_store import (
-    DAY_S,
-    day_of,
-    open_store,
-)
+from cyberjurors.evidence.media_store import DAY_S, day_of
+from cyberjurors.evidence.stores import open_store
 
 from ..unit.evidence.test_media_store import OTHER, PHOTO, Clock
 

@@ -33,10 +33,10 @@ from cyberjurors.evidence.media_store import (
     StoreError,
     day_of,
     digest_of,
-    open_store,
     owner_tag,
     shown_url,
 )
+from cyberjurors.evidence.stores import open_store
 from cyberjurors.kafka.cluster import topic_configs
 from cyberjurors.tooling.worker_process import child_env
 

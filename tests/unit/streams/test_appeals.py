@@ -19,7 +19,7 @@ from PIL import Image
 
 from cyberjurors.config import Settings
 from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS
-from cyberjurors.evidence.media_store import open_store
+from cyberjurors.evidence.stores import open_store
 from cyberjurors.jury.model_inputs import JurorTask
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
