@@ -127,7 +127,7 @@ def create_app(
     metrics.set_seller_share_reference(settings.drift_reference_seller_share)
     store = open_store(settings, clock)
     drafts = table("intake")
-    letters = DeadLetters(public("disputes.dlq"), in_flight, store, settings.max_event_bytes, drafts)
+    dead_letters = DeadLetters(public("disputes.dlq"), in_flight, store, settings.max_event_bytes, drafts)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(
         table("stage-results", value_type=bytes),
@@ -138,7 +138,7 @@ def create_app(
         keep_for_appeal=settings.appeal_window_s > 0,
         max_rounds=settings.most_rounds,  # the court policy's fullest court may hold more rounds than `rounds`
     )
-    intake = Intake(settings, llm.backend, drafts, results, topic("disputes.intake"), letters, in_flight)
+    intake = Intake(settings, llm.backend, drafts, results, topic("disputes.intake"), dead_letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)
     verdicts = Verdicts(
         settings,
@@ -147,17 +147,17 @@ def create_app(
         in_flight,
         work.verdict,
         escalations=public("disputes.escalations"),
-        letters=letters,
+        dead_letters=dead_letters,
     )
-    hop = StageHop(results, letters, in_flight, verdicts.resend)
+    hop = StageHop(results, dead_letters, in_flight, verdicts.resend)
     confirmed = table("confirmed-outcomes")
-    outcomes = Outcomes(settings, llm, precedents, results, confirmed, letters)
-    appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
-    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), letters)
+    outcomes = Outcomes(settings, llm, precedents, results, confirmed, dead_letters)
+    appeals = Appeals(settings, llm, precedents, results, verdicts, dead_letters, store)
+    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), dead_letters)
     on_disk = [drafts, results.table, results.times, confirmed]
     erasures = Erasures(results, drafts, confirmed, store, in_flight, topic("disputes.erasures"), on_disk)
 
-    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals, party_letters, erasures)
+    handlers = Handlers(intake, hop, work, verdicts, outcomes, dead_letters, appeals, party_letters, erasures)
     stream_agents(app, settings, topic, handlers)
     seating = Seating(settings, llm, work, precedents)  # the qualification gate, when on
     app.add_dependency(seating)
@@ -177,7 +177,7 @@ class Handlers:
     work: StageWork
     verdicts: Verdicts
     outcomes: Outcomes
-    letters: DeadLetters
+    dead_letters: DeadLetters
     appeals: Appeals | None = None
     party_letters: PartyLetters | None = None
     erasures: Erasures | None = None
@@ -249,12 +249,14 @@ async def next_round(h: Handlers, settings: Settings, event: Any, rounds: Sender
             try:
                 await h.verdicts.publish(case_file, event)
             except OutputTooLarge as err:  # the same case would decide the same way
-                await h.letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
+                await h.dead_letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
             except LLMError as err:  # the verifier or JURIS failed after the retries: replay resumes here
-                await h.letters.write(event, "verdict", f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+                await h.dead_letters.write(
+                    event, "verdict", f"llm_{err.kind}", for_people(err), replayable=err.replayable
+                )
             except Exception as err:  # a bug must not stop the worker
                 log.exception("case %s: verdict failed", case_file.case_id)
-                await h.letters.write(event, "verdict", "stage_failed", bug(err), replayable=True)
+                await h.dead_letters.write(event, "verdict", "stage_failed", bug(err), replayable=True)
         else:
             stage = f"round-{len(case_file.rounds) + 1}"
             tracing.name_stage(stage)

@@ -49,15 +49,15 @@ def keys(instance: int, party: Party) -> tuple[str, str]:
 
 
 class PartyLetters:
-    """The letters stage's handler. As in every handler, ``self.letters`` writes dead letters; the
+    """The letters stage's handler. As in every handler, ``self.dead_letters`` writes dead letters; the
     letters to the parties are what it sends to ``out``."""
 
-    def __init__(self, settings: Settings, llm: LLM, results: StageResults, out: Sender, letters: DeadLetters):
+    def __init__(self, settings: Settings, llm: LLM, results: StageResults, out: Sender, dead_letters: DeadLetters):
         self.settings = settings
         self.llm = llm
         self.results = results
         self.out = out
-        self.letters = letters
+        self.dead_letters = dead_letters
         self.turns = CaseTurns()
 
     async def __call__(self, event: Any) -> None:
@@ -69,14 +69,14 @@ class PartyLetters:
         try:
             verdict = Verdict.model_validate_json(event.value or b"")
         except ValidationError as err:
-            await self.letters.write(event, "letters", "invalid_verdict", for_people(err), replayable=False)
+            await self.dead_letters.write(event, "letters", "invalid_verdict", for_people(err), replayable=False)
             return
         tracing.name_case(verdict.case_id)
         started = time.perf_counter()
         try:
             record = self.record(verdict)
             if record is None:
-                await self.letters.write(
+                await self.dead_letters.write(
                     event,
                     "letters",
                     "case_expired",
@@ -88,12 +88,14 @@ class PartyLetters:
             async with self.one_at_a_time(verdict.case_id):
                 written = [await self.letter(verdict, record, party) for party in PARTIES]
         except LLMError as err:  # a replay resumes: stored drafts and letters are not written again
-            await self.letters.write(event, "letters", f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+            await self.dead_letters.write(
+                event, "letters", f"llm_{err.kind}", for_people(err), replayable=err.replayable
+            )
         except OutputTooLarge as err:  # the same verdict would give the same letter
-            await self.letters.write(event, "letters", "output_too_large", err.detail, replayable=False)
+            await self.dead_letters.write(event, "letters", "output_too_large", err.detail, replayable=False)
         except Exception as err:  # a bug must cost one verdict's letters (kept in the DLQ), not the worker
             log.exception("case %s: letters failed", verdict.case_id)
-            await self.letters.write(event, "letters", "stage_failed", bug(err), replayable=True)
+            await self.dead_letters.write(event, "letters", "stage_failed", bug(err), replayable=True)
         else:
             if any(written):
                 metrics.STAGE_LATENCY.labels(STAGE).observe(time.perf_counter() - started)

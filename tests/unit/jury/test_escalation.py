@@ -258,7 +258,7 @@ def handler(s: Settings, table: dict | None = None, max_bytes: int | None = None
     out, escalations, dlq = Topic(), Topic(), Topic()
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True, max_bytes=max_bytes)
-    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, letters=DeadLetters(dlq, in_flight))
+    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, dead_letters=DeadLetters(dlq, in_flight))
     return SimpleNamespace(verdicts=verdicts, out=out, escalations=escalations, dlq=dlq, table=table)
 
 

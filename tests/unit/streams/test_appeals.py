@@ -152,7 +152,7 @@ def handlers(settings: Settings, max_bytes: int | None = None) -> SimpleNamespac
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True)
     letters = DeadLetters(dlq, in_flight)
-    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations, letters=letters)
+    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations, dead_letters=letters)
     jurors = Jurors()
     llm = ScriptedLLM(jurors)
     bounded = StageResults(table, keep_for_appeal=True, max_bytes=max_bytes) if max_bytes else results

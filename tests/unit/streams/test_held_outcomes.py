@@ -83,7 +83,7 @@ async def escalated(s: Settings, state: SimpleNamespace) -> Verdict:
     results = StageResults(state.table, state.times, keep_for_appeal=True, clock=lambda: NOW.timestamp())
     out, escalations, dlq = Topic(), Topic(), Topic()
     in_flight = metrics.CasesInFlight()
-    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, letters=DeadLetters(dlq, in_flight))
+    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, dead_letters=DeadLetters(dlq, in_flight))
     decided = await verdicts.publish(await decided_case_file(s, jury(sellers=9)))
     state.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
     assert decided.escalated
