@@ -161,6 +161,11 @@ OTHER_REASONS: dict[str, tuple[bool, str]] = {
         "an outcome, appeal or verdict to write letters for, of a case whose record expired (`state_retention_s`)",
     ),
     "invalid_verdict": (False, "a message on disputes.verdicts that is not a verdict (stage letters)"),
+    "case_key_unavailable": (
+        True,
+        "the case key store failed as a case's placeholder map was sealed or opened (stage letters, "
+        "`media_encryption`): replay once it is back",
+    ),
     "outcome_conflict": (False, "a second outcome for a counted case with other votes, source or escalation"),
     "outcome_superseded": (
         False,

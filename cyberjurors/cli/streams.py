@@ -1,9 +1,10 @@
-"""`cyberjurors produce`, `verdicts` and `dlq`: what goes onto the topics and what comes off them."""
+"""`cyberjurors produce`, `verdicts`, `letters` and `dlq`: what goes onto the topics and what comes off them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,6 +13,8 @@ import typer
 from ..config import Settings
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from ..tooling.clients import Placed
 
 
@@ -59,31 +62,54 @@ def produce_cmd(
     console.print("sent " + " and ".join(said))
 
 
-@app.command()
-def verdicts(
-    follow: Annotated[bool, typer.Option("--follow/--no-follow", help="keep waiting for new ones")] = False,
-    raw: Annotated[bool, typer.Option(help="print JSON lines")] = False,
-    settings: SettingsOption = None,
-) -> None:
-    """Print the verdict topic from the beginning, each verdict with its trace id (when traced)."""
-    from ..observability.tracing import trace_id_of
-    from ..schemas import Verdict
-    from ..tooling.clients import records
-    from ..tooling.demo import verdict_table
+FollowOption = Annotated[bool, typer.Option("--follow/--no-follow", help="keep waiting for new ones")]
+RawOption = Annotated[bool, typer.Option(help="print JSON lines")]
 
-    config = load_settings(settings)
+
+def print_topic(
+    config: Settings, topic: str, shown: Callable[[bytes], RenderableType], follow: bool, raw: bool
+) -> None:
+    """Print a topic from the beginning: each record as ``shown`` renders it, with its trace id (when
+    traced), or with ``raw`` as the JSON line it is; with ``follow``, until interrupted."""
+    from ..observability.tracing import trace_id_of
+    from ..tooling.clients import records
 
     async def run() -> None:
-        async for record in records(config, "disputes.verdicts", follow=follow):
+        async for record in records(config, topic, follow=follow):
             if raw:
                 print(record.value.decode())
             else:
-                console.print(verdict_table(Verdict.model_validate_json(record.value)))
+                console.print(shown(record.value))
                 if trace_id := trace_id_of(record.headers):
                     console.print(f"trace {trace_id}")
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run())
+
+
+@app.command()
+def verdicts(follow: FollowOption = False, raw: RawOption = False, settings: SettingsOption = None) -> None:
+    """Print the verdict topic from the beginning, each verdict with its trace id (when traced)."""
+    from ..schemas import Verdict
+    from ..tooling.demo import verdict_table
+
+    def shown(value: bytes) -> RenderableType:
+        return verdict_table(Verdict.model_validate_json(value))
+
+    print_topic(load_settings(settings), "disputes.verdicts", shown, follow, raw)
+
+
+@app.command()
+def letters(follow: FollowOption = False, raw: RawOption = False, settings: SettingsOption = None) -> None:
+    """Print the letters topic from the beginning, each party's letter about a verdict as the party
+    reads it (their own words in place of their placeholders), with its trace id (when traced)."""
+    from ..schemas import PartyLetter
+    from ..tooling.demo import letter_table
+
+    def shown(value: bytes) -> RenderableType:
+        return letter_table(PartyLetter.model_validate_json(value))
+
+    print_topic(load_settings(settings), "disputes.letters", shown, follow, raw)
 
 
 @app.command()

@@ -24,6 +24,10 @@ exclusively, and never replaced (``KeyRing``'s docstring says how). A key's file
 by its id, the HMAC-SHA256 of the case id under ``case_key_secret``: the store holds no case id,
 and only whoever holds the secret can tell which case a key (or a sealed object) belongs to.
 
+The same seal (``KeyRing.seal`` and ``open``) keeps a case's placeholder map in the workers' tables
+(``streams/letters.py``): what each placeholder the jury read stands for, which the letters give each
+party back; erasing the case shreds it with the media.
+
 Keys are never cached in memory: a key ``erase`` destroyed cannot go on being used by a worker that
 read it before.
 """
@@ -166,6 +170,27 @@ class KeyRing:
     async def sweep(self, dry_run: bool = False) -> SweepReport:
         return await self.store.sweep(dry_run=dry_run)
 
+    async def seal(self, case_id: str, data: bytes) -> bytes:
+        """``data`` sealed under the case's key (made on its first use, kept another retention from
+        now): ``MAGIC``, the key id, then AES-SIV of ``data`` with the two as associated data."""
+        key_id, key = await self.key_for(case_id)
+        header = MAGIC + bytes.fromhex(key_id)
+        return header + await asyncio.to_thread(AESSIV(key).encrypt, data, [header])
+
+    async def open(self, data: bytes, what: str) -> bytes:
+        """What ``seal`` sealed; ``data`` as it is when it is not sealed (put before encryption was on).
+        StoreError ``shredded`` when its case key was erased, ``corrupt`` when it does not open."""
+        if not data.startswith(MAGIC):
+            return data
+        header, sealed = data[:HEADER], data[HEADER:]
+        key = await self.get(header[len(MAGIC) :].hex())
+        if key is None:
+            raise StoreError(f"{what} is sealed under a case key that was erased", kind="shredded")
+        try:
+            return await asyncio.to_thread(AESSIV(key).decrypt, sealed, [header])
+        except InvalidTag as err:
+            raise StoreError(f"{what} does not open under its case key", kind="corrupt") from err
+
 
 class SealedStore:
     """The media store with each case's objects sealed (the ``MediaStore`` protocol)."""
@@ -181,25 +206,13 @@ class SealedStore:
                 "media_encryption is on and the object names no case to seal it under: not stored",
                 kind="no_case",
             )
-        key_id, key = await self.keys.key_for(case_id)
-        header = MAGIC + bytes.fromhex(key_id)
-        sealed = await asyncio.to_thread(AESSIV(key).encrypt, data, [header])
-        return await self.store.put(header + sealed)
+        return await self.store.put(await self.keys.seal(case_id, data))
 
     async def get(self, ref: str, limit: int) -> bytes:
         data = await self.store.get(ref, limit + OVERHEAD)
-        if not data.startswith(MAGIC):
-            if len(data) > limit:
-                raise StoreError(f"media {ref[:12]}…: {len(data)} bytes, limit {limit}", kind="too_large")
-            return data
-        header, sealed = data[:HEADER], data[HEADER:]
-        key = await self.keys.get(header[len(MAGIC) :].hex())
-        if key is None:
-            raise StoreError(f"media {ref[:12]}… is sealed under a case key that was erased", kind="shredded")
-        try:
-            return await asyncio.to_thread(AESSIV(key).decrypt, sealed, [header])
-        except InvalidTag as err:
-            raise StoreError(f"media {ref[:12]}… does not open under its case key", kind="corrupt") from err
+        if not data.startswith(MAGIC) and len(data) > limit:
+            raise StoreError(f"media {ref[:12]}…: {len(data)} bytes, limit {limit}", kind="too_large")
+        return await self.keys.open(data, f"media {ref[:12]}…")
 
     async def adopt(self, ref: str, case_id: str, limit: int) -> str | None:
         """``ref`` when it is sealed under the case's own key (kept another retention, its key too);

@@ -17,6 +17,9 @@ What the other party submitted privately (``EvidenceItem.private``) reaches the 
 offline stand-in can repeat it); mentioned, only its count is.
 
 The offline stand-in writes a template letter from the same fixed sentences, labelled as such.
+
+A letter is written, checked and returned with the placeholders the model read; the letters stage
+sends each party's with that party's own values back (``own_words.py``, ``streams/letters.py``).
 """
 
 from __future__ import annotations

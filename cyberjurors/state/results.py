@@ -39,7 +39,10 @@ class StageResults:
 
     Letters (``streams/letters.py``): ``letters/<party>`` holds the letter sent to a party about the
     first-instance verdict, ``appeal/letters/<party>`` about the second; ``.../draft`` the model's
-    draft until its letter is stored. They are stored with the verdict's hold and expire with the case.
+    draft until its letter is stored; ``letters/placeholders`` (``appeal/letters/placeholders``) what
+    each placeholder the letters' model read stands for, per party (sealed under the case's key when
+    ``media_encryption`` is on), from which each letter is sent with its addressee's own values. They
+    are stored with the verdict's hold, and expire and are erased with the case.
 
     Outcomes of an escalated case (streams/outcome.py): ``outcome/held`` keeps an outcome that is not
     the human panel's while it waits for the panel's decision (its case's ``times`` entry carries
@@ -63,13 +66,15 @@ class StageResults:
         "appeal/clues",
         "appeal/verdict",
         "appeal/escalation",
-        # the letters stage: each party's letter, and its draft until the letter is stored
+        # the letters stage: each party's letter, and its draft until the letter is stored; the
+        # placeholder map its letters give the parties' own words back from
         *(
             f"{instance}letters/{party}{draft}"
             for instance in ("", "appeal/")
             for party in ("buyer", "seller")
             for draft in ("", "/draft")
         ),
+        *(f"{instance}letters/placeholders" for instance in ("", "appeal/")),
         "outcome",
         HELD,
         SETTLED,

@@ -32,6 +32,7 @@ from ..assembly import build_llm
 from ..config import Settings
 from ..errors import for_people
 from ..evidence.media_store import MediaStore
+from ..evidence.sealing import SealedStore
 from ..evidence.stores import open_store
 from ..jury.rounds import Jury, is_settled
 from ..kafka.cluster import faust_broker_url, faust_credentials
@@ -153,7 +154,8 @@ def create_app(
     confirmed = table("confirmed-outcomes")
     outcomes = Outcomes(settings, llm, precedents, results, confirmed, dead_letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, dead_letters, store)
-    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), dead_letters)
+    sealing = store.keys if isinstance(store, SealedStore) else None  # media_encryption: the map is sealed too
+    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), dead_letters, sealing)
     on_disk = [drafts, results.table, results.times, confirmed]
     erasures = Erasures(results, drafts, confirmed, store, in_flight, topic("disputes.erasures"), on_disk)
 

@@ -1,7 +1,8 @@
 """`cyberjurors demo`: the whole stack on one machine, start to finish.
 
 Embedded broker -> topics -> one Faust worker (child process) -> sample cases produced ->
-verdicts printed as they arrive -> everything shut down.
+verdicts printed as they arrive, each followed by its letters to the parties (``letters`` on), each
+party's own words in place of their placeholders -> everything shut down.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from ..config import Settings
 from ..kafka.cluster import ensure_topics
 from ..kafka.producers import on_embedded
 from ..observability.progress import bar as progress_bar
-from ..schemas import Verdict
+from ..schemas import PartyLetter, Verdict
 from .broker import embedded_broker
-from .clients import Outcome, await_outcomes, produce, read_events
+from .clients import Outcome, await_outcomes, produce, read_events, records
 from .worker_process import WorkerProcess
 
 
@@ -64,23 +65,97 @@ def verdict_table(verdict: Verdict) -> Table:
     return table
 
 
-async def collect(settings: Settings, expected: set[str], console: Console, timeout_s: float) -> tuple[int, int]:
-    """Print verdicts and dead letters for the expected cases until all are in; returns (verdicts, dead)."""
-    with progress_bar(console, "[bold]jury") as progress:
-        task = progress.add_task("verdicts", total=len(expected))
+def letter_table(letter: PartyLetter) -> Table:
+    """A party's letter as the party reads it: what was decided for them, the subject and the body."""
+    instance = ", appeal" if letter.instance == 2 else ""
+    table = Table(
+        title=f"letter to the {letter.party}: {letter.case_id} ({letter.locale}{instance})",
+        title_justify="left",
+        show_header=False,
+        expand=True,
+    )
+    table.add_column(style="bold", width=14)
+    table.add_column()
+    table.add_row("outcome", f"{letter.outcome}" + (", under review" if letter.under_review else ""))
+    table.add_row("subject", Text(letter.subject))
+    table.add_row("letter", Text(letter.body))
+    removed = f", {len(letter.check.removed)} statements removed" if letter.check.removed else ""
+    table.add_row("checked", f"{letter.check.status} by {letter.check.checked_by}{removed}")
+    if letter.notes:
+        table.add_row("noted", Text("\n".join(letter.notes)))
+    return table
 
-        def show(outcome: Outcome) -> None:
-            letter = outcome.dead_letter
-            if letter is not None:
-                console.print(
-                    f"[red]dead letter[/] {escape(outcome.case_id)}: {letter.reason} at {letter.stage}: "
-                    f"{escape(letter.detail)}"
-                )
-            else:
-                console.print(verdict_table(outcome.verdict))  # type: ignore[arg-type]  # no letter: a verdict
-            progress.advance(task)
 
-        outcomes = await await_outcomes(settings, expected, timeout_s=timeout_s, on_outcome=show)
+class LettersAfterVerdicts:
+    """Reads disputes.letters beside the verdicts: a verdict's letters are printed once it is, each
+    once (a re-sent letter has the same id), whichever comes first."""
+
+    def __init__(self, settings: Settings, console: Console):
+        self.settings, self.console = settings, console
+        self.shown: set[str] = set()  # the verdict ids printed
+        self.waiting: dict[str, list[PartyLetter]] = {}  # verdict id -> letters read before it was
+        self.printed: set[str] = set()  # letter ids
+
+    def verdict(self, verdict: Verdict) -> None:
+        self.shown.add(verdict.verdict_id)
+        for letter in self.waiting.pop(verdict.verdict_id, []):
+            self.letter(letter)
+
+    def letter(self, letter: PartyLetter) -> None:
+        if letter.letter_id in self.printed:
+            return
+        if letter.verdict_id not in self.shown:
+            self.waiting.setdefault(letter.verdict_id, []).append(letter)
+            return
+        self.printed.add(letter.letter_id)
+        self.console.print(letter_table(letter))
+
+    def missing(self) -> int:
+        """Letters not printed yet of the verdicts printed (two per verdict)."""
+        return 2 * len(self.shown) - len(self.printed)
+
+    async def read(self) -> None:
+        async for record in records(self.settings, "disputes.letters", follow=True, idle_timeout_s=0.5):
+            with contextlib.suppress(ValueError):  # not a letter (another release's record): not ours to print
+                self.letter(PartyLetter.model_validate_json(record.value))
+
+
+async def collect(
+    settings: Settings, expected: set[str], console: Console, timeout_s: float, letters_wait_s: float = 60
+) -> tuple[int, int]:
+    """Print verdicts and dead letters for the expected cases until all are in, each verdict followed
+    by its letters to the parties (waiting up to ``letters_wait_s`` for the last ones after the last
+    verdict); returns (verdicts, dead)."""
+    letters = LettersAfterVerdicts(settings, console)
+    reading = asyncio.create_task(letters.read()) if settings.letters else None
+    try:
+        with progress_bar(console, "[bold]jury") as progress:
+            task = progress.add_task("verdicts", total=len(expected))
+
+            def show(outcome: Outcome) -> None:
+                letter = outcome.dead_letter
+                if letter is not None:
+                    console.print(
+                        f"[red]dead letter[/] {escape(outcome.case_id)}: {letter.reason} at {letter.stage}: "
+                        f"{escape(letter.detail)}"
+                    )
+                else:
+                    console.print(verdict_table(outcome.verdict))  # type: ignore[arg-type]  # no letter: a verdict
+                    letters.verdict(outcome.verdict)  # type: ignore[arg-type]
+                progress.advance(task)
+
+            outcomes = await await_outcomes(settings, expected, timeout_s=timeout_s, on_outcome=show)
+        if reading is not None:
+            deadline = time.monotonic() + letters_wait_s
+            while letters.missing() > 0 and time.monotonic() < deadline and not reading.done():
+                await asyncio.sleep(0.2)
+            if letters.missing() > 0:
+                console.print(f"[yellow]{letters.missing()} letters to the parties not in after {letters_wait_s:g}s[/]")
+    finally:
+        if reading is not None:
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reading
     dead = sum(o.dead_letter is not None for o in outcomes.values())
     return len(outcomes) - dead, dead
 

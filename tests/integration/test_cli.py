@@ -11,9 +11,10 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from cyberjurors.kafka.cluster import TOPICS, client_options
-from cyberjurors.schemas import Verdict
+from cyberjurors.schemas import PartyLetter, Verdict
 
-from ..conftest import EXAMPLES, cli
+from ..conftest import EXAMPLES, cli, read_topic, worker_process
+from ..factories import case_data
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,41 @@ async def test_produce_then_read_verdicts_from_the_command_line(settings, worker
     assert len(lines) == 1, lines
     verdict = Verdict.model_validate_json(lines[0])
     assert verdict.case_id == case_id and verdict.votes.total == settings.jurors
+
+
+async def test_read_the_letters_from_the_command_line_each_with_its_party_s_own_words(settings, tmp_path):
+    """`cyberjurors letters` reads disputes.letters as `verdicts` reads the verdicts: --raw gives the
+    letters as JSON lines, the default prints each as the party reads it, their own values back."""
+    settings = settings.model_copy(update={"letters": True})
+    address, phone = "221B Baker Street, London NW1 6XE", "+44 7911 123456"
+    case = case_data(
+        "cli-letters-1",
+        buyer=f"The kettle leaked; it was delivered to {address} and the puddle is in my photo.",
+        seller=f"Call me on {phone}, the kettle left our warehouse intact.",
+    )
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case))
+    async with worker_process(settings, tmp_path / "worker.log"):
+        assert cli(settings, "produce", str(path)).returncode == 0
+        assert len(await read_topic(settings, "disputes.letters", until=2, timeout_s=180)) == 2
+    read = cli(settings, "letters", "--raw", "--no-follow")  # the worker stopped: the topic stays
+    assert read.returncode == 0, read.stderr
+    lines = [line for line in read.stdout.splitlines() if line.strip()]
+    letters = {x.party: x for x in (PartyLetter.model_validate_json(line) for line in lines)}
+    assert len(lines) == 2 and set(letters) == {"buyer", "seller"}, lines
+    assert {x.case_id for x in letters.values()} == {"cli-letters-1"}
+    assert address in letters["buyer"].body and phone not in letters["buyer"].body
+    assert phone in letters["seller"].body and address not in letters["seller"].body
+
+    shown = cli(settings, "letters", "--no-follow", COLUMNS="400")
+    assert shown.returncode == 0, shown.stderr
+    said = shown.stdout
+    assert "letter to the buyer: cli-letters-1" in said and "letter to the seller: cli-letters-1" in said
+    buyer_part, seller_part = said.split("letter to the seller")
+    if said.index("letter to the buyer") > said.index("letter to the seller"):
+        seller_part, buyer_part = said.split("letter to the buyer")
+    assert address in buyer_part and phone not in buyer_part and "[PHONE_1]" in buyer_part
+    assert phone in seller_part and address not in seller_part
 
 
 def test_cyberjurors_settings_beat_an_exported_kafka_bootstrap_servers(settings):
@@ -210,7 +246,14 @@ def test_the_broker_refuses_a_port_already_in_use() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [["worker"], ["topics"], ["produce", str(EXAMPLES / "cases")], ["verdicts", "--no-follow"], ["dlq"]],
+    [
+        ["worker"],
+        ["topics"],
+        ["produce", str(EXAMPLES / "cases")],
+        ["verdicts", "--no-follow"],
+        ["letters", "--no-follow"],
+        ["dlq"],
+    ],
     ids=lambda command: command[0],
 )
 def test_a_kafka_that_cannot_be_reached_is_one_line_and_exit_75(settings, command):

@@ -30,14 +30,15 @@ from cyberjurors.console.store import Store
 from cyberjurors.erasure.journal import Journal, Step
 from cyberjurors.erasure.run import Run, erase
 from cyberjurors.errors import StoreError
-from cyberjurors.evidence.media_store import digest_of, owned
+from cyberjurors.evidence.media_store import dated_store, digest_of, owned
+from cyberjurors.evidence.sealing import MAGIC, KeyRing
 from cyberjurors.evidence.stores import open_store
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.kafka.cluster import client_options
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
-from cyberjurors.schemas import CaseFile, OutcomeReported, Verdict
+from cyberjurors.schemas import CaseFile, OutcomeReported, PartyLetter, Verdict
 from cyberjurors.tooling.clients import Outgoing, placed_letters, produce, replay
 
 from ..conftest import EXAMPLES, cli, read_topic, worker_process
@@ -49,7 +50,8 @@ pytestmark = pytest.mark.integration
 
 # what the seeded case says, each where a store keeps it: party text, the product, a photo's own
 # text chunk (the media store), an oversize event's text (a dead letter's original in the media store)
-BUYER_SAYS = "Quillfeather-7731 at 12 Wisteria Lane sent it back"
+ADDRESS_SAYS = "12 Wisteria Lane"  # the buyer's address: masked for the jury, kept in the placeholder map
+BUYER_SAYS = f"Quillfeather-7731 at {ADDRESS_SAYS} sent it back"
 SELLER_SAYS = "zebra-ochre-4420 was never opened"
 PRODUCT = "Marigold Velour Pouf MVP-88231"
 PHOTO_SAYS = "PHOTOMARK-5521-label"
@@ -314,14 +316,23 @@ async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume
 
 async def test_with_media_encryption_an_erased_case_s_media_cannot_be_read_from_any_copy(settings, tmp_path):
     """Crypto-shredding: the worker seals the case's photo under the case's key; a copy taken before
-    the erasure (a backup, an object version) cannot be opened after it, since the key is gone."""
+    the erasure (a backup, an object version) cannot be opened after it, since the key is gone. The
+    case's placeholder map, which its letters gave the parties their own words back from, is sealed
+    the same way: erased from the tables with the case, and a copy taken before cannot be opened."""
     settings = data_settings(settings, tmp_path, media_encryption=True, case_key_secret="k" * 32,
-                             case_key_store=str(tmp_path / "data" / "case-keys"))  # fmt: skip
+                             case_key_store=str(tmp_path / "data" / "case-keys"), letters=True)  # fmt: skip
     case_id = f"sealed-{uuid.uuid4().hex[:6]}"
+    map_key = json.dumps(f"{case_id}/letters/placeholders").encode()  # a table's keys are JSON
     async with worker_process(settings, tmp_path / "worker.log"):
         await produce(settings, [Outgoing(case_id, whole(seeded_case(case_id)), "test")])
         await read_topic(settings, "disputes.verdicts", until=1, keys={case_id}, timeout_s=180)
         assert found_in(tmp_path / "data", (PHOTO_SAYS,)) == {}  # sealed: never in the clear on disk
+        letters = await read_topic(settings, "disputes.letters", until=2, keys={case_id}, timeout_s=120)
+        assert {PartyLetter.model_validate_json(v).party for _, v in letters} == {"buyer", "seller"}
+        sealed_map = (await keys_on(settings, "stage-results", case_id)).get(map_key)
+        assert sealed_map is not None and sealed_map.startswith(MAGIC) and ADDRESS_SAYS.encode() not in sealed_map
+        ring = KeyRing(dated_store(settings.case_key_store, settings.media_retention), "k" * 32)
+        assert ADDRESS_SAYS.encode() in await ring.open(sealed_map, "the map")  # opens while the key lives
         backup = tmp_path / "backup"
         shutil.copytree(settings.media_store, backup)
         [copy] = [p for p in backup.rglob("*") if p.is_file()]
@@ -335,6 +346,10 @@ async def test_with_media_encryption_an_erased_case_s_media_cannot_be_read_from_
     assert err.value.kind == "shredded"
     [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
     assert entry["steps"]["keys"] == {"state": "done", "erased": 1}
+    assert (await keys_on(settings, "stage-results", case_id))[map_key] is None  # the map: a tombstone
+    with pytest.raises(StoreError) as err:  # and its copy taken before: shredded
+        await ring.open(sealed_map, "the map")
+    assert err.value.kind == "shredded"
 
 
 async def stored_photo_refs(settings: Settings, case_ids: set[str]) -> dict[str, str]:

@@ -130,6 +130,7 @@ TABLE: dict[tuple[str, str], bool] = {
     ("letters", "case_expired"): False,  # the case's record is gone: no replay brings it back
     ("letters", "output_too_large"): False,  # the same verdict writes the same letter
     ("letters", "stage_failed"): True,
+    ("letters", "case_key_unavailable"): True,  # the case key store failed: nothing sent, a replay starts again
     **{("letters", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
 }
 

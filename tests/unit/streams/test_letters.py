@@ -10,15 +10,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS
+from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS, StoreError
+from cyberjurors.evidence.media_store import LocalMediaStore
+from cyberjurors.evidence.sealing import MAGIC, KeyRing
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.jury.own_words import PlaceholderMap, Written
 from cyberjurors.jury.stages import judge
 from cyberjurors.llm.port import LLMError, LLMRequest, LLMResult, T
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, DeadLetter, PartyLetter, now
+from cyberjurors.state.erasure import erase_case
+from cyberjurors.state.intake import IntakeTable
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.dead_letters import DeadLetters
-from cyberjurors.streams.letters import PartyLetters
+from cyberjurors.streams.letters import SHREDDED_NOTE, PartyLetters
 
 from ... import factories
 from ...conftest import EXAMPLES
@@ -185,3 +190,101 @@ async def test_an_appeals_verdict_gets_letters_of_its_own_from_the_appeals_case_
     assert [(x.instance, x.final, x.verdict_id) for x in sent(parts)] == [(2, True, "v-2")] * 2
     assert f"{CASE}/appeal/letters/seller" in parts.table and f"{CASE}/letters/seller" not in parts.table
     assert {f"{CASE}/appeal/letters/buyer", f"{CASE}/appeal/letters/seller"} <= set(parts.results.keys(CASE))
+
+
+# --- each party's own words back (issue 39 item 5) ------------------------------------------------------
+
+ADDRESS = "221B Baker Street, London NW1 6XE"
+PHONE = "+44 7911 123456"
+
+
+async def own_words_parts(sealing: KeyRing | None = None) -> SimpleNamespace:
+    case = factories.case(
+        "c-own",
+        buyer=f"The kettle leaked; it was delivered to {ADDRESS} and the puddle is in my photo.",
+        seller=f"Call me on {PHONE}, the kettle left our warehouse intact.",
+    )
+    verdict = await judge(case, OfflineLLM(), settings())
+    table: dict[str, bytes] = {}
+    results = StageResults(table, retention_s=7 * 86400, clock=lambda: CLOCK)
+    results.put(case.case_id, "intake", CaseFile(case=case, received_at=now()).model_dump_json().encode())
+    dlq, out = Topic(), Topic()
+    dead = DeadLetters(dlq, metrics.CasesInFlight())
+    handler = PartyLetters(settings(), Counted(), results, out, dead, sealing)
+    delivered = event(verdict.model_dump_json().encode(), case.case_id.encode())
+    return SimpleNamespace(table=table, results=results, out=out, dlq=dlq, handler=handler, delivered=delivered)
+
+
+def ring(tmp_path) -> KeyRing:
+    return KeyRing(LocalMediaStore(tmp_path / "keys", 30 * 86400, lambda: CLOCK), "s" * 32)
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "media_encryption"])
+async def test_each_party_s_letter_carries_their_own_values_and_the_other_s_stay_masked(tmp_path, sealed):
+    keys = ring(tmp_path) if sealed else None
+    p = await own_words_parts(keys)
+    await p.handler(p.delivered)
+    buyer, seller = sent(p)
+    assert ADDRESS in buyer.body and PHONE not in buyer.body and "[PHONE_1]" in buyer.body
+    assert PHONE in seller.body and ADDRESS not in seller.body and "[ADDRESS_1]" in seller.body
+    assert "[ADDRESS_1]" not in buyer.model_dump_json() and "[PHONE_1]" not in seller.model_dump_json()
+    # the table keeps the letters as the models wrote them, masked, and the map beside them
+    for party in ("buyer", "seller"):
+        kept = p.table[f"c-own/letters/{party}"]
+        assert ADDRESS.encode() not in kept and PHONE.encode() not in kept
+    stored = p.table["c-own/letters/placeholders"]
+    assert "c-own/letters/placeholders" in p.results.keys("c-own")  # it expires and is erased with the case
+    if sealed:
+        assert stored.startswith(MAGIC) and ADDRESS.encode() not in stored and PHONE.encode() not in stored
+        assert ADDRESS.encode() in await keys.open(stored, "the map")
+    else:
+        assert PlaceholderMap.model_validate_json(stored).own("buyer")["[ADDRESS_1]"] == ADDRESS
+    await p.handler(p.delivered)  # redelivered: the stored letters, given back again alike
+    assert p.out.sent[2:] == p.out.sent[:2] and dead(p) == []
+
+
+async def test_a_stored_map_is_what_the_letters_are_given_back_from(tmp_path):
+    """The map stored before the drafts is the one read after them (masking that changed since cannot
+    mismatch a draft's placeholders): a map stored saying otherwise is the one used."""
+    p = await own_words_parts()
+    other = PlaceholderMap(
+        values={"[ADDRESS_1]": Written(kind="address", written={"buyer": ["the house by the mill"]})}
+    )
+    p.table["c-own/letters/placeholders"] = other.model_dump_json().encode()
+    await p.handler(p.delivered)
+    buyer, seller = sent(p)
+    assert "the house by the mill" in buyer.body and ADDRESS not in buyer.body
+    assert PHONE not in seller.body  # the stored map has no phone of the seller's to give back
+
+
+async def test_a_map_whose_case_key_is_gone_leaves_the_letters_masked_and_says_so(tmp_path):
+    keys = ring(tmp_path)
+    p = await own_words_parts(keys)
+    await p.handler(p.delivered)
+    assert await keys.destroy("c-own") >= 1
+    await p.handler(p.delivered)  # re-sent: the map cannot be opened
+    buyer, seller = sent(p)[2:]
+    assert ADDRESS not in buyer.body and "[ADDRESS_1]" in buyer.body and SHREDDED_NOTE in buyer.notes
+    assert PHONE not in seller.body and SHREDDED_NOTE in seller.notes
+
+
+class Unreachable(KeyRing):
+    async def key_for(self, case_id: str) -> tuple[str, bytes]:
+        raise StoreError("the case key store cannot be reached", kind="unavailable")
+
+
+async def test_a_key_store_that_fails_is_a_replayable_dead_letter_and_nothing_is_sent(tmp_path):
+    p = await own_words_parts(Unreachable(LocalMediaStore(tmp_path / "keys", 86400, lambda: CLOCK), "s" * 32))
+    await p.handler(p.delivered)
+    [letter] = dead(p)
+    assert (letter.stage, letter.reason, letter.replayable) == ("letters", "case_key_unavailable", True)
+    assert p.out.sent == [] and "c-own/letters/placeholders" not in p.table
+
+
+async def test_erasing_the_case_deletes_its_placeholder_map_with_its_letters():
+    p = await own_words_parts()
+    await p.handler(p.delivered)
+    assert "c-own/letters/placeholders" in p.table
+    done = erase_case(p.results, IntakeTable({}), None, "c-own", None)
+    assert done.keys >= 4 and not [k for k in p.table if k.startswith("c-own/")]
+    assert not any(ADDRESS.encode() in v or PHONE.encode() in v for v in p.table.values())
