@@ -191,10 +191,8 @@ def main(
         metrics_port=0,
         probe_port=0,
         datadir=work / "faust",
-        session_timeout_s=6,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.2,
-        broker_loss_exit_s=300,  # a shared machine's load is no lost broker
+        kafka_profile="local",
+        kafka_timeouts={"broker_loss_exit_s": 300},  # a shared machine's load is no lost broker
     )
     base = base.model_copy(update=on_embedded(base))
     figures: dict[tuple[str, str, str], list[float]] = defaultdict(list)

@@ -123,7 +123,7 @@ def measure(runtime: str, latency: float, cases: int, repeat: int, concurrency: 
         app_id=f"bench-{runtime}",
         partitions=4,
         stage_concurrency=16,
-        commit_interval_s=1.0,
+        kafka_timeouts={"commit_interval_s": 1.0},
         precedent_dir=work / "precedents",
         embedding_runtime=runtime,
         probe_port=probe_port,

@@ -248,7 +248,7 @@ def main(
             precedent_backend="none",
             metrics_port=free_port(),
             probe_port=0,
-            state_retention_s=retention,
+            retention={"state_s": retention},
             state_sweep_interval_s=sweep,
             table_store=store,  # type: ignore[arg-type]
             appeal_window_s=retention,

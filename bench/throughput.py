@@ -146,9 +146,7 @@ def main(
         metrics_port=0,
         probe_port=0,
         media_root=EXAMPLES,
-        session_timeout_s=6,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.2,
+        kafka_profile="local",
         datadir=work / "faust",
         precedent_dir=work / "precedents",
     )

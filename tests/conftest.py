@@ -72,9 +72,7 @@ def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Se
         precedent_backend="none",  # tests of the precedent base turn it on with an index they build
         precedent_dir=tmp_path / "precedents",
         llm_call_log=tmp_path / "llm-calls.jsonl",
-        session_timeout_s=6,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.2,
+        kafka_profile="local",  # the embedded broker's short timeouts
         metrics_port=0,  # off: worker processes would all want 9464; tests of metrics pick a free port
         probe_port=0,  # off likewise (9465); tests of the probes pick a free port
         # off: letters add model calls after each verdict, which tests counting a case's calls would race;

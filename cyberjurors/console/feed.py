@@ -84,7 +84,7 @@ class Feed:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=self.settings.kafka_fetch_max_wait_ms,
-            max_partition_fetch_bytes=max(1 << 20, self.settings.max_event_bytes + RECORD_OVERHEAD),
+            max_partition_fetch_bytes=max(1 << 20, self.settings.intake_limits.max_event_bytes + RECORD_OVERHEAD),
         )
         await consumer.start()
         try:

@@ -135,5 +135,5 @@ def producer_for(settings: Settings, idempotent: bool = False) -> AIOKafkaProduc
         **client_options(settings),
         acks="all",
         enable_idempotence=idempotent,
-        max_request_size=settings.max_event_bytes + RECORD_OVERHEAD,
+        max_request_size=settings.intake_limits.max_event_bytes + RECORD_OVERHEAD,
     )

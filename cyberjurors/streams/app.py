@@ -78,7 +78,7 @@ def faust_app(settings: Settings) -> faust.App:
         broker_commit_interval=settings.commit_interval_s,
         processing_guarantee=settings.processing_guarantee,
         # every message we send is checked against max_event_bytes; the producer allows that plus framing
-        producer_max_request_size=settings.max_event_bytes + RECORD_OVERHEAD,
+        producer_max_request_size=settings.intake_limits.max_event_bytes + RECORD_OVERHEAD,
         consumer_auto_offset_reset="earliest",
         # The check stops a worker whose table state is ahead of a changelog's end offset: stale
         # RocksDB files beside a truncated topic. The memory store has no files, a broker that lost
@@ -128,14 +128,14 @@ def create_app(
     metrics.set_seller_share_reference(settings.drift_reference_seller_share)
     store = open_store(settings, clock)
     drafts = table("intake")
-    dead_letters = DeadLetters(public("disputes.dlq"), in_flight, store, settings.max_event_bytes, drafts)
+    dead_letters = DeadLetters(public("disputes.dlq"), in_flight, store, settings.intake_limits.max_event_bytes, drafts)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(
         table("stage-results", value_type=bytes),
         table("stage-times"),
         settings.state_retention_s,
         clock,
-        max_bytes=settings.max_event_bytes,
+        max_bytes=settings.intake_limits.max_event_bytes,
         keep_for_appeal=settings.appeal_window_s > 0,
         max_rounds=settings.most_rounds,  # the court policy's fullest court may hold more rounds than `rounds`
     )

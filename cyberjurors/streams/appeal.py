@@ -111,12 +111,12 @@ class Appeals:
 
     async def parse(self, event: Any) -> AppealFiled:
         size = len(event.value or b"") + len(event.message.key or b"")
-        if size > self.settings.max_event_bytes:
+        if size > self.settings.intake_limits.max_event_bytes:
             await self.dead_letters.write(
                 event,
                 "appeal",
                 "invalid_appeal",
-                f"{size} bytes, limit max_event_bytes={self.settings.max_event_bytes}; send large media by path or URL",
+                f"{size} bytes, limit max_event_bytes={self.settings.intake_limits.max_event_bytes}; send large media by path or URL",
                 replayable=False,
             )
             raise Refused
@@ -258,16 +258,18 @@ class Appeals:
             # checked while they are still inline, and nothing refused reaches the media store
             intake.admit(with_evidence(record.case, appeal), self.settings)
             data = appeal.model_dump(mode="json", exclude_none=True)
-            moved = await claim_check(self.store, data["evidence"], appeal.case_id, self.settings.max_media_bytes)
+            moved = await claim_check(
+                self.store, data["evidence"], appeal.case_id, self.settings.intake_limits.max_media_bytes
+            )
             checked = AppealFiled.model_validate(data) if moved else appeal
             case = with_evidence(record.case, checked)
             case_file = appeal_file(record, first, appeal, case, appeal_notes(record.case, case, appeal))
             size = len(case_file.model_dump_json())
-            if size > self.settings.max_case_bytes:
+            if size > self.settings.intake_limits.max_case_bytes:
                 raise intake.Rejected(
                     "case_too_large",
                     f"the appealed case file is {size} bytes with its media in "
-                    f"the media store, limit max_case_bytes={self.settings.max_case_bytes}",
+                    f"the media store, limit max_case_bytes={self.settings.intake_limits.max_case_bytes}",
                 )
         except intake.Rejected as err:
             await self.dead_letters.write(

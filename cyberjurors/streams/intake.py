@@ -269,10 +269,10 @@ class Intake:
         """Before anything is parsed or recorded: an event over max_event_bytes is refused whole (its
         dead letter keeps it, in the media store when too large to carry)."""
         size = len(event.value or b"") + len(event.message.key or b"")
-        if size > self.settings.max_event_bytes:
+        if size > self.settings.intake_limits.max_event_bytes:
             raise intake.Rejected(
                 "event_too_large",
-                f"{size} bytes, limit max_event_bytes={self.settings.max_event_bytes}; send large media by path or URL",
+                f"{size} bytes, limit max_event_bytes={self.settings.intake_limits.max_event_bytes}; send large media by path or URL",
             )
 
     async def admit(self, case: DisputeCase, notes: list[str], partition: int) -> None:
@@ -328,11 +328,11 @@ class Intake:
             case=await self.claim_check(case), received_at=now(), problems=problems, backend=self.backend, digest=digest
         )
         value = case_file.model_dump_json().encode()
-        if len(value) > self.settings.max_case_bytes:
+        if len(value) > self.settings.intake_limits.max_case_bytes:
             raise intake.Rejected(
                 "case_too_large",
                 f"the case file is {len(value)} bytes with its media in the "
-                f"media store, limit max_case_bytes={self.settings.max_case_bytes}",
+                f"media store, limit max_case_bytes={self.settings.intake_limits.max_case_bytes}",
             )
         return value
 
@@ -342,7 +342,7 @@ class Intake:
         holds, which becomes the case's own (``adopt``)."""
         data = case.model_dump(mode="json", exclude_none=True)
         items = [item for round_ in data["rounds"] for item in round_["items"]]
-        moved = await claim_check(self.store, items, case.case_id, self.settings.max_media_bytes)
+        moved = await claim_check(self.store, items, case.case_id, self.settings.intake_limits.max_media_bytes)
         return DisputeCase.model_validate(data) if moved else case
 
     async def hand_on(self, case_id: str, value: bytes, partition: int) -> None:

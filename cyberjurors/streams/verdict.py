@@ -105,7 +105,9 @@ class Verdicts:
         hold = max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s) if instance == 1 else 0.0
         await hand_on(self.results, case_id, verdict_stage, decided.model_dump_json().encode(), self.out, hold_s=hold)
         if escalation is not None and self.escalations is not None:
-            await send_bounded(self.escalations, case_id.encode(), escalation, self.settings.max_event_bytes)
+            await send_bounded(
+                self.escalations, case_id.encode(), escalation, self.settings.intake_limits.max_event_bytes
+            )
         self.finish(case_id, instance)  # after the verdict is stored: a crash in between re-sends it
         metrics.STAGE_LATENCY.labels("verdict").observe(time.perf_counter() - started)
         self.count(decided, case_file)

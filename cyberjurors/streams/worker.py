@@ -256,6 +256,8 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     one_record_batches(app, settings, baseline.cluster_id)
     if created:
         log.info("created topics: %s", ", ".join(created))
+    for text in settings.deprecations:  # said once more where an operator reads, the warning aside
+        log.warning(text)
     watch = BrokerWatch(settings, baseline)
 
     @app.task

@@ -100,10 +100,10 @@ def _event(text: str, source: str) -> Outgoing:
 def oversize(events: Iterable[Outgoing], settings: Settings) -> list[str]:
     """What a worker would dead-letter as event_too_large: refused before anything is sent."""
     return [
-        f"{e.source}: {len(e.value)} bytes, over max_event_bytes={settings.max_event_bytes} (send large "
+        f"{e.source}: {len(e.value)} bytes, over max_event_bytes={settings.intake_limits.max_event_bytes} (send large "
         "media by path or URL)"
         for e in events
-        if len(e.value) + len(e.case_id.encode()) > settings.max_event_bytes
+        if len(e.value) + len(e.case_id.encode()) > settings.intake_limits.max_event_bytes
     ]
 
 
@@ -260,7 +260,7 @@ async def original(settings: Settings, letter: DeadLetter) -> bytes:
     if letter.original_ref is None:
         return base64.b64decode(letter.original_base64)
     return await open_store(settings).get(
-        letter.original_ref, max(settings.max_event_bytes, letter.original_bytes or 0)
+        letter.original_ref, max(settings.intake_limits.max_event_bytes, letter.original_bytes or 0)
     )
 
 

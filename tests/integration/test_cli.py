@@ -163,9 +163,9 @@ def test_produce_refuses_what_a_worker_would_dead_letter_and_sends_nothing_of_th
         settings,
         "produce",
         str(folder),
-        CYBERJURORS_MAX_EVENT_BYTES="20000",
-        CYBERJURORS_MAX_CASE_BYTES="10000",
-        CYBERJURORS_MAX_TEXT_CHARS="50000",
+        CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES="20000",
+        CYBERJURORS_INTAKE_LIMITS__MAX_CASE_BYTES="10000",
+        CYBERJURORS_INTAKE_LIMITS__MAX_TEXT_CHARS="50000",
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "not sent" in result.stdout and "b-big.json" in result.stdout and "max_event_bytes" in result.stdout
@@ -197,7 +197,12 @@ def test_dlq_shows_producer_chosen_keys_without_their_control_characters():
 
 
 def test_invalid_settings_are_reported_in_one_line_for_people(settings):
-    result = cli(settings, "topics", CYBERJURORS_MAX_EVENT_BYTES="20000", CYBERJURORS_MAX_CASE_BYTES="30000")
+    result = cli(
+        settings,
+        "topics",
+        CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES="20000",
+        CYBERJURORS_INTAKE_LIMITS__MAX_CASE_BYTES="30000",
+    )
     assert result.returncode == 2 and "invalid settings" in result.stdout and "max_case_bytes" in result.stdout
     assert "errors.pydantic.dev" not in result.stdout and "Traceback" not in result.stdout + result.stderr
 

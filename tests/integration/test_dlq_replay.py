@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 
+from cyberjurors.config import RoleCall
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
@@ -116,7 +117,7 @@ async def test_a_case_cut_off_by_thinking_is_judged_after_the_budget_is_raised_a
         assert (first.stage, first.reason, first.replayable) == ("focus", "llm_truncated", False), first
         assert "thinking_budget" in first.detail
 
-        raised = cut.model_copy(update={"llm_thinking_budget": 10000})
+        raised = cut.model_copy(update={"llm_roles": {"default": RoleCall(thinking_budget=10000)}})
         async with worker_process(raised, log):
             await produce(raised, [event])  # what the operator tried first: intake ignores it, and says so
             warning = await logged(log, f"case {event.case_id} submitted again unchanged")

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from cyberjurors.config import RetentionOverrides
 from cyberjurors.evidence.media_store import DAY_S, day_of
 from cyberjurors.evidence.stores import open_store
 
@@ -22,7 +23,7 @@ async def test_disputes_dlq_is_created_with_the_letters_retention(settings):
 
     from cyberjurors.kafka.cluster import client_options, ensure_topics
 
-    settings = settings.model_copy(update={"dlq_retention_s": 2.5 * DAY_S})
+    settings = settings.model_copy(update={"retention": RetentionOverrides(dlq_s=2.5 * DAY_S)})
     await ensure_topics(settings)
     admin = AIOKafkaAdminClient(**client_options(settings))
     await admin.start()

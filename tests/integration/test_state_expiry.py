@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from cyberjurors.config import RetentionOverrides
 from cyberjurors.jury import clues
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.kafka.cluster import client_options, ensure_topics
@@ -90,7 +91,7 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
             "jurors": 5,
             "rounds": 2,
             "early_stop": 1.0,
-            "state_retention_s": 3600,
+            "retention": RetentionOverrides(state_s=3600),
             "state_sweep_interval_s": 0.2,
             "appeal_window_s": 0,
         }
@@ -143,7 +144,7 @@ async def test_a_redelivered_input_past_the_retention_is_dead_lettered_with_its_
         update={
             "jurors": 3,
             "rounds": 1,
-            "state_retention_s": 3600,
+            "retention": RetentionOverrides(state_s=3600),
             "state_sweep_interval_s": 0.2,
             "appeal_window_s": 0,
         }

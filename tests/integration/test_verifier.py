@@ -63,8 +63,7 @@ def test_eval_ablation_runs_the_verifier_and_juris_rungs(
         "PRECEDENT_BACKEND": "none",
         "METRICS_PORT": "0",
         "APP_ID": settings.app_id,
-        "SESSION_TIMEOUT_S": "6",
-        "HEARTBEAT_INTERVAL_S": "0.5",
+        "KAFKA_PROFILE": "local",
     }.items():
         monkeypatch.setenv(f"CYBERJURORS_{name}", value)
     out = tmp_path / "eval"

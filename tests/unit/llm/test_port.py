@@ -114,9 +114,8 @@ def test_stage_request_takes_the_role_s_model_the_output_cap_and_strings_as_text
     settings = Settings(
         llm_backend="offline",
         model="base",
-        model_summary="summariser",
+        llm_roles={"summary": {"model": "summariser"}, "default": {"max_output_tokens": 321}},
         juror_models=["a", "b"],
-        max_output_tokens=321,
         metrics_port=0,
     )
     image = ImagePart(b"x", "image/png", "evidence b1 (buyer, image)")

@@ -73,7 +73,7 @@ def varied_texts(n: int = 320) -> list[str]:
     generated += [text.upper() for text in generated[1:4]]
     wanted = max(0, n - len(extras) - len(generated))
     step = max(1, len(every) // wanted) if wanted else len(every) + 1
-    texts = every[::step][:wanted] + [every[-1]]  # the longest example too
+    texts = [*every[::step][:wanted], every[-1]]  # the longest example too
     return texts + generated + extras
 
 

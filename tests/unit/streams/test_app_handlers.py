@@ -184,7 +184,7 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
     results = StageResults(table, times, retention_s=100, clock=clock)
     dlq = Topic()
     outcomes = Outcomes(
-        Settings(llm_backend="offline", state_retention_s=100),
+        Settings(llm_backend="offline", retention={"state_s": 100}),
         OfflineLLM(),
         SimpleNamespace(enabled=False),
         results,

@@ -359,7 +359,7 @@ async def test_an_appeal_filed_before_its_verdict_is_refused_beyond_the_clock_sk
 async def test_new_inline_evidence_is_checked_before_it_is_stored(tmp_path):
     # intake's rules run while the media are still inline, as at intake: base64 that is not base64 was a
     # bug letter (stage_failed, replayable) and inline media over max_inline_bytes went to the store
-    settings = conf(tmp_path, max_inline_bytes=50)
+    settings = conf(tmp_path, intake_limits={"max_inline_bytes": 50})
     h = handlers(settings)
     first = await decided(settings, h)
     photo = {"id": "b7", "kind": "image", "text": "photo", "media": {"media_type": "image/png"}}
@@ -435,7 +435,7 @@ async def test_a_decided_case_is_kept_for_the_appeal_window_and_the_appeal_clean
     """Retention 1 day, window 3 days: the decided case (with the clue chain an appeal reuses) stays
     3 days after its verdict; an appeal restamps it, and its verdict drops the steps and the kept clues."""
     day = 86_400
-    settings = conf(tmp_path, state_retention_s=day, appeal_window_s=3 * day)
+    settings = conf(tmp_path, retention={"state_s": day}, appeal_window_s=3 * day)
     h = handlers(settings)
     clock = SimpleNamespace(now=1_800_000_000.0)
     for results in (h.results, h.appeals.results):

@@ -490,7 +490,9 @@ APP_INGEST |= set(CLOUDEVENT_REASONS)
 @pytest.mark.parametrize("reason", sorted(INTAKE))
 def test_each_intake_reason_is_produced_by_intake_and_is_not_replayable(tmp_path, reason):
     s = Settings(
-        llm_backend="offline", media_root=tmp_path, max_text_chars=1000, max_media_items=4, max_inline_bytes=1000
+        llm_backend="offline",
+        media_root=tmp_path,
+        intake_limits={"max_text_chars": 1000, "max_media_items": 4, "max_inline_bytes": 1000},
     )
     with pytest.raises(intake.Rejected) as err:
         run_intake(s, *INTAKE[reason])

@@ -271,15 +271,19 @@ async def test_a_run_cut_short_leaves_its_entry_open_for_the_resume(tmp_path):
 
 
 def test_compacted_topics_bound_how_long_an_erased_value_stays_and_the_others_their_records():
-    settings = Settings(llm_backend="offline", topic_retention_s=86400, compaction_lag_s=3600)
+    settings = Settings(llm_backend="offline", retention={"topics_s": 86400, "compaction_lag_s": 3600})
     for name in ("disputes.erasures", "disputes.dlq-replayed", "disputes.audit"):
         configs = topic_configs(settings, name)
         assert configs["cleanup.policy"] == "compact" and configs["max.compaction.lag.ms"] == "3600000"
         assert configs["segment.ms"] == "3600000" and configs["delete.retention.ms"] == "86400000"
     assert topic_configs(settings, "disputes.verdicts") == {"retention.ms": "86400000"}
-    assert topic_configs(Settings(llm_backend="offline"), "disputes.events") == {}  # the broker's own
+    # unset, retention_period (7 days, Kafka's own default) bounds them: state is kept as long
+    assert topic_configs(Settings(llm_backend="offline"), "disputes.events") == {"retention.ms": "604800000"}
     assert topic_configs(settings, "disputes.dlq") == {"retention.ms": str(7 * 86400 * 1000)}
-    replayed = topic_configs(settings.model_copy(update={"replayed_retention_s": 60.0}), "disputes.dlq-replayed")
+    replayed = topic_configs(
+        settings.model_copy(update={"retention": settings.retention.model_copy(update={"replayed_s": 60.0})}),
+        "disputes.dlq-replayed",
+    )
     assert replayed["cleanup.policy"] == "compact,delete" and replayed["retention.ms"] == "60000"
 
 

@@ -195,7 +195,7 @@ async def test_without_the_panels_decision_the_held_outcome_is_counted_when_the_
 
 
 async def test_a_case_holding_an_outcome_is_not_expired_before_it_is_released(learned):
-    s = conf(escalation_outcome_wait_s=WAIT, state_retention_s=2 * WAIT, appeal_window_s=0)  # no appeal hold
+    s = conf(escalation_outcome_wait_s=WAIT, retention={"state_s": 2 * WAIT}, appeal_window_s=0)  # no appeal hold
     state = tables()
     table = state.table
     await escalated(s, state)
@@ -244,7 +244,7 @@ async def test_a_redelivered_decision_after_a_chain_of_overrides_is_left_alone(l
 
 
 async def test_the_wait_is_never_longer_than_the_retention(learned):
-    s = conf(escalation_outcome_wait_s=30 * 86400, state_retention_s=86400, appeal_window_s=0)
+    s = conf(escalation_outcome_wait_s=30 * 86400, retention={"state_s": 86400}, appeal_window_s=0)
     state = tables()
     await escalated(s, state)
     clock = [NOW.timestamp()]
