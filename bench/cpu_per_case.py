@@ -56,11 +56,11 @@ from harness import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the Messages-API double lives with the tests
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.synth import generate
-from cyberjurors.streams.broker import start_broker, stop_process
-from cyberjurors.streams.clients import Outgoing, read_events
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.producers import on_embedded
-from cyberjurors.streams.worker_process import WorkerProcess, child_env
+from cyberjurors.kafka.cluster import ensure_topics
+from cyberjurors.kafka.producers import on_embedded
+from cyberjurors.tooling.broker import start_broker, stop_process
+from cyberjurors.tooling.clients import Outgoing, read_events
+from cyberjurors.tooling.worker_process import WorkerProcess, child_env
 from tests.messages_server import EVIDENCE_ID, FILLER, ScriptedServer, StrictModel, request_text
 
 console = make_console(160)

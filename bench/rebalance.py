@@ -34,10 +34,10 @@ from typing import Annotated
 import typer
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase, Verdict
 from cyberjurors.streams.app import PIPELINE
-from cyberjurors.streams.clients import Outcome, Outcomes, records
-from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.tooling.clients import Outcome, Outcomes, records
 from harness import (
     EXAMPLES,
     BenchError,

@@ -35,8 +35,8 @@ from typing import Annotated
 import typer
 
 from cyberjurors.config import Settings
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.kafka.cluster import ensure_topics
+from cyberjurors.tooling.worker_process import WorkerProcess
 from harness import (
     broker,
     changelog_records,

@@ -43,8 +43,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.kafka import ensure_topics
 from harness import (
     EXAMPLES,
     BenchError,

@@ -18,11 +18,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.observability import tracing
-from cyberjurors.streams.broker import embedded_broker
-from cyberjurors.streams.clients import follow
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess, child_env
+from cyberjurors.tooling.broker import embedded_broker
+from cyberjurors.tooling.clients import follow
+from cyberjurors.tooling.worker_process import WorkerProcess, child_env
 
 from .messages_server import ScriptedServer
 

@@ -108,7 +108,7 @@ class KafkaSettings(BaseModel):
         Path("data/faust"), description="the Faust worker's data folder (RocksDB tables with table_store=rocksdb)"
     )
     # Idempotence keeps a producer's retry after a lost acknowledgement from writing a message twice;
-    # the embedded broker refuses it (InitProducerId), Apache Kafka grants it (streams/producers.py).
+    # the embedded broker refuses it (InitProducerId), Apache Kafka grants it (kafka/producers.py).
     kafka_profile: KafkaProfile = Field(
         "local",
         description="the liveness timeouts as a set: local = the embedded broker and tests (session 6 s, "

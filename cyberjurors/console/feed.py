@@ -21,8 +21,8 @@ from aiokafka.errors import KafkaError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from ..config import Settings
-from ..streams.dead_letters import RECORD_OVERHEAD
-from ..streams.kafka import client_options, ensure_topics
+from ..kafka.cluster import client_options, ensure_topics
+from ..kafka.producers import RECORD_OVERHEAD
 from ..streams.worker import broker_view
 from .store import FILED_AS, Store
 

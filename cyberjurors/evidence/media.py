@@ -35,7 +35,8 @@ from ..errors import CyberJurorsError, for_people
 from ..llm.port import ImagePart
 from ..schemas import MediaRef
 from . import frame_events
-from .media_store import StoreError, open_store
+from .media_store import StoreError
+from .stores import open_store
 
 # What the bytes may turn out to be (Pillow's ``format``, PyAV's demuxer name) for each declared
 # type. The declared type is the sender's claim; Pillow and FFmpeg go by the contents, so bytes

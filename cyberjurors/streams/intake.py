@@ -25,7 +25,8 @@ import faust
 
 from ..config import Settings
 from ..evidence import intake
-from ..evidence.media_store import MediaStore, StoreError, open_store
+from ..evidence.media_store import MediaStore, StoreError
+from ..evidence.stores import open_store
 from ..observability import metrics, tracing
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, EvidenceSubmitted, now
 from ..schemas.events import DisputeEvent
@@ -46,7 +47,7 @@ class Intake:
         state: MutableMapping[str, Any],
         results: StageResults,
         sent_to: Sender,
-        letters: DeadLetters,
+        dead_letters: DeadLetters,
         in_flight: metrics.CasesInFlight,
         clock: expiry.Clock = time.time,
     ):
@@ -55,7 +56,7 @@ class Intake:
         self.table = IntakeTable(state)
         self.results = results
         self.sent_to = sent_to
-        self.letters = letters
+        self.dead_letters = dead_letters
         self.in_flight = in_flight
         self.store = open_store(settings, clock)
         self.admitting: dict[str, str] = {}  # case_id -> digest while its hand-off is under way
@@ -82,10 +83,10 @@ class Intake:
             if seen is not None:
                 self.table.note_cloudevent(parsed.case_id, seen.key, seen.digest, event.message.partition)
         except intake.Rejected as err:  # rejected input: it would be rejected again
-            await self.letters.write(event, "intake", err.reason, err.detail, replayable=err.replayable)
+            await self.dead_letters.write(event, "intake", err.reason, err.detail, replayable=err.replayable)
         except Exception as err:  # a bug must cost one event (kept in the DLQ to replay once fixed), not the worker
             log.exception("intake failed on offset %s", event.message.offset)
-            await self.letters.write(event, "intake", "intake_failed", bug(err), replayable=True)
+            await self.dead_letters.write(event, "intake", "intake_failed", bug(err), replayable=True)
 
     def check_reuse(self, case_id: str, seen: cloudevents.Received) -> None:
         """A CloudEvents id names one event: the same id again with the same content is a redelivery
@@ -169,7 +170,7 @@ class Intake:
                 if len(held) >= self.settings.early_evidence_per_case
                 else f"{total} held on this worker, limit early_evidence_total={self.settings.early_evidence_total}"
             )
-            await self.letters.write(
+            await self.dead_letters.write(
                 Original.of(message).event(),
                 "intake",
                 "early_evidence_overflow",
@@ -201,7 +202,9 @@ class Intake:
             except intake.Duplicate as dup:
                 draft.notes.append(f"duplicate event ignored: {dup}")
             except intake.Rejected as err:
-                await self.letters.write(original.event(), "intake", err.reason, err.detail, replayable=err.replayable)
+                await self.dead_letters.write(
+                    original.event(), "intake", err.reason, err.detail, replayable=err.replayable
+                )
         self.held_total = None if self.held_total is None else max(0, self.held_total - len(held))
         return draft
 
@@ -209,7 +212,7 @@ class Intake:
         """Events held for a case that then came whole: the whole case is what was judged, so each
         is dead-lettered (final) with its original bytes rather than forgotten."""
         for entry in held:
-            await self.letters.write(
+            await self.dead_letters.write(
                 Original.from_json(entry["message"]).event(),
                 "intake",
                 "case_closed",
@@ -233,7 +236,7 @@ class Intake:
         for case_id, entry in self.table.due(now_s - self.settings.early_evidence_wait_s, partitions):
             if "held" in entry:
                 for held in entry["held"]:
-                    await self.letters.write(
+                    await self.dead_letters.write(
                         Original.from_json(held["message"]).event(),
                         "intake",
                         "case_never_opened",
@@ -245,7 +248,7 @@ class Intake:
         for case_id, entry in self.table.due(now_s - self.settings.intake_draft_ttl_s, partitions):
             if "draft" in entry:
                 draft = intake.Draft.model_validate(entry["draft"])
-                await self.letters.write(
+                await self.dead_letters.write(
                     Original.of_draft(draft, self.settings, entry.get("partition")),
                     "intake",
                     "draft_expired",

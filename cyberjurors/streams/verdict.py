@@ -53,7 +53,7 @@ class Verdicts:
         in_flight: metrics.CasesInFlight,
         work: Decide | None = None,
         escalations: Sender | None = None,
-        letters: DeadLetters | None = None,
+        dead_letters: DeadLetters | None = None,
     ):
         self.settings = settings
         self.work = work
@@ -61,7 +61,7 @@ class Verdicts:
         self.out = out
         self.in_flight = in_flight
         self.escalations = escalations
-        self.letters = letters
+        self.dead_letters = dead_letters
 
     async def resend(self, case_id: str, instance: int = 1) -> bool:
         """Re-send the case's stored verdict (and escalation), uncounted; False when it has none
@@ -141,8 +141,8 @@ class Verdicts:
                 return decided, value.encode()
             except OutputTooLarge as err:
                 detail = err.detail
-        if self.letters is not None and event is not None:  # the verdict still goes out, marked escalated
-            await self.letters.write(
+        if self.dead_letters is not None and event is not None:  # the verdict still goes out, marked escalated
+            await self.dead_letters.write(
                 event,
                 "escalation",
                 "output_too_large",

@@ -12,7 +12,7 @@ import pytest
 
 from cyberjurors.config import IntakeLimits
 from cyberjurors.schemas import DeadLetter, Verdict
-from cyberjurors.streams.clients import Outgoing, produce
+from cyberjurors.tooling.clients import Outgoing, produce
 
 from ..conftest import read_topic, worker_process
 from ..factories import case_data, whole

@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import KafkaTimeouts, Settings
+from cyberjurors.kafka.cluster import TOPICS, ensure_topics
 from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.broker import free_port, start_broker, stop_process
-from cyberjurors.streams.clients import await_outcomes, case_event, produce
-from cyberjurors.streams.kafka import TOPICS, ensure_topics
 from cyberjurors.streams.worker import (
     EXIT_BROKER_LOST,
     EXIT_STOP_DEADLINE,
@@ -31,7 +29,9 @@ from cyberjurors.streams.worker import (
     lost_state,
     went_back,
 )
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.broker import free_port, start_broker, stop_process
+from cyberjurors.tooling.clients import await_outcomes, case_event, produce
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES
 

@@ -40,12 +40,12 @@ from PIL import Image
 
 from cyberjurors.config import RoleCall, Settings
 from cyberjurors.console.auth import hash_password
+from cyberjurors.evidence import signing
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase, OutcomeReported
-from cyberjurors.streams import signing
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.clients import Outgoing, await_outcomes, case_event, produce, read_events, replayed
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess, child_env
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.clients import Outgoing, await_outcomes, case_event, produce, read_events, replayed
+from cyberjurors.tooling.worker_process import WorkerProcess, child_env
 
 from ..conftest import EXAMPLES, read_topic
 from ..messages_server import Received, Reply, ScriptedServer, chat_completion, request_text

@@ -17,7 +17,7 @@ from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import default_model_dir, load_embedder
 from cyberjurors.schemas import Verdict
-from cyberjurors.streams.clients import produce, read_events
+from cyberjurors.tooling.clients import produce, read_events
 
 from ..conftest import EXAMPLES, ROOT, read_topic, worker_process
 

@@ -15,14 +15,14 @@ from cyberjurors.config import IntakeLimits, Settings
 from cyberjurors.evidence import intake
 from cyberjurors.jury.model_inputs import FocusTask
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import client_options, ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.models import PrecedentError
 from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, Focus, Precedents
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import Outgoing, produce, replayable
-from cyberjurors.streams.kafka import client_options, ensure_topics
+from cyberjurors.tooling.clients import Outgoing, produce, replayable
 
 from ..conftest import read_topic, running_app
 from ..factories import case_data as case

@@ -11,18 +11,18 @@ import pytest
 
 from cyberjurors.config import RoleCall
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
 from cyberjurors.schemas import DeadLetter
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import (
+from cyberjurors.tooling.clients import (
     Outgoing,
     placed_letters,
     produce,
     read_events,
     replay,
 )
-from cyberjurors.streams.kafka import ensure_topics
 
 from ..conftest import EXAMPLES, cli, read_topic, running_app, worker_process
 from ..messages_server import ScriptedServer, ThinkingModel, serving

@@ -28,7 +28,7 @@ from cyberjurors.jury.stages import judge
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import GuardedLLM
 from cyberjurors.schemas import BallotDraft, Verdict
-from cyberjurors.streams.clients import follow
+from cyberjurors.tooling.clients import follow
 
 from ..conftest import EXAMPLES
 

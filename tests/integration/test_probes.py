@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import KafkaTimeouts, Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.streams.app import CONSUMED
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..unit.streams.test_probes import get
 

@@ -18,7 +18,7 @@ import pytest
 
 from cyberjurors.config import Settings
 from cyberjurors.llm.local_server import LocalServer
-from cyberjurors.streams.clients import await_outcomes, produce, read_events
+from cyberjurors.tooling.clients import await_outcomes, produce, read_events
 
 from ..conftest import EXAMPLES, worker_process
 from ..llm_relay import Relay

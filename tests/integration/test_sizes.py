@@ -10,9 +10,9 @@ from aiokafka import AIOKafkaProducer
 
 from cyberjurors.config import Settings
 from cyberjurors.evidence.media_store import LocalMediaStore, digest_of, owned
+from cyberjurors.kafka.cluster import client_options, ensure_topics
 from cyberjurors.schemas import CaseFile, DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.kafka import client_options, ensure_topics
 
 from ..conftest import read_topic, running_app
 from ..factories import case_data as case

@@ -21,14 +21,14 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from cyberjurors.config import RetentionOverrides
 from cyberjurors.jury import clues
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import client_options, ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DeadLetter, Verdict
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import hand_on
-from cyberjurors.streams.kafka import client_options, ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES, calls, read_topic, running_app
 

@@ -18,7 +18,7 @@ from cyberjurors.schemas import (
     Verdict,
     Verification,
 )
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 from ..unit.jury.test_verifier import KETTLE

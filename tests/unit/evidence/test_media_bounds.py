@@ -36,7 +36,7 @@ from cyberjurors.evidence.media import (
 from cyberjurors.jury.clues import find_clues, passive_evidence
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
-from cyberjurors.streams.broker import free_port
+from cyberjurors.tooling.broker import free_port
 
 from ...concurrency import Peak
 from ...factories import settings

@@ -33,12 +33,12 @@ from cyberjurors.evidence.media_store import (
     StoreError,
     day_of,
     digest_of,
-    open_store,
     owner_tag,
     shown_url,
 )
-from cyberjurors.streams.kafka import topic_configs
-from cyberjurors.streams.worker_process import child_env
+from cyberjurors.evidence.stores import open_store
+from cyberjurors.kafka.cluster import topic_configs
+from cyberjurors.tooling.worker_process import child_env
 
 T0 = calendar.timegm((2026, 3, 10, 12, 0, 0)) + 0.0  # noon UTC: the day ends 12 h later
 T0_DAY_END = T0 + DAY_S / 2

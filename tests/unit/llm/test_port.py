@@ -12,7 +12,7 @@ from rich.console import Console
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import GuardedLLM, LLMError, LLMRequest, TextPart, gather_all
 from cyberjurors.schemas import Clue, Selection, Usage, Verdict, Votes
-from cyberjurors.streams.demo import verdict_table
+from cyberjurors.tooling.demo import verdict_table
 
 
 def request(case_id: str = "c") -> LLMRequest:

@@ -381,7 +381,7 @@ def test_seeding_on_a_provider_closes_its_client_in_its_own_event_loop(tmp_path,
 
     from rich.console import Console
 
-    from cyberjurors.streams.demo import seed_precedents
+    from cyberjurors.tooling.demo import seed_precedents
 
     from ...messages_server import ScriptedServer, StrictModel, serving
 

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.evidence.signing import sign
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
@@ -27,7 +28,6 @@ from cyberjurors.state.results import StageResults
 from cyberjurors.streams.dead_letters import DeadLetters, hand_on
 from cyberjurors.streams.intake import Intake
 from cyberjurors.streams.outcome import Outcomes
-from cyberjurors.streams.signing import sign
 from cyberjurors.streams.stage_hop import StageHop
 from cyberjurors.streams.verdict import Verdicts
 

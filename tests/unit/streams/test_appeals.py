@@ -19,7 +19,7 @@ from PIL import Image
 
 from cyberjurors.config import Settings
 from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS
-from cyberjurors.evidence.media_store import open_store
+from cyberjurors.evidence.stores import open_store
 from cyberjurors.jury.model_inputs import JurorTask
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
@@ -152,7 +152,7 @@ def handlers(settings: Settings, max_bytes: int | None = None) -> SimpleNamespac
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True)
     letters = DeadLetters(dlq, in_flight)
-    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations, letters=letters)
+    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations, dead_letters=letters)
     jurors = Jurors()
     llm = ScriptedLLM(jurors)
     bounded = StageResults(table, keep_for_appeal=True, max_bytes=max_bytes) if max_bytes else results

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.evidence import signing
 from cyberjurors.jury.escalation import escalation_id
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.observability import metrics
 from cyberjurors.precedents import learning
 from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, OutcomeReported, Verdict
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import signing
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.verdict import Verdicts
@@ -83,7 +83,7 @@ async def escalated(s: Settings, state: SimpleNamespace) -> Verdict:
     results = StageResults(state.table, state.times, keep_for_appeal=True, clock=lambda: NOW.timestamp())
     out, escalations, dlq = Topic(), Topic(), Topic()
     in_flight = metrics.CasesInFlight()
-    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, letters=DeadLetters(dlq, in_flight))
+    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, dead_letters=DeadLetters(dlq, in_flight))
     decided = await verdicts.publish(await decided_case_file(s, jury(sellers=9)))
     state.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
     assert decided.escalated

@@ -24,7 +24,8 @@ from PIL import Image
 
 from cyberjurors.config import Settings
 from cyberjurors.evidence import media
-from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of, open_store, owned
+from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of, owned
+from cyberjurors.evidence.stores import open_store
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, MediaRef
 from cyberjurors.state.results import StageResults

@@ -20,12 +20,14 @@ from aiokafka.structs import ConsumerRecord
 from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
 from ..evidence.intake import checked_json
-from ..evidence.media_store import StoreError, digest_of, open_store
+from ..evidence.media_store import StoreError, digest_of
+from ..evidence.stores import open_store
+from ..kafka import producers
+from ..kafka.cluster import REPLAYED, client_options
+from ..kafka.producers import producer_for
 from ..observability import metrics, tracing
 from ..schemas import AppealFiled, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
-from . import cloudevents, producers
-from .dead_letters import RECORD_OVERHEAD
-from .kafka import REPLAYED, client_options
+from ..streams import cloudevents
 
 
 @dataclass(frozen=True)
@@ -105,18 +107,8 @@ def oversize(events: Iterable[Outgoing], settings: Settings) -> list[str]:
     ]
 
 
-def producer_for(settings: Settings, idempotent: bool = False) -> AIOKafkaProducer:
-    """acks=all either way: without idempotence (a broker that refuses it) the write is still waited for."""
-    return AIOKafkaProducer(
-        **client_options(settings),
-        acks="all",
-        enable_idempotence=idempotent,
-        max_request_size=settings.intake_limits.max_event_bytes + RECORD_OVERHEAD,
-    )
-
-
 async def started_producer(settings: Settings) -> AIOKafkaProducer:
-    """A started producer, idempotent wherever kafka_idempotence and the broker allow (streams/producers.py)."""
+    """A started producer, idempotent wherever kafka_idempotence and the broker allow (kafka/producers.py)."""
     producer = producer_for(settings, await producers.idempotent(settings))
     await producer.start()
     return producer
