@@ -5,7 +5,7 @@ from .catalog import TokenPrices
 from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSettings
 from .courts import CourtSettings, CourtTier
 from .evidence import EvidenceSettings, IntakeLimits
-from .jury import JurySettings
+from .jury import PIPELINES, JurySettings, Pipeline, PipelineOverrides
 from .kafka import KafkaSettings, KafkaTimeouts
 from .letters import DEFAULT_LETTER_LOCALES, LetterSettings
 from .llm import (
@@ -41,6 +41,7 @@ __all__ = [
     "ECOSYSTEM_ENV",
     "ENV_PREFIX",
     "OPENAI_EFFORTS",
+    "PIPELINES",
     "PROVIDERS",
     "ROLES",
     "ROLE_CALLS",
@@ -62,6 +63,8 @@ __all__ = [
     "ModelCapabilities",
     "ObservabilitySettings",
     "OpenAIEffort",
+    "Pipeline",
+    "PipelineOverrides",
     "PrecedentSettings",
     "Provider",
     "RetentionOverrides",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
@@ -13,13 +13,113 @@ from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
 OPT_IN_REASONS: tuple[EscalationReason, ...] = ("low_precedent_coverage", "inconsistent_with_precedent")
 
 
+class PipelineOverrides(BaseModel):
+    """The pipeline's switches set apart from ``pipeline`` (the setting ``pipeline_overrides``); each
+    unset one is the named pipeline's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    focus_stage: bool | None = Field(None, description="stage I, focus extraction; off = jurors read the raw case")
+    verdict_rules: bool | None = Field(None, description="the platform's verdict rules in the juror prompt (+Rules)")
+    round_summary: bool | None = Field(
+        None,
+        description="F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
+        "and the verdict's justification is the majority's first ballot",
+    )
+    verifier: bool | None = Field(
+        None,
+        description="after the final round a verifier checks that every factual claim of the verdict's "
+        "justification traces to a perceived clue or a cited guideline (Pass / Reject with feedback; the "
+        "summariser revises, up to verifier_max_turns); off: no verify calls (the paper's method has none)",
+    )
+    justification: Literal["summary", "juris"] | None = Field(
+        None,
+        description="summary = the final round's summary S_T (the paper); juris = two drafters propose "
+        "sentences, juris_voters jurors vote on each, an editor consolidates the accepted ones, and the "
+        "verifier checks the result (JURIS: always verified)",
+    )
+    deliberation: Literal["jury", "court"] | None = Field(
+        None, description="jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
+    )
+    social_graph: Literal["small_world", "complete"] | None = Field(
+        None, description="who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
+    )
+    per_juror_stages: bool | None = Field(
+        None, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
+    )
+
+
+def _switches(**given: Any) -> PipelineOverrides:
+    full: dict[str, Any] = dict(
+        focus_stage=True,
+        verdict_rules=True,
+        round_summary=True,
+        verifier=False,
+        justification="summary",
+        deliberation="jury",
+        social_graph="small_world",
+        per_juror_stages=False,
+    )
+    return PipelineOverrides(**{**full, **given})
+
+
+Pipeline = Literal[
+    "full",
+    "baseline",
+    "rules",
+    "sr-cot",
+    "iv-cot",
+    "jury",
+    "precedent",
+    "verifier",
+    "juris",
+    "mixed-jury",
+    "agentscourt",
+    "chateval",
+]
+# Each rung of the ablation ladder (evaluation/ladder.py) by its key: the stages and the method it runs.
+# The jury's size, the rounds, T_max and the precedent base are settings of their own, which the ladder
+# sets beside the pipeline (sr-cot, iv-cot, jury and precedent differ only in those).
+_RAW: dict[str, Any] = dict(focus_stage=False, verdict_rules=False)
+PIPELINES: dict[str, PipelineOverrides] = {
+    "full": _switches(),
+    "baseline": _switches(**_RAW),
+    "rules": _switches(focus_stage=False),
+    "sr-cot": _switches(),
+    "iv-cot": _switches(),
+    "jury": _switches(),
+    "precedent": _switches(),
+    "verifier": _switches(verifier=True),
+    "juris": _switches(verifier=True, justification="juris"),
+    "mixed-jury": _switches(),
+    "agentscourt": _switches(**_RAW, deliberation="court"),
+    "chateval": _switches(**_RAW, social_graph="complete", round_summary=False),
+}
+# the ablation switches this release folded into pipeline and pipeline_overrides (config/deprecated.py)
+DEPRECATED_SWITCHES = {name: f"pipeline_overrides.{name}" for name in PipelineOverrides.model_fields}
+
+
 class JurySettings(BaseModel):
     """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
     the verifier and JURIS, qualification, the per-case budget, escalation and appeals."""
 
+    # The stages and the method as one name (issue 41): a rung of the ablation ladder, or full.
+    pipeline: Pipeline = Field(
+        "full",
+        description="the stages and the method by the name of the ablation ladder's rung that runs them: "
+        "full (= precedent: stages I-IV, the verdict rules, the round summary, the social graph, unverified), "
+        "baseline, rules, sr-cot, iv-cot, jury, precedent, verifier, juris, mixed-jury, agentscourt, chateval "
+        "(docs/evaluation.md); jurors, rounds, max_select_steps and precedent_backend are set apart",
+    )
+    pipeline_overrides: PipelineOverrides = Field(
+        default_factory=lambda: PipelineOverrides(),
+        description='any of the pipeline\'s switches set apart (pipeline_overrides={"verifier": true}, '
+        "CYBERJURORS_PIPELINE_OVERRIDES__VERIFIER): focus_stage, verdict_rules, round_summary, verifier, "
+        "justification, deliberation, social_graph, per_juror_stages (their meanings: "
+        "reference/settings.md#pipeline_overrides)",
+    )
     jurors: int = Field(17, ge=1, description="N")
     rounds: int = Field(3, ge=1, description="T, discussion rounds")
-    focus_stage: bool = Field(True, description="stage I, focus extraction; off = jurors read the raw case")
     max_select_steps: int = Field(
         3,
         ge=0,
@@ -36,14 +136,6 @@ class JurySettings(BaseModel):
         "for the round. A round short of the quorum ends deliberation and its verdict is escalated "
         "(quorum_not_reached). 0 = more than half the seats (9 of 17); capped at the jury's size",
     )
-    round_summary: bool = Field(
-        True,
-        description="F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
-        "and the verdict's justification is the majority's first ballot",
-    )
-    social_graph: Literal["small_world", "complete"] = Field(
-        "small_world", description="who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
-    )
     graph_out_degree: int = Field(4, ge=0, description="accounts each juror follows")
     graph_rewire_p: float = Field(0.2, ge=0, le=1, description="the small-world graph's rewiring probability")
     graph_seed: int = Field(
@@ -52,39 +144,19 @@ class JurySettings(BaseModel):
     personas_file: Path | None = Field(
         None, description="the jurors' personas (JSON); unset = the packaged ones (schemas/personas.json)"
     )
-    verdict_rules: bool = Field(True, description="the platform's verdict rules in the juror prompt (+Rules)")
     verdict_rules_file: Path | None = Field(None, description="your platform's rules; default: the packaged ones")
-    deliberation: Literal["jury", "court"] = Field(
-        "jury", description="jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
-    )
     court_rounds: int = Field(2, ge=1, description="debate turns per advocate (deliberation=court)")
-    per_juror_stages: bool = Field(
-        False, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
-    )
     warm_cache_first: bool = Field(
         True,
         description="in round 1, one juror runs before the others so they read the cached case prefix; in "
         "stage II, the buyer's first selection runs before the seller's chain so the seller's "
         "selector reads the prefix it wrote (only where that prefix is marked cacheable)",
     )
-    verifier: bool = Field(
-        False,
-        description="after the final round a verifier checks that every factual claim of the verdict's "
-        "justification traces to a perceived clue or a cited guideline (Pass / Reject with "
-        "feedback; the summariser revises, up to verifier_max_turns); off: no verify calls "
-        "(the paper's method has none)",
-    )
     verifier_max_turns: int = Field(
         3,
         ge=1,
         description="T_max: verifier calls per verdict; a justification still rejected after them has "
         "its untraceable claims removed (verification failed)",
-    )
-    justification: Literal["summary", "juris"] = Field(
-        "summary",
-        description="summary = the final round's summary S_T (the paper); juris = two drafters propose "
-        "sentences, juris_voters jurors vote on each, an editor consolidates the accepted "
-        "ones, and the verifier checks the result (JURIS: always verified)",
     )
     juris_voters: int = Field(
         5,
@@ -179,6 +251,43 @@ class JurySettings(BaseModel):
     @classmethod
     def _budget_off(cls, value: object) -> object:
         return 0 if value is None or value == "" else value
+
+    def _switch(self, name: str) -> Any:
+        given = getattr(self.pipeline_overrides, name)
+        return given if given is not None else getattr(PIPELINES[self.pipeline], name)
+
+    # What every reader uses: each switch as resolved, under the name the setting had.
+    @property
+    def focus_stage(self) -> bool:
+        return bool(self._switch("focus_stage"))
+
+    @property
+    def verdict_rules(self) -> bool:
+        return bool(self._switch("verdict_rules"))
+
+    @property
+    def round_summary(self) -> bool:
+        return bool(self._switch("round_summary"))
+
+    @property
+    def verifier(self) -> bool:
+        return bool(self._switch("verifier"))
+
+    @property
+    def justification(self) -> Literal["summary", "juris"]:
+        return self._switch("justification")
+
+    @property
+    def deliberation(self) -> Literal["jury", "court"]:
+        return self._switch("deliberation")
+
+    @property
+    def social_graph(self) -> Literal["small_world", "complete"]:
+        return self._switch("social_graph")
+
+    @property
+    def per_juror_stages(self) -> bool:
+        return bool(self._switch("per_juror_stages"))
 
     @property
     def verifies(self) -> bool:

@@ -40,7 +40,7 @@ from .catalog import find
 from .console import CONSOLE_SECRETS, ConsoleSettings
 from .courts import CourtSettings
 from .evidence import DEPRECATED_LIMITS, EvidenceSettings
-from .jury import JurySettings
+from .jury import DEPRECATED_SWITCHES, JurySettings
 from .kafka import DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
 from .llm import DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
@@ -93,6 +93,7 @@ deprecated.rename(DEPRECATED_ROLE_SETTINGS)
 deprecated.rename(DEPRECATED_LIMITS)
 deprecated.rename(DEPRECATED_RETENTION)
 deprecated.rename(DEPRECATED_TIMEOUTS)
+deprecated.rename(DEPRECATED_SWITCHES)
 
 
 # section name -> its model, in the order the reference lists them
@@ -150,8 +151,10 @@ class Settings(
         return list(self._deprecations)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
-        """As pydantic's, a removed setting's name in ``update`` mapped onto its replacement (with its
-        warning), and a name that is no setting refused: pydantic's would store it unread."""
+        """As pydantic's, but a removed setting's name in ``update`` mapped onto its replacement (with
+        its warning), a mapping given for a nested setting (``{"pipeline_overrides": {"verifier": True}}``)
+        laid over its current value and validated, and a name that is no setting refused: pydantic's
+        stores what it is given as it is, unchecked and, for a name that is no setting, unread."""
         if update:
             unknown = [k for k in update if k not in type(self).model_fields and k not in deprecated.RENAMED]
             if unknown:
@@ -170,7 +173,15 @@ class Settings(
                     else v
                     for k, v in moved.items()
                 }
+            update = {k: self._nested(k, v) for k, v in update.items()}
         return super().model_copy(update=update, deep=deep)
+
+    def _nested(self, name: str, value: Any) -> Any:
+        """A mapping for a nested setting's model, over its current value; anything else as given."""
+        annotation = type(self).model_fields[name].annotation
+        if isinstance(value, Mapping) and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation.model_validate(deprecated.merged(getattr(self, name), value))
+        return value
 
     def for_worker(self) -> Settings:
         """These settings without what only the console needs (who may sign in, and how): a worker

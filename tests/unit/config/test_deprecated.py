@@ -3,11 +3,12 @@ warning naming it: by keyword, by CYBERJURORS_* variable, in the settings file a
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
 
-from cyberjurors.config import Settings
+from cyberjurors.config import PIPELINES, PipelineOverrides, Settings
 from cyberjurors.config.deprecated import RENAMED
 
 
@@ -141,3 +142,53 @@ def test_the_timeouts_land_in_kafka_timeouts(monkeypatch: pytest.MonkeyPatch) ->
         settings = offline(kafka_profile="cluster", session_timeout_s=45)
     assert (settings.session_timeout_s, settings.kafka_fetch_max_wait_ms, settings.heartbeat_interval_s) == (45, 700, 3)
     assert {n.split()[1] for n in settings.deprecations} == {"session_timeout_s", "kafka_fetch_max_wait_ms"}
+
+
+# --- pipeline ----------------------------------------------------------------------------------
+
+
+def test_the_pipeline_names_a_rung_s_switches_and_an_override_sets_one() -> None:
+    full, chateval = offline(), offline(pipeline="chateval", pipeline_overrides={"round_summary": True})
+    assert (full.focus_stage, full.verdict_rules, full.round_summary, full.verifies) == (True, True, True, False)
+    assert (chateval.focus_stage, chateval.social_graph, chateval.round_summary) == (False, "complete", True)
+    juris = offline(pipeline="juris")
+    assert (juris.justification, juris.verifier, juris.deliberation) == ("juris", True, "jury")
+    with pytest.raises(ValueError, match="pipeline"):
+        offline(pipeline="paper")
+
+
+def test_every_rung_of_the_ladder_is_a_pipeline_and_sets_no_removed_name() -> None:
+    from cyberjurors.evaluation.ladder import LADDER, REFERENCES
+
+    base = offline(pipeline_overrides={"round_summary": False, "deliberation": "court"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # a removed name in a rung's overrides would warn
+        for ablation in [*LADDER, *REFERENCES]:
+            s = ablation.settings(base)
+            assert s.pipeline == ablation.key and s.pipeline_overrides == PipelineOverrides(), ablation.key
+            assert s.deliberation == ("court" if ablation.key == "agentscourt" else "jury"), ablation.key
+    assert set(PIPELINES) == {"full", *(a.key for a in [*LADDER, *REFERENCES])}
+
+
+def test_the_switches_land_in_pipeline_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CYBERJURORS_ROUND_SUMMARY", "false")
+    toml = tmp_path / "cyberjurors.toml"
+    toml.write_text('justification = "juris"\n')
+    monkeypatch.setenv("CYBERJURORS_SETTINGS_FILE", str(toml))
+    with pytest.warns(DeprecationWarning, match=r"focus_stage .* use pipeline_overrides\.focus_stage"):
+        settings = offline(focus_stage=False, pipeline_overrides={"verifier": True})
+    assert (settings.focus_stage, settings.round_summary, settings.justification) == (False, False, "juris")
+    assert settings.verifier and settings.verdict_rules  # the one given new, the other the pipeline's
+    assert {n.split()[1] for n in settings.deprecations} == {"focus_stage", "round_summary", "justification"}
+    with pytest.warns(DeprecationWarning, match="per_juror_stages"):
+        copied = settings.model_copy(update={"per_juror_stages": True})
+    assert copied.per_juror_stages and copied.verifier and not copied.focus_stage  # laid over what was set
+
+
+def test_a_mapping_for_a_nested_setting_in_model_copy_is_laid_over_and_checked() -> None:
+    settings = offline(pipeline_overrides={"verifier": True})
+    copied = settings.model_copy(update={"pipeline_overrides": {"round_summary": False}})
+    assert isinstance(copied.pipeline_overrides, PipelineOverrides)
+    assert copied.verifier and not copied.round_summary
+    with pytest.raises(ValueError, match="social_graph"):
+        settings.model_copy(update={"pipeline_overrides": {"social_graph": "ring"}})

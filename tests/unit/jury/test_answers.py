@@ -230,13 +230,13 @@ async def test_a_summary_that_fails_twice_gives_way_to_the_tally_with_a_note():
 
 async def test_a_verifier_that_fails_twice_leaves_the_verdict_unverified_with_a_note():
     llm = failing(role_fails(VerificationDraft))
-    verdict, _ = await decided(llm, verifier=True)
+    verdict, _ = await decided(llm, pipeline="verifier")
     assert verdict.verification is None and llm.roles().count("verify") == 2
     assert any("not verified: the verifier" in p for p in verdict.problems)
     assert verdict.tokens.output_tokens >= 2 * BILLED.output_tokens
 
 
 async def test_a_juris_voter_that_fails_twice_abstains_from_the_sentence_vote():
-    verdict, _ = await decided(failing(role_fails(SentenceVotes)), justification="juris")
+    verdict, _ = await decided(failing(role_fails(SentenceVotes)), pipeline="juris")
     assert any("abstained from the sentence vote" in p for p in verdict.problems)
     assert verdict.verification is not None  # the rest of JURIS and the verifier still ran

@@ -181,7 +181,7 @@ def recorder() -> ScriptedLLM:
 
 
 def settings(**over: Any) -> Settings:
-    return factories.settings(jurors=5, rounds=2, metrics_port=0, verifier=True, **over)
+    return factories.settings(jurors=5, rounds=2, metrics_port=0, pipeline="verifier", **over)
 
 
 def request_texts(llm: ScriptedLLM) -> list[str]:
