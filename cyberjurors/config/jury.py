@@ -97,6 +97,8 @@ PIPELINES: dict[str, PipelineOverrides] = {
 }
 # the ablation switches this release folded into pipeline and pipeline_overrides (config/deprecated.py)
 DEPRECATED_SWITCHES = {name: f"pipeline_overrides.{name}" for name in PipelineOverrides.model_fields}
+# one name per idea: early_stopping=false is early_stop=0 (config/deprecated.py's early_stopping)
+DEPRECATED_EARLY_STOPPING = {"early_stopping": "early_stop"}
 
 
 class JurySettings(BaseModel):
@@ -127,8 +129,13 @@ class JurySettings(BaseModel):
         "0 = stage II off: jurors get every item at once, media attached (passive perception)",
     )
     passive_frames_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
-    early_stop: float = Field(0.8, gt=0.5, le=1.0, description="delta, majority share that ends deliberation")
-    early_stopping: bool = Field(True, description="off = always deliberate all T rounds")
+    early_stop: float = Field(
+        0.8,
+        ge=0,
+        le=1.0,
+        description="delta, the majority share that ends deliberation before the last round (above 0.5); "
+        "0 = off, always deliberate all T rounds",
+    )
     ballot_quorum: int = Field(
         0,
         ge=0,
@@ -246,6 +253,13 @@ class JurySettings(BaseModel):
         "platform's clock) up to this long before its verdict was decided (decided_at, ours) "
         "is taken as filed after it; earlier, it is refused (appeal_before_verdict)",
     )
+
+    @field_validator("early_stop")
+    @classmethod
+    def _a_majority(cls, value: float) -> float:
+        if 0 < value <= 0.5:
+            raise ValueError("early_stop must be a majority share above 0.5, or 0 (off: every round deliberated)")
+        return value
 
     @field_validator("case_token_budget", "case_cost_budget_usd", mode="before")
     @classmethod

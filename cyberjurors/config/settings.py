@@ -40,7 +40,7 @@ from .catalog import find
 from .console import CONSOLE_SECRETS, ConsoleSettings
 from .courts import CourtSettings
 from .evidence import DEPRECATED_LIMITS, EvidenceSettings
-from .jury import DEPRECATED_SWITCHES, JurySettings
+from .jury import DEPRECATED_EARLY_STOPPING, DEPRECATED_SWITCHES, JurySettings
 from .kafka import DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
 from .llm import DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
@@ -94,6 +94,7 @@ deprecated.rename(DEPRECATED_LIMITS)
 deprecated.rename(DEPRECATED_RETENTION)
 deprecated.rename(DEPRECATED_TIMEOUTS)
 deprecated.rename(DEPRECATED_SWITCHES)
+deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early_stopping})
 
 
 # section name -> its model, in the order the reference lists them

@@ -144,7 +144,7 @@ REFERENCES = [
         "ChatEval-style",
         "three agents with different personas debate two rounds, each reading "
         "all the others (simultaneous talk, no summariser), then vote; raw case, media attached, no rules",
-        {**RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, "jurors": 3, "rounds": 2, "early_stopping": False},
+        {**RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, "jurors": 3, "rounds": 2, "early_stop": 0},
     ),
 ]
 ABLATIONS = {a.key: a for a in [*LADDER, *REFERENCES]}

@@ -265,7 +265,7 @@ def deliberation_over(case_file: CaseFile, settings: Settings) -> bool:
         return True
     if short_of_quorum(case_file.rounds[-1], settings) is not None:  # escalated: people decide, not more rounds
         return True
-    early = settings.early_stopping and majority_share(case_file.rounds[-1].votes) >= settings.early_stop
+    early = settings.early_stop > 0 and majority_share(case_file.rounds[-1].votes) >= settings.early_stop
     return len(case_file.rounds) >= settings.rounds or early
 
 

@@ -240,7 +240,7 @@ def deployed(chromium: Path, broker: str, tmp_path_factory: pytest.TempPathFacto
         media_root=EXAMPLES,
         llm_backend="offline",
         precedent_backend="none",
-        early_stopping=False,
+        early_stop=0,
         kafka_profile="local",
         metrics_port=0,
         probe_port=0,

@@ -192,3 +192,26 @@ def test_a_mapping_for_a_nested_setting_in_model_copy_is_laid_over_and_checked()
     assert copied.verifier and not copied.round_summary
     with pytest.raises(ValueError, match="social_graph"):
         settings.model_copy(update={"pipeline_overrides": {"social_graph": "ring"}})
+
+
+# --- early_stop --------------------------------------------------------------------------------
+
+
+def test_early_stop_zero_is_off_and_a_share_at_or_below_half_is_refused() -> None:
+    assert offline(early_stop=0).early_stop == 0 and offline().early_stop == 0.8
+    with pytest.raises(ValueError, match=r"majority share above 0\.5, or 0"):
+        offline(early_stop=0.5)
+
+
+def test_early_stopping_false_becomes_early_stop_zero_and_true_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.warns(DeprecationWarning, match="early_stopping is deprecated .* use early_stop"):
+        assert offline(early_stopping=False).early_stop == 0
+    monkeypatch.setenv("CYBERJURORS_EARLY_STOPPING", "true")
+    with pytest.warns(DeprecationWarning, match="early_stopping"):
+        settings = offline(early_stop=0.9)
+    assert settings.early_stop == 0.9 and settings.deprecations[0].endswith("so early_stopping is ignored")
+    monkeypatch.setenv("CYBERJURORS_EARLY_STOPPING", "no")
+    with pytest.warns(DeprecationWarning):
+        assert offline().early_stop == 0  # read as a boolean is: no, off, 0, false
+    with pytest.warns(DeprecationWarning):
+        assert settings.model_copy(update={"early_stopping": False}).early_stop == 0

@@ -144,10 +144,10 @@ settings = functools.partial(factories.settings, media_root=EXAMPLES, jurors=5)
 @pytest.mark.parametrize(
     "method",
     [
-        {"rounds": 2, "early_stopping": False},  # the full method: stages I-IV, summaries, precedents
+        {"rounds": 2, "early_stop": 0},  # the full method: stages I-IV, summaries, precedents
         {"max_select_steps": 0},  # stage II off: media attached, raw transcript
         {"pipeline_overrides": {"deliberation": "court"}},  # advocates and a judge
-        {"pipeline_overrides": {"round_summary": False}, "rounds": 2, "early_stopping": False},
+        {"pipeline_overrides": {"round_summary": False}, "rounds": 2, "early_stop": 0},
         {"pipeline": "verifier"},  # the verifier, and the summariser revising with its feedback
         {"pipeline": "juris"},  # drafters, jurors voting on sentences, the editor, the verifier
     ],

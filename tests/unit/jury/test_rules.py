@@ -130,7 +130,7 @@ def test_a_majority_share_just_below_delta_deliberates_on(buyer, seller, delta):
 
 
 def test_without_early_stopping_even_a_unanimous_jury_deliberates_all_rounds():
-    s = settings(jurors=17, rounds=3, early_stopping=False)
+    s = settings(jurors=17, rounds=3, early_stop=0)
     assert not is_settled(case_file(jury_round(17, 0)), s)
     assert not is_settled(case_file(jury_round(17, 0), jury_round(0, 17, 2)), s)
     assert is_settled(case_file(*(jury_round(17, 0, t) for t in (1, 2, 3))), s)
