@@ -43,7 +43,7 @@ from .evidence import DEPRECATED_LIMITS, EvidenceSettings
 from .jury import DEPRECATED_EARLY_STOPPING, DEPRECATED_SWITCHES, JurySettings
 from .kafka import DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
-from .llm import DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
+from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
 from .observability import ObservabilitySettings
 from .precedents import PrecedentSettings
 from .retention import DEPRECATED_RETENTION, RetentionSettings
@@ -95,7 +95,7 @@ deprecated.rename(DEPRECATED_RETENTION)
 deprecated.rename(DEPRECATED_TIMEOUTS)
 deprecated.rename(DEPRECATED_SWITCHES)
 deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early_stopping})
-
+deprecated.rename(DEPRECATED_BATCH)
 
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {

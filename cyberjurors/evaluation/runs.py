@@ -43,11 +43,7 @@ RUN_PLACES = {
     "probe_port",
     "probe_host",
     "lag_interval_s",
-    "batch_poll_s",
-    "batch_max_attempts",
-    "batch_max_cases",
-    "batch_max_wait_s",
-    "batch_retry_s",
+    "llm_batch",
 }
 
 

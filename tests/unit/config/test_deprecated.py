@@ -3,6 +3,7 @@ warning naming it: by keyword, by CYBERJURORS_* variable, in the settings file a
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -215,3 +216,36 @@ def test_early_stopping_false_becomes_early_stop_zero_and_true_changes_nothing(m
         assert offline().early_stop == 0  # read as a boolean is: no, off, 0, false
     with pytest.warns(DeprecationWarning):
         assert settings.model_copy(update={"early_stopping": False}).early_stop == 0
+
+
+# --- settings moved into a nested one as they were: by keyword, by variable, in model_copy --------
+
+# each group's old names, a value of each (read back the same in the new place)
+MOVED: list[tuple[str, object]] = [
+    ("batch_poll_s", 5.0),
+    ("batch_max_cases", 40),
+]
+
+
+def _at(settings: Settings, path: str) -> object:
+    here: object = settings
+    for part in path.split("."):
+        here = getattr(here, part)
+    return here
+
+
+@pytest.mark.parametrize(("old", "value"), MOVED, ids=[old for old, _ in MOVED])
+def test_a_moved_setting_lands_in_its_nested_one(old: str, value: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    new = RENAMED[old]
+    with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated .* use {re.escape(new)}$"):
+        assert _at(offline(**{old: value}), new) == value
+    monkeypatch.setenv(f"CYBERJURORS_{old.upper()}", str(value))
+    with pytest.warns(DeprecationWarning, match=old):
+        settings = offline()
+    assert _at(settings, new) == value
+    head = new.split(".")[0]
+    untouched = {k: v for k, v in getattr(offline(), head).model_dump().items() if k != new.split(".")[1]}
+    assert {k: v for k, v in getattr(settings, head).model_dump().items() if k in untouched} == untouched
+    monkeypatch.delenv(f"CYBERJURORS_{old.upper()}")
+    with pytest.warns(DeprecationWarning, match=old):
+        assert _at(offline().model_copy(update={old: value}), new) == value
