@@ -41,7 +41,7 @@ from .console import CONSOLE_SECRETS, ConsoleSettings
 from .courts import CourtSettings
 from .evidence import DEPRECATED_LIMITS, EvidenceSettings
 from .jury import DEPRECATED_EARLY_STOPPING, DEPRECATED_SWITCHES, JurySettings
-from .kafka import DEPRECATED_TIMEOUTS, KafkaSettings
+from .kafka import DEPRECATED_AUTH, DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
 from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
 from .observability import ObservabilitySettings
@@ -96,6 +96,7 @@ deprecated.rename(DEPRECATED_TIMEOUTS)
 deprecated.rename(DEPRECATED_SWITCHES)
 deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early_stopping})
 deprecated.rename(DEPRECATED_BATCH)
+deprecated.rename(DEPRECATED_AUTH)
 
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {

@@ -224,6 +224,9 @@ def test_early_stopping_false_becomes_early_stop_zero_and_true_changes_nothing(m
 MOVED: list[tuple[str, object]] = [
     ("batch_poll_s", 5.0),
     ("batch_max_cases", 40),
+    ("kafka_security_protocol", "SASL_SSL"),
+    ("kafka_sasl_password", "s3cret"),
+    ("kafka_ssl_cafile", Path("/etc/kafka/ca.pem")),
 ]
 
 
@@ -249,3 +252,28 @@ def test_a_moved_setting_lands_in_its_nested_one(old: str, value: object, monkey
     monkeypatch.delenv(f"CYBERJURORS_{old.upper()}")
     with pytest.warns(DeprecationWarning, match=old):
         assert _at(offline().model_copy(update={old: value}), new) == value
+
+
+def test_the_kafka_password_stays_out_of_a_run_s_stored_settings() -> None:
+    from cyberjurors.evaluation.runs import public_settings
+
+    stored = public_settings(offline(kafka_auth={"security_protocol": "SASL_SSL", "sasl_password": "s3cret"}))
+    assert "sasl_password" not in stored["kafka_auth"] and stored["kafka_auth"]["security_protocol"] == "SASL_SSL"
+    assert "s3cret" not in str(stored)
+
+
+def test_kafka_auth_reaches_the_clients_as_the_old_names_did() -> None:
+    from cyberjurors.streams.kafka import client_options, faust_credentials
+
+    with pytest.warns(DeprecationWarning, match="kafka_sasl_username"):
+        settings = offline(
+            kafka_sasl_username="cj",
+            kafka_auth={"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512"},
+        )
+    options = client_options(settings)
+    assert (options["security_protocol"], options["sasl_mechanism"], options["sasl_plain_username"]) == (
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-512",
+        "cj",
+    )
+    assert options["ssl_context"] is None and faust_credentials(settings).username == "cj"  # type: ignore[union-attr]
