@@ -144,7 +144,7 @@ lowest: install
 	.venv-lowest/bin/pip install -q --disable-pip-version-check --no-deps -e .
 	# the tests look for the model where `embedder fetch` puts it, inside the running environment
 	mkdir -p .venv-lowest/share/cyberjurors && cp -r $(VENV)/share/cyberjurors/models .venv-lowest/share/cyberjurors/
-	CYBERJURORS_EMBEDDING_MODEL_DIR=$(abspath $(MODEL)) .venv-lowest/bin/python -m pytest -q -n 2 \
+	CYBERJURORS_EMBEDDING__MODEL_DIR=$(abspath $(MODEL)) .venv-lowest/bin/python -m pytest -q -n 2 \
 	  -m "not integration" -p no:cacheprovider
 
 bench: install llm-server

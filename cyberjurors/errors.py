@@ -84,9 +84,9 @@ PRECEDENT_KINDS = (
     "needs_migration",  # a folder holding only the previous embedded store: `precedents migrate` converts it
     "model_missing",
     "model_tampered",  # a model file whose sha256 is not the pinned one
-    "model_unpinned",  # a model other than the default with no embedding_model_sha256
+    "model_unpinned",  # a model other than the default with no embedding.model_sha256
     "model_unreadable",  # files in place and as pinned, but not a model the numpy runtime can run
-    "extra_missing",  # embedding_runtime=sentence-transformers without the torch extra
+    "extra_missing",  # embedding.runtime=sentence-transformers without the torch extra
     "model_mismatch",
     "corrupt",
     "unreachable",

@@ -45,7 +45,7 @@ from .kafka import DEPRECATED_AUTH, DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
 from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
 from .observability import ObservabilitySettings
-from .precedents import PrecedentSettings
+from .precedents import DEPRECATED_EMBEDDING, PrecedentSettings
 from .retention import DEPRECATED_RETENTION, RetentionSettings
 from .state import StateSettings
 
@@ -96,6 +96,7 @@ deprecated.rename(DEPRECATED_TIMEOUTS)
 deprecated.rename(DEPRECATED_SWITCHES)
 deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early_stopping})
 deprecated.rename(DEPRECATED_BATCH)
+deprecated.rename(DEPRECATED_EMBEDDING)
 deprecated.rename(DEPRECATED_AUTH)
 
 # section name -> its model, in the order the reference lists them
@@ -246,8 +247,8 @@ class Settings(
             ),
             (f"media_store={self.media_store}", self.media_store.startswith(("s3://", "s3a://")), "s3fs", "s3"),
             (
-                "embedding_runtime=sentence-transformers",
-                self.embedding_runtime == "sentence-transformers",
+                "embedding.runtime=sentence-transformers",
+                self.embedding.runtime == "sentence-transformers",
                 "sentence_transformers",
                 "torch",
             ),

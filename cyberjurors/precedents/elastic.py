@@ -356,8 +356,8 @@ class ElasticsearchIndex:
                 raise PrecedentError(
                     "model_mismatch",
                     (
-                        f"{alias} ({name}) holds vectors of {model!r} ({dims} dims) but the configured embedding_model is "
-                        f"{self.embedder.name!r} ({self.embedder.dims} dims); set embedding_model={model!r}, or rebuild "
+                        f"{alias} ({name}) holds vectors of {model!r} ({dims} dims) but the configured embedding.model is "
+                        f"{self.embedder.name!r} ({self.embedder.dims} dims); set embedding.model={model!r}, or rebuild "
                         f"the index with the new model"
                     ),
                 )

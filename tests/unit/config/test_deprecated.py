@@ -227,6 +227,8 @@ MOVED: list[tuple[str, object]] = [
     ("kafka_security_protocol", "SASL_SSL"),
     ("kafka_sasl_password", "s3cret"),
     ("kafka_ssl_cafile", Path("/etc/kafka/ca.pem")),
+    ("embedding_model_dir", Path("/models/minilm")),
+    ("embedding_threads", 2),
 ]
 
 
@@ -277,3 +279,17 @@ def test_kafka_auth_reaches_the_clients_as_the_old_names_did() -> None:
         "cj",
     )
     assert options["ssl_context"] is None and faust_credentials(settings).username == "cj"  # type: ignore[union-attr]
+
+
+def test_the_sentence_transformers_runtime_is_refused_without_its_extra_under_either_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    # as a venv without the torch extra answers
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n: None if n == "sentence_transformers" else find_spec(n))
+    with pytest.raises(ValueError, match=r"embedding\.runtime=sentence-transformers needs the torch extra"):
+        offline(precedent_backend="embedded", embedding={"runtime": "sentence-transformers"})
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="needs the torch extra"):
+        offline(precedent_backend="embedded", embedding_runtime="sentence-transformers")

@@ -60,7 +60,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     settings = Settings(llm_backend="offline", precedent_dir=folder)
 
     async def build() -> None:
-        embedder = load_embedder(settings.embedding_model)
+        embedder = load_embedder(settings.embedding.model)
         index = await EmbeddedIndex.open(folder, embedder)
         try:
             await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)

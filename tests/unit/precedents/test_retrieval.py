@@ -408,7 +408,9 @@ async def test_the_vector_cache_is_bounded_by_its_setting(tmp_path, embedder):
     cache([rules[1]])
     assert counting.texts == [rules[1]]  # dropped, so embedded again
     await seeded_base(tmp_path / "precedents", embedder)
-    precedents = PrecedentBase(settings(precedents=tmp_path / "precedents", embedding_cache_size=4), load_personas(3))
+    precedents = PrecedentBase(
+        settings(precedents=tmp_path / "precedents", embedding={"cache_size": 4}), load_personas(3)
+    )
     shirt = example_case("clot-001-shirt-torn-seam")
     assert (await precedents.retrieve(shirt, focus(shirt))).guidelines
     _, matcher = await precedents.open()

@@ -750,7 +750,9 @@ def test_the_keda_scaler_follows_kedas_schema_and_the_workers_settings() -> None
     parameters = {ref["parameter"] for ref in auth["spec"].get("secretTargetRef", []) + auth["spec"].get("env", [])}
     assert parameters <= KAFKA_AUTH_PARAMETERS and {"username", "password"} <= parameters
     keda_sasl = {"PLAIN": "plaintext", "SCRAM-SHA-256": "scram_sha256", "SCRAM-SHA-512": "scram_sha512"}
-    assert metadata["sasl"] == keda_sasl[data["CYBERJURORS_KAFKA_AUTH__SASL_MECHANISM"]], "KEDA logs in as the workers do"
+    assert metadata["sasl"] == keda_sasl[data["CYBERJURORS_KAFKA_AUTH__SASL_MECHANISM"]], (
+        "KEDA logs in as the workers do"
+    )
     assert (metadata.get("tls") == "enable") == data["CYBERJURORS_KAFKA_AUTH__SECURITY_PROTOCOL"].endswith("SSL")
     for ref in auth["spec"]["env"]:
         assert ref["containerName"] == "worker" and ref["name"] in data
