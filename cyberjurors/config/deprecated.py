@@ -73,6 +73,12 @@ def _put(data: dict[str, Any], parts: list[str], value: Any) -> None:
     here[parts[-1]] = value
 
 
+def fill(data: dict[str, Any], path: str, value: Any) -> None:
+    """``value`` at ``path`` (dotted) unless something is there already."""
+    if not _has(data, path.split(".")):
+        _put(data, path.split("."), value)
+
+
 def translate(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The settings with every old name moved to its replacement, and a note for each old name found."""
     out = dict(data)

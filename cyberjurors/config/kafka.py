@@ -111,9 +111,9 @@ class KafkaSettings(BaseModel):
     )
     kafka_auth: KafkaAuth = Field(
         default_factory=lambda: KafkaAuth(),
-        description='TLS and SASL, any of them by itself (kafka_auth={"security_protocol": "SASL_SSL"}, CYBERJURORS_K'
-        "AFKA_AUTH__SASL_PASSWORD): security_protocol, sasl_mechanism, sasl_username, sasl_password, ssl_"
-        "cafile, ssl_certfile, ssl_keyfile",
+        description='TLS and SASL, any of them by itself (kafka_auth={"security_protocol": "SASL_SSL"}, '
+        "CYBERJURORS_KAFKA_AUTH__SASL_PASSWORD): security_protocol, sasl_mechanism, sasl_username, "
+        "sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile",
     )
     topic_prefix: str = Field(
         "", description="put before every topic name (e.g. 'staging.'), so several deployments share a cluster"

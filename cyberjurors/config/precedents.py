@@ -67,6 +67,38 @@ DEPRECATED_EMBEDDING = {
 }
 
 
+class ElasticsearchSettings(BaseModel):
+    """The Elasticsearch cluster of ``precedent_backend = elasticsearch`` (the setting ``elasticsearch``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = Field(None, description="the Elasticsearch cluster (or ELASTICSEARCH_URL)")
+    api_key: str | None = Field(None, description="its API key (or ELASTICSEARCH_API_KEY)")
+    username: str | None = Field(None, description="basic auth user, when no API key")
+    password: str | None = Field(None, description="basic auth password")
+    ca_certs: Path | None = Field(None, description="the CA bundle (PEM) the cluster's certificate is checked against")
+    verify_certs: bool = Field(True, description="check the cluster's TLS certificate")
+    index_prefix: str = Field(
+        "cyberjurors", description="put before the index names, so several deployments share a cluster"
+    )
+    timeout_s: float = Field(10.0, description="per request attempt")
+    max_retries: int = Field(2, ge=0, description="the client's retries on 429/502/503/504/timeouts")
+
+
+# the settings this release moved into elasticsearch (config/deprecated.py)
+DEPRECATED_ELASTICSEARCH = {
+    "elasticsearch_url": "elasticsearch.url",
+    "elasticsearch_api_key": "elasticsearch.api_key",
+    "elasticsearch_username": "elasticsearch.username",
+    "elasticsearch_password": "elasticsearch.password",
+    "elasticsearch_ca_certs": "elasticsearch.ca_certs",
+    "elasticsearch_verify_certs": "elasticsearch.verify_certs",
+    "elasticsearch_index_prefix": "elasticsearch.index_prefix",
+    "elasticsearch_timeout_s": "elasticsearch.timeout_s",
+    "elasticsearch_max_retries": "elasticsearch.max_retries",
+}
+
+
 class PrecedentSettings(BaseModel):
     """What ``precedents/`` needs."""
 
@@ -87,19 +119,14 @@ class PrecedentSettings(BaseModel):
     redistil_after: int = Field(20, ge=1, description="confirmed outcomes in a category before it is re-distilled")
     embedding: EmbeddingSettings = Field(
         default_factory=lambda: EmbeddingSettings(),
-        description='the embedding model, any of its settings by itself (embedding={"threads": 2}, CYBERJURORS_EMBEDD'
-        "ING__MODEL_DIR): model, runtime, model_dir, model_sha256, batch_size, threads, cache_size",
+        description='the embedding model, any of its settings by itself (embedding={"threads": 2}, '
+        "CYBERJURORS_EMBEDDING__MODEL_DIR): model, runtime, model_dir, model_sha256, batch_size, "
+        "threads, cache_size",
     )
-    elasticsearch_url: str | None = Field(None, description="the Elasticsearch cluster (or ELASTICSEARCH_URL)")
-    elasticsearch_api_key: str | None = Field(None, description="its API key (or ELASTICSEARCH_API_KEY)")
-    elasticsearch_username: str | None = Field(None, description="basic auth user, when no API key")
-    elasticsearch_password: str | None = Field(None, description="basic auth password")
-    elasticsearch_ca_certs: Path | None = Field(
-        None, description="the CA bundle (PEM) the cluster's certificate is checked against"
+    elasticsearch: ElasticsearchSettings = Field(
+        default_factory=lambda: ElasticsearchSettings(),
+        description='the Elasticsearch backend, any of its settings by itself (elasticsearch={"index_prefix": '
+        '"staging"}, CYBERJURORS_ELASTICSEARCH__PASSWORD; url and api_key also as ELASTICSEARCH_URL '
+        "and ELASTICSEARCH_API_KEY): url, api_key, username, password, ca_certs, verify_certs, "
+        "index_prefix, timeout_s, max_retries",
     )
-    elasticsearch_verify_certs: bool = Field(True, description="check the cluster's TLS certificate")
-    elasticsearch_index_prefix: str = Field(
-        "cyberjurors", description="put before the index names, so several deployments share a cluster"
-    )
-    elasticsearch_timeout_s: float = Field(10.0, description="per request attempt")
-    elasticsearch_max_retries: int = Field(2, ge=0, description="the client's retries on 429/502/503/504/timeouts")

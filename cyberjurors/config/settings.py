@@ -45,7 +45,7 @@ from .kafka import DEPRECATED_AUTH, DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
 from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
 from .observability import ObservabilitySettings
-from .precedents import DEPRECATED_EMBEDDING, PrecedentSettings
+from .precedents import DEPRECATED_ELASTICSEARCH, DEPRECATED_EMBEDDING, PrecedentSettings
 from .retention import DEPRECATED_RETENTION, RetentionSettings
 from .state import StateSettings
 
@@ -53,29 +53,34 @@ SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
 
 ENV_PREFIX = "CYBERJURORS_"
-# ecosystem variable -> setting; read after CYBERJURORS_* and the settings file (see the module docstring)
+# ecosystem variable -> setting, dotted into a nested one; read after CYBERJURORS_* and the settings
+# file (see the module docstring)
 ECOSYSTEM_ENV: dict[str, str] = {
     "KAFKA_BOOTSTRAP_SERVERS": "kafka_bootstrap_servers",
     "ANTHROPIC_API_KEY": "anthropic_api_key",
     "OPENAI_API_KEY": "openai_api_key",
     "OPENAI_BASE_URL": "openai_base_url",
-    "ELASTICSEARCH_URL": "elasticsearch_url",
-    "ELASTICSEARCH_API_KEY": "elasticsearch_api_key",
+    "ELASTICSEARCH_URL": "elasticsearch.url",
+    "ELASTICSEARCH_API_KEY": "elasticsearch.api_key",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "otlp_endpoint",
 }
 
 
+# where the ecosystem names' values wait for the model validator, which sets each where nothing else did
+ECOSYSTEM_KEY = "__ecosystem__"
+
+
 class EcosystemEnvSource(PydanticBaseSettingsSource):
-    """The ecosystem names, as they are (no prefix, exact case); an empty one counts as unset."""
+    """The ecosystem names, as they are (no prefix, exact case); an empty one counts as unset. Set
+    apart from the other sources' values (``ECOSYSTEM_KEY``): a removed name given anywhere else
+    (``elasticsearch_url`` in the settings file) must beat them once it is moved to its replacement."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        for env, name in ECOSYSTEM_ENV.items():
-            if name == field_name and os.environ.get(env):
-                return os.environ[env], field_name, False
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return {name: os.environ[env] for env, name in ECOSYSTEM_ENV.items() if os.environ.get(env)}
+        given = {path: os.environ[env] for env, path in ECOSYSTEM_ENV.items() if os.environ.get(env)}
+        return {ECOSYSTEM_KEY: given} if given else {}
 
 
 class DeprecatedEnvSource(PydanticBaseSettingsSource):
@@ -98,6 +103,7 @@ deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early
 deprecated.rename(DEPRECATED_BATCH)
 deprecated.rename(DEPRECATED_EMBEDDING)
 deprecated.rename(DEPRECATED_AUTH)
+deprecated.rename(DEPRECATED_ELASTICSEARCH)
 
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {
@@ -141,9 +147,12 @@ class Settings(
         """Every removed setting still accepted for one release, onto its replacement, with a warning."""
         notes: list[str] = []
         if isinstance(data, dict):
+            ecosystem = data.pop(ECOSYSTEM_KEY, {})
             data, notes = deprecated.translate(data)
             for text in notes:
                 warnings.warn(text, DeprecationWarning, stacklevel=2)
+            for path, value in ecosystem.items():
+                deprecated.fill(data, path, value)
         settings: Settings = handler(data)
         settings._deprecations = notes
         return settings
@@ -210,7 +219,7 @@ class Settings(
     def _backend(self) -> Settings:
         if self.llm_backend == "anthropic" and not self.anthropic_api_key:
             raise ValueError("llm_backend=anthropic needs ANTHROPIC_API_KEY")
-        if self.precedent_backend == "elasticsearch" and not self.elasticsearch_url:
+        if self.precedent_backend == "elasticsearch" and not self.elasticsearch.url:
             raise ValueError("precedent_backend=elasticsearch needs ELASTICSEARCH_URL")
         if self.llm_backend == "openai" and not self.openai_base_url:
             raise ValueError("llm_backend=openai needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")

@@ -22,8 +22,7 @@ from .swap import twin_id
 SECRETS: dict[str, Any] = {
     "anthropic_api_key": True,
     "openai_api_key": True,
-    "elasticsearch_api_key": True,
-    "elasticsearch_password": True,
+    "elasticsearch": {"api_key", "password"},
     "kafka_auth": {"sasl_password"},
     "case_key_secret": True,  # names every case's media key (evidence/sealing.py)
 }

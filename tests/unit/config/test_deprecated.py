@@ -229,6 +229,8 @@ MOVED: list[tuple[str, object]] = [
     ("kafka_ssl_cafile", Path("/etc/kafka/ca.pem")),
     ("embedding_model_dir", Path("/models/minilm")),
     ("embedding_threads", 2),
+    ("elasticsearch_index_prefix", "staging"),
+    ("elasticsearch_password", "p@ss"),
 ]
 
 
@@ -293,3 +295,20 @@ def test_the_sentence_transformers_runtime_is_refused_without_its_extra_under_ei
         offline(precedent_backend="embedded", embedding={"runtime": "sentence-transformers"})
     with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="needs the torch extra"):
         offline(precedent_backend="embedded", embedding_runtime="sentence-transformers")
+
+
+def test_an_old_elasticsearch_name_beats_the_ecosystem_name_as_its_replacement_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ELASTICSEARCH_URL", "http://ecosystem:9200")
+    monkeypatch.setenv("ELASTICSEARCH_API_KEY", "ecosystem-key")
+    assert offline().elasticsearch.url == "http://ecosystem:9200"  # read where nothing else says
+    toml = tmp_path / "cyberjurors.toml"
+    toml.write_text('elasticsearch_url = "http://from-file:9200"\n')
+    monkeypatch.setenv("CYBERJURORS_SETTINGS_FILE", str(toml))
+    with pytest.warns(DeprecationWarning, match=r"elasticsearch_url .* use elasticsearch\.url$"):
+        settings = offline()
+    assert settings.elasticsearch.url == "http://from-file:9200" and settings.elasticsearch.api_key == "ecosystem-key"
+    monkeypatch.setenv("CYBERJURORS_ELASTICSEARCH__URL", "http://new-name:9200")
+    with pytest.warns(DeprecationWarning, match="elasticsearch.url is set too and wins"):
+        assert offline().elasticsearch.url == "http://new-name:9200"

@@ -193,9 +193,8 @@ async def test_retrieval_failure_goes_on_without_precedents_and_is_counted(tmp_p
     s = settings(
         precedents=tmp_path / "precedents",
         precedent_backend="elasticsearch",
-        elasticsearch_url="http://127.0.0.1:9",
+        elasticsearch={"url": "http://127.0.0.1:9", "timeout_s": 1.0},
         precedent_retries=1,
-        elasticsearch_timeout_s=1.0,
         jurors=3,
     )
     before = PRECEDENT_FALLBACKS.labels("unreachable")._value.get()
