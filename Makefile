@@ -88,7 +88,7 @@ test: lint typecheck docs
 	# Debian's kcat (librdkafka) for the round trip through a client that is not ours (tests/integration/test_kcat.py)
 	command -v kcat >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
 	  || echo "WARNING: could not install Debian's kcat (apt-get needs root): the kcat round-trip tests will be skipped"
-	# Debian's Tesseract (with its English data) for the text-in-images tests (tests/unit/evidence/test_ocr.py, privacy_ocr)
+	# Debian's Tesseract (with its English data) for the text-in-images tests (tests/unit/evidence/test_ocr.py, privacy.ocr)
 	command -v tesseract >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr >/dev/null) \
 	  || echo "WARNING: could not install Debian's tesseract-ocr (apt-get needs root): the OCR tests will be skipped"
 	# Debian's Chromium for the console's browser tests (Playwright drives it; never `playwright install`)

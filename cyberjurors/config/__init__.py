@@ -4,7 +4,7 @@
 from .catalog import TokenPrices
 from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSettings
 from .courts import CourtSettings, CourtTier
-from .evidence import EvidenceSettings, IntakeLimits
+from .evidence import EvidenceSettings, IntakeLimits, PrivacySettings
 from .jury import PIPELINES, JurySettings, Pipeline, PipelineOverrides
 from .kafka import KafkaSettings, KafkaTimeouts
 from .letters import DEFAULT_LETTER_LOCALES, LetterSettings
@@ -66,6 +66,7 @@ __all__ = [
     "Pipeline",
     "PipelineOverrides",
     "PrecedentSettings",
+    "PrivacySettings",
     "Provider",
     "RetentionOverrides",
     "RetentionSettings",

@@ -39,7 +39,7 @@ from . import deprecated, price_list
 from .catalog import find
 from .console import CONSOLE_SECRETS, ConsoleSettings
 from .courts import CourtSettings
-from .evidence import DEPRECATED_LIMITS, EvidenceSettings
+from .evidence import DEPRECATED_LIMITS, DEPRECATED_PRIVACY, EvidenceSettings
 from .jury import DEPRECATED_EARLY_STOPPING, DEPRECATED_SWITCHES, JurySettings
 from .kafka import DEPRECATED_AUTH, DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
@@ -103,6 +103,7 @@ deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early
 deprecated.rename(DEPRECATED_BATCH)
 deprecated.rename(DEPRECATED_EMBEDDING)
 deprecated.rename(DEPRECATED_AUTH)
+deprecated.rename(DEPRECATED_PRIVACY)
 deprecated.rename(DEPRECATED_ELASTICSEARCH)
 
 # section name -> its model, in the order the reference lists them

@@ -276,10 +276,10 @@ def captioned(image: ImagePart, caption: str) -> ImagePart:
 async def _read_text(
     case: DisputeCase, item: EvidenceItem, party: Party, round_no: int, parts: list[ImagePart], settings: Settings
 ) -> list[ImagePart]:
-    """With ``privacy_ocr`` on, the item's images boxed out where their text holds personal data, and
+    """With ``privacy.ocr`` on, the item's images boxed out where their text holds personal data, and
     that text, masked, with them (``evidence/ocr.py``); ``case`` is the case as the jury sees it.
     Raises MediaUnreadable (the item withheld, noted) when the text cannot be read."""
-    if not settings.privacy_ocr or not settings.privacy_mask:
+    if not settings.privacy.ocr or not settings.privacy.mask:
         return parts
     shown, text = await ocr.read_item(parts, case, settings)
     said = prompts.image_text(item, party, round_no, text) if text else ""
@@ -315,8 +315,8 @@ async def _passive_entry(case_file: CaseFile, settings: Settings) -> tuple[list[
         settings.frame_sampling,
         settings.frame_event_share,
         settings.frame_event_max_frames,
-        settings.privacy_ocr,
-        settings.privacy_ocr_timeout_s,
+        settings.privacy.ocr,
+        settings.privacy.ocr_timeout_s,
     )
     if key not in _passive:
         _passive[key] = await _decode_all(case_file.case, settings)

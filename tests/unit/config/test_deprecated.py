@@ -231,6 +231,8 @@ MOVED: list[tuple[str, object]] = [
     ("embedding_threads", 2),
     ("elasticsearch_index_prefix", "staging"),
     ("elasticsearch_password", "p@ss"),
+    ("privacy_ocr", True),
+    ("privacy_ocr_timeout_s", 5.0),
 ]
 
 
@@ -312,3 +314,13 @@ def test_an_old_elasticsearch_name_beats_the_ecosystem_name_as_its_replacement_d
     monkeypatch.setenv("CYBERJURORS_ELASTICSEARCH__URL", "http://new-name:9200")
     with pytest.warns(DeprecationWarning, match="elasticsearch.url is set too and wins"):
         assert offline().elasticsearch.url == "http://new-name:9200"
+
+
+def test_the_privacy_settings_are_checked_in_their_new_place_under_either_name() -> None:
+    with pytest.warns(DeprecationWarning, match=r"privacy_phone_regions .* use privacy\.phone_regions"):
+        assert offline(privacy_phone_regions=["DE"]).privacy.phone_regions == ["DE"]
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="not a region phonenumbers knows: UK"):
+        offline(privacy_phone_regions=["UK"])
+    with pytest.raises(ValueError, match=r"privacy\.keep_patterns: 'order \(' is no regular expression"):
+        offline(privacy={"keep_patterns": ["order ("]})
+    assert offline(privacy={"mask": []}).privacy.keep_patterns == offline().privacy.keep_patterns  # one by itself
