@@ -166,6 +166,34 @@ DEPRECATED_PRIVACY = {
 }
 
 
+class FrameSettings(BaseModel):
+    """Which frames of a video a model sees (the setting ``frames``, evidence/media.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    per_video: int = Field(30, ge=1, description="frames of each video the perceiver sees (the paper: 30)")
+    passive_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
+    # Which frames of a video (issue 15): evenly spaced, or a uniform skeleton plus the clip's visual
+    # events (cuts, brief changes), found by decoding up to event_max_frames small frames.
+    sampling: Literal["uniform", "events"] = Field(
+        "uniform",
+        description="uniform = evenly spaced frames; events = a uniform skeleton plus the clip's visual events "
+        "(cuts, brief changes)",
+    )
+    event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
+    event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
+
+
+# the settings this release moved into frames (config/deprecated.py)
+DEPRECATED_FRAMES = {
+    "frames_per_video": "frames.per_video",
+    "frame_sampling": "frames.sampling",
+    "frame_event_share": "frames.event_share",
+    "frame_event_max_frames": "frames.event_max_frames",
+    "passive_frames_per_video": "frames.passive_per_video",
+}
+
+
 class EvidenceSettings(BaseModel):
     """What ``evidence/`` needs: the caps intake checks (``intake_limits``), media reading, the media store."""
 
@@ -185,15 +213,12 @@ class EvidenceSettings(BaseModel):
         "max_image_pixels, max_image_dimension, max_video_pixels, max_video_dimension, "
         "max_video_duration_s, max_video_frames (their defaults and meanings: reference/settings.md#intake_limits)",
     )
-    frames_per_video: int = Field(30, ge=1, description="frames of each video the perceiver sees (the paper: 30)")
-    # Which frames of a video (issue 15): evenly spaced, or a uniform skeleton plus the clip's visual
-    # events (cuts, brief changes), found by decoding up to frame_event_max_frames small frames.
-    frame_sampling: Literal["uniform", "events"] = Field(
-        "uniform",
-        description="uniform = evenly spaced frames; events = a uniform skeleton plus the clip's visual events (cuts, brief changes)",
+    frames: FrameSettings = Field(
+        default_factory=lambda: FrameSettings(),
+        description='the frames of a video a model sees, any of these by itself (frames={"per_video": 16}, '
+        "CYBERJURORS_FRAMES__SAMPLING): per_video, passive_per_video, sampling, event_share, "
+        "event_max_frames",
     )
-    frame_event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
-    frame_event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
     media_decode_concurrency: int = Field(2, ge=1, description="image and video decodes at once per process")
     media_fetch_timeout_s: float = Field(30.0, gt=0, description="one deadline for a URL fetch, body included")

@@ -128,7 +128,6 @@ class JurySettings(BaseModel):
         description="T_max, select-perceive steps per party; 1 = SR-CoT's single-step selection; "
         "0 = stage II off: jurors get every item at once, media attached (passive perception)",
     )
-    passive_frames_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
     early_stop: float = Field(
         0.8,
         ge=0,

@@ -310,11 +310,11 @@ async def _passive_entry(case_file: CaseFile, settings: Settings) -> tuple[list[
     key = (
         case_file.digest,
         str(settings.media_root),
-        settings.passive_frames_per_video,
+        settings.frames.passive_per_video,
         settings.max_image_side,
-        settings.frame_sampling,
-        settings.frame_event_share,
-        settings.frame_event_max_frames,
+        settings.frames.sampling,
+        settings.frames.event_share,
+        settings.frames.event_max_frames,
         settings.privacy.ocr,
         settings.privacy.ocr_timeout_s,
     )
@@ -340,7 +340,7 @@ async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part]
         if item.kind == "image":
             images = [captioned(await load_image(media, settings, label=label, notes=notes), caption)]
         else:
-            frames = await sample_frames(media, settings, settings.passive_frames_per_video, label=label, notes=notes)
+            frames = await sample_frames(media, settings, settings.frames.passive_per_video, label=label, notes=notes)
             images = [captioned(f.image, caption) for f in frames]
         return list(await _read_text(case, item, party, rounds[item.id], images, settings))
 

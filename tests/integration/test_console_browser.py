@@ -435,7 +435,7 @@ def test_a_case_page_shows_the_cited_frame_highlighted_and_three_rounds_of_ballo
     assert expected  # the perceiver was shown the frame with the clue and cited it
     page.goto(f"{deployed.url}/cases/{AIRFRYER}")
     strip = page.locator('#instance-1 .strip[data-evidence="b2-1"]')
-    expect(strip.locator("figure.frame")).to_have_count(deployed.settings.frames_per_video)
+    expect(strip.locator("figure.frame")).to_have_count(deployed.settings.frames.per_video)
     cited = strip.locator("figure.frame.cited")
     assert [int(n) for n in cited.evaluate_all("fs => fs.map(f => f.dataset.frame)")] == expected
     first = cited.first

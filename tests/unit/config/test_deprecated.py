@@ -233,6 +233,8 @@ MOVED: list[tuple[str, object]] = [
     ("elasticsearch_password", "p@ss"),
     ("privacy_ocr", True),
     ("privacy_ocr_timeout_s", 5.0),
+    ("frame_sampling", "events"),
+    ("passive_frames_per_video", 4),
 ]
 
 

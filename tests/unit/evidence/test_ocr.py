@@ -147,7 +147,7 @@ async def test_a_video_frame_a_model_receives_reads_no_personal_data(tmp_path):
         picture = opened.convert("RGB")
     (tmp_path / "label.mp4").write_bytes(encode_clip([picture] * 6, fps=2, crf="18"))
     case = label_case({"media_type": "video/mp4", "path": "label.mp4"}, kind="video")
-    frames, _, problems = await perceived(case, tmp_path, privacy={"ocr": True}, frames_per_video=2)
+    frames, _, problems = await perceived(case, tmp_path, privacy={"ocr": True}, frames={"per_video": 2})
     assert len(frames) == 2 and not problems
     for frame in frames:
         received = read(frame.data)
