@@ -101,6 +101,26 @@ DEPRECATED_SWITCHES = {name: f"pipeline_overrides.{name}" for name in PipelineOv
 DEPRECATED_EARLY_STOPPING = {"early_stopping": "early_stop"}
 
 
+class GraphSettings(BaseModel):
+    """The jurors' social graph (the setting ``graph``; its kind is ``pipeline_overrides.social_graph``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    out_degree: int = Field(4, ge=0, description="accounts each juror follows")
+    rewire_p: float = Field(0.2, ge=0, le=1, description="the small-world graph's rewiring probability")
+    seed: int = Field(
+        7, description="the social graph's random seed: the same seed seats the same graph on every worker"
+    )
+
+
+# the settings this release moved into graph (config/deprecated.py)
+DEPRECATED_GRAPH = {
+    "graph_out_degree": "graph.out_degree",
+    "graph_rewire_p": "graph.rewire_p",
+    "graph_seed": "graph.seed",
+}
+
+
 class JurySettings(BaseModel):
     """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
     the verifier and JURIS, qualification, the per-case budget, escalation and appeals."""
@@ -142,10 +162,10 @@ class JurySettings(BaseModel):
         "for the round. A round short of the quorum ends deliberation and its verdict is escalated "
         "(quorum_not_reached). 0 = more than half the seats (9 of 17); capped at the jury's size",
     )
-    graph_out_degree: int = Field(4, ge=0, description="accounts each juror follows")
-    graph_rewire_p: float = Field(0.2, ge=0, le=1, description="the small-world graph's rewiring probability")
-    graph_seed: int = Field(
-        7, description="the social graph's random seed: the same seed seats the same graph on every worker"
+    graph: GraphSettings = Field(
+        default_factory=lambda: GraphSettings(),
+        description='the small-world social graph, any of these by itself (graph={"out_degree": 6}, '
+        "CYBERJURORS_GRAPH__SEED): out_degree, rewire_p, seed",
     )
     personas_file: Path | None = Field(
         None, description="the jurors' personas (JSON); unset = the packaged ones (schemas/personas.json)"

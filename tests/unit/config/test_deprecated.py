@@ -235,6 +235,7 @@ MOVED: list[tuple[str, object]] = [
     ("privacy_ocr_timeout_s", 5.0),
     ("frame_sampling", "events"),
     ("passive_frames_per_video", 4),
+    ("graph_seed", 11),
 ]
 
 

@@ -204,7 +204,7 @@ async def test_the_margin_is_scaled_over_the_seats_so_an_abstention_narrows_it_h
 
 
 async def test_a_juror_who_abstained_is_not_read_in_the_next_round_by_those_who_follow_it():
-    s = dict(jurors=5, rounds=2, early_stop=0, graph_out_degree=4)  # everyone follows everyone
+    s = dict(jurors=5, rounds=2, early_stop=0, graph={"out_degree": 4})  # everyone follows everyone
     llm = failing(lambda r, t: 2 if t is BallotDraft and r.task.juror == 1 and r.task.round == 1 else 0)
     _, case_file = await decided(llm, **s)
     second = [c for c in llm.calls if c.role == "juror" and c.task.round == 2]
