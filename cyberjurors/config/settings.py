@@ -47,7 +47,7 @@ from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_
 from .observability import ObservabilitySettings
 from .precedents import DEPRECATED_ELASTICSEARCH, DEPRECATED_EMBEDDING, PrecedentSettings
 from .retention import DEPRECATED_RETENTION, RetentionSettings
-from .state import StateSettings
+from .state import DEPRECATED_EARLY_EVIDENCE, StateSettings
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
@@ -107,6 +107,7 @@ deprecated.rename(DEPRECATED_PRIVACY)
 deprecated.rename(DEPRECATED_ELASTICSEARCH)
 deprecated.rename(DEPRECATED_GRAPH)
 deprecated.rename(DEPRECATED_FRAMES)
+deprecated.rename(DEPRECATED_EARLY_EVIDENCE)
 
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {

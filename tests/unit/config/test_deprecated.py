@@ -236,6 +236,7 @@ MOVED: list[tuple[str, object]] = [
     ("frame_sampling", "events"),
     ("passive_frames_per_video", 4),
     ("graph_seed", 11),
+    ("early_evidence_per_case", 5),
 ]
 
 
