@@ -121,6 +121,32 @@ DEPRECATED_GRAPH = {
 }
 
 
+class QualificationGate(BaseModel):
+    """What a persona must show on its mock cases to serve (the setting ``qualification_gate``; the gate itself is ``qualification``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
+    min_accuracy: float = Field(
+        0.6, ge=0, le=1, description="below this share of mock cases decided as the real jury did, a persona fails"
+    )
+    max_bias: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="a persona whose seller-vote share on the mock cases differs from their "
+        "labelled seller share by more than this fails",
+    )
+
+
+# the settings this release moved into qualification_gate (config/deprecated.py)
+DEPRECATED_QUALIFICATION = {
+    "qualification_cases": "qualification_gate.cases",
+    "qualification_min_accuracy": "qualification_gate.min_accuracy",
+    "qualification_max_bias": "qualification_gate.max_bias",
+}
+
+
 class JurySettings(BaseModel):
     """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
     the verifier and JURIS, qualification, the per-case budget, escalation and appeals."""
@@ -198,16 +224,10 @@ class JurySettings(BaseModel):
         "of personas_file; reweight = a failing persona's ballot counts less in the verdict's "
         "majority (docs/guides/qualification.md)",
     )
-    qualification_cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
-    qualification_min_accuracy: float = Field(
-        0.6, ge=0, le=1, description="below this share of mock cases decided as the real jury did, a persona fails"
-    )
-    qualification_max_bias: float = Field(
-        0.25,
-        ge=0,
-        le=1,
-        description="a persona whose seller-vote share on the mock cases differs from their "
-        "labelled seller share by more than this fails",
+    qualification_gate: QualificationGate = Field(
+        default_factory=lambda: QualificationGate(),
+        description='the qualification gate\'s bar, any of these by itself (qualification_gate={"cases": 20}, '
+        "CYBERJURORS_QUALIFICATION_GATE__MIN_ACCURACY): cases (K), min_accuracy, max_bias",
     )
     # 0 = off (not None: a child worker gets its settings as env vars, where None would be left out
     # and the default come back)

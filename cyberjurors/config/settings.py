@@ -40,7 +40,13 @@ from .catalog import find
 from .console import CONSOLE_SECRETS, ConsoleSettings
 from .courts import CourtSettings
 from .evidence import DEPRECATED_FRAMES, DEPRECATED_LIMITS, DEPRECATED_PRIVACY, EvidenceSettings
-from .jury import DEPRECATED_EARLY_STOPPING, DEPRECATED_GRAPH, DEPRECATED_SWITCHES, JurySettings
+from .jury import (
+    DEPRECATED_EARLY_STOPPING,
+    DEPRECATED_GRAPH,
+    DEPRECATED_QUALIFICATION,
+    DEPRECATED_SWITCHES,
+    JurySettings,
+)
 from .kafka import DEPRECATED_AUTH, DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
 from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
@@ -107,6 +113,7 @@ deprecated.rename(DEPRECATED_PRIVACY)
 deprecated.rename(DEPRECATED_ELASTICSEARCH)
 deprecated.rename(DEPRECATED_GRAPH)
 deprecated.rename(DEPRECATED_FRAMES)
+deprecated.rename(DEPRECATED_QUALIFICATION)
 deprecated.rename(DEPRECATED_EARLY_EVIDENCE)
 
 # section name -> its model, in the order the reference lists them

@@ -237,6 +237,7 @@ MOVED: list[tuple[str, object]] = [
     ("passive_frames_per_video", 4),
     ("graph_seed", 11),
     ("early_evidence_per_case", 5),
+    ("qualification_min_accuracy", 0.7),
 ]
 
 
