@@ -37,7 +37,7 @@ from pydantic_settings import (
 from ..errors import install_extra
 from . import deprecated, price_list
 from .catalog import find
-from .console import CONSOLE_SECRETS, ConsoleSettings
+from .console import CONSOLE_SECRETS, DEPRECATED_PROXY, DEPRECATED_SIGNIN, DEPRECATED_TLS, ConsoleSettings
 from .courts import CourtSettings
 from .evidence import DEPRECATED_FRAMES, DEPRECATED_LIMITS, DEPRECATED_PRIVACY, EvidenceSettings
 from .jury import (
@@ -115,6 +115,9 @@ deprecated.rename(DEPRECATED_GRAPH)
 deprecated.rename(DEPRECATED_FRAMES)
 deprecated.rename(DEPRECATED_QUALIFICATION)
 deprecated.rename(DEPRECATED_EARLY_EVIDENCE)
+deprecated.rename(DEPRECATED_TLS)
+deprecated.rename(DEPRECATED_PROXY)
+deprecated.rename(DEPRECATED_SIGNIN)
 
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {

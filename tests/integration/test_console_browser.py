@@ -260,7 +260,7 @@ def deployed(chromium: Path, broker: str, tmp_path_factory: pytest.TempPathFacto
             "console_user_roles": ROLES,
             "console_group_roles": GROUP_ROLES,
             # the browser plays the sign-on proxy: it reaches the console from 127.0.0.1
-            "console_trusted_proxies": ["127.0.0.1/32"],
+            "console_proxy": {"trusted": ["127.0.0.1/32"]},
             "console_public_pages": True,  # the case list, a case and the queues open to read
         }
     )

@@ -238,6 +238,9 @@ MOVED: list[tuple[str, object]] = [
     ("graph_seed", 11),
     ("early_evidence_per_case", 5),
     ("qualification_min_accuracy", 0.7),
+    ("console_behind_proxy", True),
+    ("console_tls_key", Path("/tls/tls.key")),
+    ("console_signin_lockout_s", 60.0),
 ]
 
 
@@ -329,3 +332,13 @@ def test_the_privacy_settings_are_checked_in_their_new_place_under_either_name()
     with pytest.raises(ValueError, match=r"privacy\.keep_patterns: 'order \(' is no regular expression"):
         offline(privacy={"keep_patterns": ["order ("]})
     assert offline(privacy={"mask": []}).privacy.keep_patterns == offline().privacy.keep_patterns  # one by itself
+
+
+def test_a_worker_is_handed_no_console_tls_key_under_either_name() -> None:
+    with pytest.warns(DeprecationWarning, match=r"console_tls_key .* use console_tls\.key"):
+        settings = offline(
+            console_tls_cert="/tls/tls.crt", console_tls_key="/tls/tls.key", console_proxy={"behind": True}
+        )
+    worker = settings.for_worker()
+    assert worker.console_tls.key is None and settings.console_tls.key == Path("/tls/tls.key")
+    assert worker.console_proxy.behind  # what is no secret stays

@@ -554,8 +554,8 @@ def test_the_console_listens_on_a_socket_only_its_sidecar_shares_and_believes_it
     console, proxy = console_containers(docs)
     settings = container_settings(docs, console, monkeypatch)
     assert settings.console_socket is not None, "a TCP port in the pod is reachable by port-forward"
-    assert settings.console_trusted_proxies == [], "no address believed beside the socket"
-    assert settings.console_behind_proxy is True, "TLS ends at the Ingress: cookies must be Secure"
+    assert settings.console_proxy.trusted == [], "no address believed beside the socket"
+    assert settings.console_proxy.behind is True, "TLS ends at the Ingress: cookies must be Secure"
     assert not console.get("ports"), "the console has no port: nothing to declare, nothing to reach"
     # the socket's folder is a volume of its own, in memory, mounted by the console and the sidecar only
     mounted = {
@@ -576,7 +576,7 @@ def test_the_console_listens_on_a_socket_only_its_sidecar_shares_and_believes_it
     assert OAUTH2_PROXY_IMAGE.fullmatch(proxy["image"]), proxy["image"]
     assert arg(proxy, "--upstream") == f"unix://{settings.console_socket}"
     assert arg(proxy, "--pass-user-headers") == "true" and arg(proxy, "--reverse-proxy") == "true"
-    assert (settings.console_sso_user_header, settings.console_sso_groups_header) == (
+    assert (settings.console_proxy.sso_user_header, settings.console_proxy.sso_groups_header) == (
         "X-Forwarded-User",
         "X-Forwarded-Groups",
     ), "the headers --pass-user-headers sets"
