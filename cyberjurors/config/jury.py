@@ -147,6 +147,34 @@ DEPRECATED_QUALIFICATION = {
 }
 
 
+class ConsistencySettings(BaseModel):
+    """When a verdict is compared with its near precedents (the setting ``consistency``, jury/consistency.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_similarity: float = Field(
+        0.6,
+        ge=-1,
+        le=1,
+        description="after the vote, the verdict is compared with the retrieved historical cases of its "
+        "category whose cosine similarity to the case reaches this; where most of them went the other way "
+        "the verdict says so (and escalates, with inconsistent_with_precedent in escalate_on)",
+    )
+    min_precedents: int = Field(
+        2,
+        ge=1,
+        description="near precedents needed for the comparison: with fewer, the verdict's consistency is "
+        "no_precedent (one precedent alone never makes a verdict inconsistent)",
+    )
+
+
+# the settings this release moved into consistency (config/deprecated.py)
+DEPRECATED_CONSISTENCY = {
+    "consistency_min_similarity": "consistency.min_similarity",
+    "consistency_min_precedents": "consistency.min_precedents",
+}
+
+
 class JurySettings(BaseModel):
     """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
     the verifier and JURIS, qualification, the per-case budget, escalation and appeals."""
@@ -264,19 +292,10 @@ class JurySettings(BaseModel):
         "dead letter, outcome_superseded); none by then, the held one is counted and learned from. "
         "A state_retention_s below it shortens it; checked every state_sweep_interval_s",
     )
-    consistency_min_similarity: float = Field(
-        0.6,
-        ge=-1,
-        le=1,
-        description="after the vote, the verdict is compared with the retrieved historical cases of its "
-        "category whose cosine similarity to the case reaches this; where most of them went the other way "
-        "the verdict says so (and escalates, with inconsistent_with_precedent in escalate_on)",
-    )
-    consistency_min_precedents: int = Field(
-        2,
-        ge=1,
-        description="near precedents needed for the comparison: with fewer, the verdict's consistency is "
-        "no_precedent (one precedent alone never makes a verdict inconsistent)",
+    consistency: ConsistencySettings = Field(
+        default_factory=lambda: ConsistencySettings(),
+        description='the comparison with precedent, either by itself (consistency={"min_similarity": 0.7}, '
+        "CYBERJURORS_CONSISTENCY__MIN_PRECEDENTS): min_similarity, min_precedents",
     )
     appeal_window_s: float = Field(
         30 * 86400,

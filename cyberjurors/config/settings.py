@@ -41,6 +41,7 @@ from .console import CONSOLE_SECRETS, DEPRECATED_PROXY, DEPRECATED_SIGNIN, DEPRE
 from .courts import CourtSettings
 from .evidence import DEPRECATED_FRAMES, DEPRECATED_LIMITS, DEPRECATED_PRIVACY, EvidenceSettings
 from .jury import (
+    DEPRECATED_CONSISTENCY,
     DEPRECATED_EARLY_STOPPING,
     DEPRECATED_GRAPH,
     DEPRECATED_QUALIFICATION,
@@ -117,6 +118,7 @@ deprecated.rename(DEPRECATED_QUALIFICATION)
 deprecated.rename(DEPRECATED_EARLY_EVIDENCE)
 deprecated.rename(DEPRECATED_TLS)
 deprecated.rename(DEPRECATED_PROXY)
+deprecated.rename(DEPRECATED_CONSISTENCY)
 deprecated.rename(DEPRECATED_SIGNIN)
 
 # section name -> its model, in the order the reference lists them

@@ -241,6 +241,7 @@ MOVED: list[tuple[str, object]] = [
     ("console_behind_proxy", True),
     ("console_tls_key", Path("/tls/tls.key")),
     ("console_signin_lockout_s", 60.0),
+    ("consistency_min_precedents", 3),
 ]
 
 
