@@ -41,7 +41,7 @@ def _as_bool(value: Any) -> bool:
 
 
 def early_stopping(value: Any) -> Any:
-    """early_stopping=false -> early_stop=0 (deliberate every round); true is the default, nothing to set."""
+    """false is early_stop = 0, every round deliberated; true, the default, sets nothing."""
     return None if _as_bool(value) else 0.0
 
 
