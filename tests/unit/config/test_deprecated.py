@@ -278,7 +278,7 @@ def test_the_kafka_password_stays_out_of_a_run_s_stored_settings() -> None:
 
 
 def test_kafka_auth_reaches_the_clients_as_the_old_names_did() -> None:
-    from cyberjurors.streams.kafka import client_options, faust_credentials
+    from cyberjurors.kafka.cluster import client_options, faust_credentials
 
     with pytest.warns(DeprecationWarning, match="kafka_sasl_username"):
         settings = offline(
