@@ -53,16 +53,7 @@ def decide(
     precedents = case_file.precedents
     seated = [*(b.juror for b in final.ballots), *(a.juror for a in final.abstentions)]
     seen = sorted({ref for juror in seated for ref in (g.ref for g in memory_for(juror, case_file))})
-    models = (
-        ["offline"]
-        if case_file.backend == "offline"
-        else sorted(
-            {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")}
-            | {b.model for b in final.ballots}
-            | {a.model for a in final.abstentions}
-            | justifying_models(justified, settings)
-        )
-    )
+    models = models_of(case_file, final, settings, justified)
     # deliberation that ended before it was over on its own ended for the budget
     stopped = None if deliberation_over(case_file, settings) else round_stop(case_file, settings)
     stops = [s for s in (case_file.budget_stop, stopped, justified and justified.stop) if s is not None]
@@ -124,6 +115,19 @@ def decide(
         decided_at=decided_at,
     )
     return escalate(verdict, case_file, settings)
+
+
+def models_of(case_file: CaseFile, final: JuryRound, settings: Settings, justified: Justified | None) -> list[str]:
+    """Every model that had a part in the verdict: the shared stages', each seat's of the final
+    round (abstaining ones too), and the justification's; the offline stand-in alone names itself."""
+    if case_file.backend == "offline":
+        return ["offline"]
+    return sorted(
+        {settings.model_for(r) for r in ("focus", "select", "perceive", "summary")}
+        | {b.model for b in final.ballots}
+        | {a.model for a in final.abstentions}
+        | justifying_models(justified, settings)
+    )
 
 
 def round_notes(case_file: CaseFile) -> list[str]:
