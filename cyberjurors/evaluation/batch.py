@@ -46,7 +46,8 @@ from ..precedents.base import PrecedentBase
 from ..schemas import CaseFile, DisputeCase, Verdict, now
 from .dataset import Dataset
 from .ladder import Ablation
-from .report import BatchRun, DatasetInfo, EvalReport, model_prices
+from .pricing import model_prices
+from .report import BatchRun, DatasetInfo, EvalReport
 from .runs import EvalError, Options, RunState, case_results, failed_cases, fingerprint, media_root, public_settings
 from .scores import Pricing, summarize
 from .swap import swap_parties, twin_id

@@ -5,7 +5,7 @@ a Faust worker with that configuration on its own topics, produces the cases wit
 truth removed (at most ``concurrency`` in flight), reads the verdicts and dead letters back from
 the topics, and scores them. With the party-swap test each case's swapped twin goes through too.
 
-Reports are never overwritten (``report.write``), and the command exits 1 when more cases than it
+Reports are never overwritten (``report_files.write``), and the command exits 1 when more cases than it
 tolerates have no verdict (``cli.eval_cmd``); every failed case is named in the report.
 
 With ``--batch`` (``batch.py``) the cases are judged in this process instead, in waves answered
@@ -40,7 +40,8 @@ from ..streams.producers import on_embedded
 from ..streams.worker_process import WorkerProcess
 from .dataset import Dataset
 from .ladder import Ablation
-from .report import DatasetInfo, EvalReport, model_prices
+from .pricing import model_prices
+from .report import DatasetInfo, EvalReport
 from .runs import EvalError, Options, RunState, case_results, failed_cases, media_root, public_settings
 from .scores import Pricing, summarize
 from .swap import swap_parties, twin_id
