@@ -88,6 +88,13 @@ class Grounds:
     def sources(self) -> str:
         return prompts.sources_block(self.case, self.focus, self.clues, self.guidelines)
 
+    def told(
+        self,
+    ) -> tuple[DisputeCase, Focus | None, list[Clue] | None, list[PrecedentRef], Party, Votes, list[Ballot]]:
+        """The fields every task built on the grounds begins with (model_inputs' VerifyTask,
+        ReviseTask, DraftTask), in their order."""
+        return (self.case, self.focus, self.clues, self.guidelines, self.winner, self.votes, self.majority)
+
 
 @dataclass
 class Justified:
@@ -161,13 +168,7 @@ async def verify(
         shared=[grounds.sources()],
         prompt=[prompts.verify_prompt(grounds.verdict_line(), grounds.voices, text, turn, feedback)],
         task=VerifyTask(
-            grounds.case,
-            grounds.focus,
-            grounds.clues,
-            grounds.guidelines,
-            grounds.winner,
-            grounds.votes,
-            grounds.majority,
+            *grounds.told(),
             text,
             turn,
             list(feedback),
@@ -189,13 +190,7 @@ async def revise(
         shared=[grounds.sources()],
         prompt=[prompts.revise_prompt(grounds.verdict_line(), grounds.voices, text, feedback, untraceable)],
         task=ReviseTask(
-            grounds.case,
-            grounds.focus,
-            grounds.clues,
-            grounds.guidelines,
-            grounds.winner,
-            grounds.votes,
-            grounds.majority,
+            *grounds.told(),
             text,
             list(feedback),
             list(untraceable),
