@@ -89,19 +89,13 @@ def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
 async def draft(
     drafter: int, grounds: Grounds, llm: LLM, settings: Settings
 ) -> tuple[CandidateSentences | NoAnswer, Usage]:
-    request = stage_request(
+    request = grounds.request(
         "draft",
         settings,
+        prompts.DRAFT_SYSTEM,
+        prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris_max_sentences),
+        DraftTask(*grounds.told(), drafter, settings.juris_max_sentences),
         juror=drafter,
-        system=prompts.DRAFT_SYSTEM,
-        shared=[grounds.sources()],
-        prompt=[prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris_max_sentences)],
-        task=DraftTask(
-            *grounds.told(),
-            drafter,
-            settings.juris_max_sentences,
-        ),
-        case_id=grounds.case.case_id,
     )
     result = await ask_or_none(llm, request, CandidateSentences)
     return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
