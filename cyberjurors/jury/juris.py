@@ -25,7 +25,7 @@ from . import prompts
 from .answers import NoAnswer, ask_or_none
 from .clues import attached_media
 from .model_inputs import DraftTask, EditTask, SentenceVoteTask
-from .rounds import Jury
+from .rounds import Jury, juror_shared, juror_system
 from .verify import Grounds
 
 DRAFTERS = ("A", "B")
@@ -112,13 +112,8 @@ async def vote(
         "juror",
         settings,
         juror=juror,
-        system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
-        shared=[
-            prompts.case_prefix(
-                grounds.case, grounds.focus, grounds.clues, case_file.precedents.cases if case_file.precedents else []
-            ),
-            *media,
-        ],
+        system=juror_system(settings),
+        shared=juror_shared(case_file, grounds.focus, grounds.clues, media),
         prompt=[prompts.vote_prompt(persona.card(), grounds.verdict_line(), candidates)],
         task=SentenceVoteTask(
             grounds.case, grounds.focus, grounds.clues, juror, persona, grounds.winner, grounds.votes, candidates
