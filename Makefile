@@ -101,12 +101,14 @@ test: lint typecheck docs
 	$(MAKE) llm-server || echo "WARNING: could not build the local model server ($(LLM_VENV)): the real-model tests will be skipped"
 	# four test files at a time (each on one process: --dist loadfile), each with its own broker; most
 	# tests wait on a broker or a worker rather than the CPU, so four run well on two cores
-	$(BIN)/python -m pytest -q -n 4 --dist loadfile
+	# bytecode kept between runs even where the environment turns it off (PYTHONDONTWRITEBYTECODE): every
+	# worker, command and child process of the suite would compile the package and its tests again
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 4 --dist loadfile
 
 # the fast lane while developing: the lint, the types and every test that starts no broker, worker
 # or browser (the tests marked integration); `make test` runs them all, as CI does
 test-fast: lint typecheck docs
-	$(BIN)/python -m pytest -q -m "not integration" -n 2
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -m "not integration" -n 2
 
 # Regenerate the lockfiles after a change to pyproject.toml's dependencies (uv is in the dev extra).
 # test.txt first, for this machine's kind (Linux x86-64, CPython 3.11, torch's CPU build); the others

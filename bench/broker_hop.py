@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from rich.console import Console
 from rich.table import Table
 
-from cyberjurors.streams.broker import embedded_broker
+from cyberjurors.tooling.broker import embedded_broker
 
 WAITS_MS = (1500, 500, 100, 50, 20)
 

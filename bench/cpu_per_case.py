@@ -56,11 +56,11 @@ from harness import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the Messages-API double lives with the tests
 from cyberjurors.config import Settings
 from cyberjurors.evaluation.synth import generate
-from cyberjurors.streams.broker import start_broker, stop_process
-from cyberjurors.streams.clients import Outgoing, read_events
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.producers import on_embedded
-from cyberjurors.streams.worker_process import WorkerProcess, child_env
+from cyberjurors.kafka.cluster import ensure_topics
+from cyberjurors.kafka.producers import on_embedded
+from cyberjurors.tooling.broker import start_broker, stop_process
+from cyberjurors.tooling.clients import Outgoing, read_events
+from cyberjurors.tooling.worker_process import WorkerProcess, child_env
 from tests.messages_server import EVIDENCE_ID, FILLER, ScriptedServer, StrictModel, request_text
 
 console = make_console(160)
@@ -191,10 +191,8 @@ def main(
         metrics_port=0,
         probe_port=0,
         datadir=work / "faust",
-        session_timeout_s=6,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.2,
-        broker_loss_exit_s=300,  # a shared machine's load is no lost broker
+        kafka_profile="local",
+        kafka_timeouts={"broker_loss_exit_s": 300},  # a shared machine's load is no lost broker
     )
     base = base.model_copy(update=on_embedded(base))
     figures: dict[tuple[str, str, str], list[float]] = defaultdict(list)

@@ -1,6 +1,6 @@
 """What the benchmarks share, so each one reads as its measurement (in the spirit of
 faust-streaming's tests/bench/base.py): sample cases, the embedded broker, workers in child
-processes, producing cases and awaiting their verdicts (``streams.clients.Outcomes``), the
+processes, producing cases and awaiting their verdicts (``tooling.clients.Outcomes``), the
 workers' consumer group as the Kafka admin API describes it, process figures and small
 reporting helpers. Figures, never assertions: a bench fails only when it cannot measure."""
 
@@ -35,11 +35,11 @@ from rich.console import Console
 from rich.table import Table
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import client_options
 from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.broker import start_broker, stop_process
-from cyberjurors.streams.clients import Outcome, Outcomes, Outgoing, case_event, produce, producing
-from cyberjurors.streams.kafka import client_options
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.broker import start_broker, stop_process
+from cyberjurors.tooling.clients import Outcome, Outcomes, Outgoing, case_event, produce, producing
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 T = TypeVar("T")
@@ -289,7 +289,7 @@ async def run_cases(
     """Produce the cases (at once, or evenly at ``rate`` cases a minute) and wait for all their
     verdicts; a dead letter, or verdicts still missing after ``timeout_s``, is a BenchError.
     ``cases`` may be events already (an incremental case's opening, rounds and close, from
-    ``streams.clients.read_events``), sent at once. ``on_poll`` may check the workers."""
+    ``tooling.clients.read_events``), sent at once. ``on_poll`` may check the workers."""
     arrived: list[Outcome] = []
 
     def verdict(outcome: Outcome) -> None:

@@ -23,10 +23,10 @@ import typer
 
 from cyberjurors.cli.worker import local_court
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.llm.local_server import local_server
-from cyberjurors.streams.clients import Outcomes, case_event, produce
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.clients import Outcomes, case_event, produce
+from cyberjurors.tooling.worker_process import WorkerProcess
 from harness import EXAMPLES, broker, call_log, example_cases, machine, make_console, med, table
 
 console = make_console()

@@ -35,12 +35,12 @@ from rich.table import Table
 
 from cyberjurors.config import Settings
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.precedents.base import opened_base
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.broker import embedded_broker
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.broker import embedded_broker
+from cyberjurors.tooling.worker_process import WorkerProcess
 from harness import EXAMPLES, Burst, copies, free_port, make_console, peak_rss_mb
 from harness import call_log as read_call_log
 from harness import run_cases as run_burst
@@ -123,7 +123,7 @@ def measure(runtime: str, latency: float, cases: int, repeat: int, concurrency: 
         app_id=f"bench-{runtime}",
         partitions=4,
         stage_concurrency=16,
-        commit_interval_s=1.0,
+        kafka_timeouts={"commit_interval_s": 1.0},
         precedent_dir=work / "precedents",
         embedding_runtime=runtime,
         probe_port=probe_port,

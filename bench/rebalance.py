@@ -34,10 +34,10 @@ from typing import Annotated
 import typer
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase, Verdict
 from cyberjurors.streams.app import PIPELINE
-from cyberjurors.streams.clients import Outcome, Outcomes, records
-from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.tooling.clients import Outcome, Outcomes, records
 from harness import (
     EXAMPLES,
     BenchError,
@@ -213,9 +213,7 @@ def main(
         metrics_port=0,
         probe_port=0,
         media_root=EXAMPLES,
-        session_timeout_s=6,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.2,
+        kafka_profile="local",
         partitions=partitions,
         app_id=f"rb-{run_id}",
         topic_prefix=f"rb-{run_id}.",

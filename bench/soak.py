@@ -35,8 +35,8 @@ from typing import Annotated
 import typer
 
 from cyberjurors.config import Settings
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.kafka.cluster import ensure_topics
+from cyberjurors.tooling.worker_process import WorkerProcess
 from harness import (
     broker,
     changelog_records,
@@ -248,7 +248,7 @@ def main(
             precedent_backend="none",
             metrics_port=free_port(),
             probe_port=0,
-            state_retention_s=retention,
+            retention={"state_s": retention},
             state_sweep_interval_s=sweep,
             table_store=store,  # type: ignore[arg-type]
             appeal_window_s=retention,

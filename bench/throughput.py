@@ -43,8 +43,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.kafka import ensure_topics
 from harness import (
     EXAMPLES,
     BenchError,
@@ -146,9 +146,7 @@ def main(
         metrics_port=0,
         probe_port=0,
         media_root=EXAMPLES,
-        session_timeout_s=6,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.2,
+        kafka_profile="local",
         datadir=work / "faust",
         precedent_dir=work / "precedents",
     )

@@ -171,7 +171,7 @@ OTHER_REASONS: dict[str, tuple[bool, str]] = {
         False,
         "an outcome other than the human panel's for an escalated case the panel decided: the panel's stands",
     ),
-    # human-panel outcomes (streams/signing.py): refused before anything is counted or learned
+    # human-panel outcomes (evidence/signing.py): refused before anything is counted or learned
     "unsigned_outcome": (
         False,
         "a human-panel outcome without a signature or `decided_by`: only the signer can fix it",

@@ -18,11 +18,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.observability import tracing
-from cyberjurors.streams.broker import embedded_broker
-from cyberjurors.streams.clients import follow
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess, child_env
+from cyberjurors.tooling.broker import embedded_broker
+from cyberjurors.tooling.clients import follow
+from cyberjurors.tooling.worker_process import WorkerProcess, child_env
 
 from .messages_server import ScriptedServer
 
@@ -72,9 +72,7 @@ def settings(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Se
         precedent_backend="none",  # tests of the precedent base turn it on with an index they build
         precedent_dir=tmp_path / "precedents",
         llm_call_log=tmp_path / "llm-calls.jsonl",
-        session_timeout_s=6,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.2,
+        kafka_profile="local",  # the embedded broker's short timeouts
         metrics_port=0,  # off: worker processes would all want 9464; tests of metrics pick a free port
         probe_port=0,  # off likewise (9465); tests of the probes pick a free port
         # off: letters add model calls after each verdict, which tests counting a case's calls would race;

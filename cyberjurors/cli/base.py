@@ -193,7 +193,7 @@ def _precedent_failure(err: Exception) -> typer.Exit:
 
 def embedded_broker_ready() -> None:
     """The embedded broker's binary comes with the embedded extra: without it, one line."""
-    from ..streams.broker import BrokerError, tansu_binary
+    from ..tooling.broker import BrokerError, tansu_binary
 
     try:
         tansu_binary()

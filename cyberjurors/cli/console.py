@@ -49,7 +49,7 @@ def console_cmd(
         )
         raise typer.Exit(2) from err
     from ..console.run import Exposed, check_exposure
-    from ..streams.clients import InputError
+    from ..tooling.clients import InputError
 
     config = load_settings(settings, console_host=host, console_port=port, kafka_bootstrap_servers=bootstrap)
     try:

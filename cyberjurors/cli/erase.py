@@ -1,4 +1,4 @@
-"""`cyberjurors erase`: a case's data erased from every store the service owns (streams/erasure_run.py;
+"""`cyberjurors erase`: a case's data erased from every store the service owns (erasure/run.py;
 docs/operations/data-rights.md)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from .base import SettingsOption, app, console, load_settings, shown
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from ..streams.erasure_run import Report
+    from ..erasure.run import ErasureStep, Report
 
 # the schemas' CaseId: what a case id can be (events name parties only as buyer and seller, so there
 # is no party id to erase by: a platform maps a person's request to the ids of their cases)
@@ -75,12 +75,10 @@ def erase(
 async def _erase(
     config: Settings, ids: list[str], resume: bool, force: bool, evaluation: list[Path], wait: float | None
 ) -> list[tuple[str, Report]]:
-    from ..console import erasure as console_erasure
-    from ..evaluation import erasure as evaluation_erasure
-    from ..streams.erasure_journal import Journal
-    from ..streams.erasure_run import erase, resume_all
+    from ..erasure.journal import Journal
+    from ..erasure.run import erase, resume_all
 
-    given = {"console": console_erasure.step, "evaluation": evaluation_erasure.step}
+    given = given_steps()
     journal = Journal(config.erasure_dir)
     reports = []
     try:
@@ -95,6 +93,14 @@ async def _erase(
     finally:
         journal.close()
     return reports
+
+
+def given_steps() -> tuple[ErasureStep, ...]:
+    """The steps of the rooms above the erasure's, which its run leaves to the command."""
+    from ..console.erasure import ConsoleStep
+    from ..evaluation.erasure import EvaluationStep
+
+    return ConsoleStep(), EvaluationStep()
 
 
 def show(case_id: str, report: Report) -> None:

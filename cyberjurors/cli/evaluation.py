@@ -209,7 +209,7 @@ def _print_reports(reports: list[Any], out: Path, max_failures: int) -> bool:
 
 def _precedents_for_eval(config: Settings, data, source: Path | None) -> None:
     from ..precedents.build import built_case_ids
-    from ..streams.demo import seed_precedents
+    from ..tooling.demo import seed_precedents
 
     if source is not None:
         seed_precedents(config, console, source.resolve())

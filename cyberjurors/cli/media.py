@@ -26,7 +26,8 @@ def media_sweep(
     media_sweep_interval_s); safe beside running workers and other sweeps."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from ..evidence.media_store import StoreError, open_store
+    from ..evidence.media_store import StoreError
+    from ..evidence.stores import open_store
 
     config = load_settings(settings)
     try:

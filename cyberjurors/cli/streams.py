@@ -15,7 +15,7 @@ from ..config import Settings
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ..streams.clients import Placed
+    from ..tooling.clients import Placed
 
 
 from .base import SettingsOption, _when, app, console, load_settings, shown, traced
@@ -30,8 +30,8 @@ def produce_cmd(
     disputes.outcomes, appeals ({"type": "appeal", ...}) to disputes.appeals (key = case_id)."""
     from rich.markup import escape
 
-    from ..streams.clients import InputError, oversize, produce, read_events
-    from ..streams.producers import IdempotenceRefused
+    from ..kafka.producers import IdempotenceRefused
+    from ..tooling.clients import InputError, oversize, produce, read_events
 
     config = load_settings(settings)
     try:
@@ -72,7 +72,7 @@ def print_topic(
     """Print a topic from the beginning: each record as ``shown`` renders it, with its trace id (when
     traced), or with ``raw`` as the JSON line it is; with ``follow``, until interrupted."""
     from ..observability.tracing import trace_id_of
-    from ..streams.clients import records
+    from ..tooling.clients import records
 
     async def run() -> None:
         async for record in records(config, topic, follow=follow):
@@ -91,7 +91,7 @@ def print_topic(
 def verdicts(follow: FollowOption = False, raw: RawOption = False, settings: SettingsOption = None) -> None:
     """Print the verdict topic from the beginning, each verdict with its trace id (when traced)."""
     from ..schemas import Verdict
-    from ..streams.demo import verdict_table
+    from ..tooling.demo import verdict_table
 
     def shown(value: bytes) -> RenderableType:
         return verdict_table(Verdict.model_validate_json(value))
@@ -104,7 +104,7 @@ def letters(follow: FollowOption = False, raw: RawOption = False, settings: Sett
     """Print the letters topic from the beginning, each party's letter about a verdict as the party
     reads it (their own words in place of their placeholders), with its trace id (when traced)."""
     from ..schemas import PartyLetter
-    from ..streams.demo import letter_table
+    from ..tooling.demo import letter_table
 
     def shown(value: bytes) -> RenderableType:
         return letter_table(PartyLetter.model_validate_json(value))
@@ -154,7 +154,7 @@ def dlq(
     from rich.markup import escape
 
     from ..observability.metrics import RENAMED_STAGES
-    from ..streams.clients import LetterFilter, placed_letters, replay_state, replayable, replayed, replayed_originals
+    from ..tooling.clients import LetterFilter, placed_letters, replay_state, replayable, replayed, replayed_originals
 
     for flag, given in (("--again", again), ("--final", final)):
         if given and not replay:
@@ -192,7 +192,7 @@ def _replay_letters(config: Settings, letters: list[Placed], again: bool, final:
 
     from rich.markup import escape
 
-    from ..streams.clients import replay as resend
+    from ..tooling.clients import replay as resend
 
     with traced(config, "cyberjurors-dlq"):
         result = asyncio.run(resend(config, letters, again=again, final=final, by=f"cli:{getpass.getuser()}"))

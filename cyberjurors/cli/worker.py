@@ -40,7 +40,7 @@ def worker(
     config = load_settings(settings)
     embedder_ready(config)
     logs.configure(config, loglevel)  # before the imports below, so their warnings are formatted too
-    from ..streams.producers import IdempotenceRefused
+    from ..kafka.producers import IdempotenceRefused
     from ..streams.worker import EXIT_CONFIG, run_worker
 
     try:
@@ -56,7 +56,7 @@ def broker(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
 ) -> None:
     """Run the embedded Kafka-protocol broker (Tansu, in memory) in the foreground."""
-    from ..streams.broker import BrokerError, start_broker
+    from ..tooling.broker import BrokerError, start_broker
 
     embedded_broker_ready()
     try:
@@ -78,7 +78,7 @@ def broker(
 @app.command()
 def topics(settings: SettingsOption = None) -> None:
     """Create every pipeline topic with the configured partition count (idempotent)."""
-    from ..streams.kafka import ensure_topics
+    from ..kafka.cluster import ensure_topics
 
     created = asyncio.run(ensure_topics(load_settings(settings)))
     console.print(f"created: {', '.join(created)}" if created else "all topics exist")
@@ -108,7 +108,7 @@ def demo(
     """Embedded broker + one worker + the sample cases; prints each verdict as it arrives.
 
     Exit status: 0 when every case has a verdict, 1 otherwise; 130 / 143 on SIGINT / SIGTERM."""
-    from ..streams.demo import run_demo
+    from ..tooling.demo import run_demo
 
     config = demo_places(load_settings(settings))
     if bootstrap is None:

@@ -4,9 +4,9 @@
 from .catalog import TokenPrices
 from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSettings
 from .courts import CourtSettings, CourtTier
-from .evidence import EvidenceSettings
+from .evidence import EvidenceSettings, IntakeLimits
 from .jury import JurySettings
-from .kafka import KafkaSettings
+from .kafka import KafkaSettings, KafkaTimeouts
 from .letters import DEFAULT_LETTER_LOCALES, LetterSettings
 from .llm import (
     DEFAULT_LLM_PRICES,
@@ -29,6 +29,7 @@ from .llm import (
 )
 from .observability import ObservabilitySettings
 from .precedents import PrecedentSettings
+from .retention import RetentionOverrides, RetentionSettings
 from .settings import ECOSYSTEM_ENV, ENV_PREFIX, SECTIONS, SETTINGS_FILE_ENV, Settings
 from .state import StateSettings
 
@@ -52,8 +53,10 @@ __all__ = [
     "CourtTier",
     "Effort",
     "EvidenceSettings",
+    "IntakeLimits",
     "JurySettings",
     "KafkaSettings",
+    "KafkaTimeouts",
     "LLMSettings",
     "LetterSettings",
     "ModelCapabilities",
@@ -61,6 +64,8 @@ __all__ = [
     "OpenAIEffort",
     "PrecedentSettings",
     "Provider",
+    "RetentionOverrides",
+    "RetentionSettings",
     "Role",
     "RoleCall",
     "Settings",

@@ -66,7 +66,7 @@ class ModelFacts:
     min_cacheable_tokens: int
     """A cache breakpoint caches only a prefix (tools, system, messages up to it) at least this long."""
     thinking_types: frozenset[ThinkingType]
-    """What ``llm_thinking`` may ask of it: adaptive (``{"type": "adaptive"}``), budget
+    """What a role's ``thinking`` (``llm_roles``) may ask of it: adaptive (``{"type": "adaptive"}``), budget
     (``{"type": "enabled", "budget_tokens": N}``)."""
     thinking_off: str | None
     """The ``thinking.type`` that turns thinking off ("disabled"; Sonnet 5.5 takes "between_tools"

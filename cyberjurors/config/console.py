@@ -95,18 +95,6 @@ class ConsoleSettings(BaseModel):
     outcome_previous_keys: list[str] = Field(
         default_factory=list, description="keys still accepted while a new outcome_signing_key rolls out"
     )
-    console_retention_s: float | None = Field(
-        None,
-        gt=0,
-        description="the console's store forgets a case this long after its last verdict (its verdicts, "
-        "escalations, record, outcomes) and dead letters this long after they failed; the rationale of a "
-        "decision this old is blanked (who decided what, and the audit trail, stay). Unset = kept for good",
-    )
-    audit_topic_retention_s: float | None = Field(
-        None,
-        description="how long disputes.audit keeps entries; unset = kept for good (compacted on each "
-        "entry's own id, so nothing is dropped)",
-    )
 
     @field_validator("console_users")
     @classmethod

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..schemas import PersonalData
 
@@ -37,8 +37,60 @@ DEFAULT_KEEP = (
 )
 
 
+class IntakeLimits(BaseModel):
+    """The caps a case and its media are held to (the setting ``intake_limits``): what intake refuses
+    whole, and what a media item over is noted on that item, never fatal."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Kafka's broker message.max.bytes / topic max.message.bytes default to 1 MiB (1,048,588); keep
+    # max_event_bytes below whatever your cluster sets. The producers allow it plus record overhead.
+    max_event_bytes: int = Field(
+        1_000_000,
+        ge=16_384,
+        description="largest message taken or sent: a bigger event "
+        "is dead-lettered (event_too_large), a bigger stage output too (output_too_large)",
+    )
+    max_case_bytes: int = Field(
+        400_000,
+        ge=4_096,
+        description="the case file at admission (inline media moved to "
+        "the media store); the rest of max_event_bytes is room for what the stages add",
+    )
+    # each item costs its tags and ids in every juror's prompt whatever its text: 7,000 one-character
+    # items (within the text cap and max_case_bytes) cost 2.3M tokens against a normal case's 74k
+    max_case_items: int = Field(200, ge=1, description="evidence items of a case, both parties' rounds together")
+    max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
+    max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
+    max_text_chars: int = Field(20_000, description="longest text of one evidence item")
+    max_media_items: int = Field(40, description="most media items in a case")
+    max_inline_bytes: int = Field(512_000, description="largest inline (base64) media item, decoded")
+    max_media_bytes: int = Field(50_000_000, description="largest media file or download read")
+    max_url_redirects: int = Field(
+        3, ge=0, description="redirects followed by a URL fetch, each target checked against url_allowlist again"
+    )
+    # Media within bounds (issue 11): every cap is checked from the header before a full decode; an
+    # item over a cap is noted on that item ("image_too_large", "video_too_long", ...), never fatal.
+    max_image_pixels: int = Field(50_000_000, ge=1, description="width x height an image may declare")
+    max_image_dimension: int = Field(16_384, ge=64, description="longest side an image may declare, in pixels")
+    max_video_pixels: int = Field(4096 * 2160, ge=1, description="width x height of a video's frames (DCI 4K)")
+    max_video_dimension: int = Field(4096, ge=64, description="longest side of a video's frames, in pixels")
+    max_video_duration_s: float = Field(600.0, gt=0, description="longest video, by its header and its timestamps")
+    max_video_frames: int = Field(36_000, ge=1, description="most frames a video may hold (10 min at 60 fps)")
+
+    @model_validator(mode="after")
+    def _room_for_the_stages(self) -> IntakeLimits:
+        if self.max_case_bytes >= self.max_event_bytes:
+            raise ValueError("max_case_bytes must be below max_event_bytes: the stages add to the case file")
+        return self
+
+
+# the intake caps this release moved into intake_limits (config/deprecated.py)
+DEPRECATED_LIMITS = {name: f"intake_limits.{name}" for name in IntakeLimits.model_fields}
+
+
 class EvidenceSettings(BaseModel):
-    """What ``evidence/`` needs: the caps intake checks, media reading and its bounds, the media store."""
+    """What ``evidence/`` needs: the caps intake checks (``intake_limits``), media reading, the media store."""
 
     media_root: Path = Field(
         Path("."), description="the folder local media paths are read under; a path escaping it is refused"
@@ -47,20 +99,14 @@ class EvidenceSettings(BaseModel):
         default_factory=list,
         description="allowed origins: host (http on 80, https on 443), host:port, or scheme://host[:port]",
     )
-    max_text_chars: int = Field(20_000, description="longest text of one evidence item")
-    max_media_items: int = Field(40, description="most media items in a case")
-    max_inline_bytes: int = Field(512_000, description="largest inline (base64) media item, decoded")
-    max_media_bytes: int = Field(50_000_000, description="largest media file or download read")
-    max_rounds_per_party: int = Field(10, ge=1, description="evidence rounds one party may submit in a case")
-    max_case_text_chars: int = Field(60_000, ge=1, description="all evidence text and captions of a case together")
-    # each item costs its tags and ids in every juror's prompt whatever its text: 7,000 one-character
-    # items (within the text cap and max_case_bytes) cost 2.3M tokens against a normal case's 74k
-    max_case_items: int = Field(200, ge=1, description="evidence items of a case, both parties' rounds together")
-    max_case_bytes: int = Field(
-        400_000,
-        ge=4_096,
-        description="the case file at admission (inline media moved to "
-        "the media store); the rest of max_event_bytes is room for what the stages add",
+    intake_limits: IntakeLimits = Field(
+        default_factory=lambda: IntakeLimits(),
+        description="the caps a case and its media are held to, any of them by itself "
+        '(intake_limits={"max_event_bytes": 900000}, CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES): '
+        "max_event_bytes, max_case_bytes, max_case_items, max_case_text_chars, max_rounds_per_party, "
+        "max_text_chars, max_media_items, max_inline_bytes, max_media_bytes, max_url_redirects, "
+        "max_image_pixels, max_image_dimension, max_video_pixels, max_video_dimension, "
+        "max_video_duration_s, max_video_frames (their defaults and meanings: reference/settings.md#intake_limits)",
     )
     frames_per_video: int = Field(30, ge=1, description="frames of each video the perceiver sees (the paper: 30)")
     # Which frames of a video (issue 15): evenly spaced, or a uniform skeleton plus the clip's visual
@@ -72,31 +118,13 @@ class EvidenceSettings(BaseModel):
     frame_event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
     frame_event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
-    # Media within bounds (issue 11): every cap is checked from the header before a full decode; an
-    # item over a cap is noted on that item ("image_too_large", "video_too_long", ...), never fatal.
-    max_image_pixels: int = Field(50_000_000, ge=1, description="width x height an image may declare")
-    max_image_dimension: int = Field(16_384, ge=64, description="longest side an image may declare, in pixels")
-    max_video_pixels: int = Field(4096 * 2160, ge=1, description="width x height of a video's frames (DCI 4K)")
-    max_video_dimension: int = Field(4096, ge=64, description="longest side of a video's frames, in pixels")
-    max_video_duration_s: float = Field(600.0, gt=0, description="longest video, by its header and its timestamps")
-    max_video_frames: int = Field(36_000, ge=1, description="most frames a video may hold (10 min at 60 fps)")
     media_decode_concurrency: int = Field(2, ge=1, description="image and video decodes at once per process")
     media_fetch_timeout_s: float = Field(30.0, gt=0, description="one deadline for a URL fetch, body included")
-    max_url_redirects: int = Field(
-        3, ge=0, description="redirects followed by a URL fetch, each target checked against url_allowlist again"
-    )
     media_store: str = Field(
         "data/media",
         description="content-addressed store for inline media and dead-letter "
         "originals too large to carry: a folder or file:// URL, or an object store by URL "
         "(s3://bucket/prefix, gs://, az://, memory://) through fsspec",
-    )
-    media_retention_s: float | None = Field(
-        None,
-        gt=0,
-        description="a media store object is deleted this long (at most a day more) after the last "
-        "put or reference that named it; default state_retention_s + dlq_retention_s; "
-        "never below either",
     )
     media_sweep_interval_s: float = Field(3600.0, gt=0, description="how often a worker deletes expired media")
     # Minimisation before the model (issue 30, evidence/privacy.py): personal data in party text is

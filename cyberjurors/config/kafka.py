@@ -3,9 +3,72 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class KafkaTimeouts(BaseModel):
+    """The liveness timeouts set apart from ``kafka_profile`` (the setting ``kafka_timeouts``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_timeout_s: float | None = Field(None, gt=0, description="the consumer group's session timeout")
+    heartbeat_interval_s: float | None = Field(None, gt=0, description="the consumer's heartbeat interval")
+    commit_interval_s: float | None = Field(None, gt=0, description="how often processed offsets are committed")
+    fetch_max_wait_ms: int | None = Field(
+        None,
+        ge=1,
+        description="how long an empty fetch waits at the broker; the embedded broker never answers early, "
+        "so each topic hop costs up to this",
+    )
+    broker_loss_exit_s: float | None = Field(
+        None,
+        gt=0,
+        description="a worker that cannot reach its broker this long exits with status 75; one whose broker "
+        "lost its topics or answers as another cluster exits at once",
+    )
+    broker_check_interval_s: float | None = Field(
+        None, gt=0, description="how often a worker reads its broker's metadata"
+    )
+    stop_deadline_s: float | None = Field(
+        None, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
+    )
+
+
+KafkaProfile = Literal["local", "cluster"]
+# Short timeouts suit the embedded broker and tests (a rebalance in seconds, a hop in 50 ms); a real
+# cluster's brokers answer a fetch as soon as there is data, and a rolling restart must not look like a lost broker.
+PROFILES: dict[str, KafkaTimeouts] = {
+    "local": KafkaTimeouts(
+        session_timeout_s=6,
+        heartbeat_interval_s=0.5,
+        commit_interval_s=0.2,
+        fetch_max_wait_ms=50,
+        broker_loss_exit_s=30,
+        broker_check_interval_s=2,
+        stop_deadline_s=15,
+    ),
+    "cluster": KafkaTimeouts(
+        session_timeout_s=30,
+        heartbeat_interval_s=3,
+        commit_interval_s=1,
+        fetch_max_wait_ms=500,
+        broker_loss_exit_s=120,
+        broker_check_interval_s=2,
+        stop_deadline_s=20,
+    ),
+}
+# the liveness timeouts this release folded into kafka_profile and kafka_timeouts (config/deprecated.py)
+DEPRECATED_TIMEOUTS = {
+    "session_timeout_s": "kafka_timeouts.session_timeout_s",
+    "heartbeat_interval_s": "kafka_timeouts.heartbeat_interval_s",
+    "commit_interval_s": "kafka_timeouts.commit_interval_s",
+    "kafka_fetch_max_wait_ms": "kafka_timeouts.fetch_max_wait_ms",
+    "broker_loss_exit_s": "kafka_timeouts.broker_loss_exit_s",
+    "broker_check_interval_s": "kafka_timeouts.broker_check_interval_s",
+    "stop_deadline_s": "kafka_timeouts.stop_deadline_s",
+}
 
 
 class KafkaSettings(BaseModel):
@@ -44,21 +107,20 @@ class KafkaSettings(BaseModel):
     datadir: Path = Field(
         Path("data/faust"), description="the Faust worker's data folder (RocksDB tables with table_store=rocksdb)"
     )
-    # Short timeouts suit the embedded broker and tests; raise them on a real cluster.
-    session_timeout_s: float = Field(
-        10.0,
-        description="the consumer group's session timeout; short for the embedded broker and tests, raise it on a real cluster",
-    )
-    heartbeat_interval_s: float = Field(1.0, description="the consumer's heartbeat interval")
-    commit_interval_s: float = Field(1.0, description="how often processed offsets are committed")
-    kafka_fetch_max_wait_ms: int = Field(
-        50,
-        ge=1,
-        description="how long an empty fetch waits at the broker; the embedded broker never answers "
-        "early, so each topic hop costs up to this. On Apache Kafka 500 saves requests",
-    )
     # Idempotence keeps a producer's retry after a lost acknowledgement from writing a message twice;
-    # the embedded broker refuses it (InitProducerId), Apache Kafka grants it (streams/producers.py).
+    # the embedded broker refuses it (InitProducerId), Apache Kafka grants it (kafka/producers.py).
+    kafka_profile: KafkaProfile = Field(
+        "local",
+        description="the liveness timeouts as a set: local = the embedded broker and tests (session 6 s, "
+        "heartbeat 0.5 s, commit 0.2 s, fetch wait 50 ms, broker loss 30 s, check 2 s, stop 15 s); cluster = "
+        "Apache Kafka (30 s, 3 s, 1 s, 500 ms, 120 s, 2 s, 20 s)",
+    )
+    kafka_timeouts: KafkaTimeouts = Field(
+        default_factory=lambda: KafkaTimeouts(),
+        description="any of the profile's timeouts set apart (CYBERJURORS_KAFKA_TIMEOUTS__SESSION_TIMEOUT_S): "
+        "session_timeout_s, heartbeat_interval_s, commit_interval_s, fetch_max_wait_ms, broker_loss_exit_s, "
+        "broker_check_interval_s, stop_deadline_s",
+    )
     kafka_idempotence: Literal["auto", "on", "off"] = Field(
         "auto",
         description="the idempotent producer: auto uses it wherever the broker grants a producer id and "
@@ -86,62 +148,39 @@ class KafkaSettings(BaseModel):
     )
     stage_concurrency: int = Field(8, ge=1, description="cases each stage agent works on at once")
     web_port: int | None = Field(None, description="Faust's web server port; off when unset")
-    broker_loss_exit_s: float = Field(
-        30.0,
-        gt=0,
-        description="a worker that cannot reach its broker this long exits with status 75; one whose "
-        "broker lost its topics or answers as another cluster exits at once",
-    )
-    broker_check_interval_s: float = Field(2.0, gt=0, description="how often a worker reads its broker's metadata")
-    stop_deadline_s: float = Field(
-        15.0, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
-    )
-    # Kafka's broker message.max.bytes / topic max.message.bytes default to 1 MiB (1,048,588); keep
-    # max_event_bytes below whatever your cluster sets. The producers allow it plus record overhead.
-    max_event_bytes: int = Field(
-        1_000_000,
-        ge=16_384,
-        description="largest message taken or sent: a bigger event "
-        "is dead-lettered (event_too_large), a bigger stage output too (output_too_large)",
-    )
-    # A stored object must outlive everything that can still name it: the case it came with (its stage
-    # inputs are processed up to state_retention_s after admission) and the dead letters written for
-    # it, which `dlq --replay` may send back for as long as disputes.dlq keeps them.
-    dlq_retention_s: float = Field(
-        7 * 86400,
-        gt=0,
-        description="retention.ms given to disputes.dlq when it is created (Kafka's default, "
-        "7 days): how long a dead letter can be replayed",
-    )
 
-    # Retention of what the topics carry (docs/operations/data-rights.md): an erasure cannot reach a
-    # record in a topic that is not compacted, so how long each keeps its records is the bound on it.
-    topic_retention_s: float | None = Field(
-        None,
-        gt=0,
-        description="retention.ms given to the pipeline and public topics (events, intake, focus, "
-        "clues, rounds, verdicts, escalations, appeals, outcomes) when they are created; unset = the "
-        "broker's default (Kafka: 7 days). Keep state_retention_s at least this",
-    )
-    replayed_retention_s: float | None = Field(
-        None,
-        gt=0,
-        description="disputes.dlq-replayed: unset = compacted and kept for good (one note per letter); "
-        "set = compacted, and notes older than this deleted too",
-    )
-    compaction_lag_s: float = Field(
-        86400.0,
-        gt=0,
-        description="on the compacted topics created here (table changelogs, dlq-replayed, audit, "
-        "erasures): segment.ms and max.compaction.lag.ms, so a value replaced or deleted (by expiry, "
-        "by `erase`) leaves the log within about this long of the change",
-    )
-    tombstone_retention_s: float = Field(
-        86400.0,
-        gt=0,
-        description="delete.retention.ms of those compacted topics: how long a tombstone (a key with "
-        "no value, the key being a case id) stays readable after compaction, for readers catching up",
-    )
+    def _timeout(self, name: str) -> Any:
+        given = getattr(self.kafka_timeouts, name)
+        return given if given is not None else getattr(PROFILES[self.kafka_profile], name)
+
+    # What every reader uses: each timeout as resolved, under the name the setting had.
+    @property
+    def session_timeout_s(self) -> float:
+        return float(self._timeout("session_timeout_s"))
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        return float(self._timeout("heartbeat_interval_s"))
+
+    @property
+    def commit_interval_s(self) -> float:
+        return float(self._timeout("commit_interval_s"))
+
+    @property
+    def kafka_fetch_max_wait_ms(self) -> int:
+        return int(self._timeout("fetch_max_wait_ms"))
+
+    @property
+    def broker_loss_exit_s(self) -> float:
+        return float(self._timeout("broker_loss_exit_s"))
+
+    @property
+    def broker_check_interval_s(self) -> float:
+        return float(self._timeout("broker_check_interval_s"))
+
+    @property
+    def stop_deadline_s(self) -> float:
+        return float(self._timeout("stop_deadline_s"))
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas import (
     ArgumentDraft,
@@ -69,15 +69,35 @@ def reasons(model: str, reasoning_models: list[str] | tuple[str, ...]) -> bool:
 
 
 class RoleCall(BaseModel):
-    """How one role's model calls are made. A field left unset takes the ``llm_*`` setting of the
-    same name when that is set, else the role's built-in value (``ROLE_CALLS``)."""
+    """One role's model and how its calls are made (an entry of ``llm_roles``). A field left unset
+    takes the role's built-in value (``ROLE_CALLS``); the model, ``model``; max_output_tokens, the
+    setting of that name when it is set."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    effort: Effort | None = None
-    thinking: Thinking | None = None
-    thinking_budget: int | None = Field(None, ge=0, le=64_000)
-    max_output_tokens: int | None = Field(None, ge=1, le=64_000)
+    model: str | None = Field(
+        None,
+        description="the role's model, provider prefix allowed (anthropic:NAME, openai:NAME, offline:NAME); "
+        "juror_models and juris_drafter_models spread the jurors' and drafters' seats instead",
+    )
+    effort: Effort | None = Field(
+        None,
+        description="output_config.effort (reasoning_effort on openai reasoning models, one of "
+        "openai_reasoning_efforts); sent only to models that take it",
+    )
+    thinking: Thinking | None = Field(
+        None,
+        description="auto = the model's default, with room kept for it; adaptive; budget = {type: enabled, "
+        "budget_tokens}; off = the model's way to turn it off (openai reasoning models: the lowest of "
+        "openai_reasoning_efforts; budget is refused there)",
+    )
+    thinking_budget: int | None = Field(
+        None,
+        ge=0,
+        le=64_000,
+        description="tokens of max_tokens kept for thinking (budget_tokens in budget mode, at least 1024 there)",
+    )
+    max_output_tokens: int | None = Field(None, ge=1, le=64_000, description="room for the structured answer")
 
 
 # Thinking tokens count toward a reply's max_tokens, so a call asks for max_output_tokens (the
@@ -108,11 +128,15 @@ _ROLE_OVERRIDES: dict[str, dict[str, Any]] = {
     "letter": {"effort": "low", "max_output_tokens": 2048},
 }
 ROLE_CALLS: dict[str, RoleCall] = {role: RoleCall(**(_BASE_CALL | over)) for role, over in _ROLE_OVERRIDES.items()}
-GLOBAL_CALL = {
-    "effort": "llm_effort",
-    "thinking": "llm_thinking",
-    "thinking_budget": "llm_thinking_budget",
-    "max_output_tokens": "max_output_tokens",
+# llm_roles' entry for what a role's own entry leaves unset
+DEFAULT_ROLE: Literal["default"] = "default"
+# the per-role settings this release removed, onto llm_roles (config/deprecated.py)
+DEPRECATED_ROLE_SETTINGS = {
+    **{f"model_{role}": f"llm_roles.{role}.model" for role in ROLES if role != "qualify"},
+    "llm_effort": "llm_roles.default.effort",
+    "llm_thinking": "llm_roles.default.thinking",
+    "llm_thinking_budget": "llm_roles.default.thinking_budget",
+    "max_output_tokens": "llm_roles.default.max_output_tokens",
 }
 
 
@@ -171,28 +195,7 @@ class LLMSettings(BaseModel):
         description="per model (as a model setting names it, or its catalog name): images, context_window, "
         "max_output_tokens, plumbing_only; wins over the server's word and the catalog (config/catalog.py)",
     )
-    model: str = Field("claude-sonnet-5-5", description="the model of every role not set on its own")
-    model_focus: str | None = Field(None, description="stage I's model; unset = model")
-    model_select: str | None = Field(None, description="stage II's selector's model; unset = model")
-    model_perceive: str | None = Field(
-        None, description="stage II's perceiver's model (it reads the photos and frames); unset = model"
-    )
-    model_juror: str | None = Field(
-        None, description="the jurors' model (juror_models spreads them over several); unset = model"
-    )
-    model_summary: str | None = Field(None, description="the round summary's model; unset = model")
-    model_distil: str | None = Field(
-        None, description="the model that distils guidelines from precedents; unset = model"
-    )
-    model_advocate: str | None = Field(None, description="the advocates' model (deliberation=court); unset = model")
-    model_judge: str | None = Field(None, description="the judge's model (deliberation=court); unset = model")
-    model_verify: str | None = Field(None, description="the verifier's model; unset = model")
-    model_draft: str | None = Field(
-        None, description="the JURIS drafters' model (juris_drafter_models spreads them); unset = model"
-    )
-    model_letter: str | None = Field(
-        None, description="the model that writes the letters to the parties; unset = model"
-    )
+    model: str = Field("claude-sonnet-5-5", description="the model of every role llm_roles gives none")
     juror_models: list[str] = Field(
         default_factory=list,
         description="spread jurors over these models, round robin; any model setting may name "
@@ -201,38 +204,19 @@ class LLMSettings(BaseModel):
     juris_drafter_models: list[str] = Field(
         default_factory=list,
         description="the two JURIS drafters' models (drafter i gets entry i mod the length); "
-        "empty = both on model_draft (or model)",
+        "empty = both on llm_roles' draft model (or model)",
     )
-    # Effort and thinking (issue 13): unset (None), each role takes its own value from ROLE_CALLS.
-    max_output_tokens: int | None = Field(
-        None,
-        ge=1,
-        le=64_000,
-        description="room for the structured answer itself, thinking not included, for every role; "
-        "unset = what the role's output schema can hold at its bounds (juror 1920, select 192, ...: "
-        "docs/guides/llm-backends.md#answers-bounded-by-their-schema), distil 4096, letter 2048",
-    )
-    llm_effort: Effort | None = Field(
-        None,
-        description="output_config.effort (reasoning_effort on openai reasoning models, one of "
-        "openai_reasoning_efforts) for every role; unset = medium (select and summary low, judge "
-        "high); sent only to models that take it",
-    )
-    llm_thinking: Thinking | None = Field(
-        None,
-        description="auto (unset) = the model's default, with room kept for it; adaptive; budget = "
-        "{type: enabled, budget_tokens}; off = the model's way to turn it off (openai reasoning "
-        "models: the lowest of openai_reasoning_efforts; budget is refused there)",
-    )
-    llm_thinking_budget: int | None = Field(
-        None,
-        ge=0,
-        le=64_000,
-        description="tokens of max_tokens kept for thinking (budget_tokens in budget mode, "
-        "at least 1024 there); unset = 4096",
-    )
-    llm_roles: dict[Role, RoleCall] = Field(
-        default_factory=dict, description="per role: effort, thinking, thinking_budget, max_output_tokens"
+    # Per role (issues 13 and 41): what a role leaves unset takes model, else its built-in value.
+    llm_roles: dict[Role | Literal["default"], RoleCall] = Field(
+        default_factory=dict,
+        description="per role (focus, select, perceive, juror, summary, distil, advocate, judge, verify, "
+        "draft, qualify, letter): model, effort, thinking, thinking_budget, max_output_tokens, e.g. "
+        '{"juror": {"model": "claude-haiku-4-5"}, "judge": {"effort": "max"}, "default": {"thinking": "off"}}. '
+        "What a role's entry leaves unset takes the default entry's, else the role's built-in value: model "
+        "= model; effort medium (select, summary, draft, letter low; judge high); thinking auto with 4096 "
+        "tokens kept for it; the answer's room what the role's output schema can hold at its bounds "
+        "(docs/guides/llm-backends.md#answers-bounded-by-their-schema), distil 4096, letter 2048. "
+        "qualify takes juror's entry unless it has its own",
     )
     openai_reasoning_models: list[str] = Field(
         default_factory=lambda: ["o1", "o3", "o4", "gpt-5"],
@@ -244,7 +228,7 @@ class LLMSettings(BaseModel):
         min_length=1,
         description="the reasoning_effort values the openai endpoint's reasoning models take (the o-series and "
         "gpt-5 models take low, medium, high); a role's effort outside it is refused at start, "
-        "and llm_thinking=off sends the lowest of them",
+        "and thinking=off sends the lowest of them",
     )
     # Both limits are per worker process, not shared: the provider sees the sum over the fleet
     # (docs/operations/scaling.md#provider-limits-are-per-worker).
@@ -316,6 +300,13 @@ class LLMSettings(BaseModel):
         "(bounds memory; a larger set means fewer, larger batches)",
     )
 
+    @field_validator("llm_roles")
+    @classmethod
+    def _default_has_no_model(cls, roles: dict[str, RoleCall]) -> dict[str, RoleCall]:
+        if DEFAULT_ROLE in roles and roles[DEFAULT_ROLE].model:
+            raise ValueError("llm_roles' default entry takes no model: the model of every role is model")
+        return roles
+
     @property
     def backend(self) -> Literal["anthropic", "openai", "offline"]:
         if self.llm_backend != "auto":
@@ -332,13 +323,15 @@ class LLMSettings(BaseModel):
 
     def call_for(self, role: Role) -> RoleCall:
         """The role's effort, thinking, thinking budget and answer room, every field resolved: the
-        role's entry in llm_roles, else the llm_* setting, else the role's built-in value."""
+        role's entry in llm_roles, else the default entry, else the role's built-in value (its model
+        is ``model_for``'s)."""
         # a mock-case ballot qualifies the juror that will serve: it is made as the juror's unless named
         given = self.llm_roles.get(role) or (self.llm_roles.get("juror") if role == "qualify" else None) or RoleCall()
         builtin = ROLE_CALLS.get(role, ROLE_CALLS["juror"])
+        default = self.llm_roles.get(DEFAULT_ROLE) or RoleCall()
         resolved = {}
-        for field, setting in GLOBAL_CALL.items():
-            for value in (getattr(given, field), getattr(self, setting), getattr(builtin, field)):
+        for field in ("effort", "thinking", "thinking_budget", "max_output_tokens"):
+            for value in (getattr(given, field), getattr(default, field), getattr(builtin, field)):
                 if value is not None:
                     resolved[field] = value
                     break
@@ -360,7 +353,8 @@ class LLMSettings(BaseModel):
             return self.model_for("juror", juror_index)
         if role == "draft" and juror_index is not None and self.juris_drafter_models:
             return self.juris_drafter_models[juror_index % len(self.juris_drafter_models)]
-        return getattr(self, f"model_{role}") or self.model
+        given = self.llm_roles.get(role)
+        return (given.model if given else None) or self.model
 
     def openai_reasons(self, spec: str) -> bool:
         """Whether calls to this model setting go to the openai backend, as a reasoning model."""
@@ -402,6 +396,6 @@ class LLMSettings(BaseModel):
                 raise ValueError(
                     f"effort={call.effort} for {role} is refused by {spec}: its reasoning_effort may be "
                     f"{', '.join(self.openai_reasoning_efforts)} (openai_reasoning_efforts); set "
-                    f"{role}'s effort (llm_roles, llm_effort) to one of them, or list {call.effort} in "
+                    f"{role}'s effort (llm_roles) to one of them, or list {call.effort} in "
                     "openai_reasoning_efforts if the model takes it"
                 )

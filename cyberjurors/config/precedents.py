@@ -26,13 +26,6 @@ class PrecedentSettings(BaseModel):
     )
     guideline_min_confidence: float = Field(0.2, ge=0, le=1, description="guidelines below this are retired")
     redistil_after: int = Field(20, ge=1, description="confirmed outcomes in a category before it is re-distilled")
-    precedent_case_retention_s: float | None = Field(
-        None,
-        gt=0,
-        description="a historical case leaves the precedent base this long after it was decided (its "
-        "decided_at), and the guidelines' provenance stops naming it; checked by the worker holding "
-        "partition 0 every media_sweep_interval_s. A case without a decision date stays. Unset = kept for good",
-    )
     embedding_model: str = Field(
         "all-MiniLM-L6-v2",
         description="the sentence-embedding model, recorded with "

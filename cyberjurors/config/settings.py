@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, PrivateAttr, TypeAdapter, ValidatorFunctionWrapHandler, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -33,17 +35,18 @@ from pydantic_settings import (
 )
 
 from ..errors import install_extra
-from . import price_list
+from . import deprecated, price_list
 from .catalog import find
 from .console import CONSOLE_SECRETS, ConsoleSettings
 from .courts import CourtSettings
-from .evidence import EvidenceSettings
+from .evidence import DEPRECATED_LIMITS, EvidenceSettings
 from .jury import JurySettings
-from .kafka import KafkaSettings
+from .kafka import DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
-from .llm import LLMSettings, split_model
+from .llm import DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
 from .observability import ObservabilitySettings
 from .precedents import PrecedentSettings
+from .retention import DEPRECATED_RETENTION, RetentionSettings
 from .state import StateSettings
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
@@ -75,6 +78,23 @@ class EcosystemEnvSource(PydanticBaseSettingsSource):
         return {name: os.environ[env] for env, name in ECOSYSTEM_ENV.items() if os.environ.get(env)}
 
 
+class DeprecatedEnvSource(PydanticBaseSettingsSource):
+    """``CYBERJURORS_<OLD NAME>`` variables of the settings this release removed, under their old
+    names: the model validator maps them onto their replacements (config/deprecated.py)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return deprecated.from_env(ENV_PREFIX)
+
+
+deprecated.rename(DEPRECATED_ROLE_SETTINGS)
+deprecated.rename(DEPRECATED_LIMITS)
+deprecated.rename(DEPRECATED_RETENTION)
+deprecated.rename(DEPRECATED_TIMEOUTS)
+
+
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {
     "kafka": KafkaSettings,
@@ -85,6 +105,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "precedents": PrecedentSettings,
     "evidence": EvidenceSettings,
     "state": StateSettings,
+    "retention": RetentionSettings,
     "observability": ObservabilitySettings,
     "console": ConsoleSettings,
 }
@@ -95,6 +116,7 @@ class Settings(
     BaseSettings,
     ConsoleSettings,
     ObservabilitySettings,
+    RetentionSettings,
     StateSettings,
     EvidenceSettings,
     PrecedentSettings,
@@ -104,7 +126,51 @@ class Settings(
     LLMSettings,
     KafkaSettings,
 ):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+    # a nested setting's field by itself: CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
+
+    _deprecations: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _renamed(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Settings:
+        """Every removed setting still accepted for one release, onto its replacement, with a warning."""
+        notes: list[str] = []
+        if isinstance(data, dict):
+            data, notes = deprecated.translate(data)
+            for text in notes:
+                warnings.warn(text, DeprecationWarning, stacklevel=2)
+        settings: Settings = handler(data)
+        settings._deprecations = notes
+        return settings
+
+    @property
+    def deprecations(self) -> list[str]:
+        """What was said of the removed settings these were given (a worker logs it at start)."""
+        return list(self._deprecations)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
+        """As pydantic's, a removed setting's name in ``update`` mapped onto its replacement (with its
+        warning), and a name that is no setting refused: pydantic's would store it unread."""
+        if update:
+            unknown = [k for k in update if k not in type(self).model_fields and k not in deprecated.RENAMED]
+            if unknown:
+                raise ValueError(f"no such setting: {', '.join(unknown)}")
+            if any(k in deprecated.RENAMED for k in update):
+                moved, notes = deprecated.translate(update)
+                for text in notes:
+                    warnings.warn(text, DeprecationWarning, stacklevel=2)
+                fields = type(self).model_fields
+                heads = {deprecated.RENAMED[k].split(".")[0] for k in update if k in deprecated.RENAMED}
+                update = {
+                    k: TypeAdapter[Any](fields[k].annotation).validate_python(  # type: ignore[arg-type]
+                        deprecated.merged(getattr(self, k), v) if k not in update else v
+                    )
+                    if k in heads
+                    else v
+                    for k, v in moved.items()
+                }
+        return super().model_copy(update=update, deep=deep)
 
     def for_worker(self) -> Settings:
         """These settings without what only the console needs (who may sign in, and how): a worker
@@ -139,13 +205,9 @@ class Settings(
             raise ValueError("a model named anthropic:... needs ANTHROPIC_API_KEY")
         if "openai" in named and not self.openai_base_url:
             raise ValueError("a model named openai:... needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
-        if self.max_case_bytes >= self.max_event_bytes:
-            raise ValueError("max_case_bytes must be below max_event_bytes: the stages add to the case file")
-        if self.media_retention_s is not None and self.media_retention_s < max(
-            self.state_retention_s, self.dlq_retention_s
-        ):
+        if self.media_retention < max(self.state_retention_s, self.dlq_retention_s):
             raise ValueError(
-                "media_retention_s must be at least state_retention_s and dlq_retention_s: a case or "
+                "retention.media_s must be at least the state's and the dead letters' retention: a case or "
                 "a dead letter would name media already deleted"
             )
         if self.media_encryption and len(self.case_key_secret or "") < 32:
@@ -206,13 +268,6 @@ class Settings(
         base_url = self.openai_base_url if backend == "openai" else None
         return self.llm_prices_fallback and price_list.lookup(backend, model, base_url) is not None
 
-    @property
-    def media_retention(self) -> float:
-        """How long a media store object is kept after its last put (``media_retention_s`` or its default)."""
-        if self.media_retention_s is not None:
-            return self.media_retention_s
-        return self.state_retention_s + self.dlq_retention_s
-
     @classmethod
     def settings_customise_sources(
         cls,
@@ -223,7 +278,7 @@ class Settings(
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # first found wins: code, CYBERJURORS_*, the settings file, then the ecosystem names
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, DeprecatedEnvSource(settings_cls)]
         toml_file = os.environ.get(SETTINGS_FILE_ENV)
         if toml_file:
             if not Path(toml_file).is_file():

@@ -11,13 +11,6 @@ from pydantic import BaseModel, Field
 class StateSettings(BaseModel):
     """What ``state/`` and intake's held events need: retention, sweeps, the table store."""
 
-    state_retention_s: float = Field(
-        7 * 86400,
-        gt=0,
-        description="a case's stored verdict and admitted case file (what outcomes and "
-        "redeliveries read) are deleted this long after its last stage result; "
-        "keep it >= the pipeline topics' retention.ms (Kafka's default: 7 days)",
-    )
     state_sweep_interval_s: float = Field(60.0, gt=0, description="how often a worker deletes expired state")
     table_store: Literal["memory", "rocksdb"] = Field(
         "memory",
@@ -44,12 +37,6 @@ class StateSettings(BaseModel):
         description="events held per unopened case; more are dead-lettered (early_evidence_overflow, replayable)",
     )
     early_evidence_total: int = Field(10_000, ge=1, description="events held per worker across unopened cases")
-    intake_draft_ttl_s: float = Field(
-        7 * 86400,
-        gt=0,
-        description="an incremental case whose evidence is not closed this long after its last event "
-        "is dead-lettered (draft_expired, with what was received) and forgotten",
-    )
     erasure_dir: Path = Field(
         Path("data/erasures"),
         description="`cyberjurors erase`: its journal (what is left of each erasure, the case id kept "

@@ -6,6 +6,6 @@ and disputes.dlq-replayed into a local SQLite store (``store.py``, ``feed.py``) 
 list, a case (evidence by round, frames, clue chain, ballots, vote shift and social graph,
 precedents, notes, cost), the review queue, whose decisions go to disputes.outcomes
 (``review.py``), and the dead letters, each replayable once from the page (``app.py``). It belongs
-on the streaming side: it reads topics and calls streams/clients.py, and reads media only through
+on the streaming side: it reads topics and calls tooling/clients.py, and reads media only through
 media.py.
 """

@@ -29,11 +29,11 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Settings
+from ..evidence import signing
 from ..evidence.media import MediaUnreadable
 from ..jury.rounds import Jury
 from ..schemas import CATEGORIES
-from ..streams import signing
-from ..streams.clients import Placed, original_digest, replay, replay_state, replayed_originals
+from ..tooling.clients import Placed, original_digest, replay, replay_state, replayed_originals
 from .audit import Audit
 from .auth import (
     CSRF_FIELD,

@@ -20,8 +20,8 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from ..config import Settings
-from ..streams.clients import Outgoing, produce
-from ..streams.kafka import AUDIT
+from ..kafka.cluster import AUDIT
+from ..tooling.clients import Outgoing, produce
 from .store import Store, stamp
 
 log = logging.getLogger("cyberjurors.console.audit")

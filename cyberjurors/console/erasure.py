@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Settings
+from ..erasure.journal import Step
+from ..erasure.run import UNREACHABLE, Run
 from ..evidence.media_store import stored_refs
 from ..evidence.scrub import json_forms, purge_sqlite, replace_ids
+from ..kafka.cluster import AUDIT
 from ..state.erasure import blank_precedent
-from ..streams.clients import Outgoing, produce, records
-from ..streams.erasure_journal import Step
-from ..streams.erasure_run import UNREACHABLE, Run
-from ..streams.kafka import AUDIT
+from ..tooling.clients import Outgoing, produce, records
 from .audit import Audit
 from .store import Store
 
@@ -190,28 +190,31 @@ async def publish_audit(settings: Settings, store: Store) -> int:
     return sent
 
 
-async def step(run: Run) -> Step:
-    """``erase``'s console step: the store (when there is one), then the audit topic."""
-    s, erased, notes = run.settings, 0, []
-    if s.console_db.is_file():
-        store = Store(s.console_db)
+class ConsoleStep:
+    name = "console"
+
+    async def erase(self, run: Run) -> Step:
+        """``erase``'s console step: the store (when there is one), then the audit topic."""
+        s, erased, notes = run.settings, 0, []
+        if s.console_db.is_file():
+            store = Store(s.console_db)
+            try:
+                found = await asyncio.to_thread(collect, store, run.case_id)
+                run.entry.refs |= found.refs
+                run.entry.ids |= set(found.ids)
+                run.keep()  # before the rows that name them go
+                done = await asyncio.to_thread(erase_case, store, run.case_id, run.entry.ref, sorted(run.entry.ids))
+                erased += done.rows + done.decisions + done.audit + done.cited
+                notes += done.notes
+                with contextlib.suppress(*UNREACHABLE):  # else the topic pass below says so
+                    await publish_audit(s, store)
+            finally:
+                store.close()
         try:
-            found = await asyncio.to_thread(collect, store, run.case_id)
-            run.entry.refs |= found.refs
-            run.entry.ids |= set(found.ids)
-            run.keep()  # before the rows that name them go
-            done = await asyncio.to_thread(erase_case, store, run.case_id, run.entry.ref, sorted(run.entry.ids))
-            erased += done.rows + done.decisions + done.audit + done.cited
-            notes += done.notes
-            with contextlib.suppress(*UNREACHABLE):  # else the topic pass below says so
-                await publish_audit(s, store)
-        finally:
-            store.close()
-    try:
-        erased += await scrub_audit_topic(s, [run.case_id, *sorted(run.entry.ids)], run.erased_as)
-    except UNREACHABLE as err:
-        notes.append(f"disputes.audit not rewritten: the broker could not be reached ({type(err).__name__})")
-    return Step("left" if notes else "done", erased, "; ".join(notes))
+            erased += await scrub_audit_topic(s, [run.case_id, *sorted(run.entry.ids)], run.erased_as)
+        except UNREACHABLE as err:
+            notes.append(f"disputes.audit not rewritten: the broker could not be reached ({type(err).__name__})")
+        return Step("left" if notes else "done", erased, "; ".join(notes))
 
 
 async def scrub_audit_topic(settings: Settings, names: list[str], erased_as: str) -> int:

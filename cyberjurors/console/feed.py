@@ -21,8 +21,8 @@ from aiokafka.errors import KafkaError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from ..config import Settings
-from ..streams.dead_letters import RECORD_OVERHEAD
-from ..streams.kafka import client_options, ensure_topics
+from ..kafka.cluster import client_options, ensure_topics
+from ..kafka.producers import RECORD_OVERHEAD
 from ..streams.worker import broker_view
 from .store import FILED_AS, Store
 
@@ -84,7 +84,7 @@ class Feed:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=self.settings.kafka_fetch_max_wait_ms,
-            max_partition_fetch_bytes=max(1 << 20, self.settings.max_event_bytes + RECORD_OVERHEAD),
+            max_partition_fetch_bytes=max(1 << 20, self.settings.intake_limits.max_event_bytes + RECORD_OVERHEAD),
         )
         await consumer.start()
         try:

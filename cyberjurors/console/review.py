@@ -1,7 +1,7 @@
 """A human decision on an escalated case: recorded in the store, then published to
 disputes.outcomes as ``{"type": "outcome", "source": "human_panel", "escalation_id": ...,
 "decided_by": {"reviewer": ..., "role": ...}, "signature": ...}``, signed with
-``outcome_signing_key`` (streams/signing.py), where it feeds drift and the precedent base like any
+``outcome_signing_key`` (evidence/signing.py), where it feeds drift and the precedent base like any
 outcome. Without the key the console publishes no decision: the workers would refuse it.
 
 Roles: a reviewer decides, and may replace their own standing decision; replacing someone else's
@@ -24,9 +24,9 @@ from typing import Literal, TypeGuard
 
 from ..config import Settings
 from ..errors import CyberJurorsError
+from ..evidence import signing
 from ..schemas import DecidedBy, OutcomeReported, Party, Votes, now
-from ..streams import signing
-from ..streams.clients import Outgoing, produce
+from ..tooling.clients import Outgoing, produce
 from .auth import Person, Refused
 from .store import Decision, Store
 

@@ -21,12 +21,12 @@ from rich.console import Console
 
 from ..config import Settings
 from ..errors import CyberJurorsError
-from ..streams.broker import embedded_broker
-from ..streams.clients import produce, read_events
-from ..streams.demo import seed_precedents
-from ..streams.kafka import ensure_topics
-from ..streams.producers import on_embedded
-from ..streams.worker_process import WorkerProcess
+from ..kafka.cluster import ensure_topics
+from ..kafka.producers import on_embedded
+from ..tooling.broker import embedded_broker
+from ..tooling.clients import produce, read_events
+from ..tooling.demo import seed_precedents
+from ..tooling.worker_process import WorkerProcess
 from .app import create_app
 from .auth import hash_password
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..erasure.journal import Step
+from ..erasure.run import Run, call_log_forms
 from ..evidence.scrub import drop_lines, token_pattern
-from ..streams.erasure_journal import Step
-from ..streams.erasure_run import Run, call_log_forms
 from .swap import SWAP_SUFFIX, is_swapped, original_id
 
 TEXT_FILES = (".json", ".md", ".html", ".csv", ".txt")
@@ -43,16 +43,19 @@ def erase_from(out: Path, case_id: str) -> tuple[int, list[str]]:
     return dropped, deleted
 
 
-async def step(run: Run) -> Step:
-    if not run.evaluation:
-        return Step("skipped", note="not asked for (--evaluation OUT)")
-    erased, notes = 0, []
-    for out in run.evaluation:
-        if not out.is_dir():
-            notes.append(f"{out}: not a folder")
-            continue
-        dropped, deleted = erase_from(out, run.case_id)
-        erased += dropped + len(deleted)
-        if deleted:
-            notes.append(f"{out}: deleted {', '.join(deleted)} (written again by the next run)")
-    return Step("done", erased, "; ".join(notes))
+class EvaluationStep:
+    name = "evaluation"
+
+    async def erase(self, run: Run) -> Step:
+        if not run.evaluation:
+            return Step("skipped", note="not asked for (--evaluation OUT)")
+        erased, notes = 0, []
+        for out in run.evaluation:
+            if not out.is_dir():
+                notes.append(f"{out}: not a folder")
+                continue
+            dropped, deleted = erase_from(out, run.case_id)
+            erased += dropped + len(deleted)
+            if deleted:
+                notes.append(f"{out}: deleted {', '.join(deleted)} (written again by the next run)")
+        return Step("done", erased, "; ".join(notes))

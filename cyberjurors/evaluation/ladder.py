@@ -28,7 +28,7 @@ from ..schemas import JURY_SIZE
 SINGLE_JUDGE = dict(jurors=1, rounds=1)
 NO_PRECEDENTS = dict(precedent_backend="none")
 RAW_CASE = dict(focus_stage=False, max_select_steps=0)
-ONE_MODEL: dict[str, list[str]] = dict(juror_models=[])  # every juror on model_juror (or model): only +MixedJury mixes
+ONE_MODEL: dict[str, list[str]] = dict(juror_models=[])  # every juror on the juror role's model: only +MixedJury mixes
 FULL_METHOD = dict(verdict_rules=True, focus_stage=True, max_select_steps=3, jurors=17, rounds=3)
 SUMMARY = dict(verifier=False, justification="summary")  # the paper's justification: the round summary, unverified
 

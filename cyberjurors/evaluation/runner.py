@@ -31,13 +31,13 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from ..config import Settings
+from ..kafka.cluster import ensure_topics
+from ..kafka.producers import on_embedded
 from ..observability.progress import bar as progress_bar
 from ..schemas import DisputeCase
-from ..streams.broker import embedded_broker
-from ..streams.clients import Outcome, Outcomes, Outgoing, case_event, produce
-from ..streams.kafka import ensure_topics
-from ..streams.producers import on_embedded
-from ..streams.worker_process import WorkerProcess
+from ..tooling.broker import embedded_broker
+from ..tooling.clients import Outcome, Outcomes, Outgoing, case_event, produce
+from ..tooling.worker_process import WorkerProcess
 from .dataset import Dataset
 from .ladder import Ablation
 from .report import EvalReport

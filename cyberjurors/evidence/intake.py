@@ -152,15 +152,18 @@ def check_size(rounds: list[EvidenceRound], settings: EvidenceSettings) -> None:
     """Rounds per party, items and the case's text together within their settings (what a jury reads grows with each)."""
     for party in ("buyer", "seller"):
         count = sum(r.party == party for r in rounds)
-        if count > settings.max_rounds_per_party:
-            raise Rejected("too_many_rounds", f"{count} {party} rounds, limit {settings.max_rounds_per_party}")
+        if count > settings.intake_limits.max_rounds_per_party:
+            raise Rejected(
+                "too_many_rounds", f"{count} {party} rounds, limit {settings.intake_limits.max_rounds_per_party}"
+            )
     items = sum(len(r.items) for r in rounds)
-    if items > settings.max_case_items:
-        raise Rejected("too_many_items", f"{items} evidence items, limit {settings.max_case_items}")
+    if items > settings.intake_limits.max_case_items:
+        raise Rejected("too_many_items", f"{items} evidence items, limit {settings.intake_limits.max_case_items}")
     chars = sum(len(i.text or "") for r in rounds for i in r.items)
-    if chars > settings.max_case_text_chars:
+    if chars > settings.intake_limits.max_case_text_chars:
         raise Rejected(
-            "case_text_too_long", f"{chars} characters of evidence text, limit {settings.max_case_text_chars}"
+            "case_text_too_long",
+            f"{chars} characters of evidence text, limit {settings.intake_limits.max_case_text_chars}",
         )
 
 
@@ -169,13 +172,14 @@ def admit(case: DisputeCase, settings: EvidenceSettings) -> list[str]:
     check_size(case.rounds, settings)
     items = case.items()
     media = [i for i in items if i.media is not None]
-    if len(media) > settings.max_media_items:
-        raise Rejected("too_many_media", f"{len(media)} media items, limit {settings.max_media_items}")
+    if len(media) > settings.intake_limits.max_media_items:
+        raise Rejected("too_many_media", f"{len(media)} media items, limit {settings.intake_limits.max_media_items}")
     for round_ in case.rounds:
         for item in round_.items:
-            if item.text and len(item.text) > settings.max_text_chars:
+            if item.text and len(item.text) > settings.intake_limits.max_text_chars:
                 raise Rejected(
-                    "text_too_long", f"evidence {item.id}: {len(item.text)} characters, limit {settings.max_text_chars}"
+                    "text_too_long",
+                    f"evidence {item.id}: {len(item.text)} characters, limit {settings.intake_limits.max_text_chars}",
                 )
             if item.media is not None:
                 try:

@@ -35,7 +35,8 @@ from ..errors import CyberJurorsError, for_people
 from ..llm.port import ImagePart
 from ..schemas import MediaRef
 from . import frame_events
-from .media_store import StoreError, open_store
+from .media_store import StoreError
+from .stores import open_store
 
 # What the bytes may turn out to be (Pillow's ``format``, PyAV's demuxer name) for each declared
 # type. The declared type is the sender's claim; Pillow and FFmpeg go by the contents, so bytes
@@ -89,8 +90,10 @@ def check_reference(kind: str, ref: MediaRef, settings: EvidenceSettings) -> Non
         _check_url(ref.url, settings)
     else:
         data = _decode_inline(ref.data_base64 or "")
-        if len(data) > settings.max_inline_bytes:
-            raise MediaRejected("inline_too_large", f"{len(data)} bytes inline, limit {settings.max_inline_bytes}")
+        if len(data) > settings.intake_limits.max_inline_bytes:
+            raise MediaRejected(
+                "inline_too_large", f"{len(data)} bytes inline, limit {settings.intake_limits.max_inline_bytes}"
+            )
 
 
 def _resolve(path: str, settings: EvidenceSettings) -> Path:
@@ -177,8 +180,8 @@ async def read_bytes(ref: MediaRef, settings: Settings) -> bytes:
         raise MediaUnreadable(err.reason, err.detail) from err
     if ref.sha256 and hashlib.sha256(data).hexdigest() != ref.sha256:
         raise MediaUnreadable("hash_mismatch", "content does not match its sha256")
-    if len(data) > settings.max_media_bytes:
-        raise MediaUnreadable("too_large", f"{len(data)} bytes, limit {settings.max_media_bytes}")
+    if len(data) > settings.intake_limits.max_media_bytes:
+        raise MediaUnreadable("too_large", f"{len(data)} bytes, limit {settings.intake_limits.max_media_bytes}")
     return data
 
 
@@ -188,17 +191,19 @@ async def _read(ref: MediaRef, settings: Settings) -> bytes:
         try:
             with _regular_file(path, ref.path) as file:
                 size = os.fstat(file.fileno()).st_size
-                if size > settings.max_media_bytes:
-                    raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
+                if size > settings.intake_limits.max_media_bytes:
+                    raise MediaUnreadable(
+                        "too_large", f"{ref.path}: {size} bytes, limit {settings.intake_limits.max_media_bytes}"
+                    )
                 # one byte past the limit at most, should the file grow after its size was read
-                return await asyncio.to_thread(file.read, settings.max_media_bytes + 1)
+                return await asyncio.to_thread(file.read, settings.intake_limits.max_media_bytes + 1)
         except OSError as err:
             raise MediaUnreadable("missing_file", f"{ref.path}: {err.strerror}") from err
     if ref.url is not None:
         return await _fetch(_check_url(ref.url, settings), settings)
     if ref.stored is not None:  # moved out of the stream at intake (claim check): read from the media store
         try:
-            return await open_store(settings).get(ref.stored, settings.max_media_bytes)
+            return await open_store(settings).get(ref.stored, settings.intake_limits.max_media_bytes)
         except StoreError as err:
             reason = {"corrupt": "hash_mismatch", "too_large": "too_large"}.get(err.kind, "missing_file")
             raise MediaUnreadable(reason, err.detail) from err
@@ -213,14 +218,16 @@ async def _fetch(url: URL, settings: Settings) -> bytes:
     try:
         async with asyncio.timeout(settings.media_fetch_timeout_s):
             async with aiohttp.ClientSession() as session:
-                for _ in range(settings.max_url_redirects + 1):
+                for _ in range(settings.intake_limits.max_url_redirects + 1):
                     async with session.get(url, allow_redirects=False) as response:
                         if response.status not in REDIRECTS:
                             response.raise_for_status()
-                            return await _body(response, shown, settings.max_media_bytes)
+                            return await _body(response, shown, settings.intake_limits.max_media_bytes)
                         location = response.headers.get("Location", "")
                     url = _check_url(location, settings, base=url)  # MediaRejected: read_bytes notes it
-                raise MediaUnreadable("fetch_failed", f"{shown}: more than {settings.max_url_redirects} redirects")
+                raise MediaUnreadable(
+                    "fetch_failed", f"{shown}: more than {settings.intake_limits.max_url_redirects} redirects"
+                )
     except TimeoutError as err:
         raise MediaUnreadable(
             "fetch_timeout", f"{shown}: not fetched within {settings.media_fetch_timeout_s}s"
@@ -270,12 +277,15 @@ def _fit(size: tuple[int, int], max_side: int) -> tuple[int, int]:
 
 def _check_image_size(size: tuple[int, int], settings: Settings) -> None:
     width, height = size
-    if max(width, height) > settings.max_image_dimension:
+    if max(width, height) > settings.intake_limits.max_image_dimension:
         raise MediaUnreadable(
-            "image_too_large", f"{width}x{height} pixels, longest side limit {settings.max_image_dimension}"
+            "image_too_large",
+            f"{width}x{height} pixels, longest side limit {settings.intake_limits.max_image_dimension}",
         )
-    if width * height > settings.max_image_pixels:
-        raise MediaUnreadable("image_too_large", f"{width}x{height} pixels, limit {settings.max_image_pixels}")
+    if width * height > settings.intake_limits.max_image_pixels:
+        raise MediaUnreadable(
+            "image_too_large", f"{width}x{height} pixels, limit {settings.intake_limits.max_image_pixels}"
+        )
 
 
 def _to_jpeg(image: Image.Image, max_side: int, label: str = "") -> ImagePart:
@@ -491,8 +501,10 @@ async def check_header(ref: MediaRef, settings: Settings, notes: list[str] | Non
         if not stat.S_ISREG(info.st_mode):  # Pillow or FFmpeg would wait on a FIFO, read a device without end
             raise MediaUnreadable("not_a_file", f"{ref.path} is not a regular file (a directory, device or pipe)")
         size = info.st_size
-        if size > settings.max_media_bytes:
-            raise MediaUnreadable("too_large", f"{ref.path}: {size} bytes, limit {settings.max_media_bytes}")
+        if size > settings.intake_limits.max_media_bytes:
+            raise MediaUnreadable(
+                "too_large", f"{ref.path}: {size} bytes, limit {settings.intake_limits.max_media_bytes}"
+            )
         source: Path | io.BytesIO = path
     else:
         data = await _read(ref, settings)
@@ -539,11 +551,14 @@ def _picks(
 
 
 def _check_video_size(width: int, height: int, settings: Settings) -> None:
-    if max(width, height) > settings.max_video_dimension or width * height > settings.max_video_pixels:
+    if (
+        max(width, height) > settings.intake_limits.max_video_dimension
+        or width * height > settings.intake_limits.max_video_pixels
+    ):
         raise MediaUnreadable(
             "video_too_large",
-            f"{width}x{height} frames, limits {settings.max_video_dimension} "
-            f"a side and {settings.max_video_pixels} pixels",
+            f"{width}x{height} frames, limits {settings.intake_limits.max_video_dimension} "
+            f"a side and {settings.intake_limits.max_video_pixels} pixels",
         )
 
 
@@ -552,14 +567,18 @@ def _check_video_header(container: av.container.InputContainer, stream: av.Video
     if not width or not height:
         raise MediaUnreadable("corrupt_video", "the container does not state the video's frame size")
     _check_video_size(width, height, settings)
-    if stream.frames > settings.max_video_frames:
-        raise MediaUnreadable("video_too_long", f"{stream.frames} frames, limit {settings.max_video_frames}")
+    if stream.frames > settings.intake_limits.max_video_frames:
+        raise MediaUnreadable(
+            "video_too_long", f"{stream.frames} frames, limit {settings.intake_limits.max_video_frames}"
+        )
     seconds = [
         container.duration / av.time_base if container.duration else 0.0,
         float(stream.duration * stream.time_base) if stream.duration and stream.time_base else 0.0,
     ]
-    if max(seconds) > settings.max_video_duration_s:
-        raise MediaUnreadable("video_too_long", f"{max(seconds):.1f}s, limit {settings.max_video_duration_s}s")
+    if max(seconds) > settings.intake_limits.max_video_duration_s:
+        raise MediaUnreadable(
+            "video_too_long", f"{max(seconds):.1f}s, limit {settings.intake_limits.max_video_duration_s}s"
+        )
 
 
 def _timeline(container: av.container.InputContainer, stream: av.VideoStream, settings: Settings) -> Timeline:
@@ -575,13 +594,17 @@ def _timeline(container: av.container.InputContainer, stream: av.VideoStream, se
         pts.append(packet.pts)
         if packet.is_keyframe:
             keyframes.append((packet.pts, packet.dts if packet.dts is not None else packet.pts))
-        if len(pts) > settings.max_video_frames:
-            raise MediaUnreadable("video_too_long", f"more than {settings.max_video_frames} frames")
+        if len(pts) > settings.intake_limits.max_video_frames:
+            raise MediaUnreadable("video_too_long", f"more than {settings.intake_limits.max_video_frames} frames")
     pts.sort()
-    if pts and stream.time_base and float((pts[-1] - pts[0]) * stream.time_base) > settings.max_video_duration_s:
+    if (
+        pts
+        and stream.time_base
+        and float((pts[-1] - pts[0]) * stream.time_base) > settings.intake_limits.max_video_duration_s
+    ):
         raise MediaUnreadable(
             "video_too_long",
-            f"{float((pts[-1] - pts[0]) * stream.time_base):.1f}s of frames, limit {settings.max_video_duration_s}s",
+            f"{float((pts[-1] - pts[0]) * stream.time_base):.1f}s of frames, limit {settings.intake_limits.max_video_duration_s}s",
         )
     return Timeline(pts, sorted(keyframes) or [(pts[0], pts[0])] if pts else [])
 

@@ -12,7 +12,7 @@ gets its own copy of it (``adopt``), unless it is the case's already. Only a put
 (a dead letter without a key) is named by the bytes' own sha256 and may be shared; no erasure of a
 case names it. Reads take the tag off: callers see the bytes they put.
 
-``MediaStore`` is the protocol. ``open_store`` picks the store the ``media_store`` setting names: a
+``MediaStore`` is the protocol. ``open_store`` (stores.py) picks the store the ``media_store`` setting names: a
 path or ``file://`` URL is a folder (``LocalMediaStore``, the default); ``s3://bucket/prefix``,
 ``gs://``, ``az://`` (``abfs://``) and ``memory://`` are object stores reached through fsspec
 (``FsspecMediaStore``; s3fs, gcsfs or adlfs must be installed, credentials come from that SDK's own
@@ -59,7 +59,6 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from ..config import Settings
 from ..errors import StoreError, install_extra
 from ..observability import metrics
 
@@ -608,19 +607,6 @@ def shown_url(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return f"{parts.scheme}://{host}{parts.path}"
-
-
-def open_store(settings: Settings, clock: Clock = time.time) -> MediaStore:
-    """The store the ``media_store`` setting names: a folder (a path or ``file://`` URL), or an object
-    store by URL. An unknown scheme fails here, at start-up, rather than at the first case. With
-    ``media_encryption``, that store behind the sealing one (``sealing.py``), with its key store."""
-    store = dated_store(settings.media_store, settings.media_retention, clock)
-    if not settings.media_encryption:
-        return store
-    from .sealing import KeyRing, SealedStore  # sealing builds on this module
-
-    keys = dated_store(settings.case_key_store, settings.media_retention, clock)
-    return SealedStore(store, KeyRing(keys, settings.case_key_secret or ""))
 
 
 def dated_store(where: str, retention: float, clock: Clock = time.time) -> DatedStore:

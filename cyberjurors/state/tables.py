@@ -43,7 +43,7 @@ def compacted(settings: Settings) -> dict[str, str]:
     ``compaction_lag_s`` (a segment rolls at least that often, and a dirty one is compacted by then),
     and its tombstones stay ``tombstone_retention_s`` after. What bounds how long an expired or
     erased case's values stay in a compacted topic: the table changelogs here, disputes.dlq-replayed,
-    disputes.audit and disputes.erasures (streams/kafka.py; docs/operations/data-rights.md)."""
+    disputes.audit and disputes.erasures (kafka/cluster.py; docs/operations/data-rights.md)."""
     return {
         "cleanup.policy": "compact",
         "segment.ms": ms(settings.compaction_lag_s),

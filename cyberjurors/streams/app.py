@@ -31,9 +31,13 @@ from faust.types import TableT
 from ..assembly import build_llm
 from ..config import Settings
 from ..errors import for_people
-from ..evidence.media_store import MediaStore, open_store
+from ..evidence.media_store import MediaStore
 from ..evidence.sealing import SealedStore
+from ..evidence.stores import open_store
 from ..jury.rounds import Jury, is_settled
+from ..kafka.cluster import faust_broker_url, faust_credentials
+from ..kafka.producers import RECORD_OVERHEAD, use_idempotence
+from ..kafka.transport import handled, use_fetch_wait
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
 from ..precedents.base import PrecedentBase
@@ -42,17 +46,14 @@ from ..state import expiry, tables
 from ..state.results import StageResults
 from .appeal import Appeals
 from .cloudevents import Publisher
-from .dead_letters import RECORD_OVERHEAD, DeadLetters, OutputTooLarge, Sender, bug
+from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug
 from .erasure import Erasures
 from .intake import Intake, schedule_expiry
-from .kafka import faust_broker_url, faust_credentials
 from .letters import PartyLetters
 from .outcome import Outcomes
 from .probes import Health
-from .producers import use_idempotence
 from .seating import Seating
 from .stage_hop import StageHop, StageWork
-from .transport import handled, use_fetch_wait
 from .verdict import Verdicts
 
 log = logging.getLogger("cyberjurors.streams")
@@ -77,7 +78,7 @@ def faust_app(settings: Settings) -> faust.App:
         broker_commit_interval=settings.commit_interval_s,
         processing_guarantee=settings.processing_guarantee,
         # every message we send is checked against max_event_bytes; the producer allows that plus framing
-        producer_max_request_size=settings.max_event_bytes + RECORD_OVERHEAD,
+        producer_max_request_size=settings.intake_limits.max_event_bytes + RECORD_OVERHEAD,
         consumer_auto_offset_reset="earliest",
         # The check stops a worker whose table state is ahead of a changelog's end offset: stale
         # RocksDB files beside a truncated topic. The memory store has no files, a broker that lost
@@ -127,18 +128,18 @@ def create_app(
     metrics.set_seller_share_reference(settings.drift_reference_seller_share)
     store = open_store(settings, clock)
     drafts = table("intake")
-    letters = DeadLetters(public("disputes.dlq"), in_flight, store, settings.max_event_bytes, drafts)
+    dead_letters = DeadLetters(public("disputes.dlq"), in_flight, store, settings.intake_limits.max_event_bytes, drafts)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
     results = StageResults(
         table("stage-results", value_type=bytes),
         table("stage-times"),
         settings.state_retention_s,
         clock,
-        max_bytes=settings.max_event_bytes,
+        max_bytes=settings.intake_limits.max_event_bytes,
         keep_for_appeal=settings.appeal_window_s > 0,
         max_rounds=settings.most_rounds,  # the court policy's fullest court may hold more rounds than `rounds`
     )
-    intake = Intake(settings, llm.backend, drafts, results, topic("disputes.intake"), letters, in_flight)
+    intake = Intake(settings, llm.backend, drafts, results, topic("disputes.intake"), dead_letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)
     verdicts = Verdicts(
         settings,
@@ -147,18 +148,18 @@ def create_app(
         in_flight,
         work.verdict,
         escalations=public("disputes.escalations"),
-        letters=letters,
+        dead_letters=dead_letters,
     )
-    hop = StageHop(results, letters, in_flight, verdicts.resend)
+    hop = StageHop(results, dead_letters, in_flight, verdicts.resend)
     confirmed = table("confirmed-outcomes")
-    outcomes = Outcomes(settings, llm, precedents, results, confirmed, letters)
-    appeals = Appeals(settings, llm, precedents, results, verdicts, letters, store)
+    outcomes = Outcomes(settings, llm, precedents, results, confirmed, dead_letters)
+    appeals = Appeals(settings, llm, precedents, results, verdicts, dead_letters, store)
     sealing = store.keys if isinstance(store, SealedStore) else None  # media_encryption: the map is sealed too
-    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), letters, sealing)
+    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), dead_letters, sealing)
     on_disk = [drafts, results.table, results.times, confirmed]
     erasures = Erasures(results, drafts, confirmed, store, in_flight, topic("disputes.erasures"), on_disk)
 
-    handlers = Handlers(intake, hop, work, verdicts, outcomes, letters, appeals, party_letters, erasures)
+    handlers = Handlers(intake, hop, work, verdicts, outcomes, dead_letters, appeals, party_letters, erasures)
     stream_agents(app, settings, topic, handlers)
     seating = Seating(settings, llm, work, precedents)  # the qualification gate, when on
     app.add_dependency(seating)
@@ -178,7 +179,7 @@ class Handlers:
     work: StageWork
     verdicts: Verdicts
     outcomes: Outcomes
-    letters: DeadLetters
+    dead_letters: DeadLetters
     appeals: Appeals | None = None
     party_letters: PartyLetters | None = None
     erasures: Erasures | None = None
@@ -231,7 +232,7 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
 
 async def each(stream: faust.StreamT, handler: Callable[[faust.EventT], Awaitable[None]]) -> None:
     """Hand every event to ``handler``; once it returns, the event's offset may be committed
-    (streams/transport.py: an offset Faust acked that no handler finished is never committed)."""
+    (kafka/transport.py: an offset Faust acked that no handler finished is never committed)."""
     async for event in stream.events():
         await handler(event)
         handled(event)
@@ -250,12 +251,14 @@ async def next_round(h: Handlers, settings: Settings, event: Any, rounds: Sender
             try:
                 await h.verdicts.publish(case_file, event)
             except OutputTooLarge as err:  # the same case would decide the same way
-                await h.letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
+                await h.dead_letters.write(event, "verdict", "output_too_large", err.detail, replayable=False)
             except LLMError as err:  # the verifier or JURIS failed after the retries: replay resumes here
-                await h.letters.write(event, "verdict", f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+                await h.dead_letters.write(
+                    event, "verdict", f"llm_{err.kind}", for_people(err), replayable=err.replayable
+                )
             except Exception as err:  # a bug must not stop the worker
                 log.exception("case %s: verdict failed", case_file.case_id)
-                await h.letters.write(event, "verdict", "stage_failed", bug(err), replayable=True)
+                await h.dead_letters.write(event, "verdict", "stage_failed", bug(err), replayable=True)
         else:
             stage = f"round-{len(case_file.rounds) + 1}"
             tracing.name_stage(stage)

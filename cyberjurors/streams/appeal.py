@@ -60,7 +60,7 @@ class Appeals:
         precedents: Remembers,
         results: StageResults,
         verdicts: Verdicts,
-        letters: DeadLetters,
+        dead_letters: DeadLetters,
         store: MediaStore,
     ):
         self.settings = settings
@@ -69,7 +69,7 @@ class Appeals:
         self.precedents = precedents
         self.results = results
         self.verdicts = verdicts
-        self.letters = letters
+        self.dead_letters = dead_letters
         self.store = store
         self.turns = CaseTurns()
 
@@ -84,7 +84,7 @@ class Appeals:
             return
         except Exception as err:  # a bug must cost one appeal (kept in the DLQ), not a crash of the agent
             log.exception("appeal at offset %s failed", event.message.offset)
-            await self.letters.write(event, "appeal", "stage_failed", bug(err), replayable=True)
+            await self.dead_letters.write(event, "appeal", "stage_failed", bug(err), replayable=True)
             return
         tracing.name_case(appeal.case_id)
         try:
@@ -94,12 +94,14 @@ class Appeals:
         except Refused:
             return
         except LLMError as err:  # a replay resumes after the last stored step
-            await self.letters.write(event, "appeal", f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+            await self.dead_letters.write(
+                event, "appeal", f"llm_{err.kind}", for_people(err), replayable=err.replayable
+            )
         except OutputTooLarge as err:
-            await self.letters.write(event, "appeal", "output_too_large", err.detail, replayable=False)
+            await self.dead_letters.write(event, "appeal", "output_too_large", err.detail, replayable=False)
         except Exception as err:  # a bug must cost one appeal (kept in the DLQ to replay once fixed), not the worker
             log.exception("appeal for case %s failed", appeal.case_id)
-            await self.letters.write(event, "appeal", "stage_failed", bug(err), replayable=True)
+            await self.dead_letters.write(event, "appeal", "stage_failed", bug(err), replayable=True)
 
     def one_at_a_time(self, case_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """A case's appeals, one after the other on this worker (every appeal of a case comes to the
@@ -109,25 +111,25 @@ class Appeals:
 
     async def parse(self, event: Any) -> AppealFiled:
         size = len(event.value or b"") + len(event.message.key or b"")
-        if size > self.settings.max_event_bytes:
-            await self.letters.write(
+        if size > self.settings.intake_limits.max_event_bytes:
+            await self.dead_letters.write(
                 event,
                 "appeal",
                 "invalid_appeal",
-                f"{size} bytes, limit max_event_bytes={self.settings.max_event_bytes}; send large media by path or URL",
+                f"{size} bytes, limit max_event_bytes={self.settings.intake_limits.max_event_bytes}; send large media by path or URL",
                 replayable=False,
             )
             raise Refused
         try:
             appeal = AppealFiled.model_validate_json(intake.checked_json(event.value))
         except ValidationError as err:
-            await self.letters.write(event, "appeal", "invalid_appeal", for_people(err), replayable=False)
+            await self.dead_letters.write(event, "appeal", "invalid_appeal", for_people(err), replayable=False)
             raise Refused from err
         except intake.Rejected as err:  # a foreign byte-order mark, a key twice in one object
-            await self.letters.write(event, "appeal", "invalid_appeal", err.detail, replayable=False)
+            await self.dead_letters.write(event, "appeal", "invalid_appeal", err.detail, replayable=False)
             raise Refused from err
         if problem := key_problem(event.message.key, appeal.case_id):  # its verdict is on its case_id's partition
-            await self.letters.write(event, "appeal", "key_mismatch", problem, replayable=False)
+            await self.dead_letters.write(event, "appeal", "key_mismatch", problem, replayable=False)
             raise Refused
         return appeal
 
@@ -141,7 +143,7 @@ class Appeals:
             if taken.appeal is not None and taken.appeal.appeal_id == key:
                 return taken
             brief = taken.appeal
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "appeal",
                 "appeal_already_filed",
@@ -164,7 +166,7 @@ class Appeals:
         if stored is not None:
             return Verdict.model_validate_json(stored)
         if self.results.stored(appeal.case_id, StageResults.EXPIRED) is not None:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "appeal",
                 "case_expired",
@@ -174,7 +176,7 @@ class Appeals:
                 replayable=False,
             )
             raise Refused
-        await self.letters.write(
+        await self.dead_letters.write(
             event,
             "appeal",
             "unknown_case",
@@ -187,7 +189,7 @@ class Appeals:
         """The appeal names the case's first verdict, comes from its loser, after that verdict, within the window."""
         window = self.settings.appeal_window_s
         if appeal.verdict_id != first.verdict_id:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "appeal",
                 "appeal_wrong_verdict",
@@ -197,7 +199,7 @@ class Appeals:
             )
             raise Refused
         if appeal.appellant == first.winner:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "appeal",
                 "appeal_by_winner",
@@ -207,7 +209,7 @@ class Appeals:
             )
             raise Refused
         if window <= 0:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event, "appeal", "appeal_window_closed", "appeals are off (appeal_window_s=0)", replayable=False
             )
             raise Refused
@@ -217,7 +219,7 @@ class Appeals:
         # would be negative and let it through
         early = (first.decided_at - appeal.filed_at).total_seconds() - skew
         if early > 0:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "appeal",
                 "appeal_before_verdict",
@@ -230,7 +232,7 @@ class Appeals:
             raise Refused
         late = (appeal.filed_at - first.decided_at).total_seconds() - window
         if late > 0:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "appeal",
                 "appeal_window_closed",
@@ -246,7 +248,7 @@ class Appeals:
         evidence (intake's rules, the media claim check, max_case_bytes)."""
         base = self.results.stored(appeal.case_id, "clues") or self.results.stored(appeal.case_id, "intake")
         if base is None:  # a verdict without its record: only an older version's leftovers
-            await self.letters.write(
+            await self.dead_letters.write(
                 event, "appeal", "case_expired", f"case {appeal.case_id}'s record is no longer kept", replayable=False
             )
             raise Refused
@@ -256,24 +258,28 @@ class Appeals:
             # checked while they are still inline, and nothing refused reaches the media store
             intake.admit(with_evidence(record.case, appeal), self.settings)
             data = appeal.model_dump(mode="json", exclude_none=True)
-            moved = await claim_check(self.store, data["evidence"], appeal.case_id, self.settings.max_media_bytes)
+            moved = await claim_check(
+                self.store, data["evidence"], appeal.case_id, self.settings.intake_limits.max_media_bytes
+            )
             checked = AppealFiled.model_validate(data) if moved else appeal
             case = with_evidence(record.case, checked)
             case_file = appeal_file(record, first, appeal, case, appeal_notes(record.case, case, appeal))
             size = len(case_file.model_dump_json())
-            if size > self.settings.max_case_bytes:
+            if size > self.settings.intake_limits.max_case_bytes:
                 raise intake.Rejected(
                     "case_too_large",
                     f"the appealed case file is {size} bytes with its media in "
-                    f"the media store, limit max_case_bytes={self.settings.max_case_bytes}",
+                    f"the media store, limit max_case_bytes={self.settings.intake_limits.max_case_bytes}",
                 )
         except intake.Rejected as err:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event, "appeal", "appeal_evidence_rejected", f"{err.reason}: {err.detail}", replayable=False
             )
             raise Refused from err
         except ValidationError as err:  # an evidence id the case already uses
-            await self.letters.write(event, "appeal", "appeal_evidence_rejected", for_people(err), replayable=False)
+            await self.dead_letters.write(
+                event, "appeal", "appeal_evidence_rejected", for_people(err), replayable=False
+            )
             raise Refused from err
         return case_file
 

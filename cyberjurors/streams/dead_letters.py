@@ -33,9 +33,6 @@ from ..state.results import StageResults
 
 log = logging.getLogger("cyberjurors.streams")
 
-# room in a message for the record's own framing (headers, lengths, timestamps, the key's length):
-# the producers allow max_event_bytes plus this, so a value checked against max_event_bytes is sent
-RECORD_OVERHEAD = 16_384
 MAX_KEY_CHARS = 1024  # a case id is at most 128; a longer key is not one, and is cut on the letter
 DEFAULT_MAX_BYTES = 1_000_000
 

@@ -35,14 +35,14 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from ..config import Settings
 from ..errors import StoreError
 from ..evidence.media_store import MediaStore
+from ..kafka.cluster import ERASURES, client_options
+from ..kafka.producers import producer_for
 from ..observability import metrics, tracing
 from ..state import tables
 from ..state.erasure import erase_case, erase_citations, on_partition, standing
 from ..state.intake import IntakeTable
 from ..state.results import StageResults
-from .clients import producer_for
 from .dead_letters import send_bounded
-from .kafka import ERASURES, client_options
 
 log = logging.getLogger("cyberjurors.streams")
 

@@ -25,7 +25,8 @@ import faust
 
 from ..config import Settings
 from ..evidence import intake
-from ..evidence.media_store import MediaStore, StoreError, open_store
+from ..evidence.media_store import MediaStore, StoreError
+from ..evidence.stores import open_store
 from ..observability import metrics, tracing
 from ..schemas import CaseFile, CaseOpened, CaseSubmitted, DisputeCase, EvidenceClosed, EvidenceSubmitted, now
 from ..schemas.events import DisputeEvent
@@ -46,7 +47,7 @@ class Intake:
         state: MutableMapping[str, Any],
         results: StageResults,
         sent_to: Sender,
-        letters: DeadLetters,
+        dead_letters: DeadLetters,
         in_flight: metrics.CasesInFlight,
         clock: expiry.Clock = time.time,
     ):
@@ -55,7 +56,7 @@ class Intake:
         self.table = IntakeTable(state)
         self.results = results
         self.sent_to = sent_to
-        self.letters = letters
+        self.dead_letters = dead_letters
         self.in_flight = in_flight
         self.store = open_store(settings, clock)
         self.admitting: dict[str, str] = {}  # case_id -> digest while its hand-off is under way
@@ -82,10 +83,10 @@ class Intake:
             if seen is not None:
                 self.table.note_cloudevent(parsed.case_id, seen.key, seen.digest, event.message.partition)
         except intake.Rejected as err:  # rejected input: it would be rejected again
-            await self.letters.write(event, "intake", err.reason, err.detail, replayable=err.replayable)
+            await self.dead_letters.write(event, "intake", err.reason, err.detail, replayable=err.replayable)
         except Exception as err:  # a bug must cost one event (kept in the DLQ to replay once fixed), not the worker
             log.exception("intake failed on offset %s", event.message.offset)
-            await self.letters.write(event, "intake", "intake_failed", bug(err), replayable=True)
+            await self.dead_letters.write(event, "intake", "intake_failed", bug(err), replayable=True)
 
     def check_reuse(self, case_id: str, seen: cloudevents.Received) -> None:
         """A CloudEvents id names one event: the same id again with the same content is a redelivery
@@ -169,7 +170,7 @@ class Intake:
                 if len(held) >= self.settings.early_evidence_per_case
                 else f"{total} held on this worker, limit early_evidence_total={self.settings.early_evidence_total}"
             )
-            await self.letters.write(
+            await self.dead_letters.write(
                 Original.of(message).event(),
                 "intake",
                 "early_evidence_overflow",
@@ -201,7 +202,9 @@ class Intake:
             except intake.Duplicate as dup:
                 draft.notes.append(f"duplicate event ignored: {dup}")
             except intake.Rejected as err:
-                await self.letters.write(original.event(), "intake", err.reason, err.detail, replayable=err.replayable)
+                await self.dead_letters.write(
+                    original.event(), "intake", err.reason, err.detail, replayable=err.replayable
+                )
         self.held_total = None if self.held_total is None else max(0, self.held_total - len(held))
         return draft
 
@@ -209,7 +212,7 @@ class Intake:
         """Events held for a case that then came whole: the whole case is what was judged, so each
         is dead-lettered (final) with its original bytes rather than forgotten."""
         for entry in held:
-            await self.letters.write(
+            await self.dead_letters.write(
                 Original.from_json(entry["message"]).event(),
                 "intake",
                 "case_closed",
@@ -233,7 +236,7 @@ class Intake:
         for case_id, entry in self.table.due(now_s - self.settings.early_evidence_wait_s, partitions):
             if "held" in entry:
                 for held in entry["held"]:
-                    await self.letters.write(
+                    await self.dead_letters.write(
                         Original.from_json(held["message"]).event(),
                         "intake",
                         "case_never_opened",
@@ -245,7 +248,7 @@ class Intake:
         for case_id, entry in self.table.due(now_s - self.settings.intake_draft_ttl_s, partitions):
             if "draft" in entry:
                 draft = intake.Draft.model_validate(entry["draft"])
-                await self.letters.write(
+                await self.dead_letters.write(
                     Original.of_draft(draft, self.settings, entry.get("partition")),
                     "intake",
                     "draft_expired",
@@ -266,10 +269,10 @@ class Intake:
         """Before anything is parsed or recorded: an event over max_event_bytes is refused whole (its
         dead letter keeps it, in the media store when too large to carry)."""
         size = len(event.value or b"") + len(event.message.key or b"")
-        if size > self.settings.max_event_bytes:
+        if size > self.settings.intake_limits.max_event_bytes:
             raise intake.Rejected(
                 "event_too_large",
-                f"{size} bytes, limit max_event_bytes={self.settings.max_event_bytes}; send large media by path or URL",
+                f"{size} bytes, limit max_event_bytes={self.settings.intake_limits.max_event_bytes}; send large media by path or URL",
             )
 
     async def admit(self, case: DisputeCase, notes: list[str], partition: int) -> None:
@@ -325,11 +328,11 @@ class Intake:
             case=await self.claim_check(case), received_at=now(), problems=problems, backend=self.backend, digest=digest
         )
         value = case_file.model_dump_json().encode()
-        if len(value) > self.settings.max_case_bytes:
+        if len(value) > self.settings.intake_limits.max_case_bytes:
             raise intake.Rejected(
                 "case_too_large",
                 f"the case file is {len(value)} bytes with its media in the "
-                f"media store, limit max_case_bytes={self.settings.max_case_bytes}",
+                f"media store, limit max_case_bytes={self.settings.intake_limits.max_case_bytes}",
             )
         return value
 
@@ -339,7 +342,7 @@ class Intake:
         holds, which becomes the case's own (``adopt``)."""
         data = case.model_dump(mode="json", exclude_none=True)
         items = [item for round_ in data["rounds"] for item in round_["items"]]
-        moved = await claim_check(self.store, items, case.case_id, self.settings.max_media_bytes)
+        moved = await claim_check(self.store, items, case.case_id, self.settings.intake_limits.max_media_bytes)
         return DisputeCase.model_validate(data) if moved else case
 
     async def hand_on(self, case_id: str, value: bytes, partition: int) -> None:

@@ -72,7 +72,7 @@ SHREDDED_NOTE = (
 
 
 class PartyLetters:
-    """The letters stage's handler. As in every handler, ``self.letters`` writes dead letters; the
+    """The letters stage's handler. As in every handler, ``self.dead_letters`` writes dead letters; the
     letters to the parties are what it sends to ``out``."""
 
     def __init__(
@@ -81,14 +81,14 @@ class PartyLetters:
         llm: LLM,
         results: StageResults,
         out: Sender,
-        letters: DeadLetters,
+        dead_letters: DeadLetters,
         sealing: KeyRing | None = None,
     ):
         self.settings = settings
         self.llm = llm
         self.results = results
         self.out = out
-        self.letters = letters
+        self.dead_letters = dead_letters
         self.sealing = sealing  # media_encryption: the case keys the placeholder map is sealed under
         self.turns = CaseTurns()
 
@@ -101,14 +101,14 @@ class PartyLetters:
         try:
             verdict = Verdict.model_validate_json(event.value or b"")
         except ValidationError as err:
-            await self.letters.write(event, "letters", "invalid_verdict", for_people(err), replayable=False)
+            await self.dead_letters.write(event, "letters", "invalid_verdict", for_people(err), replayable=False)
             return
         tracing.name_case(verdict.case_id)
         started = time.perf_counter()
         try:
             record = self.record(verdict)
             if record is None:
-                await self.letters.write(
+                await self.dead_letters.write(
                     event,
                     "letters",
                     "case_expired",
@@ -121,14 +121,16 @@ class PartyLetters:
                 placeholders = await self.placeholders(verdict, record)
                 written = [await self.letter(verdict, record, party, placeholders) for party in PARTIES]
         except StoreError as err:  # the case key store: nothing was sent, a replay starts again
-            await self.letters.write(event, "letters", "case_key_unavailable", for_people(err), replayable=True)
+            await self.dead_letters.write(event, "letters", "case_key_unavailable", for_people(err), replayable=True)
         except LLMError as err:  # a replay resumes: stored drafts and letters are not written again
-            await self.letters.write(event, "letters", f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+            await self.dead_letters.write(
+                event, "letters", f"llm_{err.kind}", for_people(err), replayable=err.replayable
+            )
         except OutputTooLarge as err:  # the same verdict would give the same letter
-            await self.letters.write(event, "letters", "output_too_large", err.detail, replayable=False)
+            await self.dead_letters.write(event, "letters", "output_too_large", err.detail, replayable=False)
         except Exception as err:  # a bug must cost one verdict's letters (kept in the DLQ), not the worker
             log.exception("case %s: letters failed", verdict.case_id)
-            await self.letters.write(event, "letters", "stage_failed", bug(err), replayable=True)
+            await self.dead_letters.write(event, "letters", "stage_failed", bug(err), replayable=True)
         else:
             if any(written):
                 metrics.STAGE_LATENCY.labels(STAGE).observe(time.perf_counter() - started)

@@ -3,7 +3,7 @@ counters, once per case: a redelivered outcome is not counted again, and one who
 from the counted one's is a final dead letter, ``outcome_conflict``) whether or not the precedent
 base is on; with it on, learned from, and every ``redistil_after`` confirmed cases of a category on
 a partition the category's guidelines are re-distilled. A human panel's decision (``source:
-human_panel``) must carry a signature by a key the worker holds (streams/signing.py): one without it
+human_panel``) must carry a signature by a key the worker holds (evidence/signing.py): one without it
 (``unsigned_outcome``), with one that does not verify (``forged_outcome``) or by a key this worker
 does not hold (``outcome_unverifiable``, replayable) is a dead letter before anything is counted or learned.
 
@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from ..config import Settings
 from ..errors import for_people
-from ..evidence import intake
+from ..evidence import intake, signing
 from ..jury.escalation import escalation_id
 from ..llm.port import LLM, LLMError
 from ..observability import metrics, tracing
@@ -41,7 +41,7 @@ from ..precedents.models import PrecedentError
 from ..schemas import CaseFile, OutcomeReported, Verdict
 from ..state import expiry
 from ..state.results import StageResults
-from . import held_outcomes, signing
+from . import held_outcomes
 from .dead_letters import DeadLetters, bug, shown_time
 from .held_outcomes import Held
 from .intake import key_problem
@@ -57,7 +57,7 @@ class Outcomes:
         precedents: PrecedentBase,
         results: StageResults,
         confirmed: MutableMapping[str, Any],
-        letters: DeadLetters,
+        dead_letters: DeadLetters,
     ):
         self.settings = settings
         self.llm = llm
@@ -66,7 +66,7 @@ class Outcomes:
         # "category/partition" -> case ids confirmed since the last re-distil here: emptied at redistil_after,
         # so it never holds more than categories x partitions x redistil_after ids and needs no expiry
         self.confirmed = confirmed
-        self.letters = letters
+        self.dead_letters = dead_letters
         self.turn = asyncio.Lock()  # the agent's outcomes and the sweep's releases, one at a time
 
     async def __call__(self, event: Any) -> None:
@@ -76,26 +76,28 @@ class Outcomes:
                     await self.handle(event)
             except Exception as err:  # a bug must cost one outcome (kept in the DLQ), not a crash of the agent
                 log.exception("outcome at offset %s failed", event.message.offset)
-                await self.letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
+                await self.dead_letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
 
     async def handle(self, event: Any) -> None:
         try:
             outcome = OutcomeReported.model_validate_json(intake.checked_json(event.value))
         except ValidationError as err:  # would fail the same way again
-            await self.letters.write(event, "outcome", "invalid_outcome", for_people(err), replayable=False)
+            await self.dead_letters.write(event, "outcome", "invalid_outcome", for_people(err), replayable=False)
             return
         except intake.Rejected as err:  # a foreign byte-order mark, a key twice in one object
-            await self.letters.write(event, "outcome", "invalid_outcome", err.detail, replayable=False)
+            await self.dead_letters.write(event, "outcome", "invalid_outcome", err.detail, replayable=False)
             return
         if problem := key_problem(event.message.key, outcome.case_id):  # its verdict is on its case_id's partition
-            await self.letters.write(event, "outcome", "key_mismatch", problem, replayable=False)
+            await self.dead_letters.write(event, "outcome", "key_mismatch", problem, replayable=False)
             return
         tracing.name_case(outcome.case_id)
         checked = signing.check(outcome, self.settings)
         if not checked.ok:  # before the drift counters, the stored outcome and learning: a forgery changes nothing
             # a security event, apart from the dead letter's own line (which carries the detail)
             log.warning("case %s: a human panel's decision refused, %s", outcome.case_id, checked.reason)
-            await self.letters.write(event, "outcome", checked.reason, checked.detail, replayable=checked.replayable)
+            await self.dead_letters.write(
+                event, "outcome", checked.reason, checked.detail, replayable=checked.replayable
+            )
             return
         verdict, case_file = self.final(outcome.case_id)
         if verdict is None or case_file is None:
@@ -104,7 +106,7 @@ class Outcomes:
         decided = Verdict.model_validate_json(verdict)
         if outcome.escalation_id is not None and outcome.escalation_id not in self.escalations(outcome.case_id):
             # a panel's decision routed to the wrong case would be learned from, and counted, as this one's
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "outcome",
                 "invalid_outcome",
@@ -143,12 +145,12 @@ class Outcomes:
         try:
             await self.learn(outcome, decided, case_file, event.message.partition, partition)
         except (PrecedentError, LLMError) as err:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event, "outcome", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
             )
         except Exception as err:  # a bug must cost one event (kept in the DLQ), not the worker
             log.exception("outcome for case %s failed", outcome.case_id)
-            await self.letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
+            await self.dead_letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
 
     # --- an escalated case's outcomes ----------------------------------------------------------------
 
@@ -200,7 +202,7 @@ class Outcomes:
         self, event: Any, outcome: OutcomeReported, panel: OutcomeReported, partition: int | None
     ) -> None:
         """The human panel decided the escalated case: ``outcome`` is neither counted nor learned from."""
-        await self.letters.write(
+        await self.dead_letters.write(
             event,
             "outcome",
             "outcome_superseded",
@@ -244,7 +246,7 @@ class Outcomes:
                 await self.count_released(event, OutcomeReported.model_validate_json(held.value), held, partition)
             except Exception as err:  # a bug costs this outcome (kept in the DLQ), not the sweep
                 log.exception("case %s: releasing its held outcome failed", case_id)
-                await self.letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
+                await self.dead_letters.write(event, "outcome", "stage_failed", bug(err), replayable=True)
         self.results.unhold_outcome(case_id, partition)  # last: a crash before it releases it again, counted once
 
     async def count_released(self, event: Any, outcome: OutcomeReported, held: Held, partition: int | None) -> None:
@@ -271,7 +273,7 @@ class Outcomes:
         self, event: Any, earlier: OutcomeReported, outcome: OutcomeReported, differs: str, held: bool = False
     ) -> None:
         said = "is held already for the human panel's decision" if held else "was counted already"
-        await self.letters.write(
+        await self.dead_letters.write(
             event,
             "outcome",
             "outcome_conflict",
@@ -306,7 +308,7 @@ class Outcomes:
             index, _ = await self.precedents.open()
             report = await learning.overridden(earlier, outcome, decided, case_file, index, self.settings)
         except (PrecedentError, LLMError) as err:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event, "outcome", f"precedents_{err.kind}", for_people(err), replayable=err.replayable
             )
             return
@@ -344,7 +346,7 @@ class Outcomes:
         retention = f"state_retention_s={self.settings.state_retention_s:g}"
         decided_at = outcome.decided_at.timestamp() if outcome.decided_at is not None else None
         if self.results.stored(outcome.case_id, StageResults.EXPIRED) is not None:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "outcome",
                 "case_expired",
@@ -357,7 +359,7 @@ class Outcomes:
             and self.results.older_than_retention(decided_at)
             and self.results.stored(outcome.case_id, "intake") is None
         ):
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "outcome",
                 "case_expired",
@@ -367,7 +369,7 @@ class Outcomes:
                 replayable=False,
             )
         else:
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 "outcome",
                 "unknown_case",

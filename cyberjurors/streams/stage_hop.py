@@ -38,12 +38,12 @@ class StageHop:
     def __init__(
         self,
         results: StageResults,
-        letters: DeadLetters,
+        dead_letters: DeadLetters,
         in_flight: metrics.CasesInFlight,
         resend_verdict: Callable[[str], Awaitable[bool]] | None = None,
     ):
         self.results = results
-        self.letters = letters
+        self.dead_letters = dead_letters
         self.in_flight = in_flight
         self.resend_verdict = resend_verdict
 
@@ -61,7 +61,7 @@ class StageHop:
         try:
             return CaseFile.model_validate_json(event.value)
         except ValidationError as err:
-            await self.letters.write(event, stage, "invalid_case_file", for_people(err), replayable=False)
+            await self.dead_letters.write(event, stage, "invalid_case_file", for_people(err), replayable=False)
             return None
 
     async def run(self, event: Any, case_file: CaseFile, stage: str, out: Sender, work: Work) -> None:
@@ -81,17 +81,17 @@ class StageHop:
         try:
             result = await work(case_file)
         except LLMError as err:  # failed after the backend's retries: may work when replayed
-            await self.letters.write(event, stage, f"llm_{err.kind}", for_people(err), replayable=err.replayable)
+            await self.dead_letters.write(event, stage, f"llm_{err.kind}", for_people(err), replayable=err.replayable)
             return
         except Exception as err:  # a bug or an unexpected failure must not stop the worker
             log.exception("case %s: %s failed", case_file.case_id, stage)
-            await self.letters.write(event, stage, "stage_failed", bug(err), replayable=True)
+            await self.dead_letters.write(event, stage, "stage_failed", bug(err), replayable=True)
             return
         metrics.STAGE_LATENCY.labels(metrics.stage_label(stage)).observe(time.perf_counter() - started)
         try:
             await hand_on(self.results, result.case_id, stage, result.model_dump_json().encode(), out)
         except OutputTooLarge as err:  # the same case would grow the same way
-            await self.letters.write(event, stage, "output_too_large", err.detail, replayable=False)
+            await self.dead_letters.write(event, stage, "output_too_large", err.detail, replayable=False)
 
     async def fresh(self, event: Any, case_id: str, stage: str) -> bool:
         """Whether the stage should run (its case is not decided: ``run`` re-sent the verdict then):
@@ -101,7 +101,7 @@ class StageHop:
         sent_at = getattr(event.message, "timestamp", None)
         if sent_at is not None and self.results.older_than_retention(sent_at):
             age_h = (self.results.clock() - sent_at) / 3600
-            await self.letters.write(
+            await self.dead_letters.write(
                 event,
                 stage,
                 "state_expired",

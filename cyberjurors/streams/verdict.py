@@ -53,7 +53,7 @@ class Verdicts:
         in_flight: metrics.CasesInFlight,
         work: Decide | None = None,
         escalations: Sender | None = None,
-        letters: DeadLetters | None = None,
+        dead_letters: DeadLetters | None = None,
     ):
         self.settings = settings
         self.work = work
@@ -61,7 +61,7 @@ class Verdicts:
         self.out = out
         self.in_flight = in_flight
         self.escalations = escalations
-        self.letters = letters
+        self.dead_letters = dead_letters
 
     async def resend(self, case_id: str, instance: int = 1) -> bool:
         """Re-send the case's stored verdict (and escalation), uncounted; False when it has none
@@ -105,7 +105,9 @@ class Verdicts:
         hold = max(0.0, self.settings.appeal_window_s - self.settings.state_retention_s) if instance == 1 else 0.0
         await hand_on(self.results, case_id, verdict_stage, decided.model_dump_json().encode(), self.out, hold_s=hold)
         if escalation is not None and self.escalations is not None:
-            await send_bounded(self.escalations, case_id.encode(), escalation, self.settings.max_event_bytes)
+            await send_bounded(
+                self.escalations, case_id.encode(), escalation, self.settings.intake_limits.max_event_bytes
+            )
         self.finish(case_id, instance)  # after the verdict is stored: a crash in between re-sends it
         metrics.STAGE_LATENCY.labels("verdict").observe(time.perf_counter() - started)
         self.count(decided, case_file)
@@ -139,8 +141,8 @@ class Verdicts:
                 return decided, value.encode()
             except OutputTooLarge as err:
                 detail = err.detail
-        if self.letters is not None and event is not None:  # the verdict still goes out, marked escalated
-            await self.letters.write(
+        if self.dead_letters is not None and event is not None:  # the verdict still goes out, marked escalated
+            await self.dead_letters.write(
                 event,
                 "escalation",
                 "output_too_large",

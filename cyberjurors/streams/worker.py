@@ -36,12 +36,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 from mode import Service
 
 from ..config import Settings
+from ..kafka import producers
+from ..kafka.cluster import EMBEDDED_CLUSTER, TOPICS, client_options, ensure_topics
+from ..kafka.lag import ConsumerLag
 from ..observability import logs, metrics, tracing
-from . import producers
 from .app import CONSUMED, create_app
-from .broker import EMBEDDED_CLUSTER
-from .kafka import TOPICS, client_options, ensure_topics
-from .lag import ConsumerLag
 from .probes import ProbeServer
 
 log = logging.getLogger("cyberjurors.worker")
@@ -257,6 +256,8 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     one_record_batches(app, settings, baseline.cluster_id)
     if created:
         log.info("created topics: %s", ", ".join(created))
+    for text in settings.deprecations:  # said once more where an operator reads, the warning aside
+        log.warning(text)
     watch = BrokerWatch(settings, baseline)
 
     @app.task

@@ -11,7 +11,7 @@ from pathlib import Path
 from cyberjurors.config import Settings
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.schemas import Verdict
-from cyberjurors.streams.clients import produce, read_events
+from cyberjurors.tooling.clients import produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 from ..messages_server import Received, Reply, ScriptedServer, ThinkingModel, anthropic_message, request_text, serving

@@ -12,7 +12,7 @@ from cyberjurors.schemas import (
     DeadLetter,
     Verdict,
 )
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 from ..unit.streams.test_appeals import appeal

@@ -10,8 +10,9 @@ import re
 
 import pytest
 
+from cyberjurors.config import IntakeLimits
 from cyberjurors.schemas import DeadLetter, Verdict
-from cyberjurors.streams.clients import Outgoing, produce
+from cyberjurors.tooling.clients import Outgoing, produce
 
 from ..conftest import read_topic, worker_process
 from ..factories import case_data, whole
@@ -129,8 +130,7 @@ DEAD = {  # key -> (value, reason)
 async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(settings, tmp_path):
     settings = settings.model_copy(
         update={
-            "max_text_chars": 1000,
-            "max_media_items": 4,
+            "intake_limits": IntakeLimits(max_text_chars=1000, max_media_items=4),
             "media_root": tmp_path,
             "jurors": 5,
             "rounds": 2,

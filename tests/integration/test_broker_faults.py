@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.config import Settings
+from cyberjurors.config import KafkaTimeouts, Settings
+from cyberjurors.kafka.cluster import TOPICS, ensure_topics
 from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.broker import free_port, start_broker, stop_process
-from cyberjurors.streams.clients import await_outcomes, case_event, produce
-from cyberjurors.streams.kafka import TOPICS, ensure_topics
 from cyberjurors.streams.worker import (
     EXIT_BROKER_LOST,
     EXIT_STOP_DEADLINE,
@@ -31,7 +29,9 @@ from cyberjurors.streams.worker import (
     lost_state,
     went_back,
 )
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.broker import free_port, start_broker, stop_process
+from cyberjurors.tooling.clients import await_outcomes, case_event, produce
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES
 
@@ -74,9 +74,8 @@ def fault_settings(settings: Settings, own_broker: Broker) -> Settings:
     return settings.model_copy(
         update={
             "kafka_bootstrap_servers": own_broker.bootstrap,
-            "broker_check_interval_s": 0.5,
-            "broker_loss_exit_s": 600.0,
-            "stop_deadline_s": 5.0,  # only a lost state ends a worker here
+            # only a lost state ends a worker here
+            "kafka_timeouts": KafkaTimeouts(broker_check_interval_s=0.5, broker_loss_exit_s=600.0, stop_deadline_s=5.0),
         }
     )
 
@@ -191,7 +190,10 @@ async def test_the_watch_reads_its_broker_and_names_what_was_lost(fault_settings
 
 async def test_the_watch_gives_an_unreachable_broker_broker_loss_exit_s(fault_settings: Settings):
     nowhere = fault_settings.model_copy(
-        update={"kafka_bootstrap_servers": f"127.0.0.1:{free_port()}", "broker_loss_exit_s": 30.0}
+        update={
+            "kafka_bootstrap_servers": f"127.0.0.1:{free_port()}",
+            "kafka_timeouts": fault_settings.kafka_timeouts.model_copy(update={"broker_loss_exit_s": 30.0}),
+        }
     )
     now = [1000.0]
     watch = BrokerWatch(nowhere, BrokerView("c", {}), clock=lambda: now[0])

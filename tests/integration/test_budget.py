@@ -17,8 +17,8 @@ from cyberjurors.schemas import (
     DisputeCase,
     Verdict,
 )
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 from ..unit.jury.test_budget import NOW, spent

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from cyberjurors.kafka.cluster import TOPICS, client_options
 from cyberjurors.schemas import PartyLetter, Verdict
-from cyberjurors.streams.kafka import TOPICS, client_options
 
 from ..conftest import EXAMPLES, cli, read_topic, worker_process
 from ..factories import case_data
@@ -163,9 +163,9 @@ def test_produce_refuses_what_a_worker_would_dead_letter_and_sends_nothing_of_th
         settings,
         "produce",
         str(folder),
-        CYBERJURORS_MAX_EVENT_BYTES="20000",
-        CYBERJURORS_MAX_CASE_BYTES="10000",
-        CYBERJURORS_MAX_TEXT_CHARS="50000",
+        CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES="20000",
+        CYBERJURORS_INTAKE_LIMITS__MAX_CASE_BYTES="10000",
+        CYBERJURORS_INTAKE_LIMITS__MAX_TEXT_CHARS="50000",
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "not sent" in result.stdout and "b-big.json" in result.stdout and "max_event_bytes" in result.stdout
@@ -181,7 +181,7 @@ def test_produce_says_what_is_wrong_with_deep_json_an_empty_file_and_accepts_a_b
     empty.write_text("")
     result = cli(settings, "produce", str(empty))
     assert result.returncode == 2 and "no case or event found" in result.stdout, result.stdout + result.stderr
-    from cyberjurors.streams.clients import read_events
+    from cyberjurors.tooling.clients import read_events
 
     case = next((EXAMPLES / "cases").glob("*.json"))
     bom = tmp_path / "bom.json"
@@ -197,13 +197,18 @@ def test_dlq_shows_producer_chosen_keys_without_their_control_characters():
 
 
 def test_invalid_settings_are_reported_in_one_line_for_people(settings):
-    result = cli(settings, "topics", CYBERJURORS_MAX_EVENT_BYTES="20000", CYBERJURORS_MAX_CASE_BYTES="30000")
+    result = cli(
+        settings,
+        "topics",
+        CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES="20000",
+        CYBERJURORS_INTAKE_LIMITS__MAX_CASE_BYTES="30000",
+    )
     assert result.returncode == 2 and "invalid settings" in result.stdout and "max_case_bytes" in result.stdout
     assert "errors.pydantic.dev" not in result.stdout and "Traceback" not in result.stdout + result.stderr
 
 
 async def test_produce_sends_an_outcome_to_disputes_outcomes_and_refuses_a_key_given_twice(settings, tmp_path):
-    from cyberjurors.streams.kafka import ensure_topics
+    from cyberjurors.kafka.cluster import ensure_topics
 
     from ..conftest import read_topic
 
@@ -257,7 +262,7 @@ def test_the_broker_refuses_a_port_already_in_use() -> None:
     ids=lambda command: command[0],
 )
 def test_a_kafka_that_cannot_be_reached_is_one_line_and_exit_75(settings, command):
-    from cyberjurors.streams.broker import free_port
+    from cyberjurors.tooling.broker import free_port
 
     closed = f"127.0.0.1:{free_port()}"  # nothing listens there
     result = cli(settings, *command, CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS=closed, timeout=120)

@@ -15,7 +15,7 @@ from cyberjurors.console.app import create_app
 from cyberjurors.console.feed import Feed
 from cyberjurors.console.store import Store
 from cyberjurors.schemas import OutcomeReported
-from cyberjurors.streams.clients import Outgoing, produce
+from cyberjurors.tooling.clients import Outgoing, produce
 
 from ..conftest import EXAMPLES, read_topic
 from ..factories import example_case
@@ -119,7 +119,7 @@ def test_embedded_it_judges_the_cases_it_is_given_serves_them_and_stops_with_its
 
     import httpx
 
-    from cyberjurors.streams.broker import free_port
+    from cyberjurors.tooling.broker import free_port
 
     port = free_port()
     env = {

@@ -19,9 +19,9 @@ from starlette.testclient import TestClient
 
 from cyberjurors.console.app import create_app
 from cyberjurors.console.store import Store
+from cyberjurors.evidence import signing
 from cyberjurors.schemas import OutcomeReported
-from cyberjurors.streams import signing
-from cyberjurors.streams.broker import free_port
+from cyberjurors.tooling.broker import free_port
 
 from ..conftest import read_topic
 from ..unit.console.test_auth import KEY, PASSWORD, PEOPLE, ROLES, audited, csrf_of, decide, settings_for, sign_in

@@ -38,14 +38,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cyberjurors.config import Settings
+from cyberjurors.config import RoleCall, Settings
 from cyberjurors.console.auth import hash_password
+from cyberjurors.evidence import signing
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase, OutcomeReported
-from cyberjurors.streams import signing
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.clients import Outgoing, await_outcomes, case_event, produce, read_events, replayed
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess, child_env
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.clients import Outgoing, await_outcomes, case_event, produce, read_events, replayed
+from cyberjurors.tooling.worker_process import WorkerProcess, child_env
 
 from ..conftest import EXAMPLES, read_topic
 from ..messages_server import Received, Reply, ScriptedServer, chat_completion, request_text
@@ -181,7 +181,11 @@ async def judge_all(settings: Settings, log: Path, stub: VisionStub) -> tuple[Wo
     server = ScriptedServer(stub)
     await server.start()
     settings = settings.model_copy(
-        update={"openai_base_url": f"{server.url}/v1", "openai_api_key": "test", "model_perceive": "openai:stub-vision"}
+        update={
+            "openai_base_url": f"{server.url}/v1",
+            "openai_api_key": "test",
+            "llm_roles": {"perceive": RoleCall(model="openai:stub-vision")},
+        }
     )
     await ensure_topics(settings)
     worker = WorkerProcess(settings, log).start()
@@ -237,9 +241,7 @@ def deployed(chromium: Path, broker: str, tmp_path_factory: pytest.TempPathFacto
         llm_backend="offline",
         precedent_backend="none",
         early_stopping=False,
-        session_timeout_s=6,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.2,
+        kafka_profile="local",
         metrics_port=0,
         probe_port=0,
         media_store=str(tmp / "media"),

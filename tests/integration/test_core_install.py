@@ -17,7 +17,7 @@ from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import default_model_dir, load_embedder
 from cyberjurors.schemas import Verdict
-from cyberjurors.streams.clients import produce, read_events
+from cyberjurors.tooling.clients import produce, read_events
 
 from ..conftest import EXAMPLES, ROOT, read_topic, worker_process
 
@@ -67,6 +67,7 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "install",
             "-q",
             "--disable-pip-version-check",
+            "--no-compile",  # byte-compiling every package was most of the fixture's time; imports compile what they use
             "--require-hashes",
             "--no-deps",
             "-r",
@@ -76,7 +77,7 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
         done = run(*step)
         assert done.returncode == 0, done.stderr[-3000:]
     [wheel] = (where / "dist").glob("cyberjurors-*.whl")
-    done = run(venv / "bin/pip", "install", "-q", "--disable-pip-version-check", "--no-deps", wheel)
+    done = run(venv / "bin/pip", "install", "-q", "--disable-pip-version-check", "--no-compile", "--no-deps", wheel)
     assert done.returncode == 0, done.stderr[-3000:]
     return venv
 

@@ -11,18 +11,18 @@ from datetime import UTC, datetime
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from cyberjurors.config import Settings
+from cyberjurors.config import IntakeLimits, Settings
 from cyberjurors.evidence import intake
 from cyberjurors.jury.model_inputs import FocusTask
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import client_options, ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
 from cyberjurors.precedents import learning
 from cyberjurors.precedents.models import PrecedentError
 from cyberjurors.schemas import CaseFile, DeadLetter, DisputeCase, Focus, Precedents
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import Outgoing, produce, replayable
-from cyberjurors.streams.kafka import client_options, ensure_topics
+from cyberjurors.tooling.clients import Outgoing, produce, replayable
 
 from ..conftest import read_topic, running_app
 from ..factories import case_data as case
@@ -76,8 +76,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
             "jurors": 3,
             "rounds": 1,
             "precedent_backend": "embedded",
-            "max_event_bytes": 200_000,
-            "max_case_bytes": 20_000,
+            "intake_limits": IntakeLimits(max_event_bytes=200_000, max_case_bytes=20_000),
             "media_store": str(tmp_path / "store"),
             # judged's outcomes are counted at once: an escalated case's wait for its human panel
             # (test_signed_outcomes.py, unit/streams/test_held_outcomes.py) would hold them back
@@ -203,7 +202,8 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     llm = ScriptedLLM(answer)
     async with running_app(create_app(settings, llm=llm, precedents=NoPrecedents())):  # type: ignore[arg-type]
         await produce(settings, sends)
-        await produce(settings.model_copy(update={"max_event_bytes": 1_000_000}), [too_big])  # a platform's limit
+        platform = settings.model_copy(update={"intake_limits": IntakeLimits(max_event_bytes=1_000_000)})
+        await produce(platform, [too_big])  # a platform's limit
         assert await read_topic(settings, "disputes.verdicts", until=1, keys={"judged"}, timeout_s=90)
         await produce(settings, later)
         await send_old_case_file(settings, "expired")

@@ -9,18 +9,19 @@ import asyncio
 
 import pytest
 
+from cyberjurors.config import RoleCall
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
 from cyberjurors.schemas import DeadLetter
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import (
+from cyberjurors.tooling.clients import (
     Outgoing,
     placed_letters,
     produce,
     read_events,
     replay,
 )
-from cyberjurors.streams.kafka import ensure_topics
 
 from ..conftest import EXAMPLES, cli, read_topic, running_app, worker_process
 from ..messages_server import ScriptedServer, ThinkingModel, serving
@@ -116,7 +117,7 @@ async def test_a_case_cut_off_by_thinking_is_judged_after_the_budget_is_raised_a
         assert (first.stage, first.reason, first.replayable) == ("focus", "llm_truncated", False), first
         assert "thinking_budget" in first.detail
 
-        raised = cut.model_copy(update={"llm_thinking_budget": 10000})
+        raised = cut.model_copy(update={"llm_roles": {"default": RoleCall(thinking_budget=10000)}})
         async with worker_process(raised, log):
             await produce(raised, [event])  # what the operator tried first: intake ignores it, and says so
             warning = await logged(log, f"case {event.case_id} submitted again unchanged")

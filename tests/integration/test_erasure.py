@@ -27,18 +27,19 @@ from cyberjurors.config import Settings
 from cyberjurors.console import erasure as console_erasure
 from cyberjurors.console.feed import Feed
 from cyberjurors.console.store import Store
+from cyberjurors.erasure.journal import Journal, Step
+from cyberjurors.erasure.run import Run, erase
 from cyberjurors.errors import StoreError
-from cyberjurors.evidence.media_store import dated_store, digest_of, open_store, owned
+from cyberjurors.evidence.media_store import dated_store, digest_of, owned
 from cyberjurors.evidence.sealing import MAGIC, KeyRing
+from cyberjurors.evidence.stores import open_store
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import client_options
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import load_embedder
 from cyberjurors.schemas import CaseFile, OutcomeReported, PartyLetter, Verdict
-from cyberjurors.streams.clients import Outgoing, placed_letters, produce, replay
-from cyberjurors.streams.erasure_journal import Journal, Step
-from cyberjurors.streams.erasure_run import Run, erase
-from cyberjurors.streams.kafka import client_options
+from cyberjurors.tooling.clients import Outgoing, placed_letters, produce, replay
 
 from ..conftest import EXAMPLES, cli, read_topic, worker_process
 from ..factories import case_data, whole
@@ -270,8 +271,11 @@ async def test_a_case_in_the_pipeline_is_refused_then_forced_and_the_forced_eras
     assert found_in(tmp_path / "data", (case_id, BUYER_SAYS)) == {}
 
 
-async def interrupt(run: Run) -> Step:
-    raise KeyboardInterrupt  # a kill between two steps
+class Interrupt:
+    name = "media"
+
+    async def erase(self, run: Run) -> Step:
+        raise KeyboardInterrupt  # a kill between two steps
 
 
 async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume(settings, tmp_path):
@@ -290,7 +294,7 @@ async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume
 
     journal = Journal(settings.erasure_dir)
     with pytest.raises(KeyboardInterrupt):
-        given = {"console": console_erasure.step, "media": interrupt}
+        given = (console_erasure.ConsoleStep(), Interrupt())
         await erase(settings, journal, case_id, wait_s=3, given=given)
     [entry] = journal.open_entries()
     assert entry.case_id == case_id and entry.steps["tables"].state == "left"

@@ -10,7 +10,7 @@ from cyberjurors.schemas import (
     Escalation,
     Verdict,
 )
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 

@@ -28,7 +28,7 @@ from cyberjurors.jury.stages import judge
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import GuardedLLM
 from cyberjurors.schemas import BallotDraft, Verdict
-from cyberjurors.streams.clients import follow
+from cyberjurors.tooling.clients import follow
 
 from ..conftest import EXAMPLES
 
@@ -124,8 +124,7 @@ def eval_env(monkeypatch: pytest.MonkeyPatch, settings: Settings, **extra: str) 
         "PRECEDENT_BACKEND": "none",
         "METRICS_PORT": "0",
         "APP_ID": settings.app_id,
-        "SESSION_TIMEOUT_S": "6",
-        "HEARTBEAT_INTERVAL_S": "0.5",
+        "KAFKA_PROFILE": "local",
         **extra,
     }.items():
         monkeypatch.setenv(f"CYBERJURORS_{name}", value)
@@ -334,8 +333,7 @@ def test_precedent_rung_builds_its_base_from_the_train_split(
         "LLM_BACKEND": "offline",
         "METRICS_PORT": "0",
         "APP_ID": settings.app_id,
-        "SESSION_TIMEOUT_S": "6",
-        "HEARTBEAT_INTERVAL_S": "0.5",
+        "KAFKA_PROFILE": "local",
     }.items():
         monkeypatch.setenv(f"CYBERJURORS_{name}", value)
     out = tmp_path / "eval"

@@ -10,8 +10,8 @@ import json
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from cyberjurors.kafka.cluster import client_options
 from cyberjurors.schemas import DeadLetter
-from cyberjurors.streams.kafka import client_options
 
 from ..conftest import read_topic, worker_process
 from ..factories import whole

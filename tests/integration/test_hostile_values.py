@@ -12,8 +12,8 @@ import os
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from cyberjurors.kafka.cluster import client_options
 from cyberjurors.schemas import DeadLetter, Verdict
-from cyberjurors.streams.kafka import client_options
 
 from ..conftest import read_topic, worker_process
 from ..factories import whole

@@ -26,8 +26,8 @@ import pytest
 
 from cyberjurors.config import Settings
 from cyberjurors.schemas import DeadLetter, Verdict
-from cyberjurors.streams.broker import free_port, start_broker, stop_process
-from cyberjurors.streams.clients import read_events
+from cyberjurors.tooling.broker import free_port, start_broker, stop_process
+from cyberjurors.tooling.clients import read_events
 
 from ..apiversions_shim import relay
 from ..conftest import EXAMPLES

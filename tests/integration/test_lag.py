@@ -1,4 +1,4 @@
-"""Consumer lag (streams/lag.py) on the embedded broker: the reader takes the group's commits against
+"""Consumer lag (kafka/lag.py) on the embedded broker: the reader takes the group's commits against
 the end offsets, and a worker's metrics show the lag of cases a stuck stage has not finished."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import client_options, ensure_topics
+from cyberjurors.kafka.lag import LagReader
 from cyberjurors.streams.app import CONSUMED
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.clients import produce as produce_events
-from cyberjurors.streams.clients import read_events
-from cyberjurors.streams.kafka import client_options, ensure_topics
-from cyberjurors.streams.lag import LagReader
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.clients import produce as produce_events
+from cyberjurors.tooling.clients import read_events
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES
 from ..unit.observability.test_metrics import labelled, scrape_until

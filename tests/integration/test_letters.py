@@ -14,7 +14,7 @@ import pytest
 
 from cyberjurors.evidence.sealing import MAGIC
 from cyberjurors.schemas import PartyLetter, Verdict
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, cli, read_topic, worker_process
 from ..factories import case_data, whole

@@ -22,7 +22,7 @@ async def test_bombs_and_oversized_media_end_in_verdicts_with_notes_on_a_real_wo
     import json
 
     from cyberjurors.schemas import Verdict
-    from cyberjurors.streams.clients import Outgoing, produce
+    from cyberjurors.tooling.clients import Outgoing, produce
 
     from ..conftest import read_topic, worker_process
     from ..factories import whole

@@ -9,11 +9,9 @@ import time
 
 import pytest
 
-from cyberjurors.evidence.media_store import (
-    DAY_S,
-    day_of,
-    open_store,
-)
+from cyberjurors.config import RetentionOverrides
+from cyberjurors.evidence.media_store import DAY_S, day_of
+from cyberjurors.evidence.stores import open_store
 
 from ..unit.evidence.test_media_store import OTHER, PHOTO, Clock
 
@@ -23,9 +21,9 @@ async def test_disputes_dlq_is_created_with_the_letters_retention(settings):
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    from cyberjurors.streams.kafka import client_options, ensure_topics
+    from cyberjurors.kafka.cluster import client_options, ensure_topics
 
-    settings = settings.model_copy(update={"dlq_retention_s": 2.5 * DAY_S})
+    settings = settings.model_copy(update={"retention": RetentionOverrides(dlq_s=2.5 * DAY_S)})
     await ensure_topics(settings)
     admin = AIOKafkaAdminClient(**client_options(settings))
     await admin.start()
@@ -45,8 +43,8 @@ async def test_disputes_dlq_is_created_with_the_letters_retention(settings):
 
 @pytest.mark.integration
 async def test_the_worker_sweeps_expired_media_on_its_timer(settings, tmp_path):
+    from cyberjurors.kafka.cluster import ensure_topics
     from cyberjurors.streams.app import create_app
-    from cyberjurors.streams.kafka import ensure_topics
 
     from ..conftest import running_app
     from ..schema_model import SchemaModel

@@ -16,8 +16,8 @@ from cyberjurors.schemas import (
     OutcomeReported,
     Verdict,
 )
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 from ..unit.observability.test_metrics import labelled, scrape, scrape_until, value

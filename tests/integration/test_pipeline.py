@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMRequest
 from cyberjurors.schemas import (
@@ -25,8 +26,7 @@ from cyberjurors.schemas import (
     Verdict,
 )
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import produce, read_events
-from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.tooling.clients import produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, running_app
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.config import Settings
+from cyberjurors.config import KafkaTimeouts, Settings
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.streams.app import CONSUMED
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..unit.streams.test_probes import get
 
@@ -99,7 +99,7 @@ async def test_readiness_follows_assignment_and_rebalances(settings: Settings, t
 
     events = settings.topic("disputes.events")
     # b holds every partition, then freezes; its long session keeps it a member the broker waits for
-    b = worker("b", session_timeout_s=80).start()
+    b = worker("b", kafka_timeouts=KafkaTimeouts(session_timeout_s=80)).start()
     a, c = worker("a"), worker("c")
     try:
         await poll(url("b"), ready, timeout_s=180)

@@ -39,8 +39,8 @@ import pytest
 
 from cyberjurors.config import Settings
 from cyberjurors.schemas import CATEGORIES, Verdict
-from cyberjurors.streams.broker import free_port, stop_process
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.broker import free_port, stop_process
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, read_topic, worker_process
 from ..messages_server import ScriptedServer, anthropic_error, anthropic_message

@@ -19,7 +19,7 @@ from cyberjurors.jury.qualify import (
 from cyberjurors.schemas import (
     Verdict,
 )
-from cyberjurors.streams.clients import produce, read_events
+from cyberjurors.tooling.clients import produce, read_events
 
 from ..conftest import EXAMPLES, ROOT, calls, read_topic, worker_process
 from ..unit.jury.test_qualify import base as base

@@ -18,7 +18,7 @@ import pytest
 
 from cyberjurors.config import Settings
 from cyberjurors.llm.local_server import LocalServer
-from cyberjurors.streams.clients import await_outcomes, produce, read_events
+from cyberjurors.tooling.clients import await_outcomes, produce, read_events
 
 from ..conftest import EXAMPLES, worker_process
 from ..llm_relay import Relay
@@ -44,7 +44,7 @@ async def test_a_case_with_a_photo_reaches_a_verdict_on_a_real_model(
             "max_select_steps": 0,  # stage II off: the jurors read every item at once, the photo as its caption
             "round_summary": False,
             "verdict_rules": False,  # a shorter juror prompt: the platform's rules are not what is tested here
-            "max_output_tokens": 512,
+            "llm_roles": {"default": {"max_output_tokens": 512}},
             "llm_concurrency": 1,  # the server answers one request at a time; a queued one would time out
             "llm_timeout_s": 600,
             "llm_max_retries": 0,

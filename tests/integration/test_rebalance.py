@@ -11,7 +11,7 @@ that for a changelog truncated under persisted state and stopped the worker at t
 and a broker that really lost its topics is caught by the worker's own broker check (exit 75),
 so the check is off for it (streams/app.py). Then cases were lost: the messages a stage agent held
 in its queue when the rebalance came were skipped, acked by Faust and committed past
-(streams/transport.py). So the third worker joins, and leaves, while cases queue at every stage.
+(kafka/transport.py). So the third worker joins, and leaves, while cases queue at every stage.
 Beside the rest of the suite this still left 1-3 of 24 cases without a verdict in most runs,
 until the commit stopped taking offsets for holes where a reading began past the offset sought
 (docs/streams.md, "Offset commits and rebalances"); tests/unit/streams/test_commits.py has that case alone."""
@@ -24,10 +24,10 @@ import uuid
 
 import pytest
 
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DisputeCase
-from cyberjurors.streams.clients import await_outcomes, case_event, produce
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.clients import await_outcomes, case_event, produce
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES
 

@@ -15,7 +15,7 @@ from faust.types import TP
 from cyberjurors.config import Settings
 from cyberjurors.schemas import CaseFile, Verdict
 from cyberjurors.streams.app import faust_app
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic
 
@@ -59,7 +59,7 @@ async def test_no_commit_passes_a_message_still_being_handled(committed):
     """faust-streaming 0.15 commits past the message at the committed offset while an agent still
     handles it, once the ones after it are acked (faust-streaming#606): with stage_concurrency actors
     a slow case there (a stalled URL) and a worker killed meanwhile, the restarted worker resumed after
-    it and the case was lost with no letter. The worker's consumer (streams/transport.py) commits only
+    it and the case was lost with no letter. The worker's consumer (kafka/transport.py) commits only
     up to the first offset no handler finished; an offset no message holds is committed past only
     once the broker's log start is past it (deleted by retention), never because a reading began
     past it."""

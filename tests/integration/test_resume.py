@@ -9,12 +9,12 @@ from collections import Counter
 import pytest
 
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
 from cyberjurors.schemas import DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import placed_letters, produce, read_events, replay, replayable
-from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.tooling.clients import placed_letters, produce, read_events, replay, replayable
 
 from ..conftest import EXAMPLES, calls, read_topic, running_app, worker_process
 

@@ -29,8 +29,7 @@ def cyberjurors(*args: str, cwd: Path, timeout_s: float = 240, **env: str) -> su
             "CYBERJURORS_LLM_BACKEND": "offline",  # ANTHROPIC_API_KEY is set: auto would pick anthropic
             "CYBERJURORS_PRECEDENT_BACKEND": "none",
             "CYBERJURORS_METRICS_PORT": "0",
-            "CYBERJURORS_SESSION_TIMEOUT_S": "6",
-            "CYBERJURORS_HEARTBEAT_INTERVAL_S": "0.5",
+            "CYBERJURORS_KAFKA_PROFILE": "local",
             "COLUMNS": "200",
         }
         | env

@@ -15,15 +15,15 @@ from typing import NamedTuple
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.evidence.signing import sign
 from cyberjurors.jury.escalation import escalation_id
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.precedents.build import build_precedents
 from cyberjurors.precedents.embedded import EmbeddedIndex
 from cyberjurors.precedents.embeddings import Embedder, load_embedder
 from cyberjurors.schemas import DeadLetter, DecidedBy, OutcomeReported, Verdict, Votes
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.clients import Outgoing, produce, read_events
-from cyberjurors.streams.signing import sign
+from cyberjurors.tooling.broker import free_port
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, read_topic, worker_process
 from ..unit.observability.test_metrics import Samples, scrape, scrape_until, value

@@ -10,9 +10,9 @@ from aiokafka import AIOKafkaProducer
 
 from cyberjurors.config import Settings
 from cyberjurors.evidence.media_store import LocalMediaStore, digest_of, owned
+from cyberjurors.kafka.cluster import client_options, ensure_topics
 from cyberjurors.schemas import CaseFile, DeadLetter, Verdict
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.kafka import client_options, ensure_topics
 
 from ..conftest import read_topic, running_app
 from ..factories import case_data as case
@@ -57,7 +57,7 @@ async def test_oversize_input_ends_as_letters_with_their_originals_and_the_worke
     for key, original in (("big", valid_big), ("junk3", junk_3mb), ("junk09", junk_09mb)):
         assert letters[key].replayable is False and letters[key].original_bytes == len(original)
         assert await store.get(letters[key].original_ref, len(original)) == original
-    assert all(len(v) <= settings.max_event_bytes for _, v in raw)
+    assert all(len(v) <= settings.intake_limits.max_event_bytes for _, v in raw)
 
 
 @pytest.mark.integration
@@ -65,7 +65,9 @@ async def test_a_case_with_inline_media_travels_with_references_and_gets_its_ver
     settings = settings.model_copy(update={"jurors": 3, "rounds": 1, "media_store": str(tmp_path / "store")})
     photos = [noise_png(300, n) for n in range(2)]  # ~270 kB each, ~720 kB as base64 in the event
     submitted = whole(case("photos", [photo("b1", photos[0]), photo("b2", photos[1])]))
-    assert settings.max_case_bytes < len(submitted) < settings.max_event_bytes  # too big to travel inline
+    assert (
+        settings.intake_limits.max_case_bytes < len(submitted) < settings.intake_limits.max_event_bytes
+    )  # too big to travel inline
     await ensure_topics(settings)
     async with running_app(create_app(settings)):
         await send_raw(settings, [("photos", submitted)])

@@ -18,16 +18,17 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from cyberjurors.config import RetentionOverrides
 from cyberjurors.jury import clues
 from cyberjurors.jury.offline import OfflineLLM
+from cyberjurors.kafka.cluster import client_options, ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DeadLetter, Verdict
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.app import create_app
-from cyberjurors.streams.clients import Outgoing, produce, read_events
 from cyberjurors.streams.dead_letters import hand_on
-from cyberjurors.streams.kafka import client_options, ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES, calls, read_topic, running_app
 
@@ -90,7 +91,7 @@ async def test_a_verdict_deletes_the_intermediate_results_and_retention_expires_
             "jurors": 5,
             "rounds": 2,
             "early_stop": 1.0,
-            "state_retention_s": 3600,
+            "retention": RetentionOverrides(state_s=3600),
             "state_sweep_interval_s": 0.2,
             "appeal_window_s": 0,
         }
@@ -143,7 +144,7 @@ async def test_a_redelivered_input_past_the_retention_is_dead_lettered_with_its_
         update={
             "jurors": 3,
             "rounds": 1,
-            "state_retention_s": 3600,
+            "retention": RetentionOverrides(state_s=3600),
             "state_sweep_interval_s": 0.2,
             "appeal_window_s": 0,
         }

@@ -17,10 +17,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.cluster import ensure_topics
+from cyberjurors.kafka.producers import producer_for
 from cyberjurors.schemas import Verdict
-from cyberjurors.streams.clients import Outgoing, produce, producer_for, read_events, records
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.clients import Outgoing, produce, read_events, records
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 from ..conftest import EXAMPLES, calls, cli
 from ..otlp_collector import Collector, Received

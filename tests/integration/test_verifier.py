@@ -18,7 +18,7 @@ from cyberjurors.schemas import (
     Verdict,
     Verification,
 )
-from cyberjurors.streams.clients import Outgoing, produce, read_events
+from cyberjurors.tooling.clients import Outgoing, produce, read_events
 
 from ..conftest import EXAMPLES, calls, read_topic, worker_process
 from ..unit.jury.test_verifier import KETTLE
@@ -63,8 +63,7 @@ def test_eval_ablation_runs_the_verifier_and_juris_rungs(
         "PRECEDENT_BACKEND": "none",
         "METRICS_PORT": "0",
         "APP_ID": settings.app_id,
-        "SESSION_TIMEOUT_S": "6",
-        "HEARTBEAT_INTERVAL_S": "0.5",
+        "KAFKA_PROFILE": "local",
     }.items():
         monkeypatch.setenv(f"CYBERJURORS_{name}", value)
     out = tmp_path / "eval"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.streams.worker import dump_snapshot
-from cyberjurors.streams.worker_process import WorkerProcess
+from cyberjurors.tooling.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
 

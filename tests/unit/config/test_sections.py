@@ -35,9 +35,8 @@ def test_every_setting_is_in_exactly_one_section_and_every_section_field_is_a_se
     [
         ("CYBERJURORS_PARTITIONS", "6", "partitions", 6),
         ("CYBERJURORS_JURORS", "5", "jurors", 5),
-        ("CYBERJURORS_MODEL_JUROR", "claude-haiku-4-5", "model_juror", "claude-haiku-4-5"),
+        ("CYBERJURORS_MODEL", "claude-haiku-4-5", "model", "claude-haiku-4-5"),
         ("CYBERJURORS_PRECEDENT_POOL_K", "7", "precedent_pool_k", 7),
-        ("CYBERJURORS_MAX_TEXT_CHARS", "999", "max_text_chars", 999),
         ("CYBERJURORS_TABLE_STORE", "memory", "table_store", "memory"),
         ("CYBERJURORS_LOG_FORMAT", "json", "log_format", "json"),
         ("CYBERJURORS_CONSOLE_PORT", "8181", "console_port", 8181),
@@ -46,6 +45,14 @@ def test_every_setting_is_in_exactly_one_section_and_every_section_field_is_a_se
 def test_each_section_reads_the_flat_environment_names_it_always_had(monkeypatch, variable, value, field, expected):
     monkeypatch.setenv(variable, value)
     assert getattr(Settings(llm_backend="offline"), field) == expected
+
+
+def test_a_nested_setting_is_read_whole_or_by_its_field(monkeypatch):
+    monkeypatch.setenv("CYBERJURORS_INTAKE_LIMITS__MAX_TEXT_CHARS", "999")
+    assert Settings(llm_backend="offline").intake_limits.max_text_chars == 999
+    monkeypatch.setenv("CYBERJURORS_INTAKE_LIMITS", '{"max_media_items": 7}')
+    limits = Settings(llm_backend="offline").intake_limits
+    assert (limits.max_text_chars, limits.max_media_items, limits.max_case_items) == (999, 7, 200)
 
 
 def test_a_sections_validators_run_in_the_composed_settings():
@@ -85,7 +92,7 @@ def test_a_room_takes_the_section_it_needs_not_the_whole_settings(fn, section):
 
 def test_a_function_typed_with_a_section_accepts_the_whole_settings():
     case = DisputeCase.model_validate_json((EXAMPLES / "appl-001-kettle-crack.json").read_text())
-    whole = Settings(llm_backend="offline", max_text_chars=10)
+    whole = Settings(llm_backend="offline", intake_limits={"max_text_chars": 10})
     assert isinstance(whole, EvidenceSettings)
     with pytest.raises(intake.Rejected) as err:
         intake.admit(case, whole)

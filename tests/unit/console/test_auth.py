@@ -21,9 +21,9 @@ from cyberjurors.console.auth import hash_password, password_ok
 from cyberjurors.console.run import Exposed, check_exposure
 from cyberjurors.console.sessions import Sessions
 from cyberjurors.console.store import Store
+from cyberjurors.evidence import signing
 from cyberjurors.schemas import DecidedBy, OutcomeReported
-from cyberjurors.streams import signing
-from cyberjurors.streams.broker import broker_env
+from cyberjurors.tooling.broker import broker_env
 
 from .test_console import AIRFRYER, Msg, escalated_store, offline
 from .test_console import airfryer as airfryer  # the fixture, requested by name
@@ -399,7 +399,7 @@ def test_an_audit_entry_is_bounded_whatever_it_is_given(tmp_path):
 
 
 def test_a_worker_child_gets_the_signing_key_and_no_one_s_sign_in(tmp_path):
-    from cyberjurors.streams.worker_process import WorkerProcess
+    from cyberjurors.tooling.worker_process import WorkerProcess
 
     shows_env = tmp_path / "env.sh"  # in place of python: prints the environment it was given
     shows_env.write_text("#!/bin/sh\nenv\n")

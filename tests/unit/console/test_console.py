@@ -230,8 +230,8 @@ def test_pages_need_someone_signed_in_unless_open_and_nothing_is_decided_without
 
 
 def test_a_human_panels_signed_decision_read_from_the_topic_marks_the_case_reviewed(tmp_path, airfryer):
+    from cyberjurors.evidence import signing
     from cyberjurors.schemas import DecidedBy
-    from cyberjurors.streams import signing
 
     from .test_auth import KEY
 

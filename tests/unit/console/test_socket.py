@@ -23,7 +23,7 @@ from cyberjurors.config import Settings
 from cyberjurors.console.app import create_app
 from cyberjurors.console.run import Exposed, check_exposure, run_users, server_config
 from cyberjurors.console.store import Store
-from cyberjurors.streams.broker import free_port
+from cyberjurors.tooling.broker import free_port
 
 from .test_auth import audited, settings_for
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from cyberjurors.config import Settings
-from cyberjurors.evaluation.erasure import erase_from, step
-from cyberjurors.streams.erasure_journal import Entry, Journal
-from cyberjurors.streams.erasure_run import Run
+from cyberjurors.erasure.journal import Entry, Journal
+from cyberjurors.erasure.run import Run
+from cyberjurors.evaluation.erasure import EvaluationStep, erase_from
 
 
 def line(case_id: str, says: str) -> str:
@@ -43,6 +43,8 @@ def test_the_case_and_its_twin_leave_the_run_and_c_10_stays(tmp_path):
 async def test_the_step_is_skipped_unless_asked_and_says_what_it_deleted(tmp_path):
     out = run_folder(tmp_path)
     settings, journal = Settings(llm_backend="offline"), Journal(tmp_path / "erasures")
-    assert (await step(Run(settings, "c-1", Entry("r", "c-1"), journal, 1.0))).state == "skipped"
-    done = await step(Run(settings, "c-1", Entry("r", "c-1"), journal, 1.0, [out, tmp_path / "missing"]))
+    assert (await EvaluationStep().erase(Run(settings, "c-1", Entry("r", "c-1"), journal, 1.0))).state == "skipped"
+    done = await EvaluationStep().erase(
+        Run(settings, "c-1", Entry("r", "c-1"), journal, 1.0, [out, tmp_path / "missing"])
+    )
     assert done.erased == 4 and "report.md" in done.note and "missing: not a folder" in done.note

@@ -219,10 +219,16 @@ async def test_the_header_caps_refuse_a_video_before_its_event_pass(numbered, mo
     real = frame_events.thumbnails
     monkeypatch.setattr(frame_events, "thumbnails", lambda *a: calls.append(1) or real(*a))
     with pytest.raises(MediaUnreadable) as err:
-        await sample_frames(ref, settings(media_root=root, frame_sampling="events", max_video_frames=200), 12)
+        await sample_frames(
+            ref, settings(media_root=root, frame_sampling="events", intake_limits={"max_video_frames": 200}), 12
+        )
     assert err.value.reason == "video_too_long" and calls == []
     assert (
-        len(await sample_frames(ref, settings(media_root=root, frame_sampling="events", max_video_frames=240), 12))
+        len(
+            await sample_frames(
+                ref, settings(media_root=root, frame_sampling="events", intake_limits={"max_video_frames": 240}), 12
+            )
+        )
         == 12
     )
     assert calls == [1]

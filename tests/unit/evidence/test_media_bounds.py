@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 from PIL import Image, ImageFile, PngImagePlugin
 
-from cyberjurors.config import Settings
+from cyberjurors.config import IntakeLimits, Settings
 from cyberjurors.evidence import media
 from cyberjurors.evidence.media import (
     MediaRejected,
@@ -36,7 +36,7 @@ from cyberjurors.evidence.media import (
 from cyberjurors.jury.clues import find_clues, passive_evidence
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.schemas import CaseFile, DisputeCase, MediaRef
-from cyberjurors.streams.broker import free_port
+from cyberjurors.tooling.broker import free_port
 
 from ...concurrency import Peak
 from ...factories import settings
@@ -91,9 +91,13 @@ async def test_a_12000_square_png_is_refused_from_its_header_and_never_decoded(t
     "size, limits, refused",
     [
         ((20_000, 8), {}, True),  # few pixels, one side too long
-        ((20_000, 8), {"max_image_dimension": 20_000}, False),
-        ((3_000, 3_000), {"max_image_pixels": 8_999_999}, True),  # sides fine, too many pixels
-        ((3_000, 3_000), {"max_image_pixels": 9_000_000}, False),
+        ((20_000, 8), {"intake_limits": IntakeLimits(max_image_dimension=20_000)}, False),
+        (
+            (3_000, 3_000),
+            {"intake_limits": IntakeLimits(max_image_pixels=8_999_999)},
+            True,
+        ),  # sides fine, too many pixels
+        ((3_000, 3_000), {"intake_limits": IntakeLimits(max_image_pixels=9_000_000)}, False),
     ],
 )
 async def test_the_dimension_and_pixel_caps_are_separate_settings(tmp_path, loads, size, limits, refused):
@@ -109,7 +113,7 @@ async def test_the_dimension_and_pixel_caps_are_separate_settings(tmp_path, load
 
 async def test_a_png_decompression_bomb_is_an_image_bomb_even_with_the_caps_raised(tmp_path, loads):
     # 15000x15000 = 225M pixels: past twice Pillow's MAX_IMAGE_PIXELS, so Image.open itself refuses
-    s = settings(media_root=tmp_path, max_image_pixels=10**9, max_image_dimension=100_000)
+    s = settings(media_root=tmp_path, intake_limits={"max_image_pixels": 10**9, "max_image_dimension": 100_000})
     with pytest.raises(MediaUnreadable) as err:
         await load_image(image_ref(png((15_000, 15_000))), s)
     assert err.value.reason == "image_bomb" and loads == []
@@ -274,7 +278,7 @@ async def test_a_video_longer_than_the_cap_is_refused_by_its_timestamps(tmp_path
     with pytest.raises(MediaUnreadable) as err:
         await sample_frames(ref, settings(media_root=tmp_path))
     assert err.value.reason == "video_too_long"
-    frames = await sample_frames(ref, settings(media_root=tmp_path, max_video_duration_s=800))
+    frames = await sample_frames(ref, settings(media_root=tmp_path, intake_limits={"max_video_duration_s": 800}))
     assert [round(f.time_s) for f in frames] == [0, 700]
 
 
@@ -282,7 +286,7 @@ async def test_a_video_longer_than_the_cap_is_refused_by_its_timestamps(tmp_path
 async def test_a_video_with_more_frames_than_the_cap_is_refused(tmp_path, cap, refused):
     (tmp_path / "ten.mp4").write_bytes(clip(10))
     ref = MediaRef(media_type="video/mp4", path="ten.mp4")
-    s = settings(media_root=tmp_path, max_video_frames=cap)
+    s = settings(media_root=tmp_path, intake_limits={"max_video_frames": cap})
     if refused:
         with pytest.raises(MediaUnreadable) as err:
             await sample_frames(ref, s)
@@ -490,7 +494,9 @@ async def test_a_body_over_a_megabyte_is_read_whole(tmp_path, servers, length):
     assert await read_bytes(ref, s) == BIG_JPEG
     assert Image.open(io.BytesIO((await load_image(ref, s)).data)).size == (768, 768)
 
-    small = settings(media_root=tmp_path, url_allowlist=[allowed.host], max_media_bytes=len(BIG_JPEG) - 1)
+    small = settings(
+        media_root=tmp_path, url_allowlist=[allowed.host], intake_limits={"max_media_bytes": len(BIG_JPEG) - 1}
+    )
     with pytest.raises(MediaUnreadable) as err:  # and never more than the limit
         await read_bytes(ref, small)
     assert err.value.reason == "too_large"
@@ -519,7 +525,7 @@ async def test_a_redirect_is_followed_only_to_an_origin_on_the_list(tmp_path, se
         assert err.value.reason == "url_not_allowed"
     assert other.hits == []  # the off-list server was never asked
 
-    loop = settings(media_root=tmp_path, url_allowlist=[allowed.host], max_url_redirects=0)
+    loop = settings(media_root=tmp_path, url_allowlist=[allowed.host], intake_limits={"max_url_redirects": 0})
     with pytest.raises(MediaUnreadable) as err:
         await read_bytes(url_ref(f"http://{allowed.host}/to-{same}"), loop)
     assert err.value.reason == "fetch_failed"

@@ -33,12 +33,12 @@ from cyberjurors.evidence.media_store import (
     StoreError,
     day_of,
     digest_of,
-    open_store,
     owner_tag,
     shown_url,
 )
-from cyberjurors.streams.kafka import topic_configs
-from cyberjurors.streams.worker_process import child_env
+from cyberjurors.evidence.stores import open_store
+from cyberjurors.kafka.cluster import topic_configs
+from cyberjurors.tooling.worker_process import child_env
 
 T0 = calendar.timegm((2026, 3, 10, 12, 0, 0)) + 0.0  # noon UTC: the day ends 12 h later
 T0_DAY_END = T0 + DAY_S / 2
@@ -130,7 +130,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 def store_at(url: str, clock: Clock, retention_s: float = RETENTION):
     settings = Settings(
-        llm_backend="offline", media_store=url, state_retention_s=retention_s / 2, dlq_retention_s=retention_s / 2
+        llm_backend="offline", media_store=url, retention={"state_s": retention_s / 2, "dlq_s": retention_s / 2}
     )
     assert settings.media_retention == retention_s
     return open_store(settings, clock)
@@ -299,21 +299,21 @@ async def test_a_store_that_cannot_be_written_is_unavailable(tmp_path):
 
 
 def test_media_outlives_the_state_and_the_dead_letters_that_can_name_it():
-    settings = Settings(llm_backend="offline", state_retention_s=5 * DAY_S, dlq_retention_s=9 * DAY_S)
+    settings = Settings(llm_backend="offline", retention={"state_s": 5 * DAY_S, "dlq_s": 9 * DAY_S})
     assert settings.media_retention == 14 * DAY_S
     assert (
         Settings(
-            llm_backend="offline", media_retention_s=9 * DAY_S, state_retention_s=DAY_S, dlq_retention_s=9 * DAY_S
+            llm_backend="offline", retention={"media_s": 9 * DAY_S, "state_s": DAY_S, "dlq_s": 9 * DAY_S}
         ).media_retention
         == 9 * DAY_S
     )
-    with pytest.raises(ValidationError, match="media_retention_s"):
-        Settings(llm_backend="offline", media_retention_s=8 * DAY_S, dlq_retention_s=9 * DAY_S)
-    with pytest.raises(ValidationError, match="media_retention_s"):
-        Settings(llm_backend="offline", media_retention_s=8 * DAY_S, state_retention_s=9 * DAY_S)
+    with pytest.raises(ValidationError, match=r"retention\.media_s"):
+        Settings(llm_backend="offline", retention={"media_s": 8 * DAY_S, "dlq_s": 9 * DAY_S})
+    with pytest.raises(ValidationError, match=r"retention\.media_s"):
+        Settings(llm_backend="offline", retention={"media_s": 8 * DAY_S, "state_s": 9 * DAY_S})
     # the letters' retention is what disputes.dlq is created with
     assert topic_configs(settings, "disputes.dlq") == {"retention.ms": str(9 * DAY_S * 1000)}
-    assert topic_configs(settings, "disputes.events") == {}
+    assert topic_configs(settings, "disputes.events") == {"retention.ms": str(7 * DAY_S * 1000)}  # retention_period
 
 
 # --- expiry, on every backend ---------------------------------------------------------------------

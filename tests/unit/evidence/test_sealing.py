@@ -10,9 +10,10 @@ import sqlite3
 import pytest
 
 from cyberjurors.config import Settings
-from cyberjurors.evidence.media_store import DAY_S, LocalMediaStore, StoreError, digest_of, open_store, stored_refs
+from cyberjurors.evidence.media_store import DAY_S, LocalMediaStore, StoreError, digest_of, stored_refs
 from cyberjurors.evidence.scrub import drop_lines, purge_sqlite, residue
 from cyberjurors.evidence.sealing import MAGIC, KeyRing, SealedStore
+from cyberjurors.evidence.stores import open_store
 
 from .test_media_store import RETENTION, T0, Clock
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.evidence import signing
 from cyberjurors.jury.escalation import escalate, escalation_event, escalation_id, findings
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage
@@ -41,7 +42,6 @@ from cyberjurors.schemas import (
     Verification,
 )
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import signing
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.verdict import Verdicts
@@ -52,7 +52,7 @@ from ..streams.test_app_handlers import NOW, Topic, event
 
 KEY = "the console's outcome signing key, 32+ chars"  # outcome_signing_key: human-panel outcomes verify under it
 OTHER_KEY = "another console's signing key, 32+ chars"
-# every reason a human panel's outcome is refused for its signature (streams/signing.py), each driven here:
+# every reason a human panel's outcome is refused for its signature (evidence/signing.py), each driven here:
 # the "outcome" rows of tests/unit/streams/test_dead_letters.py's table for them
 SIGNATURE_REASONS = {"unsigned_outcome", "forged_outcome", "outcome_unverifiable"}
 
@@ -258,7 +258,7 @@ def handler(s: Settings, table: dict | None = None, max_bytes: int | None = None
     out, escalations, dlq = Topic(), Topic(), Topic()
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True, max_bytes=max_bytes)
-    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, letters=DeadLetters(dlq, in_flight))
+    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, dead_letters=DeadLetters(dlq, in_flight))
     return SimpleNamespace(verdicts=verdicts, out=out, escalations=escalations, dlq=dlq, table=table)
 
 

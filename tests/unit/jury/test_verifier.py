@@ -367,7 +367,7 @@ async def test_a_verifier_that_fails_dead_letters_the_verdict_step_and_its_repla
     letters = DeadLetters(dlq, in_flight)
     verdicts = Verdicts(s, results, out, in_flight, lambda cf: verdict_stage(cf, llm, s, jury))
     handlers = SimpleNamespace(
-        hop=StageHop(results, letters, in_flight, verdicts.resend), verdicts=verdicts, letters=letters
+        hop=StageHop(results, letters, in_flight, verdicts.resend), verdicts=verdicts, dead_letters=letters
     )
     raw = case_file.model_dump_json().encode()
     incoming = SimpleNamespace(

@@ -12,7 +12,7 @@ from rich.console import Console
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import GuardedLLM, LLMError, LLMRequest, TextPart, gather_all
 from cyberjurors.schemas import Clue, Selection, Usage, Verdict, Votes
-from cyberjurors.streams.demo import verdict_table
+from cyberjurors.tooling.demo import verdict_table
 
 
 def request(case_id: str = "c") -> LLMRequest:
@@ -114,9 +114,8 @@ def test_stage_request_takes_the_role_s_model_the_output_cap_and_strings_as_text
     settings = Settings(
         llm_backend="offline",
         model="base",
-        model_summary="summariser",
+        llm_roles={"summary": {"model": "summariser"}, "default": {"max_output_tokens": 321}},
         juror_models=["a", "b"],
-        max_output_tokens=321,
         metrics_port=0,
     )
     image = ImagePart(b"x", "image/png", "evidence b1 (buyer, image)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -380,7 +381,7 @@ def test_seeding_on_a_provider_closes_its_client_in_its_own_event_loop(tmp_path,
 
     from rich.console import Console
 
-    from cyberjurors.streams.demo import seed_precedents
+    from cyberjurors.tooling.demo import seed_precedents
 
     from ...messages_server import ScriptedServer, StrictModel, serving
 
@@ -391,6 +392,10 @@ def test_seeding_on_a_provider_closes_its_client_in_its_own_event_loop(tmp_path,
     # a client another test of this process left behind is collected now, outside any event loop,
     # and not during this test's, where its close would be logged as if this test had leaked it
     gc.collect()
+    few = tmp_path / "few"  # a handful of the samples: the client's close is the point, not the base
+    few.mkdir()
+    for path in sorted(SAMPLES.glob("*.json"))[:4]:
+        shutil.copy(path, few / path.name)
     with serving(ScriptedServer(respond=StrictModel())) as url:
         settings = Settings(
             llm_backend="anthropic",
@@ -403,7 +408,7 @@ def test_seeding_on_a_provider_closes_its_client_in_its_own_event_loop(tmp_path,
         )
         console = Console(record=True, width=300)
         with caplog.at_level("ERROR", logger="asyncio"):
-            seed_precedents(settings, console, SAMPLES)
+            seed_precedents(settings, console, few)
             asyncio.run(later())
             gc.collect()
     assert "precedent base: built" in console.export_text()

@@ -34,6 +34,7 @@ from typer.testing import CliRunner
 
 from cyberjurors.cli import app as cli
 from cyberjurors.config import CONSOLE_ROLES, ECOSYSTEM_ENV, ENV_PREFIX, Settings
+from cyberjurors.config.kafka import PROFILES
 from cyberjurors.streams.probes import ProbeServer
 
 from ...conftest import ROOT
@@ -459,7 +460,9 @@ def test_the_worker_probes_hit_what_the_worker_serves(rendered: tuple[str, list[
     template = deployment["spec"]["template"]
     assert template["metadata"]["annotations"]["prometheus.io/port"] == data["CYBERJURORS_METRICS_PORT"]
     grace = template["spec"]["terminationGracePeriodSeconds"]
-    assert grace > float(data.get("CYBERJURORS_STOP_DEADLINE_S", 15)), "the worker's own stop deadline comes first"
+    assert grace > PROFILES[data.get("CYBERJURORS_KAFKA_PROFILE", "local")].stop_deadline_s, (
+        "the worker's own stop deadline comes first"
+    )
     # the Service and the PodDisruptionBudget select the worker pods, and the Service's ports exist
     pod_labels = template["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()

@@ -10,13 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ...collect_marks import PREFIX
 from ...conftest import ROOT
 
 TESTS = ROOT / "tests"
 PACKAGE = ROOT / "cyberjurors"
 
 
-def collected(*args: str) -> list[str]:
+def collected(*args: str, keep: str = "") -> list[str]:
     """The node ids pytest collects with these arguments, in a child process (a clean collection of
     the whole suite, whatever this run selected)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
@@ -29,14 +30,18 @@ def collected(*args: str) -> list[str]:
         timeout=300,
     )
     assert result.returncode in (0, 5), result.stdout[-3000:] + result.stderr[-3000:]  # 5: none collected
-    return [line for line in result.stdout.splitlines() if "::" in line]
+    return [line for line in result.stdout.splitlines() if "::" in line and line.startswith(keep)]
 
 
 def test_no_unit_test_is_marked_integration_and_every_integration_test_is() -> None:
-    marked = collected("-m", "integration", "tests")
+    # one collection of the whole suite (it imports every test module), each test with its mark
+    lines = collected("-p", "tests.collect_marks", "tests", keep=PREFIX)
+    marks = {node: flag == "True" for flag, node in (line.removeprefix(PREFIX).split(" ", 1) for line in lines)}
+    marked = [n for n, is_marked in marks.items() if is_marked]
     assert marked, "no test is marked integration"
+    assert len(marks) > len(marked) > 0, "no unit test collected"
     assert [n for n in marked if not n.startswith("tests/integration/")] == []
-    assert collected("-m", "not integration", "tests/integration") == []
+    assert [n for n, is_marked in marks.items() if n.startswith("tests/integration/") and not is_marked] == []
 
 
 def test_every_test_file_sits_in_a_room_of_the_package_or_in_integration() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cyberjurors.config import ECOSYSTEM_ENV, SETTINGS_FILE_ENV, Settings
-from cyberjurors.streams.worker_process import child_env
+from cyberjurors.tooling.worker_process import child_env
 
 from ...conftest import EXAMPLES
 

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.evidence.signing import sign
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
 from cyberjurors.jury.verdict import VERDICT_NAMESPACE, verdict_id
@@ -26,7 +27,6 @@ from cyberjurors.state.results import StageResults
 from cyberjurors.streams.dead_letters import DeadLetters, hand_on
 from cyberjurors.streams.intake import Intake
 from cyberjurors.streams.outcome import Outcomes
-from cyberjurors.streams.signing import sign
 from cyberjurors.streams.stage_hop import StageHop
 from cyberjurors.streams.verdict import Verdicts
 
@@ -184,7 +184,7 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
     results = StageResults(table, times, retention_s=100, clock=clock)
     dlq = Topic()
     outcomes = Outcomes(
-        Settings(llm_backend="offline", state_retention_s=100),
+        Settings(llm_backend="offline", retention={"state_s": 100}),
         SchemaModel(),
         SimpleNamespace(enabled=False),
         results,

@@ -19,7 +19,7 @@ from PIL import Image
 
 from cyberjurors.config import Settings
 from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS
-from cyberjurors.evidence.media_store import open_store
+from cyberjurors.evidence.stores import open_store
 from cyberjurors.jury.model_inputs import JurorTask
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
@@ -152,7 +152,7 @@ def handlers(settings: Settings, max_bytes: int | None = None) -> SimpleNamespac
     in_flight = metrics.CasesInFlight()
     results = StageResults(table, keep_for_appeal=True)
     letters = DeadLetters(dlq, in_flight)
-    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations, letters=letters)
+    verdicts = Verdicts(settings, results, out, in_flight, escalations=escalations, dead_letters=letters)
     jurors = Jurors()
     llm = ScriptedLLM(jurors)
     bounded = StageResults(table, keep_for_appeal=True, max_bytes=max_bytes) if max_bytes else results
@@ -359,7 +359,7 @@ async def test_an_appeal_filed_before_its_verdict_is_refused_beyond_the_clock_sk
 async def test_new_inline_evidence_is_checked_before_it_is_stored(tmp_path):
     # intake's rules run while the media are still inline, as at intake: base64 that is not base64 was a
     # bug letter (stage_failed, replayable) and inline media over max_inline_bytes went to the store
-    settings = conf(tmp_path, max_inline_bytes=50)
+    settings = conf(tmp_path, intake_limits={"max_inline_bytes": 50})
     h = handlers(settings)
     first = await decided(settings, h)
     photo = {"id": "b7", "kind": "image", "text": "photo", "media": {"media_type": "image/png"}}
@@ -435,7 +435,7 @@ async def test_a_decided_case_is_kept_for_the_appeal_window_and_the_appeal_clean
     """Retention 1 day, window 3 days: the decided case (with the clue chain an appeal reuses) stays
     3 days after its verdict; an appeal restamps it, and its verdict drops the steps and the kept clues."""
     day = 86_400
-    settings = conf(tmp_path, state_retention_s=day, appeal_window_s=3 * day)
+    settings = conf(tmp_path, retention={"state_s": day}, appeal_window_s=3 * day)
     h = handlers(settings)
     clock = SimpleNamespace(now=1_800_000_000.0)
     for results in (h.results, h.appeals.results):

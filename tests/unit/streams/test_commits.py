@@ -1,4 +1,4 @@
-"""Offset commits never pass a message no handler finished (streams/transport.py, SafeAcks).
+"""Offset commits never pass a message no handler finished (kafka/transport.py, SafeAcks).
 
 Faust's own consumer, as the worker builds it, fed what happens to messages: the consumer fetches
 them, streams take them (in flight), handlers finish them (``mark_handled``, as ``app.each``
@@ -19,8 +19,8 @@ from faust.transport.drivers.aiokafka import Consumer as FaustConsumer
 from faust.types import TP
 
 from cyberjurors.config import Settings
+from cyberjurors.kafka.transport import SafeAcks
 from cyberjurors.streams.app import faust_app
-from cyberjurors.streams.transport import SafeAcks
 
 TOPIC = "t.disputes.focus"
 TP0 = TP(TOPIC, 0)

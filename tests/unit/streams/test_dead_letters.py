@@ -28,7 +28,7 @@ from cyberjurors.llm.backends import batch
 from cyberjurors.llm.port import LLMError
 from cyberjurors.precedents.models import PrecedentError
 from cyberjurors.schemas import DeadLetter
-from cyberjurors.streams.clients import replayable
+from cyberjurors.tooling.clients import replayable
 
 from ...conftest import ROOT
 from ...factories import METADATA, whole
@@ -107,7 +107,7 @@ TABLE: dict[tuple[str, str], bool] = {
     ("outcome", "case_expired"): False,  # the outcome came after its verdict expired: no replay brings it back
     ("outcome", "outcome_conflict"): False,  # another decision than the counted one's: the first stands
     ("outcome", "outcome_superseded"): False,  # an escalated case's human panel decided: its decision stands
-    # a human panel's decision whose signature does not prove the console sent it (streams/signing.py)
+    # a human panel's decision whose signature does not prove the console sent it (evidence/signing.py)
     ("outcome", "unsigned_outcome"): False,  # no signature or no decided_by: only the signer can add them
     ("outcome", "forged_outcome"): False,  # altered after signing, or not a signature: it never verifies
     ("outcome", "outcome_unverifiable"): True,  # by a key this worker lacks: replay once it holds the key
@@ -263,7 +263,7 @@ def _flag(call: ast.Call, fn: ast.AST) -> bool | tuple[type, ...]:
     return caught
 
 
-def _refusals(path: str = "streams/signing.py") -> dict[str, bool]:
+def _refusals(path: str = "evidence/signing.py") -> dict[str, bool]:
     """reason -> replayable for each ``Checked(False, reason, ..., replayable=...)`` that ``signing.check``
     can return: a letter written with ``checked.reason`` carries one of them."""
     found = {}
@@ -490,7 +490,9 @@ APP_INGEST |= set(CLOUDEVENT_REASONS)
 @pytest.mark.parametrize("reason", sorted(INTAKE))
 def test_each_intake_reason_is_produced_by_intake_and_is_not_replayable(tmp_path, reason):
     s = Settings(
-        llm_backend="offline", media_root=tmp_path, max_text_chars=1000, max_media_items=4, max_inline_bytes=1000
+        llm_backend="offline",
+        media_root=tmp_path,
+        intake_limits={"max_text_chars": 1000, "max_media_items": 4, "max_inline_bytes": 1000},
     )
     with pytest.raises(intake.Rejected) as err:
         run_intake(s, *INTAKE[reason])

@@ -12,8 +12,9 @@ import base64
 from datetime import UTC, datetime, timedelta
 
 from cyberjurors.evidence.media_store import LocalMediaStore
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DeadLetter
-from cyberjurors.streams.clients import (
+from cyberjurors.tooling.clients import (
     LetterFilter,
     Outgoing,
     placed_letters,
@@ -21,7 +22,6 @@ from cyberjurors.streams.clients import (
     replay,
     replayed,
 )
-from cyberjurors.streams.kafka import ensure_topics
 
 from ...conftest import cli, read_topic
 

@@ -9,25 +9,26 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
 
 from cyberjurors.config import Settings
+from cyberjurors.erasure import run as erasure_run
+from cyberjurors.erasure.journal import Journal, Step
+from cyberjurors.erasure.run import ErasureStep, Refused, Run, erase, resume_all
 from cyberjurors.evidence.media_store import LocalMediaStore
 from cyberjurors.evidence.scrub import residue
+from cyberjurors.kafka.cluster import topic_configs
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, PrecedentRef, Precedents, now
 from cyberjurors.state import expiry
 from cyberjurors.state.erasure import refs_of
 from cyberjurors.state.intake import IntakeTable
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import erasure_run
 from cyberjurors.streams.erasure import CitedRequest, EraseAnswer, EraseRequest, Erasures
-from cyberjurors.streams.erasure_journal import Journal, Step
-from cyberjurors.streams.erasure_run import Refused, Run, erase, resume_all
-from cyberjurors.streams.kafka import topic_configs
 
 from ...factories import case as text_case
 from .test_app_handlers import Topic, event
@@ -186,19 +187,49 @@ def test_a_refused_run_leaves_the_journal_as_it_found_it(tmp_path):
 # --- how a run ends -------------------------------------------------------------------------------
 
 
-def steps(**results: Step | BaseException):
+@dataclass
+class Scripted:
+    """A step that returns (or raises) what it is given."""
+
+    name: str
+    found: Step | BaseException
+
+    async def erase(self, run: Run) -> Step:
+        if isinstance(self.found, BaseException):
+            raise self.found
+        return self.found
+
+
+@dataclass
+class Forced:
+    """The tables step of a forced run while the case is in the pipeline."""
+
+    name: str = "tables"
+
+    async def erase(self, run: Run) -> Step:
+        run.entry.standing = "admitted, its last stage stored: focus"
+        return Step("done", 2)
+
+
+def steps(**results: Step | BaseException) -> list[ErasureStep]:
     """Every step replaced by one that returns (or raises) what is given, else done with nothing."""
+    return [Scripted(name, results.get(name.replace(" ", "_"), Step("done"))) for name in erasure_run.STEPS]
 
-    def fn(name: str):
-        async def step(run: Run) -> Step:
-            found = results.get(name.replace(" ", "_"), Step("done"))
-            if isinstance(found, BaseException):
-                raise found
-            return found
 
-        return step
+def test_every_step_keeps_the_contract_and_the_command_gives_the_ones_left_to_it():
+    from cyberjurors.cli.erase import given_steps
 
-    return {name: fn(name) for name in erasure_run.STEPS}
+    built_in = {name: step for name, step in erasure_run.STEPS.items() if step is not None}
+    assert all(isinstance(step, ErasureStep) for step in [*built_in.values(), *given_steps()])
+    assert all(step.name == name for name, step in built_in.items())  # the journal's key is the step's name
+    assert sorted(step.name for step in given_steps()) == sorted(set(erasure_run.STEPS) - set(built_in))
+
+
+async def test_a_step_named_for_no_store_is_refused_before_anything_is_erased(tmp_path):
+    journal = Journal(tmp_path / "erasures")
+    with pytest.raises(ValueError, match="no erasure step is called medias"):
+        await erase(Settings(llm_backend="offline"), journal, "c-1", given=[Scripted("medias", Step("done"))])
+    assert journal.open_entries() == []  # no entry opened, so none holds the case id
 
 
 @pytest.mark.parametrize(
@@ -222,14 +253,7 @@ async def test_a_run_ends_erased_nothing_incomplete_or_refused(tmp_path, given, 
 
 async def test_a_forced_run_stays_open_until_a_resume_finds_the_case_out_of_the_pipeline(tmp_path):
     journal = Journal(tmp_path / "erasures")
-
-    async def forced(run: Run) -> Step:
-        run.entry.standing = "admitted, its last stage stored: focus"
-        return Step("done", 2)
-
-    report = await erase(
-        Settings(llm_backend="offline"), journal, "c-1", force=True, given=steps() | {"tables": forced}
-    )
+    report = await erase(Settings(llm_backend="offline"), journal, "c-1", force=True, given=[*steps(), Forced()])
     assert report.result == "incomplete" and journal.open_entries()[0].force
     [(case_id, again)] = await resume_all(Settings(llm_backend="offline"), journal, steps())
     assert (case_id, again.result) == ("c-1", "nothing") and journal.open_entries() == []
@@ -247,15 +271,19 @@ async def test_a_run_cut_short_leaves_its_entry_open_for_the_resume(tmp_path):
 
 
 def test_compacted_topics_bound_how_long_an_erased_value_stays_and_the_others_their_records():
-    settings = Settings(llm_backend="offline", topic_retention_s=86400, compaction_lag_s=3600)
+    settings = Settings(llm_backend="offline", retention={"topics_s": 86400, "compaction_lag_s": 3600})
     for name in ("disputes.erasures", "disputes.dlq-replayed", "disputes.audit"):
         configs = topic_configs(settings, name)
         assert configs["cleanup.policy"] == "compact" and configs["max.compaction.lag.ms"] == "3600000"
         assert configs["segment.ms"] == "3600000" and configs["delete.retention.ms"] == "86400000"
     assert topic_configs(settings, "disputes.verdicts") == {"retention.ms": "86400000"}
-    assert topic_configs(Settings(llm_backend="offline"), "disputes.events") == {}  # the broker's own
+    # unset, retention_period (7 days, Kafka's own default) bounds them: state is kept as long
+    assert topic_configs(Settings(llm_backend="offline"), "disputes.events") == {"retention.ms": "604800000"}
     assert topic_configs(settings, "disputes.dlq") == {"retention.ms": str(7 * 86400 * 1000)}
-    replayed = topic_configs(settings.model_copy(update={"replayed_retention_s": 60.0}), "disputes.dlq-replayed")
+    replayed = topic_configs(
+        settings.model_copy(update={"retention": settings.retention.model_copy(update={"replayed_s": 60.0})}),
+        "disputes.dlq-replayed",
+    )
     assert replayed["cleanup.policy"] == "compact,delete" and replayed["retention.ms"] == "60000"
 
 

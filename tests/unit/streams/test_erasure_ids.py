@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from cyberjurors.config import Settings
 from cyberjurors.console.erasure import without
+from cyberjurors.erasure.journal import Entry
+from cyberjurors.erasure.run import CallLogStep, Run, call_log_forms
 from cyberjurors.evaluation.erasure import names_of
 from cyberjurors.evaluation.swap import twin_id
 from cyberjurors.evidence.scrub import token_pattern
@@ -24,8 +26,6 @@ from cyberjurors.llm.port import GuardedLLM, stage_request
 from cyberjurors.precedents.models import PrecedentCase
 from cyberjurors.schemas import BallotDraft, Votes
 from cyberjurors.schemas.personas import load_personas
-from cyberjurors.streams.erasure_journal import Entry
-from cyberjurors.streams.erasure_run import Run, call_log, call_log_forms
 
 ERASED = "erased:ref0"
 # a case id (schemas.case.CaseId) that starts and ends with a letter or digit, as platforms' ids do
@@ -64,7 +64,7 @@ async def test_the_call_log_loses_every_line_its_writers_wrote_about_the_case_an
         await mock_ballot(load_personas(1)[0], 0, mock, llm, settings)
     written = lines_of(log)
     assert set(written) == {"c-1", "c-1:swap", "qualify:c-1", "c-10", "c-10:swap", "qualify:c-10"}
-    step = await call_log(run_on(log, "c-1"))
+    step = await CallLogStep().erase(run_on(log, "c-1"))
     assert step.erased == 3
     assert lines_of(log) == ["c-10", "c-10:swap", "qualify:c-10"]
     assert not token_pattern(*call_log_forms("c-1")).search(log.read_text())
@@ -79,7 +79,7 @@ def test_the_call_log_erasure_takes_each_form_of_the_id_and_leaves_ids_that_only
         log = Path(folder) / "llm-calls.jsonl"
         named = sorted(call_log_forms(case_id)) + sorted(call_log_forms(neighbour)) + [None]
         log.write_text("".join(json.dumps({"case_id": n, "role": "juror"}) + "\n" for n in named))
-        step = asyncio.run(call_log(run_on(log, case_id)))
+        step = asyncio.run(CallLogStep().erase(run_on(log, case_id)))
         assert step.erased == len(call_log_forms(case_id))
         assert lines_of(log) == [*sorted(call_log_forms(neighbour)), None]
 

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from cyberjurors.config import Settings
+from cyberjurors.evidence import signing
 from cyberjurors.jury.escalation import escalation_id
 from cyberjurors.observability import metrics
 from cyberjurors.precedents import learning
 from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, OutcomeReported, Verdict
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import signing
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.verdict import Verdicts
@@ -83,7 +83,7 @@ async def escalated(s: Settings, state: SimpleNamespace) -> Verdict:
     results = StageResults(state.table, state.times, keep_for_appeal=True, clock=lambda: NOW.timestamp())
     out, escalations, dlq = Topic(), Topic(), Topic()
     in_flight = metrics.CasesInFlight()
-    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, letters=DeadLetters(dlq, in_flight))
+    verdicts = Verdicts(s, results, out, in_flight, escalations=escalations, dead_letters=DeadLetters(dlq, in_flight))
     decided = await verdicts.publish(await decided_case_file(s, jury(sellers=9)))
     state.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
     assert decided.escalated
@@ -195,7 +195,7 @@ async def test_without_the_panels_decision_the_held_outcome_is_counted_when_the_
 
 
 async def test_a_case_holding_an_outcome_is_not_expired_before_it_is_released(learned):
-    s = conf(escalation_outcome_wait_s=WAIT, state_retention_s=2 * WAIT, appeal_window_s=0)  # no appeal hold
+    s = conf(escalation_outcome_wait_s=WAIT, retention={"state_s": 2 * WAIT}, appeal_window_s=0)  # no appeal hold
     state = tables()
     table = state.table
     await escalated(s, state)
@@ -244,7 +244,7 @@ async def test_a_redelivered_decision_after_a_chain_of_overrides_is_left_alone(l
 
 
 async def test_the_wait_is_never_longer_than_the_retention(learned):
-    s = conf(escalation_outcome_wait_s=30 * 86400, state_retention_s=86400, appeal_window_s=0)
+    s = conf(escalation_outcome_wait_s=30 * 86400, retention={"state_s": 86400}, appeal_window_s=0)
     state = tables()
     await escalated(s, state)
     clock = [NOW.timestamp()]

@@ -77,7 +77,7 @@ class Stage:
             media_root=tmp_path,
             media_store=str(tmp_path / "store"),
             early_evidence_wait_s=300,
-            intake_draft_ttl_s=3600,
+            retention={"intake_draft_s": 3600, **settings.pop("retention", {})},
             **settings,
         )
         self.table: dict[str, dict] = {}
@@ -291,7 +291,7 @@ def test_an_abandoned_draft_expires_into_a_letter_listing_what_was_received(tmp_
 
 
 def test_an_admitted_case_is_remembered_for_the_retention_then_forgotten_without_a_letter(tmp_path):
-    stage = Stage(tmp_path, state_retention_s=86_400, appeal_window_s=0)
+    stage = Stage(tmp_path, retention={"state_s": 86_400}, appeal_window_s=0)
     stage.send(case_event())
     assert stage.expire(86_000) == 0  # inside the retention: kept, past the draft and held-evidence waits
     assert "digest" in stage.table["c-1"] and not stage.letters
@@ -302,7 +302,7 @@ def test_an_admitted_case_is_remembered_for_the_retention_then_forgotten_without
 
 
 def test_with_an_appeal_window_longer_than_the_retention_the_record_is_held_as_long_as_the_verdict(tmp_path):
-    stage = Stage(tmp_path, state_retention_s=86_400, appeal_window_s=3 * 86_400)
+    stage = Stage(tmp_path, retention={"state_s": 86_400}, appeal_window_s=3 * 86_400)
     stage.send(case_event())
     stage.expire(3 * 86_400 - 100)  # past the retention, inside the window: the case may still be appealed
     stage.send(case_event())
@@ -398,7 +398,7 @@ def test_a_naive_sent_at_or_submitted_at_is_refused():
 
 
 def test_rounds_per_party_and_case_text_are_capped_as_a_draft_grows(tmp_path):
-    stage = Stage(tmp_path, max_rounds_per_party=2, max_case_text_chars=30)
+    stage = Stage(tmp_path, intake_limits={"max_rounds_per_party": 2, "max_case_text_chars": 30})
     stage.send(opened(), evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
     assert [d.reason for d in stage.letters] == ["too_many_rounds"]
     stage.send(evidence(party="seller", item="s1", text="x" * 21))  # 5 + 5 + 21 > 30
@@ -409,7 +409,9 @@ def test_rounds_per_party_and_case_text_are_capped_as_a_draft_grows(tmp_path):
 
 
 def test_a_whole_case_over_the_caps_is_refused(tmp_path):
-    settings = Settings(llm_backend="offline", media_root=tmp_path, max_rounds_per_party=1, max_case_text_chars=10)
+    settings = Settings(
+        llm_backend="offline", media_root=tmp_path, intake_limits={"max_rounds_per_party": 1, "max_case_text_chars": 10}
+    )
     two = json.loads(case_event())
     two["case"]["rounds"].append({"party": "buyer", "round": 2, "items": [{"id": "b2", "kind": "text", "text": "x"}]})
     with pytest.raises(intake.Rejected) as err:

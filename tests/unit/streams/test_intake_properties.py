@@ -50,9 +50,7 @@ def config(tmp_path: Path) -> Settings:
         llm_backend="offline",
         media_root=root,
         url_allowlist=["photos.example", "127.0.0.1"],
-        max_text_chars=300,
-        max_media_items=5,
-        max_inline_bytes=64,
+        intake_limits={"max_text_chars": 300, "max_media_items": 5, "max_inline_bytes": 64},
     )
 
 

@@ -1,4 +1,4 @@
-"""Consumer lag (streams/lag.py): published as cyberjurors_consumer_lag_records. Read from the broker, and a
+"""Consumer lag (kafka/lag.py): published as cyberjurors_consumer_lag_records. Read from the broker, and a
 stuck stage's lag in a worker's metrics: tests/integration/test_lag.py."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Gauge
 
 from cyberjurors.config import Settings
-from cyberjurors.streams.broker import free_port
-from cyberjurors.streams.kafka import ensure_topics
-from cyberjurors.streams.lag import ConsumerLag, LagGauge, lag_of
+from cyberjurors.kafka.cluster import ensure_topics
+from cyberjurors.kafka.lag import ConsumerLag, LagGauge, lag_of
+from cyberjurors.tooling.broker import free_port
 
 
 def test_lag_counts_from_the_commit_or_from_the_log_start() -> None:

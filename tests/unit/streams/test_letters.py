@@ -151,6 +151,7 @@ LETTER_REASONS = {
     "case_expired",
     "output_too_large",
     "stage_failed",
+    "case_key_unavailable",  # test_a_key_store_that_fails_is_a_replayable_dead_letter_and_nothing_is_sent
     *(f"llm_{k}" for k in LLM_KINDS),
 }
 

@@ -47,7 +47,7 @@ def handlers(llm: GuardedLLM, dlq: Topic) -> tuple[Handlers, dict[str, Topic]]:
     letters = DeadLetters(dlq, in_flight)
     work = StageWork(s, llm, Jury.from_settings(s), NoPrecedents())  # type: ignore[arg-type]
     verdicts = Verdicts(
-        s, results, topics["verdicts"], in_flight, work.verdict, escalations=topics["escalations"], letters=letters
+        s, results, topics["verdicts"], in_flight, work.verdict, escalations=topics["escalations"], dead_letters=letters
     )
     intake = Intake(s, llm.backend, {}, results, topics["intake"], letters, in_flight)
     hop = StageHop(results, letters, in_flight, verdicts.resend)

@@ -17,8 +17,8 @@ import pytest
 from cyberjurors.config import Settings
 from cyberjurors.observability import metrics
 from cyberjurors.streams.app import CONSUMED, create_app
-from cyberjurors.streams.broker import free_port
 from cyberjurors.streams.probes import ProbeServer
+from cyberjurors.tooling.broker import free_port
 
 
 def get(url: str, timeout_s: float = 5) -> tuple[int, dict]:

@@ -1,4 +1,4 @@
-"""The idempotent producer (streams/producers.py, ``kafka_idempotence``) against the session's
+"""The idempotent producer (kafka/producers.py, ``kafka_idempotence``) against the session's
 embedded broker, which refuses idempotence: ``auto`` falls back with one warning and still
 delivers, ``on`` refuses to start, ``off`` never asks; and how an InitProducerId answer is read."""
 
@@ -10,10 +10,10 @@ import pytest
 from aiokafka import errors
 
 from cyberjurors.config import Settings
-from cyberjurors.streams import producers
+from cyberjurors.kafka import producers
+from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.streams.app import faust_app
-from cyberjurors.streams.clients import Outgoing, produce, records, started_producer
-from cyberjurors.streams.kafka import ensure_topics
+from cyberjurors.tooling.clients import Outgoing, produce, records, started_producer
 
 from ...conftest import EXAMPLES, cli
 

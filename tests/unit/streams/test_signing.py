@@ -1,4 +1,4 @@
-"""What a human panel's signature covers (streams/signing.py): every field of the outcome, found by
+"""What a human panel's signature covers (evidence/signing.py): every field of the outcome, found by
 walking the model, so a field added to OutcomeReported (or to DecidedBy, Votes) is covered by the
 same test without anyone listing it; and that a signed decision naming no one who decided is
 refused. Each alteration goes through the worker's own path too: the bytes a producer sends, read
@@ -14,10 +14,10 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from cyberjurors.evidence import signing
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import DeadLetter, DecidedBy, OutcomeReported, Votes
 from cyberjurors.state.results import StageResults
-from cyberjurors.streams import signing
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcome import Outcomes
 

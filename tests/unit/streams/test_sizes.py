@@ -24,7 +24,8 @@ from PIL import Image
 
 from cyberjurors.config import Settings
 from cyberjurors.evidence import media
-from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of, open_store, owned
+from cyberjurors.evidence.media_store import LocalMediaStore, day_of, digest_of, owned
+from cyberjurors.evidence.stores import open_store
 from cyberjurors.observability import metrics
 from cyberjurors.schemas import CaseFile, MediaRef
 from cyberjurors.state.results import StageResults
@@ -72,7 +73,8 @@ class FailOnce(Topic):
 @pytest.fixture
 def small(tmp_path) -> Settings:
     return factories.settings(
-        media_store=str(tmp_path / "store"), max_event_bytes=40_000, max_case_bytes=20_000, max_inline_bytes=30_000
+        media_store=str(tmp_path / "store"),
+        intake_limits={"max_event_bytes": 40_000, "max_case_bytes": 20_000, "max_inline_bytes": 30_000},
     )
 
 
@@ -80,11 +82,11 @@ def parts(settings: Settings, ready: Topic | None = None, dlq: Topic | None = No
     in_flight = metrics.CasesInFlight()
     dlq = dlq or Topic()
     store = LocalMediaStore(Path(settings.media_store))
-    letters = DeadLetters(dlq, in_flight, store, settings.max_event_bytes)
+    letters = DeadLetters(dlq, in_flight, store, settings.intake_limits.max_event_bytes)
     table: dict = {}
     state: dict = {}
     ready = ready or Topic()
-    results = StageResults(table, max_bytes=settings.max_event_bytes)
+    results = StageResults(table, max_bytes=settings.intake_limits.max_event_bytes)
     intake = Intake(settings, "offline", state, results, ready, letters, in_flight)
     return SimpleNamespace(
         dlq=dlq,
@@ -105,13 +107,13 @@ def parts(settings: Settings, ready: Topic | None = None, dlq: Topic | None = No
 async def test_an_event_over_max_event_bytes_is_a_dead_letter_with_its_original_in_the_store(small):
     p = parts(small)
     big = whole(case("big", [{"id": f"b{n}", "kind": "text", "text": "torn " * 2000} for n in range(5)]))
-    assert len(big) > small.max_event_bytes
+    assert len(big) > small.intake_limits.max_event_bytes
     await p.intake(event(big, b"big"))
     [letter] = dead(p.dlq)
     assert (letter.reason, letter.stage, letter.replayable) == ("event_too_large", "intake", False)
     assert p.ready.sent == [] and p.state == {} and p.table == {}  # nothing recorded as submitted
     # the letter fits; the original is kept whole in the media store
-    assert len(p.dlq.sent[0][1]) <= small.max_event_bytes and letter.original_base64 == ""
+    assert len(p.dlq.sent[0][1]) <= small.intake_limits.max_event_bytes and letter.original_base64 == ""
     assert letter.original_bytes == len(big)
     assert await p.store.get(letter.original_ref, len(big)) == big
 
@@ -246,7 +248,7 @@ async def test_a_stage_output_over_the_limit_is_dead_lettered_before_it_is_store
     case_file = CaseFile(case=text_case(), received_at=NOW)
 
     async def grows(cf: CaseFile) -> CaseFile:
-        return cf.model_copy(update={"problems": ["x" * small.max_event_bytes]})
+        return cf.model_copy(update={"problems": ["x" * small.intake_limits.max_event_bytes]})
 
     out = Topic()
     await hop(event(case_file.model_dump_json().encode(), b"c-1"), "focus", out, grows)
@@ -278,7 +280,7 @@ async def test_a_letter_the_broker_refuses_is_sent_again_with_its_original_in_th
 
 def test_max_case_bytes_must_leave_room_below_max_event_bytes():
     with pytest.raises(ValueError):
-        Settings(llm_backend="offline", max_event_bytes=100_000, max_case_bytes=100_000)
+        Settings(llm_backend="offline", intake_limits={"max_event_bytes": 100_000, "max_case_bytes": 100_000})
 
 
 async def test_with_media_encryption_a_keyless_original_too_large_to_carry_is_never_stored_in_the_clear(

@@ -125,7 +125,7 @@ def test_provider_prefixes_and_their_credentials():
     with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
         Settings(llm_backend="offline", juror_models=["anthropic:claude-a", "b"])
     with pytest.raises(ValueError, match="OPENAI_BASE_URL"):
-        Settings(llm_backend="offline", model_summary="openai:gpt-5-mini")
+        Settings(llm_backend="offline", llm_roles={"summary": {"model": "openai:gpt-5-mini"}})
     bare = Settings(llm_backend="offline", juror_models=["model-a", "model-b"])
     assert not bare.providers_named() and not isinstance(build_llm(bare).inner, RoutedLLM)
 

@@ -103,7 +103,7 @@ async def test_every_sample_case_gets_a_verdict_when_every_reply_thinks_2000_tok
 
 async def test_the_old_output_cap_truncates_every_case(thinker: ScriptedServer) -> None:
     # before issue 13: max_tokens 2,048 with nothing kept for thinking
-    settings = anthropic_settings(thinker.url, max_output_tokens=2048, llm_thinking_budget=0)
+    settings = anthropic_settings(thinker.url, llm_roles={"default": {"max_output_tokens": 2048, "thinking_budget": 0}})
     results = await judge_all(settings)
     assert all(isinstance(r, LLMError) and r.kind == "truncated" for r in results), results
     assert "spent thinking" in str(results[0]) and "thinking_budget" in str(results[0])
@@ -177,7 +177,7 @@ def test_a_budget_below_the_apis_minimum_is_raised_to_it() -> None:
 
 async def test_budget_thinking_on_the_wire_is_accepted_and_capped(thinker: ScriptedServer) -> None:
     settings = anthropic_settings(
-        thinker.url, model="claude-haiku-4-5", llm_thinking="budget", llm_thinking_budget=1500
+        thinker.url, model="claude-haiku-4-5", llm_roles={"default": {"thinking": "budget", "thinking_budget": 1500}}
     )
     llm = build_llm(settings)
     try:
@@ -196,7 +196,7 @@ async def test_budget_thinking_on_the_wire_is_accepted_and_capped(thinker: Scrip
 
 def test_a_thinking_type_a_known_model_refuses_is_refused_at_start() -> None:
     with pytest.raises(ValueError, match=r"thinking=budget for .* refused by claude-sonnet-5-5"):
-        Settings(llm_thinking="budget")
+        Settings(llm_roles={"default": {"thinking": "budget"}})
     with pytest.raises(ValueError, match="thinking=adaptive for juror is refused by claude-haiku-4-5"):
         Settings(juror_models=["claude-sonnet-5-5", "claude-haiku-4-5"], llm_roles={"juror": {"thinking": "adaptive"}})
     # a seat that names its provider is checked as its model (a mixed jury names them)
@@ -207,15 +207,17 @@ def test_a_thinking_type_a_known_model_refuses_is_refused_at_start() -> None:
             llm_roles={"juror": {"thinking": "adaptive"}},
         )
     with pytest.raises(ValueError, match="at least 1024"):
-        Settings(model="claude-haiku-4-5", llm_thinking="budget", llm_thinking_budget=512)
+        Settings(model="claude-haiku-4-5", llm_roles={"default": {"thinking": "budget", "thinking_budget": 512}})
 
 
-def test_role_settings_resolve_role_then_global_then_builtin(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_role_settings_resolve_role_then_default_then_builtin(monkeypatch: pytest.MonkeyPatch) -> None:
     s = Settings()
     assert (s.call_for("select").effort, s.call_for("select").max_output_tokens) == ("low", room(Selection))
     assert (s.call_for("judge").effort, s.call_for("distil").max_output_tokens) == ("high", 4096)
-    monkeypatch.setenv("CYBERJURORS_LLM_EFFORT", "max")
-    monkeypatch.setenv("CYBERJURORS_LLM_ROLES", json.dumps({"select": {"effort": "medium", "thinking_budget": 0}}))
+    monkeypatch.setenv(
+        "CYBERJURORS_LLM_ROLES",
+        json.dumps({"select": {"effort": "medium", "thinking_budget": 0}, "default": {"effort": "max"}}),
+    )
     s = Settings()
     assert s.call_for("select").effort == "medium" and s.call_for("select").thinking_budget == 0
     assert s.call_for("juror").effort == "max" and s.call_for("juror").thinking_budget == 4096
@@ -401,7 +403,7 @@ async def one_call(settings: Settings) -> object:
 
 def test_an_effort_an_openai_reasoning_model_does_not_take_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
     openai_url = "http://127.0.0.1:9/v1"
-    monkeypatch.setenv("CYBERJURORS_LLM_EFFORT", "max")  # the trial's repro
+    monkeypatch.setenv("CYBERJURORS_LLM_ROLES__DEFAULT__EFFORT", "max")  # the trial's repro
     with pytest.raises(
         ValueError,
         match=r"effort=max for focus is refused by gpt-5-mini: its reasoning_effort may "
@@ -415,7 +417,7 @@ def test_an_effort_an_openai_reasoning_model_does_not_take_is_refused_at_start(m
         model="gpt-5-mini",
         openai_reasoning_efforts=["none", "low", "medium", "high", "xhigh", "max"],
     )
-    monkeypatch.delenv("CYBERJURORS_LLM_EFFORT")
+    monkeypatch.delenv("CYBERJURORS_LLM_ROLES__DEFAULT__EFFORT")
 
     # a juror seat on an openai: model while the default backend is anthropic
     mixed = dict(anthropic_api_key="sk-ant-test", openai_base_url=openai_url, llm_roles={"juror": {"effort": "xhigh"}})
@@ -425,7 +427,12 @@ def test_an_effort_an_openai_reasoning_model_does_not_take_is_refused_at_start(m
     # takes xhigh, and a model not in openai_reasoning_models is sent no reasoning_effort at all
     Settings(juror_models=["claude-sonnet-5-5", "openai:qwen2.5-vl-7b"], **mixed)
     # thinking off sends the endpoint's lowest effort instead of the role's
-    Settings(llm_backend="openai", openai_base_url=openai_url, model="gpt-5-mini", llm_effort="max", llm_thinking="off")
+    Settings(
+        llm_backend="openai",
+        openai_base_url=openai_url,
+        model="gpt-5-mini",
+        llm_roles={"default": {"effort": "max", "thinking": "off"}},
+    )
     # no budget goes to an OpenAI reasoning model: max_completion_tokens caps reasoning and answer together
     with pytest.raises(ValueError, match="thinking=budget for juror is refused by openai:gpt-5-mini"):
         Settings(
@@ -433,14 +440,16 @@ def test_an_effort_an_openai_reasoning_model_does_not_take_is_refused_at_start(m
             openai_base_url=openai_url,
             model="claude-haiku-4-5",
             juror_models=["openai:gpt-5-mini"],
-            llm_thinking="budget",
+            llm_roles={"default": {"thinking": "budget"}},
         )
 
 
 async def test_an_effort_listed_for_the_endpoint_reaches_it(thinker: ScriptedServer) -> None:
     await one_call(
         openai_settings(
-            thinker.url, llm_effort="max", openai_reasoning_efforts=["low", "medium", "high", "xhigh", "max"]
+            thinker.url,
+            llm_roles={"default": {"effort": "max"}},
+            openai_reasoning_efforts=["low", "medium", "high", "xhigh", "max"],
         )
     )
     assert [r.body["reasoning_effort"] for r in thinker.requests] == ["max"]
@@ -453,9 +462,13 @@ async def test_thinking_off_on_an_openai_reasoning_model_sends_the_lowest_effort
     )
     await server.start()
     try:
-        low = await one_call(openai_settings(server.url, llm_thinking="off", llm_effort="high"))
+        low = await one_call(openai_settings(server.url, llm_roles={"default": {"thinking": "off", "effort": "high"}}))
         none = await one_call(
-            openai_settings(server.url, llm_thinking="off", openai_reasoning_efforts=["none", "low", "medium", "high"])
+            openai_settings(
+                server.url,
+                llm_roles={"default": {"thinking": "off"}},
+                openai_reasoning_efforts=["none", "low", "medium", "high"],
+            )
         )
     finally:
         await server.stop()

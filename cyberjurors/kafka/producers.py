@@ -11,7 +11,7 @@ one warning says why. ``on`` requires it: a refusal is an ``IdempotenceRefused``
 does not start. ``off`` never asks. The answer is kept for the process, so a worker's producers,
 a CLI's and a console's ask once and warn once.
 
-Both producers follow it: the clients' (``streams/clients.py``) and Faust's. faust-streaming's
+Both producers follow it: the clients' (``tooling/clients.py``) and Faust's. faust-streaming's
 aiokafka producer turns idempotence on only inside its transactions (``processing_guarantee =
 exactly_once``) and has no setting for it otherwise, so ``use_idempotence`` gives the app a
 producer that asks, as the clients do, before it starts.
@@ -24,16 +24,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import faust
-from aiokafka import errors
+from aiokafka import AIOKafkaProducer, errors
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.transaction import InitProducerIdRequest
 from faust.transport.drivers import aiokafka as driver
 
-from ..config import KafkaSettings
+from ..config import KafkaSettings, Settings
 from ..errors import CyberJurorsError
-from .kafka import client_options
+from .cluster import client_options
 
 log = logging.getLogger("cyberjurors.streams")
+
+# room in a message for the record's own framing (headers, lengths, timestamps, the key's length):
+# the producers allow max_event_bytes plus this, so a value checked against max_event_bytes is sent
+RECORD_OVERHEAD = 16_384
 
 # bootstrap servers -> whether the broker granted a producer id, for this process
 _granted: dict[str, bool] = {}
@@ -123,3 +127,13 @@ class Producer(driver.Producer):
 def use_idempotence(app: faust.App) -> None:
     """The app's producer asks for idempotence (after ``use_fetch_wait``, which installs the transport)."""
     app.transport.Producer = Producer  # type: ignore[misc]  # the transport's class attribute, for this app only
+
+
+def producer_for(settings: Settings, idempotent: bool = False) -> AIOKafkaProducer:
+    """acks=all either way: without idempotence (a broker that refuses it) the write is still waited for."""
+    return AIOKafkaProducer(
+        **client_options(settings),
+        acks="all",
+        enable_idempotence=idempotent,
+        max_request_size=settings.intake_limits.max_event_bytes + RECORD_OVERHEAD,
+    )

@@ -20,12 +20,14 @@ from aiokafka.structs import ConsumerRecord
 from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
 from ..evidence.intake import checked_json
-from ..evidence.media_store import StoreError, digest_of, open_store
+from ..evidence.media_store import StoreError, digest_of
+from ..evidence.stores import open_store
+from ..kafka import producers
+from ..kafka.cluster import REPLAYED, client_options
+from ..kafka.producers import producer_for
 from ..observability import metrics, tracing
 from ..schemas import AppealFiled, CaseSubmitted, DeadLetter, DisputeCase, OutcomeReported, Verdict, dispute_event, now
-from . import cloudevents, producers
-from .dead_letters import RECORD_OVERHEAD
-from .kafka import REPLAYED, client_options
+from ..streams import cloudevents
 
 
 @dataclass(frozen=True)
@@ -98,25 +100,15 @@ def _event(text: str, source: str) -> Outgoing:
 def oversize(events: Iterable[Outgoing], settings: Settings) -> list[str]:
     """What a worker would dead-letter as event_too_large: refused before anything is sent."""
     return [
-        f"{e.source}: {len(e.value)} bytes, over max_event_bytes={settings.max_event_bytes} (send large "
+        f"{e.source}: {len(e.value)} bytes, over max_event_bytes={settings.intake_limits.max_event_bytes} (send large "
         "media by path or URL)"
         for e in events
-        if len(e.value) + len(e.case_id.encode()) > settings.max_event_bytes
+        if len(e.value) + len(e.case_id.encode()) > settings.intake_limits.max_event_bytes
     ]
 
 
-def producer_for(settings: Settings, idempotent: bool = False) -> AIOKafkaProducer:
-    """acks=all either way: without idempotence (a broker that refuses it) the write is still waited for."""
-    return AIOKafkaProducer(
-        **client_options(settings),
-        acks="all",
-        enable_idempotence=idempotent,
-        max_request_size=settings.max_event_bytes + RECORD_OVERHEAD,
-    )
-
-
 async def started_producer(settings: Settings) -> AIOKafkaProducer:
-    """A started producer, idempotent wherever kafka_idempotence and the broker allow (streams/producers.py)."""
+    """A started producer, idempotent wherever kafka_idempotence and the broker allow (kafka/producers.py)."""
     producer = producer_for(settings, await producers.idempotent(settings))
     await producer.start()
     return producer
@@ -268,7 +260,7 @@ async def original(settings: Settings, letter: DeadLetter) -> bytes:
     if letter.original_ref is None:
         return base64.b64decode(letter.original_base64)
     return await open_store(settings).get(
-        letter.original_ref, max(settings.max_event_bytes, letter.original_bytes or 0)
+        letter.original_ref, max(settings.intake_limits.max_event_bytes, letter.original_bytes or 0)
     )
 
 

@@ -27,7 +27,7 @@ from prometheus_client import Gauge
 
 from ..config import Settings
 from ..observability import metrics
-from .kafka import client_options
+from .cluster import client_options
 
 log = logging.getLogger("cyberjurors.lag")
 

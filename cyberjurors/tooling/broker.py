@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import CyberJurorsError, install_extra
+from ..kafka.cluster import EMBEDDED_CLUSTER
 
 
 class BrokerError(CyberJurorsError, RuntimeError):
@@ -51,11 +52,6 @@ def tansu_binary() -> Path:
             raise BrokerError(f"no tansu binary at {path} or on PATH")
         path = Path(found)
     return path
-
-
-# the cluster id the embedded broker is started with begins with this (a fresh suffix each start):
-# how a worker knows it is on it (streams/worker.py: one record per changelog batch with RocksDB)
-EMBEDDED_CLUSTER = "cyberjurors-embedded-"
 
 
 def free_port() -> int:

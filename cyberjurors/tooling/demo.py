@@ -19,12 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..config import Settings
+from ..kafka.cluster import ensure_topics
+from ..kafka.producers import on_embedded
 from ..observability.progress import bar as progress_bar
 from ..schemas import PartyLetter, Verdict
 from .broker import embedded_broker
 from .clients import Outcome, await_outcomes, produce, read_events, records
-from .kafka import ensure_topics
-from .producers import on_embedded
 from .worker_process import WorkerProcess
 
 

@@ -13,6 +13,11 @@ from aiokafka.errors import TopicAlreadyExistsError
 from ..config import KafkaSettings, Settings
 from ..state.tables import compacted, ms
 
+# the embedded broker (tooling/broker.py) starts with a cluster id that begins with this (a fresh suffix each start):
+# how a worker knows it is on it (streams/worker.py: one record per changelog batch with RocksDB)
+EMBEDDED_CLUSTER = "cyberjurors-embedded-"
+
+
 TOPICS = (
     "disputes.events",
     "disputes.intake",
