@@ -59,7 +59,7 @@ USER 10001:10001
 
 # JSON log lines (one object a line, with case_id, stage and trace_id) for a log pipeline to index.
 # The model lies where a worker looks by default; mount a vetted copy elsewhere and set
-# CYBERJURORS_EMBEDDING_MODEL_DIR to use that instead.
+# CYBERJURORS_EMBEDDING__MODEL_DIR to use that instead.
 ENV CYBERJURORS_LOG_FORMAT=json \
     CYBERJURORS_MEDIA_ROOT=/app/examples \
     CYBERJURORS_DATADIR=/data/faust \

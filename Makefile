@@ -88,7 +88,7 @@ test: lint typecheck docs
 	# Debian's kcat (librdkafka) for the round trip through a client that is not ours (tests/integration/test_kcat.py)
 	command -v kcat >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
 	  || echo "WARNING: could not install Debian's kcat (apt-get needs root): the kcat round-trip tests will be skipped"
-	# Debian's Tesseract (with its English data) for the text-in-images tests (tests/unit/evidence/test_ocr.py, privacy_ocr)
+	# Debian's Tesseract (with its English data) for the text-in-images tests (tests/unit/evidence/test_ocr.py, privacy.ocr)
 	command -v tesseract >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr >/dev/null) \
 	  || echo "WARNING: could not install Debian's tesseract-ocr (apt-get needs root): the OCR tests will be skipped"
 	# Debian's Chromium for the console's browser tests (Playwright drives it; never `playwright install`)
@@ -146,7 +146,7 @@ lowest: install
 	.venv-lowest/bin/pip install -q --disable-pip-version-check --no-deps -e .
 	# the tests look for the model where `embedder fetch` puts it, inside the running environment
 	mkdir -p .venv-lowest/share/cyberjurors && cp -r $(VENV)/share/cyberjurors/models .venv-lowest/share/cyberjurors/
-	CYBERJURORS_EMBEDDING_MODEL_DIR=$(abspath $(MODEL)) .venv-lowest/bin/python -m pytest -q -n 2 \
+	CYBERJURORS_EMBEDDING__MODEL_DIR=$(abspath $(MODEL)) .venv-lowest/bin/python -m pytest -q -n 2 \
 	  -m "not integration" -p no:cacheprovider
 
 bench: install llm-server

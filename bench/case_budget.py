@@ -65,9 +65,9 @@ def main(heavy_rounds: int = typer.Option(500, help="rounds of evidence in the o
     samples, heavy = example_cases(), outsized(heavy_rounds)
     runs = {
         "off, early stop": base.model_copy(update={"case_token_budget": 0}),
-        "off, all T rounds": base.model_copy(update={"case_token_budget": 0, "early_stopping": False}),
+        "off, all T rounds": base.model_copy(update={"case_token_budget": 0, "early_stop": 0}),
         f"{DEFAULT_BUDGET:,}, early stop": base,
-        f"{DEFAULT_BUDGET:,}, all T rounds": base.model_copy(update={"early_stopping": False}),
+        f"{DEFAULT_BUDGET:,}, all T rounds": base.model_copy(update={"early_stop": 0}),
     }
     console.print(
         f"{len(samples)} sample cases and one of {heavy_rounds} rounds of evidence; N = {base.jurors}, "

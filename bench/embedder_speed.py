@@ -1,7 +1,7 @@
 """The numpy forward pass against an earlier checkout's and against ONNX Runtime (fp32), side by side.
 
 CPU milliseconds a text (``time.process_time``, one BLAS / ONNX Runtime thread each, as the worker
-runs with ``embedding_threads = 1``): the sample cases' queries encoded one at a time (what a case's
+runs with ``embedding.threads = 1``): the sample cases' queries encoded one at a time (what a case's
 retrieval encodes), the sample precedents' summaries in one batch (a precedent build, a cold cache),
 and the buyers' messages in one batch (short texts, as guideline rules are).
 Repetitions interleaved; medians and the median of per-repetition ratios to this checkout's numpy.

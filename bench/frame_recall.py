@@ -1,5 +1,5 @@
 """Clue-frame recall: how often the frames a video's sampler picks include the frames that hold
-its clue, uniform against event-aware selection (``frame_sampling = events``) at equal budgets.
+its clue, uniform against event-aware selection (``frames.sampling = events``) at equal budgets.
 
 Clips are the synthetic generator's video plants (``synth.video_plant``: long clips of several
 shots, cutaways panned across, a hand-held main shot, sensor noise, a hand passing, the clue
@@ -74,11 +74,11 @@ def main(
     sizes: str = typer.Option("1280x720,1920x1080", help="frame sizes for the cost table ('' for none)"),
     cost_clips: int = typer.Option(3, help="clips of the first length and clue re-encoded per size"),
 ) -> None:
-    settings = {m: Settings(llm_backend="offline", precedent_backend="none", frame_sampling=m) for m in METHODS}
+    settings = {m: Settings(llm_backend="offline", precedent_backend="none", frames={"sampling": m}) for m in METHODS}
     shown = settings["events"]
     console.print(
-        f"{machine()}; event share {shown.frame_event_share}, event pass cap "
-        f"{shown.frame_event_max_frames} frames; {cases} clips per cell"
+        f"{machine()}; event share {shown.frames.event_share}, event pass cap "
+        f"{shown.frames.event_max_frames} frames; {cases} clips per cell"
     )
     out = table(
         "clue-frame recall, uniform vs events: clue frames picked, clips with a clue frame picked; "

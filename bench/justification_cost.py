@@ -62,9 +62,12 @@ def main(cases: int = typer.Option(13, help="example cases to judge (at most 13)
     chosen = example_cases(cases)
     runs = {
         "summary (paper)": (base, OfflineLLM()),
-        "+verifier": (base.model_copy(update={"verifier": True}), OfflineLLM()),
-        f"+verifier, {base.verifier_max_turns} rejects": (base.model_copy(update={"verifier": True}), Rejecting()),
-        "JURIS (+verifier)": (base.model_copy(update={"justification": "juris"}), OfflineLLM()),
+        "+verifier": (base.model_copy(update={"pipeline": "verifier"}), OfflineLLM()),
+        f"+verifier, {base.verifier_max_turns} rejects": (
+            base.model_copy(update={"pipeline": "verifier"}),
+            Rejecting(),
+        ),
+        "JURIS (+verifier)": (base.model_copy(update={"pipeline": "juris"}), OfflineLLM()),
     }
     console.print(
         f"{len(chosen)} example cases, N = {base.jurors}, T = {base.rounds}; offline backend (a labelled "

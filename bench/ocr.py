@@ -1,4 +1,4 @@
-"""Text in images (issue 39 item 4): what ``privacy_ocr`` costs per image, and what it leaves readable.
+"""Text in images (issue 39 item 4): what ``privacy.ocr`` costs per image, and what it leaves readable.
 
 Generated delivery labels (tests/ocr_labels.py: a Faker name, street address and phone, an order
 number) in four locales, each loaded as the model would receive it (``max_image_side``) and read by
@@ -42,7 +42,7 @@ def _children_cpu() -> float:
 
 async def _run(labels: int, s: Settings) -> None:
     out = table(
-        f"privacy_ocr per image ({labels} labels a locale, {s.max_image_side} px side)",
+        f"privacy.ocr per image ({labels} labels a locale, {s.max_image_side} px side)",
         ["locale", "median s", "median tesseract CPU s", "labels with a value readable", "order lost"],
         left=("locale",),
     )
@@ -68,7 +68,7 @@ def main(labels: int = typer.Option(8, help="labels per locale")) -> None:
     if ocr.unavailable():
         raise SystemExit(ocr.unavailable())
     console.print(machine())
-    asyncio.run(_run(labels, factories.settings(privacy_ocr=True)))
+    asyncio.run(_run(labels, factories.settings(privacy={"ocr": True})))
 
 
 if __name__ == "__main__":

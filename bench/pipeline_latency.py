@@ -125,7 +125,7 @@ def measure(runtime: str, latency: float, cases: int, repeat: int, concurrency: 
         stage_concurrency=16,
         kafka_timeouts={"commit_interval_s": 1.0},
         precedent_dir=work / "precedents",
-        embedding_runtime=runtime,
+        embedding={"runtime": runtime},
         probe_port=probe_port,
         metrics_port=0,
     )

@@ -89,7 +89,7 @@ def main(
             off = asyncio.run(
                 run(
                     chosen,
-                    base.model_copy(update={"jurors": n, "rounds": t, "early_stopping": False}),
+                    base.model_copy(update={"jurors": n, "rounds": t, "early_stop": 0}),
                     latency,
                     concurrency,
                 )

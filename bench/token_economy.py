@@ -556,7 +556,11 @@ def main(
     )
     configured = asyncio.run(streaming(chosen, base, thinking))
     naive = asyncio.run(
-        streaming(chosen, base.model_copy(update={"per_juror_stages": True, "prompt_caching": False}), thinking)
+        streaming(
+            chosen,
+            base.model_copy(update={"pipeline_overrides": {"per_juror_stages": True}, "prompt_caching": False}),
+            thinking,
+        )
     )
     console.print(usage_table(configured, naive))
     console.print(role_table(configured))

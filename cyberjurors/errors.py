@@ -84,9 +84,9 @@ PRECEDENT_KINDS = (
     "needs_migration",  # a folder holding only the previous embedded store: `precedents migrate` converts it
     "model_missing",
     "model_tampered",  # a model file whose sha256 is not the pinned one
-    "model_unpinned",  # a model other than the default with no embedding_model_sha256
+    "model_unpinned",  # a model other than the default with no embedding.model_sha256
     "model_unreadable",  # files in place and as pinned, but not a model the numpy runtime can run
-    "extra_missing",  # embedding_runtime=sentence-transformers without the torch extra
+    "extra_missing",  # embedding.runtime=sentence-transformers without the torch extra
     "model_mismatch",
     "corrupt",
     "unreachable",
@@ -153,7 +153,7 @@ OTHER_REASONS: dict[str, tuple[bool, str]] = {
     "intake_failed": (True, "an exception inside intake (a bug): replay once it is fixed"),
     "stage_failed": (True, "an exception inside a stage or learning (a bug): replay once it is fixed"),
     "state_expired": (True, "a stage input older than `state_retention_s` whose case has nothing stored"),
-    "case_never_opened": (True, "evidence held `early_evidence_wait_s` for a `case_opened` that never came"),
+    "case_never_opened": (True, "evidence held `early_evidence.wait_s` for a `case_opened` that never came"),
     "early_evidence_overflow": (True, "evidence for an unopened case past the holding caps: replay once it opens"),
     "draft_expired": (False, "an incremental case not closed within `intake_draft_ttl_s`; the letter holds the draft"),
     "case_expired": (

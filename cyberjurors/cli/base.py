@@ -174,7 +174,7 @@ def shown(text: str, limit: int = 80) -> str:
 PRECEDENT_HINTS = {
     "index_missing": "Build it first: cyberjurors precedents build examples/precedents (or your own decided cases).",
     "needs_migration": "Convert it once: cyberjurors precedents migrate (reads the old files, writes precedents.sqlite3 beside them).",
-    "model_missing": "Run `cyberjurors embedder fetch`, or set CYBERJURORS_EMBEDDING_MODEL_DIR to the folder "
+    "model_missing": "Run `cyberjurors embedder fetch`, or set CYBERJURORS_EMBEDDING__MODEL_DIR to the folder "
     "holding the model.",
     "unreachable": "Check ELASTICSEARCH_URL and that the cluster is up.",
 }
@@ -207,16 +207,16 @@ def embedded_broker_ready() -> None:
 def embedder_ready(config: Settings) -> None:
     """A missing or altered embedding model refuses the start in one line (the worker would
     otherwise judge every case without precedents until someone read its readiness)."""
-    if config.precedent_backend == "none" or config.embedding_runtime != "numpy":
+    if config.precedent_backend == "none" or config.embedding.runtime != "numpy":
         return
     from ..precedents.embeddings import default_model_dir, open_model
     from ..precedents.models import PrecedentError
 
     try:
         open_model(
-            config.embedding_model_dir or default_model_dir(config.embedding_model),
-            config.embedding_model,
-            config.embedding_model_sha256,
+            config.embedding.model_dir or default_model_dir(config.embedding.model),
+            config.embedding.model,
+            config.embedding.model_sha256,
         )
     except PrecedentError as err:
         from rich.markup import escape

@@ -100,8 +100,8 @@ def _print_qualification(config: Settings, backend: str, jury, qualifier) -> Non
         title_justify="left",
         caption=f"{len(qualifier.mock)} mock cases ({composition.mock_cases[0]} …), "
         f"{sum(c.winner == 'seller' for c in qualifier.mock)} won by the seller; qualified: accuracy ≥ "
-        f"{config.qualification_min_accuracy:g} and |seller share − labelled share| ≤ "
-        f"{config.qualification_max_bias:g}; {qualifier.calls_saved} mock ballots read from the cache",
+        f"{config.qualification_gate.min_accuracy:g} and |seller share − labelled share| ≤ "
+        f"{config.qualification_gate.max_bias:g}; {qualifier.calls_saved} mock ballots read from the cache",
         caption_justify="left",
     )
     for header in ("seat", "persona", "model", "accuracy", "seller share", "bias", "verdict", "serves"):

@@ -31,7 +31,7 @@ def embedder_fetch(
     to: Annotated[
         Path | None,
         typer.Option(
-            help="folder for the model's files (default: embedding_model_dir, else inside this Python environment)"
+            help="folder for the model's files (default: embedding.model_dir, else inside this Python environment)"
         ),
     ] = None,
     force: Annotated[bool, typer.Option(help="fetch again over a checked copy")] = False,
@@ -45,14 +45,14 @@ def embedder_fetch(
     from ..precedents.models import PrecedentError
 
     config = load_settings(settings)
-    release = RELEASES.get(canonical(config.embedding_model))
+    release = RELEASES.get(canonical(config.embedding.model))
     if release is None:
         console.print(
-            f"[red]no pinned release of {escape(config.embedding_model)}:[/] fetch knows "
-            f"{', '.join(RELEASES)}; put your model's files in embedding_model_dir yourself"
+            f"[red]no pinned release of {escape(config.embedding.model)}:[/] fetch knows "
+            f"{', '.join(RELEASES)}; put your model's files in embedding.model_dir yourself"
         )
         raise typer.Exit(2)
-    folder = to or config.embedding_model_dir or default_model_dir(release.name)
+    folder = to or config.embedding.model_dir or default_model_dir(release.name)
     try:
         written = fetch(release, folder, force)
     except PrecedentError as err:
@@ -68,11 +68,11 @@ def embedder_check(settings: SettingsOption = None) -> None:
     from ..precedents.embeddings import default_model_dir
 
     config = load_settings(settings)
-    embedder_ready(config.model_copy(update={"precedent_backend": "embedded", "embedding_runtime": "numpy"}))
-    folder = config.embedding_model_dir or default_model_dir(config.embedding_model)
-    pinned = "embedding_model_sha256 for the weights" if config.embedding_model_sha256 else "its pinned sha256"
+    embedder_ready(config.model_copy(update={"precedent_backend": "embedded", "embedding": {"runtime": "numpy"}}))
+    folder = config.embedding.model_dir or default_model_dir(config.embedding.model)
+    pinned = "embedding.model_sha256 for the weights" if config.embedding.model_sha256 else "its pinned sha256"
     console.print(
-        f"{config.embedding_model}: every file matches {pinned}, and the model opens, in {folder}", soft_wrap=True
+        f"{config.embedding.model}: every file matches {pinned}, and the model opens, in {folder}", soft_wrap=True
     )
 
 

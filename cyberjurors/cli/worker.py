@@ -129,20 +129,27 @@ LOCAL_COURT: dict[str, object] = {
     "jurors": 3,
     "rounds": 1,
     "max_select_steps": 0,
-    "round_summary": False,
-    "max_output_tokens": 512,
     "llm_concurrency": 1,
     "llm_timeout_s": 600,
 }
+LOCAL_SWITCHES: dict[str, object] = {"round_summary": False}  # pipeline_overrides
+LOCAL_CALLS: dict[str, object] = {"max_output_tokens": 512}  # llm_roles' default entry
 
 
 def local_court(config: Settings, base_url: str, model: str) -> Settings:
     """``config`` pointed at the local server, on the small court unless a setting says otherwise."""
+    from ..config import RoleCall
+
     given = config.model_fields_set
     court = {k: v for k, v in LOCAL_COURT.items() if k not in given}
+    switches = {k: v for k, v in LOCAL_SWITCHES.items() if getattr(config.pipeline_overrides, k) is None}
+    default = config.llm_roles.get("default") or RoleCall()
+    calls = {k: v for k, v in LOCAL_CALLS.items() if getattr(default, k) is None}
     return config.model_copy(
         update={
             **court,
+            "pipeline_overrides": config.pipeline_overrides.model_copy(update=switches),
+            "llm_roles": {**config.llm_roles, "default": default.model_copy(update=calls)},
             "llm_backend": "openai",
             "openai_base_url": base_url,
             "openai_api_key": "local",

@@ -4,8 +4,8 @@
 from .catalog import TokenPrices
 from .console import CONSOLE_ROLES, CONSOLE_SECRETS, ConsoleRole, ConsoleSettings
 from .courts import CourtSettings, CourtTier
-from .evidence import EvidenceSettings, IntakeLimits
-from .jury import JurySettings
+from .evidence import EvidenceSettings, IntakeLimits, PrivacySettings
+from .jury import PIPELINES, JurySettings, Pipeline, PipelineOverrides
 from .kafka import KafkaSettings, KafkaTimeouts
 from .letters import DEFAULT_LETTER_LOCALES, LetterSettings
 from .llm import (
@@ -41,6 +41,7 @@ __all__ = [
     "ECOSYSTEM_ENV",
     "ENV_PREFIX",
     "OPENAI_EFFORTS",
+    "PIPELINES",
     "PROVIDERS",
     "ROLES",
     "ROLE_CALLS",
@@ -62,7 +63,10 @@ __all__ = [
     "ModelCapabilities",
     "ObservabilitySettings",
     "OpenAIEffort",
+    "Pipeline",
+    "PipelineOverrides",
     "PrecedentSettings",
+    "PrivacySettings",
     "Provider",
     "RetentionOverrides",
     "RetentionSettings",

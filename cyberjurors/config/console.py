@@ -5,13 +5,90 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # what a person may do in the console: read; publish decisions; override another's decision; replay dead letters
 ConsoleRole = Literal["viewer", "reviewer", "supervisor", "operator"]
 CONSOLE_ROLES: tuple[ConsoleRole, ...] = get_args(ConsoleRole)
 # what a worker never needs: who may sign in to the console, and how
-CONSOLE_SECRETS = ("console_token", "console_users", "console_user_roles", "console_group_roles", "console_tls_key")
+CONSOLE_SECRETS = ("console_token", "console_users", "console_user_roles", "console_group_roles", "console_tls")
+
+
+class ConsoleProxy(BaseModel):
+    """A single-sign-on proxy in front of the console (the setting ``console_proxy``): whom to believe,
+    and the headers it sends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trusted: list[str] = Field(
+        default_factory=list,
+        description="addresses or networks (CIDR) of the single-sign-on proxy in front of the console "
+        "(oauth2-proxy, an ingress with OIDC): only from these is console_proxy.sso_user_header believed; "
+        "empty = no SSO",
+    )
+    sso_user_header: str = Field(
+        "X-Forwarded-User", description="the header in which the trusted proxy names the signed-in person"
+    )
+    sso_groups_header: str = Field(
+        "X-Forwarded-Groups", description="the header with that person's groups, comma-separated"
+    )
+    behind: bool = Field(
+        False,
+        description="a proxy in front terminates TLS: cookies are Secure (__Host-), and a bind to a "
+        "non-loopback address is allowed without console_tls_cert",
+    )
+
+
+# the settings this release moved into console_proxy (config/deprecated.py)
+DEPRECATED_PROXY = {
+    "console_trusted_proxies": "console_proxy.trusted",
+    "console_sso_user_header": "console_proxy.sso_user_header",
+    "console_sso_groups_header": "console_proxy.sso_groups_header",
+    "console_behind_proxy": "console_proxy.behind",
+}
+
+
+class ConsoleTLS(BaseModel):
+    """The certificate the console serves HTTPS with (the setting ``console_tls``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cert: Path | None = Field(None, description="certificate (PEM) the console serves HTTPS with")
+    key: Path | None = Field(None, description="its private key (PEM)")
+
+
+# the settings this release moved into console_tls (config/deprecated.py)
+DEPRECATED_TLS = {
+    "console_tls_cert": "console_tls.cert",
+    "console_tls_key": "console_tls.key",
+}
+
+
+class ConsoleSignin(BaseModel):
+    """How long a console session lasts and how sign-in is guarded (the setting ``console_signin``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_ttl_s: float = Field(
+        8 * 3600, gt=0, description="a console session ends this long after sign-in, whatever its use"
+    )
+    session_idle_s: float = Field(3600, gt=0, description="...or after this long unused")
+    max_failures: int = Field(
+        5,
+        ge=1,
+        description="wrong passwords for one user name (or 4x as many from one address) within "
+        "console_signin_lockout_s before sign-in is locked for that long, the right password included",
+    )
+    lockout_s: float = Field(900, gt=0, description="the sign-in lockout's window and length")
+
+
+# the settings this release moved into console_signin (config/deprecated.py)
+DEPRECATED_SIGNIN = {
+    "console_session_ttl_s": "console_signin.session_ttl_s",
+    "console_session_idle_s": "console_signin.session_idle_s",
+    "console_signin_max_failures": "console_signin.max_failures",
+    "console_signin_lockout_s": "console_signin.lockout_s",
+}
 
 
 class ConsoleSettings(BaseModel):
@@ -41,7 +118,7 @@ class ConsoleSettings(BaseModel):
         "person with none named here, and none from an SSO group, is a viewer",
     )
     console_group_roles: dict[str, list[ConsoleRole]] = Field(
-        default_factory=dict, description="SSO group (from console_sso_groups_header) -> roles"
+        default_factory=dict, description="SSO group (from console_proxy.sso_groups_header) -> roles"
     )
     console_token: str | None = Field(
         None,
@@ -49,36 +126,23 @@ class ConsoleSettings(BaseModel):
         "(actor `service`), never as a named person, with console_token_roles",
     )
     console_token_roles: list[ConsoleRole] = Field(["viewer"], description="what the service token may do")
-    console_trusted_proxies: list[str] = Field(
-        default_factory=list,
-        description="addresses or networks (CIDR) of the single-sign-on proxy in front of the console "
-        "(oauth2-proxy, an ingress with OIDC): only from these is console_sso_user_header believed; "
-        "empty = no SSO",
+    console_proxy: ConsoleProxy = Field(
+        default_factory=lambda: ConsoleProxy(),
+        description="a single-sign-on proxy in front of the console, any of these by itself "
+        '(console_proxy={"behind": true}, CYBERJURORS_CONSOLE_PROXY__TRUSTED): trusted, '
+        "sso_user_header, sso_groups_header, behind",
     )
-    console_sso_user_header: str = Field(
-        "X-Forwarded-User", description="the header in which the trusted proxy names the signed-in person"
+    console_tls: ConsoleTLS = Field(
+        default_factory=lambda: ConsoleTLS(),
+        description='HTTPS, cert and key together (console_tls={"cert": "/tls/tls.crt", "key": "/tls/tls.key"}, '
+        "CYBERJURORS_CONSOLE_TLS__CERT)",
     )
-    console_sso_groups_header: str = Field(
-        "X-Forwarded-Groups", description="the header with that person's groups, comma-separated"
+    console_signin: ConsoleSignin = Field(
+        default_factory=lambda: ConsoleSignin(),
+        description='sessions and the sign-in lockout, any of these by itself (console_signin={"session_idle_s": '
+        "900}, CYBERJURORS_CONSOLE_SIGNIN__LOCKOUT_S): session_ttl_s, session_idle_s, max_failures, "
+        "lockout_s",
     )
-    console_behind_proxy: bool = Field(
-        False,
-        description="a proxy in front terminates TLS: cookies are Secure (__Host-), and a bind to a "
-        "non-loopback address is allowed without console_tls_cert",
-    )
-    console_tls_cert: Path | None = Field(None, description="certificate (PEM) the console serves HTTPS with")
-    console_tls_key: Path | None = Field(None, description="its private key (PEM)")
-    console_session_ttl_s: float = Field(
-        8 * 3600, gt=0, description="a console session ends this long after sign-in, whatever its use"
-    )
-    console_session_idle_s: float = Field(3600, gt=0, description="...or after this long unused")
-    console_signin_max_failures: int = Field(
-        5,
-        ge=1,
-        description="wrong passwords for one user name (or 4x as many from one address) within "
-        "console_signin_lockout_s before sign-in is locked for that long, the right password included",
-    )
-    console_signin_lockout_s: float = Field(900, gt=0, description="the sign-in lockout's window and length")
     console_max_body_bytes: int = Field(
         65_536, ge=1024, description="a request body over this is refused (413) before it is read"
     )

@@ -41,7 +41,7 @@ def _as_bool(value: Any) -> bool:
 
 
 def early_stopping(value: Any) -> Any:
-    """early_stopping=false -> early_stop=0 (deliberate every round); true is the default, nothing to set."""
+    """false is early_stop = 0, every round deliberated; true, the default, sets nothing."""
     return None if _as_bool(value) else 0.0
 
 
@@ -71,6 +71,12 @@ def _put(data: dict[str, Any], parts: list[str], value: Any) -> None:
             here[part] = dict(here[part])
         here = here[part]
     here[parts[-1]] = value
+
+
+def fill(data: dict[str, Any], path: str, value: Any) -> None:
+    """``value`` at ``path`` (dotted) unless something is there already."""
+    if not _has(data, path.split(".")):
+        _put(data, path.split("."), value)
 
 
 def translate(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -89,6 +89,111 @@ class IntakeLimits(BaseModel):
 DEPRECATED_LIMITS = {name: f"intake_limits.{name}" for name in IntakeLimits.model_fields}
 
 
+class PrivacySettings(BaseModel):
+    """Minimisation before the model (the setting ``privacy``, evidence/privacy.py and evidence/ocr.py): personal data in party text, and with ``ocr`` in images, replaced before any prompt is built."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Minimisation before the model (issue 30, evidence/privacy.py): personal data in party text is
+    # replaced by stable per-case placeholders before any prompt is built.
+    mask: list[PersonalData] = Field(
+        default_factory=lambda: list(DEFAULT_MASKED),
+        description="the kinds of personal data replaced by placeholders ([PHONE_1], [EMAIL_1], ...) in the "
+        "dispute form and the evidence before any prompt is built: phone, email, card, iban, address, person, "
+        "url; [] = off (the model sees the text as submitted)",
+    )
+    phone_regions: list[str] = Field(
+        default_factory=lambda: ["GB", "US", "DE", "FR"],
+        description="where a phone number written without its country code may be from (ISO 3166 regions, "
+        "the first that reads it as a valid number wins), read after the regions of the case's locale and the "
+        "parties' and before those of the case's languages and currency; numbers with + or 00 are found "
+        "whatever this says",
+    )
+    keep_patterns: list[str] = Field(
+        default_factory=lambda: [DEFAULT_KEEP],
+        description="regular expressions whose matches stay as they are, evidence a dispute may turn on: never "
+        "a card number or an IBAN, a phone number only when written as no phone number is, any other value only "
+        "when a match covers all of it; the default keeps a labelled order, tracking, parcel, invoice, reference "
+        "or product number in the letters' languages ('tracking SP 4471 9023 3186 DE', 'Bestellnummer 302-1234567')",
+    )
+    keep_fields: list[FormField] = Field(
+        default_factory=list,
+        description="fields of the dispute form left unmasked (product, dispute_reason, requested_remedy), "
+        "a placeholder typed in them still escaped; the evidence and appeal grounds are always masked",
+    )
+    # Text in photos and video frames (issue 39, evidence/ocr.py): read by Tesseract, the words that hold
+    # personal data boxed out before the image reaches any model, the text read (masked) in the caption
+    # of a model that reads captions only. Off by default: docs/benchmarks.md gives its cost per image.
+    ocr: bool = Field(
+        False,
+        description="read the text in photos and video frames (Tesseract) and box out the words that hold "
+        "personal data of the mask kinds before any model sees the image; the text read, masked, joins "
+        "the item's caption. An image that cannot be read this way (no tesseract, a timeout) is withheld with a note",
+    )
+    ocr_timeout_s: float = Field(
+        20.0, gt=0, description="longest Tesseract may take over one image or frame before the item is withheld"
+    )
+
+    @field_validator("phone_regions")
+    @classmethod
+    def _known_regions(cls, regions: list[str]) -> list[str]:
+        import phonenumbers  # only when the setting is given or defaulted: the settings import nothing else heavy
+
+        unknown = [r for r in regions if r not in phonenumbers.SUPPORTED_REGIONS]
+        if unknown:
+            raise ValueError(f"not a region phonenumbers knows: {', '.join(unknown)} (ISO 3166 codes, e.g. GB, US)")
+        return regions
+
+    @field_validator("keep_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"privacy.keep_patterns: {pattern!r} is no regular expression ({err})") from None
+        return patterns
+
+
+# the settings this release moved into privacy (config/deprecated.py)
+DEPRECATED_PRIVACY = {
+    "privacy_mask": "privacy.mask",
+    "privacy_phone_regions": "privacy.phone_regions",
+    "privacy_keep_patterns": "privacy.keep_patterns",
+    "privacy_keep_fields": "privacy.keep_fields",
+    "privacy_ocr": "privacy.ocr",
+    "privacy_ocr_timeout_s": "privacy.ocr_timeout_s",
+}
+
+
+class FrameSettings(BaseModel):
+    """Which frames of a video a model sees (the setting ``frames``, evidence/media.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    per_video: int = Field(30, ge=1, description="frames of each video the perceiver sees (the paper: 30)")
+    passive_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
+    # Which frames of a video (issue 15): evenly spaced, or a uniform skeleton plus the clip's visual
+    # events (cuts, brief changes), found by decoding up to event_max_frames small frames.
+    sampling: Literal["uniform", "events"] = Field(
+        "uniform",
+        description="uniform = evenly spaced frames; events = a uniform skeleton plus the clip's visual events "
+        "(cuts, brief changes)",
+    )
+    event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
+    event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
+
+
+# the settings this release moved into frames (config/deprecated.py)
+DEPRECATED_FRAMES = {
+    "frames_per_video": "frames.per_video",
+    "frame_sampling": "frames.sampling",
+    "frame_event_share": "frames.event_share",
+    "frame_event_max_frames": "frames.event_max_frames",
+    "passive_frames_per_video": "frames.passive_per_video",
+}
+
+
 class EvidenceSettings(BaseModel):
     """What ``evidence/`` needs: the caps intake checks (``intake_limits``), media reading, the media store."""
 
@@ -108,15 +213,12 @@ class EvidenceSettings(BaseModel):
         "max_image_pixels, max_image_dimension, max_video_pixels, max_video_dimension, "
         "max_video_duration_s, max_video_frames (their defaults and meanings: reference/settings.md#intake_limits)",
     )
-    frames_per_video: int = Field(30, ge=1, description="frames of each video the perceiver sees (the paper: 30)")
-    # Which frames of a video (issue 15): evenly spaced, or a uniform skeleton plus the clip's visual
-    # events (cuts, brief changes), found by decoding up to frame_event_max_frames small frames.
-    frame_sampling: Literal["uniform", "events"] = Field(
-        "uniform",
-        description="uniform = evenly spaced frames; events = a uniform skeleton plus the clip's visual events (cuts, brief changes)",
+    frames: FrameSettings = Field(
+        default_factory=lambda: FrameSettings(),
+        description='the frames of a video a model sees, any of these by itself (frames={"per_video": 16}, '
+        "CYBERJURORS_FRAMES__SAMPLING): per_video, passive_per_video, sampling, event_share, "
+        "event_max_frames",
     )
-    frame_event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
-    frame_event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
     media_decode_concurrency: int = Field(2, ge=1, description="image and video decodes at once per process")
     media_fetch_timeout_s: float = Field(30.0, gt=0, description="one deadline for a URL fetch, body included")
@@ -127,66 +229,12 @@ class EvidenceSettings(BaseModel):
         "(s3://bucket/prefix, gs://, az://, memory://) through fsspec",
     )
     media_sweep_interval_s: float = Field(3600.0, gt=0, description="how often a worker deletes expired media")
-    # Minimisation before the model (issue 30, evidence/privacy.py): personal data in party text is
-    # replaced by stable per-case placeholders before any prompt is built.
-    privacy_mask: list[PersonalData] = Field(
-        default_factory=lambda: list(DEFAULT_MASKED),
-        description="the kinds of personal data replaced by placeholders ([PHONE_1], [EMAIL_1], ...) in the "
-        "dispute form and the evidence before any prompt is built: phone, email, card, iban, address, person, "
-        "url; [] = off (the model sees the text as submitted)",
+    privacy: PrivacySettings = Field(
+        default_factory=lambda: PrivacySettings(),
+        description='personal data before the model, any of these by itself (privacy={"mask": []}, '
+        "CYBERJURORS_PRIVACY__OCR): mask, phone_regions, keep_patterns, keep_fields, ocr, "
+        "ocr_timeout_s (their defaults and meanings: reference/settings.md#privacy)",
     )
-    privacy_phone_regions: list[str] = Field(
-        default_factory=lambda: ["GB", "US", "DE", "FR"],
-        description="where a phone number written without its country code may be from (ISO 3166 regions, "
-        "the first that reads it as a valid number wins), read after the regions of the case's locale and the "
-        "parties' and before those of the case's languages and currency; numbers with + or 00 are found "
-        "whatever this says",
-    )
-    privacy_keep_patterns: list[str] = Field(
-        default_factory=lambda: [DEFAULT_KEEP],
-        description="regular expressions whose matches stay as they are, evidence a dispute may turn on: never "
-        "a card number or an IBAN, a phone number only when written as no phone number is, any other value only "
-        "when a match covers all of it; the default keeps a labelled order, tracking, parcel, invoice, reference "
-        "or product number in the letters' languages ('tracking SP 4471 9023 3186 DE', 'Bestellnummer 302-1234567')",
-    )
-    privacy_keep_fields: list[FormField] = Field(
-        default_factory=list,
-        description="fields of the dispute form left unmasked (product, dispute_reason, requested_remedy), "
-        "a placeholder typed in them still escaped; the evidence and appeal grounds are always masked",
-    )
-
-    # Text in photos and video frames (issue 39, evidence/ocr.py): read by Tesseract, the words that hold
-    # personal data boxed out before the image reaches any model, the text read (masked) in the caption
-    # of a model that reads captions only. Off by default: docs/benchmarks.md gives its cost per image.
-    privacy_ocr: bool = Field(
-        False,
-        description="read the text in photos and video frames (Tesseract) and box out the words that hold "
-        "personal data of the privacy_mask kinds before any model sees the image; the text read, masked, joins "
-        "the item's caption. An image that cannot be read this way (no tesseract, a timeout) is withheld with a note",
-    )
-    privacy_ocr_timeout_s: float = Field(
-        20.0, gt=0, description="longest Tesseract may take over one image or frame before the item is withheld"
-    )
-
-    @field_validator("privacy_phone_regions")
-    @classmethod
-    def _known_regions(cls, regions: list[str]) -> list[str]:
-        import phonenumbers  # only when the setting is given or defaulted: the settings import nothing else heavy
-
-        unknown = [r for r in regions if r not in phonenumbers.SUPPORTED_REGIONS]
-        if unknown:
-            raise ValueError(f"not a region phonenumbers knows: {', '.join(unknown)} (ISO 3166 codes, e.g. GB, US)")
-        return regions
-
-    @field_validator("privacy_keep_patterns")
-    @classmethod
-    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as err:
-                raise ValueError(f"privacy_keep_patterns: {pattern!r} is no regular expression ({err})") from None
-        return patterns
 
     # Crypto-shredding (docs/operations/data-rights.md): each case's media sealed under a key of its
     # own, kept apart from the media; `erase` deletes the key, and every copy of the objects (backups,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
 
@@ -13,22 +13,202 @@ from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
 OPT_IN_REASONS: tuple[EscalationReason, ...] = ("low_precedent_coverage", "inconsistent_with_precedent")
 
 
+class PipelineOverrides(BaseModel):
+    """The pipeline's switches set apart from ``pipeline`` (the setting ``pipeline_overrides``); each
+    unset one is the named pipeline's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    focus_stage: bool | None = Field(None, description="stage I, focus extraction; off = jurors read the raw case")
+    verdict_rules: bool | None = Field(None, description="the platform's verdict rules in the juror prompt (+Rules)")
+    round_summary: bool | None = Field(
+        None,
+        description="F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
+        "and the verdict's justification is the majority's first ballot",
+    )
+    verifier: bool | None = Field(
+        None,
+        description="after the final round a verifier checks that every factual claim of the verdict's "
+        "justification traces to a perceived clue or a cited guideline (Pass / Reject with feedback; the "
+        "summariser revises, up to verifier_max_turns); off: no verify calls (the paper's method has none)",
+    )
+    justification: Literal["summary", "juris"] | None = Field(
+        None,
+        description="summary = the final round's summary S_T (the paper); juris = two drafters propose "
+        "sentences, juris_voters jurors vote on each, an editor consolidates the accepted ones, and the "
+        "verifier checks the result (JURIS: always verified)",
+    )
+    deliberation: Literal["jury", "court"] | None = Field(
+        None, description="jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
+    )
+    social_graph: Literal["small_world", "complete"] | None = Field(
+        None, description="who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
+    )
+    per_juror_stages: bool | None = Field(
+        None, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
+    )
+
+
+def _switches(**given: Any) -> PipelineOverrides:
+    full: dict[str, Any] = dict(
+        focus_stage=True,
+        verdict_rules=True,
+        round_summary=True,
+        verifier=False,
+        justification="summary",
+        deliberation="jury",
+        social_graph="small_world",
+        per_juror_stages=False,
+    )
+    return PipelineOverrides(**{**full, **given})
+
+
+Pipeline = Literal[
+    "full",
+    "baseline",
+    "rules",
+    "sr-cot",
+    "iv-cot",
+    "jury",
+    "precedent",
+    "verifier",
+    "juris",
+    "mixed-jury",
+    "agentscourt",
+    "chateval",
+]
+# Each rung of the ablation ladder (evaluation/ladder.py) by its key: the stages and the method it runs.
+# The jury's size, the rounds, T_max and the precedent base are settings of their own, which the ladder
+# sets beside the pipeline (sr-cot, iv-cot, jury and precedent differ only in those).
+_RAW: dict[str, Any] = dict(focus_stage=False, verdict_rules=False)
+PIPELINES: dict[str, PipelineOverrides] = {
+    "full": _switches(),
+    "baseline": _switches(**_RAW),
+    "rules": _switches(focus_stage=False),
+    "sr-cot": _switches(),
+    "iv-cot": _switches(),
+    "jury": _switches(),
+    "precedent": _switches(),
+    "verifier": _switches(verifier=True),
+    "juris": _switches(verifier=True, justification="juris"),
+    "mixed-jury": _switches(),
+    "agentscourt": _switches(**_RAW, deliberation="court"),
+    "chateval": _switches(**_RAW, social_graph="complete", round_summary=False),
+}
+# the ablation switches this release folded into pipeline and pipeline_overrides (config/deprecated.py)
+DEPRECATED_SWITCHES = {name: f"pipeline_overrides.{name}" for name in PipelineOverrides.model_fields}
+# one name per idea: early_stopping=false is early_stop=0 (config/deprecated.py's early_stopping)
+DEPRECATED_EARLY_STOPPING = {"early_stopping": "early_stop"}
+
+
+class GraphSettings(BaseModel):
+    """The jurors' social graph (the setting ``graph``; its kind is ``pipeline_overrides.social_graph``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    out_degree: int = Field(4, ge=0, description="accounts each juror follows")
+    rewire_p: float = Field(0.2, ge=0, le=1, description="the small-world graph's rewiring probability")
+    seed: int = Field(
+        7, description="the social graph's random seed: the same seed seats the same graph on every worker"
+    )
+
+
+# the settings this release moved into graph (config/deprecated.py)
+DEPRECATED_GRAPH = {
+    "graph_out_degree": "graph.out_degree",
+    "graph_rewire_p": "graph.rewire_p",
+    "graph_seed": "graph.seed",
+}
+
+
+class QualificationGate(BaseModel):
+    """What a persona must show on its mock cases to serve (the setting ``qualification_gate``; the gate itself is ``qualification``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
+    min_accuracy: float = Field(
+        0.6, ge=0, le=1, description="below this share of mock cases decided as the real jury did, a persona fails"
+    )
+    max_bias: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="a persona whose seller-vote share on the mock cases differs from their "
+        "labelled seller share by more than this fails",
+    )
+
+
+# the settings this release moved into qualification_gate (config/deprecated.py)
+DEPRECATED_QUALIFICATION = {
+    "qualification_cases": "qualification_gate.cases",
+    "qualification_min_accuracy": "qualification_gate.min_accuracy",
+    "qualification_max_bias": "qualification_gate.max_bias",
+}
+
+
+class ConsistencySettings(BaseModel):
+    """When a verdict is compared with its near precedents (the setting ``consistency``, jury/consistency.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_similarity: float = Field(
+        0.6,
+        ge=-1,
+        le=1,
+        description="after the vote, the verdict is compared with the retrieved historical cases of its "
+        "category whose cosine similarity to the case reaches this; where most of them went the other way "
+        "the verdict says so (and escalates, with inconsistent_with_precedent in escalate_on)",
+    )
+    min_precedents: int = Field(
+        2,
+        ge=1,
+        description="near precedents needed for the comparison: with fewer, the verdict's consistency is "
+        "no_precedent (one precedent alone never makes a verdict inconsistent)",
+    )
+
+
+# the settings this release moved into consistency (config/deprecated.py)
+DEPRECATED_CONSISTENCY = {
+    "consistency_min_similarity": "consistency.min_similarity",
+    "consistency_min_precedents": "consistency.min_precedents",
+}
+
+
 class JurySettings(BaseModel):
     """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
     the verifier and JURIS, qualification, the per-case budget, escalation and appeals."""
 
+    # The stages and the method as one name (issue 41): a rung of the ablation ladder, or full.
+    pipeline: Pipeline = Field(
+        "full",
+        description="the stages and the method by the name of the ablation ladder's rung that runs them: "
+        "full (= precedent: stages I-IV, the verdict rules, the round summary, the social graph, unverified), "
+        "baseline, rules, sr-cot, iv-cot, jury, precedent, verifier, juris, mixed-jury, agentscourt, chateval "
+        "(docs/evaluation.md); jurors, rounds, max_select_steps and precedent_backend are set apart",
+    )
+    pipeline_overrides: PipelineOverrides = Field(
+        default_factory=lambda: PipelineOverrides(),
+        description='any of the pipeline\'s switches set apart (pipeline_overrides={"verifier": true}, '
+        "CYBERJURORS_PIPELINE_OVERRIDES__VERIFIER): focus_stage, verdict_rules, round_summary, verifier, "
+        "justification, deliberation, social_graph, per_juror_stages (their meanings: "
+        "reference/settings.md#pipeline_overrides)",
+    )
     jurors: int = Field(17, ge=1, description="N")
     rounds: int = Field(3, ge=1, description="T, discussion rounds")
-    focus_stage: bool = Field(True, description="stage I, focus extraction; off = jurors read the raw case")
     max_select_steps: int = Field(
         3,
         ge=0,
         description="T_max, select-perceive steps per party; 1 = SR-CoT's single-step selection; "
         "0 = stage II off: jurors get every item at once, media attached (passive perception)",
     )
-    passive_frames_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
-    early_stop: float = Field(0.8, gt=0.5, le=1.0, description="delta, majority share that ends deliberation")
-    early_stopping: bool = Field(True, description="off = always deliberate all T rounds")
+    early_stop: float = Field(
+        0.8,
+        ge=0,
+        le=1.0,
+        description="delta, the majority share that ends deliberation before the last round (above 0.5); "
+        "0 = off, always deliberate all T rounds",
+    )
     ballot_quorum: int = Field(
         0,
         ge=0,
@@ -36,55 +216,27 @@ class JurySettings(BaseModel):
         "for the round. A round short of the quorum ends deliberation and its verdict is escalated "
         "(quorum_not_reached). 0 = more than half the seats (9 of 17); capped at the jury's size",
     )
-    round_summary: bool = Field(
-        True,
-        description="F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
-        "and the verdict's justification is the majority's first ballot",
-    )
-    social_graph: Literal["small_world", "complete"] = Field(
-        "small_world", description="who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
-    )
-    graph_out_degree: int = Field(4, ge=0, description="accounts each juror follows")
-    graph_rewire_p: float = Field(0.2, ge=0, le=1, description="the small-world graph's rewiring probability")
-    graph_seed: int = Field(
-        7, description="the social graph's random seed: the same seed seats the same graph on every worker"
+    graph: GraphSettings = Field(
+        default_factory=lambda: GraphSettings(),
+        description='the small-world social graph, any of these by itself (graph={"out_degree": 6}, '
+        "CYBERJURORS_GRAPH__SEED): out_degree, rewire_p, seed",
     )
     personas_file: Path | None = Field(
         None, description="the jurors' personas (JSON); unset = the packaged ones (schemas/personas.json)"
     )
-    verdict_rules: bool = Field(True, description="the platform's verdict rules in the juror prompt (+Rules)")
     verdict_rules_file: Path | None = Field(None, description="your platform's rules; default: the packaged ones")
-    deliberation: Literal["jury", "court"] = Field(
-        "jury", description="jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
-    )
     court_rounds: int = Field(2, ge=1, description="debate turns per advocate (deliberation=court)")
-    per_juror_stages: bool = Field(
-        False, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
-    )
     warm_cache_first: bool = Field(
         True,
         description="in round 1, one juror runs before the others so they read the cached case prefix; in "
         "stage II, the buyer's first selection runs before the seller's chain so the seller's "
         "selector reads the prefix it wrote (only where that prefix is marked cacheable)",
     )
-    verifier: bool = Field(
-        False,
-        description="after the final round a verifier checks that every factual claim of the verdict's "
-        "justification traces to a perceived clue or a cited guideline (Pass / Reject with "
-        "feedback; the summariser revises, up to verifier_max_turns); off: no verify calls "
-        "(the paper's method has none)",
-    )
     verifier_max_turns: int = Field(
         3,
         ge=1,
         description="T_max: verifier calls per verdict; a justification still rejected after them has "
         "its untraceable claims removed (verification failed)",
-    )
-    justification: Literal["summary", "juris"] = Field(
-        "summary",
-        description="summary = the final round's summary S_T (the paper); juris = two drafters propose "
-        "sentences, juris_voters jurors vote on each, an editor consolidates the accepted "
-        "ones, and the verifier checks the result (JURIS: always verified)",
     )
     juris_voters: int = Field(
         5,
@@ -100,16 +252,10 @@ class JurySettings(BaseModel):
         "of personas_file; reweight = a failing persona's ballot counts less in the verdict's "
         "majority (docs/guides/qualification.md)",
     )
-    qualification_cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
-    qualification_min_accuracy: float = Field(
-        0.6, ge=0, le=1, description="below this share of mock cases decided as the real jury did, a persona fails"
-    )
-    qualification_max_bias: float = Field(
-        0.25,
-        ge=0,
-        le=1,
-        description="a persona whose seller-vote share on the mock cases differs from their "
-        "labelled seller share by more than this fails",
+    qualification_gate: QualificationGate = Field(
+        default_factory=lambda: QualificationGate(),
+        description='the qualification gate\'s bar, any of these by itself (qualification_gate={"cases": 20}, '
+        "CYBERJURORS_QUALIFICATION_GATE__MIN_ACCURACY): cases (K), min_accuracy, max_bias",
     )
     # 0 = off (not None: a child worker gets its settings as env vars, where None would be left out
     # and the default come back)
@@ -146,19 +292,10 @@ class JurySettings(BaseModel):
         "dead letter, outcome_superseded); none by then, the held one is counted and learned from. "
         "A state_retention_s below it shortens it; checked every state_sweep_interval_s",
     )
-    consistency_min_similarity: float = Field(
-        0.6,
-        ge=-1,
-        le=1,
-        description="after the vote, the verdict is compared with the retrieved historical cases of its "
-        "category whose cosine similarity to the case reaches this; where most of them went the other way "
-        "the verdict says so (and escalates, with inconsistent_with_precedent in escalate_on)",
-    )
-    consistency_min_precedents: int = Field(
-        2,
-        ge=1,
-        description="near precedents needed for the comparison: with fewer, the verdict's consistency is "
-        "no_precedent (one precedent alone never makes a verdict inconsistent)",
+    consistency: ConsistencySettings = Field(
+        default_factory=lambda: ConsistencySettings(),
+        description='the comparison with precedent, either by itself (consistency={"min_similarity": 0.7}, '
+        "CYBERJURORS_CONSISTENCY__MIN_PRECEDENTS): min_similarity, min_precedents",
     )
     appeal_window_s: float = Field(
         30 * 86400,
@@ -175,10 +312,54 @@ class JurySettings(BaseModel):
         "is taken as filed after it; earlier, it is refused (appeal_before_verdict)",
     )
 
+    @field_validator("early_stop")
+    @classmethod
+    def _a_majority(cls, value: float) -> float:
+        if 0 < value <= 0.5:
+            raise ValueError("early_stop must be a majority share above 0.5, or 0 (off: every round deliberated)")
+        return value
+
     @field_validator("case_token_budget", "case_cost_budget_usd", mode="before")
     @classmethod
     def _budget_off(cls, value: object) -> object:
         return 0 if value is None or value == "" else value
+
+    def _switch(self, name: str) -> Any:
+        given = getattr(self.pipeline_overrides, name)
+        return given if given is not None else getattr(PIPELINES[self.pipeline], name)
+
+    # What every reader uses: each switch as resolved, under the name the setting had.
+    @property
+    def focus_stage(self) -> bool:
+        return bool(self._switch("focus_stage"))
+
+    @property
+    def verdict_rules(self) -> bool:
+        return bool(self._switch("verdict_rules"))
+
+    @property
+    def round_summary(self) -> bool:
+        return bool(self._switch("round_summary"))
+
+    @property
+    def verifier(self) -> bool:
+        return bool(self._switch("verifier"))
+
+    @property
+    def justification(self) -> Literal["summary", "juris"]:
+        return self._switch("justification")
+
+    @property
+    def deliberation(self) -> Literal["jury", "court"]:
+        return self._switch("deliberation")
+
+    @property
+    def social_graph(self) -> Literal["small_world", "complete"]:
+        return self._switch("social_graph")
+
+    @property
+    def per_juror_stages(self) -> bool:
+        return bool(self._switch("per_juror_stages"))
 
     @property
     def verifies(self) -> bool:

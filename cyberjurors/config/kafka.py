@@ -71,27 +71,50 @@ DEPRECATED_TIMEOUTS = {
 }
 
 
+class KafkaAuth(BaseModel):
+    """How a client reaches a secured cluster (the setting ``kafka_auth``): TLS, SASL, or both."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        "PLAIN", description="with SASL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+    )
+    sasl_username: str | None = Field(None, description="with SASL: the user name")
+    sasl_password: str | None = Field(None, description="with SASL: the password")
+    ssl_cafile: Path | None = Field(
+        None, description="with SSL: the CA bundle (PEM) the brokers' certificates are checked against"
+    )
+    ssl_certfile: Path | None = Field(None, description="with SSL: this client's certificate (PEM), for mutual TLS")
+    ssl_keyfile: Path | None = Field(None, description="with SSL: this client's private key (PEM)")
+
+
+# the settings this release moved into kafka_auth (config/deprecated.py)
+DEPRECATED_AUTH = {
+    "kafka_security_protocol": "kafka_auth.security_protocol",
+    "kafka_sasl_mechanism": "kafka_auth.sasl_mechanism",
+    "kafka_sasl_username": "kafka_auth.sasl_username",
+    "kafka_sasl_password": "kafka_auth.sasl_password",
+    "kafka_ssl_cafile": "kafka_auth.ssl_cafile",
+    "kafka_ssl_certfile": "kafka_auth.ssl_certfile",
+    "kafka_ssl_keyfile": "kafka_auth.ssl_keyfile",
+}
+
+
 class KafkaSettings(BaseModel):
     """What ``streams/`` needs to reach the cluster and run the stage agents."""
 
     kafka_bootstrap_servers: str = Field(
         "127.0.0.1:9092", description="the Kafka cluster, host:port comma-separated (or KAFKA_BOOTSTRAP_SERVERS)"
     )
-    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
-        "PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    kafka_auth: KafkaAuth = Field(
+        default_factory=lambda: KafkaAuth(),
+        description='TLS and SASL, any of them by itself (kafka_auth={"security_protocol": "SASL_SSL"}, '
+        "CYBERJURORS_KAFKA_AUTH__SASL_PASSWORD): security_protocol, sasl_mechanism, sasl_username, "
+        "sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile",
     )
-    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
-        "PLAIN", description="with SASL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
-    )
-    kafka_sasl_username: str | None = Field(None, description="with SASL: the user name")
-    kafka_sasl_password: str | None = Field(None, description="with SASL: the password")
-    kafka_ssl_cafile: Path | None = Field(
-        None, description="with SSL: the CA bundle (PEM) the brokers' certificates are checked against"
-    )
-    kafka_ssl_certfile: Path | None = Field(
-        None, description="with SSL: this client's certificate (PEM), for mutual TLS"
-    )
-    kafka_ssl_keyfile: Path | None = Field(None, description="with SSL: this client's private key (PEM)")
     topic_prefix: str = Field(
         "", description="put before every topic name (e.g. 'staging.'), so several deployments share a cluster"
     )

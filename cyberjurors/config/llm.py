@@ -158,6 +158,49 @@ class ModelCapabilities(BaseModel):
     )
 
 
+class BatchSettings(BaseModel):
+    """How ``eval --batch`` sends its calls as Message Batches (the setting ``llm_batch``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    poll_s: float = Field(30.0, gt=0, description="eval --batch: seconds between status checks of a Message Batch")
+    max_wait_s: float = Field(
+        90_000.0,
+        gt=0,
+        description="eval --batch: seconds a Message Batch is polled "
+        "before the run stops (the same command resumes): a little over the API's "
+        "24-hour processing limit",
+    )
+    retry_s: float = Field(
+        600.0,
+        gt=0,
+        description="eval --batch: seconds a status check or a result "
+        "download is tried again on connection errors and 5xx, with backoff",
+    )
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        description="eval --batch: batches an entry may be sent in; an errored "
+        "(retryable) or expired entry goes again in the next one",
+    )
+    max_cases: int = Field(
+        500,
+        ge=1,
+        description="eval --batch: cases judged side by side in one set of waves "
+        "(bounds memory; a larger set means fewer, larger batches)",
+    )
+
+
+# the settings this release moved into llm_batch (config/deprecated.py)
+DEPRECATED_BATCH = {
+    "batch_poll_s": "llm_batch.poll_s",
+    "batch_max_wait_s": "llm_batch.max_wait_s",
+    "batch_retry_s": "llm_batch.retry_s",
+    "batch_max_attempts": "llm_batch.max_attempts",
+    "batch_max_cases": "llm_batch.max_cases",
+}
+
+
 class LLMSettings(BaseModel):
     """What ``llm/`` needs, and what any stage asks of it: which model a role or seat calls, and how."""
 
@@ -271,33 +314,10 @@ class LLMSettings(BaseModel):
         "tokens.cost_sources, the cost metric's price_source label and eval reports; false = such a "
         "model is unpriced",
     )
-    batch_poll_s: float = Field(
-        30.0, gt=0, description="eval --batch: seconds between status checks of a Message Batch"
-    )
-    batch_max_wait_s: float = Field(
-        90_000.0,
-        gt=0,
-        description="eval --batch: seconds a Message Batch is polled "
-        "before the run stops (the same command resumes): a little over the API's "
-        "24-hour processing limit",
-    )
-    batch_retry_s: float = Field(
-        600.0,
-        gt=0,
-        description="eval --batch: seconds a status check or a result "
-        "download is tried again on connection errors and 5xx, with backoff",
-    )
-    batch_max_attempts: int = Field(
-        3,
-        ge=1,
-        description="eval --batch: batches an entry may be sent in; an errored "
-        "(retryable) or expired entry goes again in the next one",
-    )
-    batch_max_cases: int = Field(
-        500,
-        ge=1,
-        description="eval --batch: cases judged side by side in one set of waves "
-        "(bounds memory; a larger set means fewer, larger batches)",
+    llm_batch: BatchSettings = Field(
+        default_factory=lambda: BatchSettings(),
+        description='eval --batch, any of them by itself (llm_batch={"poll_s": 5}, CYBERJURORS_LLM_BATCH__POLL_S): '
+        "poll_s, max_wait_s, retry_s, max_attempts, max_cases",
     )
 
     @field_validator("llm_roles")

@@ -5,7 +5,98 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EmbeddingSettings(BaseModel):
+    """The model precedents are embedded with and how it runs (the setting ``embedding``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(
+        "all-MiniLM-L6-v2",
+        description="the sentence-embedding model, recorded with "
+        "the vectors (an index built with another refuses to open)",
+    )
+    runtime: Literal["numpy", "sentence-transformers"] = Field(
+        "numpy",
+        description="numpy = BERT models such as the default, no torch; sentence-transformers = any "
+        "sentence-transformers model (the torch extra), from model_dir or the local "
+        "Hugging Face cache",
+    )
+    model_dir: Path | None = Field(
+        None,
+        description="the folder holding the model's files (a platform "
+        "mounts its vetted copy here); default: where `cyberjurors embedder "
+        "fetch` puts it, inside the Python environment",
+    )
+    model_sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-fA-F]{64}$",
+        description="sha256 of "
+        "model.safetensors, checked at load; pinned for all-MiniLM-L6-v2, "
+        "needed for any other model on the numpy runtime",
+    )
+    batch_size: int = Field(
+        32, ge=1, le=1024, description="texts per forward pass (also capped at 4,096 word pieces a pass)"
+    )
+    threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="threads the numpy embedder's matrix products run on (the process's BLAS threads): 1 "
+        "spends the fewest CPU seconds a case; more shorten one encode on idle cores, at several times its CPU",
+    )
+    cache_size: int = Field(
+        10_000,
+        ge=0,
+        description="texts (guideline rules, case summaries) whose vectors a worker keeps for the cases "
+        "that retrieve them again, the least recently used dropped first: ~2.5 KB each",
+    )
+
+
+# the settings this release moved into embedding (config/deprecated.py)
+DEPRECATED_EMBEDDING = {
+    "embedding_model": "embedding.model",
+    "embedding_runtime": "embedding.runtime",
+    "embedding_model_dir": "embedding.model_dir",
+    "embedding_model_sha256": "embedding.model_sha256",
+    "embedding_batch_size": "embedding.batch_size",
+    "embedding_threads": "embedding.threads",
+    "embedding_cache_size": "embedding.cache_size",
+}
+
+
+class ElasticsearchSettings(BaseModel):
+    """The Elasticsearch cluster of ``precedent_backend = elasticsearch`` (the setting ``elasticsearch``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = Field(None, description="the Elasticsearch cluster (or ELASTICSEARCH_URL)")
+    api_key: str | None = Field(None, description="its API key (or ELASTICSEARCH_API_KEY)")
+    username: str | None = Field(None, description="basic auth user, when no API key")
+    password: str | None = Field(None, description="basic auth password")
+    ca_certs: Path | None = Field(None, description="the CA bundle (PEM) the cluster's certificate is checked against")
+    verify_certs: bool = Field(True, description="check the cluster's TLS certificate")
+    index_prefix: str = Field(
+        "cyberjurors", description="put before the index names, so several deployments share a cluster"
+    )
+    timeout_s: float = Field(10.0, description="per request attempt")
+    max_retries: int = Field(2, ge=0, description="the client's retries on 429/502/503/504/timeouts")
+
+
+# the settings this release moved into elasticsearch (config/deprecated.py)
+DEPRECATED_ELASTICSEARCH = {
+    "elasticsearch_url": "elasticsearch.url",
+    "elasticsearch_api_key": "elasticsearch.api_key",
+    "elasticsearch_username": "elasticsearch.username",
+    "elasticsearch_password": "elasticsearch.password",
+    "elasticsearch_ca_certs": "elasticsearch.ca_certs",
+    "elasticsearch_verify_certs": "elasticsearch.verify_certs",
+    "elasticsearch_index_prefix": "elasticsearch.index_prefix",
+    "elasticsearch_timeout_s": "elasticsearch.timeout_s",
+    "elasticsearch_max_retries": "elasticsearch.max_retries",
+}
 
 
 class PrecedentSettings(BaseModel):
@@ -26,56 +117,16 @@ class PrecedentSettings(BaseModel):
     )
     guideline_min_confidence: float = Field(0.2, ge=0, le=1, description="guidelines below this are retired")
     redistil_after: int = Field(20, ge=1, description="confirmed outcomes in a category before it is re-distilled")
-    embedding_model: str = Field(
-        "all-MiniLM-L6-v2",
-        description="the sentence-embedding model, recorded with "
-        "the vectors (an index built with another refuses to open)",
+    embedding: EmbeddingSettings = Field(
+        default_factory=lambda: EmbeddingSettings(),
+        description='the embedding model, any of its settings by itself (embedding={"threads": 2}, '
+        "CYBERJURORS_EMBEDDING__MODEL_DIR): model, runtime, model_dir, model_sha256, batch_size, "
+        "threads, cache_size",
     )
-    embedding_runtime: Literal["numpy", "sentence-transformers"] = Field(
-        "numpy",
-        description="numpy = BERT models such as the default, no torch; sentence-transformers = any "
-        "sentence-transformers model (the torch extra), from embedding_model_dir or the local "
-        "Hugging Face cache",
+    elasticsearch: ElasticsearchSettings = Field(
+        default_factory=lambda: ElasticsearchSettings(),
+        description='the Elasticsearch backend, any of its settings by itself (elasticsearch={"index_prefix": '
+        '"staging"}, CYBERJURORS_ELASTICSEARCH__PASSWORD; url and api_key also as ELASTICSEARCH_URL '
+        "and ELASTICSEARCH_API_KEY): url, api_key, username, password, ca_certs, verify_certs, "
+        "index_prefix, timeout_s, max_retries",
     )
-    embedding_model_dir: Path | None = Field(
-        None,
-        description="the folder holding the model's files (a platform "
-        "mounts its vetted copy here); default: where `cyberjurors embedder "
-        "fetch` puts it, inside the Python environment",
-    )
-    embedding_model_sha256: str | None = Field(
-        None,
-        pattern=r"^[0-9a-fA-F]{64}$",
-        description="sha256 of "
-        "model.safetensors, checked at load; pinned for all-MiniLM-L6-v2, "
-        "needed for any other model on the numpy runtime",
-    )
-    embedding_batch_size: int = Field(
-        32, ge=1, le=1024, description="texts per forward pass (also capped at 4,096 word pieces a pass)"
-    )
-    embedding_threads: int = Field(
-        1,
-        ge=1,
-        le=64,
-        description="threads the numpy embedder's matrix products run on (the process's BLAS threads): 1 "
-        "spends the fewest CPU seconds a case; more shorten one encode on idle cores, at several times its CPU",
-    )
-    embedding_cache_size: int = Field(
-        10_000,
-        ge=0,
-        description="texts (guideline rules, case summaries) whose vectors a worker keeps for the cases "
-        "that retrieve them again, the least recently used dropped first: ~2.5 KB each",
-    )
-    elasticsearch_url: str | None = Field(None, description="the Elasticsearch cluster (or ELASTICSEARCH_URL)")
-    elasticsearch_api_key: str | None = Field(None, description="its API key (or ELASTICSEARCH_API_KEY)")
-    elasticsearch_username: str | None = Field(None, description="basic auth user, when no API key")
-    elasticsearch_password: str | None = Field(None, description="basic auth password")
-    elasticsearch_ca_certs: Path | None = Field(
-        None, description="the CA bundle (PEM) the cluster's certificate is checked against"
-    )
-    elasticsearch_verify_certs: bool = Field(True, description="check the cluster's TLS certificate")
-    elasticsearch_index_prefix: str = Field(
-        "cyberjurors", description="put before the index names, so several deployments share a cluster"
-    )
-    elasticsearch_timeout_s: float = Field(10.0, description="per request attempt")
-    elasticsearch_max_retries: int = Field(2, ge=0, description="the client's retries on 429/502/503/504/timeouts")

@@ -37,45 +37,57 @@ from pydantic_settings import (
 from ..errors import install_extra
 from . import deprecated, price_list
 from .catalog import find
-from .console import CONSOLE_SECRETS, ConsoleSettings
+from .console import CONSOLE_SECRETS, DEPRECATED_PROXY, DEPRECATED_SIGNIN, DEPRECATED_TLS, ConsoleSettings
 from .courts import CourtSettings
-from .evidence import DEPRECATED_LIMITS, EvidenceSettings
-from .jury import JurySettings
-from .kafka import DEPRECATED_TIMEOUTS, KafkaSettings
+from .evidence import DEPRECATED_FRAMES, DEPRECATED_LIMITS, DEPRECATED_PRIVACY, EvidenceSettings
+from .jury import (
+    DEPRECATED_CONSISTENCY,
+    DEPRECATED_EARLY_STOPPING,
+    DEPRECATED_GRAPH,
+    DEPRECATED_QUALIFICATION,
+    DEPRECATED_SWITCHES,
+    JurySettings,
+)
+from .kafka import DEPRECATED_AUTH, DEPRECATED_TIMEOUTS, KafkaSettings
 from .letters import LetterSettings
-from .llm import DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
+from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
 from .observability import ObservabilitySettings
-from .precedents import PrecedentSettings
+from .precedents import DEPRECATED_ELASTICSEARCH, DEPRECATED_EMBEDDING, PrecedentSettings
 from .retention import DEPRECATED_RETENTION, RetentionSettings
-from .state import StateSettings
+from .state import DEPRECATED_EARLY_EVIDENCE, StateSettings
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
 
 ENV_PREFIX = "CYBERJURORS_"
-# ecosystem variable -> setting; read after CYBERJURORS_* and the settings file (see the module docstring)
+# ecosystem variable -> setting, dotted into a nested one; read after CYBERJURORS_* and the settings
+# file (see the module docstring)
 ECOSYSTEM_ENV: dict[str, str] = {
     "KAFKA_BOOTSTRAP_SERVERS": "kafka_bootstrap_servers",
     "ANTHROPIC_API_KEY": "anthropic_api_key",
     "OPENAI_API_KEY": "openai_api_key",
     "OPENAI_BASE_URL": "openai_base_url",
-    "ELASTICSEARCH_URL": "elasticsearch_url",
-    "ELASTICSEARCH_API_KEY": "elasticsearch_api_key",
+    "ELASTICSEARCH_URL": "elasticsearch.url",
+    "ELASTICSEARCH_API_KEY": "elasticsearch.api_key",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "otlp_endpoint",
 }
 
 
+# where the ecosystem names' values wait for the model validator, which sets each where nothing else did
+ECOSYSTEM_KEY = "__ecosystem__"
+
+
 class EcosystemEnvSource(PydanticBaseSettingsSource):
-    """The ecosystem names, as they are (no prefix, exact case); an empty one counts as unset."""
+    """The ecosystem names, as they are (no prefix, exact case); an empty one counts as unset. Set
+    apart from the other sources' values (``ECOSYSTEM_KEY``): a removed name given anywhere else
+    (``elasticsearch_url`` in the settings file) must beat them once it is moved to its replacement."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        for env, name in ECOSYSTEM_ENV.items():
-            if name == field_name and os.environ.get(env):
-                return os.environ[env], field_name, False
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return {name: os.environ[env] for env, name in ECOSYSTEM_ENV.items() if os.environ.get(env)}
+        given = {path: os.environ[env] for env, path in ECOSYSTEM_ENV.items() if os.environ.get(env)}
+        return {ECOSYSTEM_KEY: given} if given else {}
 
 
 class DeprecatedEnvSource(PydanticBaseSettingsSource):
@@ -93,7 +105,21 @@ deprecated.rename(DEPRECATED_ROLE_SETTINGS)
 deprecated.rename(DEPRECATED_LIMITS)
 deprecated.rename(DEPRECATED_RETENTION)
 deprecated.rename(DEPRECATED_TIMEOUTS)
-
+deprecated.rename(DEPRECATED_SWITCHES)
+deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early_stopping})
+deprecated.rename(DEPRECATED_BATCH)
+deprecated.rename(DEPRECATED_EMBEDDING)
+deprecated.rename(DEPRECATED_AUTH)
+deprecated.rename(DEPRECATED_PRIVACY)
+deprecated.rename(DEPRECATED_ELASTICSEARCH)
+deprecated.rename(DEPRECATED_GRAPH)
+deprecated.rename(DEPRECATED_FRAMES)
+deprecated.rename(DEPRECATED_QUALIFICATION)
+deprecated.rename(DEPRECATED_EARLY_EVIDENCE)
+deprecated.rename(DEPRECATED_TLS)
+deprecated.rename(DEPRECATED_PROXY)
+deprecated.rename(DEPRECATED_CONSISTENCY)
+deprecated.rename(DEPRECATED_SIGNIN)
 
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {
@@ -137,9 +163,12 @@ class Settings(
         """Every removed setting still accepted for one release, onto its replacement, with a warning."""
         notes: list[str] = []
         if isinstance(data, dict):
+            ecosystem = data.pop(ECOSYSTEM_KEY, {})
             data, notes = deprecated.translate(data)
             for text in notes:
                 warnings.warn(text, DeprecationWarning, stacklevel=2)
+            for path, value in ecosystem.items():
+                deprecated.fill(data, path, value)
         settings: Settings = handler(data)
         settings._deprecations = notes
         return settings
@@ -150,8 +179,10 @@ class Settings(
         return list(self._deprecations)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
-        """As pydantic's, a removed setting's name in ``update`` mapped onto its replacement (with its
-        warning), and a name that is no setting refused: pydantic's would store it unread."""
+        """As pydantic's, but a removed setting's name in ``update`` mapped onto its replacement (with
+        its warning), a mapping given for a nested setting (``{"pipeline_overrides": {"verifier": True}}``)
+        laid over its current value and validated, and a name that is no setting refused: pydantic's
+        stores what it is given as it is, unchecked and, for a name that is no setting, unread."""
         if update:
             unknown = [k for k in update if k not in type(self).model_fields and k not in deprecated.RENAMED]
             if unknown:
@@ -170,7 +201,15 @@ class Settings(
                     else v
                     for k, v in moved.items()
                 }
+            update = {k: self._nested(k, v) for k, v in update.items()}
         return super().model_copy(update=update, deep=deep)
+
+    def _nested(self, name: str, value: Any) -> Any:
+        """A mapping for a nested setting's model, over its current value; anything else as given."""
+        annotation = type(self).model_fields[name].annotation
+        if isinstance(value, Mapping) and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation.model_validate(deprecated.merged(getattr(self, name), value))
+        return value
 
     def for_worker(self) -> Settings:
         """These settings without what only the console needs (who may sign in, and how): a worker
@@ -196,7 +235,7 @@ class Settings(
     def _backend(self) -> Settings:
         if self.llm_backend == "anthropic" and not self.anthropic_api_key:
             raise ValueError("llm_backend=anthropic needs ANTHROPIC_API_KEY")
-        if self.precedent_backend == "elasticsearch" and not self.elasticsearch_url:
+        if self.precedent_backend == "elasticsearch" and not self.elasticsearch.url:
             raise ValueError("precedent_backend=elasticsearch needs ELASTICSEARCH_URL")
         if self.llm_backend == "openai" and not self.openai_base_url:
             raise ValueError("llm_backend=openai needs OPENAI_BASE_URL (an OpenAI-compatible endpoint)")
@@ -233,8 +272,8 @@ class Settings(
             ),
             (f"media_store={self.media_store}", self.media_store.startswith(("s3://", "s3a://")), "s3fs", "s3"),
             (
-                "embedding_runtime=sentence-transformers",
-                self.embedding_runtime == "sentence-transformers",
+                "embedding.runtime=sentence-transformers",
+                self.embedding.runtime == "sentence-transformers",
                 "sentence_transformers",
                 "torch",
             ),

@@ -5,7 +5,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EarlyEvidence(BaseModel):
+    """Evidence that arrives before its case's ``case_opened``, held in the intake table (the setting ``early_evidence``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    wait_s: float = Field(
+        300.0,
+        gt=0,
+        description="evidence (or evidence_closed) for a case not yet opened is held this long after "
+        "the case's first such event, then dead-lettered (case_never_opened, replayable); "
+        "checked every state_sweep_interval_s",
+    )
+    per_case: int = Field(
+        21,
+        ge=1,
+        description="events held per unopened case; more are dead-lettered (early_evidence_overflow, replayable)",
+    )
+    total: int = Field(10_000, ge=1, description="events held per worker across unopened cases")
+
+
+# the settings this release moved into early_evidence (config/deprecated.py)
+DEPRECATED_EARLY_EVIDENCE = {
+    "early_evidence_wait_s": "early_evidence.wait_s",
+    "early_evidence_per_case": "early_evidence.per_case",
+    "early_evidence_total": "early_evidence.total",
+}
 
 
 class StateSettings(BaseModel):
@@ -24,19 +52,11 @@ class StateSettings(BaseModel):
         "buffers (two memtables), half in its block cache; a worker holds up to this x 4 "
         "tables x its partitions (Faust's defaults: 192 MB of memtables and a 2 GB cache each)",
     )
-    early_evidence_wait_s: float = Field(
-        300.0,
-        gt=0,
-        description="evidence (or evidence_closed) for a case not yet opened is held this long after "
-        "the case's first such event, then dead-lettered (case_never_opened, replayable); "
-        "checked every state_sweep_interval_s",
+    early_evidence: EarlyEvidence = Field(
+        default_factory=lambda: EarlyEvidence(),
+        description='evidence held for a case not yet opened, any of these by itself (early_evidence={"wait_s": '
+        "600}, CYBERJURORS_EARLY_EVIDENCE__WAIT_S): wait_s, per_case, total",
     )
-    early_evidence_per_case: int = Field(
-        21,
-        ge=1,
-        description="events held per unopened case; more are dead-lettered (early_evidence_overflow, replayable)",
-    )
-    early_evidence_total: int = Field(10_000, ge=1, description="events held per worker across unopened cases")
     erasure_dir: Path = Field(
         Path("data/erasures"),
         description="`cyberjurors erase`: its journal (what is left of each erasure, the case id kept "

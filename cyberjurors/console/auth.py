@@ -5,9 +5,9 @@ Three ways in, each naming a person the console can stand behind:
 - **a password** (``console_users``: name -> argon2 hash) checked on the sign-in page, which opens a
   session: a random id in an HttpOnly, SameSite=Strict cookie (``__Host-`` and Secure when the
   console is served over TLS, its own or a proxy's), kept in the store only as its sha256, ended by
-  sign-out, ``console_session_ttl_s`` after sign-in or ``console_session_idle_s`` unused;
+  sign-out, ``console_signin.session_ttl_s`` after sign-in or ``console_signin.session_idle_s`` unused;
 - **single sign-on**: the header a trusted proxy sets (oauth2-proxy's ``X-Forwarded-User`` and
-  ``X-Forwarded-Groups``), believed only from ``console_trusted_proxies``, or on ``console_socket``
+  ``X-Forwarded-Groups``), believed only from ``console_proxy.trusted``, or on ``console_socket``
   (a Unix socket only the proxy beside the console reaches); from anywhere else the header is
   refused and audited;
 - **the service token** (``Authorization: Bearer``), for scripts: it acts as ``service``, never as a
@@ -115,7 +115,7 @@ class Auth:
     token: str | None = None
 
     def __post_init__(self) -> None:
-        self.proxies = [ipaddress.ip_network(p, strict=False) for p in self.settings.console_trusted_proxies]
+        self.proxies = [ipaddress.ip_network(p, strict=False) for p in self.settings.console_proxy.trusted]
 
     @property
     def configured(self) -> bool:
@@ -123,7 +123,7 @@ class Auth:
 
     @property
     def secure_cookies(self) -> bool:
-        return bool(self.settings.console_tls_cert or self.settings.console_behind_proxy)
+        return bool(self.settings.console_tls.cert or self.settings.console_proxy.behind)
 
     @property
     def session_cookie(self) -> str:
@@ -137,7 +137,7 @@ class Auth:
         return frozenset(roles or {"viewer"})
 
     def trusted(self, request: Request) -> bool:
-        """Whether the request comes from the single-sign-on proxy: from console_trusted_proxies, or,
+        """Whether the request comes from the single-sign-on proxy: from console_proxy.trusted, or,
         served on console_socket, over it (a Unix socket's peer has no address)."""
         if self.settings.console_socket is not None and request.client is None:
             return True
@@ -152,17 +152,17 @@ class Auth:
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and self.token and _same(value.strip(), self.token):
             return Person("service", frozenset(self.settings.console_token_roles), "token")
-        sso_name = request.headers.get(self.settings.console_sso_user_header)
+        sso_name = request.headers.get(self.settings.console_proxy.sso_user_header)
         if sso_name is not None:
             if not self.trusted(request):
                 raise Refused(
                     403,
-                    f"a {self.settings.console_sso_user_header} header from {address(request)}, "
-                    "which is not a trusted proxy (console_trusted_proxies)",
+                    f"a {self.settings.console_proxy.sso_user_header} header from {address(request)}, "
+                    "which is not a trusted proxy (console_proxy.trusted)",
                     audit="untrusted_sso_header",
                 )
             groups = tuple(
-                g.strip() for g in request.headers.get(self.settings.console_sso_groups_header, "").split(",")
+                g.strip() for g in request.headers.get(self.settings.console_proxy.sso_groups_header, "").split(",")
             )
             groups = tuple(g for g in groups if g)
             name = sso_name.strip()[:128]
@@ -205,7 +205,7 @@ class Auth:
         response.set_cookie(
             self.session_cookie,
             session.id,
-            max_age=int(self.settings.console_session_ttl_s),
+            max_age=int(self.settings.console_signin.session_ttl_s),
             httponly=True,
             samesite="strict",
             secure=self.secure_cookies,
@@ -239,7 +239,7 @@ def same_origin(request: Request) -> bool:
     if origin is None:
         return True
     console = request.app.state.console
-    schemes = {request.url.scheme} | ({"https"} if console.settings.console_behind_proxy else set())
+    schemes = {request.url.scheme} | ({"https"} if console.settings.console_proxy.behind else set())
     return origin in {f"{scheme}://{request.headers.get('host', '')}" for scheme in schemes}
 
 

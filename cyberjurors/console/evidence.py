@@ -34,7 +34,7 @@ def media_item(record: CaseFile, evidence_id: str) -> EvidenceItem:
 
 def frame_count(settings: Settings) -> int:
     """As many frames as the jury was given: stage II's sampling, or the passive one without it."""
-    return settings.frames_per_video if settings.clues_stage else settings.passive_frames_per_video
+    return settings.frames.per_video if settings.clues_stage else settings.frames.passive_per_video
 
 
 class FrameCache:

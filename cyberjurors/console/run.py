@@ -3,7 +3,7 @@ broker and one worker (as the demo runs), optionally judging sample cases first.
 
 It refuses to be reached from other machines unprotected: a bind to a non-loopback address needs
 someone who can sign in (console_users, console_token or a trusted SSO proxy) and HTTPS, its own
-(console_tls_cert) or a proxy's (console_behind_proxy); ``--embedded``, whose pages are open,
+(console_tls.cert) or a proxy's (console_proxy.behind); ``--embedded``, whose pages are open,
 serves on loopback only."""
 
 from __future__ import annotations
@@ -60,24 +60,24 @@ def check_exposure(settings: Settings, embedded: bool) -> None:
             f"--embedded serves its pages to anyone who can reach them: it binds loopback only, not {host} "
             "(run `cyberjurors console` on your Kafka to serve other machines)"
         )
-    if not (settings.console_users or settings.console_token or settings.console_trusted_proxies):
+    if not (settings.console_users or settings.console_token or settings.console_proxy.trusted):
         raise Exposed(
             f"console_host={host} reaches other machines, and no one could sign in: set console_users, "
-            "console_token or console_trusted_proxies (docs/console-deployment.md)"
+            "console_token or console_proxy.trusted (docs/console-deployment.md)"
         )
-    if not (settings.console_tls_cert or settings.console_behind_proxy):
+    if not (settings.console_tls.cert or settings.console_proxy.behind):
         raise Exposed(
-            f"console_host={host} would send passwords and sessions in plain HTTP: set console_tls_cert and "
-            "console_tls_key, or console_behind_proxy=true when a proxy in front serves HTTPS"
+            f"console_host={host} would send passwords and sessions in plain HTTP: set console_tls.cert and "
+            "console_tls.key, or console_proxy.behind=true when a proxy in front serves HTTPS"
         )
-    if bool(settings.console_tls_cert) != bool(settings.console_tls_key):
-        raise Exposed("console_tls_cert and console_tls_key go together")
+    if bool(settings.console_tls.cert) != bool(settings.console_tls.key):
+        raise Exposed("console_tls.cert and console_tls.key go together")
 
 
 def run_users(settings: Settings, out: Console) -> tuple[Settings, dict[str, str] | None]:
     """With no one configured to sign in (on loopback), a user for this run with every role, its
     password printed; else the configured ones."""
-    if settings.console_users or settings.console_token or settings.console_trusted_proxies:
+    if settings.console_users or settings.console_token or settings.console_proxy.trusted:
         return settings, None
     if settings.console_socket is not None:  # people sign in at the proxy in front
         return settings, None
@@ -146,7 +146,7 @@ def run_console(settings: Settings, out: Console, embedded: bool = False, paths:
 def served_at(settings: Settings) -> str:
     if settings.console_socket is not None:
         return f"unix:{settings.console_socket}"
-    scheme = "https" if settings.console_tls_cert else "http"
+    scheme = "https" if settings.console_tls.cert else "http"
     return f"{scheme}://{settings.console_host}:{settings.console_port}/"
 
 
@@ -165,8 +165,8 @@ def server_config(settings: Settings, app: Any) -> uvicorn.Config:
         **where,
         log_level="warning",
         access_log=False,
-        ssl_certfile=settings.console_tls_cert,
-        ssl_keyfile=settings.console_tls_key,
+        ssl_certfile=settings.console_tls.cert,
+        ssl_keyfile=settings.console_tls.key,
         # the client address the sign-in lockout and the SSO check go by is the socket's, never a header's
         proxy_headers=False,
         h11_max_incomplete_event_size=16 * 1024,

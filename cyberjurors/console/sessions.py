@@ -4,8 +4,8 @@ A session id is 256 random bits, handed to the browser once and stored only as i
 of the database opens no session. Sign-in always makes a new one (an id planted before sign-in is
 worth nothing after it), and sign-out deletes it.
 
-Failed sign-ins are counted per user name and per address over ``console_signin_lockout_s``; past
-``console_signin_max_failures`` for a name (four times that for an address, where several people may
+Failed sign-ins are counted per user name and per address over ``console_signin.lockout_s``; past
+``console_signin.max_failures`` for a name (four times that for an address, where several people may
 share a proxy) sign-in is refused for the rest of the window, the right password included. Each
 attempt is recorded, atomically with the count it is checked against, before its password is
 checked (``attempt``), so the limits hold however many sign-ins arrive at once. The rows are pruned
@@ -52,13 +52,21 @@ class Sessions:
             db.execute("DELETE FROM sessions WHERE expires < ? OR last_seen < ?", (now, now - self._idle))
             db.execute(
                 "INSERT INTO sessions (id, user, via, csrf, created, last_seen, expires) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (_digest(session.id), user, via, session.csrf, now, now, now + self.settings.console_session_ttl_s),
+                (
+                    _digest(session.id),
+                    user,
+                    via,
+                    session.csrf,
+                    now,
+                    now,
+                    now + self.settings.console_signin.session_ttl_s,
+                ),
             )
         return session
 
     @property
     def _idle(self) -> float:
-        return self.settings.console_session_idle_s
+        return self.settings.console_signin.session_idle_s
 
     def get(self, session_id: str | None) -> Session | None:
         """The live session with this id (its use noted), or None: unknown, expired, or idle too long."""
@@ -83,7 +91,7 @@ class Sessions:
     # --- the lockout -------------------------------------------------------------------------------
 
     def _keys(self, user: str, address: str) -> list[tuple[str, int]]:
-        most = self.settings.console_signin_max_failures
+        most = self.settings.console_signin.max_failures
         return [(f"user:{user}", most), (f"addr:{address}", 4 * most)]
 
     def attempt(self, user: str, address: str) -> str | None:
@@ -94,7 +102,7 @@ class Sessions:
         added to yet. The attempt counts as a failure until ``succeeded`` takes it back; one never
         settled (a crash mid-check) stays a failure."""
         now = self.clock()
-        since = now - self.settings.console_signin_lockout_s
+        since = now - self.settings.console_signin.lockout_s
         attempt = secrets.token_hex(16)
         with self.store.transaction() as db:
             db.execute("DELETE FROM signin_failures WHERE at < ?", (since,))
@@ -117,7 +125,7 @@ class Sessions:
 
     def locked(self, user: str, address: str) -> bool:
         """Whether a sign-in for ``user`` from ``address`` would be refused now (what ``attempt`` checks)."""
-        since = self.clock() - self.settings.console_signin_lockout_s
+        since = self.clock() - self.settings.console_signin.lockout_s
         for key, most in self._keys(user, address):
             n = self.store._rows("SELECT count(*) AS n FROM signin_failures WHERE key = ? AND at >= ?", key, since)
             if n[0]["n"] >= most:

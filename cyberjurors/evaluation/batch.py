@@ -7,7 +7,7 @@ verdict), the same admission checks as intake (``intake.admit``) and the same pr
 what differs is the transport: no Kafka and no worker, and a model call returns when its wave has
 been answered. So the focus calls of every case go out as one batch, then each select and perceive
 step, round 1's warm-up jurors, the other jurors, the summaries, ... Cases are taken
-``batch_max_cases`` at a time (memory), each set through all its waves.
+``llm_batch.max_cases`` at a time (memory), each set through all its waves.
 
 Resumable twice over: verdicts are recorded as the streaming eval records them (under the key
 ``<rung>.batch``), so a rerun judges only the cases without one; and the batches live under
@@ -85,11 +85,11 @@ def executor_for(settings: Settings, folder: Path, progress: Progress | None) ->
         return MessageBatches(
             AnthropicLLM.from_settings(settings),
             BatchStore(folder),
-            settings.batch_poll_s,
-            settings.batch_max_attempts,
+            settings.llm_batch.poll_s,
+            settings.llm_batch.max_attempts,
             progress,
-            settings.batch_max_wait_s,
-            settings.batch_retry_s,
+            settings.llm_batch.max_wait_s,
+            settings.llm_batch.retry_s,
         )
     return InProcess(backend_for("offline", settings))
 
@@ -157,13 +157,13 @@ async def judge_in_waves(
     progress: Progress,
     task: TaskID,
 ) -> Judged:
-    """Every case through the stages in waves, ``batch_max_cases`` at a time; each verdict or failure
+    """Every case through the stages in waves, ``llm_batch.max_cases`` at a time; each verdict or failure
     recorded as it comes."""
     judged = Judged()
     jury = Jury.from_settings(settings)
     try:
         async with opened_precedents(settings, jury) as precedents:
-            for start in range(0, len(cases), settings.batch_max_cases):
+            for start in range(0, len(cases), settings.llm_batch.max_cases):
                 waves: Waves[Pending] = Waves(executor.answer)
                 llm = wave_llm(settings, waves, executor)
 
@@ -176,7 +176,7 @@ async def judge_in_waves(
                         judged.failures[case.case_id] = failure or "unknown"
                     progress.advance(task)
 
-                await waves.gather(*(one(case, llm) for case in cases[start : start + settings.batch_max_cases]))
+                await waves.gather(*(one(case, llm) for case in cases[start : start + settings.llm_batch.max_cases]))
                 judged.waves += len(waves.sizes)
     finally:
         close = getattr(getattr(executor, "llm", None), "aclose", None)

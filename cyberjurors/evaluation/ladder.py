@@ -1,4 +1,5 @@
-"""The ablation ladder as named configurations: each is the user's settings with a few overrides.
+"""The ablation ladder as named configurations: each is the user's settings with ``pipeline`` set to
+the rung's key (its stages and method, config/jury.py) and the sizes it runs them at.
 
 The ladder follows the paper's ablation (each rung keeps the ones before it): Baseline -> +Rules ->
 SR-CoT -> IV-CoT -> +Jury -> +Precedent, then beyond the paper +Verifier (the justification checked
@@ -21,16 +22,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ..config import CourtTier, Settings
+from ..config import CourtTier, Pipeline, PipelineOverrides, Settings
 from ..jury.stakes import PAPER_ROUNDS, court_for, is_paper_court
 from ..schemas import JURY_SIZE
 
 SINGLE_JUDGE = dict(jurors=1, rounds=1)
 NO_PRECEDENTS = dict(precedent_backend="none")
-RAW_CASE = dict(focus_stage=False, max_select_steps=0)
+RAW_CASE = dict(max_select_steps=0)  # with the pipeline's focus stage off: every item at once, media attached
 ONE_MODEL: dict[str, list[str]] = dict(juror_models=[])  # every juror on the juror role's model: only +MixedJury mixes
-FULL_METHOD = dict(verdict_rules=True, focus_stage=True, max_select_steps=3, jurors=17, rounds=3)
-SUMMARY = dict(verifier=False, justification="summary")  # the paper's justification: the round summary, unverified
+FULL_SIZE = dict(max_select_steps=3, jurors=17, rounds=3)
 
 
 def two_models(base: Settings) -> str | None:
@@ -55,127 +55,96 @@ class Ablation:
         return self.requires(base) if self.requires else None
 
 
+def rung(
+    key: Pipeline,
+    name: str,
+    description: str,
+    sizes: dict[str, Any],
+    requires: Callable[[Settings], str | None] | None = None,
+) -> Ablation:
+    """A rung: the pipeline of its name (config/jury.py's PIPELINES: its stages and method, the base's
+    pipeline_overrides dropped, so no rung inherits a switch) and the sizes it runs them at."""
+    return Ablation(
+        key, name, description, {"pipeline": key, "pipeline_overrides": PipelineOverrides(), **sizes}, requires
+    )
+
+
 LADDER = [
-    Ablation(
+    rung(
         "baseline",
         "Baseline",
         "one direct verdict: one call on the raw case with every photo and frames of every video attached, no rules",
-        {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": False},
+        {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL},
     ),
-    Ablation(
+    rung(
         "rules",
         "+Rules",
         "Baseline with the platform's verdict rules in the prompt",
-        {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, **SUMMARY, "verdict_rules": True},
+        {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL},
     ),
-    Ablation(
+    rung(
         "sr-cot",
         "SR-CoT",
         "four stages by one juror, single-step selection (T_max = 1)",
-        {
-            **SINGLE_JUDGE,
-            **NO_PRECEDENTS,
-            **ONE_MODEL,
-            **SUMMARY,
-            "verdict_rules": True,
-            "focus_stage": True,
-            "max_select_steps": 1,
-        },
+        {**SINGLE_JUDGE, **NO_PRECEDENTS, **ONE_MODEL, "max_select_steps": 1},
     ),
-    Ablation(
+    rung(
         "iv-cot",
         "IV-CoT",
         "four stages by one juror with the select-perceive iteration (T_max = 3)",
-        {
-            **SINGLE_JUDGE,
-            **NO_PRECEDENTS,
-            **ONE_MODEL,
-            **SUMMARY,
-            "verdict_rules": True,
-            "focus_stage": True,
-            "max_select_steps": 3,
-        },
+        {**SINGLE_JUDGE, **NO_PRECEDENTS, **ONE_MODEL, "max_select_steps": 3},
     ),
-    Ablation(
+    rung(
         "jury",
         "+Jury",
         "IV-CoT by 17 jurors deliberating up to 3 rounds on the social graph (JCV)",
-        {
-            **NO_PRECEDENTS,
-            **ONE_MODEL,
-            **SUMMARY,
-            "verdict_rules": True,
-            "focus_stage": True,
-            "max_select_steps": 3,
-            "jurors": 17,
-            "rounds": 3,
-        },
+        {**NO_PRECEDENTS, **ONE_MODEL, **FULL_SIZE},
     ),
-    Ablation(
+    rung(
         "precedent",
         "+Precedent",
         "+Jury with the precedent base: retrieved cases and per-juror guidelines "
         "(the full CyberJurors method; the configured precedent backend)",
-        {**ONE_MODEL, **FULL_METHOD, **SUMMARY},
+        {**ONE_MODEL, **FULL_SIZE},
     ),
-    Ablation(
+    rung(
         "verifier",
         "+Verifier",
         "+Precedent with the verifier: every claim of the round summary traced to a "
         "perceived clue or a cited guideline, revised with the accumulated feedback on Reject (up to "
         "verifier_max_turns), untraceable sentences removed if it still fails",
-        {**ONE_MODEL, **FULL_METHOD, "verifier": True, "justification": "summary"},
+        {**ONE_MODEL, **FULL_SIZE},
     ),
-    Ablation(
+    rung(
         "juris",
         "+JURIS",
         "+Verifier with a jury-voted justification (JURIS) instead of the round summary: "
         "two drafters propose sentences, juris_voters jurors vote on each, an editor consolidates, the "
         "verifier checks",
-        {**ONE_MODEL, **FULL_METHOD, "verifier": True, "justification": "juris"},
+        {**ONE_MODEL, **FULL_SIZE},
     ),
-    Ablation(
+    rung(
         "mixed-jury",
         "+MixedJury",
         "+Precedent with the jurors spread over juror_models, round robin, each on "
         "its provider; the report shows each model's vote share and agreement",
-        {**FULL_METHOD, **SUMMARY},
+        FULL_SIZE,
         two_models,
     ),
 ]
 REFERENCES = [
-    Ablation(
+    rung(
         "agentscourt",
         "AgentsCourt-style",
         "two advocates debate two turns each, then one judge rules; raw case, media attached, no rules",
-        {
-            **SINGLE_JUDGE,
-            **RAW_CASE,
-            **NO_PRECEDENTS,
-            **ONE_MODEL,
-            **SUMMARY,
-            "verdict_rules": False,
-            "deliberation": "court",
-            "court_rounds": 2,
-        },
+        {**SINGLE_JUDGE, **RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, "court_rounds": 2},
     ),
-    Ablation(
+    rung(
         "chateval",
         "ChatEval-style",
         "three agents with different personas debate two rounds, each reading "
         "all the others (simultaneous talk, no summariser), then vote; raw case, media attached, no rules",
-        {
-            **RAW_CASE,
-            **NO_PRECEDENTS,
-            **ONE_MODEL,
-            **SUMMARY,
-            "verdict_rules": False,
-            "jurors": 3,
-            "rounds": 2,
-            "social_graph": "complete",
-            "round_summary": False,
-            "early_stopping": False,
-        },
+        {**RAW_CASE, **NO_PRECEDENTS, **ONE_MODEL, "jurors": 3, "rounds": 2, "early_stop": 0},
     ),
 ]
 ABLATIONS = {a.key: a for a in [*LADDER, *REFERENCES]}

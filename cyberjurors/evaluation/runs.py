@@ -23,13 +23,13 @@ from .results import CaseResult
 from .scores import Pricing, summarize
 from .swap import twin_id
 
-SECRETS = {
-    "anthropic_api_key",
-    "openai_api_key",
-    "elasticsearch_api_key",
-    "elasticsearch_password",
-    "kafka_sasl_password",
-    "case_key_secret",  # names every case's media key (evidence/sealing.py)
+# left out of the stored settings: a setting, or a nested setting's fields
+SECRETS: dict[str, Any] = {
+    "anthropic_api_key": True,
+    "openai_api_key": True,
+    "elasticsearch": {"api_key", "password"},
+    "kafka_auth": {"sasl_password"},
+    "case_key_secret": True,  # names every case's media key (evidence/sealing.py)
 }
 # where and under which names a run happens, not how it judges: left out of the fingerprint
 RUN_PLACES = {
@@ -48,11 +48,7 @@ RUN_PLACES = {
     "probe_port",
     "probe_host",
     "lag_interval_s",
-    "batch_poll_s",
-    "batch_max_attempts",
-    "batch_max_cases",
-    "batch_max_wait_s",
-    "batch_retry_s",
+    "llm_batch",
 }
 
 

@@ -42,7 +42,7 @@ MEDIA_SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "video/mp4": "mp4"}
 
 #: p ~ Beta(a, b): a juror's chance of voting for the planted side (mean 0.78, sd 0.14)
 JURY_ACCURACY = (6.24, 1.76)
-#: what the pipeline's frame sampler picks by default (Settings.frames_per_video); each clip's
+#: what the pipeline's frame sampler picks by default (Settings().frames.per_video); each clip's
 #: clue frames include at least one of the frames it would sample
 DEFAULT_FRAMES_PER_VIDEO = 30
 

@@ -1,4 +1,4 @@
-"""Event-aware frame selection (``frame_sampling = events``): the video's frame budget spent partly
+"""Event-aware frame selection (``frames.sampling = events``): the video's frame budget spent partly
 on a uniform skeleton over the whole clip and partly on its visual events, scene cuts and brief
 local changes (a display that lights up for a few frames, a label the camera passes), which a
 uniform grid can step over.
@@ -9,7 +9,7 @@ deblocking: the pictures are only compared, never shown) and keeps each one as a
 sensor noise move block means little; something appearing moves them a lot. Per block, a
 frame's change from the previous frame is measured against what that block usually does around
 then, so a blinking overlay or a steady pan are not events and a flash is. It decodes at most
-``frame_event_max_frames`` frames; a longer video is analysed in evenly spread stretches that
+``frames.event_max_frames`` frames; a longer video is analysed in evenly spread stretches that
 start at keyframes, the rest is left to the skeleton.
 
 Pure numpy on the thumbnails; the decoding runs inside media.py's bounded decode pool, after the

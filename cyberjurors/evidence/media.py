@@ -382,13 +382,13 @@ async def sample_frames(
     ref: MediaRef, settings: Settings, count: int | None = None, *, label: str = "", notes: list[str] | None = None
 ) -> list[Frame]:
     """Frames over the whole video (all of them if it is shorter): uniformly spaced, or with
-    ``frame_sampling = events`` a uniform skeleton plus its visual events, each labelled
+    ``frames.sampling = events`` a uniform skeleton plus its visual events, each labelled
     "<label> frame 7 at 3.50s" so the model can cite the evidence and the frame. The video's
     resolution, duration and frame count are checked before a frame is decoded; the frames are
     reached by seeking to the keyframe before each and come out downscaled. Only an MP4/QuickTime
     or Matroska/WebM container is read; one other than the declared type is said in ``notes``."""
     data = await read_bytes(ref, settings)
-    wanted = count or settings.frames_per_video
+    wanted = count or settings.frames.per_video
     if not data:
         raise MediaUnreadable("no_frames", "the video file is empty")
     return await _decode(settings, _sample_video, io.BytesIO(data), ref.media_type, wanted, settings, label, notes)
@@ -527,13 +527,13 @@ async def check_header(ref: MediaRef, settings: Settings, notes: list[str] | Non
 def _picks(
     container: av.container.InputContainer, stream: av.VideoStream, line: Timeline, k: int, settings: Settings
 ) -> list[int]:
-    """Which frames to show: uniformly spaced (the default), or, with ``frame_sampling = events``,
+    """Which frames to show: uniformly spaced (the default), or, with ``frames.sampling = events``,
     a uniform skeleton plus the clip's visual events (frame_events.py), found by an event pass that
-    decodes at most ``frame_event_max_frames`` frames, in this same decode slot."""
+    decodes at most ``frames.event_max_frames`` frames, in this same decode slot."""
     n = len(line.pts)
-    if settings.frame_sampling != "events" or k >= n:
+    if settings.frames.sampling != "events" or k >= n:
         return frame_events.uniform(n, k)
-    cap = settings.frame_event_max_frames
+    cap = settings.frames.event_max_frames
     ranges = frame_events.spans(n, sorted({bisect.bisect_left(line.pts, p) for p, _ in line.keyframes}), cap)
     thumbs = frame_events.thumbnails(
         container,
@@ -547,7 +547,7 @@ def _picks(
     seconds = float((line.pts[-1] - line.pts[0]) * stream.time_base) if stream.time_base else 0.0
     fps = (n - 1) / seconds if seconds > 0 else 25.0
     found = frame_events.events(frame_events.changes(thumbs, fps), n, fps)
-    return frame_events.choose(n, k, found, settings.frame_event_share)
+    return frame_events.choose(n, k, found, settings.frames.event_share)
 
 
 def _check_video_size(width: int, height: int, settings: Settings) -> None:

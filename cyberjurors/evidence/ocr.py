@@ -1,11 +1,11 @@
 """Text in photos and video frames (issue 39): read by Tesseract, personal data boxed out before any model
 sees the image, the text read, masked, given to the models that read captions only.
 
-With ``privacy_ocr`` on, each photo and each sampled frame, as the model would receive it, is read by
+With ``privacy.ocr`` on, each photo and each sampled frame, as the model would receive it, is read by
 Debian's Tesseract (``tesseract - - tsv``: every word with its box, in a subprocess bounded by
-``privacy_ocr_timeout_s``). The words are joined line by line into one text, and that text is searched
+``privacy.ocr_timeout_s``). The words are joined line by line into one text, and that text is searched
 by the same detectors and the same masking as the party's text (``privacy.mask_read_text``): the
-values the case holds are found as the case writes them too, and what ``privacy_keep_patterns``
+values the case holds are found as the case writes them too, and what ``privacy.keep_patterns``
 keeps (an order number) stays readable. Every word a value touches is filled with black, with a
 margin, and the picture is encoded again; the text read, each value replaced by the case's
 placeholder (or its kind in words, for a value the case's text does not hold), is what a model
@@ -67,10 +67,10 @@ class Read:
 
 
 def unavailable() -> str | None:
-    """Why Tesseract cannot be run here, or None: what withholds every image while ``privacy_ocr`` is on."""
+    """Why Tesseract cannot be run here, or None: what withholds every image while ``privacy.ocr`` is on."""
     if shutil.which(TESSERACT) is None:
         return (
-            "privacy_ocr is on and tesseract is not installed (Debian: apt-get install tesseract-ocr): "
+            "privacy.ocr is on and tesseract is not installed (Debian: apt-get install tesseract-ocr): "
             "the image is withheld rather than sent with its text unread"
         )
     return None
@@ -100,7 +100,7 @@ def words(image: Image.Image, timeout_s: float) -> list[Word]:
         )
     except subprocess.TimeoutExpired as err:
         raise MediaUnreadable(
-            "ocr_timeout", f"tesseract took over {timeout_s}s (privacy_ocr_timeout_s): the image is withheld"
+            "ocr_timeout", f"tesseract took over {timeout_s}s (privacy.ocr_timeout_s): the image is withheld"
         ) from err
     except OSError as err:  # found by which() but not runnable
         raise MediaUnreadable(
@@ -152,7 +152,7 @@ def redact(part: ImagePart, view: DisputeCase, settings: Settings) -> Read:
     """The image with every word that holds personal data boxed out, and its text masked."""
     with Image.open(io.BytesIO(part.data)) as opened:
         image = opened.convert("RGB")
-    found = words(image, settings.privacy_ocr_timeout_s)
+    found = words(image, settings.privacy.ocr_timeout_s)
     text, where = joined(found)
     try:
         spans, masked = mask_read_text(text, view, settings)
@@ -223,9 +223,9 @@ def _key(part: ImagePart, view: DisputeCase, settings: Settings) -> tuple[str, .
             view.metadata.buyer_locale,
             view.metadata.seller_locale,
             view.metadata.currency,
-            settings.privacy_mask,
-            settings.privacy_phone_regions,
-            settings.privacy_keep_patterns,
+            settings.privacy.mask,
+            settings.privacy.phone_regions,
+            settings.privacy.keep_patterns,
         )
     )
     return hashlib.sha256(part.data).hexdigest(), hashlib.sha256(context.encode()).hexdigest()
@@ -246,7 +246,7 @@ def item_text(texts: list[str]) -> str:
 
 
 async def read_item(parts: list[ImagePart], view: DisputeCase, settings: Settings) -> tuple[list[ImagePart], str]:
-    """An item's images (a photo, a video's frames) as the model may receive them with ``privacy_ocr``
+    """An item's images (a photo, a video's frames) as the model may receive them with ``privacy.ocr``
     on, each boxed out where it shows personal data, and the item's text read, masked. Raises
     ``MediaUnreadable`` when any cannot be read: the whole item is withheld."""
     reads = [await read_image(p, view, settings) for p in parts]

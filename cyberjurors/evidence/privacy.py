@@ -3,7 +3,7 @@
 
 Before any prompt is built, the jury's stages see a case whose party-authored text (the dispute
 form's product, dispute reason and requested remedy, every evidence text and caption, an appeal's
-grounds) has each value of the kinds in ``privacy_mask`` replaced by a placeholder: ``[PHONE_1]``,
+grounds) has each value of the kinds in ``privacy.mask`` replaced by a placeholder: ``[PHONE_1]``,
 ``[EMAIL_1]``, ``[CARD_1]``, ``[IBAN_1]``, ``[ADDRESS_1]``, ``[PERSON_1]`` (and ``[URL_1]`` when
 asked). One value, one placeholder, throughout the case: the same value however it is written (a
 phone in E.164, an e-mail address case aside, a card or IBAN without separators, a name or address
@@ -23,12 +23,12 @@ report (``Minimisation.withheld``) and in the verdict's problems, never as a dea
 
 A party that types a placeholder (``[PHONE_1]``, ``[phone 1]``, ``\uff3b\u0420\u0415RS\u041eN_1\uff3d`` in Cyrillic and
 full-width letters) must not be taken for one: party text is NFKC-normalised and stripped of format
-characters (zero-width spaces and the like) in every field, ``privacy_keep_fields`` too, and any
+characters (zero-width spaces and the like) in every field, ``privacy.keep_fields`` too, and any
 bracketed text that then reads as a placeholder, Greek and Cyrillic look-alike letters folded,
 reaches the jury in round brackets, ``(PHONE_1)``; the jurors' rule says only square-bracketed
 placeholders are ours.
 
-What ``privacy_keep_patterns`` matches stays as written (an order or tracking number the dispute
+What ``privacy.keep_patterns`` matches stays as written (an order or tracking number the dispute
 turns on), and only that: a detection reaching past the match is masked whole, a card number or an
 IBAN is never kept, and a phone number only when written as an order number is (unbroken digits not
 starting with 0) or as a part of a longer reference.
@@ -152,7 +152,7 @@ def escaped(text: str) -> tuple[str, int]:
 @dataclass(frozen=True)
 class Text:
     """One party-authored text of a case: who wrote it (None: not known), where it is, and whether it
-    is masked (a field of ``privacy_keep_fields`` is only escaped)."""
+    is masked (a field of ``privacy.keep_fields`` is only escaped)."""
 
     text: str
     author: Party | None
@@ -189,7 +189,7 @@ def _rebuilt(case: DisputeCase, masked: Iterator[str]) -> DisputeCase:
 
 def phone_regions(case: DisputeCase, settings: EvidenceSettings) -> tuple[str, ...]:
     """The regions a number written without its country code is read in: the case's own (the region
-    of its locale and the parties', "pt-BR" -> BR), then ``privacy_phone_regions``, then those of the
+    of its locale and the parties', "pt-BR" -> BR), then ``privacy.phone_regions``, then those of the
     case's languages and of its currency (pii_words; a currency of many countries only for a case
     whose languages are not given), in that order, each once: each region is a pass of the matcher."""
     d = case.metadata
@@ -199,7 +199,7 @@ def phone_regions(case: DisputeCase, settings: EvidenceSettings) -> tuple[str, .
     currency = pii_words.CURRENCY_REGIONS.get(d.currency, ())
     if len(currency) == 1 or not locales:  # a case in German paid in euros: its languages say where
         derived += currency
-    regions = [*own, *settings.privacy_phone_regions, *derived]
+    regions = [*own, *settings.privacy.phone_regions, *derived]
     return tuple(dict.fromkeys(r for r in regions if r in phonenumbers.SUPPORTED_REGIONS))
 
 
@@ -269,7 +269,7 @@ class Value:
 @dataclass(frozen=True)
 class Minimised:
     """A case as the jury sees it, the extra texts given with it (an appeal's grounds) masked alike,
-    what was masked (None when ``privacy_mask`` is empty: nothing was looked at), and what each
+    what was masked (None when ``privacy.mask`` is empty: nothing was looked at), and what each
     placeholder stands for (``values``: never sent anywhere; kept for the letters to the parties)."""
 
     case: DisputeCase
@@ -449,12 +449,12 @@ def _guarded(masking: _Masking, text: Text, find: Callable[[], list[Span]]) -> l
 def _minimise(
     case: DisputeCase, settings: EvidenceSettings, extra: tuple[str, ...], extra_by: Party | None = None
 ) -> Minimised:
-    if not settings.privacy_mask:
+    if not settings.privacy.mask:
         return Minimised(case, extra, None)
-    kinds = frozenset(settings.privacy_mask)
-    masking = _Masking(kinds, [re.compile(p) for p in settings.privacy_keep_patterns], phone_regions(case, settings))
+    kinds = frozenset(settings.privacy.mask)
+    masking = _Masking(kinds, [re.compile(p) for p in settings.privacy.keep_patterns], phone_regions(case, settings))
     texts, escapes = [], 0
-    for t in _texts(case, settings.privacy_keep_fields, extra, extra_by):
+    for t in _texts(case, settings.privacy.keep_fields, extra, extra_by):
         shown, n = escaped(readable(t.text))
         texts.append(Text(shown, t.author, t.where, t.masked))
         escapes += n
@@ -541,10 +541,10 @@ class _Recent:
             repr(
                 (
                     extra_by,
-                    settings.privacy_mask,
-                    settings.privacy_phone_regions,
-                    settings.privacy_keep_patterns,
-                    settings.privacy_keep_fields,
+                    settings.privacy.mask,
+                    settings.privacy.phone_regions,
+                    settings.privacy.keep_patterns,
+                    settings.privacy.keep_fields,
                 )
             ),
         ]
@@ -570,9 +570,9 @@ _recent = _Recent()
 def minimise(
     case: DisputeCase, settings: EvidenceSettings, extra: tuple[str, ...] = (), extra_by: Party | None = None
 ) -> Minimised:
-    """The case as the jury sees it: every value of the kinds in ``privacy_mask`` in its party text
+    """The case as the jury sees it: every value of the kinds in ``privacy.mask`` in its party text
     (and in ``extra``, read after the case, written by ``extra_by``) replaced by its placeholder,
-    placeholder-shaped text a party typed put in round brackets, what ``privacy_keep_patterns``
+    placeholder-shaped text a party typed put in round brackets, what ``privacy.keep_patterns``
     matches kept as written. Never raises on party text: a text that cannot be searched is withheld."""
     return _recent.get(case, settings, extra, extra_by)
 
@@ -603,13 +603,13 @@ def mask_read_text(text: str, view: DisputeCase, settings: EvidenceSettings) -> 
     ("[PHONE_1]": the buyer's phone); one it does not hold reads as its kind in words ("(a phone
     number)"). ``view`` is the case as the jury sees it (``masking_of``); for another case only the
     detectors look. Raises what a detector raises: the caller withholds the image."""
-    if not settings.privacy_mask:
+    if not settings.privacy.mask:
         return [], text
     done = masking_of(view)
     keys = done.keys if done is not None else {}
     masking = _Masking(
-        frozenset(settings.privacy_mask),
-        [re.compile(p) for p in settings.privacy_keep_patterns],
+        frozenset(settings.privacy.mask),
+        [re.compile(p) for p in settings.privacy.keep_patterns],
         phone_regions(view, settings),
     )
     key_of = {placeholder: key for (_, key), placeholder in reversed(keys.items())}

@@ -276,10 +276,10 @@ def captioned(image: ImagePart, caption: str) -> ImagePart:
 async def _read_text(
     case: DisputeCase, item: EvidenceItem, party: Party, round_no: int, parts: list[ImagePart], settings: Settings
 ) -> list[ImagePart]:
-    """With ``privacy_ocr`` on, the item's images boxed out where their text holds personal data, and
+    """With ``privacy.ocr`` on, the item's images boxed out where their text holds personal data, and
     that text, masked, with them (``evidence/ocr.py``); ``case`` is the case as the jury sees it.
     Raises MediaUnreadable (the item withheld, noted) when the text cannot be read."""
-    if not settings.privacy_ocr or not settings.privacy_mask:
+    if not settings.privacy.ocr or not settings.privacy.mask:
         return parts
     shown, text = await ocr.read_item(parts, case, settings)
     said = prompts.image_text(item, party, round_no, text) if text else ""
@@ -310,13 +310,13 @@ async def _passive_entry(case_file: CaseFile, settings: Settings) -> tuple[list[
     key = (
         case_file.digest,
         str(settings.media_root),
-        settings.passive_frames_per_video,
+        settings.frames.passive_per_video,
         settings.max_image_side,
-        settings.frame_sampling,
-        settings.frame_event_share,
-        settings.frame_event_max_frames,
-        settings.privacy_ocr,
-        settings.privacy_ocr_timeout_s,
+        settings.frames.sampling,
+        settings.frames.event_share,
+        settings.frames.event_max_frames,
+        settings.privacy.ocr,
+        settings.privacy.ocr_timeout_s,
     )
     if key not in _passive:
         _passive[key] = await _decode_all(case_file.case, settings)
@@ -340,7 +340,7 @@ async def _decode_all(case: DisputeCase, settings: Settings) -> tuple[list[Part]
         if item.kind == "image":
             images = [captioned(await load_image(media, settings, label=label, notes=notes), caption)]
         else:
-            frames = await sample_frames(media, settings, settings.passive_frames_per_video, label=label, notes=notes)
+            frames = await sample_frames(media, settings, settings.frames.passive_per_video, label=label, notes=notes)
             images = [captioned(f.image, caption) for f in frames]
         return list(await _read_text(case, item, party, rounds[item.id], images, settings))
 

@@ -1,12 +1,12 @@
 """Consistency with precedent: after the vote, the verdict is compared with its nearest decided
 precedents, the historical cases retrieved for it (``precedents/retrieval.py``) of the same category
-whose similarity to the case reaches ``consistency_min_similarity``. Where most of them (more than
+whose similarity to the case reaches ``consistency.min_similarity``. Where most of them (more than
 half) went the other way, the verdict says so with their ids, and, with
 ``inconsistent_with_precedent`` in ``escalate_on``, goes to people (``escalation.py``).
 
 No model is called and nothing is searched again: the retrieved cases carry their real outcome
 (``PrecedentRef.favours``) and their cosine with the case's query (``PrecedentRef.similarity``).
-Fewer than ``consistency_min_precedents`` near ones is ``no_precedent``: one precedent alone is too
+Fewer than ``consistency.min_precedents`` near ones is ``no_precedent``: one precedent alone is too
 little to call a verdict inconsistent. An even split is consistent: the precedents do not say the
 verdict went the wrong way.
 """
@@ -28,7 +28,7 @@ def near_precedents(case_file: CaseFile, settings: Settings) -> list[PrecedentRe
         and p.category == category
         and p.favours is not None
         and p.similarity is not None
-        and p.similarity >= settings.consistency_min_similarity
+        and p.similarity >= settings.consistency.min_similarity
     ]
     return sorted(near, key=lambda p: -(p.similarity or 0.0))
 
@@ -40,7 +40,7 @@ def consistency(case_file: CaseFile, winner: Party, settings: Settings) -> Prece
         return None
     near = near_precedents(case_file, settings)
     disagreeing = [p.id for p in near if p.favours != winner]
-    if len(near) < settings.consistency_min_precedents:
+    if len(near) < settings.consistency.min_precedents:
         outcome = "no_precedent"
     else:
         outcome = "inconsistent" if 2 * len(disagreeing) > len(near) else "consistent"
@@ -48,7 +48,7 @@ def consistency(case_file: CaseFile, winner: Party, settings: Settings) -> Prece
         outcome=outcome,
         compared=[p.id for p in near],
         disagreeing=disagreeing if outcome != "no_precedent" else [],
-        min_similarity=settings.consistency_min_similarity,
+        min_similarity=settings.consistency.min_similarity,
     )
 
 

@@ -57,7 +57,7 @@ def caption(item: EvidenceItem, party: str, round_no: int) -> str:
 
 
 def image_text(item: EvidenceItem, party: str, round_no: int, text: str) -> str:
-    """The text read in a photo or a video's frames (``privacy_ocr``): the party's evidence too, so quoted."""
+    """The text read in a photo or a video's frames (``privacy.ocr``): the party's evidence too, so quoted."""
     return str(_tagged("evidence", text, {"id": item.id, "party": party, "round": round_no, "read_from": item.kind}))
 
 

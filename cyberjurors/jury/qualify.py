@@ -10,9 +10,9 @@ jurors pass mock cases before they sit (issue 15).
 * **One mock ballot** is one juror call in isolation, through the same LLM port, role ``qualify``:
   the juror's system prompt (with the verdict rules when on), the mock case's stored summary as the
   case record, the persona; no focus, clues, graph, peers or memory. Never the outcome.
-* **Standing**: ``fails_accuracy`` below ``qualification_min_accuracy``; ``fails_bias`` when its
+* **Standing**: ``fails_accuracy`` below ``qualification_gate.min_accuracy``; ``fails_bias`` when its
   seller-vote share differs from the mock cases' labelled seller share by more than
-  ``qualification_max_bias``; ``fails_both``; else ``qualified``.
+  ``qualification_gate.max_bias``; ``fails_both``; else ``qualified``.
 * **What a failure does** (``qualification``): ``report`` changes nothing; ``replace`` gives the seat
   to the first reserve of the personas file (in file order, each once) that qualifies on that seat's
   model, and keeps the failing persona when none does (noted); ``reweight`` keeps every persona but
@@ -97,7 +97,7 @@ def draw_mock_cases(labelled: Sequence[PrecedentCase], k: int) -> list[Precedent
         if len(pool) < n:
             raise QualificationError(
                 f"the precedent base has {len(pool)} labelled cases the {side} won; "
-                f"{k} mock cases need {n} of each side (lower qualification_cases or add cases)"
+                f"{k} mock cases need {n} of each side (lower qualification_gate.cases or add cases)"
             )
         drawn += pool[:n]
     return sorted(drawn, key=lambda c: c.case_id)
@@ -165,8 +165,8 @@ def scored(persona: str, model: str, n: Counts, settings: Settings) -> JurorScor
     accuracy = (n.buyer_correct + n.seller_correct) / cases
     seller_share, labelled = seller_votes / cases, n.seller_cases / cases
     bias = seller_share - labelled
-    accurate = accuracy >= settings.qualification_min_accuracy
-    balanced = abs(bias) <= settings.qualification_max_bias + BIAS_SLACK
+    accurate = accuracy >= settings.qualification_gate.min_accuracy
+    balanced = abs(bias) <= settings.qualification_gate.max_bias + BIAS_SLACK
     standing: Standing = (
         "qualified"
         if accurate and balanced
@@ -202,7 +202,7 @@ def weight(score: JurorScore, settings: Settings) -> float:
     if score.qualified:
         return 1.0
     p = min((score.buyer_correct + 1) / (score.buyer_cases + 2), (score.seller_correct + 1) / (score.seller_cases + 2))
-    t = min(settings.qualification_min_accuracy, 0.99)
+    t = min(settings.qualification_gate.min_accuracy, 0.99)
     if t <= 0.5:
         return 1.0 if p > 0.5 else 0.0
     return round(min(1.0, max(0.0, math.log(p / (1 - p)) / math.log(t / (1 - t)))), 4)
@@ -317,8 +317,8 @@ async def seat_jury(jury: Jury, candidates: Sequence[Persona], qualifier: Qualif
         qualification=settings.qualification,
         status="qualified",
         mock_cases=[c.case_id for c in qualifier.mock],
-        min_accuracy=settings.qualification_min_accuracy,
-        max_bias=settings.qualification_max_bias,
+        min_accuracy=settings.qualification_gate.min_accuracy,
+        max_bias=settings.qualification_gate.max_bias,
         seats=seats,
         note=f"{len(failing)} of {len(seats)} serving personas failed qualification" if failing else None,
     )
@@ -360,7 +360,7 @@ async def qualified_jury(
     Raises QualificationError when the precedent base cannot supply the mock cases, LLMError when a
     mock ballot fails after the retries."""
     jury = jury or Jury.from_settings(settings)
-    mock = draw_mock_cases(await labelled_cases(settings, index), settings.qualification_cases)
+    mock = draw_mock_cases(await labelled_cases(settings, index), settings.qualification_gate.cases)
     qualifier = Qualifier(settings, llm, mock, ScoreCache(Path(settings.precedent_dir) / CACHE_FILE))
     seated = await seat_jury(jury, reserves(len(jury), settings.personas_file), qualifier)
     return seated, qualifier

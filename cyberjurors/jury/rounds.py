@@ -60,13 +60,13 @@ class Jury:
         """The configured jury of ``jurors``, or of ``size`` (the appeal's panel: the first-instance
         personas and the file's reserves after them), unvetted."""
         n = size or settings.jurors
-        personas = load_personas(n, settings.personas_file, settings.graph_seed)
+        personas = load_personas(n, settings.personas_file, settings.graph.seed)
         seats = [JurySeat(seat=k, persona=p.name, model=settings.model_for("juror", k)) for k, p in enumerate(personas)]
         return cls(
             personas=personas,
             graph=complete(n)
             if settings.social_graph == "complete"
-            else small_world(n, settings.graph_out_degree, settings.graph_rewire_p, settings.graph_seed),
+            else small_world(n, settings.graph.out_degree, settings.graph.rewire_p, settings.graph.seed),
             composition=JuryComposition(qualification="off", status="unvetted", seats=seats),
         )
 
@@ -269,7 +269,7 @@ def deliberation_over(case_file: CaseFile, settings: Settings) -> bool:
         return True
     if short_of_quorum(case_file.rounds[-1], settings) is not None:  # escalated: people decide, not more rounds
         return True
-    early = settings.early_stopping and majority_share(case_file.rounds[-1].votes) >= settings.early_stop
+    early = settings.early_stop > 0 and majority_share(case_file.rounds[-1].votes) >= settings.early_stop
     return len(case_file.rounds) >= settings.rounds or early
 
 

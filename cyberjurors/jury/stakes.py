@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from ..config import ROLES, CourtSettings, CourtTier, Settings
+from ..config import CourtSettings, CourtTier, Settings
 from ..schemas import JURY_SIZE, CaseFile, CaseMetadata, Court, DisputeCase
 
 DEFAULT_COURT = "default"  # no court_policy: the jury the other settings describe
@@ -104,10 +104,13 @@ def court_of(case_file: CaseFile, settings: Settings) -> Court:
 def court_settings(settings: Settings, court: Court) -> Settings:
     """The settings a court sits with. Applying them twice changes nothing (every value is the
     court's), so a stage may apply them to settings that already are."""
-    update: dict[str, object] = {"jurors": court.jurors, "rounds": court.rounds, "verifier": court.verifier}
+    switches = settings.pipeline_overrides.model_copy(update={"verifier": court.verifier})
+    update: dict[str, object] = {"jurors": court.jurors, "rounds": court.rounds, "pipeline_overrides": switches}
     if court.model:  # the tier's model for every call: the per-role and per-seat models would override it
         update |= {"model": court.model, "juror_models": [], "juris_drafter_models": []}
-        update |= {f"model_{role}": None for role in ROLES}
+        update |= {
+            "llm_roles": {role: call.model_copy(update={"model": None}) for role, call in settings.llm_roles.items()}
+        }
     return settings.model_copy(update=update)
 
 

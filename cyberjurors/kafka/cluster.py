@@ -70,11 +70,11 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
 
 
 def ssl_context(settings: KafkaSettings) -> ssl.SSLContext | None:
-    if settings.kafka_security_protocol not in ("SSL", "SASL_SSL"):
+    if settings.kafka_auth.security_protocol not in ("SSL", "SASL_SSL"):
         return None
-    context = ssl.create_default_context(cafile=settings.kafka_ssl_cafile)
-    if settings.kafka_ssl_certfile:
-        context.load_cert_chain(settings.kafka_ssl_certfile, settings.kafka_ssl_keyfile)
+    context = ssl.create_default_context(cafile=settings.kafka_auth.ssl_cafile)
+    if settings.kafka_auth.ssl_certfile:
+        context.load_cert_chain(settings.kafka_auth.ssl_certfile, settings.kafka_auth.ssl_keyfile)
     return context
 
 
@@ -82,25 +82,25 @@ def client_options(settings: KafkaSettings) -> dict[str, Any]:
     """Keyword arguments for aiokafka producers, consumers and admin clients."""
     options: dict[str, Any] = {
         "bootstrap_servers": settings.kafka_bootstrap_servers,
-        "security_protocol": settings.kafka_security_protocol,
+        "security_protocol": settings.kafka_auth.security_protocol,
         "ssl_context": ssl_context(settings),
     }
-    if settings.kafka_security_protocol.startswith("SASL"):
+    if settings.kafka_auth.security_protocol.startswith("SASL"):
         options |= {
-            "sasl_mechanism": settings.kafka_sasl_mechanism,
-            "sasl_plain_username": settings.kafka_sasl_username,
-            "sasl_plain_password": settings.kafka_sasl_password,
+            "sasl_mechanism": settings.kafka_auth.sasl_mechanism,
+            "sasl_plain_username": settings.kafka_auth.sasl_username,
+            "sasl_plain_password": settings.kafka_auth.sasl_password,
         }
     return options
 
 
 def faust_credentials(settings: Settings) -> faust.types.auth.CredentialsT | None:
     context = ssl_context(settings)
-    if settings.kafka_security_protocol.startswith("SASL"):
+    if settings.kafka_auth.security_protocol.startswith("SASL"):
         return faust.SASLCredentials(
-            username=settings.kafka_sasl_username,
-            password=settings.kafka_sasl_password,
-            mechanism=settings.kafka_sasl_mechanism,
+            username=settings.kafka_auth.sasl_username,
+            password=settings.kafka_auth.sasl_password,
+            mechanism=settings.kafka_auth.sasl_mechanism,
             ssl_context=context,
         )
     return faust.SSLCredentials(context) if context else None

@@ -76,7 +76,7 @@ class ImagePart:
     """what a model that reads no images reads instead of the pixels, after the label: the party's
     caption of the item, quoted as evidence (set where the jury builds the part)"""
     text: str = ""
-    """the text read in the image (``privacy_ocr``), its personal data masked: read with the caption
+    """the text read in the image (``privacy.ocr``), its personal data masked: read with the caption
     by a model that reads no images (a video's frames carry their item's whole text, each alike)"""
 
 

@@ -22,12 +22,12 @@ log = logging.getLogger("cyberjurors.precedents")
 
 def open_embedder(settings: PrecedentSettings) -> Embedder:
     return load_embedder(
-        settings.embedding_model,
-        settings.embedding_batch_size,
-        settings.embedding_model_dir,
-        settings.embedding_model_sha256,
-        settings.embedding_runtime,
-        settings.embedding_threads,
+        settings.embedding.model,
+        settings.embedding.batch_size,
+        settings.embedding.model_dir,
+        settings.embedding.model_sha256,
+        settings.embedding.runtime,
+        settings.embedding.threads,
     )
 
 
@@ -95,7 +95,7 @@ class PrecedentBase:
             if self._opened is None:
                 index, embedder = await open_base(self.settings)
                 # one cache for every panel's matcher: a rule is encoded once, whichever jury reads it
-                self._texts = CachedVectors(embedder, self.settings.embedding_cache_size)
+                self._texts = CachedVectors(embedder, self.settings.embedding.cache_size)
                 matcher = await asyncio.to_thread(PersonaMatcher, self.personas, embedder, self._texts)
                 self._opened = (index, matcher)
             return self._opened

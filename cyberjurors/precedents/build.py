@@ -171,7 +171,7 @@ def _first_error(err: ValidationError) -> str:
 def index_identity(settings: Settings, index: PrecedentIndex) -> str:
     """What the state file belongs to: another index (or embedding model) starts a fresh state."""
     if settings.precedent_backend == "elasticsearch":
-        where = f"elasticsearch {settings.elasticsearch_url} {settings.elasticsearch_index_prefix}"
+        where = f"elasticsearch {settings.elasticsearch.url} {settings.elasticsearch.index_prefix}"
     else:
         where = f"embedded {Path(settings.precedent_dir).resolve()}"
     return f"{where} model={index.embedding_model}"

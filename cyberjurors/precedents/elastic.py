@@ -181,38 +181,38 @@ class ElasticsearchIndex:
 
     @classmethod
     def from_settings(cls, settings: PrecedentSettings, embedder: Embedder, **options: Any) -> ElasticsearchIndex:
-        """A client from ``elasticsearch_*`` settings: API key (preferred) or basic auth, TLS CA
+        """A client from the ``elasticsearch`` settings: API key (preferred) or basic auth, TLS CA
         file / verification, request timeout, and the client's retries on 429/502/503/504,
         connection errors and timeouts."""
-        url = settings.elasticsearch_url
+        url = settings.elasticsearch.url
         if not url:
             raise PrecedentError("unreachable", "precedent_backend=elasticsearch needs ELASTICSEARCH_URL")
         auth: dict[str, Any] = {}
-        if settings.elasticsearch_api_key:
-            auth["api_key"] = settings.elasticsearch_api_key
-        elif settings.elasticsearch_username:
-            auth["basic_auth"] = (settings.elasticsearch_username, settings.elasticsearch_password or "")
-        tls: dict[str, Any] = {"verify_certs": settings.elasticsearch_verify_certs}
-        if settings.elasticsearch_ca_certs is not None:
+        if settings.elasticsearch.api_key:
+            auth["api_key"] = settings.elasticsearch.api_key
+        elif settings.elasticsearch.username:
+            auth["basic_auth"] = (settings.elasticsearch.username, settings.elasticsearch.password or "")
+        tls: dict[str, Any] = {"verify_certs": settings.elasticsearch.verify_certs}
+        if settings.elasticsearch.ca_certs is not None:
             if not url.lower().startswith("https://"):
                 raise PrecedentError(
                     "unreachable",
-                    f"elasticsearch_ca_certs is set but ELASTICSEARCH_URL={url} is "
+                    f"elasticsearch.ca_certs is set but ELASTICSEARCH_URL={url} is "
                     f"not https: use an https:// URL or unset the CA file",
                 )
-            tls["ca_certs"] = str(settings.elasticsearch_ca_certs)
+            tls["ca_certs"] = str(settings.elasticsearch.ca_certs)
         client = AsyncElasticsearch(
             url,
             **auth,
             **tls,
-            request_timeout=settings.elasticsearch_timeout_s,
-            max_retries=settings.elasticsearch_max_retries,
+            request_timeout=settings.elasticsearch.timeout_s,
+            max_retries=settings.elasticsearch.max_retries,
             retry_on_status=RETRY_ON_STATUS,
             retry_on_timeout=True,
             retry_backoff_base=0.2,
             retry_backoff_cap=2.0,
         )
-        return cls(client, embedder, prefix=settings.elasticsearch_index_prefix, **options)
+        return cls(client, embedder, prefix=settings.elasticsearch.index_prefix, **options)
 
     # --- layout ----------------------------------------------------------------------------------
     def alias(self, kind: Kind) -> str:
@@ -288,7 +288,7 @@ class ElasticsearchIndex:
                             "index_missing",
                             f"{self.where} has no precedent index {alias}; "
                             f"create it with: cyberjurors precedents build FILE|DIR, or "
-                            f"check elasticsearch_index_prefix={self.prefix!r}",
+                            f"check elasticsearch.index_prefix={self.prefix!r}",
                         )
                     if put_template:
                         await self.client.indices.put_index_template(name=self.template_name, **self.template())
@@ -325,7 +325,7 @@ class ElasticsearchIndex:
                     "corrupt",
                     f"cannot create alias {alias} on {self.where}: an index named {alias} "
                     f"exists that is not an alias; delete it or choose another "
-                    f"elasticsearch_index_prefix",
+                    f"elasticsearch.index_prefix",
                 ) from err
             raise
 
@@ -349,15 +349,15 @@ class ElasticsearchIndex:
                 raise PrecedentError(
                     "corrupt",
                     f"{name} (behind {alias}) has no _meta.embedding_model: it was not "
-                    f"made by cyberjurors; choose another elasticsearch_index_prefix or "
+                    f"made by cyberjurors; choose another elasticsearch.index_prefix or "
                     f"delete it",
                 )
             if canonical(str(model)) != canonical(self.embedder.name) or dims != self.embedder.dims:
                 raise PrecedentError(
                     "model_mismatch",
                     (
-                        f"{alias} ({name}) holds vectors of {model!r} ({dims} dims) but the configured embedding_model is "
-                        f"{self.embedder.name!r} ({self.embedder.dims} dims); set embedding_model={model!r}, or rebuild "
+                        f"{alias} ({name}) holds vectors of {model!r} ({dims} dims) but the configured embedding.model is "
+                        f"{self.embedder.name!r} ({self.embedder.dims} dims); set embedding.model={model!r}, or rebuild "
                         f"the index with the new model"
                     ),
                 )
@@ -777,13 +777,13 @@ class ElasticsearchIndex:
                 "timeout",
                 f"{doing}: {self.where} did not answer in time after its "
                 f"retries ({err}); check the cluster's health and load, or raise "
-                f"elasticsearch_timeout_s",
+                f"elasticsearch.timeout_s",
             ) from err
         except SSLError as err:
             raise PrecedentError(
                 "unreachable",
                 f"{doing}: TLS to {self.where} failed ({err}); check "
-                f"elasticsearch_ca_certs and elasticsearch_verify_certs",
+                f"elasticsearch.ca_certs and elasticsearch.verify_certs",
             ) from err
         except ConnectionError as err:
             raise PrecedentError(
@@ -811,7 +811,7 @@ def api_error(err: ApiError, doing: str, where: str, prefix: str) -> PrecedentEr
         return PrecedentError(
             "auth",
             f"{doing}: {where} refused the credentials ({said}); check "
-            f"ELASTICSEARCH_API_KEY, or elasticsearch_username / elasticsearch_password",
+            f"ELASTICSEARCH_API_KEY, or elasticsearch.username / elasticsearch.password",
         )
     if status == 403:
         return PrecedentError(
@@ -825,7 +825,7 @@ def api_error(err: ApiError, doing: str, where: str, prefix: str) -> PrecedentEr
             "index_missing",
             f"{doing}: not found on {where} ({said}); create the precedent "
             f"indexes (cyberjurors precedents build FILE|DIR) or check "
-            f"elasticsearch_index_prefix={prefix!r}",
+            f"elasticsearch.index_prefix={prefix!r}",
         )
     if status == 429:
         return PrecedentError(

@@ -395,7 +395,7 @@ class EmbeddedIndex:
                 "model_mismatch",
                 f"the precedent index at {self.folder} holds vectors of embedding model {model!r} ({dims} dims), "
                 f"but the configured embedding model is {self.embedding_model!r} ({self.dims} dims). Either set "
-                f"embedding_model (CYBERJURORS_EMBEDDING_MODEL) back to {model!r}, or rebuild the index with the "
+                f"embedding.model (CYBERJURORS_EMBEDDING__MODEL) back to {model!r}, or rebuild the index with the "
                 f"new model: delete {self.folder} and re-index the precedents",
             )
 

@@ -3,8 +3,8 @@
 The default is all-MiniLM-L6-v2 run by a numpy forward pass (``bert.py``): no torch. Its files
 are checked against the sha256 sums pinned below before a byte of them is used, so where they came
 from matters less than what they are. ``cyberjurors embedder fetch`` puts a checked copy where the
-worker looks by default; a platform may mount its own copy instead (``embedding_model_dir``).
-``embedding_runtime = "sentence-transformers"`` (the ``torch`` extra) runs any other
+worker looks by default; a platform may mount its own copy instead (``embedding.model_dir``).
+``embedding.runtime = "sentence-transformers"`` (the ``torch`` extra) runs any other
 sentence-transformers model, from a folder or the local Hugging Face cache, offline only.
 """
 
@@ -110,7 +110,7 @@ def check_model_dir(folder: Path, name: str, weights_sha256: str | None, complet
     ``complete``, any file of the release), or a sum that differs. Raises PrecedentError naming
     the setting and the fix."""
     release = RELEASES.get(canonical(name))
-    where = "embedding_model_dir (CYBERJURORS_EMBEDDING_MODEL_DIR)"
+    where = "embedding.model_dir (CYBERJURORS_EMBEDDING__MODEL_DIR)"
     if not folder.is_dir():
         fix = "run `cyberjurors embedder fetch`, or set " if release else "set "
         raise PrecedentError("model_missing", f"no embedding model at {folder}: {fix}{where} to the folder holding it")
@@ -127,18 +127,18 @@ def check_model_dir(folder: Path, name: str, weights_sha256: str | None, complet
     if "model.safetensors" not in pins:
         raise PrecedentError(
             "model_unpinned",
-            f"{name!r} has no pinned sum: set embedding_model_sha256 "
-            "(CYBERJURORS_EMBEDDING_MODEL_SHA256) to the sha256 of the "
+            f"{name!r} has no pinned sum: set embedding.model_sha256 "
+            "(CYBERJURORS_EMBEDDING__MODEL_SHA256) to the sha256 of the "
             "model.safetensors you vetted",
         )
     for file, expected in pins.items():
         path = folder / file
         if path.is_file() and (actual := sha256_of(path)) != expected:
             own = (
-                "set embedding_model_sha256 if you vetted this one"
+                "set embedding.model_sha256 if you vetted this one"
                 if file == "model.safetensors"
-                else f"give your own model a name of its own (embedding_model) and pin its weights "
-                f"(embedding_model_sha256): {file} is pinned for {name}"
+                else f"give your own model a name of its own (embedding.model) and pin its weights "
+                f"(embedding.model_sha256): {file} is pinned for {name}"
             )
             fetch_it = "replace it with the vetted file (`cyberjurors embedder fetch --force`), or " if release else ""
             raise PrecedentError(
@@ -239,7 +239,7 @@ class SentenceEmbedder:
         except ImportError as err:
             raise PrecedentError(
                 "extra_missing",
-                "embedding_runtime=sentence-transformers needs the torch extra: " + install_extra("torch"),
+                "embedding.runtime=sentence-transformers needs the torch extra: " + install_extra("torch"),
             ) from err
         transformers_logging.disable_progress_bar()  # no "Loading weights" bar in CLI and worker output
         self.name, self.batch_size = canonical(name), batch_size

@@ -2,7 +2,7 @@
 
 A case's entry is one of three, each stamped to expire (``expiry.stamp``):
 
-- ``held``: events for a case not yet opened, kept until it opens (``early_evidence_wait_s``);
+- ``held``: events for a case not yet opened, kept until it opens (``early_evidence.wait_s``);
 - ``draft``: an incremental case being assembled, until its evidence is closed (``intake_draft_ttl_s``);
 - ``digest``: the admitted case's digest, so a producer's retry is told from a new case (with
   ``dead_letter`` noted when the case then left the pipeline as one), until ``state_retention_s``.

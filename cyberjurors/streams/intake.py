@@ -161,14 +161,14 @@ class Intake:
         """Keep an event for a case not yet opened, within the caps; past them, a replayable dead letter."""
         held = list(state.get("held", []))
         total = self.count_held()
-        if len(held) >= self.settings.early_evidence_per_case or total >= self.settings.early_evidence_total:
+        if len(held) >= self.settings.early_evidence.per_case or total >= self.settings.early_evidence.total:
             limit = (
                 (
-                    f"{len(held)} held for this case, limit early_evidence_per_case="
-                    f"{self.settings.early_evidence_per_case}"
+                    f"{len(held)} held for this case, limit early_evidence.per_case="
+                    f"{self.settings.early_evidence.per_case}"
                 )
-                if len(held) >= self.settings.early_evidence_per_case
-                else f"{total} held on this worker, limit early_evidence_total={self.settings.early_evidence_total}"
+                if len(held) >= self.settings.early_evidence.per_case
+                else f"{total} held on this worker, limit early_evidence.total={self.settings.early_evidence.total}"
             )
             await self.dead_letters.write(
                 Original.of(message).event(),
@@ -179,7 +179,7 @@ class Intake:
                 replayable=True,
             )
             return
-        at = state.get("at", self.clock())  # the first held event's time: none waits beyond early_evidence_wait_s
+        at = state.get("at", self.clock())  # the first held event's time: none waits beyond early_evidence.wait_s
         held.append({"message": Original.of(message).as_json(), "type": event.type, "received_at": self.clock()})
         self.table.hold(event.case_id, held, at, partition)
         self.held_total = total + 1
@@ -228,12 +228,12 @@ class Intake:
         return self.held_total
 
     async def expire(self, partitions: Collection[int] | None = None) -> int:
-        """Dead-letter and forget held events past early_evidence_wait_s and drafts past
+        """Dead-letter and forget held events past early_evidence.wait_s and drafts past
         intake_draft_ttl_s, and forget admitted cases past state_retention_s (on ``partitions``, when
         given). Returns the number of held or draft cases expired."""
         now_s = self.clock()
         cases = 0
-        for case_id, entry in self.table.due(now_s - self.settings.early_evidence_wait_s, partitions):
+        for case_id, entry in self.table.due(now_s - self.settings.early_evidence.wait_s, partitions):
             if "held" in entry:
                 for held in entry["held"]:
                     await self.dead_letters.write(
@@ -241,7 +241,7 @@ class Intake:
                         "intake",
                         "case_never_opened",
                         f"{held['type']} for case {case_id}: the case was not opened within "
-                        f"early_evidence_wait_s={self.settings.early_evidence_wait_s:g}",
+                        f"early_evidence.wait_s={self.settings.early_evidence.wait_s:g}",
                         replayable=True,
                     )
                 cases += self.forget(case_id, entry)

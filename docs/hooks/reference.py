@@ -57,29 +57,84 @@ def setting_names() -> set[str]:
     return set(Settings.model_fields)
 
 
+def nested_model(field: Any) -> tuple[Any, str] | None:
+    """The model of a nested setting's fields, and the key between for a table of entries
+    (``<role>`` in ``llm_roles``, ``<model>`` in ``llm_prices``); None for a setting of one value."""
+    from typing import get_args, get_origin
+
+    from pydantic import BaseModel
+
+    annotation = field.annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, ""
+    args = get_args(annotation)
+    if get_origin(annotation) is dict and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+        return args[1], "<model>" if args[0] is str else "<role>"
+    return None
+
+
+def _row(name: str, env: str, field: Any) -> str:
+    return (
+        f"| {code(name)} | {env} | {code(_type(field))} | {code(_default(field))} | {cell(field.description or '')} |\n"
+    )
+
+
 def settings_page() -> str:
     from cyberjurors.config import ECOSYSTEM_ENV, ENV_PREFIX, SECTIONS
 
     also = {setting: env for env, setting in ECOSYSTEM_ENV.items()}
+    header = "| setting | environment variable | type | default | description |\n|---|---|---|---|---|\n"
+
+    def env_of(path: str) -> str:
+        env = code(ENV_PREFIX + path.replace(".", "__").upper())
+        return env + (f" or {code(also[path])}" if path in also else "")
+
     out = [
         "# Settings\n\n",
         GENERATED,
         "Every setting, by section ([settings in sections](../settings.md)). Each is read from the "
         f"environment variable shown (prefix `{ENV_PREFIX}`), from the settings file named by "
         "`CYBERJURORS_SETTINGS_FILE` (TOML, the same names in lower case), or passed by a command's "
-        "options; first found wins: options, variables, the file, the ecosystem names, the defaults.\n",
+        "options; first found wins: options, variables, the file, the ecosystem names, the defaults. "
+        "A nested setting (a table below its section) is given whole (`intake_limits = {max_event_bytes = "
+        "900000}`, a JSON object in its variable) or one field by itself (`CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES`); "
+        "the fields not given keep their defaults. [Removed names](#removed-names) are still read, for one release.\n",
     ]
     for name, section in SECTIONS.items():
         out.append(f"\n## {name}\n\n{cell(section.__doc__ or '')}\n\n")
-        out.append("| setting | environment variable | type | default | description |\n|---|---|---|---|---|\n")
+        out.append(header)
+        nested = []
         for field_name, field in section.model_fields.items():
-            env = code(ENV_PREFIX + field_name.upper())
-            if field_name in also:
-                env += f" or {code(also[field_name])}"
-            out.append(
-                f"| {code(field_name)} | {env} | {code(_type(field))} | {code(_default(field))} "
-                f"| {cell(field.description or '')} |\n"
-            )
+            out.append(_row(field_name, env_of(field_name), field))
+            if (found := nested_model(field)) is not None:
+                nested.append((field_name, *found))
+        for field_name, model, key in nested:
+            out.append(f"\n### `{field_name}`\n\n{cell(model.__doc__ or '')}\n\n{header}")
+            for sub, field in model.model_fields.items():
+                path = ".".join(p for p in (field_name, key, sub) if p)
+                out.append(_row(path, env_of(path), field))
+    out.append(removed_names())
+    return "".join(out)
+
+
+def removed_names() -> str:
+    """The settings this release removed, each with what replaces it (config/deprecated.py)."""
+    from cyberjurors.config import ENV_PREFIX, Settings
+    from cyberjurors.config.deprecated import CONVERTED, RENAMED
+
+    assert Settings.model_fields  # the table is filled as the settings module is imported
+    out = [
+        "\n## Removed names\n\n",
+        "Settings removed in this release, still read for one more under their old names (keyword, "
+        f"`{ENV_PREFIX}*` variable, settings file, `model_copy`), each moved to its replacement with a "
+        "deprecation warning that names it, logged again at worker start; where both are given, the "
+        "replacement wins.\n\n",
+        "| removed | replacement | its environment variable |\n|---|---|---|\n",
+    ]
+    for old, new in RENAMED.items():
+        how = f": {cell(CONVERTED[old].__doc__ or '')}" if old in CONVERTED else ""
+        env = code(ENV_PREFIX + new.replace(".", "__").upper())
+        out.append(f"| {code(old)} | {code(new)}{how} | {env} |\n")
     return "".join(out)
 
 

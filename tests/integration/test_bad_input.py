@@ -101,7 +101,7 @@ DEAD = {  # key -> (value, reason)
     "wrong-types": (whole(wrong_types()), "invalid_event"),
     "unknown-type": (json.dumps({"type": "case_reopened", "case_id": "unknown-type"}).encode(), "unknown_event_type"),
     "no-case-id": (json.dumps({"type": "evidence_closed"}).encode(), "missing_case_id"),
-    # evidence for a case never opened: held early_evidence_wait_s, then dead-lettered with its bytes
+    # evidence for a case never opened: held early_evidence.wait_s, then dead-lettered with its bytes
     "ghost": (evidence("ghost", "buyer", 1, "b1", "g-1"), "case_never_opened"),
     "votes-16": (whole(bad_votes()), "invalid_votes"),
     "long-text": (whole(case("long-text", [{"id": "b1", "kind": "text", "text": "torn " * 400}])), "text_too_long"),
@@ -134,7 +134,7 @@ async def test_bad_input_is_dead_lettered_or_noted_and_the_worker_keeps_going(se
             "media_root": tmp_path,
             "jurors": 5,
             "rounds": 2,
-            "early_evidence_wait_s": 2,
+            "early_evidence": {"wait_s": 2},
             "state_sweep_interval_s": 0.5,
         }
     )

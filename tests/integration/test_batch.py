@@ -36,7 +36,7 @@ async def test_the_report_puts_a_streaming_run_of_the_same_configuration_beside_
                 "anthropic_api_key": "sk-ant-test",
                 "anthropic_base_url": url,
                 "llm_max_retries": 0,
-                "batch_poll_s": 0.01,
+                "llm_batch": {"poll_s": 0.01},
             }
         )
         (streamed,) = await asyncio.to_thread(

@@ -47,7 +47,7 @@ async def test_a_budget_stopped_case_is_decided_once_and_its_redeliveries_call_n
     path = EXAMPLES / "cases" / "appl-001-kettle-crack.json"
     events = read_events([path])
     case_id = events[0].case_id
-    unbudgeted = settings.model_copy(update={"early_stopping": False, "case_token_budget": 0})
+    unbudgeted = settings.model_copy(update={"early_stop": 0, "case_token_budget": 0})
     spend = await asyncio.to_thread(offline_spend, DisputeCase.model_validate_json(path.read_text()), unbudgeted)
     # between the two: reached by round 1, not before it
     budget = (spend["clues"] + spend["round-1"]) // 2

@@ -131,8 +131,8 @@ async def guesses(url: str, names: list[str], password: str = "a wrong guess") -
 
 @pytest.mark.integration
 async def test_concurrent_wrong_passwords_meet_the_lockout_at_its_limits(tmp_path):
-    # 5 per name, 20 per address (console_signin_max_failures and four times it)
-    settings = settings_for(console_signin_max_failures=5)
+    # 5 per name, 20 per address (console_signin.max_failures and four times it)
+    settings = settings_for(console_signin={"max_failures": 5})
     store = Store(tmp_path / "console.sqlite3")
     async with served(create_app(settings, store, follow=False)) as url:
         assert await guesses(url, ["ann"] * 40) == {401: 5, 429: 35}  # one name, 40 guesses at once
@@ -150,7 +150,7 @@ async def test_concurrent_wrong_passwords_meet_the_lockout_at_its_limits(tmp_pat
 
 @pytest.mark.integration
 async def test_a_sign_in_during_a_flood_of_guesses_for_another_name_succeeds_and_clears_only_its_own(tmp_path):
-    settings = settings_for(console_signin_max_failures=5)
+    settings = settings_for(console_signin={"max_failures": 5})
     store = Store(tmp_path / "console.sqlite3")
     async with served(create_app(settings, store, follow=False)) as url:
         flood, right = await asyncio.gather(guesses(url, ["bob"] * 10), guesses(url, ["ann"], PASSWORD))

@@ -240,7 +240,7 @@ def deployed(chromium: Path, broker: str, tmp_path_factory: pytest.TempPathFacto
         media_root=EXAMPLES,
         llm_backend="offline",
         precedent_backend="none",
-        early_stopping=False,
+        early_stop=0,
         kafka_profile="local",
         metrics_port=0,
         probe_port=0,
@@ -260,7 +260,7 @@ def deployed(chromium: Path, broker: str, tmp_path_factory: pytest.TempPathFacto
             "console_user_roles": ROLES,
             "console_group_roles": GROUP_ROLES,
             # the browser plays the sign-on proxy: it reaches the console from 127.0.0.1
-            "console_trusted_proxies": ["127.0.0.1/32"],
+            "console_proxy": {"trusted": ["127.0.0.1/32"]},
             "console_public_pages": True,  # the case list, a case and the queues open to read
         }
     )
@@ -435,7 +435,7 @@ def test_a_case_page_shows_the_cited_frame_highlighted_and_three_rounds_of_ballo
     assert expected  # the perceiver was shown the frame with the clue and cited it
     page.goto(f"{deployed.url}/cases/{AIRFRYER}")
     strip = page.locator('#instance-1 .strip[data-evidence="b2-1"]')
-    expect(strip.locator("figure.frame")).to_have_count(deployed.settings.frames_per_video)
+    expect(strip.locator("figure.frame")).to_have_count(deployed.settings.frames.per_video)
     cited = strip.locator("figure.frame.cited")
     assert [int(n) for n in cited.evaluate_all("fs => fs.map(f => f.dataset.frame)")] == expected
     first = cited.first

@@ -127,7 +127,7 @@ print(json.dumps({{"agents": len(app.agents), "dims": vectors.shape[1],
             "elasticsearch",
         ),
         (["worker"], {"CYBERJURORS_MEDIA_STORE": "s3://bucket/media"}, "s3"),
-        (["worker"], {"CYBERJURORS_EMBEDDING_RUNTIME": "sentence-transformers"}, "torch"),
+        (["worker"], {"CYBERJURORS_EMBEDDING__RUNTIME": "sentence-transformers"}, "torch"),
         (["console"], {}, "console"),
         (["broker"], {}, "embedded"),
     ],
@@ -144,7 +144,7 @@ def test_a_feature_whose_extra_is_missing_is_refused_in_one_line(
 
 async def test_a_core_worker_judges_sample_cases_with_precedents(core: Path, settings, tmp_path: Path) -> None:
     settings = settings.model_copy(
-        update={"precedent_backend": "embedded", "jurors": 9, "embedding_model_dir": default_model_dir()}
+        update={"precedent_backend": "embedded", "jurors": 9, "embedding": {"model_dir": default_model_dir()}}
     )
     embedder = load_embedder()
     index = await EmbeddedIndex.open(settings.precedent_dir, embedder)

@@ -159,7 +159,7 @@ async def judged_and_learned(settings: Settings, seeded: str, kept: str) -> Verd
     votes = {"buyer": 3, "seller": 14} if verdict.winner == "seller" else {"buyer": 14, "seller": 3}
     outcome = OutcomeReported(case_id=seeded, votes=votes)
     await produce(settings, [Outgoing(seeded, outcome.model_dump_json().encode(), "test")], topic="disputes.outcomes")
-    embedder = load_embedder(settings.embedding_model)
+    embedder = load_embedder(settings.embedding.model)
     for _ in range(120):  # the worker learns it: the case joins the base, cited guidelines name it
         index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
         learned = await index.get([f"case:{seeded}"])
@@ -173,7 +173,7 @@ async def judged_and_learned(settings: Settings, seeded: str, kept: str) -> Verd
 async def test_an_erased_case_leaves_no_byte_behind_and_a_second_erase_finds_nothing_left(settings, tmp_path):
     settings = data_settings(settings, tmp_path, precedent_backend="embedded")
     seeded, kept = f"erase-{uuid.uuid4().hex[:6]}", f"keep-{uuid.uuid4().hex[:6]}"
-    embedder = load_embedder(settings.embedding_model)
+    embedder = load_embedder(settings.embedding.model)
     index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
     clothing = sorted((EXAMPLES / "precedents").glob("hist-clot-*.json"))  # the seeded case's category: enough
     await build_precedents(clothing, settings, OfflineLLM(), index, embedder)
@@ -399,7 +399,7 @@ async def test_a_case_that_retrieved_the_erased_one_as_a_precedent_keeps_it_only
     summary in B's stored results too (each rewrite on the changelog partition B's entries are on)."""
     settings = data_settings(settings, tmp_path, precedent_backend="embedded")
     first, then = f"cited-{uuid.uuid4().hex[:6]}", f"citing-{uuid.uuid4().hex[:6]}"
-    embedder = load_embedder(settings.embedding_model)
+    embedder = load_embedder(settings.embedding.model)
     index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
     clothing = sorted((EXAMPLES / "precedents").glob("hist-clot-*.json"))
     await build_precedents(clothing, settings, OfflineLLM(), index, embedder)

@@ -175,7 +175,7 @@ async def test_clue_only_in_video_frames_is_perceived_through_those_frames(setti
     # uniform sampling of 30 out of 60 frames at 10 fps: red frames 40-42 sit at 4.0-4.2 s
     assert all(4.0 <= t <= 4.25 for t in video_clue.frame_times_s)
     perceive_calls = [c for c in scripted.calls if c.role == "perceive" and c.task.item.id == "b1-2"]
-    assert len(perceive_calls) == 1 and len(perceive_calls[0].task.frames) == settings.frames_per_video
+    assert len(perceive_calls) == 1 and len(perceive_calls[0].task.frames) == settings.frames.per_video
     verdict = Verdict.model_validate_json(verdicts[0][1])
     assert verdict.winner == "buyer" and verdict.cited_clues[0].frames == video_clue.frames
     assert verdict.rounds_used == 1 and verdict.early_stopped  # 5 of 5 for the buyer >= delta

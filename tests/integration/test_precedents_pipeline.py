@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 async def test_worker_retrieves_precedents_and_learns_from_outcomes(settings, tmp_path):
     settings = settings.model_copy(update={"precedent_backend": "embedded", "jurors": 9})
-    embedder = load_embedder(settings.embedding_model)
+    embedder = load_embedder(settings.embedding.model)
     index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
     report = await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
     assert report.cases_indexed >= 40 and report.guidelines_created > 0

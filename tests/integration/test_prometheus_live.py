@@ -295,8 +295,7 @@ async def test_every_dashboard_query_and_alert_rule_runs_on_prometheus(
             "llm_max_retries": 1,
             "jurors": 3,
             "precedent_backend": "elasticsearch",
-            "elasticsearch_url": f"http://127.0.0.1:{free_port()}",
-            "elasticsearch_max_retries": 0,
+            "elasticsearch": {"url": f"http://127.0.0.1:{free_port()}", "max_retries": 0},
             "precedent_retries": 0,
         }
     )

@@ -42,8 +42,8 @@ async def test_a_case_with_a_photo_reaches_a_verdict_on_a_real_model(
             "jurors": 3,
             "rounds": 1,
             "max_select_steps": 0,  # stage II off: the jurors read every item at once, the photo as its caption
-            "round_summary": False,
-            "verdict_rules": False,  # a shorter juror prompt: the platform's rules are not what is tested here
+            # no round summary, and a shorter juror prompt: the platform's rules are not what is tested here
+            "pipeline_overrides": {"round_summary": False, "verdict_rules": False},
             "llm_roles": {"default": {"max_output_tokens": 512}},
             "llm_concurrency": 1,  # the server answers one request at a time; a queued one would time out
             "llm_timeout_s": 600,

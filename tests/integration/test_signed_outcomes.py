@@ -78,7 +78,7 @@ async def test_a_worker_counts_and_learns_a_human_panels_decision_only_when_the_
             "outcome_signing_key": KEY,
         }
     )
-    embedder = load_embedder(settings.embedding_model)
+    embedder = load_embedder(settings.embedding.model)
     index = await EmbeddedIndex.open(settings.precedent_dir, embedder)
     await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
     await index.close()

@@ -98,7 +98,7 @@ async def test_a_case_is_one_exported_trace_and_every_log_line_is_json(
             "anthropic_api_key": secret,
             "jurors": 5,
             "rounds": 2,
-            "early_stopping": False,
+            "early_stop": 0,
         }
     )  # two full rounds: round-1, round-2, then the verdict
     [event] = read_events([EXAMPLES / "cases" / "clot-001-shirt-torn-seam.json"])

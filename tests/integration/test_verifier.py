@@ -30,7 +30,7 @@ from ..unit.jury.test_verifier import KETTLE
 async def test_a_worker_verifies_once_and_a_redelivered_final_round_resends_the_verdict(
     settings: Settings, tmp_path: Path
 ):
-    s = settings.model_copy(update={"justification": "juris", "verifier": True})
+    s = settings.model_copy(update={"pipeline": "juris"})
     events = read_events([EXAMPLES / "cases" / KETTLE])
     case_id = events[0].case_id
     async with worker_process(s, tmp_path / "worker.log"):

@@ -12,12 +12,12 @@ when the wave is answered. What answers a wave:
   submitted and every entry's result: a run that was stopped and started again collects the batches
   it had submitted instead of paying for them twice, and takes the answers it already has. Entries
   that come back errored with a kind worth retrying (``errors.FINAL_LLM_KINDS`` are not), or
-  expired, are sent again in a next batch of the same wave, in at most ``batch_max_attempts``
+  expired, are sent again in a next batch of the same wave, in at most ``llm_batch.max_attempts``
   batches each; then the call fails as the streaming call would (``llm_<kind>``; an entry that
   expired every time as ``timeout``). A canceled batch stops the run: someone canceled it, and the
   next run sends its unanswered entries again. So does a batch that has not ended after
-  ``batch_max_wait_s``, and a status check or result download still failing (connection error, 5xx)
-  after ``batch_retry_s`` of tries: the next run collects it. A stored batch the provider does not
+  ``llm_batch.max_wait_s``, and a status check or result download still failing (connection error, 5xx)
+  after ``llm_batch.retry_s`` of tries: the next run collects it. A stored batch the provider does not
   know (404) is forgotten and its entries sent again.
 """
 
@@ -456,7 +456,7 @@ class MessageBatches:
         if batch.processing_status != "ended":
             raise BatchStop(
                 f"message batch {batch_id} has not ended after {self.max_wait_s:g} s of polling "
-                f"(batch_max_wait_s; status {batch.processing_status}, {batch.request_counts.processing} "
+                f"(llm_batch.max_wait_s; status {batch.processing_status}, {batch.request_counts.processing} "
                 f"requests processing); it is not canceled, and {RESUMES} and collects it"
             )
         records = await self.patiently(f"reading the results of message batch {batch_id}", self.download, batch_id)

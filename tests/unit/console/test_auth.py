@@ -126,7 +126,7 @@ def test_a_password_opens_a_session_kept_only_as_a_digest_and_sign_out_ends_it(c
 
 def test_a_session_ends_at_its_age_or_when_idle_and_sign_in_replaces_a_planted_id(tmp_path):
     now = [1000.0]
-    settings = settings_for(console_session_ttl_s=100, console_session_idle_s=30)
+    settings = settings_for(console_signin={"session_ttl_s": 100, "session_idle_s": 30})
     sessions = Sessions(Store(tmp_path / "s.sqlite3"), settings, clock=lambda: now[0])
     first = sessions.start("ann", "password")
     now[0] += 29
@@ -159,7 +159,7 @@ def test_passwords_are_configured_as_argon2_hashes_only():
 
 def test_the_sso_header_is_believed_from_a_trusted_proxy_only(tmp_path, airfryer):
     settings = settings_for(
-        console_users={}, console_trusted_proxies=["10.0.0.0/8"], console_group_roles={"jurors": ["reviewer"]}
+        console_users={}, console_proxy={"trusted": ["10.0.0.0/8"]}, console_group_roles={"jurors": ["reviewer"]}
     )
     store, escalation_id = escalated_store(tmp_path, settings, *airfryer)
     sso = {"X-Forwarded-User": "carol@platform", "X-Forwarded-Groups": "staff, jurors"}
@@ -255,7 +255,7 @@ def test_a_hundred_wrong_passwords_lock_the_name_and_the_right_one_waits(console
 
 def test_the_lockout_counts_per_address_too_and_ends_with_its_window(tmp_path):
     now = [0.0]
-    settings = settings_for(console_signin_max_failures=2, console_signin_lockout_s=60)
+    settings = settings_for(console_signin={"max_failures": 2, "lockout_s": 60})
     sessions = Sessions(Store(tmp_path / "s.sqlite3"), settings, clock=lambda: now[0])
     for name in ("a", "b", "c", "d", "e", "f", "g", "h"):  # 8 names, 1 failure each: 4 x 2 from the address
         assert not sessions.locked(name, "198.51.100.7")
@@ -313,12 +313,12 @@ def test_a_bind_off_loopback_needs_someone_to_sign_in_and_https():
     check_exposure(offline(console_host="127.0.0.1"), embedded=True)
     check_exposure(offline(console_host="::1"), embedded=False)
     with pytest.raises(Exposed, match="binds loopback only"):
-        check_exposure(settings_for(console_host="0.0.0.0", console_behind_proxy=True), embedded=True)
+        check_exposure(settings_for(console_host="0.0.0.0", console_proxy={"behind": True}), embedded=True)
     with pytest.raises(Exposed, match="no one could sign in"):
-        check_exposure(offline(console_host="0.0.0.0", console_behind_proxy=True), embedded=False)
+        check_exposure(offline(console_host="0.0.0.0", console_proxy={"behind": True}), embedded=False)
     with pytest.raises(Exposed, match="plain HTTP"):
         check_exposure(settings_for(console_host="0.0.0.0"), embedded=False)
-    check_exposure(settings_for(console_host="0.0.0.0", console_behind_proxy=True), embedded=False)
+    check_exposure(settings_for(console_host="0.0.0.0", console_proxy={"behind": True}), embedded=False)
 
 
 def test_the_command_refuses_to_serve_other_machines_unprotected():
@@ -331,7 +331,7 @@ def test_the_command_refuses_to_serve_other_machines_unprotected():
 
 
 def test_behind_a_tls_proxy_the_session_cookie_is_secure_and_host_only(tmp_path, airfryer):
-    settings = settings_for(console_behind_proxy=True)
+    settings = settings_for(console_proxy={"behind": True})
     store, _ = escalated_store(tmp_path, settings, *airfryer)
     with TestClient(create_app(settings, store, follow=False), base_url="https://testserver") as client:
         signed = sign_in(client, "ann")
@@ -414,7 +414,7 @@ def test_a_worker_child_gets_the_signing_key_and_no_one_s_sign_in(tmp_path):
 
 
 def test_behind_a_tls_proxy_a_form_from_the_https_origin_is_this_site(tmp_path, airfryer):
-    settings = settings_for(console_behind_proxy=True)
+    settings = settings_for(console_proxy={"behind": True})
     store, _ = escalated_store(tmp_path, settings, *airfryer)
     # the proxy serves https://console.example; the console itself is reached over plain HTTP
     with TestClient(create_app(settings, store, follow=False), base_url="http://console.example") as client:

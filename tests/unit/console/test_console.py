@@ -55,7 +55,7 @@ class Msg:
 
 
 # the shared settings with the sample media; every case deliberates all its rounds
-offline = functools.partial(factories.settings, media_root=EXAMPLES, early_stopping=False, metrics_port=0, probe_port=0)
+offline = functools.partial(factories.settings, media_root=EXAMPLES, early_stop=0, metrics_port=0, probe_port=0)
 
 
 async def judged(case: DisputeCase, settings: Settings) -> tuple[CaseFile, list[CaseFile], Verdict]:

@@ -36,7 +36,7 @@ def socket_settings(tmp_path: Path, **over: object) -> Settings:
         console_port=free_port(),  # what it would have listened on: nothing may
         console_users={},
         console_token=None,
-        console_behind_proxy=True,
+        console_proxy={"behind": True},
         console_group_roles={"cyberjurors-reviewers": ["reviewer"]},
         **over,
     )
@@ -89,7 +89,7 @@ async def test_on_its_socket_the_console_believes_the_proxy_and_listens_on_no_po
 async def test_over_tcp_the_header_is_refused_unless_its_address_is_a_trusted_proxy(tmp_path):
     """What the socket replaces: on TCP the header is believed by address, and a port-forward's
     connection arrives from 127.0.0.1. With no trusted proxy the header is refused and audited."""
-    settings = settings_for(console_trusted_proxies=[], console_port=free_port())
+    settings = settings_for(console_proxy={"trusted": []}, console_port=free_port())
     store = Store(tmp_path / "console.sqlite3")
     server = uvicorn.Server(server_config(settings, create_app(settings, store, follow=False)))
     serving = asyncio.create_task(server.serve())

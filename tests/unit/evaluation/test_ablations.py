@@ -135,8 +135,10 @@ def test_select_names_groups_and_rejects_unknown_keys():
 
 async def test_naive_configuration_reruns_stages_per_juror_and_pays_full_price():
     dispute = example_case("appl-001-kettle-crack.json")
-    shared_settings = base(jurors=5, rounds=2, early_stopping=False)
-    naive_settings = base(jurors=5, rounds=2, early_stopping=False, per_juror_stages=True, prompt_caching=False)
+    shared_settings = base(jurors=5, rounds=2, early_stop=0)
+    naive_settings = base(
+        jurors=5, rounds=2, early_stop=0, pipeline_overrides={"per_juror_stages": True}, prompt_caching=False
+    )
     # GuardedLLM counts the calls, as in the worker
     shared_llm, naive_llm = GuardedLLM(OfflineLLM()), GuardedLLM(OfflineLLM(prompt_caching=False))
     shared = await judge(dispute, shared_llm, shared_settings)
@@ -203,7 +205,7 @@ async def test_juris_rung_votes_the_justification_and_verifies_it():
 
 
 def test_every_rung_but_verifier_and_juris_keeps_the_unverified_round_summary():
-    configured = base(verifier=True, justification="juris")  # whatever the base settings say
+    configured = base(pipeline_overrides={"verifier": True, "justification": "juris"})  # whatever the base says
     for ablation in [*LADDER, *REFERENCES]:
         s = ablation.settings(configured)
         assert s.verifies == (ablation.key in ("verifier", "juris")), ablation.key
@@ -221,7 +223,7 @@ async def test_the_offline_estimate_keeps_one_cache_entry_per_role_and_prefix_as
 
     log = tmp_path / "calls.jsonl"
     llm, dispute = GuardedLLM(OfflineLLM(), call_log=log), example_case("appl-001-kettle-crack.json")
-    await judge(dispute, llm, base(jurors=3, rounds=1, early_stopping=False))
+    await judge(dispute, llm, base(jurors=3, rounds=1, early_stop=0))
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     for role in ("select", "perceive", "juror"):
         first, *later = [c for c in calls if c["role"] == role]

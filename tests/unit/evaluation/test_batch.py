@@ -88,7 +88,7 @@ def juror_votes(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 # the shared anthropic settings, the batches polled without a pause
-anthropic_settings = functools.partial(factories.anthropic_settings, batch_poll_s=0.01)
+anthropic_settings = functools.partial(factories.anthropic_settings, llm_batch={"poll_s": 0.01})
 
 
 # --- the waves, in process -------------------------------------------------------------------
@@ -294,7 +294,7 @@ async def test_a_refused_entry_is_not_sent_again_and_one_that_keeps_expiring_fai
             run_eval,
             dataset,
             [ABLATIONS["iv-cot"]],
-            anthropic_settings(url, batch_max_attempts=2),
+            anthropic_settings(url, llm_batch={"poll_s": 0.01, "max_attempts": 2}),
             Options(out=tmp_path / "out", batch=True, party_swap=False),
             Console(quiet=True),
         )
@@ -306,7 +306,7 @@ async def test_a_refused_entry_is_not_sent_again_and_one_that_keeps_expiring_fai
         for r in b.requests
         if r["params"]["system"][0]["text"].startswith(prompts.FOCUS_SYSTEM[:40])
     )
-    assert sent[refused] == 1 and sent[expiring] == 2  # batch_max_attempts
+    assert sent[refused] == 1 and sent[expiring] == 2  # llm_batch.max_attempts
     assert all(sent[c.case_id] == 1 for c in dataset.cases[2:])
 
 
@@ -317,7 +317,7 @@ def eval_command(data: Path, out: Path, url: str) -> tuple[list[str], dict[str, 
         ANTHROPIC_BASE_URL=url,
         CYBERJURORS_LLM_BACKEND="anthropic",
         CYBERJURORS_PRECEDENT_BACKEND="none",
-        CYBERJURORS_BATCH_POLL_S="0.05",
+        CYBERJURORS_LLM_BATCH__POLL_S="0.05",
         CYBERJURORS_LLM_MAX_RETRIES="0",
         PYTHONPATH=str(ROOT),
     )
@@ -546,12 +546,12 @@ async def test_a_batch_that_does_not_end_stops_the_run_after_batch_max_wait_s_an
     out = tmp_path / "out"
     with serving(ScriptedServer(respond=StrictModel(), batches=batches)) as url:
         args, env = eval_command(dataset.source, out, url)
-        env["CYBERJURORS_BATCH_MAX_WAIT_S"] = "0.5"
+        env["CYBERJURORS_LLM_BATCH__MAX_WAIT_S"] = "0.5"
         stopped = await asyncio.to_thread(subprocess.run, args, env=env, capture_output=True, text=True)
         said = " ".join((stopped.stdout + stopped.stderr).split())
         assert stopped.returncode == 1, said
         (batch_id,) = batches.batches
-        assert f"message batch {batch_id} has not ended after 0.5 s of polling (batch_max_wait_s" in said
+        assert f"message batch {batch_id} has not ended after 0.5 s of polling (llm_batch.max_wait_s" in said
         assert "the same command resumes and collects it" in said
         # output to a pipe: no progress display, a log line per batch created and per change of its counts
         requests = len(batches.batches[batch_id].requests)
@@ -560,7 +560,7 @@ async def test_a_batch_that_does_not_end_stops_the_run_after_batch_max_wait_s_an
         # the rerun polls it three times (no time limit now): in progress twice, then ended; the
         # unchanged counts are logged once, not once per poll
         batches.polls_to_end = batches.batches[batch_id].polls + 3
-        del env["CYBERJURORS_BATCH_MAX_WAIT_S"]
+        del env["CYBERJURORS_LLM_BATCH__MAX_WAIT_S"]
         again = await asyncio.to_thread(subprocess.run, args, env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stderr.count(f"message batch {batch_id} in_progress: {requests} processing, 0 succeeded") == 1

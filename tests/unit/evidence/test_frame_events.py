@@ -1,4 +1,4 @@
-"""Event-aware frame selection (issue 15, item 1): with ``frame_sampling = events`` a clue that
+"""Event-aware frame selection (issue 15, item 1): with ``frames.sampling = events`` a clue that
 lasts a few frames between two uniform picks is caught at the same budget, the frames keep their
 index, time and label, and the event pass stays within the media bounds (the frames it may
 decode, the decode pool, the header caps checked before it). Clips are real H.264 encodes,
@@ -85,7 +85,7 @@ def planted(request, tmp_path_factory) -> tuple[Path, MediaRef, synth_media.Prob
 async def test_a_three_frame_clue_between_uniform_picks_is_caught_by_events_and_missed_by_uniform(planted, budget):
     root, ref, probe, clue = planted
     uniform = await sample_frames(ref, settings(media_root=root), budget)
-    events = await sample_frames(ref, settings(media_root=root, frame_sampling="events"), budget)
+    events = await sample_frames(ref, settings(media_root=root, frames={"sampling": "events"}), budget)
     assert len(uniform) == len(events) == budget  # the same budget
     assert not {f.source_index for f in uniform} & set(clue)
     assert max(shown(f.image.data, probe) for f in uniform) < 0.5 * probe.min_share
@@ -95,22 +95,22 @@ async def test_a_three_frame_clue_between_uniform_picks_is_caught_by_events_and_
 
 
 async def test_the_setting_reaches_the_perceiver_and_the_jurors_passive_read(planted):
-    """Stage II's perceiver gets frames_per_video frames, the jurors (stage II off)
-    passive_frames_per_video: the clue is among them with events, not with uniform sampling.
+    """Stage II's perceiver gets frames.per_video frames, the jurors (stage II off)
+    frames.passive_per_video: the clue is among them with events, not with uniform sampling.
     One case file for both settings: the passive read's cache tells them apart."""
     root, _, probe, clue = planted
     raw = one_photo_case("clip.mp4", None).model_dump(mode="json")
     raw["rounds"][0]["items"][0].update(kind="video", media={"media_type": "video/mp4", "path": "clip.mp4"})
     case_file = CaseFile(case=DisputeCase.model_validate(raw), received_at="2026-09-02T10:00:00Z")
     for sampling, sees in (("uniform", False), ("events", True)):
-        s = settings(media_root=root, frame_sampling=sampling, frames_per_video=16, max_select_steps=2)
+        s = settings(media_root=root, max_select_steps=2, frames={"sampling": sampling, "per_video": 16})
         llm = ScriptedLLM(select_first_then_perceive)
         await find_clues(case_file.case, FOCUS, llm, s)
         [perceived] = [c.task for c in llm.calls if c.role == "perceive" and c.task.item.id == "b-photo"]
         assert len(perceived.frames) == 16
         assert bool({f.source_index for f in perceived.frames} & set(clue)) == sees, sampling
 
-        s = settings(media_root=root, frame_sampling=sampling, passive_frames_per_video=16, max_select_steps=0)
+        s = settings(media_root=root, max_select_steps=0, frames={"sampling": sampling, "passive_per_video": 16})
         parts, problems = await passive_evidence(case_file, s)
         assert not problems and len(parts) == 16
         assert (max(shown(p.data, probe) for p in parts) >= probe.min_share) == sees, sampling
@@ -162,7 +162,9 @@ def numbered(tmp_path_factory) -> tuple[Path, MediaRef, range]:
 @pytest.mark.parametrize("budget", [5, 12, 40])
 async def test_every_frame_event_selection_picks_keeps_its_index_time_and_label(numbered, budget):
     root, ref, flash = numbered
-    frames = await sample_frames(ref, settings(media_root=root, frame_sampling="events"), budget, label="evidence s2")
+    frames = await sample_frames(
+        ref, settings(media_root=root, frames={"sampling": "events"}), budget, label="evidence s2"
+    )
     sources = [f.source_index for f in frames]
     assert len(frames) == budget and sources == sorted(set(sources))
     assert [number_of(f.image.data) for f in frames] == sources  # each picture is the frame it is said to be
@@ -192,14 +194,16 @@ async def test_the_event_pass_decodes_no_more_frames_than_its_cap(numbered, monk
 
     monkeypatch.setattr(frame_events, "_decode", counting_decode)
     monkeypatch.setattr(frame_events, "thumbnails", recording_thumbnails)
-    frames = await sample_frames(ref, settings(media_root=root, frame_sampling="events", frame_event_max_frames=60), 12)
+    frames = await sample_frames(
+        ref, settings(media_root=root, frames={"sampling": "events", "event_max_frames": 60}), 12
+    )
     assert 0 < sum(decoded) <= 60 and len(analysed[0]) <= 60
     assert min(analysed[0]) < 30 and max(analysed[0]) > 200  # spread over the clip, not its first 60 frames
     assert [number_of(f.image.data) for f in frames] == [f.source_index for f in frames]
     assert len(frames) == 12
 
     decoded.clear(), analysed.clear()  # the control: a cap above the length analyses every frame
-    await sample_frames(ref, settings(media_root=root, frame_sampling="events", frame_event_max_frames=1000), 12)
+    await sample_frames(ref, settings(media_root=root, frames={"sampling": "events", "event_max_frames": 1000}), 12)
     assert sum(decoded) == 240 and analysed[0] == set(range(240))
 
 
@@ -209,7 +213,7 @@ async def test_uniform_sampling_runs_no_event_pass(numbered, monkeypatch):
     monkeypatch.setattr(frame_events, "thumbnails", lambda *a: calls.append(1) or {})
     await sample_frames(ref, settings(media_root=root), 12)
     assert calls == []
-    await sample_frames(ref, settings(media_root=root, frame_sampling="events"), 12)
+    await sample_frames(ref, settings(media_root=root, frames={"sampling": "events"}), 12)
     assert calls == [1]
 
 
@@ -220,13 +224,15 @@ async def test_the_header_caps_refuse_a_video_before_its_event_pass(numbered, mo
     monkeypatch.setattr(frame_events, "thumbnails", lambda *a: calls.append(1) or real(*a))
     with pytest.raises(MediaUnreadable) as err:
         await sample_frames(
-            ref, settings(media_root=root, frame_sampling="events", intake_limits={"max_video_frames": 200}), 12
+            ref, settings(media_root=root, intake_limits={"max_video_frames": 200}, frames={"sampling": "events"}), 12
         )
     assert err.value.reason == "video_too_long" and calls == []
     assert (
         len(
             await sample_frames(
-                ref, settings(media_root=root, frame_sampling="events", intake_limits={"max_video_frames": 240}), 12
+                ref,
+                settings(media_root=root, intake_limits={"max_video_frames": 240}, frames={"sampling": "events"}),
+                12,
             )
         )
         == 12
@@ -238,7 +244,7 @@ async def test_event_passes_run_inside_the_bounded_decode_pool(numbered, monkeyp
     root, ref, _ = numbered
     spy = Peak(frame_events.thumbnails, bound=1)
     monkeypatch.setattr(frame_events, "thumbnails", spy)
-    s = settings(media_root=root, frame_sampling="events", media_decode_concurrency=1)
+    s = settings(media_root=root, media_decode_concurrency=1, frames={"sampling": "events"})
     results = await asyncio.gather(*(sample_frames(ref, s, 8) for _ in range(3)))
     assert [len(r) for r in results] == [8, 8, 8] and spy.most == 1
 
@@ -254,7 +260,7 @@ async def test_a_clip_without_events_is_sampled_exactly_as_uniformly(tmp_path):
     )
     ref = video(tmp_path / "still.mp4", synth_media.encode_clip(frames, FPS, gop=30))
     uniform = await sample_frames(ref, settings(media_root=tmp_path), 10)
-    events = await sample_frames(ref, settings(media_root=tmp_path, frame_sampling="events"), 10)
+    events = await sample_frames(ref, settings(media_root=tmp_path, frames={"sampling": "events"}), 10)
     assert [f.source_index for f in events] == [f.source_index for f in uniform] == sorted(uniform_grid(150, 10))
 
 

@@ -362,7 +362,7 @@ async def test_sampled_frames_span_the_video_from_first_to_last(media, clip, bud
 async def test_a_budget_at_least_the_length_samples_every_frame(media, clip, budget):
     from cyberjurors.evidence.media import sample_frames
 
-    s = settings(media_root=media, frames_per_video=30)  # None: the configured default
+    s = settings(media_root=media, frames={"per_video": 30})  # None: the configured default
     frames = await sample_frames(MediaRef(media_type="video/mp4", path=clip), s, budget)
     assert [f.source_index for f in frames] == list(range(len(PALETTE)))
     assert [colour_of(f.image.data) for f in frames] == list(range(len(PALETTE)))

@@ -109,7 +109,7 @@ async def test_the_photo_a_model_receives_reads_no_name_address_or_phone_and_sti
     assert len(leaks(read(shown.png), shown)) >= 3  # control: as sent, the label reads each value
 
     [image], _, problems = await perceived(
-        label_case({"media_type": "image/png", "path": "label.png"}), tmp_path, privacy_ocr=True
+        label_case({"media_type": "image/png", "path": "label.png"}), tmp_path, privacy={"ocr": True}
     )
     received = read(image.data)
     assert leaks(received, shown) == [] and not problems
@@ -132,7 +132,7 @@ async def test_a_caption_only_model_reads_the_label_masked_with_the_cases_own_pl
     shown = label("en_GB", 5)
     (tmp_path / "label.png").write_bytes(shown.png)
     case = label_case({"media_type": "image/png", "path": "label.png"}, f"Call me on {shown.phone} about it.")
-    _, llm, _ = await perceived(case, tmp_path, privacy_ocr=True)
+    _, llm, _ = await perceived(case, tmp_path, privacy={"ocr": True})
     [call] = [c for c in llm.calls if c.images()]
     [line] = [p.text for p in captioned(call.parts()) if isinstance(p, TextPart) and "not shown" in p.text]
     assert "[PHONE_1]" in line and "(a name)" in line and shown.order in line
@@ -147,7 +147,7 @@ async def test_a_video_frame_a_model_receives_reads_no_personal_data(tmp_path):
         picture = opened.convert("RGB")
     (tmp_path / "label.mp4").write_bytes(encode_clip([picture] * 6, fps=2, crf="18"))
     case = label_case({"media_type": "video/mp4", "path": "label.mp4"}, kind="video")
-    frames, _, problems = await perceived(case, tmp_path, privacy_ocr=True, frames_per_video=2)
+    frames, _, problems = await perceived(case, tmp_path, privacy={"ocr": True}, frames={"per_video": 2})
     assert len(frames) == 2 and not problems
     for frame in frames:
         received = read(frame.data)
@@ -159,7 +159,7 @@ async def test_a_video_frame_a_model_receives_reads_no_personal_data(tmp_path):
 async def test_stage_two_off_the_jurors_photo_is_boxed_out_too(tmp_path):
     shown = label("en_GB", 8)
     (tmp_path / "label.png").write_bytes(shown.png)
-    s = settings(media_root=tmp_path, max_select_steps=0, privacy_ocr=True)
+    s = settings(media_root=tmp_path, max_select_steps=0, privacy={"ocr": True})
     case = label_case({"media_type": "image/png", "path": "label.png"})
     parts, problems = await passive_evidence(seen(CaseFile(case=case, received_at=now(), digest="ocr-passive"), s), s)
     [image] = [p for p in parts if isinstance(p, ImagePart)]
@@ -171,12 +171,12 @@ async def test_with_tesseract_missing_the_photo_is_withheld_with_a_note_never_se
     (tmp_path / "label.png").write_bytes(shown.png)
     monkeypatch.setenv("PATH", str(tmp_path / "no-binaries-here"))
     case = label_case({"media_type": "image/png", "path": "label.png"})
-    images, llm, problems = await perceived(case, tmp_path, privacy_ocr=True)
+    images, llm, problems = await perceived(case, tmp_path, privacy={"ocr": True})
     assert images == []  # in no request at all
     assert [c.task.item.id for c in llm.calls if c.role == "perceive"] == ["b1", "s1"]
     assert any("b2" in p and "ocr_unavailable" in p and "tesseract" in p for p in problems)
 
-    s = settings(media_root=tmp_path, max_select_steps=0, privacy_ocr=True)  # nor to the jurors, stage II off
+    s = settings(media_root=tmp_path, max_select_steps=0, privacy={"ocr": True})  # nor to the jurors, stage II off
     parts, problems = await passive_evidence(seen(CaseFile(case=case, received_at=now(), digest="ocr-missing"), s), s)
     assert not any(isinstance(p, ImagePart) for p in parts)
     assert any("b2" in p and "ocr_unavailable" in p for p in problems)
@@ -187,5 +187,5 @@ async def test_a_reading_over_its_time_withholds_the_photo(tmp_path):
     shown = label("en_GB", 10)
     (tmp_path / "label.png").write_bytes(shown.png)
     case = label_case({"media_type": "image/png", "path": "label.png"})
-    images, _, problems = await perceived(case, tmp_path, privacy_ocr=True, privacy_ocr_timeout_s=1e-6)
+    images, _, problems = await perceived(case, tmp_path, privacy={"ocr": True, "ocr_timeout_s": 1e-6})
     assert images == [] and any("b2" in p and "ocr_timeout" in p for p in problems)

@@ -11,14 +11,16 @@ import re
 
 import pytest
 
-from cyberjurors.config import EvidenceSettings, Settings
+from cyberjurors.config import EvidenceSettings, PrivacySettings, Settings
 from cyberjurors.evidence import privacy
 from cyberjurors.evidence.privacy import minimise
 from cyberjurors.schemas import DisputeCase
 
 from ... import factories
 
-on = functools.partial(EvidenceSettings, privacy_phone_regions=["GB", "US", "DE"])
+
+def on(**privacy) -> EvidenceSettings:  # type: ignore[no-untyped-def]
+    return EvidenceSettings(privacy=PrivacySettings(**{"phone_regions": ["GB", "US", "DE"], **privacy}))
 
 
 def masked(text: str, **settings) -> str:  # type: ignore[no-untyped-def]
@@ -159,7 +161,7 @@ def test_the_dispute_form_is_masked_and_fields_may_be_kept():
         "Courier signed by [PERSON_2]",
         "Refund to [IBAN_1]",
     )
-    kept = minimise(case, on(privacy_keep_fields=["product"])).case.metadata
+    kept = minimise(case, on(keep_fields=["product"])).case.metadata
     assert (kept.product, kept.dispute_reason) == ("Jacket for Mr Okafor", "Courier signed by [PERSON_1]")
 
 
@@ -168,21 +170,19 @@ def test_an_order_or_tracking_number_the_dispute_turns_on_stays_evidence():
     assert masked(text) == "tracking SP 4471 9023 3186 DE; Order number 4155552671; call [PHONE_1]"
     assert minimise(factories.case("p-7", buyer=text), on()).report.kept == 2  # type: ignore[union-attr]
     # the platform's own pattern instead: its reference numbers kept, and nothing else
-    assert masked(text, privacy_keep_patterns=[r"\bSP(?: \d{4}){3} DE\b"]) == (
+    assert masked(text, keep_patterns=[r"\bSP(?: \d{4}){3} DE\b"]) == (
         "tracking SP 4471 9023 3186 DE; Order number [PHONE_1]; call [PHONE_2]"
     )
 
 
 def test_which_kinds_are_masked_is_a_setting():
     text = "Mr Okafor, +44 20 7946 0958, jane@mail.example, https://shop.example/u/okafor"
-    assert (
-        masked(text, privacy_mask=["email"]) == "Mr Okafor, +44 20 7946 0958, [EMAIL_1], https://shop.example/u/okafor"
-    )
-    assert masked(text, privacy_mask=["url"]) == "Mr Okafor, +44 20 7946 0958, jane@mail.example, [URL_1]"
+    assert masked(text, mask=["email"]) == "Mr Okafor, +44 20 7946 0958, [EMAIL_1], https://shop.example/u/okafor"
+    assert masked(text, mask=["url"]) == "Mr Okafor, +44 20 7946 0958, jane@mail.example, [URL_1]"
     # off: the text as submitted, a typed placeholder too (there is nothing it could be taken for)
     off = factories.case("p-8", buyer=text + " [PHONE_1]")
-    assert minimise(off, on(privacy_mask=[])).case is off
-    assert minimise(off, on(privacy_mask=[])).report is None
+    assert minimise(off, on(mask=[])).case is off
+    assert minimise(off, on(mask=[])).report is None
 
 
 def test_an_unmasked_url_is_kept_whole():
@@ -246,15 +246,15 @@ def test_a_case_shows_placeholders_only_once_masked():
 @pytest.mark.parametrize(
     ("field", "value", "error"),
     [
-        ("privacy_phone_regions", ["UK"], "not a region phonenumbers knows: UK"),
-        ("privacy_keep_patterns", ["order ("], "is no regular expression"),
-        ("privacy_mask", ["ssn"], "privacy_mask"),
-        ("privacy_keep_fields", ["rounds"], "privacy_keep_fields"),
+        ("phone_regions", ["UK"], "not a region phonenumbers knows: UK"),
+        ("keep_patterns", ["order ("], "is no regular expression"),
+        ("mask", ["ssn"], "privacy.mask"),
+        ("keep_fields", ["rounds"], "privacy.keep_fields"),
     ],
 )
 def test_settings_that_cannot_work_are_refused_at_start(field, value, error):
     with pytest.raises(ValueError, match=re.escape(error)):
-        Settings(**{field: value})
+        Settings(privacy={field: value})
 
 
 # --- issue 37 item 0 and issue 39's probes: each failed before the fix ---------------------------------
@@ -398,7 +398,7 @@ def test_typed_look_alike_placeholders_are_escaped_in_every_field():
         == "(PERSON_1) (Cyrillic), (PHONE_2) (full width), (PHONE_3) (a zero-width space), (PERSON_4) (Greek)"
     )
     case = items("fine", metadata={"product": "Coat [\uff30\uff28\uff2f\uff2e\uff25_1]"})
-    kept = minimise(case, on(privacy_keep_fields=["product"])).case.metadata.product
+    kept = minimise(case, on(keep_fields=["product"])).case.metadata.product
     assert kept == "Coat (PHONE_1)"
 
 

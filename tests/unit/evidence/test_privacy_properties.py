@@ -120,8 +120,8 @@ def test_placeholders_are_numbered_one_to_n_per_kind_and_each_stands_for_its_val
 @given(cases)
 def test_one_value_one_placeholder_and_no_value_found_is_left(case):  # type: ignore[no-untyped-def]
     done = minimise(case, SETTINGS)
-    # what privacy_keep_patterns keeps stays as written, a value found elsewhere or not
-    keep = [re.compile(p) for p in SETTINGS.privacy_keep_patterns]
+    # what privacy.keep_patterns keeps stays as written, a value found elsewhere or not
+    keep = [re.compile(p) for p in SETTINGS.privacy.keep_patterns]
     out = [(author, keep_out(keep, t)) for author, t in texts(done.case)]
     keys: dict[str, str] = {}
     for placeholder, value in done.values.items():

@@ -171,7 +171,7 @@ async def test_other_failures_of_a_juror_still_fail_the_round_for_its_replay():
 
 async def test_a_round_short_of_the_quorum_ends_deliberation_and_is_escalated_not_dropped():
     llm = failing(juror(0, 1, 2))
-    verdict, case_file = await decided(llm, rounds=3, early_stopping=False)
+    verdict, case_file = await decided(llm, rounds=3, early_stop=0)
     assert len(case_file.rounds) == 1 and verdict.rounds_used == 1  # 2 valid ballots of 5, below 3
     assert verdict.escalated and "quorum_not_reached" in verdict.escalation_reasons
     assert not verdict.early_stopped
@@ -204,7 +204,7 @@ async def test_the_margin_is_scaled_over_the_seats_so_an_abstention_narrows_it_h
 
 
 async def test_a_juror_who_abstained_is_not_read_in_the_next_round_by_those_who_follow_it():
-    s = dict(jurors=5, rounds=2, early_stopping=False, graph_out_degree=4)  # everyone follows everyone
+    s = dict(jurors=5, rounds=2, early_stop=0, graph={"out_degree": 4})  # everyone follows everyone
     llm = failing(lambda r, t: 2 if t is BallotDraft and r.task.juror == 1 and r.task.round == 1 else 0)
     _, case_file = await decided(llm, **s)
     second = [c for c in llm.calls if c.role == "juror" and c.task.round == 2]
@@ -230,13 +230,13 @@ async def test_a_summary_that_fails_twice_gives_way_to_the_tally_with_a_note():
 
 async def test_a_verifier_that_fails_twice_leaves_the_verdict_unverified_with_a_note():
     llm = failing(role_fails(VerificationDraft))
-    verdict, _ = await decided(llm, verifier=True)
+    verdict, _ = await decided(llm, pipeline="verifier")
     assert verdict.verification is None and llm.roles().count("verify") == 2
     assert any("not verified: the verifier" in p for p in verdict.problems)
     assert verdict.tokens.output_tokens >= 2 * BILLED.output_tokens
 
 
 async def test_a_juris_voter_that_fails_twice_abstains_from_the_sentence_vote():
-    verdict, _ = await decided(failing(role_fails(SentenceVotes)), justification="juris")
+    verdict, _ = await decided(failing(role_fails(SentenceVotes)), pipeline="juris")
     assert any("abstained from the sentence vote" in p for p in verdict.problems)
     assert verdict.verification is not None  # the rest of JURIS and the verifier still ran

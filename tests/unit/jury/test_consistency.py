@@ -17,7 +17,7 @@ from ..streams.test_app_handlers import NOW
 from .test_escalation import handler, jury, make_case
 
 conf = functools.partial(
-    settings, rounds=1, warm_cache_first=False, precedent_backend="embedded", consistency_min_similarity=0.6
+    settings, rounds=1, warm_cache_first=False, precedent_backend="embedded", consistency={"min_similarity": 0.6}
 )
 ESCALATING = [*settings().escalate_on, "inconsistent_with_precedent"]
 NOTE = "most of the nearest decided precedents went the other way"
@@ -80,7 +80,7 @@ async def test_precedents_that_agree_or_split_evenly_leave_the_verdict_alone():
 async def test_only_near_decided_cases_of_the_category_are_compared_and_one_alone_is_too_few():
     far_or_other = [
         decided("hist-near", "buyer", 0.9),
-        decided("hist-far", "buyer", 0.59),  # below consistency_min_similarity
+        decided("hist-far", "buyer", 0.59),  # below consistency.min_similarity
         decided("hist-food", "buyer", 0.95, category="food"),
         decided("hist-old", "buyer", None),  # retrieved before similarities were recorded
     ]
@@ -93,9 +93,9 @@ async def test_only_near_decided_cases_of_the_category_are_compared_and_one_alon
     )
     assert not verdict.escalated and not any(NOTE in p for p in verdict.problems)
     # lower the bar and the far one counts: two of two against
-    lowered = await seller_verdict(*far_or_other, consistency_min_similarity=0.5, escalate_on=ESCALATING)
+    lowered = await seller_verdict(*far_or_other, consistency={"min_similarity": 0.5}, escalate_on=ESCALATING)
     assert lowered.precedent_consistency.outcome == "inconsistent" and lowered.escalated
-    alone = await seller_verdict(*far_or_other, consistency_min_precedents=1, escalate_on=ESCALATING)
+    alone = await seller_verdict(*far_or_other, consistency={"min_precedents": 1}, escalate_on=ESCALATING)
     assert alone.precedent_consistency.outcome == "inconsistent"
     at_the_bar = await seller_verdict(decided("hist-a", "buyer", 0.6), decided("hist-b", "buyer", 0.6))
     assert at_the_bar.precedent_consistency.outcome == "inconsistent"  # the similarity is reached, not passed

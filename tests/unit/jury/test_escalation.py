@@ -189,7 +189,7 @@ async def test_a_verifier_that_still_rejects_after_its_turns_escalates_the_verdi
 
         return ScriptedLLM(respond)
 
-    s = conf(verifier=True)
+    s = conf(pipeline="verifier")
     failed = await verdict_of(make_case(), s, verifying("reject"))
     assert failed.verification.status == "failed" and failed.escalation_reasons == ["verification_failed"]
     passed = await verdict_of(make_case(), s, verifying("pass"))

@@ -165,7 +165,7 @@ async def jury_case_file(case: DisputeCase) -> CaseFile:
 
 
 async def test_round_two_jurors_see_only_the_jurors_they_follow_and_the_summary(injected_case):
-    s = settings(jurors=7, graph_out_degree=2)
+    s = settings(jurors=7, graph={"out_degree": 2})
     jury = Jury.from_settings(s)
 
     def answer(request, output_type):

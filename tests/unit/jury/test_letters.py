@@ -198,7 +198,7 @@ async def test_with_the_verifier_on_a_cited_but_unsupported_claim_is_removed():
         return draft(request, output_type)
 
     llm = ScriptedLLM(answer)
-    letter = await write_letter(record(case), verdict, "buyer", llm, settings(verifier=True))
+    letter = await write_letter(record(case), verdict, "buyer", llm, settings(pipeline="verifier"))
     assert llm.roles() == ["letter", "verify"]
     assert [(r.text, r.reason) for r in letter.check.removed] == [(unsupported.text, "untraceable")]
     assert letter.check.checked_by == "verifier" and "lied" not in letter.body

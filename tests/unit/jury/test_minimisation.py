@@ -181,7 +181,7 @@ def recorder() -> ScriptedLLM:
 
 
 def settings(**over: Any) -> Settings:
-    return factories.settings(jurors=5, rounds=2, metrics_port=0, verifier=True, **over)
+    return factories.settings(jurors=5, rounds=2, metrics_port=0, pipeline="verifier", **over)
 
 
 def request_texts(llm: ScriptedLLM) -> list[str]:
@@ -229,7 +229,7 @@ async def test_verdicts_on_masked_cases_equal_those_on_the_cases_masked_by_hand(
     for template in SEEDED:
         masked, hand = recorder(), recorder()
         verdict = await judge(seeded(template), masked, settings())
-        reference = await judge(by_hand(template), hand, settings(privacy_mask=[]))
+        reference = await judge(by_hand(template), hand, settings(privacy={"mask": []}))
         assert [(c.role, c.system, c.text()) for c in masked.calls] == [
             (c.role, c.system, c.text()) for c in hand.calls
         ]

@@ -144,12 +144,12 @@ settings = functools.partial(factories.settings, media_root=EXAMPLES, jurors=5)
 @pytest.mark.parametrize(
     "method",
     [
-        {"rounds": 2, "early_stopping": False},  # the full method: stages I-IV, summaries, precedents
+        {"rounds": 2, "early_stop": 0},  # the full method: stages I-IV, summaries, precedents
         {"max_select_steps": 0},  # stage II off: media attached, raw transcript
-        {"deliberation": "court"},  # advocates and a judge
-        {"round_summary": False, "rounds": 2, "early_stopping": False},
-        {"verifier": True},  # the verifier, and the summariser revising with its feedback
-        {"justification": "juris"},  # drafters, jurors voting on sentences, the editor, the verifier
+        {"pipeline_overrides": {"deliberation": "court"}},  # advocates and a judge
+        {"pipeline_overrides": {"round_summary": False}, "rounds": 2, "early_stop": 0},
+        {"pipeline": "verifier"},  # the verifier, and the summariser revising with its feedback
+        {"pipeline": "juris"},  # drafters, jurors voting on sentences, the editor, the verifier
     ],
 )
 async def test_a_model_that_obeys_unmarked_text_never_finds_an_order(method):
@@ -208,8 +208,8 @@ async def test_on_appeal_the_grounds_the_new_evidence_and_the_first_verdict_are_
 async def test_every_system_prompt_that_sees_marked_text_says_it_is_data():
     llm = obedient([])
     await judge(hostile_case(), llm, settings(), precedents=PoisonedPrecedents())  # type: ignore[arg-type]
-    await judge(hostile_case(), llm, settings(deliberation="court"))
-    await judge(hostile_case(), llm, settings(justification="juris"), precedents=PoisonedPrecedents())  # type: ignore[arg-type]
+    await judge(hostile_case(), llm, settings(pipeline_overrides={"deliberation": "court"}))
+    await judge(hostile_case(), llm, settings(pipeline="juris"), precedents=PoisonedPrecedents())  # type: ignore[arg-type]
     roles = set()
     for call in llm.calls:
         if "<evidence" in call.text() or "<record" in call.text():

@@ -60,7 +60,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     settings = Settings(llm_backend="offline", precedent_dir=folder)
 
     async def build() -> None:
-        embedder = load_embedder(settings.embedding_model)
+        embedder = load_embedder(settings.embedding.model)
         index = await EmbeddedIndex.open(folder, embedder)
         try:
             await build_precedents([EXAMPLES / "precedents"], settings, OfflineLLM(), index, embedder)
@@ -130,7 +130,7 @@ async def test_a_persona_that_always_votes_seller_fails_on_bias_and_a_qualified_
     base: Path, tmp_path: Path
 ):
     # accuracy alone cannot catch it: on mock cases half won by each side, always-seller scores 50%
-    settings = settings_for(base, tmp_path, qualification_min_accuracy=0.5)
+    settings = settings_for(base, tmp_path, qualification_gate={"min_accuracy": 0.5})
     truth = await truths(settings)
     # Arjun (seat 1) always votes seller; the first reserve, Noor, always buyer; the rest decide as the real jury
     llm = scripted(truth, {"Arjun": "seller", "Noor": "buyer"})
@@ -182,7 +182,7 @@ async def test_the_cache_spares_a_second_run_and_is_keyed_by_model(base: Path, t
 
     await seat(settings.model_copy(update={"model": "another-model"}), llm)  # another model is another juror
     assert len(llm.calls) == 2 * paid
-    await seat(settings.model_copy(update={"qualification_cases": 10}), llm)  # another mock set too
+    await seat(settings.model_copy(update={"qualification_gate": {"cases": 10}}), llm)  # another mock set too
     assert len(llm.calls) == 2 * paid + 18 * 10
 
 

@@ -130,7 +130,7 @@ def test_a_majority_share_just_below_delta_deliberates_on(buyer, seller, delta):
 
 
 def test_without_early_stopping_even_a_unanimous_jury_deliberates_all_rounds():
-    s = settings(jurors=17, rounds=3, early_stopping=False)
+    s = settings(jurors=17, rounds=3, early_stop=0)
     assert not is_settled(case_file(jury_round(17, 0)), s)
     assert not is_settled(case_file(jury_round(17, 0), jury_round(0, 17, 2)), s)
     assert is_settled(case_file(*(jury_round(17, 0, t) for t in (1, 2, 3))), s)
@@ -162,7 +162,7 @@ def guideline(gid: str, version: int) -> PrecedentRef:
 
 async def test_a_guideline_a_juror_cites_but_was_never_given_is_dropped():
     """Juror 0 was given g-a, juror 1 g-b, juror 2 nothing; each cites g-a, g-b and an invented id."""
-    s = settings(jurors=3, rounds=1, round_summary=False, precedent_backend="embedded")
+    s = settings(jurors=3, rounds=1, pipeline_overrides={"round_summary": False}, precedent_backend="embedded")
     precedents = Precedents(
         guidelines=[guideline("g-a", 1), guideline("g-b", 4)], memory={0: ["g-a"], 1: ["g-b"], 2: []}, coverage="high"
     )

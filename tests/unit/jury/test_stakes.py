@@ -31,7 +31,7 @@ conf = functools.partial(
     court_base_currency="EUR",
     court_rates={"USD": "0.5"},
     warm_cache_first=False,
-    early_stopping=False,  # every round its court allows: the rounds used are the court's
+    early_stop=0,  # every round its court allows: the rounds used are the court's
 )
 ALL_GOODS = [{**t, "categories": ["appliances", "clothing", "digital", "others"]} for t in POLICY[:3]]
 courts = functools.partial(conf, court_policy=[*ALL_GOODS, POLICY[3]])

@@ -102,7 +102,7 @@ async def test_a_verifier_that_rejects_twice_then_passes_gets_three_drafts_with_
             JustificationDraft: lambda r: JustificationDraft(justification=next(revisions)),
         }
     )
-    verdict = await judge(example_case(KETTLE), llm, config(verifier=True))
+    verdict = await judge(example_case(KETTLE), llm, config(pipeline="verifier"))
 
     checks, revises = tasks(llm, VerifyTask), tasks(llm, ReviseTask)
     summary = [c.task for c in llm.calls if c.role == "summary" and not isinstance(c.task, ReviseTask)]
@@ -141,7 +141,7 @@ async def test_a_claim_still_untraceable_after_t_max_turns_is_removed_from_the_j
             JustificationDraft: lambda r: JustificationDraft(justification=draft),  # never fixes it
         }
     )
-    verdict = await judge(example_case(KETTLE), llm, config(verifier=True))
+    verdict = await judge(example_case(KETTLE), llm, config(pipeline="verifier"))
 
     assert len(tasks(llm, VerifyTask)) == 3 and len(tasks(llm, ReviseTask)) == 2  # no revision after the last turn
     assert verdict.justification == "The kettle arrived cracked [b1]. The seller offered a partial refund."
@@ -187,14 +187,14 @@ async def test_the_verifier_is_off_by_default_and_the_verdict_then_says_nothing_
 
 async def test_a_budget_reached_before_the_verdict_skips_verification_and_says_so():
     llm = scripted({})
-    verdict = await judge(example_case(KETTLE), llm, config(verifier=True, case_token_budget=1))
+    verdict = await judge(example_case(KETTLE), llm, config(pipeline="verifier", case_token_budget=1))
     assert not tasks(llm, VerifyTask) and verdict.verification is None
     assert verdict.budget_reached and "verdict" in [s.stage for s in verdict.budget_stops]
     assert any("the justification was not verified" in p for p in verdict.problems)
 
 
 async def test_a_budget_reached_after_a_reject_stops_revising_and_removes_the_claims():
-    s = config(verifier=True)
+    s = config(pipeline="verifier")
     case_file = await settled(s)
     draft = case_file.rounds[-1].summary.summary
     claim = next(sentence for sentence in draft.split(". ") if re.search(r"\[[bs][0-9]+\]", sentence))
@@ -238,7 +238,7 @@ def juris_model() -> ScriptedLLM:
 
 async def test_juris_builds_the_justification_from_the_sentences_a_majority_of_jurors_voted_for():
     llm = juris_model()
-    s = config(jurors=7, justification="juris", juris_drafter_models=["offline:drafter-a", "offline:drafter-b"])
+    s = config(jurors=7, pipeline="juris", juris_drafter_models=["offline:drafter-a", "offline:drafter-b"])
     verdict = await judge(example_case(KETTLE), llm, s)
 
     drafts = [c for c in llm.calls if isinstance(c.task, DraftTask)]
@@ -281,7 +281,7 @@ async def test_juris_builds_the_justification_from_the_sentences_a_majority_of_j
 
 async def test_juris_with_no_sentence_accepted_keeps_the_round_summary_and_still_verifies_it():
     llm = scripted({SentenceVotes: lambda r: SentenceVotes(accepted=[])})
-    verdict = await judge(example_case(KETTLE), llm, config(justification="juris"))
+    verdict = await judge(example_case(KETTLE), llm, config(pipeline="juris"))
     assert not tasks(llm, EditTask) and len(tasks(llm, SentenceVoteTask)) == 5
     assert verdict.justification.startswith(f"{LABEL} Round") and verdict.verification is not None
     assert any("no candidate sentence was accepted by a majority of the 5 voting jurors" in p for p in verdict.problems)
@@ -291,7 +291,7 @@ async def test_juris_with_no_sentence_accepted_keeps_the_round_summary_and_still
 
 
 async def test_the_offline_stand_in_verifies_by_labels_deterministically():
-    s = config(verifier=True)
+    s = config(pipeline="verifier")
     case_file = await settled(s)
     final = case_file.rounds[-1]
     slipped = final.summary.model_copy(update={"summary": f"{final.summary.summary} The parcel was opened [b9]."})
@@ -309,7 +309,7 @@ async def test_the_offline_stand_in_verifies_by_labels_deterministically():
 
 
 async def test_the_offline_stand_in_runs_juris_deterministically_and_labels_it():
-    s = config(justification="juris", jurors=7)
+    s = config(pipeline="juris", jurors=7)
     first, again = [await judge(example_case(KETTLE), OfflineLLM(), s) for _ in range(2)]
     assert first.model_dump(exclude={"decided_at", "latency_s"}) == again.model_dump(
         exclude={"decided_at", "latency_s"}
@@ -335,7 +335,7 @@ def count(name: str, **labels: str) -> float:
 
 
 async def test_a_redelivered_settled_case_resends_the_stored_verdict_and_repeats_no_verifier_call():
-    s = config(justification="juris", jurors=7)
+    s = config(pipeline="juris", jurors=7)
     case_file = await settled(s)
     llm, jury = juris_model(), Jury.from_settings(s)
     out, in_flight = Topic(), metrics.CasesInFlight()
@@ -352,7 +352,7 @@ async def test_a_redelivered_settled_case_resends_the_stored_verdict_and_repeats
 
 
 async def test_a_verifier_that_fails_dead_letters_the_verdict_step_and_its_replay_decides():
-    s = config(verifier=True)
+    s = config(pipeline="verifier")
     case_file = await settled(s)
     failing = {"now": True}
 

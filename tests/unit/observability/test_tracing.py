@@ -114,7 +114,7 @@ def submitted(case_id: str = "c-1") -> bytes:
 
 
 # two full rounds, so the trace shows round-1, round-2 and then the verdict
-jury_settings = functools.partial(factories.settings, jurors=3, rounds=2, early_stopping=False)
+jury_settings = functools.partial(factories.settings, jurors=3, rounds=2, early_stop=0)
 
 
 async def test_a_case_through_every_handler_is_one_trace_with_a_span_per_stage_and_per_model_call(spans):

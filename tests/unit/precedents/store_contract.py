@@ -403,7 +403,7 @@ class StoreContract:
             with pytest.raises(PrecedentError) as err:
                 await backend.open(other, create=False)
             assert err.value.kind == "model_mismatch"
-            assert MODEL in str(err.value) and says in str(err.value) and "embedding_model" in str(err.value)
+            assert MODEL in str(err.value) and says in str(err.value) and "embedding.model" in str(err.value)
 
     async def test_a_missing_store_is_index_missing_unless_created(self, backend, embedder):
         with pytest.raises(PrecedentError) as err:

@@ -547,7 +547,7 @@ async def test_a_slow_cluster_times_out_after_the_clients_retries(fake_es, make_
     fake_es.slow(1.0, times=None)
     with pytest.raises(PrecedentError) as err:
         await index.ensure()
-    assert err.value.kind == "timeout" and "elasticsearch_timeout_s" in str(err.value)
+    assert err.value.kind == "timeout" and "elasticsearch.timeout_s" in str(err.value)
     assert len(fake_es.requests) == 2  # retried once on timeout
 
 
@@ -569,27 +569,25 @@ async def test_a_server_that_is_not_elasticsearch_is_refused(fake_es, make_index
     assert err.value.kind == "unreachable" and "X-Elastic-Product" in str(err.value)
 
 
-def es_settings(url: str, monkeypatch, **kw) -> Settings:
+def es_settings(url: str, monkeypatch, **es) -> Settings:
     for var in (
         "ELASTICSEARCH_URL",
         "ELASTICSEARCH_API_KEY",
-        "CYBERJURORS_ELASTICSEARCH_URL",
-        "CYBERJURORS_ELASTICSEARCH_API_KEY",
+        "CYBERJURORS_ELASTICSEARCH__URL",
+        "CYBERJURORS_ELASTICSEARCH__API_KEY",
         "CYBERJURORS_SETTINGS_FILE",
     ):
         monkeypatch.delenv(var, raising=False)
     return Settings(
         llm_backend="offline",
         precedent_backend="elasticsearch",
-        elasticsearch_url=url,
-        elasticsearch_index_prefix=PREFIX,
-        **kw,
+        elasticsearch={"url": url, "index_prefix": PREFIX, **es},
     )
 
 
 async def test_api_key_and_basic_auth_reach_the_server(fake_es, monkeypatch):
     index = ElasticsearchIndex.from_settings(
-        es_settings(fake_es.url, monkeypatch, elasticsearch_api_key="a2V5OnNlY3JldA=="), HashEmbedder()
+        es_settings(fake_es.url, monkeypatch, api_key="a2V5OnNlY3JldA=="), HashEmbedder()
     )
     await index.ensure()
     await index.close()
@@ -597,7 +595,7 @@ async def test_api_key_and_basic_auth_reach_the_server(fake_es, monkeypatch):
 
     fake_es.requests.clear()
     index = ElasticsearchIndex.from_settings(
-        es_settings(fake_es.url, monkeypatch, elasticsearch_username="elastic", elasticsearch_password="p@ss:word"),
+        es_settings(fake_es.url, monkeypatch, username="elastic", password="p@ss:word"),
         HashEmbedder(),
     )
     await index.ensure()
@@ -609,16 +607,14 @@ async def test_api_key_and_basic_auth_reach_the_server(fake_es, monkeypatch):
 
 async def test_from_settings_sets_timeout_and_client_retries(fake_es, monkeypatch):
     index = ElasticsearchIndex.from_settings(
-        es_settings(fake_es.url, monkeypatch, elasticsearch_timeout_s=3.5, elasticsearch_max_retries=5), HashEmbedder()
+        es_settings(fake_es.url, monkeypatch, timeout_s=3.5, max_retries=5), HashEmbedder()
     )
     assert index.client._request_timeout == 3.5 and index.client._max_retries == 5
     assert tuple(index.client._retry_on_status) == (429, 502, 503, 504) and index.client._retry_on_timeout is True
     assert index.prefix == PREFIX and index.embedding_model == "hash-8"
     await index.close()
     with pytest.raises(PrecedentError) as err:  # a CA file only makes sense with https
-        ElasticsearchIndex.from_settings(
-            es_settings(fake_es.url, monkeypatch, elasticsearch_ca_certs="/tmp/ca.pem"), HashEmbedder()
-        )
+        ElasticsearchIndex.from_settings(es_settings(fake_es.url, monkeypatch, ca_certs="/tmp/ca.pem"), HashEmbedder())
     assert "https" in str(err.value)
 
 

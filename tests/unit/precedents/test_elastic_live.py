@@ -3,8 +3,8 @@
 (whether it serves the rrf retriever, the alias swap of a rebuild).
 
 Skipped unless ``ELASTICSEARCH_URL`` is set (e.g. the docker-compose cluster); credentials come
-from the usual settings (``ELASTICSEARCH_API_KEY``, or ``CYBERJURORS_ELASTICSEARCH_USERNAME`` /
-``_PASSWORD``, ``CYBERJURORS_ELASTICSEARCH_CA_CERTS``, ...). Everything lives under a unique
+from the usual settings (``ELASTICSEARCH_API_KEY``, or ``CYBERJURORS_ELASTICSEARCH__USERNAME`` /
+``_PASSWORD``, ``CYBERJURORS_ELASTICSEARCH__CA_CERTS``, ...). Everything lives under a unique
 index prefix and is deleted at the end.
 """
 
@@ -34,7 +34,7 @@ class LiveCluster(Cluster):
     def __init__(self, prefix: str):
         super().__init__(os.environ["ELASTICSEARCH_URL"], prefix)
         self.settings = Settings(
-            llm_backend="offline", precedent_backend="elasticsearch", elasticsearch_index_prefix=prefix
+            llm_backend="offline", precedent_backend="elasticsearch", elasticsearch={"index_prefix": prefix}
         )
 
     async def open(self, embedder, *, create: bool = True) -> ElasticsearchIndex:

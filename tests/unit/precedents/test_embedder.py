@@ -153,7 +153,7 @@ def test_another_model_needs_its_sum(tmp_path: Path) -> None:
     folder = copy_model(tmp_path / "model")
     with pytest.raises(PrecedentError) as err:
         NumpyEmbedder("my-bert", folder)
-    assert err.value.kind == "model_unpinned" and "embedding_model_sha256" in str(err.value)
+    assert err.value.kind == "model_unpinned" and "embedding.model_sha256" in str(err.value)
     assert NumpyEmbedder("my-bert", folder, weights_sha256=MINILM.weights_sha256).name == "my-bert"
 
 
@@ -175,7 +175,7 @@ def test_a_folder_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
     assert "not a safetensors file" in str(err.value)
     with pytest.raises(PrecedentError) as err:
         NumpyEmbedder("my-bert", tmp_path / "nowhere")
-    assert err.value.kind == "model_missing" and "embedding_model_dir" in str(err.value)
+    assert err.value.kind == "model_missing" and "embedding.model_dir" in str(err.value)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -195,13 +195,13 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 @pytest.mark.parametrize("damage", ["missing", "tampered", "not_a_model", "unreadable"])
 def test_the_worker_refuses_to_start_in_one_line(tmp_path: Path, damage: str) -> None:
     folder = tmp_path / "model"
-    env = {"CYBERJURORS_EMBEDDING_MODEL_DIR": str(folder), "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+    env = {"CYBERJURORS_EMBEDDING__MODEL_DIR": str(folder), "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
     if damage != "missing":
         copy_model(folder)
     if damage in ("tampered", "unreadable"):
         (folder / "model.safetensors").write_bytes(b"\x00" * 1024)
     if damage == "unreadable":  # vetted by its sum, yet no model: refused at start, not retried forever
-        env["CYBERJURORS_EMBEDDING_MODEL_SHA256"] = __import__("hashlib").sha256(b"\x00" * 1024).hexdigest()
+        env["CYBERJURORS_EMBEDDING__MODEL_SHA256"] = __import__("hashlib").sha256(b"\x00" * 1024).hexdigest()
     if damage == "not_a_model":
         (folder / "config.json").unlink()
     done = cli("worker", env=env)
@@ -215,7 +215,7 @@ def test_the_worker_refuses_to_start_in_one_line(tmp_path: Path, damage: str) ->
         "not_a_model": "model_missing",
         "unreadable": "model_unreadable",
     }[damage]
-    assert f"({kind})" in lines[0] and ("embedding_model" in lines[0] or damage == "unreadable")
+    assert f"({kind})" in lines[0] and ("embedding.model" in lines[0] or damage == "unreadable")
 
 
 def test_a_configured_feature_without_its_extra_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,7 +297,7 @@ async def test_encoding_never_runs_on_the_event_loop(tmp_path: Path) -> None:
 
 
 def test_the_embedder_runs_blas_on_the_threads_it_is_given(tmp_path: Path) -> None:
-    """embedding_threads sets the BLAS library's threads (OpenBLAS's idle threads spin: one is the
+    """embedding.threads sets the BLAS library's threads (OpenBLAS's idle threads spin: one is the
     CPU-cheapest), and the vectors do not depend on it."""
     from threadpoolctl import threadpool_info
 
@@ -313,5 +313,5 @@ def test_the_embedder_runs_blas_on_the_threads_it_is_given(tmp_path: Path) -> No
         assert blas() == {1}
         np.testing.assert_allclose(one.encode(texts), vectors, atol=1e-5)
     finally:
-        NumpyEmbedder(DEFAULT_MODEL, MODEL_DIR, threads=Settings().embedding_threads)
-    assert Settings().embedding_threads == 1  # the default
+        NumpyEmbedder(DEFAULT_MODEL, MODEL_DIR, threads=Settings().embedding.threads)
+    assert Settings().embedding.threads == 1  # the default

@@ -193,9 +193,8 @@ async def test_retrieval_failure_goes_on_without_precedents_and_is_counted(tmp_p
     s = settings(
         precedents=tmp_path / "precedents",
         precedent_backend="elasticsearch",
-        elasticsearch_url="http://127.0.0.1:9",
+        elasticsearch={"url": "http://127.0.0.1:9", "timeout_s": 1.0},
         precedent_retries=1,
-        elasticsearch_timeout_s=1.0,
         jurors=3,
     )
     before = PRECEDENT_FALLBACKS.labels("unreachable")._value.get()
@@ -408,7 +407,9 @@ async def test_the_vector_cache_is_bounded_by_its_setting(tmp_path, embedder):
     cache([rules[1]])
     assert counting.texts == [rules[1]]  # dropped, so embedded again
     await seeded_base(tmp_path / "precedents", embedder)
-    precedents = PrecedentBase(settings(precedents=tmp_path / "precedents", embedding_cache_size=4), load_personas(3))
+    precedents = PrecedentBase(
+        settings(precedents=tmp_path / "precedents", embedding={"cache_size": 4}), load_personas(3)
+    )
     shirt = example_case("clot-001-shirt-torn-seam")
     assert (await precedents.retrieve(shirt, focus(shirt))).guidelines
     _, matcher = await precedents.open()

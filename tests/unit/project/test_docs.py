@@ -166,3 +166,26 @@ def test_the_readme_stage_table_names_every_agent_its_topics_and_modules_that_ex
         linked = re.findall(r"\]\((cyberjurors/[\w/]+\.py)\)", rest)
         assert linked, name
         assert [path for path in linked if not (ROOT / path).is_file()] == [], name
+
+
+def test_the_settings_page_lists_every_field_of_every_nested_setting_and_every_removed_name():
+    from cyberjurors.config.deprecated import RENAMED
+
+    page = REF.settings_page()
+    rows = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", page, re.M))
+    nested = {name: REF.nested_model(field) for name, field in Settings.model_fields.items()}
+    for name, found in nested.items():
+        if found is None:
+            continue
+        model, key = found
+        for sub in model.model_fields:
+            path = ".".join(p for p in (name, key, sub) if p)
+            assert path in rows, path
+            assert rows[path].startswith(f"`CYBERJURORS_{path.replace('.', '__').upper()}`"), rows[path]
+    assert {"intake_limits", "retention", "kafka_timeouts", "llm_roles", "pipeline_overrides"} <= {
+        n for n, f in nested.items() if f
+    }
+    assert rows["elasticsearch.url"].strip().endswith("or `ELASTICSEARCH_URL`"), "the ecosystem name beside its field"
+    removed = page[page.index("## Removed names") :]
+    for old, new in RENAMED.items():
+        assert re.search(rf"^\| `{re.escape(old)}` \| `{re.escape(new)}`", removed, re.M), old

@@ -222,10 +222,10 @@ async def test_uniform_sampling_catches_the_clue(name: str):
     entry = MANIFEST[name]
     s = settings(media_root=EXAMPLES)
     first, last = entry["clue_frames"]
-    assert last - first + 1 > entry["frames"] / s.frames_per_video, "the window must outlast the sampling step"
+    assert last - first + 1 > entry["frames"] / s.frames.per_video, "the window must outlast the sampling step"
     ref = MediaRef(media_type="video/mp4", path=f"media/{name}", sha256=entry["sha256"])
     frames = await sample_frames(ref, s)
-    assert len(frames) == s.frames_per_video == 30
+    assert len(frames) == s.frames.per_video == 30
     assert [f.index for f in frames] == list(range(1, 31))
     showing = [
         f.source_index

@@ -358,13 +358,13 @@ def test_worker_metrics_and_probes_listen_beyond_loopback(services: dict, monkey
 
 def test_console_sits_behind_a_local_tls_proxy(services: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """The console listens on its container's every address (the proxy is another container), so it
-    must know TLS ends in front (console_behind_proxy); it publishes nothing, and the proxy, the one
+    must know TLS ends in front (console_proxy.behind); it publishes nothing, and the proxy, the one
     way in, is published on the host's loopback only and forwards to the console's port."""
     console, proxy = services["console"], services["console-proxy"]
     assert console.get("command") in (["console"], "console") and console.get("image") == "cyberjurors:latest"
     settings = compose_settings(console, monkeypatch, CONSOLE_PASSWORD_HASH=PASSWORD_HASH)
-    assert settings.console_behind_proxy is True
-    assert settings.console_trusted_proxies == [], "no SSO proxy in the local stack: no identity headers believed"
+    assert settings.console_proxy.behind is True
+    assert settings.console_proxy.trusted == [], "no SSO proxy in the local stack: no identity headers believed"
     assert settings.console_host == "0.0.0.0" and settings.console_port in exposed_ports(console)
     assert not console.get("ports"), "the console's plain HTTP must not reach the host"
     assert re.fullmatch(r"caddy:\d+\.\d+\.\d+(-alpine)?", proxy["image"]), "a pinned release"

@@ -384,14 +384,18 @@ def test_the_schema_check_catches_a_misspelt_field() -> None:
         kubernetes_validate.validate(console, KUBERNETES_VERSION, strict=True)
 
 
+def setting_of(env: str) -> str:
+    return env[len(ENV_PREFIX) :].lower().split("__")[0]
+
+
 def test_the_configmap_is_valid_settings(rendered: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch) -> None:
     """Every key is a setting (CYBERJURORS_* or an ecosystem name) and together they validate, with
     the Secret's keys present as the Secret would give them."""
     _overlay, docs = rendered
     data = settings_data(docs)
     fields = set(Settings.model_fields)
-    for key in data:
-        assert key in ECOSYSTEM_ENV or (key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX) :].lower() in fields), key
+    for key in data:  # a nested setting's field by itself: CYBERJURORS_KAFKA_AUTH__SASL_USERNAME
+        assert key in ECOSYSTEM_ENV or (key.startswith(ENV_PREFIX) and setting_of(key) in fields), key
     secret_keys = {
         ref["secretKeyRef"]["key"]
         for _, spec in pod_specs(docs)
@@ -401,7 +405,7 @@ def test_the_configmap_is_valid_settings(rendered: tuple[str, list[dict]], monke
         if ref and "secretKeyRef" in ref
     }
     for key in secret_keys:
-        assert key in ECOSYSTEM_ENV or key[len(ENV_PREFIX) :].lower() in fields, key
+        assert key in ECOSYSTEM_ENV or setting_of(key) in fields, key
     for key in list(os.environ):
         if key.startswith(ENV_PREFIX) or key in ECOSYSTEM_ENV:
             monkeypatch.delenv(key)
@@ -528,7 +532,7 @@ def test_the_jobs_run_real_commands(rendered: tuple[str, list[dict]]) -> None:
 def test_api_keys_come_from_the_secret(rendered: tuple[str, list[dict]]) -> None:
     overlay, docs = rendered
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in worker_container(docs)["env"] if "valueFrom" in e}
-    assert {"ANTHROPIC_API_KEY", "ELASTICSEARCH_API_KEY", "CYBERJURORS_KAFKA_SASL_PASSWORD"} <= set(refs)
+    assert {"ANTHROPIC_API_KEY", "ELASTICSEARCH_API_KEY", "CYBERJURORS_KAFKA_AUTH__SASL_PASSWORD"} <= set(refs)
     assert all(ref["name"] == "cyberjurors-secrets" and ref["key"] == name for name, ref in refs.items())
     # dev runs the offline stand-in without a key; production refuses to start without one
     assert refs["ANTHROPIC_API_KEY"]["optional"] is (overlay == "dev")
@@ -550,8 +554,8 @@ def test_the_console_listens_on_a_socket_only_its_sidecar_shares_and_believes_it
     console, proxy = console_containers(docs)
     settings = container_settings(docs, console, monkeypatch)
     assert settings.console_socket is not None, "a TCP port in the pod is reachable by port-forward"
-    assert settings.console_trusted_proxies == [], "no address believed beside the socket"
-    assert settings.console_behind_proxy is True, "TLS ends at the Ingress: cookies must be Secure"
+    assert settings.console_proxy.trusted == [], "no address believed beside the socket"
+    assert settings.console_proxy.behind is True, "TLS ends at the Ingress: cookies must be Secure"
     assert not console.get("ports"), "the console has no port: nothing to declare, nothing to reach"
     # the socket's folder is a volume of its own, in memory, mounted by the console and the sidecar only
     mounted = {
@@ -572,7 +576,7 @@ def test_the_console_listens_on_a_socket_only_its_sidecar_shares_and_believes_it
     assert OAUTH2_PROXY_IMAGE.fullmatch(proxy["image"]), proxy["image"]
     assert arg(proxy, "--upstream") == f"unix://{settings.console_socket}"
     assert arg(proxy, "--pass-user-headers") == "true" and arg(proxy, "--reverse-proxy") == "true"
-    assert (settings.console_sso_user_header, settings.console_sso_groups_header) == (
+    assert (settings.console_proxy.sso_user_header, settings.console_proxy.sso_groups_header) == (
         "X-Forwarded-User",
         "X-Forwarded-Groups",
     ), "the headers --pass-user-headers sets"
@@ -746,8 +750,10 @@ def test_the_keda_scaler_follows_kedas_schema_and_the_workers_settings() -> None
     parameters = {ref["parameter"] for ref in auth["spec"].get("secretTargetRef", []) + auth["spec"].get("env", [])}
     assert parameters <= KAFKA_AUTH_PARAMETERS and {"username", "password"} <= parameters
     keda_sasl = {"PLAIN": "plaintext", "SCRAM-SHA-256": "scram_sha256", "SCRAM-SHA-512": "scram_sha512"}
-    assert metadata["sasl"] == keda_sasl[data["CYBERJURORS_KAFKA_SASL_MECHANISM"]], "KEDA logs in as the workers do"
-    assert (metadata.get("tls") == "enable") == data["CYBERJURORS_KAFKA_SECURITY_PROTOCOL"].endswith("SSL")
+    assert metadata["sasl"] == keda_sasl[data["CYBERJURORS_KAFKA_AUTH__SASL_MECHANISM"]], (
+        "KEDA logs in as the workers do"
+    )
+    assert (metadata.get("tls") == "enable") == data["CYBERJURORS_KAFKA_AUTH__SECURITY_PROTOCOL"].endswith("SSL")
     for ref in auth["spec"]["env"]:
         assert ref["containerName"] == "worker" and ref["name"] in data
 

@@ -5,6 +5,7 @@ hands its child worker are the ones it runs with, whatever the environment expor
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -37,17 +38,22 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_every_ecosystem_name_is_covered() -> None:
     assert set(DEAD) == set(ECOSYSTEM_ENV)
-    assert set(ECOSYSTEM_ENV.values()) <= set(Settings.model_fields)
+    assert {path.split(".")[0] for path in ECOSYSTEM_ENV.values()} <= set(Settings.model_fields)
 
 
 @pytest.mark.parametrize("env", sorted(ECOSYSTEM_ENV))
 def test_the_cyberjurors_name_beats_the_ecosystem_name(env: str, clean_env: pytest.MonkeyPatch) -> None:
-    field = ECOSYSTEM_ENV[env]
+    path = ECOSYSTEM_ENV[env]  # a nested setting's field dotted: elasticsearch.url
+
+    def read(settings: Settings) -> object:
+        return functools.reduce(getattr, path.split("."), settings)
+
     clean_env.setenv(env, DEAD[env])
-    assert getattr(Settings(), field) == DEAD[env]  # read as it is when nothing else says otherwise
-    clean_env.setenv(f"CYBERJURORS_{field.upper()}", "chosen")  # the setting's own name
-    assert getattr(Settings(), field) == "chosen"
-    assert getattr(Settings(**{field: "in code"}), field) == "in code"
+    assert read(Settings()) == DEAD[env]  # read as it is when nothing else says otherwise
+    clean_env.setenv(f"CYBERJURORS_{path.replace('.', '__').upper()}", "chosen")  # the setting's own name
+    assert read(Settings()) == "chosen"
+    head, *rest = path.split(".")
+    assert read(Settings(**{head: {rest[0]: "in code"} if rest else "in code"})) == "in code"
 
 
 def test_an_empty_ecosystem_name_counts_as_unset(clean_env: pytest.MonkeyPatch) -> None:
@@ -63,7 +69,7 @@ def test_the_settings_file_beats_the_ecosystem_name_and_loses_to_cyberjurors_nam
 ) -> None:
     toml = tmp_path / "settings.toml"
     toml.write_text(
-        'kafka_bootstrap_servers = "from-file:9092"\nelasticsearch_url = "http://from-file:9200"\njurors = 9\n'
+        'kafka_bootstrap_servers = "from-file:9092"\njurors = 9\n[elasticsearch]\nurl = "http://from-file:9200"\n'
     )
     clean_env.setenv(SETTINGS_FILE_ENV, str(toml))
     clean_env.setenv("KAFKA_BOOTSTRAP_SERVERS", DEAD["KAFKA_BOOTSTRAP_SERVERS"])
@@ -71,7 +77,7 @@ def test_the_settings_file_beats_the_ecosystem_name_and_loses_to_cyberjurors_nam
     clean_env.setenv("OPENAI_BASE_URL", DEAD["OPENAI_BASE_URL"])  # not in the file: the ecosystem name holds
     settings = Settings()
     assert settings.kafka_bootstrap_servers == "from-file:9092"
-    assert settings.elasticsearch_url == "http://from-file:9200"
+    assert settings.elasticsearch.url == "http://from-file:9200"
     assert settings.openai_base_url == DEAD["OPENAI_BASE_URL"] and settings.jurors == 9
     clean_env.setenv("CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS", "from-env:9092")
     assert Settings().kafka_bootstrap_servers == "from-env:9092"

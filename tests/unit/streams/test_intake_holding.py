@@ -76,7 +76,7 @@ class Stage:
             llm_backend="offline",
             media_root=tmp_path,
             media_store=str(tmp_path / "store"),
-            early_evidence_wait_s=300,
+            early_evidence={"wait_s": 300, **settings.pop("early_evidence", {})},
             retention={"intake_draft_s": 3600, **settings.pop("retention", {})},
             **settings,
         )
@@ -164,15 +164,15 @@ def test_held_evidence_of_a_case_that_never_opens_is_dead_lettered_with_its_byte
 
 
 def test_held_events_are_bounded_per_case_and_per_worker(tmp_path):
-    stage = Stage(tmp_path, early_evidence_per_case=2, early_evidence_total=3)
+    stage = Stage(tmp_path, early_evidence={"per_case": 2, "total": 3})
     stage.send(evidence(round_=1, item="b1"), evidence(round_=2, item="b2"), evidence(round_=3, item="b3"))
     (over,) = stage.letters
     assert (over.reason, over.replayable) == ("early_evidence_overflow", True)
-    assert "early_evidence_per_case=2" in over.detail
+    assert "early_evidence.per_case=2" in over.detail
     assert base64.b64decode(over.original_base64) == evidence(round_=3, item="b3")
     stage.send(evidence("c-2"), evidence("c-3"))
     assert [d.reason for d in stage.letters] == ["early_evidence_overflow"] * 2
-    assert "early_evidence_total=3" in stage.letters[-1].detail and stage.letters[-1].key == "c-3"
+    assert "early_evidence.total=3" in stage.letters[-1].detail and stage.letters[-1].key == "c-3"
     assert sorted(stage.table) == ["c-1", "c-2"]
 
 

@@ -442,7 +442,7 @@ def test_what_intake_holds_ends_in_a_dead_letter_when_it_expires(config, objs):
     held = [base64.b64decode(h["message"]["value"]) for s in intake.table.values() for h in s.get("held", [])]
     drafts = [s["draft"]["case_id"] for s in intake.table.values() if "draft" in s]
     letters = len(intake.dlq.sent)
-    intake.now += max(config.early_evidence_wait_s, config.intake_draft_ttl_s) + 1
+    intake.now += max(config.early_evidence.wait_s, config.intake_draft_ttl_s) + 1
     asyncio.run(intake.handler.expire())
     assert not [s for s in intake.table.values() if "held" in s or "draft" in s]
     written = [DeadLetter.model_validate_json(v) for v in intake.dlq.sent[letters:]]

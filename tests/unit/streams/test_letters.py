@@ -113,14 +113,14 @@ async def test_a_redelivered_verdict_resends_the_stored_letters_and_calls_no_mod
 
 async def test_a_draft_stored_before_a_failure_is_checked_on_the_replay_not_written_again(parts):
     failing = Counted(fail="verify")
-    await stage(parts, failing, verifier=True)(parts.delivered)
+    await stage(parts, failing, pipeline="verifier")(parts.delivered)
     [letter] = dead(parts)
     assert (letter.stage, letter.reason, letter.replayable) == ("letters", "llm_overloaded", True)
     assert failing.roles == ["letter", "verify"] and parts.out.sent == []
     assert f"{CASE}/letters/buyer/draft" in parts.table
 
     working = Counted()
-    await stage(parts, working, verifier=True)(parts.delivered)  # the letter replayed
+    await stage(parts, working, pipeline="verifier")(parts.delivered)  # the letter replayed
     assert working.roles == ["verify", "letter", "verify"]  # the buyer's draft is not written again
     assert [x.party for x in sent(parts)] == ["buyer", "seller"]
     assert all(x.check.checked_by == "verifier" for x in sent(parts))

@@ -79,7 +79,7 @@ async def test_a_precedent_base_that_fails_to_open_ends_the_start_but_not_readin
     """The first failed opening ends the start (the worker judges without precedents meanwhile), readiness
     stays false with the reason, and the opening is tried again in the background."""
     settings = settings.model_copy(
-        update={"precedent_backend": "embedded", "embedding_model": str(settings.datadir / "no-such-model")}
+        update={"precedent_backend": "embedded", "embedding": {"model": str(settings.datadir / "no-such-model")}}
     )
     app = create_app(settings)
     health = app.cyberjurors_health

@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from cyberjurors.assembly import build_llm
-from cyberjurors.config import Settings, TokenPrices, split_model
+from cyberjurors.config import PIPELINES, Settings, TokenPrices, split_model
 from cyberjurors.evaluation.ladder import ABLATIONS, LADDER, select
 from cyberjurors.evaluation.report import DatasetInfo, EvalReport, render, to_markdown
 from cyberjurors.evaluation.results import CaseResult
@@ -156,7 +156,9 @@ async def test_a_jury_spread_over_two_models_shows_per_model_figures_in_the_repo
         Settings(llm_backend="offline", precedent_backend="none", metrics_port=0, juror_models=["model-a", "model-b"])
     )
     # stages I-II off: the scripted jury answers only ballots and summaries
-    settings = settings.model_copy(update={"focus_stage": False, "max_select_steps": 0, "media_root": EXAMPLES})
+    settings = settings.model_copy(
+        update={"pipeline_overrides": {"focus_stage": False}, "max_select_steps": 0, "media_root": EXAMPLES}
+    )
     llm = ScriptedLLM(seat_answer(truth))
     verdicts = await asyncio.gather(*(judge(c, llm, settings) for c in cases))
     results = [
@@ -225,7 +227,12 @@ def test_the_mixed_jury_rung_runs_only_with_two_models_and_is_the_only_one_that_
     for key in ("precedent", "jury", "baseline", "chateval"):
         assert ABLATIONS[key].settings(mixed).juror_models == [], key
     precedent, mixed_rung = ABLATIONS["precedent"].settings(mixed), ABLATIONS["mixed-jury"].settings(mixed)
-    assert {k for k, v in precedent.model_dump().items() if v != mixed_rung.model_dump()[k]} == {"juror_models"}
+    # the rung's name is its pipeline's, whose switches are +Precedent's: the mix is the only change
+    assert {k for k, v in precedent.model_dump().items() if v != mixed_rung.model_dump()[k]} == {
+        "juror_models",
+        "pipeline",
+    }
+    assert PIPELINES[mixed_rung.pipeline] == PIPELINES[precedent.pipeline]
 
 
 def test_ballots_are_counted_by_model_vote_and_majority():
