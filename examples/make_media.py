@@ -4,9 +4,10 @@
     .venv/bin/python examples/make_media.py --out DIR  # writes somewhere else (tests use this)
 
 Everything is drawn with Pillow (default font, no font files) and encoded with PyAV; nothing is
-downloaded. The pictures are reproducible: all "randomness" (fabric weave, wall texture, camera
-shake) comes from fixed seeds, so a rerun draws the same frames (another FreeType may anti-alias
-text a little differently). The files' bytes are not: PNG's zlib stream and JPEG depend on the
+downloaded. The textures, the hand-held camera, the REC overlay and the encoders are the synthetic
+benchmark's (cyberjurors.evaluation.synth_media): only the scenes are drawn here. The pictures are
+reproducible: all "randomness" (fabric weave, wall texture, camera shake) comes from fixed seeds,
+so a rerun draws the same frames (another FreeType may anti-alias text a little differently). The files' bytes are not: PNG's zlib stream and JPEG depend on the
 library build, and libx264 may encode the same frames to other bytes on another CPU or build,
 or even on a second run. The committed files are therefore the reference. The sha256 and size
 in MANIFEST.json (and the sha256 the cases carry) identify those particular encodes, and a rerun
@@ -31,8 +32,17 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from cyberjurors.evaluation.synth_media import RGB, backdrop, encode_clip, encode_photo, font, jagged, mottled
-from cyberjurors.evaluation.synth_media import drift as shake
+from cyberjurors.evaluation.synth_media import (
+    RGB,
+    backdrop,
+    encode_clip,
+    encode_photo,
+    font,
+    handheld,
+    jagged,
+    mottled,
+    rec_overlay,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -463,6 +473,7 @@ def rating_plate() -> Image.Image:
 # videos: neutral footage with the key clue in a few consecutive frames only
 
 W, H = 320, 240
+MARGIN = 4  # drawn this much larger each way, for the camera drift (synth_media.handheld)
 
 
 @dataclass(frozen=True)
@@ -499,20 +510,10 @@ class VideoSpec:
     description: str
 
 
-def overlay(im: Image.Image, i: int, spec: VideoSpec) -> None:
-    d = ImageDraw.Draw(im)
-    hh, mm, ss = (int(p) for p in spec.start.split(" ")[1].split(":"))
-    t = hh * 3600 + mm * 60 + ss + i / spec.fps
-    clock = f"{int(t // 3600):02d}:{int(t % 3600 // 60):02d}:{t % 60:04.1f}"
-    d.rectangle((0, 0, W, 16), fill=(0, 0, 0))
-    d.ellipse((5, 4, 13, 12), fill=(230, 40, 40) if i % 6 < 4 else (60, 0, 0))
-    d.text((18, 2), f"REC  {spec.start.split(' ')[0]}  {clock}", font=font(11), fill=(255, 255, 255))
-    d.text((W - 6, 2), f"{i / spec.fps:05.1f}s", font=font(11), fill=(200, 200, 200), anchor="ra")
-
-
 def table_scene(seed: int, wall: RGB, table_dark: RGB, table_light: RGB) -> Image.Image:
-    """The frame with a 4 px margin each way for the camera drift: a wall, and a table from y = H - 100."""
-    return backdrop(random.Random(seed), wall, table_dark, table_light, horizon=H - 100, size=(W + 8, H + 8))
+    """The frame with a MARGIN px margin each way for the camera drift: a wall, and a table from y = H - 100."""
+    size = (W + 2 * MARGIN, H + 2 * MARGIN)
+    return backdrop(random.Random(seed), wall, table_dark, table_light, horizon=H - 100, size=size)
 
 
 def airfryer_frame(i: int, spec: VideoSpec) -> Image.Image:
@@ -547,9 +548,8 @@ def airfryer_frame(i: int, spec: VideoSpec) -> Image.Image:
             d.text((200, 80), "E04 HEATER FAULT", font=font(12), fill=(255, 255, 255), anchor="mm")
         if 30 <= i < 36 or i >= 60:
             d.rounded_rectangle((250, 150, 318, 178), radius=12, fill=(222, 178, 146))  # hand on the fryer
-    dx, dy = shake(i, 1)
-    im = im.crop((4 + dx, 4 + dy, 4 + dx + W, 4 + dy + H))
-    overlay(im, i, spec)
+    im = handheld(im, i, 1, margin=MARGIN)
+    rec_overlay(im, i, spec.fps, spec.start)
     return im
 
 
@@ -577,9 +577,8 @@ def phone_frame(i: int, spec: VideoSpec) -> Image.Image:
             d.line(jagged(rng, (x0 + 8, y0 + 10), end, 6, 4), fill=(10, 10, 10), width=2)
     if 20 <= i < 33 or 40 <= i < 52:  # a hand pressing the side button
         d.rounded_rectangle((200, 100, 270, 128), radius=12, fill=(222, 178, 146))
-    dx, dy = shake(i, 2)
-    im = im.crop((4 + dx, 4 + dy, 4 + dx + W, 4 + dy + H))
-    overlay(im, i, spec)
+    im = handheld(im, i, 2, margin=MARGIN)
+    rec_overlay(im, i, spec.fps, spec.start)
     return im
 
 
@@ -615,9 +614,8 @@ def rccar_frame(i: int, spec: VideoSpec) -> Image.Image:
     if spec.clue.stop + 2 <= i < spec.clue.stop + 14:
         x = 20 + (i - spec.clue.stop) * 10
         d.rounded_rectangle((x, 200, x + 70, 228), radius=12, fill=(222, 178, 146))
-    dx, dy = shake(i, 3)
-    im = im.crop((4 + dx, 4 + dy, 4 + dx + W, 4 + dy + H))
-    overlay(im, i, spec)
+    im = handheld(im, i, 3, margin=MARGIN)
+    rec_overlay(im, i, spec.fps, spec.start)
     return im
 
 

@@ -181,14 +181,14 @@ def _print_reports(reports: list[Any], out: Path, max_failures: int) -> bool:
     """The reports, written and shown; True when an ablation lost more cases than ``max_failures``."""
     from rich.markup import escape
 
-    from ..evaluation import report
+    from ..evaluation import report, report_files
     from ..evaluation.swap import is_swapped
 
     for done in reports:
         console.print(report.render(done))
     if len(reports) > 1:
         console.print(report.render_ladder(reports))
-    json_path, md_path = report.write(reports, out)
+    json_path, md_path = report_files.write(reports, out)
     console.print(f"reports: {json_path} and {md_path}")
     too_many = False
     for done in reports:

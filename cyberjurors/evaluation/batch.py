@@ -46,9 +46,8 @@ from ..precedents.base import PrecedentBase
 from ..schemas import CaseFile, DisputeCase, Verdict, now
 from .dataset import Dataset
 from .ladder import Ablation
-from .report import BatchRun, DatasetInfo, EvalReport, model_prices
-from .runs import EvalError, Options, RunState, case_results, failed_cases, fingerprint, media_root, public_settings
-from .scores import Pricing, summarize
+from .report import BatchRun, EvalReport
+from .runs import EvalError, Options, RunState, case_results, fingerprint, media_root, run_report
 from .swap import swap_parties, twin_id
 
 log = logging.getLogger(__name__)
@@ -249,22 +248,19 @@ def evaluate_batch(
         verdicts = run.decided(key)
     results = case_results(dataset, verdicts, judged.failures, options.party_swap)
     mine = [verdicts[c.case_id] for c in dataset.cases if c.case_id in verdicts]
-    models = sorted({m for v in verdicts.values() for m in v.models})
     stream_cost, stream_n = streaming_cost(run, ablation, settings, {c.case_id for c in dataset.cases})
-    return EvalReport(
-        name=f"{ablation.name} (batch)",
-        description=ablation.description,
-        dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
-        backend=settings.backend,
-        models=models,
-        settings=public_settings(settings),
-        started_at=started,
-        finished_at=datetime.now(UTC),
-        wall_s=round(time.monotonic() - clock, 2),
-        summary=summarize(results, Pricing(settings.llm_prices, settings.model)),
-        failed_cases=failed_cases(results, options.party_swap),
+    return run_report(
+        f"{ablation.name} (batch)",
+        ablation.description,
+        dataset,
+        settings,
+        results,
+        verdicts,
+        started,
+        clock,
+        options,
+        batch_prices=answered == "message-batches",
         mode="batch",
-        prices=model_prices(settings, models, settings.backend, batch=answered == "message-batches"),
         batch=BatchRun(
             executor=answered,
             waves=judged.waves,

@@ -1,6 +1,6 @@
-"""Evaluation reports: one ``EvalReport`` per configuration of the ablation ladder, rendered for
-the terminal (rich) and as Markdown, saved with the exact settings that produced them; a run never
-overwrites an earlier run's report (``write``).
+"""Evaluation reports: one ``EvalReport`` per configuration of the ablation ladder, its tables built
+once (tables.Tabled) and drawn for the terminal (rich) or written as Markdown. Saving and loading
+them is report_files'; the prices behind every USD figure are pricing's.
 
 A report from the offline backend measures the pipeline (plumbing, tokens, latency), not model
 judgement; every rendering says so where a reader cannot miss it.
@@ -9,24 +9,18 @@ judgement; every rendering says so where a reader cannot miss it.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import date, datetime
-from pathlib import Path
+from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
-from ..config import Settings, price_list, split_model
-from ..config.catalog import facts
-from ..config.price_list import Listed
-from ..llm.prices import CATALOG, FREE_BACKENDS, STAND_IN, PriceTable
-from ..llm.prices import UNPRICED as UNPRICED_SOURCE
+from .pricing import ModelPrice, price_line
 from .scores import CourtScores, ModelBallots, PersonaBallots, RiskCoverage, RiskPoint, Summary
+from .tables import Tabled, tabled
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
 MD_FAILED_SHOWN = 50
@@ -68,113 +62,6 @@ class BatchRun(BaseModel):
         "prices), over the same cases; None when there is none",
     )
     streaming_verdicts: int = 0
-
-
-UNPRICED = "no price in llm_prices or genai-prices: its calls are left out of every USD figure"
-
-
-class ModelPrice(BaseModel):
-    """The prices a run's costs were computed with, for one model: USD per million tokens, from the
-    same place the cost metric and ``tokens.cost_usd`` took them (``source``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str
-    source: str = Field(
-        "",
-        description="catalog (config/catalog.py's dated list price), llm_prices (set by the operator), "
-        "genai-prices <version> (its bundled list, for a model neither has), stand-in, or unpriced",
-    )
-    input: float | None = None
-    output: float | None = None
-    cache_write: float | None = Field(None, description="5-minute TTL")
-    cache_write_1h: float | None = None
-    cache_read: float | None = None
-    batch_share: float | None = Field(
-        None,
-        description="the share of each price paid, when the run was priced at "
-        "the Message Batches price; None: full price",
-    )
-    checked: date | None = Field(None, description="when the list price was checked (config/catalog.py)")
-    sources: list[str] = Field(default_factory=list, description="the pages the price is from")
-    note: str = Field("", description="why a price is missing, or where a price that is not the dated list's came from")
-
-
-def model_prices(settings: Settings, models: Sequence[str], backend: str, batch: bool) -> list[ModelPrice]:
-    """What each model used was priced at, with the list price's date and sources when the table's
-    entry is config/catalog.py's, or genai-prices' provider and pricing pages when it came from there."""
-    table = PriceTable.for_settings(settings)
-    found = []
-    for spec in models:
-        provider, name = split_model(spec)
-        if (provider or backend) in FREE_BACKENDS:
-            found.append(
-                ModelPrice(model=spec, source=STAND_IN, note=f"{provider or backend} stand-in: not priced, cost 0")
-            )
-            continue
-        listing = table.listing(provider or backend, name)
-        if listing is None:
-            found.append(ModelPrice(model=spec, source=UNPRICED_SOURCE, note=UNPRICED))
-        elif listing.listed is not None:
-            found.append(_listed_price(spec, listing.listed, batch))
-        else:
-            assert listing.prices is not None
-            price, listed = listing.prices, facts(name)
-            dated = listing.source == CATALOG and listed is not None
-            found.append(
-                ModelPrice(
-                    model=spec,
-                    source=listing.provenance,
-                    input=price.input,
-                    output=price.output,
-                    cache_write=price.cache_write,
-                    cache_write_1h=price.write_1h,
-                    cache_read=price.cache_read,
-                    batch_share=price.batch if batch else None,
-                    checked=listed.checked if dated and listed else None,
-                    sources=list(listed.sources) if dated and listed else [],
-                    note=listed.note if dated and listed else "set in llm_prices: no date or source",
-                )
-            )
-    return found
-
-
-def _listed_price(spec: str, listed: Listed, batch: bool) -> ModelPrice:
-    """A genai-prices entry, at the prices it charges each kind today: a kind without a price of its
-    own at the price of the kind it is part of (a 1-hour write as a write, a write or a read as input)."""
-    p = listed.per_million()
-    write = p.cache_write if p.cache_write is not None else p.input
-    notes = [f"{price_list.SOURCE}: {listed.provider_id}'s list price for {listed.model.id}, bundled with the package"]
-    if p.tiered:
-        notes.append("the lowest tier shown: costs apply the higher prices past the tier's input size")
-    if batch:
-        notes.append("at genai-prices' batch price where it lists one")
-    return ModelPrice(
-        model=spec,
-        source=price_list.SOURCE,
-        input=p.input,
-        output=p.output,
-        cache_write=write,
-        cache_write_1h=p.cache_write_1h if p.cache_write_1h is not None else write,
-        cache_read=p.cache_read if p.cache_read is not None else p.input,
-        sources=list(listed.pricing_pages),
-        note="; ".join(notes),
-    )
-
-
-def price_line(p: ModelPrice) -> str:
-    if p.input is None:
-        return f"{p.model}: {p.note}"
-    line = (
-        f"{p.model}: input {p.input:g}, output {p.output:g}, cache write {p.cache_write:g} (5 min) / "
-        f"{p.cache_write_1h:g} (1 h), cache read {p.cache_read:g} USD per million tokens"
-    )
-    if p.batch_share is not None:
-        line += f", x{p.batch_share:g} at the batch price"
-    line += f"; from {p.source}" if p.source else ""
-    line += f"; checked {p.checked.isoformat()}" if p.checked else ""
-    line += f"; sources: {', '.join(p.sources)}" if p.sources else ""
-    return line + (f" ({p.note})" if p.note else "")
 
 
 class EvalReport(BaseModel):
@@ -351,55 +238,9 @@ COST_NOTES = (
 )
 
 
-def _cost_table(reports: Sequence[EvalReport]) -> Table:
-    table = Table(title="Batch and streaming cost", caption=COST_NOTES, caption_justify="left")
-    table.add_column("Configuration")
-    for header, _ in COST_COLUMNS:
-        table.add_column(header, justify="right")
-    for r in reports:
-        if r.batch is not None:
-            table.add_row(r.name, *(cell(r) for _, cell in COST_COLUMNS))
-    return table
-
-
-def _md_cost_table(reports: Sequence[EvalReport]) -> list[str]:
-    lines = [
-        "| " + " | ".join(["Configuration", *(h for h, _ in COST_COLUMNS)]) + " |",
-        "|" + "---|" * (len(COST_COLUMNS) + 1),
-    ]
-    lines += [
-        "| " + " | ".join([r.name.replace("|", "\\|"), *(cell(r) for _, cell in COST_COLUMNS)]) + " |"
-        for r in reports
-        if r.batch is not None
-    ]
-    return lines
-
-
 def mixed(summary: Summary) -> bool:
     """Whether the jury had seats on more than one model: then its figures are shown per model."""
     return len(summary.by_model) > 1
-
-
-def _model_table(summary: Summary) -> Table:
-    table = Table(title="Juror seats by model", caption=MODEL_NOTES, caption_justify="left")
-    table.add_column("Model")
-    for header, _ in MODEL_COLUMNS:
-        table.add_column(header, justify="right")
-    for model, m in summary.by_model.items():
-        table.add_row(model, *(cell(m) for _, cell in MODEL_COLUMNS))
-    return table
-
-
-def _md_model_table(summary: Summary) -> list[str]:
-    lines = [
-        "| " + " | ".join(["Model", *(h for h, _ in MODEL_COLUMNS)]) + " |",
-        "|" + "---|" * (len(MODEL_COLUMNS) + 1),
-    ]
-    lines += [
-        "| " + " | ".join([f"`{model}`", *(cell(m) for _, cell in MODEL_COLUMNS)]) + " |"
-        for model, m in summary.by_model.items()
-    ]
-    return lines
 
 
 TILT_BOUND = 0.25  # the qualification gate's default bound on a persona's side bias (qualification_max_bias)
@@ -417,28 +258,6 @@ PERSONA_NOTES = (
     f"±{TILT_BOUND:g}, the qualification gate's default bound), and the share siding with the "
     "verdict's majority and with the real jury's."
 )
-
-
-def _persona_table(summary: Summary) -> Table:
-    table = Table(title="Jury balance by persona", caption=PERSONA_NOTES, caption_justify="left")
-    table.add_column("Persona")
-    for header, _ in PERSONA_COLUMNS:
-        table.add_column(header, justify="right")
-    for persona, p in summary.by_persona.items():
-        table.add_row(persona, *(cell(p) for _, cell in PERSONA_COLUMNS))
-    return table
-
-
-def _md_persona_table(summary: Summary) -> list[str]:
-    lines = [
-        "| " + " | ".join(["Persona", *(h for h, _ in PERSONA_COLUMNS)]) + " |",
-        "|" + "---|" * (len(PERSONA_COLUMNS) + 1),
-    ]
-    lines += [
-        "| " + " | ".join([persona.replace("|", "\\|"), *(cell(p) for _, cell in PERSONA_COLUMNS)]) + " |"
-        for persona, p in summary.by_persona.items()
-    ]
-    return lines
 
 
 class CourtRow(NamedTuple):
@@ -512,28 +331,6 @@ COURT_NOTES = (
 )
 
 
-def _court_table(rows: Sequence[CourtRow]) -> Table:
-    table = Table(title="Courts", caption=COURT_NOTES, caption_justify="left")
-    table.add_column("Court")
-    for header, _ in COURT_COLUMNS:
-        table.add_column(header, justify="right")
-    for row in rows:
-        table.add_row(row.court, *(cell(row) for _, cell in COURT_COLUMNS))
-    return table
-
-
-def _md_court_table(rows: Sequence[CourtRow]) -> list[str]:
-    lines = [
-        "| " + " | ".join(["Court", *(h for h, _ in COURT_COLUMNS)]) + " |",
-        "|" + "---|" * (len(COURT_COLUMNS) + 1),
-    ]
-    lines += [
-        "| " + " | ".join([row.court, *(cell(row).replace("|", "\\|") for _, cell in COURT_COLUMNS)]) + " |"
-        for row in rows
-    ]
-    return lines
-
-
 RISK_COLUMNS: list[tuple[str, Callable[[RiskPoint], str]]] = [
     ("Escalated", lambda p: _pct(p.escalated_share)),
     ("Auto-decided", lambda p: f"{p.auto_decided}"),
@@ -563,28 +360,6 @@ def risk_notes(rc: RiskCoverage) -> str:
     )
 
 
-def _risk_table(rc: RiskCoverage) -> Table:
-    table = Table(title="Risk–coverage", caption=risk_notes(rc), caption_justify="left")
-    table.add_column("Escalate when")
-    for header, _ in RISK_COLUMNS:
-        table.add_column(header, justify="right")
-    for point in rc.points:
-        table.add_row(risk_label(point), *(cell(point) for _, cell in RISK_COLUMNS))
-    return table
-
-
-def _md_risk_table(rc: RiskCoverage) -> list[str]:
-    lines = [
-        "| " + " | ".join(["Escalate when", *(h for h, _ in RISK_COLUMNS)]) + " |",
-        "|" + "---|" * (len(RISK_COLUMNS) + 1),
-    ]
-    lines += [
-        "| " + " | ".join([risk_label(p).replace("<", "&lt;"), *(cell(p) for _, cell in RISK_COLUMNS)]) + " |"
-        for p in rc.points
-    ]
-    return lines
-
-
 def rows(summary: Summary) -> list[tuple[str, Summary]]:
     return (
         [("overall", summary)]
@@ -593,14 +368,44 @@ def rows(summary: Summary) -> list[tuple[str, Summary]]:
     )
 
 
-def _table(title: str, first: str, labelled: Sequence[tuple[str, Summary]]) -> Table:
-    table = Table(title=title, caption=NOTES, caption_justify="left")
-    table.add_column(first)
-    for header, _ in COLUMNS:
-        table.add_column(header, justify="right")
-    for label, s in labelled:
-        table.add_row(label, *(cell(s) for _, cell in COLUMNS))
-    return table
+# --- tables: each built once, drawn by render and written by to_markdown --------------------
+
+
+def summary_table(first: str, labelled: Sequence[tuple[str, Summary]], title: str = "") -> Tabled:
+    return tabled(first, COLUMNS, labelled, title, NOTES)
+
+
+def ladder_table(reports: Sequence[EvalReport], title: str = "") -> Tabled:
+    labelled = [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary) for r in reports]
+    return summary_table("Configuration", labelled, title)
+
+
+def model_table(summary: Summary) -> Tabled:
+    return tabled(
+        "Model", MODEL_COLUMNS, summary.by_model.items(), "Juror seats by model", MODEL_NOTES, code_labels=True
+    )
+
+
+def court_table(reports: Sequence[EvalReport]) -> Tabled:
+    labelled = [(row.court, row) for row in court_rows(reports)]
+    return tabled("Court", COURT_COLUMNS, labelled, "Courts", COURT_NOTES)
+
+
+def persona_table(summary: Summary) -> Tabled:
+    return tabled("Persona", PERSONA_COLUMNS, summary.by_persona.items(), "Jury balance by persona", PERSONA_NOTES)
+
+
+def risk_table(rc: RiskCoverage) -> Tabled:
+    labelled = [(risk_label(p), p) for p in rc.points]
+    return tabled("Escalate when", RISK_COLUMNS, labelled, "Risk–coverage", risk_notes(rc))
+
+
+def cost_table(reports: Sequence[EvalReport]) -> Tabled:
+    labelled = [(r.name, r) for r in reports if r.batch is not None]
+    return tabled("Configuration", COST_COLUMNS, labelled, "Batch and streaming cost", COST_NOTES)
+
+
+# --- the terminal -----------------------------------------------------------------------------
 
 
 def _warning() -> Text:
@@ -610,21 +415,21 @@ def _warning() -> Text:
 def render(report: EvalReport) -> Group:
     parts: list[Any] = [_warning()] if report.stand_in else []
     title = f"{report.name} — {report.backend} ({', '.join(report.models) or 'no model'})"
-    parts.append(_table(title, "", rows(report.summary)))
+    parts.append(summary_table("", rows(report.summary), title).rich())
     if mixed(report.summary):
-        parts.append(_model_table(report.summary))
+        parts.append(model_table(report.summary).rich())
     if sized([report]):
-        parts.append(_court_table(court_rows([report])))
+        parts.append(court_table([report]).rich())
     if report.summary.by_persona:
-        parts.append(_persona_table(report.summary))
+        parts.append(persona_table(report.summary).rich())
     if report.summary.risk_coverage is not None:
-        parts.append(_risk_table(report.summary.risk_coverage))
+        parts.append(risk_table(report.summary.risk_coverage).rich())
     if said := consistency_said(report.summary):
         parts.append(Text(said))
     if report.summary.budget_stops:
         parts.append(Text(f"per-case budget reached: {report.summary.budget_stops} verdicts cut short", style="yellow"))
     if report.batch is not None:
-        parts.append(_cost_table([report]))
+        parts.append(cost_table([report]).rich())
     if report.failed_cases or report.summary.failed or report.summary.swap_failed:
         parts.append(Text(failures_said(report), style="red"))
     if report.prices:
@@ -646,54 +451,31 @@ def cost_said(s: Summary) -> str:
 
 def render_ladder(reports: Sequence[EvalReport]) -> Group:
     title = "Ablation ladder" + (f" — {STAND_IN_WARNING}" if any(r.stand_in for r in reports) else "")
-    parts: list[Any] = [
-        _table(title, "Configuration", [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary) for r in reports])
-    ]
+    parts: list[Any] = [ladder_table(reports, title).rich()]
     if sized(reports):
-        parts.append(_court_table(court_rows(reports)))
+        parts.append(court_table(reports).rich())
     if any(r.batch is not None for r in reports):
-        parts.append(_cost_table(reports))
+        parts.append(cost_table(reports).rich())
     return Group(*parts)
 
 
 # --- markdown ------------------------------------------------------------------------------
 
 
-def _md_table(first: str, labelled: Sequence[tuple[str, Summary]]) -> list[str]:
-    lines = ["| " + " | ".join([first, *(h for h, _ in COLUMNS)]) + " |", "|" + "---|" * (len(COLUMNS) + 1)]
-    lines += [
-        "| " + " | ".join([label.replace("|", "\\|"), *(cell(s) for _, cell in COLUMNS)]) + " |"
-        for label, s in labelled
-    ]
-    return lines
-
-
 def _md_tables(r: EvalReport) -> list[str]:
     """One configuration's tables in Markdown: the summary, and each table its figures call for."""
-    lines: list[str] = []
-    lines += ["", *_md_table("", rows(r.summary)), "", NOTES, ""]
+    warned = f" ({STAND_IN_WARNING})" if r.stand_in else ""
+    lines = ["", *summary_table("", rows(r.summary)).markdown(), "", NOTES, ""]
     if mixed(r.summary):
-        lines += ["Juror seats by model:", "", *_md_model_table(r.summary), "", MODEL_NOTES, ""]
+        lines += model_table(r.summary).markdown_section()
     if sized([r]):
-        lines += ["Courts:", "", *_md_court_table(court_rows([r])), "", COURT_NOTES, ""]
+        lines += court_table([r]).markdown_section()
     if r.summary.by_persona:
-        lines += [
-            "Jury balance by persona" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":",
-            "",
-            *_md_persona_table(r.summary),
-            "",
-            PERSONA_NOTES,
-            "",
-        ]
+        table = persona_table(r.summary)
+        lines += table.markdown_section(f"{table.title}{warned}:")
     if r.summary.risk_coverage is not None:
-        lines += [
-            "Risk–coverage" + (f" ({STAND_IN_WARNING})" if r.stand_in else "") + ":",
-            "",
-            *_md_risk_table(r.summary.risk_coverage),
-            "",
-            risk_notes(r.summary.risk_coverage),
-            "",
-        ]
+        table = risk_table(r.summary.risk_coverage)
+        lines += table.markdown_section(f"{table.title}{warned}:")
     lines += [
         "Configuration:",
         "",
@@ -711,12 +493,11 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
         names = ", ".join(r.name for r in reports if r.stand_in)
         lines += [f"> **Warning — {STAND_IN_WARNING}.** Stand-in configurations: {names}.", ""]
     if len(reports) > 1:
-        labelled = [(r.name + (" (stand-in)" if r.stand_in else ""), r.summary) for r in reports]
-        lines += ["## Ladder", "", *_md_table("Configuration", labelled), ""]
+        lines += ["## Ladder", "", *ladder_table(reports).markdown(), ""]
     if len(reports) > 1 and sized(reports):
-        lines += ["## Courts", "", *_md_court_table(court_rows(reports)), "", COURT_NOTES, ""]
+        lines += court_table(reports).markdown_section("## Courts")
     if any(r.batch is not None for r in reports):
-        lines += ["## Batch and streaming cost", "", *_md_cost_table(reports), "", COST_NOTES, ""]
+        lines += cost_table(reports).markdown_section("## Batch and streaming cost")
     for r in reports:
         lines += [f"## {r.name}", ""]
         if r.stand_in:
@@ -761,37 +542,8 @@ def to_markdown(reports: Sequence[EvalReport]) -> str:
     return "\n".join(lines)
 
 
-REPORT_FILE = re.compile(r"report(?:-([1-9][0-9]*))?\.(?:json|md)")
-
-
-def write(reports: Sequence[EvalReport], out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``report.json`` and ``report.md`` without ever overwriting one: the first run in a folder
-    writes ``report.*``, each later one ``report-N.*`` with N one more than the highest there
-    (``report.*`` counting as 1), so the newest run has the highest number."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    numbers = [int(m.group(1) or 1) for p in out_dir.iterdir() if (m := REPORT_FILE.fullmatch(p.name))]
-    n = max(numbers, default=0) + 1
-    while True:
-        stem = "report" if n == 1 else f"report-{n}"
-        json_path, md_path = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
-        try:  # exclusive creation: a run writing into the same folder at the same moment takes the next number
-            with json_path.open("x", encoding="utf-8") as out:
-                out.write(json.dumps([r.model_dump(mode="json") for r in reports], indent=2) + "\n")
-        except FileExistsError:
-            n += 1
-            continue
-        with md_path.open("x", encoding="utf-8") as out:
-            out.write(to_markdown(reports))
-        return json_path, md_path
-
-
 def failed_list(failed: dict[str, str], shown: int, quote: str = "") -> str:
     """``id (reason), ...``: the first ``shown`` of them, then how many more."""
     items = [f"{quote}{case_id}{quote} ({reason})" for case_id, reason in list(failed.items())[:shown]]
     more = len(failed) - shown
     return ", ".join(items) + (f" and {more} more (all in the JSON report)" if more > 0 else "")
-
-
-def load(path: str | Path) -> list[EvalReport]:
-    return [EvalReport.model_validate(r) for r in json.loads(Path(path).read_text(encoding="utf-8"))]

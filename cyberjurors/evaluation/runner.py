@@ -5,7 +5,7 @@ a Faust worker with that configuration on its own topics, produces the cases wit
 truth removed (at most ``concurrency`` in flight), reads the verdicts and dead letters back from
 the topics, and scores them. With the party-swap test each case's swapped twin goes through too.
 
-Reports are never overwritten (``report.write``), and the command exits 1 when more cases than it
+Reports are never overwritten (``report_files.write``), and the command exits 1 when more cases than it
 tolerates have no verdict (``cli.eval_cmd``); every failed case is named in the report.
 
 With ``--batch`` (``batch.py``) the cases are judged in this process instead, in waves answered
@@ -40,9 +40,8 @@ from ..tooling.clients import Outcome, Outcomes, Outgoing, case_event, produce
 from ..tooling.worker_process import WorkerProcess
 from .dataset import Dataset
 from .ladder import Ablation
-from .report import DatasetInfo, EvalReport, model_prices
-from .runs import EvalError, Options, RunState, case_results, failed_cases, media_root, public_settings
-from .scores import Pricing, summarize
+from .report import EvalReport
+from .runs import EvalError, Options, RunState, case_results, media_root, run_report
 from .swap import swap_parties, twin_id
 
 
@@ -207,20 +206,8 @@ def evaluate_one(
                 failures = asyncio.run(_collect(settings, pending, run, ablation.key, options, worker, progress))
         verdicts = run.decided(ablation.key)
     results = case_results(dataset, verdicts, failures, options.party_swap)
-    models = sorted({m for v in verdicts.values() for m in v.models})
-    return EvalReport(
-        name=ablation.name,
-        description=ablation.description,
-        dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
-        backend=settings.backend,
-        models=models,
-        settings=public_settings(settings),
-        started_at=started,
-        finished_at=datetime.now(UTC),
-        wall_s=round(time.monotonic() - clock, 2),
-        summary=summarize(results, Pricing(settings.llm_prices, settings.model)),
-        failed_cases=failed_cases(results, options.party_swap),
-        prices=model_prices(settings, models, settings.backend, batch=False),
+    return run_report(
+        ablation.name, ablation.description, dataset, settings, results, verdicts, started, clock, options
     )
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,10 @@ from ..config import Settings
 from ..errors import CyberJurorsError
 from ..schemas import Verdict
 from .dataset import Dataset
+from .pricing import model_prices
+from .report import DatasetInfo, EvalReport
 from .results import CaseResult
+from .scores import Pricing, summarize
 from .swap import twin_id
 
 # left out of the stored settings: a setting, or a nested setting's fields
@@ -172,3 +177,36 @@ def failed_cases(results: list[CaseResult], party_swap: bool) -> dict[str, str]:
         if party_swap and r.swapped is None:
             failed[twin_id(r.case_id)] = r.swapped_failure or "no verdict"
     return dict(sorted(failed.items()))
+
+
+def run_report(
+    name: str,
+    description: str,
+    dataset: Dataset,
+    settings: Settings,
+    results: list[CaseResult],
+    verdicts: dict[str, Verdict],
+    started: datetime,
+    clock: float,
+    options: Options,
+    batch_prices: bool = False,
+    **more: Any,
+) -> EvalReport:
+    """One configuration's report, made alike by a streamed and a batched run (``clock``: the
+    run's ``time.monotonic()`` at its start; ``more``: the batch run's own fields)."""
+    models = sorted({m for v in verdicts.values() for m in v.models})
+    return EvalReport(
+        name=name,
+        description=description,
+        dataset=DatasetInfo(source=str(dataset.source), sha256=dataset.sha256, cases=len(dataset.cases)),
+        backend=settings.backend,
+        models=models,
+        settings=public_settings(settings),
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        wall_s=round(time.monotonic() - clock, 2),
+        summary=summarize(results, Pricing(settings.llm_prices, settings.model)),
+        failed_cases=failed_cases(results, options.party_swap),
+        prices=model_prices(settings, models, settings.backend, batch=batch_prices),
+        **more,
+    )

@@ -468,27 +468,25 @@ def _render(
         frames = int(rng.integers(30, min(45, 3 * fps) + 1))
         clue = _clue_frames(frames, rng, clips.clue) if plant_clip else range(0)
         images = media.clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
-        info = {
-            "visual": visual,
-            "probe": media.clip_probe(visual),
-            "frames": list(clue),
-            "frame_count": frames,
-            "fps": fps,
-        }
-        return media.encode_clip(images, fps), info
+        return media.encode_clip(images, fps), _clip_info(visual, clue, frames, fps)
     frames = int(rng.integers(clips.frames[0], clips.frames[1] + 1))
     clue = _clue_anywhere(frames, fps, rng, clips.clue) if plant_clip else range(0)
-    info = {
+    info = _clip_info(visual, clue, frames, fps)
+    info["cuts"] = [shot.start for shot in media.plan_shots(visual, frames, fps, clue)[1:]]
+    shots = media.shot_clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
+    # a keyframe at least every 2 s (and at cuts, where x264 puts one itself), like a phone's encoder
+    return media.encode_clip(shots, fps, gop=2 * fps), info
+
+
+def _clip_info(visual: media.Visual, clue: range, frames: int, fps: int) -> dict:
+    """What a clip's item records of it: what it shows, where its clue is and how to probe it."""
+    return {
         "visual": visual,
         "probe": media.clip_probe(visual),
         "frames": list(clue),
         "frame_count": frames,
         "fps": fps,
-        "cuts": [shot.start for shot in media.plan_shots(visual, frames, fps, clue)[1:]],
     }
-    shots = media.shot_clip_frames(visual, frames, fps, clue, facts["clip_stamp"])
-    # a keyframe at least every 2 s (and at cuts, where x264 puts one itself), like a phone's encoder
-    return media.encode_clip(shots, fps, gop=2 * fps), info
 
 
 def _clue_frames(frames: int, rng: np.random.Generator, lengths: tuple[int, int] = (2, 4)) -> range:

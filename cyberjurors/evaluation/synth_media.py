@@ -446,6 +446,23 @@ def drift(i: int, seed: int) -> tuple[int, int]:
     return round(SHAKE * math.sin(i * 0.7 + seed)), round(SHAKE * math.cos(i * 0.45 + 2 * seed))
 
 
+def handheld(im: Image.Image, i: int, seed: int, margin: int = CROP, pan: tuple[int, int] = (0, 0)) -> Image.Image:
+    """Frame ``i`` as a hand-held camera sees the scene: the picture less ``margin`` px each way,
+    moved by the camera's drift (and ``pan``); a scene is drawn ``margin`` px larger to allow for it."""
+    dx, dy = drift(i, seed)
+    x, y = margin + dx + pan[0], margin + dy + pan[1]
+    return im.crop((x, y, x + im.width - 2 * margin, y + im.height - 2 * margin))
+
+
+def rec_overlay(im: Image.Image, i: int, fps: int, start: str) -> None:
+    """A camera's REC bar across the top of frame ``i``: a blinking dot, when the clip began, the time since."""
+    d = ImageDraw.Draw(im)
+    d.rectangle((0, 0, im.width, 13), fill=(0, 0, 0))
+    d.ellipse((4, 3, 10, 9), fill=(230, 40, 40) if i % 6 < 4 else (60, 0, 0))
+    d.text((16, 1), f"REC {start}", font=font(10), fill=(255, 255, 255))
+    d.text((im.width - 4, 1), f"{i / fps:04.1f}s", font=font(10), fill=(200, 200, 200), anchor="ra")
+
+
 def clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) -> list[Image.Image]:
     """A hand-held clip of the scene: the mark shows only in the ``clue`` frames (the display
     flashes, the jug turns, the camera passes the label); a hand moves along the bottom edge."""
@@ -461,9 +478,8 @@ def clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) -> li
             t = (i - hand_from) / hand_len
             x = int((W + 10) * (1 - t) - 60) if leftwards else int((W + 10) * t - 60)
             d.rounded_rectangle((x, 204, x + 70, 230), radius=12, fill=SKIN)
-        dx, dy = drift(i, v.seed % 7)
-        im = im.crop((CROP + dx, CROP + dy, CROP + dx + CLIP_W, CROP + dy + CLIP_H))
-        _overlay(im, i, fps, start)
+        im = handheld(im, i, v.seed % 7)
+        rec_overlay(im, i, fps, start)
         out.append(im)
     return out
 
@@ -605,7 +621,7 @@ def shot_clip_frames(v: Visual, frames: int, fps: int, clue: range, start: str) 
                 im = _main_frame(marked if i in clue else neutral, shot, i, fps, v.seed, hands[id(shot)])
             else:
                 im = _cutaway_window(shot, canvases[id(shot)], i)
-            _overlay(im, i, fps, start)
+            rec_overlay(im, i, fps, start)
             noisy = np.asarray(im, dtype=np.int16) + fields[order.randrange(NOISE_FIELDS)]
             yield Image.fromarray(noisy.clip(0, 255).astype(np.uint8))
 
@@ -617,18 +633,7 @@ def _main_frame(base: Image.Image, shot: Shot, i: int, fps: int, seed: int, hand
         t = (i - hand_from) / hand_len
         x = int((W + 10) * (1 - t) - 60) if leftwards else int((W + 10) * t - 60)
         ImageDraw.Draw(im).rounded_rectangle((x, 204, x + 70, 230), radius=12, fill=SKIN)
-    dx, dy = drift(i, seed % 7)
-    px, py = _settle(shot, i, fps, seed)
-    x, y = CROP + dx + px, CROP + dy + py
-    return im.crop((x, y, x + CLIP_W, y + CLIP_H))
-
-
-def _overlay(im: Image.Image, i: int, fps: int, start: str) -> None:
-    d = ImageDraw.Draw(im)
-    d.rectangle((0, 0, CLIP_W, 13), fill=(0, 0, 0))
-    d.ellipse((4, 3, 10, 9), fill=(230, 40, 40) if i % 6 < 4 else (60, 0, 0))
-    d.text((16, 1), f"REC {start}", font=font(10), fill=(255, 255, 255))
-    d.text((CLIP_W - 4, 1), f"{i / fps:04.1f}s", font=font(10), fill=(200, 200, 200), anchor="ra")
+    return handheld(im, i, seed % 7, pan=_settle(shot, i, fps, seed))
 
 
 def encode_clip(

@@ -406,25 +406,31 @@ class LocalMediaStore(DatedStore):
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def _write(self, key: str, data: bytes) -> None:
+    def _staged(self, key: str, data: bytes) -> tuple[Path, str]:
+        """``key``'s path, and ``data`` written whole to a temporary file beside it, so that moving it
+        into place (a rename or a link, on the same filesystem) shows a reader all of it or nothing."""
         path = self.root / key
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path, tmp
+
+    def _write(self, key: str, data: bytes) -> None:
+        path, tmp = self._staged(key, data)
+        try:
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
 
     def _create(self, key: str, data: bytes) -> bool:
-        path = self.root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+        path, tmp = self._staged(key, data)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
             try:
                 os.link(tmp, path)  # whole, and only where nothing is: link(2) refuses an existing name
             except FileExistsError:

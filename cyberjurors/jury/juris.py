@@ -25,7 +25,7 @@ from . import prompts
 from .answers import NoAnswer, ask_or_none
 from .clues import attached_media
 from .model_inputs import DraftTask, EditTask, SentenceVoteTask
-from .rounds import Jury
+from .rounds import Jury, juror_shared, juror_system
 from .verify import Grounds
 
 DRAFTERS = ("A", "B")
@@ -89,25 +89,13 @@ def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
 async def draft(
     drafter: int, grounds: Grounds, llm: LLM, settings: Settings
 ) -> tuple[CandidateSentences | NoAnswer, Usage]:
-    request = stage_request(
+    request = grounds.request(
         "draft",
         settings,
+        prompts.DRAFT_SYSTEM,
+        prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris_max_sentences),
+        DraftTask(*grounds.told(), drafter, settings.juris_max_sentences),
         juror=drafter,
-        system=prompts.DRAFT_SYSTEM,
-        shared=[grounds.sources()],
-        prompt=[prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris_max_sentences)],
-        task=DraftTask(
-            grounds.case,
-            grounds.focus,
-            grounds.clues,
-            grounds.guidelines,
-            grounds.winner,
-            grounds.votes,
-            grounds.majority,
-            drafter,
-            settings.juris_max_sentences,
-        ),
-        case_id=grounds.case.case_id,
     )
     result = await ask_or_none(llm, request, CandidateSentences)
     return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
@@ -124,13 +112,8 @@ async def vote(
         "juror",
         settings,
         juror=juror,
-        system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
-        shared=[
-            prompts.case_prefix(
-                grounds.case, grounds.focus, grounds.clues, case_file.precedents.cases if case_file.precedents else []
-            ),
-            *media,
-        ],
+        system=juror_system(settings),
+        shared=juror_shared(case_file, grounds.focus, grounds.clues, media),
         prompt=[prompts.vote_prompt(persona.card(), grounds.verdict_line(), candidates)],
         task=SentenceVoteTask(
             grounds.case, grounds.focus, grounds.clues, juror, persona, grounds.winner, grounds.votes, candidates

@@ -229,6 +229,13 @@ def labelled(text: str) -> str:
 CACHED_PREFIXES_KEPT = 1024  # a few hundred cases in flight, each with a handful of shared prefixes
 
 
+def unargued(vote: Party, justification: str) -> BallotDraft:
+    """A labelled ballot that names no conflict: the mock case's and the judge's, who weigh no clues."""
+    return BallotDraft(
+        conflicts=[], buyer_conflicts=[], seller_conflicts=[], vote=vote, justification=f"{LABEL} {justification}"
+    )
+
+
 def _tokens(parts: list[Part]) -> int:
     return sum(len(p.text) // 4 if isinstance(p, TextPart) else 800 for p in parts)
 
@@ -368,14 +375,11 @@ class OfflineLLM:
         evidence = math.tanh(sum(sign[leaning(s)] for s in said) / 2)
         prior = SELLER_EXPERIENCE_PRIOR[p.seller_experience] + STRICTNESS_PRIOR[p.rule_strictness]
         score = evidence + prior + 0.7 * jitter(task.case_id, p.name, "qualify")
-        vote = "buyer" if score > 0 else "seller"
-        return BallotDraft(
-            conflicts=[],
-            buyer_conflicts=[],
-            seller_conflicts=[],
-            vote=vote,
-            justification=f"{LABEL} {p.name} votes {vote} on the mock case: lexical evidence score "
-            f"{evidence:+.1f}, persona prior {prior:+.2f}.",
+        vote: Party = "buyer" if score > 0 else "seller"
+        return unargued(
+            vote,
+            f"{p.name} votes {vote} on the mock case: lexical evidence score {evidence:+.1f}, "
+            f"persona prior {prior:+.2f}.",
         )
 
     def _argue(self, task: AdvocateTask) -> ArgumentDraft:
@@ -394,13 +398,10 @@ class OfflineLLM:
             p: len({e for a in task.debate if a.party == p for e in a.cited_evidence}) for p in ("buyer", "seller")
         }
         score = cited["buyer"] - cited["seller"] + 0.5 * jitter(task.case.case_id, "judge")
-        vote = "buyer" if score > 0 else "seller"
-        return BallotDraft(
-            conflicts=[],
-            buyer_conflicts=[],
-            seller_conflicts=[],
-            vote=vote,
-            justification=f"{LABEL} the judge rules for the {vote}: the buyer's advocate cited "
+        vote: Party = "buyer" if score > 0 else "seller"
+        return unargued(
+            vote,
+            f"the judge rules for the {vote}: the buyer's advocate cited "
             f"{cited['buyer']} items, the seller's {cited['seller']}.",
         )
 

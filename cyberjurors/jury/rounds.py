@@ -84,6 +84,19 @@ def memory_for(juror: int, case_file: CaseFile) -> list[PrecedentRef]:
     return case_file.precedents.memory_of(juror) if case_file.precedents else []
 
 
+def juror_system(settings: Settings) -> str:
+    return prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings))
+
+
+def juror_shared(
+    case_file: CaseFile, focus: Focus | None, clues: list[Clue] | None, media: list[Part]
+) -> list[Part | str]:
+    """What every call of a juror begins with, its ballots and its JURIS sentence votes alike, so
+    that the provider's cache serves them all: the case (and the appeal it judges), then its media."""
+    precedents = case_file.precedents.cases if case_file.precedents else []
+    return [prompts.case_prefix(case_file.case, focus, clues, precedents, case_file.appeal), *media]
+
+
 async def run_round(case_file: CaseFile, jury: Jury, llm: LLM, settings: Settings) -> tuple[JuryRound, Usage]:
     if settings.deliberation == "court":
         return await run_court(case_file, llm, settings)
@@ -151,17 +164,8 @@ async def _ballot(
         "juror",
         settings,
         juror=juror,
-        system=prompts.with_rules(prompts.JUROR_SYSTEM, prompts.rules_for(settings)),
-        shared=[
-            prompts.case_prefix(
-                case_file.case,
-                focus,
-                clues,
-                case_file.precedents.cases if case_file.precedents else [],
-                case_file.appeal,
-            ),
-            *media,
-        ],
+        system=juror_system(settings),
+        shared=juror_shared(case_file, focus, clues, media),
         # the persona and memory are the same in every round: a part of their own, cached across rounds
         own=[prompts.juror_own(persona.card(), memory, precedents=settings.precedent_backend != "none")],
         prompt=[prompts.juror_round(round_no, jury.voices(neighbours), summary.summary if summary else None)],

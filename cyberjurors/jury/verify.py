@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..config import Settings
-from ..llm.port import LLM, stage_request
+from ..config import Role, Settings
+from ..llm.port import LLM, LLMRequest, stage_request
 from ..schemas import (
     Ballot,
     BudgetStop,
@@ -88,6 +88,29 @@ class Grounds:
     def sources(self) -> str:
         return prompts.sources_block(self.case, self.focus, self.clues, self.guidelines)
 
+    def told(
+        self,
+    ) -> tuple[DisputeCase, Focus | None, list[Clue] | None, list[PrecedentRef], Party, Votes, list[Ballot]]:
+        """The fields every task built on the grounds begins with (model_inputs' VerifyTask,
+        ReviseTask, DraftTask), in their order."""
+        return (self.case, self.focus, self.clues, self.guidelines, self.winner, self.votes, self.majority)
+
+    def request(
+        self, role: Role, settings: Settings, system: str, prompt: str, task: object, juror: int | None = None
+    ) -> LLMRequest:
+        """A call that reads the grounds' sources as its shared prefix: the verifier's, the
+        summariser's revision, a JURIS drafter's."""
+        return stage_request(
+            role,
+            settings,
+            juror=juror,
+            system=system,
+            shared=[self.sources()],
+            prompt=[prompt],
+            task=task,
+            case_id=self.case.case_id,
+        )
+
 
 @dataclass
 class Justified:
@@ -154,25 +177,12 @@ async def verified(text: str, grounds: Grounds, llm: LLM, settings: Settings, bu
 async def verify(
     text: str, turn: int, feedback: list[str], grounds: Grounds, llm: LLM, settings: Settings
 ) -> tuple[VerificationDraft | NoAnswer, Usage]:
-    request = stage_request(
+    request = grounds.request(
         "verify",
         settings,
-        system=prompts.VERIFY_SYSTEM,
-        shared=[grounds.sources()],
-        prompt=[prompts.verify_prompt(grounds.verdict_line(), grounds.voices, text, turn, feedback)],
-        task=VerifyTask(
-            grounds.case,
-            grounds.focus,
-            grounds.clues,
-            grounds.guidelines,
-            grounds.winner,
-            grounds.votes,
-            grounds.majority,
-            text,
-            turn,
-            list(feedback),
-        ),
-        case_id=grounds.case.case_id,
+        prompts.VERIFY_SYSTEM,
+        prompts.verify_prompt(grounds.verdict_line(), grounds.voices, text, turn, feedback),
+        VerifyTask(*grounds.told(), text, turn, list(feedback)),
     )
     result = await ask_or_none(llm, request, VerificationDraft)
     return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
@@ -182,25 +192,12 @@ async def revise(
     text: str, feedback: list[str], untraceable: list[str], grounds: Grounds, llm: LLM, settings: Settings
 ) -> tuple[str | NoAnswer, Usage]:
     """The summariser's revision of a rejected justification, with the feedback of every turn."""
-    request = stage_request(
+    request = grounds.request(
         "summary",
         settings,
-        system=prompts.REVISE_SYSTEM,
-        shared=[grounds.sources()],
-        prompt=[prompts.revise_prompt(grounds.verdict_line(), grounds.voices, text, feedback, untraceable)],
-        task=ReviseTask(
-            grounds.case,
-            grounds.focus,
-            grounds.clues,
-            grounds.guidelines,
-            grounds.winner,
-            grounds.votes,
-            grounds.majority,
-            text,
-            list(feedback),
-            list(untraceable),
-        ),
-        case_id=grounds.case.case_id,
+        prompts.REVISE_SYSTEM,
+        prompts.revise_prompt(grounds.verdict_line(), grounds.voices, text, feedback, untraceable),
+        ReviseTask(*grounds.told(), text, list(feedback), list(untraceable)),
     )
     result = await ask_or_none(llm, request, JustificationDraft)
     if isinstance(result, NoAnswer):

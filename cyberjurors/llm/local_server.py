@@ -67,6 +67,8 @@ class LocalServerError(CyberJurorsError, RuntimeError):
 
 
 def sha256_of(path: Path) -> str:
+    """A file's sha256, read a MiB at a time (a model file is gigabytes). The embedder's files are
+    checked with it too (precedents/embeddings.py)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(1 << 20):

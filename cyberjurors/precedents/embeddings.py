@@ -10,7 +10,6 @@ sentence-transformers model, from a folder or the local Hugging Face cache, offl
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import numpy as np
 
 from ..errors import install_extra
+from ..llm.local_server import sha256_of  # a pinned model file's sum, checked alike for both models
 from .models import PrecedentError
 
 if TYPE_CHECKING:
@@ -103,14 +103,6 @@ def default_model_dir(name: str = DEFAULT_MODEL) -> Path:
     """Where ``cyberjurors embedder fetch`` puts a model: inside this Python environment, so it
     comes and goes with the install."""
     return Path(sys.prefix) / "share" / "cyberjurors" / "models" / canonical(name)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_model_dir(folder: Path, name: str, weights_sha256: str | None, complete: bool = False) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import pytest
 
 from cyberjurors.config import RoleCall
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.llm.backends.scripted import ScriptedLLM
 from cyberjurors.llm.port import LLMError
@@ -26,6 +25,7 @@ from cyberjurors.tooling.clients import (
 
 from ..conftest import EXAMPLES, cli, read_topic, running_app, worker_process
 from ..messages_server import ScriptedServer, ThinkingModel, serving
+from ..schema_model import SchemaModel
 from ..unit.streams.test_dlq_replay import said
 
 
@@ -35,13 +35,13 @@ async def test_a_replay_that_fails_again_is_not_resent_by_the_next_replay_unless
     original; the next --replay holds it back, --again sends it (once), and a letter for another
     original in the same run still goes."""
     settings = settings.model_copy(update={"jurors": 3, "rounds": 1})
-    offline = OfflineLLM()
+    model = SchemaModel()
     down = {"failing"}
 
     async def answer(request, output_type):
         if request.role == "focus" and request.case_id in down:
             raise LLMError("overloaded", "529 after retries")
-        return (await offline.generate(request, output_type)).output
+        return (await model.generate(request, output_type)).output
 
     source = sorted((EXAMPLES / "cases").glob("*.json"))[0]
     (event,) = read_events([source])

@@ -43,18 +43,18 @@ async def test_disputes_dlq_is_created_with_the_letters_retention(settings):
 
 @pytest.mark.integration
 async def test_the_worker_sweeps_expired_media_on_its_timer(settings, tmp_path):
-    from cyberjurors.jury.offline import OfflineLLM
     from cyberjurors.kafka.cluster import ensure_topics
     from cyberjurors.streams.app import create_app
 
     from ..conftest import running_app
+    from ..schema_model import SchemaModel
 
     settings = settings.model_copy(update={"media_store": str(tmp_path / "media"), "media_sweep_interval_s": 0.2})
     clock = Clock(time.time())
     store = open_store(settings, clock)
     old, old_day = await store.put(PHOTO), tmp_path / "media" / day_of(clock.now)
     await ensure_topics(settings)
-    app = create_app(settings, llm=OfflineLLM(), clock=clock)
+    app = create_app(settings, llm=SchemaModel(), clock=clock)
     async with running_app(app):
         clock.now += settings.media_retention + DAY_S
         fresh = await store.put(OTHER)

@@ -23,7 +23,6 @@ from cyberjurors.console.store import Store
 from cyberjurors.jury import stages
 from cyberjurors.jury.escalation import escalation_event
 from cyberjurors.jury.letters import write_letters
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury, is_settled
 from cyberjurors.schemas import (
     CaseFile,
@@ -40,6 +39,7 @@ from cyberjurors.schemas import (
 from ... import factories
 from ...conftest import EXAMPLES
 from ...factories import example_case
+from ...schema_model import SchemaModel
 
 AIRFRYER = "appl-002-airfryer-heater-fault"
 
@@ -61,7 +61,7 @@ offline = functools.partial(factories.settings, media_root=EXAMPLES, early_stop=
 async def judged(case: DisputeCase, settings: Settings) -> tuple[CaseFile, list[CaseFile], Verdict]:
     """The case through every stage in this process: its case file after stage II and after each round
     (what disputes.rounds carries), and its verdict."""
-    llm, jury = OfflineLLM(), Jury.from_settings(settings)
+    llm, jury = SchemaModel(), Jury.from_settings(settings)
     record = CaseFile(case=case, received_at=now(), backend="offline")
     record = await stages.clues_stage(
         await stages.focus_stage(record, llm, settings), llm, settings, stages.NoPrecedents()
@@ -350,7 +350,7 @@ def test_party_text_is_escaped_in_every_page(tmp_path, airfryer):
 def test_a_case_page_shows_the_letters_the_parties_were_sent_each_stored_once(tmp_path, airfryer):
     after, verdict = airfryer
     settings = offline()
-    letters = asyncio.run(write_letters(after[-1], verdict, OfflineLLM(), settings))
+    letters = asyncio.run(write_letters(after[-1], verdict, SchemaModel(), settings))
     hostile = "<script>window.__pwned=1</script>"
     removed = RemovedStatement(text=f"The seller lied {hostile}", cites=[], reason="uncited")
     letters[1] = letters[1].model_copy(

@@ -17,10 +17,10 @@ from cyberjurors.console.erasure import collect, erase_case
 from cyberjurors.console.store import Store
 from cyberjurors.evidence.scrub import residue
 from cyberjurors.jury.letters import write_letters
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.schemas import DeadLetter, OutcomeReported, PrecedentRef, Precedents, now
 
 from ...factories import case as text_case
+from ...schema_model import SchemaModel
 from .test_console import AIRFRYER, Msg, escalated_store, offline
 from .test_console import airfryer as airfryer
 
@@ -51,7 +51,7 @@ def filled(tmp_path, airfryer) -> tuple[Store, str]:
     store.apply("letter", Msg("disputes.dlq", 0, 0, letter.model_dump_json().encode()))
     store.note_replay("disputes.dlq/0/0", json.dumps({"case": AIRFRYER}).encode())
     store.note_replay("disputes.dlq/1/9", json.dumps({"case": AIRFRYER}).encode())  # its letter no longer here
-    for offset, party_letter in enumerate(asyncio.run(write_letters(after[-1], verdict, OfflineLLM(), offline()))):
+    for offset, party_letter in enumerate(asyncio.run(write_letters(after[-1], verdict, SchemaModel(), offline()))):
         store.apply("party_letter", Msg("disputes.letters", 0, offset, party_letter.model_dump_json().encode()))
     outcome = OutcomeReported(case_id=AIRFRYER, votes={"buyer": 14, "seller": 3})
     store.apply("outcome", Msg("disputes.outcomes", 0, 0, outcome.model_dump_json().encode()))

@@ -285,7 +285,8 @@ def test_eval_on_synthetic_cases_reports_each_court_and_the_small_claims_court_c
 
     from cyberjurors.cli import app as cli
     from cyberjurors.config import SETTINGS_FILE_ENV
-    from cyberjurors.evaluation.report import court_rows, load
+    from cyberjurors.evaluation.report import court_rows
+    from cyberjurors.evaluation.report_files import load
     from cyberjurors.evaluation.synth import generate
 
     generate(tmp_path / "synth", cases=3, seed=5)

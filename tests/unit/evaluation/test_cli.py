@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from cyberjurors.cli import app as cli
 from cyberjurors.config import Settings
 from cyberjurors.config.catalog import CHECKED, MODELS, TokenPrices
-from cyberjurors.evaluation.report import UNPRICED, model_prices, render, to_markdown
+from cyberjurors.evaluation.pricing import UNPRICED, model_prices
+from cyberjurors.evaluation.report import render, to_markdown
 from cyberjurors.evaluation.scores import summarize
 
 from ...conftest import EXAMPLES

@@ -12,12 +12,11 @@ from cyberjurors.evaluation.report import (
     STAND_IN_WARNING,
     DatasetInfo,
     EvalReport,
-    load,
     render,
     render_ladder,
     to_markdown,
-    write,
 )
+from cyberjurors.evaluation.report_files import load, write
 from cyberjurors.evaluation.scores import summarize
 
 from .test_metrics import result, worked_example

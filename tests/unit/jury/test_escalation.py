@@ -17,7 +17,6 @@ import pytest
 from cyberjurors.config import Settings
 from cyberjurors.evidence import signing
 from cyberjurors.jury.escalation import escalate, escalation_event, escalation_id, findings
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, judge, round_stage
 from cyberjurors.jury.verdict import decide
@@ -48,6 +47,7 @@ from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.verdict import Verdicts
 
 from ...factories import case, settings
+from ...schema_model import SchemaModel
 from ..streams.test_app_handlers import NOW, Topic, event
 
 KEY = "the console's outcome signing key, 32+ chars"  # outcome_signing_key: human-panel outcomes verify under it
@@ -359,7 +359,7 @@ def outcomes_handler(s: Settings, h: SimpleNamespace, dlq: Topic, precedents: An
     base: Any = precedents or SimpleNamespace(enabled=False)  # off unless a test brings a double
     return Outcomes(
         s,
-        OfflineLLM(),
+        SchemaModel(),
         base,
         h.verdicts.results,
         {},  # type: ignore[arg-type]

@@ -18,7 +18,8 @@ from prometheus_client import REGISTRY
 from cyberjurors.assembly import build_llm
 from cyberjurors.config import Settings
 from cyberjurors.config.catalog import MODELS, TokenPrices, facts, list_prices
-from cyberjurors.evaluation.report import DatasetInfo, EvalReport, model_prices, to_markdown
+from cyberjurors.evaluation.pricing import model_prices
+from cyberjurors.evaluation.report import DatasetInfo, EvalReport, to_markdown
 from cyberjurors.evaluation.results import CaseResult
 from cyberjurors.evaluation.scores import summarize
 from cyberjurors.jury.stages import judge

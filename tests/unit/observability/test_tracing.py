@@ -19,7 +19,6 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
 from cyberjurors.config import Settings
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents
 from cyberjurors.llm.backends.anthropic import AnthropicLLM
@@ -37,6 +36,7 @@ from cyberjurors.streams.verdict import Verdicts
 
 from ... import factories
 from ...messages_server import ScriptedServer, anthropic_error, anthropic_message, chat_completion
+from ...schema_model import SchemaModel
 from ..llm.backends.test_backends import BALLOT, juror_request
 from ..llm.test_port import request
 from ..streams.test_app_handlers import NOW, Topic, text_case
@@ -118,7 +118,7 @@ jury_settings = functools.partial(factories.settings, jurors=3, rounds=2, early_
 
 
 async def test_a_case_through_every_handler_is_one_trace_with_a_span_per_stage_and_per_model_call(spans):
-    pipeline = Pipeline(jury_settings(), GuardedLLM(OfflineLLM()))
+    pipeline = Pipeline(jury_settings(), GuardedLLM(SchemaModel()))
     headers = produced()
     trace_id, produce_span = parent_of(headers)
     await pipeline.judge(submitted(), headers)
@@ -158,8 +158,10 @@ async def test_a_case_through_every_handler_is_one_trace_with_a_span_per_stage_a
         a = call.attributes
         assert call.kind is SpanKind.CLIENT and call.name == f"chat {a['gen_ai.request.model']}"
         assert a["cyberjurors.llm.role"] in ROLES[by_id[trace.format_span_id(call.parent.span_id)]]
-        assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == "offline"
-        assert a["gen_ai.request.model"] == "claude-sonnet-5-5" and a["gen_ai.response.model"] == "offline"
+        assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == SchemaModel.backend
+        assert (
+            a["gen_ai.request.model"] == "claude-sonnet-5-5" and a["gen_ai.response.model"] == SchemaModel.model_label
+        )
         assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
         assert a["gen_ai.response.finish_reasons"] == ("stop",) and a["cyberjurors.case_id"] == "c-1"
     tokens = sum(c.attributes["gen_ai.usage.input_tokens"] for c in calls)
@@ -171,7 +173,7 @@ async def test_a_case_through_every_handler_is_one_trace_with_a_span_per_stage_a
 async def test_a_replayed_stage_result_is_resent_in_the_cases_trace(spans):
     """A redelivered input (its original headers and all) re-sends the stored output, under a span of
     the case's trace whose context the re-sent message carries; the model is not called again."""
-    pipeline = Pipeline(jury_settings(), GuardedLLM(OfflineLLM()))
+    pipeline = Pipeline(jury_settings(), GuardedLLM(SchemaModel()))
     t = pipeline.topics
     trace_id, _ = parent_of(headers := produced())
     await pipeline.h.intake(message(submitted(), headers, "disputes.events"))
@@ -195,7 +197,7 @@ async def test_a_replayed_stage_result_is_resent_in_the_cases_trace(spans):
 
 
 async def test_dead_letters_carry_the_cases_trace(spans):
-    pipeline = Pipeline(jury_settings(), GuardedLLM(OfflineLLM()))
+    pipeline = Pipeline(jury_settings(), GuardedLLM(SchemaModel()))
     t = pipeline.topics
     case_file = CaseFile(case=text_case(), received_at=NOW)
     headers = produced()
@@ -223,7 +225,7 @@ async def test_dead_letters_carry_the_cases_trace(spans):
 
 
 async def test_a_message_without_trace_context_starts_the_cases_trace_at_ingest(spans):
-    pipeline = Pipeline(jury_settings(), GuardedLLM(OfflineLLM()))
+    pipeline = Pipeline(jury_settings(), GuardedLLM(SchemaModel()))
     await pipeline.judge(submitted(), {})
     finished = spans.get_finished_spans()
     [intake] = [s for s in finished if s.name == "intake"]

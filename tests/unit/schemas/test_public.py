@@ -14,13 +14,13 @@ from typer.testing import CliRunner
 
 from cyberjurors.cli import app
 from cyberjurors.jury.letters import write_letters
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.stages import judge
 from cyberjurors.schemas import CaseFile, DisputeCase, now
 from cyberjurors.schemas.public import PUBLIC
 
 from ... import factories
 from ...conftest import EXAMPLES
+from ...schema_model import SchemaModel
 
 # appl-001's digest as the release before the new fields computed it: a case that does not use them
 # must hash (and so get its verdict id, and match its precedent base entry) as it always did
@@ -38,8 +38,8 @@ async def test_the_letter_schema_is_exported_with_the_others_and_a_letter_valida
     assert set(schemas) == set(PUBLIC) and PUBLIC["letter"][1] == "disputes.letters"
     case = factories.example_case("food-003-coffee-roast-date-fr-de")
     settings = factories.settings(media_root=EXAMPLES)
-    verdict = await judge(case, OfflineLLM(), settings)
-    for letter in await write_letters(CaseFile(case=case, received_at=now()), verdict, OfflineLLM(), settings):
+    verdict = await judge(case, SchemaModel(), settings)
+    for letter in await write_letters(CaseFile(case=case, received_at=now()), verdict, SchemaModel(), settings):
         jsonschema.validate(json.loads(letter.model_dump_json()), schemas["letter"])
     jsonschema.validate(json.loads((EXAMPLES / "cases" / f"{case.case_id}.json").read_text()), schemas["dispute-case"])
     broken = json.loads(letter.model_dump_json()) | {"locale_source": "guessed"}

@@ -17,7 +17,6 @@ import pytest
 
 from cyberjurors.config import Settings
 from cyberjurors.evidence.signing import sign
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.jury.rounds import Jury
 from cyberjurors.jury.stages import NoPrecedents, clues_stage, focus_stage, round_stage
 from cyberjurors.jury.verdict import VERDICT_NAMESPACE, verdict_id
@@ -32,6 +31,7 @@ from cyberjurors.streams.stage_hop import StageHop
 from cyberjurors.streams.verdict import Verdicts
 
 from ...factories import case as text_case  # a text-only case
+from ...schema_model import SchemaModel
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -153,7 +153,7 @@ async def test_failures_are_dead_lettered_with_their_flag(parts):
 
 async def test_the_verdict_is_decided_once_and_its_id_is_the_one_the_case_content_always_had(parts):
     settings = Settings(llm_backend="offline", jurors=3, rounds=1)
-    llm, jury = OfflineLLM(), Jury.from_settings(settings)
+    llm, jury = SchemaModel(), Jury.from_settings(settings)
     case_file = await focus_stage(CaseFile(case=text_case(), received_at=NOW), llm, settings)
     case_file = await round_stage(await clues_stage(case_file, llm, settings, NoPrecedents()), jury, llm, settings)
     out = Topic()
@@ -185,7 +185,7 @@ async def test_an_outcome_after_its_verdict_expired_is_final_and_one_before_its_
     dlq = Topic()
     outcomes = Outcomes(
         Settings(llm_backend="offline", retention={"state_s": 100}),
-        OfflineLLM(),
+        SchemaModel(),
         SimpleNamespace(enabled=False),
         results,
         {},
@@ -228,7 +228,7 @@ async def test_a_second_outcome_with_another_decision_is_a_final_dead_letter_and
     key = "the console's outcome signing key, 32+ chars"
     # not escalated: an escalated case's platform outcomes wait for its panel (tests/unit/streams/test_held_outcomes.py)
     settings = Settings(llm_backend="offline", jurors=3, rounds=1, outcome_signing_key=key, escalate_on=[])
-    llm, jury = OfflineLLM(), Jury.from_settings(settings)
+    llm, jury = SchemaModel(), Jury.from_settings(settings)
     case_file = await focus_stage(CaseFile(case=text_case("c-1"), received_at=NOW), llm, settings)
     case_file = await round_stage(await clues_stage(case_file, llm, settings, NoPrecedents()), jury, llm, settings)
     # stored under the key an earlier release used for intake's output (state/results.py RENAMED)

@@ -19,7 +19,6 @@ import pytest
 from cyberjurors.config import Settings
 from cyberjurors.evidence import signing
 from cyberjurors.jury.escalation import escalation_id
-from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.observability import metrics
 from cyberjurors.precedents import learning
 from cyberjurors.schemas import CaseFile, DeadLetter, DecidedBy, OutcomeReported, Verdict
@@ -28,6 +27,7 @@ from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.outcome import Outcomes
 from cyberjurors.streams.verdict import Verdicts
 
+from ...schema_model import SchemaModel
 from ..jury.test_escalation import KEY, conf, decided_case_file, drift, jury, make_case, precedents_on
 from .test_app_handlers import NOW, Topic, event
 
@@ -44,7 +44,7 @@ class Worker:
         self.results = results
         self.outcomes = Outcomes(
             s,
-            OfflineLLM(),
+            SchemaModel(),
             precedents_on(),  # type: ignore[arg-type]
             results,
             {},  # type: ignore[arg-type]
