@@ -233,7 +233,7 @@ def cards(text: str) -> Iterator[Span]:
     separator (spaces, dashes, dots, slashes): a number that fails the check is no card number,
     whatever it looks like; nor one grouped as an order number is ("113-4567890-1234567"), nor an
     unbroken 13 digits whose EAN check digit holds (a barcode), nor one written as an IBAN's account part."""
-    written_as_iban = [(m.start(), m.end()) for m in _IBAN.finditer(text) if _iban_country(m.group()[:2])]
+    written_as_iban = [(m.start(), m.end()) for m in _IBAN.finditer(text) if _iban_country(m.group()[:2].upper())]
     for m in _DIGIT_RUN.finditer(text):
         digits = re.sub(r"\D", "", m.group())
         if any(b <= m.start() < e for b, e in written_as_iban):

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from cyberjurors.config import EvidenceSettings, PrivacySettings, Settings
-from cyberjurors.evidence import privacy
+from cyberjurors.evidence import detectors, privacy
 from cyberjurors.evidence.privacy import minimise
 from cyberjurors.schemas import DisputeCase
 
@@ -330,6 +330,8 @@ def test_cards_and_ibans_with_any_separator_and_case():
     text = "4111.1111.1111.1111, 4111/1111/1111/1111, 4111  1111  1111  1111, 3782 822463 10005"
     assert masked(text) == "[CARD_1], [CARD_1], [CARD_1], [CARD_2]"
     assert masked("de89 3704  0044 053 2013 000 or DE 89 370400440532013000") == "[IBAN_1] or [IBAN_1]"
+    # a lower-cased IBAN whose account digits pass as a card is an IBAN still, to each detector alone
+    assert [s.kind for s in detectors.cards("de96 5300 6907 1115 7359 90")] == []
     # an order number grouped as no card is, and a barcode, are left
     assert masked("113-4567890-1234567 and EAN 4006381333931") == "113-4567890-1234567 and EAN 4006381333931"
 
