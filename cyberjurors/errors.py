@@ -166,6 +166,13 @@ OTHER_REASONS: dict[str, tuple[bool, str]] = {
         "the case key store failed as a case's placeholder map was sealed or opened (stage letters, "
         "`media_encryption`): replay once it is back",
     ),
+    # sealed records (payload_encryption, evidence/records.py): the letter keeps the sealed original
+    "case_erased": (False, "a sealed record of a case erased since (its key destroyed): dropped on purpose"),
+    "sealed_unknown_key": (
+        False,
+        "a sealed record whose key id is not its case's (another case's, another `case_key_secret`'s)",
+    ),
+    "sealed_tampered": (False, "a sealed record that does not open under its case's key: altered after sealing"),
     "outcome_conflict": (False, "a second outcome for a counted case with other votes, source or escalation"),
     "outcome_superseded": (
         False,

@@ -194,6 +194,33 @@ DEPRECATED_FRAMES = {
 }
 
 
+class KeyServiceSettings(BaseModel):
+    """What wraps each case's data key before it is kept (the setting ``key_service``,
+    evidence/key_service.py): the key store then holds only wrapped keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["local", "aws_kms"] = Field(
+        "local",
+        description="local: a key-encryption key in kek_file (none: the keys are kept unwrapped); "
+        "aws_kms: AWS KMS wraps them under kms_key_id (the kms extra, boto3)",
+    )
+    kek_file: Path | None = Field(
+        None, description="local: a file of 64 random bytes (`head -c 64 /dev/urandom`) wrapping every case key"
+    )
+    kms_key_id: str | None = Field(None, description="aws_kms: the KMS key's id, ARN or alias")
+    kms_region: str | None = Field(None, description="aws_kms: its region (else the SDK's own configuration)")
+    kms_endpoint_url: str | None = Field(None, description="aws_kms: an endpoint other than AWS's own")
+    timeout_s: float = Field(5.0, gt=0, description="one call to the key service, connection included")
+    cache_s: float = Field(
+        30.0,
+        ge=0,
+        le=3600,
+        description="how long a worker may hold a case key it read (0: never): a key erase destroyed "
+        "stays usable by a worker that held it for at most this long",
+    )
+
+
 class EvidenceSettings(BaseModel):
     """What ``evidence/`` needs: the caps intake checks (``intake_limits``), media reading, the media store."""
 
@@ -249,6 +276,18 @@ class EvidenceSettings(BaseModel):
         description="where the per-case keys are kept (a folder, or an object store by URL, as media_store): "
         "apart from the media store, on storage whose deletions you trust; every worker, the console "
         "and `erase` must reach it",
+    )
+    payload_encryption: bool = Field(
+        False,
+        description="seal every record the service writes that carries party text or a case file (its "
+        "topics, the workers' stage results, dead letters) under the case's key, as media_encryption "
+        "does the media; needs media_encryption",
+    )
+    key_service: KeyServiceSettings = Field(
+        default_factory=lambda: KeyServiceSettings(),
+        description='what wraps each case key before it is kept, any of these by itself (key_service={"kind": '
+        '"aws_kms", "kms_key_id": "alias/cj"}, CYBERJURORS_KEY_SERVICE__CACHE_S): kind, kek_file, kms_key_id, '
+        "kms_region, kms_endpoint_url, timeout_s, cache_s (reference/settings.md#key_service)",
     )
     case_key_secret: str | None = Field(
         None,

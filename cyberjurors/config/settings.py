@@ -254,6 +254,13 @@ class Settings(
                 "media_encryption needs case_key_secret, 32 characters at least (`openssl rand -base64 32`): "
                 "the key store names each case's key by it"
             )
+        if self.payload_encryption and not self.media_encryption:
+            raise ValueError(
+                "payload_encryption needs media_encryption: a dead letter's original too large to carry goes "
+                "to the media store, and must be sealed there too"
+            )
+        if self.key_service.kind == "aws_kms" and not self.key_service.kms_key_id:
+            raise ValueError("key_service.kind=aws_kms needs key_service.kms_key_id")
         self._check_thinking()
         self._check_cost_budget()
         self._check_extras()

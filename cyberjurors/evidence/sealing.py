@@ -28,17 +28,20 @@ The same seal (``KeyRing.seal`` and ``open``) keeps a case's placeholder map in 
 (``streams/letters.py``): what each placeholder the jury read stands for, which the letters give each
 party back; erasing the case shreds it with the media.
 
-Keys are never cached in memory: a key ``erase`` destroyed cannot go on being used by a worker that
-read it before.
+A key read from the store is held in memory for at most ``cache_s`` seconds (``key_service.cache_s``,
+0: never held), in a bounded map: a key ``erase`` destroyed goes on being used by a worker that read
+it before for no longer than that, and a record sealed and opened in one stage reads the store once.
+The records on the topics and in the tables are sealed under the same keys (``records.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import hmac
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from cryptography.exceptions import InvalidTag
@@ -54,6 +57,7 @@ HEADER = len(MAGIC) + KEY_ID_BYTES
 OVERHEAD = HEADER + 16  # the header and AES-SIV's synthetic IV
 KEY_BITS = 512  # AES-256-SIV: two 256-bit keys
 CREATING = "creating"  # the key store's folder where a new key is made, exclusively, before it is filed by day
+CACHED_KEYS = 4096  # keys held at once (cache_s bounds how long): the cases a worker has in flight, and more
 
 
 class _Moved(StoreError):
@@ -74,10 +78,39 @@ class KeyRing:
     folder and the marker deleted. A key found only in an expired day folder not yet swept is copied
     into today's (moved, not made again), so what was sealed under it still opens."""
 
-    def __init__(self, store: DatedStore, secret: str):
+    def __init__(
+        self, store: DatedStore, secret: str, cache_s: float = 0.0, clock: Callable[[], float] = time.monotonic
+    ):
         self.store = store
         self._secret = secret.encode()
         self._creating = threading.Lock()  # two puts of one case in this process: one looks at a time
+        self.cache_s = cache_s
+        self._clock = clock
+        self._cache: OrderedDict[str, tuple[float, bytes]] = OrderedDict()  # key id -> (read at, key)
+        self._cache_lock = threading.Lock()  # the store's calls run in threads
+
+    def _recall(self, key_id: str) -> bytes | None:
+        with self._cache_lock:
+            found = self._cache.get(key_id)
+            if found is None:
+                return None
+            if self._clock() - found[0] >= self.cache_s:
+                del self._cache[key_id]
+                return None
+            return found[1]
+
+    def _remember(self, key_id: str, key: bytes) -> bytes:
+        if self.cache_s > 0:
+            with self._cache_lock:
+                self._cache[key_id] = (self._clock(), key)
+                self._cache.move_to_end(key_id)
+                while len(self._cache) > CACHED_KEYS:
+                    self._cache.popitem(last=False)
+        return key
+
+    def forget(self, key_id: str) -> None:
+        with self._cache_lock:
+            self._cache.pop(key_id, None)
 
     def key_id(self, case_id: str) -> str:
         return hmac.new(self._secret, b"case-key:" + case_id.encode(), hashlib.sha256).hexdigest()
@@ -94,11 +127,13 @@ class KeyRing:
     def _get(self, key_id: str) -> bytes | None:
         """The key, from the newest copy in any day folder (an expired one not yet swept too: the
         objects sealed under it may have been refreshed without it)."""
+        if (key := self._recall(key_id)) is not None:
+            return key
         where = self.store._newest(key_id)
         if where is None:
             return None
         try:
-            return self._read_key(where)
+            return self._remember(key_id, self._read_key(where))
         except _Moved:  # swept or destroyed as it was read
             return None
 
@@ -106,10 +141,12 @@ class KeyRing:
         """The case's key, made on its first sealed put; kept in today's folder, so it lives another
         retention from now, as the object about to be sealed with it does."""
         key_id = self.key_id(case_id)
+        if (key := self._recall(key_id)) is not None:  # kept in today's folder when it was read, or since
+            return key_id, key
         with self._creating:
             for attempt in Retrying(retry=retry_if_exception_type(_Moved), stop=stop_after_attempt(8), reraise=True):
                 with attempt:
-                    return key_id, self._filed(key_id)
+                    return key_id, self._remember(key_id, self._filed(key_id))
         raise AssertionError("unreachable: the retry returns or raises")  # pragma: no cover
 
     def _filed(self, key_id: str) -> bytes:
@@ -139,6 +176,7 @@ class KeyRing:
         return self._read_key(today)
 
     def _destroy(self, case_id: str) -> int:
+        self.forget(self.key_id(case_id))
         copies = self.store._copies(self.key_id(case_id))  # every folder: the creation marker too
         return self.store._delete(copies) if copies else 0
 
@@ -173,21 +211,39 @@ class KeyRing:
     async def seal(self, case_id: str, data: bytes) -> bytes:
         """``data`` sealed under the case's key (made on its first use, kept another retention from
         now): ``MAGIC``, the key id, then AES-SIV of ``data`` with the two as associated data."""
-        key_id, key = await self.key_for(case_id)
+        if self.cache_s <= 0:
+            return await self.store._run("seal with a case key", self.seal_now, case_id, data)
+        if self._recall(self.key_id(case_id)) is None:
+            await self.key_for(case_id)  # the store's I/O in a thread; the key held after it
+        return self.seal_now(case_id, data)
+
+    def seal_now(self, case_id: str, data: bytes) -> bytes:
+        """``seal`` in this thread: for a table's value, which is written synchronously (the key is
+        usually held already: the record being handled was opened under it)."""
+        key_id, key = self._key_for(case_id)
         header = MAGIC + bytes.fromhex(key_id)
-        return header + await asyncio.to_thread(AESSIV(key).encrypt, data, [header])
+        return header + AESSIV(key).encrypt(data, [header])
 
     async def open(self, data: bytes, what: str) -> bytes:
         """What ``seal`` sealed; ``data`` as it is when it is not sealed (put before encryption was on).
         StoreError ``shredded`` when its case key was erased, ``corrupt`` when it does not open."""
+        if self.cache_s <= 0:
+            return await self.store._run("open with a case key", self.open_now, data, what)
+        key_id = data[len(MAGIC) : HEADER].hex()
+        if data.startswith(MAGIC) and self._recall(key_id) is None and await self.get(key_id) is None:
+            raise StoreError(f"{what} is sealed under a case key that was erased", kind="shredded")
+        return self.open_now(data, what)  # the key held now: no I/O in the event loop
+
+    def open_now(self, data: bytes, what: str) -> bytes:
+        """``open`` in this thread (a table's value, read synchronously)."""
         if not data.startswith(MAGIC):
             return data
         header, sealed = data[:HEADER], data[HEADER:]
-        key = await self.get(header[len(MAGIC) :].hex())
+        key = self._get(header[len(MAGIC) :].hex())
         if key is None:
             raise StoreError(f"{what} is sealed under a case key that was erased", kind="shredded")
         try:
-            return await asyncio.to_thread(AESSIV(key).decrypt, sealed, [header])
+            return AESSIV(key).decrypt(sealed, [header])
         except InvalidTag as err:
             raise StoreError(f"{what} does not open under its case key", kind="corrupt") from err
 

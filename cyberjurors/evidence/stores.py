@@ -19,4 +19,4 @@ def open_store(settings: Settings, clock: Clock = time.time) -> MediaStore:
     if not settings.media_encryption:
         return store
     keys = dated_store(settings.case_key_store, settings.media_retention, clock)
-    return SealedStore(store, KeyRing(keys, settings.case_key_secret or ""))
+    return SealedStore(store, KeyRing(keys, settings.case_key_secret or "", cache_s=settings.key_service.cache_s))

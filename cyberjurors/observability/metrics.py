@@ -178,6 +178,12 @@ CASES_IN_FLIGHT = Gauge(
     "cyberjurors_cases_in_flight",
     "Cases admitted and not yet decided or dead-lettered, on this worker's partitions",
 )
+SEALED_UNREADABLE = Counter(
+    "cyberjurors_sealed_unreadable_total",
+    "Sealed records read that nothing opens (payload_encryption), by topic and why: case_erased (its "
+    "key destroyed: dropped on purpose), sealed_unknown_key, sealed_tampered",
+    ["topic", "reason"],
+)
 VERDICTS = Counter(
     "cyberjurors_verdicts_total",
     "First-instance verdicts first decided here (an appeal's are cyberjurors_appeal_verdicts_total)",

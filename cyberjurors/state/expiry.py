@@ -81,7 +81,10 @@ def put(table: MutableMapping[str, Any], key: str, value: Any, partition: int | 
 def store_put(store: Any, key: str, value: Any, partition: int) -> None:
     """Write into a table's store outside a stream event. Faust's RocksDB store keeps one database
     per partition and takes the partition from the current event (``_set`` asserts there is one):
-    without an event the write goes to ``partition``'s database here. Other stores take it as is."""
+    without an event the write goes to ``partition``'s database here. Other stores take it as is. A
+    sealed table's store (state/sealed.py) seals the value first."""
+    if (sealed_value := getattr(store, "sealed_value", None)) is not None:
+        value = sealed_value(key, value)
     if not hasattr(store, "_db_for_partition"):
         store[key] = value
         return

@@ -32,6 +32,7 @@ from ..assembly import build_llm
 from ..config import Settings
 from ..errors import for_people
 from ..evidence.media_store import MediaStore
+from ..evidence.records import RecordSeal, Sealed, Unreadable, record_seal
 from ..evidence.sealing import SealedStore
 from ..evidence.stores import open_store
 from ..jury.rounds import Jury, is_settled
@@ -44,6 +45,7 @@ from ..precedents.base import PrecedentBase
 from ..precedents.erasure import ErasableIndex, expire_cases
 from ..state import expiry, tables
 from ..state.results import StageResults
+from ..state.sealed import SealedValues
 from .appeal import Appeals
 from .cloudevents import Publisher
 from .dead_letters import DeadLetters, OutputTooLarge, Sender, bug
@@ -117,21 +119,28 @@ def create_app(
             partitions=settings.partitions,
         )
 
-    def public(name: str) -> Publisher:
+    in_flight = metrics.CasesInFlight()
+    metrics.set_seller_share_reference(settings.drift_reference_seller_share)
+    store = open_store(settings, clock)
+    keys = store.keys if isinstance(store, SealedStore) else None  # media_encryption: the case keys
+    seal = record_seal(settings, keys)  # payload_encryption: every record sealed under its case's key
+
+    def sender(name: str) -> Sender:
+        return sealed(topic(name), seal)
+
+    def public(name: str) -> Sender:
         """A public topic: what is sent there carries the CloudEvents headers (streams/cloudevents.py)."""
-        return Publisher(topic(name), settings, settings.topic(name))
+        return sealed(Publisher(topic(name), settings, settings.topic(name)), seal)
 
     def table(name: str, **options: Any) -> TableT:
         return tables.table(app, settings, name, **options)
 
-    in_flight = metrics.CasesInFlight()
-    metrics.set_seller_share_reference(settings.drift_reference_seller_share)
-    store = open_store(settings, clock)
     drafts = table("intake")
     dead_letters = DeadLetters(public("disputes.dlq"), in_flight, store, settings.intake_limits.max_event_bytes, drafts)
     # the JSON bytes each stage sent on; "stage-times": when each case's last one was stored, to expire them
+    stage_results = table("stage-results", value_type=bytes)
     results = StageResults(
-        table("stage-results", value_type=bytes),
+        stage_results if seal is None else SealedValues(stage_results, seal),
         table("stage-times"),
         settings.state_retention_s,
         clock,
@@ -139,7 +148,7 @@ def create_app(
         keep_for_appeal=settings.appeal_window_s > 0,
         max_rounds=settings.most_rounds,  # the court policy's fullest court may hold more rounds than `rounds`
     )
-    intake = Intake(settings, llm.backend, drafts, results, topic("disputes.intake"), dead_letters, in_flight)
+    intake = Intake(settings, llm.backend, drafts, results, sender("disputes.intake"), dead_letters, in_flight)
     work = StageWork(settings, llm, jury, precedents)
     verdicts = Verdicts(
         settings,
@@ -154,12 +163,11 @@ def create_app(
     confirmed = table("confirmed-outcomes")
     outcomes = Outcomes(settings, llm, precedents, results, confirmed, dead_letters)
     appeals = Appeals(settings, llm, precedents, results, verdicts, dead_letters, store)
-    sealing = store.keys if isinstance(store, SealedStore) else None  # media_encryption: the map is sealed too
-    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), dead_letters, sealing)
-    on_disk = [drafts, results.table, results.times, confirmed]
+    party_letters = PartyLetters(settings, llm, results, public("disputes.letters"), dead_letters, keys)
+    on_disk = [drafts, stage_results, results.times, confirmed]
     erasures = Erasures(results, drafts, confirmed, store, in_flight, topic("disputes.erasures"), on_disk)
 
-    handlers = Handlers(intake, hop, work, verdicts, outcomes, dead_letters, appeals, party_letters, erasures)
+    handlers = Handlers(intake, hop, work, verdicts, outcomes, dead_letters, appeals, party_letters, erasures, seal)
     stream_agents(app, settings, topic, handlers)
     seating = Seating(settings, llm, work, precedents)  # the qualification gate, when on
     app.add_dependency(seating)
@@ -183,12 +191,18 @@ class Handlers:
     appeals: Appeals | None = None
     party_letters: PartyLetters | None = None
     erasures: Erasures | None = None
+    seal: RecordSeal | None = None  # payload_encryption: each event opened before its handler
+
+
+def sealed(out: Sender, seal: RecordSeal | None) -> Sender:
+    return out if seal is None else Sealed(out, seal)
 
 
 def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], faust.TopicT], h: Handlers) -> None:
     """One short agent per stage: each hands its events to a handler."""
     concurrency = settings.stage_concurrency
     focused, clues, rounds = topic("disputes.focus"), topic("disputes.clues"), topic("disputes.rounds")
+    to_focused, to_clues, to_rounds = (sealed(t, h.seal) for t in (focused, clues, rounds))
     round_inputs = app.topic(
         settings.topic("disputes.clues"),
         settings.topic("disputes.rounds"),
@@ -198,44 +212,70 @@ def stream_agents(app: faust.App, settings: Settings, topic: Callable[[str], fau
 
     @app.agent(topic("disputes.events"), name="intake", concurrency=concurrency)
     async def intake_agent(stream: faust.StreamT) -> None:
-        await each(stream, h.intake)
+        await each(stream, h.intake, h, "intake")
 
     @app.agent(topic("disputes.intake"), name="focus", concurrency=concurrency)
     async def focus_agent(stream: faust.StreamT) -> None:
-        await each(stream, lambda event: h.hop(event, "focus", focused, h.work.focus))
+        await each(stream, lambda event: h.hop(event, "focus", to_focused, h.work.focus), h, "focus")
 
     @app.agent(focused, name="clues", concurrency=concurrency)
     async def clues_agent(stream: faust.StreamT) -> None:
-        await each(stream, lambda event: h.hop(event, "clues", clues, h.work.clues))
+        await each(stream, lambda event: h.hop(event, "clues", to_clues, h.work.clues), h, "clues")
 
     @app.agent(round_inputs, name="rounds", concurrency=concurrency)
     async def rounds_agent(stream: faust.StreamT) -> None:
-        await each(stream, lambda event: next_round(h, settings, event, rounds))
+        await each(stream, lambda event: next_round(h, settings, event, to_rounds), h, "rounds")
 
     @app.agent(topic("disputes.outcomes"), name="outcome", concurrency=1)  # guideline versions must not race
     async def outcome_agent(stream: faust.StreamT) -> None:
-        await each(stream, h.outcomes)
+        await each(stream, h.outcomes, h, "outcome")
 
     @app.agent(topic("disputes.appeals"), name="appeal", concurrency=concurrency)  # a case's appeals in turn
     async def appeal_agent(stream: faust.StreamT) -> None:
-        await each(stream, h.appeals)  # type: ignore[arg-type]  # always set by create_app
+        await each(stream, h.appeals, h, "appeal")  # type: ignore[arg-type]  # always set by create_app
 
     # declared with letters off too (its handler then only commits): the topics a worker reads stay one set
     @app.agent(topic("disputes.verdicts"), name="letters", concurrency=concurrency)
     async def letters_agent(stream: faust.StreamT) -> None:
-        await each(stream, h.party_letters)  # type: ignore[arg-type]  # always set by create_app
+        await each(stream, h.party_letters, h, "letters")  # type: ignore[arg-type]  # always set by create_app
 
     @app.agent(topic("disputes.erasures"), name="erasure", concurrency=1)  # `cyberjurors erase`, in turn
     async def erasure_agent(stream: faust.StreamT) -> None:
         await each(stream, h.erasures)  # type: ignore[arg-type]  # always set by create_app
 
 
-async def each(stream: faust.StreamT, handler: Callable[[faust.EventT], Awaitable[None]]) -> None:
+async def each(
+    stream: faust.StreamT,
+    handler: Callable[[faust.EventT], Awaitable[None]],
+    h: Handlers | None = None,
+    stage: str = "",
+) -> None:
     """Hand every event to ``handler``; once it returns, the event's offset may be committed
-    (kafka/transport.py: an offset Faust acked that no handler finished is never committed)."""
+    (kafka/transport.py: an offset Faust acked that no handler finished is never committed). With
+    ``payload_encryption`` the event is opened first (``opened``)."""
     async for event in stream.events():
-        await handler(event)
+        if h is None or h.seal is None or await opened(event, h.seal, h.dead_letters, stage):
+            await handler(event)
         handled(event)
+
+
+async def opened(event: Any, seal: RecordSeal, dead_letters: DeadLetters, stage: str) -> bool:
+    """Put the record's opened value on the event, for its handler; False when it cannot be opened:
+    a dead letter says why (``case_erased``: the record is dropped on purpose, not replayable), or,
+    for a key service that cannot be reached, the error stops the agent before anything is written
+    in the clear (the offset is not committed: the record is read again after a restart)."""
+    message = event.message
+    key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else None
+    try:
+        value = await seal.open(key, message.value or b"", f"{message.topic} record")
+    except Unreadable as err:
+        log.warning("%s[%s]@%s: %s", message.topic, message.partition, message.offset, err.detail)
+        metrics.SEALED_UNREADABLE.labels(message.topic, err.kind).inc()
+        await dead_letters.write(event, stage, err.kind, err.detail, replayable=False, clear=True)
+        return False
+    message.value = value
+    event.value = value
+    return True
 
 
 async def next_round(h: Handlers, settings: Settings, event: Any, rounds: Sender) -> None:

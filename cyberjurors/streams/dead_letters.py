@@ -26,6 +26,7 @@ from aiokafka.errors import MessageSizeTooLargeError
 
 from ..errors import OutputTooLarge, Reason, for_people, plain
 from ..evidence.media_store import MediaStore, StoreError
+from ..evidence.records import Sealed
 from ..observability import metrics, tracing
 from ..schemas import DeadLetter, now
 from ..state.intake import IntakeTable
@@ -101,11 +102,16 @@ class DeadLetters:
         self.max_bytes = max_bytes
         self.intake = None if intake is None else IntakeTable(intake)
 
-    async def write(self, event: Any, stage: str, reason: str, detail: str, *, replayable: bool) -> None:
+    async def write(
+        self, event: Any, stage: str, reason: str, detail: str, *, replayable: bool, clear: bool = False
+    ) -> None:
+        """``clear``: a letter about a sealed record nothing opens (its case erased, say), sent as it
+        is: it carries no readable party text, and sealing it would make the erased case a new key."""
         with tracing.dead_letter(stage, reason, replayable):  # the letter's headers carry the case's trace
-            await self._write(event, stage, reason, detail, replayable)
+            await self._write(event, stage, reason, detail, replayable, clear)
 
-    async def _write(self, event: Any, stage: str, reason: str, detail: str, replayable: bool) -> None:
+    async def _write(self, event: Any, stage: str, reason: str, detail: str, replayable: bool, clear: bool) -> None:
+        out = self.topic.out if clear and isinstance(self.topic, Sealed) else self.topic
         message = event.message
         if reason not in Reason.__members__:  # the table test keeps this from happening; never lose the letter
             log.error("dead-letter reason %r is not in errors.Reason", reason)
@@ -118,9 +124,9 @@ class DeadLetters:
         try:
             if len(key) + len(value) > self.max_bytes:
                 raise OutputTooLarge("the original is too large to carry")
-            await send_bounded(self.topic, key, value, self.max_bytes)
+            await send_bounded(out, key, value, self.max_bytes)
         except OutputTooLarge:  # the original goes to the media store, the letter names it
-            await self._send_by_reference(letter, message.value or b"", key)
+            await self._send_by_reference(letter, message.value or b"", key, out, clear)
         metrics.record_dead_letter(stage, reason)
         if stage not in ("intake", "outcome") and letter.key:  # a case that left the pipeline
             self.in_flight.discard(letter.key)
@@ -132,13 +138,15 @@ class DeadLetters:
         noted = {"stage": letter.stage, "reason": letter.reason, "replayable": letter.replayable}
         self.intake.note_dead_letter(letter.key, noted, partition)
 
-    async def _send_by_reference(self, letter: DeadLetter, original: bytes, key: bytes) -> None:
+    async def _send_by_reference(
+        self, letter: DeadLetter, original: bytes, key: bytes, out: Sender, clear: bool
+    ) -> None:
         try:
             if self.store is None:
                 raise StoreError("no media store configured", kind="unavailable")
             # the case's own object (sealed under its key with media_encryption: erasing the case shreds it
             # too); a letter with no key has no case to seal under, and an encrypting store refuses it
-            ref = await self.store.put(original, letter.key or None)
+            ref = await self.store.put(original, None if clear else letter.key or None)
             letter = letter.model_copy(update={"original_base64": "", "original_ref": ref})
         except StoreError as err:  # the letter still goes out; the original stays only in its source topic
             log.error(
@@ -158,7 +166,7 @@ class DeadLetters:
                 }
             )
         try:
-            await send_bounded(self.topic, key, letter.model_dump_json().encode(), self.max_bytes)
+            await send_bounded(out, key, letter.model_dump_json().encode(), self.max_bytes)
         except OutputTooLarge as err:  # cannot happen below a sane broker limit; say so rather than crash
             log.error(
                 "dead letter for %s/%s offset %s could not be sent: %s (original_ref %s)",

@@ -23,7 +23,7 @@ from cyberjurors.config import Settings
 from cyberjurors.errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, Reason
 from cyberjurors.errors import LLM_KINDS as LLM_KIND_LIST
 from cyberjurors.errors import PRECEDENT_KINDS as PRECEDENT_KIND_LIST
-from cyberjurors.evidence import intake
+from cyberjurors.evidence import intake, records
 from cyberjurors.llm.backends import batch
 from cyberjurors.llm.port import LLMError
 from cyberjurors.precedents.models import PrecedentError
@@ -47,6 +47,7 @@ LLM_KINDS = set(LLM_KIND_LIST)
 PRECEDENT_KINDS = set(PRECEDENT_KIND_LIST)
 
 # (stage family, reason) -> replayable. Families: intake; pipeline (focus, clues, round-N, rounds); outcome.
+FAMILIES = ("intake", "pipeline", "outcome", "appeal", "letters")
 TABLE: dict[tuple[str, str], bool] = {
     **{
         ("intake", reason): False
@@ -132,6 +133,8 @@ TABLE: dict[tuple[str, str], bool] = {
     ("letters", "stage_failed"): True,
     ("letters", "case_key_unavailable"): True,  # the case key store failed: nothing sent, a replay starts again
     **{("letters", f"llm_{kind}"): kind not in FINAL_LLM_KINDS for kind in LLM_KINDS},
+    # a sealed record nothing opens (payload_encryption), at whichever agent reads it: final
+    **{(where, reason): False for where in FAMILIES for reason in records.REASONS},
 }
 
 
@@ -308,6 +311,9 @@ def reasons_in_source() -> dict[tuple[str, str], bool]:
                 else _error_kinds("PrecedentError") | _error_kinds("LLMError")
             )
             found |= {(where, prefix + k): flag if isinstance(flag, bool) else kind_flag(k, flag) for k in kinds}
+        elif ast.unparse(reason) == "err.kind":  # streams/app.py opened(): an Unreadable's kind, at any agent
+            assert fn.name == "opened" and flag is False, fn.name
+            found |= {(f, r): False for f in FAMILIES for r in records.REASONS}
         else:
             assert ast.unparse(reason) == "err.reason", ast.unparse(reason)  # the Rejected ones above
             found |= {("intake", r): flag if isinstance(flag, bool) else kind_flag(r, flag) for r in rejected}
@@ -485,6 +491,8 @@ APP_INGEST |= {"event_too_large", "case_too_large", "key_mismatch"}  # the intak
 # the CloudEvents headers' rules, by the real intake handler in tests/unit/streams/test_cloudevents.py (and a
 # running worker in tests/integration/test_kcat.py)
 APP_INGEST |= set(CLOUDEVENT_REASONS)
+# a sealed record nothing opens, at any agent intake's included: tests/unit/streams/test_sealed_records.py
+APP_INGEST |= set(records.REASONS)
 
 
 @pytest.mark.parametrize("reason", sorted(INTAKE))
