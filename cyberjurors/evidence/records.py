@@ -26,6 +26,7 @@ the clear: the worker stops taking records (``streams/probes.py``: not ready) un
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -129,6 +130,22 @@ def with_headers(headers: Any, added: Sequence[tuple[str, bytes]]) -> Any:
     if isinstance(headers, Mapping):
         return {**headers, **dict(added)}
     return [*[(k, v) for k, v in headers if k != SEALED], *added]
+
+
+UNREADABLE = "cyberjurors_unreadable"  # the marker a reader gets in place of a record nothing opens
+
+
+def marker(err: Unreadable) -> bytes:
+    """What a reader (``cyberjurors verdicts``, the console) gets for a record nothing opens: JSON
+    naming why, never an exception."""
+    return json.dumps({UNREADABLE: err.kind, "detail": err.detail}).encode()
+
+
+def unreadable(value: bytes | None) -> str | None:
+    """The reason a ``marker`` names, or None for any other value."""
+    if not value or not value.startswith(b'{"' + UNREADABLE.encode()):
+        return None
+    return str(json.loads(value)[UNREADABLE])
 
 
 def record_seal(settings: Any, keys: KeyRing | None) -> RecordSeal | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import inspect
 import json
 import time
@@ -21,6 +22,8 @@ from ..config import Settings
 from ..errors import FINAL_LLM_KINDS, FINAL_PRECEDENT_KINDS, CyberJurorsError, for_people
 from ..evidence.intake import checked_json
 from ..evidence.media_store import StoreError, digest_of
+from ..evidence.records import RecordSeal, Unreadable, is_sealed, marker, record_seal, unreadable
+from ..evidence.sealing import SealedStore
 from ..evidence.stores import open_store
 from ..kafka import producers
 from ..kafka.cluster import REPLAYED, client_options
@@ -174,9 +177,11 @@ class Placed:
 
 
 async def placed_letters(settings: Settings) -> list[Placed]:
+    """The letters in disputes.dlq, opened; a sealed letter nothing opens (its case erased) is left out."""
     return [
         Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset, tuple(r.headers or ()))
         async for r in records(settings, "disputes.dlq", follow=False)
+        if unreadable(r.value) is None
     ]
 
 
@@ -396,10 +401,26 @@ async def follow(
         yield (record.key or b"").decode(errors="replace"), record.value
 
 
+def reader_seal(settings: Settings) -> RecordSeal | None:
+    """What opens the records a reader reads, with ``payload_encryption``: the case keys."""
+    if not settings.payload_encryption:
+        return None
+    store = open_store(settings)
+    return record_seal(settings, store.keys if isinstance(store, SealedStore) else None)
+
+
 async def records(
-    settings: Settings, topic: str, from_beginning: bool = True, follow: bool = True, idle_timeout_s: float = 2.0
+    settings: Settings,
+    topic: str,
+    from_beginning: bool = True,
+    follow: bool = True,
+    idle_timeout_s: float = 2.0,
+    raw: bool = False,
 ) -> AsyncIterator[ConsumerRecord]:
-    """``follow``, yielding the consumer's records (topic, partition, offset, key, value)."""
+    """``follow``, yielding the consumer's records (topic, partition, offset, key, value). With
+    ``payload_encryption`` each value is opened (unless ``raw``); one nothing opens is a ``marker``
+    saying why (records.unreadable reads it)."""
+    seal = None if raw else reader_seal(settings)
     consumer = _reader(settings, from_beginning)
     try:
         await consumer.start()  # inside: a broker that cannot be reached leaves no consumer unclosed
@@ -408,11 +429,20 @@ async def records(
             batch = await consumer.getmany(timeout_ms=int(idle_timeout_s * 1000))
             for found in batch.values():
                 for record in found:
-                    yield record
+                    yield record if seal is None or not is_sealed(record.value) else await _opened(seal, record)
             if not batch and not follow:
                 return
     finally:
         await consumer.stop()
+
+
+async def _opened(seal: RecordSeal, record: ConsumerRecord) -> ConsumerRecord:
+    key = record.key.decode(errors="replace") if record.key is not None else None
+    try:
+        value = await seal.open(key, record.value, f"{record.topic} record")
+    except Unreadable as err:
+        value = marker(err)
+    return dataclasses.replace(record, value=value)
 
 
 @dataclass(frozen=True)
@@ -451,6 +481,7 @@ class Outcomes:
         self.repeats = 0
         self._consumer = _reader(settings, from_beginning)
         self._dlq = settings.topic("disputes.dlq")
+        self._seal = reader_seal(settings)
 
     async def __aenter__(self) -> Outcomes:
         try:
@@ -513,6 +544,10 @@ class Outcomes:
                 key = (record.key or b"").decode(errors="replace")
                 if key not in wanted:
                     continue  # another run's case on a reused topic
+                if self._seal is not None and is_sealed(record.value):
+                    record = await _opened(self._seal, record)
+                    if unreadable(record.value) is not None:  # its case erased: no outcome to read
+                        continue
                 if tp.topic == self._dlq:
                     out.append(Outcome(key, None, DeadLetter.model_validate_json(record.value), tp.partition, at))
                 else:
