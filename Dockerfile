@@ -11,7 +11,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
-# The production backends beside the core (rocksdb tables, Elasticsearch, S3 media) and the web
+# The production backends beside the core (rocksdb tables, Elasticsearch, S3 media, AWS KMS) and the web
 # console; no torch, no embedded broker. Every package pinned and hashed: requirements/image.txt.
 COPY requirements/image.txt requirements/build.txt /src/requirements/
 RUN python -m venv /opt/cyberjurors \

@@ -121,7 +121,7 @@ lock: install
 	  --generate-hashes -o requirements/core.txt
 	$(UV) pip compile -q pyproject.toml --extra embedded --extra console --universal --python-version 3.11 \
 	  -c requirements/test.txt --generate-hashes -o requirements/demo.txt
-	$(UV) pip compile -q pyproject.toml --extra rocksdb --extra elasticsearch --extra s3 --extra console --universal \
+	$(UV) pip compile -q pyproject.toml --extra rocksdb --extra elasticsearch --extra s3 --extra kms --extra console --universal \
 	  --python-version 3.11 -c requirements/test.txt --generate-hashes -o requirements/image.txt
 	$(UV) pip compile -q requirements/build.in --universal --python-version 3.11 --generate-hashes \
 	  -o requirements/build.txt

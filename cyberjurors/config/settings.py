@@ -278,6 +278,7 @@ class Settings(
                 "elasticsearch",
             ),
             (f"media_store={self.media_store}", self.media_store.startswith(("s3://", "s3a://")), "s3fs", "s3"),
+            ("key_service.kind=aws_kms", self.key_service.kind == "aws_kms", "boto3", "kms"),
             (
                 "embedding.runtime=sentence-transformers",
                 self.embedding.runtime == "sentence-transformers",

@@ -32,6 +32,10 @@ A key read from the store is held in memory for at most ``cache_s`` seconds (``k
 0: never held), in a bounded map: a key ``erase`` destroyed goes on being used by a worker that read
 it before for no longer than that, and a record sealed and opened in one stage reads the store once.
 The records on the topics and in the tables are sealed under the same keys (``records.py``).
+
+A key is stored wrapped by the key service (``key_service.py``: a local KEK, AWS KMS), so the key
+store alone opens nothing; the memory holds it unwrapped, for at most ``cache_s``. A key stored
+raw, before there was a key service, reads as it is.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from ..errors import StoreError
+from .key_service import MAX_WRAPPED, KeyWrap, Unwrapped
 from .media_store import DatedStore, SweepReport, day_of
 
 MAGIC = b"CJSEAL1\0"
@@ -79,9 +84,15 @@ class KeyRing:
     into today's (moved, not made again), so what was sealed under it still opens."""
 
     def __init__(
-        self, store: DatedStore, secret: str, cache_s: float = 0.0, clock: Callable[[], float] = time.monotonic
+        self,
+        store: DatedStore,
+        secret: str,
+        cache_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+        wrap: KeyWrap | None = None,
     ):
         self.store = store
+        self.wrap = wrap or Unwrapped()  # what wraps a key before it is stored (key_service.py)
         self._secret = secret.encode()
         self._creating = threading.Lock()  # two puts of one case in this process: one looks at a time
         self.cache_s = cache_s
@@ -115,14 +126,20 @@ class KeyRing:
     def key_id(self, case_id: str) -> str:
         return hmac.new(self._secret, b"case-key:" + case_id.encode(), hashlib.sha256).hexdigest()
 
-    def _read_key(self, where: str) -> bytes:
+    def _read_stored(self, where: str) -> bytes:
+        """The key as stored (wrapped, or raw from before there was a key service)."""
         try:
-            key = self.store._read(where, KEY_BITS // 8 + 1)
+            stored = self.store._read(where, MAX_WRAPPED + 1)
         except FileNotFoundError as err:
             raise _Moved(f"case key {where.rsplit('/', 1)[-1][:12]}… went while it was read") from err
-        if len(key) != KEY_BITS // 8:
-            raise StoreError(f"case key {where.rsplit('/', 1)[-1][:12]}… is damaged ({len(key)} bytes)", kind="corrupt")
-        return key
+        if len(stored) > MAX_WRAPPED:
+            raise StoreError(
+                f"case key {where.rsplit('/', 1)[-1][:12]}… is damaged (over {MAX_WRAPPED} bytes)", kind="corrupt"
+            )
+        return stored
+
+    def _read_key(self, where: str) -> bytes:
+        return self.wrap.unwrap(where.rsplit("/", 1)[-1], self._read_stored(where))
 
     def _get(self, key_id: str) -> bytes | None:
         """The key, from the newest copy in any day folder (an expired one not yet swept too: the
@@ -155,17 +172,17 @@ class KeyRing:
         if found is not None:
             return self._refreshed(found, today)
         marker = self.store.key(CREATING, key_id)
-        made = self.store._create(marker, AESSIV.generate_key(KEY_BITS))
+        made = self.store._create(marker, self.wrap.wrap(key_id, AESSIV.generate_key(KEY_BITS)))
         found = self.store._newest(key_id)  # filed by another process before this one's marker
         if found is not None:
             if made:
                 self.store._delete([marker])
             return self._refreshed(found, today)
-        key = self._read_key(marker)
-        if not self.store._create(today, key):  # filed meanwhile by a process holding the same marker
-            key = self._read_key(today)
+        stored = self._read_stored(marker)  # this process's or another's: the one every process uses
+        if not self.store._create(today, stored):  # filed meanwhile by a process holding the same marker
+            stored = self._read_stored(today)
         self.store._delete([marker])
-        return key
+        return self.wrap.unwrap(key_id, stored)
 
     def _refreshed(self, found: str, today: str) -> bytes:
         if found != today:

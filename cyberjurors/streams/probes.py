@@ -14,17 +14,21 @@ a probe answered by the loop notices.
   gate on, the jury is seated (``streams/seating.py``). 503 while it loads.
 * ``/readyz``: 200 while the worker takes its share of the work: its consumer group has assigned it
   partitions (an empty share counts: more workers than partitions is not a fault), no rebalance or
-  table recovery is under way, the precedent base is open (when configured), and it is not stopping.
-  503 with the reasons otherwise.
+  table recovery is under way, the precedent base is open (when configured), the key service answers
+  (with ``media_encryption``: ``KeyWrap.check()`` every ``KEY_CHECK_INTERVAL_S``, in a thread, each
+  call bounded by ``key_service.timeout_s``), and it is not stopping. 503 with the reasons otherwise.
+  A worker that cannot reach its key service seals and opens nothing (the agent that needs a key
+  stops, never writes in the clear); readiness says why.
 
 Every answer is JSON: ``{"status": ..., "reasons": [...], ...}``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faust
 from aiohttp import web
@@ -34,11 +38,17 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exp
 from ..precedents.base import PrecedentBase
 from ..precedents.models import PrecedentError
 
+if TYPE_CHECKING:
+    from ..evidence.key_service import KeyWrap
+
 log = logging.getLogger("cyberjurors.probes")
 
 # a precedent base that fails to open for a passing reason (an index still being built, a search
 # cluster not up yet) is tried again, less and less often
 PRECEDENT_RETRY_WAIT = wait_exponential(multiplier=2, min=2, max=300)
+# how often readiness asks the key service (a KMS DescribeKey per worker each time: cheap, and a
+# lost service shows within a probe period or two)
+KEY_CHECK_INTERVAL_S = 15.0
 
 
 def _transient(err: BaseException) -> bool:
@@ -51,12 +61,22 @@ class Health(Service):
     worker waits for its partitions."""
 
     def __init__(
-        self, app: faust.App, precedents: PrecedentBase, topics: Collection[str], seating: Any = None, **kwargs: Any
+        self,
+        app: faust.App,
+        precedents: PrecedentBase,
+        topics: Collection[str],
+        seating: Any = None,
+        key_service: KeyWrap | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.app = app
         self.precedents = precedents
         self.seating = seating  # streams.seating.Seating: the qualification gate, when on
+        self.key_service = key_service  # with media_encryption: checked before the worker is ready
+        self.key_service_error: str | None = None
+        self.key_service_checked = False
+        self.key_check_interval_s = KEY_CHECK_INTERVAL_S
         self.topics = frozenset(topics)  # the topics the worker consumes, for the assignment it reports
         self.assignment: frozenset[faust.types.TP] | None = None
         self.precedent_error: str | None = None
@@ -95,6 +115,30 @@ class Health(Service):
         self.precedent_error = str(err)
         self.precedents_tried = True
 
+    @Service.task
+    async def _watch_key_service(self) -> None:
+        while not self.should_stop:
+            if self.key_service is not None:
+                await self.check_key_service()
+            await self.sleep(self.key_check_interval_s)
+
+    async def check_key_service(self) -> None:
+        """Ask the key service once (in a thread: a KMS call blocks), and keep what it answered."""
+        if self.key_service is None:
+            return
+        try:
+            await asyncio.to_thread(self.key_service.check)
+        except Exception as err:  # StoreError unavailable, or anything else the check met: not ready either way
+            error = str(err) or type(err).__name__
+            if error != self.key_service_error:
+                log.error("the key service cannot be reached: %s", error)
+            self.key_service_error = error
+        else:
+            if self.key_service_error is not None:
+                log.info("the key service answers again")
+            self.key_service_error = None
+        self.key_service_checked = True
+
     def not_started(self) -> list[str]:
         """Why the start is not done yet (empty: done). Not ``started``: mode's Service has that, a bool."""
         reasons = [] if self.precedents_tried else ["loading the precedent base (embedding model and index)"]
@@ -120,6 +164,10 @@ class Health(Service):
             reasons.append("recovering tables from their changelogs")
         if self.precedents.enabled and not self.precedents.is_open:
             reasons.append(f"precedent base not open: {self.precedent_error or 'loading'}")
+        if self.key_service is not None and not self.key_service_checked:
+            reasons.append("checking the key service")
+        elif self.key_service_error is not None:
+            reasons.append(f"key service unreachable: {self.key_service_error}")
         return reasons + self._unseated()
 
     def assigned(self) -> dict[str, list[int]]:

@@ -36,6 +36,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from mode import Service
 
 from ..config import Settings
+from ..evidence.key_service import key_wrap
 from ..kafka import producers
 from ..kafka.cluster import EMBEDDED_CLUSTER, TOPICS, client_options, ensure_topics
 from ..kafka.lag import ConsumerLag
@@ -308,6 +309,9 @@ def worker_services(app: faust.App, settings: Settings) -> list[Service]:
     services: list[Service] = []
     if settings.probe_port:
         health = app.cyberjurors_health  # type: ignore[attr-defined]  # set on the app by housekeeping() (app.py)
+        # the key service the case keys are wrapped by: a worker that cannot reach it is not ready
+        if settings.media_encryption and health.key_service is None:
+            health.key_service = key_wrap(settings.key_service)
         services.append(ProbeServer(health, settings.probe_host, settings.probe_port))
     if settings.metrics_port and settings.lag_interval_s:
         services.append(ConsumerLag(settings, settings.app_id, [settings.topic(name) for name in CONSUMED]))

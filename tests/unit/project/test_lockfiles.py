@@ -19,7 +19,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 PROFILES = {
     "core": [],
     "demo": ["embedded", "console"],
-    "image": ["rocksdb", "elasticsearch", "s3"],
+    "image": ["rocksdb", "elasticsearch", "s3", "kms"],
     "test": ["test", "dev"],
 }
 
@@ -78,6 +78,7 @@ def test_the_core_lock_holds_no_extra() -> None:
         "starlette",
         "matplotlib",
         "s3fs",
+        "boto3",
     }
 
 
