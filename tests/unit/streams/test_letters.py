@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS, StoreError
+from cyberjurors.errors import FINAL_LLM_KINDS, LLM_KINDS
+from cyberjurors.evidence.key_service import AwsKms
 from cyberjurors.evidence.media_store import LocalMediaStore
 from cyberjurors.evidence.sealing import MAGIC, KeyRing
 from cyberjurors.jury.offline import OfflineLLM
@@ -24,6 +25,7 @@ from cyberjurors.state.intake import IntakeTable
 from cyberjurors.state.results import StageResults
 from cyberjurors.streams.dead_letters import DeadLetters
 from cyberjurors.streams.letters import SHREDDED_NOTE, PartyLetters
+from cyberjurors.tooling.broker import free_port
 
 from ... import factories
 from ...conftest import EXAMPLES
@@ -269,13 +271,14 @@ async def test_a_map_whose_case_key_is_gone_leaves_the_letters_masked_and_says_s
     assert PHONE not in seller.body and SHREDDED_NOTE in seller.notes
 
 
-class Unreachable(KeyRing):
-    async def key_for(self, case_id: str) -> tuple[str, bytes]:
-        raise StoreError("the case key store cannot be reached", kind="unavailable")
-
-
-async def test_a_key_store_that_fails_is_a_replayable_dead_letter_and_nothing_is_sent(tmp_path):
-    p = await own_words_parts(Unreachable(LocalMediaStore(tmp_path / "keys", 86400, lambda: CLOCK), "s" * 32))
+async def test_a_key_service_that_fails_is_a_replayable_dead_letter_and_nothing_is_sent(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    closed = f"http://127.0.0.1:{free_port()}"  # a KMS that cannot be reached: nothing listens there
+    unreachable = AwsKms("alias/cj", "eu-west-1", endpoint_url=closed, timeout_s=0.5)
+    p = await own_words_parts(
+        KeyRing(LocalMediaStore(tmp_path / "keys", 86400, lambda: CLOCK), "s" * 32, wrap=unreachable)
+    )
     await p.handler(p.delivered)
     [letter] = dead(p)
     assert (letter.stage, letter.reason, letter.replayable) == ("letters", "case_key_unavailable", True)
