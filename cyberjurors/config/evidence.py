@@ -211,7 +211,12 @@ class KeyServiceSettings(BaseModel):
     kms_key_id: str | None = Field(None, description="aws_kms: the KMS key's id, ARN or alias")
     kms_region: str | None = Field(None, description="aws_kms: its region (else the SDK's own configuration)")
     kms_endpoint_url: str | None = Field(None, description="aws_kms: an endpoint other than AWS's own")
-    timeout_s: float = Field(5.0, gt=0, description="one call to the key service, connection included")
+    timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="aws_kms: the connection to KMS, and then its answer, each within this; botocore tries "
+        "a call twice at most",
+    )
     cache_s: float = Field(
         30.0,
         ge=0,

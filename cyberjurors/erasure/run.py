@@ -185,12 +185,9 @@ class KeysStep:
         s = run.settings
         if not s.case_key_secret:
             return Step("skipped", note="media_encryption is off (no case_key_secret)")
-        from ..evidence.key_service import key_wrap
         from ..evidence.sealing import KeyRing
 
-        ring = KeyRing(
-            dated_store(s.case_key_store, s.media_retention), s.case_key_secret, wrap=key_wrap(s.key_service)
-        )
+        ring = KeyRing(dated_store(s.case_key_store, s.media_retention), s.case_key_secret)
         try:
             return Step("done", await ring.destroy(run.case_id))
         except StoreError as err:

@@ -33,6 +33,7 @@ a wrap would, for the worker's readiness (streams/probes.py).
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -128,30 +129,43 @@ def _read_kek(path: Path) -> bytes:
 
 
 class LocalKeys:
-    """Keys wrapped under a KEK read from ``kek_file`` (read once: ``check`` reads it again, so a
-    secret unmounted or replaced under a running worker makes it not ready)."""
+    """Keys wrapped under a KEK read from ``kek_file``, on first use (``erase`` and the media
+    commands, which never unwrap, do not need it), then held; ``check`` reads the file again, so a
+    secret unmounted or replaced under a running worker makes it not ready."""
 
     def __init__(self, kek_file: Path):
         self.path = kek_file
-        self._kek = _read_kek(kek_file)
-        self.fingerprint = self._fingerprint(self._kek)
-        self.name = f"a local KEK (fingerprint {self.fingerprint.hex()})"
-        self._header = LOCAL_MAGIC + self.fingerprint
+        self._kek: bytes | None = None
+
+    def _key(self) -> bytes:
+        if self._kek is None:
+            self._kek = _read_kek(self.path)
+        return self._kek
 
     @staticmethod
     def _fingerprint(kek: bytes) -> bytes:
         return hashlib.sha256(b"cyberjurors-kek:" + kek).digest()[:FINGERPRINT_BYTES]
 
+    @property
+    def fingerprint(self) -> bytes:
+        return self._fingerprint(self._key())
+
+    @property
+    def name(self) -> str:
+        return f"a local KEK (fingerprint {self.fingerprint.hex()})"
+
     def wrap(self, key_id: str, key: bytes) -> bytes:
-        return self._header + AESSIV(self._kek).encrypt(key, [self._header, key_id.encode()])
+        header = LOCAL_MAGIC + self.fingerprint
+        return header + AESSIV(self._key()).encrypt(key, [header, key_id.encode()])
 
     def unwrap(self, key_id: str, wrapped: bytes) -> bytes:
         if len(wrapped) == KEY_BYTES:  # kept raw, before there was a key service
             return wrapped
-        if not wrapped.startswith(self._header):
+        header = LOCAL_MAGIC + self.fingerprint
+        if not wrapped.startswith(header):
             raise _foreign(key_id, wrapped, self.name)
         try:
-            key = AESSIV(self._kek).decrypt(wrapped[len(self._header) :], [self._header, key_id.encode()])
+            key = AESSIV(self._key()).decrypt(wrapped[len(header) :], [header, key_id.encode()])
         except InvalidTag as err:
             raise StoreError(
                 f"case key {key_id[:12]}… does not unwrap under its KEK (altered, or stored under another name)",
@@ -160,7 +174,8 @@ class LocalKeys:
         return _unwrapped_size(key_id, key)
 
     def check(self) -> None:
-        if self._fingerprint(_read_kek(self.path)) != self.fingerprint:
+        current = _read_kek(self.path)
+        if self._fingerprint(current) != self._fingerprint(self._key()):
             raise StoreError(
                 f"key_service.kek_file {self.path} holds another KEK than this worker started with: restart it",
                 kind="unavailable",
@@ -178,26 +193,36 @@ class AwsKms:
     ``KMS_ATTEMPTS`` times by botocore's own retries. Needs kms:Encrypt, kms:Decrypt, kms:DescribeKey."""
 
     def __init__(self, key_id: str, region: str | None = None, endpoint_url: str | None = None, timeout_s: float = 5.0):
-        import boto3  # the kms extra: imported only when key_service.kind is aws_kms
-        from botocore.config import Config
-
         self.key_id = key_id
         self.name = f"AWS KMS key {key_id}"
-        config = Config(
-            connect_timeout=timeout_s,
-            read_timeout=timeout_s,
-            retries={"mode": "standard", "total_max_attempts": KMS_ATTEMPTS},
-        )
-        # a session of its own: boto3's default session is not thread-safe, its clients are
-        self._kms: Any = boto3.session.Session().client(
-            "kms", region_name=region, endpoint_url=endpoint_url, config=config
-        )
+        self.region, self.endpoint_url, self.timeout_s = region, endpoint_url, timeout_s
+        self._client: Any = None
+        self._making = threading.Lock()
 
-    def _call(self, what: str, key_id: str, fn: Any, **params: Any) -> Any:
+    def client(self) -> Any:
+        """The KMS client, made on first use: a region the SDK cannot find is then a StoreError of
+        that call, not a failure of whatever built the store (``erase`` never calls KMS)."""
+        with self._making:
+            if self._client is None:
+                import boto3  # the kms extra: imported only when key_service.kind is aws_kms
+                from botocore.config import Config
+
+                config = Config(
+                    connect_timeout=self.timeout_s,
+                    read_timeout=self.timeout_s,
+                    retries={"mode": "standard", "total_max_attempts": KMS_ATTEMPTS},
+                )
+                # a session of its own: boto3's default session is not thread-safe, its clients are
+                self._client = boto3.session.Session().client(
+                    "kms", region_name=self.region, endpoint_url=self.endpoint_url, config=config
+                )
+            return self._client
+
+    def _call(self, what: str, key_id: str, method: str, **params: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return fn(**params)
+            return getattr(self.client(), method)(**params)
         except ClientError as err:
             code = err.response.get("Error", {}).get("Code", "")
             message = err.response.get("Error", {}).get("Message", "")
@@ -211,7 +236,7 @@ class AwsKms:
         done = self._call(
             "wrap",
             key_id,
-            self._kms.encrypt,
+            "encrypt",
             KeyId=self.key_id,
             Plaintext=key,
             EncryptionContext={KMS_CONTEXT: key_id},
@@ -226,7 +251,7 @@ class AwsKms:
         done = self._call(
             "unwrap",
             key_id,
-            self._kms.decrypt,
+            "decrypt",
             CiphertextBlob=wrapped[len(KMS_MAGIC) :],
             KeyId=self.key_id,  # a blob of another KMS key is refused, not decrypted under it
             EncryptionContext={KMS_CONTEXT: key_id},
@@ -234,7 +259,7 @@ class AwsKms:
         return _unwrapped_size(key_id, done["Plaintext"])
 
     def check(self) -> None:
-        meta = self._call("describe its key", "", self._kms.describe_key, KeyId=self.key_id)["KeyMetadata"]
+        meta = self._call("describe its key", "", "describe_key", KeyId=self.key_id)["KeyMetadata"]
         if meta.get("KeyState") != "Enabled":
             raise StoreError(f"{self.name} is {meta.get('KeyState')}, not Enabled", kind="unavailable")
 

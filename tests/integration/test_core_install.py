@@ -39,6 +39,7 @@ EXTRAS = {
     "rocksdict": "rocksdb",
     "elasticsearch": "elasticsearch",
     "s3fs": "s3",
+    "boto3": "kms",
 }
 
 
@@ -127,6 +128,11 @@ print(json.dumps({{"agents": len(app.agents), "dims": vectors.shape[1],
             "elasticsearch",
         ),
         (["worker"], {"CYBERJURORS_MEDIA_STORE": "s3://bucket/media"}, "s3"),
+        (
+            ["worker"],
+            {"CYBERJURORS_KEY_SERVICE__KIND": "aws_kms", "CYBERJURORS_KEY_SERVICE__KMS_KEY_ID": "alias/cj"},
+            "kms",
+        ),
         (["worker"], {"CYBERJURORS_EMBEDDING__RUNTIME": "sentence-transformers"}, "torch"),
         (["console"], {}, "console"),
         (["broker"], {}, "embedded"),

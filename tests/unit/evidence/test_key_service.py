@@ -89,8 +89,9 @@ def test_a_key_wrapped_under_another_kek_is_refused_as_a_configuration_not_as_ta
 def test_a_kek_file_must_hold_64_bytes_and_check_reads_it_again(tmp_path: Path) -> None:
     short = tmp_path / "short"
     short.write_bytes(os.urandom(32))
-    refused("unavailable", LocalKeys, short)
-    refused("unavailable", LocalKeys, tmp_path / "none")
+    refused("unavailable", LocalKeys(short).check)
+    refused("unavailable", LocalKeys(short).wrap, KEY_ID, KEY)
+    refused("unavailable", LocalKeys(tmp_path / "none").check)
     path = kek_file(tmp_path)
     keys = LocalKeys(path)
     keys.check()
@@ -124,8 +125,9 @@ def test_key_wrap_builds_the_configured_one(tmp_path: Path) -> None:
     assert isinstance(key_wrap(KeyServiceSettings(kek_file=kek_file(tmp_path))), LocalKeys)
     kms = key_wrap(KeyServiceSettings(kind="aws_kms", kms_key_id="alias/cj", kms_region=REGION, timeout_s=2))
     assert isinstance(kms, AwsKms) and kms.key_id == "alias/cj"
-    assert kms._kms.meta.config.connect_timeout == 2 and kms._kms.meta.config.read_timeout == 2
-    assert kms._kms.meta.region_name == REGION
+    client = kms.client()
+    assert client.meta.config.connect_timeout == 2 and client.meta.config.read_timeout == 2
+    assert client.meta.region_name == REGION and client.meta.config.retries["total_max_attempts"] == 2
 
 
 def test_aws_kms_without_boto3_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,7 +182,7 @@ async def test_a_ring_with_kms_seals_and_opens_and_its_store_holds_no_raw_key(aw
     with pytest.raises(StoreError) as err:  # the store read under another KMS key: that key cannot unwrap it
         await ring(tmp_path / "keys", AwsKms(kms_key(aws), REGION)).open(sealed, "a record")
     assert err.value.kind == "unavailable"
-    assert await keys.destroy("c-1") >= 1
+    assert await ring(tmp_path / "keys").destroy("c-1") >= 1  # erase destroys a key without the key service
     with pytest.raises(StoreError) as err:
         await keys.open(sealed, "a record")
     assert err.value.kind == "shredded"
@@ -201,7 +203,7 @@ def test_kms_refusing_a_disabled_key_is_unavailable(aws) -> None:  # type: ignor
     """Real KMS refuses Decrypt under a disabled key (DisabledException); moto decrypts anyway, so
     KMS's answer is given by botocore's Stubber here: a service that will not work now, not a bad key."""
     kms = AwsKms(kms_key(aws), REGION)
-    with Stubber(kms._kms) as stub:
+    with Stubber(kms.client()) as stub:
         stub.add_client_error("decrypt", "DisabledException", "arn:aws:kms:...:key/... is disabled.")
         stub.add_client_error("encrypt", "KMSInvalidStateException", "pending deletion")
         refused("unavailable", kms.unwrap, KEY_ID, KMS_MAGIC + b"blob")
@@ -216,3 +218,13 @@ def test_a_kms_that_cannot_be_reached_fails_the_call_and_the_check(monkeypatch: 
     assert "127.0.0.1" in refused("unavailable", kms.wrap, KEY_ID, KEY).detail
     refused("unavailable", kms.unwrap, KEY_ID, KMS_MAGIC + b"blob")
     refused("unavailable", kms.check)
+
+
+def test_a_kms_without_a_region_fails_its_calls_not_the_store_built_on_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    kms = key_wrap(KeyServiceSettings(kind="aws_kms", kms_key_id="alias/cj"))  # erase builds it, never calls it
+    assert "region" in refused("unavailable", kms.check).detail.lower()
