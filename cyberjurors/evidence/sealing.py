@@ -63,6 +63,15 @@ OVERHEAD = HEADER + 16  # the header and AES-SIV's synthetic IV
 KEY_BITS = 512  # AES-256-SIV: two 256-bit keys
 CREATING = "creating"  # the key store's folder where a new key is made, exclusively, before it is filed by day
 CACHED_KEYS = 4096  # keys held at once (cache_s bounds how long): the cases a worker has in flight, and more
+# the keys held, per key store, shared by every ring of the process: a key one ring destroys (the
+# console's erasure, `erase` run in-process) is forgotten by every other ring at once
+_HELD: dict[str, tuple[threading.Lock, OrderedDict[str, tuple[float, bytes]]]] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def _held(url: str) -> tuple[threading.Lock, OrderedDict[str, tuple[float, bytes]]]:
+    with _HELD_LOCK:
+        return _HELD.setdefault(url, (threading.Lock(), OrderedDict()))
 
 
 class _Moved(StoreError):
@@ -97,8 +106,7 @@ class KeyRing:
         self._creating = threading.Lock()  # two puts of one case in this process: one looks at a time
         self.cache_s = cache_s
         self._clock = clock
-        self._cache: OrderedDict[str, tuple[float, bytes]] = OrderedDict()  # key id -> (read at, key)
-        self._cache_lock = threading.Lock()  # the store's calls run in threads
+        self._cache_lock, self._cache = _held(store.url)  # key id -> (read at, key); calls run in threads
 
     def _recall(self, key_id: str) -> bytes | None:
         with self._cache_lock:

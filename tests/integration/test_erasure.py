@@ -320,7 +320,8 @@ async def test_with_media_encryption_an_erased_case_s_media_cannot_be_read_from_
     case's placeholder map, which its letters gave the parties their own words back from, is sealed
     the same way: erased from the tables with the case, and a copy taken before cannot be opened."""
     settings = data_settings(settings, tmp_path, media_encryption=True, case_key_secret="k" * 32,
-                             case_key_store=str(tmp_path / "data" / "case-keys"), letters=True)  # fmt: skip
+                             case_key_store=str(tmp_path / "data" / "case-keys"), letters=True,
+                             key_service={"cache_s": 0})  # fmt: skip  # this process reads as a new one would
     case_id = f"sealed-{uuid.uuid4().hex[:6]}"
     map_key = json.dumps(f"{case_id}/letters/placeholders").encode()  # a table's keys are JSON
     async with worker_process(settings, tmp_path / "worker.log"):
@@ -436,3 +437,66 @@ async def test_a_case_that_retrieved_the_erased_one_as_a_precedent_keeps_it_only
     [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
     assert entry["steps"]["citations"]["erased"] >= len(before), entry
     assert (await last_values(settings, settings.topic("disputes.erasures"))).get(first.encode()) is None
+
+
+def clear_topics(settings: Settings) -> set[str]:
+    """What stays in the clear with payload_encryption: stamps (when, which partition, a digest, the
+    CloudEvents ids intake took), never party text, and the erasure requests (a case id)."""
+    return {f"{settings.app_id}-{t}-changelog" for t in ("stage-times", "intake")} | {
+        settings.topic("disputes.erasures")
+    }
+
+
+async def every_record(settings: Settings) -> list[tuple[str, bytes, bytes]]:
+    """(topic, key, value) of every record in every topic of the cluster, read from the beginning by a
+    plain consumer, as anyone with read access to the cluster would."""
+    consumer = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    found: list[tuple[str, bytes, bytes]] = []
+    try:
+        topics = sorted(t for t in await consumer.topics() if not t.startswith("__"))
+        partitions = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        while batch := await consumer.getmany(timeout_ms=1500):
+            found += [(tp.topic, r.key or b"", r.value or b"") for tp, rs in batch.items() for r in rs]
+    finally:
+        await consumer.stop()
+    return found
+
+
+async def test_with_payload_encryption_no_topic_holds_a_readable_seeded_value_and_erase_shreds_the_case(
+    settings, tmp_path
+):
+    """payload_encryption: the case's text is sealed wherever the service writes it (its topics, the
+    tables' changelogs, the dead letters); after `erase` its records cannot be opened, while another
+    case's still open. disputes.events is the platform's own (written in the clear here)."""
+    settings = data_settings(settings, tmp_path, media_encryption=True, payload_encryption=True,
+                             case_key_secret="k" * 32, case_key_store=str(tmp_path / "data" / "case-keys"),
+                             key_service={"cache_s": 0})  # fmt: skip
+    erased_id, kept_id = f"pe-a-{uuid.uuid4().hex[:6]}", f"pe-b-{uuid.uuid4().hex[:6]}"
+    kept = seeded_case(kept_id)
+    kept["rounds"][0]["items"][0]["text"] = f"{KEPT_SAYS} never arrived"
+    async with worker_process(settings, tmp_path / "worker.log"):
+        await produce(settings, [Outgoing(erased_id, whole(seeded_case(erased_id)), "test"),
+                                 Outgoing(kept_id, whole(kept), "test")])  # fmt: skip
+        verdicts = await read_topic(settings, "disputes.verdicts", until=2, keys={erased_id, kept_id}, timeout_s=240)
+        assert {Verdict.model_validate_json(v).case_id for _, v in verdicts} == {erased_id, kept_id}  # opened
+        before = [r for r in await every_record(settings) if not r[0].endswith("disputes.events")]
+        ours = [(t, v) for t, k, v in before if erased_id.encode() in k]
+        assert {t for t, _ in ours} >= {settings.topic(n) for n in ("disputes.intake", "disputes.verdicts")}
+        for needle in (BUYER_SAYS, SELLER_SAYS, PRODUCT, KEPT_SAYS):
+            assert not [t for t, _, v in before if any(f in v for f in forms(needle))], needle
+        clear = {t: v[:120] for t, v in ours if v and not v.startswith(MAGIC)}
+        assert set(clear) <= clear_topics(settings), clear
+        erased = await asyncio.to_thread(cli, settings, "erase", "--case", erased_id)
+        assert erased.returncode == 0, erased.stdout + erased.stderr
+    ring = KeyRing(dated_store(settings.case_key_store, settings.media_retention), "k" * 32)
+    for topic, value in ours:
+        if value.startswith(MAGIC):
+            with pytest.raises(StoreError) as err:
+                await ring.open(value, topic)
+            assert err.value.kind == "shredded", topic
+    theirs = [v for t, k, v in before if kept_id.encode() in k and t.endswith("disputes.verdicts")]
+    assert theirs
+    assert Verdict.model_validate_json(await ring.open(theirs[0], "verdict")).case_id == kept_id

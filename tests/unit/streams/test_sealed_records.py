@@ -4,6 +4,7 @@ opens is a dead letter that says why, never an exception and never a clear copy.
 
 from __future__ import annotations
 
+import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -72,11 +73,15 @@ async def test_a_key_is_held_no_longer_than_cache_s_and_never_past_its_own_destr
     worker, erase = ring(tmp_path, cache_s=30, now=now), ring(tmp_path)
     seal = RecordSeal(worker)
     sealed = await seal.seal("c-1", TEXT)
-    await erase.destroy("c-1")  # another process: the worker still holds the key it read
+    shutil.rmtree(tmp_path / "keys")  # another process destroys it: the worker still holds the key it read
     assert await seal.open("c-1", sealed) == TEXT
     now[0] = 30.0  # cache_s later: read from the store again, and it is gone
     with pytest.raises(Unreadable):
         await seal.open("c-1", sealed)
+    sealed = await seal.seal("c-3", TEXT)
+    await erase.destroy("c-3")  # a ring of this process (the console's erasure): forgotten by every ring at once
+    with pytest.raises(Unreadable):
+        await seal.open("c-3", sealed)
     never = RecordSeal(ring(tmp_path / "b", cache_s=0))
     sealed = await never.seal("c-1", TEXT)
     await ring(tmp_path / "b").destroy("c-1")
