@@ -21,9 +21,11 @@ from aiokafka.errors import KafkaError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from ..config import Settings
+from ..evidence.records import unreadable
 from ..kafka.cluster import client_options, ensure_topics
 from ..kafka.producers import RECORD_OVERHEAD
 from ..streams.worker import broker_view
+from ..tooling.clients import opened_record, reader_seal
 from .store import FILED_AS, Store
 
 log = logging.getLogger("cyberjurors.console")
@@ -86,6 +88,7 @@ class Feed:
             fetch_max_wait_ms=self.settings.kafka_fetch_max_wait_ms,
             max_partition_fetch_bytes=max(1 << 20, self.settings.intake_limits.max_event_bytes + RECORD_OVERHEAD),
         )
+        seal = reader_seal(self.settings)
         await consumer.start()
         try:
             partitions = await self._assign(consumer)
@@ -93,6 +96,9 @@ class Feed:
             while True:
                 batch = await consumer.getmany(timeout_ms=int(self.poll_s * 1000))
                 for tp, records in batch.items():
+                    if seal is not None:  # payload_encryption: opened; a record nothing opens is not filed
+                        opened = [await opened_record(seal, r) for r in records]
+                        records = [r for r in opened if unreadable(r.value) is None]
                     await asyncio.to_thread(self._file, tp, records)
                 self.status.lag = sum(
                     max(0, (consumer.highwater(tp) or 0) - (self.store.position(tp.topic, tp.partition) or 0))

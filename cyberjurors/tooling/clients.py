@@ -307,6 +307,7 @@ async def replay(
     done = await replayed(settings)
     originals = replayed_originals(done)
     result = Replay([], [], [])
+    seal = reader_seal(settings)
     producer = await started_producer(settings)
     try:
         for placed in letters:
@@ -333,6 +334,9 @@ async def replay(
             try:
                 key = (letter.key or "").encode()
                 headers = message_headers(settings, letter.topic, key, value, span)
+                if seal is not None and letter.topic != settings.topic("disputes.events"):  # the service's own topic
+                    value = await seal.seal(letter.key or "", value)  # resent sealed, as the stage first sent it
+                    headers = [*headers, *seal.headers(value)]
                 await producer.send_and_wait(letter.topic, value, key=key, headers=headers)
             finally:
                 span.end()
@@ -429,14 +433,17 @@ async def records(
             batch = await consumer.getmany(timeout_ms=int(idle_timeout_s * 1000))
             for found in batch.values():
                 for record in found:
-                    yield record if seal is None or not is_sealed(record.value) else await _opened(seal, record)
+                    yield record if seal is None or not is_sealed(record.value) else await opened_record(seal, record)
             if not batch and not follow:
                 return
     finally:
         await consumer.stop()
 
 
-async def _opened(seal: RecordSeal, record: ConsumerRecord) -> ConsumerRecord:
+async def opened_record(seal: RecordSeal | None, record: ConsumerRecord) -> ConsumerRecord:
+    """The record with its value opened (``payload_encryption``); a ``marker`` when nothing opens it."""
+    if seal is None or not is_sealed(record.value):
+        return record
     key = record.key.decode(errors="replace") if record.key is not None else None
     try:
         value = await seal.open(key, record.value, f"{record.topic} record")
@@ -545,7 +552,7 @@ class Outcomes:
                 if key not in wanted:
                     continue  # another run's case on a reused topic
                 if self._seal is not None and is_sealed(record.value):
-                    record = await _opened(self._seal, record)
+                    record = await opened_record(self._seal, record)
                     if unreadable(record.value) is not None:  # its case erased: no outcome to read
                         continue
                 if tp.topic == self._dlq:
