@@ -25,6 +25,9 @@ from .base import SettingsOption, _when, app, console, load_settings, shown, tra
 def produce_cmd(
     paths: Annotated[list[Path], typer.Argument(help="case/event .json, events .jsonl, or folders")],
     settings: SettingsOption = None,
+    seal: Annotated[
+        bool, typer.Option("--seal", help="seal each value under its case's key first (payload_encryption)")
+    ] = False,
 ) -> None:
     """Validate and send cases or events to disputes.events, outcomes ({"type": "outcome", ...}) to
     disputes.outcomes, appeals ({"type": "appeal", ...}) to disputes.appeals (key = case_id)."""
@@ -47,7 +50,10 @@ def produce_cmd(
         raise typer.Exit(2)
     with traced(config, "cyberjurors-producer"):
         try:
-            asyncio.run(produce(config, events))
+            asyncio.run(produce(config, events, seal=seal))
+        except InputError as err:  # --seal without payload_encryption
+            console.print(f"[red]not sent:[/] {escape(str(err))}")
+            raise typer.Exit(2) from err
         except IdempotenceRefused as err:  # kafka_idempotence=on against a broker that refuses it
             console.print(f"[red]not sent:[/] {escape(err.detail)}")
             raise typer.Exit(2) from err

@@ -155,3 +155,24 @@ def record_seal(settings: Any, keys: KeyRing | None) -> RecordSeal | None:
     if keys is None:
         raise StoreError("payload_encryption needs media_encryption (the case keys)", kind="unsupported")
     return RecordSeal(keys)
+
+
+async def seal_event(settings: Any, case_id: str, value: bytes) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """For a platform sealing its own events at the source (``cyberjurors produce --seal`` does it):
+    the value sealed under the case's key, and the header to send beside it. The workers open it as
+    any sealed record; the key is the one every record of the case is sealed under, so ``erase``
+    reaches the platform's events on ``disputes.events`` too. Needs the settings the workers use
+    (``payload_encryption``, ``media_encryption``, ``case_key_secret``, ``case_key_store``,
+    ``key_service``)::
+
+        value, headers = await seal_event(Settings(), "c-1", json.dumps(event).encode())
+        await producer.send_and_wait("disputes.events", value, key=b"c-1", headers=headers)
+    """
+    from .stores import open_store  # the store is built once per caller, not at import
+
+    store = open_store(settings)
+    seal = record_seal(settings, getattr(store, "keys", None))
+    if seal is None:
+        raise StoreError("sealing an event needs payload_encryption (and media_encryption)", kind="unsupported")
+    sealed = await seal.seal(case_id, value)
+    return sealed, seal.headers(sealed)

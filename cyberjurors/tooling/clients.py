@@ -126,19 +126,25 @@ def message_headers(
     return list((headers | cloudevents.attributes(settings, topic, key, value)).items())
 
 
-async def produce(settings: Settings, events: list[Outgoing], topic: str = "disputes.events") -> None:
+async def produce(
+    settings: Settings, events: list[Outgoing], topic: str = "disputes.events", seal: bool = False
+) -> None:
     """Send the events in order, each with the standard headers; a case's events (an incremental
-    case's opening, rounds and close) under one span, so its trace starts here."""
-    async with producing(settings, topic) as send:
+    case's opening, rounds and close) under one span, so its trace starts here. ``seal``: each value
+    sealed under its case's key first, as the workers seal theirs (``payload_encryption``)."""
+    async with producing(settings, topic, seal) as send:
         await send(events)
 
 
 @contextlib.asynccontextmanager
 async def producing(
-    settings: Settings, topic: str = "disputes.events"
+    settings: Settings, topic: str = "disputes.events", seal: bool = False
 ) -> AsyncIterator[Callable[[list[Outgoing]], Awaitable[None]]]:
     """``produce`` on one producer for as long as the block lasts: events sent over time (a paced
     benchmark) without a connection per send."""
+    sealing = reader_seal(settings) if seal else None
+    if seal and sealing is None:
+        raise InputError("--seal needs payload_encryption (and media_encryption, case_key_secret)")
     producer = await started_producer(settings)
     spans: dict[str, tracing.Span] = {}
 
@@ -149,7 +155,11 @@ async def producing(
                 spans[event.case_id] = tracing.start_producing(event.case_id, target, "produce")
             key = event.case_id.encode()
             headers = message_headers(settings, target, key, event.value, spans[event.case_id])
-            await producer.send_and_wait(target, event.value, key=key, headers=headers)
+            value = event.value
+            if sealing is not None:
+                value = await sealing.seal(event.case_id, value)
+                headers = [*headers, *sealing.headers(value)]
+            await producer.send_and_wait(target, value, key=key, headers=headers)
 
     try:
         yield send

@@ -478,11 +478,14 @@ async def test_with_payload_encryption_no_topic_holds_a_readable_seeded_value_an
     kept = seeded_case(kept_id)
     kept["rounds"][0]["items"][0]["text"] = f"{KEPT_SAYS} never arrived"
     async with worker_process(settings, tmp_path / "worker.log"):
-        await produce(settings, [Outgoing(erased_id, whole(seeded_case(erased_id)), "test"),
-                                 Outgoing(kept_id, whole(kept), "test")])  # fmt: skip
+        await produce(settings, [Outgoing(erased_id, whole(seeded_case(erased_id)), "test")])
+        await produce(settings, [Outgoing(kept_id, whole(kept), "test")], seal=True)  # sealed at the source
         verdicts = await read_topic(settings, "disputes.verdicts", until=2, keys={erased_id, kept_id}, timeout_s=240)
         assert {Verdict.model_validate_json(v).case_id for _, v in verdicts} == {erased_id, kept_id}  # opened
-        before = [r for r in await every_record(settings) if not r[0].endswith("disputes.events")]
+        everything = await every_record(settings)
+        [platform_sealed] = [v for t, k, v in everything if t.endswith("disputes.events") and k == kept_id.encode()]
+        assert platform_sealed.startswith(MAGIC) and KEPT_SAYS.encode() not in platform_sealed
+        before = [r for r in everything if not r[0].endswith("disputes.events")]
         ours = [(t, v) for t, k, v in before if erased_id.encode() in k]
         assert {t for t, _ in ours} >= {settings.topic(n) for n in ("disputes.intake", "disputes.verdicts")}
         for needle in (BUYER_SAYS, SELLER_SAYS, PRODUCT, KEPT_SAYS):

@@ -159,3 +159,23 @@ async def test_a_key_service_that_fails_stops_the_agent_before_anything_is_handl
         with pytest.raises(StoreError) as err:
             await each(Stream(), handler, h, "focus")  # type: ignore[arg-type]
         assert err.value.kind == "unavailable" and handled == [] and dlq.sent == []
+
+
+async def test_a_platform_seals_its_own_event_under_the_key_the_workers_open_it_with(tmp_path):
+    from cyberjurors.config import Settings
+    from cyberjurors.evidence.records import seal_event
+    from cyberjurors.evidence.stores import open_store
+
+    settings = Settings(
+        media_store=str(tmp_path / "media"),
+        media_encryption=True,
+        payload_encryption=True,
+        case_key_secret=SECRET,
+        case_key_store=str(tmp_path / "keys"),
+    )
+    value, headers = await seal_event(settings, "c-1", TEXT)
+    assert b"Quillfeather" not in value and dict(headers) == {SEALED: value[8:40].hex().encode()}
+    worker = RecordSeal(open_store(settings).keys)  # type: ignore[attr-defined]
+    assert await worker.open("c-1", value) == TEXT
+    with pytest.raises(StoreError):
+        await seal_event(settings.model_copy(update={"payload_encryption": False}), "c-1", TEXT)
