@@ -161,6 +161,7 @@ bench: install llm-server
 	$(BIN)/python bench/frame_recall.py
 	$(BIN)/python bench/privacy_recall.py
 	$(BIN)/python bench/ocr.py
+	$(BIN)/python bench/sealing.py
 	$(BIN)/python bench/install_size.py
 	$(BIN)/python bench/embedder_speed.py
 	$(BIN)/python bench/cpu_per_case.py --profile
