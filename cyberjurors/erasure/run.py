@@ -42,13 +42,15 @@ from aiokafka.errors import KafkaError
 from ..config import Settings
 from ..errors import CyberJurorsError, StoreError, for_people
 from ..evidence.media_store import dated_store, stored_refs
+from ..evidence.records import is_sealed, key_id_of
 from ..evidence.scrub import drop_lines
+from ..evidence.sealing import KeyRing
 from ..evidence.stores import open_store
 from ..kafka.cluster import REPLAYED, TOPICS, ensure_topics
 from ..kafka.producers import producer_for
 from ..precedents.models import PrecedentError
 from ..streams.erasure import ask, ask_cited, forget_request
-from ..tooling.clients import placed_letters, replayed
+from ..tooling.clients import placed_letters, records, replayed
 from .journal import Entry, Journal, Result, Step
 
 
@@ -185,8 +187,6 @@ class KeysStep:
         s = run.settings
         if not s.case_key_secret:
             return Step("skipped", note="media_encryption is off (no case_key_secret)")
-        from ..evidence.sealing import KeyRing
-
         ring = KeyRing(dated_store(s.case_key_store, s.media_retention), s.case_key_secret)
         try:
             return Step("done", await ring.destroy(run.case_id))
@@ -297,7 +297,26 @@ class TopicsStep:
         s = run.settings
         kept = [t for t in TOPICS if t not in ("disputes.dlq-replayed", "disputes.audit", "disputes.erasures")]
         until = f"{s.topic_retention_s:,.0f} s" if s.topic_retention_s else "the broker's retention.ms (Kafka: 7 days)"
-        return Step("kept", note=f"{len(kept)} topics that are not compacted keep the case's records until {until}")
+        note = f"{len(kept)} topics that are not compacted keep the case's records until {until}"
+        if not s.payload_encryption:
+            return Step("kept", note=note)
+        shredded = await sealed_records(s, run.case_id, kept)  # read whole: an operator's command, once
+        said = ", ".join(f"{t} {n}" for t, n in shredded.items() if n) or "none"
+        return Step("kept", sum(shredded.values()), f"{note}; sealed, unreadable since the key went: {said}")
+
+
+async def sealed_records(settings: Settings, case_id: str, topics: Iterable[str]) -> dict[str, int]:
+    """topic -> the case's sealed records on it (its key, sealed under its key id): what destroying
+    the key made unreadable there."""
+    ring = KeyRing(dated_store(settings.case_key_store, settings.media_retention), settings.case_key_secret or "")
+    key_id, key = ring.key_id(case_id), case_id.encode()
+    counts: dict[str, int] = {}
+    for topic in topics:
+        counts[topic] = 0
+        async for record in records(settings, topic, follow=False, idle_timeout_s=1.0, raw=True):
+            if record.key == key and is_sealed(record.value) and key_id_of(record.value) == key_id:
+                counts[topic] += 1
+    return counts
 
 
 def _json(value: bytes | str | None) -> dict:

@@ -494,6 +494,9 @@ async def test_with_payload_encryption_no_topic_holds_a_readable_seeded_value_an
         assert set(clear) <= clear_topics(settings), clear
         erased = await asyncio.to_thread(cli, settings, "erase", "--case", erased_id)
         assert erased.returncode == 0, erased.stdout + erased.stderr
+    [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
+    on_topics = [t for t, v in ours if v.startswith(MAGIC) and not t.endswith("changelog")]
+    assert entry["steps"]["topics"]["erased"] == len(on_topics) > 0  # what became unreadable, counted
     ring = KeyRing(dated_store(settings.case_key_store, settings.media_retention), "k" * 32)
     for topic, value in ours:
         if value.startswith(MAGIC):
