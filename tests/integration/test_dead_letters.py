@@ -12,7 +12,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from cyberjurors.config import IntakeLimits, Settings
-from cyberjurors.evidence import intake
+from cyberjurors.evidence import intake, records
 from cyberjurors.jury.model_inputs import FocusTask
 from cyberjurors.jury.offline import OfflineLLM
 from cyberjurors.kafka.cluster import client_options, ensure_topics
@@ -30,7 +30,7 @@ from ..factories import whole
 from ..unit.jury.test_escalation import SIGNATURE_REASONS
 from ..unit.streams.test_appeals import APPEAL_REASONS
 from ..unit.streams.test_cloudevents import CLOUDEVENT_REASONS
-from ..unit.streams.test_dead_letters import HELD, INTAKE, LLM_KINDS, NOW, PRECEDENT_KINDS, TABLE, family
+from ..unit.streams.test_dead_letters import FAMILIES, HELD, INTAKE, LLM_KINDS, NOW, PRECEDENT_KINDS, TABLE, family
 from ..unit.streams.test_letters import LETTER_REASONS
 
 # --- the app's own dead letters, from a running app -----------------------------------------
@@ -233,4 +233,7 @@ async def test_every_other_reason_is_produced_by_the_running_app_with_its_flag(s
     # the CloudEvents headers' rules: through the intake handler in unit/streams/test_cloudevents.py, and a
     # running worker in test_kcat.py
     driven |= {("intake", r) for r in CLOUDEVENT_REASONS}
+    # a sealed record nothing opens (payload_encryption), at any agent: through the agents' opening in
+    # unit/streams/test_sealed_records.py
+    driven |= {(where, r) for where in FAMILIES for r in records.REASONS}
     assert driven == set(TABLE)
