@@ -54,7 +54,9 @@ async def _run(repeat: int, records: int) -> None:
             timed = [await _per_record(RecordSeal(ring), case_id, value, repeat) for case_id, value in values]
         seal_us, open_us = med([s for s, _ in timed]), med([o for _, o in timed])
         size = med([float(len(v)) for _, v in values])
-        out.add_row(name, f"{size:.0f}", f"{seal_us:.1f}", f"{open_us:.1f}", f"{records * (seal_us + open_us) / 1000:.2f}")
+        out.add_row(
+            name, f"{size:.0f}", f"{seal_us:.1f}", f"{open_us:.1f}", f"{records * (seal_us + open_us) / 1000:.2f}"
+        )
     console.print(out)
 
 
