@@ -7,32 +7,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .fields import ConfigModel, Resolved, moved, nested, unset
 
-class KafkaTimeouts(BaseModel):
+
+class KafkaTimeouts(ConfigModel):
     """The liveness timeouts set apart from ``kafka_profile`` (the setting ``kafka_timeouts``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    session_timeout_s: float | None = Field(None, gt=0, description="the consumer group's session timeout")
-    heartbeat_interval_s: float | None = Field(None, gt=0, description="the consumer's heartbeat interval")
-    commit_interval_s: float | None = Field(None, gt=0, description="how often processed offsets are committed")
+    session_timeout_s: float | None = unset("the consumer group's session timeout", positive=True)
+    heartbeat_interval_s: float | None = unset("the consumer's heartbeat interval", positive=True)
+    commit_interval_s: float | None = unset("how often processed offsets are committed", positive=True)
     fetch_max_wait_ms: int | None = Field(
         None,
         ge=1,
         description="how long an empty fetch waits at the broker; the embedded broker never answers early, "
         "so each topic hop costs up to this",
     )
-    broker_loss_exit_s: float | None = Field(
-        None,
-        gt=0,
-        description="a worker that cannot reach its broker this long exits with status 75; one whose broker "
+    broker_loss_exit_s: float | None = unset(
+        "a worker that cannot reach its broker this long exits with status 75; one whose broker "
         "lost its topics or answers as another cluster exits at once",
+        positive=True,
     )
-    broker_check_interval_s: float | None = Field(
-        None, gt=0, description="how often a worker reads its broker's metadata"
-    )
-    stop_deadline_s: float | None = Field(
-        None, gt=0, description="after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124"
+    broker_check_interval_s: float | None = unset("how often a worker reads its broker's metadata", positive=True)
+    stop_deadline_s: float | None = unset(
+        "after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124", positive=True
     )
 
 
@@ -60,21 +57,11 @@ PROFILES: dict[str, KafkaTimeouts] = {
     ),
 }
 # the liveness timeouts this release folded into kafka_profile and kafka_timeouts (config/deprecated.py)
-DEPRECATED_TIMEOUTS = {
-    "session_timeout_s": "kafka_timeouts.session_timeout_s",
-    "heartbeat_interval_s": "kafka_timeouts.heartbeat_interval_s",
-    "commit_interval_s": "kafka_timeouts.commit_interval_s",
-    "kafka_fetch_max_wait_ms": "kafka_timeouts.fetch_max_wait_ms",
-    "broker_loss_exit_s": "kafka_timeouts.broker_loss_exit_s",
-    "broker_check_interval_s": "kafka_timeouts.broker_check_interval_s",
-    "stop_deadline_s": "kafka_timeouts.stop_deadline_s",
-}
+DEPRECATED_TIMEOUTS = moved("kafka_timeouts", KafkaTimeouts, fetch_max_wait_ms="kafka_fetch_max_wait_ms")
 
 
-class KafkaAuth(BaseModel):
+class KafkaAuth(ConfigModel):
     """How a client reaches a secured cluster (the setting ``kafka_auth``): TLS, SASL, or both."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
@@ -92,28 +79,25 @@ class KafkaAuth(BaseModel):
 
 
 # the settings this release moved into kafka_auth (config/deprecated.py)
-DEPRECATED_AUTH = {
-    "kafka_security_protocol": "kafka_auth.security_protocol",
-    "kafka_sasl_mechanism": "kafka_auth.sasl_mechanism",
-    "kafka_sasl_username": "kafka_auth.sasl_username",
-    "kafka_sasl_password": "kafka_auth.sasl_password",
-    "kafka_ssl_cafile": "kafka_auth.ssl_cafile",
-    "kafka_ssl_certfile": "kafka_auth.ssl_certfile",
-    "kafka_ssl_keyfile": "kafka_auth.ssl_keyfile",
-}
+DEPRECATED_AUTH = moved("kafka_auth", KafkaAuth, "kafka_")
+
+
+def _profile(settings: Any, name: str) -> Any:
+    return getattr(PROFILES[settings.kafka_profile], name)
 
 
 class KafkaSettings(BaseModel):
     """What ``streams/`` needs to reach the cluster and run the stage agents."""
 
+    model_config = ConfigDict(ignored_types=(Resolved,))
+
     kafka_bootstrap_servers: str = Field(
         "127.0.0.1:9092", description="the Kafka cluster, host:port comma-separated (or KAFKA_BOOTSTRAP_SERVERS)"
     )
-    kafka_auth: KafkaAuth = Field(
-        default_factory=lambda: KafkaAuth(),
-        description='TLS and SASL, any of them by itself (kafka_auth={"security_protocol": "SASL_SSL"}, '
-        "CYBERJURORS_KAFKA_AUTH__SASL_PASSWORD): security_protocol, sasl_mechanism, sasl_username, "
-        "sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile",
+    kafka_auth: KafkaAuth = nested(
+        KafkaAuth,
+        'TLS and SASL, any of them by itself (kafka_auth={"security_protocol": "SASL_SSL"}, '
+        "CYBERJURORS_KAFKA_AUTH__SASL_PASSWORD)",
     )
     topic_prefix: str = Field(
         "", description="put before every topic name (e.g. 'staging.'), so several deployments share a cluster"
@@ -138,11 +122,8 @@ class KafkaSettings(BaseModel):
         "heartbeat 0.5 s, commit 0.2 s, fetch wait 50 ms, broker loss 30 s, check 2 s, stop 15 s); cluster = "
         "Apache Kafka (30 s, 3 s, 1 s, 500 ms, 120 s, 2 s, 20 s)",
     )
-    kafka_timeouts: KafkaTimeouts = Field(
-        default_factory=lambda: KafkaTimeouts(),
-        description="any of the profile's timeouts set apart (CYBERJURORS_KAFKA_TIMEOUTS__SESSION_TIMEOUT_S): "
-        "session_timeout_s, heartbeat_interval_s, commit_interval_s, fetch_max_wait_ms, broker_loss_exit_s, "
-        "broker_check_interval_s, stop_deadline_s",
+    kafka_timeouts: KafkaTimeouts = nested(
+        KafkaTimeouts, "any of the profile's timeouts set apart (CYBERJURORS_KAFKA_TIMEOUTS__SESSION_TIMEOUT_S)"
     )
     kafka_idempotence: Literal["auto", "on", "off"] = Field(
         "auto",
@@ -172,38 +153,14 @@ class KafkaSettings(BaseModel):
     stage_concurrency: int = Field(8, ge=1, description="cases each stage agent works on at once")
     web_port: int | None = Field(None, description="Faust's web server port; off when unset")
 
-    def _timeout(self, name: str) -> Any:
-        given = getattr(self.kafka_timeouts, name)
-        return given if given is not None else getattr(PROFILES[self.kafka_profile], name)
-
     # What every reader uses: each timeout as resolved, under the name the setting had.
-    @property
-    def session_timeout_s(self) -> float:
-        return float(self._timeout("session_timeout_s"))
-
-    @property
-    def heartbeat_interval_s(self) -> float:
-        return float(self._timeout("heartbeat_interval_s"))
-
-    @property
-    def commit_interval_s(self) -> float:
-        return float(self._timeout("commit_interval_s"))
-
-    @property
-    def kafka_fetch_max_wait_ms(self) -> int:
-        return int(self._timeout("fetch_max_wait_ms"))
-
-    @property
-    def broker_loss_exit_s(self) -> float:
-        return float(self._timeout("broker_loss_exit_s"))
-
-    @property
-    def broker_check_interval_s(self) -> float:
-        return float(self._timeout("broker_check_interval_s"))
-
-    @property
-    def stop_deadline_s(self) -> float:
-        return float(self._timeout("stop_deadline_s"))
+    session_timeout_s = Resolved[float]("kafka_timeouts", _profile)
+    heartbeat_interval_s = Resolved[float]("kafka_timeouts", _profile)
+    commit_interval_s = Resolved[float]("kafka_timeouts", _profile)
+    kafka_fetch_max_wait_ms = Resolved[int]("kafka_timeouts", _profile, "fetch_max_wait_ms")
+    broker_loss_exit_s = Resolved[float]("kafka_timeouts", _profile)
+    broker_check_interval_s = Resolved[float]("kafka_timeouts", _profile)
+    stop_deadline_s = Resolved[float]("kafka_timeouts", _profile)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"
