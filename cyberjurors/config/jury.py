@@ -8,44 +8,45 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
+from .fields import ConfigModel, Resolved, moved, nested, unset
 
 # reasons a platform switches on in escalate_on: off by default, so a verdict escalates as before
 OPT_IN_REASONS: tuple[EscalationReason, ...] = ("low_precedent_coverage", "inconsistent_with_precedent")
 
 
-class PipelineOverrides(BaseModel):
+Justification = Literal["summary", "juris"]
+Deliberation = Literal["jury", "court"]
+SocialGraph = Literal["small_world", "complete"]
+
+
+class PipelineOverrides(ConfigModel):
     """The pipeline's switches set apart from ``pipeline`` (the setting ``pipeline_overrides``); each
     unset one is the named pipeline's."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    focus_stage: bool | None = Field(None, description="stage I, focus extraction; off = jurors read the raw case")
-    verdict_rules: bool | None = Field(None, description="the platform's verdict rules in the juror prompt (+Rules)")
-    round_summary: bool | None = Field(
-        None,
-        description="F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
-        "and the verdict's justification is the majority's first ballot",
+    focus_stage: bool | None = unset("stage I, focus extraction; off = jurors read the raw case")
+    verdict_rules: bool | None = unset("the platform's verdict rules in the juror prompt (+Rules)")
+    round_summary: bool | None = unset(
+        "F_sum: a summary call after each round; off = jurors see only the jurors they follow, "
+        "and the verdict's justification is the majority's first ballot"
     )
-    verifier: bool | None = Field(
-        None,
-        description="after the final round a verifier checks that every factual claim of the verdict's "
+    verifier: bool | None = unset(
+        "after the final round a verifier checks that every factual claim of the verdict's "
         "justification traces to a perceived clue or a cited guideline (Pass / Reject with feedback; the "
-        "summariser revises, up to verifier_max_turns); off: no verify calls (the paper's method has none)",
+        "summariser revises, up to verifier_max_turns); off: no verify calls (the paper's method has none)"
     )
-    justification: Literal["summary", "juris"] | None = Field(
-        None,
-        description="summary = the final round's summary S_T (the paper); juris = two drafters propose "
+    justification: Justification | None = unset(
+        "summary = the final round's summary S_T (the paper); juris = two drafters propose "
         "sentences, juris_voters jurors vote on each, an editor consolidates the accepted ones, and the "
-        "verifier checks the result (JURIS: always verified)",
+        "verifier checks the result (JURIS: always verified)"
     )
-    deliberation: Literal["jury", "court"] | None = Field(
-        None, description="jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
+    deliberation: Deliberation | None = unset(
+        "jury = JCV; court = an AgentsCourt-style debate of two advocates, then one judge"
     )
-    social_graph: Literal["small_world", "complete"] | None = Field(
-        None, description="who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
+    social_graph: SocialGraph | None = unset(
+        "who follows whom; complete = everyone reads everyone (ChatEval's simultaneous talk)"
     )
-    per_juror_stages: bool | None = Field(
-        None, description="naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
+    per_juror_stages: bool | None = unset(
+        "naive baseline for cost benchmarks: every juror re-runs stages I-II itself in every round"
     )
 
 
@@ -96,15 +97,13 @@ PIPELINES: dict[str, PipelineOverrides] = {
     "chateval": _switches(**_RAW, social_graph="complete", round_summary=False),
 }
 # the ablation switches this release folded into pipeline and pipeline_overrides (config/deprecated.py)
-DEPRECATED_SWITCHES = {name: f"pipeline_overrides.{name}" for name in PipelineOverrides.model_fields}
+DEPRECATED_SWITCHES = moved("pipeline_overrides", PipelineOverrides)
 # one name per idea: early_stopping=false is early_stop=0 (config/deprecated.py's early_stopping)
 DEPRECATED_EARLY_STOPPING = {"early_stopping": "early_stop"}
 
 
-class GraphSettings(BaseModel):
+class GraphSettings(ConfigModel):
     """The jurors' social graph (the setting ``graph``; its kind is ``pipeline_overrides.social_graph``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     out_degree: int = Field(4, ge=0, description="accounts each juror follows")
     rewire_p: float = Field(0.2, ge=0, le=1, description="the small-world graph's rewiring probability")
@@ -114,17 +113,11 @@ class GraphSettings(BaseModel):
 
 
 # the settings this release moved into graph (config/deprecated.py)
-DEPRECATED_GRAPH = {
-    "graph_out_degree": "graph.out_degree",
-    "graph_rewire_p": "graph.rewire_p",
-    "graph_seed": "graph.seed",
-}
+DEPRECATED_GRAPH = moved("graph", GraphSettings, "graph_")
 
 
-class QualificationGate(BaseModel):
+class QualificationGate(ConfigModel):
     """What a persona must show on its mock cases to serve (the setting ``qualification_gate``; the gate itself is ``qualification``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     cases: int = Field(12, ge=2, le=200, description="K mock cases per persona, half won by each side")
     min_accuracy: float = Field(
@@ -140,17 +133,11 @@ class QualificationGate(BaseModel):
 
 
 # the settings this release moved into qualification_gate (config/deprecated.py)
-DEPRECATED_QUALIFICATION = {
-    "qualification_cases": "qualification_gate.cases",
-    "qualification_min_accuracy": "qualification_gate.min_accuracy",
-    "qualification_max_bias": "qualification_gate.max_bias",
-}
+DEPRECATED_QUALIFICATION = moved("qualification_gate", QualificationGate, "qualification_")
 
 
-class ConsistencySettings(BaseModel):
+class ConsistencySettings(ConfigModel):
     """When a verdict is compared with its near precedents (the setting ``consistency``, jury/consistency.py)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     min_similarity: float = Field(
         0.6,
@@ -169,15 +156,18 @@ class ConsistencySettings(BaseModel):
 
 
 # the settings this release moved into consistency (config/deprecated.py)
-DEPRECATED_CONSISTENCY = {
-    "consistency_min_similarity": "consistency.min_similarity",
-    "consistency_min_precedents": "consistency.min_precedents",
-}
+DEPRECATED_CONSISTENCY = moved("consistency", ConsistencySettings, "consistency_")
+
+
+def _pipeline(settings: Any, name: str) -> Any:
+    return getattr(PIPELINES[settings.pipeline], name)
 
 
 class JurySettings(BaseModel):
     """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
     the verifier and JURIS, qualification, the per-case budget, escalation and appeals."""
+
+    model_config = ConfigDict(ignored_types=(Resolved,))
 
     # The stages and the method as one name (issue 41): a rung of the ablation ladder, or full.
     pipeline: Pipeline = Field(
@@ -187,12 +177,11 @@ class JurySettings(BaseModel):
         "baseline, rules, sr-cot, iv-cot, jury, precedent, verifier, juris, mixed-jury, agentscourt, chateval "
         "(docs/evaluation.md); jurors, rounds, max_select_steps and precedent_backend are set apart",
     )
-    pipeline_overrides: PipelineOverrides = Field(
-        default_factory=lambda: PipelineOverrides(),
-        description='any of the pipeline\'s switches set apart (pipeline_overrides={"verifier": true}, '
-        "CYBERJURORS_PIPELINE_OVERRIDES__VERIFIER): focus_stage, verdict_rules, round_summary, verifier, "
-        "justification, deliberation, social_graph, per_juror_stages (their meanings: "
-        "reference/settings.md#pipeline_overrides)",
+    pipeline_overrides: PipelineOverrides = nested(
+        PipelineOverrides,
+        'any of the pipeline\'s switches set apart (pipeline_overrides={"verifier": true}, '
+        "CYBERJURORS_PIPELINE_OVERRIDES__VERIFIER)",
+        then=" (their meanings: reference/settings.md#pipeline_overrides)",
     )
     jurors: int = Field(17, ge=1, description="N")
     rounds: int = Field(3, ge=1, description="T, discussion rounds")
@@ -216,10 +205,9 @@ class JurySettings(BaseModel):
         "for the round. A round short of the quorum ends deliberation and its verdict is escalated "
         "(quorum_not_reached). 0 = more than half the seats (9 of 17); capped at the jury's size",
     )
-    graph: GraphSettings = Field(
-        default_factory=lambda: GraphSettings(),
-        description='the small-world social graph, any of these by itself (graph={"out_degree": 6}, '
-        "CYBERJURORS_GRAPH__SEED): out_degree, rewire_p, seed",
+    graph: GraphSettings = nested(
+        GraphSettings,
+        'the small-world social graph, any of these by itself (graph={"out_degree": 6}, CYBERJURORS_GRAPH__SEED)',
     )
     personas_file: Path | None = Field(
         None, description="the jurors' personas (JSON); unset = the packaged ones (schemas/personas.json)"
@@ -252,10 +240,10 @@ class JurySettings(BaseModel):
         "of personas_file; reweight = a failing persona's ballot counts less in the verdict's "
         "majority (docs/guides/qualification.md)",
     )
-    qualification_gate: QualificationGate = Field(
-        default_factory=lambda: QualificationGate(),
-        description='the qualification gate\'s bar, any of these by itself (qualification_gate={"cases": 20}, '
-        "CYBERJURORS_QUALIFICATION_GATE__MIN_ACCURACY): cases (K), min_accuracy, max_bias",
+    qualification_gate: QualificationGate = nested(
+        QualificationGate,
+        'the qualification gate\'s bar (K mock cases), any of these by itself (qualification_gate={"cases": 20}, '
+        "CYBERJURORS_QUALIFICATION_GATE__MIN_ACCURACY)",
     )
     # 0 = off (not None: a child worker gets its settings as env vars, where None would be left out
     # and the default come back)
@@ -292,10 +280,10 @@ class JurySettings(BaseModel):
         "dead letter, outcome_superseded); none by then, the held one is counted and learned from. "
         "A state_retention_s below it shortens it; checked every state_sweep_interval_s",
     )
-    consistency: ConsistencySettings = Field(
-        default_factory=lambda: ConsistencySettings(),
-        description='the comparison with precedent, either by itself (consistency={"min_similarity": 0.7}, '
-        "CYBERJURORS_CONSISTENCY__MIN_PRECEDENTS): min_similarity, min_precedents",
+    consistency: ConsistencySettings = nested(
+        ConsistencySettings,
+        'the comparison with precedent, either by itself (consistency={"min_similarity": 0.7}, '
+        "CYBERJURORS_CONSISTENCY__MIN_PRECEDENTS)",
     )
     appeal_window_s: float = Field(
         30 * 86400,
@@ -324,42 +312,15 @@ class JurySettings(BaseModel):
     def _budget_off(cls, value: object) -> object:
         return 0 if value is None or value == "" else value
 
-    def _switch(self, name: str) -> Any:
-        given = getattr(self.pipeline_overrides, name)
-        return given if given is not None else getattr(PIPELINES[self.pipeline], name)
-
     # What every reader uses: each switch as resolved, under the name the setting had.
-    @property
-    def focus_stage(self) -> bool:
-        return bool(self._switch("focus_stage"))
-
-    @property
-    def verdict_rules(self) -> bool:
-        return bool(self._switch("verdict_rules"))
-
-    @property
-    def round_summary(self) -> bool:
-        return bool(self._switch("round_summary"))
-
-    @property
-    def verifier(self) -> bool:
-        return bool(self._switch("verifier"))
-
-    @property
-    def justification(self) -> Literal["summary", "juris"]:
-        return self._switch("justification")
-
-    @property
-    def deliberation(self) -> Literal["jury", "court"]:
-        return self._switch("deliberation")
-
-    @property
-    def social_graph(self) -> Literal["small_world", "complete"]:
-        return self._switch("social_graph")
-
-    @property
-    def per_juror_stages(self) -> bool:
-        return bool(self._switch("per_juror_stages"))
+    focus_stage = Resolved[bool]("pipeline_overrides", _pipeline)
+    verdict_rules = Resolved[bool]("pipeline_overrides", _pipeline)
+    round_summary = Resolved[bool]("pipeline_overrides", _pipeline)
+    verifier = Resolved[bool]("pipeline_overrides", _pipeline)
+    justification = Resolved[Justification]("pipeline_overrides", _pipeline)
+    deliberation = Resolved[Deliberation]("pipeline_overrides", _pipeline)
+    social_graph = Resolved[SocialGraph]("pipeline_overrides", _pipeline)
+    per_juror_stages = Resolved[bool]("pipeline_overrides", _pipeline)
 
     @property
     def verifies(self) -> bool:
