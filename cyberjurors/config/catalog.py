@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from .fields import ConfigModel
 
 ThinkingType = Literal["adaptive", "budget"]
 V = TypeVar("V")
@@ -41,12 +43,10 @@ THINKING = "https://platform.claude.com/docs/en/build-with-claude/thinking-troub
 EFFORT = "https://platform.claude.com/docs/en/build-with-claude/effort"
 
 
-class TokenPrices(BaseModel):
+class TokenPrices(ConfigModel):
     """USD per million tokens of each kind, for one model. The cache multipliers are Anthropic's
     (5-minute write 1.25x input, 1-hour write 2x, read 0.1x) but every price is stated, since a
     model may differ."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     input: float = Field(0.0, ge=0, description="uncached input tokens")
     output: float = Field(0.0, ge=0, description="output tokens, thinking included")

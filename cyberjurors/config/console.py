@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
+
+from .fields import ConfigModel, moved, nested
 
 # what a person may do in the console: read; publish decisions; override another's decision; replay dead letters
 ConsoleRole = Literal["viewer", "reviewer", "supervisor", "operator"]
@@ -14,11 +16,9 @@ CONSOLE_ROLES: tuple[ConsoleRole, ...] = get_args(ConsoleRole)
 CONSOLE_SECRETS = ("console_token", "console_users", "console_user_roles", "console_group_roles", "console_tls")
 
 
-class ConsoleProxy(BaseModel):
+class ConsoleProxy(ConfigModel):
     """A single-sign-on proxy in front of the console (the setting ``console_proxy``): whom to believe,
     and the headers it sends."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     trusted: list[str] = Field(
         default_factory=list,
@@ -40,34 +40,24 @@ class ConsoleProxy(BaseModel):
 
 
 # the settings this release moved into console_proxy (config/deprecated.py)
-DEPRECATED_PROXY = {
-    "console_trusted_proxies": "console_proxy.trusted",
-    "console_sso_user_header": "console_proxy.sso_user_header",
-    "console_sso_groups_header": "console_proxy.sso_groups_header",
-    "console_behind_proxy": "console_proxy.behind",
-}
+DEPRECATED_PROXY = moved(
+    "console_proxy", ConsoleProxy, "console_", trusted="console_trusted_proxies", behind="console_behind_proxy"
+)
 
 
-class ConsoleTLS(BaseModel):
+class ConsoleTLS(ConfigModel):
     """The certificate the console serves HTTPS with (the setting ``console_tls``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     cert: Path | None = Field(None, description="certificate (PEM) the console serves HTTPS with")
     key: Path | None = Field(None, description="its private key (PEM)")
 
 
 # the settings this release moved into console_tls (config/deprecated.py)
-DEPRECATED_TLS = {
-    "console_tls_cert": "console_tls.cert",
-    "console_tls_key": "console_tls.key",
-}
+DEPRECATED_TLS = moved("console_tls", ConsoleTLS, "console_tls_")
 
 
-class ConsoleSignin(BaseModel):
+class ConsoleSignin(ConfigModel):
     """How long a console session lasts and how sign-in is guarded (the setting ``console_signin``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     session_ttl_s: float = Field(
         8 * 3600, gt=0, description="a console session ends this long after sign-in, whatever its use"
@@ -83,12 +73,12 @@ class ConsoleSignin(BaseModel):
 
 
 # the settings this release moved into console_signin (config/deprecated.py)
-DEPRECATED_SIGNIN = {
-    "console_session_ttl_s": "console_signin.session_ttl_s",
-    "console_session_idle_s": "console_signin.session_idle_s",
-    "console_signin_max_failures": "console_signin.max_failures",
-    "console_signin_lockout_s": "console_signin.lockout_s",
-}
+DEPRECATED_SIGNIN = moved(
+    "console_signin",
+    ConsoleSignin,
+    "console_signin_",
+    **{name: f"console_{name}" for name in ("session_ttl_s", "session_idle_s")},
+)
 
 
 class ConsoleSettings(BaseModel):
@@ -126,22 +116,21 @@ class ConsoleSettings(BaseModel):
         "(actor `service`), never as a named person, with console_token_roles",
     )
     console_token_roles: list[ConsoleRole] = Field(["viewer"], description="what the service token may do")
-    console_proxy: ConsoleProxy = Field(
-        default_factory=lambda: ConsoleProxy(),
-        description="a single-sign-on proxy in front of the console, any of these by itself "
-        '(console_proxy={"behind": true}, CYBERJURORS_CONSOLE_PROXY__TRUSTED): trusted, '
-        "sso_user_header, sso_groups_header, behind",
+    console_proxy: ConsoleProxy = nested(
+        ConsoleProxy,
+        "a single-sign-on proxy in front of the console, any of these by itself "
+        '(console_proxy={"behind": true}, CYBERJURORS_CONSOLE_PROXY__TRUSTED)',
     )
-    console_tls: ConsoleTLS = Field(
-        default_factory=lambda: ConsoleTLS(),
-        description='HTTPS, cert and key together (console_tls={"cert": "/tls/tls.crt", "key": "/tls/tls.key"}, '
+    console_tls: ConsoleTLS = nested(
+        ConsoleTLS,
+        'HTTPS, cert and key together (console_tls={"cert": "/tls/tls.crt", "key": "/tls/tls.key"}, '
         "CYBERJURORS_CONSOLE_TLS__CERT)",
+        names=False,
     )
-    console_signin: ConsoleSignin = Field(
-        default_factory=lambda: ConsoleSignin(),
-        description='sessions and the sign-in lockout, any of these by itself (console_signin={"session_idle_s": '
-        "900}, CYBERJURORS_CONSOLE_SIGNIN__LOCKOUT_S): session_ttl_s, session_idle_s, max_failures, "
-        "lockout_s",
+    console_signin: ConsoleSignin = nested(
+        ConsoleSignin,
+        'sessions and the sign-in lockout, any of these by itself (console_signin={"session_idle_s": '
+        "900}, CYBERJURORS_CONSOLE_SIGNIN__LOCKOUT_S)",
     )
     console_max_body_bytes: int = Field(
         65_536, ge=1024, description="a request body over this is refused (413) before it is read"

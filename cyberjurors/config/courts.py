@@ -14,9 +14,10 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from ..schemas.case import CATEGORIES, MAX_ORDER_AMOUNT, Category, CurrencyCode
+from .fields import ConfigModel
 
 # the names the service gives the courts it seats without a tier: no policy, and the second instance
 RESERVED_COURTS = ("default", "appeal")
@@ -27,11 +28,9 @@ Amount = Annotated[Decimal, Field(ge=0, le=MAX_ORDER_AMOUNT, allow_inf_nan=False
 Rate = Annotated[Decimal, Field(gt=0, allow_inf_nan=False)]
 
 
-class CourtTier(BaseModel):
+class CourtTier(ConfigModel):
     """One court of the policy and the cases it sits on. A field left unset keeps the setting of the
     same name (``jurors``, ``rounds``, ``verifier``; ``model`` for every role)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: CourtName = Field(description="what the verdict calls the court, e.g. small-claims")
     min_amount: Amount = Field(Decimal(0), description="the lowest order amount it sits on, in court_base_currency")

@@ -6,9 +6,10 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ..schemas import PersonalData
+from .fields import ConfigModel, moved, nested
 
 FormField = Literal["product", "dispute_reason", "requested_remedy"]
 # every kind but URLs: a link to the listing is evidence more often than it is anyone's
@@ -37,11 +38,9 @@ DEFAULT_KEEP = (
 )
 
 
-class IntakeLimits(BaseModel):
+class IntakeLimits(ConfigModel):
     """The caps a case and its media are held to (the setting ``intake_limits``): what intake refuses
     whole, and what a media item over is noted on that item, never fatal."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     # Kafka's broker message.max.bytes / topic max.message.bytes default to 1 MiB (1,048,588); keep
     # max_event_bytes below whatever your cluster sets. The producers allow it plus record overhead.
@@ -86,13 +85,11 @@ class IntakeLimits(BaseModel):
 
 
 # the intake caps this release moved into intake_limits (config/deprecated.py)
-DEPRECATED_LIMITS = {name: f"intake_limits.{name}" for name in IntakeLimits.model_fields}
+DEPRECATED_LIMITS = moved("intake_limits", IntakeLimits)
 
 
-class PrivacySettings(BaseModel):
+class PrivacySettings(ConfigModel):
     """Minimisation before the model (the setting ``privacy``, evidence/privacy.py and evidence/ocr.py): personal data in party text, and with ``ocr`` in images, replaced before any prompt is built."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     # Minimisation before the model (issue 30, evidence/privacy.py): personal data in party text is
     # replaced by stable per-case placeholders before any prompt is built.
@@ -156,20 +153,11 @@ class PrivacySettings(BaseModel):
 
 
 # the settings this release moved into privacy (config/deprecated.py)
-DEPRECATED_PRIVACY = {
-    "privacy_mask": "privacy.mask",
-    "privacy_phone_regions": "privacy.phone_regions",
-    "privacy_keep_patterns": "privacy.keep_patterns",
-    "privacy_keep_fields": "privacy.keep_fields",
-    "privacy_ocr": "privacy.ocr",
-    "privacy_ocr_timeout_s": "privacy.ocr_timeout_s",
-}
+DEPRECATED_PRIVACY = moved("privacy", PrivacySettings, "privacy_")
 
 
-class FrameSettings(BaseModel):
+class FrameSettings(ConfigModel):
     """Which frames of a video a model sees (the setting ``frames``, evidence/media.py)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     per_video: int = Field(30, ge=1, description="frames of each video the perceiver sees (the paper: 30)")
     passive_per_video: int = Field(8, ge=1, description="frames per video attached when stage II is off")
@@ -185,20 +173,14 @@ class FrameSettings(BaseModel):
 
 
 # the settings this release moved into frames (config/deprecated.py)
-DEPRECATED_FRAMES = {
-    "frames_per_video": "frames.per_video",
-    "frame_sampling": "frames.sampling",
-    "frame_event_share": "frames.event_share",
-    "frame_event_max_frames": "frames.event_max_frames",
-    "passive_frames_per_video": "frames.passive_per_video",
-}
+DEPRECATED_FRAMES = moved(
+    "frames", FrameSettings, "frame_", per_video="frames_per_video", passive_per_video="passive_frames_per_video"
+)
 
 
-class KeyServiceSettings(BaseModel):
+class KeyServiceSettings(ConfigModel):
     """What wraps each case's data key before it is kept (the setting ``key_service``,
     evidence/key_service.py): the key store then holds only wrapped keys."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["local", "aws_kms"] = Field(
         "local",
@@ -236,20 +218,16 @@ class EvidenceSettings(BaseModel):
         default_factory=list,
         description="allowed origins: host (http on 80, https on 443), host:port, or scheme://host[:port]",
     )
-    intake_limits: IntakeLimits = Field(
-        default_factory=lambda: IntakeLimits(),
-        description="the caps a case and its media are held to, any of them by itself "
-        '(intake_limits={"max_event_bytes": 900000}, CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES): '
-        "max_event_bytes, max_case_bytes, max_case_items, max_case_text_chars, max_rounds_per_party, "
-        "max_text_chars, max_media_items, max_inline_bytes, max_media_bytes, max_url_redirects, "
-        "max_image_pixels, max_image_dimension, max_video_pixels, max_video_dimension, "
-        "max_video_duration_s, max_video_frames (their defaults and meanings: reference/settings.md#intake_limits)",
+    intake_limits: IntakeLimits = nested(
+        IntakeLimits,
+        "the caps a case and its media are held to, any of them by itself "
+        '(intake_limits={"max_event_bytes": 900000}, CYBERJURORS_INTAKE_LIMITS__MAX_EVENT_BYTES)',
+        then=" (their defaults and meanings: reference/settings.md#intake_limits)",
     )
-    frames: FrameSettings = Field(
-        default_factory=lambda: FrameSettings(),
-        description='the frames of a video a model sees, any of these by itself (frames={"per_video": 16}, '
-        "CYBERJURORS_FRAMES__SAMPLING): per_video, passive_per_video, sampling, event_share, "
-        "event_max_frames",
+    frames: FrameSettings = nested(
+        FrameSettings,
+        'the frames of a video a model sees, any of these by itself (frames={"per_video": 16}, '
+        "CYBERJURORS_FRAMES__SAMPLING)",
     )
     max_image_side: int = Field(768, ge=64, description="images are downscaled to this before the model")
     media_decode_concurrency: int = Field(2, ge=1, description="image and video decodes at once per process")
@@ -261,11 +239,10 @@ class EvidenceSettings(BaseModel):
         "(s3://bucket/prefix, gs://, az://, memory://) through fsspec",
     )
     media_sweep_interval_s: float = Field(3600.0, gt=0, description="how often a worker deletes expired media")
-    privacy: PrivacySettings = Field(
-        default_factory=lambda: PrivacySettings(),
-        description='personal data before the model, any of these by itself (privacy={"mask": []}, '
-        "CYBERJURORS_PRIVACY__OCR): mask, phone_regions, keep_patterns, keep_fields, ocr, "
-        "ocr_timeout_s (their defaults and meanings: reference/settings.md#privacy)",
+    privacy: PrivacySettings = nested(
+        PrivacySettings,
+        'personal data before the model, any of these by itself (privacy={"mask": []}, CYBERJURORS_PRIVACY__OCR)',
+        then=" (their defaults and meanings: reference/settings.md#privacy)",
     )
 
     # Crypto-shredding (docs/operations/data-rights.md): each case's media sealed under a key of its
@@ -288,11 +265,11 @@ class EvidenceSettings(BaseModel):
         "topics, the workers' stage results, dead letters) under the case's key, as media_encryption "
         "does the media; needs media_encryption",
     )
-    key_service: KeyServiceSettings = Field(
-        default_factory=lambda: KeyServiceSettings(),
-        description='what wraps each case key before it is kept, any of these by itself (key_service={"kind": '
-        '"aws_kms", "kms_key_id": "alias/cj"}, CYBERJURORS_KEY_SERVICE__CACHE_S): kind, kek_file, kms_key_id, '
-        "kms_region, kms_endpoint_url, timeout_s, cache_s (reference/settings.md#key_service)",
+    key_service: KeyServiceSettings = nested(
+        KeyServiceSettings,
+        'what wraps each case key before it is kept, any of these by itself (key_service={"kind": '
+        '"aws_kms", "kms_key_id": "alias/cj"}, CYBERJURORS_KEY_SERVICE__CACHE_S)',
+        then=" (reference/settings.md#key_service)",
     )
     case_key_secret: str | None = Field(
         None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from ..schemas import (
     ArgumentDraft,
@@ -22,6 +22,7 @@ from ..schemas import (
 )
 from ..schemas.bounds import room
 from .catalog import TokenPrices, facts, list_prices
+from .fields import ConfigModel, moved, nested, unset
 
 Role = Literal[
     "focus",
@@ -68,28 +69,23 @@ def reasons(model: str, reasoning_models: list[str] | tuple[str, ...]) -> bool:
     return any(model.startswith(name) for name in reasoning_models)
 
 
-class RoleCall(BaseModel):
+class RoleCall(ConfigModel):
     """One role's model and how its calls are made (an entry of ``llm_roles``). A field left unset
     takes the role's built-in value (``ROLE_CALLS``); the model, ``model``; max_output_tokens, the
     setting of that name when it is set."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str | None = Field(
-        None,
-        description="the role's model, provider prefix allowed (anthropic:NAME, openai:NAME, offline:NAME); "
-        "juror_models and juris_drafter_models spread the jurors' and drafters' seats instead",
+    model: str | None = unset(
+        "the role's model, provider prefix allowed (anthropic:NAME, openai:NAME, offline:NAME); "
+        "juror_models and juris_drafter_models spread the jurors' and drafters' seats instead"
     )
-    effort: Effort | None = Field(
-        None,
-        description="output_config.effort (reasoning_effort on openai reasoning models, one of "
-        "openai_reasoning_efforts); sent only to models that take it",
+    effort: Effort | None = unset(
+        "output_config.effort (reasoning_effort on openai reasoning models, one of "
+        "openai_reasoning_efforts); sent only to models that take it"
     )
-    thinking: Thinking | None = Field(
-        None,
-        description="auto = the model's default, with room kept for it; adaptive; budget = {type: enabled, "
+    thinking: Thinking | None = unset(
+        "auto = the model's default, with room kept for it; adaptive; budget = {type: enabled, "
         "budget_tokens}; off = the model's way to turn it off (openai reasoning models: the lowest of "
-        "openai_reasoning_efforts; budget is refused there)",
+        "openai_reasoning_efforts; budget is refused there)"
     )
     thinking_budget: int | None = Field(
         None,
@@ -144,24 +140,20 @@ StructuredOutput = Literal["auto", "json_schema", "json_object_schema", "tool", 
 STRUCTURED_OUTPUTS: tuple[StructuredOutput, ...] = get_args(StructuredOutput)
 
 
-class ModelCapabilities(BaseModel):
+class ModelCapabilities(ConfigModel):
     """What one model can read, as the operator states it (``llm_capabilities``): each field set
     wins over the server's word and the catalog's; a field left unset takes theirs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    images: bool | None = Field(None, description="reads images; false: every role on it reads captions only")
+    images: bool | None = unset("reads images; false: every role on it reads captions only")
     context_window: int | None = Field(None, ge=512, description="tokens of prompt and answer together, as served")
     max_output_tokens: int | None = Field(None, ge=1, description="the most one answer may hold")
-    plumbing_only: bool | None = Field(
-        None, description="a tiny model whose verdicts show the plumbing, labelled never to pass for judgement"
+    plumbing_only: bool | None = unset(
+        "a tiny model whose verdicts show the plumbing, labelled never to pass for judgement"
     )
 
 
-class BatchSettings(BaseModel):
+class BatchSettings(ConfigModel):
     """How ``eval --batch`` sends its calls as Message Batches (the setting ``llm_batch``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     poll_s: float = Field(30.0, gt=0, description="eval --batch: seconds between status checks of a Message Batch")
     max_wait_s: float = Field(
@@ -192,13 +184,7 @@ class BatchSettings(BaseModel):
 
 
 # the settings this release moved into llm_batch (config/deprecated.py)
-DEPRECATED_BATCH = {
-    "batch_poll_s": "llm_batch.poll_s",
-    "batch_max_wait_s": "llm_batch.max_wait_s",
-    "batch_retry_s": "llm_batch.retry_s",
-    "batch_max_attempts": "llm_batch.max_attempts",
-    "batch_max_cases": "llm_batch.max_cases",
-}
+DEPRECATED_BATCH = moved("llm_batch", BatchSettings, "batch_")
 
 
 class LLMSettings(BaseModel):
@@ -314,10 +300,8 @@ class LLMSettings(BaseModel):
         "tokens.cost_sources, the cost metric's price_source label and eval reports; false = such a "
         "model is unpriced",
     )
-    llm_batch: BatchSettings = Field(
-        default_factory=lambda: BatchSettings(),
-        description='eval --batch, any of them by itself (llm_batch={"poll_s": 5}, CYBERJURORS_LLM_BATCH__POLL_S): '
-        "poll_s, max_wait_s, retry_s, max_attempts, max_cases",
+    llm_batch: BatchSettings = nested(
+        BatchSettings, 'eval --batch, any of them by itself (llm_batch={"poll_s": 5}, CYBERJURORS_LLM_BATCH__POLL_S)'
     )
 
     @field_validator("llm_roles")

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from .fields import ConfigModel, moved, nested
 
 
-class EmbeddingSettings(BaseModel):
+class EmbeddingSettings(ConfigModel):
     """The model precedents are embedded with and how it runs (the setting ``embedding``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(
         "all-MiniLM-L6-v2",
@@ -56,21 +56,11 @@ class EmbeddingSettings(BaseModel):
 
 
 # the settings this release moved into embedding (config/deprecated.py)
-DEPRECATED_EMBEDDING = {
-    "embedding_model": "embedding.model",
-    "embedding_runtime": "embedding.runtime",
-    "embedding_model_dir": "embedding.model_dir",
-    "embedding_model_sha256": "embedding.model_sha256",
-    "embedding_batch_size": "embedding.batch_size",
-    "embedding_threads": "embedding.threads",
-    "embedding_cache_size": "embedding.cache_size",
-}
+DEPRECATED_EMBEDDING = moved("embedding", EmbeddingSettings, "embedding_")
 
 
-class ElasticsearchSettings(BaseModel):
+class ElasticsearchSettings(ConfigModel):
     """The Elasticsearch cluster of ``precedent_backend = elasticsearch`` (the setting ``elasticsearch``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: str | None = Field(None, description="the Elasticsearch cluster (or ELASTICSEARCH_URL)")
     api_key: str | None = Field(None, description="its API key (or ELASTICSEARCH_API_KEY)")
@@ -86,17 +76,7 @@ class ElasticsearchSettings(BaseModel):
 
 
 # the settings this release moved into elasticsearch (config/deprecated.py)
-DEPRECATED_ELASTICSEARCH = {
-    "elasticsearch_url": "elasticsearch.url",
-    "elasticsearch_api_key": "elasticsearch.api_key",
-    "elasticsearch_username": "elasticsearch.username",
-    "elasticsearch_password": "elasticsearch.password",
-    "elasticsearch_ca_certs": "elasticsearch.ca_certs",
-    "elasticsearch_verify_certs": "elasticsearch.verify_certs",
-    "elasticsearch_index_prefix": "elasticsearch.index_prefix",
-    "elasticsearch_timeout_s": "elasticsearch.timeout_s",
-    "elasticsearch_max_retries": "elasticsearch.max_retries",
-}
+DEPRECATED_ELASTICSEARCH = moved("elasticsearch", ElasticsearchSettings, "elasticsearch_")
 
 
 class PrecedentSettings(BaseModel):
@@ -117,16 +97,14 @@ class PrecedentSettings(BaseModel):
     )
     guideline_min_confidence: float = Field(0.2, ge=0, le=1, description="guidelines below this are retired")
     redistil_after: int = Field(20, ge=1, description="confirmed outcomes in a category before it is re-distilled")
-    embedding: EmbeddingSettings = Field(
-        default_factory=lambda: EmbeddingSettings(),
-        description='the embedding model, any of its settings by itself (embedding={"threads": 2}, '
-        "CYBERJURORS_EMBEDDING__MODEL_DIR): model, runtime, model_dir, model_sha256, batch_size, "
-        "threads, cache_size",
+    embedding: EmbeddingSettings = nested(
+        EmbeddingSettings,
+        'the embedding model, any of its settings by itself (embedding={"threads": 2}, '
+        "CYBERJURORS_EMBEDDING__MODEL_DIR)",
     )
-    elasticsearch: ElasticsearchSettings = Field(
-        default_factory=lambda: ElasticsearchSettings(),
-        description='the Elasticsearch backend, any of its settings by itself (elasticsearch={"index_prefix": '
+    elasticsearch: ElasticsearchSettings = nested(
+        ElasticsearchSettings,
+        'the Elasticsearch backend, any of its settings by itself (elasticsearch={"index_prefix": '
         '"staging"}, CYBERJURORS_ELASTICSEARCH__PASSWORD; url and api_key also as ELASTICSEARCH_URL '
-        "and ELASTICSEARCH_API_KEY): url, api_key, username, password, ca_certs, verify_certs, "
-        "index_prefix, timeout_s, max_retries",
+        "and ELASTICSEARCH_API_KEY)",
     )

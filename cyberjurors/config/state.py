@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from .fields import ConfigModel, moved, nested
 
 
-class EarlyEvidence(BaseModel):
+class EarlyEvidence(ConfigModel):
     """Evidence that arrives before its case's ``case_opened``, held in the intake table (the setting ``early_evidence``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     wait_s: float = Field(
         300.0,
@@ -29,11 +29,7 @@ class EarlyEvidence(BaseModel):
 
 
 # the settings this release moved into early_evidence (config/deprecated.py)
-DEPRECATED_EARLY_EVIDENCE = {
-    "early_evidence_wait_s": "early_evidence.wait_s",
-    "early_evidence_per_case": "early_evidence.per_case",
-    "early_evidence_total": "early_evidence.total",
-}
+DEPRECATED_EARLY_EVIDENCE = moved("early_evidence", EarlyEvidence, "early_evidence_")
 
 
 class StateSettings(BaseModel):
@@ -52,10 +48,10 @@ class StateSettings(BaseModel):
         "buffers (two memtables), half in its block cache; a worker holds up to this x 4 "
         "tables x its partitions (Faust's defaults: 192 MB of memtables and a 2 GB cache each)",
     )
-    early_evidence: EarlyEvidence = Field(
-        default_factory=lambda: EarlyEvidence(),
-        description='evidence held for a case not yet opened, any of these by itself (early_evidence={"wait_s": '
-        "600}, CYBERJURORS_EARLY_EVIDENCE__WAIT_S): wait_s, per_case, total",
+    early_evidence: EarlyEvidence = nested(
+        EarlyEvidence,
+        'evidence held for a case not yet opened, any of these by itself (early_evidence={"wait_s": '
+        "600}, CYBERJURORS_EARLY_EVIDENCE__WAIT_S)",
     )
     erasure_dir: Path = Field(
         Path("data/erasures"),
