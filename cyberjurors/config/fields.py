@@ -1,15 +1,17 @@
 """What the sections share: the base of every model inside the settings, the fields of a nested
-setting and of an override, the table of old names a nested setting took over, and a setting read
+setting and of an override (``Duration`` for a length of time), the table of old names a nested setting took over, and a setting read
 as resolved from a preset and its overrides."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, overload
+from typing import Annotated, Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
 T = TypeVar("T")
+# an override's length of time: seconds above 0, or None (unset)
+Duration = Annotated[float | None, Field(gt=0)]
 
 
 class ConfigModel(BaseModel):
@@ -29,10 +31,9 @@ def nested(model: type[BaseModel], description: str, *, names: bool = True, then
     return Field(default_factory=model, description=description)
 
 
-def unset(description: str, *, positive: bool = False) -> Any:
-    """A field of an override model: unset (None) takes what its description says instead; a value
-    given is above 0 where ``positive``."""
-    return Field(None, gt=0 if positive else None, description=description)
+def unset(description: str) -> Any:
+    """A field of an override model: unset (None) takes what its description says instead."""
+    return Field(None, description=description)
 
 
 def moved(setting: str, model: type[BaseModel], prefix: str = "", **renamed: str) -> dict[str, str]:

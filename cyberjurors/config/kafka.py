@@ -7,30 +7,27 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .fields import ConfigModel, Resolved, moved, nested, unset
+from .fields import ConfigModel, Duration, Resolved, moved, nested, unset
 
 
 class KafkaTimeouts(ConfigModel):
     """The liveness timeouts set apart from ``kafka_profile`` (the setting ``kafka_timeouts``)."""
 
-    session_timeout_s: float | None = unset("the consumer group's session timeout", positive=True)
-    heartbeat_interval_s: float | None = unset("the consumer's heartbeat interval", positive=True)
-    commit_interval_s: float | None = unset("how often processed offsets are committed", positive=True)
+    session_timeout_s: Duration = unset("the consumer group's session timeout")
+    heartbeat_interval_s: Duration = unset("the consumer's heartbeat interval")
+    commit_interval_s: Duration = unset("how often processed offsets are committed")
     fetch_max_wait_ms: int | None = Field(
         None,
         ge=1,
         description="how long an empty fetch waits at the broker; the embedded broker never answers early, "
         "so each topic hop costs up to this",
     )
-    broker_loss_exit_s: float | None = unset(
+    broker_loss_exit_s: Duration = unset(
         "a worker that cannot reach its broker this long exits with status 75; one whose broker "
-        "lost its topics or answers as another cluster exits at once",
-        positive=True,
+        "lost its topics or answers as another cluster exits at once"
     )
-    broker_check_interval_s: float | None = unset("how often a worker reads its broker's metadata", positive=True)
-    stop_deadline_s: float | None = unset(
-        "after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124", positive=True
-    )
+    broker_check_interval_s: Duration = unset("how often a worker reads its broker's metadata")
+    stop_deadline_s: Duration = unset("after SIGTERM or SIGINT, a worker not yet stopped exits at once with status 124")
 
 
 KafkaProfile = Literal["local", "cluster"]

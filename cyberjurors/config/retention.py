@@ -3,84 +3,64 @@ the overrides for the few that must differ (docs/operations/data-rights.md)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from .fields import ConfigModel, Duration, Resolved, nested, unset
 
 DAY_S = 86400.0
 
 
-class RetentionOverrides(BaseModel):
+class RetentionOverrides(ConfigModel):
     """Lifetimes set apart from ``retention_period`` (the setting ``retention``); each unset one
     takes what its description says."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    state_s: float | None = Field(
-        None,
-        gt=0,
-        description="a case's stored verdict and admitted case file (what outcomes and redeliveries read) "
-        "are deleted this long after its last stage result; unset = retention_period. Keep it at least topics_s",
+    state_s: Duration = unset(
+        "a case's stored verdict and admitted case file (what outcomes and redeliveries read) "
+        "are deleted this long after its last stage result; unset = retention_period. Keep it at least topics_s"
     )
-    dlq_s: float | None = Field(
-        None,
-        gt=0,
-        description="retention.ms of disputes.dlq: how long a dead letter can be replayed; unset = retention_period",
+    dlq_s: Duration = unset(
+        "retention.ms of disputes.dlq: how long a dead letter can be replayed; unset = retention_period"
     )
-    topics_s: float | None = Field(
-        None,
-        gt=0,
-        description="retention.ms given to the pipeline and public topics (events, intake, focus, clues, rounds, "
-        "verdicts, escalations, appeals, outcomes) when they are created; unset = retention_period",
+    topics_s: Duration = unset(
+        "retention.ms given to the pipeline and public topics (events, intake, focus, clues, rounds, "
+        "verdicts, escalations, appeals, outcomes) when they are created; unset = retention_period"
     )
-    intake_draft_s: float | None = Field(
-        None,
-        gt=0,
-        description="an incremental case whose evidence is not closed this long after its last event is "
-        "dead-lettered (draft_expired, with what was received) and forgotten; unset = retention_period",
+    intake_draft_s: Duration = unset(
+        "an incremental case whose evidence is not closed this long after its last event is "
+        "dead-lettered (draft_expired, with what was received) and forgotten; unset = retention_period"
     )
-    media_s: float | None = Field(
-        None,
-        gt=0,
-        description="a media store object is deleted this long (at most a day more) after the last put or "
-        "reference that named it; unset = state_s + dlq_s; never below either",
+    media_s: Duration = unset(
+        "a media store object is deleted this long (at most a day more) after the last put or "
+        "reference that named it; unset = state_s + dlq_s; never below either"
     )
-    replayed_s: float | None = Field(
-        None,
-        gt=0,
-        description="disputes.dlq-replayed: unset = compacted and kept for good (one note per letter); set = "
-        "compacted, and notes older than this deleted too",
+    replayed_s: Duration = unset(
+        "disputes.dlq-replayed: unset = compacted and kept for good (one note per letter); set = "
+        "compacted, and notes older than this deleted too"
     )
-    console_s: float | None = Field(
-        None,
-        gt=0,
-        description="the console's store forgets a case this long after its last verdict (its verdicts, "
+    console_s: Duration = unset(
+        "the console's store forgets a case this long after its last verdict (its verdicts, "
         "escalations, record, outcomes) and dead letters this long after they failed; the rationale of a "
-        "decision this old is blanked (who decided what, and the audit trail, stay). Unset = kept for good",
+        "decision this old is blanked (who decided what, and the audit trail, stay). Unset = kept for good"
     )
-    audit_topic_s: float | None = Field(
-        None,
-        gt=0,
-        description="how long disputes.audit keeps entries; unset = kept for good (compacted on each entry's "
-        "own id, so nothing is dropped)",
+    audit_topic_s: Duration = unset(
+        "how long disputes.audit keeps entries; unset = kept for good (compacted on each entry's "
+        "own id, so nothing is dropped)"
     )
-    precedent_case_s: float | None = Field(
-        None,
-        gt=0,
-        description="a historical case leaves the precedent base this long after it was decided (its "
+    precedent_case_s: Duration = unset(
+        "a historical case leaves the precedent base this long after it was decided (its "
         "decided_at), and the guidelines' provenance stops naming it; checked by the worker holding partition 0 "
-        "every media_sweep_interval_s. A case without a decision date stays. Unset = kept for good",
+        "every media_sweep_interval_s. A case without a decision date stays. Unset = kept for good"
     )
-    compaction_lag_s: float | None = Field(
-        None,
-        gt=0,
-        description="on the compacted topics created here (table changelogs, dlq-replayed, audit, erasures): "
+    compaction_lag_s: Duration = unset(
+        "on the compacted topics created here (table changelogs, dlq-replayed, audit, erasures): "
         "segment.ms and max.compaction.lag.ms, so a value replaced or deleted (by expiry, by `erase`) leaves "
-        "the log within about this long of the change; unset = a day",
+        "the log within about this long of the change; unset = a day"
     )
-    tombstone_s: float | None = Field(
-        None,
-        gt=0,
-        description="delete.retention.ms of those compacted topics: how long a tombstone (a key with no value, "
-        "the key being a case id) stays readable after compaction, for readers catching up; unset = a day",
+    tombstone_s: Duration = unset(
+        "delete.retention.ms of those compacted topics: how long a tombstone (a key with no value, "
+        "the key being a case id) stays readable after compaction, for readers catching up; unset = a day"
     )
 
 
@@ -100,9 +80,24 @@ DEPRECATED_RETENTION = {
 }
 
 
+# what an unset lifetime is: the period, kept for good (no deletion), or a day
+def _period(settings: Any, _: str) -> float:
+    return float(settings.retention_period)
+
+
+def _for_good(settings: Any, _: str) -> None:
+    return None
+
+
+def _a_day(settings: Any, _: str) -> float:
+    return DAY_S
+
+
 class RetentionSettings(BaseModel):
     """How long what a case leaves behind is kept: ``retention_period`` for the case's state, its dead
     letters, the pipeline topics and drafts (media twice it), ``retention`` for what differs."""
+
+    model_config = ConfigDict(ignored_types=(Resolved,))
 
     # Kafka's default retention.ms: a record in a topic that is not compacted cannot be erased, so
     # the topics' retention is the bound on an erasure; state outlives them, media outlives both
@@ -112,56 +107,28 @@ class RetentionSettings(BaseModel):
         description="how long a case's stored state, its dead letters (replayable that long), the pipeline "
         "topics' records and an unclosed draft are kept; its media twice it (they must outlive both)",
     )
-    retention: RetentionOverrides = Field(
-        default_factory=lambda: RetentionOverrides(),
-        description='lifetimes set apart, any of them by itself (retention={"dlq_s": 1209600}, '
+    retention: RetentionOverrides = nested(
+        RetentionOverrides,
+        'lifetimes set apart, any of them by itself (retention={"dlq_s": 1209600}, '
         "CYBERJURORS_RETENTION__DLQ_S): state_s, dlq_s, topics_s, intake_draft_s (unset: retention_period), "
         "media_s (unset: state_s + dlq_s), replayed_s, console_s, audit_topic_s, precedent_case_s (unset: kept "
         "for good), compaction_lag_s, tombstone_s (unset: a day)",
+        names=False,
     )
 
     # What every reader uses: each lifetime as resolved, under the name the setting had.
-    @property
-    def state_retention_s(self) -> float:
-        return self.retention.state_s or self.retention_period
-
-    @property
-    def dlq_retention_s(self) -> float:
-        return self.retention.dlq_s or self.retention_period
-
-    @property
-    def topic_retention_s(self) -> float:
-        return self.retention.topics_s or self.retention_period
-
-    @property
-    def intake_draft_ttl_s(self) -> float:
-        return self.retention.intake_draft_s or self.retention_period
+    state_retention_s = Resolved[float]("retention", _period, "state_s")
+    dlq_retention_s = Resolved[float]("retention", _period, "dlq_s")
+    topic_retention_s = Resolved[float]("retention", _period, "topics_s")
+    intake_draft_ttl_s = Resolved[float]("retention", _period, "intake_draft_s")
+    replayed_retention_s = Resolved[float | None]("retention", _for_good, "replayed_s")
+    console_retention_s = Resolved[float | None]("retention", _for_good, "console_s")
+    audit_topic_retention_s = Resolved[float | None]("retention", _for_good, "audit_topic_s")
+    precedent_case_retention_s = Resolved[float | None]("retention", _for_good, "precedent_case_s")
+    compaction_lag_s = Resolved[float]("retention", _a_day)
+    tombstone_retention_s = Resolved[float]("retention", _a_day, "tombstone_s")
 
     @property
     def media_retention(self) -> float:
         """How long a media store object is kept after its last put or reference."""
         return self.retention.media_s or self.state_retention_s + self.dlq_retention_s
-
-    @property
-    def replayed_retention_s(self) -> float | None:
-        return self.retention.replayed_s
-
-    @property
-    def console_retention_s(self) -> float | None:
-        return self.retention.console_s
-
-    @property
-    def audit_topic_retention_s(self) -> float | None:
-        return self.retention.audit_topic_s
-
-    @property
-    def precedent_case_retention_s(self) -> float | None:
-        return self.retention.precedent_case_s
-
-    @property
-    def compaction_lag_s(self) -> float:
-        return self.retention.compaction_lag_s or DAY_S
-
-    @property
-    def tombstone_retention_s(self) -> float:
-        return self.retention.tombstone_s or DAY_S
