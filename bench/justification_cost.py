@@ -8,7 +8,7 @@ Faust workers run (``jury.stages.judge``), in one process, on the offline stand-
   least the verifier costs);
 * +verifier, T_max rejects: a verifier that rejects every draft, so the full loop runs (T_max
   verifier calls, T_max - 1 revisions by the summariser, then the removal): the most it costs;
-* JURIS: two drafters, juris_voters jurors voting (on the jurors' cached case prefix), the
+* JURIS: two drafters, juris.voters jurors voting (on the jurors' cached case prefix), the
   editor, then the verifier.
 
 Token counts are the offline backend's estimates (4 characters a token), billed like a provider's

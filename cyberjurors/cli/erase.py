@@ -47,7 +47,7 @@ def erase(
         ),
     ] = None,
     wait: Annotated[
-        float | None, typer.Option("--wait", help="seconds to wait for the worker's answer (erasure_wait_s)")
+        float | None, typer.Option("--wait", help="seconds to wait for the worker's answer (erasure.wait_s)")
     ] = None,
     settings: SettingsOption = None,
 ) -> None:
@@ -56,7 +56,7 @@ def erase(
     case's media key and media objects, its dead letters' originals and replay notes,
     the console's store and audit trail (a record that a decision was made is kept, without personal
     data), the precedent base, the LLM call log and, when asked, evaluation outputs. Prints what was
-    erased where and what is left; records each step in a journal (erasure_dir) and a log without
+    erased where and what is left; records each step in a journal (erasure.dir) and a log without
     personal data. A case still in the pipeline is refused unless --force. Exit status 0: erased (or
     nothing left); 3: refused; 4: something is left, recorded (finish it with --resume)."""
     ids = list(dict.fromkeys(case or []))
@@ -79,7 +79,7 @@ async def _erase(
     from ..erasure.run import erase, resume_all
 
     given = given_steps()
-    journal = Journal(config.erasure_dir)
+    journal = Journal(config.erasure.dir)
     reports = []
     try:
         if resume:

@@ -155,6 +155,22 @@ class ConsistencySettings(ConfigModel):
     )
 
 
+class JurisSettings(ConfigModel):
+    """How the jury votes the justification with ``pipeline = juris`` (the setting ``juris``, jury/juris.py)."""
+
+    voters: int = Field(
+        5,
+        ge=1,
+        description="jurors (seats 0..K-1) who vote on JURIS's candidate sentences: "
+        "the JURIS paper's K = 5; capped at the jury's size",
+    )
+    max_sentences: int = Field(6, ge=1, description="candidate sentences kept per JURIS drafter")
+
+
+# the settings this release moved into juris (config/deprecated.py)
+DEPRECATED_JURIS = moved("juris", JurisSettings, "juris_")
+
+
 # the settings this release moved into consistency (config/deprecated.py)
 DEPRECATED_CONSISTENCY = moved("consistency", ConsistencySettings, "consistency_")
 
@@ -226,13 +242,9 @@ class JurySettings(BaseModel):
         description="T_max: verifier calls per verdict; a justification still rejected after them has "
         "its untraceable claims removed (verification failed)",
     )
-    juris_voters: int = Field(
-        5,
-        ge=1,
-        description="jurors (seats 0..K-1) who vote on JURIS's candidate sentences: "
-        "the JURIS paper's K = 5; capped at the jury's size",
+    juris: JurisSettings = nested(
+        JurisSettings, 'JURIS\'s vote, either by itself (juris={"voters": 7}, CYBERJURORS_JURIS__MAX_SENTENCES)'
     )
-    juris_max_sentences: int = Field(6, ge=1, description="candidate sentences kept per JURIS drafter")
     qualification: Literal["off", "report", "replace", "reweight"] = Field(
         "off",
         description="off = the paper's unvetted jury; report = qualify every persona at worker start and say "

@@ -44,6 +44,7 @@ from .jury import (
     DEPRECATED_CONSISTENCY,
     DEPRECATED_EARLY_STOPPING,
     DEPRECATED_GRAPH,
+    DEPRECATED_JURIS,
     DEPRECATED_QUALIFICATION,
     DEPRECATED_SWITCHES,
     JurySettings,
@@ -54,7 +55,7 @@ from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_
 from .observability import ObservabilitySettings
 from .precedents import DEPRECATED_ELASTICSEARCH, DEPRECATED_EMBEDDING, PrecedentSettings
 from .retention import DEPRECATED_RETENTION, RetentionSettings
-from .state import DEPRECATED_EARLY_EVIDENCE, StateSettings
+from .state import DEPRECATED_EARLY_EVIDENCE, DEPRECATED_ERASURE, StateSettings
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
@@ -120,6 +121,8 @@ deprecated.rename(DEPRECATED_TLS)
 deprecated.rename(DEPRECATED_PROXY)
 deprecated.rename(DEPRECATED_CONSISTENCY)
 deprecated.rename(DEPRECATED_SIGNIN)
+deprecated.rename(DEPRECATED_JURIS)
+deprecated.rename(DEPRECATED_ERASURE)
 
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {

@@ -32,6 +32,27 @@ class EarlyEvidence(ConfigModel):
 DEPRECATED_EARLY_EVIDENCE = moved("early_evidence", EarlyEvidence, "early_evidence_")
 
 
+class ErasureSettings(ConfigModel):
+    """What `cyberjurors erase` keeps and how long it waits for a worker (the setting ``erasure``,
+    erasure/run.py)."""
+
+    dir: Path = Field(
+        Path("data/erasures"),
+        description="its journal (what is left of each erasure, the case id kept only until it completes), "
+        "its log (no personal data) and the secret salt of the references both use",
+    )
+    wait_s: float = Field(
+        30.0,
+        gt=0,
+        description="how long it waits for the worker holding a case's partition to erase its "
+        "tables; no answer by then (a worker down) is recorded and finished by `erase --resume`",
+    )
+
+
+# the settings this release moved into erasure (config/deprecated.py)
+DEPRECATED_ERASURE = moved("erasure", ErasureSettings, "erasure_")
+
+
 class StateSettings(BaseModel):
     """What ``state/`` and intake's held events need: retention, sweeps, the table store."""
 
@@ -53,14 +74,7 @@ class StateSettings(BaseModel):
         'evidence held for a case not yet opened, any of these by itself (early_evidence={"wait_s": '
         "600}, CYBERJURORS_EARLY_EVIDENCE__WAIT_S)",
     )
-    erasure_dir: Path = Field(
-        Path("data/erasures"),
-        description="`cyberjurors erase`: its journal (what is left of each erasure, the case id kept "
-        "only until it completes), its log (no personal data) and the secret salt of the references both use",
-    )
-    erasure_wait_s: float = Field(
-        30.0,
-        gt=0,
-        description="how long `erase` waits for the worker holding a case's partition to erase its "
-        "tables; no answer by then (a worker down) is recorded and finished by `erase --resume`",
+    erasure: ErasureSettings = nested(
+        ErasureSettings,
+        '`cyberjurors erase`\'s own, either by itself (erasure={"wait_s": 60}, CYBERJURORS_ERASURE__DIR)',
     )

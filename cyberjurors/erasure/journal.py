@@ -1,4 +1,4 @@
-"""`cyberjurors erase`'s own record, in ``erasure_dir``: the journal of what each erasure has done and
+"""`cyberjurors erase`'s own record, in ``erasure.dir``: the journal of what each erasure has done and
 what is left, the erasure log, and the salt of the references both use.
 
 The reference. An erasure is named by ``ref``: the HMAC-SHA256 of the case id under a salt made at

@@ -362,7 +362,7 @@ async def erase(
     """One run over every store for ``case_id``; each step's result is in the journal as it ends."""
     steps = _steps(given)
     entry, before = journal.begin(case_id, force, [str(p) for p in evaluation])
-    run = Run(settings, case_id, entry, journal, wait_s or settings.erasure_wait_s, [Path(p) for p in entry.evaluation])
+    run = Run(settings, case_id, entry, journal, wait_s or settings.erasure.wait_s, [Path(p) for p in entry.evaluation])
     for name, step in steps.items():
         if step is None:
             entry.steps[name] = Step("skipped", note="not asked for" if name == "evaluation" else "not available")

@@ -119,7 +119,7 @@ LADDER = [
         "juris",
         "+JURIS",
         "+Verifier with a jury-voted justification (JURIS) instead of the round summary: "
-        "two drafters propose sentences, juris_voters jurors vote on each, an editor consolidates, the "
+        "two drafters propose sentences, juris.voters jurors vote on each, an editor consolidates, the "
         "verifier checks",
         {**ONE_MODEL, **FULL_SIZE},
     ),

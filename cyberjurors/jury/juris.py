@@ -2,7 +2,7 @@
 
 Two drafters (role ``draft``; ``juris_drafter_models`` seats them on different models) propose
 candidate sentences for the verdict's justification from the majority's justifications; the first
-``juris_voters`` jurors (the paper's K = 5) each accept or leave out every sentence in one
+``juris.voters`` jurors (the paper's K = 5) each accept or leave out every sentence in one
 structured call, sent with their own system prompt and case prefix so it reads the prefix their
 ballots cached; a sentence that more than half of them accept is selected; the editor (role
 ``summary``) consolidates the selected sentences without adding facts. The verifier then checks
@@ -43,10 +43,10 @@ async def juris(grounds: Grounds, jury: Jury, llm: LLM, settings: Settings) -> t
         if isinstance(d, NoAnswer)
     ]
     proposed = [d if isinstance(d, CandidateSentences) else CandidateSentences(sentences=[]) for d, _ in drafts]
-    candidates = interleaved(proposed, settings.juris_max_sentences)
+    candidates = interleaved(proposed, settings.juris.max_sentences)
     if not candidates:
         return None, usage, [*notes, "JURIS: the drafters proposed no sentence; the justification is the round summary"]
-    seats = range(min(settings.juris_voters, len(jury)))
+    seats = range(min(settings.juris.voters, len(jury)))
     answers = await gather_all(*(vote(k, candidates, grounds, jury, llm, settings) for k in seats))
     usage += sum((u for _, u in answers), Usage())
     votes = [v for v, _ in answers if isinstance(v, SentenceVotes)]
@@ -93,8 +93,8 @@ async def draft(
         "draft",
         settings,
         prompts.DRAFT_SYSTEM,
-        prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris_max_sentences),
-        DraftTask(*grounds.told(), drafter, settings.juris_max_sentences),
+        prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris.max_sentences),
+        DraftTask(*grounds.told(), drafter, settings.juris.max_sentences),
         juror=drafter,
     )
     result = await ask_or_none(llm, request, CandidateSentences)

@@ -70,7 +70,7 @@ def data_settings(settings: Settings, tmp_path: Path, **over: object) -> Setting
             "media_store": str(data / "media"),
             "console_db": data / "console.sqlite3",
             "precedent_dir": data / "precedents",
-            "erasure_dir": data / "erasures",
+            "erasure": {"dir": data / "erasures"},
             "llm_call_log": data / "llm-calls.jsonl",
             "jurors": 3,
             "rounds": 1,
@@ -199,7 +199,7 @@ async def test_an_erased_case_leaves_no_byte_behind_and_a_second_erase_finds_not
         assert second.returncode == 0 and "nothing left" in second.stdout, second.stdout + second.stderr
         unknown = await asyncio.to_thread(cli, settings, "erase", "--case", "never-seen-case")
         assert unknown.returncode == 0 and "nothing left" in unknown.stdout, unknown.stdout
-    log = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
+    log = [json.loads(line) for line in (settings.erasure.dir / "erasures.jsonl").read_text().splitlines()]
     assert [entry["result"] for entry in log] == ["erased", "nothing", "nothing"]
     erased = {name: step["erased"] for name, step in log[0]["steps"].items()}
     # the worker's entries: intake, verdict, the stage-times stamp, the intake digest; the case and the
@@ -252,7 +252,7 @@ async def test_a_case_in_the_pipeline_is_refused_then_forced_and_the_forced_eras
         assert any(v is not None for v in (await keys_on(settings, "intake", case_id)).values())  # untouched
         requests = await last_values(settings, settings.topic("disputes.erasures"))
         assert requests[case_id.encode()] is None  # even a refused request leaves no case id behind
-        journal = Journal(settings.erasure_dir)
+        journal = Journal(settings.erasure.dir)
         assert journal.open_entries() == []  # nothing erased, nothing held
 
         forced = await asyncio.to_thread(cli, settings, "erase", "--case", case_id, "--force")
@@ -265,7 +265,7 @@ async def test_a_case_in_the_pipeline_is_refused_then_forced_and_the_forced_eras
         assert journal.open_entries() == []
         journal.close()
     results = [
-        json.loads(line)["result"] for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()
+        json.loads(line)["result"] for line in (settings.erasure.dir / "erasures.jsonl").read_text().splitlines()
     ]
     assert results == ["refused", "incomplete", "nothing"]
     assert found_in(tmp_path / "data", (case_id, BUYER_SAYS)) == {}
@@ -292,7 +292,7 @@ async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume
     stored = found_in(Path(settings.media_store), (PHOTO_SAYS,))
     assert stored, "the photo is not in the media store"
 
-    journal = Journal(settings.erasure_dir)
+    journal = Journal(settings.erasure.dir)
     with pytest.raises(KeyboardInterrupt):
         given = (console_erasure.ConsoleStep(), Interrupt())
         await erase(settings, journal, case_id, wait_s=3, given=given)
@@ -311,7 +311,7 @@ async def test_an_erase_without_its_worker_and_cut_short_is_finished_by_a_resume
         ours = await keys_on(settings, "stage-results", case_id)
         assert ours and all(v is None for v in ours.values())
     assert found_in(tmp_path / "data", (*SEEDED, case_id)) == {}
-    assert Journal(settings.erasure_dir).open_entries() == []
+    assert Journal(settings.erasure.dir).open_entries() == []
 
 
 async def test_with_media_encryption_an_erased_case_s_media_cannot_be_read_from_any_copy(settings, tmp_path):
@@ -345,7 +345,7 @@ async def test_with_media_encryption_an_erased_case_s_media_cannot_be_read_from_
     with pytest.raises(StoreError) as err:
         await store.get(copy.name, 10_000)
     assert err.value.kind == "shredded"
-    [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
+    [entry] = [json.loads(line) for line in (settings.erasure.dir / "erasures.jsonl").read_text().splitlines()]
     assert entry["steps"]["keys"] == {"state": "done", "erased": 1}
     assert (await keys_on(settings, "stage-results", case_id))[map_key] is None  # the map: a tombstone
     with pytest.raises(StoreError) as err:  # and its copy taken before: shredded
@@ -434,7 +434,7 @@ async def test_a_case_that_retrieved_the_erased_one_as_a_precedent_keeps_it_only
     assert not any(named in (v or b"") for v in after.values())
     assert all(b'"erased:' in (after[k] or b"") for k in before)  # named by the erasure's reference
     assert any(b'"text":"[erased]"' in (after[k] or b"") for k in before)  # and its summary blanked
-    [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
+    [entry] = [json.loads(line) for line in (settings.erasure.dir / "erasures.jsonl").read_text().splitlines()]
     assert entry["steps"]["citations"]["erased"] >= len(before), entry
     assert (await last_values(settings, settings.topic("disputes.erasures"))).get(first.encode()) is None
 
@@ -495,7 +495,7 @@ async def test_with_payload_encryption_no_topic_holds_a_readable_seeded_value_an
         assert set(clear) <= clear_topics(settings), clear
         erased = await asyncio.to_thread(cli, settings, "erase", "--case", erased_id)
         assert erased.returncode == 0, erased.stdout + erased.stderr
-    [entry] = [json.loads(line) for line in (settings.erasure_dir / "erasures.jsonl").read_text().splitlines()]
+    [entry] = [json.loads(line) for line in (settings.erasure.dir / "erasures.jsonl").read_text().splitlines()]
     on_topics = [t for t, v in ours if v.startswith(MAGIC) and not t.endswith("changelog")]
     assert entry["steps"]["topics"]["erased"] == len(on_topics) > 0  # what became unreadable, counted
     ring = KeyRing(dated_store(settings.case_key_store, settings.media_retention), "k" * 32)

@@ -242,6 +242,10 @@ MOVED: list[tuple[str, object]] = [
     ("console_tls_key", Path("/tls/tls.key")),
     ("console_signin_lockout_s", 60.0),
     ("consistency_min_precedents", 3),
+    ("juris_voters", 3),
+    ("juris_max_sentences", 4),
+    ("erasure_dir", Path("/var/lib/cyberjurors/erasures")),
+    ("erasure_wait_s", 60.0),
 ]
 
 

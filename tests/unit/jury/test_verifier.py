@@ -247,7 +247,7 @@ async def test_juris_builds_the_justification_from_the_sentences_a_majority_of_j
         ("draft", "offline:drafter-b", 1),
     ]
     votes = [c for c in llm.calls if isinstance(c.task, SentenceVoteTask)]
-    assert sorted(c.task.juror for c in votes) == [0, 1, 2, 3, 4]  # juris_voters = 5 of the 7 jurors
+    assert sorted(c.task.juror for c in votes) == [0, 1, 2, 3, 4]  # juris.voters = 5 of the 7 jurors
     assert all(
         c.task.candidates
         == {
