@@ -77,7 +77,8 @@ DEPRECATED_SIGNIN = moved(
     "console_signin",
     ConsoleSignin,
     "console_signin_",
-    **{name: f"console_{name}" for name in ("session_ttl_s", "session_idle_s")},
+    session_ttl_s="console_session_ttl_s",
+    session_idle_s="console_session_idle_s",
 )
 
 

@@ -65,4 +65,4 @@ class Resolved(Generic[T]):
         if section is None:
             return self
         given = getattr(getattr(section, self.overrides), self.field)
-        return given if given is not None else self.preset(section, self.field)  # type: ignore[no-any-return]
+        return given if given is not None else self.preset(section, self.field)
