@@ -46,8 +46,8 @@ def moved(setting: str, model: type[BaseModel], prefix: str = "", **renamed: str
 class Resolved(Generic[T]):
     """A setting as every reader uses it, under the name it had before a preset took it over: the
     value its override (a field of the model in ``overrides``) holds when set, else ``preset``'s for
-    that field. A read-only attribute of the section (list it in the section's ``ignored_types``);
-    ``field`` names the override's field where the setting's name was another."""
+    that field. A read-only class variable of the section (``ClassVar[Resolved[float]]``, so it is no
+    field); ``field`` names the override's field where the setting's name was another."""
 
     def __init__(self, overrides: str, preset: Callable[[Any, str], Any], field: str = ""):
         self.overrides = overrides

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
 from .fields import ConfigModel, Resolved, moved, nested, unset
@@ -183,8 +183,6 @@ class JurySettings(BaseModel):
     """What ``jury/`` needs besides the models (``LLMSettings``): N, T, delta, K's use, the graph,
     the verifier and JURIS, qualification, the per-case budget, escalation and appeals."""
 
-    model_config = ConfigDict(ignored_types=(Resolved,))
-
     # The stages and the method as one name (issue 41): a rung of the ablation ladder, or full.
     pipeline: Pipeline = Field(
         "full",
@@ -325,14 +323,14 @@ class JurySettings(BaseModel):
         return 0 if value is None or value == "" else value
 
     # What every reader uses: each switch as resolved, under the name the setting had.
-    focus_stage = Resolved[bool]("pipeline_overrides", _pipeline)
-    verdict_rules = Resolved[bool]("pipeline_overrides", _pipeline)
-    round_summary = Resolved[bool]("pipeline_overrides", _pipeline)
-    verifier = Resolved[bool]("pipeline_overrides", _pipeline)
-    justification = Resolved[Justification]("pipeline_overrides", _pipeline)
-    deliberation = Resolved[Deliberation]("pipeline_overrides", _pipeline)
-    social_graph = Resolved[SocialGraph]("pipeline_overrides", _pipeline)
-    per_juror_stages = Resolved[bool]("pipeline_overrides", _pipeline)
+    focus_stage: ClassVar[Resolved[bool]] = Resolved("pipeline_overrides", _pipeline)
+    verdict_rules: ClassVar[Resolved[bool]] = Resolved("pipeline_overrides", _pipeline)
+    round_summary: ClassVar[Resolved[bool]] = Resolved("pipeline_overrides", _pipeline)
+    verifier: ClassVar[Resolved[bool]] = Resolved("pipeline_overrides", _pipeline)
+    justification: ClassVar[Resolved[Justification]] = Resolved("pipeline_overrides", _pipeline)
+    deliberation: ClassVar[Resolved[Deliberation]] = Resolved("pipeline_overrides", _pipeline)
+    social_graph: ClassVar[Resolved[SocialGraph]] = Resolved("pipeline_overrides", _pipeline)
+    per_juror_stages: ClassVar[Resolved[bool]] = Resolved("pipeline_overrides", _pipeline)
 
     @property
     def verifies(self) -> bool:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from .fields import ConfigModel, Duration, Resolved, moved, nested, unset
 
@@ -86,8 +86,6 @@ def _profile(settings: Any, name: str) -> Any:
 class KafkaSettings(BaseModel):
     """What ``streams/`` needs to reach the cluster and run the stage agents."""
 
-    model_config = ConfigDict(ignored_types=(Resolved,))
-
     kafka_bootstrap_servers: str = Field(
         "127.0.0.1:9092", description="the Kafka cluster, host:port comma-separated (or KAFKA_BOOTSTRAP_SERVERS)"
     )
@@ -151,13 +149,13 @@ class KafkaSettings(BaseModel):
     web_port: int | None = Field(None, description="Faust's web server port; off when unset")
 
     # What every reader uses: each timeout as resolved, under the name the setting had.
-    session_timeout_s = Resolved[float]("kafka_timeouts", _profile)
-    heartbeat_interval_s = Resolved[float]("kafka_timeouts", _profile)
-    commit_interval_s = Resolved[float]("kafka_timeouts", _profile)
-    kafka_fetch_max_wait_ms = Resolved[int]("kafka_timeouts", _profile, "fetch_max_wait_ms")
-    broker_loss_exit_s = Resolved[float]("kafka_timeouts", _profile)
-    broker_check_interval_s = Resolved[float]("kafka_timeouts", _profile)
-    stop_deadline_s = Resolved[float]("kafka_timeouts", _profile)
+    session_timeout_s: ClassVar[Resolved[float]] = Resolved("kafka_timeouts", _profile)
+    heartbeat_interval_s: ClassVar[Resolved[float]] = Resolved("kafka_timeouts", _profile)
+    commit_interval_s: ClassVar[Resolved[float]] = Resolved("kafka_timeouts", _profile)
+    kafka_fetch_max_wait_ms: ClassVar[Resolved[int]] = Resolved("kafka_timeouts", _profile, "fetch_max_wait_ms")
+    broker_loss_exit_s: ClassVar[Resolved[float]] = Resolved("kafka_timeouts", _profile)
+    broker_check_interval_s: ClassVar[Resolved[float]] = Resolved("kafka_timeouts", _profile)
+    stop_deadline_s: ClassVar[Resolved[float]] = Resolved("kafka_timeouts", _profile)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

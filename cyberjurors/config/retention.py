@@ -3,9 +3,9 @@ the overrides for the few that must differ (docs/operations/data-rights.md)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from .fields import ConfigModel, Duration, Resolved, nested, unset
 
@@ -97,8 +97,6 @@ class RetentionSettings(BaseModel):
     """How long what a case leaves behind is kept: ``retention_period`` for the case's state, its dead
     letters, the pipeline topics and drafts (media twice it), ``retention`` for what differs."""
 
-    model_config = ConfigDict(ignored_types=(Resolved,))
-
     # Kafka's default retention.ms: a record in a topic that is not compacted cannot be erased, so
     # the topics' retention is the bound on an erasure; state outlives them, media outlives both
     retention_period: float = Field(
@@ -117,16 +115,16 @@ class RetentionSettings(BaseModel):
     )
 
     # What every reader uses: each lifetime as resolved, under the name the setting had.
-    state_retention_s = Resolved[float]("retention", _period, "state_s")
-    dlq_retention_s = Resolved[float]("retention", _period, "dlq_s")
-    topic_retention_s = Resolved[float]("retention", _period, "topics_s")
-    intake_draft_ttl_s = Resolved[float]("retention", _period, "intake_draft_s")
-    replayed_retention_s = Resolved[float | None]("retention", _for_good, "replayed_s")
-    console_retention_s = Resolved[float | None]("retention", _for_good, "console_s")
-    audit_topic_retention_s = Resolved[float | None]("retention", _for_good, "audit_topic_s")
-    precedent_case_retention_s = Resolved[float | None]("retention", _for_good, "precedent_case_s")
-    compaction_lag_s = Resolved[float]("retention", _a_day)
-    tombstone_retention_s = Resolved[float]("retention", _a_day, "tombstone_s")
+    state_retention_s: ClassVar[Resolved[float]] = Resolved("retention", _period, "state_s")
+    dlq_retention_s: ClassVar[Resolved[float]] = Resolved("retention", _period, "dlq_s")
+    topic_retention_s: ClassVar[Resolved[float]] = Resolved("retention", _period, "topics_s")
+    intake_draft_ttl_s: ClassVar[Resolved[float]] = Resolved("retention", _period, "intake_draft_s")
+    replayed_retention_s: ClassVar[Resolved[float | None]] = Resolved("retention", _for_good, "replayed_s")
+    console_retention_s: ClassVar[Resolved[float | None]] = Resolved("retention", _for_good, "console_s")
+    audit_topic_retention_s: ClassVar[Resolved[float | None]] = Resolved("retention", _for_good, "audit_topic_s")
+    precedent_case_retention_s: ClassVar[Resolved[float | None]] = Resolved("retention", _for_good, "precedent_case_s")
+    compaction_lag_s: ClassVar[Resolved[float]] = Resolved("retention", _a_day)
+    tombstone_retention_s: ClassVar[Resolved[float]] = Resolved("retention", _a_day, "tombstone_s")
 
     @property
     def media_retention(self) -> float:
