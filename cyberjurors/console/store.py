@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from ..errors import StoreError
+from ..evidence.records import unreadable
 from ..evidence.scrub import ID_PUNCTUATION, replace_ids
 from ..schemas import CaseFile, DeadLetter, Escalation, OutcomeReported, PartyLetter, Verdict
 
@@ -241,10 +242,12 @@ class Store:
     def apply(self, kind: str, message: Message) -> bool:
         """File one record and move its partition's offset past it, in one transaction; False when the
         record could not be read (skipped, counted). A record of an erased case sent before its
-        erasure is not filed (``erased``): the topics keep it until their retention passes."""
+        erasure is not filed (``erased``): the topics keep it until their retention passes; nor is a
+        sealed one nothing opened (its ``marker``: the case's key destroyed), though its offset is
+        passed, so the feed's lag does not wait on it."""
         with self.transaction() as db:
             try:
-                if not self.erased(db, kind, message):
+                if unreadable(message.value) is None and not self.erased(db, kind, message):
                     getattr(self, f"_{kind}")(db, message)
                 read = True
             except (ValidationError, ValueError, UnicodeDecodeError) as err:

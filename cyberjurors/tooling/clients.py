@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 import json
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -186,13 +187,20 @@ class Placed:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
 
-async def placed_letters(settings: Settings) -> list[Placed]:
-    """The letters in disputes.dlq, opened; a sealed letter nothing opens (its case erased) is left out."""
-    return [
-        Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset, tuple(r.headers or ()))
-        async for r in records(settings, "disputes.dlq", follow=False)
-        if unreadable(r.value) is None
-    ]
+async def placed_letters(settings: Settings, left_out: Counter[str] | None = None) -> list[Placed]:
+    """The letters in disputes.dlq, opened. A sealed letter nothing opens (its case erased, its key
+    unknown, the record tampered) is left out, and counted by that reason in ``left_out``: there is
+    nothing in it to replay, and an erased case's letter is meant to be gone."""
+    placed = []
+    async for r in records(settings, "disputes.dlq", follow=False):
+        why = unreadable(r.value)
+        if why is None:
+            placed.append(
+                Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset, tuple(r.headers or ()))
+            )
+        elif left_out is not None:
+            left_out[why] += 1
+    return placed
 
 
 def replayable(letter: DeadLetter) -> bool:
@@ -344,8 +352,8 @@ async def replay(
             try:
                 key = (letter.key or "").encode()
                 headers = message_headers(settings, letter.topic, key, value, span)
-                if seal is not None and letter.topic != settings.topic("disputes.events"):  # the service's own topic
-                    value = await seal.seal(letter.key or "", value)  # resent sealed, as the stage first sent it
+                if seal is not None:  # resent sealed, as the stage sent it (an event too: the worker opens it)
+                    value = await seal.seal(letter.key or "", value)
                     headers = [*headers, *seal.headers(value)]
                 await producer.send_and_wait(letter.topic, value, key=key, headers=headers)
             finally:
