@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
 from ..config import Settings
@@ -446,8 +447,12 @@ async def records(
     consumer = _reader(settings, from_beginning)
     try:
         await consumer.start()  # inside: a broker that cannot be reached leaves no consumer unclosed
-        await _position(consumer, _all_partitions(consumer, settings, [settings.topic(topic)]), from_beginning)
+        partitions = _all_partitions(consumer, settings, [settings.topic(topic)])
+        await _position(consumer, partitions, from_beginning)
+        ends = None if follow else await _ends(consumer, partitions)
         while True:
+            if ends is not None and all([await consumer.position(tp) >= end for tp, end in ends.items()]):
+                return  # caught up with the ends it found at the start: no idle wait for a command to end
             batch = await consumer.getmany(timeout_ms=int(idle_timeout_s * 1000))
             for found in batch.values():
                 for record in found:
@@ -456,6 +461,17 @@ async def records(
                 return
     finally:
         await consumer.stop()
+
+
+async def _ends(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> dict[TopicPartition, int] | None:
+    """Each partition's end offset now, or None when the broker does not know the topic yet (then
+    the reader ends on its first empty fetch, as it would on any idle topic)."""
+    if any(consumer.partitions_for_topic(tp.topic) is None for tp in partitions):
+        return None
+    try:
+        return await asyncio.wait_for(consumer.end_offsets(partitions), timeout=10)
+    except (KafkaError, TimeoutError):
+        return None
 
 
 async def opened_record(seal: RecordSeal | None, record: ConsumerRecord) -> ConsumerRecord:
