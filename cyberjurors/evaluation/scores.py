@@ -162,7 +162,9 @@ class PersonaBallots(BallotShares):
     tilt: float = Field(description="seller_share - real_seller_share: above 0 leans to the seller")
 
 
-def _tally(judged: Sequence[CaseResult], split: Callable[[Verdict], Iterable[tuple[str, Votes]]]) -> dict[str, Counter[str]]:
+def _tally(
+    judged: Sequence[CaseResult], split: Callable[[Verdict], Iterable[tuple[str, Votes]]]
+) -> dict[str, Counter[str]]:
     """Over every judged case's final round, per key of ``split`` (a seat model, a persona): the
     ballots, those for the seller, for the verdict's winner and for the real jury's majority, and
     those cast on cases the real jury gave the seller. In the order the keys first come."""
