@@ -120,7 +120,6 @@ from .index import (
     category_filter,
     embedding_failed,
     fuse,
-    given_vector,
     problem,
 )
 from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport, decided_before
@@ -547,7 +546,7 @@ class ElasticsearchIndex(PrecedentIndex):
         elif vector is None:
             query_vector = (await self._encode([text]))[0]
         else:
-            query_vector = given_vector(vector, self.embedder.dims).astype(np.float64).round(7).tolist()
+            query_vector = vector.astype(np.float64).round(7).tolist()
         bm25 = {"query": {"bool": {"must": [{"match": {"text": {"query": text}}}], "filter": [flt]}}}
         knn = {
             "field": "embedding",

@@ -74,16 +74,7 @@ from usearch.index import Index as VectorGraph
 from ..evidence.scrub import purge_sqlite
 from ..schemas import now
 from .embeddings import Embedder, canonical
-from .index import (
-    ENCODE_CHUNK,
-    PrecedentIndex,
-    candidates,
-    category_filter,
-    embedding_failed,
-    fuse,
-    given_vector,
-    problem,
-)
+from .index import ENCODE_CHUNK, PrecedentIndex, candidates, category_filter, embedding_failed, fuse, problem
 from .models import (
     ANY_CATEGORY,
     CATEGORIES,
@@ -677,12 +668,8 @@ class EmbeddedIndex(PrecedentIndex):
         self, text: str, kind: Kind, category: str | None, k: int, mode: SearchMode, vector: np.ndarray | None
     ) -> list[Hit]:
         self._check_open()
-        if mode == "bm25":
-            vector = None
-        elif vector is None:
+        if vector is None and mode != "bm25":
             vector = await asyncio.to_thread(self.query_vector, text)
-        else:
-            vector = given_vector(vector, self.dims)
         return await asyncio.to_thread(self._search, text, vector, kind, category, k, mode)
 
     def query_vector(self, text: str) -> np.ndarray:

@@ -7,6 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .embeddings import Embedder
 from .models import ANY_CATEGORY, CATEGORIES, KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
 RRF_K = 60  # the constant from Cormack et al. (2009), also Elasticsearch's default rank_constant
@@ -18,10 +19,12 @@ ENCODE_CHUNK = 256  # texts per embedder call at upsert (failures are reported p
 class PrecedentIndex(Protocol):
     """H and N behind one interface. Implementations: ``EmbeddedIndex`` (default, on disk) and
     ``ElasticsearchIndex``, both subclassing it for ``search`` and ``count``: the query checked
-    here, then the store's ``ranked`` and ``counted``. ``embedding_model`` is the name of the model whose vectors the index
-    holds; opening an index built with another model raises ``PrecedentError('model_mismatch')``."""
+    here, then the store's ``ranked`` and ``counted``. ``embedding_model`` is the name of the model
+    whose vectors the index holds (``embedder``'s); opening an index built with another model raises
+    ``PrecedentError('model_mismatch')``."""
 
     embedding_model: str
+    embedder: Embedder
 
     async def upsert(self, documents: Sequence[Document]) -> UpsertReport: ...
 
@@ -37,12 +40,19 @@ class PrecedentIndex(Protocol):
     ) -> list[Hit]:
         """``vector``: the query's embedding by this index's model, when the caller has it (a case's
         retrieval embeds its query once for every search); else the index embeds ``query``."""
-        return await self.ranked(check_search(query, kind, category, k, mode), kind, category, k, mode, vector)
+        text = check_search(query, kind, category, k, mode)
+        if mode == "bm25":
+            vector = None
+        elif vector is not None:
+            vector = given_vector(vector, self.embedder.dims)
+        return await self.ranked(text, kind, category, k, mode, vector)
 
     async def ranked(
         self, text: str, kind: Kind, category: str | None, k: int, mode: SearchMode, vector: np.ndarray | None
     ) -> list[Hit]:
-        """``search`` once its query is checked: ``text`` is the query's searched form (``query_form``)."""
+        """``search`` once its query is checked: ``text`` is the query's searched form (``query_form``);
+        ``vector`` the caller's embedding of it, checked, or None: the store embeds ``text`` unless
+        ``mode`` is bm25."""
         ...
 
     async def get(self, ids: Sequence[str]) -> list[Document]: ...
