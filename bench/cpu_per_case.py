@@ -10,13 +10,17 @@ Cases: the samples (examples/cases + examples/incremental) and ``--synthetic`` s
 ``cyberjurors precedents build`` makes from examples/precedents (each checkout builds its own). One
 warm-up case first (the embedding model loads at start, its first pass is slower).
 
+``--sealed`` adds this checkout with ``payload_encryption`` (and ``media_encryption``) on, beside its runs
+without, interleaved: what sealing every record and table value costs the worker (the keys held, as
+``key_service.cache_s`` allows; a local key-encryption key).
+
 ``--python`` adds another checkout's interpreter (a main checkout's .venv/bin/python): its worker runs
 its own code beside this one's, alternately, so the ratio is measured side by side on a noisy machine.
 ``--profile`` then samples this checkout's worker with py-spy (the dev extra) on the samples, with and
 without precedents, and writes the top of each beside the figures (``--out``).
 
 Run: .venv/bin/python bench/cpu_per_case.py [--reps 3] [--synthetic 200] [--synthetic-reps 1]
-     [--synthetic-from FOLDER] [--python ../main/.venv/bin/python] [--profile] [--out build/cpu_per_case]
+     [--synthetic-from FOLDER] [--python ../main/.venv/bin/python] [--sealed] [--profile] [--out build/cpu_per_case]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import multiprocessing
+import os
 import random
 import re
 import shutil
@@ -168,11 +173,18 @@ def main(
     synthetic_reps: Annotated[int, typer.Option(help="runs of the synthetic cases per checkout and setting")] = 1,
     synthetic_from: Annotated[Path | None, typer.Option(help="a `cyberjurors synth` folder to take them from")] = None,
     python: Annotated[list[str], typer.Option(help="another checkout's .venv/bin/python, run alternately")] = [],  # noqa: B006
+    sealed: Annotated[bool, typer.Option(help="also run this checkout with payload_encryption on")] = False,
     profile: Annotated[bool, typer.Option(help="sample this checkout's worker with py-spy afterwards")] = False,
     out: Annotated[Path, typer.Option(help="where the profiles go")] = Path("build/cpu_per_case"),
 ) -> None:
     work = Path(tempfile.mkdtemp(prefix="cj-cpu-"))
     checkouts = {"this": sys.executable, **{Path(p).absolute().parents[2].name: p for p in python}}
+    runs = {name: (interpreter, {}) for name, interpreter in checkouts.items()}
+    if sealed:
+        sealing = {"media_encryption": True, "payload_encryption": True, "case_key_secret": "bench-" + "k" * 32}
+        (work / "kek").write_bytes(os.urandom(64))  # a local key-encryption key wraps each case key, as advised
+        keys = {"case_key_store": str(work / "case-keys"), "key_service": {"kind": "local", "kek_file": work / "kek"}}
+        runs["this, sealed"] = (sys.executable, sealing | keys)
     corpora = {"samples": (read_events([EXAMPLES / "cases", EXAMPLES / "incremental"]), EXAMPLES)} if samples else {}
     if synthetic:
         folder = synthetic_from or work / "synth"
@@ -201,14 +213,14 @@ def main(
         for rep in range(max(reps, synthetic_reps)):
             for corpus, (events, media) in corpora.items():
                 for store in ("none", "embedded") if rep < (reps if corpus == "samples" else synthetic_reps) else ():
-                    for name, interpreter in checkouts.items():
-                        settings = base.model_copy(update={"precedent_backend": store})
+                    for name, (interpreter, update) in runs.items():
+                        settings = base.model_copy(update={"precedent_backend": store, **update})
                         cpu, did = one_run(interpreter, settings, events, media)
                         figures[corpus, store, name].append(cpu)
                         console.print(
                             f"rep {rep + 1}, {corpus}, precedents {store}, {name}: {cpu:.3f} CPU-s a case ({did})"
                         )
-        report(figures, checkouts)
+        report(figures, list(runs))
         if profile and samples:
             profiled(base, corpora["samples"], out)
     finally:
@@ -217,14 +229,17 @@ def main(
     console.print(f"{machine()}")
 
 
-def report(figures: dict[tuple[str, str, str], list[float]], checkouts: dict[str, str]) -> None:
+def report(figures: dict[tuple[str, str, str], list[float]], checkouts: list[str]) -> None:
     others = [n for n in checkouts if n != "this"]
-    columns = ["cases", "precedents", *(f"{n}: median (runs)" for n in checkouts), *(f"this / {n}" for n in others)]
+    ratios = [f"{n} / this" if n.startswith("this,") else f"this / {n}" for n in others]
+    columns = ["cases", "precedents", *(f"{n}: median (runs)" for n in checkouts), *ratios]
     out = table("Worker CPU seconds per case, model calls answered at once", columns, left=("cases", "precedents"))
     for corpus, store in dict.fromkeys((c, s) for c, s, _ in figures):
         runs = {n: figures[corpus, store, n] for n in checkouts}
         cells = [f"{med(v):.3f} ({', '.join(f'{x:.2f}' for x in v)})" for v in runs.values()]
-        ratio = [f"{med([a / b for a, b in zip(runs['this'], runs[n], strict=True)]):.2f}" for n in others]
+        # another checkout: this / it; this checkout with a setting changed (``this, sealed``): it / this
+        pairs = [(runs["this"], runs[n]) if not n.startswith("this,") else (runs[n], runs["this"]) for n in others]
+        ratio = [f"{med([a / b for a, b in zip(top, bottom, strict=True)]):.2f}" for top, bottom in pairs]
         out.add_row(corpus, store, *cells, *ratio)
     console.print(out)
 

@@ -157,6 +157,8 @@ def dlq(
     it. Once what made it fail has changed (its detail says what to raise, say a thinking budget),
     --replay --final sends it, once, and the worker judges the case anew; pick which with
     --reason, --stage, --case, --since and --until."""
+    from collections import Counter
+
     from rich.markup import escape
 
     from ..observability.metrics import RENAMED_STAGES
@@ -171,7 +173,8 @@ def dlq(
         raise typer.Exit(2)
     config = load_settings(settings)
     chosen = LetterFilter(since=_when(since), until=_when(until), reason=reason, stage=stage, case=case)
-    letters = [x for x in asyncio.run(placed_letters(config)) if chosen(x.letter)]
+    left_out: Counter[str] = Counter()
+    letters = [x for x in asyncio.run(placed_letters(config, left_out)) if chosen(x.letter)]
     done = asyncio.run(replayed(config))
     originals = replayed_originals(done)
     marks = {
@@ -189,6 +192,9 @@ def dlq(
             f"{x.letter.reason} {mark}: {escape(shown(x.letter.detail, 200))}{kept}"
         )
     console.print(f"{len(letters)} dead letters")
+    if left_out:  # payload_encryption: sealed letters nothing opens hold nothing to list or replay
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(left_out.items()))
+        console.print(f"{left_out.total()} sealed letters left out, unreadable ({why})")
     if replay:
         _replay_letters(config, letters, again, final)
 

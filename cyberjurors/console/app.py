@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -32,7 +32,7 @@ from ..config import Settings
 from ..evidence import signing
 from ..evidence.media import MediaUnreadable
 from ..jury.rounds import Jury
-from ..schemas import CATEGORIES
+from ..schemas import CATEGORIES, CaseFile, EvidenceItem
 from ..tooling.clients import Placed, original_digest, replay, replay_state, replayed_originals
 from .audit import Audit
 from .auth import (
@@ -282,30 +282,31 @@ def _jpeg(data: bytes) -> Response:
     return Response(data, media_type="image/jpeg", headers={"cache-control": "private, max-age=3600"})
 
 
-async def media_photo(request: Request) -> Response:
-    console, record = _record(request)
+@contextlib.contextmanager
+def _shown_media(record: CaseFile, request: Request, kind: str, noun: str) -> Iterator[EvidenceItem]:
+    """The record's photo or video that the path names; no such item, or one that cannot be read
+    inside the block, is a 404 saying why."""
     try:
         item = media_item(record, request.path_params["evidence_id"])
-        if item.kind != "image":
-            raise NoSuchEvidence("not a photo")
-        return _jpeg(await photo(item, console.settings))
+        if item.kind != kind:
+            raise NoSuchEvidence(f"not a {noun}")
+        yield item
     except NoSuchEvidence as err:
         raise HTTPException(404, err.detail) from err
     except MediaUnreadable as err:  # outside media_root, not on the allow-list, missing, corrupt, over a cap
-        raise HTTPException(404, f"the photo cannot be shown ({err.reason})") from err
+        raise HTTPException(404, f"the {noun} cannot be shown ({err.reason})") from err
+
+
+async def media_photo(request: Request) -> Response:
+    console, record = _record(request)
+    with _shown_media(record, request, "image", "photo") as item:
+        return _jpeg(await photo(item, console.settings))
 
 
 async def media_frame(request: Request) -> Response:
     console, record = _record(request)
-    try:
-        item = media_item(record, request.path_params["evidence_id"])
-        if item.kind != "video":
-            raise NoSuchEvidence("not a video")
+    with _shown_media(record, request, "video", "video") as item:
         frames = await console.frames.frames(record, request.path_params["instance"], item, console.settings)
-    except NoSuchEvidence as err:
-        raise HTTPException(404, err.detail) from err
-    except MediaUnreadable as err:
-        raise HTTPException(404, f"the video cannot be shown ({err.reason})") from err
     frame = next((f for f in frames if f.index == request.path_params["n"]), None)
     if frame is None:
         raise HTTPException(404, "no such sampled frame")

@@ -21,7 +21,6 @@ from aiokafka.errors import KafkaError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from ..config import Settings
-from ..evidence.records import unreadable
 from ..kafka.cluster import client_options, ensure_topics
 from ..kafka.producers import RECORD_OVERHEAD
 from ..streams.worker import broker_view
@@ -96,9 +95,8 @@ class Feed:
             while True:
                 batch = await consumer.getmany(timeout_ms=int(self.poll_s * 1000))
                 for tp, records in batch.items():
-                    if seal is not None:  # payload_encryption: opened; a record nothing opens is not filed
-                        opened = [await opened_record(seal, r) for r in records]
-                        records = [r for r in opened if unreadable(r.value) is None]
+                    if seal is not None:  # payload_encryption: opened; one nothing opens is a marker, not filed
+                        records = [await opened_record(seal, r) for r in records]
                     await asyncio.to_thread(self._file, tp, records)
                 self.status.lag = sum(
                     max(0, (consumer.highwater(tp) or 0) - (self.store.position(tp.topic, tp.partition) or 0))

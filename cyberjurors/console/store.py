@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from ..errors import StoreError
+from ..evidence.records import unreadable
 from ..evidence.scrub import ID_PUNCTUATION, replace_ids
 from ..schemas import CaseFile, DeadLetter, Escalation, OutcomeReported, PartyLetter, Verdict
 
@@ -119,6 +120,11 @@ def case_of(kind: str, value: bytes | None) -> str | None:
         body = body.get("case") or {}
     found = body.get("key" if kind == "letter" else "case_id")
     return found if isinstance(found, str) else None
+
+
+def _put(db: sqlite3.Connection, table: str, *row: object) -> None:
+    """A row of one of the store's tables, in place of the one with its key: a placeholder a value."""
+    db.execute(f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * len(row))})", row)  # table names are ours
 
 
 def stamp(at: datetime) -> str:
@@ -229,7 +235,7 @@ class Store:
             if before is not None:
                 for table in BROKER_BOUND:
                     db.execute(f"DELETE FROM {table}")  # table names are ours
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('cluster_id', ?)", (cluster_id,))
+            _put(db, "meta", "cluster_id", cluster_id)
         return before is not None
 
     def position(self, topic: str, partition: int) -> int | None:
@@ -241,10 +247,12 @@ class Store:
     def apply(self, kind: str, message: Message) -> bool:
         """File one record and move its partition's offset past it, in one transaction; False when the
         record could not be read (skipped, counted). A record of an erased case sent before its
-        erasure is not filed (``erased``): the topics keep it until their retention passes."""
+        erasure is not filed (``erased``): the topics keep it until their retention passes; nor is a
+        sealed one nothing opened (its ``marker``: the case's key destroyed), though its offset is
+        passed, so the feed's lag does not wait on it."""
         with self.transaction() as db:
             try:
-                if not self.erased(db, kind, message):
+                if unreadable(message.value) is None and not self.erased(db, kind, message):
                     getattr(self, f"_{kind}")(db, message)
                 read = True
             except (ValidationError, ValueError, UnicodeDecodeError) as err:
@@ -265,40 +273,38 @@ class Store:
 
     def _verdict(self, db: sqlite3.Connection, message: Message) -> None:
         v = Verdict.model_validate_json(message.value or b"")
-        db.execute(
-            "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                v.verdict_id,
-                v.case_id,
-                v.instance,
-                v.category,
-                v.winner,
-                v.votes.buyer,
-                v.votes.seller,
-                v.margin,
-                v.rounds_used,
-                int(v.escalated),
-                json.dumps(v.escalation_reasons),
-                v.latency_s,
-                v.tokens.cost_usd,
-                v.tokens.total_tokens,
-                stamp(v.decided_at),
-                v.model_dump_json(),
-            ),
+        _put(
+            db,
+            "verdicts",
+            v.verdict_id,
+            v.case_id,
+            v.instance,
+            v.category,
+            v.winner,
+            v.votes.buyer,
+            v.votes.seller,
+            v.margin,
+            v.rounds_used,
+            int(v.escalated),
+            json.dumps(v.escalation_reasons),
+            v.latency_s,
+            v.tokens.cost_usd,
+            v.tokens.total_tokens,
+            stamp(v.decided_at),
+            v.model_dump_json(),
         )
 
     def _escalation(self, db: sqlite3.Connection, message: Message) -> None:
         e = Escalation.model_validate_json(message.value or b"")
-        db.execute(
-            "INSERT OR REPLACE INTO escalations VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                e.escalation_id,
-                e.case_id,
-                e.verdict_id,
-                e.instance,
-                stamp(e.raised_at),
-                e.model_dump_json(exclude={"case_file"}),
-            ),
+        _put(
+            db,
+            "escalations",
+            e.escalation_id,
+            e.case_id,
+            e.verdict_id,
+            e.instance,
+            stamp(e.raised_at),
+            e.model_dump_json(exclude={"case_file"}),
         )
         self._keep_record(db, e.case_file, e.instance, "escalation")
 
@@ -319,33 +325,31 @@ class Store:
     def _letter(self, db: sqlite3.Connection, message: Message) -> None:
         letter = DeadLetter.model_validate_json(message.value or b"")
         headers = [(k, base64.b64encode(v or b"").decode()) for k, v in (message.headers or ())]
-        db.execute(
-            "INSERT OR REPLACE INTO letters VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                f"{message.topic}/{message.partition}/{message.offset}",
-                message.topic,
-                message.partition,
-                message.offset,
-                stamp(letter.failed_at),
-                json.dumps(headers),
-                letter.model_dump_json(),
-            ),
+        _put(
+            db,
+            "letters",
+            f"{message.topic}/{message.partition}/{message.offset}",
+            message.topic,
+            message.partition,
+            message.offset,
+            stamp(letter.failed_at),
+            json.dumps(headers),
+            letter.model_dump_json(),
         )
 
     def _party_letter(self, db: sqlite3.Connection, message: Message) -> None:
         """A letter to a party, upserted by its id: a re-sent letter is the same letter."""
         letter = PartyLetter.model_validate_json(message.value or b"")
-        db.execute(
-            "INSERT OR REPLACE INTO party_letters VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                letter.letter_id,
-                letter.case_id,
-                letter.verdict_id,
-                letter.instance,
-                letter.party,
-                stamp(letter.written_at),
-                letter.model_dump_json(),
-            ),
+        _put(
+            db,
+            "party_letters",
+            letter.letter_id,
+            letter.case_id,
+            letter.verdict_id,
+            letter.instance,
+            letter.party,
+            stamp(letter.written_at),
+            letter.model_dump_json(),
         )
 
     def _replayed(self, db: sqlite3.Connection, message: Message) -> None:
@@ -353,19 +357,18 @@ class Store:
         if message.value is None:  # a tombstone in the compacted topic
             db.execute("DELETE FROM replayed WHERE id = ?", (key,))
         else:
-            db.execute("INSERT OR REPLACE INTO replayed VALUES (?, ?)", (key, message.value))
+            _put(db, "replayed", key, message.value)
 
     def _outcome(self, db: sqlite3.Connection, message: Message) -> None:
         outcome = OutcomeReported.model_validate_json(message.value or b"")
-        db.execute(
-            "INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?)",
-            (
-                f"{message.topic}/{message.partition}/{message.offset}",
-                outcome.case_id,
-                outcome.escalation_id,
-                outcome.event_id,
-                outcome.model_dump_json(),
-            ),
+        _put(
+            db,
+            "outcomes",
+            f"{message.topic}/{message.partition}/{message.offset}",
+            outcome.case_id,
+            outcome.escalation_id,
+            outcome.event_id,
+            outcome.model_dump_json(),
         )
         if outcome.source != "human_panel" or outcome.escalation_id is None:
             return
@@ -665,7 +668,7 @@ class Store:
     def note_replay(self, letter_id: str, note: bytes) -> None:
         """What the page's replay recorded in disputes.dlq-replayed, before the feed reads it back."""
         with self.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO replayed VALUES (?, ?)", (letter_id, note))
+            _put(db, "replayed", letter_id, note)
 
     def counts(self) -> dict[str, int]:
         tables = (

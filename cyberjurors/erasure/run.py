@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, cast, runtime_checkable
@@ -188,10 +188,15 @@ class KeysStep:
         if not s.case_key_secret:
             return Step("skipped", note="media_encryption is off (no case_key_secret)")
         ring = KeyRing(dated_store(s.case_key_store, s.media_retention), s.case_key_secret)
-        try:
-            return Step("done", await ring.destroy(run.case_id))
-        except StoreError as err:
-            return Step("left", note=f"the key store: {err.detail}")
+        return await _in_store("the key store", lambda: ring.destroy(run.case_id))
+
+
+async def _in_store(store: str, erase: Callable[[], Awaitable[int]]) -> Step:
+    """A step done in a store: done with the copies ``erase`` deleted, or left with what the store said."""
+    try:
+        return Step("done", await erase())
+    except StoreError as err:
+        return Step("left", note=f"{store}: {err.detail}")
 
 
 class DlqStep:
@@ -283,11 +288,12 @@ class MediaStep:
         """Every copy of every object the other steps found (the workers' answer, records, letters)."""
         if not run.entry.refs:
             return Step("done")
-        try:
+
+        async def erase() -> int:
             store = open_store(run.settings)
-            return Step("done", sum([await store.erase(ref) for ref in sorted(run.entry.refs)]))
-        except StoreError as err:
-            return Step("left", note=f"the media store: {err.detail}")
+            return sum([await store.erase(ref) for ref in sorted(run.entry.refs)])
+
+        return await _in_store("the media store", erase)
 
 
 class TopicsStep:

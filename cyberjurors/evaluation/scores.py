@@ -11,8 +11,8 @@ metric over no cases is None, never NaN.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple, Self
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -126,9 +126,9 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
-class ModelBallots(BaseModel):
-    """One model's juror seats over the evaluated cases (final-round ballots): how they voted and
-    how often they sided with the jury's majority and with the real jury."""
+class BallotShares(BaseModel):
+    """Final-round ballots over the evaluated cases: how they voted and how often they sided with the
+    jury's majority and with the real jury."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -136,69 +136,76 @@ class ModelBallots(BaseModel):
     seller_share: float = Field(description="share of its ballots for the seller")
     majority_agreement: float = Field(description="share of its ballots for the verdict's winner")
     truth_agreement: float = Field(description="share of its ballots for the real jury's majority")
+
+    @classmethod
+    def of(cls, tally: Counter[str], **more: float) -> Self:
+        """The shares of ``_tally``'s counts for one key, with what the subclass adds."""
+        n = tally["ballots"]
+        return cls(
+            ballots=n,
+            seller_share=tally["seller"] / n,
+            majority_agreement=tally["majority"] / n,
+            truth_agreement=tally["truth"] / n,
+            **more,
+        )
+
+
+class ModelBallots(BallotShares):
+    """One model's juror seats over the evaluated cases (final-round ballots)."""
+
+
+class PersonaBallots(BallotShares):
+    """One persona's final-round ballots over the evaluated cases (the jury balance report): a persona
+    tilted to one side shows here before it serves."""
+
+    real_seller_share: float = Field(description="share of the cases it voted on that the real jury gave the seller")
+    tilt: float = Field(description="seller_share - real_seller_share: above 0 leans to the seller")
+
+
+def _tally(
+    judged: Sequence[CaseResult], split: Callable[[Verdict], Iterable[tuple[str, Votes]]]
+) -> dict[str, Counter[str]]:
+    """Over every judged case's final round, per key of ``split`` (a seat model, a persona): the
+    ballots, those for the seller, for the verdict's winner and for the real jury's majority, and
+    those cast on cases the real jury gave the seller. In the order the keys first come."""
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in judged:
+        assert r.verdict is not None
+        for key, votes in split(r.verdict):
+            t = tally[key]
+            t["ballots"] += votes.total
+            t["seller"] += votes.seller
+            t["real_seller"] += votes.total if r.truth.winner == "seller" else 0
+            t["majority"] += getattr(votes, r.verdict.winner)
+            t["truth"] += getattr(votes, r.truth.winner)
+    return tally
 
 
 def by_model(judged: Sequence[CaseResult]) -> dict[str, ModelBallots]:
     """Per seat model, over every judged case's final round (``Verdict.votes_by_model``)."""
-    tally: dict[str, Counter[str]] = defaultdict(Counter)
-    for r in judged:
-        assert r.verdict is not None
-        for model, votes in r.verdict.votes_by_model.items():
-            t = tally[model]
-            t["ballots"] += votes.total
-            t["seller"] += votes.seller
-            t["majority"] += getattr(votes, r.verdict.winner)
-            t["truth"] += getattr(votes, r.truth.winner)
-    return {
-        model: ModelBallots(
-            ballots=t["ballots"],
-            seller_share=t["seller"] / t["ballots"],
-            majority_agreement=t["majority"] / t["ballots"],
-            truth_agreement=t["truth"] / t["ballots"],
-        )
-        for model, t in sorted(tally.items())
-        if t["ballots"]
-    }
+    tally = _tally(judged, lambda verdict: verdict.votes_by_model.items())
+    return {model: ModelBallots.of(t) for model, t in sorted(tally.items()) if t["ballots"]}
 
 
-class PersonaBallots(BaseModel):
-    """One persona's final-round ballots over the evaluated cases (the jury balance report): a persona
-    tilted to one side shows here before it serves."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ballots: int
-    seller_share: float = Field(description="share of its ballots for the seller")
-    real_seller_share: float = Field(description="share of the cases it voted on that the real jury gave the seller")
-    tilt: float = Field(description="seller_share - real_seller_share: above 0 leans to the seller")
-    majority_agreement: float = Field(description="share of its ballots for the verdict's winner")
-    truth_agreement: float = Field(description="share of its ballots for the real jury's majority")
+def _seat_votes(verdict: Verdict) -> list[tuple[str, Votes]]:
+    """Each seat's final-round ballot as one vote, by persona; a seat that abstained casts none."""
+    seats = verdict.jury.seats if verdict.jury else []
+    return [
+        (s.persona, Votes(buyer=int(s.vote == "buyer"), seller=int(s.vote == "seller")))
+        for s in seats
+        if s.vote is not None
+    ]
 
 
 def by_persona(judged: Sequence[CaseResult]) -> dict[str, PersonaBallots]:
     """Per persona, over every judged case's final round (``Verdict.jury``: who sat where, how each voted)."""
-    tally: dict[str, Counter[str]] = defaultdict(Counter)
-    for r in judged:
-        assert r.verdict is not None
-        for seat in r.verdict.jury.seats if r.verdict.jury else []:
-            if seat.vote is None:
-                continue
-            t = tally[seat.persona]
-            t["ballots"] += 1
-            t["seller"] += seat.vote == "seller"
-            t["real_seller"] += r.truth.winner == "seller"
-            t["majority"] += seat.vote == r.verdict.winner
-            t["truth"] += seat.vote == r.truth.winner
     return {
-        persona: PersonaBallots(
-            ballots=t["ballots"],
-            seller_share=t["seller"] / t["ballots"],
+        persona: PersonaBallots.of(
+            t,
             real_seller_share=t["real_seller"] / t["ballots"],
             tilt=(t["seller"] - t["real_seller"]) / t["ballots"],
-            majority_agreement=t["majority"] / t["ballots"],
-            truth_agreement=t["truth"] / t["ballots"],
         )
-        for persona, t in tally.items()
+        for persona, t in _tally(judged, _seat_votes).items()
     }
 
 

@@ -75,3 +75,9 @@ async def ask_or_none(llm: LLM, request: LLMRequest, output_type: type[T]) -> LL
         if err.kind not in ASKED_AGAIN:
             raise
         return NoAnswer(err.kind, err.detail or str(err), err.usage or Usage())
+
+
+async def output_or_none(llm: LLM, request: LLMRequest, output_type: type[T]) -> tuple[T | NoAnswer, Usage]:
+    """``ask_or_none``'s answer (its output, or the ``NoAnswer``) and what the call cost."""
+    result = await ask_or_none(llm, request, output_type)
+    return result if isinstance(result, NoAnswer) else result.output, result.usage

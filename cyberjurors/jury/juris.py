@@ -22,7 +22,7 @@ from ..config import Settings
 from ..llm.port import LLM, gather_all, stage_request
 from ..schemas import CandidateSentences, JustificationDraft, SentenceVotes, Usage
 from . import prompts
-from .answers import NoAnswer, ask_or_none
+from .answers import NoAnswer, output_or_none
 from .clues import attached_media
 from .model_inputs import DraftTask, EditTask, SentenceVoteTask
 from .rounds import Jury, juror_shared, juror_system
@@ -89,16 +89,11 @@ def interleaved(drafts: list[CandidateSentences], limit: int) -> dict[str, str]:
 async def draft(
     drafter: int, grounds: Grounds, llm: LLM, settings: Settings
 ) -> tuple[CandidateSentences | NoAnswer, Usage]:
-    request = grounds.request(
-        "draft",
-        settings,
-        prompts.DRAFT_SYSTEM,
-        prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris.max_sentences),
-        DraftTask(*grounds.told(), drafter, settings.juris.max_sentences),
-        juror=drafter,
+    prompt = prompts.draft_prompt(grounds.verdict_line(), grounds.voices, settings.juris.max_sentences)
+    task = DraftTask(*grounds.told(), drafter, settings.juris.max_sentences)
+    return await grounds.ask(
+        llm, "draft", settings, prompts.DRAFT_SYSTEM, prompt, task, CandidateSentences, juror=drafter
     )
-    result = await ask_or_none(llm, request, CandidateSentences)
-    return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
 
 
 async def vote(
@@ -120,8 +115,7 @@ async def vote(
         ),
         case_id=grounds.case.case_id,
     )
-    result = await ask_or_none(llm, request, SentenceVotes)
-    return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
+    return await output_or_none(llm, request, SentenceVotes)
 
 
 async def edit(
@@ -136,7 +130,7 @@ async def edit(
         task=EditTask(grounds.case, grounds.winner, grounds.votes, selected),
         case_id=grounds.case.case_id,
     )
-    result = await ask_or_none(llm, request, JustificationDraft)
-    if isinstance(result, NoAnswer):
-        return result, result.usage
-    return result.output.justification.strip() or " ".join(selected.values()), result.usage
+    answer, usage = await output_or_none(llm, request, JustificationDraft)
+    if isinstance(answer, NoAnswer):
+        return answer, usage
+    return answer.justification.strip() or " ".join(selected.values()), usage

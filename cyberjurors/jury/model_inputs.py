@@ -106,8 +106,9 @@ class JudgeTask:
 
 
 @dataclass(frozen=True)
-class VerifyTask:
-    """The verifier's input: the justification (draft ``turn``) and what it may rest on."""
+class VerdictBasis:
+    """What the verdict's justification may rest on and what the majority said: the fields the
+    verifier's, the summariser's revision's and a JURIS drafter's inputs begin with."""
 
     case: DisputeCase
     focus: Focus | None
@@ -118,6 +119,12 @@ class VerifyTask:
     winner: Party
     votes: Votes
     majority: list[Ballot]
+
+
+@dataclass(frozen=True)
+class VerifyTask(VerdictBasis):
+    """The verifier's input: the justification (draft ``turn``) and what it may rest on."""
+
     justification: str
     turn: int
     feedback: list[str]
@@ -125,16 +132,9 @@ class VerifyTask:
 
 
 @dataclass(frozen=True)
-class ReviseTask:
+class ReviseTask(VerdictBasis):
     """The summariser revising the justification after a Reject, with all the feedback so far."""
 
-    case: DisputeCase
-    focus: Focus | None
-    clues: list[Clue] | None
-    guidelines: list[PrecedentRef]
-    winner: Party
-    votes: Votes
-    majority: list[Ballot]
     justification: str
     feedback: list[str]
     untraceable: list[str]
@@ -142,16 +142,9 @@ class ReviseTask:
 
 
 @dataclass(frozen=True)
-class DraftTask:
+class DraftTask(VerdictBasis):
     """JURIS: one drafter proposing candidate sentences for the verdict's justification."""
 
-    case: DisputeCase
-    focus: Focus | None
-    clues: list[Clue] | None
-    guidelines: list[PrecedentRef]
-    winner: Party
-    votes: Votes
-    majority: list[Ballot]
     drafter: int
     max_sentences: int
 

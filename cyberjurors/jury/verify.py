@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..config import Role, Settings
-from ..llm.port import LLM, LLMRequest, stage_request
+from ..llm.port import LLM, T, stage_request
 from ..schemas import (
     Ballot,
     BudgetStop,
@@ -34,9 +34,9 @@ from ..schemas import (
     Votes,
 )
 from . import prompts
-from .answers import NoAnswer, ask_or_none
+from .answers import NoAnswer, output_or_none
 from .budget import CaseBudget, describe
-from .model_inputs import ReviseTask, VerifyTask
+from .model_inputs import ReviseTask, VerdictBasis, VerifyTask
 from .rounds import Jury, case_stages
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -46,17 +46,12 @@ not take out every sentence it occurs in."""
 
 
 @dataclass(frozen=True)
-class Grounds:
-    """What the verdict's justification may rest on and what the majority said: the shared input
-    of the verifier, the summariser's revisions and JURIS's drafters and jurors."""
+class Grounds(VerdictBasis):
+    """What the verdict's justification may rest on and what the majority said, with the case file
+    it comes from and the majority's voices: the shared input of the verifier, the summariser's
+    revisions and JURIS's drafters and jurors."""
 
     case_file: CaseFile
-    focus: Focus | None
-    clues: list[Clue] | None
-    guidelines: list[PrecedentRef]
-    winner: Party
-    votes: Votes
-    majority: list[Ballot]
     voices: list[tuple[str, str, str]]
 
     @classmethod
@@ -68,19 +63,16 @@ class Grounds:
         pool = case_file.precedents.guidelines if case_file.precedents else []
         focus, clues = case_stages(case_file)
         return cls(
-            case_file,
+            case_file.case,
             focus,
             clues,
             [g for g in pool if g.id in cited],
             winner,
             final.votes,
             majority,
+            case_file,
             jury.voices(majority),
         )
-
-    @property
-    def case(self) -> DisputeCase:
-        return self.case_file.case
 
     def verdict_line(self) -> str:
         return prompts.verdict_line(self.winner, self.votes.buyer, self.votes.seller)
@@ -91,16 +83,24 @@ class Grounds:
     def told(
         self,
     ) -> tuple[DisputeCase, Focus | None, list[Clue] | None, list[PrecedentRef], Party, Votes, list[Ballot]]:
-        """The fields every task built on the grounds begins with (model_inputs' VerifyTask,
+        """The ``VerdictBasis`` fields every task built on the grounds begins with (VerifyTask,
         ReviseTask, DraftTask), in their order."""
         return (self.case, self.focus, self.clues, self.guidelines, self.winner, self.votes, self.majority)
 
-    def request(
-        self, role: Role, settings: Settings, system: str, prompt: str, task: object, juror: int | None = None
-    ) -> LLMRequest:
-        """A call that reads the grounds' sources as its shared prefix: the verifier's, the
-        summariser's revision, a JURIS drafter's."""
-        return stage_request(
+    async def ask(
+        self,
+        llm: LLM,
+        role: Role,
+        settings: Settings,
+        system: str,
+        prompt: str,
+        task: object,
+        output_type: type[T],
+        juror: int | None = None,
+    ) -> tuple[T | NoAnswer, Usage]:
+        """A call that reads the grounds' sources as its shared prefix (the verifier's, the
+        summariser's revision, a JURIS drafter's): its answer, or ``NoAnswer``, and its cost."""
+        request = stage_request(
             role,
             settings,
             juror=juror,
@@ -110,6 +110,7 @@ class Grounds:
             task=task,
             case_id=self.case.case_id,
         )
+        return await output_or_none(llm, request, output_type)
 
 
 @dataclass
@@ -177,32 +178,21 @@ async def verified(text: str, grounds: Grounds, llm: LLM, settings: Settings, bu
 async def verify(
     text: str, turn: int, feedback: list[str], grounds: Grounds, llm: LLM, settings: Settings
 ) -> tuple[VerificationDraft | NoAnswer, Usage]:
-    request = grounds.request(
-        "verify",
-        settings,
-        prompts.VERIFY_SYSTEM,
-        prompts.verify_prompt(grounds.verdict_line(), grounds.voices, text, turn, feedback),
-        VerifyTask(*grounds.told(), text, turn, list(feedback)),
-    )
-    result = await ask_or_none(llm, request, VerificationDraft)
-    return (result, result.usage) if isinstance(result, NoAnswer) else (result.output, result.usage)
+    prompt = prompts.verify_prompt(grounds.verdict_line(), grounds.voices, text, turn, feedback)
+    task = VerifyTask(*grounds.told(), text, turn, list(feedback))
+    return await grounds.ask(llm, "verify", settings, prompts.VERIFY_SYSTEM, prompt, task, VerificationDraft)
 
 
 async def revise(
     text: str, feedback: list[str], untraceable: list[str], grounds: Grounds, llm: LLM, settings: Settings
 ) -> tuple[str | NoAnswer, Usage]:
     """The summariser's revision of a rejected justification, with the feedback of every turn."""
-    request = grounds.request(
-        "summary",
-        settings,
-        prompts.REVISE_SYSTEM,
-        prompts.revise_prompt(grounds.verdict_line(), grounds.voices, text, feedback, untraceable),
-        ReviseTask(*grounds.told(), text, list(feedback), list(untraceable)),
-    )
-    result = await ask_or_none(llm, request, JustificationDraft)
-    if isinstance(result, NoAnswer):
-        return result, result.usage
-    return result.output.justification.strip() or text, result.usage
+    prompt = prompts.revise_prompt(grounds.verdict_line(), grounds.voices, text, feedback, untraceable)
+    task = ReviseTask(*grounds.told(), text, list(feedback), list(untraceable))
+    answer, usage = await grounds.ask(llm, "summary", settings, prompts.REVISE_SYSTEM, prompt, task, JustificationDraft)
+    if isinstance(answer, NoAnswer):
+        return answer, usage
+    return answer.justification.strip() or text, usage
 
 
 def sentences(text: str) -> list[str]:

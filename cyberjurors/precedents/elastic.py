@@ -115,12 +115,11 @@ from .embeddings import Embedder, canonical
 from .index import (
     ENCODE_CHUNK,
     RRF_K,
+    PrecedentIndex,
     candidates,
     category_filter,
-    check_query,
     embedding_failed,
     fuse,
-    given_vector,
     problem,
 )
 from .models import KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport, decided_before
@@ -142,7 +141,7 @@ LICENCE_REASON = "current license is non-compliant"
 UNKNOWN_RETRIEVER = re.compile(r"unknown retriever \[rrf\]|Unknown key for a START_OBJECT in \[retriever\]", re.I)
 
 
-class ElasticsearchIndex:
+class ElasticsearchIndex(PrecedentIndex):
     """``PrecedentIndex`` on an Elasticsearch 9 cluster (see the module docstring)."""
 
     def __init__(
@@ -530,33 +529,16 @@ class ElasticsearchIndex:
                 found.setdefault(doc["_id"], doc["_source"])
         return [self._document(found[i]) for i in wanted if i in found]
 
-    async def count(self, kind: Kind, category: str | None = None) -> int:
-        """Documents a search for ``kind`` / ``category`` can return: the category filter admits
-        cross-category ('all') guidelines, and retired guidelines are not counted."""
-        if kind not in KINDS:
-            raise PrecedentError("bad_query", f"unknown kind {kind!r}; expected case or guideline")
-        if category is not None:
-            check_query("count", category, 1)
+    async def counted(self, kind: Kind, category: str | None) -> int:
+        """The category filter admits cross-category ('all') guidelines; retired ones are not counted."""
         alias = self.alias(kind)
         with self._errors(f"counting {alias}"):
             resp = await self.client.count(index=alias, query=self._filter(kind, category))
         return int(resp.body["count"])
 
-    async def search(
-        self,
-        query: str,
-        *,
-        kind: Kind,
-        category: str | None = None,
-        k: int = 10,
-        mode: SearchMode = "hybrid",
-        vector: np.ndarray | None = None,
+    async def ranked(
+        self, text: str, kind: Kind, category: str | None, k: int, mode: SearchMode, vector: np.ndarray | None
     ) -> list[Hit]:
-        text = check_query(query, category, k)
-        if kind not in KINDS:
-            raise PrecedentError("bad_query", f"unknown kind {kind!r}; expected case or guideline")
-        if mode not in ("hybrid", "bm25", "vector"):
-            raise PrecedentError("bad_query", f"unknown search mode {mode!r}; expected hybrid, bm25 or vector")
         alias, flt = self.alias(kind), self._filter(kind, category)
         window = max(candidates(k), self.rank_window)
         if mode == "bm25":
@@ -564,7 +546,7 @@ class ElasticsearchIndex:
         elif vector is None:
             query_vector = (await self._encode([text]))[0]
         else:
-            query_vector = given_vector(vector, self.embedder.dims).astype(np.float64).round(7).tolist()
+            query_vector = vector.astype(np.float64).round(7).tolist()
         bm25 = {"query": {"bool": {"must": [{"match": {"text": {"query": text}}}], "filter": [flt]}}}
         knn = {
             "field": "embedding",

@@ -59,10 +59,10 @@ import sqlite3
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import tantivy
@@ -74,7 +74,7 @@ from usearch.index import Index as VectorGraph
 from ..evidence.scrub import purge_sqlite
 from ..schemas import now
 from .embeddings import Embedder, canonical
-from .index import ENCODE_CHUNK, candidates, category_filter, check_query, embedding_failed, fuse, given_vector, problem
+from .index import ENCODE_CHUNK, PrecedentIndex, candidates, category_filter, embedding_failed, fuse, problem
 from .models import (
     ANY_CATEGORY,
     CATEGORIES,
@@ -89,6 +89,9 @@ from .models import (
 )
 
 log = logging.getLogger("cyberjurors.precedents.embedded")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 FORMAT = 2  # the legacy store (manifest.json) was format 1
 DB_FILE = "precedents.sqlite3"
@@ -290,7 +293,7 @@ class _Vectors:
         return sum(len(g) for g in self.graphs)
 
 
-class EmbeddedIndex:
+class EmbeddedIndex(PrecedentIndex):
     """Hybrid BM25 + vector precedent index on SQLite. Open with ``EmbeddedIndex.open``."""
 
     def __init__(self, folder: Path, embedder: Embedder):
@@ -497,8 +500,7 @@ class EmbeddedIndex:
         """Bring the in-memory indexes up to the database: one read of the counter, and when it
         moved, the rows changed since (another process's writes or this one's)."""
         assert self._reader is not None
-        with self._read_lock:
-            seq, store = self._reader.execute("SELECT seq, store FROM counter").fetchone()
+        ((seq, store),) = self._read("SELECT seq, store FROM counter")
         if seq == self._applied and store == self._store:
             return
         with self._state:
@@ -640,40 +642,34 @@ class EmbeddedIndex:
     def stored(self, ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
         """id -> (the Document's JSON, the vector's float32 bytes) as stored, for the ids present."""
         self._check_open()
-        assert self._reader is not None
-        found: dict[str, tuple[str, bytes]] = {}
-        unique = list(dict.fromkeys(ids))
-        with self._read_lock:
-            for start in range(0, len(unique), 500):
-                chunk = unique[start : start + 500]
-                rows = self._reader.execute(
-                    f"SELECT id, body, vector FROM documents WHERE id IN ({','.join('?' * len(chunk))})", chunk
-                )
-                found.update((doc_id, (body, bytes(vector))) for doc_id, body, vector in rows)
-        return found
+        return {doc_id: (body, bytes(vector)) for doc_id, body, vector in self._by_id("id, body, vector", ids)}
 
-    async def search(
-        self,
-        query: str,
-        *,
-        kind: Kind,
-        category: str | None = None,
-        k: int = 10,
-        mode: SearchMode = "hybrid",
-        vector: np.ndarray | None = None,
+    def _by_id(self, columns: str, ids: Sequence[str]) -> list[Any]:
+        """The ``columns`` of the stored documents with these ids (each once), 500 ids a query."""
+        unique = list(dict.fromkeys(ids))
+        rows: list[Any] = []
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            rows += self._read(f"SELECT {columns} FROM documents WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        return rows
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """The rows of a query on the reader connection (one thread at a time uses it)."""
+        assert self._reader is not None
+        with self._read_lock:
+            return self._reader.execute(sql, args).fetchall()
+
+    async def _off_loop(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``work`` on a thread (SQLite and the in-memory indexes block), on an open index."""
+        self._check_open()
+        return await asyncio.to_thread(work, *args, **kwargs)
+
+    async def ranked(
+        self, text: str, kind: Kind, category: str | None, k: int, mode: SearchMode, vector: np.ndarray | None
     ) -> list[Hit]:
         self._check_open()
-        text = check_query(query, category, k)
-        if kind not in KINDS:
-            raise PrecedentError("bad_query", f"unknown kind {kind!r}; expected case or guideline")
-        if mode not in ("hybrid", "bm25", "vector"):
-            raise PrecedentError("bad_query", f"unknown search mode {mode!r}; expected hybrid, bm25 or vector")
-        if mode == "bm25":
-            vector = None
-        elif vector is None:
+        if vector is None and mode != "bm25":
             vector = await asyncio.to_thread(self.query_vector, text)
-        else:
-            vector = given_vector(vector, self.dims)
         return await asyncio.to_thread(self._search, text, vector, kind, category, k, mode)
 
     def query_vector(self, text: str) -> np.ndarray:
@@ -727,11 +723,9 @@ class EmbeddedIndex:
         ]
 
     def _rows(self, keys: list[int]) -> dict[int, tuple[str, str, bytes]]:
-        assert self._reader is not None
-        with self._read_lock:
-            rows = self._reader.execute(
-                f"SELECT key, id, body, vector FROM documents WHERE key IN ({','.join('?' * len(keys))})", keys
-            ).fetchall()
+        rows = self._read(
+            f"SELECT key, id, body, vector FROM documents WHERE key IN ({','.join('?' * len(keys))})", keys
+        )
         return {key: (doc_id, body, bytes(vector)) for key, doc_id, body, vector in rows}
 
     def _parse(self, body: str, doc_id: str) -> Document:
@@ -742,27 +736,15 @@ class EmbeddedIndex:
 
     async def get(self, ids: Sequence[str]) -> list[Document]:
         """The stored documents for these ids, in the order asked; unknown ids are skipped."""
-        self._check_open()
-        return await asyncio.to_thread(self._get, list(ids))
+        return await self._off_loop(self._get, list(ids))
 
     def _get(self, ids: list[str]) -> list[Document]:
-        assert self._reader is not None
-        found: dict[str, str] = {}
-        unique = list(dict.fromkeys(ids))
-        with self._read_lock:
-            for start in range(0, len(unique), 500):
-                chunk = unique[start : start + 500]
-                found.update(
-                    self._reader.execute(
-                        f"SELECT id, body FROM documents WHERE id IN ({','.join('?' * len(chunk))})", chunk
-                    ).fetchall()
-                )
+        found: dict[str, str] = dict(self._by_id("id, body", ids))
         return [self._parse(found[doc_id], doc_id) for doc_id in ids if doc_id in found]
 
     async def delete(self, ids: Sequence[str]) -> int:
         """Remove documents by id; returns how many existed. One transaction."""
-        self._check_open()
-        return await asyncio.to_thread(self._delete, list(dict.fromkeys(ids)))
+        return await self._off_loop(self._delete, list(dict.fromkeys(ids)))
 
     def _delete(self, ids: list[str]) -> int:
         assert self._writer is not None
@@ -794,30 +776,22 @@ class EmbeddedIndex:
     async def guidelines_citing(self, case_id: str) -> list[Document]:
         """Every guideline, retired ones too, whose provenance names the case (its supporting cases,
         or its history)."""
-        self._check_open()
-        return await asyncio.to_thread(self._citing, case_id)
+        return await self._off_loop(self._citing, case_id)
 
     def _citing(self, case_id: str) -> list[Document]:
-        assert self._reader is not None
-        with self._read_lock:
-            rows = self._reader.execute(
-                "SELECT id, body FROM documents WHERE kind = 'guideline' AND instr(body, ?) > 0", (case_id,)
-            ).fetchall()
+        rows = self._read("SELECT id, body FROM documents WHERE kind = 'guideline' AND instr(body, ?) > 0", (case_id,))
         docs = [self._parse(body, doc_id) for doc_id, body in rows]
         return [d for d in docs if d.guideline is not None and d.guideline.cites(case_id)]
 
     async def cases_decided_before(self, before: datetime) -> list[str]:
         """The ids of the historical cases decided before ``before`` (precedent_case_retention_s)."""
-        self._check_open()
-        return await asyncio.to_thread(self._decided_before, before)
+        return await self._off_loop(self._decided_before, before)
 
     def _decided_before(self, before: datetime) -> list[str]:
-        assert self._reader is not None
-        with self._read_lock:
-            rows = self._reader.execute(
-                "SELECT json_extract(body, '$.case.case_id'), json_extract(body, '$.case.decided_at') "
-                "FROM documents WHERE kind = 'case' AND json_extract(body, '$.case.decided_at') IS NOT NULL"
-            ).fetchall()
+        rows = self._read(
+            "SELECT json_extract(body, '$.case.case_id'), json_extract(body, '$.case.decided_at') "
+            "FROM documents WHERE kind = 'case' AND json_extract(body, '$.case.decided_at') IS NOT NULL"
+        )
         return sorted(case_id for case_id, at in rows if decided_before(at, before))
 
     async def rewrite(self, documents: Sequence[Document]) -> None:
@@ -837,8 +811,7 @@ class EmbeddedIndex:
         the write-ahead log checkpointed and truncated, and, should a needle (the case id) still be
         found in the database file (free pages from deletions made before secure_delete was on), a
         VACUUM. What could not be done, as notes (an empty list: done)."""
-        self._check_open()
-        return await asyncio.to_thread(self._purge, list(needles))
+        return await self._off_loop(self._purge, list(needles))
 
     def _purge(self, needles: list[str]) -> list[str]:
         assert self._writer is not None
@@ -846,25 +819,16 @@ class EmbeddedIndex:
             self._writer.execute("DELETE FROM vector_snapshot")
             return purge_sqlite(self._writer, self.path, needles)
 
-    async def count(self, kind: Kind, category: str | None = None) -> int:
-        """Documents a search with the same kind and category could return: the category's
-        (guidelines marked 'all' included for guidelines), inactive guidelines left out."""
-        self._check_open()
-        if kind not in KINDS:
-            raise PrecedentError("bad_query", f"unknown kind {kind!r}; expected case or guideline")
-        if category is not None:
-            check_query("count", category, 1)  # an unknown category is an error, as in search
-        return await asyncio.to_thread(self._count, kind, category)
+    async def counted(self, kind: Kind, category: str | None) -> int:
+        return await self._off_loop(self._count, kind, category)
 
     def _count(self, kind: Kind, category: str | None) -> int:
-        assert self._reader is not None
         admitted = category_filter(category, kind)
         sql, args = "SELECT count(*) FROM documents WHERE kind = ? AND active = 1", [str(kind)]
         if admitted is not None:
             sql += f" AND category IN ({','.join('?' * len(admitted))})"
             args += admitted
-        with self._read_lock:
-            return int(self._reader.execute(sql, args).fetchone()[0])
+        return int(self._read(sql, args)[0][0])
 
     async def close(self) -> None:
         """Every write is committed when it returns, so closing only drops the in-memory indexes."""

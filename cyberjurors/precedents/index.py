@@ -7,7 +7,8 @@ from typing import Protocol
 
 import numpy as np
 
-from .models import ANY_CATEGORY, CATEGORIES, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
+from .embeddings import Embedder
+from .models import ANY_CATEGORY, CATEGORIES, KINDS, Document, Hit, Kind, PrecedentError, SearchMode, UpsertReport
 
 RRF_K = 60  # the constant from Cormack et al. (2009), also Elasticsearch's default rank_constant
 MAX_QUERY_CHARS = 4000
@@ -17,10 +18,13 @@ ENCODE_CHUNK = 256  # texts per embedder call at upsert (failures are reported p
 
 class PrecedentIndex(Protocol):
     """H and N behind one interface. Implementations: ``EmbeddedIndex`` (default, on disk) and
-    ``ElasticsearchIndex``. ``embedding_model`` is the name of the model whose vectors the index
-    holds; opening an index built with another model raises ``PrecedentError('model_mismatch')``."""
+    ``ElasticsearchIndex``, both subclassing it for ``search`` and ``count``: the query checked
+    here, then the store's ``ranked`` and ``counted``. ``embedding_model`` is the name of the model
+    whose vectors the index holds (``embedder``'s); opening an index built with another model raises
+    ``PrecedentError('model_mismatch')``."""
 
     embedding_model: str
+    embedder: Embedder
 
     async def upsert(self, documents: Sequence[Document]) -> UpsertReport: ...
 
@@ -36,13 +40,35 @@ class PrecedentIndex(Protocol):
     ) -> list[Hit]:
         """``vector``: the query's embedding by this index's model, when the caller has it (a case's
         retrieval embeds its query once for every search); else the index embeds ``query``."""
+        text = check_search(query, kind, category, k, mode)
+        if mode == "bm25":
+            vector = None
+        elif vector is not None:
+            vector = given_vector(vector, self.embedder.dims)
+        return await self.ranked(text, kind, category, k, mode, vector)
+
+    async def ranked(
+        self, text: str, kind: Kind, category: str | None, k: int, mode: SearchMode, vector: np.ndarray | None
+    ) -> list[Hit]:
+        """``search`` once its query is checked: ``text`` is the query's searched form (``query_form``);
+        ``vector`` the caller's embedding of it, checked, or None: the store embeds ``text`` unless
+        ``mode`` is bm25."""
         ...
 
     async def get(self, ids: Sequence[str]) -> list[Document]: ...
 
     async def delete(self, ids: Sequence[str]) -> int: ...
 
-    async def count(self, kind: Kind, category: str | None = None) -> int: ...
+    async def count(self, kind: Kind, category: str | None = None) -> int:
+        """Documents a search with the same kind and category could return: the category's
+        (guidelines marked 'all' included for guidelines), retired guidelines left out. An unknown
+        kind or category is an error, as in a search."""
+        check_count(kind, category)
+        return await self.counted(kind, category)
+
+    async def counted(self, kind: Kind, category: str | None) -> int:
+        """``count`` once its kind and category are checked."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -67,6 +93,27 @@ def check_query(query: str, category: str | None, k: int) -> str:
     if k < 1:
         raise PrecedentError("bad_query", f"k must be at least 1, got {k}")
     return text
+
+
+def check_kind(kind: Kind) -> None:
+    if kind not in KINDS:
+        raise PrecedentError("bad_query", f"unknown kind {kind!r}; expected case or guideline")
+
+
+def check_search(query: str, kind: Kind, category: str | None, k: int, mode: SearchMode) -> str:
+    """A search's query (``check_query``), kind and mode checked; the query's searched form."""
+    text = check_query(query, category, k)
+    check_kind(kind)
+    if mode not in ("hybrid", "bm25", "vector"):
+        raise PrecedentError("bad_query", f"unknown search mode {mode!r}; expected hybrid, bm25 or vector")
+    return text
+
+
+def check_count(kind: Kind, category: str | None) -> None:
+    """A count's kind and category, checked as a search's are."""
+    check_kind(kind)
+    if category is not None:
+        check_query("count", category, 1)
 
 
 def given_vector(vector: np.ndarray, dims: int) -> np.ndarray:

@@ -8,7 +8,7 @@ pipeline assembles around them.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -134,6 +134,12 @@ class Argument(ArgumentDraft):
     turn: int
 
 
+def _by_key(description: str) -> Any:
+    """A ``Usage`` tally by key (a price source, a role, a model): empty by default, and what
+    ``__add__`` and ``__sub__`` combine key by key rather than as one number."""
+    return Field(default_factory=dict, description=description)
+
+
 class Usage(Record):
     input_tokens: int = Field(0, description="uncached input tokens")
     output_tokens: int = Field(0, description="output tokens, thinking included (as providers bill them)")
@@ -148,27 +154,23 @@ class Usage(Record):
         description="estimated when the call was made, at llm_prices or else genai-prices' list (0 for "
         "stand-ins); it leaves out unpriced calls, so with unpriced_calls above 0 it is a floor",
     )
-    cost_sources: dict[str, float] = Field(
-        default_factory=dict,
-        description="cost_usd by where its prices came from: catalog (config/catalog.py's dated list "
+    cost_sources: dict[str, float] = _by_key(
+        "cost_usd by where its prices came from: catalog (config/catalog.py's dated list "
         "prices), llm_prices (set by the operator), genai-prices <version> (the list for models neither has)",
     )
     unpriced_calls: int = Field(
         0, description="calls to a model no price source knows: their tokens are counted, their cost is not"
     )
-    caption_calls: dict[str, int] = Field(
-        default_factory=dict,
-        description="calls by role whose model reads no images: they read each photo and video frame as its "
+    caption_calls: dict[str, int] = _by_key(
+        "calls by role whose model reads no images: they read each photo and video frame as its "
         "evidence label and the party's caption (what the verdict's captions_only lists)",
     )
-    plumbing_calls: dict[str, int] = Field(
-        default_factory=dict,
-        description="calls by model answered by a plumbing-only tiny model (config/catalog.py): they show the "
+    plumbing_calls: dict[str, int] = _by_key(
+        "calls by model answered by a plumbing-only tiny model (config/catalog.py): they show the "
         "plumbing works, never judgement (the verdict is labelled a stand-in)",
     )
-    fitted_calls: dict[str, int] = Field(
-        default_factory=dict,
-        description="calls whose prompt was cut to fit the model's context window, by what was cut "
+    fitted_calls: dict[str, int] = _by_key(
+        "calls whose prompt was cut to fit the model's context window, by what was cut "
         '("juror on M: dropped precedents g-4; clipped evidence b1"): what the verdict\'s prompt_fitting says',
     )
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -109,28 +109,27 @@ class Appeals:
         the same appeal delivered twice finds the first one's verdict and re-sends it."""
         return self.turns.one_at_a_time(case_id)
 
+    async def refuse(self, event: Any, reason: str, detail: str, replayable: bool = False) -> NoReturn:
+        """The appeal dead-lettered at stage ``appeal``, and its handling ended (``Refused``)."""
+        await self.dead_letters.write(event, STAGE, reason, detail, replayable=replayable)
+        raise Refused
+
     async def parse(self, event: Any) -> AppealFiled:
         size = len(event.value or b"") + len(event.message.key or b"")
         if size > self.settings.intake_limits.max_event_bytes:
-            await self.dead_letters.write(
+            await self.refuse(
                 event,
-                "appeal",
                 "invalid_appeal",
                 f"{size} bytes, limit max_event_bytes={self.settings.intake_limits.max_event_bytes}; send large media by path or URL",
-                replayable=False,
             )
-            raise Refused
         try:
             appeal = AppealFiled.model_validate_json(intake.checked_json(event.value))
         except ValidationError as err:
-            await self.dead_letters.write(event, "appeal", "invalid_appeal", for_people(err), replayable=False)
-            raise Refused from err
+            await self.refuse(event, "invalid_appeal", for_people(err))
         except intake.Rejected as err:  # a foreign byte-order mark, a key twice in one object
-            await self.dead_letters.write(event, "appeal", "invalid_appeal", err.detail, replayable=False)
-            raise Refused from err
+            await self.refuse(event, "invalid_appeal", err.detail)
         if problem := key_problem(event.message.key, appeal.case_id):  # its verdict is on its case_id's partition
-            await self.dead_letters.write(event, "appeal", "key_mismatch", problem, replayable=False)
-            raise Refused
+            await self.refuse(event, "key_mismatch", problem)
         return appeal
 
     async def accepted(self, event: Any, appeal: AppealFiled, key: str) -> CaseFile:
@@ -143,16 +142,13 @@ class Appeals:
             if taken.appeal is not None and taken.appeal.appeal_id == key:
                 return taken
             brief = taken.appeal
-            await self.dead_letters.write(
+            await self.refuse(
                 event,
-                "appeal",
                 "appeal_already_filed",
                 f"case {case_id} was appealed already (by the "
                 f"{brief.appellant if brief else '?'}, filed {_when(brief)}); one appeal per "
                 "case, and the second instance's verdict is final",
-                replayable=False,
             )
-            raise Refused
         first = await self.first_verdict(event, appeal)
         await self.check(event, appeal, first)
         case_file = await self.record(event, appeal, first)
@@ -166,92 +162,69 @@ class Appeals:
         if stored is not None:
             return Verdict.model_validate_json(stored)
         if self.results.stored(appeal.case_id, StageResults.EXPIRED) is not None:
-            await self.dead_letters.write(
+            await self.refuse(
                 event,
-                "appeal",
                 "case_expired",
                 f"case {appeal.case_id} was decided and its state has "
                 f"expired (state_retention_s={self.settings.state_retention_s:g}, "
                 f"appeal_window_s={self.settings.appeal_window_s:g}): nothing left to appeal",
-                replayable=False,
             )
-            raise Refused
-        await self.dead_letters.write(
+        await self.refuse(
             event,
-            "appeal",
             "unknown_case",
             f"no verdict for case {appeal.case_id} yet: replay the letter once the case is decided",
             replayable=True,
         )
-        raise Refused
 
     async def check(self, event: Any, appeal: AppealFiled, first: Verdict) -> None:
         """The appeal names the case's first verdict, comes from its loser, after that verdict, within the window."""
         window = self.settings.appeal_window_s
         if appeal.verdict_id != first.verdict_id:
-            await self.dead_letters.write(
+            await self.refuse(
                 event,
-                "appeal",
                 "appeal_wrong_verdict",
                 f"the appeal names verdict {appeal.verdict_id[:64]}; "
                 f"case {appeal.case_id}'s first-instance verdict is {first.verdict_id}",
-                replayable=False,
             )
-            raise Refused
         if appeal.appellant == first.winner:
-            await self.dead_letters.write(
+            await self.refuse(
                 event,
-                "appeal",
                 "appeal_by_winner",
                 f"the {appeal.appellant} won the first instance "
                 f"({first.votes.buyer}:{first.votes.seller}); only the losing party may appeal",
-                replayable=False,
             )
-            raise Refused
         if window <= 0:
-            await self.dead_letters.write(
-                event, "appeal", "appeal_window_closed", "appeals are off (appeal_window_s=0)", replayable=False
-            )
-            raise Refused
+            await self.refuse(event, "appeal_window_closed", "appeals are off (appeal_window_s=0)")
         skew = self.settings.clock_skew_s
         # filed_at is the platform's clock and decided_at ours: within the skew, the clocks may disagree on which
         # came first; beyond it, the appeal (year 0001 once) is not one against this verdict, and "late" below
         # would be negative and let it through
         early = (first.decided_at - appeal.filed_at).total_seconds() - skew
         if early > 0:
-            await self.dead_letters.write(
+            await self.refuse(
                 event,
-                "appeal",
                 "appeal_before_verdict",
                 f"filed_at {shown_time(appeal.filed_at)} is "
                 f"before verdict {first.verdict_id} was decided ({shown_time(first.decided_at)}), "
                 f"beyond clock_skew_s={skew:g}: an appeal can only be filed against a verdict "
                 "that exists",
-                replayable=False,
             )
-            raise Refused
         late = (appeal.filed_at - first.decided_at).total_seconds() - window
         if late > 0:
-            await self.dead_letters.write(
+            await self.refuse(
                 event,
-                "appeal",
                 "appeal_window_closed",
                 f"filed {late / 86400:.1f} days after the "
                 f"window closed (appeal_window_s={window:g} from the verdict of "
                 f"{first.decided_at:%Y-%m-%d %H:%M} UTC)",
-                replayable=False,
             )
-            raise Refused
 
     async def record(self, event: Any, appeal: AppealFiled, first: Verdict) -> CaseFile:
         """The second instance's case file: the kept record with the new evidence checked like any
         evidence (intake's rules, the media claim check, max_case_bytes)."""
         base = self.results.stored(appeal.case_id, "clues") or self.results.stored(appeal.case_id, "intake")
         if base is None:  # a verdict without its record: only an older version's leftovers
-            await self.dead_letters.write(
-                event, "appeal", "case_expired", f"case {appeal.case_id}'s record is no longer kept", replayable=False
-            )
-            raise Refused
+            await self.refuse(event, "case_expired", f"case {appeal.case_id}'s record is no longer kept")
         record = CaseFile.model_validate_json(base)
         try:
             # intake's rules before the claim check, as at intake: inline media's base64 and size are
@@ -272,15 +245,9 @@ class Appeals:
                     f"the media store, limit max_case_bytes={self.settings.intake_limits.max_case_bytes}",
                 )
         except intake.Rejected as err:
-            await self.dead_letters.write(
-                event, "appeal", "appeal_evidence_rejected", f"{err.reason}: {err.detail}", replayable=False
-            )
-            raise Refused from err
+            await self.refuse(event, "appeal_evidence_rejected", f"{err.reason}: {err.detail}")
         except ValidationError as err:  # an evidence id the case already uses
-            await self.dead_letters.write(
-                event, "appeal", "appeal_evidence_rejected", for_people(err), replayable=False
-            )
-            raise Refused from err
+            await self.refuse(event, "appeal_evidence_rejected", for_people(err))
         return case_file
 
     async def judge(self, event: Any, case_file: CaseFile) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -71,26 +72,18 @@ SHREDDED_NOTE = (
 )
 
 
+@dataclass(eq=False)
 class PartyLetters:
     """The letters stage's handler. As in every handler, ``self.dead_letters`` writes dead letters; the
     letters to the parties are what it sends to ``out``."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        llm: LLM,
-        results: StageResults,
-        out: Sender,
-        dead_letters: DeadLetters,
-        sealing: KeyRing | None = None,
-    ):
-        self.settings = settings
-        self.llm = llm
-        self.results = results
-        self.out = out
-        self.dead_letters = dead_letters
-        self.sealing = sealing  # media_encryption: the case keys the placeholder map is sealed under
-        self.turns = CaseTurns()
+    settings: Settings
+    llm: LLM
+    results: StageResults
+    out: Sender
+    dead_letters: DeadLetters
+    sealing: KeyRing | None = None  # media_encryption: the case keys the placeholder map is sealed under
+    turns: CaseTurns = field(default_factory=CaseTurns, init=False)
 
     async def __call__(self, event: Any) -> None:
         with tracing.consuming(event, STAGE):

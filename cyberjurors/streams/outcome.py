@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, MutableMapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,25 +50,18 @@ from .intake import key_problem
 log = logging.getLogger("cyberjurors.streams")
 
 
+@dataclass(eq=False)
 class Outcomes:
-    def __init__(
-        self,
-        settings: Settings,
-        llm: LLM,
-        precedents: PrecedentBase,
-        results: StageResults,
-        confirmed: MutableMapping[str, Any],
-        dead_letters: DeadLetters,
-    ):
-        self.settings = settings
-        self.llm = llm
-        self.precedents = precedents
-        self.results = results
-        # "category/partition" -> case ids confirmed since the last re-distil here: emptied at redistil_after,
-        # so it never holds more than categories x partitions x redistil_after ids and needs no expiry
-        self.confirmed = confirmed
-        self.dead_letters = dead_letters
-        self.turn = asyncio.Lock()  # the agent's outcomes and the sweep's releases, one at a time
+    settings: Settings
+    llm: LLM
+    precedents: PrecedentBase
+    results: StageResults
+    # "category/partition" -> case ids confirmed since the last re-distil here: emptied at redistil_after,
+    # so it never holds more than categories x partitions x redistil_after ids and needs no expiry
+    confirmed: MutableMapping[str, Any]
+    dead_letters: DeadLetters
+    # the agent's outcomes and the sweep's releases, one at a time
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     async def __call__(self, event: Any) -> None:
         with tracing.consuming(event, "outcome"):  # in the trace of whoever reported it

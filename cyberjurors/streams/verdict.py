@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
@@ -41,27 +42,18 @@ def stages(instance: int) -> tuple[str, str]:
     return ("verdict", "escalation") if instance == 1 else ("appeal/verdict", "appeal/escalation")
 
 
+@dataclass(eq=False)
 class Verdicts:
     """``work`` decides a settled case's verdict (the worker's ``StageWork.verdict``, with its
     model and jury); without it the verdict is the final round's, decided without a model call."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        results: StageResults,
-        out: Sender,
-        in_flight: metrics.CasesInFlight,
-        work: Decide | None = None,
-        escalations: Sender | None = None,
-        dead_letters: DeadLetters | None = None,
-    ):
-        self.settings = settings
-        self.work = work
-        self.results = results
-        self.out = out
-        self.in_flight = in_flight
-        self.escalations = escalations
-        self.dead_letters = dead_letters
+    settings: Settings
+    results: StageResults
+    out: Sender
+    in_flight: metrics.CasesInFlight
+    work: Decide | None = None
+    escalations: Sender | None = None
+    dead_letters: DeadLetters | None = None
 
     async def resend(self, case_id: str, instance: int = 1) -> bool:
         """Re-send the case's stored verdict (and escalation), uncounted; False when it has none

@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 import json
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
 from ..config import Settings
@@ -186,13 +188,20 @@ class Placed:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
 
-async def placed_letters(settings: Settings) -> list[Placed]:
-    """The letters in disputes.dlq, opened; a sealed letter nothing opens (its case erased) is left out."""
-    return [
-        Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset, tuple(r.headers or ()))
-        async for r in records(settings, "disputes.dlq", follow=False)
-        if unreadable(r.value) is None
-    ]
+async def placed_letters(settings: Settings, left_out: Counter[str] | None = None) -> list[Placed]:
+    """The letters in disputes.dlq, opened. A sealed letter nothing opens (its case erased, its key
+    unknown, the record tampered) is left out, and counted by that reason in ``left_out``: there is
+    nothing in it to replay, and an erased case's letter is meant to be gone."""
+    placed = []
+    async for r in records(settings, "disputes.dlq", follow=False):
+        why = unreadable(r.value)
+        if why is None:
+            placed.append(
+                Placed(DeadLetter.model_validate_json(r.value), r.topic, r.partition, r.offset, tuple(r.headers or ()))
+            )
+        elif left_out is not None:
+            left_out[why] += 1
+    return placed
 
 
 def replayable(letter: DeadLetter) -> bool:
@@ -344,8 +353,8 @@ async def replay(
             try:
                 key = (letter.key or "").encode()
                 headers = message_headers(settings, letter.topic, key, value, span)
-                if seal is not None and letter.topic != settings.topic("disputes.events"):  # the service's own topic
-                    value = await seal.seal(letter.key or "", value)  # resent sealed, as the stage first sent it
+                if seal is not None:  # resent sealed, as the stage sent it (an event too: the worker opens it)
+                    value = await seal.seal(letter.key or "", value)
                     headers = [*headers, *seal.headers(value)]
                 await producer.send_and_wait(letter.topic, value, key=key, headers=headers)
             finally:
@@ -438,8 +447,12 @@ async def records(
     consumer = _reader(settings, from_beginning)
     try:
         await consumer.start()  # inside: a broker that cannot be reached leaves no consumer unclosed
-        await _position(consumer, _all_partitions(consumer, settings, [settings.topic(topic)]), from_beginning)
+        partitions = _all_partitions(consumer, settings, [settings.topic(topic)])
+        await _position(consumer, partitions, from_beginning)
+        ends = None if follow else await _ends(consumer, partitions)
         while True:
+            if ends is not None and all([await consumer.position(tp) >= end for tp, end in ends.items()]):
+                return  # caught up with the ends it found at the start: no idle wait for a command to end
             batch = await consumer.getmany(timeout_ms=int(idle_timeout_s * 1000))
             for found in batch.values():
                 for record in found:
@@ -448,6 +461,17 @@ async def records(
                 return
     finally:
         await consumer.stop()
+
+
+async def _ends(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> dict[TopicPartition, int] | None:
+    """Each partition's end offset now, or None when the broker does not know the topic yet (then
+    the reader ends on its first empty fetch, as it would on any idle topic)."""
+    if any(consumer.partitions_for_topic(tp.topic) is None for tp in partitions):
+        return None
+    try:
+        return await asyncio.wait_for(consumer.end_offsets(partitions), timeout=10)
+    except (KafkaError, TimeoutError):
+        return None
 
 
 async def opened_record(seal: RecordSeal | None, record: ConsumerRecord) -> ConsumerRecord:

@@ -198,7 +198,7 @@ def schema_files() -> dict[str, str]:
 
 def schemas_page() -> str:
     from cyberjurors.schemas import SCHEMA_VERSION
-    from cyberjurors.schemas.public import PUBLIC, json_schemas
+    from cyberjurors.schemas.public import PUBLIC, SEALED_KEYWORD, json_schemas
 
     out = [
         "# Event schemas\n\n",
@@ -214,6 +214,7 @@ def schemas_page() -> str:
         out.append(
             f"\n## {name}\n\nOn `{topic}`, published as [{name}.schema.json]({published}). "
             f"{cell(schema.get('description', ''))}\n\n"
+            f"With `payload_encryption`: {cell(schema.get(SEALED_KEYWORD, ''))} (`{SEALED_KEYWORD}`).\n\n"
         )
         properties = schema.get("properties", {})
         if properties:

@@ -15,7 +15,7 @@ from cyberjurors.console.app import create_app
 from cyberjurors.console.feed import Feed
 from cyberjurors.console.store import Store
 from cyberjurors.schemas import OutcomeReported
-from cyberjurors.tooling.clients import Outgoing, produce
+from cyberjurors.tooling.clients import Outgoing, produce, reader_seal
 
 from ..conftest import EXAMPLES, read_topic
 from ..factories import example_case
@@ -66,6 +66,35 @@ async def follow_until(feed: Feed, timeout_s: float = 60, **counts: int) -> Feed
         with pytest.raises(asyncio.CancelledError):
             await task
     return feed
+
+
+@pytest.mark.integration
+async def test_with_payload_encryption_the_feed_files_sealed_verdicts_opened_and_passes_an_erased_case_s(
+    settings, tmp_path, airfryer
+):
+    settings = settings.model_copy(
+        update={
+            "media_store": str(tmp_path / "store"),
+            "media_encryption": True,
+            "payload_encryption": True,
+            "case_key_secret": "s" * 32,
+            "case_key_store": str(tmp_path / "keys"),
+        }
+    )
+    _after, verdict = airfryer
+    kettle = (await judged(example_case(KETTLE), offline()))[2]
+    verdicts = settings.topic("disputes.verdicts")
+    sent = [Outgoing(v.case_id, v.model_dump_json().encode(), "test", topic=verdicts) for v in (verdict, kettle)]
+    await produce(settings, sent, seal=True)  # as the workers seal theirs
+    seal = reader_seal(settings)
+    assert seal is not None
+    await seal.keys.destroy(kettle.case_id)  # erased after its verdict was sent
+
+    feed = await follow_until(Feed(settings, Store(tmp_path / "console.sqlite3")), verdicts=1)
+    assert [v.verdict_id for v in feed.store.verdicts_of(verdict.case_id)] == [verdict.verdict_id]
+    assert feed.store.verdicts_of(kettle.case_id) == [] and feed.store.counts()["verdicts"] == 1
+    assert feed.status.lag == 0  # the erased case's record was passed, not waited on
+    assert feed.store.counts()["skipped"] == 0  # and not taken for a malformed record
 
 
 @pytest.mark.integration

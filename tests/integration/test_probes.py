@@ -98,8 +98,9 @@ async def test_readiness_follows_assignment_and_rebalances(settings: Settings, t
         return f"http://127.0.0.1:{ports[name]}/{path}"
 
     events = settings.topic("disputes.events")
-    # b holds every partition, then freezes; its long session keeps it a member the broker waits for
-    b = worker("b", kafka_timeouts=KafkaTimeouts(session_timeout_s=80)).start()
+    # b holds every partition, then freezes (for seconds); its longer session keeps it a member the
+    # broker waits for. Not longer than that: the embedded broker holds each join for half of it
+    b = worker("b", kafka_timeouts=KafkaTimeouts(session_timeout_s=30)).start()
     a, c = worker("a"), worker("c")
     try:
         await poll(url("b"), ready, timeout_s=180)
@@ -127,5 +128,4 @@ async def test_readiness_follows_assignment_and_rebalances(settings: Settings, t
     finally:
         if b.alive():
             thaw(b)
-        for w in (a, b, c):
-            await asyncio.to_thread(w.stop)
+        await asyncio.gather(*(asyncio.to_thread(w.stop) for w in (a, b, c)))  # each may wait its stop deadline

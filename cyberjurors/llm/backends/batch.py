@@ -150,24 +150,25 @@ def custom_id(body: dict[str, Any]) -> str:
     return "r" + hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:48]
 
 
-class Submitted(BaseModel):
+class BatchLine(BaseModel):
+    """A line of ``batches.jsonl``: what became of one batch."""
+
     model_config = ConfigDict(extra="forbid")
     batch_id: str
+
+
+class Submitted(BatchLine):
     custom_ids: list[str]
 
 
-class Collected(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    batch_id: str
+class Collected(BatchLine):
     collected: Literal[True]
 
 
-class Forgotten(BaseModel):
+class Forgotten(BatchLine):
     """The provider does not know the batch (another workspace, or deleted after its retention):
     its entries are sent again."""
 
-    model_config = ConfigDict(extra="forbid")
-    batch_id: str
     forgotten: Literal[True]
 
 

@@ -299,8 +299,19 @@ class OpenAICompatibleLLM:
         """The first reply, after what a refusal of images, of JSON mode or of the length teaches (once each)."""
         for _ in range(4):
             parts = captioned(request.parts()) if served.capabilities.images is False else request.parts()
-            parts, fitting = await self._fit(request, parts, served, mode, limits, output_type)
-            body = self._body(request, parts, served, mode, limits, output_type)
+            # once per attempt, for the fitting to count and the body to send: a JSON-mode refusal changes the shape
+            rule = prompt_rule(schema_of(output_type)) if mode == "prompt" else ""
+            shape = request_shape(mode, output_type, served.json_mode)
+            parts, fitting = await self._fit(request, parts, served, limits, str(shape.get("tools", "")) + rule)
+            body: dict[str, Any] = {
+                "model": request.model,
+                "messages": [
+                    {"role": "system", "content": request.system + rule},
+                    {"role": "user", "content": user_content(parts)},
+                ],
+                **limits,
+                **shape,
+            }
             try:
                 completion, usage = await self._send(body, has_images(parts))
                 return completion, usage, body, fitting
@@ -337,40 +348,16 @@ class OpenAICompatibleLLM:
             cap = min(cap, known.context_window // ANSWER_SHARE)
         return {**limits, key: cap}
 
-    def _body(
-        self,
-        request: LLMRequest,
-        parts: list[Part],
-        served: ServedModel,
-        mode: Mode,
-        limits: dict[str, object],
-        output_type: type[T],
-    ) -> dict[str, Any]:
-        system = request.system + (prompt_rule(schema_of(output_type)) if mode == "prompt" else "")
-        return {
-            "model": request.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user_content(parts)}],
-            **limits,
-            **request_shape(mode, output_type, served.json_mode),
-        }
-
     async def _fit(
-        self,
-        request: LLMRequest,
-        parts: list[Part],
-        served: ServedModel,
-        mode: Mode,
-        limits: dict[str, object],
-        output_type: type[T],
+        self, request: LLMRequest, parts: list[Part], served: ServedModel, limits: dict[str, object], extra: str
     ) -> tuple[list[Part], Fitted | None]:
-        """The parts, cut by the fitting rule when the request would not fit the model's window."""
+        """The parts, cut by the fitting rule when the request would not fit the model's window;
+        ``extra`` is the prompt text the request sends besides the system prompt and the parts."""
         window = served.capabilities.context_window
         if window is None:
             return parts, None
         cap = int(limits.get("max_completion_tokens") or limits["max_tokens"])  # type: ignore[call-overload]
         budget = window - cap - TEMPLATE_TOKENS
-        extra = str(request_shape(mode, output_type, served.json_mode).get("tools", ""))
-        extra += prompt_rule(schema_of(output_type)) if mode == "prompt" else ""
         tokens = await self._tokens(served, request.system + extra, parts, budget)
         if tokens <= budget:
             return parts, None

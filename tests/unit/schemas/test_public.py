@@ -62,3 +62,15 @@ def test_the_new_case_fields_are_optional_and_left_out_of_the_json_at_their_defa
 def test_a_locale_that_is_no_language_tag_is_refused_at_the_schema(bad):
     with pytest.raises(ValidationError):
         DisputeCase.model_validate(factories.case_data(metadata={**factories.METADATA, "locale": bad}))
+
+
+def test_each_exported_schema_says_whether_its_records_are_sealed_and_validators_ignore_it(tmp_path):
+    from cyberjurors.schemas.public import SEALED_BY_SERVICE, SEALED_KEYWORD
+
+    schemas = exported(tmp_path)
+    by_service = {name for name, schema in schemas.items() if schema[SEALED_KEYWORD].startswith(SEALED_BY_SERVICE)}
+    # what the workers write (streams/app.py's public topics) is sealed by them; the platform's own, by choice
+    assert by_service == {"verdict", "escalation", "letter", "dead-letter"}
+    assert all("platform" in schemas[name][SEALED_KEYWORD] for name in set(PUBLIC) - by_service)
+    case = json.loads((EXAMPLES / "cases" / "appl-001-kettle-crack.json").read_text())
+    jsonschema.validate(case, schemas["dispute-case"])  # an annotation, not a constraint

@@ -9,9 +9,11 @@ well. With a running app and a worker: tests/integration/test_dlq_replay.py.
 from __future__ import annotations
 
 import base64
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from cyberjurors.evidence.media_store import LocalMediaStore
+from cyberjurors.evidence.records import is_sealed
 from cyberjurors.kafka.cluster import ensure_topics
 from cyberjurors.schemas import DeadLetter
 from cyberjurors.tooling.clients import (
@@ -19,6 +21,8 @@ from cyberjurors.tooling.clients import (
     Outgoing,
     placed_letters,
     produce,
+    reader_seal,
+    records,
     replay,
     replayed,
 )
@@ -37,12 +41,13 @@ def letter(
     hours: int,
     original: bytes = b"",
     ref: str | None = None,
+    topic: str = "disputes.events",
 ) -> Outgoing:
     d = DeadLetter(
         reason=reason,
         detail="d",
         stage=stage,
-        topic=settings.topic("disputes.events"),
+        topic=settings.topic(topic),
         partition=0,
         offset=0,
         key=key,
@@ -199,3 +204,40 @@ def test_a_stage_name_of_an_earlier_release_is_refused_with_todays_name():
     result = CliRunner().invoke(app, ["dlq", "--stage", "ingest"])
     assert result.exit_code == 2
     assert "'ingest' is now 'intake'" in result.output and "renamed.md" in result.output
+
+
+async def test_with_payload_encryption_an_original_goes_back_sealed_and_an_erased_case_s_letter_is_left_out(
+    settings, tmp_path
+):
+    settings = settings.model_copy(
+        update={
+            "media_store": str(tmp_path / "store"),
+            "media_encryption": True,
+            "payload_encryption": True,
+            "case_key_secret": "s" * 32,
+            "case_key_store": str(tmp_path / "keys"),
+        }
+    )
+    await ensure_topics(settings)
+    sent = [
+        letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a", topic="disputes.focus"),
+        letter(settings, "e", "llm_timeout", "intake", True, 1, b"original-e"),  # the platform's topic
+        letter(settings, "gone", "llm_timeout", "focus", True, 2, b"original-gone", topic="disputes.focus"),
+    ]
+    await produce(settings, sent, seal=True)  # sealed as a worker seals its letters
+    seal = reader_seal(settings)
+    assert seal is not None
+    await seal.keys.destroy("gone")  # erased: its letter holds nothing anyone can read
+
+    left_out: Counter[str] = Counter()
+    letters = await placed_letters(settings, left_out)
+    assert sorted(x.letter.key for x in letters) == ["a", "e"] and left_out == {"case_erased": 1}
+    listed = said(cli(settings, "dlq"))
+    assert "2 dead letters" in listed and "1 sealed letters left out, unreadable (1 case_erased)" in listed, listed
+
+    result = await replay(settings, letters)
+    assert sorted(x.letter.key for x in result.sent) == ["a", "e"]
+    for key, topic in (("a", "disputes.focus"), ("e", "disputes.events")):
+        resent = [r.value async for r in records(settings, topic, follow=False, raw=True, idle_timeout_s=1)]
+        assert len(resent) == 1 and is_sealed(resent[0]) and b"original" not in resent[0], (topic, resent)
+        assert await seal.open(key, resent[0]) == f"original-{key}".encode()
