@@ -7,7 +7,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
-from .fields import ConfigModel, moved, nested
+from .fields import ConfigModel, nested
 
 # what a person may do in the console: read; publish decisions; override another's decision; replay dead letters
 ConsoleRole = Literal["viewer", "reviewer", "supervisor", "operator"]
@@ -39,21 +39,11 @@ class ConsoleProxy(ConfigModel):
     )
 
 
-# the settings this release moved into console_proxy (config/deprecated.py)
-DEPRECATED_PROXY = moved(
-    "console_proxy", ConsoleProxy, "console_", trusted="console_trusted_proxies", behind="console_behind_proxy"
-)
-
-
 class ConsoleTLS(ConfigModel):
     """The certificate the console serves HTTPS with (the setting ``console_tls``)."""
 
     cert: Path | None = Field(None, description="certificate (PEM) the console serves HTTPS with")
     key: Path | None = Field(None, description="its private key (PEM)")
-
-
-# the settings this release moved into console_tls (config/deprecated.py)
-DEPRECATED_TLS = moved("console_tls", ConsoleTLS, "console_tls_")
 
 
 class ConsoleSignin(ConfigModel):
@@ -70,16 +60,6 @@ class ConsoleSignin(ConfigModel):
         "console_signin_lockout_s before sign-in is locked for that long, the right password included",
     )
     lockout_s: float = Field(900, gt=0, description="the sign-in lockout's window and length")
-
-
-# the settings this release moved into console_signin (config/deprecated.py)
-DEPRECATED_SIGNIN = moved(
-    "console_signin",
-    ConsoleSignin,
-    "console_signin_",
-    session_ttl_s="console_session_ttl_s",
-    session_idle_s="console_session_idle_s",
-)
 
 
 class ConsoleSettings(BaseModel):

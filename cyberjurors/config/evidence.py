@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ..schemas import PersonalData
-from .fields import ConfigModel, moved, nested
+from .fields import ConfigModel, nested
 
 FormField = Literal["product", "dispute_reason", "requested_remedy"]
 # every kind but URLs: a link to the listing is evidence more often than it is anyone's
@@ -84,10 +84,6 @@ class IntakeLimits(ConfigModel):
         return self
 
 
-# the intake caps this release moved into intake_limits (config/deprecated.py)
-DEPRECATED_LIMITS = moved("intake_limits", IntakeLimits)
-
-
 class PrivacySettings(ConfigModel):
     """Minimisation before the model (the setting ``privacy``, evidence/privacy.py and evidence/ocr.py): personal data in party text, and with ``ocr`` in images, replaced before any prompt is built."""
 
@@ -152,10 +148,6 @@ class PrivacySettings(ConfigModel):
         return patterns
 
 
-# the settings this release moved into privacy (config/deprecated.py)
-DEPRECATED_PRIVACY = moved("privacy", PrivacySettings, "privacy_")
-
-
 class FrameSettings(ConfigModel):
     """Which frames of a video a model sees (the setting ``frames``, evidence/media.py)."""
 
@@ -170,12 +162,6 @@ class FrameSettings(ConfigModel):
     )
     event_share: float = Field(0.5, ge=0, le=1, description="most of a video's frame budget spent on events")
     event_max_frames: int = Field(1800, ge=2, description="most frames the event pass decodes per video")
-
-
-# the settings this release moved into frames (config/deprecated.py)
-DEPRECATED_FRAMES = moved(
-    "frames", FrameSettings, "frame_", per_video="frames_per_video", passive_per_video="passive_frames_per_video"
-)
 
 
 class KeyServiceSettings(ConfigModel):

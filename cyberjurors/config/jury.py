@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from ..schemas.reasoning import ESCALATION_REASONS, EscalationReason
-from .fields import ConfigModel, Resolved, moved, nested, unset
+from .fields import ConfigModel, Resolved, nested, unset
 
 # reasons a platform switches on in escalate_on: off by default, so a verdict escalates as before
 OPT_IN_REASONS: tuple[EscalationReason, ...] = ("low_precedent_coverage", "inconsistent_with_precedent")
@@ -96,8 +96,8 @@ PIPELINES: dict[str, PipelineOverrides] = {
     "agentscourt": _switches(**_RAW, deliberation="court"),
     "chateval": _switches(**_RAW, social_graph="complete", round_summary=False),
 }
-# the ablation switches this release folded into pipeline and pipeline_overrides (config/deprecated.py)
-DEPRECATED_SWITCHES = moved("pipeline_overrides", PipelineOverrides)
+
+
 # one name per idea: early_stopping=false is early_stop=0 (config/deprecated.py's early_stopping)
 DEPRECATED_EARLY_STOPPING = {"early_stopping": "early_stop"}
 
@@ -110,10 +110,6 @@ class GraphSettings(ConfigModel):
     seed: int = Field(
         7, description="the social graph's random seed: the same seed seats the same graph on every worker"
     )
-
-
-# the settings this release moved into graph (config/deprecated.py)
-DEPRECATED_GRAPH = moved("graph", GraphSettings, "graph_")
 
 
 class QualificationGate(ConfigModel):
@@ -130,10 +126,6 @@ class QualificationGate(ConfigModel):
         description="a persona whose seller-vote share on the mock cases differs from their "
         "labelled seller share by more than this fails",
     )
-
-
-# the settings this release moved into qualification_gate (config/deprecated.py)
-DEPRECATED_QUALIFICATION = moved("qualification_gate", QualificationGate, "qualification_")
 
 
 class ConsistencySettings(ConfigModel):
@@ -165,14 +157,6 @@ class JurisSettings(ConfigModel):
         "the JURIS paper's K = 5; capped at the jury's size",
     )
     max_sentences: int = Field(6, ge=1, description="candidate sentences kept per JURIS drafter")
-
-
-# the settings this release moved into juris (config/deprecated.py)
-DEPRECATED_JURIS = moved("juris", JurisSettings, "juris_")
-
-
-# the settings this release moved into consistency (config/deprecated.py)
-DEPRECATED_CONSISTENCY = moved("consistency", ConsistencySettings, "consistency_")
 
 
 def _pipeline(settings: Any, name: str) -> Any:

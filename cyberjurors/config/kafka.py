@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from .fields import ConfigModel, Duration, Resolved, moved, nested, unset
+from .fields import ConfigModel, Duration, Resolved, nested, unset
 
 
 class KafkaTimeouts(ConfigModel):
@@ -53,8 +53,6 @@ PROFILES: dict[str, KafkaTimeouts] = {
         stop_deadline_s=20,
     ),
 }
-# the liveness timeouts this release folded into kafka_profile and kafka_timeouts (config/deprecated.py)
-DEPRECATED_TIMEOUTS = moved("kafka_timeouts", KafkaTimeouts, fetch_max_wait_ms="kafka_fetch_max_wait_ms")
 
 
 class KafkaAuth(ConfigModel):
@@ -73,10 +71,6 @@ class KafkaAuth(ConfigModel):
     )
     ssl_certfile: Path | None = Field(None, description="with SSL: this client's certificate (PEM), for mutual TLS")
     ssl_keyfile: Path | None = Field(None, description="with SSL: this client's private key (PEM)")
-
-
-# the settings this release moved into kafka_auth (config/deprecated.py)
-DEPRECATED_AUTH = moved("kafka_auth", KafkaAuth, "kafka_")
 
 
 def _profile(settings: Any, name: str) -> Any:

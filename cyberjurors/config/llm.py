@@ -22,7 +22,7 @@ from ..schemas import (
 )
 from ..schemas.bounds import room
 from .catalog import TokenPrices, facts, list_prices
-from .fields import ConfigModel, moved, nested, unset
+from .fields import ConfigModel, nested, unset
 
 Role = Literal[
     "focus",
@@ -181,10 +181,6 @@ class BatchSettings(ConfigModel):
         description="eval --batch: cases judged side by side in one set of waves "
         "(bounds memory; a larger set means fewer, larger batches)",
     )
-
-
-# the settings this release moved into llm_batch (config/deprecated.py)
-DEPRECATED_BATCH = moved("llm_batch", BatchSettings, "batch_")
 
 
 class LLMSettings(BaseModel):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .fields import ConfigModel, moved, nested
+from .fields import ConfigModel, nested
 
 
 class EmbeddingSettings(ConfigModel):
@@ -55,10 +55,6 @@ class EmbeddingSettings(ConfigModel):
     )
 
 
-# the settings this release moved into embedding (config/deprecated.py)
-DEPRECATED_EMBEDDING = moved("embedding", EmbeddingSettings, "embedding_")
-
-
 class ElasticsearchSettings(ConfigModel):
     """The Elasticsearch cluster of ``precedent_backend = elasticsearch`` (the setting ``elasticsearch``)."""
 
@@ -73,10 +69,6 @@ class ElasticsearchSettings(ConfigModel):
     )
     timeout_s: float = Field(10.0, description="per request attempt")
     max_retries: int = Field(2, ge=0, description="the client's retries on 429/502/503/504/timeouts")
-
-
-# the settings this release moved into elasticsearch (config/deprecated.py)
-DEPRECATED_ELASTICSEARCH = moved("elasticsearch", ElasticsearchSettings, "elasticsearch_")
 
 
 class PrecedentSettings(BaseModel):

@@ -37,25 +37,26 @@ from pydantic_settings import (
 from ..errors import install_extra
 from . import deprecated, price_list
 from .catalog import find
-from .console import CONSOLE_SECRETS, DEPRECATED_PROXY, DEPRECATED_SIGNIN, DEPRECATED_TLS, ConsoleSettings
+from .console import CONSOLE_SECRETS, ConsoleProxy, ConsoleSettings, ConsoleSignin, ConsoleTLS
 from .courts import CourtSettings
-from .evidence import DEPRECATED_FRAMES, DEPRECATED_LIMITS, DEPRECATED_PRIVACY, EvidenceSettings
+from .evidence import EvidenceSettings, FrameSettings, IntakeLimits, PrivacySettings
+from .fields import moved
 from .jury import (
-    DEPRECATED_CONSISTENCY,
     DEPRECATED_EARLY_STOPPING,
-    DEPRECATED_GRAPH,
-    DEPRECATED_JURIS,
-    DEPRECATED_QUALIFICATION,
-    DEPRECATED_SWITCHES,
+    ConsistencySettings,
+    GraphSettings,
+    JurisSettings,
     JurySettings,
+    PipelineOverrides,
+    QualificationGate,
 )
-from .kafka import DEPRECATED_AUTH, DEPRECATED_TIMEOUTS, KafkaSettings
+from .kafka import KafkaAuth, KafkaSettings, KafkaTimeouts
 from .letters import LetterSettings
-from .llm import DEPRECATED_BATCH, DEPRECATED_ROLE_SETTINGS, LLMSettings, split_model
+from .llm import DEPRECATED_ROLE_SETTINGS, BatchSettings, LLMSettings, split_model
 from .observability import ObservabilitySettings
-from .precedents import DEPRECATED_ELASTICSEARCH, DEPRECATED_EMBEDDING, PrecedentSettings
+from .precedents import ElasticsearchSettings, EmbeddingSettings, PrecedentSettings
 from .retention import DEPRECATED_RETENTION, RetentionSettings
-from .state import DEPRECATED_EARLY_EVIDENCE, DEPRECATED_ERASURE, StateSettings
+from .state import EarlyEvidence, ErasureSettings, StateSettings
 
 SETTINGS_FILE_ENV = "CYBERJURORS_SETTINGS_FILE"
 
@@ -102,27 +103,42 @@ class DeprecatedEnvSource(PydanticBaseSettingsSource):
         return deprecated.from_env(ENV_PREFIX)
 
 
-deprecated.rename(DEPRECATED_ROLE_SETTINGS)
-deprecated.rename(DEPRECATED_LIMITS)
-deprecated.rename(DEPRECATED_RETENTION)
-deprecated.rename(DEPRECATED_TIMEOUTS)
-deprecated.rename(DEPRECATED_SWITCHES)
 deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early_stopping})
-deprecated.rename(DEPRECATED_BATCH)
-deprecated.rename(DEPRECATED_EMBEDDING)
-deprecated.rename(DEPRECATED_AUTH)
-deprecated.rename(DEPRECATED_PRIVACY)
-deprecated.rename(DEPRECATED_ELASTICSEARCH)
-deprecated.rename(DEPRECATED_GRAPH)
-deprecated.rename(DEPRECATED_FRAMES)
-deprecated.rename(DEPRECATED_QUALIFICATION)
-deprecated.rename(DEPRECATED_EARLY_EVIDENCE)
-deprecated.rename(DEPRECATED_TLS)
-deprecated.rename(DEPRECATED_PROXY)
-deprecated.rename(DEPRECATED_CONSISTENCY)
-deprecated.rename(DEPRECATED_SIGNIN)
-deprecated.rename(DEPRECATED_JURIS)
-deprecated.rename(DEPRECATED_ERASURE)
+# the settings this release removed, old name -> replacement: per-role choices into llm_roles, the
+# retentions into retention_period's overrides, and the settings moved into a nested one (the
+# liveness timeouts into kafka_profile's kafka_timeouts, the ablation switches into pipeline's
+# pipeline_overrides), each field under the prefix and its name unless named (config/fields.py)
+for _table in (
+    DEPRECATED_ROLE_SETTINGS,
+    DEPRECATED_RETENTION,
+    moved("intake_limits", IntakeLimits),
+    moved("kafka_timeouts", KafkaTimeouts, fetch_max_wait_ms="kafka_fetch_max_wait_ms"),
+    moved("pipeline_overrides", PipelineOverrides),
+    moved("llm_batch", BatchSettings, "batch_"),
+    moved("embedding", EmbeddingSettings, "embedding_"),
+    moved("kafka_auth", KafkaAuth, "kafka_"),
+    moved("privacy", PrivacySettings, "privacy_"),
+    moved("elasticsearch", ElasticsearchSettings, "elasticsearch_"),
+    moved("graph", GraphSettings, "graph_"),
+    moved(
+        "frames", FrameSettings, "frame_", per_video="frames_per_video", passive_per_video="passive_frames_per_video"
+    ),
+    moved("qualification_gate", QualificationGate, "qualification_"),
+    moved("early_evidence", EarlyEvidence, "early_evidence_"),
+    moved("console_tls", ConsoleTLS, "console_tls_"),
+    moved("console_proxy", ConsoleProxy, "console_", trusted="console_trusted_proxies", behind="console_behind_proxy"),
+    moved("consistency", ConsistencySettings, "consistency_"),
+    moved(
+        "console_signin",
+        ConsoleSignin,
+        "console_signin_",
+        session_ttl_s="console_session_ttl_s",
+        session_idle_s="console_session_idle_s",
+    ),
+    moved("juris", JurisSettings, "juris_"),
+    moved("erasure", ErasureSettings, "erasure_"),
+):
+    deprecated.rename(_table)
 
 # section name -> its model, in the order the reference lists them
 SECTIONS: dict[str, type[BaseModel]] = {

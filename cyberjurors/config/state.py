@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .fields import ConfigModel, moved, nested
+from .fields import ConfigModel, nested
 
 
 class EarlyEvidence(ConfigModel):
@@ -28,10 +28,6 @@ class EarlyEvidence(ConfigModel):
     total: int = Field(10_000, ge=1, description="events held per worker across unopened cases")
 
 
-# the settings this release moved into early_evidence (config/deprecated.py)
-DEPRECATED_EARLY_EVIDENCE = moved("early_evidence", EarlyEvidence, "early_evidence_")
-
-
 class ErasureSettings(ConfigModel):
     """What `cyberjurors erase` keeps and how long it waits for a worker (the setting ``erasure``,
     erasure/run.py)."""
@@ -47,10 +43,6 @@ class ErasureSettings(ConfigModel):
         description="how long it waits for the worker holding a case's partition to erase its "
         "tables; no answer by then (a worker down) is recorded and finished by `erase --resume`",
     )
-
-
-# the settings this release moved into erasure (config/deprecated.py)
-DEPRECATED_ERASURE = moved("erasure", ErasureSettings, "erasure_")
 
 
 class StateSettings(BaseModel):
