@@ -19,11 +19,13 @@ child worker whose parent hands it ``CYBERJURORS_KAFKA_BOOTSTRAP_SERVERS``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, PrivateAttr, TypeAdapter, ValidatorFunctionWrapHandler, model_validator
 from pydantic.fields import FieldInfo
@@ -100,7 +102,32 @@ class DeprecatedEnvSource(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return deprecated.from_env(ENV_PREFIX)
+        return {old: self._decoded(old, value) for old, value in deprecated.from_env(ENV_PREFIX).items()}
+
+    def _decoded(self, old: str, value: str) -> Any:
+        """A list or mapping given by its old variable is JSON, as a current variable's is
+        (``CYBERJURORS_CONSOLE_TRUSTED_PROXIES='["10.0.0.1"]'``); anything else stays the string the
+        field parses. What is not JSON is left to the field's own error."""
+        model: Any = self.settings_cls
+        *heads, name = deprecated.replacement(old).split(".")
+        for head in heads:
+            field = getattr(model, "model_fields", {}).get(head)
+            model = field and field.annotation
+        field = getattr(model, "model_fields", {}).get(name)
+        if field is None or not _complex(field.annotation):
+            return value
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+
+
+def _complex(annotation: Any) -> bool:
+    """Whether a field holds a list, set, tuple or mapping (through ``X | None``)."""
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType):
+        return any(_complex(arg) for arg in get_args(annotation) if arg is not type(None))
+    return (origin or annotation) in (list, set, frozenset, tuple, dict)
 
 
 deprecated.rename(DEPRECATED_EARLY_STOPPING, {"early_stopping": deprecated.early_stopping})

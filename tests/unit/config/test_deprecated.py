@@ -347,3 +347,14 @@ def test_a_worker_is_handed_no_console_tls_key_under_either_name() -> None:
     worker = settings.for_worker()
     assert worker.console_tls.key is None and settings.console_tls.key == Path("/tls/tls.key")
     assert worker.console_proxy.behind  # what is no secret stays
+
+
+def test_a_moved_list_given_by_its_old_variable_is_read_as_json_as_a_current_variable_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CYBERJURORS_CONSOLE_TRUSTED_PROXIES", '["10.0.0.1", "10.1.0.0/16"]')
+    monkeypatch.setenv("CYBERJURORS_KAFKA_SASL_PASSWORD", '["not", "a list"]')  # a string field stays a string
+    with pytest.warns(DeprecationWarning, match="console_trusted_proxies"):
+        settings = offline()
+    assert [str(p) for p in settings.console_proxy.trusted] == ["10.0.0.1", "10.1.0.0/16"]
+    assert settings.kafka_auth.sasl_password == '["not", "a list"]'
