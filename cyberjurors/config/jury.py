@@ -36,7 +36,7 @@ class PipelineOverrides(ConfigModel):
     )
     justification: Justification | None = unset(
         "summary = the final round's summary S_T (the paper); juris = two drafters propose "
-        "sentences, juris_voters jurors vote on each, an editor consolidates the accepted ones, and the "
+        "sentences, juris.voters jurors vote on each, an editor consolidates the accepted ones, and the "
         "verifier checks the result (JURIS: always verified)"
     )
     deliberation: Deliberation | None = unset(
