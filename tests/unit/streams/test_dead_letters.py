@@ -250,7 +250,39 @@ def _letters_written(tree: ast.Module) -> list[tuple[ast.Call, ast.AST]]:
                 and ast.unparse(call.func.value).endswith("letters")
             ):
                 found.append((call, fn))
-    return found
+    return [w for call, fn in found for w in _through_wrapper(tree, call, fn)]
+
+
+def _through_wrapper(tree: ast.Module, call: ast.Call, fn: ast.AST) -> list[tuple[ast.Call, ast.AST]]:
+    """A write inside a helper that passes its own ``reason`` and ``replayable`` on (``Appeals.refuse``)
+    stands for each call of the helper: the write as that call makes it, in the function around it."""
+    assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+    params = [a.arg for a in fn.args.args]
+    reason = call.args[2]
+    if not (isinstance(reason, ast.Name) and reason.id in params):
+        return [(call, fn)]
+    defaults = dict(zip(params[len(params) - len(fn.args.defaults) :], fn.args.defaults, strict=True))
+    stage = call.args[1]
+    if isinstance(stage, ast.Name):  # a module constant (STAGE = "appeal")
+        stage = next(
+            n.value
+            for n in tree.body
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == stage.id for t in n.targets)
+        )
+    made = []
+    for outer in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        for use in [c for c in ast.walk(outer) if isinstance(c, ast.Call) and _callee(c) == fn.name]:
+            given = dict(zip(params[1:], use.args, strict=False)) | {k.arg: k.value for k in use.keywords if k.arg}
+            flag = given.get("replayable", defaults.get("replayable"))
+            assert flag is not None, f"{fn.name} called without a replayable flag"
+            written = ast.Call(
+                func=call.func,
+                args=[given["event"], stage, given[reason.id], given["detail"]],
+                keywords=[ast.keyword(arg="replayable", value=flag)],
+            )
+            made.append((written, outer))
+    assert made, f"{fn.name} writes a letter for its callers, and none calls it"
+    return made
 
 
 def _flag(call: ast.Call, fn: ast.AST) -> bool | tuple[type, ...]:
