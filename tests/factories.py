@@ -104,3 +104,16 @@ def anthropic_settings(url: str, **over: Any) -> Settings:
             **over,
         }
     )
+
+
+def sealing(settings: Settings, folder: Path) -> Settings:
+    """``settings`` with every record sealed (payload_encryption) under case keys kept in ``folder``."""
+    return settings.model_copy(
+        update={
+            "media_store": str(folder / "store"),
+            "media_encryption": True,
+            "payload_encryption": True,
+            "case_key_secret": "s" * 32,
+            "case_key_store": str(folder / "keys"),
+        }
+    )

@@ -18,7 +18,7 @@ from cyberjurors.schemas import OutcomeReported
 from cyberjurors.tooling.clients import Outgoing, produce, reader_seal
 
 from ..conftest import EXAMPLES, read_topic
-from ..factories import example_case
+from ..factories import example_case, sealing
 from ..unit.console.test_console import AIRFRYER, decide, escalated_store, judged, offline, signed_in
 from ..unit.console.test_console import airfryer as airfryer
 
@@ -72,15 +72,7 @@ async def follow_until(feed: Feed, timeout_s: float = 60, **counts: int) -> Feed
 async def test_with_payload_encryption_the_feed_files_sealed_verdicts_opened_and_passes_an_erased_case_s(
     settings, tmp_path, airfryer
 ):
-    settings = settings.model_copy(
-        update={
-            "media_store": str(tmp_path / "store"),
-            "media_encryption": True,
-            "payload_encryption": True,
-            "case_key_secret": "s" * 32,
-            "case_key_store": str(tmp_path / "keys"),
-        }
-    )
+    settings = sealing(settings, tmp_path)
     _after, verdict = airfryer
     kettle = (await judged(example_case(KETTLE), offline()))[2]
     verdicts = settings.topic("disputes.verdicts")

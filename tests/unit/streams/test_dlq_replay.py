@@ -28,6 +28,7 @@ from cyberjurors.tooling.clients import (
 )
 
 from ...conftest import cli, read_topic
+from ...factories import sealing
 
 T0 = datetime(2026, 11, 1, 12, tzinfo=UTC)
 
@@ -209,15 +210,7 @@ def test_a_stage_name_of_an_earlier_release_is_refused_with_todays_name():
 async def test_with_payload_encryption_an_original_goes_back_sealed_and_an_erased_case_s_letter_is_left_out(
     settings, tmp_path
 ):
-    settings = settings.model_copy(
-        update={
-            "media_store": str(tmp_path / "store"),
-            "media_encryption": True,
-            "payload_encryption": True,
-            "case_key_secret": "s" * 32,
-            "case_key_store": str(tmp_path / "keys"),
-        }
-    )
+    settings = sealing(settings, tmp_path)
     await ensure_topics(settings)
     sent = [
         letter(settings, "a", "llm_timeout", "focus", True, 0, b"original-a", topic="disputes.focus"),
