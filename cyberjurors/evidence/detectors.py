@@ -154,25 +154,65 @@ def _barcode(written: str) -> bool:
 
 def phones(text: str, regions: Iterable[str]) -> Iterator[Span]:
     """Valid numbers by libphonenumber's metadata, keyed in E.164: "+44 20 7946 0958", "020 7946 0958"
-    (read in GB) and "0044 (0)20 7946-0958" are one number. The first region that reads a span wins.
-    The matcher runs only on the stretches that hold five digits or more, with a character either side."""
+    (read in GB) and "0044 (0)20 7946-0958" are one number. The matcher runs only on the stretches
+    that hold five digits or more, with a character either side; of the regions' readings of a
+    stretch, the one whose numbers cover the most digits wins, the first region on a tie (digits
+    that one region reads as a single long number, another as two numbers side by side)."""
     chunks = [(max(m.start() - 1, 0), m.end() + 1) for m in _PHONE_CHUNK.finditer(text)]
-    if not chunks:
-        return
-    for region in regions:
-        for begin, end in chunks:
-            for m in phonenumbers.PhoneNumberMatcher(text[begin:end], region, leniency=phonenumbers.Leniency.VALID):
-                if (
-                    _DATE.fullmatch(m.raw_string)
-                    or _barcode(m.raw_string)
-                    or _in_code(text, begin + m.start, begin + m.end)
-                ):
-                    continue
-                national = phonenumbers.national_significant_number(m.number)
-                if len(national) < _SHORTEST and not m.raw_string.startswith(("+", "00")):
-                    continue
-                e164 = phonenumbers.format_number(m.number, phonenumbers.PhoneNumberFormat.E164)
-                yield Span(begin + m.start, begin + m.end, "phone", e164)
+    regions = list(regions)
+    for begin, end in chunks:
+        readings = [list(_read(text, begin, end, region)) for region in regions]
+        yield from max(
+            readings, key=lambda spans: sum(sum(c.isdigit() for c in text[x.start : x.end]) for x in spans), default=[]
+        )
+
+
+def _read(text: str, begin: int, end: int, region: str) -> Iterator[Span]:
+    for m in _matched(text[begin:end], region):
+        if _DATE.fullmatch(m.raw_string) or _barcode(m.raw_string) or _in_code(text, begin + m.start, begin + m.end):
+            continue
+        national = phonenumbers.national_significant_number(m.number)
+        if len(national) < _SHORTEST and not m.raw_string.startswith(("+", "00")):
+            continue
+        e164 = phonenumbers.format_number(m.number, phonenumbers.PhoneNumberFormat.E164)
+        yield Span(begin + m.start, begin + m.end, "phone", e164)
+
+
+_GAP = re.compile(r"[ \t\u00a0]+")
+_MOST_SPLITS = 8
+
+
+def _matched(chunk: str, region: str) -> tuple[phonenumbers.PhoneNumberMatch, ...]:
+    """libphonenumber's matches in a chunk; where it finds none, the chunk split at gaps into numbers
+    written side by side ("(07949) 768108 0114 496 0286" is two, which its matcher takes for one
+    candidate and rejects): of the splits whose first part is one number end to end, the one whose
+    numbers cover the most digits (the longer first part on a tie)."""
+    found = tuple(phonenumbers.PhoneNumberMatcher(chunk, region, leniency=phonenumbers.Leniency.VALID))
+    return found or _split(chunk, region)
+
+
+@functools.lru_cache(maxsize=4096)
+def _split(chunk: str, region: str) -> tuple[phonenumbers.PhoneNumberMatch, ...]:
+    best: tuple[phonenumbers.PhoneNumberMatch, ...] = ()
+    for gap in reversed(list(_GAP.finditer(chunk))[:_MOST_SPLITS]):
+        head = chunk[: gap.start()]
+        first = list(phonenumbers.PhoneNumberMatcher(head, region, leniency=phonenumbers.Leniency.VALID))
+        lead = len(head) - len(head.lstrip())  # the chunk keeps one character before the number
+        if len(first) != 1 or first[0].start > lead + 1 or first[0].end < len(head.rstrip()):
+            continue
+        shift = gap.end()
+        rest = [
+            phonenumbers.PhoneNumberMatch(m.start + shift, m.raw_string, m.number)
+            for m in _matched(chunk[shift:], region)
+        ]
+        option = (first[0], *rest)
+        if _digits(option) > _digits(best):
+            best = option
+    return best
+
+
+def _digits(matches: tuple[phonenumbers.PhoneNumberMatch, ...]) -> int:
+    return sum(sum(c.isdigit() for c in m.raw_string) for m in matches)
 
 
 def international(digits: str) -> str | None:

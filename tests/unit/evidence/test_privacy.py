@@ -54,6 +54,15 @@ def test_a_national_number_is_read_in_the_first_region_that_reads_it_and_numbers
     assert masked("+1 415-555-2671 then +44 20 7946 0958") == "[PHONE_1] then [PHONE_2]"
 
 
+def test_numbers_written_side_by_side_are_each_masked_and_the_reading_covering_most_digits_wins():
+    # libphonenumber takes the whole stretch for one candidate and rejects it, so neither was found
+    text = "(07949) 768108 0114 496 0286"
+    assert [s.key for s in privacy.phones(text, ["GB"])] == ["+447949768108", "+441144960286"]
+    # in DE the first 15 digits are one valid number, leaving 496 0286 standing; GB reads them all
+    assert [s.key for s in privacy.phones(text, ["DE", "GB"])] == ["+447949768108", "+441144960286"]
+    assert masked(text) == "[PHONE_1] [PHONE_2]"
+
+
 def test_a_dotted_date_is_no_phone_number():
     # libphonenumber reads 06.10.2026 as a valid German number (06102 is an area code)
     assert masked("signed on 06.10.2026 at 11:42") == "signed on 06.10.2026 at 11:42"
