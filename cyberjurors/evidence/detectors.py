@@ -182,17 +182,27 @@ _GAP = re.compile(r"[ \t\u00a0]+")
 _MOST_SPLITS = 8
 
 
-def _matched(chunk: str, region: str) -> tuple[phonenumbers.PhoneNumberMatch, ...]:
+def _matched(
+    chunk: str, region: str, seen: dict[str, tuple[phonenumbers.PhoneNumberMatch, ...]] | None = None
+) -> tuple[phonenumbers.PhoneNumberMatch, ...]:
     """libphonenumber's matches in a chunk; where it finds none, the chunk split at gaps into numbers
     written side by side ("(07949) 768108 0114 496 0286" is two, which its matcher takes for one
     candidate and rejects): of the splits whose first part is one number end to end, the one whose
-    numbers cover the most digits (the longer first part on a tie)."""
+    numbers cover the most digits (the longer first part on a tie). ``seen`` remembers the tails
+    already read within this one chunk, never across texts: a process-wide cache would keep
+    parties' numbers past their case's erasure."""
     found = tuple(phonenumbers.PhoneNumberMatcher(chunk, region, leniency=phonenumbers.Leniency.VALID))
-    return found or _split(chunk, region)
+    if found:
+        return found
+    seen = {} if seen is None else seen
+    if chunk not in seen:
+        seen[chunk] = _split(chunk, region, seen)
+    return seen[chunk]
 
 
-@functools.lru_cache(maxsize=4096)
-def _split(chunk: str, region: str) -> tuple[phonenumbers.PhoneNumberMatch, ...]:
+def _split(
+    chunk: str, region: str, seen: dict[str, tuple[phonenumbers.PhoneNumberMatch, ...]]
+) -> tuple[phonenumbers.PhoneNumberMatch, ...]:
     best: tuple[phonenumbers.PhoneNumberMatch, ...] = ()
     for gap in reversed(list(_GAP.finditer(chunk))[:_MOST_SPLITS]):
         head = chunk[: gap.start()]
@@ -203,7 +213,7 @@ def _split(chunk: str, region: str) -> tuple[phonenumbers.PhoneNumberMatch, ...]
         shift = gap.end()
         rest = [
             phonenumbers.PhoneNumberMatch(m.start + shift, m.raw_string, m.number)
-            for m in _matched(chunk[shift:], region)
+            for m in _matched(chunk[shift:], region, seen)
         ]
         option = (first[0], *rest)
         if _digits(option) > _digits(best):
