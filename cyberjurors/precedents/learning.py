@@ -80,13 +80,31 @@ async def learn(
     index: PrecedentIndex,
     settings: Settings,
     now: datetime | None = None,
+    *,
+    replacing: OutcomeReported | None = None,
 ) -> LearningReport:
+    """The precedent base follows a decision: the case confirmed when it agrees with the jury, and
+    each guideline the verdict cited one step up or down.
+
+    ``replacing`` is the human panel's decision that a supervisor's override (signed, naming it)
+    replaces. The confirmed case becomes the override's, or goes when the override no longer agrees
+    with the jury. Only when the override reverses agreement does each cited guideline take one step
+    the other way (not an exact undo: other cases may have moved it since), recorded under the
+    override's own id, so a redelivery applies it once."""
     now = now or schemas.now()
     agreed = outcome.votes.winner == verdict.winner
     report = LearningReport(agreed=agreed)
     if agreed:
         await _confirm(case_file, outcome, index, report, settings)
-    await _adjust_cited(verdict, agreed, outcome.case_id, index, settings, now, report)
+    if replacing is None:
+        await _adjust_cited(verdict, agreed, outcome.case_id, index, settings, now, report)
+        return report
+    was = replacing.votes.winner == verdict.winner
+    if was and not agreed:
+        await index.delete([f"case:{outcome.case_id}"])
+    if agreed != was:
+        key = f"{outcome.case_id}@{outcome.event_id or 'override'}"
+        await _adjust_cited(verdict, agreed, key, index, settings, now, report)
     return report
 
 
@@ -124,34 +142,6 @@ async def _adjust_cited(
             report.retired.append(new.id)
     if changed:
         await index.upsert(changed)
-
-
-async def overridden(
-    earlier: OutcomeReported,
-    outcome: OutcomeReported,
-    verdict: Verdict,
-    case_file: CaseFile,
-    index: PrecedentIndex,
-    settings: Settings,
-    now: datetime | None = None,
-) -> LearningReport:
-    """A human panel's decision replaced by a supervisor's override (signed, naming it): the
-    precedent base follows the override. The confirmed case becomes the override's, or goes when the
-    override no longer agrees with the jury. When the override reverses agreement, each cited
-    guideline takes one step the other way (not an exact undo: other cases may have moved it since),
-    recorded under the override's own id, so a redelivery applies it once."""
-    now = now or schemas.now()
-    was = earlier.votes.winner == verdict.winner
-    agreed = outcome.votes.winner == verdict.winner
-    report = LearningReport(agreed=agreed)
-    if agreed:
-        await _confirm(case_file, outcome, index, report, settings)
-    elif was:
-        await index.delete([f"case:{outcome.case_id}"])
-    if agreed != was:
-        key = f"{outcome.case_id}@{outcome.event_id or 'override'}"
-        await _adjust_cited(verdict, agreed, key, index, settings, now, report)
-    return report
 
 
 async def redistil(

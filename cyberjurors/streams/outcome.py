@@ -300,7 +300,7 @@ class Outcomes:
             return
         try:
             index, _ = await self.precedents.open()
-            report = await learning.overridden(earlier, outcome, decided, case_file, index, self.settings)
+            report = await learning.learn(outcome, decided, case_file, index, self.settings, replacing=earlier)
         except (PrecedentError, LLMError) as err:
             await self.dead_letters.write(
                 event, "outcome", f"precedents_{err.kind}", for_people(err), replayable=err.replayable

@@ -567,14 +567,14 @@ async def test_a_supervisors_signed_override_replaces_the_standing_decision_and_
     h.table["esc-1/ready"] = CaseFile(case=make_case(), received_at=NOW).model_dump_json().encode()
     followed: list[tuple[str | None, str | None]] = []
 
-    async def overridden(earlier: OutcomeReported, outcome: OutcomeReported, *_: object) -> learning.LearningReport:
-        followed.append((earlier.event_id, outcome.event_id))
+    async def learn(
+        outcome: OutcomeReported, *_: object, replacing: OutcomeReported | None = None
+    ) -> learning.LearningReport:
+        if replacing is None:
+            return learning.LearningReport(agreed=True)
+        followed.append((replacing.event_id, outcome.event_id))
         return learning.LearningReport(agreed=outcome.votes.winner == decided.winner)
 
-    async def learn(outcome: OutcomeReported, *_: object) -> learning.LearningReport:
-        return learning.LearningReport(agreed=True)
-
-    monkeypatch.setattr(learning, "overridden", overridden)
     monkeypatch.setattr(learning, "learn", learn)
     dlq = Topic()
     outcomes = outcomes_handler(s, h, dlq, precedents_on())

@@ -284,7 +284,7 @@ async def test_a_supervisors_override_moves_the_precedent_base_to_its_decision_o
         decided_by=DecidedBy(reviewer="sue", role="supervisor", override_of="console:e1:1"),
     )
     for _ in range(2):  # a redelivered override applies once
-        report = await learning.overridden(first, reversed_, verdict, case_file, index, s, NOW)
+        report = await learning.learn(reversed_, verdict, case_file, index, s, NOW, replacing=first)
     assert not report.agreed and report.case_added is None
     assert await index.get([f"case:{case.case_id}"]) == []  # no longer a precedent for the buyer
     rule = (await index.get(["guideline:g-test01"]))[0].guideline
@@ -294,10 +294,16 @@ async def test_a_supervisors_override_moves_the_precedent_base_to_its_decision_o
     split = OutcomeReported.model_validate(
         reversed_.model_dump() | {"votes": {"buyer": 4, "seller": 1}, "event_id": "console:e1:3"}
     )
-    report = await learning.overridden(reversed_, split, verdict, case_file, index, s, NOW)
+    report = await learning.learn(split, verdict, case_file, index, s, NOW, replacing=reversed_)
     [again] = await index.get([f"case:{case.case_id}"])
     assert report.agreed and again.case.votes.buyer == 4  # the override's own votes
     assert (await index.get(["guideline:g-test01"]))[0].guideline.version == 4  # raised back, one step
+
+    kept = OutcomeReported.model_validate(split.model_dump() | {"votes": {"buyer": 2, "seller": 0}, "event_id": "e:4"})
+    report = await learning.learn(kept, verdict, case_file, index, s, NOW, replacing=split)
+    [still] = await index.get([f"case:{case.case_id}"])  # agreement kept: the case stays, with these votes
+    assert report.agreed and still.case.votes.buyer == 2 and not report.raised and not report.lowered
+    assert (await index.get(["guideline:g-test01"]))[0].guideline.version == 4
     await index.close()
 
 

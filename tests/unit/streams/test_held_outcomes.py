@@ -65,16 +65,16 @@ def learned(monkeypatch) -> list[tuple[str, str, str]]:
     """What learning was asked to do: ("learn", winner, source) and ("overridden", from, to)."""
     done: list[tuple[str, str, str]] = []
 
-    async def learn(outcome: OutcomeReported, *_: object) -> learning.LearningReport:
-        done.append(("learn", outcome.votes.winner, outcome.source or "platform_jury"))
-        return learning.LearningReport(agreed=True)
-
-    async def overridden(earlier: OutcomeReported, outcome: OutcomeReported, *_: object) -> learning.LearningReport:
-        done.append(("overridden", earlier.source or "platform_jury", outcome.source or "platform_jury"))
+    async def learn(
+        outcome: OutcomeReported, *_: object, replacing: OutcomeReported | None = None
+    ) -> learning.LearningReport:
+        if replacing is None:
+            done.append(("learn", outcome.votes.winner, outcome.source or "platform_jury"))
+        else:
+            done.append(("overridden", replacing.source or "platform_jury", outcome.source or "platform_jury"))
         return learning.LearningReport(agreed=True)
 
     monkeypatch.setattr(learning, "learn", learn)
-    monkeypatch.setattr(learning, "overridden", overridden)
     return done
 
 
