@@ -1,7 +1,7 @@
 """``dlq --replay`` with a running app: a replay that fails again is not sent again by the next
 ``--replay`` (only with ``--again``), and the trial's stuck case (a focus answer cut off by thinking)
 is judged by a worker after the budget is raised and a final replay
-(tests/unit/streams/test_dlq_replay.py: the letters, the filters and the command)."""
+(tests/unit/cli/test_dlq_replay.py: the letters, the filters and the command)."""
 
 from __future__ import annotations
 
