@@ -259,7 +259,7 @@ class PrecedentsStep:
 
 # How the LLM call log (llm/port.py, ``case_id`` of each line) names a case besides its id: a
 # qualification ballot on it as a mock case (jury/qualify.py), and its party-swapped twin in an
-# evaluation (evaluation/swap.py's SWAP_SUFFIX). tests/unit/streams/test_erasure_ids.py writes each
+# evaluation (evaluation/swap.py's SWAP_SUFFIX). tests/unit/erasure/test_erasure_ids.py writes each
 # through its real writer and checks this list against it.
 CALL_LOG_PREFIXES = ("", "qualify:")
 CALL_LOG_SUFFIXES = ("", ":swap")

@@ -26,7 +26,7 @@ from cyberjurors.tooling.clients import (
 from ..conftest import EXAMPLES, cli, read_topic, running_app, worker_process
 from ..messages_server import ScriptedServer, ThinkingModel, serving
 from ..schema_model import SchemaModel
-from ..unit.streams.test_dlq_replay import said
+from ..unit.cli.test_dlq_replay import said
 
 
 @pytest.mark.integration
