@@ -82,7 +82,11 @@ class EvalReport(BaseModel):
         description="every case sent without a verdict, party-swap twins included: case id -> "
         "the dead letter's stage:reason, or timeout",
     )
-    stand_in: bool = Field(False, description="true for the offline (lexical) and scripted backends")
+    stand_in: bool = Field(
+        False,
+        description="true for the offline (lexical) and scripted backends, and when any verdict was decided by "
+        "a stand-in (a plumbing-only tiny model: Verdict.stand_in)",
+    )
     mode: Literal["stream", "batch"] = Field(
         "stream", description="stream: through the Faust topology; batch: in waves (eval --batch)"
     )

@@ -208,5 +208,7 @@ def run_report(
         summary=summarize(results, Pricing(settings.llm_prices, settings.model)),
         failed_cases=failed_cases(results, options.party_swap),
         prices=model_prices(settings, models, settings.backend, batch=batch_prices),
+        # a plumbing-only tiny model behind a real server decides as a stand-in too (Verdict.stand_in)
+        stand_in=any(v.stand_in for v in verdicts.values()),
         **more,
     )

@@ -93,6 +93,35 @@ def test_stand_in_follows_the_backend() -> None:
     assert EvalReport.model_validate(report("a", backend="offline").model_dump() | {"stand_in": False}).stand_in
 
 
+def test_a_run_on_a_real_server_is_a_stand_in_when_any_verdict_was_decided_by_one(tmp_path: Path) -> None:
+    """A plumbing-only tiny model (SmolLM2 behind llama.cpp) runs on the openai backend: the report
+    takes its verdicts' word for it, not the backend's name."""
+    import time
+
+    from cyberjurors.config import Settings
+    from cyberjurors.evaluation.dataset import load_dataset
+    from cyberjurors.evaluation.runs import Options, case_results, run_report
+
+    from ...conftest import EXAMPLES
+    from .test_metrics import verdict
+
+    dataset = load_dataset(EXAMPLES / "cases")
+    s = Settings(llm_backend="openai", openai_base_url="http://127.0.0.1:9/v1")
+
+    def made(stand_in: list[bool]) -> EvalReport:
+        verdicts = {
+            c.case_id: verdict(c.case_id, 9, 8).model_copy(update={"stand_in": flag})
+            for c, flag in zip(dataset.cases, stand_in, strict=False)
+        }
+        results = case_results(dataset, verdicts, {}, party_swap=False)
+        options = Options(out=tmp_path, party_swap=False)
+        return run_report("r", "d", dataset, s, results, verdicts, datetime.now(UTC), time.monotonic(), options)
+
+    assert made([False, False, False]).stand_in is False
+    one = made([False, True, False])
+    assert one.stand_in is True and STAND_IN_WARNING in to_markdown([one])
+
+
 def test_markdown_has_the_ladder_and_the_configuration() -> None:
     md = to_markdown([report("CoT"), report("IV-CoT"), report("CyberJurors")])
     assert STAND_IN_WARNING not in md
