@@ -24,7 +24,9 @@ from .tables import Tabled, tabled
 
 STAND_IN_BACKENDS = frozenset({"offline", "scripted"})
 MD_FAILED_SHOWN = 50
-STAND_IN_WARNING = "offline stand-in: these numbers measure the pipeline, not model judgement"
+STAND_IN_WARNING = (
+    "stand-in (offline backend or a plumbing-only model): these numbers measure the pipeline, not model judgement"
+)
 DASH = "–"
 
 
